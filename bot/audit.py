@@ -1,0 +1,94 @@
+"""`datathread audit`: the turn and step records as JSON lines or CSV, secrets redacted."""
+
+from __future__ import annotations
+
+import csv
+import json
+import sys
+import time
+
+from core.config import Settings
+from core.redact import Redactor
+from core.sessions import open_store
+
+CSV_FIELDS = (
+    "turn_id",
+    "started",
+    "surface",
+    "team_id",
+    "channel_id",
+    "user_id",
+    "session_id",
+    "ok",
+    "question",
+    "step",
+    "tool",
+    "input",
+    "rows",
+    "bytes_scanned",
+    "duration_s",
+    "step_ok",
+    "feedback",
+)
+
+
+def audit_rows(turns: list[dict]) -> list[dict]:
+    """One flat row per step (a turn without steps still gets one row), for CSV."""
+    rows = []
+    for turn in turns:
+        steps = turn.get("steps") or [{}]
+        for step in steps:
+            rows.append(
+                {
+                    "turn_id": turn.get("turn_id"),
+                    "started": turn.get("started"),
+                    "surface": turn.get("surface"),
+                    "team_id": turn.get("team_id"),
+                    "channel_id": turn.get("channel_id"),
+                    "user_id": turn.get("user_id"),
+                    "session_id": turn.get("session_id"),
+                    "ok": turn.get("ok"),
+                    "question": turn.get("question"),
+                    "step": step.get("step_id", ""),
+                    "tool": step.get("tool", ""),
+                    "input": json.dumps(step.get("input", "")) if step else "",
+                    "rows": step.get("rows", ""),
+                    "bytes_scanned": step.get("bytes_scanned", ""),
+                    "duration_s": step.get("duration_s", ""),
+                    "step_ok": step.get("ok", ""),
+                    "feedback": json.dumps(turn.get("feedback") or {}),
+                }
+            )
+    return rows
+
+
+async def print_audit(
+    settings: Settings,
+    *,
+    session: str | None,
+    user: str | None,
+    channel: str | None,
+    since_hours: float | None,
+    fmt: str,
+    limit: int,
+    out=None,
+) -> int:
+    """Write matching turn records to `out` (stdout); returns how many turns matched."""
+    out = out or sys.stdout
+    store = await open_store(settings)
+    try:
+        since = time.time() - since_hours * 3600 if since_hours else None
+        turns = await store.list_turns(
+            session_id=session, user_id=user, channel_id=channel, since=since, limit=limit
+        )
+    finally:
+        await store.close()
+    turns = Redactor(settings.secret_values()).data(turns)
+    if fmt == "csv":
+        writer = csv.DictWriter(out, fieldnames=CSV_FIELDS)
+        writer.writeheader()
+        writer.writerows(audit_rows(turns))
+    else:
+        for turn in turns:
+            out.write(json.dumps(turn, default=str) + "\n")
+    return len(turns)

@@ -1,0 +1,340 @@
+"""The core's front door: one incoming message → one turn, with events for the surface.
+
+`Analyst.handle` maps the thread to a session, checks access and rate limits, takes the session lock,
+runs the tool loop over the stored history, saves a valid history and the turn record, and turns
+every failure into a short human message with an error id that matches the log line.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from core import history as hist
+from core.access import AccessPolicy
+from core.agent import LoopLimits, TurnAborted, TurnState, build_system, build_tools, run_loop
+from core.config import Settings
+from core.events import (
+    ArtifactReady,
+    Confirmer,
+    EventSink,
+    IncomingMessage,
+    TurnEvent,
+    TurnFailed,
+    TurnFinished,
+    TurnOutcome,
+    TurnStarted,
+)
+from core.model import ModelClient, build_model, describe_model_error
+from core.redact import Redactor
+from core.sandbox import Sandbox
+from core.sessions import LockTimeout, SessionStore, StoreUnavailable, open_store, session_id_for
+from core.tools import ToolContext
+from core.warehouse import QueryContext, Warehouse
+
+log = logging.getLogger("datathread.turn")
+
+
+@dataclass
+class Parts:
+    """The production parts an Analyst runs on; tests build them with fakes at the network edge."""
+
+    settings: Settings
+    store: SessionStore
+    sandbox: Sandbox
+    warehouse: Warehouse
+    model: ModelClient
+
+
+async def build_parts(settings: Settings, *, model: ModelClient | None = None) -> Parts:
+    """Build every part the settings name (store, sandbox, warehouse, model) and warm the sandbox."""
+    from core.sandbox_factory import build_sandbox_and_warehouse
+
+    model = model or build_model(settings)
+    store = await open_store(settings)
+    sandbox, warehouse = await build_sandbox_and_warehouse(settings)
+    return Parts(settings=settings, store=store, sandbox=sandbox, warehouse=warehouse, model=model)
+
+
+class Analyst:
+    """Runs turns. Holds no per-conversation state: everything lives in the store and workspaces."""
+
+    def __init__(self, parts: Parts):
+        self.parts = parts
+        self.settings = parts.settings
+        self.store = parts.store
+        self.access = AccessPolicy.from_settings(parts.settings)
+        self.redactor = Redactor(parts.settings.secret_values())
+        self._system = build_system(parts.warehouse.prompt_notes())
+        self._tools = build_tools()
+
+    @classmethod
+    async def create(cls, settings: Settings, *, model: ModelClient | None = None) -> Analyst:
+        """An Analyst with every part built from settings."""
+        return cls(await build_parts(settings, model=model))
+
+    async def close(self) -> None:
+        for part in (self.parts.sandbox, self.parts.warehouse, self.parts.store, self.parts.model):
+            await part.close()
+
+    def session_id(self, message: IncomingMessage) -> str:
+        return session_id_for(message.surface, message.thread_key)
+
+    def workspace_path(self, session_id: str, relative: str) -> Path:
+        """Where a workspace file lives on this host (local sandbox), for terminal output."""
+        return self.settings.workspaces_dir / session_id / relative
+
+    async def read_artifact(self, artifact: ArtifactReady) -> bytes:
+        """The bytes of an attached file, for surfaces that upload it."""
+        return await self.parts.sandbox.read_file(artifact.session_id, artifact.path)
+
+    async def handle(
+        self,
+        message: IncomingMessage,
+        sink: EventSink,
+        *,
+        confirm: Confirmer | None = None,
+        turn_id: str | None = None,
+    ) -> TurnOutcome:
+        """Answer one message in its session. Never raises: failures become a TurnFailed event."""
+        session_id = self.session_id(message)
+        turn_id = turn_id or uuid.uuid4().hex[:12]
+        outcome = TurnOutcome(turn_id=turn_id, session_id=session_id, ok=False)
+
+        async def emit(event: TurnEvent) -> None:
+            if isinstance(event, ArtifactReady):
+                outcome.artifacts.append(event)
+            await sink(event)
+
+        await emit(TurnStarted(turn_id=turn_id, session_id=session_id, question=message.text))
+        denial = self.access.check(message)
+        if denial:
+            return await self._fail(outcome, emit, denial, message, log_level=logging.INFO)
+        try:
+            wait = await self._rate_limited(message)
+            if wait is not None:
+                text = f"You've reached the limit of questions for now. Try again in {_in_words(wait)}."
+                return await self._fail(
+                    outcome, emit, text, message, retry_after=wait, log_level=logging.INFO
+                )
+            async with self.store.lock(session_id):
+                await self._run(message, session_id, outcome, emit, confirm)
+        except LockTimeout:
+            await self._fail(
+                outcome,
+                emit,
+                "This thread is still busy with an earlier question. Try again when it has answered.",
+                message,
+            )
+        except StoreUnavailable as exc:
+            await self._fail(
+                outcome,
+                emit,
+                f"I can't reach my session store right now ({exc}). "
+                "Nothing was changed; please try again shortly.",
+                message,
+            )
+        except Exception as exc:  # the last line of defence: a short message, never a traceback
+            await self._fail(
+                outcome, emit, "Something went wrong on my side while answering.", message, exc=exc
+            )
+        return outcome
+
+    async def _run(
+        self,
+        message: IncomingMessage,
+        session_id: str,
+        outcome: TurnOutcome,
+        emit: EventSink,
+        confirm: Confirmer | None,
+    ) -> None:
+        s = self.settings
+        started = time.time()
+        prior = hist.repair(await self.store.load_history(session_id))
+        await self.store.update_meta(
+            session_id,
+            surface=message.surface,
+            channel_id=message.channel_id,
+            team_id=message.team_id,
+            thread_key=list(message.thread_key),
+            participant=message.user_id,
+        )
+        state = TurnState(
+            turn_id=outcome.turn_id,
+            messages=[*prior, {"role": "user", "content": [{"type": "text", "text": message.text}]}],
+        )
+        allowlist = self.access.allowlist_for(message)
+        query = QueryContext(
+            session_id=session_id,
+            surface=message.surface,
+            channel_id=message.channel_id,
+            user_id=message.user_id,
+            allowlist=allowlist,
+            timeout_s=s.step_timeout,
+            preview_rows=s.preview_rows,
+            preview_bytes=s.preview_bytes,
+        )
+        ctx = ToolContext(
+            session_id=session_id,
+            turn_id=outcome.turn_id,
+            sandbox=self.parts.sandbox,
+            warehouse=self.parts.warehouse,
+            query=query,
+            allowlist=allowlist,
+            confirm=confirm,
+            step_timeout_s=s.step_timeout,
+            step_memory_mb=s.step_memory_mb,
+            step_output_bytes=s.step_output_bytes,
+        )
+        limits = LoopLimits(max_steps=s.max_steps, max_tokens=s.max_tokens, token_budget=s.turn_token_budget)
+        error: str | None = None
+        try:
+            await run_loop(
+                model=self.parts.model,
+                model_name=s.model,
+                state=state,
+                system=self._system,
+                tools=self._tools,
+                ctx=ctx,
+                sink=self._redacting(emit),
+                limits=limits,
+            )
+        except TurnAborted as exc:
+            error = str(exc)
+        except Exception as exc:
+            error = describe_model_error(exc) if _is_model_error(exc) else None
+            if error is None:
+                raise
+            outcome.error_id = _log_failure(exc, message, outcome.turn_id, session_id)
+        history = hist.repair(
+            hist.strip_cache_control(state.messages),
+            failure_note=f"(This turn failed: {error})" if error else None,
+        )
+        await self.store.save_history(session_id, history)
+        outcome.steps, outcome.answer, outcome.stats = state.steps, state.answer, state.stats()
+        outcome.ok = error is None
+        await self.store.record_turn(self._turn_record(message, outcome, started, error))
+        if error:
+            outcome.error_id = outcome.error_id or uuid.uuid4().hex[:8]
+            outcome.error = error
+            await emit(TurnFailed(turn_id=outcome.turn_id, error_id=outcome.error_id, message=error))
+        await emit(
+            TurnFinished(
+                turn_id=outcome.turn_id,
+                session_id=session_id,
+                ok=outcome.ok,
+                stats=outcome.stats,
+                steps=tuple(outcome.steps),
+            )
+        )
+
+    def _redacting(self, emit: EventSink) -> EventSink:
+        async def sink(event: TurnEvent) -> None:
+            await emit(self.redactor.event(event))
+
+        return sink
+
+    def _turn_record(
+        self, message: IncomingMessage, outcome: TurnOutcome, started: float, error: str | None
+    ) -> dict:
+        return self.redactor.data(
+            {
+                "turn_id": outcome.turn_id,
+                "session_id": outcome.session_id,
+                "surface": message.surface,
+                "team_id": message.team_id,
+                "channel_id": message.channel_id,
+                "user_id": message.user_id,
+                "question": message.text,
+                "answer": outcome.answer,
+                "ok": outcome.ok,
+                "error": error or "",
+                "started": started,
+                "finished": time.time(),
+                "stats": asdict(outcome.stats),
+                "steps": [asdict(s) for s in outcome.steps],
+                "artifacts": [a.path for a in outcome.artifacts],
+                "feedback": {},
+            }
+        )
+
+    async def _rate_limited(self, message: IncomingMessage) -> float | None:
+        s = self.settings
+        if self.access.is_admin(message.user_id):
+            return None
+        for key, limit in (
+            (f"user:{message.surface}:{message.user_id}", s.user_turns_per_hour),
+            (f"channel:{message.surface}:{message.channel_id}", s.channel_turns_per_hour),
+        ):
+            if limit > 0:
+                wait = await self.store.hit_rate(key, limit=limit, window_s=3600)
+                if wait is not None:
+                    return wait
+        return None
+
+    async def _fail(
+        self,
+        outcome: TurnOutcome,
+        emit: EventSink,
+        text: str,
+        message: IncomingMessage,
+        *,
+        exc: BaseException | None = None,
+        retry_after: float | None = None,
+        log_level: int = logging.ERROR,
+    ) -> TurnOutcome:
+        outcome.error_id = _log_failure(
+            exc, message, outcome.turn_id, outcome.session_id, level=log_level, text=text
+        )
+        outcome.error = text
+        await emit(
+            TurnFailed(
+                turn_id=outcome.turn_id, error_id=outcome.error_id, message=text, retry_after_s=retry_after
+            )
+        )
+        await emit(
+            TurnFinished(
+                turn_id=outcome.turn_id, session_id=outcome.session_id, ok=False, stats=outcome.stats
+            )
+        )
+        return outcome
+
+
+def _is_model_error(exc: Exception) -> bool:
+    import anthropic
+
+    return isinstance(exc, anthropic.AnthropicError)
+
+
+def _log_failure(
+    exc: BaseException | None,
+    message: IncomingMessage,
+    turn_id: str,
+    session_id: str,
+    *,
+    level: int = logging.ERROR,
+    text: str = "",
+) -> str:
+    error_id = uuid.uuid4().hex[:8]
+    log.log(
+        level,
+        "turn failed error_id=%s turn=%s session=%s surface=%s user=%s: %s",
+        error_id,
+        turn_id,
+        session_id,
+        message.surface,
+        message.user_id,
+        text or type(exc).__name__,
+        exc_info=exc if exc is not None and level >= logging.ERROR else None,
+    )
+    return error_id
+
+
+def _in_words(seconds: float) -> str:
+    seconds = max(1, round(seconds))
+    if seconds < 90:
+        return f"{seconds} seconds"
+    return f"{round(seconds / 60)} minutes"

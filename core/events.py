@@ -1,0 +1,180 @@
+"""Neutral types at the core's boundary: what comes in from a surface and what a turn emits.
+
+Surfaces translate their platform's payloads into `IncomingMessage` and render the `TurnEvent`s;
+nothing here knows about Slack or Teams.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Literal
+
+Surface = Literal["terminal", "slack", "teams", "api"]
+
+
+@dataclass(frozen=True)
+class IncomingMessage:
+    """One question from a person, already stripped of mentions, with where it came from."""
+
+    text: str
+    surface: Surface
+    thread_key: tuple[str, ...]  # e.g. (team, channel, thread_ts) — stable per conversation
+    user_id: str = "local"
+    channel_id: str = ""
+    team_id: str = ""
+    user_name: str = ""
+
+
+@dataclass(frozen=True)
+class FileInfo:
+    """A file in a session workspace, by path relative to the workspace."""
+
+    path: str
+    size: int
+    kind: str = ""  # "png", "csv", "parquet", ...
+
+
+@dataclass(frozen=True)
+class StepRecord:
+    """What one tool call did: kept with the turn for 'Show SQL & code', audit and notebooks."""
+
+    step_id: str
+    tool: str
+    input: dict
+    ok: bool
+    summary: str
+    duration_s: float
+    rows: int | None = None
+    bytes_scanned: int | None = None
+    files: tuple[str, ...] = ()
+    error: str = ""
+
+
+@dataclass(frozen=True)
+class TurnStarted:
+    turn_id: str
+    session_id: str
+    question: str
+    kind: Literal["turn_started"] = "turn_started"
+
+
+@dataclass(frozen=True)
+class Thinking:
+    """The model is working (no step yet); surfaces show a status like 'thinking…'."""
+
+    turn_id: str
+    text: str = "Thinking…"
+    kind: Literal["thinking"] = "thinking"
+
+
+@dataclass(frozen=True)
+class StepStarted:
+    turn_id: str
+    step_id: str
+    tool: str
+    title: str  # one line for people: "Querying the warehouse"
+    detail: str = ""  # the SQL or code, for surfaces that show it in brief
+    kind: Literal["step_started"] = "step_started"
+
+
+@dataclass(frozen=True)
+class StepFinished:
+    turn_id: str
+    record: StepRecord
+    kind: Literal["step_finished"] = "step_finished"
+
+
+@dataclass(frozen=True)
+class ArtifactReady:
+    """The model attached a workspace file; surfaces upload `path` (absolute) into the thread."""
+
+    turn_id: str
+    session_id: str
+    path: str
+    name: str
+    title: str
+    size: int
+    mime: str
+    kind: Literal["artifact"] = "artifact"
+
+
+@dataclass(frozen=True)
+class AnswerReady:
+    turn_id: str
+    text: str  # Markdown as Claude wrote it; surfaces convert
+    kind: Literal["answer"] = "answer"
+
+
+@dataclass(frozen=True)
+class TurnFailed:
+    """The turn could not finish. `message` is short and human; `error_id` matches the log line."""
+
+    turn_id: str
+    error_id: str
+    message: str
+    retry_after_s: float | None = None
+    kind: Literal["failed"] = "failed"
+
+
+@dataclass(frozen=True)
+class TurnStats:
+    steps: int = 0
+    rows: int = 0
+    bytes_scanned: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    model_calls: int = 0
+    duration_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class TurnFinished:
+    turn_id: str
+    session_id: str
+    ok: bool
+    stats: TurnStats
+    steps: tuple[StepRecord, ...] = ()
+    kind: Literal["turn_finished"] = "turn_finished"
+
+
+@dataclass(frozen=True)
+class ConfirmRequest:
+    """A step needs a person's yes before it runs (an expensive query)."""
+
+    turn_id: str
+    step_id: str
+    prompt: str
+    kind: Literal["confirm"] = "confirm"
+
+
+TurnEvent = (
+    TurnStarted
+    | Thinking
+    | StepStarted
+    | StepFinished
+    | ArtifactReady
+    | AnswerReady
+    | TurnFailed
+    | TurnFinished
+)
+
+EventSink = Callable[[TurnEvent], Awaitable[None]]
+Confirmer = Callable[[ConfirmRequest], Awaitable[bool]]
+
+
+@dataclass
+class TurnOutcome:
+    """What `Analyst.handle` returns: the answer, the files and the stats, for callers like `ask`."""
+
+    turn_id: str
+    session_id: str
+    ok: bool
+    answer: str = ""
+    error: str = ""
+    error_id: str = ""
+    artifacts: list[ArtifactReady] = field(default_factory=list)
+    steps: list[StepRecord] = field(default_factory=list)
+    stats: TurnStats = field(default_factory=TurnStats)

@@ -1,0 +1,122 @@
+"""Conversation history in Anthropic's message format: kept valid, and kept small.
+
+Valid means: roles alternate starting with `user`, every `tool_use` is answered by a `tool_result` in
+the next message, and the history ends with an assistant message. Small means: tool results of
+older turns are cut to a stub that says where the full result lives (in the workspace files).
+"""
+
+from __future__ import annotations
+
+import copy
+
+INTERRUPTED = "The step was interrupted before it finished; its result is unknown."
+COMPACT_CHARS = 400
+
+
+def _blocks(message: dict) -> list[dict]:
+    content = message.get("content")
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}]
+    return list(content or [])
+
+
+def is_question(message: dict) -> bool:
+    """A user message that a person wrote (not one that only carries tool results)."""
+    return message.get("role") == "user" and not any(b.get("type") == "tool_result" for b in _blocks(message))
+
+
+def repair(messages: list[dict], *, failure_note: str | None = None) -> list[dict]:
+    """Make any history valid: answer dangling tool_use blocks, merge same-role runs, end on assistant."""
+    out: list[dict] = []
+    for message in copy.deepcopy(messages):
+        role = message.get("role")
+        if role not in ("user", "assistant"):
+            continue
+        blocks = _blocks(message)
+        if not blocks:
+            continue
+        if out and out[-1]["role"] == "assistant" and role == "user":
+            blocks = _answer_pending(out[-1], blocks)
+        elif out and out[-1]["role"] == "assistant" and role == "assistant":
+            out.append({"role": "user", "content": _answer_pending(out[-1], [])})
+        if out and out[-1]["role"] == role:
+            out[-1]["content"] = _blocks(out[-1]) + blocks
+            continue
+        if not out and role == "assistant":
+            continue
+        if role == "user":
+            blocks = _drop_orphan_results(out[-1] if out else None, blocks)
+            if not blocks:
+                continue
+        out.append({"role": role, "content": blocks})
+    if out and out[-1]["role"] == "assistant" and _pending_ids(out[-1]):
+        out.append({"role": "user", "content": _answer_pending(out[-1], [])})
+    if out and out[-1]["role"] == "user":
+        note = failure_note or "I could not finish that request."
+        out.append({"role": "assistant", "content": [{"type": "text", "text": note}]})
+    return out
+
+
+def _pending_ids(assistant: dict) -> list[str]:
+    return [b["id"] for b in _blocks(assistant) if b.get("type") == "tool_use"]
+
+
+def _answer_pending(assistant: dict, blocks: list[dict]) -> list[dict]:
+    answered = {b.get("tool_use_id") for b in blocks if b.get("type") == "tool_result"}
+    missing = [
+        {"type": "tool_result", "tool_use_id": i, "content": INTERRUPTED, "is_error": True}
+        for i in _pending_ids(assistant)
+        if i not in answered
+    ]
+    results = [b for b in blocks if b.get("type") == "tool_result"] + missing
+    return results + [b for b in blocks if b.get("type") != "tool_result"]
+
+
+def _drop_orphan_results(previous: dict | None, blocks: list[dict]) -> list[dict]:
+    valid = set(_pending_ids(previous)) if previous else set()
+    return [b for b in blocks if b.get("type") != "tool_result" or b.get("tool_use_id") in valid]
+
+
+def compact(messages: list[dict], *, keep_turns: int = 2, max_turns: int = 40) -> list[dict]:
+    """Shrink tool results of all but the last `keep_turns` questions; drop turns beyond `max_turns`."""
+    starts = [i for i, m in enumerate(messages) if is_question(m)]
+    if len(starts) > max_turns:
+        messages = messages[starts[-max_turns] :]
+        starts = [i for i, m in enumerate(messages) if is_question(m)]
+    cutoff = starts[-keep_turns] if len(starts) >= keep_turns else 0
+    out: list[dict] = []
+    for i, message in enumerate(messages):
+        if i >= cutoff or message.get("role") != "user" or isinstance(message.get("content"), str):
+            out.append(message)
+            continue
+        out.append({"role": "user", "content": [_compact_block(b) for b in message["content"]]})
+    return out
+
+
+def _compact_block(block: dict) -> dict:
+    if block.get("type") != "tool_result":
+        return block
+    content = block.get("content")
+    text = (
+        content
+        if isinstance(content, str)
+        else "\n".join(c.get("text", "") for c in (content or []) if isinstance(c, dict))
+    )
+    if len(text) <= COMPACT_CHARS:
+        return block
+    stub = text[:COMPACT_CHARS].rsplit("\n", 1)[0]
+    return {
+        **block,
+        "content": stub + "\n[… older result shortened; the full data is in the workspace files]",
+    }
+
+
+def strip_cache_control(messages: list[dict]) -> list[dict]:
+    """History is stored without cache breakpoints; the loop adds its own per request."""
+    out = copy.deepcopy(messages)
+    for message in out:
+        if isinstance(message.get("content"), list):
+            for block in message["content"]:
+                if isinstance(block, dict):
+                    block.pop("cache_control", None)
+    return out

@@ -1,0 +1,513 @@
+"""SQL policy: may this model-written SQL run?
+
+Owns ``Verdict`` (shared with the Python policy), ``TableAllowlist`` and ``check_sql``. A query passes
+only if it is exactly one read-only statement, every table it reads is allowed, and it calls no function
+that reaches files, settings, the environment or other systems. Pure functions; parsing is done by sqlglot
+and, for DuckDB, the statement split/type is cross-checked with DuckDB's own parser (parse only, no
+database) so a tokenizer disagreement cannot smuggle a second statement past sqlglot.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from fnmatch import fnmatchcase
+from typing import NamedTuple
+
+import sqlglot
+from sqlglot import exp
+from sqlglot.errors import ParseError, SqlglotError
+
+DIALECTS = ("duckdb", "bigquery")
+MAX_SQL_CHARS = 100_000
+
+_ALLOWED = {
+    "duckdb": "Only one read-only query is allowed (SELECT/WITH/VALUES, DESCRIBE, SHOW TABLES, "
+    "SUMMARIZE, EXPLAIN or PRAGMA table_info)",
+    "bigquery": "Only one read-only SELECT query is allowed (SELECT, WITH … SELECT, UNION …)",
+}
+_DETAIL = {
+    "dml": "{what} changes data",
+    "ddl": "{what} changes the schema or defines objects",
+    "io": "{what} reads or writes files, databases or extensions",
+    "setting": "{what} changes session settings",
+    "transaction": "transaction control ({what}) is not needed for reads",
+    "script": "scripting ({what}) is not supported; write a single SELECT",
+    "call": "CALL runs procedures",
+    "statement": "{what} is not a read-only query",
+}
+_NODE_KINDS: dict[type, str] = {
+    exp.Insert: "dml", exp.Update: "dml", exp.Delete: "dml", exp.Merge: "dml", exp.TruncateTable: "dml",
+    exp.Into: "dml", exp.Create: "ddl", exp.Drop: "ddl", exp.Alter: "ddl", exp.Comment: "ddl",
+    exp.Grant: "ddl", exp.Revoke: "ddl", exp.Copy: "io", exp.Export: "io", exp.Attach: "io",
+    exp.Detach: "io", exp.Install: "io", exp.LoadData: "io", exp.Use: "setting", exp.Pragma: "setting",
+    exp.Set: "setting",
+    exp.Transaction: "transaction", exp.Commit: "transaction", exp.Rollback: "transaction",
+    exp.Declare: "script", exp.Execute: "script", exp.Command: "statement", exp.Analyze: "statement",
+    exp.Cache: "statement", exp.Uncache: "statement", exp.Refresh: "statement", exp.Kill: "statement",
+}  # fmt: skip
+_COMMAND_KINDS = {
+    **dict.fromkeys(("LOAD", "INSTALL", "EXPORT", "IMPORT", "ATTACH", "DETACH", "COPY"), "io"),
+    **dict.fromkeys(("SET", "RESET", "PRAGMA", "USE"), "setting"),
+    **dict.fromkeys(("COMMIT", "ROLLBACK", "ABORT", "START"), "transaction"),
+    **dict.fromkeys(("DECLARE", "IF", "LOOP", "WHILE", "REPEAT", "FOR", "EXECUTE", "END", "CASE",
+                     "RAISE", "RETURN", "BREAK", "LEAVE", "CONTINUE", "ITERATE", "ASSERT"), "script"),
+    "CALL": "call",
+}  # fmt: skip
+_NODE_NAMES = {
+    "truncatetable": "TRUNCATE",
+    "loaddata": "LOAD DATA",
+    "into": "SELECT … INTO",
+    "export": "EXPORT DATA",
+    "transaction": "BEGIN TRANSACTION",
+}
+# Used only to explain a parse failure that starts with a statement we would refuse anyway.
+_LEADING_KINDS = {
+    **_COMMAND_KINDS,
+    **dict.fromkeys(("INSERT", "UPDATE", "DELETE", "MERGE", "TRUNCATE", "REPLACE", "UPSERT"), "dml"),
+    **dict.fromkeys(("CREATE", "DROP", "ALTER", "COMMENT", "GRANT", "REVOKE"), "ddl"),
+}
+
+# Table functions that only generate rows; anything else in FROM is refused.
+_GENERATORS = frozenset({"generate_series", "range", "unnest"})
+# Readers allowed in FROM with workspace_files=True, as long as every path is inside the workspace.
+_WORKSPACE_READERS = frozenset({"read_parquet", "read_csv", "read_csv_auto", "read_json", "read_json_auto"})
+_BLOCKED_FUNCS = frozenset({"getenv", "current_setting", "glob", "query", "query_table", "external_query",
+                            "sniff_csv", "load_extension", "which_secret", "set_variable",
+                            "load_aws_credentials"})  # fmt: skip
+_BLOCKED_PREFIXES = ("read_", "duckdb_", "pragma_", "parquet_", "sqlite_", "postgres_", "mysql_",
+                     "iceberg_", "delta_", "ducklake_", "st_read", "http_", "ml.")  # fmt: skip
+# A DuckDB table name ending in one of these is a file read (replacement scan), even unquoted: x.csv.
+_FILE_EXTS = frozenset({"csv", "tsv", "txt", "tbl", "dat", "parquet", "json", "jsonl", "ndjson", "gz",
+                        "gzip", "zst", "zstd", "bz2", "xz", "lz4", "xlsx", "xls", "arrow", "ipc",
+                        "feather", "avro", "orc", "db", "duckdb", "sqlite", "sqlite3"})  # fmt: skip
+# BigQuery INFORMATION_SCHEMA views that are scoped to one dataset; all others are project/region wide.
+_DATASET_VIEWS = frozenset({"tables", "columns", "column_field_paths", "table_options", "views",
+                            "partitions", "routines", "routine_options", "parameters",
+                            "table_constraints", "key_column_usage", "constraint_column_usage",
+                            "materialized_views", "table_snapshots", "search_indexes",
+                            "search_index_columns", "vector_indexes", "vector_index_columns"})  # fmt: skip
+_PRAGMA_READS_WITH_TABLE = frozenset({"table_info", "show"})
+_PRAGMA_READS = frozenset({"show_tables", "show_tables_expanded", "version", "platform"})
+_IDENT_PATH = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*){0,2}$")
+_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*:")
+_GAP = r"(?:\s|/\*.*?\*/|--[^\n]*)*"  # whitespace and comments
+_EXPLAIN = re.compile(rf"^{_GAP}(?:ANALY[SZ]E\b)?{_GAP}(?:\([^()']*\))?", re.IGNORECASE | re.DOTALL)
+_DUCKDB_TYPES = {"select": "SELECT", "describe": "SELECT", "show": "SELECT", "summarize": "SELECT",
+                 "explain": "EXPLAIN", "pragma": "PRAGMA"}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """Outcome of a policy check; ``reason`` is written for the model so it can fix its next attempt."""
+
+    allowed: bool
+    reason: str = ""
+    tables: tuple[str, ...] = ()
+    kind: str = ""
+
+
+@dataclass(frozen=True)
+class TableAllowlist:
+    """Which tables a query may read, as case-insensitive fnmatch patterns; empty means allow all.
+
+    ``*`` matches across dots, so ``proj.*`` allows every dataset of ``proj``.
+    """
+
+    patterns: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        raw = (self.patterns,) if isinstance(self.patterns, str) else self.patterns
+        cleaned = tuple(p.strip().lower() for p in raw if p and p.strip())
+        object.__setattr__(self, "patterns", cleaned)
+
+    @property
+    def allow_all(self) -> bool:
+        """True when no patterns are configured, so every table (and project-level metadata) is allowed."""
+        return not self.patterns
+
+    def allows(self, ref: str) -> bool:
+        """Whether one fully-qualified table name may be read."""
+        return self.allow_all or any(fnmatchcase(ref.lower(), p) for p in self.patterns)
+
+    def allows_prefix(self, prefix: str) -> bool:
+        """Whether *every* table whose name starts with ``prefix`` is allowed.
+
+        Used for BigQuery wildcard tables (``proj.ds.events_*``) and dataset INFORMATION_SCHEMA
+        (``proj.ds.``), which expose many tables at once: a pattern qualifies only if it ends in ``*`` and
+        its head matches some prefix of ``prefix`` (so ``proj.ds.*`` or ``proj.ds.events_*`` do).
+        """
+        if self.allow_all:
+            return True
+        low = prefix.lower()
+        return any(
+            p.endswith("*") and any(fnmatchcase(low[:k], p[:-1]) for k in range(len(low) + 1))
+            for p in self.patterns
+        )
+
+
+class _Refusal(Exception):
+    def __init__(self, kind: str, reason: str):
+        super().__init__(reason)
+        self.kind, self.reason = kind, reason
+
+
+class _Ctx(NamedTuple):
+    dialect: str
+    allowlist: TableAllowlist
+    project: str | None
+    dataset: str | None
+    workspace: bool
+
+
+class _Ref(NamedTuple):
+    name: str  # normalised reference reported in Verdict.tables
+    scope: str  # "table": allows(name); "prefix": allows_prefix(prefix); "global": allow-all only; "path"
+    prefix: str = ""
+
+
+def check_sql(
+    sql: str,
+    *,
+    dialect: str,
+    allowlist: TableAllowlist | None = None,
+    default_project: str | None = None,
+    default_dataset: str | None = None,
+    workspace_files: bool = False,
+) -> Verdict:
+    """Decide whether model-written SQL may run, before it reaches the warehouse or session database.
+
+    ``workspace_files`` (DuckDB only) is for ``run_sql`` over a session workspace: file reads with
+    relative paths are allowed there and plain identifiers are not checked against the allowlist.
+    """
+    if dialect not in DIALECTS:
+        raise ValueError(f"unsupported dialect {dialect!r}; expected one of {DIALECTS}")
+    if workspace_files and dialect != "duckdb":
+        raise ValueError("workspace_files is only meaningful for the duckdb dialect")
+    ctx = _Ctx(dialect, allowlist or TableAllowlist(), default_project, default_dataset, workspace_files)
+    try:
+        return _check(sql, ctx)
+    except _Refusal as r:
+        return Verdict(False, r.reason, (), f"refused:{r.kind}")
+
+
+def _check(sql: str, ctx: _Ctx) -> Verdict:
+    allowed = _ALLOWED[ctx.dialect]
+    if not sql or not sql.strip():
+        raise _Refusal("empty", f"{allowed}; the query is empty.")
+    if len(sql) > MAX_SQL_CHARS:
+        raise _Refusal("parse", f"{allowed}; the query is longer than {MAX_SQL_CHARS} characters.")
+    try:
+        parsed = sqlglot.parse(sql, read=ctx.dialect)
+    except (SqlglotError, RecursionError, ValueError) as e:
+        word = (sql.split() or [""])[0].upper()
+        if word in _LEADING_KINDS:  # e.g. EXPORT DATABASE: say why, not where the parser gave up
+            raise _statement_refusal(ctx, _LEADING_KINDS[word], word) from None
+        raise _Refusal("parse", f"Could not parse the SQL ({ctx.dialect}): {_short_error(e)}") from None
+    statements = [s for s in parsed if s is not None and not isinstance(s, exp.Semicolon)]
+    if not statements:
+        raise _Refusal("empty", f"{allowed}; the query contains no statement.")
+    if len(statements) > 1:
+        raise _Refusal("multi", f"{allowed}; found {len(statements)} statements — send one query per call.")
+    verdict = _check_statement(statements[0], sql, ctx)
+    if ctx.dialect == "duckdb":
+        _duckdb_cross_check(sql, verdict.kind)
+    return verdict
+
+
+def _check_statement(root: exp.Expression, sql: str, ctx: _Ctx) -> Verdict:
+    duck = ctx.dialect == "duckdb"
+    while isinstance(root, exp.Subquery):
+        root = root.this
+    if isinstance(root, exp.Command):
+        return _check_command(root, ctx)
+    extra: list[_Ref] = []
+    if isinstance(root, exp.Query | exp.Values):
+        kind = "select"
+    elif (
+        duck
+        and isinstance(root, exp.Describe | exp.Summarize)
+        and isinstance(root.this, exp.Table | exp.Query)
+    ):
+        kind = root.key
+    elif duck and isinstance(root, exp.Show) and str(root.this).upper() in ("TABLES", "ALL TABLES"):
+        kind = "show"
+    elif duck and isinstance(root, exp.Pragma):
+        kind, extra = "pragma", _pragma_refs(root, ctx)
+    elif duck and isinstance(root, exp.Describe | exp.Summarize | exp.Show):
+        raise _Refusal(
+            "statement",
+            f"{_ALLOWED['duckdb']}; {root.key.upper()} takes a table name or a "
+            "SELECT query (SHOW only as SHOW TABLES).",
+        )
+    else:
+        kind = _NODE_KINDS.get(type(root), "statement")
+        known = type(root) in _NODE_KINDS
+        what = _NODE_NAMES.get(root.key, root.key.upper()) if known else (sql.split() or ["?"])[0].upper()
+        raise _statement_refusal(ctx, kind, what)
+    for node in root.walk():
+        node_kind = _NODE_KINDS.get(type(node))
+        if node is not root and node_kind:
+            what = _NODE_NAMES.get(node.key, node.key.upper())
+            raise _statement_refusal(ctx, node_kind, what)
+    refs = extra + _table_refs(root, ctx)
+    for ref in refs:
+        _check_ref(ref, ctx)
+    return Verdict(True, "", tuple(sorted({r.name for r in refs})), kind)
+
+
+def _check_command(cmd: exp.Command, ctx: _Ctx) -> Verdict:
+    word = str(cmd.this).upper()
+    text = cmd.expression.name if isinstance(cmd.expression, exp.Expression) else str(cmd.expression or "")
+    if word == "EXPLAIN" and ctx.dialect == "duckdb":
+        inner_sql = text[_EXPLAIN.match(text).end() :]
+        inner = _check(inner_sql, ctx)
+        if inner.kind != "select":
+            raise _Refusal("statement", f"{_ALLOWED['duckdb']}; EXPLAIN only works on a SELECT query.")
+        return Verdict(True, "", inner.tables, "explain")
+    raise _statement_refusal(ctx, _COMMAND_KINDS.get(word, "statement"), word)
+
+
+def _statement_refusal(ctx: _Ctx, kind: str, what: str) -> _Refusal:
+    if ctx.dialect == "bigquery" and what in ("SET", "BEGIN"):
+        kind = "script"  # in BigQuery these start scripts, not settings/transactions
+    elif what == "BEGIN":
+        kind = "transaction"
+    detail = _DETAIL.get(kind, _DETAIL["statement"]).format(what=what)
+    return _Refusal(kind, f"{_ALLOWED[ctx.dialect]}; {detail}.")
+
+
+def _pragma_refs(pragma: exp.Pragma, ctx: _Ctx) -> list[_Ref]:
+    body = pragma.this
+    if isinstance(body, exp.Column) and body.name.lower() in _PRAGMA_READS:
+        return []
+    if isinstance(body, exp.Anonymous) and body.name.lower() in _PRAGMA_READS_WITH_TABLE:
+        args = body.expressions
+        if len(args) == 1 and isinstance(args[0], exp.Column):
+            return [_normalise([p.name for p in args[0].parts], ctx)]
+        if len(args) == 1 and isinstance(args[0], exp.Literal) and _IDENT_PATH.match(args[0].name):
+            return [_normalise(args[0].name.split("."), ctx)]
+    raise _Refusal(
+        "setting", f"{_ALLOWED['duckdb']}; only PRAGMA table_info('table') and PRAGMA show_tables read."
+    )
+
+
+def _table_refs(root: exp.Expression, ctx: _Ctx) -> list[_Ref]:
+    refs: list[_Ref] = []
+    readers: set[int] = set()
+    for table in root.find_all(exp.Table):
+        if isinstance(table.this, exp.Func):
+            ref = _table_function(table.this, ctx)
+            if ref:
+                readers.add(id(table.this))
+                refs.extend(ref)
+        elif isinstance(table.this, exp.Identifier | exp.Dot):
+            if not _is_cte_reference(table):
+                refs.append(_normalise([p.name for p in table.parts], ctx))
+        else:
+            raise _Refusal("table", f"Unsupported table reference `{table.sql(ctx.dialect)}`; name a table.")
+    for func in root.find_all(exp.Func):
+        name = _func_name(func)
+        if id(func) not in readers and (
+            name in _BLOCKED_FUNCS or name.startswith(_BLOCKED_PREFIXES) or name.endswith("_scan")
+        ):
+            raise _Refusal("function", _function_msg(name, ctx))
+    return refs
+
+
+def _table_function(func: exp.Func, ctx: _Ctx) -> list[_Ref]:
+    """Vet a function used as a table; returns file refs for workspace readers, [] for generators."""
+    name = _func_name(func)
+    if name in _GENERATORS:
+        return []
+    if not (ctx.workspace and name in _WORKSPACE_READERS):
+        raise _Refusal("function", _function_msg(name, ctx))
+    this = func.args.get("this")
+    positional = ([this] if isinstance(this, exp.Expression) else []) + list(func.expressions)
+    first = positional[0] if positional else None
+    items = first.expressions if isinstance(first, exp.Array) else [first]
+    if not items or not all(_is_string(i) for i in items):
+        raise _Refusal(
+            "path",
+            f"{name}() needs the file path as its first argument, as a string literal "
+            "(or a list of them), e.g. read_parquet('data.parquet').",
+        )
+    return [_normalise([i.name], ctx, force_path=True) for i in items]
+
+
+def _is_string(node: exp.Expression | None) -> bool:
+    return isinstance(node, exp.RawString) or (isinstance(node, exp.Literal) and node.is_string)
+
+
+def _function_msg(name: str, ctx: _Ctx) -> str:
+    tip = (
+        "use read_parquet/read_csv/read_json with a relative workspace path, or session tables"
+        if ctx.workspace
+        else "query the allowed warehouse tables instead"
+    )
+    return f"Function {name}() is not available: it reads files, settings or external systems; {tip}."
+
+
+def _func_name(func: exp.Func) -> str:
+    name = func.name if isinstance(func, exp.Anonymous | exp.AnonymousAggFunc) else func.sql_name()
+    if isinstance(func.parent, exp.Dot) and func.parent.expression is func:
+        name = f"{func.parent.this.name}.{name}"
+    return name.lower()
+
+
+def _is_cte_reference(table: exp.Table) -> bool:
+    """True if an unqualified table name resolves to a CTE visible at this point of the query."""
+    if table.args.get("db") or table.args.get("catalog") or not isinstance(table.this, exp.Identifier):
+        return False
+    name, prev, node, inside = table.name.lower(), table, table.parent, None
+    while node is not None:
+        if isinstance(node, exp.With):  # we are inside one CTE body: only earlier CTEs are visible
+            idx = next(i for i, c in enumerate(node.expressions) if c is prev)
+            visible = node.expressions[: idx + 1 if node.args.get("recursive") else idx]
+            if any(c.alias_or_name.lower() == name for c in visible):
+                return True
+            inside = node
+        else:
+            with_ = node.args.get("with_")
+            ctes = with_.expressions if isinstance(with_, exp.With) and with_ is not inside else []
+            if any(c.alias_or_name.lower() == name for c in ctes):
+                return True
+        prev, node = node, node.parent
+    return False
+
+
+def _normalise(names: list[str], ctx: _Ctx, force_path: bool = False) -> _Ref:
+    """Turn identifier parts into a normalised reference; the one place names are qualified."""
+    if ctx.dialect == "bigquery":
+        return _normalise_bigquery(names, ctx)
+    lowered, joined = [n.lower() for n in names], ".".join(names)
+    # DuckDB reads a file for a quoted name with a dot, and for `x.csv` / `a.b.parquet` unquoted.
+    if (
+        force_path
+        or any(c in n for n in names for c in "/\\:~")
+        or (len(names) == 1 and "." in joined)
+        or ("." in joined and joined.rsplit(".", 1)[-1].lower() in _FILE_EXTS)
+    ):
+        return _Ref(joined, "path")
+    if len(names) > 3 or not all(names):
+        raise _Refusal("table", f"Unrecognised table name `{'.'.join(names)}`; use schema.table.")
+    if len(lowered) == 1:
+        lowered = [(ctx.dataset or "main").lower(), *lowered]
+    return _Ref(".".join(lowered), "table")
+
+
+def _normalise_bigquery(names: list[str], ctx: _Ctx) -> _Ref:
+    segs = [s.lower() for n in names for s in n.split(".")]
+    shown = ".".join(segs)
+    if not all(segs) or any(c in s for s in segs[:-1] for c in "*?[]") or any(c in segs[-1] for c in "?[]"):
+        raise _Refusal("table", f"Unrecognised table name `{shown}`; use project.dataset.table.")
+    project = [ctx.project.lower()] if ctx.project else []
+    if "information_schema" in segs:
+        i = segs.index("information_schema")
+        prefix, view = segs[:i], segs[i + 1 :]
+        if len(view) != 1 or view[0] not in _DATASET_VIEWS or any(s.startswith("region-") for s in prefix):
+            return _Ref(shown, "global")
+        if not prefix and ctx.dataset:
+            prefix = ctx.dataset.lower().split(".")
+        if len(prefix) == 1 and prefix != project:  # `proj.INFORMATION_SCHEMA.X` is project-level
+            prefix = project + prefix
+        if len(prefix) != 2:
+            return _Ref(shown, "global")
+        return _Ref(".".join([*prefix, "information_schema", view[0]]), "prefix", ".".join(prefix) + ".")
+    if len(segs) == 1 and ctx.dataset:
+        segs = ctx.dataset.lower().split(".") + segs
+    if len(segs) == 2:
+        segs = project + segs
+    if len(segs) > 3:
+        raise _Refusal("table", f"Unrecognised table name `{shown}`; use project.dataset.table.")
+    name = ".".join(segs)
+    if "*" in segs[-1]:
+        if segs[-1].count("*") != 1 or not name.endswith("*"):
+            raise _Refusal(
+                "table", f"Wildcard tables need a single trailing *, e.g. `proj.ds.events_*`: `{name}`."
+            )
+        return _Ref(name, "prefix", name[:-1])
+    return _Ref(name, "table")
+
+
+def _check_ref(ref: _Ref, ctx: _Ctx) -> None:
+    al = ctx.allowlist
+    if ref.scope == "path":
+        if not ctx.workspace:
+            raise _Refusal(
+                "path",
+                f"Reading files (`{ref.name}`) is not available here; query the allowed "
+                "warehouse tables instead.",
+            )
+        problem = _path_problem(ref.name)
+        if problem:
+            raise _Refusal(
+                "path",
+                f"File path '{ref.name}' is not allowed: {problem}. Use a relative path "
+                "inside the workspace, e.g. 'data.parquet' or 'exports/*.csv'.",
+            )
+        return
+    if ctx.workspace and ref.scope == "table":
+        return
+    if ref.scope == "global" and not al.allow_all:
+        raise _Refusal(
+            "table",
+            f"`{ref.name}` is project- or region-level metadata and is not available; "
+            "use <project>.<dataset>.INFORMATION_SCHEMA.TABLES/COLUMNS of an allowed dataset.",
+        )
+    ok = al.allows_prefix(ref.prefix) if ref.scope == "prefix" else al.allows(ref.name)
+    if not ok:
+        shown = ", ".join(al.patterns[:6]) + (", …" if len(al.patterns) > 6 else "")
+        what = (
+            "covers several tables; it needs a whole allowed dataset"
+            if ref.scope == "prefix"
+            else "is not allowed"
+        )
+        raise _Refusal(
+            "table",
+            f"Table `{ref.name}` {what}. Allowed tables: {shown}. Query only those (fully qualified).",
+        )
+
+
+def _path_problem(path: str) -> str:
+    """Why a workspace file path could escape the workspace, or "" if it is a plain relative path."""
+    if not path or any(ord(c) < 32 for c in path):
+        return "it is empty or contains control characters"
+    if _SCHEME.match(path) or "://" in path:
+        return "URLs and scheme/drive prefixes (s3://, http://, file:, C:) are not allowed"
+    if path.startswith(("/", "\\", "~")):
+        return "absolute and home-relative paths are not allowed"
+    if "\\" in path or any(c in path for c in "[]{}"):
+        return "backslashes and [] / {} globs are not allowed"
+    parts = path.split("/")
+    if ".." in parts:
+        return "'..' components are not allowed"
+    if any(set(p) <= set(".?*") and p not in ("", ".", "*", "**", "?") for p in parts):
+        return "globs that could match '..' are not allowed"
+    return ""
+
+
+def _duckdb_cross_check(sql: str, kind: str) -> None:
+    """Re-split with DuckDB's own parser; refuse if it sees more statements or a different type."""
+    import duckdb
+
+    try:
+        statements = duckdb.extract_statements(sql)
+    except duckdb.Error as e:
+        raise _Refusal("parse", f"Could not parse the SQL (duckdb): {_short_error(e)}") from None
+    if len(statements) != 1:
+        raise _Refusal("multi", f"{_ALLOWED['duckdb']}; DuckDB sees {len(statements)} statements.")
+    found = statements[0].type.name
+    if found != _DUCKDB_TYPES.get(kind):
+        raise _Refusal("statement", f"{_ALLOWED['duckdb']}; DuckDB reads this as a {found} statement.")
+
+
+def _short_error(err: BaseException) -> str:
+    if isinstance(err, ParseError) and err.errors:
+        e = err.errors[0]
+        msg = f"{e.get('description')} (line {e.get('line')}, col {e.get('col')})"
+    else:
+        msg = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+    msg = re.sub(r"\x1b\[[0-9;]*m", "", msg)
+    msg = re.sub(r"<Token token_type: [^,]*, text: ([^,]*),[^>]*>", r"'\1'", msg)
+    return msg if len(msg) <= 200 else msg[:197] + "…"

@@ -1,0 +1,97 @@
+"""Sessions: thread → session id, and the store protocol for history, locks, de-dup and turn records.
+
+Two stores implement `SessionStore` with the same behaviour and the same test suite: the embedded
+SQLite file under `DATATHREAD_HOME` (`core/store_sqlite.py`) and Redis (`core/store_redis.py`), which
+lets many replicas share one truth.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from contextlib import AbstractAsyncContextManager
+from typing import Protocol
+
+from core.config import Settings
+
+HISTORY_VERSION = 1
+
+
+class StoreUnavailable(RuntimeError):
+    """The session store cannot be reached; the message is one sentence for a person."""
+
+
+class LockTimeout(RuntimeError):
+    """Another turn of the same session held the lock for too long."""
+
+
+def session_id_for(surface: str, thread_key: tuple[str, ...]) -> str:
+    """A stable, path-safe session id from a surface's thread key (same thread → same session)."""
+    digest = hashlib.sha256("\x1f".join((surface, *thread_key)).encode()).hexdigest()[:24]
+    return f"{surface[:2]}-{digest}"
+
+
+class SessionStore(Protocol):
+    """Everything a replica must share with the others about conversations."""
+
+    async def load_history(self, session_id: str) -> list[dict]:
+        """Messages in Anthropic format; [] for a new session."""
+
+    async def save_history(self, session_id: str, messages: list[dict]) -> None:
+        """Replace the history atomically (never half-written)."""
+
+    async def get_meta(self, session_id: str) -> dict | None:
+        """Session metadata (surface, channel, thread, participants, created/updated)."""
+
+    async def update_meta(self, session_id: str, **fields: object) -> dict:
+        """Merge fields into metadata; keeps `created`, sets `updated`, unions `participants`."""
+
+    def lock(
+        self, session_id: str, *, ttl_s: float = 60.0, wait_s: float = 900.0
+    ) -> AbstractAsyncContextManager:
+        """Exclusive per-session lock with an owner token, expiry, and renewal while held."""
+
+    async def first_seen(self, key: str, ttl_s: float = 3600.0) -> bool:
+        """True the first time `key` is seen (within ttl) across all replicas; False for repeats."""
+
+    async def hit_rate(self, key: str, *, limit: int, window_s: float) -> float | None:
+        """Count one hit in a sliding window; None if allowed, else seconds until it would be."""
+
+    async def record_turn(self, record: dict) -> None:
+        """Store (or replace) a turn record: who, where, question, steps, stats, outcome."""
+
+    async def get_turn(self, turn_id: str) -> dict | None:
+        """One turn record, for 'Show SQL & code' and feedback."""
+
+    async def set_feedback(self, turn_id: str, *, user_id: str, value: str) -> bool:
+        """Record 👍/👎 (`value` "up"/"down") on a turn; False if the turn is unknown."""
+
+    async def list_turns(
+        self,
+        *,
+        session_id: str | None = None,
+        user_id: str | None = None,
+        channel_id: str | None = None,
+        since: float | None = None,
+        limit: int = 1000,
+    ) -> list[dict]:
+        """Turn records, newest last, for the audit trail and exports."""
+
+    async def ping(self) -> None:
+        """Raise StoreUnavailable when the store cannot be reached."""
+
+    async def close(self) -> None:
+        """Release connections."""
+
+
+async def open_store(settings: Settings) -> SessionStore:
+    """The store the settings ask for: Redis when REDIS_URL is set, else the embedded SQLite file."""
+    if settings.redis_url:
+        from core.store_redis import RedisStore
+
+        store: SessionStore = RedisStore(settings.redis_url, history_ttl_s=settings.history_ttl_days * 86400)
+    else:
+        from core.store_sqlite import SqliteStore
+
+        store = SqliteStore(settings.home.resolve() / "state.sqlite3")
+    await store.ping()
+    return store

