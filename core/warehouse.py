@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib.util
 import os
 from dataclasses import dataclass, field
-import importlib.util
 from pathlib import Path
 from typing import Protocol
 
