@@ -56,6 +56,9 @@ class SessionStore(Protocol):
     async def hit_rate(self, key: str, *, limit: int, window_s: float) -> float | None:
         """Count one hit in a sliding window; None if allowed, else seconds until it would be."""
 
+    async def add_usage(self, key: str, amount: int, *, ttl_s: float) -> int:
+        """Add to a counter that expires `ttl_s` after it was created; returns the new total (budgets)."""
+
     async def record_turn(self, record: dict) -> None:
         """Store (or replace) a turn record: who, where, question, steps, stats, outcome."""
 

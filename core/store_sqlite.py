@@ -25,6 +25,7 @@ CREATE TABLE IF NOT EXISTS meta (session_id TEXT PRIMARY KEY, data TEXT);
 CREATE TABLE IF NOT EXISTS locks (session_id TEXT PRIMARY KEY, owner TEXT, expires REAL);
 CREATE TABLE IF NOT EXISTS seen (key TEXT PRIMARY KEY, expires REAL);
 CREATE TABLE IF NOT EXISTS hits (key TEXT, at REAL);
+CREATE TABLE IF NOT EXISTS usage (key TEXT PRIMARY KEY, total INTEGER, expires REAL);
 CREATE INDEX IF NOT EXISTS hits_key ON hits (key, at);
 CREATE TABLE IF NOT EXISTS turns (turn_id TEXT PRIMARY KEY, session_id TEXT, user_id TEXT, channel_id TEXT,
                                   started REAL, data TEXT);
@@ -171,6 +172,16 @@ class SqliteStore:
                 return max(0.0, rows[len(rows) - limit][0] + window_s - now)
             con.execute("INSERT INTO hits VALUES (?,?)", (key, now))
             return None
+
+        return await self._run(q)
+
+    async def add_usage(self, key: str, amount: int, *, ttl_s: float) -> int:
+        def q(con):
+            now = time.time()
+            con.execute("DELETE FROM usage WHERE key=? AND expires<?", (key, now))
+            con.execute("INSERT OR IGNORE INTO usage VALUES (?,?,?)", (key, 0, now + ttl_s))
+            con.execute("UPDATE usage SET total=total+? WHERE key=?", (amount, key))
+            return con.execute("SELECT total FROM usage WHERE key=?", (key,)).fetchone()[0]
 
         return await self._run(q)
 

@@ -15,8 +15,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
+from core.events import Confirmer
 from core.policy import TableAllowlist
 from core.sandbox import Sandbox, StepRequest, StepResult
+from core.sessions import SessionStore
 
 DEMO_TABLES = ("airlines", "airports", "flights", "planes", "weather")
 
@@ -33,6 +35,9 @@ class QueryContext:
     timeout_s: float = 120.0
     preview_rows: int = 20
     preview_bytes: int = 8000
+    turn_id: str = ""
+    confirm: Confirmer | None = None  # asks the person before an expensive query; None = cannot ask
+    store: SessionStore | None = None  # for byte budgets (SessionStore.add_usage)
 
 
 class Warehouse(Protocol):
