@@ -30,9 +30,17 @@ def _preload() -> None:
     import numpy  # noqa: F401
     import pandas  # noqa: F401
     import pyarrow
+    import pyarrow.pandas_compat
     import pyarrow.parquet  # noqa: F401
 
     import core.steps  # noqa: F401
+
+
+def _code_paths() -> list[str]:
+    """Interpreter, venv and project source: bound back read-only in case they live under a hidden
+    directory (e.g. a checkout in /tmp), so lazy imports inside a step keep working."""
+    root = str(Path(__file__).resolve().parent.parent)
+    return sorted({os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, root)})
 
 
 def _serve_child(conn: socket.socket, args: argparse.Namespace) -> None:
@@ -56,7 +64,7 @@ def _serve_child(conn: socket.socket, args: argparse.Namespace) -> None:
             file_mb=request.file_mb,
             masked=args.mask,
             hidden=args.hide,
-            readonly=[args.warehouse] if args.warehouse else [],
+            readonly=[*([args.warehouse] if args.warehouse else []), *_code_paths()],
         )
         result = run_step(request, workspace, Path(args.warehouse) if args.warehouse else None)
     stream.write(json.dumps(result.to_dict(), default=str).encode() + b"\n")
