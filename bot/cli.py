@@ -21,7 +21,7 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-err = Console(stderr=True)
+err = Console(stderr=True, soft_wrap=True)
 
 
 def _settings(**overrides: object) -> Settings:
@@ -96,11 +96,24 @@ async def _chat(settings: Settings, session: str | None) -> None:
                 continue
             renderer = TerminalRenderer(console, settings.workspaces_dir)
             await analyst.handle(
-                IncomingMessage(text=question.strip(), surface="terminal", thread_key=key), renderer
+                IncomingMessage(text=question.strip(), surface="terminal", thread_key=key),
+                renderer,
+                confirm=terminal_confirmer(console, renderer),
             )
     finally:
         await analyst.close()
     console.print(f"[dim]Resume with: datathread chat --session {key[0]}[/]")
+
+
+def terminal_confirmer(console: Console, renderer):
+    """Ask at the prompt before an expensive query runs; anything but yes means no."""
+
+    async def confirm(request) -> bool:
+        renderer.pause()
+        answer = await asyncio.to_thread(console.input, f"[yellow]{request.prompt}[/] Run it? [y/N] ")
+        return answer.strip().lower() in ("y", "yes")
+
+    return confirm
 
 
 def _new_key() -> str:
@@ -126,7 +139,6 @@ async def _ask(settings: Settings, question: str, session: str | None) -> bool:
     from bot.terminal import TerminalRenderer
     from core.events import IncomingMessage
 
-    console = Console(stderr=False)
     analyst = await _analyst(settings)
     key = (session or _new_key(),)
     renderer = TerminalRenderer(Console(stderr=True, quiet=True), settings.workspaces_dir, live=False)
@@ -140,11 +152,10 @@ async def _ask(settings: Settings, question: str, session: str | None) -> bool:
         err.print(f"error: {outcome.error} (error id {outcome.error_id})")
         err.print(f"session: {key[0]}")
         return False
-    console.print(outcome.answer, markup=False, highlight=False)
+    # Plain writes: rich would wrap long file paths at the terminal width.
+    sys.stdout.write(outcome.answer.rstrip() + "\n")
     for artifact in outcome.artifacts:
-        console.print(
-            str(settings.workspaces_dir / artifact.session_id / artifact.path), markup=False, highlight=False
-        )
+        sys.stdout.write(str(settings.workspaces_dir / artifact.session_id / artifact.path) + "\n")
     err.print(f"session: {key[0]}")
     return True
 
@@ -224,6 +235,20 @@ def export(
 
     settings = _settings()
     path = asyncio.run(export_session(settings, session_id, output))
+    Console().print(str(path))
+
+
+@app.command("teams-package")
+def teams_package(
+    output: Path = typer.Option(Path("datathread-teams.zip"), "-o", "--output", help="Zip to write."),
+) -> None:
+    """Zip the Teams app package (manifest with MICROSOFT_APP_ID + icons) for sideloading."""
+    from bot.teams_package import build_package
+
+    try:
+        path = build_package(_settings(), output)
+    except ConfigError as exc:
+        _die(str(exc))
     Console().print(str(path))
 
 

@@ -58,6 +58,10 @@ class TerminalRenderer:
         else:
             self.status.update(text)
 
+    def pause(self) -> None:
+        """Stop the spinner so a prompt can be answered."""
+        self._stop()
+
     def _stop(self) -> None:
         if self.status is not None:
             with contextlib.suppress(Exception):

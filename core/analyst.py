@@ -32,7 +32,8 @@ from core.model import ModelClient, build_model, describe_model_error
 from core.redact import Redactor
 from core.sandbox import Sandbox
 from core.sessions import LockTimeout, SessionStore, StoreUnavailable, open_store, session_id_for
-from core.tools import ToolContext
+from core.s3 import S3Source
+from core.tools import ToolContext, toolset
 from core.warehouse import QueryContext, Warehouse
 
 log = logging.getLogger("datathread.turn")
@@ -69,7 +70,10 @@ class Analyst:
         self.access = AccessPolicy.from_settings(parts.settings)
         self.redactor = Redactor(parts.settings.secret_values())
         self._system = build_system(parts.warehouse.prompt_notes())
-        self._tools = build_tools()
+        self._toolset = toolset(parts.settings)  # built once: the specs' bytes never change
+        self._tools = build_tools(self._toolset)
+        self._tools_by_name = {t.name: t for t in self._toolset}
+        self._s3 = S3Source.from_settings(parts.settings)
 
     @classmethod
     async def create(cls, settings: Settings, *, model: ModelClient | None = None) -> Analyst:
@@ -188,6 +192,8 @@ class Analyst:
             step_timeout_s=s.step_timeout,
             step_memory_mb=s.step_memory_mb,
             step_output_bytes=s.step_output_bytes,
+            s3=self._s3,
+            tools=self._tools_by_name,
         )
         limits = LoopLimits(max_steps=s.max_steps, max_tokens=s.max_tokens, token_budget=s.turn_token_budget)
         error: str | None = None
@@ -208,7 +214,15 @@ class Analyst:
             error = describe_model_error(exc) if _is_model_error(exc) else None
             if error is None:
                 raise
-            outcome.error_id = _log_failure(exc, message, outcome.turn_id, session_id)
+            # An API failure is expected operation, not a bug: log the sentence, not a traceback.
+            outcome.error_id = _log_failure(
+                exc,
+                message,
+                outcome.turn_id,
+                session_id,
+                level=logging.WARNING,
+                text=f"{type(exc).__name__}: {error}",
+            )
         history = hist.repair(
             hist.strip_cache_control(state.messages),
             failure_note=f"(This turn failed: {error})" if error else None,

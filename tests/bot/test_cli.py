@@ -1,0 +1,95 @@
+"""The console script as a user runs it: real subprocesses of `.venv/bin/datathread` against the
+scripted Messages API on loopback."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.fakes.anthropic_api import error, text, tool
+
+DATATHREAD = str(Path(sys.executable).parent / "datathread")
+
+
+def run(
+    args: list[str], home: Path, *, env: dict | None = None, stdin: str = ""
+) -> subprocess.CompletedProcess:
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC", "DATATHREAD", "SLACK"))}
+    base.update(
+        {"DATATHREAD_HOME": str(home), "DATATHREAD_STEP_TIMEOUT": "20", "DATATHREAD_MODEL_RETRIES": "0"}
+    )
+    base.update(env or {})
+    return subprocess.run(
+        [DATATHREAD, *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=base,
+        cwd=home.parent,
+    )
+
+
+def test_ask_prints_answer_and_attached_file_paths(home, fake_model):
+    fake_model.enqueue(
+        tool(
+            "query_warehouse",
+            {
+                "sql": "SELECT origin, count(*) AS n FROM flights GROUP BY 1 ORDER BY 1",
+                "save_as": "by_origin",
+            },
+        ),
+        tool("attach_file", {"path": "by_origin.parquet", "title": "Flights by origin"}),
+        text("EWR had the most departures."),
+    )
+    result = run(
+        ["ask", "flights by origin airport?", "--session", "s1"],
+        home,
+        env={"ANTHROPIC_API_KEY": "sk-ant-dummy-123456", "ANTHROPIC_BASE_URL": fake_model.url},
+    )
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.strip().splitlines()
+    assert lines[0] == "EWR had the most departures."
+    csv_path = Path(lines[-1])
+    assert csv_path.name == "by_origin.csv" and csv_path.read_text().splitlines() == [
+        '"origin","n"',
+        '"EWR",120835',
+        '"JFK",111279',
+        '"LGA",104662',
+    ]
+    assert "Traceback" not in result.stderr
+
+
+def test_ask_without_key_is_one_clear_sentence(home):
+    result = run(["ask", "hi"], home)
+    assert result.returncode != 0
+    assert "ANTHROPIC_API_KEY" in result.stderr and "Traceback" not in result.stderr
+    assert len([line for line in result.stderr.splitlines() if line.strip()]) == 1
+
+
+def test_ask_with_rejected_key_fails_with_exit_1_and_a_message(home, fake_model):
+    fake_model.enqueue(error(401, "authentication_error", "invalid x-api-key"))
+    result = run(
+        ["ask", "hi"],
+        home,
+        env={"ANTHROPIC_API_KEY": "sk-ant-wrong-123456", "ANTHROPIC_BASE_URL": fake_model.url},
+    )
+    assert result.returncode == 1
+    assert "API key was rejected" in result.stderr and "Traceback" not in result.stderr
+    assert "sk-ant-wrong-123456" not in result.stderr + result.stdout
+
+
+def test_chat_reads_questions_and_resumes_a_session(home, fake_model):
+    env = {"ANTHROPIC_API_KEY": "sk-ant-dummy-123456", "ANTHROPIC_BASE_URL": fake_model.url}
+    fake_model.enqueue(text("First answer."), text("Second answer."))
+    first = run(["chat", "--session", "abc"], home, env=env, stdin="how many flights?\nand by month?\n")
+    assert first.returncode == 0, first.stderr
+    assert "First answer." in first.stdout and "Second answer." in first.stdout
+    assert "datathread chat --session abc" in first.stdout
+    fake_model.enqueue(text("Third."))
+    again = run(["chat", "--session", "abc"], home, env=env, stdin="one more\n")
+    assert "Third." in again.stdout
+    sent = str(fake_model.requests[-1]["messages"])
+    assert "how many flights?" in sent and "and by month?" in sent
