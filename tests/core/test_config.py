@@ -1,0 +1,118 @@
+"""Settings: contract env names, defaults without accounts, one-sentence errors."""
+
+from __future__ import annotations
+
+import pytest
+
+from core.config import ConfigError, load_settings, require_model, split_list
+from core.sandbox import is_valid_session_id
+from core.sessions import session_id_for
+from core.steps import safe_file_stem
+
+
+def test_contract_environment_names_are_read(monkeypatch, tmp_path):
+    env = {
+        "ANTHROPIC_API_KEY": "sk-ant-abcdef",
+        "DATATHREAD_MODEL": "claude-x",
+        "SLACK_BOT_TOKEN": "xoxb-1",
+        "SLACK_SIGNING_SECRET": "s3cr3t",
+        "SLACK_APP_TOKEN": "xapp-1",
+        "DATATHREAD_SLACK_API_URL": "http://x/api/",
+        "MICROSOFT_APP_ID": "app",
+        "MICROSOFT_APP_TENANT_ID": "t",
+        "MICROSOFT_APP_TYPE": "SingleTenant",
+        "DATATHREAD_WAREHOUSE": "bigquery",
+        "GCP_PROJECT": "p",
+        "DATATHREAD_BIGQUERY_API_URL": "http://bq",
+        "DATATHREAD_SANDBOX": "modal",
+        "DATATHREAD_HOME": str(tmp_path),
+        "DATATHREAD_STEP_TIMEOUT": "7",
+        "REDIS_URL": "redis://x",
+        "DATATHREAD_SLASH_COMMAND": "/data",
+    }
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    s = load_settings(_env_file=None)
+    assert (s.model, s.slack_api_url, s.microsoft_app_type, s.warehouse, s.gcp_project) == (
+        "claude-x",
+        "http://x/api/",
+        "SingleTenant",
+        "bigquery",
+        "p",
+    )
+    assert (s.sandbox, s.home, s.step_timeout, s.redis_url, s.slash_command) == (
+        "modal",
+        tmp_path,
+        7.0,
+        "redis://x",
+        "/data",
+    )
+    assert s.slack_bot_token.get_secret_value() == "xoxb-1"
+    assert "sk-ant-abcdef" in s.secret_values() and "s3cr3t" in s.secret_values()
+
+
+def test_defaults_need_no_account(monkeypatch):
+    for name in ("DATATHREAD_WAREHOUSE", "DATATHREAD_SANDBOX", "REDIS_URL", "DATATHREAD_STEP_TIMEOUT"):
+        monkeypatch.delenv(name, raising=False)
+    s = load_settings(_env_file=None)
+    assert (s.warehouse, s.sandbox, s.redis_url, s.step_timeout, s.slash_command) == (
+        "duckdb",
+        "local",
+        None,
+        120.0,
+        "/ask",
+    )
+
+
+def test_dotenv_file_is_read(tmp_path, monkeypatch):
+    monkeypatch.delenv("DATATHREAD_MODEL", raising=False)
+    (tmp_path / ".env").write_text("DATATHREAD_MODEL=from-dotenv\n")
+    assert load_settings(_env_file=tmp_path / ".env").model == "from-dotenv"
+
+
+@pytest.mark.parametrize("overrides", [{}, {"anthropic_api_key": "  "}, {"model_provider": "bedrock"}])
+def test_missing_model_credentials_is_one_actionable_sentence(overrides, monkeypatch):
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    with pytest.raises(ConfigError) as info:
+        require_model(load_settings(_env_file=None, **overrides))
+    assert "ANTHROPIC_API_KEY" in str(info.value) and "\n" not in str(info.value)
+
+
+def test_invalid_value_is_one_sentence(monkeypatch):
+    monkeypatch.setenv("DATATHREAD_STEP_TIMEOUT", "soon")
+    with pytest.raises(ConfigError, match="step_timeout|DATATHREAD_STEP_TIMEOUT"):
+        load_settings(_env_file=None)
+
+
+@pytest.mark.parametrize(("value", "expected"), [("", ()), ("a, b,,c ", ("a", "b", "c")), ("x", ("x",))])
+def test_split_list(value, expected):
+    assert split_list(value) == expected
+
+
+def test_session_ids_are_stable_path_safe_and_distinct():
+    a = session_id_for("slack", ("T1", "C1", "1700000000.000100"))
+    assert a == session_id_for("slack", ("T1", "C1", "1700000000.000100"))
+    assert a != session_id_for("slack", ("T1", "C1", "1700000000.000200"))
+    assert a != session_id_for("teams", ("T1", "C1", "1700000000.000100"))
+    assert is_valid_session_id(a) and "/" not in a
+
+
+@pytest.mark.parametrize("bad", ["", "../x", "a/b", ".hidden", "x" * 200, "a\x00b", "-rf"])
+def test_invalid_session_ids_are_refused(bad):
+    assert not is_valid_session_id(bad)
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        ("delays", "delays"),
+        ("delays.parquet", "delays"),
+        ("../../etc/passwd", "etc_passwd"),
+        ("/abs/x.csv", "abs_x"),
+        (None, "default"),
+        ("  ", "default"),
+        ("top 3 carriers!", "top_3_carriers"),
+    ],
+)
+def test_safe_file_stem(name, expected):
+    assert safe_file_stem(name, "default") == expected

@@ -1,0 +1,110 @@
+"""History stays valid Anthropic format whatever happened, and older tool results shrink."""
+
+from __future__ import annotations
+
+import pytest
+
+from core import history as hist
+
+
+def use(i: str) -> dict:
+    return {"type": "tool_use", "id": i, "name": "run_python", "input": {"code": "1"}}
+
+
+def result(i: str, content: str = "ok") -> dict:
+    return {"type": "tool_result", "tool_use_id": i, "content": content}
+
+
+def user(*blocks) -> dict:
+    return {"role": "user", "content": list(blocks) or [{"type": "text", "text": "q"}]}
+
+
+def assistant(*blocks) -> dict:
+    return {"role": "assistant", "content": list(blocks) or [{"type": "text", "text": "a"}]}
+
+
+def is_valid(messages: list[dict]) -> bool:
+    if not messages or messages[0]["role"] != "user" or messages[-1]["role"] != "assistant":
+        return False
+    for a, b in zip(messages, messages[1:], strict=False):
+        if a["role"] == b["role"]:
+            return False
+        if a["role"] == "assistant":
+            uses = {x["id"] for x in a["content"] if x.get("type") == "tool_use"}
+            got = {x["tool_use_id"] for x in b["content"] if x.get("type") == "tool_result"}
+            if uses != got:
+                return False
+    return True
+
+
+CASES = {
+    "already valid": [user(), assistant()],
+    "crash after tool_use": [user(), assistant(use("a"))],
+    "crash mid parallel results": [user(), assistant(use("a"), use("b")), user(result("a"))],
+    "model failed after the question": [user(), assistant(), user()],
+    "two user messages in a row": [user(), user(), assistant()],
+    "orphan tool_result": [user(), assistant(), user(result("zzz")), assistant()],
+    "leading assistant": [assistant(), user(), assistant()],
+    "string content": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}],
+    "empty messages dropped": [user(), {"role": "assistant", "content": []}, assistant()],
+    "two assistants with pending tools": [user(), assistant(use("a")), assistant(use("b"))],
+}
+
+
+@pytest.mark.parametrize("messages", CASES.values(), ids=CASES.keys())
+def test_repair_always_yields_valid_history(messages):
+    repaired = hist.repair(messages)
+    assert is_valid(repaired), repaired
+
+
+def test_repair_answers_dangling_tool_use_as_interrupted_error():
+    repaired = hist.repair([user(), assistant(use("a"))], failure_note="(This turn failed: boom)")
+    results = repaired[2]["content"]
+    assert results[0] == {
+        "type": "tool_result",
+        "tool_use_id": "a",
+        "content": hist.INTERRUPTED,
+        "is_error": True,
+    }
+    assert repaired[-1]["content"][0]["text"] == "(This turn failed: boom)"
+
+
+def test_repair_keeps_valid_history_unchanged():
+    messages = [user(), assistant(use("a")), user(result("a")), assistant()]
+    assert hist.repair(messages) == messages
+
+
+def test_compact_shrinks_old_tool_results_but_keeps_recent_turns():
+    big = "x" * 5000
+    messages = []
+    for turn in range(4):
+        messages += [user(), assistant(use(f"t{turn}")), user(result(f"t{turn}", big)), assistant()]
+    compacted = hist.compact(messages, keep_turns=2)
+    sizes = [
+        len(m["content"][0]["content"]) for m in compacted if m["content"][0].get("type") == "tool_result"
+    ]
+    assert sizes[0] < 600 and sizes[1] < 600  # the two oldest turns are stubs
+    assert sizes[2] == sizes[3] == 5000  # the two newest are whole
+    assert "workspace" in compacted[2]["content"][0]["content"]
+    assert is_valid(compacted)
+
+
+def test_compact_drops_oldest_turns_beyond_the_limit_and_stays_valid():
+    messages = []
+    for turn in range(10):
+        messages += [
+            user({"type": "text", "text": f"q{turn}"}),
+            assistant(use(f"t{turn}")),
+            user(result(f"t{turn}")),
+            assistant(),
+        ]
+    compacted = hist.compact(messages, max_turns=3)
+    assert compacted[0]["content"][0]["text"] == "q7"
+    assert is_valid(compacted)
+
+
+def test_strip_cache_control_does_not_touch_the_input():
+    messages = [user({"type": "text", "text": "q", "cache_control": {"type": "ephemeral"}}), assistant()]
+    stripped = hist.strip_cache_control(messages)
+    assert "cache_control" not in stripped[0]["content"][0]
+    assert "cache_control" in messages[0]["content"][0]
