@@ -62,5 +62,12 @@ async def run_doctor(settings: Settings, console: Console) -> int:
     except Exception as exc:
         row("sandbox/warehouse", False, f"{type(exc).__name__}: {exc}")
     row("s3", True if settings.s3_buckets else None, settings.s3_buckets or "no DATATHREAD_S3_BUCKETS")
+    if settings.sandbox == "modal":
+        from core.sandbox_modal import check_deployment
+
+        ok, detail = await check_deployment(settings)
+        row("modal deployment", ok, detail)
+        if not settings.redis_url:
+            row("redis (modal)", False, "the Modal deployment needs REDIS_URL (locks across containers)")
     console.print(table)
     return 1 if failed else 0

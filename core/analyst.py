@@ -28,11 +28,13 @@ from core.events import (
     TurnOutcome,
     TurnStarted,
 )
+from core.export_turn import export_notebook_turn
 from core.model import ModelClient, build_model, describe_model_error
+from core.notebook import is_export_request
 from core.redact import Redactor
+from core.s3 import S3Source
 from core.sandbox import Sandbox
 from core.sessions import LockTimeout, SessionStore, StoreUnavailable, open_store, session_id_for
-from core.s3 import S3Source
 from core.tools import ToolContext, toolset
 from core.warehouse import QueryContext, Warehouse
 
@@ -125,7 +127,10 @@ class Analyst:
                     outcome, emit, text, message, retry_after=wait, log_level=logging.INFO
                 )
             async with self.store.lock(session_id):
-                await self._run(message, session_id, outcome, emit, confirm)
+                if is_export_request(message.text):
+                    await self._export(message, session_id, outcome, emit)
+                else:
+                    await self._run(message, session_id, outcome, emit, confirm)
         except LockTimeout:
             await self._fail(
                 outcome,
@@ -244,6 +249,34 @@ class Analyst:
                 steps=tuple(outcome.steps),
             )
         )
+
+    async def _export(
+        self, message: IncomingMessage, session_id: str, outcome: TurnOutcome, emit: EventSink
+    ) -> None:
+        started = time.time()
+        outcome.answer, _ = await export_notebook_turn(
+            settings=self.settings,
+            store=self.store,
+            sandbox=self.parts.sandbox,
+            session_id=session_id,
+            turn_id=outcome.turn_id,
+            default_dataset=self.parts.warehouse.default_dataset,
+            emit=emit,
+        )
+        history = await self.store.load_history(session_id)
+        await self.store.save_history(
+            session_id,
+            hist.repair(
+                [
+                    *history,
+                    {"role": "user", "content": [{"type": "text", "text": message.text}]},
+                    {"role": "assistant", "content": [{"type": "text", "text": outcome.answer}]},
+                ]
+            ),
+        )
+        outcome.ok = True
+        await self.store.record_turn(self._turn_record(message, outcome, started, None))
+        await emit(TurnFinished(turn_id=outcome.turn_id, session_id=session_id, ok=True, stats=outcome.stats))
 
     def _redacting(self, emit: EventSink) -> EventSink:
         async def sink(event: TurnEvent) -> None:

@@ -54,6 +54,11 @@ class Settings(BaseSettings):
     microsoft_app_password: SecretStr | None = Field(None, validation_alias=_env("MICROSOFT_APP_PASSWORD"))
     microsoft_app_tenant_id: str | None = Field(None, validation_alias=_env("MICROSOFT_APP_TENANT_ID"))
     microsoft_app_type: str = Field("MultiTenant", validation_alias=_env("MICROSOFT_APP_TYPE"))
+    bot_openid_metadata_url: str | None = Field(
+        None,
+        validation_alias=_env("DATATHREAD_BOT_OPENID_METADATA_URL"),
+        description="OpenID metadata for channel tokens (botbuilder's BotOpenIdMetadata); default Microsoft's.",
+    )
 
     # --- warehouse ---------------------------------------------------------------------------
     warehouse: Literal["duckdb", "bigquery"] = Field("duckdb", validation_alias=_env("DATATHREAD_WAREHOUSE"))
@@ -74,6 +79,21 @@ class Settings(BaseSettings):
     query_soft_cap_bytes: int = Field(10 * 10**9, validation_alias=_env("DATATHREAD_QUERY_SOFT_CAP_BYTES"))
     query_hard_cap_bytes: int = Field(100 * 10**9, validation_alias=_env("DATATHREAD_QUERY_HARD_CAP_BYTES"))
     table_notes: Path | None = Field(None, validation_alias=_env("DATATHREAD_TABLE_NOTES"))
+    bigquery_default_dataset: str | None = Field(
+        None,
+        validation_alias=_env("DATATHREAD_BIGQUERY_DEFAULT_DATASET"),
+        description="'project.dataset' (or 'dataset' of GCP_PROJECT) that bare table names resolve in.",
+    )
+    bigquery_price_per_tib: float = Field(6.25, validation_alias=_env("DATATHREAD_BIGQUERY_PRICE_PER_TIB"))
+    bigquery_turn_bytes: int = Field(500 * 10**9, validation_alias=_env("DATATHREAD_BIGQUERY_TURN_BYTES"))
+    bigquery_user_day_bytes: int = Field(
+        2 * 10**12, validation_alias=_env("DATATHREAD_BIGQUERY_USER_DAY_BYTES")
+    )
+    bigquery_channel_day_bytes: int = Field(
+        5 * 10**12, validation_alias=_env("DATATHREAD_BIGQUERY_CHANNEL_DAY_BYTES")
+    )
+    bigquery_metadata_ttl: float = Field(600.0, validation_alias=_env("DATATHREAD_BIGQUERY_METADATA_TTL"))
+    bigquery_use_storage_api: bool = Field(False, validation_alias=_env("DATATHREAD_BIGQUERY_USE_STORAGE_API"))
 
     # --- sandbox and state -------------------------------------------------------------------
     sandbox: Literal["local", "modal"] = Field("local", validation_alias=_env("DATATHREAD_SANDBOX"))
@@ -86,6 +106,19 @@ class Settings(BaseSettings):
     preview_bytes: int = Field(8_000, validation_alias=_env("DATATHREAD_PREVIEW_BYTES"))
     redis_url: str | None = Field(None, validation_alias=_env("REDIS_URL"))
     history_ttl_days: int = Field(30, validation_alias=_env("DATATHREAD_HISTORY_TTL_DAYS"))
+
+    # --- Modal (production deployment; see docs/MODAL.md) -----------------------------------
+    modal_app: str = Field("datathread", validation_alias=_env("DATATHREAD_MODAL_APP"))
+    modal_volume: str = Field("datathread-workspaces", validation_alias=_env("DATATHREAD_MODAL_VOLUME"))
+    modal_secrets: str = Field(
+        "datathread-anthropic,datathread-slack,datathread-teams,datathread-gcp,datathread-redis",
+        validation_alias=_env("DATATHREAD_MODAL_SECRETS"),
+        description="Comma-separated Modal Secret names given to the web and turn functions (never the sandbox).",
+    )
+    modal_min_containers: int = Field(0, validation_alias=_env("DATATHREAD_MODAL_MIN_CONTAINERS"))
+    modal_step_min_containers: int = Field(0, validation_alias=_env("DATATHREAD_MODAL_STEP_MIN_CONTAINERS"))
+    modal_scaledown_window: int = Field(300, validation_alias=_env("DATATHREAD_MODAL_SCALEDOWN_WINDOW"))
+    modal_turn_timeout: int = Field(900, validation_alias=_env("DATATHREAD_MODAL_TURN_TIMEOUT"))
 
     # --- object storage ----------------------------------------------------------------------
     s3_buckets: str = Field(

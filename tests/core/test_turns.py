@@ -207,3 +207,17 @@ def assert_valid(messages: list[dict]) -> None:
                 if isinstance(x, dict) and x.get("type") == "tool_result"
             }
             assert uses == results
+
+
+async def test_export_phrase_attaches_a_notebook_without_calling_the_model(analyst, fake_model, recorder):
+    fake_model.enqueue(tool("query_warehouse", {"sql": DELAYS, "save_as": "delays"}), text("F9 is worst."))
+    await analyst.handle(ask("delays by carrier"), recorder)
+    calls = len(fake_model.requests)
+    outcome = await analyst.handle(ask("export this as a notebook"), recorder)
+    assert outcome.ok and len(fake_model.requests) == calls
+    assert [a.path for a in outcome.artifacts] == ["thread.ipynb"]
+    notebook = json.loads(await analyst.read_artifact(outcome.artifacts[0]))
+    sources = "\n".join("".join(c["source"]) for c in notebook["cells"])
+    assert "delays by carrier" in sources and "GROUP BY carrier" in sources and "delays.parquet" in sources
+    history = await analyst.store.load_history(outcome.session_id)
+    assert history[-1]["content"][0]["text"] == outcome.answer

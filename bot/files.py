@@ -1,0 +1,143 @@
+"""Download links for workspace files: HMAC-signed, time-limited `/files/...` URLs served by this app,
+or S3 presigned URLs when `DATATHREAD_FILES_BUCKET` is set.
+
+Chat surfaces that cannot upload a file into a conversation (Teams channels and group chats) post a
+link instead. A link names one file of one session and dies after `DATATHREAD_LINK_TTL_SECONDS`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import hashlib
+import hmac
+import logging
+import mimetypes
+import secrets
+import time
+import urllib.parse
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from starlette.requests import Request
+from starlette.responses import PlainTextResponse, Response
+from starlette.routing import Route
+
+from core.config import Settings
+
+if TYPE_CHECKING:
+    from bot.server import AppState
+
+log = logging.getLogger("datathread.files")
+
+_SIGNER_KEY = "files.signer"
+
+
+@dataclass
+class LinkSigner:
+    """Signs and checks `/files/<session>/<path>?exp=..&sig=..` URLs with one secret."""
+
+    secret: bytes
+    public_url: str
+    ttl_s: int
+    clock: Callable[[], float] = field(default=time.time)
+
+    def params(self, session_id: str, path: str, *, ttl_s: int | None = None) -> dict[str, str]:
+        """`{"exp", "sig"}` for one file: the query of a link, or a context a platform echoes back."""
+        expires = int(self.clock()) + (ttl_s or self.ttl_s)
+        return {"exp": str(expires), "sig": self._mac(session_id, path, expires)}
+
+    def sign(self, session_id: str, path: str, *, ttl_s: int | None = None) -> str:
+        """A URL anyone holding it may use until it expires (so keep the TTL short)."""
+        quoted = urllib.parse.quote(f"{session_id}/{path}")
+        query = urllib.parse.urlencode(self.params(session_id, path, ttl_s=ttl_s))
+        return f"{self.public_url.rstrip('/')}/files/{quoted}?{query}"
+
+    def check(self, session_id: str, path: str, expires: str, sig: str) -> str | None:
+        """None when the link is valid now; otherwise why not ("expired", "bad signature")."""
+        if not expires.isdigit():
+            return "bad signature"
+        if not hmac.compare_digest(self._mac(session_id, path, int(expires)), sig):
+            return "bad signature"
+        if int(expires) < self.clock():
+            return "expired"
+        return None
+
+    def _mac(self, session_id: str, path: str, expires: int) -> str:
+        msg = f"{session_id}\n{path}\n{expires}".encode()
+        digest = hmac.new(self.secret, msg, hashlib.sha256).digest()
+        return base64.urlsafe_b64encode(digest).decode().rstrip("=")
+
+
+def build_signer(settings: Settings) -> LinkSigner:
+    """The signer for these settings; without DATATHREAD_LINK_SECRET a random per-process secret."""
+    if settings.link_secret is not None and settings.link_secret.get_secret_value():
+        secret = settings.link_secret.get_secret_value().encode()
+    else:
+        secret = secrets.token_bytes(32)
+        log.warning(
+            "DATATHREAD_LINK_SECRET is not set: using a random secret, so download links stop "
+            "working when this process restarts (and across replicas)."
+        )
+    return LinkSigner(secret=secret, public_url=settings.public_url, ttl_s=settings.link_ttl_seconds)
+
+
+def signer_for(state: AppState) -> LinkSigner:
+    """The app's one signer (created on first use and kept in the app state, never global)."""
+    signer = state.extras.get(_SIGNER_KEY)
+    if signer is None:
+        signer = state.extras[_SIGNER_KEY] = build_signer(state.settings)
+    return signer
+
+
+async def download_link(state: AppState, session_id: str, path: str, data: bytes | None = None) -> str:
+    """A time-limited URL for a workspace file: S3 presigned when a bucket is set, else our own."""
+    settings = state.settings
+    if not settings.files_bucket:
+        return signer_for(state).sign(session_id, path)
+    if data is None:
+        data = await state.analyst.parts.sandbox.read_file(session_id, path)
+    return await asyncio.to_thread(_presign_s3, settings, session_id, path, data)
+
+
+def _presign_s3(settings: Settings, session_id: str, path: str, data: bytes) -> str:
+    import boto3
+
+    bucket, _, prefix = (settings.files_bucket or "").partition("/")
+    key = "/".join(p for p in (prefix.strip("/"), "files", session_id, secrets.token_hex(8), path) if p)
+    client = boto3.client("s3", region_name=settings.aws_region, endpoint_url=settings.s3_endpoint_url)
+    client.put_object(Bucket=bucket, Key=key, Body=data, ContentType=_mime(path))
+    return client.generate_presigned_url(
+        "get_object", Params={"Bucket": bucket, "Key": key}, ExpiresIn=settings.link_ttl_seconds
+    )
+
+
+def _mime(path: str) -> str:
+    return mimetypes.guess_type(path)[0] or "application/octet-stream"
+
+
+def routes(state: AppState) -> list[Route]:
+    """`GET /files/<session>/<path>?exp&sig` for bot/server.py."""
+
+    async def serve_file(request: Request) -> Response:
+        session_id = request.path_params["session_id"]
+        path = request.path_params["path"]
+        problem = signer_for(state).check(
+            session_id, path, request.query_params.get("exp", ""), request.query_params.get("sig", "")
+        )
+        if problem:
+            status = 410 if problem == "expired" else 403
+            return PlainTextResponse(f"This link is not valid ({problem}).", status_code=status)
+        try:
+            data = await state.analyst.parts.sandbox.read_file(session_id, path)
+        except (FileNotFoundError, PermissionError, IsADirectoryError, ValueError):
+            return PlainTextResponse("This file no longer exists.", status_code=404)
+        name = path.rsplit("/", 1)[-1].replace('"', "")
+        return Response(
+            data,
+            media_type=_mime(path),
+            headers={"content-disposition": f'attachment; filename="{name}"', "cache-control": "private"},
+        )
+
+    return [Route("/files/{session_id}/{path:path}", serve_file, methods=["GET"])]

@@ -1,0 +1,252 @@
+"""Pure builders for Teams: Markdown Teams renders, Adaptive Cards (tables, progress, answer actions,
+confirmation, 'Show SQL & code') and attachments. Plain dicts in, plain dicts out; no I/O.
+
+Teams renders a subset of Markdown in messages (no tables, no headings beyond bold), so tables move
+into Adaptive Card `Table` elements with row/column caps.
+https://learn.microsoft.com/microsoftteams/platform/task-modules-and-cards/cards/cards-format
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+from dataclasses import dataclass, field
+
+ADAPTIVE = "application/vnd.microsoft.card.adaptive"
+FILE_CONSENT = "application/vnd.microsoft.teams.card.file.consent"
+FILE_INFO = "application/vnd.microsoft.teams.card.file.info"
+ACTION_KEY = "datathread"  # Action.Submit data carries {"datathread": <action>, ...}
+MAX_TABLE_ROWS = 20
+MAX_TABLE_COLS = 8
+MAX_CELL_CHARS = 80
+MAX_CODE_CHARS = 3000
+
+
+@dataclass
+class Table:
+    header: list[str]
+    rows: list[list[str]] = field(default_factory=list)
+
+
+_TABLE_SEP = re.compile(r"^\s*\|?\s*:?-+:?\s*(\|\s*:?-+:?\s*)*\|?\s*$")
+_HEADING = re.compile(r"^\s{0,3}#{1,6}\s+(.*?)\s*#*\s*$")
+
+
+def _cells(line: str) -> list[str]:
+    return [c.strip() for c in line.strip().strip("|").split("|")]
+
+
+def to_teams_markdown(text: str) -> tuple[str, list[Table]]:
+    """Claude's Markdown → (Markdown Teams renders, the tables pulled out of it for cards)."""
+    lines = text.strip().splitlines()
+    out: list[str] = []
+    tables: list[Table] = []
+    i, in_code = 0, False
+    while i < len(lines):
+        line = lines[i]
+        if line.lstrip().startswith("```"):
+            in_code = not in_code
+            out.append(line)
+        elif in_code:
+            out.append(line)
+        elif "|" in line and i + 1 < len(lines) and _TABLE_SEP.match(lines[i + 1]):
+            table = Table(header=_cells(line))
+            i += 2
+            while i < len(lines) and "|" in lines[i] and lines[i].strip():
+                table.rows.append(_cells(lines[i]))
+                i += 1
+            tables.append(table)
+            out.append(f"*(table {len(tables)} below)*")
+            continue
+        elif m := _HEADING.match(line):
+            out.append(f"**{m.group(1)}**")
+        else:
+            out.append(line)
+        i += 1
+    return _paragraphs(out), tables
+
+
+def _paragraphs(lines: list[str]) -> str:
+    """Teams folds single newlines; keep line breaks by separating non-list lines with a blank line."""
+    out: list[str] = []
+    in_code = False
+    for line in lines:
+        if line.lstrip().startswith("```"):
+            in_code = not in_code
+        listy = bool(re.match(r"^\s*([-*+]|\d+[.)])\s", line))
+        if out and not in_code and not line.lstrip().startswith("```") and not listy and out[-1] != "":
+            out.append("")
+        out.append(line)
+    return re.sub(r"\n{3,}", "\n\n", "\n".join(out)).strip()
+
+
+def _clip(value: object, limit: int = MAX_CELL_CHARS) -> str:
+    text = "" if value is None else str(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def table_element(
+    table: Table, *, max_rows: int = MAX_TABLE_ROWS, max_cols: int = MAX_TABLE_COLS
+) -> list[dict]:
+    """An Adaptive Card Table (v1.5) for `table`, capped, plus a note of what was left out."""
+    cols = table.header[:max_cols]
+    body_rows = table.rows[:max_rows]
+
+    def row(cells: list[str], *, header: bool = False) -> dict:
+        padded = (list(cells) + [""] * len(cols))[: len(cols)]
+        return {
+            "type": "TableRow",
+            "cells": [
+                {
+                    "type": "TableCell",
+                    "items": [
+                        {
+                            "type": "TextBlock",
+                            "text": _clip(c),
+                            "wrap": True,
+                            "weight": "Bolder" if header else "Default",
+                        }
+                    ],
+                }
+                for c in padded
+            ],
+        }
+
+    element = {
+        "type": "Table",
+        "firstRowAsHeader": True,
+        "gridStyle": "accent",
+        "columns": [{"width": 1} for _ in cols],
+        "rows": [row(cols, header=True), *(row(r) for r in body_rows)],
+    }
+    dropped = []
+    if len(table.rows) > max_rows:
+        dropped.append(f"{len(table.rows) - max_rows} more rows")
+    if len(table.header) > max_cols:
+        dropped.append(f"{len(table.header) - max_cols} more columns")
+    note = [
+        {
+            "type": "TextBlock",
+            "text": f"Not shown: {', '.join(dropped)}.",
+            "isSubtle": True,
+            "size": "Small",
+            "wrap": True,
+        }
+    ]
+    return [element, *(note if dropped else [])]
+
+
+def card(body: list[dict], actions: list[dict] | None = None) -> dict:
+    """An Adaptive Card attachment (schema 1.5, full width in Teams)."""
+    content: dict = {
+        "type": "AdaptiveCard",
+        "$schema": "http://adaptivecards.io/schemas/adaptive-card.json",
+        "version": "1.5",
+        "msteams": {"width": "Full"},
+        "body": body,
+    }
+    if actions:
+        content["actions"] = actions
+    return {"contentType": ADAPTIVE, "content": content}
+
+
+def submit(title: str, action: str, **data: object) -> dict:
+    """An Action.Submit whose data names our action; Teams posts it back as a message `value`."""
+    return {"type": "Action.Submit", "title": title, "data": {ACTION_KEY: action, **data}}
+
+
+def progress_card(lines: list[str], *, status: str) -> dict:
+    """The one progress message, updated in place: a status line and one line per step."""
+    body = [{"type": "TextBlock", "text": status, "weight": "Bolder", "wrap": True}]
+    body += [{"type": "TextBlock", "text": line, "wrap": True, "spacing": "Small"} for line in lines[-12:]]
+    return card(body)
+
+
+def answer_card(turn_id: str, tables: list[Table]) -> dict:
+    """Tables of the answer plus the actions: Show SQL & code, 👍/👎 and Export notebook."""
+    body: list[dict] = []
+    for table in tables:
+        body += table_element(table)
+    if not body:
+        body = [{"type": "TextBlock", "text": "Was this answer useful?", "isSubtle": True, "wrap": True}]
+    actions = [
+        submit("Show SQL & code", "show_steps", turn_id=turn_id),
+        submit("👍", "feedback", turn_id=turn_id, value="up"),
+        submit("👎", "feedback", turn_id=turn_id, value="down"),
+        submit("Export notebook", "export_notebook", turn_id=turn_id),
+    ]
+    return card(body, actions)
+
+
+def confirm_card(prompt: str, key: str) -> dict:
+    """Run/Cancel for an expensive step; the answer comes back as a submit with `key`."""
+    return card(
+        [{"type": "TextBlock", "text": prompt, "wrap": True}],
+        [
+            submit("Run", "confirm", key=key, answer="run"),
+            submit("Cancel", "confirm", key=key, answer="cancel"),
+        ],
+    )
+
+
+def steps_markdown(record: dict | None) -> str:
+    """The SQL and code of a recorded turn, as Markdown code blocks (for 'Show SQL & code')."""
+    if not record:
+        return "I can't find that answer any more."
+    steps = record.get("steps") or []
+    if not steps:
+        return "That answer did not run any SQL or code."
+    parts = []
+    for n, step in enumerate(steps, 1):
+        data = step.get("input") or {}
+        code, lang = (data.get("sql"), "sql") if data.get("sql") else (data.get("code"), "python")
+        mark = "✓" if step.get("ok") else "✗"
+        head = f"**{n}. {step.get('tool')}** {mark} {_clip(step.get('summary', ''), 200)}"
+        if code:
+            parts.append(f"{head}\n\n```{lang}\n{_clip(code, MAX_CODE_CHARS)}\n```")
+        else:
+            parts.append(f"{head} `{_clip(data, 200)}`")
+    return "\n\n".join(parts)
+
+
+def failure_text(message: str, error_id: str) -> str:
+    """What a person sees when a turn fails: the short reason and an id to quote, never a traceback."""
+    return f"Sorry — {message} (error id `{error_id}`)" if error_id else f"Sorry — {message}"
+
+
+def image_attachment(name: str, data: bytes, mime: str = "image/png") -> dict:
+    """An inline image (a data URI; Teams shows these in channels, group and personal chats)."""
+    encoded = base64.b64encode(data).decode()
+    return {"contentType": mime, "contentUrl": f"data:{mime};base64,{encoded}", "name": name}
+
+
+def link_text(name: str, url: str, ttl_s: int) -> str:
+    """A download link line with how long it lives."""
+    minutes = max(1, round(ttl_s / 60))
+    life = f"{minutes} minutes" if minutes < 120 else f"{round(minutes / 60)} hours"
+    return f"📎 [{name}]({url}) — download link, valid for {life}"
+
+
+def file_consent_card(name: str, size: int, context: dict) -> dict:
+    """Teams' file-consent card: the user accepts, then Teams gives us an upload URL (personal chat only).
+    https://learn.microsoft.com/microsoftteams/platform/bots/how-to/bots-filesv4"""
+    return {
+        "contentType": FILE_CONSENT,
+        "name": name,
+        "content": {
+            "description": f"{name} from datathread",
+            "sizeInBytes": size,
+            "acceptContext": context,
+            "declineContext": context,
+        },
+    }
+
+
+def file_info_card(upload_info: dict) -> dict:
+    """The card that shows an uploaded file in the chat after the consent flow."""
+    return {
+        "contentType": FILE_INFO,
+        "contentUrl": upload_info.get("contentUrl"),
+        "name": upload_info.get("name"),
+        "content": {"uniqueId": upload_info.get("uniqueId"), "fileType": upload_info.get("fileType")},
+    }

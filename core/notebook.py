@@ -1,0 +1,364 @@
+"""A thread as a runnable Jupyter notebook, built from the session's turn records.
+
+The turn records (`SessionStore.list_turns`) keep every step's SQL or code, its file names and their
+order — the same records behind "Show SQL & code". Replaying the successful steps in order, in a fresh
+working directory, with the official warehouse client and the reader's own credentials, reproduces the
+thread's files. Failed steps are left out: the bot's model saw the error and retried, so the working
+steps alone rebuild the files, and a notebook that stops at a known error is not "run all"-able.
+"""
+
+from __future__ import annotations
+
+import base64
+import keyword
+import re
+from collections.abc import Iterable
+from datetime import UTC, datetime
+from pathlib import PurePosixPath
+from typing import Any
+
+import nbformat
+from nbformat import v4
+
+from core.config import Settings
+from core.steps import safe_file_stem
+
+MAX_CHART_BYTES = 5 * 1024 * 1024  # bigger images stay files; the notebook rebuilds them anyway
+_DIALECTS = {"duckdb": "DuckDB", "bigquery": "BigQuery"}
+_RESERVED = {"warehouse", "client", "job_config", "duckdb", "pd", "pq", "pc", "os", "Path", "save_parquet"}
+
+# --- "export this as a notebook" ---------------------------------------------------------------
+
+_NEGATION = re.compile(r"\b(don'?t|do not|never|no need|without)\b", re.I)
+# "notebook" as the thing asked for, not as a word of the data ("notebook sales by brand")
+_TARGET = re.compile(
+    r"\bjupyter\b|\bipynb\b|\bnotebook\b(?!\s+(?!(?:of|for|please|version|file|now|too|with|from|so|"
+    r"that|and|i|we|pls|thanks)\b)\w)",
+    re.I,
+)
+_VERB = re.compile(
+    r"\b(export|download|give|send|share|make|create|generate|build|get|save|turn|convert|want|need|"
+    r"produce|write|dump|attach|package)\b",
+    re.I,
+)
+_MENTION = re.compile(r"<[@!#][^>]*>|@\w+")
+
+
+def is_export_request(text: str) -> bool:
+    """True when a message asks for the thread as a notebook, so the surface exports instead of asking
+    the model (cheap, predictable, and it never spends a turn). Short requests only: a data question
+    that merely mentions notebooks ("laptops vs notebooks sold?") must still reach the model."""
+    clean = _MENTION.sub(" ", text or "").strip()
+    words = re.findall(r"[\w.']+", clean)
+    if not words or len(words) > 14 or _NEGATION.search(clean):
+        return False
+    if not _TARGET.search(clean):
+        return False
+    return bool(_VERB.search(clean) or re.match(r"\W*(jupyter\s+)?(notebook|ipynb)\b", clean, re.I))
+
+
+# --- building the notebook ---------------------------------------------------------------------
+
+
+def build_notebook(
+    turns: list[dict],
+    *,
+    warehouse: str,
+    dialect: str,
+    gcp_project: str | None,
+    chart_bytes: dict[str, bytes] | None,
+    default_dataset: str | None = None,
+) -> nbformat.NotebookNode:
+    """The notebook of a thread: intro, setup, then per turn the question, its steps and the answer.
+    `chart_bytes` (workspace path → PNG) become outputs of the Python cell that last wrote them."""
+    session_id = next((t.get("session_id") for t in turns if t.get("session_id")), "thread")
+    bigquery = warehouse == "bigquery"
+    charts = _chart_owners(turns, chart_bytes or {})
+    cells = [
+        v4.new_markdown_cell(_intro(session_id, turns, bigquery, dialect)),
+        v4.new_code_cell(_setup_code(session_id, bigquery, gcp_project, default_dataset)),
+    ]
+    number = 0
+    for turn in turns:
+        if _is_export_turn(turn):
+            continue
+        number += 1
+        cells += _turn_cells(number, turn, bigquery, charts)
+    nb = v4.new_notebook(cells=cells)
+    nb.metadata = {
+        "kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"},
+        "language_info": {"name": "python"},
+        "datathread": {"session_id": session_id, "warehouse": warehouse, "dialect": dialect},
+    }
+    return nb
+
+
+def _intro(session_id: str, turns: list[dict], bigquery: bool, dialect: str) -> str:
+    started = min((t["started"] for t in turns if t.get("started")), default=0)
+    when = datetime.fromtimestamp(started, UTC).strftime("%Y-%m-%d") if started else "unknown date"
+    if bigquery:
+        env = (
+            "- `GOOGLE_APPLICATION_CREDENTIALS` — your service-account key file (or `gcloud auth "
+            "application-default login`);\n- `GCP_PROJECT` — the project that runs (and pays for) the queries."
+        )
+        packages = "google-cloud-bigquery pyarrow pandas matplotlib duckdb"
+    else:
+        env = (
+            "- `DATATHREAD_WAREHOUSE_PATH` — the DuckDB warehouse file, or\n"
+            "- `DATATHREAD_HOME` — then the demo database `$DATATHREAD_HOME/warehouse/nycflights13.duckdb` "
+            "is used (default `./.datathread`)."
+        )
+        packages = "duckdb pyarrow pandas matplotlib"
+    return (
+        f"# datathread thread `{session_id}`\n\n"
+        f"Questions asked on {when}, with every query and step the bot ran ({_DIALECTS.get(dialect, dialect)} SQL), in order.\n\n"
+        "**How to run it:** `pip install " + packages + "`, set in *your* environment\n\n" + env + "\n\n"
+        f"then *Run All*. The setup cell creates `./{session_id}-work` and works there: running the "
+        "notebook top to bottom on the same data rebuilds the thread's files (parquet results, charts, "
+        "CSVs). Steps that failed in the thread are not repeated."
+    )
+
+
+def _setup_code(session_id: str, bigquery: bool, gcp_project: str | None, dataset: str | None) -> str:
+    lines = [
+        "# Setup: a working directory for the thread's files, and the warehouse client.",
+        "import os",
+        "from pathlib import Path",
+        "",
+        "import duckdb",
+        "import pandas as pd",
+        "import pyarrow.csv as pc",
+        "import pyarrow.parquet as pq",
+        "",
+        f"WORKDIR = {session_id + '-work'!r}",
+    ]
+    if not bigquery:
+        lines += [
+            'if "WAREHOUSE_PATH" not in globals():  # resolved once, before changing directory',
+            "    WAREHOUSE_PATH = Path(",
+            '        os.environ.get("DATATHREAD_WAREHOUSE_PATH")',
+            '        or Path(os.environ.get("DATATHREAD_HOME", ".datathread")) / "warehouse" / "nycflights13.duckdb"',
+            "    ).resolve()",
+        ]
+    lines += [
+        "if Path.cwd().name != WORKDIR:  # re-running this cell must not nest directories",
+        "    Path(WORKDIR).mkdir(exist_ok=True)",
+        "    os.chdir(WORKDIR)",
+        "",
+    ]
+    if bigquery:
+        lines += [
+            "from google.cloud import bigquery",
+            "",
+            f'client = bigquery.Client(project=os.environ.get("GCP_PROJECT") or {gcp_project!r})',
+            f"job_config = bigquery.QueryJobConfig(default_dataset={dataset!r})"
+            if dataset
+            else "job_config = bigquery.QueryJobConfig()",
+        ]
+    else:
+        lines += [
+            "if not WAREHOUSE_PATH.exists():",
+            '    raise FileNotFoundError(f"No DuckDB warehouse at {WAREHOUSE_PATH}: set DATATHREAD_WAREHOUSE_PATH.")',
+            "warehouse = duckdb.connect(str(WAREHOUSE_PATH), read_only=True)",
+        ]
+    lines += [
+        "",
+        "",
+        "def save_parquet(table, name):",
+        '    """Save a result the way the bot did (parquet, zstd) and show its first rows."""',
+        '    pq.write_table(table, name, compression="zstd")',
+        '    print(f"{name}: {table.num_rows:,} rows")',
+        "    return table.slice(0, 10).to_pandas()",
+    ]
+    return "\n".join(lines)
+
+
+def _turn_cells(number: int, turn: dict, bigquery: bool, charts: dict[str, list]) -> list:
+    question = (turn.get("question") or "").strip() or "(no text)"
+    cells = [v4.new_markdown_cell(f"## {number}. Question\n\n" + _quote(question))]
+    attached: list[str] = []
+    for step in turn.get("steps") or []:
+        if not step.get("ok"):
+            cells.append(v4.new_markdown_cell(_skipped(step)))
+            continue
+        cell = _step_cell(step, bigquery, attached)
+        if cell is None:
+            continue
+        if cell.cell_type == "code":
+            cell.outputs = charts.get(step.get("step_id") or "", [])
+        cells.append(cell)
+    cells.append(v4.new_markdown_cell(_answer(turn, attached)))
+    return cells
+
+
+def _step_cell(step: dict, bigquery: bool, attached: list[str]) -> Any:
+    tool, args = step.get("tool"), step.get("input") or {}
+    if tool == "query_warehouse" and isinstance(args.get("sql"), str):
+        name = _parquet_name(step, "query")
+        call = (
+            f"client.query({_literal(args['sql'])}, job_config=job_config).to_arrow()"
+            if bigquery
+            else f"warehouse.sql({_literal(args['sql'])}).to_arrow_table()"
+        )
+        return _save_cell(f"# query_warehouse → {name}", name, call)
+    if tool == "run_sql" and isinstance(args.get("sql"), str):
+        name = _parquet_name(step, "sql")
+        call = f"duckdb.sql({_literal(args['sql'])}).to_arrow_table()"
+        return _save_cell(f"# run_sql over the working directory's files → {name}", name, call)
+    if tool == "run_python" and isinstance(args.get("code"), str):
+        return v4.new_code_cell(args["code"].strip("\n"))
+    if tool == "attach_file":
+        return _attach_cell(step, args, attached)
+    if tool in ("list_tables", "describe_table"):
+        return None
+    files = ", ".join(f"`{f}`" for f in step.get("files") or ())
+    if not files:
+        return None
+    return v4.new_markdown_cell(
+        f"The bot's `{tool}` step is not replayed here; it produced {files}. "
+        "Place those files in the working directory before running the next cells."
+    )
+
+
+def _save_cell(comment: str, name: str, call: str) -> Any:
+    stem = name[: -len(".parquet")]
+    var = stem if stem.isidentifier() and not keyword.iskeyword(stem) and stem not in _RESERVED else "result"
+    return v4.new_code_cell(f"{comment}\n{var} = {call}\nsave_parquet({var}, {name!r})")
+
+
+def _attach_cell(step: dict, args: dict, attached: list[str]) -> Any:
+    raw = str(args.get("path") or "").strip()
+    path = raw[2:] if raw.startswith("./") else raw
+    if PurePosixPath(path).suffix.lower() == ".parquet":
+        csv_name = next(iter(step.get("files") or ()), str(PurePosixPath(path).with_suffix(".csv")))
+        attached.append(csv_name)
+        return v4.new_code_cell(
+            f"# attach_file: the bot converts parquet to CSV before uploading it\n"
+            f"pc.write_csv(pq.read_table({path!r}), {csv_name!r})"
+        )
+    attached.append(next(iter(step.get("files") or ()), path))
+    return None
+
+
+def _parquet_name(step: dict, prefix: str) -> str:
+    """The file the bot saved: `<save_as>.parquet` (as core/steps.py names it), else the recorded file."""
+    stem = safe_file_stem((step.get("input") or {}).get("save_as"), "")
+    if stem:
+        return f"{stem}.parquet"
+    recorded = [f for f in step.get("files") or () if str(f).endswith(".parquet")]
+    if recorded:
+        return str(recorded[0])
+    return f"{prefix}_{re.sub(r'[^A-Za-z0-9]+', '_', str(step.get('step_id') or 'result'))}.parquet"
+
+
+def _literal(text: str) -> str:
+    """A readable Python literal for SQL: triple-quoted when that is exact, else repr()."""
+    body = text.strip("\n")
+    if '"""' in body or "\\" in body or body.endswith('"'):
+        return repr(body)
+    return f'"""\n{body}\n"""'
+
+
+def _quote(text: str) -> str:
+    return "\n".join("> " + line if line.strip() else ">" for line in text.splitlines())
+
+
+def _skipped(step: dict) -> str:
+    error = (step.get("error") or step.get("summary") or "it failed").strip().splitlines()
+    last = error[-1][:200] if error else "it failed"
+    return f"*Skipped a failed `{step.get('tool')}` step of the thread:* `{last}`"
+
+
+def _answer(turn: dict, attached: list[str]) -> str:
+    answer = (turn.get("answer") or "").strip()
+    if not turn.get("ok", True) and turn.get("error"):
+        answer = (answer + "\n\n" if answer else "") + f"*This turn failed: {turn['error']}*"
+    text = "**Answer**\n\n" + (answer or "*(no answer)*")
+    if attached:
+        text += "\n\nFiles attached in the thread: " + ", ".join(f"`{a}`" for a in attached)
+    return text
+
+
+def _is_export_turn(turn: dict) -> bool:
+    return not turn.get("steps") and is_export_request(turn.get("question") or "")
+
+
+def chart_paths(turns: Iterable[dict]) -> list[str]:
+    """PNG files written by successful Python steps: the charts to read and embed."""
+    out: list[str] = []
+    for turn in turns:
+        for step in turn.get("steps") or []:
+            if step.get("ok") and step.get("tool") == "run_python":
+                out += [f for f in step.get("files") or () if f.lower().endswith(".png") and f not in out]
+    return out
+
+
+def _chart_owners(turns: list[dict], chart_bytes: dict[str, bytes]) -> dict[str, list]:
+    """step_id → display_data outputs; a chart belongs to the last step that wrote it (its final bytes)."""
+    owner: dict[str, str] = {}
+    for turn in turns:
+        for step in turn.get("steps") or []:
+            if step.get("ok") and step.get("tool") == "run_python":
+                for path in step.get("files") or ():
+                    if path in chart_bytes:
+                        owner[path] = step.get("step_id") or ""
+    outputs: dict[str, list] = {}
+    for path, step_id in owner.items():
+        data = chart_bytes[path]
+        if not data.startswith(b"\x89PNG") or len(data) > MAX_CHART_BYTES:
+            continue
+        outputs.setdefault(step_id, []).append(
+            v4.new_output(
+                "display_data",
+                data={"image/png": base64.b64encode(data).decode(), "text/plain": f"<chart {path}>"},
+                metadata={"datathread": {"path": path}},
+            )
+        )
+    return outputs
+
+
+# --- from a session --------------------------------------------------------------------------
+
+
+class NothingToExport(LookupError):
+    """The session has no recorded turns; the message is one sentence for a person."""
+
+
+async def session_notebook(
+    *, store: Any, sandbox: Any, settings: Settings, session_id: str, default_dataset: str | None = None
+) -> bytes:
+    """The .ipynb bytes of a session, from any store and sandbox (the CLI needs no model or Analyst)."""
+    turns = await store.list_turns(session_id=session_id)
+    if not turns:
+        raise NothingToExport(f"Session {session_id} has no recorded questions to export.")
+    charts: dict[str, bytes] = {}
+    for path in chart_paths(turns):
+        try:
+            charts[path] = await sandbox.read_file(session_id, path)
+        except (FileNotFoundError, PermissionError, OSError):
+            continue  # the file is gone (workspace cleaned up): the notebook still rebuilds it
+    nb = build_notebook(
+        turns,
+        warehouse=settings.warehouse,
+        dialect="bigquery" if settings.warehouse == "bigquery" else "duckdb",
+        gcp_project=settings.gcp_project,
+        chart_bytes=charts,
+        default_dataset=default_dataset,
+    )
+    return nbformat.writes(nb).encode()
+
+
+async def notebook_bytes(analyst: Any, session_id: str) -> bytes:
+    """The thread's notebook for a surface to upload ("Export notebook" button, card action, phrase).
+    Raises NothingToExport (a LookupError with a one-sentence message) when there is nothing yet."""
+    warehouse = analyst.parts.warehouse
+    dataset = (
+        getattr(warehouse, "default_dataset", None) if analyst.settings.warehouse == "bigquery" else None
+    )
+    return await session_notebook(
+        store=analyst.store,
+        sandbox=analyst.parts.sandbox,
+        settings=analyst.settings,
+        session_id=session_id,
+        default_dataset=dataset,
+    )

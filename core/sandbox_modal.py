@@ -1,0 +1,213 @@
+"""The Modal sandbox: the client a turn container uses, and the worker side that runs remotely.
+
+Client (`ModalSandbox`): looks the deployed `StepWorker` class up by name and calls its methods with
+`.remote.aio(...)`. Everything that crosses is plain data: `StepRequest.to_dict()` in, a `StepResult`
+dict (with the new files' metadata) out, bytes for file reads and writes.
+
+Worker (`VolumeWorkspaces`): inside the Modal container, the very same `LocalSandbox` as on a laptop —
+a fork server that imported the data stack once and one isolated child per step running
+`core.steps.run_step` — rooted at the Volume's mount point (`/workspace`), so each step's working
+directory is `/workspace/<session_id>` and it sees no other session's directory. The Volume is reloaded
+before and committed after every step, so turn containers and other workers see the same files.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from core.sandbox import StepRequest, StepResult, is_valid_session_id
+from core.sandbox_local import LocalSandbox
+
+log = logging.getLogger(__name__)
+
+STEP_WORKER_CLASS = "StepWorker"  # the class name in deploy/modal_app.py; looked up by name
+
+VolumeHook = Callable[[], Any]  # volume.reload / volume.commit (sync, or `.aio` coroutine functions)
+
+
+async def _call(hook: VolumeHook) -> None:
+    result = hook()
+    if inspect.isawaitable(result):
+        await result
+
+
+def to_step_request(data: dict) -> StepRequest:
+    """A request dict from the wire, with unknown keys dropped (older/newer clients)."""
+    return StepRequest(**{k: v for k, v in data.items() if k in StepRequest.__dataclass_fields__})
+
+
+async def run_step_in_volume(
+    request: dict, *, sandbox: LocalSandbox, reload: VolumeHook, commit: VolumeHook
+) -> dict:
+    """Reload → run the step in `<volume root>/<session_id>` → commit. The same step code as locally.
+
+    Commit runs even when the step failed: a failed step may still have written files the model
+    will look at next, and the next step may run in another container.
+    """
+    step = to_step_request(request)
+    if not is_valid_session_id(step.session_id):
+        return StepResult(ok=False, error="Refused: invalid session id.").to_dict()
+    await _call(reload)
+    try:
+        result = await sandbox.run(step)
+    finally:
+        await _call(commit)
+    return result.to_dict()
+
+
+class VolumeWorkspaces:
+    """The worker side: one per Modal container, built in `@modal.enter`, serving one input at a time."""
+
+    def __init__(
+        self,
+        *,
+        root: Path,
+        reload: VolumeHook,
+        commit: VolumeHook,
+        warehouse: Path | None = None,
+        network_blocked: bool = False,
+    ):
+        self.sandbox = LocalSandbox(workspaces=root, warehouse=warehouse)
+        self._reload, self._commit = reload, commit
+        self.network_blocked = network_blocked
+
+    @classmethod
+    def from_settings(
+        cls, settings, *, root: Path, reload: VolumeHook, commit: VolumeHook, network_blocked: bool
+    ) -> VolumeWorkspaces:
+        """The worker for a container: with the DuckDB demo warehouse built locally when it is selected."""
+        warehouse = None
+        if settings.warehouse == "duckdb":
+            from core.warehouse import build_demo_database
+
+            warehouse = build_demo_database(settings.home.resolve() / "warehouse" / "nycflights13.duckdb")
+        return cls(
+            root=root, reload=reload, commit=commit, warehouse=warehouse, network_blocked=network_blocked
+        )
+
+    async def start(self) -> None:
+        """Start the fork server (imports pandas, matplotlib, duckdb, pyarrow once per container)."""
+        await self.sandbox.start()
+
+    async def run_step(self, request: dict) -> dict:
+        """One step, between a Volume reload and commit."""
+        return await run_step_in_volume(
+            request, sandbox=self.sandbox, reload=self._reload, commit=self._commit
+        )
+
+    async def read_file(self, session_id: str, path: str) -> bytes:
+        """Bytes of a workspace file as last committed (an attachment to upload)."""
+        await _call(self._reload)
+        return await self.sandbox.read_file(session_id, path)
+
+    async def write_file(self, session_id: str, path: str, data: bytes) -> None:
+        """Place a file the bot fetched (BigQuery result, S3 object) into the session's directory."""
+        await _call(self._reload)
+        await self.sandbox.write_file(session_id, path, data)
+        await _call(self._commit)
+
+    async def list_files(self, session_id: str) -> list[dict]:
+        """The session's files, as committed."""
+        await _call(self._reload)
+        return await self.sandbox.list_files(session_id)
+
+    def protections(self) -> dict[str, str]:
+        """The local sandbox's per-step protections plus the container's network state."""
+        network = (
+            "on — the worker container has no network (Modal block_network)"
+            if self.network_blocked
+            else "off — the worker container has network access"
+        )
+        return {**self.sandbox.protections(), "container network": network}
+
+    async def close(self) -> None:
+        await self.sandbox.close()
+
+
+class ModalSandbox:
+    """Sandbox protocol on Modal: every call goes to the deployed `StepWorker` of `app_name`."""
+
+    def __init__(self, *, app_name: str, worker: Any | None = None):
+        self.app_name = app_name
+        self._worker = worker  # a `StepWorker()` instance handle; injected in tests
+
+    @classmethod
+    def from_settings(cls, settings) -> ModalSandbox:
+        """The client for the deployment the settings name (DATATHREAD_MODAL_APP)."""
+        return cls(app_name=settings.modal_app)
+
+    async def start(self) -> None:
+        """Resolve the worker handle lazily: no container starts until the first step."""
+        if self._worker is None:
+            import modal
+
+            self._worker = modal.Cls.from_name(self.app_name, STEP_WORKER_CLASS)()
+
+    async def run(self, request: StepRequest) -> StepResult:
+        """Run a step remotely; a Modal failure becomes an error result the model can report."""
+        if not is_valid_session_id(request.session_id):
+            return StepResult(ok=False, error=f"invalid session id {request.session_id!r}")
+        await self.start()
+        try:
+            data = await self._worker.run_step.remote.aio(request.to_dict())
+        except Exception as exc:
+            error_id = uuid.uuid4().hex[:8]
+            log.exception("modal step failed [%s]", error_id)
+            return StepResult(
+                ok=False,
+                error=f"The sandbox could not run this step ({type(exc).__name__}, error id {error_id}). "
+                "Try again in a moment.",
+            )
+        return StepResult.from_dict(data)
+
+    async def read_file(self, session_id: str, path: str) -> bytes:
+        self._check(session_id)
+        await self.start()
+        return await self._worker.read_file.remote.aio(session_id, path)
+
+    async def write_file(self, session_id: str, path: str, data: bytes) -> None:
+        self._check(session_id)
+        await self.start()
+        await self._worker.write_file.remote.aio(session_id, path, data)
+
+    async def list_files(self, session_id: str) -> list[dict]:
+        self._check(session_id)
+        await self.start()
+        return await self._worker.list_files.remote.aio(session_id)
+
+    def protections(self) -> dict[str, str]:
+        """Static: asking the worker would start a container (`datathread doctor` checks the deployment)."""
+        return {
+            "modal worker": f"on — steps run in Modal app {self.app_name!r}, class {STEP_WORKER_CLASS}, "
+            "no network, no bot secrets, the same per-step isolation as the local sandbox",
+        }
+
+    async def close(self) -> None:
+        return None
+
+    @staticmethod
+    def _check(session_id: str) -> None:
+        if not is_valid_session_id(session_id):
+            raise PermissionError(f"invalid session id {session_id!r}")
+
+
+async def check_deployment(settings, *, timeout_s: float = 15.0) -> tuple[bool, str]:
+    """Is the step worker of DATATHREAD_MODAL_APP deployed? A metadata lookup: starts no container."""
+    try:
+        import modal
+
+        worker = modal.Cls.from_name(settings.modal_app, STEP_WORKER_CLASS)
+        await asyncio.wait_for(worker.hydrate.aio(), timeout=timeout_s)
+    except Exception as exc:  # not deployed, no token, no network: say which, in one line
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        return (
+            False,
+            f"app {settings.modal_app!r} not reachable ({reason}); run `modal deploy deploy/modal_app.py`",
+        )
+    return True, f"app {settings.modal_app!r} deployed; volume {settings.modal_volume!r}"

@@ -1,0 +1,62 @@
+"""What the Modal web and turn containers run: the same ASGI app as `datathread serve`, split in two.
+
+The web container serves `bot.server.create_app` with a `ModalRunner`: it verifies, acks and spawns.
+The turn container builds the very same app (same surfaces, so the same job handlers get registered)
+with a `LocalRunner`, runs its startup once per container, and runs each spawned job with
+`LocalRunner.run_now`. Both refuse to start without REDIS_URL: turns of one thread may land in two
+containers, and only a shared store gives them one session lock, one history and one de-dup set.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+from starlette.applications import Starlette
+
+from bot.server import create_app
+from core.config import ConfigError, Settings
+from core.runner import LocalRunner, TurnJob
+from core.runner_modal import ModalRunner, Spawn
+
+REDIS_REQUIRED = (
+    "The Modal deployment needs REDIS_URL (put it in the Modal secret 'datathread-redis'): turns run in "
+    "separate containers and share the session lock, history and event de-dup only through Redis."
+)
+
+
+def require_shared_store(settings: Settings) -> None:
+    """Refuse to serve on Modal with a per-container store (two turns of a thread could run at once)."""
+    if not settings.redis_url:
+        raise ConfigError(REDIS_REQUIRED)
+
+
+def build_web_app(settings: Settings, *, spawn: Spawn) -> Starlette:
+    """The web endpoint's app: the serve app whose runner spawns the turn function after the ack."""
+    require_shared_store(settings)
+    return create_app(settings, runner=ModalRunner(spawn))
+
+
+class TurnHost:
+    """A turn container's copy of the app: started once (`@modal.enter`), then runs one job per call."""
+
+    def __init__(self, settings: Settings, *, analyst: Any | None = None, require_redis: bool = True):
+        self.settings = settings
+        self.require_redis = require_redis  # False only for tests and single-host experiments
+        self.runner = LocalRunner()
+        self.app = create_app(settings, runner=self.runner, analyst=analyst)
+        self._stack = contextlib.AsyncExitStack()
+
+    async def start(self) -> None:
+        """Check the shared store, then run the app's startup (builds the Analyst, surfaces' startup)."""
+        if self.require_redis:
+            require_shared_store(self.settings)
+        await self._stack.enter_async_context(self.app.router.lifespan_context(self.app))
+
+    async def run(self, job: dict) -> None:
+        """Run one spawned job with the handler its surface registered; failures are logged there."""
+        await self.runner.run_now(TurnJob(kind=job["kind"], payload=dict(job.get("payload") or {})))
+
+    async def stop(self) -> None:
+        """Run the app's shutdown (closes the Analyst: sandbox client, store, model client)."""
+        await self._stack.aclose()

@@ -1,0 +1,78 @@
+"""Signed download links (pure) and the S3 presigned variant (moto)."""
+
+from __future__ import annotations
+
+import logging
+import urllib.parse
+from types import SimpleNamespace
+
+import boto3
+import pytest
+from moto import mock_aws
+from pydantic import SecretStr
+
+from bot.files import LinkSigner, build_signer, download_link
+
+
+def parts(url: str) -> tuple[str, str, str, str]:
+    split = urllib.parse.urlsplit(url)
+    session, _, path = urllib.parse.unquote(split.path.removeprefix("/files/")).partition("/")
+    query = dict(urllib.parse.parse_qsl(split.query))
+    return session, path, query["exp"], query["sig"]
+
+
+NOW = 1_700_000_000.0
+
+
+@pytest.mark.parametrize(
+    "change,at,expected",
+    [
+        ({}, NOW, None),
+        ({}, NOW + 59, None),
+        ({}, NOW + 61, "expired"),
+        ({"path": "other.csv"}, NOW, "bad signature"),
+        ({"session": "te-other"}, NOW, "bad signature"),
+        ({"exp": str(int(NOW) + 9999)}, NOW, "bad signature"),
+        ({"exp": "soon"}, NOW, "bad signature"),
+        ({"sig": "A" * 43}, NOW, "bad signature"),
+    ],
+)
+def test_link_check(change, at, expected):
+    signer = LinkSigner(secret=b"k" * 32, public_url="https://bot.example/", ttl_s=60, clock=lambda: NOW)
+    url = signer.sign("te-abc", "sub/delays.csv")
+    assert url.startswith("https://bot.example/files/te-abc/sub/delays.csv?")
+    session, path, exp, sig = parts(url)
+    signer.clock = lambda: at
+    got = signer.check(
+        change.get("session", session),
+        change.get("path", path),
+        change.get("exp", exp),
+        change.get("sig", sig),
+    )
+    assert got == expected
+
+
+def test_random_secret_when_unset_is_logged(settings, caplog):
+    with caplog.at_level(logging.WARNING, logger="datathread.files"):
+        a, b = build_signer(settings), build_signer(settings)
+    assert a.secret != b.secret and "stop working" in caplog.text
+    fixed = settings.model_copy(update={"link_secret": SecretStr("s3cret-value")})
+    assert build_signer(fixed).secret == build_signer(fixed).secret == b"s3cret-value"
+
+
+async def test_s3_presigned_link(settings):
+    with mock_aws():
+        boto3.client("s3", region_name="us-east-1").create_bucket(Bucket="dt-files")
+        configured = settings.model_copy(
+            update={"files_bucket": "dt-files/exports", "aws_region": "us-east-1"}
+        )
+        state = SimpleNamespace(settings=configured, extras={}, analyst=None)
+        url = await download_link(state, "te-abc", "delays.csv", b"carrier\nF9\n")
+        split = urllib.parse.urlsplit(url)
+        assert "dt-files" in split.netloc + split.path and "Expires" in split.query
+        key = urllib.parse.unquote(split.path.lstrip("/").removeprefix("dt-files/"))
+        assert key.startswith("exports/files/te-abc/") and key.endswith("/delays.csv")
+        body = (
+            boto3.client("s3", region_name="us-east-1").get_object(Bucket="dt-files", Key=key)["Body"].read()
+        )
+    assert body == b"carrier\nF9\n"

@@ -1,0 +1,253 @@
+"""Teams end to end: real-shaped Bot Framework activities POSTed to `/api/messages` of the real app,
+the real botframework-connector client talking to a fake Bot Connector on loopback, the scripted
+model, real DuckDB, sandbox processes and files."""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import time
+import urllib.parse
+import uuid
+from dataclasses import dataclass
+
+import httpx
+import pytest
+from starlette.applications import Starlette
+
+from bot import files
+from bot.server import AppState, create_app
+from tests.fakes.anthropic_api import error, text, tool
+from tests.fakes.bot_connector import FakeConnector
+
+BOT = {"id": "28:bot-app-id", "name": "datathread"}
+ADA = {"id": "29:ada", "name": "Ada Lovelace", "aadObjectId": "aad-ada"}
+THREAD = "19:general@thread.tacv2;messageid=1700000000001"
+CHAT = "a:1personal-chat-ada"
+DELAYS = (
+    "SELECT carrier, avg(dep_delay) AS avg_delay, count(*) AS n FROM flights "
+    "GROUP BY carrier ORDER BY avg_delay DESC"
+)
+CHART = """
+import pandas as pd, matplotlib.pyplot as plt
+df = pd.read_parquet('delays.parquet')
+df.plot.bar(x='carrier', y='avg_delay'); plt.savefig('delays.png')
+df.to_csv('delays.csv', index=False)
+"""
+
+
+def activity(
+    service_url: str, text_: str = "", *, conversation: str = THREAD, value: dict | None = None
+) -> dict:
+    """A message activity as Teams sends it (channel thread with an @-mention, or personal chat)."""
+    channel = conversation.startswith("19:")
+    body = {
+        "type": "message",
+        "id": f"{int(time.time() * 1000)}{uuid.uuid4().hex[:4]}",
+        "timestamp": "2025-01-01T12:00:00.000Z",
+        "serviceUrl": service_url,
+        "channelId": "msteams",
+        "from": ADA,
+        "recipient": BOT,
+        "conversation": {
+            "id": conversation,
+            "conversationType": "channel" if channel else "personal",
+            "isGroup": channel,
+            "tenantId": "tenant-1",
+        },
+        "textFormat": "plain",
+        "locale": "en-US",
+        "channelData": {"tenant": {"id": "tenant-1"}},
+    }
+    if channel:
+        body["channelData"].update(channel={"id": "19:general@thread.tacv2"}, team={"id": "19:team"})
+    if text_:
+        mention = "<at>datathread</at>"
+        body["text"] = f"{mention} {text_}" if channel else text_
+        if channel:
+            body["entities"] = [{"type": "mention", "mentioned": BOT, "text": mention}]
+    if value is not None:
+        body["value"] = value
+    return body
+
+
+@dataclass
+class Teams:
+    app: Starlette
+    client: httpx.AsyncClient
+    connector: FakeConnector
+    state: AppState
+
+    async def post(self, body: dict, **headers: str) -> httpx.Response:
+        started = time.monotonic()
+        response = await self.client.post("/api/messages", json=body, headers=headers)
+        assert time.monotonic() - started < 2.0  # ack first, work after
+        return response
+
+    async def say(self, text_: str, *, conversation: str = THREAD, value: dict | None = None) -> list[dict]:
+        """Post one activity, wait for the turn, and return the activities the bot sent for it."""
+        before = len(self.connector.sent())
+        response = await self.post(
+            activity(self.connector.url, text_, conversation=conversation, value=value)
+        )
+        assert response.status_code == 202
+        await self.state.runner.drain(timeout=60)
+        return self.connector.sent()[before:]
+
+
+@pytest.fixture
+async def teams(settings):
+    connector = FakeConnector().start()
+    app = create_app(settings.model_copy(update={"link_ttl_seconds": 120}))
+    state: AppState = app.state.datathread
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as client:
+            yield Teams(app, client, connector, state)
+    connector.stop()
+
+
+def dumps(value: object) -> str:
+    return json.dumps(value, ensure_ascii=False)
+
+
+def cards(sent: list[dict]) -> list[dict]:
+    return [a["content"] for m in sent for a in m.get("attachments") or [] if "adaptive" in a["contentType"]]
+
+
+def local_path(url: str) -> str:
+    parts = urllib.parse.urlsplit(url)
+    return f"{parts.path}?{parts.query}"
+
+
+async def test_channel_thread_chart_csv_link_answer_and_follow_up(teams, fake_model, settings):
+    fake_model.enqueue(
+        tool("query_warehouse", {"sql": DELAYS, "save_as": "delays"}),
+        tool("run_python", {"code": CHART}),
+        tool(
+            "attach_file",
+            {"path": "delays.png", "title": "Delays"},
+            more=[("attach_file", {"path": "delays.csv"})],
+        ),
+        text(
+            "## Delays\n**F9** was the most delayed.\n\n| carrier | avg |\n|---|---|\n| F9 | 20.2 |\n| EV | 19.9 |"
+        ),
+    )
+    sent = await teams.say("which carriers were most delayed? chart it")
+    assert sent[0]["type"] == "typing"
+    assert all(m["conversation"]["id"] == THREAD for m in sent)  # replies stay in the thread
+    # progress: one card posted, then updated in place to its final state
+    progress_id = teams.connector.id_of(sent[1])
+    assert "Working on it" in dumps(cards(sent[1:2]))
+    final = teams.connector.updates()[-1]
+    assert final.activity_id == progress_id and "Done — 4 steps" in dumps(final.body)
+    assert dumps(final.body).count("✅") == 4
+    # the chart inline as an image attachment
+    image = next(a for m in sent for a in m.get("attachments") or [] if a["contentType"] == "image/png")
+    assert base64.b64decode(image["contentUrl"].split(",", 1)[1])[:4] == b"\x89PNG"
+    # the CSV as an expiring signed link that downloads the real file
+    link_msg = next(m for m in sent if "download link" in (m.get("text") or ""))
+    url = re.search(r"\((http[^)]+)\)", link_msg["text"]).group(1)
+    assert url.startswith(settings.public_url + "/files/")
+    got = await teams.client.get(local_path(url))
+    session_dir = next(settings.workspaces_dir.iterdir())
+    assert got.status_code == 200 and got.content == (session_dir / "delays.csv").read_bytes()
+    assert got.content.decode().splitlines()[1].startswith("F9,")
+    tampered = local_path(url).replace("delays.csv", "delays.png")
+    assert (await teams.client.get(tampered)).status_code == 403
+    signer = files.signer_for(teams.state)
+    real_clock, signer.clock = signer.clock, lambda: time.time() + 121
+    assert (await teams.client.get(local_path(url))).status_code == 410
+    signer.clock = real_clock
+    # the answer: Teams Markdown + the table as an Adaptive Card table + actions
+    answer = sent[-1]
+    assert (
+        answer["textFormat"] == "markdown" and "**Delays**" in answer["text"] and "|---" not in answer["text"]
+    )
+    card = cards([answer])[0]
+    assert card["body"][0]["type"] == "Table" and len(card["body"][0]["rows"]) == 3
+    actions = {a["title"]: a["data"] for a in card["actions"]}
+    assert set(actions) == {"Show SQL & code", "👍", "👎", "Export notebook"}
+    turn_id = actions["👍"]["turn_id"]
+
+    # the mention was stripped from the question the model saw
+    assert (
+        fake_model.requests[0]["messages"][0]["content"][0]["text"]
+        == "which carriers were most delayed? chart it"
+    )
+    # a follow-up in the same thread sees the earlier turn
+    fake_model.enqueue(text("Only F9, EV and YV."))
+    follow = await teams.say("only the top 3")
+    history = dumps(fake_model.requests[-1]["messages"])
+    assert "which carriers were most delayed" in history and "F9** was the most delayed" in history
+    assert follow[-1]["text"].startswith("Only F9")
+
+    # card actions: Show SQL & code, feedback
+    steps = await teams.say("", value=actions["Show SQL & code"])
+    assert "```sql" in steps[-1]["text"] and "GROUP BY carrier" in steps[-1]["text"]
+    await teams.say("", value=actions["👍"])
+    record = await teams.state.analyst.store.get_turn(turn_id)
+    assert record["feedback"] and "up" in dumps(record["feedback"])
+    exported = await teams.say("", value=actions["Export notebook"])
+    url = re.search(r"\((http[^)]+)\)", exported[-1]["text"]).group(1)
+    notebook = json.loads((await teams.client.get(local_path(url))).content)
+    assert "GROUP BY carrier" in dumps(notebook["cells"])
+
+
+async def test_personal_chat_reset_csv_consent_and_failure(teams, fake_model, settings):
+    from botbuilder.schema import Activity
+
+    from bot.teams_turn import thread_key
+
+    fake_model.enqueue(text("Hello from the first session."))
+    await teams.say("hi there", conversation=CHAT)
+    reply = await teams.say("reset", conversation=CHAT)
+    assert "fresh conversation" in reply[-1]["text"]
+    fake_model.enqueue(
+        tool("run_sql", {"sql": "SELECT 42 AS answer", "save_as": "answer"}),
+        tool(
+            "run_python",
+            {
+                "code": "import pandas as pd; pd.read_parquet('answer.parquet').to_csv('answer.csv', index=False)"
+            },
+        ),
+        tool("attach_file", {"path": "answer.csv"}),
+        text("Attached."),
+    )
+    sent = await teams.say("give me a csv", conversation=CHAT)
+    assert len(fake_model.requests[-4]["messages"]) == 1  # reset: the old turn is not in the history
+    # personal chat: the CSV comes as a file-consent card; accepting uploads the real bytes
+    consent = next(a for m in sent for a in m.get("attachments") or [] if "file.consent" in a["contentType"])
+    upload_url = f"{teams.connector.url}/upload/answer.csv"
+    invoke = activity(teams.connector.url, conversation=CHAT)
+    invoke.update(
+        type="invoke",
+        name="fileConsent/invoke",
+        value={
+            "type": "fileUpload",
+            "action": "accept",
+            "context": consent["content"]["acceptContext"],
+            "uploadInfo": {
+                "uploadUrl": upload_url,
+                "contentUrl": "https://onedrive/answer.csv",
+                "name": "answer.csv",
+                "uniqueId": "u1",
+                "fileType": "csv",
+            },
+        },
+    )
+    response = await teams.post(invoke)
+    assert response.status_code == 200
+    await teams.state.runner.drain(timeout=30)
+    assert teams.connector.uploads["answer.csv"].decode().splitlines() == ["answer", "42"]
+    assert "file.info" in teams.connector.sent()[-1]["attachments"][0]["contentType"]
+    # a failing turn: a short sentence with an error id, never a traceback
+    fake_model.enqueue(error(400, "invalid_request_error", "bad request"))
+    failed = await teams.say("this will fail", conversation=CHAT)
+    assert failed[-1]["text"].startswith("Sorry — ") and "error id" in failed[-1]["text"]
+    assert "Traceback" not in failed[-1]["text"]
+    # eight idle hours later the chat starts a fresh session by itself
+    chat = Activity().deserialize(activity(teams.connector.url, "x", conversation=CHAT))
+    now_key = await thread_key(teams.state, chat)
+    assert await thread_key(teams.state, chat, now=time.time() + 9 * 3600) != now_key

@@ -1,0 +1,105 @@
+"""Authentication of `/api/messages` with botframework-connector's own validation: the channel's
+signing key comes from OpenID metadata served by the fake connector on loopback
+(DATATHREAD_BOT_OPENID_METADATA_URL), so both refusals and the accepted case are real JWT checks."""
+
+from __future__ import annotations
+
+import httpx
+import jwt
+import pytest
+from cryptography.hazmat.primitives.asymmetric import rsa
+from pydantic import SecretStr
+
+from bot.server import create_app
+from bot.teams_app import credentials_factory
+from core.config import ConfigError
+from core.runner import TurnJob
+from tests.bot.test_teams import activity
+from tests.fakes.bot_connector import FakeConnector
+
+APP_ID = "00000000-app-id"
+
+
+class RecordingRunner:
+    """A runner that only records: with auth on, a refused request must start nothing."""
+
+    def __init__(self) -> None:
+        self.jobs: list[TurnJob] = []
+
+    def register(self, kind, handler) -> None:
+        return None
+
+    async def submit(self, job: TurnJob) -> None:
+        self.jobs.append(job)
+
+    async def drain(self, timeout=None) -> None:
+        return None
+
+
+@pytest.fixture
+def connector():
+    fake = FakeConnector().start()
+    yield fake
+    fake.stop()
+
+
+@pytest.mark.parametrize("app_type,tenant", [("MultiTenant", None), ("SingleTenant", "tenant-1")])
+async def test_auth_refuses_bad_tokens_and_accepts_a_channel_token(settings, connector, app_type, tenant):
+    configured = settings.model_copy(
+        update={
+            "microsoft_app_id": APP_ID,
+            "microsoft_app_password": SecretStr("app-password-secret"),
+            "microsoft_app_type": app_type,
+            "microsoft_app_tenant_id": tenant,
+            "bot_openid_metadata_url": connector.openid_url,
+        }
+    )
+    runner = RecordingRunner()
+    app = create_app(configured, runner=runner)  # routes only: no lifespan, so no core is started
+    body = activity(connector.url, "how many flights?")
+    other_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    forged = jwt.encode(
+        {
+            "iss": "https://api.botframework.com",
+            "aud": APP_ID,
+            "serviceurl": connector.url,
+            "exp": 9999999999,
+        },
+        other_key,
+        algorithm="RS256",
+        headers={"kid": connector.kid},
+    )
+    bad_headers = [
+        {},
+        {"authorization": "Bearer not-a-jwt"},
+        {"authorization": f"Basic {connector.token(app_id=APP_ID, service_url=connector.url)}"},
+        {"authorization": f"Bearer {forged}"},
+        {"authorization": f"Bearer {connector.token(app_id='someone-else', service_url=connector.url)}"},
+        {"authorization": f"Bearer {connector.token(app_id=APP_ID, service_url='https://evil.example')}"},
+        {"authorization": f"Bearer {connector.token(app_id=APP_ID, service_url=connector.url, ttl_s=-3600)}"},
+    ]
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as client:
+        for headers in bad_headers:
+            response = await client.post("/api/messages", json=body, headers=headers)
+            assert response.status_code == 401, headers
+        assert runner.jobs == []
+        good = connector.token(app_id=APP_ID, service_url=connector.url)
+        response = await client.post("/api/messages", json=body, headers={"authorization": f"Bearer {good}"})
+    assert response.status_code == 202
+    assert [j.kind for j in runner.jobs] == ["teams.turn"]
+    assert runner.jobs[0].payload["activity"]["text"].endswith("how many flights?")
+
+
+def test_credentials_by_app_type(settings):
+    single = settings.model_copy(
+        update={
+            "microsoft_app_id": APP_ID,
+            "microsoft_app_type": "SingleTenant",
+            "microsoft_app_tenant_id": "t-1",
+        }
+    )
+    assert credentials_factory(single).tenant_id == "t-1"
+    multi = settings.model_copy(update={"microsoft_app_id": APP_ID, "microsoft_app_tenant_id": "t-1"})
+    assert credentials_factory(multi).tenant_id == ""  # multi-tenant bots sign in via botframework.com
+    with pytest.raises(ConfigError, match="TENANT_ID"):
+        credentials_factory(single.model_copy(update={"microsoft_app_tenant_id": None}))

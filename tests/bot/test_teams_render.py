@@ -1,0 +1,69 @@
+"""Pure Teams rendering: Markdown conversion, capped Adaptive Card tables, steps, failures."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from bot import teams_render as r
+
+
+@pytest.mark.parametrize(
+    "source,text,n_tables",
+    [
+        ("# Title\nBody", "**Title**\n\nBody", 0),
+        ("line one\nline two", "line one\n\nline two", 0),
+        ("Items:\n- a\n- b", "Items:\n- a\n- b", 0),
+        ("```sql\nSELECT 1\nFROM t\n```", "```sql\nSELECT 1\nFROM t\n```", 0),
+        ("Top:\n\n| a | b |\n|---|:-:|\n| 1 | 2 |\n\nafter", "Top:\n\n*(table 1 below)*\n\nafter", 1),
+        ("a | b is not a table", "a | b is not a table", 0),
+    ],
+)
+def test_to_teams_markdown(source, text, n_tables):
+    got, tables = r.to_teams_markdown(source)
+    assert got == text and len(tables) == n_tables
+
+
+def test_table_caps_rows_columns_and_cells():
+    table = r.Table(header=[f"c{i}" for i in range(12)], rows=[[str(i) * 200] * 12 for i in range(30)])
+    element, note = r.table_element(table, max_rows=5, max_cols=3)
+    assert len(element["rows"]) == 6 and len(element["columns"]) == 3
+    assert all(len(row["cells"]) == 3 for row in element["rows"])
+    cell = element["rows"][1]["cells"][0]["items"][0]["text"]
+    assert len(cell) == r.MAX_CELL_CHARS and cell.endswith("…")
+    assert note["text"] == "Not shown: 25 more rows, 9 more columns."
+    small = r.table_element(r.Table(header=["a", "b"], rows=[["1"]]))
+    assert len(small) == 1 and small[0]["rows"][1]["cells"][1]["items"][0]["text"] == ""
+
+
+def test_answer_card_actions_carry_the_turn():
+    card = r.answer_card("turn123", [])
+    assert card["contentType"] == r.ADAPTIVE and card["content"]["version"] == "1.5"
+    data = [a["data"] for a in card["content"]["actions"]]
+    assert [d[r.ACTION_KEY] for d in data] == ["show_steps", "feedback", "feedback", "export_notebook"]
+    assert {d["turn_id"] for d in data} == {"turn123"}
+
+
+def test_steps_markdown():
+    record = {
+        "steps": [
+            {"tool": "query_warehouse", "input": {"sql": "SELECT 1"}, "ok": True, "summary": "1 row"},
+            {"tool": "run_python", "input": {"code": "print(1)"}, "ok": False, "summary": "boom"},
+            {"tool": "list_tables", "input": {}, "ok": True, "summary": "5 tables"},
+        ]
+    }
+    md = r.steps_markdown(record)
+    assert "```sql\nSELECT 1\n```" in md and "```python\nprint(1)\n```" in md and "✗ boom" in md
+    assert r.steps_markdown(None).startswith("I can't find") and "did not run" in r.steps_markdown(
+        {"steps": []}
+    )
+
+
+def test_failure_confirm_and_link():
+    assert r.failure_text("It broke.", "ab12") == "Sorry — It broke. (error id `ab12`)"
+    confirm = r.confirm_card("Scan 2 TB?", "t:s")
+    assert [a["data"]["answer"] for a in confirm["content"]["actions"]] == ["run", "cancel"]
+    assert "valid for 2 minutes" in r.link_text("x.csv", "https://u", 120)
+    assert "valid for 24 hours" in r.link_text("x.csv", "https://u", 86400)
+    assert json.dumps(r.image_attachment("c.png", b"\x89PNG")).count("data:image/png;base64,") == 1

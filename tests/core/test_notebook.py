@@ -1,0 +1,263 @@
+"""Notebook export: the phrase detector, the notebook's shape, and a re-run of an exported thread.
+
+The re-run test drives a scripted thread through the real Analyst (real sandbox, real DuckDB demo
+warehouse), exports it, executes the notebook in a real ipykernel with nbclient, and compares the files
+it rebuilds with the bot's workspace byte for byte.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+from pathlib import Path
+
+import nbformat
+import pandas as pd
+import pytest
+import typer
+
+from bot.export import export_session
+from core.events import IncomingMessage
+from core.notebook import build_notebook, chart_paths, is_export_request, notebook_bytes
+from tests.conftest import DEMO_DB_CACHE
+from tests.fakes.anthropic_api import text, tool
+
+
+@pytest.mark.parametrize(
+    ("message", "expected"),
+    [
+        ("export this as a notebook", True),
+        ("Export this as a notebook please", True),
+        ("can you export the notebook?", True),
+        ("give me a jupyter notebook of this", True),
+        ("<@U012ABC> export notebook", True),
+        ("send me the .ipynb", True),
+        ("download this thread as ipynb", True),
+        ("notebook please", True),
+        ("Jupyter notebook?", True),
+        ("I want this as a notebook", True),
+        ("make a notebook of this thread", True),
+        ("notebook version of this, thanks", True),
+        ("export this as a CSV", False),
+        ("make a chart of notebook sales by brand", False),
+        ("get notebook prices by brand", False),
+        ("how many flights left JFK in 2013?", False),
+        ("what's a notebook?", False),
+        ("don't export the notebook yet, first chart delays by month", False),
+        ("export sales of notebooks and laptops by month as csv", False),
+        (
+            "which carriers had the most delayed flights last quarter? chart it and make a notebook-style "
+            "summary table for each airport with the worst months",
+            False,
+        ),
+        ("", False),
+    ],
+)
+def test_is_export_request(message: str, expected: bool) -> None:
+    assert is_export_request(message) is expected
+
+
+def _step(step_id: str, tool_: str, input_: dict, *, ok: bool = True, files=(), error: str = "") -> dict:
+    return {
+        "step_id": step_id,
+        "tool": tool_,
+        "input": input_,
+        "ok": ok,
+        "files": list(files),
+        "error": error,
+    }
+
+
+PNG = b"\x89PNG\r\n\x1a\n" + b"fake chart"
+TURNS = [
+    {
+        "session_id": "te-abc",
+        "question": "delays by carrier?\nchart it",
+        "answer": "**F9** is worst.",
+        "ok": True,
+        "started": 1_700_000_000,
+        "steps": [
+            _step("t1-1", "list_tables", {}),
+            _step(
+                "t1-2",
+                "query_warehouse",
+                {"sql": 'SELECT """x""" AS a', "save_as": "2013 delays.parquet"},
+            ),
+            _step("t1-3", "query_warehouse", {"sql": "SELECT 1"}, files=["query_1712.parquet"]),
+            _step(
+                "t1-4", "run_python", {"code": "1/0"}, ok=False, error="Traceback\nZeroDivisionError: boom"
+            ),
+            _step("t1-5", "run_python", {"code": "plot()"}, files=["c.png", "c.csv"]),
+            _step("t1-6", "run_python", {"code": "replot()"}, files=["c.png"]),
+            _step("t1-7", "attach_file", {"path": "./x.parquet"}, files=["x.csv"]),
+            _step("t1-8", "attach_file", {"path": "c.png"}, files=["c.png"]),
+        ],
+    },
+    {"session_id": "te-abc", "question": "export this as a notebook", "answer": "", "ok": True, "steps": []},
+]
+
+
+def test_build_notebook_shape_duckdb() -> None:
+    nb = build_notebook(
+        TURNS, warehouse="duckdb", dialect="duckdb", gcp_project=None, chart_bytes={"c.png": PNG}
+    )
+    nbformat.validate(nb)
+    code = [c.source for c in nb.cells if c.cell_type == "code"]
+    text_ = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
+    assert "DATATHREAD_WAREHOUSE_PATH" in text_ and "on 2023-11-14" in text_ and "te-abc-work" in text_
+    assert "duckdb.connect(str(WAREHOUSE_PATH), read_only=True)" in code[0] and "bigquery" not in code[0]
+    assert "result = warehouse.sql(" in code[1]
+    assert "save_parquet(result, '2013_delays.parquet')" in code[1]  # safe_file_stem's name
+    assert '\'SELECT """x""" AS a\'' in code[1]  # SQL with triple quotes stays exact
+    assert "query_1712 = warehouse.sql(" in code[2] and "'query_1712.parquet'" in code[2]
+    assert code[3:5] == ["plot()", "replot()"]  # verbatim, the failed step left out
+    assert "pc.write_csv(pq.read_table('x.parquet'), 'x.csv')" in code[5]
+    assert "ZeroDivisionError: boom" in text_ and "1/0" not in "\n".join(code)
+    assert "`x.csv`, `c.png`" in text_  # attachments listed with the answer
+    assert (
+        "## 1. Question" in text_ and "## 2." not in text_
+    )  # the export request itself is not a question of the thread
+    python_cells = [c for c in nb.cells if c.cell_type == "code" and c.source in ("plot()", "replot()")]
+    assert python_cells[0].outputs == []  # the chart's final bytes belong to the last step that wrote it
+    [output] = python_cells[1].outputs
+    assert base64.b64decode(output["data"]["image/png"]) == PNG
+    assert chart_paths(TURNS) == ["c.png"]
+
+
+def test_build_notebook_bigquery_reads_reader_credentials() -> None:
+    nb = build_notebook(
+        TURNS[:1],
+        warehouse="bigquery",
+        dialect="bigquery",
+        gcp_project="acme-analytics",
+        chart_bytes=None,
+        default_dataset="acme-analytics.sales",
+    )
+    setup = nb.cells[1].source
+    assert "bigquery.Client(project=os.environ.get(\"GCP_PROJECT\") or 'acme-analytics')" in setup
+    assert "default_dataset='acme-analytics.sales'" in setup and "WAREHOUSE_PATH" not in setup
+    assert "client.query(" in nb.cells[3].source and ".to_arrow()" in nb.cells[3].source
+    assert "GOOGLE_APPLICATION_CREDENTIALS" in nb.cells[0].source
+    assert all(c.outputs == [] for c in nb.cells if c.cell_type == "code")
+
+
+CHART = """
+import pandas as pd, matplotlib.pyplot as plt
+df = pd.read_parquet('delays.parquet')
+df.plot.bar(x='carrier', y='avg_delay'); plt.title('Average departure delay'); plt.savefig('delays.png')
+df.to_csv('delays.csv', index=False)
+"""
+DELAYS = (
+    "SELECT carrier, round(avg(dep_delay), 4) AS avg_delay, count(*) AS n FROM flights "
+    "GROUP BY carrier ORDER BY avg_delay DESC, carrier"
+)
+TOP3 = "SELECT carrier, avg_delay FROM 'delays.parquet' ORDER BY avg_delay DESC LIMIT 3"
+
+
+def _ask(question: str) -> IncomingMessage:
+    return IncomingMessage(text=question, surface="terminal", thread_key=("nb1",), user_id="u1")
+
+
+async def _scripted_thread(analyst, fake_model, recorder) -> str:
+    fake_model.enqueue(
+        tool("query_warehouse", {"sql": DELAYS, "save_as": "delays"}),
+        tool("run_python", {"code": CHART}),
+        tool("attach_file", {"path": "delays.png"}, more=[("attach_file", {"path": "delays.csv"})]),
+        text("**F9** had the highest average departure delay."),
+    )
+    first = await analyst.handle(_ask("which carriers were most delayed? chart it"), recorder)
+    assert first.ok, first.error
+    fake_model.enqueue(
+        tool("run_sql", {"sql": TOP3, "save_as": "top3"}),
+        tool("query_warehouse", {"sql": "SELECT count(*) AS n FROM flights WHERE month = 1"}),
+        tool("run_python", {"code": "print(1/0)"}),
+        tool("attach_file", {"path": "top3.parquet"}),
+        text("The top 3 are attached as a CSV."),
+    )
+    second = await analyst.handle(_ask("only the top 3, as a CSV"), recorder)
+    assert second.ok, second.error
+    return first.session_id
+
+
+async def _execute(nb: nbformat.NotebookNode, run_dir: Path) -> nbformat.NotebookNode:
+    from nbclient import NotebookClient
+
+    client = NotebookClient(
+        nb,
+        kernel_name="python3",  # the venv's ipykernel (jupyter_client maps "python" to sys.executable)
+        timeout=60,
+        extra_arguments=["--HistoryManager.enabled=False"],
+        resources={"metadata": {"path": str(run_dir)}},
+    )
+    await client.async_execute()
+    return nb
+
+
+async def test_exported_notebook_reruns_and_rebuilds_the_files(
+    analyst, fake_model, recorder, settings, tmp_path, monkeypatch
+):
+    session_id = await _scripted_thread(analyst, fake_model, recorder)
+    ws = settings.workspaces_dir / session_id
+    [default_query] = [p.name for p in ws.glob("query_*.parquet")]
+
+    nb = nbformat.reads((await notebook_bytes(analyst, session_id)).decode(), as_version=4)
+    nbformat.validate(nb)
+    [chart_cell] = [c for c in nb.cells if c.cell_type == "code" and "savefig" in c.source]
+    assert base64.b64decode(chart_cell.outputs[0]["data"]["image/png"]) == (ws / "delays.png").read_bytes()
+    assert not any("1/0" in c.source for c in nb.cells if c.cell_type == "code")
+
+    # The reader's environment: only DATATHREAD_HOME (the demo DB's default path); Jupyter state in tmp.
+    run_dir = tmp_path / "reader"
+    run_dir.mkdir()
+    monkeypatch.setenv("DATATHREAD_HOME", str(settings.home))
+    monkeypatch.delenv("DATATHREAD_WAREHOUSE_PATH", raising=False)
+    monkeypatch.setenv("JUPYTER_RUNTIME_DIR", str(tmp_path / "jupyter-runtime"))
+    monkeypatch.setenv("IPYTHONDIR", str(tmp_path / "ipython"))
+    monkeypatch.setenv("MPLCONFIGDIR", str(DEMO_DB_CACHE / "matplotlib"))  # font cache: built once
+    rerun_setup = nbformat.v4.new_code_cell(nb.cells[1].source)  # Run All twice must not nest dirs
+    check = nbformat.v4.new_code_cell("assert Path.cwd().name == WORKDIR and not Path(WORKDIR).exists()")
+    executed = await _execute(nbformat.from_dict({**nb, "cells": [*nb.cells, rerun_setup, check]}), run_dir)
+
+    work = run_dir / f"{session_id}-work"
+    for name in ("delays.csv", "top3.csv"):
+        assert (work / name).read_bytes() == (ws / name).read_bytes(), name
+    for name in ("delays.parquet", "top3.parquet", default_query):
+        pd.testing.assert_frame_equal(pd.read_parquet(work / name), pd.read_parquet(ws / name))
+    assert (work / "delays.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    [rerun_chart] = [c for c in executed.cells if c.cell_type == "code" and "savefig" in c.source]
+    assert any("image/png" in o.get("data", {}) for o in rerun_chart.outputs)
+    assert os.environ["DATATHREAD_HOME"] == str(settings.home)
+
+    # The CLI path writes the same notebook without a model or a running sandbox.
+    out = await export_session(settings, session_id, tmp_path / "out" / "thread.ipynb")
+    exported = nbformat.read(out, as_version=4)
+    assert [c.source for c in exported.cells] == [c.source for c in nb.cells]
+
+
+async def test_export_session_without_turns_fails_in_one_sentence(settings, tmp_path, capsys):
+    with pytest.raises(typer.Exit) as exc:
+        await export_session(settings, "te-nothing-here", tmp_path / "x.ipynb")
+    assert exc.value.exit_code == 1
+    err = capsys.readouterr().err
+    assert "te-nothing-here has no recorded questions to export" in err and "Traceback" not in err
+    assert not (tmp_path / "x.ipynb").exists()
+
+
+@pytest.mark.parametrize(
+    ("warehouse", "project", "dataset", "expected"),
+    [
+        ("bigquery", "acme", "sales", "acme.sales"),
+        ("bigquery", "acme", "other.sales", "other.sales"),
+        ("bigquery", None, "sales", "sales"),
+        ("bigquery", "acme", None, None),
+        ("duckdb", "acme", "sales", None),
+    ],
+)
+def test_export_uses_the_warehouse_default_dataset(warehouse, project, dataset, expected) -> None:
+    from bot.export import _default_dataset
+    from core.config import load_settings
+
+    settings = load_settings(
+        _env_file=None, warehouse=warehouse, gcp_project=project, bigquery_default_dataset=dataset
+    )
+    assert _default_dataset(settings) == expected

@@ -1,0 +1,152 @@
+"""A fake Bot Connector service (the Bot Framework's REST API that Teams exposes as `serviceUrl`),
+served over real HTTP on loopback, plus the OpenID metadata and signing key the channel would use.
+
+It records every call the real `botframework-connector` client makes: new activities
+(`POST /v3/conversations/{id}/activities`), replies (`POST .../activities/{id}`), updates
+(`PUT .../activities/{id}`), and file uploads to the `uploadInfo.uploadUrl` of the file-consent flow.
+Tests mint channel tokens with `token()`, signed by a key the fake publishes at `/openid`.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import urllib.parse
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import jwt
+from cryptography.hazmat.primitives.asymmetric import rsa
+from jwt.algorithms import RSAAlgorithm
+
+CHANNEL_ISSUER = "https://api.botframework.com"
+
+
+@dataclass
+class Call:
+    method: str
+    conversation_id: str
+    activity_id: str
+    body: Any
+    headers: dict = field(default_factory=dict)
+    reply_id: str = ""
+
+
+class FakeConnector:
+    """Records activities; `sent()` / `updates()` filter them for assertions."""
+
+    def __init__(self) -> None:
+        self.calls: list[Call] = []
+        self.uploads: dict[str, bytes] = {}
+        self.lock = threading.Lock()
+        self.counter = 0
+        self.key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        self.kid = "fake-key-1"
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    @property
+    def openid_url(self) -> str:
+        return f"{self.url}/openid"
+
+    def start(self) -> FakeConnector:
+        self.thread.start()
+        return self
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+    # --- assertions helpers ---------------------------------------------------------------------
+    def sent(self, conversation_id: str | None = None) -> list[dict]:
+        """Activities the bot created (new messages, replies, typing), oldest first."""
+        with self.lock:
+            return [
+                c.body
+                for c in self.calls
+                if c.method == "POST" and conversation_id in (None, c.conversation_id)
+            ]
+
+    def id_of(self, body: dict) -> str:
+        """The activity id the fake gave to a message the bot posted."""
+        with self.lock:
+            return next(c.reply_id for c in self.calls if c.method == "POST" and c.body is body)
+
+    def updates(self) -> list[Call]:
+        with self.lock:
+            return [c for c in self.calls if c.method == "PUT"]
+
+    def token(self, *, app_id: str, service_url: str, ttl_s: int = 600, **claims: Any) -> str:
+        """A channel-issued JWT as Teams would send it, signed by this fake's key."""
+        now = int(time.time())
+        payload = {
+            "iss": CHANNEL_ISSUER,
+            "aud": app_id,
+            "serviceurl": service_url,
+            "nbf": now - 5,
+            "exp": now + ttl_s,
+            **claims,
+        }
+        return jwt.encode(payload, self.key, algorithm="RS256", headers={"kid": self.kid})
+
+    def _jwks(self) -> dict:
+        jwk = json.loads(RSAAlgorithm.to_jwk(self.key.public_key()))
+        return {"keys": [{**jwk, "kid": self.kid, "use": "sig", "endorsements": ["msteams"]}]}
+
+    def _record(self, method: str, path: str, body: Any, headers: dict) -> dict:
+        parts = [urllib.parse.unquote(p) for p in path.split("?")[0].split("/")]
+        # /v3/conversations/{conversation}/activities[/{activity}]
+        conversation = parts[3] if len(parts) > 3 else ""
+        activity = parts[5] if len(parts) > 5 else ""
+        with self.lock:
+            self.counter += 1
+            reply_id = activity if method == "PUT" else f"act-{self.counter}"
+            self.calls.append(Call(method, conversation, activity, body, headers, reply_id))
+            return {"id": reply_id}
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:
+                return
+
+            def _reply(self, status: int, body: Any) -> None:
+                data = json.dumps(body).encode()
+                self.send_response(status)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def _body(self) -> bytes:
+                return self.rfile.read(int(self.headers.get("content-length", 0)))
+
+            def do_GET(self) -> None:
+                if self.path == "/openid":
+                    self._reply(200, {"issuer": CHANNEL_ISSUER, "jwks_uri": f"{fake.url}/keys"})
+                elif self.path == "/keys":
+                    self._reply(200, fake._jwks())
+                else:
+                    self._reply(404, {"error": "not found"})
+
+            def do_POST(self) -> None:
+                body = json.loads(self._body() or b"{}")
+                self._reply(200, fake._record("POST", self.path, body, dict(self.headers)))
+
+            def do_PUT(self) -> None:
+                raw = self._body()
+                if self.path.startswith("/upload/"):
+                    with fake.lock:
+                        fake.uploads[urllib.parse.unquote(self.path[len("/upload/") :])] = raw
+                    self._reply(201, {"id": "uploaded"})
+                    return
+                self._reply(200, fake._record("PUT", self.path, json.loads(raw or b"{}"), dict(self.headers)))
+
+        return Handler
