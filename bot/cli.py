@@ -196,7 +196,10 @@ def slack(
 
     settings = _settings()
     _setup_logging(settings, "INFO")
-    asyncio.run(run_socket_mode(settings))
+    try:
+        asyncio.run(run_socket_mode(settings))
+    except ConfigError as exc:
+        _die(str(exc))
 
 
 @app.command()

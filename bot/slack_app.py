@@ -1,0 +1,184 @@
+"""The Slack surface on Bolt (async): listeners that translate, de-duplicate and hand work to the runner.
+
+Listeners stay short and never wait for a turn: Slack needs its HTTP 200 within 3 s
+(https://docs.slack.dev/apis/events-api/#responding). `process_before_response=True` makes Bolt send
+the response only after the listener returned, so the de-dup bookkeeping is done by then and nothing
+runs in the web process after the response (which a serverless host could freeze); the slow work is a
+`TurnJob` on `state.runner`. Bolt verifies every request's signature (bad or stale → 401).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from typing import Any
+
+from slack_bolt.adapter.starlette.async_handler import AsyncSlackRequestHandler
+from slack_bolt.async_app import AsyncApp
+from starlette.requests import Request
+from starlette.responses import PlainTextResponse
+from starlette.routing import Route
+
+from bot import slack_render as render
+from bot.slack_turn import (
+    JOB_ACTION,
+    JOB_EXPORT,
+    JOB_HOME,
+    JOB_PROMPTS,
+    JOB_TURN,
+    build_client,
+    confirm_registry,
+    register_jobs,
+)
+from core.runner import TurnJob
+from core.sessions import session_id_for
+
+log = logging.getLogger("datathread.slack")
+
+# Message subtypes that are a person asking something; every other subtype (edits, deletions, joins,
+# bot messages…) is ignored. https://docs.slack.dev/reference/events/message#subtypes
+ANSWERED_SUBTYPES = {None, "file_share", "thread_broadcast"}
+HELP = "Ask me a data question, e.g. `{cmd} how many flights left JFK in 2013?` (`{cmd} private …` answers only you)."
+
+
+def is_ignored(event: dict, bot_user_id: str | None) -> bool:
+    """Bot messages (this bot included), edits, deletions, joins and other non-questions."""
+    return (
+        bool(event.get("bot_id") or event.get("bot_profile"))
+        or event.get("subtype") not in ANSWERED_SUBTYPES
+        or (bot_user_id is not None and event.get("user") == bot_user_id)
+        or not event.get("user")
+    )
+
+
+def strip_mention(text: str, bot_user_id: str | None) -> str:
+    """The question without the leading `<@BOT>` mention(s)."""
+    if bot_user_id:
+        text = re.sub(rf"<@{re.escape(bot_user_id)}(\|[^>]*)?>", "", text)
+    return text.strip()
+
+
+def action_payload(body: dict, action: dict) -> dict:
+    """Plain data for a button job: who clicked, where, and the turn id in the button's value."""
+    container = body.get("container") or {}
+    message = body.get("message") or {}
+    return {
+        "action": action["action_id"],
+        "value": action.get("value", ""),
+        "user": body["user"]["id"],
+        "team": (body.get("team") or {}).get("id", ""),
+        "channel": container.get("channel_id") or (body.get("channel") or {}).get("id", ""),
+        "thread_ts": container.get("thread_ts")
+        or message.get("thread_ts")
+        or container.get("message_ts")
+        or "",
+    }
+
+
+async def admit(state: Any, body: dict, event: dict, bot_user_id: str | None, *, mentioned: bool) -> None:
+    """Decide whether a message starts a turn, at most once per message across retries and replicas."""
+    if is_ignored(event, bot_user_id):
+        return
+    store, channel = state.analyst.store, event["channel"]
+    team = body.get("team_id") or event.get("team", "")
+    root = event.get("thread_ts") or event["ts"]
+    if not mentioned and event.get("channel_type") != "im":
+        if not event.get("thread_ts"):
+            return  # a channel message without a mention is not for us
+        if await store.get_meta(session_id_for("slack", (team, channel, root))) is None:
+            return  # a thread datathread is not part of
+    if not await store.first_seen(f"slack:event:{body.get('event_id')}"):
+        return  # Slack's retry (X-Slack-Retry-Num) of an event already taken
+    if not await store.first_seen(f"slack:msg:{channel}:{event['ts']}"):
+        return  # the other half of an app_mention + message pair
+    text = strip_mention(event.get("text", ""), bot_user_id) or "Hello! What can you help me with?"
+    payload = {"team": team, "channel": channel, "user": event["user"], "text": text, "thread_ts": root}
+    await state.runner.submit(TurnJob(kind=JOB_TURN, payload=payload))
+
+
+def build_bolt_app(state: Any) -> AsyncApp:
+    """The Bolt app with every listener wired; used by both HTTP (`serve`) and Socket Mode."""
+    s = state.settings
+    app = AsyncApp(
+        signing_secret=s.slack_signing_secret.get_secret_value() if s.slack_signing_secret else "",
+        client=build_client(s),
+        process_before_response=True,
+    )
+    submit = state.runner.submit
+
+    @app.event("app_mention")
+    async def on_mention(body: dict, event: dict, context: dict) -> None:
+        await admit(state, body, event, context.get("bot_user_id"), mentioned=True)
+
+    @app.event("message")
+    async def on_message(body: dict, event: dict, context: dict) -> None:
+        await admit(state, body, event, context.get("bot_user_id"), mentioned=False)
+
+    @app.command(s.slash_command)
+    async def on_command(ack, command: dict) -> None:
+        text = (command.get("text") or "").strip()
+        private = bool(re.match(r"(?i)private\b", text))
+        text = text[len("private") :].strip() if private else text
+        if not text:
+            return await ack(text=HELP.format(cmd=s.slash_command))
+        await (ack(text=":hourglass_flowing_sand: Working on it…") if private else ack())
+        payload = {"team": command["team_id"], "channel": command["channel_id"], "user": command["user_id"]}
+        await submit(
+            TurnJob(kind=JOB_TURN, payload={**payload, "text": text, "slash": True, "private": private})
+        )
+
+    @app.action(
+        re.compile(f"^({render.ACTION_SHOW_SQL}|{render.ACTION_FEEDBACK_UP}|{render.ACTION_FEEDBACK_DOWN})$")
+    )
+    async def on_footer_button(ack, body: dict, action: dict) -> None:
+        await ack()
+        await submit(TurnJob(kind=JOB_ACTION, payload=action_payload(body, action)))
+
+    @app.action(render.ACTION_EXPORT)
+    async def on_export(ack, body: dict, action: dict) -> None:
+        await ack()
+        await submit(TurnJob(kind=JOB_EXPORT, payload=action_payload(body, action)))
+
+    @app.action(re.compile(f"^({render.ACTION_CONFIRM_RUN}|{render.ACTION_CONFIRM_CANCEL})$"))
+    async def on_confirm(ack, action: dict) -> None:
+        await ack()
+        confirm_registry(state).resolve(action["value"], action["action_id"] == render.ACTION_CONFIRM_RUN)
+
+    @app.event("app_home_opened")
+    async def on_home(event: dict) -> None:
+        if event.get("tab", "home") == "home":
+            await submit(TurnJob(kind=JOB_HOME, payload={"user": event["user"]}))
+
+    @app.event("assistant_thread_started")
+    async def on_assistant_thread(event: dict) -> None:
+        thread = event.get("assistant_thread") or {}
+        payload = {"channel": thread.get("channel_id"), "thread_ts": thread.get("thread_ts")}
+        await submit(TurnJob(kind=JOB_PROMPTS, payload=payload))
+
+    @app.event("assistant_thread_context_changed")
+    async def on_context_changed() -> None:
+        return None  # acknowledged; the thread key does not change
+
+    return app
+
+
+def routes(state: Any) -> list[Route]:
+    """`POST /slack/events` for events, slash commands and interactivity (one Request URL for all)."""
+    s = state.settings
+    if not (s.slack_bot_token and s.slack_signing_secret):
+        return [Route("/slack/events", _not_configured, methods=["POST"])]
+    handler = AsyncSlackRequestHandler(build_bolt_app(state))
+
+    async def slack_events(request: Request):
+        return await handler.handle(request)
+
+    return [Route("/slack/events", slack_events, methods=["POST"])]
+
+
+async def on_startup(state: Any) -> None:
+    """Register the Slack job handlers on the runner once the core is built."""
+    register_jobs(state)
+
+
+async def _not_configured(request: Request) -> PlainTextResponse:
+    return PlainTextResponse("Slack is not configured: set SLACK_BOT_TOKEN and SLACK_SIGNING_SECRET.", 503)

@@ -1,0 +1,349 @@
+"""Pure rendering for Slack: Claude's Markdown → Slack mrkdwn and Block Kit, within Slack's limits.
+
+Nothing here does I/O. Limits (https://docs.slack.dev/reference/block-kit/blocks/section-block and
+https://docs.slack.dev/reference/methods/chat.postMessage): a section's text ≤ 3000 characters, ≤ 50
+blocks per message, message `text` ≤ 40,000 characters; streamed `markdown_text` ≤ 12,000 per call.
+Answers are split between paragraphs, never inside a code block or a table (a block that alone is too
+big is cut at line boundaries and its fences/header are repeated, so every piece is still valid).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+SECTION_LIMIT = 3000
+MAX_BLOCKS = 50
+STREAM_LIMIT = 12_000
+TABLE_PREVIEW_ROWS = 20
+
+ACTION_SHOW_SQL = "datathread_show_sql"
+ACTION_FEEDBACK_UP = "datathread_feedback_up"
+ACTION_FEEDBACK_DOWN = "datathread_feedback_down"
+ACTION_EXPORT = "datathread_export"
+ACTION_CONFIRM_RUN = "datathread_confirm_run"
+ACTION_CONFIRM_CANCEL = "datathread_confirm_cancel"
+
+_FENCE = re.compile(r"^\s*(```|~~~)")
+_TABLE_SEP = re.compile(r"^\s*\|?\s*:?-{2,}:?\s*(\|\s*:?-{2,}:?\s*)*\|?\s*$")
+
+
+@dataclass(frozen=True)
+class Unit:
+    """One indivisible piece of an answer: a paragraph, a code block or a table."""
+
+    kind: str  # "text" | "code" | "table"
+    text: str
+
+
+# --- parsing into units ---------------------------------------------------------------------------
+def to_units(markdown: str) -> list[Unit]:
+    """Split Markdown into paragraphs, fenced code blocks and tables (tables become code blocks)."""
+    lines = markdown.replace("\r\n", "\n").split("\n")
+    units: list[Unit] = []
+    para: list[str] = []
+
+    def flush() -> None:
+        if any(line.strip() for line in para):
+            units.append(Unit("text", "\n".join(para).strip("\n")))
+        para.clear()
+
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        if _FENCE.match(line):
+            flush()
+            fence = _FENCE.match(line).group(1)  # type: ignore[union-attr]
+            j = i + 1
+            while j < len(lines) and not lines[j].strip().startswith(fence):
+                j += 1
+            units.append(Unit("code", "\n".join(lines[i + 1 : j])))
+            i = j + 1
+        elif "|" in line and i + 1 < len(lines) and _TABLE_SEP.match(lines[i + 1]):
+            flush()
+            j = i + 2
+            while j < len(lines) and "|" in lines[j] and lines[j].strip():
+                j += 1
+            units.append(Unit("table", table_to_text(lines[i:j])))
+            i = j
+        elif not line.strip():
+            flush()
+            i += 1
+        else:
+            para.append(line)
+            i += 1
+    flush()
+    return units
+
+
+def table_to_text(lines: list[str], *, max_rows: int = TABLE_PREVIEW_ROWS) -> str:
+    """A Markdown table as aligned monospace text, at most `max_rows` rows plus a 'more rows' note."""
+    rows = [_cells(line) for line in lines if not _TABLE_SEP.match(line)]
+    if not rows:
+        return ""
+    header, body = rows[0], rows[1:]
+    hidden = max(0, len(body) - max_rows)
+    body = body[:max_rows]
+    width = max(len(r) for r in [header, *body])
+    grid = [r + [""] * (width - len(r)) for r in [header, *body]]
+    sizes = [max(len(r[c]) for r in grid) for c in range(width)]
+    numeric = [all(_is_number(r[c]) for r in grid[1:] if r[c]) and len(grid) > 1 for c in range(width)]
+
+    def fmt(row: list[str]) -> str:
+        cells = [v.rjust(sizes[c]) if numeric[c] else v.ljust(sizes[c]) for c, v in enumerate(row)]
+        return "  ".join(cells).rstrip()
+
+    out = [fmt(grid[0]), "  ".join("-" * s for s in sizes), *(fmt(r) for r in grid[1:])]
+    if hidden:
+        out.append(f"… {hidden} more row{'s' if hidden != 1 else ''}")
+    return "\n".join(out)
+
+
+def _cells(line: str) -> list[str]:
+    line = line.strip().removeprefix("|").removesuffix("|")
+    return [re.sub(r"\*\*|__|`", "", c).strip() for c in line.split("|")]
+
+
+def _is_number(value: str) -> bool:
+    return bool(re.fullmatch(r"[-+]?[\d,]*\.?\d+%?|[-+]?\$[\d,.]+", value.strip()))
+
+
+# --- Markdown → mrkdwn ----------------------------------------------------------------------------
+def escape(text: str) -> str:
+    """Slack's three control characters (https://docs.slack.dev/messaging/formatting-message-text)."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def to_mrkdwn(markdown: str) -> str:
+    """Convert one paragraph of Markdown (no fences) to Slack mrkdwn."""
+    keep: list[str] = []
+
+    def stash(value: str) -> str:
+        keep.append(value)
+        return f"\x00{len(keep) - 1}\x00"
+
+    text = re.sub(r"`([^`\n]+)`", lambda m: stash(f"`{escape(m.group(1))}`"), markdown)
+    text = re.sub(r"\[([^\]\n]+)\]\((\S+?)\)", lambda m: stash(f"<{m.group(2)}|{escape(m.group(1))}>"), text)
+    text = re.sub(r"<(https?://[^>\s]+)>", lambda m: stash(f"<{m.group(1)}>"), text)
+    quoted = [line.startswith(">") for line in text.split("\n")]
+    text = "\n".join(
+        line.lstrip(">").lstrip() if q else line for line, q in zip(text.split("\n"), quoted, strict=True)
+    )
+    text = escape(text)
+    lines = []
+    for line, q in zip(text.split("\n"), quoted, strict=True):
+        line = _line_mrkdwn(line)
+        lines.append(f"> {line}" if q else line)
+    text = "\n".join(lines)
+    return re.sub(r"\x00(\d+)\x00", lambda m: keep[int(m.group(1))], text)
+
+
+def _line_mrkdwn(line: str) -> str:
+    heading = re.match(r"^\s{0,3}#{1,6}\s+(.*?)\s*#*\s*$", line)
+    if heading:
+        inner = re.sub(r"\*\*|__", "", heading.group(1))
+        return f"*{inner}*" if inner else ""
+    if re.fullmatch(r"\s*([-*_])\s*(\1\s*){2,}", line):
+        return "──────────"
+    line = re.sub(r"^(\s*)[-*+]\s+", lambda m: f"{m.group(1)}• ", line)
+    line = re.sub(r"\*\*(.+?)\*\*|__(.+?)__", lambda m: f"\x01{m.group(1) or m.group(2)}\x01", line)
+    line = re.sub(r"(?<![*\w])\*(?!\s)([^*\n]+?)(?<!\s)\*(?![*\w])", r"_\1_", line)
+    line = re.sub(r"~~(.+?)~~", r"~\1~", line)
+    return line.replace("\x01", "*")
+
+
+def unit_mrkdwn(unit: Unit) -> str:
+    """One unit as mrkdwn: code and tables fenced (Slack ignores language hints), text converted."""
+    if unit.kind == "text":
+        return to_mrkdwn(unit.text)
+    return f"```\n{escape(unit.text)}\n```"
+
+
+def unit_markdown(unit: Unit) -> str:
+    """One unit as standard Markdown (for streamed replies): tables become fenced previews."""
+    return unit.text if unit.kind == "text" else f"```\n{unit.text}\n```"
+
+
+# --- splitting ------------------------------------------------------------------------------------
+def split_units(units: list[Unit], render, limit: int) -> list[str]:
+    """Pack rendered units into chunks ≤ `limit` characters, breaking only between units."""
+    chunks: list[str] = []
+    current = ""
+    for unit in units:
+        for piece in _fit(unit, render, limit):
+            candidate = f"{current}\n\n{piece}" if current else piece
+            if len(candidate) <= limit:
+                current = candidate
+            else:
+                chunks.append(current)
+                current = piece
+    if current:
+        chunks.append(current)
+    return chunks
+
+
+def _fit(unit: Unit, render, limit: int) -> list[str]:
+    """A unit that alone exceeds the limit is cut at line boundaries into valid smaller units."""
+    whole = render(unit)
+    if len(whole) <= limit:
+        return [whole]
+    lines = unit.text.split("\n")
+    header = lines[:2] if unit.kind == "table" else []
+    budget = limit - 10 - sum(len(h) + 1 for h in header)
+    pieces: list[str] = []
+    current: list[str] = []
+    for line in lines[len(header) :]:
+        for part in [line[k : k + budget // 2] for k in range(0, max(len(line), 1), budget // 2)]:
+            if current and len(render(Unit(unit.kind, "\n".join([*header, *current, part])))) > limit:
+                pieces.append(render(Unit(unit.kind, "\n".join([*header, *current]))))
+                current = []
+            current.append(part)
+    if current:
+        pieces.append(render(Unit(unit.kind, "\n".join([*header, *current]))))
+    return pieces
+
+
+def stream_chunks(markdown: str, limit: int = STREAM_LIMIT) -> list[str]:
+    """The answer as standard Markdown pieces for `chat.appendStream` (≤ 12,000 characters each)."""
+    return split_units(to_units(markdown), unit_markdown, limit)
+
+
+def answer_messages(markdown: str, footer: list[dict] | None = None) -> list[dict]:
+    """The answer as chat messages ({text, blocks}); the footer blocks go on the last message."""
+    sections = split_units(to_units(markdown), unit_mrkdwn, SECTION_LIMIT) or [" "]
+    footer = footer or []
+    per_message = MAX_BLOCKS - len(footer)
+    messages = []
+    for start in range(0, len(sections), per_message):
+        part = sections[start : start + per_message]
+        blocks = [{"type": "section", "text": {"type": "mrkdwn", "text": s}} for s in part]
+        messages.append({"text": part[0][:SECTION_LIMIT], "blocks": blocks})
+    messages[-1]["blocks"] += footer
+    return messages
+
+
+# --- footer, Show SQL, confirmations, App Home ----------------------------------------------------
+def format_bytes(n: int) -> str:
+    """Bytes for people: 0 B, 1.5 KB, 12 MB, 3.2 GB."""
+    value = float(n)
+    for unit in ("B", "KB", "MB", "GB", "TB"):
+        if value < 1000 or unit == "TB":
+            return f"{value:.0f} {unit}" if unit == "B" or value >= 10 else f"{value:.1f} {unit}"
+        value /= 1000
+    return f"{n} B"
+
+
+def stats_line(stats: Mapping) -> str:
+    """'3 steps · 16 rows · 1.2 MB scanned · 4.1 s' from TurnStats fields (a dict)."""
+    steps = int(stats.get("steps", 0))
+    parts = [f"{steps} step{'s' if steps != 1 else ''}"]
+    if stats.get("rows"):
+        parts.append(f"{int(stats['rows']):,} rows")
+    if stats.get("bytes_scanned"):
+        parts.append(f"{format_bytes(int(stats['bytes_scanned']))} scanned")
+    parts.append(f"{float(stats.get('duration_s', 0.0)):.1f} s")
+    return " · ".join(parts)
+
+
+def footer_blocks(turn_id: str, stats: Mapping, *, with_export: bool = True) -> list[dict]:
+    """The compact footer under every answer: stats, Show SQL & code, 👍/👎, Export notebook."""
+    buttons = [
+        _button("Show SQL & code", ACTION_SHOW_SQL, turn_id),
+        _button("👍", ACTION_FEEDBACK_UP, turn_id),
+        _button("👎", ACTION_FEEDBACK_DOWN, turn_id),
+    ]
+    if with_export:
+        buttons.append(_button("Export notebook", ACTION_EXPORT, turn_id))
+    return [
+        {"type": "context", "elements": [{"type": "mrkdwn", "text": stats_line(stats)}]},
+        {"type": "actions", "block_id": f"dt_footer_{turn_id}", "elements": buttons},
+    ]
+
+
+def _button(text: str, action_id: str, value: str, style: str | None = None) -> dict:
+    button = {
+        "type": "button",
+        "text": {"type": "plain_text", "text": text, "emoji": True},
+        "action_id": action_id,
+        "value": value,
+    }
+    if style:
+        button["style"] = style
+    return button
+
+
+def steps_messages(record: Mapping) -> list[dict]:
+    """Every query and code step of a turn, for the person who clicked 'Show SQL & code'."""
+    steps = record.get("steps") or []
+    if not steps:
+        return answer_messages("This answer didn't run any queries or code.")
+    parts = []
+    for n, step in enumerate(steps, 1):
+        source = step["input"].get("sql") or step["input"].get("code") or ""
+        head = f"**{n}. {step['tool']}** — {step.get('summary') or step.get('error') or ''}".strip()
+        parts.append(head + (f"\n\n```\n{source}\n```" if source else ""))
+    return answer_messages("\n\n".join(parts))
+
+
+def confirm_blocks(prompt: str, token: str) -> list[dict]:
+    """Run/Cancel buttons for an expensive step; `token` identifies the waiting step."""
+    return [
+        {"type": "section", "text": {"type": "mrkdwn", "text": to_mrkdwn(prompt)[:SECTION_LIMIT]}},
+        {
+            "type": "actions",
+            "elements": [
+                _button("Run it", ACTION_CONFIRM_RUN, token, "primary"),
+                _button("Cancel", ACTION_CONFIRM_CANCEL, token, "danger"),
+            ],
+        },
+    ]
+
+
+def failure_text(message: str, error_id: str) -> str:
+    """The one line a failed turn ends with: short, human, with the id that matches the log line."""
+    return f":warning: {message} (error id `{error_id}`)" if error_id else f":warning: {message}"
+
+
+def home_view(tables: list[dict], examples: list[str], slash_command: str) -> dict:
+    """The App Home tab: what datathread does, the tables it sees, and questions to try."""
+    listed = "\n".join(
+        f"• `{t['name']}`" + (f" — {int(t['rows']):,} rows" if t.get("rows") is not None else "")
+        for t in tables[:40]
+    )
+    more = f"\n…and {len(tables) - 40} more" if len(tables) > 40 else ""
+    intro = (
+        "*datathread answers data questions in your threads.* Mention me in a channel, DM me, or use "
+        f"`{slash_command} question` (`{slash_command} private question` answers only you). I query the "
+        "warehouse, run Python for charts, and attach PNGs and CSVs. Follow-ups in a thread keep the context."
+    )
+    blocks = [
+        {"type": "header", "text": {"type": "plain_text", "text": "datathread"}},
+        {"type": "section", "text": {"type": "mrkdwn", "text": intro}},
+        {"type": "divider"},
+        {
+            "type": "section",
+            "text": {
+                "type": "mrkdwn",
+                "text": ("*Tables I can see*\n" + (listed or "none") + more)[:SECTION_LIMIT],
+            },
+        },
+        {
+            "type": "section",
+            "text": {"type": "mrkdwn", "text": "*Try asking*\n" + "\n".join(f"• {q}" for q in examples)},
+        },
+    ]
+    return {"type": "home", "blocks": blocks}
+
+
+EXAMPLE_QUESTIONS = (
+    "Which carriers had the most delayed departures in 2013? Chart it.",
+    "How many flights left each NYC airport per month? As a CSV.",
+    "Which planes flew the most miles, and who made them?",
+    "Did bad weather make departures later at JFK?",
+)
+
+
+def suggested_prompts() -> list[dict]:
+    """Prompts shown when someone opens a DM with datathread (assistant.threads.setSuggestedPrompts)."""
+    return [{"title": q.split("?")[0][:60], "message": q} for q in EXAMPLE_QUESTIONS[:4]]

@@ -1,0 +1,130 @@
+"""Test harness for the Slack surface: the real ASGI app under uvicorn on loopback, signed requests,
+and a fake Slack Web API recording what the bot sends."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import hmac
+import itertools
+import json
+import time
+from dataclasses import dataclass
+from urllib.parse import urlencode
+
+import httpx
+import uvicorn
+from pydantic import SecretStr
+
+from bot.server import create_app
+from tests.fakes.slack_api import BOT_USER_ID, TEAM_ID, FakeSlackAPI
+
+SECRET = "test-signing-secret-123456"
+_ids = itertools.count(1)
+
+
+def sign(body: str, *, ts: int | None = None, secret: str = SECRET) -> dict:
+    """Slack's v0 request signature (https://docs.slack.dev/authentication/verifying-requests-from-slack)."""
+    stamp = str(ts if ts is not None else int(time.time()))
+    digest = hmac.new(secret.encode(), f"v0:{stamp}:{body}".encode(), hashlib.sha256).hexdigest()
+    return {"X-Slack-Request-Timestamp": stamp, "X-Slack-Signature": f"v0={digest}"}
+
+
+def event_body(event: dict, *, event_id: str | None = None) -> dict:
+    return {
+        "token": "legacy",
+        "team_id": TEAM_ID,
+        "api_app_id": "A0001",
+        "type": "event_callback",
+        "event_id": event_id or f"Ev{next(_ids):05d}",
+        "event_time": int(time.time()),
+        "authorizations": [{"team_id": TEAM_ID, "user_id": BOT_USER_ID, "is_bot": True}],
+        "event": event,
+    }
+
+
+def mention(text: str, *, ts: str, channel: str = "C0001", thread_ts: str | None = None) -> dict:
+    event = {"type": "app_mention", "user": "U0001", "text": f"<@{BOT_USER_ID}> {text}", "ts": ts}
+    event.update({"channel": channel, "event_ts": ts, "team": TEAM_ID})
+    if thread_ts:
+        event["thread_ts"] = thread_ts
+    return event
+
+
+def message(text: str, *, ts: str, channel: str = "C0001", thread_ts: str | None = None, **extra) -> dict:
+    event = {"type": "message", "user": "U0001", "text": text, "ts": ts, "channel": channel}
+    event.update({"event_ts": ts, "channel_type": "channel", "team": TEAM_ID, **extra})
+    if thread_ts:
+        event["thread_ts"] = thread_ts
+    return event
+
+
+@dataclass
+class Harness:
+    http: httpx.AsyncClient
+    state: object
+    api: FakeSlackAPI
+
+    async def event(self, event: dict, *, event_id: str | None = None, headers: dict | None = None):
+        body = json.dumps(event_body(event, event_id=event_id))
+        h = {"content-type": "application/json", **sign(body), **(headers or {})}
+        return await self.http.post("/slack/events", content=body, headers=h)
+
+    async def form(self, fields: dict, *, headers: dict | None = None):
+        body = urlencode(fields)
+        h = {"content-type": "application/x-www-form-urlencoded", **sign(body), **(headers or {})}
+        return await self.http.post("/slack/events", content=body, headers=h)
+
+    async def command(self, text: str, *, channel: str = "C0001", user: str = "U0001"):
+        fields = {"command": "/ask", "text": text, "team_id": TEAM_ID, "channel_id": channel}
+        fields.update({"user_id": user, "response_url": "http://127.0.0.1:9/r", "trigger_id": "t.1"})
+        return await self.form(fields)
+
+    async def click(self, action_id: str, value: str, *, channel: str = "C0001", thread_ts: str = ""):
+        payload = {
+            "type": "block_actions",
+            "team": {"id": TEAM_ID},
+            "user": {"id": "U0002"},
+            "api_app_id": "A0001",
+            "trigger_id": "t.2",
+            "container": {
+                "type": "message",
+                "channel_id": channel,
+                "message_ts": "9.9",
+                "thread_ts": thread_ts,
+            },
+            "channel": {"id": channel},
+            "message": {"ts": "9.9", "thread_ts": thread_ts},
+            "actions": [{"action_id": action_id, "value": value, "type": "button", "block_id": "b"}],
+        }
+        return await self.form({"payload": json.dumps(payload)})
+
+    async def drain(self) -> None:
+        await self.state.runner.drain(timeout=60)
+
+
+@contextlib.asynccontextmanager
+async def serve(settings, api: FakeSlackAPI):
+    """`datathread serve` in this event loop on a free loopback port, configured for the fake Slack."""
+    settings = settings.model_copy(
+        update={
+            "slack_bot_token": SecretStr("xoxb-test-token-000000"),
+            "slack_signing_secret": SecretStr(SECRET),
+            "slack_api_url": api.url,
+        }
+    )
+    app = create_app(settings)
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, lifespan="on", log_level="warning"))
+    task = asyncio.create_task(server.serve())
+    while not server.started:
+        if task.done():
+            task.result()
+        await asyncio.sleep(0.02)
+    port = server.servers[0].sockets[0].getsockname()[1]
+    try:
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=30) as http:
+            yield Harness(http=http, state=app.state.datathread, api=api)
+    finally:
+        server.should_exit = True
+        await task

@@ -1,0 +1,164 @@
+"""Table-driven tests of the pure Slack rendering helpers."""
+
+from __future__ import annotations
+
+import pytest
+
+from bot import slack_render as r
+from bot.slack_app import action_payload, is_ignored, strip_mention
+
+
+@pytest.mark.parametrize(
+    ("markdown", "mrkdwn"),
+    [
+        ("# Title", "*Title*"),
+        ("### **Bold** heading ##", "*Bold heading*"),
+        ("**bold** and __also__", "*bold* and *also*"),
+        ("*italic* and _this_", "_italic_ and _this_"),
+        ("~~gone~~", "~gone~"),
+        ("[docs](https://example.com/a?b=1)", "<https://example.com/a?b=1|docs>"),
+        ("see <https://example.com>", "see <https://example.com>"),
+        ("- one\n* two\n  + nested", "• one\n• two\n  • nested"),
+        ("1. first\n2. second", "1. first\n2. second"),
+        ("a < b & c > d", "a &lt; b &amp; c &gt; d"),
+        ("`x**2 < y`", "`x**2 &lt; y`"),
+        ("> quoted **x**", "> quoted *x*"),
+        ("---", "──────────"),
+        ("2 * 3 * 4", "2 * 3 * 4"),
+    ],
+)
+def test_to_mrkdwn(markdown: str, mrkdwn: str) -> None:
+    assert r.to_mrkdwn(markdown) == mrkdwn
+
+
+@pytest.mark.parametrize(
+    ("markdown", "kinds"),
+    [
+        ("one\n\ntwo", ["text", "text"]),
+        ("intro\n```python\nx = 1\n\ny = 2\n```\nafter", ["text", "code", "text"]),
+        ("| a | b |\n|---|---|\n| 1 | 2 |\n\nafter", ["table", "text"]),
+        ("before\n| a | b |\n| :-- | --: |\n| x | 10 |", ["text", "table"]),
+        ("a | b without a separator", ["text"]),
+    ],
+)
+def test_to_units(markdown: str, kinds: list[str]) -> None:
+    assert [u.kind for u in r.to_units(markdown)] == kinds
+
+
+def test_table_preview_aligns_numbers_and_counts_hidden_rows() -> None:
+    rows = ["| carrier | **delay** |", "|---|---:|"] + [f"| C{n} | {n * 1.5} |" for n in range(25)]
+    text = r.table_to_text(rows, max_rows=3)
+    assert text.splitlines() == [
+        "carrier  delay",
+        "-------  -----",
+        "C0         0.0",
+        "C1         1.5",
+        "C2         3.0",
+        "… 22 more rows",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("markdown", "limit", "pieces"),
+    [
+        ("short", 3000, 1),
+        ("\n\n".join(["p" * 1000] * 5), 3000, 3),
+        ("```\n" + "\n".join(["line " + "x" * 90] * 80) + "\n```", 3000, 3),
+        ("| a | b |\n|---|---|\n" + "\n".join(f"| {n} | {'y' * 50} |" for n in range(15)), 500, 3),
+    ],
+)
+def test_split_never_cuts_code_or_tables(markdown: str, limit: int, pieces: int) -> None:
+    chunks = r.split_units(r.to_units(markdown), r.unit_mrkdwn, limit)
+    assert len(chunks) == pieces
+    for chunk in chunks:
+        assert len(chunk) <= limit
+        assert chunk.count("```") % 2 == 0  # every piece of a long code block is fenced on its own
+    if "| a |" in markdown:  # a split table repeats its header in every piece
+        assert all(c.split("\n")[1].split() == ["a", "b"] for c in chunks)
+
+
+def test_answer_messages_respect_block_limits_and_put_the_footer_last() -> None:
+    markdown = "\n\n".join(f"Paragraph {n} " + "w" * 2900 for n in range(120))
+    footer = r.footer_blocks(
+        "turn1", {"steps": 2, "rows": 16, "bytes_scanned": 1_500_000, "duration_s": 3.14}
+    )
+    messages = r.answer_messages(markdown, footer)
+    assert len(messages) == 3
+    assert all(len(m["blocks"]) <= r.MAX_BLOCKS for m in messages)
+    assert all(len(m["text"]) <= r.SECTION_LIMIT for m in messages)
+    assert messages[-1]["blocks"][-2:] == footer and footer[0]["elements"][0]["text"] == (
+        "2 steps · 16 rows · 1.5 MB scanned · 3.1 s"
+    )
+
+
+def test_stream_chunks_keep_markdown_and_fit_the_stream_limit() -> None:
+    markdown = "**bold** [x](http://a)\n\n" + "\n\n".join(["z" * 5000] * 5)
+    chunks = r.stream_chunks(markdown)
+    assert chunks[0].startswith("**bold** [x](http://a)") and all(len(c) <= r.STREAM_LIMIT for c in chunks)
+
+
+@pytest.mark.parametrize(
+    ("n", "text"),
+    [(0, "0 B"), (999, "999 B"), (1_500, "1.5 KB"), (12_000_000, "12 MB"), (3_200_000_000, "3.2 GB")],
+)
+def test_format_bytes(n: int, text: str) -> None:
+    assert r.format_bytes(n) == text
+
+
+def test_steps_messages_show_every_query_and_code_step() -> None:
+    record = {
+        "steps": [
+            {"tool": "query_warehouse", "input": {"sql": "SELECT 1"}, "summary": "1 row"},
+            {"tool": "run_python", "input": {"code": "print(2)"}, "summary": "ok"},
+            {"tool": "list_tables", "input": {}, "summary": "5 tables"},
+        ]
+    }
+    text = "\n".join(b["text"]["text"] for m in r.steps_messages(record) for b in m["blocks"])
+    assert "*1. query_warehouse* — 1 row\n\n```\nSELECT 1\n```" in text
+    assert "```\nprint(2)\n```" in text and "*3. list_tables* — 5 tables" in text
+
+
+@pytest.mark.parametrize(
+    ("event", "ignored"),
+    [
+        ({"user": "U1", "text": "hi"}, False),
+        ({"user": "U1", "subtype": "file_share"}, False),
+        ({"user": "U1", "subtype": "message_changed"}, True),
+        ({"user": "U1", "subtype": "message_deleted"}, True),
+        ({"user": "U1", "subtype": "channel_join"}, True),
+        ({"user": "U1", "bot_id": "B1"}, True),
+        ({"user": "UBOT"}, True),
+        ({"subtype": "bot_message"}, True),
+    ],
+)
+def test_is_ignored(event: dict, ignored: bool) -> None:
+    assert is_ignored(event, "UBOT") is ignored
+
+
+@pytest.mark.parametrize(
+    ("text", "question"),
+    [
+        ("<@UBOT> how many?", "how many?"),
+        ("<@UBOT|datathread>  hi ", "hi"),
+        ("ask <@U2> too", "ask <@U2> too"),
+    ],
+)
+def test_strip_mention(text: str, question: str) -> None:
+    assert strip_mention(text, "UBOT") == question
+
+
+def test_action_payload_prefers_the_thread_of_the_clicked_message() -> None:
+    body = {
+        "user": {"id": "U1"},
+        "team": {"id": "T1"},
+        "container": {"channel_id": "C1", "message_ts": "2.0", "thread_ts": "1.0"},
+    }
+    payload = action_payload(body, {"action_id": r.ACTION_SHOW_SQL, "value": "turn1"})
+    assert payload == {
+        "action": r.ACTION_SHOW_SQL,
+        "value": "turn1",
+        "user": "U1",
+        "team": "T1",
+        "channel": "C1",
+        "thread_ts": "1.0",
+    }

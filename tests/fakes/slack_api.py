@@ -1,0 +1,164 @@
+"""A fake Slack Web API, served over real HTTP on loopback, recording every call.
+
+The real `slack_sdk` clients (and Bolt's) talk to it through `base_url` (`DATATHREAD_SLACK_API_URL`).
+It answers the methods datathread uses with real-shaped responses, including the two-step external
+file upload (`files.getUploadURLExternal` hands out an upload URL on this same server). Switches let a
+test refuse streaming (`refuse_streaming`) or fail any method (`fail_methods`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import json
+import threading
+import time
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qsl
+
+BOT_USER_ID = "UBOT"
+BOT_ID = "BBOT"
+TEAM_ID = "T0001"
+
+
+@dataclass
+class Call:
+    """One Web API call: the method name and its arguments (JSON or form), decoded."""
+
+    method: str
+    args: dict
+    token: str = ""
+    at: float = field(default_factory=time.monotonic)
+
+
+class FakeSlackAPI:
+    """Records calls in `calls`; `uploads` maps file id → uploaded bytes."""
+
+    def __init__(self) -> None:
+        self.calls: list[Call] = []
+        self.uploads: dict[str, bytes] = {}
+        self.refuse_streaming = False
+        self.fail_methods: dict[str, str] = {}
+        self.lock = threading.Lock()
+        self._ts = itertools.count(1)
+        self._files = itertools.count(1)
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}/api/"
+
+    def start(self) -> FakeSlackAPI:
+        self.thread.start()
+        return self
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+    def of(self, method: str) -> list[Call]:
+        """Every recorded call of one method, in order."""
+        with self.lock:
+            return [c for c in self.calls if c.method == method]
+
+    def methods(self) -> list[str]:
+        with self.lock:
+            return [c.method for c in self.calls]
+
+    def clear(self) -> None:
+        with self.lock:
+            self.calls.clear()
+            self.uploads.clear()
+
+    def next_ts(self) -> str:
+        return f"1700000{next(self._ts):03d}.000100"
+
+    # --- responses -----------------------------------------------------------------------------
+    def respond(self, method: str, args: dict) -> dict:
+        if method in self.fail_methods:
+            return {"ok": False, "error": self.fail_methods[method]}
+        if method.startswith("chat.") and method.endswith("Stream") and self.refuse_streaming:
+            return {"ok": False, "error": "feature_not_enabled"}
+        channel = args.get("channel") or args.get("channel_id") or ""
+        simple = {
+            "auth.test": {
+                "url": "https://fake.slack.com/",
+                "team": "Fake",
+                "user": "datathread",
+                "team_id": TEAM_ID,
+                "user_id": BOT_USER_ID,
+                "bot_id": BOT_ID,
+            },
+            "chat.postEphemeral": {"message_ts": self.next_ts()},
+            "chat.update": {"channel": channel, "ts": args.get("ts"), "text": args.get("text", "")},
+            "chat.appendStream": {"channel": channel, "ts": args.get("ts")},
+            "chat.stopStream": {"channel": channel, "ts": args.get("ts")},
+            "conversations.replies": {"messages": [], "has_more": False},
+            "users.info": {"user": {"id": args.get("user"), "name": "someone", "real_name": "Some One"}},
+            "views.publish": {"view": {"id": "V1"}},
+            "views.open": {"view": {"id": "V2"}},
+        }
+        if method in simple:
+            return {"ok": True, **simple[method]}
+        if method in ("chat.postMessage", "chat.startStream"):
+            ts = self.next_ts()
+            return {"ok": True, "channel": channel, "ts": ts, "message": {"ts": ts, "text": args.get("text")}}
+        if method == "files.getUploadURLExternal":
+            file_id = f"F{next(self._files):04d}"
+            base = self.url.removesuffix("api/")
+            return {"ok": True, "file_id": file_id, "upload_url": f"{base}upload/{file_id}"}
+        if method == "files.completeUploadExternal":
+            files = json.loads(args.get("files", "[]"))
+            return {"ok": True, "files": [{"id": f["id"], "title": f.get("title", "")} for f in files]}
+        return {"ok": True}
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:
+                return
+
+            def _send(self, status: int, body: bytes, ctype: str = "application/json") -> None:
+                self.send_response(status)
+                self.send_header("content-type", ctype)
+                self.send_header("content-length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def do_GET(self) -> None:
+                self.do_POST()
+
+            def do_POST(self) -> None:
+                length = int(self.headers.get("content-length", 0) or 0)
+                raw = self.rfile.read(length) if length else b""
+                path = self.path.split("?", 1)[0]
+                if path.startswith("/upload/"):
+                    with fake.lock:
+                        fake.uploads[path.rsplit("/", 1)[1]] = raw
+                    self._send(200, f"OK - {len(raw)}".encode(), "text/plain")
+                    return
+                method = path.removeprefix("/api/")
+                args = _decode(raw, self.headers.get("content-type", ""), self.path)
+                token = (self.headers.get("authorization") or "").removeprefix("Bearer ")
+                with fake.lock:
+                    fake.calls.append(Call(method=method, args=args, token=token))
+                self._send(200, json.dumps(fake.respond(method, args)).encode())
+
+        return Handler
+
+
+def _decode(raw: bytes, content_type: str, path: str) -> dict:
+    args: dict = dict(parse_qsl(path.split("?", 1)[1])) if "?" in path else {}
+    if "application/json" in content_type and raw:
+        args.update(json.loads(raw))
+    elif raw:
+        args.update(dict(parse_qsl(raw.decode())))
+    for key in ("blocks", "chunks", "view", "prompts"):  # form-encoded JSON fields
+        if isinstance(args.get(key), str):
+            with contextlib.suppress(ValueError):
+                args[key] = json.loads(args[key])
+    return args
