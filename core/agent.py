@@ -24,7 +24,7 @@ from core.events import (
     TurnStats,
 )
 from core.model import ModelClient
-from core.tools import TOOLS_BY_NAME, ToolContext, call_tool, step_detail, tool_specs
+from core.tools import TOOLS, Tool, ToolContext, call_tool, step_detail, tool_specs
 
 CACHE = {"type": "ephemeral"}
 
@@ -96,9 +96,9 @@ def build_system(warehouse_notes: str) -> list[dict]:
     return [{"type": "text", "text": SYSTEM_PROMPT.format(warehouse=warehouse_notes), "cache_control": CACHE}]
 
 
-def build_tools() -> list[dict]:
+def build_tools(tools: tuple[Tool, ...] = TOOLS) -> list[dict]:
     """Tool specs with a cache breakpoint on the last one (tools are the start of the cached prefix)."""
-    specs = tool_specs()
+    specs = tool_specs(tools)
     specs[-1] = {**specs[-1], "cache_control": CACHE}
     return specs
 
@@ -205,7 +205,7 @@ async def _run_tool(
 ) -> dict:
     step_id = f"{state.turn_id}-{len(state.steps) + 1}"
     name, raw = block["name"], block.get("input")
-    tool = TOOLS_BY_NAME.get(name)
+    tool = ctx.tools.get(name)
     await sink(
         StepStarted(
             turn_id=state.turn_id,

@@ -111,6 +111,7 @@ class Analyst:
         outcome = TurnOutcome(turn_id=turn_id, session_id=session_id, ok=False)
 
         async def emit(event: TurnEvent) -> None:
+            event = self.redactor.event(event)  # every event, the turn's own ones too
             if isinstance(event, ArtifactReady):
                 outcome.artifacts.append(event)
             await sink(event)
@@ -126,7 +127,7 @@ class Analyst:
                 return await self._fail(
                     outcome, emit, text, message, retry_after=wait, log_level=logging.INFO
                 )
-            async with self.store.lock(session_id):
+            async with self.store.lock(session_id, ttl_s=self.settings.lock_ttl):
                 if is_export_request(message.text):
                     await self._export(message, session_id, outcome, emit)
                 else:
@@ -199,6 +200,7 @@ class Analyst:
             step_output_bytes=s.step_output_bytes,
             s3=self._s3,
             tools=self._tools_by_name,
+            redact=self.redactor.text,
         )
         limits = LoopLimits(max_steps=s.max_steps, max_tokens=s.max_tokens, token_budget=s.turn_token_budget)
         error: str | None = None
@@ -232,7 +234,7 @@ class Analyst:
             hist.strip_cache_control(state.messages),
             failure_note=f"(This turn failed: {error})" if error else None,
         )
-        await self.store.save_history(session_id, history)
+        await self.store.save_history(session_id, self.redactor.data(history))
         outcome.steps, outcome.answer, outcome.stats = state.steps, state.answer, state.stats()
         outcome.ok = error is None
         await self.store.record_turn(self._turn_record(message, outcome, started, error))

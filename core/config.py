@@ -106,6 +106,11 @@ class Settings(BaseSettings):
     preview_bytes: int = Field(8_000, validation_alias=_env("DATATHREAD_PREVIEW_BYTES"))
     redis_url: str | None = Field(None, validation_alias=_env("REDIS_URL"))
     history_ttl_days: int = Field(30, validation_alias=_env("DATATHREAD_HISTORY_TTL_DAYS"))
+    lock_ttl: float = Field(
+        60.0,
+        validation_alias=_env("DATATHREAD_LOCK_TTL"),
+        description="Seconds a session lock outlives a replica that died mid-turn (renewed while alive).",
+    )
 
     # --- Modal (production deployment; see docs/MODAL.md) -----------------------------------
     modal_app: str = Field("datathread", validation_alias=_env("DATATHREAD_MODAL_APP"))

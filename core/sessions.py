@@ -95,6 +95,8 @@ async def open_store(settings: Settings) -> SessionStore:
     else:
         from core.store_sqlite import SqliteStore
 
-        store = SqliteStore(settings.home.resolve() / "state.sqlite3")
+        store = SqliteStore(
+            settings.home.resolve() / "state.sqlite3", history_ttl_s=settings.history_ttl_days * 86400
+        )
     await store.ping()
     return store

@@ -10,9 +10,10 @@ from __future__ import annotations
 import json
 import mimetypes
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -20,6 +21,10 @@ from core.events import ArtifactReady, Confirmer
 from core.policy import TableAllowlist, check_python, check_sql
 from core.sandbox import Sandbox, StepRequest, StepResult
 from core.warehouse import QueryContext, Warehouse
+
+if TYPE_CHECKING:
+    from core.config import Settings
+    from core.s3 import S3Source
 
 MAX_ATTACHMENT_BYTES = 50 * 1024 * 1024
 ATTACHABLE = {"png", "jpg", "jpeg", "svg", "csv", "parquet", "txt", "json", "xlsx", "pdf", "md", "html"}
@@ -87,6 +92,9 @@ class ToolContext:
     step_timeout_s: float = 120.0
     step_memory_mb: int = 4096
     step_output_bytes: int = 20_000
+    s3: S3Source | None = None  # set only when S3 buckets are configured
+    tools: Mapping[str, Tool] = field(default_factory=lambda: TOOLS_BY_NAME)  # what this turn offers
+    redact: Callable[[str], str] | None = None  # secrets hygiene for tool results (core/redact.py)
 
 
 @dataclass
@@ -287,9 +295,18 @@ TOOLS: tuple[Tool, ...] = (
 TOOLS_BY_NAME = {t.name: t for t in TOOLS}
 
 
-def tool_specs() -> list[dict]:
+def toolset(settings: Settings) -> tuple[Tool, ...]:
+    """The tools these settings offer: the six contract tools first, then optional data sources."""
+    if not settings.s3_buckets.strip():
+        return TOOLS
+    from core.tools_s3 import S3_TOOLS
+
+    return TOOLS + S3_TOOLS
+
+
+def tool_specs(tools: tuple[Tool, ...] = TOOLS) -> list[dict]:
     """The tool list sent to the model — identical bytes on every request, so it caches."""
-    return [t.spec() for t in TOOLS]
+    return [t.spec() for t in tools]
 
 
 def step_detail(name: str, raw_input: dict) -> str:
@@ -302,9 +319,9 @@ def step_detail(name: str, raw_input: dict) -> str:
 
 async def call_tool(name: str, raw_input: object, ctx: ToolContext) -> ToolOutcome:
     """Validate and run one tool call. Unknown names and bad inputs are errors the model can fix."""
-    tool = TOOLS_BY_NAME.get(name)
+    tool = ctx.tools.get(name)
     if tool is None:
-        return refused(f"Unknown tool '{name}'. Available tools: {', '.join(TOOLS_BY_NAME)}.")
+        return refused(f"Unknown tool '{name}'. Available tools: {', '.join(ctx.tools)}.")
     try:
         args = tool.input_model.model_validate(raw_input if isinstance(raw_input, dict) else {})
     except ValidationError as exc:
@@ -313,4 +330,6 @@ async def call_tool(name: str, raw_input: object, ctx: ToolContext) -> ToolOutco
     started = time.perf_counter()
     outcome = await tool.handler(args, ctx)
     del started
+    if ctx.redact is not None:  # a secret in data or code never comes back to the model
+        outcome.content, outcome.summary = ctx.redact(outcome.content), ctx.redact(outcome.summary)
     return outcome

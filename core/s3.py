@@ -1,0 +1,162 @@
+"""Files from S3: which buckets/prefixes the bot may read, listing them, and fetching one with a size cap.
+
+The bot downloads with its own credentials (environment or instance role, as boto3 finds them) and
+places the bytes in a workspace through the sandbox; credentials never enter the sandbox. boto3 is
+blocking, so every call runs in a worker thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from core.config import Settings, split_list
+
+
+class S3Refusal(Exception):
+    """A request the policy refuses (outside the allowed prefixes, too large); one sentence for the model."""
+
+
+@dataclass(frozen=True)
+class S3Root:
+    """One allowed place: a bucket and a key prefix ('' = the whole bucket)."""
+
+    bucket: str
+    prefix: str = ""
+
+    def covers(self, bucket: str, key: str) -> bool:
+        return bucket == self.bucket and key.startswith(self.prefix)
+
+    def __str__(self) -> str:
+        return f"s3://{self.bucket}/{self.prefix}"
+
+
+@dataclass(frozen=True)
+class S3Object:
+    """A listed object."""
+
+    bucket: str
+    key: str
+    size: int
+    modified: datetime | None = None
+
+    @property
+    def uri(self) -> str:
+        return f"s3://{self.bucket}/{self.key}"
+
+
+def parse_roots(value: str) -> tuple[S3Root, ...]:
+    """`"bucket[/prefix],..."` → roots; a prefix always ends with '/' so 'data' never matches 'database'."""
+    roots = []
+    for item in split_list(value):
+        bucket, _, prefix = item.removeprefix("s3://").partition("/")
+        prefix = prefix.strip("/")
+        roots.append(S3Root(bucket, f"{prefix}/" if prefix else ""))
+    return tuple(roots)
+
+
+def parse_uri(uri: str) -> tuple[str, str]:
+    """`s3://bucket/key` (or `bucket/key`) → (bucket, key)."""
+    bucket, _, key = uri.strip().removeprefix("s3://").partition("/")
+    return bucket, key
+
+
+class S3Source:
+    """Read-only access to the configured buckets/prefixes, with a per-file size cap."""
+
+    def __init__(self, roots: tuple[S3Root, ...], *, max_bytes: int, client_factory: Any):
+        self.roots = roots
+        self.max_bytes = max_bytes
+        self._client_factory = client_factory
+        self._client: Any = None
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> S3Source | None:
+        """The S3 source the settings describe, or None when no bucket is configured."""
+        roots = parse_roots(settings.s3_buckets)
+        if not roots:
+            return None
+
+        def client() -> Any:
+            import boto3
+
+            return boto3.session.Session().client(
+                "s3", endpoint_url=settings.s3_endpoint_url, region_name=settings.aws_region
+            )
+
+        return cls(roots, max_bytes=settings.s3_max_file_mb * 1024 * 1024, client_factory=client)
+
+    @property
+    def client(self) -> Any:
+        if self._client is None:
+            self._client = self._client_factory()
+        return self._client
+
+    def where(self) -> str:
+        return ", ".join(str(r) for r in self.roots)
+
+    def check(self, bucket: str, key: str) -> None:
+        """Refuse anything outside the configured roots."""
+        if not bucket or not any(r.covers(bucket, key) for r in self.roots):
+            raise S3Refusal(f"s3://{bucket}/{key} is outside what I may read ({self.where()}).")
+
+    async def list(self, prefix: str | None = None, *, limit: int = 200) -> list[S3Object]:
+        """Objects under `prefix` (an s3:// URI or bucket/key prefix), or under every root."""
+        if prefix:
+            bucket, key = parse_uri(prefix)
+            if not any(r.covers(bucket, key) for r in self.roots):
+                # a prefix above a root ("s3://b/") lists the roots inside it
+                inner = [r for r in self.roots if r.bucket == bucket and r.prefix.startswith(key)]
+                if not inner:
+                    self.check(bucket, key)
+                places = [(r.bucket, r.prefix) for r in inner]
+            else:
+                places = [(bucket, key)]
+        else:
+            places = [(r.bucket, r.prefix) for r in self.roots]
+        out: list[S3Object] = []
+        for bucket, key in places:
+            out += await asyncio.to_thread(self._list_sync, bucket, key, limit - len(out))
+            if len(out) >= limit:
+                break
+        return out
+
+    def _list_sync(self, bucket: str, prefix: str, limit: int) -> list[S3Object]:
+        out: list[S3Object] = []
+        pages = self.client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix)
+        for page in pages:
+            for item in page.get("Contents", []):
+                out.append(S3Object(bucket, item["Key"], int(item["Size"]), item.get("LastModified")))
+                if len(out) >= limit:
+                    return out
+        return out
+
+    async def fetch(self, uri: str) -> tuple[str, bytes]:
+        """The object's key and bytes; refuses before downloading when it is over the size cap."""
+        bucket, key = parse_uri(uri)
+        self.check(bucket, key)
+        head = await asyncio.to_thread(self.client.head_object, Bucket=bucket, Key=key)
+        size = int(head["ContentLength"])
+        if size > self.max_bytes:
+            raise S3Refusal(
+                f"s3://{bucket}/{key} is {_mb(size)}, over the {_mb(self.max_bytes)} limit for loading "
+                "files; ask for a smaller extract (filtered or aggregated) instead."
+            )
+        if size == 0:
+            return key, b""
+        # Range caps the download even if the object grew after the HEAD.
+        body = await asyncio.to_thread(self._get_sync, bucket, key)
+        if len(body) > self.max_bytes:
+            raise S3Refusal(f"s3://{bucket}/{key} is over the {_mb(self.max_bytes)} limit for loading files.")
+        return key, body
+
+    def _get_sync(self, bucket: str, key: str) -> bytes:
+        reply = self.client.get_object(Bucket=bucket, Key=key, Range=f"bytes=0-{self.max_bytes}")
+        with reply["Body"] as body:
+            return body.read()
+
+
+def _mb(size: int) -> str:
+    return f"{size / (1024 * 1024):,.1f} MB"

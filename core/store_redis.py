@@ -1,0 +1,295 @@
+"""The Redis session store: one truth shared by many replicas (serve processes or Modal containers).
+
+Same behaviour as the SQLite store (one test suite runs against both). Every write is one atomic
+Redis command, script or MULTI, so a replica that dies — or a Redis that goes away — mid-turn never
+leaves a half-written history. Keys (all under `dt:`):
+
+    h:<session>  history JSON (TTL)        m:<session>  metadata JSON (TTL)
+    l:<session>  lock owner token (PX)     s:<key>      de-dup marker (EX)
+    r:<key>      sliding-window hits (zset) u:<key>     usage counter (expires once, from creation)
+    t:<turn>     turn record JSON          ti:<index>   turn ids scored by start time (zsets)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import time
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from typing import TypeVar
+from urllib.parse import urlsplit
+
+import redis.asyncio as aioredis
+from redis.asyncio.retry import Retry
+from redis.backoff import ExponentialBackoff
+from redis.exceptions import RedisError, WatchError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from core.sessions import HISTORY_VERSION, LockTimeout, StoreUnavailable
+from core.store_sqlite import merge_meta
+
+log = logging.getLogger("datathread.store")
+T = TypeVar("T")
+
+# Delete the lock only if we still own it: a late release must never free another owner's lock.
+_RELEASE = "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0"
+# Extend the lock only if we still own it; 0 tells the holder it lost the lock.
+_RENEW = (
+    "if redis.call('GET', KEYS[1]) == ARGV[1] then "
+    "return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end return 0"
+)
+# Sliding window on the server's clock (replicas' clocks may differ): prune, count, then admit or
+# return the milliseconds until the oldest hit in the window leaves it.
+_HIT = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local window, limit = tonumber(ARGV[1]), tonumber(ARGV[2])
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - window)
+local count = redis.call('ZCARD', KEYS[1])
+if count >= limit then
+  local oldest = redis.call('ZRANGE', KEYS[1], count - limit, count - limit, 'WITHSCORES')
+  return math.max(0, tonumber(oldest[2]) + window - now)
+end
+redis.call('ZADD', KEYS[1], now, ARGV[3])
+redis.call('PEXPIRE', KEYS[1], window)
+return -1
+"""
+_TURN_INDEXES = (("session_id", "s"), ("user_id", "u"), ("channel_id", "c"))
+
+
+class RedisStore:
+    """SessionStore on Redis (redis-py asyncio). Construct cheaply; `ping()` proves it is reachable."""
+
+    def __init__(self, url: str, *, history_ttl_s: float = 30 * 86400, prefix: str = "dt:"):
+        parts = urlsplit(url)
+        self.where = f"{parts.hostname or 'localhost'}:{parts.port or 6379}"  # never the password
+        self.history_ttl_s = history_ttl_s
+        self.prefix = prefix
+        # Fail fast: a few quick retries, then StoreUnavailable (the default retries for ~10 s).
+        self.r = aioredis.Redis.from_url(
+            url,
+            socket_connect_timeout=2,
+            socket_timeout=5,
+            retry=Retry(ExponentialBackoff(cap=0.2, base=0.02), retries=2),
+        )
+        self._release = self.r.register_script(_RELEASE)
+        self._renew_script = self.r.register_script(_RENEW)
+        self._hit = self.r.register_script(_HIT)
+        self._late_releases: set[asyncio.Task] = set()
+
+    def _k(self, kind: str, name: str) -> str:
+        return f"{self.prefix}{kind}:{name}"
+
+    @contextlib.contextmanager
+    def _errors(self) -> Iterator[None]:
+        try:
+            yield
+        except RedisError as exc:
+            raise StoreUnavailable(f"Redis at {self.where} is not reachable: {_reason(exc)}.") from None
+
+    async def _call(self, awaitable: Awaitable[T]) -> T:
+        with self._errors():
+            return await awaitable
+
+    async def ping(self) -> None:
+        """Prove Redis answers (at start, and for health checks)."""
+        await self._call(self.r.ping())
+
+    async def close(self) -> None:
+        """Stop pending lock releases and release the connection pool."""
+        for task in list(self._late_releases):
+            task.cancel()
+        with contextlib.suppress(RedisError, OSError):
+            await self.r.aclose()
+
+    async def _update_json(self, key: str, change: Callable[[dict | None], dict | None], ttl_s=None):
+        """Read-modify-write one JSON value atomically (WATCH/MULTI, retried on conflict)."""
+        with self._errors():
+            async with self.r.pipeline(transaction=True) as pipe:
+                while True:
+                    try:
+                        await pipe.watch(key)
+                        raw = await pipe.get(key)
+                        new = change(json.loads(raw) if raw else None)
+                        if new is None:
+                            await pipe.unwatch()
+                            return None
+                        pipe.multi()
+                        pipe.set(key, json.dumps(new, default=str), px=_ms(ttl_s) if ttl_s else None)
+                        await pipe.execute()
+                        return new
+                    except WatchError:
+                        continue
+
+    # --- history and metadata ------------------------------------------------------------------
+    async def load_history(self, session_id: str) -> list[dict]:
+        """Messages in Anthropic format; [] for a new, expired or old-format session."""
+        raw = await self._call(self.r.get(self._k("h", session_id)))
+        if not raw:
+            return []
+        data = json.loads(raw)
+        return data["messages"] if data.get("version") == HISTORY_VERSION else []
+
+    async def save_history(self, session_id: str, messages: list[dict]) -> None:
+        """Replace the history with one SET (atomic) and restart its TTL."""
+        blob = json.dumps({"version": HISTORY_VERSION, "messages": messages}, default=str)
+        await self._call(self.r.set(self._k("h", session_id), blob, px=_ms(self.history_ttl_s)))
+
+    async def get_meta(self, session_id: str) -> dict | None:
+        """Session metadata, or None for an unknown session."""
+        raw = await self._call(self.r.get(self._k("m", session_id)))
+        return json.loads(raw) if raw else None
+
+    async def update_meta(self, session_id: str, **fields: object) -> dict:
+        """Merge fields into metadata (see `merge_meta`), atomically across replicas."""
+        return await self._update_json(
+            self._k("m", session_id),
+            lambda old: merge_meta(old, session_id, fields),
+            ttl_s=self.history_ttl_s,
+        )
+
+    # --- locks ---------------------------------------------------------------------------------
+    @contextlib.asynccontextmanager
+    async def lock(
+        self, session_id: str, *, ttl_s: float = 60.0, wait_s: float = 900.0
+    ) -> AsyncIterator[None]:
+        """Exclusive per-session lock: SET NX PX with an owner token, renewed while held, released
+        by its owner only. A holder that dies stops renewing, so its lock expires after `ttl_s`."""
+        key, owner = self._k("l", session_id), uuid.uuid4().hex
+        deadline = time.monotonic() + wait_s
+        delay = 0.02
+        while not await self._call(self.r.set(key, owner, nx=True, px=_ms(ttl_s))):
+            if time.monotonic() > deadline:
+                raise LockTimeout(session_id)
+            await asyncio.sleep(delay)
+            delay = min(delay * 1.5, 0.25)
+        renew = asyncio.create_task(
+            self._renew(key, owner, ttl_s), name=f"datathread-lock-renew:{session_id}"
+        )
+        try:
+            yield
+        finally:
+            renew.cancel()
+            try:
+                await self._release(keys=[key], args=[owner])
+            except (RedisError, OSError) as exc:  # don't mask the turn's own error; retry in background
+                log.warning("could not release lock %s (%s); retrying until it expires", key, _reason(exc))
+                task = asyncio.create_task(self._release_later(key, owner, ttl_s))
+                self._late_releases.add(task)
+                task.add_done_callback(self._late_releases.discard)
+
+    async def _release_later(self, key: str, owner: str, ttl_s: float) -> None:
+        """Redis blipped at release time: free the lock as soon as it is back (or let it expire), so
+        a restarted Redis that kept the lock does not stall the session's next turn for `ttl_s`."""
+        deadline = time.monotonic() + ttl_s
+        while time.monotonic() < deadline:
+            await asyncio.sleep(0.25)
+            with contextlib.suppress(RedisError, OSError):
+                await self._release(keys=[key], args=[owner])
+                return
+
+    async def _renew(self, key: str, owner: str, ttl_s: float) -> None:
+        while True:
+            await asyncio.sleep(ttl_s / 3)
+            try:
+                if not await self._renew_script(keys=[key], args=[owner, _ms(ttl_s)]):
+                    log.warning("lock %s was lost (expired or taken over) while held", key)
+            except (RedisError, OSError) as exc:
+                log.warning("could not renew lock %s: %s", key, _reason(exc))
+
+    # --- de-dup, rate limits, budgets ----------------------------------------------------------
+    async def first_seen(self, key: str, ttl_s: float = 3600.0) -> bool:
+        """SET NX EX: exactly one replica wins for a given event key within the TTL."""
+        return bool(await self._call(self.r.set(self._k("s", key), b"1", nx=True, px=_ms(ttl_s))))
+
+    async def hit_rate(self, key: str, *, limit: int, window_s: float) -> float | None:
+        """Count one hit in a sliding window (one Lua script); None if allowed, else seconds to wait."""
+        member = uuid.uuid4().hex
+        wait_ms = await self._call(self._hit(keys=[self._k("r", key)], args=[_ms(window_s), limit, member]))
+        return None if int(wait_ms) < 0 else int(wait_ms) / 1000
+
+    async def add_usage(self, key: str, amount: int, *, ttl_s: float) -> int:
+        """INCRBY plus PEXPIRE NX in one MULTI: the expiry is set once, when the counter is created."""
+        name = self._k("u", key)
+        with self._errors():
+            async with self.r.pipeline(transaction=True) as pipe:
+                pipe.incrby(name, amount)
+                pipe.pexpire(name, _ms(ttl_s), nx=True)
+                total, _ = await pipe.execute()
+        return int(total)
+
+    # --- turn records --------------------------------------------------------------------------
+    async def record_turn(self, record: dict) -> None:
+        """Store (or replace) a turn record and index it by session, user, channel and time."""
+        turn_id = record["turn_id"]
+        started = float(record.get("started") or time.time())
+        record = {**record, "started": started}
+        with self._errors():
+            async with self.r.pipeline(transaction=True) as pipe:
+                pipe.set(self._k("t", turn_id), json.dumps(record, default=str))
+                pipe.zadd(self._k("ti", "all"), {turn_id: started})
+                for field, tag in _TURN_INDEXES:
+                    if record.get(field) is not None:
+                        pipe.zadd(self._k("ti", f"{tag}:{record[field]}"), {turn_id: started})
+                await pipe.execute()
+
+    async def get_turn(self, turn_id: str) -> dict | None:
+        """One turn record, or None."""
+        raw = await self._call(self.r.get(self._k("t", turn_id)))
+        return json.loads(raw) if raw else None
+
+    async def set_feedback(self, turn_id: str, *, user_id: str, value: str) -> bool:
+        """Record one person's 👍/👎 on a turn (read-modify-write under WATCH); False if unknown."""
+
+        def change(data: dict | None) -> dict | None:
+            if data is None:
+                return None
+            data.setdefault("feedback", {})[user_id] = value
+            return data
+
+        return await self._update_json(self._k("t", turn_id), change) is not None
+
+    async def list_turns(
+        self,
+        *,
+        session_id: str | None = None,
+        user_id: str | None = None,
+        channel_id: str | None = None,
+        since: float | None = None,
+        limit: int = 1000,
+    ) -> list[dict]:
+        """Turn records matching every filter, newest last (the newest `limit` of them)."""
+        wanted = {"session_id": session_id, "user_id": user_id, "channel_id": channel_id}
+        index = next(
+            (f"{tag}:{wanted[field]}" for field, tag in _TURN_INDEXES if wanted[field] is not None), "all"
+        )
+        low = since if since is not None else "-inf"
+        with self._errors():
+            ids = await self.r.zrangebyscore(self._k("ti", index), low, "+inf")
+            raws = await self.r.mget([self._k("t", i.decode()) for i in ids]) if ids else []
+        records = [json.loads(raw) for raw in raws if raw]
+        matching = [r for r in records if all(v is None or r.get(f) == v for f, v in wanted.items())]
+        matching.sort(key=lambda r: r.get("started", 0))
+        return matching[-limit:] if limit > 0 else []
+
+
+def _reason(exc: BaseException) -> str:
+    """A few words on why Redis failed, without redis-py's multi-sentence connection text."""
+    if isinstance(exc, (TimeoutError, RedisTimeoutError)):
+        return "it did not answer in time"
+    cause: BaseException | None = exc
+    while cause is not None:
+        if isinstance(cause, ConnectionRefusedError):
+            return "connection refused"
+        if isinstance(cause, OSError) and cause.strerror:
+            return cause.strerror.lower()
+        cause = cause.__cause__ or cause.__context__
+    first = str(exc).split(". ")[0].split("\n")[0].strip().rstrip(".")
+    return first or type(exc).__name__
+
+
+def _ms(seconds: float) -> int:
+    return max(1, int(seconds * 1000))

@@ -1,0 +1,126 @@
+"""The S3 tools, offered only when DATATHREAD_S3_BUCKETS is set: `list_files` and `load_file`.
+
+`load_file` downloads with the bot's credentials, writes the bytes into the session workspace via
+`Sandbox.write_file`, and describes the file from inside the sandbox (so parsing an untrusted file
+never happens in the bot process). The model then uses `run_sql`/`run_python` on it by name.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import PurePosixPath
+
+from pydantic import Field
+
+from core.s3 import S3Refusal, parse_uri
+from core.sandbox import StepRequest
+from core.steps import safe_file_stem
+from core.tools import Tool, ToolContext, ToolOutcome, _Input, refused
+
+LOADABLE = ("csv", "tsv", "parquet", "json", "jsonl", "ndjson", "xlsx")
+
+_DESCRIBE = """
+import duckdb
+con = duckdb.connect()
+rel = con.sql("SELECT * FROM '{name}'")
+print("Rows:", con.sql("SELECT count(*) FROM '{name}'").fetchall()[0][0])
+print("Columns:", ", ".join(f"{{c}} {{t}}" for c, t in zip(rel.columns, rel.types)))
+print(rel.limit({rows}))
+"""
+_EXCEL = """
+import pandas as pd
+pd.read_excel({src!r}).to_parquet({dst!r}, index=False)
+"""
+
+
+class ListFilesInput(_Input):
+    """List data files in the S3 buckets you may read (CSV, Parquet, JSON, Excel), with sizes.
+    Then load_file one of them into the workspace."""
+
+    prefix: str | None = Field(None, description="Optional s3://bucket/prefix to narrow the listing.")
+
+
+class LoadFileInput(_Input):
+    """Copy one S3 file (CSV, TSV, Parquet, JSON/JSONL, Excel .xlsx) into the workspace, then query it
+    with run_sql (SELECT * FROM 'name.csv') or run_python. You get its row count, columns and first rows."""
+
+    uri: str = Field(description="The file, e.g. s3://bucket/path/sales.csv (as list_files shows it).")
+    save_as: str | None = Field(None, description="File stem in the workspace; default: the S3 file's stem.")
+
+
+async def list_files(args: ListFilesInput, ctx: ToolContext) -> ToolOutcome:
+    """Let the model discover S3 files without loading them."""
+    if ctx.s3 is None:
+        return refused("S3 is not configured here.")
+    try:
+        objects = await ctx.s3.list(args.prefix, limit=201)
+    except S3Refusal as exc:
+        return refused(str(exc))
+    if not objects:
+        return ToolOutcome(
+            content=f"No files found under {args.prefix or ctx.s3.where()}.", summary="0 files"
+        )
+    lines = [f"- {o.uri} ({o.size:,} bytes)" for o in objects[:200]]
+    if len(objects) > 200:
+        lines.append("(More files exist; pass a narrower prefix.)")
+    return ToolOutcome(content="\n".join(lines), summary=f"{min(len(objects), 200)} files")
+
+
+async def load_file(args: LoadFileInput, ctx: ToolContext) -> ToolOutcome:
+    """Bring one allowed S3 file into the session workspace and describe it."""
+    if ctx.s3 is None:
+        return refused("S3 is not configured here.")
+    source = PurePosixPath(args.uri.split("?")[0])
+    ext = source.suffix.lstrip(".").lower()
+    if ext not in LOADABLE:
+        return refused(f"I can load {', '.join(LOADABLE)} files; '{args.uri}' is not one of them.")
+    if ext == "xlsx" and importlib.util.find_spec("openpyxl") is None:
+        return refused(
+            "Excel files can't be loaded here because the openpyxl package is not installed; "
+            "ask for a CSV or Parquet export of the sheet instead."
+        )
+    try:
+        ctx.s3.check(*parse_uri(args.uri))
+        key, data = await ctx.s3.fetch(args.uri)
+    except S3Refusal as exc:
+        return refused(str(exc))
+    stem = safe_file_stem(args.save_as, default=safe_file_stem(PurePosixPath(key).stem, "s3_file"))
+    name = f"{stem}.{ext}"
+    await ctx.sandbox.write_file(ctx.session_id, name, data)
+    if ext == "xlsx":  # DuckDB can't read Excel; convert inside the sandbox, not in the bot
+        converted = await ctx.sandbox.run(_step(ctx, _EXCEL.format(src=name, dst=f"{stem}.parquet")))
+        if not converted.ok:
+            return refused(f"Could not read {name} as Excel: {converted.error.splitlines()[-1]}")
+        name = f"{stem}.parquet"
+    described = await ctx.sandbox.run(_step(ctx, _DESCRIBE.format(name=name, rows=5)))
+    head = f"Loaded s3://{parse_uri(args.uri)[0]}/{key} ({len(data):,} bytes) as '{name}'."
+    if not described.ok:
+        detail = described.error.splitlines()[-1] if described.error else "unknown error"
+        return ToolOutcome(
+            content=f"{head} It could not be parsed as {ext}: {detail}",
+            is_error=True,
+            summary=f"loaded {name}, unreadable",
+            files=(name,),
+        )
+    return ToolOutcome(
+        content=f"{head} Query it with run_sql, e.g. SELECT * FROM '{name}'.\n{described.output}",
+        summary=f"loaded {name} ({len(data):,} bytes)",
+        files=(name,),
+    )
+
+
+def _step(ctx: ToolContext, code: str) -> StepRequest:
+    return StepRequest(
+        kind="python",
+        session_id=ctx.session_id,
+        code=code,
+        timeout_s=ctx.step_timeout_s,
+        memory_mb=ctx.step_memory_mb,
+        output_bytes=ctx.step_output_bytes,
+    )
+
+
+S3_TOOLS: tuple[Tool, ...] = (
+    Tool("list_files", ListFilesInput, list_files, "Listing S3 files"),
+    Tool("load_file", LoadFileInput, load_file, "Loading a file from S3"),
+)

@@ -1,0 +1,160 @@
+"""Two real `datathread serve` processes on one Redis and one DATATHREAD_HOME: a Slack event delivered to
+both is answered once, a follow-up on either replica sees the thread's history and files, and a
+replica killed mid-turn leaves the thread usable."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.bot.slack_harness import SECRET, event_body, mention, sign
+from tests.fakes.anthropic_api import text, tool
+from tests.fakes.redis_server import RedisServer, free_port
+from tests.fakes.slack_api import FakeSlackAPI
+
+CLI = Path(sys.executable).with_name("datathread")
+
+
+class Replica:
+    """One `datathread serve` subprocess."""
+
+    def __init__(self, env: dict, workdir: Path):
+        self.port = free_port()
+        self.log = workdir / f"replica-{self.port}.log"
+        with open(self.log, "wb") as out:
+            self.proc = subprocess.Popen(
+                [
+                    str(CLI),
+                    "serve",
+                    "--host",
+                    "127.0.0.1",
+                    "--port",
+                    str(self.port),
+                    "--log-level",
+                    "WARNING",
+                ],
+                env=env,
+                cwd=workdir,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def wait_ready(self, timeout: float = 180) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            assert self.proc.poll() is None, self.log.read_text()[-2000:]
+            try:
+                if httpx.get(f"{self.url}/healthz", timeout=1).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.2)
+        raise AssertionError(f"replica not ready: {self.log.read_text()[-2000:]}")
+
+    def post(self, body: dict) -> httpx.Response:
+        raw = json.dumps(body)
+        headers = {"content-type": "application/json", **sign(raw)}
+        return httpx.post(f"{self.url}/slack/events", content=raw, headers=headers, timeout=10)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+def said(api: FakeSlackAPI, needle: str) -> int:
+    """How many Slack calls carried `needle` in their text or blocks."""
+    return sum(needle in json.dumps(c.args) for c in api.calls if c.method.startswith("chat."))
+
+
+def wait_for(predicate, timeout: float = 90) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.1)
+
+
+@pytest.fixture
+def cluster(home, fake_model, tmp_path):
+    redis = RedisServer().start()
+    api = FakeSlackAPI().start()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLACK_", "DATATHREAD_", "AWS_"))}
+    env.update(
+        ANTHROPIC_API_KEY="sk-ant-test-key-000000",
+        ANTHROPIC_BASE_URL=fake_model.url,
+        DATATHREAD_MODEL="claude-test",
+        DATATHREAD_MODEL_RETRIES="0",
+        DATATHREAD_HOME=str(home),
+        DATATHREAD_SLACK_API_URL=api.url,
+        DATATHREAD_LOCK_TTL="3",
+        SLACK_BOT_TOKEN="xoxb-test-token-000000",
+        SLACK_SIGNING_SECRET=SECRET,
+        REDIS_URL=redis.url,
+    )
+    replicas = [Replica(env, tmp_path), Replica(env, tmp_path)]
+    try:
+        for r in replicas:
+            r.wait_ready()
+        yield replicas, api, redis
+    finally:
+        for r in replicas:
+            r.stop()
+        api.stop()
+        redis.stop()
+
+
+def test_two_replicas_share_one_truth(cluster, fake_model):
+    (a, b), api, redis = cluster
+    fake_model.enqueue(
+        tool("run_sql", {"sql": "SELECT 42 AS answer", "save_as": "answer"}), text("It is 42.")
+    )
+    first = event_body(mention("what is the answer?", ts="1700000001.000100"), event_id="EvSAME")
+    assert a.post(first).status_code == 200 and b.post(first).status_code == 200  # Slack delivered it twice
+    wait_for(lambda: said(api, "It is 42.") > 0)
+    time.sleep(1.0)
+    assert len(fake_model.requests) == 2  # one turn, not two
+
+    for n, replica in enumerate((a, b), start=1):  # one of them is "the other replica"
+        sql = "SELECT answer + 1 AS next FROM 'answer.parquet'"
+        fake_model.enqueue(tool("run_sql", {"sql": sql}), text(f"Follow-up {n} done."))
+        ts = f"170000001{n}.000100"
+        replica.post(event_body(mention("and plus one?", ts=ts, thread_ts="1700000001.000100")))
+        wait_for(lambda n=n: said(api, f"Follow-up {n} done.") > 0)
+        sent = fake_model.requests[-2]["messages"]
+        assert "what is the answer?" in json.dumps(sent[0])  # the history is there
+        result = fake_model.last_tool_results(-1)[0]
+        assert not result.get("is_error") and "Saved 1 rows" in result["content"]  # the file is there
+
+    def kill_a_then_answer(body: dict) -> dict:
+        a.proc.kill()  # the replica dies mid-turn, holding the thread's lock
+        return text("never delivered")
+
+    fake_model.enqueue(tool("run_sql", {"sql": "SELECT 1 AS x", "save_as": "x"}), kill_a_then_answer)
+    a.post(event_body(mention("one more?", ts="1700000020.000100", thread_ts="1700000001.000100")))
+    wait_for(lambda: a.proc.poll() is not None)
+    fake_model.enqueue(text("Still here."))
+    started = time.monotonic()
+    b.post(event_body(mention("still there?", ts="1700000021.000100", thread_ts="1700000001.000100")))
+    wait_for(lambda: said(api, "Still here.") > 0)
+    assert time.monotonic() - started < 30  # the dead replica's lock expired (3 s ttl here)
+    sent = json.dumps(fake_model.requests[-1]["messages"])
+    assert "what is the answer?" in sent and "Follow-up 2 done." in sent and "never delivered" not in sent
+    import redis as redis_py
+
+    with redis_py.Redis.from_url(redis.url) as r:  # the truth they shared was Redis
+        assert len(r.keys("dt:h:*")) == 1 and len(r.keys("dt:t:*")) == 4  # the killed turn left no record

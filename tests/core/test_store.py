@@ -1,0 +1,302 @@
+"""One suite, two stores: every SessionStore behaviour runs against the embedded SQLite file and a real
+throwaway redis-server; then what happens when Redis is unreachable or dies in the middle of a turn."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+
+import pytest
+
+from core import history as hist
+from core.events import IncomingMessage
+from core.sessions import LockTimeout, SessionStore, StoreUnavailable, open_store
+from core.store_redis import RedisStore
+from core.store_sqlite import SqliteStore
+from tests.fakes.anthropic_api import text, tool
+from tests.fakes.redis_server import RedisServer, free_port
+
+MakeStore = Callable[..., SessionStore]
+
+
+@pytest.fixture(scope="module")
+def redis_server():
+    server = RedisServer().start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(params=["sqlite", "redis"])
+async def make_store(request, tmp_path):
+    """A factory of store instances sharing one backend — each instance is one 'replica'."""
+    made: list[SessionStore] = []
+    if request.param == "redis":
+        server = request.getfixturevalue("redis_server")
+        server.flush()
+
+        def make(**kw) -> SessionStore:
+            made.append(RedisStore(server.url, **kw))
+            return made[-1]
+    else:
+
+        def make(**kw) -> SessionStore:
+            made.append(SqliteStore(tmp_path / "state.sqlite3", **kw))
+            return made[-1]
+
+    yield make
+    for store in made:
+        await store.close()
+
+
+def history_is_valid(messages: list[dict]) -> bool:
+    """Every tool_use is answered by a tool_result in the next message, and roles alternate."""
+    for i, m in enumerate(messages):
+        if i and m["role"] == messages[i - 1]["role"]:
+            return False
+        uses = [b["id"] for b in m["content"] if isinstance(b, dict) and b.get("type") == "tool_use"]
+        if uses:
+            nxt = messages[i + 1]["content"] if i + 1 < len(messages) else []
+            answered = {b.get("tool_use_id") for b in nxt if isinstance(b, dict)}
+            if not set(uses) <= answered:
+                return False
+    return hist.repair(messages) == messages
+
+
+# --- history and metadata -------------------------------------------------------------------------
+
+
+async def test_history_round_trip_version_and_ttl(make_store, monkeypatch):
+    a, b = make_store(), make_store()
+    messages = [
+        {"role": "user", "content": [{"type": "text", "text": "hé — 数据?"}]},
+        {
+            "role": "assistant",
+            "content": [{"type": "tool_use", "id": "t1", "name": "list_tables", "input": {}}],
+        },
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "flights"}]},
+    ]
+    assert await a.load_history("s1") == []
+    await a.save_history("s1", messages)
+    assert await b.load_history("s1") == messages  # another replica sees it
+    await b.save_history("s1", messages[:1])
+    assert await a.load_history("s1") == messages[:1]  # replaced, not appended
+    # a history written in an older format is ignored, not misread
+    monkeypatch.setattr("core.store_sqlite.HISTORY_VERSION", 2)
+    monkeypatch.setattr("core.store_redis.HISTORY_VERSION", 2)
+    assert await a.load_history("s1") == []
+    monkeypatch.undo()
+    short = make_store(history_ttl_s=0.3)
+    await short.save_history("s2", messages)
+    assert await short.load_history("s2") == messages
+    await asyncio.sleep(0.45)
+    assert await a.load_history("s2") == []
+
+
+async def test_meta_merge_keeps_created_and_unions_participants(make_store):
+    a, b = make_store(), make_store()
+    assert await a.get_meta("s1") is None
+    first = await a.update_meta("s1", surface="slack", channel_id="C1", participant="U1")
+    await asyncio.sleep(0.01)
+    second = await b.update_meta("s1", participant="U2", thread_key=["C1", "1.2"])
+    await b.update_meta("s1", participant="U1")
+    meta = await a.get_meta("s1")
+    assert meta["created"] == first["created"] and second["updated"] > first["updated"]
+    assert meta["participants"] == ["U1", "U2"]
+    assert (meta["surface"], meta["channel_id"], meta["thread_key"]) == ("slack", "C1", ["C1", "1.2"])
+    assert meta["session_id"] == "s1"
+
+
+# --- locks ----------------------------------------------------------------------------------------
+
+
+async def test_lock_excludes_and_orders_two_replicas(make_store):
+    a, b = make_store(), make_store()
+    log: list[str] = []
+    a_holds = asyncio.Event()
+
+    async def turn(store: SessionStore, name: str, hold_s: float) -> None:
+        async with store.lock("s1", ttl_s=5):
+            log.append(f"{name}+")
+            a_holds.set()
+            await asyncio.sleep(hold_s)
+            log.append(f"{name}-")
+
+    first = asyncio.create_task(turn(a, "a", 0.3))
+    await a_holds.wait()
+    second = asyncio.create_task(turn(b, "b", 0.0))
+    await asyncio.gather(first, second)
+    assert log == ["a+", "a-", "b+", "b-"]
+    # other sessions are not blocked by it
+    async with a.lock("s1", ttl_s=5), b.lock("s2", ttl_s=5, wait_s=0.2):
+        pass
+
+
+async def test_lock_renewed_while_held_then_expires_when_owner_dies(make_store):
+    a, b = make_store(), make_store()
+    held = a.lock("s1", ttl_s=0.6)
+    await held.__aenter__()
+    await asyncio.sleep(0.9)  # longer than the ttl: renewal keeps it
+    with pytest.raises(LockTimeout):
+        async with b.lock("s1", ttl_s=0.6, wait_s=0.1):
+            pass
+    # the owner "dies": its renewal stops and it never releases
+    renewals = [t for t in asyncio.all_tasks() if t.get_coro().__qualname__.endswith("Store._renew")]
+    assert len(renewals) == 1
+    renewals[0].cancel()
+    started = time.monotonic()
+    async with b.lock("s1", ttl_s=5, wait_s=5):
+        waited = time.monotonic() - started
+        assert 0.2 < waited < 2.0, waited
+        # the dead owner's late release must not free the new owner's lock
+        await held.__aexit__(None, None, None)
+        with pytest.raises(LockTimeout):
+            async with a.lock("s1", wait_s=0.15):
+                pass
+
+
+async def test_lock_released_on_exception_and_cancellation(make_store):
+    a, b = make_store(), make_store()
+    with pytest.raises(ValueError):
+        async with a.lock("s1", ttl_s=30):
+            raise ValueError("tool crashed")
+    async with b.lock("s1", ttl_s=30, wait_s=0.2):
+        pass
+    inside = asyncio.Event()
+
+    async def hold() -> None:
+        async with a.lock("s1", ttl_s=30):
+            inside.set()
+            await asyncio.sleep(30)
+
+    task = asyncio.create_task(hold())
+    await inside.wait()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    async with b.lock("s1", ttl_s=30, wait_s=0.5):
+        pass
+
+
+# --- de-dup, rate limits, budgets -----------------------------------------------------------------
+
+
+async def test_first_seen_once_across_replicas_until_ttl(make_store):
+    a, b = make_store(), make_store()
+    results = await asyncio.gather(*(s.first_seen("slack:Ev1", ttl_s=0.5) for s in (a, b, a, b)))
+    assert sorted(results) == [False, False, False, True]
+    assert await b.first_seen("slack:Ev2") is True
+    await asyncio.sleep(0.7)
+    assert await b.first_seen("slack:Ev1", ttl_s=0.5) is True
+
+
+async def test_hit_rate_sliding_window_and_retry_after(make_store):
+    a, b = make_store(), make_store()
+    assert await a.hit_rate("user:u1", limit=2, window_s=0.8) is None
+    await asyncio.sleep(0.3)
+    assert await b.hit_rate("user:u1", limit=2, window_s=0.8) is None
+    wait = await a.hit_rate("user:u1", limit=2, window_s=0.8)
+    assert wait is not None and 0.3 < wait <= 0.55, wait  # until the first hit leaves the window
+    assert await a.hit_rate("user:u2", limit=2, window_s=0.8) is None  # keys are independent
+    await asyncio.sleep(wait + 0.05)
+    assert await b.hit_rate("user:u1", limit=2, window_s=0.8) is None  # first hit slid out
+    assert await b.hit_rate("user:u1", limit=2, window_s=0.8) is not None  # refused hits don't count
+
+
+async def test_add_usage_expires_from_creation(make_store):
+    a, b = make_store(), make_store()
+    assert await a.add_usage("tokens:u1", 5, ttl_s=0.6) == 5
+    await asyncio.sleep(0.35)
+    assert await b.add_usage("tokens:u1", 3, ttl_s=0.6) == 8  # a later add does not extend it
+    await asyncio.sleep(0.35)
+    assert await a.add_usage("tokens:u1", 2, ttl_s=0.6) == 2
+    assert await a.add_usage("tokens:u2", 1, ttl_s=60) == 1
+
+
+# --- turn records ---------------------------------------------------------------------------------
+
+
+async def test_turn_records_filters_and_feedback(make_store):
+    a, b = make_store(), make_store()
+    now = time.time()
+    rows = [
+        ("t1", "s1", "U1", "C1", now - 30),
+        ("t2", "s1", "U2", "C1", now - 20),
+        ("t3", "s2", "U1", "C2", now - 10),
+    ]
+    for turn_id, sid, uid, cid, started in rows:
+        await a.record_turn(
+            {"turn_id": turn_id, "session_id": sid, "user_id": uid, "channel_id": cid,
+             "started": started, "question": f"q {turn_id}", "steps": [], "feedback": {}}
+        )  # fmt: skip
+    ids = lambda turns: [t["turn_id"] for t in turns]  # noqa: E731
+    assert ids(await b.list_turns()) == ["t1", "t2", "t3"]
+    assert ids(await b.list_turns(session_id="s1")) == ["t1", "t2"]
+    assert ids(await b.list_turns(user_id="U1")) == ["t1", "t3"]
+    assert ids(await b.list_turns(channel_id="C1", user_id="U2")) == ["t2"]
+    assert ids(await b.list_turns(since=now - 25)) == ["t2", "t3"]
+    assert ids(await b.list_turns(limit=2)) == ["t2", "t3"]
+    assert ids(await b.list_turns(session_id="nope")) == []
+    got = await b.get_turn("t2")
+    assert got["question"] == "q t2" and got["steps"] == []
+    assert await b.set_feedback("t2", user_id="U9", value="up") is True
+    assert await a.set_feedback("t2", user_id="U8", value="down") is True
+    assert await a.set_feedback("missing", user_id="U9", value="up") is False
+    assert (await a.get_turn("t2"))["feedback"] == {"U9": "up", "U8": "down"}
+    await a.record_turn({**got, "answer": "replaced"})
+    assert (await b.get_turn("t2"))["answer"] == "replaced" and len(await b.list_turns()) == 3
+
+
+# --- Redis failure behaviour ----------------------------------------------------------------------
+
+
+async def test_redis_unreachable_at_start_is_one_clear_sentence(settings):
+    redis_url = f"redis://127.0.0.1:{free_port()}/0"
+    started = time.monotonic()
+    with pytest.raises(StoreUnavailable) as caught:
+        await open_store(settings.model_copy(update={"redis_url": redis_url}))
+    message = str(caught.value)
+    assert message.startswith("Redis at 127.0.0.1:") and "not reachable" in message
+    assert message.count(". ") == 0 and message.endswith(".") and "\n" not in message
+    assert time.monotonic() - started < 5
+
+
+def ask(text_: str) -> IncomingMessage:
+    return IncomingMessage(text=text_, surface="terminal", thread_key=("r1",), user_id="u1")
+
+
+async def test_redis_killed_mid_turn_fails_clearly_and_history_stays_valid(settings, fake_model, recorder):
+    from core.analyst import Analyst
+
+    server = RedisServer(persist=True).start()
+    analyst = await Analyst.create(settings.model_copy(update={"redis_url": server.url}))
+    try:
+        fake_model.enqueue(tool("run_sql", {"sql": "SELECT 42 AS answer", "save_as": "a"}), text("It is 42."))
+        first = await analyst.handle(ask("what is the answer?"), recorder)
+        assert first.ok, first.error
+        saved = await analyst.store.load_history(first.session_id)
+        assert history_is_valid(saved) and len(saved) == 4
+
+        def die_then_answer(body: dict) -> dict:
+            server.kill()  # Redis vanishes between the model's calls, mid-turn
+            return text("It is still 42.")
+
+        fake_model.enqueue(tool("run_sql", {"sql": "SELECT 43 AS answer", "save_as": "b"}), die_then_answer)
+        second = await analyst.handle(ask("and now?"), recorder)
+        assert not second.ok
+        assert second.error.startswith("I can't reach my session store right now (Redis at 127.0.0.1:")
+        assert "try again" in second.error and "Traceback" not in second.error
+        assert recorder.of("failed")[-1].error_id == second.error_id
+
+        server.start()  # back, with what it had acknowledged: the first turn only
+        assert await analyst.store.load_history(first.session_id) == saved
+        fake_model.enqueue(text("Third answer."))
+        third = await analyst.handle(ask("and again?"), recorder)
+        assert third.ok, third.error
+        sent = fake_model.requests[-1]["messages"]
+        assert [m["role"] for m in sent] == ["user", "assistant", "user", "assistant", "user"]
+        after = await analyst.store.load_history(first.session_id)
+        assert history_is_valid(after) and after[:4] == saved and len(after) == 6
+    finally:
+        await analyst.close()
+        server.stop()
