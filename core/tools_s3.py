@@ -7,7 +7,6 @@ never happens in the bot process). The model then uses `run_sql`/`run_python` on
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import PurePosixPath
 
 from pydantic import Field
@@ -74,11 +73,6 @@ async def load_file(args: LoadFileInput, ctx: ToolContext) -> ToolOutcome:
     ext = source.suffix.lstrip(".").lower()
     if ext not in LOADABLE:
         return refused(f"I can load {', '.join(LOADABLE)} files; '{args.uri}' is not one of them.")
-    if ext == "xlsx" and importlib.util.find_spec("openpyxl") is None:
-        return refused(
-            "Excel files can't be loaded here because the openpyxl package is not installed; "
-            "ask for a CSV or Parquet export of the sheet instead."
-        )
     try:
         ctx.s3.check(*parse_uri(args.uri))
         key, data = await ctx.s3.fetch(args.uri)
