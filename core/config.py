@@ -93,7 +93,9 @@ class Settings(BaseSettings):
         5 * 10**12, validation_alias=_env("DATATHREAD_BIGQUERY_CHANNEL_DAY_BYTES")
     )
     bigquery_metadata_ttl: float = Field(600.0, validation_alias=_env("DATATHREAD_BIGQUERY_METADATA_TTL"))
-    bigquery_use_storage_api: bool = Field(False, validation_alias=_env("DATATHREAD_BIGQUERY_USE_STORAGE_API"))
+    bigquery_use_storage_api: bool = Field(
+        False, validation_alias=_env("DATATHREAD_BIGQUERY_USE_STORAGE_API")
+    )
 
     # --- sandbox and state -------------------------------------------------------------------
     sandbox: Literal["local", "modal"] = Field("local", validation_alias=_env("DATATHREAD_SANDBOX"))
