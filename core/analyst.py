@@ -186,6 +186,9 @@ class Analyst:
             timeout_s=s.step_timeout,
             preview_rows=s.preview_rows,
             preview_bytes=s.preview_bytes,
+            turn_id=outcome.turn_id,
+            confirm=confirm,
+            store=self.store,
         )
         ctx = ToolContext(
             session_id=session_id,

@@ -12,7 +12,10 @@ import contextlib
 import ctypes
 import ctypes.util
 import os
+import pwd
 import resource
+import signal
+import sys
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -86,6 +89,10 @@ def enter_zygote(report: IsolationReport) -> None:
         report.active["network"] = "own network namespace, no interfaces (no network at all)"
     elif os.geteuid() != 0 and _enter_user_namespace():
         report.active["network"] = "user+network namespace, no interfaces (no network at all)"
+        report.active["filesystem"] = (
+            "user+mount namespace: private /tmp; the bot's state and other workspaces hidden; "
+            "warehouse read-only (same uid as the bot outside it)"
+        )
     else:
         report.missing["network"] = "cannot create a network namespace; sandboxed code may reach the network"
     report.active["environment"] = "scrubbed: only " + ", ".join(SAFE_ENV) + " pass through"
@@ -107,21 +114,30 @@ def _enter_user_namespace() -> bool:
 def describe_step_protections(masked: list[str]) -> IsolationReport:
     """What `enter_step` will do on this host — computed without doing it, for the start log."""
     report = IsolationReport()
-    root = os.geteuid() == 0
-    if root:
+    if os.geteuid() == 0:
         report.active["uid"] = "each session runs as its own unprivileged uid; workspaces are 0700"
         report.active["bot process"] = "other uid: /proc/<bot>/environ, mem and fds are unreadable"
         report.active["filesystem"] = (
-            "own mount namespace: private /tmp; the bot's state and other workspaces hidden; "
-            "warehouse read-only; masked files: " + (", ".join(masked) or "none")
+            "own mount namespace: private /tmp; the bot's home, state and other workspaces hidden; "
+            "warehouse and code read-only; masked files: " + (", ".join(masked) or "none")
         )
+        report.active["leftover processes"] = "killed at the start and end of every step (per-session uid)"
     else:
         report.missing["uid"] = "not root: sandboxed code runs as the bot's uid (run as root or on Modal)"
-        report.missing["bot process"] = "same uid: relies on the scrubbed environment only"
+        report.active["bot process"] = (
+            "same uid, but the bot is non-dumpable: /proc/<bot>/environ and mem are unreadable"
+        )
+        report.missing["leftover processes"] = "not root: a step's background processes may outlive it"
     report.active["limits"] = "rlimits on CPU time, address space, file size, processes, open files"
     report.active["privileges"] = "no_new_privs set; core dumps off"
     report.active["wall time"] = "the bot kills the step's process group at the step timeout"
     return report
+
+
+def protect_bot_process() -> None:
+    """Make the bot non-dumpable, so code running under the same uid cannot read its /proc files
+    (environ, mem, fds). Needed when the bot is not root and steps keep its uid."""
+    _libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
 
 
 def enter_step(
@@ -137,13 +153,17 @@ def enter_step(
 ) -> None:
     """Per-step protections, applied in the forked child before model code runs. Irreversible.
 
-    `hidden` directories (the bot's state, all workspaces) are covered with empty tmpfs; then only
+    The bot's home directory is covered with an empty tmpfs and only the Python runtime is bound
+    back read-only; `hidden` directories (the bot's state, all workspaces) are covered too; then only
     this session's `workspace` (read-write) and the `readonly` paths (the warehouse) are bound back.
+    Fails closed: if the mount namespace cannot be made, the step does not run.
     """
     os.setsid()
     if os.geteuid() == 0:
         _private_filesystem(workspace=workspace, masked=masked, hidden=hidden, readonly=readonly)
-        _drop_privileges(sandbox_uid(session_id))
+        if os.getuid() == 0 and _uid_map_is_host():
+            _drop_privileges(sandbox_uid(session_id))
+            reap_own_uid()  # leftovers of this session's earlier steps cannot watch or race this one
     _set_limits(cpu_s=cpu_s, memory_mb=memory_mb, file_mb=file_mb)
     _libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
     _libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
@@ -151,36 +171,123 @@ def enter_step(
     os.environ["TMPDIR"] = str(workspace / ".tmp")
 
 
+def reap_own_uid() -> None:
+    """Kill every other process of this (unprivileged, per-session) uid: daemons a step left behind.
+
+    kill(-1) reaches exactly the processes this uid may signal — its own — never the bot or the zygote.
+    Only called after privileges were dropped to the session's uid.
+    """
+    if os.getuid() >= 200_000:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(-1, signal.SIGKILL)
+
+
+def kill_uid_processes(uid: int, *, rounds: int = 5) -> int:
+    """From the bot (root): kill every process whose real uid is `uid` (a timed-out step's tree,
+    including daemons that left its process group). Returns how many were signalled."""
+    if os.geteuid() != 0 or uid < 200_000:
+        return 0
+    total = 0
+    for _ in range(rounds):
+        found = 0
+        for entry in os.scandir("/proc"):
+            if entry.name.isdigit() and _proc_uid(entry.name) == uid:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(int(entry.name), signal.SIGKILL)
+                    found += 1
+        total += found
+        if not found:
+            break
+    return total
+
+
+def _proc_uid(pid: str) -> int | None:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("Uid:"):
+                return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def _uid_map_is_host() -> bool:
+    """True in the host's user namespace (we may switch to any uid); False inside our own userns."""
+    try:
+        first = Path("/proc/self/uid_map").read_text().split()
+        return first[:3] == ["0", "0", "4294967295"]
+    except OSError:
+        return True
+
+
+def runtime_paths() -> list[str]:
+    """Directories the step's Python needs (interpreter, stdlib, venv, our code), bound back read-only
+    when the bot's home is hidden."""
+    code_root = str(Path(__file__).resolve().parent.parent)
+    paths = {os.path.realpath(p) for p in (sys.base_prefix, sys.prefix, sys.exec_prefix)} | {code_root}
+    return sorted(paths)
+
+
+def bot_home() -> str | None:
+    """The bot user's home directory (cloud credentials, ssh keys, shell history), hidden from steps."""
+    try:
+        home = os.path.realpath(pwd.getpwuid(os.getuid()).pw_dir)  # HOME is scrubbed in the zygote
+    except KeyError:
+        return None
+    return home if home not in ("/", "") and os.path.isdir(home) else None
+
+
 def _private_filesystem(
     *, workspace: Path, masked: list[str], hidden: list[str], readonly: list[str]
 ) -> None:
     if not _unshare(CLONE_NEWNS):
-        return
+        raise RuntimeError("Refused: the step's private filesystem could not be set up.")
     _mount("none", "/", None, MS_REC | MS_PRIVATE)
+    home = bot_home()
+    if home:
+        runtime = [p for p in runtime_paths() if p == home or p.startswith(home + "/")]
+        _bind_back(_open_paths([(p, True) for p in runtime if os.path.isdir(p)]), hide=[home])
     keep = [(str(workspace), False)] + [(p, True) for p in readonly if os.path.exists(p)]
-    fds = [(path, ro, os.open(path, os.O_PATH)) for path, ro in keep]
+    fds = _open_paths(keep)
     for tmp in ("/tmp", "/var/tmp", "/dev/shm"):
         if os.path.isdir(tmp):
             _mount("tmpfs", tmp, "tmpfs", MS_NOSUID | MS_NODEV, "size=64m,mode=1777")
-    for path in hidden:
-        if os.path.isdir(path):
-            _mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,mode=755")
     for path in masked:
         if os.path.isfile(path):
             _mount("/dev/null", path, None, MS_BIND)
+    _bind_back(fds, hide=hidden)
+    # A private /proc that hides other users' processes (the bot's included) where the kernel allows.
+    _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV, "hidepid=2")
+
+
+def _open_paths(keep: list[tuple[str, bool]]) -> list[tuple[str, bool, int]]:
+    return [(path, ro, os.open(path, os.O_PATH)) for path, ro in keep]
+
+
+def _bind_back(fds: list[tuple[str, bool, int]], *, hide: list[str]) -> None:
+    """Cover `hide` with empty tmpfs, then bind the opened paths back at their old places."""
+    for path in hide:
+        if os.path.isdir(path):
+            _mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,mode=755")
     for path, ro, fd in fds:
         if not os.path.exists(path):
-            os.makedirs(os.path.dirname(path), exist_ok=True)
             if os.path.isdir(f"/proc/self/fd/{fd}"):
                 os.makedirs(path, exist_ok=True)
             else:
+                os.makedirs(os.path.dirname(path), exist_ok=True)
                 Path(path).touch()
         _mount(f"/proc/self/fd/{fd}", path, None, MS_BIND | MS_REC)
-        if ro:
-            _mount("none", path, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
         os.close(fd)
-    # A private /proc that hides other users' processes (the bot's included) where the kernel allows.
-    _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV, "hidepid=2")
+        if ro:
+            _remount_read_only(path)
+
+
+def _remount_read_only(path: str) -> None:
+    # Keep the flags the mount already has (a user namespace may not clear locked ones), add RDONLY.
+    keep = os.statvfs(path).f_flag & (MS_NOSUID | MS_NODEV | 8 | 1024 | 2048 | 4096)
+    _mount("none", path, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | keep)
+    if not os.statvfs(path).f_flag & os.ST_RDONLY:
+        raise RuntimeError(f"Refused: could not make {path} read-only for the step.")
 
 
 def _drop_privileges(uid: int) -> None:

@@ -38,6 +38,8 @@ class Redactor:
             return {k: self.data(v) for k, v in value.items()}
         if isinstance(value, (list, tuple)):
             return type(value)(self.data(v) for v in value)
+        if dataclasses.is_dataclass(value) and not isinstance(value, type):
+            return self.event(value)
         return value
 
     def event(self, event: Any) -> Any:
@@ -47,8 +49,8 @@ class Redactor:
         changes = {}
         for f in dataclasses.fields(event):
             value = getattr(event, f.name)
-            new = self.event(value) if dataclasses.is_dataclass(value) else self.data(value)
-            if new is not value:
+            new = self.data(value)
+            if new != value:
                 changes[f.name] = new
         return dataclasses.replace(event, **changes) if changes else event
 
@@ -61,12 +63,16 @@ class RedactingFilter(logging.Filter):
         self.redactor = redactor
 
     def filter(self, record: logging.LogRecord) -> bool:
-        record.msg = self.redactor.text(str(record.msg))
-        if record.args:
-            args = record.args if isinstance(record.args, tuple) else (record.args,)
-            record.args = tuple(self.redactor.data(a) if isinstance(a, str) else a for a in args)
+        """Format the message once (any argument type, mappings too), then redact the result."""
+        try:
+            message = record.getMessage()
+        except Exception:  # a broken format string: keep what we can, redacted
+            message = f"{record.msg} {record.args!r}"
+        record.msg, record.args = self.redactor.text(message), None
         if record.exc_info and record.exc_info[1] is not None:
             record.exc_text = self.redactor.text(logging.Formatter().formatException(record.exc_info))
+        if record.stack_info:
+            record.stack_info = self.redactor.text(record.stack_info)
         return True
 
 

@@ -13,6 +13,7 @@ import json
 import logging
 import os
 import signal
+import stat
 import sys
 import tempfile
 from pathlib import Path
@@ -31,6 +32,42 @@ def resolve_in_workspace(workspace: Path, path: str) -> Path:
     if workspace.resolve() not in (full, *full.parents):
         raise PermissionError(f"{path!r} is outside the workspace.")
     return full
+
+
+def read_inside(workspace: Path, full: Path) -> bytes:
+    """Read a file the sandbox may have planted, without following a link out of the workspace.
+
+    `resolve_in_workspace` checked the path; a step could still swap a component for a symlink
+    before the open. So: open with O_NOFOLLOW, then check where the opened descriptor really is.
+    """
+    fd = os.open(full, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | getattr(os, "O_NONBLOCK", 0))
+    try:
+        real = Path(os.readlink(f"/proc/self/fd/{fd}"))
+        st = os.fstat(fd)
+        if workspace.resolve() not in real.parents or not stat.S_ISREG(st.st_mode):
+            raise PermissionError(f"{full.name!r} is not a regular file inside the workspace.")
+        with os.fdopen(fd, "rb") as handle:
+            fd = -1
+            return handle.read()
+    finally:
+        if fd >= 0:
+            os.close(fd)
+
+
+def write_inside(workspace: Path, full: Path, data: bytes) -> None:
+    """Write a file into the workspace; the directory is pinned by a descriptor whose real place is
+    checked, and the file is opened without following a link, so a planted symlink cannot redirect it."""
+    dfd = os.open(full.parent, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        real = Path(os.readlink(f"/proc/self/fd/{dfd}"))
+        if real != workspace.resolve() and workspace.resolve() not in real.parents:
+            raise PermissionError(f"{full.name!r} is outside the workspace.")
+        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
+        fd = os.open(full.name, flags, 0o600, dir_fd=dfd)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+    finally:
+        os.close(dfd)
 
 
 class LocalSandbox:
@@ -85,6 +122,8 @@ class LocalSandbox:
             for h in self.hidden:
                 cmd += ["--hide", h]
             root = str(Path(__file__).resolve().parent.parent)
+            if os.geteuid() != 0:
+                isolation.protect_bot_process()
             self._proc = await asyncio.create_subprocess_exec(
                 *cmd,
                 stdout=asyncio.subprocess.PIPE,
@@ -101,8 +140,9 @@ class LocalSandbox:
             log.info("sandbox ready: %s", self.protections())
 
     def protections(self) -> dict[str, str]:
+        """Which protections are on (the zygote's own report wins over the static description)."""
         report = isolation.describe_step_protections(self.masked).as_dict()
-        return {**self._zygote_protections, **report}
+        return {**report, **self._zygote_protections}
 
     async def run(self, request: StepRequest) -> StepResult:
         """Run a step in a fresh child of the fork server, under the step's wall-clock limit."""
@@ -122,10 +162,12 @@ class LocalSandbox:
             pid = json.loads(first)["pid"] if first else None
             line = await asyncio.wait_for(reader.readline(), timeout=request.timeout_s + 2)
             if not line:
+                isolation.kill_uid_processes(isolation.sandbox_uid(request.session_id))
                 return StepResult(ok=False, killed=True, error=self._crash_message(request))
             return StepResult.from_dict(json.loads(line))
         except TimeoutError:
             self._kill(pid)
+            isolation.kill_uid_processes(isolation.sandbox_uid(request.session_id))
             return StepResult(
                 ok=False,
                 killed=True,
@@ -153,17 +195,18 @@ class LocalSandbox:
                 os.kill(pid, signal.SIGKILL)
 
     async def read_file(self, session_id: str, path: str) -> bytes:
-        full = resolve_in_workspace(self.workspace(session_id), path)
-        return await asyncio.to_thread(full.read_bytes)
+        workspace = self.workspace(session_id)
+        full = resolve_in_workspace(workspace, path)
+        return await asyncio.to_thread(read_inside, workspace, full)
 
     async def write_file(self, session_id: str, path: str, data: bytes) -> None:
         workspace = self.workspace(session_id)
         full = resolve_in_workspace(workspace, path)
         full.parent.mkdir(parents=True, exist_ok=True)
-        await asyncio.to_thread(full.write_bytes, data)
+        await asyncio.to_thread(write_inside, workspace, full, data)
         if os.geteuid() == 0:
             uid = isolation.sandbox_uid(session_id)
-            os.chown(full, uid, uid)
+            os.chown(full, uid, uid, follow_symlinks=False)
 
     async def list_files(self, session_id: str) -> list[dict]:
         from core.steps import snapshot

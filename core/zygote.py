@@ -67,6 +67,7 @@ def _serve_child(conn: socket.socket, args: argparse.Namespace) -> None:
             readonly=[*([args.warehouse] if args.warehouse else []), *_code_paths()],
         )
         result = run_step(request, workspace, Path(args.warehouse) if args.warehouse else None)
+        isolation.reap_own_uid()  # nothing the step started outlives it
     stream.write(json.dumps(result.to_dict(), default=str).encode() + b"\n")
 
 

@@ -1,0 +1,100 @@
+"""`datathread audit`: filters by user, channel, session and age; JSON lines and CSV; secrets redacted."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import time
+
+import pytest
+
+from bot.audit import CSV_FIELDS, audit_rows, print_audit
+from core.sessions import open_store
+
+KEY = "sk-ant-test-key-000000"  # the `settings` fixture's API key
+
+
+def turn(tid: str, *, user: str, channel: str, session: str, age_h: float, steps: list[dict]) -> dict:
+    now = time.time() - age_h * 3600
+    return {
+        "turn_id": tid,
+        "session_id": session,
+        "surface": "slack",
+        "team_id": "T1",
+        "channel_id": channel,
+        "user_id": user,
+        "question": f"question {tid} {KEY}",
+        "answer": "an answer",
+        "ok": True,
+        "error": "",
+        "started": now,
+        "finished": now + 1,
+        "stats": {},
+        "steps": steps,
+        "artifacts": [],
+        "feedback": {"U1": "good"} if tid == "a" else {},
+    }
+
+
+STEP = {"step_id": "a-1", "tool": "run_sql", "input": {"sql": "SELECT 1"}, "ok": True, "rows": 1,
+        "bytes_scanned": None, "duration_s": 0.2}  # fmt: skip
+
+
+@pytest.fixture
+async def recorded(settings):
+    store = await open_store(settings)
+    for t in (
+        turn("a", user="U1", channel="C1", session="s1", age_h=0.1, steps=[STEP, {**STEP, "step_id": "a-2"}]),
+        turn("b", user="U2", channel="C1", session="s2", age_h=0.2, steps=[]),
+        turn("c", user="U1", channel="C2", session="s3", age_h=48, steps=[STEP]),
+    ):
+        await store.record_turn(t)
+    await store.close()
+    return settings
+
+
+@pytest.mark.parametrize(
+    ("filters", "expected"),
+    [
+        ({}, ["c", "b", "a"]),
+        ({"user": "U1"}, ["c", "a"]),
+        ({"channel": "C1"}, ["b", "a"]),
+        ({"session": "s2"}, ["b"]),
+        ({"since_hours": 1}, ["b", "a"]),
+        ({"user": "U1", "channel": "C1"}, ["a"]),
+        ({"user": "nobody"}, []),
+    ],
+)
+async def test_jsonl_filters(recorded, filters, expected):
+    out = io.StringIO()
+    args = {"session": None, "user": None, "channel": None, "since_hours": None, **filters}
+    count = await print_audit(recorded, fmt="jsonl", limit=100, out=out, **args)
+    lines = [json.loads(line) for line in out.getvalue().splitlines()]
+    assert count == len(expected) and [t["turn_id"] for t in lines] == expected
+    assert KEY not in out.getvalue()
+    assert all("[redacted]" in t["question"] for t in lines)
+
+
+async def test_limit_keeps_the_newest(recorded):
+    out = io.StringIO()
+    await print_audit(recorded, session=None, user=None, channel=None, since_hours=None, fmt="jsonl",
+                      limit=2, out=out)  # fmt: skip
+    assert [json.loads(x)["turn_id"] for x in out.getvalue().splitlines()] == ["b", "a"]
+
+
+async def test_csv_one_row_per_step(recorded):
+    out = io.StringIO()
+    await print_audit(recorded, session=None, user=None, channel="C1", since_hours=None, fmt="csv",
+                      limit=100, out=out)  # fmt: skip
+    rows = list(csv.DictReader(io.StringIO(out.getvalue())))
+    assert tuple(rows[0].keys()) == CSV_FIELDS
+    assert [(r["turn_id"], r["step"]) for r in rows] == [("b", ""), ("a", "a-1"), ("a", "a-2")]
+    assert json.loads(rows[1]["input"]) == {"sql": "SELECT 1"} and rows[1]["tool"] == "run_sql"
+    assert json.loads(rows[1]["feedback"]) == {"U1": "good"}
+    assert KEY not in out.getvalue()
+
+
+def test_audit_rows_turn_without_steps_gets_one_row():
+    rows = audit_rows([{"turn_id": "x", "steps": []}])
+    assert len(rows) == 1 and rows[0]["step"] == "" and rows[0]["input"] == ""

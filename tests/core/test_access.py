@@ -1,0 +1,139 @@
+"""Access control: allowlists, admins, per-channel datasets (table-driven), then denials and rate-limit
+refusals through `Analyst.handle` for Slack- and Teams-shaped messages."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from core.access import AccessPolicy, parse_channel_datasets
+from core.events import IncomingMessage
+from core.policy import TableAllowlist
+from tests.fakes.anthropic_api import text
+
+
+def msg(user="U1", channel="C1", team="T1", surface="slack", text_="hi") -> IncomingMessage:
+    return IncomingMessage(
+        text=text_,
+        surface=surface,
+        thread_key=(team, channel, "1.0"),
+        user_id=user,
+        channel_id=channel,
+        team_id=team,
+    )
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("", {}),
+        ("C1=finance.*", {"C1": ("finance.*",)}),
+        ("C1=finance.*|shared.*;C2=ops.*", {"C1": ("finance.*", "shared.*"), "C2": ("ops.*",)}),
+        (" C1 = finance.* | ; C2=", {"C1": ("finance.*",), "C2": ()}),
+        ("garbage;C3=a.b", {"C3": ("a.b",)}),
+    ],
+)
+def test_parse_channel_datasets(value, expected):
+    assert parse_channel_datasets(value) == expected
+
+
+POLICY = AccessPolicy(
+    teams=frozenset({"T1"}),
+    channels=frozenset({"C1"}),
+    users=frozenset({"U1", "U2"}),
+    admins=frozenset({"ADMIN"}),
+)
+
+
+@pytest.mark.parametrize(
+    ("message", "denied_with"),
+    [
+        (msg(), None),
+        (msg(user="U2"), None),
+        (msg(team="T9"), "isn't enabled for this workspace"),
+        (msg(channel="C9"), "isn't enabled in this channel"),
+        (msg(channel="D123"), None),  # direct messages are not channel-gated
+        (msg(user="U9"), "not on the list of people"),
+        (msg(user="ADMIN", team="T9", channel="C9"), None),  # admins pass every allowlist
+        (msg(user="U9", surface="terminal"), None),  # the local terminal is the operator
+        (msg(user="U1", surface="teams", team="T9"), "isn't enabled for this workspace"),
+    ],
+)
+def test_access_check(message, denied_with):
+    denial = POLICY.check(message)
+    if denied_with is None:
+        assert denial is None
+    else:
+        assert denial and denied_with in denial and denial.endswith(".")
+
+
+def test_empty_policy_allows_everyone():
+    assert AccessPolicy().check(msg(user="anyone", channel="C42", team="T42")) is None
+
+
+@pytest.mark.parametrize(
+    ("channel", "allowed", "refused"),
+    [
+        ("CFIN", ["finance.ledger", "shared.fx"], ["ops.tickets", "hr.salaries"]),
+        ("COPS", ["ops.tickets"], ["finance.ledger"]),
+        ("COTHER", ["main.flights"], ["finance.ledger"]),
+    ],
+)
+def test_per_channel_datasets(channel, allowed, refused):
+    policy = AccessPolicy(
+        datasets=TableAllowlist(patterns=("main.*",)),
+        channel_datasets=parse_channel_datasets("CFIN=finance|shared.*;COPS=ops.*"),
+    )
+    allowlist = policy.allowlist_for(msg(channel=channel))
+    assert all(allowlist.allows(t) for t in allowed)
+    assert not any(allowlist.allows(t) for t in refused)
+
+
+def test_from_settings(settings):
+    s = settings.model_copy(
+        update={
+            "allowed_channels": "C1, C2",
+            "admin_users": "UA",
+            "channel_datasets": "C1=finance.*",
+        }
+    )
+    policy = AccessPolicy.from_settings(s)
+    assert policy.channels == {"C1", "C2"} and policy.is_admin("UA") and not policy.is_admin("U1")
+    assert policy.channel_datasets == {"C1": ("finance.*",)}
+
+
+async def test_denials_and_rate_limits_through_the_core(analyst, fake_model, recorder, settings):
+    """Slack and Teams messages: a denial is a short sentence, a rate limit says when to come back,
+    an admin is never limited, and none of them reaches the model."""
+    analyst.access = AccessPolicy(channels=frozenset({"C1"}), admins=frozenset({"BOSS"}))
+    analyst.settings = settings.model_copy(update={"user_turns_per_hour": 2, "channel_turns_per_hour": 3})
+
+    for surface in ("slack", "teams"):
+        denied = await analyst.handle(msg(channel="C9", surface=surface), recorder)
+        assert not denied.ok and "isn't enabled in this channel" in denied.error
+    assert fake_model.requests == []
+    failed = recorder.of("failed")
+    assert len(failed) == 2 and all(f.error_id and f.retry_after_s is None for f in failed)
+
+    fake_model.enqueue(text("one"), text("two"))
+    assert (await analyst.handle(msg(text_="q1"), recorder)).ok
+    assert (await analyst.handle(msg(text_="q2"), recorder)).ok
+    limited = await analyst.handle(msg(text_="q3"), recorder)
+    assert not limited.ok and len(fake_model.requests) == 2
+    assert re.search(r"Try again in (\d+ minutes|\d+ seconds)\.$", limited.error), limited.error
+    wait = recorder.of("failed")[-1].retry_after_s
+    assert wait and 3000 < wait <= 3600
+
+    # another user in the same channel still has one turn left of the channel's three
+    fake_model.enqueue(text("three"))
+    assert (await analyst.handle(msg(user="U2", text_="q4"), recorder)).ok
+    channel_full = await analyst.handle(msg(user="U3", text_="q5"), recorder)
+    assert not channel_full.ok and "Try again in" in channel_full.error
+    # the same user id on Teams is someone else: limits are per surface
+    fake_model.enqueue(text("teams"), text("boss"))
+    assert (await analyst.handle(msg(surface="teams", text_="q6"), recorder)).ok
+    assert (await analyst.handle(msg(user="BOSS", text_="q7"), recorder)).ok
+    # refused turns are not recorded as answered questions, answered ones are
+    turns = await analyst.store.list_turns(channel_id="C1")
+    assert {t["question"] for t in turns} == {"q1", "q2", "q4", "q6", "q7"}

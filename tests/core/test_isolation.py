@@ -1,0 +1,161 @@
+"""Sandbox isolation: what LocalSandbox reports, that a step breaking a limit is killed and reported
+while the next step works, and the bot-side path checks (pure helpers, table-driven)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+import pytest_asyncio
+
+from core import isolation
+from core.sandbox import StepRequest
+from core.sandbox_local import LocalSandbox, read_inside, resolve_in_workspace, write_inside
+
+module_loop = pytest.mark.asyncio(loop_scope="module")
+ROOT = os.geteuid() == 0
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def sandbox(tmp_path_factory):
+    home = tmp_path_factory.mktemp("iso") / "home"
+    sb = LocalSandbox(workspaces=home / "workspaces", hidden=[home])
+    await sb.start()
+    yield sb
+    await sb.close()
+
+
+def step(code: str, **kw) -> StepRequest:
+    return StepRequest(
+        kind="python", session_id="iso-1", code=code, **{"timeout_s": 3, "memory_mb": 512, **kw}
+    )
+
+
+@module_loop
+async def test_protections_are_reported(sandbox):
+    p = sandbox.protections()
+    for name in ("network", "environment", "limits", "privileges", "wall time", "uid", "filesystem"):
+        assert name in p, name
+    assert p["network"].startswith("on") and p["limits"].startswith("on")
+    if ROOT:
+        assert all(v.startswith("on") for v in p.values()), p
+    else:
+        assert p["uid"].startswith("OFF")
+
+
+@module_loop
+@pytest.mark.parametrize(
+    ("code", "extra", "message"),
+    [
+        ("while True:\n    pass", {}, "time limit"),
+        ("x = bytearray(2 * 1024 ** 3)", {}, "MemoryError"),
+        ("open('big.bin', 'wb').write(b'0' * 3 * 1024 * 1024)", {"file_mb": 1}, "File too large"),
+        ("import os\nos.kill(os.getpid(), 9)", {}, "ended without a result"),
+        ("fs = [open('f%d' % i, 'w') for i in range(1000)]", {}, "Too many open files"),
+    ],
+    ids=["wall-time", "memory", "file-size", "crash", "open-files"],
+)
+async def test_a_step_that_breaks_a_limit_is_reported_and_the_next_works(sandbox, code, extra, message):
+    broken = await sandbox.run(step(code, **extra))
+    assert not broken.ok and message in broken.error, broken.error
+    after = await sandbox.run(step("print(6 * 7)"))
+    assert after.ok and after.output.strip() == "42"
+
+
+@module_loop
+@pytest.mark.skipif(not ROOT, reason="the per-session uid (and so the process cap) needs root")
+async def test_process_count_is_capped(sandbox):
+    code = (
+        "import os, time\nn = 0\ntry:\n    for _ in range(200):\n        if os.fork() == 0:\n"
+        "            time.sleep(5); os._exit(0)\n        n += 1\nexcept OSError as e:\n    print('capped', n, e)"
+    )
+    result = await sandbox.run(step(code))
+    assert "capped" in result.output and int(result.output.split()[1]) < 200
+
+
+@module_loop
+@pytest.mark.skipif(not ROOT, reason="needs the per-session uid and mount namespace")
+async def test_sessions_cannot_see_each_other(sandbox):
+    await sandbox.write_file("iso-2", "mine.csv", b"x\n1\n")
+    other = str(sandbox.workspace("iso-2"))
+    seen = await sandbox.run(step(f"import os\nprint(os.path.exists({other!r}))"))
+    assert seen.ok and seen.output.strip() == "False"
+
+
+@pytest.mark.parametrize(
+    ("path", "ok"),
+    [
+        ("a.csv", True),
+        ("sub/a.csv", True),
+        ("./a.csv", True),
+        ("sub/../a.csv", True),
+        ("../other/a.csv", False),
+        ("/etc/passwd", False),
+        ("~/x", False),
+        ("", False),
+        ("a\x00b", False),
+        ("sub/../../x", False),
+    ],
+)
+def test_resolve_in_workspace(tmp_path: Path, path: str, ok: bool):
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    if ok:
+        assert ws.resolve() in resolve_in_workspace(ws, path).parents
+    else:
+        with pytest.raises(PermissionError):
+            resolve_in_workspace(ws, path)
+
+
+def test_symlinks_out_of_the_workspace_are_refused(tmp_path: Path):
+    ws, outside = tmp_path / "ws", tmp_path / "secret.txt"
+    ws.mkdir()
+    outside.write_text("secret")
+    (ws / "link.txt").symlink_to(outside)
+    (ws / "dirlink").symlink_to(tmp_path)
+    (ws / "inner.txt").write_text("fine")
+    (ws / "inner-link.txt").symlink_to(ws / "inner.txt")
+    for path in ("link.txt", "dirlink/secret.txt"):
+        with pytest.raises(PermissionError):
+            resolve_in_workspace(ws, path)
+    assert read_inside(ws, resolve_in_workspace(ws, "inner-link.txt")) == b"fine"
+    with pytest.raises(OSError):  # a link swapped in after the check is not followed
+        read_inside(ws, ws / "link.txt")
+    with pytest.raises(OSError):
+        write_inside(ws, ws / "link.txt", b"pwned")
+    with pytest.raises(OSError):  # the directory is pinned without following links
+        write_inside(ws, ws / "dirlink" / "secret.txt", b"pwned")
+    os.mkfifo(ws / "pipe")
+    with pytest.raises(PermissionError):  # a FIFO would hang the bot's read
+        read_inside(ws, ws / "pipe")
+    assert outside.read_text() == "secret"
+    write_inside(ws, ws / "new.txt", b"ok")
+    assert (ws / "new.txt").read_bytes() == b"ok"
+
+
+@pytest.mark.parametrize(
+    ("root", "expected_on", "expected_off"),
+    [
+        (True, {"uid", "bot process", "filesystem", "leftover processes", "limits"}, set()),
+        (False, {"bot process", "limits", "privileges"}, {"uid", "leftover processes"}),
+    ],
+)
+def test_describe_step_protections(monkeypatch, root, expected_on, expected_off):
+    monkeypatch.setattr(isolation.os, "geteuid", lambda: 0 if root else 1000)
+    report = isolation.describe_step_protections(["/x/.env"])
+    assert expected_on <= set(report.active) and expected_off == set(report.missing)
+    if root:
+        assert "/x/.env" in report.active["filesystem"]
+
+
+def test_kill_uid_processes_never_touches_ordinary_uids():
+    assert isolation.kill_uid_processes(0) == 0 and isolation.kill_uid_processes(os.getuid()) == 0
+
+
+def test_scrubbed_env_drops_secrets(monkeypatch):
+    monkeypatch.setenv("SLACK_BOT_TOKEN", "xoxb-1")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "a")
+    env = isolation.scrubbed_env({"PYTHONPATH": "/code"})
+    assert "SLACK_BOT_TOKEN" not in env and "AWS_SECRET_ACCESS_KEY" not in env
+    assert env["PYTHONPATH"] == "/code" and env["HOME"] == "/nonexistent"

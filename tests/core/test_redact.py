@@ -1,0 +1,137 @@
+"""Secrets hygiene: the Redactor on text, data and events, the log filter, and one whole turn whose
+model output and tool output both carry the bot's secrets — none may reach events, records, logs,
+the stored history or the audit output."""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import sys
+
+import pytest
+
+from core.events import IncomingMessage, StepFinished, StepRecord, TurnFailed
+from core.redact import MASK, RedactingFilter, Redactor, install_log_redaction
+from tests.fakes.anthropic_api import text, tool
+
+SECRET = "s3cr3t-value-ABCDEF"
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        (f"token={SECRET}!", f"token={MASK}!"),
+        ("slack xoxb-123456789-abcdefghij end", f"slack {MASK} end"),
+        ("app xapp-1-A0123456-abcdef", f"app {MASK}"),
+        ("key sk-ant-api03-abcdefgh_ijk", f"key {MASK}"),
+        ("aws AKIAABCDEFGHIJKLMNOP.", f"aws {MASK}."),
+        ("g AIza" + "x" * 35, f"g {MASK}"),
+        ("oauth ya29." + "a" * 30, f"oauth {MASK}"),
+        ("jwt eyJhbGciOiJIUzI1.eyJzdWIiOiIxMjM0.abcdefghij", f"jwt {MASK}"),
+        ("-----BEGIN RSA PRIVATE KEY-----\nMIIE\n-----END RSA PRIVATE KEY-----", MASK),
+        ("nothing secret here: sk-ant (too short), xoxb", "nothing secret here: sk-ant (too short), xoxb"),
+        ("", ""),
+    ],
+)
+def test_redactor_text(raw: str, expected: str):
+    assert Redactor([SECRET]).text(raw) == expected
+
+
+def test_redactor_longest_secret_first_and_empty_ignored():
+    r = Redactor(["abcdef", "abcdef-longer", ""])
+    assert r.text("x abcdef-longer y abcdef") == f"x {MASK} y {MASK}"
+
+
+def test_redactor_data_keeps_shape_and_types():
+    r = Redactor([SECRET])
+    data = {"a": [SECRET, 1, None, (SECRET, 2.5)], "b": {"c": f"pre {SECRET}"}, "ok": True}
+    assert r.data(data) == {"a": [MASK, 1, None, (MASK, 2.5)], "b": {"c": f"pre {MASK}"}, "ok": True}
+
+
+def test_redactor_event_nested_dataclasses():
+    r = Redactor([SECRET])
+    record = StepRecord(
+        step_id="1", tool="run_python", input={"code": SECRET}, ok=False, summary=SECRET, duration_s=0.1
+    )
+    event = r.event(StepFinished(turn_id="t", record=record))
+    assert SECRET not in repr(event) and event.record.input == {"code": MASK}
+    failed = TurnFailed(turn_id="t", error_id="e", message=f"bad {SECRET}")
+    assert r.event(failed).message == f"bad {MASK}"
+    plain = TurnFailed(turn_id="t", error_id="e", message="fine")
+    assert r.event(plain) is plain  # nothing to change: the same object
+
+
+def _record(msg: str, args, exc: bool = False) -> logging.LogRecord:
+    exc_info = None
+    if exc:
+        try:
+            raise RuntimeError(f"boom with {SECRET}")
+        except RuntimeError:
+            exc_info = sys.exc_info()
+    return logging.LogRecord("x", logging.ERROR, __file__, 1, msg, args, exc_info)
+
+
+@pytest.mark.parametrize(
+    ("msg", "args", "exc"),
+    [
+        (f"plain {SECRET}", None, False),
+        ("arg %s and %d", (SECRET, 3), False),
+        ("mapping %(tok)s", ({"tok": SECRET},), False),
+        ("with traceback", None, True),
+        ("object arg %s", (RuntimeError(SECRET),), False),
+    ],
+)
+def test_redacting_filter_formats_no_secret(msg, args, exc):
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    handler.addFilter(RedactingFilter(Redactor([SECRET])))
+    handler.setFormatter(logging.Formatter("%(levelname)s %(message)s"))
+    handler.handle(_record(msg, args, exc))
+    out = stream.getvalue()
+    assert SECRET not in out and out.startswith("ERROR")
+    if exc:
+        assert "RuntimeError" in out and MASK in out
+
+
+async def test_turn_with_secrets_in_model_and_tool_output_leaks_nowhere(
+    analyst, fake_model, recorder, settings, caplog
+):
+    """The model repeats a token and the bot's key; a step prints them: nothing leaks anywhere."""
+    from bot.audit import print_audit
+
+    key = settings.anthropic_api_key.get_secret_value()
+    token = "xoxb-999999999-LEAKEDtokenZZZ"
+    printer = f"print('key={key}')\nprint('token={token}')\nraise ValueError('{key}')"
+    fake_model.enqueue(
+        tool("run_python", {"code": printer}, say=f"Trying {token} and {key}"),
+        text(f"The answer mentions {key} and {token}."),
+    )
+    caplog.set_level(logging.DEBUG)
+    install_log_redaction(settings.secret_values())  # what `datathread serve/chat` install at start
+    message = IncomingMessage(
+        text=f"use {token}", surface="slack", thread_key=("T", "C", "1.0"), user_id="U1", channel_id="C1"
+    )
+    outcome = await analyst.handle(message, recorder)
+    assert outcome.ok, outcome.error
+    # the step really produced them (otherwise the test proves nothing)
+    seen_by_model = fake_model.requests[1]["messages"][-1]["content"][0]["content"]
+    assert "key=[redacted]" in seen_by_model and "token=[redacted]" in seen_by_model
+    secrets = (key, token)
+    events = repr(recorder.events)
+    assert MASK in events and not [s for s in secrets if s in events]
+    turns = await analyst.store.list_turns(session_id=outcome.session_id)
+    assert turns and not [s for s in secrets if s in json.dumps(turns)]
+    history = json.dumps(await analyst.store.load_history(outcome.session_id))
+    assert not [s for s in secrets if s in history]
+    leaked = [r.name for r in caplog.records if any(s in caplog.handler.format(r) for s in secrets)]
+    assert not leaked and caplog.records
+    for handler in logging.getLogger().handlers:
+        for f in [f for f in handler.filters if isinstance(f, RedactingFilter)]:
+            handler.removeFilter(f)
+    for fmt in ("jsonl", "csv"):
+        out = io.StringIO()
+        assert await print_audit(
+            settings, session=None, user="U1", channel=None, since_hours=None, fmt=fmt, limit=10, out=out
+        )
+        assert "run_python" in out.getvalue() and not [s for s in secrets if s in out.getvalue()]
