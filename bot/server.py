@@ -39,7 +39,11 @@ def create_app(
     settings: Settings, *, runner: Runner | None = None, analyst: Analyst | None = None
 ) -> Starlette:
     """Build the ASGI app. Pass `runner` (e.g. Modal's spawn runner) and `analyst` to override the defaults."""
-    state = AppState(settings=settings, runner=runner or LocalRunner(), analyst=analyst)
+    state = AppState(
+        settings=settings,
+        runner=runner or LocalRunner(max_concurrent=settings.max_concurrent_turns),
+        analyst=analyst,
+    )
     routes = [Route("/healthz", _healthz, methods=["GET"])]
     surfaces = []
     for module in ("bot.slack_app", "bot.teams_app", "bot.files"):

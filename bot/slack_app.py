@@ -24,11 +24,13 @@ from bot.slack_turn import (
     JOB_ACTION,
     JOB_EXPORT,
     JOB_HOME,
+    JOB_MESSAGE,
     JOB_PROMPTS,
     JOB_TURN,
     build_client,
     confirm_registry,
     register_jobs,
+    run_turn,
 )
 from core.runner import TurnJob
 from core.sessions import session_id_for
@@ -76,24 +78,39 @@ def action_payload(body: dict, action: dict) -> dict:
 
 
 async def admit(state: Any, body: dict, event: dict, bot_user_id: str | None, *, mentioned: bool) -> None:
-    """Decide whether a message starts a turn, at most once per message across retries and replicas."""
+    """Inside the ack: pure checks only, then hand the message to a job. No store I/O here, so a busy
+    store can never delay Slack's 200 (https://docs.slack.dev/apis/events-api/#responding)."""
     if is_ignored(event, bot_user_id):
         return
-    store, channel = state.analyst.store, event["channel"]
-    team = body.get("team_id") or event.get("team", "")
-    root = event.get("thread_ts") or event["ts"]
-    if not mentioned and event.get("channel_type") != "im":
-        if not event.get("thread_ts"):
-            return  # a channel message without a mention is not for us
-        if await store.get_meta(session_id_for("slack", (team, channel, root))) is None:
-            return  # a thread datathread is not part of
-    if not await store.first_seen(f"slack:event:{body.get('event_id')}"):
+    if not mentioned and event.get("channel_type") != "im" and not event.get("thread_ts"):
+        return  # a channel message without a mention is not for us
+    payload = {
+        "team": body.get("team_id") or event.get("team", ""),
+        "channel": event["channel"],
+        "user": event["user"],
+        "text": strip_mention(event.get("text", ""), bot_user_id) or "Hello! What can you help me with?",
+        "thread_ts": event.get("thread_ts") or event["ts"],
+        "ts": event["ts"],
+        "event_id": body.get("event_id", ""),
+        "follow_up_only": not mentioned and event.get("channel_type") != "im",
+    }
+    await state.runner.submit(TurnJob(kind=JOB_MESSAGE, payload=payload))
+
+
+async def run_message(state: Any, p: dict) -> None:
+    """After the ack: start a turn at most once per message, across retries and replicas."""
+    store = state.analyst.store
+    if (
+        p["follow_up_only"]
+        and await store.get_meta(session_id_for("slack", (p["team"], p["channel"], p["thread_ts"]))) is None
+    ):
+        return  # a thread datathread is not part of
+    if not await store.first_seen(f"slack:event:{p['event_id']}"):
         return  # Slack's retry (X-Slack-Retry-Num) of an event already taken
-    if not await store.first_seen(f"slack:msg:{channel}:{event['ts']}"):
+    if not await store.first_seen(f"slack:msg:{p['channel']}:{p['ts']}"):
         return  # the other half of an app_mention + message pair
-    text = strip_mention(event.get("text", ""), bot_user_id) or "Hello! What can you help me with?"
-    payload = {"team": team, "channel": channel, "user": event["user"], "text": text, "thread_ts": root}
-    await state.runner.submit(TurnJob(kind=JOB_TURN, payload=payload))
+    keys = ("team", "channel", "user", "text", "thread_ts")
+    await run_turn(state, {k: p[k] for k in keys})
 
 
 def build_bolt_app(state: Any) -> AsyncApp:
@@ -132,12 +149,12 @@ def build_bolt_app(state: Any) -> AsyncApp:
     )
     async def on_footer_button(ack, body: dict, action: dict) -> None:
         await ack()
-        await submit(TurnJob(kind=JOB_ACTION, payload=action_payload(body, action)))
+        await submit(TurnJob(kind=JOB_ACTION, payload=action_payload(body, action), quick=True))
 
     @app.action(render.ACTION_EXPORT)
     async def on_export(ack, body: dict, action: dict) -> None:
         await ack()
-        await submit(TurnJob(kind=JOB_EXPORT, payload=action_payload(body, action)))
+        await submit(TurnJob(kind=JOB_EXPORT, payload=action_payload(body, action), quick=True))
 
     @app.action(re.compile(f"^({render.ACTION_CONFIRM_RUN}|{render.ACTION_CONFIRM_CANCEL})$"))
     async def on_confirm(ack, action: dict) -> None:
@@ -147,13 +164,13 @@ def build_bolt_app(state: Any) -> AsyncApp:
     @app.event("app_home_opened")
     async def on_home(event: dict) -> None:
         if event.get("tab", "home") == "home":
-            await submit(TurnJob(kind=JOB_HOME, payload={"user": event["user"]}))
+            await submit(TurnJob(kind=JOB_HOME, payload={"user": event["user"]}, quick=True))
 
     @app.event("assistant_thread_started")
     async def on_assistant_thread(event: dict) -> None:
         thread = event.get("assistant_thread") or {}
         payload = {"channel": thread.get("channel_id"), "thread_ts": thread.get("thread_ts")}
-        await submit(TurnJob(kind=JOB_PROMPTS, payload=payload))
+        await submit(TurnJob(kind=JOB_PROMPTS, payload=payload, quick=True))
 
     @app.event("assistant_thread_context_changed")
     async def on_context_changed() -> None:
@@ -178,6 +195,11 @@ def routes(state: Any) -> list[Route]:
 async def on_startup(state: Any) -> None:
     """Register the Slack job handlers on the runner once the core is built."""
     register_jobs(state)
+
+    async def message_job(job: TurnJob) -> None:
+        await run_message(state, job.payload)
+
+    state.runner.register(JOB_MESSAGE, message_job)
 
 
 async def _not_configured(request: Request) -> PlainTextResponse:

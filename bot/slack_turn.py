@@ -23,6 +23,7 @@ from core.runner import TurnJob
 log = logging.getLogger("datathread.slack")
 
 JOB_TURN = "slack.turn"
+JOB_MESSAGE = "slack.message"  # a message event: de-duplicated after the ack, then a turn
 JOB_ACTION = "slack.action"
 JOB_EXPORT = "slack.export"
 JOB_HOME = "slack.home"

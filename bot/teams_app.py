@@ -139,7 +139,9 @@ def routes(state: AppState) -> list[Route]:
         dedup = f"teams:{activity.conversation.id if activity.conversation else ''}:{activity.id}"
         if activity.id and store is not None and not await store.first_seen(dedup):
             return Response(status_code=200)  # a retry of an activity we already took
-        await state.runner.submit(TurnJob(kind=JOB_KIND, payload={"activity": body}))
+        # Card clicks (Run/Cancel, Show SQL, feedback) carry `value` and no text: they skip the turn queue.
+        quick = bool(activity.value) and not (activity.text or "").strip()
+        await state.runner.submit(TurnJob(kind=JOB_KIND, payload={"activity": body}, quick=quick))
         if activity.type == ActivityTypes.invoke:
             return JSONResponse({}, status_code=200)  # invoke needs a 200 body within 15 s
         return Response(status_code=202)

@@ -22,6 +22,9 @@ class TurnJob:
 
     kind: str
     payload: dict = field(default_factory=dict)
+    # Quick jobs (button clicks, confirmations, home tabs) skip the queue of turns: a turn waiting for a
+    # Run/Cancel click must never wait behind the very click that would release it.
+    quick: bool = False
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -46,22 +49,31 @@ class Runner(Protocol):
 class LocalRunner:
     """In-process runner: each job is an asyncio task; failures are logged, never lost silently."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, max_concurrent: int = 8) -> None:
         self.handlers: dict[str, JobHandler] = {}
         self.tasks: set[asyncio.Task] = set()
+        # Backpressure: beyond this many jobs at once, the rest wait their turn instead of competing for
+        # the CPU with the event loop that must keep acking within the platforms' deadlines.
+        self._slots = asyncio.Semaphore(max_concurrent)
 
     def register(self, kind: str, handler: JobHandler) -> None:
         self.handlers[kind] = handler
 
     async def submit(self, job: TurnJob) -> None:
         handler = self.handlers[job.kind]
-        task = asyncio.create_task(self._run(handler, job), name=f"job:{job.kind}")
+        task = asyncio.create_task(self._run_in_slot(handler, job), name=f"job:{job.kind}")
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)
 
     async def run_now(self, job: TurnJob) -> None:
         """Run a job in the current task (used by the remote side of other runners)."""
         await self._run(self.handlers[job.kind], job)
+
+    async def _run_in_slot(self, handler: JobHandler, job: TurnJob) -> None:
+        if job.quick:
+            return await self._run(handler, job)
+        async with self._slots:
+            await self._run(handler, job)
 
     @staticmethod
     async def _run(handler: JobHandler, job: TurnJob) -> None:

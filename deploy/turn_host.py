@@ -55,7 +55,9 @@ class TurnHost:
 
     async def run(self, job: dict) -> None:
         """Run one spawned job with the handler its surface registered; failures are logged there."""
-        await self.runner.run_now(TurnJob(kind=job["kind"], payload=dict(job.get("payload") or {})))
+        await self.runner.run_now(
+            TurnJob(kind=job["kind"], payload=dict(job.get("payload") or {}), quick=bool(job.get("quick")))
+        )
 
     async def stop(self) -> None:
         """Run the app's shutdown (closes the Analyst: sandbox client, store, model client)."""

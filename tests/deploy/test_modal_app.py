@@ -224,7 +224,7 @@ async def test_modal_runner_spawns_plain_job_data_and_refuses_unknown_kinds():
     runner = ModalRunner(spawn)
     runner.register("slack.turn", lambda job: None)  # type: ignore[arg-type,return-value]
     await runner.submit(TurnJob("slack.turn", {"channel": "C1", "text": "hi"}))
-    assert spawned == [{"kind": "slack.turn", "payload": {"channel": "C1", "text": "hi"}}]
+    assert spawned == [{"kind": "slack.turn", "payload": {"channel": "C1", "text": "hi"}, "quick": False}]
     with pytest.raises(KeyError):
         await runner.submit(TurnJob("slack.typo"))
     await runner.drain(timeout=1)  # a no-op: spawned calls belong to Modal
@@ -291,7 +291,7 @@ async def test_signed_slack_mention_is_acked_by_spawning_then_answered_by_the_tu
                 forged = await http.post("/slack/events", content=body, headers={**headers, **sign("x")})
         assert response.status_code == 200 and ack_s < 3.0  # Slack's ack budget
         assert forged.status_code == 401
-        assert [job["kind"] for job in spawned] == ["slack.turn"]
+        assert [job["kind"] for job in spawned] == ["slack.message"]
         assert spawned[0]["payload"]["text"] == "top carriers? chart it"
         assert not api.of("chat.postMessage") and not api.of("chat.startStream")  # nothing ran in web
 
