@@ -1,0 +1,143 @@
+"""BigQuery credentials and client construction.
+
+Credentials come from, in order: `GCP_SERVICE_ACCOUNT_JSON` (the key's JSON, or base64 of it, held in
+memory only — never written to disk, so no sandbox or neighbour can read a key file), the file named by
+`GOOGLE_APPLICATION_CREDENTIALS`, or application default credentials (workload identity, gcloud).
+With `DATATHREAD_BIGQUERY_API_URL` set and no credentials, anonymous credentials are used (emulators,
+tests). The billing project (`GCP_PROJECT`) runs the jobs; the data may live in other projects.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from core.config import ConfigError, Settings
+
+SCOPES = ("https://www.googleapis.com/auth/bigquery",)
+
+
+@dataclass(frozen=True)
+class ClientConfig:
+    """What a BigQuery client needs, resolved from settings once."""
+
+    project: str
+    credentials: Any
+    location: str | None = None
+    api_url: str | None = None
+
+
+def _service_account_info(raw: str) -> dict:
+    """Parse the service-account key from JSON or base64 JSON (env vars mangle newlines otherwise)."""
+    text = raw.strip()
+    if not text.startswith("{"):
+        try:
+            text = base64.b64decode(text, validate=True).decode()
+        except (binascii.Error, UnicodeDecodeError):
+            raise ConfigError(
+                "GCP_SERVICE_ACCOUNT_JSON is neither JSON nor base64 JSON: paste the key file's contents."
+            ) from None
+    try:
+        info = json.loads(text)
+    except json.JSONDecodeError:
+        raise ConfigError(
+            "GCP_SERVICE_ACCOUNT_JSON is not valid JSON: paste the key file's contents."
+        ) from None
+    if not isinstance(info, dict) or info.get("type") != "service_account":
+        raise ConfigError("GCP_SERVICE_ACCOUNT_JSON must be a service-account key (type service_account).")
+    return info
+
+
+def build_credentials(settings: Settings) -> tuple[Any, str | None]:
+    """(credentials, project the credentials name) from the settings; raises ConfigError in one sentence."""
+    import google.auth
+    from google.auth.exceptions import DefaultCredentialsError
+    from google.oauth2 import service_account
+
+    if settings.gcp_service_account_json is not None:
+        info = _service_account_info(settings.gcp_service_account_json.get_secret_value())
+        try:
+            creds = service_account.Credentials.from_service_account_info(info, scopes=SCOPES)
+        except (ValueError, KeyError) as exc:
+            raise ConfigError(f"GCP_SERVICE_ACCOUNT_JSON could not be used: {exc}.") from None
+        return creds, info.get("project_id")
+    if settings.google_application_credentials is not None:
+        path = settings.google_application_credentials
+        try:
+            return google.auth.load_credentials_from_file(str(path), scopes=SCOPES)
+        except (DefaultCredentialsError, OSError, ValueError) as exc:
+            raise ConfigError(f"GOOGLE_APPLICATION_CREDENTIALS ({path}) could not be used: {exc}") from None
+    if settings.bigquery_api_url:
+        from google.auth.credentials import AnonymousCredentials
+
+        return AnonymousCredentials(), None
+    try:
+        return google.auth.default(scopes=SCOPES)
+    except DefaultCredentialsError:
+        raise ConfigError(
+            "No Google credentials for BigQuery: set GCP_SERVICE_ACCOUNT_JSON or "
+            "GOOGLE_APPLICATION_CREDENTIALS, or run where application default credentials exist."
+        ) from None
+
+
+def resolve_config(settings: Settings) -> ClientConfig:
+    """Credentials and the billing project; GCP_PROJECT wins over the key's own project."""
+    credentials, key_project = build_credentials(settings)
+    project = settings.gcp_project or key_project
+    if not project:
+        raise ConfigError(
+            "GCP_PROJECT is not set: name the Google Cloud project that runs (and pays for) queries."
+        )
+    return ClientConfig(
+        project=project,
+        credentials=credentials,
+        location=settings.bigquery_location,
+        api_url=settings.bigquery_api_url,
+    )
+
+
+def build_client(config: ClientConfig):
+    """A `google.cloud.bigquery.Client` for the billing project (REST endpoint overridable)."""
+    from google.cloud import bigquery
+
+    options = {"api_endpoint": config.api_url.rstrip("/")} if config.api_url else None
+    return bigquery.Client(
+        project=config.project,
+        credentials=config.credentials,
+        location=config.location,
+        client_options=options,
+    )
+
+
+def describe_error(exc: BaseException, *, timeout_s: float | None = None) -> str:
+    """A BigQuery failure in plain, actionable words for the model (never a traceback)."""
+    from google.api_core import exceptions as gexc
+
+    if isinstance(exc, TimeoutError | gexc.DeadlineExceeded) or type(exc).__name__ == "TimeoutError":
+        limit = f" within {timeout_s:g} s" if timeout_s else ""
+        return (
+            f"The query did not finish{limit} and was cancelled. Narrow it (fewer columns, a partition "
+            "filter, pre-aggregation) and try again."
+        )
+    if not isinstance(exc, gexc.GoogleAPICallError):
+        return f"Could not reach BigQuery ({type(exc).__name__}: {str(exc)[:200]}). Try again shortly."
+    first = (exc.errors or [{}])[0] if isinstance(exc.errors, list) else {}
+    reason = str(first.get("reason") or getattr(exc, "reason", "") or "")
+    detail = str(first.get("message") or exc.message or "").strip()
+    if reason == "bytesBilledLimitExceeded":
+        return f"BigQuery stopped the query at its byte limit: {detail} Narrow the query."
+    if reason in ("quotaExceeded", "rateLimitExceeded") or exc.code == 429:
+        return f"BigQuery quota or rate limit reached: {detail} Wait a little, or make the query cheaper."
+    if exc.code == 403 or reason == "accessDenied":
+        return (
+            f"Permission denied by BigQuery: {detail} The bot's account cannot read this; "
+            "use another table from list_tables."
+        )
+    if exc.code == 404:
+        return f"Not found in BigQuery: {detail} Check the name with list_tables / describe_table."
+    if exc.code == 400:
+        return f"BigQuery rejected the query: {detail} Fix the SQL (BigQuery standard SQL) and try again."
+    return f"BigQuery error ({exc.code} {reason}): {detail}".strip()

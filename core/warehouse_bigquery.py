@@ -1,0 +1,389 @@
+"""BigQuery as the warehouse: discovery from table metadata, and queries that never surprise the bill.
+
+`core/tools.py` has already parsed the SQL (one read-only statement, allowed tables only). Here every
+query is dry-run first (free): BigQuery itself says the statement type (only SELECT runs — BigQuery
+would run a multi-statement string as a script), the tables it reads (checked against the allowlist
+again, as BigQuery resolved them) and the bytes it would scan. The estimate then meets the caps (run,
+ask the person, refuse) and the byte budgets; the job runs with `maximum_bytes_billed`, a timeout and
+labels, and its result lands in the session workspace as parquet with a preview for the model.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import io
+import time
+import uuid
+from dataclasses import dataclass
+from fnmatch import fnmatchcase
+from typing import Any
+
+from core.bigquery_client import ClientConfig, build_client, describe_error, resolve_config
+from core.bigquery_cost import (
+    MIN_BILLED_BYTES,
+    budgets,
+    decide,
+    format_bytes,
+    format_cost,
+    job_labels,
+    over_budget_message,
+)
+from core.config import Settings
+from core.events import ConfirmRequest
+from core.policy import TableAllowlist
+from core.sandbox import Sandbox, StepResult
+from core.steps import preview_table, safe_file_stem
+from core.table_notes import TableNotes, column_lines, layout_lines, load_table_notes
+from core.warehouse import QueryContext
+
+CONFIRM_TIMEOUT_S = 600.0  # an unanswered question means "no"
+MAX_LISTED_TABLES = 200
+MAX_RESULT_ROWS = 5_000_000  # results travel through the bot: aggregate in SQL beyond this
+SAMPLE_ROWS = 3
+
+
+@dataclass(frozen=True)
+class CostLimits:
+    """Per-query caps and byte budgets, from settings."""
+
+    soft_cap: int
+    hard_cap: int
+    price_per_tib: float
+    per_turn: int
+    per_user_day: int
+    per_channel_day: int
+
+
+class BigQueryWarehouse:
+    """The production warehouse. One client per process; metadata cached for `metadata_ttl` seconds."""
+
+    dialect = "bigquery"
+
+    def __init__(
+        self,
+        client: Any,
+        sandbox: Sandbox,
+        *,
+        limits: CostLimits,
+        default_dataset: str | None = None,
+        notes: TableNotes | None = None,
+        metadata_ttl: float = 600.0,
+        use_storage_api: bool = False,
+    ):
+        self.client = client
+        self.sandbox = sandbox
+        self.limits = limits
+        self.default_project: str | None = client.project
+        self.default_dataset = _qualify_dataset(default_dataset, client.project)
+        self.notes = notes or TableNotes()
+        self.metadata_ttl = metadata_ttl
+        self.use_storage_api = use_storage_api
+        self._cache: dict[tuple, tuple[float, Any]] = {}
+
+    @classmethod
+    def from_settings(cls, settings: Settings, sandbox: Sandbox, *, config: ClientConfig | None = None):
+        """Build the client (credentials in memory) and read caps, budgets and notes once."""
+        client = build_client(config or resolve_config(settings))
+        limits = CostLimits(
+            soft_cap=settings.query_soft_cap_bytes,
+            hard_cap=settings.query_hard_cap_bytes,
+            price_per_tib=settings.bigquery_price_per_tib,
+            per_turn=settings.bigquery_turn_bytes,
+            per_user_day=settings.bigquery_user_day_bytes,
+            per_channel_day=settings.bigquery_channel_day_bytes,
+        )
+        return cls(
+            client,
+            sandbox,
+            limits=limits,
+            default_dataset=settings.bigquery_default_dataset,
+            notes=load_table_notes(settings.table_notes),
+            metadata_ttl=settings.bigquery_metadata_ttl,
+            use_storage_api=settings.bigquery_use_storage_api,
+        )
+
+    # --- prompt and discovery -----------------------------------------------------------------
+    def prompt_notes(self) -> str:
+        """Dialect and naming rules; stable bytes so the system prompt caches."""
+        default = (
+            f" Bare table names resolve in the default dataset `{self.default_dataset}`."
+            if self.default_dataset
+            else ""
+        )
+        text = (
+            "The warehouse is Google BigQuery (SQL dialect: BigQuery GoogleSQL). Refer to tables as "
+            f"`project.dataset.table` in backticks; `dataset.table` means project {self.default_project}."
+            f"{default} Queries are billed by bytes scanned: select only the columns you need, filter on "
+            "partitioning columns (describe_table shows them), and aggregate in SQL. Call list_tables, "
+            "then describe_table before querying a table. Expensive queries may be refused or need the "
+            "person's confirmation."
+        )
+        summary = self.notes.summary()
+        return text + ("\nNotes from the data team:\n" + summary if summary else "")
+
+    def effective_allowlist(self, allowlist: TableAllowlist) -> TableAllowlist:
+        """An empty allowlist means every dataset of the billing project, never the whole of BigQuery."""
+        if allowlist.allow_all:
+            return TableAllowlist((f"{self.default_project}.*",))
+        return allowlist
+
+    async def list_tables(self, allowlist: TableAllowlist) -> list[dict]:
+        """[{name, rows, description}] for tables the allowlist admits, from (free) table metadata."""
+        allow = self.effective_allowlist(allowlist)
+        return await self._cached(("tables", allow.patterns), lambda: self._list_tables(allow))
+
+    def _list_tables(self, allow: TableAllowlist) -> list[dict]:
+        names: list[str] = []
+        for dataset in self._datasets(allow):
+            for item in self.client.list_tables(dataset):
+                full = f"{item.project}.{item.dataset_id}.{item.table_id}"
+                if allow.allows(full):
+                    names.append(full)
+                if len(names) >= MAX_LISTED_TABLES:
+                    break
+        out = []
+        for full in sorted(names):
+            table = self.client.get_table(full)
+            note = self.notes.for_table(full)
+            description = table.description or (note.splitlines()[0] if note else "")
+            out.append({"name": full, "rows": table.num_rows or 0, "description": description})
+        return out
+
+    def _datasets(self, allow: TableAllowlist) -> list[str]:
+        """Datasets worth listing: those an allowlist pattern names, or all of a named project."""
+        out: set[str] = set()
+        for pattern in allow.patterns:
+            project, _, rest = pattern.partition(".")
+            if not project or any(c in project for c in "*?["):
+                project, rest = self.default_project or "", pattern
+            dataset = rest.partition(".")[0]
+            if dataset and not any(c in dataset for c in "*?["):
+                out.add(f"{project}.{dataset}")
+                continue
+            for item in self.client.list_datasets(project):
+                if fnmatchcase(f"{project}.{item.dataset_id}.x".lower(), pattern) or allow.allows_prefix(
+                    f"{project}.{item.dataset_id}."
+                ):
+                    out.add(f"{project}.{item.dataset_id}")
+        return sorted(out)
+
+    async def describe_table(self, table: str, allowlist: TableAllowlist) -> str:
+        """Columns, partitioning, clustering, curated notes and a few free sample rows."""
+        full = self._qualify_table(table)
+        if full is None or not self.effective_allowlist(allowlist).allows(full):
+            raise LookupError(f"No table named {table!r} that you may use. Call list_tables to see them.")
+        return await self._cached(("describe", full), lambda: self._describe(full, table))
+
+    def _describe(self, full: str, asked: str) -> str:
+        from google.api_core import exceptions as gexc
+
+        try:
+            t = self.client.get_table(full)
+        except gexc.NotFound:
+            raise LookupError(f"No table named {asked!r}. Call list_tables to see them.") from None
+        except gexc.GoogleAPICallError as exc:
+            raise LookupError(describe_error(exc)) from None
+        size = f", {format_bytes(t.num_bytes)}" if t.num_bytes is not None else ""
+        lines = [f"Table `{full}` ({(t.table_type or 'TABLE').lower()}) — {t.num_rows or 0:,} rows{size}."]
+        if t.description:
+            lines.append(t.description.strip())
+        lines += layout_lines(t)
+        note = self.notes.for_table(full)
+        if note:
+            lines += ["Notes from the data team:", note]
+        lines.append("Columns:")
+        lines += column_lines(t.schema)
+        if t.table_type == "TABLE" and t.num_rows:
+            try:  # tabledata.list: free, unlike SELECT ... LIMIT
+                rows = self.client.list_rows(t, max_results=SAMPLE_ROWS, selected_fields=t.schema[:30])
+                sample = rows.to_arrow(create_bqstorage_client=False)
+                lines += ["Sample rows:", preview_table(sample, SAMPLE_ROWS, 3000)]
+            except gexc.GoogleAPICallError:
+                lines.append("(No sample rows: they could not be read.)")
+        return "\n".join(lines)
+
+    def _qualify_table(self, table: str) -> str | None:
+        parts = [p for p in table.strip().replace("`", "").lower().split(".") if p]
+        if len(parts) == 1 and self.default_dataset:
+            parts = self.default_dataset.lower().split(".") + parts
+        if len(parts) == 2 and self.default_project:
+            parts = [self.default_project.lower(), *parts]
+        return ".".join(parts) if len(parts) == 3 else None
+
+    async def _cached(self, key: tuple, build):
+        hit = self._cache.get(key)
+        if hit and hit[0] > time.monotonic():
+            return hit[1]
+        value = await asyncio.to_thread(build)
+        self._cache[key] = (time.monotonic() + self.metadata_ttl, value)
+        return value
+
+    # --- queries ------------------------------------------------------------------------------
+    async def query(self, sql: str, save_as: str | None, ctx: QueryContext) -> StepResult:
+        """Dry run, caps, confirmation, budgets, then the job; every failure is an actionable error."""
+        started = time.perf_counter()
+        try:
+            result = await self._query(sql, save_as, ctx)
+        except ResultTooLarge as exc:
+            result = StepResult(ok=False, error=str(exc))
+        except Exception as exc:  # BigQuery and transport errors: words for the model, no traceback
+            result = StepResult(ok=False, error=describe_error(exc, timeout_s=ctx.timeout_s))
+        result.duration_s = round(time.perf_counter() - started, 3)
+        return result
+
+    async def _query(self, sql: str, save_as: str | None, ctx: QueryContext) -> StepResult:
+        dry = await asyncio.to_thread(self._dry_run, sql)
+        if (dry.statement_type or "").upper() != "SELECT":
+            kind = dry.statement_type or "unknown"
+            return _refuse(f"Only a single SELECT may run; BigQuery sees a {kind} statement.")
+        allow = self.effective_allowlist(ctx.allowlist)
+        for ref in dry.referenced_tables or []:
+            name = f"{ref.project}.{ref.dataset_id}.{ref.table_id}"
+            if not allow.allows(name):
+                return _refuse(f"Table `{name}` is not allowed here. Query only tables from list_tables.")
+        estimate = int(dry.total_bytes_processed or 0)
+        lim = self.limits
+        decision = decide(
+            estimate, soft_cap=lim.soft_cap, hard_cap=lim.hard_cap, price_per_tib=lim.price_per_tib
+        )
+        if decision.action == "refuse":
+            return _refuse(decision.message)
+        if decision.action == "confirm" and not await self._confirmed(decision.message, ctx):
+            return _refuse(
+                f"Not run: the query would scan {format_cost(estimate, lim.price_per_tib)} and the person did "
+                "not confirm it. Narrow it (fewer columns, a partition filter) or ask before running it again."
+            )
+        counted = self._budgets(ctx)
+        room = decision.maximum_bytes_billed
+        for budget in counted:
+            used = await ctx.store.add_usage(budget.key, 0, ttl_s=budget.ttl_s)  # read without adding
+            if used + estimate > budget.limit:
+                return _refuse(over_budget_message(budget, used, estimate, lim.price_per_tib))
+            room = min(room, budget.limit - used)
+        job, table = await asyncio.to_thread(self._run_job, sql, max(room, MIN_BILLED_BYTES), ctx)
+        billed = int(job.total_bytes_billed or 0)
+        for budget in counted:
+            await ctx.store.add_usage(budget.key, billed, ttl_s=budget.ttl_s)
+        return await self._save(table, job, billed, save_as, ctx)
+
+    def _job_config(self, **kwargs):
+        from google.cloud import bigquery
+
+        config = bigquery.QueryJobConfig(**kwargs)
+        if self.default_dataset:
+            config.default_dataset = self.default_dataset
+        return config
+
+    def _dry_run(self, sql: str):
+        config = self._job_config(dry_run=True, use_query_cache=False)
+        return self.client.query(sql, job_config=config, job_retry=None)
+
+    def _run_job(self, sql: str, maximum_bytes_billed: int, ctx: QueryContext):
+        labels = job_labels(
+            surface=ctx.surface, channel_id=ctx.channel_id, user_id=ctx.user_id, session_id=ctx.session_id
+        )
+        config = self._job_config(
+            maximum_bytes_billed=maximum_bytes_billed,
+            labels=labels,
+            job_timeout_ms=int(ctx.timeout_s * 1000),
+            use_query_cache=True,
+        )
+        job = self.client.query(sql, job_config=config)
+        try:
+            rows = job.result(timeout=ctx.timeout_s)
+        except Exception as exc:
+            if _is_timeout(exc):
+                self._cancel(job)
+            raise
+        if (rows.total_rows or 0) > MAX_RESULT_ROWS:
+            raise ResultTooLarge(rows.total_rows)
+        return job, rows.to_arrow(create_bqstorage_client=self.use_storage_api)
+
+    def _cancel(self, job) -> None:
+        # stop the slots: a timed-out job would otherwise keep running (and billing)
+        with contextlib.suppress(Exception):
+            self.client.cancel_job(job.job_id, location=job.location)
+
+    def _budgets(self, ctx: QueryContext):
+        if ctx.store is None:
+            return []
+        lim = self.limits
+        return budgets(
+            surface=ctx.surface,
+            channel_id=ctx.channel_id,
+            user_id=ctx.user_id,
+            turn_id=ctx.turn_id,
+            per_turn=lim.per_turn,
+            per_user_day=lim.per_user_day,
+            per_channel_day=lim.per_channel_day,
+        )
+
+    async def _confirmed(self, prompt: str, ctx: QueryContext) -> bool:
+        """Ask the person; no way to ask, a decline, a timeout or a failure all mean no."""
+        if ctx.confirm is None:
+            return False
+        request = ConfirmRequest(
+            turn_id=ctx.turn_id, step_id=f"{ctx.turn_id}-bq-{uuid.uuid4().hex[:6]}", prompt=prompt
+        )
+        try:
+            return bool(await asyncio.wait_for(ctx.confirm(request), CONFIRM_TIMEOUT_S))
+        except Exception:
+            return False
+
+    async def _save(self, table, job, billed: int, save_as: str | None, ctx: QueryContext) -> StepResult:
+        import pyarrow.parquet as pq
+
+        name = safe_file_stem(save_as, f"query_{int(time.time())}") + ".parquet"
+        buffer = io.BytesIO()
+        await asyncio.to_thread(pq.write_table, table, buffer, compression="zstd")
+        data = buffer.getvalue()
+        await self.sandbox.write_file(ctx.session_id, name, data)
+        processed = int(job.total_bytes_processed or 0)
+        cache = "yes (free)" if job.cache_hit else "no"
+        return StepResult(
+            ok=True,
+            output=(
+                f"BigQuery: processed {format_bytes(processed)}, billed "
+                f"{format_cost(billed, self.limits.price_per_tib)}, cache hit: {cache}."
+            ),
+            rows=table.num_rows,
+            columns=[{"name": f.name, "type": str(f.type)} for f in table.schema],
+            preview=preview_table(table, ctx.preview_rows, ctx.preview_bytes),
+            saved_as=name,
+            files=[{"path": name, "size": len(data), "kind": "parquet"}],
+            bytes_scanned=processed,
+        )
+
+    async def close(self) -> None:
+        """Close the HTTP session of the client."""
+        await asyncio.to_thread(self.client.close)
+
+
+class ResultTooLarge(Exception):
+    """The result has more rows than the bot will download."""
+
+    def __str__(self) -> str:
+        return (
+            f"The result has {self.args[0]:,} rows, more than the {MAX_RESULT_ROWS:,} rows the bot downloads. "
+            "Aggregate or filter in SQL."
+        )
+
+
+def _refuse(reason: str) -> StepResult:
+    return StepResult(ok=False, error=reason)
+
+
+def _is_timeout(exc: BaseException) -> bool:
+    import concurrent.futures
+
+    from google.api_core import exceptions as gexc
+
+    return isinstance(exc, TimeoutError | concurrent.futures.TimeoutError | gexc.DeadlineExceeded)
+
+
+def _qualify_dataset(dataset: str | None, project: str | None) -> str | None:
+    if not dataset:
+        return None
+    dataset = dataset.strip().strip("`")
+    return dataset if "." in dataset or not project else f"{project}.{dataset}"

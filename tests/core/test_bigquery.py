@@ -1,0 +1,486 @@
+"""BigQuery warehouse: the real google-cloud-bigquery client against a scripted REST API (`responses`),
+a real workspace on disk, a real SQLite store for budgets, and the real tool path for policy."""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+import responses
+
+from core.bigquery_cost import user_hash
+from core.config import load_settings
+from core.events import ConfirmRequest
+from core.policy import TableAllowlist
+from core.sandbox_local import LocalSandbox
+from core.store_sqlite import SqliteStore
+from core.tools import ToolContext, call_tool
+from core.warehouse import QueryContext
+from core.warehouse_bigquery import BigQueryWarehouse
+from tests.fakes.bigquery_api import Answer, FakeBigQuery, FakeTable
+
+API = "http://bq.test"
+ORDERS_SCHEMA = [
+    {"name": "id", "type": "INTEGER", "mode": "REQUIRED"},
+    {"name": "amount", "type": "FLOAT"},
+    {"name": "status", "type": "STRING", "description": "paid | refunded | test"},
+]
+ORDERS = "SELECT id, amount, status FROM shop.orders"
+
+
+def bq_settings(tmp_path, **extra):
+    values = dict(
+        _env_file=None,
+        warehouse="bigquery",
+        gcp_project="bill",
+        bigquery_api_url=API,
+        home=tmp_path / "home",
+        query_soft_cap_bytes=10 * 10**9,
+        query_hard_cap_bytes=100 * 10**9,
+    )
+    return load_settings(**(values | extra))
+
+
+@pytest.fixture
+def fake_bq():
+    fake = FakeBigQuery(API)
+    fake.add_table(
+        FakeTable(
+            "bill",
+            "shop",
+            "orders",
+            ORDERS_SCHEMA,
+            [[1, 9.5, "paid"], [2, 20.0, "refunded"], [3, 4.25, "paid"]],
+            description="One row per order.",
+            extra={
+                "timePartitioning": {"type": "DAY", "field": "created"},
+                "clustering": {"fields": ["status"]},
+            },
+        )
+    )
+    fake.add_table(FakeTable("bill", "shop", "customers", [{"name": "id", "type": "INTEGER"}], [[1]]))
+    fake.add_table(FakeTable("bill", "secret", "salaries", [{"name": "pay", "type": "FLOAT"}], [[1.0]]))
+    fake.add_table(FakeTable("other", "ext", "events", [{"name": "e", "type": "STRING"}], [["x"]]))
+    with responses.RequestsMock(assert_all_requests_are_fired=False) as mock:
+        fake.register(mock)
+        fake.mock = mock
+        yield fake
+    assert not fake.bugs
+
+
+@pytest.fixture
+async def parts(tmp_path, fake_bq):
+    settings = bq_settings(tmp_path, bigquery_default_dataset="shop")
+    sandbox = LocalSandbox(workspaces=settings.workspaces_dir)  # write_file needs no worker process
+    store = SqliteStore(tmp_path / "state.sqlite3")
+    warehouse = BigQueryWarehouse.from_settings(settings, sandbox)
+    yield warehouse, sandbox, store, settings
+    await warehouse.close()
+    await sandbox.close()
+    await store.close()
+
+
+def qctx(store, **kw) -> QueryContext:
+    base = dict(
+        session_id="s1",
+        surface="slack",
+        channel_id="C1",
+        user_id="U123",
+        turn_id="turn1",
+        store=store,
+        timeout_s=10,
+    )
+    return QueryContext(**(base | kw))
+
+
+def read_parquet(settings, name: str):
+    data = (settings.workspaces_dir / "s1" / name).read_bytes()
+    return pq.read_table(io.BytesIO(data)).to_pydict()
+
+
+async def test_dry_run_then_run_to_parquet_with_cap_labels_and_pages(parts, fake_bq):
+    warehouse, _, store, settings = parts
+    rows = [[i, i * 1.5, "paid" if i % 2 else "refunded"] for i in range(2500)]
+    fake_bq.on_query(
+        ORDERS, Answer(ORDERS_SCHEMA, rows, 2_500_000_000, page_size=1000, referenced=["bill.shop.orders"])
+    )
+    result = await warehouse.query(ORDERS, "orders", qctx(store))
+    assert result.ok, result.error
+    assert result.saved_as == "orders.parquet" and result.rows == 2500
+    table = read_parquet(settings, "orders.parquet")
+    assert table["id"][:3] == [0, 1, 2] and table["amount"][2499] == 2499 * 1.5
+    assert table["status"][1] == "paid" and len(table["id"]) == 2500
+    assert [c["name"] for c in result.columns] == ["id", "amount", "status"]
+    assert result.bytes_scanned == 2_500_000_000
+    assert (
+        "processed 2.5 GB" in result.output and "cache hit: no" in result.output and "$0.01" in result.output
+    )
+    dry, run = fake_bq.inserts
+    assert dry["configuration"]["dryRun"] is True and dry["configuration"]["query"]["useQueryCache"] is False
+    job = run["configuration"]
+    assert job["query"]["maximumBytesBilled"] == str(100 * 10**9)
+    assert job["query"]["defaultDataset"] == {"projectId": "bill", "datasetId": "shop"}
+    assert job["labels"] == {
+        "app": "datathread",
+        "surface": "slack",
+        "channel": "c1",
+        "user": user_hash("U123"),
+        "session": "s1",
+    }
+    assert "u123" not in str(job["labels"]).lower()
+    assert int(job["jobTimeoutMs"]) == 10_000
+    pages = [q for m, p, q in fake_bq.calls if "/queries/" in p and q.get("pageToken")]
+    assert len(pages) == 2  # 2,500 rows in pages of 1,000: first page + 2 pageToken calls
+    # budgets counted the billed bytes
+    assert await store.add_usage("bq:turn:turn1", 0, ttl_s=60) == 2_500_000_000
+
+
+async def test_over_hard_cap_is_refused_with_the_estimate_in_words(parts, fake_bq):
+    warehouse, _, store, _ = parts
+    fake_bq.on_query(ORDERS, Answer(ORDERS_SCHEMA, [], 300 * 10**9))
+    result = await warehouse.query(ORDERS, None, qctx(store))
+    assert not result.ok
+    assert "300 GB" in result.error and "$1.71" in result.error and "100 GB limit" in result.error
+    assert "partition" in result.error
+    assert fake_bq.runs() == [] and len(fake_bq.inserts) == 1
+
+
+async def test_confirmation_band_asks_and_only_yes_runs(parts, fake_bq):
+    warehouse, _, store, _ = parts
+    fake_bq.on_query(ORDERS, Answer(ORDERS_SCHEMA, [[1, 2.0, "paid"]], 20 * 10**9))
+    asked: list[ConfirmRequest] = []
+
+    def confirmer(answer):
+        async def confirm(request: ConfirmRequest) -> bool:
+            asked.append(request)
+            if isinstance(answer, Exception):
+                raise answer
+            return answer
+
+        return confirm
+
+    for answer in (False, RuntimeError("button expired")):
+        result = await warehouse.query(ORDERS, None, qctx(store, confirm=confirmer(answer)))
+        assert not result.ok and "did not confirm" in result.error and "20.0 GB" in result.error
+    no_one_to_ask = await warehouse.query(ORDERS, None, qctx(store, confirm=None))
+    assert not no_one_to_ask.ok and "did not confirm" in no_one_to_ask.error
+    assert fake_bq.runs() == []
+    yes = await warehouse.query(ORDERS, "ok", qctx(store, confirm=confirmer(True)))
+    assert yes.ok and yes.rows == 1 and len(fake_bq.runs()) == 1
+    assert len(asked) == 3 and asked[0].turn_id == "turn1"
+    assert "20.0 GB" in asked[0].prompt and "$0.11" in asked[0].prompt
+
+
+async def test_daily_budget_refuses_and_says_when_it_resets(parts, fake_bq):
+    warehouse, _, store, _ = parts
+    warehouse.limits = dataclasses.replace(warehouse.limits, per_user_day=5 * 10**9)
+    fake_bq.on_query(ORDERS, Answer(ORDERS_SCHEMA, [[1, 2.0, "paid"]], 3 * 10**9))
+    first = await warehouse.query(ORDERS, None, qctx(store, turn_id="a"))
+    assert first.ok
+    # the job may not bill more than what is left of the budget
+    assert fake_bq.runs()[0]["configuration"]["query"]["maximumBytesBilled"] == str(5 * 10**9)
+    second = await warehouse.query(ORDERS, None, qctx(store, turn_id="b"))
+    assert not second.ok
+    assert (
+        "your daily budget" in second.error and "00:00 UTC" in second.error and "2.0 GB left" in second.error
+    )
+    assert len(fake_bq.runs()) == 1
+    # another person in the same channel still has budget
+    other = await warehouse.query(ORDERS, None, qctx(store, turn_id="c", user_id="U999"))
+    assert other.ok
+
+
+def tool_ctx(warehouse, sandbox, store, allowlist: TableAllowlist) -> ToolContext:
+    query = qctx(store, allowlist=allowlist)
+    return ToolContext(
+        session_id="s1",
+        turn_id="turn1",
+        sandbox=sandbox,
+        warehouse=warehouse,
+        query=query,
+        allowlist=allowlist,
+    )
+
+
+ALLOW = TableAllowlist(("bill.shop.orders", "bill.shop.customers", "bill.pub.*"))
+REFUSED = [
+    ("qualified", "SELECT * FROM bill.secret.salaries", "is not allowed"),
+    ("backticked", "SELECT pay FROM `bill.secret.salaries`", "is not allowed"),
+    ("backticked parts", "SELECT pay FROM `bill`.`secret`.`salaries`", "is not allowed"),
+    ("dataset.table in the billing project", "SELECT * FROM secret.salaries", "is not allowed"),
+    ("unqualified in the default dataset", "SELECT * FROM refunds", "is not allowed"),
+    ("other project", "SELECT * FROM `other.ext.events`", "is not allowed"),
+    ("wildcard over a partly allowed dataset", "SELECT * FROM `bill.shop.*`", "covers several tables"),
+    (
+        "wildcard elsewhere",
+        "SELECT * FROM `other.ext.events_*` WHERE _TABLE_SUFFIX > '2024'",
+        "covers several tables",
+    ),
+    (
+        "information schema of another dataset",
+        "SELECT * FROM `bill.secret.INFORMATION_SCHEMA.TABLES`",
+        "covers several tables",
+    ),
+    (
+        "region information schema",
+        "SELECT * FROM `region-us`.INFORMATION_SCHEMA.JOBS",
+        "region-level metadata",
+    ),
+    (
+        "CTE hiding a forbidden table",
+        "WITH orders AS (SELECT * FROM secret.salaries) SELECT * FROM orders",
+        "is not allowed",
+    ),
+    ("subquery", "SELECT * FROM orders WHERE id IN (SELECT 1 FROM secret.salaries)", "is not allowed"),
+    ("delete", "DELETE FROM orders WHERE TRUE", "changes data"),
+    ("insert", "INSERT INTO orders (id) VALUES (1)", "changes data"),
+    ("merge", "MERGE orders t USING customers s ON t.id = s.id WHEN MATCHED THEN DELETE", "changes data"),
+    ("create table", "CREATE TABLE shop.copy AS SELECT * FROM orders", "changes the schema"),
+    ("drop", "DROP TABLE orders", "changes the schema"),
+    ("two statements", "SELECT 1; SELECT 2", "statements"),
+    ("script", "DECLARE x INT64 DEFAULT 1; SELECT x", "statements"),
+    (
+        "export",
+        "EXPORT DATA OPTIONS (uri='gs://b/x-*.csv', format='CSV') AS SELECT * FROM orders",
+        "EXPORT DATA",
+    ),
+    ("call", "CALL shop.refresh()", "CALL"),
+    ("temp function", "CREATE TEMP FUNCTION f(x INT64) AS (x + 1); SELECT f(id) FROM orders", "statements"),
+]
+
+
+async def test_policy_refusals_through_the_tool_path_never_reach_bigquery(parts, fake_bq):
+    warehouse, sandbox, store, _ = parts
+    ctx = tool_ctx(warehouse, sandbox, store, ALLOW)
+    for label, sql, why in REFUSED:
+        outcome = await call_tool("query_warehouse", {"sql": sql}, ctx)
+        assert outcome.is_error, f"{label}: {sql}"
+        assert why in outcome.content, f"{label}: {outcome.content}"
+    assert fake_bq.inserts == [] and not [c for c in fake_bq.calls if c[1].endswith("/jobs")]
+
+
+async def test_allowed_queries_through_the_tool_path(parts, fake_bq):
+    warehouse, sandbox, store, settings = parts
+    ctx = tool_ctx(warehouse, sandbox, store, ALLOW)
+    shadow = "WITH salaries AS (SELECT id FROM orders) SELECT id FROM salaries"  # a CTE, not secret.salaries
+    fake_bq.on_query(shadow, Answer([{"name": "id", "type": "INTEGER"}], [[7]], 5_000_000))
+    fake_bq.on_query(
+        "`bill.shop.orders`", Answer([{"name": "n", "type": "INTEGER"}], [[3]], 0, cache_hit=True)
+    )
+    outcome = await call_tool("query_warehouse", {"sql": shadow, "save_as": "shadow"}, ctx)
+    assert not outcome.is_error, outcome.content
+    assert "Saved 1 rows to 'shadow.parquet'" in outcome.content
+    assert read_parquet(settings, "shadow.parquet") == {"id": [7]}
+    cached = await call_tool("query_warehouse", {"sql": "SELECT count(*) n FROM `bill.shop.orders`"}, ctx)
+    assert not cached.is_error and "cache hit: yes" in cached.content and cached.bytes_scanned == 0
+
+
+async def test_dry_run_is_the_last_word_on_statement_type_and_tables(parts, fake_bq):
+    warehouse, _, store, _ = parts
+    fake_bq.on_query("SELECT 1 AS a", Answer(statement_type="SCRIPT"))
+    fake_bq.on_query("FROM shop.v", Answer(referenced=["bill.secret.salaries"]))
+    script = await warehouse.query("SELECT 1 AS a", None, qctx(store))
+    assert not script.ok and "SCRIPT" in script.error
+    leak = await warehouse.query("SELECT * FROM shop.v", None, qctx(store, allowlist=ALLOW))
+    assert not leak.ok and "bill.secret.salaries" in leak.error
+    # an empty allowlist means the billing project's datasets, not all of BigQuery
+    fake_bq.on_query("FROM `other.ext.events`", Answer(referenced=["other.ext.events"]))
+    other = await warehouse.query("SELECT * FROM `other.ext.events`", None, qctx(store))
+    assert not other.ok and "other.ext.events" in other.error
+    assert fake_bq.runs() == []
+
+
+@pytest.mark.parametrize(
+    ("status", "reason", "on_run", "expect"),
+    [
+        (400, "invalidQuery", False, "BigQuery rejected the query: Syntax error"),
+        (403, "accessDenied", False, "Permission denied by BigQuery"),
+        (403, "quotaExceeded", True, "quota or rate limit"),
+        (404, "notFound", False, "Not found in BigQuery"),
+        (400, "bytesBilledLimitExceeded", True, "stopped the query at its byte limit"),
+    ],
+)
+async def test_bigquery_errors_come_back_as_plain_words(parts, fake_bq, status, reason, on_run, expect):
+    warehouse, _, store, _ = parts
+    error = (status, reason, "Syntax error: Unexpected keyword FORM at [1:10]" if status == 400 else "nope")
+    answer = Answer(ORDERS_SCHEMA, [], run_error=error) if on_run else Answer(error=error)
+    fake_bq.on_query(ORDERS, answer)
+    result = await warehouse.query(ORDERS, None, qctx(store))
+    assert not result.ok and expect in result.error
+    assert "Traceback" not in result.error and "http://" not in result.error
+
+
+async def test_timeout_cancels_the_job(parts, fake_bq):
+    warehouse, _, store, _ = parts
+    fake_bq.on_query(ORDERS, Answer(ORDERS_SCHEMA, [], pending=True))
+    result = await warehouse.query(ORDERS, None, qctx(store, timeout_s=1.0))
+    assert not result.ok and "did not finish within 1 s" in result.error
+    assert fake_bq.cancelled == [fake_bq.runs()[0]["jobReference"]["jobId"]]
+
+
+async def test_discovery_is_free_allowlisted_and_cached(tmp_path, fake_bq):
+    notes = tmp_path / "notes.md"
+    notes.write_text("# Notes\nAmounts are USD.\n\n## shop.orders\nExclude status = 'test'.\nMore detail.\n")
+    settings = bq_settings(tmp_path, table_notes=notes, bigquery_default_dataset="bill.shop")
+    warehouse = BigQueryWarehouse.from_settings(settings, LocalSandbox(workspaces=settings.workspaces_dir))
+    everything = await warehouse.list_tables(TableAllowlist())
+    assert [t["name"] for t in everything] == [
+        "bill.secret.salaries",
+        "bill.shop.customers",
+        "bill.shop.orders",
+    ]
+    shop = await warehouse.list_tables(TableAllowlist(("bill.shop.*",)))
+    assert [(t["name"], t["rows"]) for t in shop] == [("bill.shop.customers", 1), ("bill.shop.orders", 3)]
+    assert shop[1]["description"] == "One row per order."
+    assert [t["name"] for t in await warehouse.list_tables(TableAllowlist(("other.ext.*",)))] == [
+        "other.ext.events"
+    ]
+    text = await warehouse.describe_table("orders", TableAllowlist(("bill.shop.*",)))
+    assert "`bill.shop.orders`" in text and "3 rows" in text
+    assert "Partitioned by DAY on created" in text and "Clustered by status" in text
+    assert "Exclude status = 'test'." in text and "status STRING — paid | refunded | test" in text
+    assert "id INTEGER NOT NULL" in text and "refunded" in text  # sample rows through tabledata.list
+    calls = len(fake_bq.calls)
+    again = await warehouse.describe_table("`bill.shop.orders`", TableAllowlist(("bill.shop.*",)))
+    assert again == text and len(fake_bq.calls) == calls  # cached
+    with pytest.raises(LookupError):
+        await warehouse.describe_table("secret.salaries", TableAllowlist(("bill.shop.*",)))
+    with pytest.raises(LookupError):
+        await warehouse.describe_table("shop.nope", TableAllowlist())
+    assert not [c for c in fake_bq.calls if c[1].endswith("/jobs")]  # discovery ran no (billed) query
+    prompt = warehouse.prompt_notes()
+    assert "BigQuery" in prompt and "Amounts are USD." in prompt and "shop.orders: Exclude" in prompt
+    assert "More detail" not in prompt
+    await warehouse.close()
+
+
+def _service_account_key() -> tuple[dict, str]:
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    pem = key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    ).decode()
+    info = {
+        "type": "service_account",
+        "project_id": "key-project",
+        "private_key_id": "abc123",
+        "private_key": pem,
+        "client_email": "datathread@key-project.iam.gserviceaccount.com",
+        "client_id": "1",
+        "token_uri": "https://oauth2.googleapis.com/token",
+    }
+    return info, pem.splitlines()[5]  # a line of the key body, unique to this key
+
+
+def _files_containing(roots, needle: bytes) -> list[str]:
+    import os
+    import stat
+
+    found = []
+    for root in roots:
+        for directory, _, files in os.walk(root):
+            for name in files:
+                path = os.path.join(directory, name)
+                try:
+                    st = os.lstat(path)
+                    if (
+                        stat.S_ISREG(st.st_mode)
+                        and st.st_size < 5_000_000
+                        and needle in Path(path).read_bytes()
+                    ):
+                        found.append(path)
+                except OSError:
+                    continue
+    return found
+
+
+async def test_service_account_key_is_used_from_memory_and_never_written(tmp_path, fake_bq, monkeypatch):
+    import json
+
+    monkeypatch.setenv("HOME", str(tmp_path / "userhome"))
+    info, key_line = _service_account_key()
+    fake_bq.mock.add(
+        "POST",
+        "https://oauth2.googleapis.com/token",
+        json={"access_token": "ya29.fake-token", "expires_in": 3600, "token_type": "Bearer"},
+    )
+    settings = bq_settings(tmp_path, gcp_service_account_json=json.dumps(info), gcp_project="bill")
+    sandbox = LocalSandbox(workspaces=settings.workspaces_dir)
+    warehouse = BigQueryWarehouse.from_settings(settings, sandbox)
+    fake_bq.on_query(ORDERS, Answer(ORDERS_SCHEMA, [[1, 2.0, "paid"]], 10**6))
+    result = await warehouse.query(ORDERS, "o", qctx(None))
+    assert result.ok, result.error
+    assert (
+        fake_bq.runs()[0]["jobReference"]["projectId"] == "bill"
+    )  # GCP_PROJECT bills, not the key's project
+    assert {k.lower(): v for k, v in fake_bq.headers[-1].items()}["authorization"] == "Bearer ya29.fake-token"
+    assert key_line not in settings.model_dump_json()  # a SecretStr: never printed
+    assert _files_containing([tmp_path, "/tmp"], key_line.encode()) == []
+    await warehouse.close()
+    await sandbox.close()
+
+
+async def test_end_to_end_turn_on_bigquery(tmp_path, fake_bq, fake_model, recorder):
+    from core.analyst import Analyst
+    from core.events import IncomingMessage
+    from tests.fakes.anthropic_api import text, tool
+
+    settings = bq_settings(
+        tmp_path,
+        anthropic_api_key="sk-ant-test-key-000000",
+        anthropic_base_url=fake_model.url,
+        model="claude-test",
+        model_retries=1,
+        bigquery_datasets="bill.shop",
+        query_soft_cap_bytes=10**9,
+        step_timeout=20,
+    )
+    sql = "SELECT status, SUM(amount) AS total FROM `bill.shop.orders` GROUP BY status"
+    schema = [{"name": "status", "type": "STRING"}, {"name": "total", "type": "FLOAT"}]
+    fake_bq.on_query(
+        sql, Answer(schema, [["paid", 13.75], ["refunded", 20.0]], 5 * 10**9, referenced=["bill.shop.orders"])
+    )
+    fake_model.enqueue(
+        tool("list_tables", {}),
+        tool("describe_table", {"table": "bill.shop.orders"}),
+        tool("query_warehouse", {"sql": sql, "save_as": "totals"}),
+        tool("query_warehouse", {"sql": "SELECT * FROM `bill.secret.salaries`"}),
+        text("Paid orders total **13.75**."),
+    )
+    asked: list[ConfirmRequest] = []
+
+    async def confirm(request: ConfirmRequest) -> bool:
+        asked.append(request)
+        return True
+
+    analyst = await Analyst.create(settings)
+    try:
+        message = IncomingMessage(
+            text="totals by status?", surface="terminal", thread_key=("bq",), user_id="u1"
+        )
+        outcome = await analyst.handle(message, recorder, confirm=confirm)
+    finally:
+        await analyst.close()
+    assert outcome.ok, outcome.error
+    listing = fake_model.last_tool_results(1)[0]["content"]
+    assert listing == "- bill.shop.customers (1 rows)\n- bill.shop.orders (3 rows): One row per order."
+    assert "Partitioned by DAY" in fake_model.last_tool_results(2)[0]["content"]
+    query_result = fake_model.last_tool_results(3)[0]
+    assert (
+        "Saved 2 rows to 'totals.parquet'" in query_result["content"]
+        and "billed 5.0 GB" in query_result["content"]
+    )
+    refusal = fake_model.last_tool_results(4)[0]
+    assert refusal["is_error"] and "bill.secret.salaries" in refusal["content"]
+    frame = pq.read_table(settings.workspaces_dir / outcome.session_id / "totals.parquet").to_pydict()
+    assert frame == {"status": ["paid", "refunded"], "total": [13.75, 20.0]}
+    assert len(asked) == 1 and asked[0].turn_id == outcome.turn_id and "5.0 GB" in asked[0].prompt
+    finished = recorder.of("turn_finished")[0]
+    assert finished.stats.bytes_scanned == 5 * 10**9
+    assert fake_bq.runs()[0]["configuration"]["labels"]["surface"] == "terminal"
+    assert "BigQuery" in fake_model.requests[0]["system"][0]["text"]

@@ -1,0 +1,265 @@
+"""A scripted fake of the BigQuery REST API (v2) for `responses`, below the real google-cloud-bigquery client.
+
+Tests register tables (metadata + rows) and scripted query answers (`on_query(substring, ...)`); the
+fake serves jobs.insert (dry runs and real runs), jobs.get, jobs.getQueryResults (paged with pageToken),
+jobs.cancel, datasets.list, tables.list, tables.get and tabledata.list, and records every request.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from urllib.parse import parse_qs, urlparse
+
+import responses
+
+TOKEN_URI = "https://oauth2.googleapis.com/token"
+
+
+@dataclass
+class FakeTable:
+    project: str
+    dataset: str
+    table: str
+    schema: list[dict]  # [{"name", "type", "mode"?, "description"?}]
+    rows: list[list] = field(default_factory=list)
+    description: str = ""
+    table_type: str = "TABLE"
+    extra: dict = field(default_factory=dict)  # timePartitioning, clustering, ...
+
+    def resource(self) -> dict:
+        ref = {"projectId": self.project, "datasetId": self.dataset, "tableId": self.table}
+        body = {
+            "kind": "bigquery#table",
+            "id": f"{self.project}:{self.dataset}.{self.table}",
+            "tableReference": ref,
+            "type": self.table_type,
+            "schema": {"fields": self.schema},
+            "numRows": str(len(self.rows)),
+            "numBytes": str(1000 * len(self.rows)),
+            **self.extra,
+        }
+        if self.description:
+            body["description"] = self.description
+        return body
+
+
+@dataclass
+class Answer:
+    """What the fake says for a query: a dry-run estimate and (when run) a result or an error."""
+
+    schema: list[dict] = field(default_factory=list)
+    rows: list[list] = field(default_factory=list)
+    bytes_processed: int = 1_000_000
+    bytes_billed: int | None = None
+    statement_type: str = "SELECT"
+    referenced: list[str] = field(default_factory=list)  # "p.d.t"
+    cache_hit: bool = False
+    error: tuple[int, str, str] | None = None  # (status, reason, message) on insert
+    run_error: tuple[int, str, str] | None = None  # same, but only for the real run (after the dry run)
+    pending: bool = False  # the job never finishes (timeouts)
+    page_size: int = 1000
+
+
+def _cell(value) -> dict:
+    if value is None:
+        return {"v": None}
+    if isinstance(value, bool):
+        return {"v": "true" if value else "false"}
+    return {"v": str(value)}
+
+
+def _rows(rows: list[list]) -> list[dict]:
+    return [{"f": [_cell(v) for v in row]} for row in rows]
+
+
+class FakeBigQuery:
+    """Register with a `responses.RequestsMock`; `base` is the api_endpoint the client is given."""
+
+    def __init__(self, base: str = "http://bq.test"):
+        self.base = base.rstrip("/")
+        self.tables: dict[str, FakeTable] = {}
+        self.answers: list[tuple[str, Answer]] = []
+        self.jobs: dict[str, dict] = {}
+        self.job_answers: dict[str, Answer] = {}
+        self.inserts: list[dict] = []  # bodies of jobs.insert
+        self.calls: list[tuple[str, str, dict]] = []  # (method, path, query parameters)
+        self.headers: list[dict] = []
+        self.bugs: list[Exception] = []
+        self.cancelled: list[str] = []
+
+    # --- scripting ----------------------------------------------------------------------------
+    def add_table(self, table: FakeTable) -> FakeTable:
+        self.tables[f"{table.project}.{table.dataset}.{table.table}"] = table
+        return table
+
+    def on_query(self, contains: str, answer: Answer) -> Answer:
+        self.answers.append((contains, answer))
+        return answer
+
+    def runs(self) -> list[dict]:
+        """jobs.insert bodies that were real runs (not dry runs)."""
+        return [b for b in self.inserts if not b.get("configuration", {}).get("dryRun")]
+
+    # --- wiring -------------------------------------------------------------------------------
+    def register(self, mock: responses.RequestsMock) -> None:
+        api = re.escape(self.base) + r"/bigquery/v2/projects/([^/]+)"
+        routes = [
+            ("POST", api + r"/jobs", self._insert),
+            ("POST", api + r"/jobs/([^/?]+)/cancel", self._cancel),
+            ("GET", api + r"/jobs/([^/?]+)", self._get_job),
+            ("GET", api + r"/queries/([^/?]+)", self._results),
+            ("GET", api + r"/datasets/([^/?]+)/tables/([^/?]+)/data", self._tabledata),
+            ("GET", api + r"/datasets/([^/?]+)/tables/([^/?]+)", self._get_table),
+            ("GET", api + r"/datasets/([^/?]+)/tables", self._list_tables),
+            ("GET", api + r"/datasets", self._list_datasets),
+        ]
+        for method, pattern, handler in routes:
+            mock.add_callback(
+                method, re.compile(pattern + r"(\?.*)?$"), callback=self._wrap(pattern, handler)
+            )
+
+    def _wrap(self, pattern: str, handler):
+        regex = re.compile(pattern + "$")
+
+        def callback(request):
+            url = urlparse(request.url)
+            query = {k: v[0] for k, v in parse_qs(url.query).items()}
+            self.calls.append((request.method, url.path, query))
+            self.headers.append(dict(request.headers))
+            groups = regex.match(f"{self.base}{url.path}").groups()
+            body = json.loads(request.body) if request.body else {}
+            try:
+                status, payload = handler(*groups, query=query, body=body)
+            except Exception as exc:  # a bug in the fake: fail loudly, not as a retried 5xx
+                self.bugs.append(exc)
+                raise
+            return status, {"content-type": "application/json"}, json.dumps(payload)
+
+        return callback
+
+    # --- handlers -----------------------------------------------------------------------------
+    def _answer(self, sql: str) -> Answer:
+        for contains, answer in self.answers:
+            if contains in sql:
+                return answer
+        return Answer(error=(400, "invalidQuery", f"Syntax error: Unexpected query (fake): {sql[:60]}"))
+
+    @staticmethod
+    def _error(status: int, reason: str, message: str) -> tuple[int, dict]:
+        err = {"code": status, "message": message, "errors": [{"reason": reason, "message": message}]}
+        return status, {"error": err}
+
+    def _insert(self, project, _q=None, *, query, body):
+        self.inserts.append(body)
+        config = body.get("configuration", {})
+        answer = self._answer(config.get("query", {}).get("query", ""))
+        if answer.error:
+            return self._error(*answer.error)
+        if answer.run_error and not config.get("dryRun"):
+            return self._error(*answer.run_error)
+        ref = {"projectId": project, "jobId": body["jobReference"]["jobId"], "location": "US"}
+        stats_q = {
+            "totalBytesProcessed": str(answer.bytes_processed),
+            "statementType": answer.statement_type,
+            "referencedTables": [
+                dict(zip(("projectId", "datasetId", "tableId"), r.split("."), strict=True))
+                for r in answer.referenced
+            ],
+        }
+        if not config.get("dryRun"):
+            billed = answer.bytes_billed if answer.bytes_billed is not None else answer.bytes_processed
+            stats_q |= {"totalBytesBilled": str(billed), "cacheHit": answer.cache_hit}
+            config = config | {
+                "query": config["query"]
+                | {
+                    "destinationTable": {
+                        "projectId": project,
+                        "datasetId": "_anon",
+                        "tableId": "anon_" + ref["jobId"][:8],
+                    }
+                }
+            }
+        job = {
+            "kind": "bigquery#job",
+            "id": f"{project}:US.{ref['jobId']}",
+            "jobReference": ref,
+            "configuration": config,
+            "status": {"state": "RUNNING" if answer.pending and not config.get("dryRun") else "DONE"},
+            "statistics": {"totalBytesProcessed": str(answer.bytes_processed), "query": stats_q},
+        }
+        self.jobs[ref["jobId"]] = job
+        self.job_answers[ref["jobId"]] = answer
+        return 200, job
+
+    def _get_job(self, project, job_id, _q=None, *, query, body):
+        job = self.jobs.get(job_id)
+        return (200, job) if job else self._error(404, "notFound", f"Not found: Job {project}:{job_id}")
+
+    def _cancel(self, project, job_id, _q=None, *, query, body):
+        self.cancelled.append(job_id)
+        return 200, {"kind": "bigquery#jobCancelResponse", "job": self.jobs.get(job_id, {})}
+
+    def _results(self, project, job_id, _q=None, *, query, body):
+        answer = self.job_answers[job_id]
+        if answer.pending:
+            return 200, {"jobReference": self.jobs[job_id]["jobReference"], "jobComplete": False}
+        start = int(query.get("pageToken") or query.get("startIndex") or 0)
+        size = min(int(query.get("maxResults", answer.page_size)), answer.page_size)
+        page = answer.rows[start : start + size]
+        out = {
+            "kind": "bigquery#getQueryResultsResponse",
+            "jobReference": self.jobs[job_id]["jobReference"],
+            "jobComplete": True,
+            "schema": {"fields": answer.schema},
+            "totalRows": str(len(answer.rows)),
+            "totalBytesProcessed": str(answer.bytes_processed),
+            "cacheHit": answer.cache_hit,
+        }
+        if page:  # like the real API: no "rows" key for an empty page (maxResults=0 while waiting)
+            out["rows"] = _rows(page)
+        if size and start + size < len(answer.rows):
+            out["pageToken"] = str(start + size)
+        return 200, out
+
+    def _table(self, project, dataset, table) -> FakeTable | None:
+        return self.tables.get(f"{project}.{dataset}.{table}")
+
+    def _get_table(self, project, dataset, table, _q=None, *, query, body):
+        t = self._table(project, dataset, table)
+        if t is None:
+            return self._error(404, "notFound", f"Not found: Table {project}:{dataset}.{table}")
+        return 200, t.resource()
+
+    def _tabledata(self, project, dataset, table, _q=None, *, query, body):
+        t = self._table(project, dataset, table)
+        if t is None:
+            return self._error(404, "notFound", f"Not found: Table {project}:{dataset}.{table}")
+        n = int(query.get("maxResults", len(t.rows)))
+        return 200, {
+            "kind": "bigquery#tableDataList",
+            "totalRows": str(len(t.rows)),
+            "rows": _rows(t.rows[:n]),
+        }
+
+    def _list_tables(self, project, dataset, _q=None, *, query, body):
+        items = [t for t in self.tables.values() if (t.project, t.dataset) == (project, dataset)]
+        listed = [
+            {"kind": "bigquery#table", "id": f"{t.project}:{t.dataset}.{t.table}", "type": t.table_type}
+            | {"tableReference": t.resource()["tableReference"]}
+            for t in items
+        ]
+        return 200, {"kind": "bigquery#tableList", "tables": listed, "totalItems": len(listed)}
+
+    def _list_datasets(self, project, _q=None, *, query, body):
+        names = sorted({t.dataset for t in self.tables.values() if t.project == project})
+        items = [
+            {
+                "kind": "bigquery#dataset",
+                "id": f"{project}:{d}",
+                "datasetReference": {"projectId": project, "datasetId": d},
+            }
+            for d in names
+        ]
+        return 200, {"kind": "bigquery#datasetList", "datasets": items}
