@@ -66,6 +66,9 @@ def create_app(
         finally:
             state.ready = False
             await state.runner.drain(timeout=30)
+            for mod in surfaces:
+                if hasattr(mod, "on_shutdown"):
+                    await mod.on_shutdown(state)
             await state.analyst.close()
 
     app = Starlette(routes=routes, lifespan=lifespan)

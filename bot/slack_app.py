@@ -28,6 +28,7 @@ from bot.slack_turn import (
     JOB_PROMPTS,
     JOB_TURN,
     build_client,
+    close_client,
     confirm_registry,
     register_jobs,
     run_turn,
@@ -200,6 +201,11 @@ async def on_startup(state: Any) -> None:
         await run_message(state, job.payload)
 
     state.runner.register(JOB_MESSAGE, message_job)
+
+
+async def on_shutdown(state: Any) -> None:
+    """Close the shared Slack HTTP session."""
+    await close_client(state)
 
 
 async def _not_configured(request: Request) -> PlainTextResponse:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+import aiohttp
 from slack_sdk.errors import SlackApiError
 from slack_sdk.http_retry.builtin_async_handlers import AsyncRateLimitErrorRetryHandler
 from slack_sdk.web.async_client import AsyncWebClient
@@ -35,12 +36,29 @@ NOT_IN_CHANNEL = (
 )
 
 
-def build_client(settings: Settings) -> AsyncWebClient:
-    """The Web API client for jobs: the bot token, `DATATHREAD_SLACK_API_URL`, retries on HTTP 429."""
+def build_client(settings: Settings, session: aiohttp.ClientSession | None = None) -> AsyncWebClient:
+    """The Web API client: the bot token, `DATATHREAD_SLACK_API_URL`, retries on HTTP 429."""
     token = settings.slack_bot_token.get_secret_value() if settings.slack_bot_token else None
-    client = AsyncWebClient(token=token, base_url=settings.slack_api_url)
+    client = AsyncWebClient(token=token, base_url=settings.slack_api_url, session=session)
     client.retry_handlers.append(AsyncRateLimitErrorRetryHandler(max_retry_count=2))
     return client
+
+
+def client_for(state: Any) -> AsyncWebClient:
+    """This process's shared client. One aiohttp session keeps connections alive across calls and turns;
+    without it slack_sdk opens a new session (and TCP connection) for every single API call."""
+    client = state.extras.get("slack_client")
+    if client is None or client.session is None or client.session.closed:
+        client = build_client(state.settings, aiohttp.ClientSession())
+        state.extras["slack_client"] = client
+    return client
+
+
+async def close_client(state: Any) -> None:
+    """Close the shared session at shutdown."""
+    client = state.extras.pop("slack_client", None)
+    if client is not None and client.session is not None:
+        await client.session.close()
 
 
 def confirm_registry(state: Any) -> ConfirmRegistry:
@@ -70,7 +88,7 @@ def _bind(handler, state):
 
 async def run_turn(state: Any, p: dict) -> None:
     """One question → one turn, with progress, files and the answer in the thread."""
-    client = build_client(state.settings)
+    client = client_for(state)
     private, thread_ts, note = bool(p.get("private")), p.get("thread_ts") or "", ""
     if p.get("slash") and not private:
         try:  # the question becomes the thread root, so follow-ups in its thread continue the session
@@ -102,7 +120,7 @@ async def run_turn(state: Any, p: dict) -> None:
 
 async def run_action(state: Any, p: dict) -> None:
     """A footer button: Show SQL & code, or 👍/👎. Replies are ephemeral to the person who clicked."""
-    client = build_client(state.settings)
+    client = client_for(state)
     store = state.analyst.store
     turn_id, action = p["value"], p["action"]
     record = await store.get_turn(turn_id)
@@ -120,7 +138,7 @@ async def run_action(state: Any, p: dict) -> None:
 
 async def run_export(state: Any, p: dict) -> None:
     """Export the thread's session as a notebook and upload it into the thread."""
-    client = build_client(state.settings)
+    client = client_for(state)
     try:
         from core.notebook import notebook_bytes
     except ImportError:
@@ -152,12 +170,12 @@ async def publish_home(state: Any, p: dict) -> None:
     analyst = state.analyst
     tables = await analyst.parts.warehouse.list_tables(analyst.access.datasets)
     view = render.home_view(tables, list(render.EXAMPLE_QUESTIONS), state.settings.slash_command)
-    await build_client(state.settings).views_publish(user_id=p["user"], view=view)
+    await client_for(state).views_publish(user_id=p["user"], view=view)
 
 
 async def set_prompts(state: Any, p: dict) -> None:
     """Suggested prompts when someone opens an assistant thread (DM) with datathread."""
-    await build_client(state.settings).assistant_threads_setSuggestedPrompts(
+    await client_for(state).assistant_threads_setSuggestedPrompts(
         channel_id=p["channel"],
         thread_ts=p["thread_ts"],
         title="Try asking",

@@ -12,6 +12,7 @@ import contextlib
 import json
 import os
 import sqlite3
+import threading
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -42,19 +43,29 @@ class SqliteStore:
         path.parent.mkdir(parents=True, exist_ok=True)
         with contextlib.suppress(OSError):
             os.chmod(path.parent, 0o711)
-        with self._connect() as con:
+        self._local = threading.local()
+        self._opened: list[sqlite3.Connection] = []
+        with contextlib.closing(self._connect()) as con:
+            con.execute("PRAGMA journal_mode=WAL")  # persistent in the file: set once
             con.executescript(_SCHEMA)
         os.chmod(path, 0o600)  # sandboxed code must never read the conversations of others
 
     def _connect(self) -> sqlite3.Connection:
-        con = sqlite3.connect(self.path, timeout=30, isolation_level=None)
-        con.execute("PRAGMA journal_mode=WAL")
+        con = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
         con.execute("PRAGMA busy_timeout=30000")
+        return con
+
+    def _thread_connection(self) -> sqlite3.Connection:
+        # One connection per worker thread, kept: opening one per call costs more than the query.
+        con = getattr(self._local, "con", None)
+        if con is None:
+            con = self._local.con = self._connect()
+            self._opened.append(con)
         return con
 
     async def _run(self, fn, *args):
         def call():
-            con = self._connect()
+            con = self._thread_connection()
             try:
                 con.execute("BEGIN IMMEDIATE")
                 out = fn(con, *args)
@@ -64,8 +75,6 @@ class SqliteStore:
                 with contextlib.suppress(sqlite3.Error):
                     con.execute("ROLLBACK")
                 raise
-            finally:
-                con.close()
 
         try:
             return await asyncio.to_thread(call)
@@ -76,7 +85,10 @@ class SqliteStore:
         await self._run(lambda con: con.execute("SELECT 1").fetchone())
 
     async def close(self) -> None:
-        return None
+        for con in self._opened:
+            with contextlib.suppress(sqlite3.Error):
+                con.close()
+        self._opened.clear()
 
     # --- history and metadata ------------------------------------------------------------------
     async def load_history(self, session_id: str) -> list[dict]:
