@@ -77,20 +77,54 @@ def _drop_orphan_results(previous: dict | None, blocks: list[dict]) -> list[dict
     return [b for b in blocks if b.get("type") != "tool_result" or b.get("tool_use_id") in valid]
 
 
-def compact(messages: list[dict], *, keep_turns: int = 2, max_turns: int = 40) -> list[dict]:
-    """Shrink tool results of all but the last `keep_turns` questions; drop turns beyond `max_turns`."""
+def compact(
+    messages: list[dict], *, keep_turns: int = 2, full_turns: int = 6, max_turns: int = 40
+) -> list[dict]:
+    """Keep requests bounded however long the thread gets.
+
+    The last `keep_turns` questions are sent whole; up to `full_turns` back, tool results are cut to
+    stubs; older turns shrink to the question and the final answer (their files stay in the workspace);
+    beyond `max_turns` turns are dropped. Only question boundaries decide this, so within one turn the
+    compacted prefix is byte-stable and stays in the prompt cache.
+    """
     starts = [i for i, m in enumerate(messages) if is_question(m)]
     if len(starts) > max_turns:
         messages = messages[starts[-max_turns] :]
         starts = [i for i, m in enumerate(messages) if is_question(m)]
-    cutoff = starts[-keep_turns] if len(starts) >= keep_turns else 0
-    out: list[dict] = []
-    for i, message in enumerate(messages):
-        if i >= cutoff or message.get("role") != "user" or isinstance(message.get("content"), str):
-            out.append(message)
-            continue
-        out.append({"role": "user", "content": [_compact_block(b) for b in message["content"]]})
+    if not starts:
+        return messages
+    stub_from = starts[-keep_turns] if len(starts) >= keep_turns else 0
+    whole_from = starts[-full_turns] if len(starts) >= full_turns else 0
+    out: list[dict] = list(messages[: starts[0]])
+    for n, start in enumerate(starts):
+        end = starts[n + 1] if n + 1 < len(starts) else len(messages)
+        turn = messages[start:end]
+        if start < whole_from:
+            out += _collapse_turn(turn)
+        elif start < stub_from:
+            out += [_stub_message(m) for m in turn]
+        else:
+            out += turn
     return out
+
+
+def _stub_message(message: dict) -> dict:
+    if message.get("role") != "user" or isinstance(message.get("content"), str):
+        return message
+    return {"role": "user", "content": [_compact_block(b) for b in message["content"]]}
+
+
+def _collapse_turn(turn: list[dict]) -> list[dict]:
+    question = [b for b in _blocks(turn[0]) if b.get("type") == "text"]
+    answers = [m for m in turn if m.get("role") == "assistant"]
+    last = [b.get("text", "") for b in _blocks(answers[-1]) if b.get("type") == "text"] if answers else []
+    steps = sum(1 for m in answers for b in _blocks(m) if b.get("type") == "tool_use")
+    note = f"\n[{steps} earlier steps omitted; their files are still in the workspace.]" if steps else ""
+    answer = ("\n".join(t for t in last if t).strip() or "(no answer)") + note
+    return [
+        {"role": "user", "content": question or [{"type": "text", "text": "(question)"}]},
+        {"role": "assistant", "content": [{"type": "text", "text": answer}]},
+    ]
 
 
 def _compact_block(block: dict) -> dict:

@@ -108,3 +108,36 @@ def test_strip_cache_control_does_not_touch_the_input():
     stripped = hist.strip_cache_control(messages)
     assert "cache_control" not in stripped[0]["content"][0]
     assert "cache_control" in messages[0]["content"][0]
+
+
+def test_old_turns_collapse_to_question_and_answer_and_stay_valid():
+    messages = []
+    for turn in range(12):
+        messages += [
+            user({"type": "text", "text": f"q{turn}"}),
+            assistant({"type": "text", "text": "let me look"}, use(f"t{turn}")),
+            user(result(f"t{turn}", "y" * 3000)),
+            assistant({"type": "text", "text": f"answer {turn}"}),
+        ]
+    compacted = hist.compact(messages, keep_turns=2, full_turns=6)
+    assert is_valid(compacted)
+    assert compacted[0]["content"][0]["text"] == "q0"
+    assert compacted[1]["content"][0]["text"].startswith("answer 0\n[1 earlier steps omitted")
+    assert sum(1 for m in compacted if hist.is_question(m)) == 12  # every question is remembered
+    assert len(str(compacted)) < len(str(messages)) / 3
+
+
+def test_compaction_is_stable_within_a_turn():
+    """Adding steps to the current turn never changes the compacted bytes of earlier turns (cache)."""
+    messages = []
+    for turn in range(9):
+        messages += [
+            user({"type": "text", "text": f"q{turn}"}),
+            assistant(use(f"t{turn}")),
+            user(result(f"t{turn}", "z" * 2000)),
+            assistant(),
+        ]
+    current = [*messages, user({"type": "text", "text": "now"})]
+    before = hist.compact(current)
+    after = hist.compact([*current, assistant(use("n1")), user(result("n1", "w" * 5000))])
+    assert after[: len(before)] == before
