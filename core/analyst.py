@@ -7,6 +7,7 @@ every failure into a short human message with an error id that matches the log l
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 import uuid
@@ -342,6 +343,9 @@ class Analyst:
             exc, message, outcome.turn_id, outcome.session_id, level=log_level, text=text
         )
         outcome.error = text
+        # Refused and failed requests belong in the audit trail too; the store may be the thing that failed.
+        with contextlib.suppress(Exception):
+            await self.store.record_turn(self._turn_record(message, outcome, time.time(), text))
         await emit(
             TurnFailed(
                 turn_id=outcome.turn_id, error_id=outcome.error_id, message=text, retry_after_s=retry_after

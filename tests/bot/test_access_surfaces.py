@@ -1,0 +1,104 @@
+"""Access control, rate limits and the audit trail, through the real Slack and Teams surfaces: signed
+Slack events and Bot Framework activities in, the fake platform APIs recording what people see."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import httpx
+import pytest
+
+from bot.audit import print_audit
+from bot.server import create_app
+from tests.bot.slack_harness import mention, serve
+from tests.bot.test_teams import THREAD, activity
+from tests.fakes.anthropic_api import text
+from tests.fakes.bot_connector import FakeConnector
+from tests.fakes.slack_api import FakeSlackAPI
+
+
+def seen_by_people(api: FakeSlackAPI) -> str:
+    return json.dumps([c.args for c in api.calls])
+
+
+async def audit_lines(settings) -> list[dict]:
+    out = io.StringIO()
+    await print_audit(
+        settings, session=None, user=None, channel=None, since_hours=None, fmt="jsonl", limit=100, out=out
+    )
+    return [json.loads(line) for line in out.getvalue().splitlines()]
+
+
+@pytest.fixture
+def slack_api():
+    api = FakeSlackAPI().start()
+    yield api
+    api.stop()
+
+
+async def test_slack_denies_channels_and_rate_limits_users_with_a_short_reason(
+    settings, fake_model, slack_api
+):
+    limited = settings.model_copy(
+        update={"allowed_channels": "C0001", "user_turns_per_hour": 2, "channel_turns_per_hour": 100}
+    )
+    fake_model.enqueue(text("answer one"), text("answer two"))
+    async with serve(limited, slack_api) as slack:
+        assert (
+            await slack.event(mention("revenue?", ts="1700000001.000100", channel="C0999"))
+        ).status_code == 200
+        await slack.drain()
+        assert "isn't enabled in this channel" in seen_by_people(slack_api)
+        assert not fake_model.requests  # a denied request never reaches the model
+
+        for i in (2, 3, 4):
+            await slack.event(mention(f"question {i}", ts=f"170000000{i}.000100"))
+            await slack.drain()
+        assert len(fake_model.requests) == 2
+        shown = seen_by_people(slack_api)
+        assert "answer one" in shown and "answer two" in shown
+        assert "reached the limit of questions" in shown and "Try again in" in shown
+
+    records = await audit_lines(limited)
+    by_question = {r["question"]: r for r in records}
+    assert by_question["revenue?"]["ok"] is False and by_question["revenue?"]["channel_id"] == "C0999"
+    assert "isn't enabled" in by_question["revenue?"]["error"]
+    assert by_question["question 2"]["ok"] and by_question["question 3"]["ok"]
+    assert "limit of questions" in by_question["question 4"]["error"]
+    assert all(r["surface"] == "slack" and r["user_id"] == "U0001" for r in records)
+
+
+async def test_teams_denies_users_and_rate_limits_channels(settings, fake_model):
+    connector = FakeConnector().start()
+    limited = settings.model_copy(update={"allowed_users": "aad-ada", "channel_turns_per_hour": 1})
+    app = create_app(limited)
+    fake_model.enqueue(text("teams answer"))
+    try:
+        async with app.router.lifespan_context(app):
+            state = app.state.datathread
+            async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as http:
+
+                async def say(body: dict) -> str:
+                    before = len(connector.sent())
+                    assert (await http.post("/api/messages", json=body)).status_code == 202
+                    await state.runner.drain(timeout=60)
+                    return json.dumps(connector.sent()[before:])
+
+                stranger = activity(connector.url, "show me payroll", conversation=THREAD)
+                stranger["from"] = {"id": "29:eve", "name": "Eve", "aadObjectId": "aad-eve"}
+                assert "not on the list of people" in await say(stranger)
+                assert not fake_model.requests
+                assert "teams answer" in await say(activity(connector.url, "flights by month?"))
+                limited_reply = await say(activity(connector.url, "and by day?"))
+                assert "reached the limit of questions" in limited_reply and "Try again in" in limited_reply
+                assert len(fake_model.requests) == 1
+    finally:
+        connector.stop()
+    records = await audit_lines(limited)
+    assert [(r["user_id"], r["ok"]) for r in records] == [
+        ("aad-eve", False),
+        ("aad-ada", True),
+        ("aad-ada", False),
+    ]
+    assert all(r["surface"] == "teams" for r in records)
