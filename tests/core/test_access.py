@@ -134,6 +134,8 @@ async def test_denials_and_rate_limits_through_the_core(analyst, fake_model, rec
     fake_model.enqueue(text("teams"), text("boss"))
     assert (await analyst.handle(msg(surface="teams", text_="q6"), recorder)).ok
     assert (await analyst.handle(msg(user="BOSS", text_="q7"), recorder)).ok
-    # refused turns are not recorded as answered questions, answered ones are
+    # every request is in the audit trail; refused ones are recorded as not ok, with the reason
     turns = await analyst.store.list_turns(channel_id="C1")
-    assert {t["question"] for t in turns} == {"q1", "q2", "q4", "q6", "q7"}
+    assert {t["question"] for t in turns if t["ok"]} == {"q1", "q2", "q4", "q6", "q7"}
+    refused = {t["question"]: t["error"] for t in turns if not t["ok"]}
+    assert set(refused) == {"q3", "q5"} and all("Try again in" in e for e in refused.values())
