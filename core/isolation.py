@@ -11,14 +11,18 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import ctypes.util
+import hashlib
 import os
 import pwd
 import resource
 import signal
 import sys
-import zlib
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from core import cgroups
+from core.cgroups import CgroupLayout
 
 CLONE_NEWNS = 0x00020000
 CLONE_NEWNET = 0x40000000
@@ -29,12 +33,19 @@ PR_SET_NO_NEW_PRIVS, PR_SET_DUMPABLE = 38, 4
 # Environment variables a sandbox process may see; everything else (tokens, keys) is dropped.
 SAFE_ENV = ("PATH", "LANG", "LC_ALL", "TZ", "PYTHONPATH", "VIRTUAL_ENV")
 
+FIRST_SANDBOX_UID = 1_000_000  # sandbox uids: FIRST_SANDBOX_UID + [0, 1e9)
+MAX_PROCS = 64  # processes one step may run at once (per-session uid and cgroup)
 _libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
 
 
 def sandbox_uid(session_id: str) -> int:
-    """A per-session unprivileged uid (when we run as root), so sessions cannot read each other."""
-    return 200_000 + zlib.crc32(session_id.encode()) % 60_000
+    """A per-session unprivileged uid (when we run as root), so sessions cannot read each other.
+
+    Drawn from a billion uids: two live sessions sharing one (and so killing each other's leftovers)
+    is ~1e-6 likely at 50 concurrent sessions, where a 60,000-uid range would make it ~2%.
+    """
+    digest = hashlib.sha256(session_id.encode()).digest()
+    return FIRST_SANDBOX_UID + int.from_bytes(digest[:8], "big") % 1_000_000_000
 
 
 def scrubbed_env(extra: dict[str, str] | None = None) -> dict[str, str]:
@@ -150,6 +161,7 @@ def enter_step(
     masked: list[str],
     hidden: list[str],
     readonly: list[str],
+    cgroup: CgroupLayout | None = None,
 ) -> None:
     """Per-step protections, applied in the forked child before model code runs. Irreversible.
 
@@ -159,6 +171,9 @@ def enter_step(
     Fails closed: if the mount namespace cannot be made, the step does not run.
     """
     os.setsid()
+    if os.geteuid() == 0 and cgroup is not None:
+        # Fails closed: a host that offered cgroups at start must give this step its budget.
+        cgroups.join(cgroup, session_id, memory_mb=memory_mb, max_procs=MAX_PROCS)
     if os.geteuid() == 0:
         _private_filesystem(workspace=workspace, masked=masked, hidden=hidden, readonly=readonly)
         if os.getuid() == 0 and _uid_map_is_host():
@@ -177,15 +192,28 @@ def reap_own_uid() -> None:
     kill(-1) reaches exactly the processes this uid may signal — its own — never the bot or the zygote.
     Only called after privileges were dropped to the session's uid.
     """
-    if os.getuid() >= 200_000:
+    if os.getuid() >= FIRST_SANDBOX_UID:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(-1, signal.SIGKILL)
+        # SIGKILL is asynchronous: wait until they are gone, or they still count against this step's
+        # process cap (RLIMIT_NPROC, pids cgroup) and its first fork fails.
+        deadline = time.monotonic() + 2.0
+        while _other_processes_of_own_uid() and time.monotonic() < deadline:
+            time.sleep(0.01)
+
+
+def _other_processes_of_own_uid() -> bool:
+    me, uid = os.getpid(), os.getuid()
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and int(entry) != me and _proc_uid(entry) == uid:
+            return True
+    return False
 
 
 def kill_uid_processes(uid: int, *, rounds: int = 5) -> int:
     """From the bot (root): kill every process whose real uid is `uid` (a timed-out step's tree,
     including daemons that left its process group). Returns how many were signalled."""
-    if os.geteuid() != 0 or uid < 200_000:
+    if os.geteuid() != 0 or uid < FIRST_SANDBOX_UID:
         return 0
     total = 0
     for _ in range(rounds):
@@ -199,6 +227,16 @@ def kill_uid_processes(uid: int, *, rounds: int = 5) -> int:
         if not found:
             break
     return total
+
+
+def end_of_step_cleanup(uid: int, *, timeout_s: float = 2.0) -> None:
+    """From the bot (root), after every step: nothing a step started outlives it, and its processes
+    are gone (not merely signalled) before the session's next step counts its process cap."""
+    if os.geteuid() != 0 or uid < FIRST_SANDBOX_UID:
+        return
+    deadline = time.monotonic() + timeout_s
+    while kill_uid_processes(uid, rounds=1) and time.monotonic() < deadline:
+        time.sleep(0.01)
 
 
 def _proc_uid(pid: str) -> int | None:
@@ -310,7 +348,7 @@ def _set_limits(*, cpu_s: int, memory_mb: int, file_mb: int) -> None:
     cap(resource.RLIMIT_CORE, 0)
     cap(resource.RLIMIT_NOFILE, 256)
     if os.getuid() != 0 and os.geteuid() != 0:
-        cap(resource.RLIMIT_NPROC, 64 if os.getuid() >= 200_000 else 4096)
+        cap(resource.RLIMIT_NPROC, MAX_PROCS if os.getuid() >= FIRST_SANDBOX_UID else 4096)
 
 
 def _current_vm_bytes() -> int:

@@ -18,7 +18,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from core import isolation
+from core import cgroups, isolation
 from core.sandbox import StepRequest, StepResult, is_valid_session_id
 
 log = logging.getLogger(__name__)
@@ -86,6 +86,7 @@ class LocalSandbox:
         self.warehouse = warehouse
         self.masked = [str(Path(m).resolve()) for m in (masked or [])]
         self._proc: asyncio.subprocess.Process | None = None
+        self._cgroups = cgroups.detect()  # to remove a session's empty groups after its steps
         self._socket_dir = Path(tempfile.mkdtemp(prefix="datathread-zygote-"))
         os.chmod(self._socket_dir, 0o700)
         self._socket = str(self._socket_dir / "zygote.sock")
@@ -178,6 +179,9 @@ class LocalSandbox:
             writer.close()
             with contextlib.suppress(Exception):
                 await writer.wait_closed()
+            await asyncio.to_thread(isolation.end_of_step_cleanup, isolation.sandbox_uid(request.session_id))
+            if self._cgroups is not None:
+                cgroups.remove(self._cgroups, request.session_id)
 
     @staticmethod
     def _crash_message(request: StepRequest) -> str:

@@ -17,7 +17,7 @@ import sys
 import traceback
 from pathlib import Path
 
-from core import isolation
+from core import cgroups, isolation
 
 
 def _preload() -> None:
@@ -65,6 +65,7 @@ def _serve_child(conn: socket.socket, args: argparse.Namespace) -> None:
             masked=args.mask,
             hidden=args.hide,
             readonly=[*([args.warehouse] if args.warehouse else []), *_code_paths()],
+            cgroup=args.cgroup,
         )
         result = run_step(request, workspace, Path(args.warehouse) if args.warehouse else None)
         isolation.reap_own_uid()  # nothing the step started outlives it
@@ -83,6 +84,13 @@ def main(argv: list[str] | None = None) -> None:
 
     report = isolation.IsolationReport()
     isolation.enter_zygote(report)
+    args.cgroup = cgroups.detect()
+    if args.cgroup:
+        report.active["cgroups"] = cgroups.describe(args.cgroup, memory_mb=0, max_procs=isolation.MAX_PROCS)
+    else:
+        report.missing["cgroups"] = (
+            "no writable cgroup hierarchy: memory and processes are capped per process"
+        )
     _preload()
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # children are reaped automatically
 
@@ -99,6 +107,7 @@ def main(argv: list[str] | None = None) -> None:
         conn, _ = server.accept()
         pid = os.fork()
         if pid == 0:
+            signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # the step may wait for its own children
             server.close()
             code = 0
             try:

@@ -75,6 +75,31 @@ async def test_process_count_is_capped(sandbox):
 
 
 @module_loop
+async def test_a_step_can_wait_for_its_own_children(sandbox):
+    """The fork server ignores SIGCHLD; a step must not inherit that (waitpid would fail)."""
+    result = await sandbox.run(
+        step("import os\npid = os.fork()\nif pid == 0: os._exit(3)\nprint(os.waitpid(pid, 0)[1] >> 8)")
+    )
+    assert result.ok and result.output.strip() == "3", result.error
+
+
+@module_loop
+async def test_memory_budget_is_shared_by_all_processes_of_a_step(sandbox):
+    """rlimits cap each process; the session's cgroup caps them together (6 × 150 MB > 500 MB)."""
+    if not sandbox.protections().get("cgroups", "").startswith("on"):
+        pytest.skip("this host gives the sandbox no writable cgroup hierarchy (reported by doctor)")
+    code = (
+        "import os, time\npids = []\nfor _ in range(6):\n    pid = os.fork()\n    if pid == 0:\n"
+        "        x = bytearray(150 * 2**20)\n        for i in range(0, len(x), 4096): x[i] = 1\n"
+        "        time.sleep(1); os._exit(0)\n    pids.append(pid)\n"
+        "print([os.waitpid(p, 0)[1] & 0x7f for p in pids])"
+    )
+    result = await sandbox.run(step(code, memory_mb=500, timeout_s=20))
+    signals = eval(result.output.strip())  # a list of ints printed by the step
+    assert 9 in signals and 0 in signals, signals  # some were OOM-killed, the rest finished
+
+
+@module_loop
 @pytest.mark.skipif(not ROOT, reason="needs the per-session uid and mount namespace")
 async def test_sessions_cannot_see_each_other(sandbox):
     await sandbox.write_file("iso-2", "mine.csv", b"x\n1\n")
