@@ -54,11 +54,7 @@ class AccessPolicy:
             return None
         if self.teams and message.team_id not in self.teams:
             return "datathread isn't enabled for this workspace. Ask your admin to add it."
-        if (
-            self.channels
-            and message.channel_id not in self.channels
-            and not message.channel_id.startswith("D")
-        ):
+        if self.channels and message.channel_id not in self.channels and not message.is_direct:
             return "datathread isn't enabled in this channel. Ask an admin to add it, or message me directly."
         if self.users and message.user_id not in self.users:
             return "You're not on the list of people who can use datathread yet. Ask an admin for access."

@@ -231,7 +231,8 @@ async def _run_tool(
         except Exception as exc:  # a tool crashed: the model gets the error, the turn goes on
             from core.tools import refused
 
-            outcome = refused(f"The tool failed: {type(exc).__name__}: {str(exc)[:500]}")
+            message = f"The tool failed: {type(exc).__name__}: {str(exc)[:500]}"
+            outcome = refused(ctx.redact(message) if ctx.redact else message)
     record = StepRecord(
         step_id=step_id,
         tool=name,

@@ -201,6 +201,7 @@ class Analyst:
             confirm=confirm,
             step_timeout_s=s.step_timeout,
             step_memory_mb=s.step_memory_mb,
+            step_file_mb=s.step_file_mb,
             step_output_bytes=s.step_output_bytes,
             s3=self._s3,
             tools=self._tools_by_name,

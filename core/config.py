@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Literal
+from urllib.parse import urlsplit
 
 from pydantic import AliasChoices, Field, SecretStr, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -24,7 +25,9 @@ class ConfigError(RuntimeError):
 class Settings(BaseSettings):
     """All of datathread's configuration. Field names are ours; aliases are the contract's env names."""
 
-    model_config = SettingsConfigDict(env_file=".env", extra="ignore", populate_by_name=True)
+    # No populate_by_name: with it, pydantic-settings also reads each *field name* from the environment,
+    # so $HOME would override DATATHREAD_HOME (and $MODEL, $SANDBOX… other settings).
+    model_config = SettingsConfigDict(env_file=".env", extra="ignore")
 
     # --- model -------------------------------------------------------------------------------
     anthropic_api_key: SecretStr | None = Field(None, validation_alias=_env("ANTHROPIC_API_KEY"))
@@ -171,14 +174,11 @@ class Settings(BaseSettings):
 
     def secret_values(self) -> list[str]:
         """Every secret we hold, for redaction of logs, events and tool results."""
-        out: list[str] = []
-        for name, value in self:
-            if isinstance(value, SecretStr):
-                raw = value.get_secret_value()
-                if raw and len(raw) >= 6:
-                    out.append(raw)
-            del name
-        return out
+        out = [v.get_secret_value() for _, v in self if isinstance(v, SecretStr)]
+        if self.redis_url:  # a password inside REDIS_URL is a secret too
+            password = urlsplit(self.redis_url).password
+            out.append(password or "")
+        return [raw for raw in out if raw and len(raw) >= 6]
 
 
 def split_list(value: str) -> tuple[str, ...]:
@@ -188,8 +188,13 @@ def split_list(value: str) -> tuple[str, ...]:
 
 def load_settings(**overrides: object) -> Settings:
     """Read the environment (and `.env`) once; turn validation errors into one readable sentence."""
+    fields = Settings.model_fields
+    by_alias = {
+        (fields[k].validation_alias.choices[0] if k in fields and fields[k].validation_alias else k): v
+        for k, v in overrides.items()
+    }
     try:
-        return Settings(**overrides)  # type: ignore[arg-type]
+        return Settings(**by_alias)  # type: ignore[arg-type]
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first.get("loc", ())) or "settings"

@@ -24,6 +24,7 @@ class IncomingMessage:
     channel_id: str = ""
     team_id: str = ""
     user_name: str = ""
+    is_direct: bool = False  # a 1:1 conversation with the bot (Slack DM, Teams personal chat)
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ import os
 import pwd
 import resource
 import signal
+import stat
 import sys
 import time
 from dataclasses import dataclass, field
@@ -290,10 +291,12 @@ def _private_filesystem(
     for tmp in ("/tmp", "/var/tmp", "/dev/shm"):
         if os.path.isdir(tmp):
             _mount("tmpfs", tmp, "tmpfs", MS_NOSUID | MS_NODEV, "size=64m,mode=1777")
+    _bind_back(fds, hide=hidden)
+    # Masks go last: a bind-back above (e.g. the project source, when it lives under a hidden
+    # directory) would otherwise bring an unmasked copy of a secret file back into view.
     for path in masked:
         if os.path.isfile(path):
             _mount("/dev/null", path, None, MS_BIND)
-    _bind_back(fds, hide=hidden)
     # A private /proc that hides other users' processes (the bot's included) where the kernel allows.
     _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV, "hidepid=2")
 
@@ -362,14 +365,30 @@ def _current_vm_bytes() -> int:
 
 
 def prepare_workspace(path: Path, session_id: str) -> Path:
-    """Create a session's workspace with owner-only permissions (its own uid when we are root)."""
+    """Create a session's workspace with owner-only permissions (its own uid when we are root).
+
+    The workspace's contents belong to untrusted code: anything in it may be a symlink planted to make
+    this root process chown or chmod a host directory. Nothing here follows a link.
+    """
     path.mkdir(parents=True, exist_ok=True)
-    (path / ".tmp").mkdir(exist_ok=True)
-    (path / ".duckdb_tmp").mkdir(exist_ok=True)
-    if os.geteuid() == 0:
-        uid = sandbox_uid(session_id)
-        for p in (path, path / ".tmp", path / ".duckdb_tmp"):
-            with contextlib.suppress(OSError):
-                os.chown(p, uid, uid)
-    os.chmod(path, 0o700)
+    if path.is_symlink() or not path.is_dir():
+        raise PermissionError(f"workspace {path} is not a plain directory")
+    uid = sandbox_uid(session_id) if os.geteuid() == 0 else None
+    for sub in (path / ".tmp", path / ".duckdb_tmp"):
+        _plain_directory(sub)
+        if uid is not None:
+            os.chown(sub, uid, uid, follow_symlinks=False)
+    if uid is not None:
+        os.chown(path, uid, uid, follow_symlinks=False)
+    os.chmod(path, 0o700)  # `path` was just checked to be a real directory in a root-owned parent
     return path
+
+
+def _plain_directory(path: Path) -> None:
+    """Make `path` a real directory, replacing whatever a step put there (a symlink, a file)."""
+    with contextlib.suppress(FileNotFoundError):
+        st = path.lstat()
+        if stat.S_ISDIR(st.st_mode):
+            return
+        path.unlink()
+    path.mkdir()

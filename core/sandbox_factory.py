@@ -39,4 +39,6 @@ async def build_sandbox_and_warehouse(settings: Settings) -> tuple[Sandbox, Ware
 
         return sandbox, BigQueryWarehouse.from_settings(settings, sandbox)
     assert demo is not None
-    return sandbox, DuckDBWarehouse(demo, sandbox, step_memory_mb=settings.step_memory_mb)
+    return sandbox, DuckDBWarehouse(
+        demo, sandbox, step_memory_mb=settings.step_memory_mb, step_file_mb=settings.step_file_mb
+    )

@@ -91,6 +91,7 @@ class ToolContext:
     confirm: Confirmer | None = None
     step_timeout_s: float = 120.0
     step_memory_mb: int = 4096
+    step_file_mb: int = 1024
     step_output_bytes: int = 20_000
     s3: S3Source | None = None  # set only when S3 buckets are configured
     tools: Mapping[str, Tool] = field(default_factory=lambda: TOOLS_BY_NAME)  # what this turn offers
@@ -207,6 +208,7 @@ def _request(ctx: ToolContext, kind, code: str, save_as: str | None) -> StepRequ
         save_as=save_as,
         timeout_s=ctx.step_timeout_s,
         memory_mb=ctx.step_memory_mb,
+        file_mb=ctx.step_file_mb,
         output_bytes=ctx.step_output_bytes,
         preview_rows=ctx.query.preview_rows,
         preview_bytes=ctx.query.preview_bytes,
@@ -220,7 +222,7 @@ pc.write_csv(pq.read_table({src!r}), {dst!r})
 
 
 async def attach_file(args: AttachFileInput, ctx: ToolContext) -> ToolOutcome:
-    path = PurePosixPath(args.path.strip().lstrip("./") if args.path.startswith("./") else args.path.strip())
+    path = PurePosixPath(args.path.strip().removeprefix("./"))
     if path.is_absolute() or ".." in path.parts or not path.parts:
         return refused(f"'{args.path}' is not a relative path inside the workspace.")
     files = {f["path"]: f for f in await ctx.sandbox.list_files(ctx.session_id)}

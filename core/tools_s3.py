@@ -110,6 +110,7 @@ def _step(ctx: ToolContext, code: str) -> StepRequest:
         code=code,
         timeout_s=ctx.step_timeout_s,
         memory_mb=ctx.step_memory_mb,
+        file_mb=ctx.step_file_mb,
         output_bytes=ctx.step_output_bytes,
     )
 

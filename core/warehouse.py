@@ -113,10 +113,11 @@ class DuckDBWarehouse:
     default_dataset: str | None = "main"
     default_project: str | None = None
 
-    def __init__(self, path: Path, sandbox: Sandbox, *, step_memory_mb: int = 4096):
+    def __init__(self, path: Path, sandbox: Sandbox, *, step_memory_mb: int = 4096, step_file_mb: int = 1024):
         self.path = path
         self.sandbox = sandbox
         self.step_memory_mb = step_memory_mb
+        self.step_file_mb = step_file_mb
 
     def _connect(self):
         import duckdb
@@ -178,6 +179,7 @@ class DuckDBWarehouse:
                 save_as=save_as,
                 timeout_s=ctx.timeout_s,
                 memory_mb=self.step_memory_mb,
+                file_mb=self.step_file_mb,
                 preview_rows=ctx.preview_rows,
                 preview_bytes=ctx.preview_bytes,
             )

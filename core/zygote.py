@@ -51,6 +51,12 @@ def _serve_child(conn: socket.socket, args: argparse.Namespace) -> None:
     raw = json.loads(stream.readline() or b"{}")
     workspace = Path(raw.pop("workspace", ""))
     stream.write(json.dumps({"pid": os.getpid()}).encode() + b"\n")
+    # The step's fd 1/2 were the fork server's stdout (a pipe the bot stops reading after "ready") and
+    # the bot's stderr: a step writing there directly could block every later step or flood the logs.
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 1)
+    os.dup2(devnull, 2)
+    os.close(devnull)
     request = StepRequest(**raw)
     root = Path(args.workspaces).resolve()
     if not is_valid_session_id(request.session_id) or workspace.resolve() != root / request.session_id:

@@ -13,8 +13,9 @@ from core.policy import TableAllowlist
 from tests.fakes.anthropic_api import text
 
 
-def msg(user="U1", channel="C1", team="T1", surface="slack", text_="hi") -> IncomingMessage:
+def msg(user="U1", channel="C1", team="T1", surface="slack", text_="hi", direct=False) -> IncomingMessage:
     return IncomingMessage(
+        is_direct=direct,
         text=text_,
         surface=surface,
         thread_key=(team, channel, "1.0"),
@@ -53,7 +54,9 @@ POLICY = AccessPolicy(
         (msg(user="U2"), None),
         (msg(team="T9"), "isn't enabled for this workspace"),
         (msg(channel="C9"), "isn't enabled in this channel"),
-        (msg(channel="D123"), None),  # direct messages are not channel-gated
+        (msg(channel="D123", direct=True), None),  # direct messages are not channel-gated
+        (msg(channel="a:1personal", surface="teams", direct=True), None),  # Teams personal chat too
+        (msg(channel="D123"), "isn't enabled in this channel"),  # an id alone proves nothing
         (msg(user="U9"), "not on the list of people"),
         (msg(user="ADMIN", team="T9", channel="C9"), None),  # admins pass every allowlist
         (msg(user="U9", surface="terminal"), None),  # the local terminal is the operator

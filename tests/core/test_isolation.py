@@ -75,6 +75,30 @@ async def test_process_count_is_capped(sandbox):
 
 
 @module_loop
+@pytest.mark.skipif(not ROOT, reason="the chown attack needs the bot to run as root")
+async def test_a_planted_tmp_symlink_does_not_make_the_bot_chown_a_host_directory(sandbox, tmp_path):
+    victim = tmp_path / "victim"
+    victim.mkdir(mode=0o755)
+    planted = await sandbox.run(step(f"import os\nos.rmdir('.tmp')\nos.symlink({str(victim)!r}, '.tmp')"))
+    assert planted.ok, planted.error
+    after = await sandbox.run(step(f"open({str(victim / 'pwn')!r}, 'w').write('x')"))
+    assert not after.ok and not (victim / "pwn").exists()
+    assert victim.stat().st_uid == 0  # still root's: the bot never chowned through the link
+    assert not (sandbox.workspace("iso-1") / ".tmp").is_symlink()
+
+
+@module_loop
+async def test_a_step_flooding_fd_1_and_2_does_not_block_later_steps(sandbox):
+    flood = "import os\nfor _ in range(40):\n    os.write(1, b'x' * 10000)\n    os.write(2, b'y' * 10000)\nprint('ok')"
+    first = await sandbox.run(step(flood, timeout_s=10))
+    assert first.ok and first.output.strip() == "ok", first.error
+    second = await sandbox.run(
+        step("import os\nos.write(1, b'z' * 100000)\nprint('still fine')", timeout_s=10)
+    )
+    assert second.ok and second.output.strip() == "still fine", second.error
+
+
+@module_loop
 async def test_a_step_can_wait_for_its_own_children(sandbox):
     """The fork server ignores SIGCHLD; a step must not inherit that (waitpid would fail)."""
     result = await sandbox.run(
