@@ -78,6 +78,10 @@ async def print_audit(
     store = await open_store(settings)
     try:
         since = time.time() - since_hours * 3600 if since_hours else None
+        if session:  # a full session id or a terminal `--session` key
+            from bot.export import resolve_session_id
+
+            session = await resolve_session_id(store, session)
         turns = await store.list_turns(
             session_id=session, user_id=user, channel_id=channel, since=since, limit=limit
         )

@@ -81,10 +81,8 @@ async def _chat(settings: Settings, session: str | None) -> None:
     console = Console()
     analyst = await _analyst(settings)
     key = (session,) if session else (_new_key(),)
-    message = IncomingMessage(text="", surface="terminal", thread_key=key)
-    console.print(
-        f"[bold]datathread[/] — session [cyan]{analyst.session_id(message)}[/]. "
-        "Ask about the data; Ctrl-D to quit."
+    console.print(  # the key, as everywhere else: chat/ask --session, export and audit all take it
+        f"[bold]datathread[/] — session [cyan]{key[0]}[/]. Ask about the data; Ctrl-D to quit."
     )
     try:
         while True:
@@ -182,7 +180,12 @@ def serve(
 
     settings = _settings()
     _setup_logging(settings, log_level)
-    uvicorn.run(create_app(settings), host=host, port=port, log_level=log_level.lower(), lifespan="on")
+    try:  # no model key or a bad Teams setting: one sentence, not a traceback
+        require_model(settings)
+        asgi = create_app(settings)
+    except ConfigError as exc:
+        _die(str(exc))
+    uvicorn.run(asgi, host=host, port=port, log_level=log_level.lower(), lifespan="on")
 
 
 @app.command()
@@ -230,7 +233,7 @@ def audit(
 
 @app.command()
 def export(
-    session_id: str = typer.Argument(..., help="The session id to export."),
+    session_id: str = typer.Argument(..., help="The session id (or terminal --session key) to export."),
     output: Path = typer.Option(None, "-o", "--output", help="Notebook path (.ipynb)."),
 ) -> None:
     """Export a thread as a runnable Jupyter notebook."""

@@ -15,19 +15,31 @@ from rich.console import Console
 from core.config import Settings
 from core.notebook import NothingToExport, session_notebook
 from core.sandbox import is_valid_session_id
-from core.sessions import StoreUnavailable, open_store
+from core.sessions import SessionStore, StoreUnavailable, open_store, session_id_for
+
+
+async def resolve_session_id(store: SessionStore, given: str) -> str:
+    """The session id `given` names: a full session id that has turns, else the terminal session of that
+    `--session` key (`datathread chat`/`ask` print the key), so either works wherever an id is asked."""
+    valid = is_valid_session_id(given)
+    if valid and await store.list_turns(session_id=given, limit=1):
+        return given
+    terminal = session_id_for("terminal", (given,))
+    if not valid or await store.list_turns(session_id=terminal, limit=1):
+        return terminal
+    return given
 
 
 async def export_session(settings: Settings, session_id: str, output: Path | None) -> Path:
     """Write the session's notebook to `output` (default `<session_id>.ipynb` in the cwd) and return
-    the path; a missing session or store ends the command with one sentence and exit code 1."""
-    if not is_valid_session_id(session_id):
-        _fail(f"{session_id!r} is not a session id (see `datathread audit` for the ids).")
-    target = output or Path(f"{session_id}.ipynb")
+    the path; `session_id` may also be a terminal `--session` key. A missing session or store ends the
+    command with one sentence and exit code 1."""
     sandbox = _file_reader(settings)
     try:
         store = await open_store(settings)
         try:
+            session_id = await resolve_session_id(store, session_id)
+            target = output or Path(f"{session_id}.ipynb")
             data = await session_notebook(
                 store=store,
                 sandbox=sandbox,

@@ -8,6 +8,7 @@ after the platform's ack.
 from __future__ import annotations
 
 import contextlib
+import importlib
 import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -45,11 +46,8 @@ def create_app(
         analyst=analyst,
     )
     routes = [Route("/healthz", _healthz, methods=["GET"])]
-    surfaces = []
-    for module in ("bot.slack_app", "bot.teams_app", "bot.files"):
-        with contextlib.suppress(ModuleNotFoundError):
-            mod = __import__(module, fromlist=["routes"])
-            surfaces.append(mod)
+    # Imported unconditionally: a broken surface module must fail start-up loudly, not lose its route.
+    surfaces = [importlib.import_module(m) for m in ("bot.slack_app", "bot.teams_app", "bot.files")]
     for mod in surfaces:
         routes += mod.routes(state)
 

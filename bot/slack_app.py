@@ -66,6 +66,7 @@ def action_payload(body: dict, action: dict) -> dict:
     container = body.get("container") or {}
     message = body.get("message") or {}
     return {
+        "ephemeral": bool(container.get("is_ephemeral")),
         "action": action["action_id"],
         "value": action.get("value", ""),
         "user": body["user"]["id"],
@@ -94,6 +95,7 @@ async def admit(state: Any, body: dict, event: dict, bot_user_id: str | None, *,
         "ts": event["ts"],
         "event_id": body.get("event_id", ""),
         "follow_up_only": not mentioned and event.get("channel_type") != "im",
+        "is_direct": event.get("channel_type") == "im",
     }
     await state.runner.submit(TurnJob(kind=JOB_MESSAGE, payload=payload))
 
@@ -111,7 +113,7 @@ async def run_message(state: Any, p: dict) -> None:
     if not await store.first_seen(f"slack:msg:{p['channel']}:{p['ts']}"):
         return  # the other half of an app_mention + message pair
     keys = ("team", "channel", "user", "text", "thread_ts")
-    await run_turn(state, {k: p[k] for k in keys})
+    await run_turn(state, {**{k: p[k] for k in keys}, "is_direct": bool(p.get("is_direct"))})
 
 
 def build_bolt_app(state: Any) -> AsyncApp:

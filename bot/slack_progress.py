@@ -177,13 +177,13 @@ class SlackProgress:
             )
             return
         try:
-            name, data = await to_upload(artifact.name, await self.read_file(artifact))
+            # Uploaded as is: any conversion (parquet -> CSV) happens inside the sandbox (core/tools.py attach_file).
             await self.client.files_upload_v2(
                 channel=self.target.channel,
                 thread_ts=self.target.thread_ts,
-                file=data,
-                filename=name,
-                title=artifact.title or name,
+                file=await self.read_file(artifact),
+                filename=artifact.name,
+                title=artifact.title or artifact.name,
             )
         except (SlackClientError, OSError, ValueError) as exc:
             log.warning("upload of %s failed: %s", artifact.name, exc)
@@ -196,7 +196,11 @@ class SlackProgress:
         body = self.answer
         if self.notes:
             body = f"{body}\n\n" + "\n".join(f"_{n}_" for n in self.notes)
-        footer = render.footer_blocks(done.turn_id, asdict(done.stats)) if done.ok else []
+        # No "Export notebook" on private answers: the export would upload the private session in the channel.
+        with_export = not self.target.private
+        footer = (
+            render.footer_blocks(done.turn_id, asdict(done.stats), with_export=with_export) if done.ok else []
+        )
         if self.failure is not None:
             body = render.failure_text(self.failure.message, self.failure.error_id)
         if self.mode == "stream" and self.stream_ts:
@@ -260,21 +264,3 @@ def _why(exc: Exception) -> str:
     if isinstance(exc, SlackApiError):
         return str(exc.response.get("error", "Slack refused it"))
     return type(exc).__name__
-
-
-async def to_upload(name: str, data: bytes) -> tuple[str, bytes]:
-    """What to send Slack for a workspace file: parquet becomes CSV (people open CSVs)."""
-    if not name.lower().endswith(".parquet"):
-        return name, data
-    return name[: -len(".parquet")] + ".csv", await asyncio.to_thread(_parquet_to_csv, data)
-
-
-def _parquet_to_csv(data: bytes) -> bytes:
-    import io
-
-    import pyarrow.csv as pacsv
-    import pyarrow.parquet as pq
-
-    out = io.BytesIO()
-    pacsv.write_csv(pq.read_table(io.BytesIO(data)), out)
-    return out.getvalue()

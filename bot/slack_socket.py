@@ -12,7 +12,7 @@ import logging
 from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 
 from bot.server import AppState
-from bot.slack_app import build_bolt_app, on_startup
+from bot.slack_app import build_bolt_app, on_shutdown, on_startup
 from core.analyst import Analyst
 from core.config import ConfigError, Settings, require_model
 from core.runner import LocalRunner
@@ -32,7 +32,8 @@ async def run_socket_mode(settings: Settings) -> None:
     """Connect over Socket Mode and serve until interrupted; finish running turns before exiting."""
     check_socket_settings(settings)
     require_model(settings)
-    state = AppState(settings=settings, runner=LocalRunner(), analyst=await Analyst.create(settings))
+    runner = LocalRunner(max_concurrent=settings.max_concurrent_turns)
+    state = AppState(settings=settings, runner=runner, analyst=await Analyst.create(settings))
     await on_startup(state)
     handler = AsyncSocketModeHandler(build_bolt_app(state), settings.slack_app_token.get_secret_value())
     state.ready = True
@@ -44,4 +45,5 @@ async def run_socket_mode(settings: Settings) -> None:
     finally:
         await handler.close_async()
         await state.runner.drain(timeout=30)
+        await on_shutdown(state)
         await state.analyst.close()

@@ -20,6 +20,7 @@ from bot.slack_progress import SlackProgress, SlackTarget
 from core.config import Settings
 from core.events import IncomingMessage
 from core.runner import TurnJob
+from core.sessions import session_id_for
 
 log = logging.getLogger("datathread.slack")
 
@@ -110,6 +111,7 @@ async def run_turn(state: Any, p: dict) -> None:
         user_id=p["user"],
         channel_id=p["channel"],
         team_id=p["team"],
+        is_direct=bool(p.get("is_direct")),
     )
     sink = SlackProgress(client, target, state.analyst.read_artifact)
     if note:
@@ -149,6 +151,10 @@ async def run_export(state: Any, p: dict) -> None:
         await _ephemeral(client, p, {"text": "I no longer have that conversation."})
         return
     session_id = record["session_id"]
+    if p.get("ephemeral") or is_private_session(record):
+        # A private answer's session must never be uploaded into the channel for everyone to see.
+        await _ephemeral(client, p, {"text": "Private answers can't be exported into the channel."})
+        return
     data = await notebook_bytes(state.analyst, session_id)
     await client.files_upload_v2(
         channel=p["channel"],
@@ -157,6 +163,12 @@ async def run_export(state: Any, p: dict) -> None:
         filename=f"datathread-{session_id}.ipynb",
         title="This thread as a notebook",
     )
+
+
+def is_private_session(record: dict) -> bool:
+    """True when the turn belongs to someone's `/ask private` session (keyed `private:<user>`)."""
+    key = (record.get("team_id") or "", record.get("channel_id") or "", f"private:{record.get('user_id')}")
+    return record.get("session_id") == session_id_for("slack", key)
 
 
 async def _ephemeral(client: AsyncWebClient, p: dict, msg: dict) -> None:

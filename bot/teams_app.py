@@ -11,9 +11,11 @@ https://learn.microsoft.com/azure/bot-service/rest-api/bot-framework-rest-connec
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
 
 from botbuilder.core import BotAdapter
 from botbuilder.core.cloud_adapter_base import CloudAdapterBase
@@ -107,10 +109,38 @@ def bot_for(state: AppState) -> TeamsBot:
     return bot
 
 
-async def authenticate(bot: TeamsBot, activity: Activity, header: str | None) -> bool:
-    """True when the request may proceed: a valid channel token, or no app id configured (local use)."""
-    if not bot.app_id:
+def is_loopback(host: str | None) -> bool:
+    """True for localhost and loopback addresses: without an app id only these may talk to the bot."""
+    host = (host or "").strip().strip("[]").lower()
+    if host == "localhost":
         return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def local_only_refusal(activity: Activity, client_host: str | None) -> str | None:
+    """Why an unauthenticated (no app id) request is refused, or None: both the caller and the
+    serviceUrl the answer would go to must be loopback, so no one else can run turns or receive them."""
+    if not is_loopback(client_host):
+        return f"client {client_host!r} is not loopback"
+    service_host = urlsplit(activity.service_url or "").hostname
+    if not is_loopback(service_host):
+        return f"serviceUrl host {service_host!r} is not loopback"
+    return None
+
+
+async def authenticate(
+    bot: TeamsBot, activity: Activity, header: str | None, client_host: str | None = None
+) -> bool:
+    """True when the request may proceed: a valid channel token, or, with no app id configured,
+    a loopback caller whose serviceUrl is loopback too (local/emulator use only)."""
+    if not bot.app_id:
+        reason = local_only_refusal(activity, client_host)
+        if reason:
+            log.warning("refused an unauthenticated Bot Framework request (no MICROSOFT_APP_ID): %s", reason)
+        return reason is None
     if not header:
         return False
     try:
@@ -131,7 +161,8 @@ def routes(state: AppState) -> list[Route]:
             activity = Activity().deserialize(body)
         except Exception:
             return JSONResponse({"error": "not a Bot Framework activity"}, status_code=400)
-        if not await authenticate(bot, activity, request.headers.get("authorization")):
+        client_host = request.client.host if request.client else None
+        if not await authenticate(bot, activity, request.headers.get("authorization"), client_host):
             return JSONResponse({"error": "unauthorized"}, status_code=401)
         if activity.type not in (ActivityTypes.message, ActivityTypes.invoke):
             return Response(status_code=200)
@@ -161,8 +192,9 @@ async def on_startup(state: AppState) -> None:
     state.runner.register(JOB_KIND, handler)
     if not bot.app_id:
         log.warning(
-            "MICROSOFT_APP_ID is not set: POST /api/messages accepts UNAUTHENTICATED requests. "
-            "Use this only locally (Bot Framework Emulator); set MICROSOFT_APP_ID/PASSWORD for Teams."
+            "MICROSOFT_APP_ID is not set: POST /api/messages accepts UNAUTHENTICATED requests, "
+            "from loopback clients with a loopback serviceUrl only. Use this only locally "
+            "(Bot Framework Emulator); set MICROSOFT_APP_ID/PASSWORD for Teams."
         )
     else:
         log.info("Teams: app %s (%s)", bot.app_id, state.settings.microsoft_app_type)

@@ -51,10 +51,8 @@ async def run_job(bot: TeamsBot, state: AppState, job: TurnJob) -> None:
         out = TeamsOut(connector=connector, reference=reference)
         try:
             await dispatch(bot, state, activity, out)
-        finally:
-            close = getattr(connector, "close", None)
-            if close is not None:
-                await close()
+        finally:  # msrest's async ConnectorClient has no close(): __aexit__ closes its requests.Session
+            await connector.__aexit__(None, None, None)
 
     await bot.adapter.continue_conversation(reference, logic, bot_app_id=bot.app_id)
 
@@ -156,6 +154,7 @@ async def _answer(bot: TeamsBot, state: AppState, activity: Activity, text: str,
         channel_id=_channel_id(activity),
         team_id=tenant_of(activity),
         user_name=activity.from_property.name if activity.from_property else "",
+        is_direct=is_personal(activity),
     )
     await out.typing()
     sink = TeamsSink(state=state, out=out, personal=is_personal(activity))

@@ -255,17 +255,29 @@ class BigQueryWarehouse:
                 "not confirm it. Narrow it (fewer columns, a partition filter) or ask before running it again."
             )
         counted = self._budgets(ctx)
-        room = decision.maximum_bytes_billed
+        room, reserved = decision.maximum_bytes_billed, []
+        # Reserve the estimate before running (atomic increments), so concurrent turns of one user or
+        # channel cannot each spend the whole remaining budget; settle to the billed bytes afterwards.
         for budget in counted:
-            used = await ctx.store.add_usage(budget.key, 0, ttl_s=budget.ttl_s)  # read without adding
+            used = await ctx.store.add_usage(budget.key, estimate, ttl_s=budget.ttl_s) - estimate
+            reserved.append(budget)
             if used + estimate > budget.limit:
+                await self._settle(ctx, reserved, -estimate)
                 return _refuse(over_budget_message(budget, used, estimate, lim.price_per_tib))
             room = min(room, budget.limit - used)
-        job, table = await asyncio.to_thread(self._run_job, sql, max(room, MIN_BILLED_BYTES), ctx)
-        billed = int(job.total_bytes_billed or 0)
-        for budget in counted:
-            await ctx.store.add_usage(budget.key, billed, ttl_s=budget.ttl_s)
+        billed = 0
+        try:
+            job, table = await asyncio.to_thread(self._run_job, sql, max(room, MIN_BILLED_BYTES), ctx)
+            billed = int(job.total_bytes_billed or 0)
+        finally:
+            await self._settle(ctx, reserved, billed - estimate)
         return await self._save(table, job, billed, save_as, ctx)
+
+    @staticmethod
+    async def _settle(ctx: QueryContext, budgets_: list, delta: int) -> None:
+        for budget in budgets_:
+            if delta:
+                await ctx.store.add_usage(budget.key, delta, ttl_s=budget.ttl_s)
 
     def _job_config(self, **kwargs):
         from google.cloud import bigquery

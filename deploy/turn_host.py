@@ -25,10 +25,20 @@ REDIS_REQUIRED = (
 )
 
 
+LINK_SECRET_REQUIRED = (
+    "The Modal deployment with Teams (MICROSOFT_APP_ID) needs DATATHREAD_LINK_SECRET (put it in the Modal "
+    "secret 'datathread-teams'): file links are signed in the turn container and checked in the web one."
+)
+
+
 def require_shared_store(settings: Settings) -> None:
-    """Refuse to serve on Modal with a per-container store (two turns of a thread could run at once)."""
+    """Refuse to serve on Modal with per-container state: a per-container store (two turns of a thread
+    could run at once) or, with Teams, a per-container link key (links would fail in the web container)."""
     if not settings.redis_url:
         raise ConfigError(REDIS_REQUIRED)
+    secret = settings.link_secret.get_secret_value() if settings.link_secret else ""
+    if settings.microsoft_app_id and not secret:
+        raise ConfigError(LINK_SECRET_REQUIRED)
 
 
 def build_web_app(settings: Settings, *, spawn: Spawn) -> Starlette:

@@ -221,6 +221,14 @@ async def test_dm_and_slash_commands(slack, model):
     answer = api.of("chat.postEphemeral")[-1].args
     assert answer["user"] == "U0001" and "Only you see this." in json.dumps(answer["blocks"])
     assert "how many planes?" in json.dumps(model.requests[-1]["messages"])
+    buttons = [e for b in answer["blocks"] if b["type"] == "actions" for e in b["elements"]]
+    assert buttons and render.ACTION_EXPORT not in [e["action_id"] for e in buttons]
+    # even a forged Export click on the private turn uploads nothing; the clicker is told why
+    api.clear()
+    await slack.click(render.ACTION_EXPORT, buttons[0]["value"])
+    await slack.drain()
+    assert not api.of("files.completeUploadExternal")
+    assert "Private answers" in api.of("chat.postEphemeral")[0].args["text"]
 
     # empty command: a hint, no turn
     hint = await slack.command("  ")

@@ -161,4 +161,7 @@ def test_action_payload_prefers_the_thread_of_the_clicked_message() -> None:
         "team": "T1",
         "channel": "C1",
         "thread_ts": "1.0",
+        "ephemeral": False,
     }
+    body["container"]["is_ephemeral"] = True  # a click on a private (ephemeral) answer
+    assert action_payload(body, {"action_id": r.ACTION_EXPORT, "value": "turn1"})["ephemeral"] is True

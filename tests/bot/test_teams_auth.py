@@ -11,7 +11,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from pydantic import SecretStr
 
 from bot.server import create_app
-from bot.teams_app import credentials_factory
+from bot.teams_app import credentials_factory, is_loopback
 from core.config import ConfigError
 from core.runner import TurnJob
 from tests.bot.test_teams import activity
@@ -103,3 +103,41 @@ def test_credentials_by_app_type(settings):
     assert credentials_factory(multi).tenant_id == ""  # multi-tenant bots sign in via botframework.com
     with pytest.raises(ConfigError, match="TENANT_ID"):
         credentials_factory(single.model_copy(update={"microsoft_app_tenant_id": None}))
+
+
+async def test_without_app_id_only_loopback_callers_and_service_urls_are_accepted(settings, connector):
+    runner = RecordingRunner()
+    app = create_app(settings.model_copy(update={"microsoft_app_id": None}), runner=runner)
+    local = httpx.ASGITransport(app=app)  # reports client ("127.0.0.1", 123)
+    remote = httpx.ASGITransport(app=app, client=("203.0.113.5", 4000))
+    async with httpx.AsyncClient(transport=local, base_url="http://t") as client:
+        response = await client.post("/api/messages", json=activity("https://attacker.example/", "hi"))
+        assert response.status_code == 401
+        assert runner.jobs == []
+    async with httpx.AsyncClient(transport=remote, base_url="http://t") as client:
+        response = await client.post("/api/messages", json=activity(connector.url, "hi"))
+        assert response.status_code == 401
+        assert runner.jobs == []
+    async with httpx.AsyncClient(transport=local, base_url="http://t") as client:
+        response = await client.post("/api/messages", json=activity(connector.url, "hi"))
+    assert response.status_code == 202
+    assert [j.kind for j in runner.jobs] == ["teams.turn"]
+
+
+@pytest.mark.parametrize(
+    "host,ok",
+    [
+        ("127.0.0.1", True),
+        ("127.8.0.1", True),
+        ("::1", True),
+        ("[::1]", True),
+        ("localhost", True),
+        ("203.0.113.5", False),
+        ("evil.example", False),
+        ("localhost.evil.example", False),
+        ("", False),
+        (None, False),
+    ],
+)
+def test_is_loopback(host, ok):
+    assert is_loopback(host) is ok

@@ -3,6 +3,7 @@ a real workspace on disk, a real SQLite store for budgets, and the real tool pat
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import io
 from pathlib import Path
@@ -191,6 +192,24 @@ async def test_daily_budget_refuses_and_says_when_it_resets(parts, fake_bq):
     # another person in the same channel still has budget
     other = await warehouse.query(ORDERS, None, qctx(store, turn_id="c", user_id="U999"))
     assert other.ok
+
+
+async def test_concurrent_turns_cannot_both_spend_the_last_of_a_budget(parts, fake_bq):
+    """The estimate is reserved before the job runs, so two turns at once cannot overspend."""
+    warehouse, _, store, _ = parts
+    warehouse.limits = dataclasses.replace(warehouse.limits, per_user_day=5 * 10**9)
+    fake_bq.on_query(ORDERS, Answer(ORDERS_SCHEMA, [[1, 2.0, "paid"]], 3 * 10**9))
+    results = await asyncio.gather(
+        *(warehouse.query(ORDERS, None, qctx(store, turn_id=f"t{i}", session_id="s1")) for i in range(2))
+    )
+    assert sorted(r.ok for r in results) == [False, True]
+    assert len(fake_bq.runs()) == 1
+    refused = next(r for r in results if not r.ok)
+    assert "your daily budget" in refused.error
+    # the refused turn's reservation was released: 3 GB billed, 2 GB still left for a small query
+    daily = next(b for b in warehouse._budgets(qctx(store)) if b.name == "your daily budget")
+    used = await store.add_usage(daily.key, 0, ttl_s=86400)
+    assert used == 3 * 10**9
 
 
 def tool_ctx(warehouse, sandbox, store, allowlist: TableAllowlist) -> ToolContext:

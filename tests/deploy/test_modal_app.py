@@ -237,6 +237,11 @@ def test_web_and_turn_containers_refuse_to_start_without_redis(settings):
         build_web_app(settings, spawn=lambda job: asyncio.sleep(0))
     with pytest.raises(ConfigError, match="REDIS_URL"):
         asyncio.run(TurnHost(settings).start())
+    teams = settings.model_copy(update={"redis_url": "redis://127.0.0.1:1/0", "microsoft_app_id": "app-1"})
+    with pytest.raises(
+        ConfigError, match="DATATHREAD_LINK_SECRET"
+    ):  # links signed in one container, checked in another
+        build_web_app(teams, spawn=lambda job: asyncio.sleep(0))
 
 
 async def modal_analyst(settings, workspaces: VolumeWorkspaces):
