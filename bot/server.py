@@ -42,7 +42,7 @@ def create_app(
     """Build the ASGI app. Pass `runner` (e.g. Modal's spawn runner) and `analyst` to override the defaults."""
     state = AppState(
         settings=settings,
-        runner=runner or LocalRunner(max_concurrent=settings.max_concurrent_turns),
+        runner=runner or LocalRunner(max_concurrent=4 * settings.max_concurrent_turns),
         analyst=analyst,
     )
     routes = [Route("/healthz", _healthz, methods=["GET"])]

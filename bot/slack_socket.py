@@ -32,7 +32,7 @@ async def run_socket_mode(settings: Settings) -> None:
     """Connect over Socket Mode and serve until interrupted; finish running turns before exiting."""
     check_socket_settings(settings)
     require_model(settings)
-    runner = LocalRunner(max_concurrent=settings.max_concurrent_turns)
+    runner = LocalRunner(max_concurrent=4 * settings.max_concurrent_turns)
     state = AppState(settings=settings, runner=runner, analyst=await Analyst.create(settings))
     await on_startup(state)
     handler = AsyncSocketModeHandler(build_bolt_app(state), settings.slack_app_token.get_secret_value())

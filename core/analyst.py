@@ -7,6 +7,7 @@ every failure into a short human message with an error id that matches the log l
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import time
@@ -77,6 +78,7 @@ class Analyst:
         self._tools = build_tools(self._toolset)
         self._tools_by_name = {t.name: t for t in self._toolset}
         self._s3 = S3Source.from_settings(parts.settings)
+        self._slots = asyncio.Semaphore(parts.settings.max_concurrent_turns)  # turns running at once
 
     @classmethod
     async def create(cls, settings: Settings, *, model: ModelClient | None = None) -> Analyst:
@@ -128,7 +130,9 @@ class Analyst:
                 return await self._fail(
                     outcome, emit, text, message, retry_after=wait, log_level=logging.INFO
                 )
-            async with self.store.lock(session_id, ttl_s=self.settings.lock_ttl):
+            # Session lock first, then a turn slot: a follow-up queued behind its own thread's turn
+            # holds no slot, so one busy thread cannot stall everybody else's questions.
+            async with self.store.lock(session_id, ttl_s=self.settings.lock_ttl), self._slots:
                 if is_export_request(message.text):
                     await self._export(message, session_id, outcome, emit)
                 else:

@@ -110,7 +110,7 @@ class Settings(BaseSettings):
     preview_rows: int = Field(20, validation_alias=_env("DATATHREAD_PREVIEW_ROWS"))
     preview_bytes: int = Field(8_000, validation_alias=_env("DATATHREAD_PREVIEW_BYTES"))
     redis_url: str | None = Field(None, validation_alias=_env("REDIS_URL"))
-    max_concurrent_turns: int = Field(8, validation_alias=_env("DATATHREAD_MAX_CONCURRENT_TURNS"))
+    max_concurrent_turns: int = Field(32, validation_alias=_env("DATATHREAD_MAX_CONCURRENT_TURNS"))
     history_ttl_days: int = Field(30, validation_alias=_env("DATATHREAD_HISTORY_TTL_DAYS"))
     lock_ttl: float = Field(
         60.0,

@@ -221,3 +221,30 @@ async def test_export_phrase_attaches_a_notebook_without_calling_the_model(analy
     assert "delays by carrier" in sources and "GROUP BY carrier" in sources and "delays.parquet" in sources
     history = await analyst.store.load_history(outcome.session_id)
     assert history[-1]["content"][0]["text"] == outcome.answer
+
+
+async def test_turn_slots_are_taken_after_the_session_lock(settings, fake_model, recorder):
+    """A follow-up waiting for its own thread holds no slot: another thread's question goes first."""
+    import asyncio
+    import time
+
+    from core.analyst import Analyst
+
+    analyst = await Analyst.create(settings.model_copy(update={"max_concurrent_turns": 1}))
+    try:
+
+        def slow(body):
+            time.sleep(0.5)
+            return text("A1 done")
+
+        fake_model.enqueue(slow, text("second"), text("third"))
+        first = asyncio.create_task(analyst.handle(ask("A1", "thread-a"), recorder))
+        await asyncio.sleep(0.1)  # A1 holds thread-a's lock and the only slot
+        follow_up = asyncio.create_task(analyst.handle(ask("A2", "thread-a"), recorder))
+        await asyncio.sleep(0.05)
+        other = asyncio.create_task(analyst.handle(ask("B1", "thread-b"), recorder))
+        await asyncio.gather(first, follow_up, other)
+        asked = [r["messages"][-1]["content"][0]["text"] for r in fake_model.requests]
+        assert asked == ["A1", "B1", "A2"]
+    finally:
+        await analyst.close()
