@@ -12,7 +12,7 @@ import contextlib
 import logging
 import time
 import uuid
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 from core import history as hist
@@ -38,6 +38,7 @@ from core.s3 import S3Source
 from core.sandbox import Sandbox
 from core.sessions import LockTimeout, SessionStore, StoreUnavailable, open_store, session_id_for
 from core.tools import ToolContext, toolset
+from core.turn_records import in_words, is_model_error, log_failure, turn_record
 from core.warehouse import QueryContext, Warehouse
 
 log = logging.getLogger("datathread.turn")
@@ -126,7 +127,7 @@ class Analyst:
         try:
             wait = await self._rate_limited(message)
             if wait is not None:
-                text = f"You've reached the limit of questions for now. Try again in {_in_words(wait)}."
+                text = f"You've reached the limit of questions for now. Try again in {in_words(wait)}."
                 return await self._fail(
                     outcome, emit, text, message, retry_after=wait, log_level=logging.INFO
                 )
@@ -166,7 +167,6 @@ class Analyst:
         emit: EventSink,
         confirm: Confirmer | None,
     ) -> None:
-        s = self.settings
         started = time.time()
         prior = hist.repair(await self.store.load_history(session_id))
         await self.store.update_meta(
@@ -181,6 +181,15 @@ class Analyst:
             turn_id=outcome.turn_id,
             messages=[*prior, {"role": "user", "content": [{"type": "text", "text": message.text}]}],
         )
+        ctx = self._tool_context(message, session_id, outcome.turn_id, confirm)
+        error = await self._drive(state, ctx, message, outcome, emit)
+        await self._settle(state, message, outcome, emit, started, error)
+
+    def _tool_context(
+        self, message: IncomingMessage, session_id: str, turn_id: str, confirm: Confirmer | None
+    ) -> ToolContext:
+        """What the tools of this turn may use, under this conversation's allowlist and limits."""
+        s = self.settings
         allowlist = self.access.allowlist_for(message)
         query = QueryContext(
             session_id=session_id,
@@ -191,13 +200,13 @@ class Analyst:
             timeout_s=s.step_timeout,
             preview_rows=s.preview_rows,
             preview_bytes=s.preview_bytes,
-            turn_id=outcome.turn_id,
+            turn_id=turn_id,
             confirm=confirm,
             store=self.store,
         )
-        ctx = ToolContext(
+        return ToolContext(
             session_id=session_id,
-            turn_id=outcome.turn_id,
+            turn_id=turn_id,
             sandbox=self.parts.sandbox,
             warehouse=self.parts.warehouse,
             query=query,
@@ -211,8 +220,17 @@ class Analyst:
             tools=self._tools_by_name,
             redact=self.redactor.text,
         )
-        limits = LoopLimits(max_steps=s.max_steps, max_tokens=s.max_tokens, token_budget=s.turn_token_budget)
-        error: str | None = None
+
+    async def _drive(
+        self,
+        state: TurnState,
+        ctx: ToolContext,
+        message: IncomingMessage,
+        outcome: TurnOutcome,
+        emit: EventSink,
+    ) -> str | None:
+        """Run the tool loop; returns None on success or the sentence to show people."""
+        s = self.settings
         try:
             await run_loop(
                 model=self.parts.model,
@@ -222,28 +240,43 @@ class Analyst:
                 tools=self._tools,
                 ctx=ctx,
                 sink=self._redacting(emit),
-                limits=limits,
+                limits=LoopLimits(
+                    max_steps=s.max_steps, max_tokens=s.max_tokens, token_budget=s.turn_token_budget
+                ),
             )
+            return None
         except TurnAborted as exc:
-            error = str(exc)
+            return str(exc)
         except Exception as exc:
-            error = describe_model_error(exc) if _is_model_error(exc) else None
-            if error is None:
-                raise
-            # An API failure is expected operation, not a bug: log the sentence, not a traceback.
-            outcome.error_id = _log_failure(
+            if is_model_error(exc):  # expected operation, not a bug: log the sentence, not a traceback
+                error, level = describe_model_error(exc), logging.WARNING
+            else:  # a bug: log the traceback; the turn so far is still saved below
+                error, level = "Something went wrong on my side while answering.", logging.ERROR
+            outcome.error_id = log_failure(
                 exc,
                 message,
                 outcome.turn_id,
-                session_id,
-                level=logging.WARNING,
+                ctx.session_id,
+                level=level,
                 text=f"{type(exc).__name__}: {error}",
             )
+            return error
+
+    async def _settle(
+        self,
+        state: TurnState,
+        message: IncomingMessage,
+        outcome: TurnOutcome,
+        emit: EventSink,
+        started: float,
+        error: str | None,
+    ) -> None:
+        """Save a valid history and the turn record, whatever happened, then tell the surface."""
         history = hist.repair(
             hist.strip_cache_control(state.messages),
             failure_note=f"(This turn failed: {error})" if error else None,
         )
-        await self.store.save_history(session_id, self.redactor.data(history))
+        await self.store.save_history(outcome.session_id, self.redactor.data(history))
         outcome.steps, outcome.answer, outcome.stats = state.steps, state.answer, state.stats()
         outcome.ok = error is None
         await self.store.record_turn(self._turn_record(message, outcome, started, error))
@@ -254,7 +287,7 @@ class Analyst:
         await emit(
             TurnFinished(
                 turn_id=outcome.turn_id,
-                session_id=session_id,
+                session_id=outcome.session_id,
                 ok=outcome.ok,
                 stats=outcome.stats,
                 steps=tuple(outcome.steps),
@@ -298,26 +331,7 @@ class Analyst:
     def _turn_record(
         self, message: IncomingMessage, outcome: TurnOutcome, started: float, error: str | None
     ) -> dict:
-        return self.redactor.data(
-            {
-                "turn_id": outcome.turn_id,
-                "session_id": outcome.session_id,
-                "surface": message.surface,
-                "team_id": message.team_id,
-                "channel_id": message.channel_id,
-                "user_id": message.user_id,
-                "question": message.text,
-                "answer": outcome.answer,
-                "ok": outcome.ok,
-                "error": error or "",
-                "started": started,
-                "finished": time.time(),
-                "stats": asdict(outcome.stats),
-                "steps": [asdict(s) for s in outcome.steps],
-                "artifacts": [a.path for a in outcome.artifacts],
-                "feedback": {},
-            }
-        )
+        return self.redactor.data(turn_record(message, outcome, started, error))
 
     async def _rate_limited(self, message: IncomingMessage) -> float | None:
         s = self.settings
@@ -344,7 +358,7 @@ class Analyst:
         retry_after: float | None = None,
         log_level: int = logging.ERROR,
     ) -> TurnOutcome:
-        outcome.error_id = _log_failure(
+        outcome.error_id = log_failure(
             exc, message, outcome.turn_id, outcome.session_id, level=log_level, text=text
         )
         outcome.error = text
@@ -362,40 +376,3 @@ class Analyst:
             )
         )
         return outcome
-
-
-def _is_model_error(exc: Exception) -> bool:
-    import anthropic
-
-    return isinstance(exc, anthropic.AnthropicError)
-
-
-def _log_failure(
-    exc: BaseException | None,
-    message: IncomingMessage,
-    turn_id: str,
-    session_id: str,
-    *,
-    level: int = logging.ERROR,
-    text: str = "",
-) -> str:
-    error_id = uuid.uuid4().hex[:8]
-    log.log(
-        level,
-        "turn failed error_id=%s turn=%s session=%s surface=%s user=%s: %s",
-        error_id,
-        turn_id,
-        session_id,
-        message.surface,
-        message.user_id,
-        text or type(exc).__name__,
-        exc_info=exc if exc is not None and level >= logging.ERROR else None,
-    )
-    return error_id
-
-
-def _in_words(seconds: float) -> str:
-    seconds = max(1, round(seconds))
-    if seconds < 90:
-        return f"{seconds} seconds"
-    return f"{round(seconds / 60)} minutes"

@@ -248,3 +248,26 @@ async def test_turn_slots_are_taken_after_the_session_lock(settings, fake_model,
         assert asked == ["A1", "B1", "A2"]
     finally:
         await analyst.close()
+
+
+async def test_a_bug_mid_turn_still_saves_the_turn_and_answers_in_one_sentence(analyst, fake_model, caplog):
+    """Nothing is lost: an unexpected exception inside the loop ends the turn with a short message, a
+    logged traceback under the same error id, and a valid saved history with the question in it."""
+    events: list = []
+
+    async def flaky_sink(event) -> None:
+        events.append(event)
+        if event.kind == "step_started" and len([e for e in events if e.kind == "step_started"]) == 1:
+            raise RuntimeError("surface bug")
+
+    fake_model.enqueue(tool("list_tables"))
+    outcome = await analyst.handle(ask("what tables?", "bug"), flaky_sink)
+    assert not outcome.ok and outcome.error == "Something went wrong on my side while answering."
+    assert f"error_id={outcome.error_id}" in caplog.text and "surface bug" in caplog.text
+    history = await analyst.store.load_history(outcome.session_id)
+    assert_valid(history)
+    assert history[0]["content"][0]["text"] == "what tables?"
+    turns = await analyst.store.list_turns(session_id=outcome.session_id)
+    assert [t["ok"] for t in turns] == [False]
+    fake_model.enqueue(text("fine now"))
+    assert (await analyst.handle(ask("again", "bug"), flaky_sink)).answer == "fine now"

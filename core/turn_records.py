@@ -1,0 +1,77 @@
+"""Turn records and failure log lines: what the audit trail keeps and what the log says about a turn.
+
+Every failure shown to people carries an `error_id`; the log line with the same id has the details.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from dataclasses import asdict
+
+from core.events import IncomingMessage, TurnOutcome
+
+log = logging.getLogger("datathread.turn")
+
+
+def turn_record(message: IncomingMessage, outcome: TurnOutcome, started: float, error: str | None) -> dict:
+    """The audit record of one turn: who, where, question, steps, stats, outcome (not yet redacted)."""
+    return {
+        "turn_id": outcome.turn_id,
+        "session_id": outcome.session_id,
+        "surface": message.surface,
+        "team_id": message.team_id,
+        "channel_id": message.channel_id,
+        "user_id": message.user_id,
+        "question": message.text,
+        "answer": outcome.answer,
+        "ok": outcome.ok,
+        "error": error or "",
+        "started": started,
+        "finished": time.time(),
+        "stats": asdict(outcome.stats),
+        "steps": [asdict(s) for s in outcome.steps],
+        "artifacts": [a.path for a in outcome.artifacts],
+        "feedback": {},
+    }
+
+
+def is_model_error(exc: Exception) -> bool:
+    """An error of the model API (after the SDK's retries), as opposed to a bug of ours."""
+    import anthropic
+
+    return isinstance(exc, anthropic.AnthropicError)
+
+
+def log_failure(
+    exc: BaseException | None,
+    message: IncomingMessage,
+    turn_id: str,
+    session_id: str,
+    *,
+    level: int = logging.ERROR,
+    text: str = "",
+) -> str:
+    """Log a failed turn under a fresh error id (with the traceback only for errors); returns the id."""
+    error_id = uuid.uuid4().hex[:8]
+    log.log(
+        level,
+        "turn failed error_id=%s turn=%s session=%s surface=%s user=%s: %s",
+        error_id,
+        turn_id,
+        session_id,
+        message.surface,
+        message.user_id,
+        text or type(exc).__name__,
+        exc_info=exc if exc is not None and level >= logging.ERROR else None,
+    )
+    return error_id
+
+
+def in_words(seconds: float) -> str:
+    """'45 seconds' / '12 minutes', for 'try again in …'."""
+    seconds = max(1, round(seconds))
+    if seconds < 90:
+        return f"{seconds} seconds"
+    return f"{round(seconds / 60)} minutes"
