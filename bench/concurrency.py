@@ -154,7 +154,13 @@ async def run(*, quick: bool = False) -> BenchResult:
         time.sleep(delay["s"])  # the fake serves each request on its own thread
         return route(body)
 
-    async with analyst_env("concurrency", route=slow_route) as (analyst, fake, _):
+    # Every session of the burst may run at once: this measures how far the core overlaps turns. The
+    # default (DATATHREAD_MAX_CONCURRENT_TURNS = 4 per core) trades some of this for a short ack tail.
+    async with analyst_env("concurrency", route=slow_route, max_concurrent_turns=sessions) as (
+        analyst,
+        fake,
+        _,
+    ):
         idle_mb = sum(pss_kb(p) for p in [os.getpid(), *descendants(os.getpid())]) / 1024
         zero = await _measure(analyst, fake, sessions=sessions, bursts=bursts, singles=singles, tag=1)
         delay["s"] = 1.0

@@ -173,7 +173,7 @@ async def run(*, quick: bool = False) -> BenchResult:
         f"Through Slack (median of {repeats}): ack {median(acks) * 1000:.0f} ms, answer final "
         f"{answer * 1000:.0f} ms after the POST; the Slack share ({(answer - wall) * 1000:.0f} ms) is "
         "streaming progress (chat.startStream/appendStream/stopStream), two file uploads "
-        "(getUploadURLExternal + upload + completeUploadExternal each) and the CSV conversion."
+        "(getUploadURLExternal + upload + completeUploadExternal each)."
     )
     if wall >= TARGET_S:
         result.note(

@@ -6,6 +6,7 @@ environment. Defaults need no account: DuckDB demo data, local sandbox, SQLite s
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Literal
 from urllib.parse import urlsplit
@@ -110,7 +111,12 @@ class Settings(BaseSettings):
     preview_rows: int = Field(20, validation_alias=_env("DATATHREAD_PREVIEW_ROWS"))
     preview_bytes: int = Field(8_000, validation_alias=_env("DATATHREAD_PREVIEW_BYTES"))
     redis_url: str | None = Field(None, validation_alias=_env("REDIS_URL"))
-    max_concurrent_turns: int = Field(32, validation_alias=_env("DATATHREAD_MAX_CONCURRENT_TURNS"))
+    # Turns running at once per process. Turns mostly wait on the model, but their CPU work shares the
+    # event loop that must ack Slack within 3 s: 4 per core keeps the ack tail short on small hosts.
+    max_concurrent_turns: int = Field(
+        default_factory=lambda: max(4, 4 * (os.cpu_count() or 1)),
+        validation_alias=_env("DATATHREAD_MAX_CONCURRENT_TURNS"),
+    )
     history_ttl_days: int = Field(30, validation_alias=_env("DATATHREAD_HISTORY_TTL_DAYS"))
     lock_ttl: float = Field(
         60.0,
