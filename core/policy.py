@@ -5,13 +5,14 @@ The model writes SQL and Python that we treat as untrusted. This package-level m
 - ``check_sql`` / ``TableAllowlist`` (``core.policy_sql``): one read-only statement, allowed tables
   only, no file/setting/environment access — except relative workspace files for ``run_sql``.
 - ``check_python`` (``core.policy_python``): early, friendly feedback on code the sandbox would block.
-- ``Verdict``: the shared result type. It lives in ``core.policy_sql`` so that neither sub-module has
-  to import this one (which would make the import order matter).
+- ``Verdict`` / ``TableAllowlist`` (``core.policy_types``): the shared types, in their own module so
+  neither sub-module has to import this one (which would make the import order matter).
 
 Everything here is pure: no I/O and no mutable module state.
 """
 
 from core.policy_python import check_python
-from core.policy_sql import DIALECTS, TableAllowlist, Verdict, check_sql
+from core.policy_sql import DIALECTS, check_sql
+from core.policy_types import TableAllowlist, Verdict
 
 __all__ = ["DIALECTS", "TableAllowlist", "Verdict", "check_python", "check_sql"]

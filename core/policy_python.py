@@ -13,7 +13,7 @@ import ast
 from fnmatch import fnmatchcase
 from typing import NamedTuple
 
-from core.policy_sql import Verdict
+from core.policy_types import Verdict
 
 _ADVICE = {
     "process": "Running processes, shells or signals is not available in the sandbox; do the work in "
