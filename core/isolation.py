@@ -29,7 +29,7 @@ CLONE_NEWNS = 0x00020000
 CLONE_NEWNET = 0x40000000
 CLONE_NEWUSER = 0x10000000
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 1, 2, 4, 32, 4096, 16384, 1 << 18
-PR_SET_NO_NEW_PRIVS, PR_SET_DUMPABLE = 38, 4
+PR_SET_NO_NEW_PRIVS, PR_SET_DUMPABLE, PR_SET_PDEATHSIG = 38, 4, 1
 
 # Environment variables a sandbox process may see; everything else (tokens, keys) is dropped.
 SAFE_ENV = ("PATH", "LANG", "LC_ALL", "TZ", "PYTHONPATH", "VIRTUAL_ENV")
@@ -37,6 +37,14 @@ SAFE_ENV = ("PATH", "LANG", "LC_ALL", "TZ", "PYTHONPATH", "VIRTUAL_ENV")
 FIRST_SANDBOX_UID = 1_000_000  # sandbox uids: FIRST_SANDBOX_UID + [0, 1e9)
 MAX_PROCS = 64  # processes one step may run at once (per-session uid and cgroup)
 _libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+
+
+def die_with_parent() -> None:
+    """Ask the kernel for SIGKILL when our parent exits (and exit now if it already has)."""
+    parent = os.getppid()
+    _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if parent == 1 or os.getppid() != parent:
+        os._exit(1)
 
 
 def sandbox_uid(session_id: str) -> int:
@@ -181,6 +189,7 @@ def enter_step(
             _drop_privileges(sandbox_uid(session_id))
             reap_own_uid()  # leftovers of this session's earlier steps cannot watch or race this one
     _set_limits(cpu_s=cpu_s, memory_mb=memory_mb, file_mb=file_mb)
+    die_with_parent()  # again: a uid change clears the parent-death signal
     _libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
     _libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
     os.chdir(workspace)

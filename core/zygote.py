@@ -88,6 +88,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--hide", action="append", default=[])
     args = parser.parse_args(argv)
 
+    isolation.die_with_parent()  # a bot killed with SIGKILL must not leave its fork server behind
     report = isolation.IsolationReport()
     isolation.enter_zygote(report)
     args.cgroup = cgroups.detect()
@@ -114,6 +115,7 @@ def main(argv: list[str] | None = None) -> None:
         pid = os.fork()
         if pid == 0:
             signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # the step may wait for its own children
+            isolation.die_with_parent()  # and dies with the fork server
             server.close()
             code = 0
             try:

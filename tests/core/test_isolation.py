@@ -208,3 +208,50 @@ def test_scrubbed_env_drops_secrets(monkeypatch):
     env = isolation.scrubbed_env({"PYTHONPATH": "/code"})
     assert "SLACK_BOT_TOKEN" not in env and "AWS_SECRET_ACCESS_KEY" not in env
     assert env["PYTHONPATH"] == "/code" and env["HOME"] == "/nonexistent"
+
+
+def test_a_killed_bot_leaves_no_fork_server_or_step_behind(tmp_path):
+    """SIGKILL of the bot (no cleanup code runs) takes its fork server and running steps with it."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    script = f"""
+import asyncio, os, sys
+from pathlib import Path
+from core.sandbox_local import LocalSandbox
+from core.sandbox import StepRequest
+async def main():
+    sb = LocalSandbox(workspaces=Path({str(tmp_path / "ws")!r}))
+    await sb.start()
+    print(sb._proc.pid, flush=True)
+    await sb.run(StepRequest(kind="python", session_id="orphan", code="import time; time.sleep(60)", timeout_s=60))
+asyncio.run(main())
+"""
+    bot = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    zygote = int(bot.stdout.readline())
+    time.sleep(1.0)  # the step is running now
+    steps = [p for p in os.listdir("/proc") if p.isdigit() and _ppid(p) == zygote]
+    assert steps, "the step should be running"
+    bot.send_signal(signal.SIGKILL)
+    bot.wait()
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and any(_alive(p) for p in [zygote, *map(int, steps)]):
+        time.sleep(0.05)
+    assert not any(_alive(p) for p in [zygote, *map(int, steps)])
+
+
+def _ppid(pid: str) -> int:
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError):
+        return -1
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
