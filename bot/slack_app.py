@@ -29,10 +29,10 @@ from bot.slack_turn import (
     JOB_TURN,
     build_client,
     close_client,
-    confirm_registry,
     register_jobs,
     run_turn,
 )
+from core.confirm import give_answer
 from core.runner import TurnJob
 from core.sessions import session_id_for
 
@@ -162,7 +162,10 @@ def build_bolt_app(state: Any) -> AsyncApp:
     @app.action(re.compile(f"^({render.ACTION_CONFIRM_RUN}|{render.ACTION_CONFIRM_CANCEL})$"))
     async def on_confirm(ack, action: dict) -> None:
         await ack()
-        confirm_registry(state).resolve(action["value"], action["action_id"] == render.ACTION_CONFIRM_RUN)
+        # Straight into the shared store: the turn waiting for it may run in another process.
+        await give_answer(
+            state.analyst.store, action["value"], run=action["action_id"] == render.ACTION_CONFIRM_RUN
+        )
 
     @app.event("app_home_opened")
     async def on_home(event: dict) -> None:

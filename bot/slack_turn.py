@@ -15,7 +15,7 @@ from slack_sdk.http_retry.builtin_async_handlers import AsyncRateLimitErrorRetry
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot import slack_render as render
-from bot.slack_confirm import ConfirmRegistry, build_confirmer
+from bot.slack_confirm import build_confirmer
 from bot.slack_progress import SlackProgress, SlackTarget
 from core.config import Settings
 from core.events import IncomingMessage
@@ -60,11 +60,6 @@ async def close_client(state: Any) -> None:
     client = state.extras.pop("slack_client", None)
     if client is not None and client.session is not None:
         await client.session.close()
-
-
-def confirm_registry(state: Any) -> ConfirmRegistry:
-    """This process's registry of steps waiting for a Run/Cancel click."""
-    return state.extras.setdefault("slack_confirms", ConfirmRegistry())
 
 
 def register_jobs(state: Any) -> None:
@@ -116,7 +111,7 @@ async def run_turn(state: Any, p: dict) -> None:
     sink = SlackProgress(client, target, state.analyst.read_artifact)
     if note:
         sink.notes.append(note.strip("_"))
-    confirm = build_confirmer(client, target, confirm_registry(state))
+    confirm = build_confirmer(client, target, state.analyst.store)
     await state.analyst.handle(message, sink, confirm=confirm)
 
 

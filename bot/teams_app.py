@@ -10,10 +10,9 @@ https://learn.microsoft.com/azure/bot-service/rest-api/bot-framework-rest-connec
 
 from __future__ import annotations
 
-import asyncio
 import ipaddress
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
@@ -49,12 +48,11 @@ class TeamsAdapter(CloudAdapterBase):
 
 @dataclass
 class TeamsBot:
-    """What Teams turns share in this process: settings, auth, adapter and pending confirmations."""
+    """What Teams turns share in this process: settings, auth and the adapter."""
 
     settings: Settings
     auth: BotFrameworkAuthentication
     adapter: TeamsAdapter
-    pending: dict[str, asyncio.Future] = field(default_factory=dict)
 
     @property
     def app_id(self) -> str:

@@ -8,7 +8,6 @@ chat is one session per *generation* — `new`/`reset` or 8 idle hours start the
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 import re
@@ -21,9 +20,10 @@ from botbuilder.schema import Activity, ActivityTypes
 
 from bot import teams_render as render
 from bot.teams_sink import TeamsOut, TeamsSink
+from core.confirm import give_answer, wait_for_answer
 from core.events import ConfirmRequest, IncomingMessage
 from core.runner import TurnJob
-from core.sessions import session_id_for
+from core.sessions import SessionStore, session_id_for
 
 if TYPE_CHECKING:
     from bot.server import AppState
@@ -158,22 +158,19 @@ async def _answer(bot: TeamsBot, state: AppState, activity: Activity, text: str,
     )
     await out.typing()
     sink = TeamsSink(state=state, out=out, personal=is_personal(activity))
-    await state.analyst.handle(message, sink, confirm=_confirmer(bot, out))
+    await state.analyst.handle(message, sink, confirm=_confirmer(state.analyst.store, out))
 
 
-def _confirmer(bot: TeamsBot, out: TeamsOut):
+def _confirmer(store: SessionStore, out: TeamsOut):
+    """Ask with a Run/Cancel card; the answer arrives through the store (any replica may get the click)."""
+
     async def confirm(request: ConfirmRequest) -> bool:
         key = f"{request.turn_id}:{request.step_id}"
-        future = asyncio.get_running_loop().create_future()
-        bot.pending[key] = future
-        try:
-            await out.send(attachments=[render.confirm_card(request.prompt, key)])
-            return bool(await asyncio.wait_for(future, CONFIRM_TIMEOUT_S))
-        except TimeoutError:
+        await out.send(attachments=[render.confirm_card(request.prompt, key)])
+        answer = await wait_for_answer(store, key, timeout_s=CONFIRM_TIMEOUT_S)
+        if answer is None:
             await out.send("No answer, so I skipped that query.")
-            return False
-        finally:
-            bot.pending.pop(key, None)
+        return bool(answer)
 
     return confirm
 
@@ -183,11 +180,10 @@ async def _card_action(
 ) -> None:
     action = value.get(render.ACTION_KEY)
     if action == "confirm":
-        future = bot.pending.get(str(value.get("key")))
-        if future is None or future.done():
+        run = value.get("answer") == "run"
+        if not await give_answer(state.analyst.store, str(value.get("key")), run=run):
             await out.send("That question has already been answered or has expired.")
             return
-        future.set_result(value.get("answer") == "run")
         await out.send("Running it." if value.get("answer") == "run" else "Cancelled.")
         return
     store = state.analyst.store

@@ -53,6 +53,12 @@ class SessionStore(Protocol):
     async def first_seen(self, key: str, ttl_s: float = 3600.0) -> bool:
         """True the first time `key` is seen (within ttl) across all replicas; False for repeats."""
 
+    async def set_once(self, key: str, value: str, *, ttl_s: float) -> bool:
+        """Set `key` only if it has no value yet (first writer wins, across replicas); False otherwise."""
+
+    async def get_value(self, key: str) -> str | None:
+        """The value `set_once` stored under `key`, or None (unset or expired)."""
+
     async def hit_rate(self, key: str, *, limit: int, window_s: float) -> float | None:
         """Count one hit in a sliding window; None if allowed, else seconds until it would be."""
 

@@ -205,6 +205,14 @@ class RedisStore:
         """SET NX EX: exactly one replica wins for a given event key within the TTL."""
         return bool(await self._call(self.r.set(self._k("s", key), b"1", nx=True, px=_ms(ttl_s))))
 
+    async def set_once(self, key: str, value: str, *, ttl_s: float) -> bool:
+        """SET NX PX: the first writer wins for the key's lifetime."""
+        return bool(await self._call(self.r.set(self._k("v", key), value.encode(), nx=True, px=_ms(ttl_s))))
+
+    async def get_value(self, key: str) -> str | None:
+        raw = await self._call(self.r.get(self._k("v", key)))
+        return raw.decode() if raw is not None else None
+
     async def hit_rate(self, key: str, *, limit: int, window_s: float) -> float | None:
         """Count one hit in a sliding window (one Lua script); None if allowed, else seconds to wait."""
         member = uuid.uuid4().hex

@@ -26,6 +26,7 @@ CREATE TABLE IF NOT EXISTS meta (session_id TEXT PRIMARY KEY, data TEXT);
 CREATE TABLE IF NOT EXISTS locks (session_id TEXT PRIMARY KEY, owner TEXT, expires REAL);
 CREATE TABLE IF NOT EXISTS seen (key TEXT PRIMARY KEY, expires REAL);
 CREATE TABLE IF NOT EXISTS hits (key TEXT, at REAL);
+CREATE TABLE IF NOT EXISTS kv (key TEXT PRIMARY KEY, value TEXT, expires REAL);
 CREATE TABLE IF NOT EXISTS usage (key TEXT PRIMARY KEY, total INTEGER, expires REAL);
 CREATE INDEX IF NOT EXISTS hits_key ON hits (key, at);
 CREATE TABLE IF NOT EXISTS turns (turn_id TEXT PRIMARY KEY, session_id TEXT, user_id TEXT, channel_id TEXT,
@@ -174,6 +175,25 @@ class SqliteStore:
             return con.execute("INSERT OR IGNORE INTO seen VALUES (?,?)", (key, now + ttl_s)).rowcount == 1
 
         return await self._run(q)
+
+    async def set_once(self, key: str, value: str, *, ttl_s: float) -> bool:
+        def q(con):
+            now = time.time()
+            con.execute("DELETE FROM kv WHERE key=? AND expires<?", (key, now))
+            return (
+                con.execute("INSERT OR IGNORE INTO kv VALUES (?,?,?)", (key, value, now + ttl_s)).rowcount
+                == 1
+            )
+
+        return await self._run(q)
+
+    async def get_value(self, key: str) -> str | None:
+        row = await self._run(
+            lambda con: con.execute(
+                "SELECT value FROM kv WHERE key=? AND expires>=?", (key, time.time())
+            ).fetchone()
+        )
+        return row[0] if row else None
 
     async def hit_rate(self, key: str, *, limit: int, window_s: float) -> float | None:
         def q(con):

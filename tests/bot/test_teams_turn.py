@@ -42,16 +42,26 @@ def test_question_text(text, entities, expected):
 
 
 @pytest.mark.parametrize("answer,expected", [("run", True), ("cancel", False)])
-async def test_confirm_round_trip(settings, answer, expected):
-    auth = build_auth(settings)
-    bot = TeamsBot(settings, auth, TeamsAdapter(auth))
+async def test_confirm_round_trip_through_the_store(settings, tmp_path, answer, expected):
+    """The click may reach another process than the waiting turn: the answer travels via the store."""
+    from types import SimpleNamespace
+
+    from core.store_sqlite import SqliteStore
+
+    waiting_side, clicking_side = (
+        SqliteStore(tmp_path / "s.db"),
+        SqliteStore(tmp_path / "s.db"),
+    )  # two replicas
     out = Out()
-    confirm = teams_turn._confirmer(bot, out)
+    confirm = teams_turn._confirmer(waiting_side, out)
     waiting = asyncio.create_task(confirm(ConfirmRequest(turn_id="t1", step_id="s1", prompt="Scan 2 TB?")))
     while not out.sent:
         await asyncio.sleep(0.01)
     action = out.sent[0][1][0]["content"]["actions"][0 if answer == "run" else 1]["data"]
-    await teams_turn._card_action(bot, None, Activity(type="message"), action, out)
-    assert await waiting is expected and bot.pending == {}
-    await teams_turn._card_action(bot, None, Activity(type="message"), action, out)
+    state = SimpleNamespace(analyst=SimpleNamespace(store=clicking_side))
+    auth = build_auth(settings)
+    bot = TeamsBot(settings, auth, TeamsAdapter(auth))
+    await teams_turn._card_action(bot, state, Activity(type="message"), action, out)
+    assert await asyncio.wait_for(waiting, 5) is expected
+    await teams_turn._card_action(bot, state, Activity(type="message"), action, out)
     assert "expired" in out.sent[-1][0]

@@ -190,6 +190,33 @@ async def test_first_seen_once_across_replicas_until_ttl(make_store):
     assert await b.first_seen("slack:Ev1", ttl_s=0.5) is True
 
 
+async def test_set_once_first_writer_wins_across_replicas_until_ttl(make_store):
+    a, b = make_store(), make_store()
+    assert await a.get_value("confirm:t1:s1") is None
+    results = await asyncio.gather(
+        a.set_once("confirm:t1:s1", "run", ttl_s=0.5), b.set_once("confirm:t1:s1", "cancel", ttl_s=0.5)
+    )
+    assert sorted(results) == [False, True]
+    winner = "run" if results[0] else "cancel"
+    assert await a.get_value("confirm:t1:s1") == await b.get_value("confirm:t1:s1") == winner
+    await asyncio.sleep(0.7)
+    assert await b.get_value("confirm:t1:s1") is None
+
+
+async def test_confirmation_answer_travels_between_replicas(make_store):
+    from core.confirm import give_answer, wait_for_answer
+
+    turn_side, click_side = make_store(), make_store()
+    waiting = asyncio.create_task(wait_for_answer(turn_side, "t2:s1", timeout_s=5, poll_s=0.02))
+    await asyncio.sleep(0.1)
+    assert await give_answer(click_side, "t2:s1", run=True) is True
+    assert await waiting is True
+    assert await give_answer(click_side, "t2:s1", run=False) is False  # already answered
+    # no answer in time: None, and a late click cannot start it any more
+    assert await wait_for_answer(turn_side, "t3:s1", timeout_s=0.1, poll_s=0.02) is None
+    assert await give_answer(click_side, "t3:s1", run=True) is False
+
+
 async def test_hit_rate_sliding_window_and_retry_after(make_store):
     a, b = make_store(), make_store()
     assert await a.hit_rate("user:u1", limit=2, window_s=0.8) is None

@@ -1,0 +1,43 @@
+"""Asking a person before an expensive step, across processes.
+
+The turn that asks and the click that answers may run in different processes or containers (the web
+endpoint receives the click; a turn worker waits on Modal), so the answer travels through the session
+store: the click writes it once (first click wins), the waiting turn polls for it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from core.sessions import SessionStore
+
+ANSWER_TTL_S = 3600.0
+
+
+def _key(token: str) -> str:
+    return f"confirm:{token}"
+
+
+async def give_answer(store: SessionStore, token: str, *, run: bool) -> bool:
+    """Record a click; False when the question was already answered (the first click wins)."""
+    return await store.set_once(_key(token), "run" if run else "cancel", ttl_s=ANSWER_TTL_S)
+
+
+async def wait_for_answer(
+    store: SessionStore, token: str, *, timeout_s: float, poll_s: float = 0.25
+) -> bool | None:
+    """True (run) / False (cancel) once someone answers, None after `timeout_s` without an answer.
+
+    A timeout also records "cancel", so a late click cannot start what the turn already skipped.
+    """
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = await store.get_value(_key(token))
+        if value is not None:
+            return value == "run"
+        if time.monotonic() >= deadline:
+            if await give_answer(store, token, run=False):
+                return None
+            return await store.get_value(_key(token)) == "run"  # a click landed just in time
+        await asyncio.sleep(poll_s)
