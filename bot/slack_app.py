@@ -142,7 +142,12 @@ def build_bolt_app(state: Any) -> AsyncApp:
         if not text:
             return await ack(text=HELP.format(cmd=s.slash_command))
         await (ack(text=":hourglass_flowing_sand: Working on it…") if private else ack())
-        payload = {"team": command["team_id"], "channel": command["channel_id"], "user": command["user_id"]}
+        payload = {
+            "team": command["team_id"],
+            "channel": command["channel_id"],
+            "user": command["user_id"],
+            "response_url": command.get("response_url", ""),
+        }
         await submit(
             TurnJob(kind=JOB_TURN, payload={**payload, "text": text, "slash": True, "private": private})
         )

@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass
 
 from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.web.async_client import AsyncWebClient
+from slack_sdk.webhook.async_client import AsyncWebhookClient
 
 from bot import slack_render as render
 from core.events import (
@@ -47,6 +48,9 @@ class SlackTarget:
     team_id: str
     user_id: str
     private: bool = False
+    # A slash command's response_url: answers the person even where the bot is not a member
+    # (https://docs.slack.dev/interactivity/handling-user-interaction#message_responses).
+    response_url: str = ""
 
 
 class SlackProgress:
@@ -223,7 +227,14 @@ class SlackProgress:
     async def _finish_messages(self, body: str, footer: list[dict]) -> None:
         t = self.target
         for n, msg in enumerate(render.answer_messages(body, footer)):
-            if self.mode == "ephemeral":
+            if self.mode == "ephemeral" and t.response_url:
+                await AsyncWebhookClient(t.response_url, session=self.client.session).send(
+                    response_type="ephemeral",
+                    replace_original=False,
+                    text=msg.get("text", ""),
+                    blocks=msg.get("blocks"),
+                )
+            elif self.mode == "ephemeral":
                 await self.client.chat_postEphemeral(channel=t.channel, user=t.user_id, **msg)
             elif n == 0 and self.status_ts:
                 await self.client.chat_update(channel=t.channel, ts=self.status_ts, **msg)

@@ -97,7 +97,12 @@ async def run_turn(state: Any, p: dict) -> None:
             private, note = True, NOT_IN_CHANNEL
     key = (p["team"], p["channel"], thread_ts if not private else f"private:{p['user']}")
     target = SlackTarget(
-        channel=p["channel"], thread_ts=thread_ts, team_id=p["team"], user_id=p["user"], private=private
+        channel=p["channel"],
+        thread_ts=thread_ts,
+        team_id=p["team"],
+        user_id=p["user"],
+        private=private,
+        response_url=p.get("response_url", ""),
     )
     message = IncomingMessage(
         text=p["text"],

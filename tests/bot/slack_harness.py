@@ -78,7 +78,8 @@ class Harness:
 
     async def command(self, text: str, *, channel: str = "C0001", user: str = "U0001"):
         fields = {"command": "/ask", "text": text, "team_id": TEAM_ID, "channel_id": channel}
-        fields.update({"user_id": user, "response_url": "http://127.0.0.1:9/r", "trigger_id": "t.1"})
+        response_url = self.api.url.removesuffix("api/") + f"response/{next(_ids)}"  # on the fake, recorded
+        fields.update({"user_id": user, "response_url": response_url, "trigger_id": "t.1"})
         return await self.form(fields)
 
     async def click(self, action_id: str, value: str, *, channel: str = "C0001", thread_ts: str = ""):

@@ -218,8 +218,8 @@ async def test_dm_and_slash_commands(slack, model):
     assert "Working on it" in resp.text
     await slack.drain()
     assert not api.of("chat.startStream") and not api.of("chat.postMessage")
-    answer = api.of("chat.postEphemeral")[-1].args
-    assert answer["user"] == "U0001" and "Only you see this." in json.dumps(answer["blocks"])
+    answer = [c for c in api.calls if c.method.startswith("/response/")][-1].args  # via the response_url
+    assert answer["response_type"] == "ephemeral" and "Only you see this." in json.dumps(answer["blocks"])
     assert "how many planes?" in json.dumps(model.requests[-1]["messages"])
     buttons = [e for b in answer["blocks"] if b["type"] == "actions" for e in b["elements"]]
     assert buttons and render.ACTION_EXPORT not in [e["action_id"] for e in buttons]
@@ -229,6 +229,18 @@ async def test_dm_and_slash_commands(slack, model):
     await slack.drain()
     assert not api.of("files.completeUploadExternal")
     assert "Private answers" in api.of("chat.postEphemeral")[0].args["text"]
+
+    # a conversation the bot cannot post to (not a member): the answer still reaches the person privately
+    api.clear()
+    api.fail_methods["chat.postMessage"] = "not_in_channel"
+    api.fail_methods["chat.postEphemeral"] = "channel_not_found"
+    model.enqueue(text("Answered where I cannot post."))
+    await slack.command("how many airports?", channel="C0BOTLESS")
+    await slack.drain()
+    api.fail_methods.clear()
+    private = [c for c in api.calls if c.method.startswith("/response/")]
+    assert private and "Answered where I cannot post." in json.dumps(private[-1].args["blocks"])
+    assert private[-1].args["response_type"] == "ephemeral"
 
     # empty command: a hint, no turn
     hint = await slack.command("  ")
