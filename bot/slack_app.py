@@ -61,6 +61,9 @@ def strip_mention(text: str, bot_user_id: str | None) -> str:
     return text.strip()
 
 
+CONFIRM_NOT_YOURS = "Only the person who asked (or an admin) can run or cancel this query."
+
+
 def action_payload(body: dict, action: dict) -> dict:
     """Plain data for a button job: who clicked, where, and the turn id in the button's value."""
     container = body.get("container") or {}
@@ -165,12 +168,19 @@ def build_bolt_app(state: Any) -> AsyncApp:
         await submit(TurnJob(kind=JOB_EXPORT, payload=action_payload(body, action), quick=True))
 
     @app.action(re.compile(f"^({render.ACTION_CONFIRM_RUN}|{render.ACTION_CONFIRM_CANCEL})$"))
-    async def on_confirm(ack, action: dict) -> None:
+    async def on_confirm(ack, body: dict, action: dict, respond) -> None:
         await ack()
         # Straight into the shared store: the turn waiting for it may run in another process.
-        await give_answer(
-            state.analyst.store, action["value"], run=action["action_id"] == render.ACTION_CONFIRM_RUN
+        user = body["user"]["id"]
+        result = await give_answer(
+            state.analyst.store,
+            action["value"],
+            run=action["action_id"] == render.ACTION_CONFIRM_RUN,
+            user_id=user,
+            admin=state.analyst.access.is_admin(user),
         )
+        if result == "not yours":
+            await respond(text=CONFIRM_NOT_YOURS, response_type="ephemeral", replace_original=False)
 
     @app.event("app_home_opened")
     async def on_home(event: dict) -> None:

@@ -15,7 +15,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot import slack_render as render
 from bot.slack_progress import SlackTarget
-from core.confirm import wait_for_answer
+from core.confirm import ask, wait_for_answer
 from core.events import Confirmer, ConfirmRequest
 from core.sessions import SessionStore
 
@@ -44,6 +44,7 @@ def build_confirmer(
         except SlackClientError as exc:
             log.warning("could not ask for confirmation: %s", exc)
             return False
+        await ask(store, token, asker=target.user_id)
         answer = await wait_for_answer(store, token, timeout_s=timeout_s)
         note = {True: ":arrow_forward: Running it.", False: ":no_entry_sign: Cancelled."}.get(
             answer, ":hourglass: No answer, so I didn't run it."

@@ -20,7 +20,7 @@ from botbuilder.schema import Activity, ActivityTypes
 
 from bot import teams_render as render
 from bot.teams_sink import TeamsOut, TeamsSink
-from core.confirm import give_answer, wait_for_answer
+from core.confirm import ask, give_answer, wait_for_answer
 from core.events import ConfirmRequest, IncomingMessage
 from core.runner import TurnJob
 from core.sessions import SessionStore, session_id_for
@@ -158,14 +158,17 @@ async def _answer(bot: TeamsBot, state: AppState, activity: Activity, text: str,
     )
     await out.typing()
     sink = TeamsSink(state=state, out=out, personal=is_personal(activity))
-    await state.analyst.handle(message, sink, confirm=_confirmer(state.analyst.store, out))
+    await state.analyst.handle(
+        message, sink, confirm=_confirmer(state.analyst.store, out, _user_id(activity))
+    )
 
 
-def _confirmer(store: SessionStore, out: TeamsOut):
+def _confirmer(store: SessionStore, out: TeamsOut, asker: str):
     """Ask with a Run/Cancel card; the answer arrives through the store (any replica may get the click)."""
 
     async def confirm(request: ConfirmRequest) -> bool:
         key = f"{request.turn_id}:{request.step_id}"
+        await ask(store, key, asker=asker)
         await out.send(attachments=[render.confirm_card(request.prompt, key)])
         answer = await wait_for_answer(store, key, timeout_s=CONFIRM_TIMEOUT_S)
         if answer is None:
@@ -181,8 +184,20 @@ async def _card_action(
     action = value.get(render.ACTION_KEY)
     if action == "confirm":
         run = value.get("answer") == "run"
-        if not await give_answer(state.analyst.store, str(value.get("key")), run=run):
-            await out.send("That question has already been answered or has expired.")
+        user = _user_id(activity)
+        result = await give_answer(
+            state.analyst.store,
+            str(value.get("key")),
+            run=run,
+            user_id=user,
+            admin=state.analyst.access.is_admin(user),
+        )
+        if result != "ok":
+            await out.send(
+                "Only the person who asked (or an admin) can run or cancel this query."
+                if result == "not yours"
+                else "That question has already been answered or has expired."
+            )
             return
         await out.send("Running it." if value.get("answer") == "run" else "Cancelled.")
         return

@@ -19,9 +19,20 @@ def _key(token: str) -> str:
     return f"confirm:{token}"
 
 
-async def give_answer(store: SessionStore, token: str, *, run: bool) -> bool:
-    """Record a click; False when the question was already answered (the first click wins)."""
-    return await store.set_once(_key(token), "run" if run else "cancel", ttl_s=ANSWER_TTL_S)
+async def ask(store: SessionStore, token: str, *, asker: str) -> None:
+    """Record who asked the question, so only they (or an admin) can answer it."""
+    await store.set_once(f"{_key(token)}:asker", asker, ttl_s=ANSWER_TTL_S)
+
+
+async def give_answer(
+    store: SessionStore, token: str, *, run: bool, user_id: str = "", admin: bool = False
+) -> str:
+    """Record a click: "ok", "answered" (someone was first, or it timed out) or "not yours"."""
+    asker = await store.get_value(f"{_key(token)}:asker")
+    if asker and user_id and user_id != asker and not admin:
+        return "not yours"
+    written = await store.set_once(_key(token), "run" if run else "cancel", ttl_s=ANSWER_TTL_S)
+    return "ok" if written else "answered"
 
 
 async def wait_for_answer(
@@ -37,7 +48,7 @@ async def wait_for_answer(
         if value is not None:
             return value == "run"
         if time.monotonic() >= deadline:
-            if await give_answer(store, token, run=False):
+            if await store.set_once(_key(token), "cancel", ttl_s=ANSWER_TTL_S):
                 return None
             return await store.get_value(_key(token)) == "run"  # a click landed just in time
         await asyncio.sleep(poll_s)

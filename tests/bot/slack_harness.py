@@ -82,11 +82,14 @@ class Harness:
         fields.update({"user_id": user, "response_url": response_url, "trigger_id": "t.1"})
         return await self.form(fields)
 
-    async def click(self, action_id: str, value: str, *, channel: str = "C0001", thread_ts: str = ""):
+    async def click(
+        self, action_id: str, value: str, *, channel: str = "C0001", thread_ts: str = "", user: str = "U0002"
+    ):
         payload = {
             "type": "block_actions",
             "team": {"id": TEAM_ID},
-            "user": {"id": "U0002"},
+            "user": {"id": user},
+            "response_url": self.api.url.removesuffix("api/") + f"response/{next(_ids)}",
             "api_app_id": "A0001",
             "trigger_id": "t.2",
             "container": {

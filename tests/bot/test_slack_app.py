@@ -372,6 +372,9 @@ async def test_app_home_prompts_export_and_confirmation(slack, model):
         while not api.of("chat.postMessage"):
             await asyncio.sleep(0.01)
         buttons = api.of("chat.postMessage")[-1].args["blocks"][1]["elements"]
-        await slack.click(action, buttons[0]["value"], thread_ts="700.1")
+        await slack.click(action, buttons[0]["value"], thread_ts="700.1", user="U0002")  # not the asker
+        refusal = [c for c in api.calls if c.method.startswith("/response/")][-1].args
+        assert "Only the person who asked" in refusal["text"] and not waiting.done()
+        await slack.click(action, buttons[0]["value"], thread_ts="700.1", user="U0001")
         assert await asyncio.wait_for(waiting, 5) is expected
         api.clear()

@@ -53,15 +53,21 @@ async def test_confirm_round_trip_through_the_store(settings, tmp_path, answer, 
         SqliteStore(tmp_path / "s.db"),
     )  # two replicas
     out = Out()
-    confirm = teams_turn._confirmer(waiting_side, out)
+    confirm = teams_turn._confirmer(waiting_side, out, "aad-ada")
     waiting = asyncio.create_task(confirm(ConfirmRequest(turn_id="t1", step_id="s1", prompt="Scan 2 TB?")))
     while not out.sent:
         await asyncio.sleep(0.01)
     action = out.sent[0][1][0]["content"]["actions"][0 if answer == "run" else 1]["data"]
-    state = SimpleNamespace(analyst=SimpleNamespace(store=clicking_side))
+    from core.access import AccessPolicy
+
+    state = SimpleNamespace(analyst=SimpleNamespace(store=clicking_side, access=AccessPolicy()))
+    stranger = Activity().deserialize({"type": "message", "from": {"id": "29:eve", "aadObjectId": "aad-eve"}})
+    await teams_turn._card_action(None, state, stranger, action, out)
+    assert "Only the person who asked" in out.sent[-1][0] and not waiting.done()
     auth = build_auth(settings)
     bot = TeamsBot(settings, auth, TeamsAdapter(auth))
-    await teams_turn._card_action(bot, state, Activity(type="message"), action, out)
+    ada = Activity().deserialize({"type": "message", "from": {"id": "29:ada", "aadObjectId": "aad-ada"}})
+    await teams_turn._card_action(bot, state, ada, action, out)
     assert await asyncio.wait_for(waiting, 5) is expected
-    await teams_turn._card_action(bot, state, Activity(type="message"), action, out)
+    await teams_turn._card_action(bot, state, ada, action, out)
     assert "expired" in out.sent[-1][0]

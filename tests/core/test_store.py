@@ -204,17 +204,21 @@ async def test_set_once_first_writer_wins_across_replicas_until_ttl(make_store):
 
 
 async def test_confirmation_answer_travels_between_replicas(make_store):
-    from core.confirm import give_answer, wait_for_answer
+    from core.confirm import ask, give_answer, wait_for_answer
 
     turn_side, click_side = make_store(), make_store()
     waiting = asyncio.create_task(wait_for_answer(turn_side, "t2:s1", timeout_s=5, poll_s=0.02))
     await asyncio.sleep(0.1)
-    assert await give_answer(click_side, "t2:s1", run=True) is True
+    await ask(turn_side, "t2:s1", asker="U1")
+    assert await give_answer(click_side, "t2:s1", run=True, user_id="U2") == "not yours"
+    assert await give_answer(click_side, "t2:s1", run=True, user_id="U1") == "ok"
     assert await waiting is True
-    assert await give_answer(click_side, "t2:s1", run=False) is False  # already answered
+    assert await give_answer(click_side, "t2:s1", run=False, user_id="U1") == "answered"
     # no answer in time: None, and a late click cannot start it any more
     assert await wait_for_answer(turn_side, "t3:s1", timeout_s=0.1, poll_s=0.02) is None
-    assert await give_answer(click_side, "t3:s1", run=True) is False
+    assert await give_answer(click_side, "t3:s1", run=True) == "answered"
+    await ask(turn_side, "t4:s1", asker="U1")
+    assert await give_answer(click_side, "t4:s1", run=False, user_id="U9", admin=True) == "ok"  # an admin may
 
 
 async def test_hit_rate_sliding_window_and_retry_after(make_store):
