@@ -36,7 +36,15 @@ from core.notebook import is_export_request
 from core.redact import Redactor
 from core.s3 import S3Source
 from core.sandbox import Sandbox
-from core.sessions import LockTimeout, SessionStore, StoreUnavailable, open_store, session_id_for
+from core.sessions import (
+    HeldLock,
+    LockLost,
+    LockTimeout,
+    SessionStore,
+    StoreUnavailable,
+    open_store,
+    session_id_for,
+)
 from core.tools import ToolContext, toolset
 from core.turn_records import in_words, is_model_error, log_failure, turn_record
 from core.warehouse import QueryContext, Warehouse
@@ -133,11 +141,20 @@ class Analyst:
                 )
             # Session lock first, then a turn slot: a follow-up queued behind its own thread's turn
             # holds no slot, so one busy thread cannot stall everybody else's questions.
-            async with self.store.lock(session_id, ttl_s=self.settings.lock_ttl), self._slots:
+            async with self.store.lock(session_id, ttl_s=self.settings.lock_ttl) as held, self._slots:
                 if is_export_request(message.text):
                     await self._export(message, session_id, outcome, emit)
                 else:
-                    await self._run(message, session_id, outcome, emit, confirm)
+                    await self._run(message, session_id, outcome, emit, confirm, held)
+        except LockLost:
+            await self._fail(
+                outcome,
+                emit,
+                "I lost track of this thread while answering (another request took it over), so this "
+                "answer was not saved to the thread. Please ask again.",
+                message,
+                log_level=logging.WARNING,
+            )
         except LockTimeout:
             await self._fail(
                 outcome,
@@ -166,6 +183,7 @@ class Analyst:
         outcome: TurnOutcome,
         emit: EventSink,
         confirm: Confirmer | None,
+        held: HeldLock,
     ) -> None:
         started = time.time()
         prior = hist.repair(await self.store.load_history(session_id))
@@ -183,6 +201,8 @@ class Analyst:
         )
         ctx = self._tool_context(message, session_id, outcome.turn_id, confirm)
         error = await self._drive(state, ctx, message, outcome, emit)
+        if held.lost:  # another turn may have saved this session meanwhile: never overwrite it
+            raise LockLost(session_id)
         await self._settle(state, message, outcome, emit, started, error)
 
     def _tool_context(

@@ -28,7 +28,7 @@ from redis.backoff import ExponentialBackoff
 from redis.exceptions import RedisError, WatchError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from core.sessions import HISTORY_VERSION, LockTimeout, StoreUnavailable
+from core.sessions import HISTORY_VERSION, HeldLock, LockTimeout, StoreUnavailable
 from core.store_sqlite import merge_meta
 
 log = logging.getLogger("datathread.store")
@@ -166,11 +166,12 @@ class RedisStore:
                 raise LockTimeout(session_id)
             await asyncio.sleep(delay)
             delay = min(delay * 1.5, 0.25)
+        held = HeldLock(ttl_s)
         renew = asyncio.create_task(
-            self._renew(key, owner, ttl_s), name=f"datathread-lock-renew:{session_id}"
+            self._renew(key, owner, ttl_s, held), name=f"datathread-lock-renew:{session_id}"
         )
         try:
-            yield
+            yield held
         finally:
             renew.cancel()
             try:
@@ -191,14 +192,17 @@ class RedisStore:
                 await self._release(keys=[key], args=[owner])
                 return
 
-    async def _renew(self, key: str, owner: str, ttl_s: float) -> None:
+    async def _renew(self, key: str, owner: str, ttl_s: float, held: HeldLock) -> None:
         while True:
             await asyncio.sleep(ttl_s / 3)
             try:
-                if not await self._renew_script(keys=[key], args=[owner, _ms(ttl_s)]):
+                ok = bool(await self._renew_script(keys=[key], args=[owner, _ms(ttl_s)]))
+                if not ok:
                     log.warning("lock %s was lost (expired or taken over) while held", key)
+                held.renewed(ok)
             except (RedisError, OSError) as exc:
                 log.warning("could not renew lock %s: %s", key, _reason(exc))
+                held.renewal_failed()
 
     # --- de-dup, rate limits, budgets ----------------------------------------------------------
     async def first_seen(self, key: str, ttl_s: float = 3600.0) -> bool:

@@ -18,7 +18,7 @@ import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-from core.sessions import HISTORY_VERSION, LockTimeout, StoreUnavailable
+from core.sessions import HISTORY_VERSION, HeldLock, LockTimeout, StoreUnavailable
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS history (session_id TEXT PRIMARY KEY, version INTEGER, messages TEXT, expires REAL);
@@ -145,9 +145,10 @@ class SqliteStore:
             if time.monotonic() > deadline:
                 raise LockTimeout(session_id)
             await asyncio.sleep(0.05)
-        renew = asyncio.create_task(self._renew(session_id, owner, ttl_s))
+        held = HeldLock(ttl_s)
+        renew = asyncio.create_task(self._renew(session_id, owner, ttl_s, held))
         try:
-            yield
+            yield held
         finally:
             renew.cancel()
             await self._run(
@@ -156,16 +157,21 @@ class SqliteStore:
                 )
             )
 
-    async def _renew(self, session_id: str, owner: str, ttl_s: float) -> None:
+    async def _renew(self, session_id: str, owner: str, ttl_s: float, held: HeldLock) -> None:
         while True:
             await asyncio.sleep(ttl_s / 3)
-            with contextlib.suppress(StoreUnavailable):
-                await self._run(
-                    lambda con: con.execute(
-                        "UPDATE locks SET expires=? WHERE session_id=? AND owner=?",
-                        (time.time() + ttl_s, session_id, owner),
+            try:
+                updated = await self._run(
+                    lambda con: (
+                        con.execute(
+                            "UPDATE locks SET expires=? WHERE session_id=? AND owner=?",
+                            (time.time() + ttl_s, session_id, owner),
+                        ).rowcount
                     )
                 )
+                held.renewed(updated == 1)
+            except StoreUnavailable:
+                held.renewal_failed()
 
     # --- de-dup and rate limits ----------------------------------------------------------------
     async def first_seen(self, key: str, ttl_s: float = 3600.0) -> bool:

@@ -190,6 +190,29 @@ async def test_first_seen_once_across_replicas_until_ttl(make_store):
     assert await b.first_seen("slack:Ev1", ttl_s=0.5) is True
 
 
+async def test_a_lock_taken_over_while_held_is_reported_lost(make_store):
+    """If a holder's lock vanishes (expired during a stall, or Redis lost it) and another replica takes
+    it, the first holder learns at its next renewal, so its turn will not overwrite the history."""
+    a, b = make_store(), make_store()
+    async with a.lock("s-lost", ttl_s=0.6) as held:
+        await asyncio.sleep(0.3)
+        assert not held.lost  # renewed normally
+        await _drop_lock_behind_its_back(a, "s-lost")
+        async with b.lock("s-lost", ttl_s=5, wait_s=2):
+            await asyncio.sleep(0.5)  # a's next renewal finds b's owner token
+            assert held.lost
+
+
+async def _drop_lock_behind_its_back(store, session_id: str) -> None:
+    if isinstance(store, RedisStore):
+        await store.r.delete(store._k("l", session_id))
+    else:
+        import sqlite3
+
+        with sqlite3.connect(store.path) as con:
+            con.execute("DELETE FROM locks WHERE session_id=?", (session_id,))
+
+
 async def test_set_once_first_writer_wins_across_replicas_until_ttl(make_store):
     a, b = make_store(), make_store()
     assert await a.get_value("confirm:t1:s1") is None

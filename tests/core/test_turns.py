@@ -271,3 +271,39 @@ async def test_a_bug_mid_turn_still_saves_the_turn_and_answers_in_one_sentence(a
     assert [t["ok"] for t in turns] == [False]
     fake_model.enqueue(text("fine now"))
     assert (await analyst.handle(ask("again", "bug"), flaky_sink)).answer == "fine now"
+
+
+async def test_a_turn_that_lost_its_session_lock_does_not_overwrite_the_history(
+    settings, fake_model, recorder
+):
+    import asyncio
+    import sqlite3
+    import time
+
+    from core.analyst import Analyst
+
+    analyst = await Analyst.create(settings.model_copy(update={"lock_ttl": 0.6}))
+    try:
+
+        def slow(body):
+            time.sleep(1.0)
+            return text("late answer")
+
+        fake_model.enqueue(slow)
+        message = ask("slow question", "lost-lock")
+        turn = asyncio.create_task(analyst.handle(message, recorder))
+        await asyncio.sleep(0.3)
+        # meanwhile the lock expires (a stall) and another replica's turn saves this session
+        with sqlite3.connect(analyst.store.path) as con:
+            con.execute("DELETE FROM locks")
+        other = [
+            {"role": "user", "content": [{"type": "text", "text": "other replica"}]},
+            {"role": "assistant", "content": [{"type": "text", "text": "its answer"}]},
+        ]
+        async with analyst.store.lock(analyst.session_id(message), ttl_s=5):
+            await analyst.store.save_history(analyst.session_id(message), other)
+        outcome = await turn
+        assert not outcome.ok and "another request took it over" in outcome.error
+        assert await analyst.store.load_history(outcome.session_id) == other
+    finally:
+        await analyst.close()
