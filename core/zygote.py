@@ -62,6 +62,9 @@ def _serve_child(conn: socket.socket, args: argparse.Namespace) -> None:
     if not is_valid_session_id(request.session_id) or workspace.resolve() != root / request.session_id:
         result = StepResult(ok=False, error="Refused: the workspace does not belong to this session.")
     else:
+        # Only a warehouse step sees the warehouse file: Python and workspace SQL never need it, and
+        # hiding it keeps per-channel table allowlists from being bypassed by opening the file directly.
+        warehouse = args.warehouse if request.kind == "warehouse" else ""
         isolation.enter_step(
             workspace=workspace,
             session_id=request.session_id,
@@ -70,10 +73,10 @@ def _serve_child(conn: socket.socket, args: argparse.Namespace) -> None:
             file_mb=request.file_mb,
             masked=args.mask,
             hidden=args.hide,
-            readonly=[*([args.warehouse] if args.warehouse else []), *_code_paths()],
+            readonly=[*([warehouse] if warehouse else []), *_code_paths()],
             cgroup=args.cgroup,
         )
-        result = run_step(request, workspace, Path(args.warehouse) if args.warehouse else None)
+        result = run_step(request, workspace, Path(warehouse) if warehouse else None)
         isolation.reap_own_uid()  # nothing the step started outlives it
     stream.write(json.dumps(result.to_dict(), default=str).encode() + b"\n")
 

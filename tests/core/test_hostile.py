@@ -286,6 +286,13 @@ PY_CASES = [
         "import duckdb\nduckdb.connect('@WAREHOUSE@').execute('DELETE FROM flights')",
         "error",
     ),
+    # per-channel table allowlists: a Python step cannot read the warehouse around the SQL policy
+    Case(
+        "py-duckdb-warehouse-read",
+        P,
+        "import duckdb\nprint(duckdb.connect('@WAREHOUSE@', read_only=True).sql('SELECT 1').fetchall())",
+        "error",
+    ),
     Case("py-duckdb-install", P, "import duckdb\nduckdb.sql('INSTALL httpfs')", "error"),
     Case("py-hardlink-victim", P, "import os\nos.link('@VICTIM@/victim.csv', 'v.csv')", "error"),
     # network
