@@ -149,6 +149,14 @@ async def authenticate(
     return True
 
 
+def bot_was_added(activity: Activity) -> bool:
+    """A conversationUpdate that adds the bot itself (to a team, a group chat or a personal chat)."""
+    me = activity.recipient.id if activity.recipient else None
+    return activity.type == ActivityTypes.conversation_update and any(
+        m.id == me for m in activity.members_added or []
+    )
+
+
 def routes(state: AppState) -> list[Route]:
     """`POST /api/messages`: authenticate, de-duplicate, submit a `teams.turn` job, answer at once."""
     bot = bot_for(state)
@@ -162,7 +170,7 @@ def routes(state: AppState) -> list[Route]:
         client_host = request.client.host if request.client else None
         if not await authenticate(bot, activity, request.headers.get("authorization"), client_host):
             return JSONResponse({"error": "unauthorized"}, status_code=401)
-        if activity.type not in (ActivityTypes.message, ActivityTypes.invoke):
+        if activity.type not in (ActivityTypes.message, ActivityTypes.invoke) and not bot_was_added(activity):
             return Response(status_code=200)
         store = state.analyst.store if state.analyst else None
         dedup = f"teams:{activity.conversation.id if activity.conversation else ''}:{activity.id}"

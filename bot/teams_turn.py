@@ -34,6 +34,11 @@ log = logging.getLogger("datathread.teams")
 IDLE_RESET_S = 8 * 3600
 CONFIRM_TIMEOUT_S = 300.0
 RESET_WORDS = {"new", "reset", "/new", "/reset", "new chat", "start over"}
+WELCOME = (
+    "Hi, I'm **datathread**. Ask me data questions here and I'll query the warehouse, run the analysis "
+    "and reply with the answer, charts and CSVs. Try: *which carriers had the most delayed departures? "
+    "chart it*, then follow up in the same thread: *only the top 3, as a CSV*. In channels, @-mention me."
+)
 HELP = (
     "Ask me a question about the data, e.g. *which carriers had the most delayed flights? chart it*. "
     "Follow-ups in the same thread (or chat) build on the earlier answers. "
@@ -65,6 +70,9 @@ async def dispatch(bot: TeamsBot, state: AppState, activity: Activity, out: Team
     value = activity.value if isinstance(activity.value, dict) else {}
     if activity.type == ActivityTypes.message and render.ACTION_KEY in value:
         await _card_action(bot, state, activity, value, out)
+        return
+    if activity.type == ActivityTypes.conversation_update:
+        await out.send(WELCOME)  # only bot-added updates get this far (teams_app.bot_was_added)
         return
     if activity.type != ActivityTypes.message:
         return

@@ -195,6 +195,21 @@ async def test_channel_thread_chart_csv_link_answer_and_follow_up(teams, fake_mo
     assert "GROUP BY carrier" in dumps(notebook["cells"])
 
 
+async def test_the_bot_says_hello_when_added_and_ignores_other_member_changes(teams, fake_model):
+    added = activity(teams.connector.url, conversation=CHAT)
+    added.update(type="conversationUpdate", membersAdded=[BOT])
+    before = len(teams.connector.sent())
+    assert (await teams.post(added)).status_code == 202
+    await teams.state.runner.drain(timeout=30)
+    welcome = teams.connector.sent()[before:]
+    assert len(welcome) == 1 and "I'm **datathread**" in welcome[0]["text"]
+    someone = activity(teams.connector.url, conversation=CHAT)
+    someone.update(type="conversationUpdate", membersAdded=[ADA])
+    assert (await teams.post(someone)).status_code == 200
+    await teams.state.runner.drain(timeout=30)
+    assert len(teams.connector.sent()) == before + 1 and not fake_model.requests
+
+
 async def test_personal_chat_reset_csv_consent_and_failure(teams, fake_model, settings):
     from botbuilder.schema import Activity
 
