@@ -108,6 +108,7 @@ class Settings(BaseSettings):
     step_memory_mb: int = Field(4096, validation_alias=_env("DATATHREAD_STEP_MEMORY_MB"))
     step_output_bytes: int = Field(20_000, validation_alias=_env("DATATHREAD_STEP_OUTPUT_BYTES"))
     step_file_mb: int = Field(1024, validation_alias=_env("DATATHREAD_STEP_FILE_MB"))
+    workspace_mb: int = Field(2048, validation_alias=_env("DATATHREAD_WORKSPACE_MB"))
     preview_rows: int = Field(20, validation_alias=_env("DATATHREAD_PREVIEW_ROWS"))
     preview_bytes: int = Field(8_000, validation_alias=_env("DATATHREAD_PREVIEW_BYTES"))
     redis_url: str | None = Field(None, validation_alias=_env("REDIS_URL"))

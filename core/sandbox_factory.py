@@ -31,7 +31,11 @@ async def build_sandbox_and_warehouse(settings: Settings) -> tuple[Sandbox, Ware
         from core.sandbox_local import LocalSandbox
 
         sandbox = LocalSandbox(
-            workspaces=settings.workspaces_dir, warehouse=demo, masked=secret_files(settings), hidden=[home]
+            workspaces=settings.workspaces_dir,
+            warehouse=demo,
+            masked=secret_files(settings),
+            hidden=[home],
+            workspace_mb=settings.workspace_mb,
         )
     await sandbox.start()
     if settings.warehouse == "bigquery":

@@ -80,8 +80,10 @@ class LocalSandbox:
         warehouse: Path | None = None,
         masked: list[str] | None = None,
         hidden: list[Path] | None = None,
+        workspace_mb: int = 2048,
     ):
         self.workspaces = workspaces.resolve()
+        self.workspace_bytes = workspace_mb * 2**20
         self.hidden = [str(p.resolve()) for p in (hidden or [])] + [str(self.workspaces)]
         self.warehouse = warehouse
         self.masked = [str(Path(m).resolve()) for m in (masked or [])]
@@ -165,7 +167,7 @@ class LocalSandbox:
             if not line:
                 isolation.kill_uid_processes(isolation.sandbox_uid(request.session_id))
                 return StepResult(ok=False, killed=True, error=self._crash_message(request))
-            return StepResult.from_dict(json.loads(line))
+            return await self._within_quota(StepResult.from_dict(json.loads(line)), workspace)
         except TimeoutError:
             self._kill(pid)
             isolation.kill_uid_processes(isolation.sandbox_uid(request.session_id))
@@ -182,6 +184,19 @@ class LocalSandbox:
             await asyncio.to_thread(isolation.end_of_step_cleanup, isolation.sandbox_uid(request.session_id))
             if self._cgroups is not None:
                 cgroups.remove(self._cgroups, request.session_id)
+
+    async def _within_quota(self, result: StepResult, workspace: Path) -> StepResult:
+        """A soft per-session disk quota, checked after every step: over it, the step is reported as
+        failed with a message the model can act on (the files stay until it deletes some)."""
+        used = await asyncio.to_thread(_tree_bytes, workspace)
+        if used > self.workspace_bytes:
+            result.ok = False
+            result.error = ((result.error + "\n") if result.error else "") + (
+                f"The thread's workspace now holds {used / 2**20:,.0f} MB, over its "
+                f"{self.workspace_bytes / 2**20:,.0f} MB limit. Delete files you no longer need "
+                "(os.remove in run_python) and keep intermediate results small."
+            )
+        return result
 
     @staticmethod
     def _crash_message(request: StepRequest) -> str:
@@ -228,3 +243,13 @@ class LocalSandbox:
         with contextlib.suppress(OSError):
             os.unlink(self._socket)
             os.rmdir(self._socket_dir)
+
+
+def _tree_bytes(root: Path) -> int:
+    """Bytes of every file under `root` (not following links)."""
+    total = 0
+    for folder, _, files in os.walk(root):
+        for name in files:
+            with contextlib.suppress(OSError):
+                total += os.lstat(os.path.join(folder, name)).st_size
+    return total

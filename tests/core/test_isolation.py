@@ -99,6 +99,19 @@ async def test_a_step_flooding_fd_1_and_2_does_not_block_later_steps(sandbox):
 
 
 @module_loop
+async def test_the_workspace_quota_is_reported_and_lifted_by_deleting(tmp_path):
+    sb = LocalSandbox(workspaces=tmp_path / "ws", workspace_mb=1)
+    await sb.start()
+    try:
+        over = await sb.run(step("open('big.bin', 'wb').write(b'0' * 1_500_000)\nprint('written')"))
+        assert not over.ok and "over its 1 MB limit" in over.error and over.output.strip() == "written"
+        cleaned = await sb.run(step("import os\nos.remove('big.bin')\nprint('ok')"))
+        assert cleaned.ok and cleaned.output.strip() == "ok"
+    finally:
+        await sb.close()
+
+
+@module_loop
 async def test_a_step_can_wait_for_its_own_children(sandbox):
     """The fork server ignores SIGCHLD; a step must not inherit that (waitpid would fail)."""
     result = await sandbox.run(
