@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import mimetypes
-import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
@@ -329,9 +328,7 @@ async def call_tool(name: str, raw_input: object, ctx: ToolContext) -> ToolOutco
     except ValidationError as exc:
         problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'input'}: {e['msg']}" for e in exc.errors())
         return refused(f"Invalid input for {name}: {problems}.")
-    started = time.perf_counter()
     outcome = await tool.handler(args, ctx)
-    del started
     if ctx.redact is not None:  # a secret in data or code never comes back to the model
         outcome.content, outcome.summary = ctx.redact(outcome.content), ctx.redact(outcome.summary)
     return outcome
