@@ -24,7 +24,7 @@ from core.events import (
     TurnStats,
 )
 from core.model import ModelClient
-from core.tools import TOOLS, Tool, ToolContext, call_tool, step_detail, tool_specs
+from core.tools import TOOLS, Tool, ToolContext, call_tool, refused, step_detail, tool_specs
 
 CACHE = {"type": "ephemeral"}
 
@@ -219,20 +219,12 @@ async def _run_tool(
     )
     started = time.perf_counter()
     if truncated:
-        from core.tools import refused
-
         outcome = refused(
             "Your message was cut off at the output limit, so this call's input may be incomplete. "
             "Send smaller steps (shorter code or SQL)."
         )
     else:
-        try:
-            outcome = await call_tool(name, raw, ctx)
-        except Exception as exc:  # a tool crashed: the model gets the error, the turn goes on
-            from core.tools import refused
-
-            message = f"The tool failed: {type(exc).__name__}: {str(exc)[:500]}"
-            outcome = refused(ctx.redact(message) if ctx.redact else message)
+        outcome = await call_tool(name, raw, ctx)
     record = StepRecord(
         step_id=step_id,
         tool=name,

@@ -165,12 +165,10 @@ class LocalSandbox:
             pid = json.loads(first)["pid"] if first else None
             line = await asyncio.wait_for(reader.readline(), timeout=request.timeout_s + 2)
             if not line:
-                isolation.kill_uid_processes(isolation.sandbox_uid(request.session_id))
                 return StepResult(ok=False, killed=True, error=self._crash_message(request))
             return await self._within_quota(StepResult.from_dict(json.loads(line)), workspace)
         except TimeoutError:
             self._kill(pid)
-            isolation.kill_uid_processes(isolation.sandbox_uid(request.session_id))
             return StepResult(
                 ok=False,
                 killed=True,
@@ -181,6 +179,7 @@ class LocalSandbox:
             writer.close()
             with contextlib.suppress(Exception):
                 await writer.wait_closed()
+            # Every exit path (done, crashed, timed out): the session uid's processes die here, off the loop.
             await asyncio.to_thread(isolation.end_of_step_cleanup, isolation.sandbox_uid(request.session_id))
             if self._cgroups is not None:
                 cgroups.remove(self._cgroups, request.session_id)

@@ -40,7 +40,7 @@ class HeldLock:
     last_renewed: float = field(default_factory=time.monotonic)
 
     def renewed(self, ok: bool) -> None:
-        """Record a renewal attempt: False = someone else owns it now; errors are `renewed(None)`."""
+        """Record a renewal attempt: False = someone else owns it now (errors go to `renewal_failed`)."""
         if ok:
             self.last_renewed = time.monotonic()
         else:

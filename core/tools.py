@@ -319,7 +319,7 @@ def step_detail(name: str, raw_input: dict) -> str:
 
 
 async def call_tool(name: str, raw_input: object, ctx: ToolContext) -> ToolOutcome:
-    """Validate and run one tool call. Unknown names and bad inputs are errors the model can fix."""
+    """Validate and run one tool call. Unknown names, bad inputs and crashes are errors the model sees."""
     tool = ctx.tools.get(name)
     if tool is None:
         return refused(f"Unknown tool '{name}'. Available tools: {', '.join(ctx.tools)}.")
@@ -328,7 +328,10 @@ async def call_tool(name: str, raw_input: object, ctx: ToolContext) -> ToolOutco
     except ValidationError as exc:
         problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'input'}: {e['msg']}" for e in exc.errors())
         return refused(f"Invalid input for {name}: {problems}.")
-    outcome = await tool.handler(args, ctx)
+    try:
+        outcome = await tool.handler(args, ctx)
+    except Exception as exc:  # a tool crashed: the model gets the error, the turn goes on
+        outcome = refused(f"The tool failed: {type(exc).__name__}: {str(exc)[:500]}")
     if ctx.redact is not None:  # a secret in data or code never comes back to the model
         outcome.content, outcome.summary = ctx.redact(outcome.content), ctx.redact(outcome.summary)
     return outcome
