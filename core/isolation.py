@@ -292,15 +292,23 @@ def _private_filesystem(
         raise RuntimeError("Refused: the step's private filesystem could not be set up.")
     _mount("none", "/", None, MS_REC | MS_PRIVATE)
     home = bot_home()
-    if home:
-        runtime = [p for p in runtime_paths() if p == home or p.startswith(home + "/")]
-        _bind_back(_open_paths([(p, True) for p in runtime if os.path.isdir(p)]), hide=[home])
-    keep = [(str(workspace), False)] + [(p, True) for p in readonly if os.path.exists(p)]
-    fds = _open_paths(keep)
-    for tmp in ("/tmp", "/var/tmp", "/dev/shm"):
-        if os.path.isdir(tmp):
-            _mount("tmpfs", tmp, "tmpfs", MS_NOSUID | MS_NODEV, "size=64m,mode=1777")
-    _bind_back(fds, hide=hidden)
+    runtime = [
+        p for p in runtime_paths() if home and (p == home or p.startswith(home + "/")) and os.path.isdir(p)
+    ]
+    keep = [(str(workspace), False)] + [(p, True) for p in [*readonly, *runtime] if os.path.exists(p)]
+    fds = _open_paths(keep)  # before anything is covered: the binds come from the real tree
+    hides = [(p, "size=64m,mode=1777") for p in ("/tmp", "/var/tmp", "/dev/shm")]
+    hides += [(p, "size=1m,mode=755") for p in [*([home] if home else []), *hidden]]
+    # One plan, shallowest path first: a mount covers everything below it, so each deeper hide or
+    # bind must come after it. (A project checkout under /tmp with its home inside, say: /tmp is
+    # hidden, the code bound back read-only, the home hidden again, then the workspace bound rw.)
+    plan = [(_depth(p), 0, p, data, None) for p, data in hides]
+    plan += [(_depth(p), 1, p, ro, fd) for p, ro, fd in fds]
+    for _, is_bind, path, arg, fd in sorted(plan, key=lambda step: step[:3]):
+        if is_bind:
+            _bind(path, fd, read_only=arg)
+        elif os.path.isdir(path):  # absent = already covered by a shallower hide
+            _mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, arg)
     # Masks go last: a bind-back above (e.g. the project source, when it lives under a hidden
     # directory) would otherwise bring an unmasked copy of a secret file back into view.
     for path in masked:
@@ -310,26 +318,26 @@ def _private_filesystem(
     _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV, "hidepid=2")
 
 
+def _depth(path: str) -> int:
+    return len(Path(path).parts)
+
+
 def _open_paths(keep: list[tuple[str, bool]]) -> list[tuple[str, bool, int]]:
     return [(path, ro, os.open(path, os.O_PATH)) for path, ro in keep]
 
 
-def _bind_back(fds: list[tuple[str, bool, int]], *, hide: list[str]) -> None:
-    """Cover `hide` with empty tmpfs, then bind the opened paths back at their old places."""
-    for path in hide:
-        if os.path.isdir(path):
-            _mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,mode=755")
-    for path, ro, fd in fds:
-        if not os.path.exists(path):
-            if os.path.isdir(f"/proc/self/fd/{fd}"):
-                os.makedirs(path, exist_ok=True)
-            else:
-                os.makedirs(os.path.dirname(path), exist_ok=True)
-                Path(path).touch()
-        _mount(f"/proc/self/fd/{fd}", path, None, MS_BIND | MS_REC)
-        os.close(fd)
-        if ro:
-            _remount_read_only(path)
+def _bind(path: str, fd: int, *, read_only: bool) -> None:
+    """Bind an opened path back at its old place (creating the mount point under a tmpfs if needed)."""
+    if not os.path.exists(path):
+        if os.path.isdir(f"/proc/self/fd/{fd}"):
+            os.makedirs(path, exist_ok=True)
+        else:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            Path(path).touch()
+    _mount(f"/proc/self/fd/{fd}", path, None, MS_BIND | MS_REC)
+    os.close(fd)
+    if read_only:
+        _remount_read_only(path)
 
 
 def _remount_read_only(path: str) -> None:

@@ -3,6 +3,7 @@ while the next step works, and the bot-side path checks (pure helpers, table-dri
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -268,3 +269,48 @@ def _alive(pid: int) -> bool:
     except OSError:
         return False
     return state != "Z"
+
+
+@pytest.mark.skipif(not ROOT, reason="the mount namespace needs root")
+def test_a_checkout_under_tmp_with_its_home_inside_keeps_the_workspace_writable_and_the_home_hidden(tmp_path):
+    """The quickstart from `git clone … /tmp/x`: /tmp is hidden, the code bound back read-only, and the
+    bot's home (./.datathread, inside the checkout) must be hidden again with the workspace rw on top."""
+    import shutil
+    import subprocess
+    import sys
+
+    project = tmp_path / "checkout"
+    shutil.copytree(
+        Path(__file__).resolve().parents[2] / "core",
+        project / "core",
+        ignore=shutil.ignore_patterns("__pycache__"),
+    )
+    home = project / ".datathread"
+    (home / "state").mkdir(parents=True)
+    (home / "state" / "secret.txt").write_text("STATE")
+    script = f"""
+import asyncio, json
+from pathlib import Path
+from core.sandbox_local import LocalSandbox
+from core.sandbox import StepRequest
+async def main():
+    sb = LocalSandbox(workspaces=Path({str(home / "workspaces")!r}), hidden=[Path({str(home)!r})])
+    await sb.start()
+    code = "open('out.txt', 'w').write('ok')\\nimport os\\nprint(sorted(os.listdir({str(home)!r})))"
+    r = await sb.run(StepRequest(kind="python", session_id="q1", code=code, timeout_s=20))
+    print(json.dumps([r.ok, r.output.strip(), r.error[-300:]]))
+    await sb.close()
+asyncio.run(main())
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=project,
+        env={**os.environ, "PYTHONPATH": str(project)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    ok, output, error = json.loads(done.stdout.strip().splitlines()[-1])
+    assert ok, error
+    assert output == "['workspaces']"  # the home is an empty tmpfs again but for the bound workspace
+    assert (home / "workspaces" / "q1" / "out.txt").read_text() == "ok"
