@@ -26,4 +26,6 @@ BENCHMARKS: dict[str, tuple[str, Callable[..., Awaitable]]] = {
     "cache": ("6. Prompt-cache effectiveness in a five-step turn", _lazy("cache")),
     "large": ("7. Large results: 1M rows to parquet in the workspace", _lazy("large")),
     "ack": ("1. Slack ack latency under load vs a bare Bolt app", _lazy("ack")),
+    "answers": ("8. Answers sooner: model calls and concurrent tool calls", _lazy("answers")),
+    "eval": ("9. `datathread eval --demo` with the scripted model", _lazy("eval")),
 }

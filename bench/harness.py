@@ -277,6 +277,13 @@ class TimedModel:
         finally:
             self.calls.append(time.perf_counter() - started)
 
+    async def stream(self, on_text, **params):
+        started = time.perf_counter()
+        try:
+            return await self.inner.stream(on_text, **params)
+        finally:
+            self.calls.append(time.perf_counter() - started)
+
     async def close(self) -> None:
         await self.inner.close()
 

@@ -37,16 +37,26 @@ async def _time_steps(run, session: str, repeats: int) -> dict[str, list[float]]
     return times
 
 
-async def _local(repeats: int) -> dict[str, list[float]]:
-    from core.sandbox_local import LocalSandbox
+BACKENDS = ("root", "userns", "landlock", "none")  # each isolation back end this host offers
 
-    with temp_dir("steps") as tmp:
-        sandbox = LocalSandbox(workspaces=tmp / "ws", warehouse=demo_database())
-        await sandbox.start()
-        try:
-            return await _time_steps(sandbox.run, "bench-steps", repeats)
-        finally:
-            await sandbox.close()
+
+def _local(backend: str):
+    async def measure(repeats: int) -> dict[str, list[float]] | None:
+        from core.sandbox_local import LocalSandbox
+
+        with temp_dir("steps") as tmp:
+            sandbox = LocalSandbox(workspaces=tmp / "ws", warehouse=demo_database(), isolation_policy=backend)
+            try:
+                await sandbox.start()
+            except RuntimeError:  # not offered by this host (e.g. `root` for an ordinary user)
+                await sandbox.close()
+                return None
+            try:
+                return await _time_steps(sandbox.run, "bench-steps", repeats)
+            finally:
+                await sandbox.close()
+
+    return measure
 
 
 async def _modal_local(repeats: int) -> dict[str, list[float]]:
@@ -69,8 +79,11 @@ async def run(*, quick: bool = False) -> BenchResult:
     result = BenchResult("steps", "2. Step overhead")
     repeats = 3 if quick else 15
     cold = median(cold_import_seconds(repeats=2 if quick else 5)) * 1000
-    for label, measure in (("local", _local), ("modal worker, local", _modal_local)):
+    runners = [(f"local, {backend} back end", _local(backend)) for backend in BACKENDS]
+    for label, measure in [*runners, ("modal worker, local", _modal_local)]:
         times = await measure(repeats)
+        if times is None:
+            continue
         for name, values in times.items():
             value = median(values) * 1000
             r = ratio(value, cold)
@@ -89,7 +102,8 @@ async def run(*, quick: bool = False) -> BenchResult:
     result.note(
         f"Median of {repeats} steps per kind after one warm-up; the cold baseline is the median of "
         "fresh interpreters importing pandas, matplotlib and duckdb. Each step forks a child of the "
-        "pre-warmed fork server, isolates it (namespaces/rlimits where available), runs, snapshots "
+        "pre-warmed fork server, isolates it with the named back end (root: per-session uid + "
+        "namespaces; userns: user namespaces; landlock: Landlock + seccomp; none: rlimits only), runs, snapshots "
         "the workspace for new files and returns JSON over a Unix socket."
     )
     result.note(

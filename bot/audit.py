@@ -1,4 +1,8 @@
-"""`datathread audit`: the turn and step records as JSON lines or CSV, secrets redacted."""
+"""`datathread audit`: the turn and step records as JSON lines or CSV, secrets redacted.
+
+Questions and SQL are untrusted text: in CSV every cell is made spreadsheet-safe (`core/csv_cells.py`),
+so a question like `=HYPERLINK(…)` is shown, not run, when someone opens the export.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +12,7 @@ import sys
 import time
 
 from core.config import Settings
+from core.csv_cells import neutralise_cell
 from core.redact import Redactor
 from core.sessions import open_store
 
@@ -91,7 +96,7 @@ async def print_audit(
     if fmt == "csv":
         writer = csv.DictWriter(out, fieldnames=CSV_FIELDS)
         writer.writeheader()
-        writer.writerows(audit_rows(turns))
+        writer.writerows({k: neutralise_cell(v) for k, v in row.items()} for row in audit_rows(turns))
     else:
         for turn in turns:
             out.write(json.dumps(turn, default=str) + "\n")

@@ -1,4 +1,4 @@
-"""The `datathread` command line: chat, ask, serve, slack, doctor, audit, export.
+"""The `datathread` command line: chat, ask, serve, slack, doctor, audit, export, teams-package.
 
 Each command reads settings once, builds the core, and hands it to a surface.
 """
@@ -6,13 +6,17 @@ Each command reads settings once, builds the core, and hands it to a surface.
 from __future__ import annotations
 
 import asyncio
-import logging
+import os
 import sys
+import uuid
+from enum import StrEnum
 from pathlib import Path
 
 import typer
 from rich.console import Console
 
+from bot.cli_schedule import app as schedule_app
+from bot.log_setup import LOG_LEVEL_HELP, parse_level, setup_logging
 from core.config import ConfigError, Settings, load_settings, require_model
 
 app = typer.Typer(
@@ -21,6 +25,7 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
+app.add_typer(schedule_app, name="schedule")
 err = Console(stderr=True, soft_wrap=True)
 
 
@@ -36,15 +41,35 @@ def _die(message: str, code: int = 2):
     raise typer.Exit(code)
 
 
-def _setup_logging(settings: Settings, level: str = "WARNING") -> None:
-    from core.redact import install_log_redaction
+class AuditFormat(StrEnum):
+    jsonl = "jsonl"
+    csv = "csv"
 
-    logging.basicConfig(
-        level=getattr(logging, level.upper(), logging.WARNING),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
-    install_log_redaction(settings.secret_values())
+
+def _version(value: bool) -> None:
+    if value:
+        from importlib.metadata import version
+
+        typer.echo(f"datathread {version('datathread')}")
+        raise typer.Exit()
+
+
+@app.callback()
+def main(
+    _: bool = typer.Option(
+        False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
+    ),
+) -> None:
+    """datathread — answers data questions in Slack, Teams and the terminal."""
+
+
+def _setup_logging(settings: Settings, level: str | None = None) -> None:
+    """Logs to DATATHREAD_HOME/logs/datathread.log; on stderr too at `level` (bot/log_setup.py)."""
+    setup_logging(settings, level)
+
+
+def _log_level_option(default: str | None = None):
+    return typer.Option(default, "--log-level", callback=parse_level, help=LOG_LEVEL_HELP)
 
 
 async def _analyst(settings: Settings):
@@ -66,65 +91,21 @@ async def _analyst(settings: Settings):
 @app.command()
 def chat(
     session: str = typer.Option(None, "--session", help="Resume this session id."),
-    log_level: str = typer.Option("WARNING", "--log-level"),
+    log_level: str = _log_level_option(),
 ) -> None:
-    """Talk to datathread in the terminal (one session; --session ID resumes one)."""
+    """Talk to datathread in the terminal (one session; --session ID resumes one). `help` lists what it can do."""
+    from bot.terminal_chat import run_chat
+
     settings = _settings()
     _setup_logging(settings, log_level)
-    asyncio.run(_chat(settings, session))
-
-
-async def _chat(settings: Settings, session: str | None) -> None:
-    from bot.terminal import TerminalRenderer
-    from core.events import IncomingMessage
-
-    console = Console()
-    analyst = await _analyst(settings)
-    key = (session,) if session else (_new_key(),)
-    console.print(  # the key, as everywhere else: chat/ask --session, export and audit all take it
-        f"[bold]datathread[/] — session [cyan]{key[0]}[/]. Ask about the data; Ctrl-D to quit."
-    )
-    try:
-        while True:
-            try:
-                question = await asyncio.to_thread(console.input, "[bold green]› [/]")
-            except (EOFError, KeyboardInterrupt):
-                break
-            if not question.strip():
-                continue
-            renderer = TerminalRenderer(console, settings.workspaces_dir)
-            await analyst.handle(
-                IncomingMessage(text=question.strip(), surface="terminal", thread_key=key),
-                renderer,
-                confirm=terminal_confirmer(console, renderer),
-            )
-    finally:
-        await analyst.close()
-    console.print(f"[dim]Resume with: datathread chat --session {key[0]}[/]")
-
-
-def terminal_confirmer(console: Console, renderer):
-    """Ask at the prompt before an expensive query runs; anything but yes means no."""
-
-    async def confirm(request) -> bool:
-        renderer.pause()
-        answer = await asyncio.to_thread(console.input, f"[yellow]{request.prompt}[/] Run it? [y/N] ")
-        return answer.strip().lower() in ("y", "yes")
-
-    return confirm
-
-
-def _new_key() -> str:
-    import uuid
-
-    return uuid.uuid4().hex[:12]
+    run_chat(settings, session, _analyst)
 
 
 @app.command()
 def ask(
-    question: str = typer.Argument(..., help="The question."),
+    question: str = typer.Argument(..., help="The question (`help` lists what datathread can do)."),
     session: str = typer.Option(None, "--session", help="Continue this session id."),
-    log_level: str = typer.Option("WARNING", "--log-level"),
+    log_level: str = _log_level_option(),
 ) -> None:
     """One turn: print the answer and the paths of attached files. Exit 1 if the turn fails."""
     settings = _settings()
@@ -134,16 +115,20 @@ def ask(
 
 
 async def _ask(settings: Settings, question: str, session: str | None) -> bool:
-    from bot.terminal import TerminalRenderer
+    from bot.terminal import WaitingStatus
+    from bot.terminal_images import save_for_user
     from core.events import IncomingMessage
 
     analyst = await _analyst(settings)
-    key = (session or _new_key(),)
-    renderer = TerminalRenderer(Console(stderr=True, quiet=True), settings.workspaces_dir, live=False)
+    key = (session or uuid.uuid4().hex[:12],)
     try:
         outcome = await analyst.handle(
-            IncomingMessage(text=question, surface="terminal", thread_key=key), renderer
+            IncomingMessage(text=question, surface="terminal", thread_key=key), WaitingStatus()
         )
+        files = [
+            save_for_user(await analyst.read_artifact(a), settings.home, a.session_id, a.path, os.environ)
+            for a in outcome.artifacts
+        ]
     finally:
         await analyst.close()
     if not outcome.ok:
@@ -152,8 +137,7 @@ async def _ask(settings: Settings, question: str, session: str | None) -> bool:
         return False
     # Plain writes: rich would wrap long file paths at the terminal width.
     sys.stdout.write(outcome.answer.rstrip() + "\n")
-    for artifact in outcome.artifacts:
-        sys.stdout.write(str(settings.workspaces_dir / artifact.session_id / artifact.path) + "\n")
+    sys.stdout.writelines(f"{path}\n" for path in files)
     err.print(f"session: {key[0]}")
     return True
 
@@ -171,7 +155,7 @@ def doctor() -> None:
 def serve(
     host: str = typer.Option("127.0.0.1", "--host"),
     port: int = typer.Option(3000, "--port"),
-    log_level: str = typer.Option("INFO", "--log-level"),
+    log_level: str = _log_level_option("INFO"),
 ) -> None:
     """Serve Slack (/slack/events), Teams (/api/messages) and /healthz over HTTP."""
     import uvicorn
@@ -179,6 +163,7 @@ def serve(
     from bot.server import create_app
 
     settings = _settings()
+    settings.isolation = settings.isolation or "strict"  # a shared service refuses unisolated steps
     _setup_logging(settings, log_level)
     try:  # no model key or a bad Teams setting: one sentence, not a traceback
         require_model(settings)
@@ -191,18 +176,23 @@ def serve(
 @app.command()
 def slack(
     socket: bool = typer.Option(False, "--socket", help="Use Socket Mode (no public URL needed)."),
+    log_level: str = _log_level_option(),
 ) -> None:
     """Run the Slack app over Socket Mode."""
     if not socket:
         _die("Use `datathread slack --socket`, or `datathread serve` for HTTP events.")
-    from bot.slack_socket import run_socket_mode
+    from bot.slack_socket import SlackUnreachable, run_socket_mode
 
     settings = _settings()
-    _setup_logging(settings, "INFO")
+    _setup_logging(settings, log_level)
     try:
-        asyncio.run(run_socket_mode(settings))
+        asyncio.run(run_socket_mode(settings, err))
     except ConfigError as exc:
         _die(str(exc))
+    except SlackUnreachable as exc:
+        _die(str(exc), code=1)
+    except KeyboardInterrupt:
+        err.print("Slack: stopped.")
 
 
 @app.command()
@@ -211,7 +201,7 @@ def audit(
     user: str = typer.Option(None, "--user"),
     channel: str = typer.Option(None, "--channel"),
     since_hours: float = typer.Option(None, "--since-hours", help="Only turns of the last N hours."),
-    fmt: str = typer.Option("jsonl", "--format", help="jsonl or csv"),
+    fmt: AuditFormat = typer.Option(AuditFormat.jsonl, "--format", help="jsonl (one turn a line) or csv."),
     limit: int = typer.Option(1000, "--limit"),
 ) -> None:
     """List recorded turns and steps (who, where, question, SQL/code, rows, outcome) as JSON lines or CSV."""
@@ -225,7 +215,7 @@ def audit(
             user=user,
             channel=channel,
             since_hours=since_hours,
-            fmt=fmt,
+            fmt=fmt.value,
             limit=limit,
         )
     )
@@ -257,6 +247,8 @@ def teams_package(
         _die(str(exc))
     Console().print(str(path))
 
+
+from bot import cli_eval, cli_verified  # noqa: E402, F401  (each registers its commands on `app`)
 
 if __name__ == "__main__":
     app()

@@ -1,73 +1,86 @@
-"""`datathread doctor`: which parts are configured, which are reachable, which protections are on."""
+"""`datathread doctor`: for each configured part, one cheap real call that proves it is reachable.
+
+Checks run in parallel, each under its own timeout, so the whole report takes about one timeout at
+worst: the model (`models.retrieve` of DATATHREAD_MODEL: key, model name and endpoint in one GET),
+Slack (`auth.test`, plus `apps.connections.open` for Socket Mode), Teams (a Bot Framework token),
+BigQuery (a dry run of `SELECT 1`), the session store (SQLite or Redis ping), S3 (head bucket), and
+the Modal deployment. Nothing is started or built: the sandbox's protections are its own report.
+"""
 
 from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Literal
 
 from rich.console import Console
 from rich.table import Table
 
-from core.config import Settings
+from core.config import Settings, split_list
+
+CHECK_TIMEOUT_S = 2.5  # each network call's own timeout
+SAFETY_TIMEOUT_S = 2 * CHECK_TIMEOUT_S  # a whole check (two calls at most)
+Status = Literal["ok", "fail", "off", "unchecked"]
+STATUS_MARKUP = {
+    "ok": "[green]ok[/]",
+    "fail": "[red]FAIL[/]",
+    "off": "[yellow]not configured[/]",
+    "unchecked": "[yellow]configured (not checked)[/]",
+}
+
+
+@dataclass(frozen=True)
+class Check:
+    part: str
+    status: Status
+    detail: str
 
 
 async def run_doctor(settings: Settings, console: Console) -> int:
-    """Print a table of checks; exit code 1 when something required is broken."""
-    from core.sandbox_factory import build_sandbox_and_warehouse
-    from core.sessions import open_store
+    """Print one row per part (and the sandbox protections); exit code 1 when a configured part fails."""
+    from bot.doctor_checks import ALL_CHECKS, preload
 
+    started = time.monotonic()
+    preload(settings)  # imports block the loop: do them before any check's clock starts
+    protections = sandbox_protections(settings)  # probes fork children: before any check's thread
+    checks = await asyncio.gather(*(_bounded(part, check, settings) for part, check in ALL_CHECKS))
     table = Table("part", "status", "detail")
-    failed = False
-
-    def row(part: str, ok: bool | None, detail: str) -> None:
-        nonlocal failed
-        status = {True: "[green]ok[/]", False: "[red]FAIL[/]", None: "[yellow]not configured[/]"}[ok]
-        failed |= ok is False
-        table.add_row(part, status, detail)
-
-    row(
-        "model",
-        settings.has_model_credentials() or False,
-        f"{settings.model_provider} · {settings.model}"
-        if settings.has_model_credentials()
-        else "set ANTHROPIC_API_KEY",
-    )
-    try:
-        store = await open_store(settings)
-        await store.close()
-        row("session store", True, "redis" if settings.redis_url else f"sqlite under {settings.home}")
-    except Exception as exc:
-        row("session store", False, str(exc))
-    row(
-        "slack",
-        bool(settings.slack_bot_token and settings.slack_signing_secret) or None,
-        "socket mode ready" if settings.slack_app_token else "HTTP events at /slack/events",
-    )
-    row(
-        "teams",
-        True if settings.microsoft_app_id else None,
-        f"app {settings.microsoft_app_id} ({settings.microsoft_app_type})"
-        if settings.microsoft_app_id
-        else "no MICROSOFT_APP_ID: /api/messages is UNAUTHENTICATED (local use only)",
-    )
-    try:
-        sandbox, warehouse = await build_sandbox_and_warehouse(settings)
-        row("warehouse", True, f"{settings.warehouse} ({warehouse.dialect} dialect)")
-        row("sandbox", True, settings.sandbox)
-        for name, state in sandbox.protections().items():
-            table.add_row(
-                f"  protection: {name}",
-                "[green]on[/]" if state.startswith("on") else "[red]OFF[/]",
-                state.split("— ", 1)[-1],
-            )
-        await warehouse.close()
-        await sandbox.close()
-    except Exception as exc:
-        row("sandbox/warehouse", False, f"{type(exc).__name__}: {exc}")
-    row("s3", True if settings.s3_buckets else None, settings.s3_buckets or "no DATATHREAD_S3_BUCKETS")
-    if settings.sandbox == "modal":
-        from core.sandbox_modal import check_deployment
-
-        ok, detail = await check_deployment(settings)
-        row("modal deployment", ok, detail)
-        if not settings.redis_url:
-            row("redis (modal)", False, "the Modal deployment needs REDIS_URL (locks across containers)")
+    for check in checks:
+        table.add_row(check.part, STATUS_MARKUP[check.status], check.detail)
+    for name, state in protections.items():
+        mark = "[green]on[/]" if state.startswith("on") else "[red]OFF[/]"
+        table.add_row(f"  protection: {name}", mark, state.split("— ", 1)[-1])
     console.print(table)
-    return 1 if failed else 0
+    console.print(f"[dim]checked in {time.monotonic() - started:.1f} s[/]")
+    return 1 if any(c.status == "fail" for c in checks) else 0
+
+
+async def _bounded(part: str, check: Callable[[Settings], Awaitable[Check]], settings: Settings) -> Check:
+    """One check under a safety timeout; an unexpected error is a FAIL with its one-line reason."""
+    try:
+        async with asyncio.timeout(SAFETY_TIMEOUT_S):
+            return await check(settings)
+    except TimeoutError:
+        return Check(part, "fail", f"no answer within {SAFETY_TIMEOUT_S:g} s")
+    except Exception as exc:
+        reason = str(exc).splitlines()[0] if str(exc) else ""
+        return Check(part, "fail", f"{type(exc).__name__}: {reason}".rstrip(": "))
+
+
+def sandbox_protections(settings: Settings) -> dict[str, str]:
+    """What the local sandbox will enforce on this host (without starting it); Modal's run remotely."""
+    if settings.sandbox == "modal":
+        return {}
+    from pathlib import Path
+
+    from core import isolation_backends
+    from core.sandbox_factory import secret_files
+
+    masked = [str(Path(m).resolve()) for m in secret_files(settings)]
+    return isolation_backends.preview(settings.isolation or "best", masked=masked).as_dict()
+
+
+def buckets(settings: Settings) -> list[str]:
+    return [entry.split("/", 1)[0] for entry in split_list(settings.s3_buckets)]

@@ -47,7 +47,10 @@ def create_app(
     )
     routes = [Route("/healthz", _healthz, methods=["GET"])]
     # Imported unconditionally: a broken surface module must fail start-up loudly, not lose its route.
-    surfaces = [importlib.import_module(m) for m in ("bot.slack_app", "bot.teams_app", "bot.files")]
+    surfaces = [
+        importlib.import_module(m)
+        for m in ("bot.slack_app", "bot.teams_app", "bot.files", "bot.schedule_jobs")
+    ]
     for mod in surfaces:
         routes += mod.routes(state)
 
@@ -76,4 +79,5 @@ def create_app(
 
 async def _healthz(request: Request) -> JSONResponse:
     state: AppState = request.app.state.datathread
-    return JSONResponse({"ok": state.ready}, status_code=200 if state.ready else 503)
+    sandbox = state.analyst.parts.sandbox.protections() if state.analyst is not None else {}
+    return JSONResponse({"ok": state.ready, "sandbox": sandbox}, status_code=200 if state.ready else 503)

@@ -20,6 +20,7 @@ from starlette.responses import PlainTextResponse
 from starlette.routing import Route
 
 from bot import slack_render as render
+from bot.schedule_slack import schedule_command
 from bot.slack_turn import (
     JOB_ACTION,
     JOB_EXPORT,
@@ -34,6 +35,7 @@ from bot.slack_turn import (
 )
 from core.confirm import give_answer
 from core.runner import TurnJob
+from core.schedules_parse import is_schedule_command
 from core.sessions import session_id_for
 
 log = logging.getLogger("datathread.slack")
@@ -93,7 +95,7 @@ async def admit(state: Any, body: dict, event: dict, bot_user_id: str | None, *,
         "team": body.get("team_id") or event.get("team", ""),
         "channel": event["channel"],
         "user": event["user"],
-        "text": strip_mention(event.get("text", ""), bot_user_id) or "Hello! What can you help me with?",
+        "text": strip_mention(event.get("text", ""), bot_user_id) or "help",  # answered locally
         "thread_ts": event.get("thread_ts") or event["ts"],
         "ts": event["ts"],
         "event_id": body.get("event_id", ""),
@@ -144,6 +146,8 @@ def build_bolt_app(state: Any) -> AsyncApp:
         text = text[len("private") :].strip() if private else text
         if not text:
             return await ack(text=HELP.format(cmd=s.slash_command))
+        if is_schedule_command(text) and not private:  # `/ask schedule weekly mon 09:00 …`
+            return await schedule_command(ack, submit, command, text)
         await (ack(text=":hourglass_flowing_sand: Working on it…") if private else ack())
         payload = {
             "team": command["team_id"],

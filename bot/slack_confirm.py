@@ -29,7 +29,7 @@ def build_confirmer(
 
     async def confirm(request: ConfirmRequest) -> bool:
         token = f"{request.turn_id}:{request.step_id}"
-        blocks = render.confirm_blocks(request.prompt, token)
+        blocks = render.confirm_blocks(request.prompt, token, request.yes)
         try:
             if target.private:
                 await client.chat_postEphemeral(

@@ -286,14 +286,14 @@ def steps_messages(record: Mapping) -> list[dict]:
     return answer_messages("\n\n".join(parts))
 
 
-def confirm_blocks(prompt: str, token: str) -> list[dict]:
-    """Run/Cancel buttons for an expensive step; `token` identifies the waiting step."""
+def confirm_blocks(prompt: str, token: str, yes: str = "Run it") -> list[dict]:
+    """Run/Cancel (or Create/Cancel) buttons for a waiting step; `token` identifies it."""
     return [
         {"type": "section", "text": {"type": "mrkdwn", "text": to_mrkdwn(prompt)[:SECTION_LIMIT]}},
         {
             "type": "actions",
             "elements": [
-                _button("Run it", ACTION_CONFIRM_RUN, token, "primary"),
+                _button(yes or "Run it", ACTION_CONFIRM_RUN, token, "primary"),
                 _button("Cancel", ACTION_CONFIRM_CANCEL, token, "danger"),
             ],
         },

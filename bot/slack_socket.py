@@ -2,15 +2,24 @@
 
 Socket Mode needs an app-level token (`SLACK_APP_TOKEN`, `xapp-…`, scope `connections:write`):
 https://docs.slack.dev/apis/events-api/using-socket-mode. Turns run on a local runner in this process.
+
+The terminal gets one line per connection state (checking tokens, connecting, connected, lost,
+retrying), never the client's tracebacks (those go to the log file). Both tokens are checked first
+(`auth.test`, `apps.connections.open`), so a rejected token ends the command with the reason, exit 2.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 
+import aiohttp
 from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
+from slack_sdk.errors import SlackApiError
+from slack_sdk.web.async_client import AsyncWebClient
 
+from bot import schedule_jobs
 from bot.server import AppState
 from bot.slack_app import build_bolt_app, on_shutdown, on_startup
 from core.analyst import Analyst
@@ -18,6 +27,11 @@ from core.config import ConfigError, Settings, require_model
 from core.runner import LocalRunner
 
 log = logging.getLogger("datathread.slack")
+TOKEN_CHECK_TIMEOUT_S = 10
+
+
+class SlackUnreachable(RuntimeError):
+    """Slack's Web API did not answer; the message is one sentence for people."""
 
 
 def check_socket_settings(settings: Settings) -> None:
@@ -28,22 +42,104 @@ def check_socket_settings(settings: Settings) -> None:
         raise ConfigError("Set SLACK_APP_TOKEN (xapp-…, scope connections:write) for Socket Mode.")
 
 
-async def run_socket_mode(settings: Settings) -> None:
+# (variable, settings field, Web API method that proves it, what it must be)
+SLACK_TOKENS = (
+    ("SLACK_BOT_TOKEN", "slack_bot_token", "auth_test", "a bot token (xoxb-…)"),
+    ("SLACK_APP_TOKEN", "slack_app_token", "apps_connections_open", "an app-level token (xapp-…)"),
+)
+
+
+async def call_slack(settings: Settings, name: str, field: str, method: str, kind: str) -> dict:
+    """One Web API call with one token; a rejection is a ConfigError naming the variable and Slack's reason."""
+    token = getattr(settings, field)
+    client = AsyncWebClient(
+        token=token.get_secret_value(), base_url=settings.slack_api_url, timeout=TOKEN_CHECK_TIMEOUT_S
+    )
+    kwargs = {"app_token": token.get_secret_value()} if method == "apps_connections_open" else {}
+    try:
+        return dict((await getattr(client, method)(**kwargs)).data)
+    except SlackApiError as exc:
+        reason = exc.response.get("error", "rejected")
+        raise ConfigError(f"Slack rejected {name} ({reason}); it must be {kind} of this app.") from None
+    except (aiohttp.ClientError, TimeoutError) as exc:
+        raise SlackUnreachable(
+            f"Could not reach Slack at {settings.slack_api_url} ({type(exc).__name__}); "
+            "check the network or DATATHREAD_SLACK_API_URL."
+        ) from None
+
+
+async def check_tokens(settings: Settings) -> dict:
+    """`auth.test` with the bot token, `apps.connections.open` with the app token; the bot's identity."""
+    identity = await call_slack(settings, *SLACK_TOKENS[0])
+    await call_slack(settings, *SLACK_TOKENS[1])
+    return identity
+
+
+class ConnectionStates(logging.Handler):
+    """Reads the Socket Mode client's own log records and says one line per change of state."""
+
+    SIGNS = (
+        ("has been established", "connected"),
+        ("Failed to connect", "retrying"),
+        ("is no longer active", "lost"),
+        ("Failed to retrieve WSS URL", "retrying"),
+    )
+
+    def __init__(self, say: Callable[[str], None], lines: dict[str, str]):
+        super().__init__(logging.INFO)
+        self.say, self.lines, self.state = say, lines, ""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        text = record.getMessage()
+        for sign, state in self.SIGNS:
+            if sign in text:
+                self.change(state)
+                return
+
+    def change(self, state: str) -> None:
+        if state != self.state:
+            self.state = state
+            self.say(self.lines[state])
+
+
+async def run_socket_mode(settings: Settings, console) -> None:
     """Connect over Socket Mode and serve until interrupted; finish running turns before exiting."""
     check_socket_settings(settings)
     require_model(settings)
+    say = lambda text: console.print(text, highlight=False)  # noqa: E731
+    say("Slack: checking SLACK_BOT_TOKEN and SLACK_APP_TOKEN…")
+    me = await check_tokens(settings)
+    bot = f"@{me.get('user', 'datathread')} in {me.get('team', 'your workspace')}"
+    states = ConnectionStates(
+        say,
+        {
+            "connected": f"Slack: connected over Socket Mode as {bot}. Ctrl-C to stop.",
+            "retrying": "Slack: cannot connect to Socket Mode; retrying (details in the log file)…",
+            "lost": "Slack: connection lost; reconnecting…",
+        },
+    )
+    client_log = logging.getLogger("datathread.slack.socket")
+    client_log.setLevel(logging.INFO)
+    client_log.addHandler(states)
     runner = LocalRunner(max_concurrent=4 * settings.max_concurrent_turns)
     state = AppState(settings=settings, runner=runner, analyst=await Analyst.create(settings))
     await on_startup(state)
-    handler = AsyncSocketModeHandler(build_bolt_app(state), settings.slack_app_token.get_secret_value())
-    state.ready = True
-    log.info("datathread is connected to Slack over Socket Mode")
+    await schedule_jobs.on_startup(state)  # the scheduler loop runs here too
+    handler = AsyncSocketModeHandler(
+        build_bolt_app(state), settings.slack_app_token.get_secret_value(), logger=client_log
+    )
     try:
-        await handler.start_async()
+        say("Slack: connecting…")
+        await handler.connect_async()
+        state.ready = True
+        states.change("connected")
+        await asyncio.Event().wait()  # until Ctrl-C cancels us
     except asyncio.CancelledError:
-        pass
+        say("Slack: stopping (finishing running answers)…")
     finally:
+        client_log.removeHandler(states)
         await handler.close_async()
+        await schedule_jobs.on_shutdown(state)
         await state.runner.drain(timeout=30)
         await on_shutdown(state)
         await state.analyst.close()

@@ -15,6 +15,7 @@ from slack_sdk.http_retry.builtin_async_handlers import AsyncRateLimitErrorRetry
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot import slack_render as render
+from bot.schedule_slack import slack_user_tz
 from bot.slack_confirm import build_confirmer
 from bot.slack_progress import SlackProgress, SlackTarget
 from core.config import Settings
@@ -112,6 +113,7 @@ async def run_turn(state: Any, p: dict) -> None:
         channel_id=p["channel"],
         team_id=p["team"],
         is_direct=bool(p.get("is_direct")),
+        user_tz=await slack_user_tz(client, state.analyst.store, p["team"], p["user"]),
     )
     sink = SlackProgress(client, target, state.analyst.read_artifact)
     if note:
@@ -133,7 +135,10 @@ async def run_action(state: Any, p: dict) -> None:
     else:
         value = "up" if action == render.ACTION_FEEDBACK_UP else "down"
         await store.set_feedback(turn_id, user_id=p["user"], value=value)
-        messages = render.answer_messages("Thanks, noted :+1:" if value == "up" else "Thanks, noted. :pray:")
+        reply = await state.analyst.vote(
+            record, user_id=p["user"], value=value
+        )  # verified query / "what was wrong?"
+        messages = render.answer_messages(reply)
     for msg in messages:
         await _ephemeral(client, p, msg)
 

@@ -1,6 +1,10 @@
 """`datathread teams-package`: the Teams app package (manifest.json + icons, zipped) for sideloading,
 with the configured MICROSOFT_APP_ID and the public host of DATATHREAD_PUBLIC_URL filled in.
 https://learn.microsoft.com/microsoftteams/platform/concepts/build-and-test/apps-package
+
+The manifest is checked against Microsoft's JSON schema for the version it declares (shipped in
+teams/schema/, from https://developer.microsoft.com/json-schemas/teams/v<version>/MicrosoftTeams.schema.json)
+before anything is written, so Teams never gets a package it rejects.
 """
 
 from __future__ import annotations
@@ -28,9 +32,31 @@ def render_manifest(settings: Settings, template: str) -> dict:
     return manifest
 
 
+def check_manifest(manifest: dict, source: Path = TEAMS_DIR) -> None:
+    """Raise ConfigError, in one sentence, unless `manifest` matches the schema of its manifestVersion."""
+    from jsonschema import Draft7Validator
+
+    version = manifest.get("manifestVersion", "?")
+    path = source / "schema" / f"MicrosoftTeams.v{version}.schema.json"
+    if not path.is_file():
+        raise ConfigError(
+            f"No Teams manifest schema v{version} in {path.parent}; the manifest template declares it."
+        )
+    # The schema says draft-04 but uses `const` (draft-06+); Draft 7 honours it.
+    errors = sorted(
+        Draft7Validator(json.loads(path.read_text())).iter_errors(manifest), key=lambda e: list(e.path)
+    )
+    if errors:
+        where = "/".join(str(p) for p in errors[0].path) or "manifest"
+        raise ConfigError(
+            f"The Teams manifest does not match schema v{version} at {where}: {errors[0].message[:200]}."
+        )
+
+
 def build_package(settings: Settings, output: Path, *, source: Path = TEAMS_DIR) -> Path:
     """Write the zip Teams accepts for 'Upload a custom app': manifest.json and icons at the root."""
     manifest = render_manifest(settings, (source / "manifest.json").read_text())
+    check_manifest(manifest, source)
     output.parent.mkdir(parents=True, exist_ok=True)
     with zipfile.ZipFile(output, "w", zipfile.ZIP_DEFLATED) as zf:
         zf.writestr("manifest.json", json.dumps(manifest, indent=2, ensure_ascii=False))

@@ -178,12 +178,12 @@ def answer_card(turn_id: str, tables: list[Table]) -> dict:
     return card(body, actions)
 
 
-def confirm_card(prompt: str, key: str) -> dict:
-    """Run/Cancel for an expensive step; the answer comes back as a submit with `key`."""
+def confirm_card(prompt: str, key: str, yes: str = "Run") -> dict:
+    """Run/Cancel (or Create/Cancel) for a waiting step; the answer comes back as a submit with `key`."""
     return card(
         [{"type": "TextBlock", "text": prompt, "wrap": True}],
         [
-            submit("Run", "confirm", key=key, answer="run"),
+            submit(yes or "Run", "confirm", key=key, answer="run"),
             submit("Cancel", "confirm", key=key, answer="cancel"),
         ],
     )

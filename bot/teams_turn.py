@@ -39,11 +39,6 @@ WELCOME = (
     "and reply with the answer, charts and CSVs. Try: *which carriers had the most delayed departures? "
     "chart it*, then follow up in the same thread: *only the top 3, as a CSV*. In channels, @-mention me."
 )
-HELP = (
-    "Ask me a question about the data, e.g. *which carriers had the most delayed flights? chart it*. "
-    "Follow-ups in the same thread (or chat) build on the earlier answers. "
-    "In a chat, say **new** to start a fresh conversation."
-)
 
 
 async def run_job(bot: TeamsBot, state: AppState, job: TurnJob) -> None:
@@ -80,9 +75,7 @@ async def dispatch(bot: TeamsBot, state: AppState, activity: Activity, out: Team
     if text.lower().strip(" .!") in RESET_WORDS:
         await new_generation(state, activity)
         await out.send("Started a fresh conversation — earlier questions here are forgotten.")
-    elif not text or text.lower() in {"help", "/help", "?"}:
-        await out.send(HELP)
-    else:
+    else:  # `help` and an empty message too: the core answers those without the model
         await _answer(bot, state, activity, text, out)
 
 
@@ -163,6 +156,7 @@ async def _answer(bot: TeamsBot, state: AppState, activity: Activity, text: str,
         team_id=tenant_of(activity),
         user_name=activity.from_property.name if activity.from_property else "",
         is_direct=is_personal(activity),
+        user_tz=activity.local_timezone or "",  # Teams sends the client's IANA zone with each message
     )
     await out.typing()
     sink = TeamsSink(state=state, out=out, personal=is_personal(activity))
@@ -177,7 +171,7 @@ def _confirmer(store: SessionStore, out: TeamsOut, asker: str):
     async def confirm(request: ConfirmRequest) -> bool:
         key = f"{request.turn_id}:{request.step_id}"
         await ask(store, key, asker=asker)
-        await out.send(attachments=[render.confirm_card(request.prompt, key)])
+        await out.send(attachments=[render.confirm_card(request.prompt, key, request.yes)])
         answer = await wait_for_answer(store, key, timeout_s=CONFIRM_TIMEOUT_S)
         if answer is None:
             await out.send("No answer, so I skipped that query.")
@@ -218,7 +212,7 @@ async def _card_action(
     elif action == "feedback" and record is not None:
         vote = "up" if value.get("value") == "up" else "down"
         await store.set_feedback(record["turn_id"], user_id=_user_id(activity), value=vote)
-        await out.send("Thanks for the feedback 👍" if vote == "up" else "Thanks — noted 👎")
+        await out.send(await state.analyst.vote(record, user_id=_user_id(activity), value=vote))
     elif action == "export_notebook" and record is not None:
         await _export_notebook(state, record, out)
     else:

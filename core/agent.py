@@ -1,8 +1,11 @@
 """The tool loop: one bounded conversation with Claude per turn, emitting events as it goes.
 
 Loop state is a dataclass; the loop stops at `end_turn`, `refusal`, the step limit or the token
-budget. Tools run one at a time, in order (a session's steps never overlap), and parallel tool calls
-are answered in one message. The cached prefix (tools + system prompt) is byte-for-byte stable.
+budget, whatever the stop reason (a model that keeps pausing is bounded like one that keeps calling
+tools). Tool calls of one message run concurrently where they touch different files
+(`core/tool_batch.py`) and are answered in one message, in their original order. A message that holds
+the answer text together with `attach_file` calls ends the turn once the files are attached: no model
+call just to say "here they are". The cached prefix (tools + system prompt) is byte-for-byte stable.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from typing import Any
 
 from core import history as hist
 from core.events import (
+    AnswerDelta,
     AnswerReady,
     ArtifactReady,
     EventSink,
@@ -24,9 +28,11 @@ from core.events import (
     TurnStats,
 )
 from core.model import ModelClient
+from core.tool_batch import footprint, run_concurrently
 from core.tools import TOOLS, Tool, ToolContext, call_tool, refused, step_detail, tool_specs
 
 CACHE = {"type": "ephemeral"}
+ATTACH = "attach_file"
 
 SYSTEM_PROMPT = """You are datathread, a careful data analyst who answers questions in a chat thread.
 
@@ -39,8 +45,14 @@ How you work:
 - run_sql (DuckDB) and run_python (pandas, numpy, matplotlib, duckdb) work on the workspace files by
   relative path, e.g. SELECT * FROM 'delays.parquet' or pd.read_parquet('delays.parquet'). Files from
   earlier questions in this thread are still there.
-- Charts: matplotlib, clear title and axis labels, plt.savefig('name.png', dpi=150, bbox_inches='tight'),
-  then attach_file. Data the person asks for: write a CSV, then attach_file.
+- Charts: matplotlib, clear title and axis labels, plt.savefig('name.png', dpi=150, bbox_inches='tight').
+  Data the person asks for: df.to_csv('name.csv', index=False). Make the chart and the CSV in one
+  run_python step.
+- Calls that don't depend on each other (two unrelated queries, say) can go in one message: they run
+  at the same time.
+- Attach files in your final message: write the answer and, in that same message, call attach_file for
+  each file to post. The files are posted with your answer and the turn ends there, so only do this
+  when the answer is complete. If an attachment fails you get the error back and can fix it.
 - If a tool returns an error, read it, fix the query or code and try again; if something is refused by
   policy, do not try to get around it — explain what you can do instead.
 - Older turns of a long thread are shortened to their question and answer; the files they made are
@@ -60,6 +72,7 @@ class LoopLimits:
     max_steps: int = 16
     max_tokens: int = 4096
     token_budget: int = 400_000
+    parallel_tools: int = 4  # tool calls of one message running at once (per session: one turn at a time)
 
 
 @dataclass
@@ -156,7 +169,7 @@ async def run_loop(
         if force_answer:
             params["tool_choice"] = {"type": "none"}
         await sink(Thinking(turn_id=state.turn_id))
-        response = await model.create(**params)
+        response = await model.stream(_delta_sink(sink, state.turn_id, state.model_calls + 1), **params)
         state.model_calls += 1
         _add_usage(state, response)
         content = [_to_param(b) for b in response.content]
@@ -169,20 +182,25 @@ async def run_loop(
         text = "\n".join(b["text"] for b in content if b["type"] == "text").strip()
         tool_uses = [b for b in content if b["type"] == "tool_use"]
 
-        if reason == "pause_turn":
+        if reason == "pause_turn":  # a pause counts as a round: bounded by the same step and token limits
+            tool_rounds += 1
+            _check_limits(state, limits, forced=force_answer)
             continue
         if tool_uses and reason in ("tool_use", "max_tokens"):
-            if text:
+            final = reason == "tool_use" and is_answer_with_attachments(text, tool_uses)
+            if text and not final:
                 await sink(Thinking(turn_id=state.turn_id, text=text.splitlines()[0][:200]))
             truncated = reason == "max_tokens"
-            results = [await _run_tool(b, ctx, state, sink, truncated=truncated) for b in tool_uses]
+            results = await _run_tools(
+                tool_uses, ctx, state, sink, truncated=truncated, limit=limits.parallel_tools
+            )
             state.messages.append({"role": "user", "content": results})
+            if final and not any(r.get("is_error") for r in results):
+                state.answer = _move_answer_after_results(state.messages)
+                await sink(AnswerReady(turn_id=state.turn_id, text=state.answer))
+                return state
             tool_rounds += 1
-            spent = state.usage["input_tokens"] + state.usage["output_tokens"]
-            if spent > limits.token_budget:
-                raise TurnAborted(
-                    "This question used up its token budget before finishing. Try a narrower question."
-                )
+            _check_limits(state, limits, forced=force_answer)
             continue
         if reason == "refusal":
             state.answer = text or "I can't help with that request."
@@ -196,21 +214,81 @@ async def run_loop(
         return state
 
 
+def _delta_sink(sink: EventSink, turn_id: str, call: int):
+    """Where the model's text goes while it streams: AnswerDelta events of this call."""
+
+    async def on_text(text: str) -> None:
+        if text:
+            await sink(AnswerDelta(turn_id=turn_id, text=text, call=call))
+
+    return on_text
+
+
+def _check_limits(state: TurnState, limits: LoopLimits, *, forced: bool) -> None:
+    """Stop a turn that spent its token budget, or still did not answer when told to (after the step limit)."""
+    spent = state.usage["input_tokens"] + state.usage["output_tokens"]
+    if spent > limits.token_budget:
+        raise TurnAborted("This question used up its token budget before finishing. Try a narrower question.")
+    if forced:
+        raise TurnAborted(
+            f"This question needed more than {limits.max_steps} steps without reaching an answer. "
+            "Try a narrower question."
+        )
+
+
 def _add_usage(state: TurnState, response: Any) -> None:
     usage = getattr(response, "usage", None)
     for key in state.usage:
         state.usage[key] += int(getattr(usage, key, 0) or 0)
 
 
+def is_answer_with_attachments(text: str, tool_uses: list[dict]) -> bool:
+    """The model wrote its answer and asked only for files to be attached: the turn's last message."""
+    return bool(text) and all(b["name"] == ATTACH for b in tool_uses)
+
+
+def _move_answer_after_results(messages: list[dict]) -> str:
+    """History for an answer written with its attach_file calls: the calls, their results, then the
+    answer's text as the closing assistant message, so the history ends on the answer (valid, and an
+    older turn collapses to its question and this answer)."""
+    calls = messages[-2]
+    texts = [b for b in calls["content"] if b["type"] == "text"]
+    calls["content"] = [b for b in calls["content"] if b["type"] != "text"]
+    messages.append({"role": "assistant", "content": texts})
+    return "\n".join(b["text"] for b in texts).strip()
+
+
+async def _run_tools(
+    tool_uses: list[dict], ctx: ToolContext, state: TurnState, sink: EventSink, *, truncated: bool, limit: int
+) -> list[dict]:
+    """Run one message's tool calls, concurrently where their files allow; results in the calls' order."""
+    first = len(state.steps)
+    done: list[tuple[dict, StepRecord, ArtifactReady | None] | None] = [None] * len(tool_uses)
+
+    async def run(i: int) -> dict:
+        step_id = f"{state.turn_id}-{first + i + 1}"
+        done[i] = await _run_tool(tool_uses[i], step_id, ctx, state.turn_id, sink, truncated=truncated)
+        return done[i][0]
+
+    try:
+        footprints = [footprint(b["name"], b.get("input")) for b in tool_uses]
+        return await run_concurrently(footprints, run, limit=limit)
+    finally:  # what finished is recorded in the calls' order, even when the batch was interrupted
+        for item in done:
+            if item is not None:
+                state.steps.append(item[1])
+                if item[2] is not None:
+                    state.artifacts.append(item[2])
+
+
 async def _run_tool(
-    block: dict, ctx: ToolContext, state: TurnState, sink: EventSink, *, truncated: bool
-) -> dict:
-    step_id = f"{state.turn_id}-{len(state.steps) + 1}"
+    block: dict, step_id: str, ctx: ToolContext, turn_id: str, sink: EventSink, *, truncated: bool
+) -> tuple[dict, StepRecord, ArtifactReady | None]:
     name, raw = block["name"], block.get("input")
     tool = ctx.tools.get(name)
     await sink(
         StepStarted(
-            turn_id=state.turn_id,
+            turn_id=turn_id,
             step_id=step_id,
             tool=name,
             title=tool.title if tool else f"Unknown tool {name}",
@@ -237,12 +315,10 @@ async def _run_tool(
         files=outcome.files,
         error=outcome.content[:2000] if outcome.is_error else "",
     )
-    state.steps.append(record)
-    await sink(StepFinished(turn_id=state.turn_id, record=record))
+    await sink(StepFinished(turn_id=turn_id, record=record))
     if outcome.artifact:
-        state.artifacts.append(outcome.artifact)
         await sink(outcome.artifact)
     result = {"type": "tool_result", "tool_use_id": block["id"], "content": outcome.content}
     if outcome.is_error:
         result["is_error"] = True
-    return result
+    return result, record, outcome.artifact

@@ -14,12 +14,14 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 from core import history as hist
 from core.access import AccessPolicy
 from core.agent import LoopLimits, TurnAborted, TurnState, build_system, build_tools, run_loop
 from core.config import Settings
 from core.events import (
+    AnswerReady,
     ArtifactReady,
     Confirmer,
     EventSink,
@@ -31,11 +33,14 @@ from core.events import (
     TurnStarted,
 )
 from core.export_turn import export_notebook_turn
+from core.help import is_local, local_answer
 from core.model import ModelClient, build_model, describe_model_error
 from core.notebook import is_export_request
 from core.redact import Redactor
 from core.s3 import S3Source
 from core.sandbox import Sandbox
+from core.schedules_store import ScheduleBook
+from core.schedules_tool import ScheduleDesk
 from core.sessions import (
     HeldLock,
     LockLost,
@@ -47,9 +52,11 @@ from core.sessions import (
 )
 from core.tools import ToolContext, toolset
 from core.turn_records import in_words, is_model_error, log_failure, turn_record
+from core.verified import VerifiedLibrary, curated_path, example_block, load_curated
 from core.warehouse import QueryContext, Warehouse
 
 log = logging.getLogger("datathread.turn")
+STOPPED = "This answer was stopped before it finished."
 
 
 @dataclass
@@ -88,6 +95,9 @@ class Analyst:
         self._tools_by_name = {t.name: t for t in self._toolset}
         self._s3 = S3Source.from_settings(parts.settings)
         self._slots = asyncio.Semaphore(parts.settings.max_concurrent_turns)  # turns running at once
+        dialect = parts.warehouse.dialect
+        curated = load_curated(curated_path(parts.settings.table_notes), dialect)
+        self.verified = VerifiedLibrary(parts.store, dialect=dialect, curated=curated)
 
     @classmethod
     async def create(cls, settings: Settings, *, model: ModelClient | None = None) -> Analyst:
@@ -104,6 +114,14 @@ class Analyst:
     def workspace_path(self, session_id: str, relative: str) -> Path:
         """Where a workspace file lives on this host (local sandbox), for terminal output."""
         return self.settings.workspaces_dir / session_id / relative
+
+    async def vote(self, turn: dict, *, user_id: str, value: Literal["up", "down"]) -> str:
+        """A 👍/👎 on a recorded turn: a 👍 saves a verified query (an admin's counts as verified by an
+        admin), a 👎 asks what was wrong. Returns the sentence for the person who voted."""
+        admin = self.access.is_admin(user_id)
+        return await self.verified.vote(
+            turn, user_id=user_id, value="verify" if admin and value == "up" else value, is_admin=admin
+        )
 
     async def read_artifact(self, artifact: ArtifactReady) -> bytes:
         """The bytes of an attached file, for surfaces that upload it."""
@@ -132,6 +150,8 @@ class Analyst:
         denial = self.access.check(message)
         if denial:
             return await self._fail(outcome, emit, denial, message, log_level=logging.INFO)
+        if is_local(message.text):  # help or an empty message: answered here, no model call, no lock
+            return await self._answer_locally(message, outcome, emit)
         try:
             wait = await self._rate_limited(message)
             if wait is not None:
@@ -176,6 +196,18 @@ class Analyst:
             )
         return outcome
 
+    async def _answer_locally(
+        self, message: IncomingMessage, outcome: TurnOutcome, emit: EventSink
+    ) -> TurnOutcome:
+        allowlist = self.access.allowlist_for(message)
+        outcome.answer = await local_answer(message.text, message.surface, self.parts.warehouse, allowlist)
+        outcome.ok = True
+        await emit(AnswerReady(turn_id=outcome.turn_id, text=outcome.answer))
+        await emit(
+            TurnFinished(turn_id=outcome.turn_id, session_id=outcome.session_id, ok=True, stats=outcome.stats)
+        )
+        return outcome
+
     async def _run(
         self,
         message: IncomingMessage,
@@ -197,13 +229,23 @@ class Analyst:
         )
         state = TurnState(
             turn_id=outcome.turn_id,
-            messages=[*prior, {"role": "user", "content": [{"type": "text", "text": message.text}]}],
+            messages=[*prior, {"role": "user", "content": await self._question_blocks(message, session_id)}],
         )
         ctx = self._tool_context(message, session_id, outcome.turn_id, confirm)
         error = await self._drive(state, ctx, message, outcome, emit)
         if held.lost:  # another turn may have saved this session meanwhile: never overwrite it
             raise LockLost(session_id)
         await self._settle(state, message, outcome, emit, started, error)
+        if error == STOPPED:  # saved and recorded: now let the cancellation finish the task
+            raise asyncio.CancelledError
+
+    async def _question_blocks(self, message: IncomingMessage, session_id: str) -> list[dict]:
+        """The question, plus a close verified query as a worked example; a reply to "what was wrong?"
+        is recorded as a correction first (and then answered like any follow-up)."""
+        await self.verified.take_correction(session_id, message.user_id, message.text)
+        blocks = [{"type": "text", "text": message.text}]
+        example = await self.verified.example_for(message.text)
+        return [*blocks, example_block(example)] if example else blocks
 
     def _tool_context(
         self, message: IncomingMessage, session_id: str, turn_id: str, confirm: Confirmer | None
@@ -239,6 +281,7 @@ class Analyst:
             s3=self._s3,
             tools=self._tools_by_name,
             redact=self.redactor.text,
+            schedules=ScheduleDesk.for_message(ScheduleBook.from_settings(self.store, s), s, message),
         )
 
     async def _drive(
@@ -267,6 +310,8 @@ class Analyst:
             return None
         except TurnAborted as exc:
             return str(exc)
+        except asyncio.CancelledError:  # the person stopped it (Ctrl-C): keep what we have, then re-raise
+            return STOPPED
         except Exception as exc:
             if is_model_error(exc):  # expected operation, not a bug: log the sentence, not a traceback
                 error, level = describe_model_error(exc), logging.WARNING

@@ -39,23 +39,36 @@ def _own_path(controller: str) -> str:
     return ""
 
 
+def parent_groups() -> list[Path]:
+    """Where our parent groups are (or would be) for this process; nothing is created."""
+    if (ROOT / "cgroup.controllers").exists():
+        return [ROOT / _own_path("") / GROUP]
+    return [ROOT / "memory" / _own_path("memory") / GROUP, ROOT / "pids" / _own_path("pids") / GROUP]
+
+
 def detect() -> CgroupLayout | None:
-    """The usable layout, creating our parent groups; None when this host gives us no cgroups."""
-    if os.geteuid() != 0:
-        return None
+    """The usable layout, creating our parent groups; None when this host gives us no cgroup we can
+    really write (a group another user made, e.g. root on a shared machine, is never reused)."""
     try:
         if (ROOT / "cgroup.controllers").exists():  # v2, unified hierarchy
             parent = ROOT / _own_path("") / GROUP
             parent.mkdir(exist_ok=True)
             (parent / "cgroup.subtree_control").write_text("+memory +pids")
-            return CgroupLayout(2, parent, parent)
-        memory = ROOT / "memory" / _own_path("memory") / GROUP
-        pids = ROOT / "pids" / _own_path("pids") / GROUP
-        memory.mkdir(parents=True, exist_ok=True)
-        pids.mkdir(parents=True, exist_ok=True)
-        return CgroupLayout(1, memory, pids)
+            layout = CgroupLayout(2, parent, parent)
+        else:
+            memory = ROOT / "memory" / _own_path("memory") / GROUP
+            pids = ROOT / "pids" / _own_path("pids") / GROUP
+            memory.mkdir(parents=True, exist_ok=True)
+            pids.mkdir(parents=True, exist_ok=True)
+            layout = CgroupLayout(1, memory, pids)
     except OSError:
         return None
+    return layout if all(_writable(p) for p in {layout.memory, layout.pids}) else None
+
+
+def _writable(group: Path) -> bool:
+    """Can this process create session groups under `group` and move processes into them?"""
+    return os.access(group, os.W_OK | os.X_OK) and os.access(group / "cgroup.procs", os.W_OK)
 
 
 def join(layout: CgroupLayout, session_id: str, *, memory_mb: int, max_procs: int) -> None:
@@ -88,7 +101,7 @@ def remove(layout: CgroupLayout, session_id: str) -> None:
             directory.rmdir()
 
 
-def describe(layout: CgroupLayout | None, *, memory_mb: int = 0, max_procs: int) -> str:
+def describe(layout: CgroupLayout | None, *, max_procs: int) -> str:
     """One line for the protections report."""
     if layout is None:
         return ""

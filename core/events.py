@@ -25,6 +25,7 @@ class IncomingMessage:
     team_id: str = ""
     user_name: str = ""
     is_direct: bool = False  # a 1:1 conversation with the bot (Slack DM, Teams personal chat)
+    user_tz: str = ""  # the asker's IANA time zone when the surface knows it (for schedules)
 
 
 @dataclass(frozen=True)
@@ -101,6 +102,21 @@ class ArtifactReady:
 
 
 @dataclass(frozen=True)
+class AnswerDelta:
+    """A piece of text as the model writes it, in order; the pieces of one `call` join to its text.
+
+    Every model call streams its text. Text of a call that goes on to run steps is a preamble (the loop
+    also sends its first line as `Thinking`); the last call's text is the answer, and `AnswerReady`
+    still carries it whole. Surfaces that cannot draw text incrementally ignore these.
+    """
+
+    turn_id: str
+    text: str
+    call: int  # the model call of this turn that wrote it (1, 2, …): a new number is a new paragraph
+    kind: Literal["answer_delta"] = "answer_delta"
+
+
+@dataclass(frozen=True)
 class AnswerReady:
     turn_id: str
     text: str  # Markdown as Claude wrote it; surfaces convert
@@ -149,6 +165,7 @@ class ConfirmRequest:
     step_id: str
     prompt: str
     kind: Literal["confirm"] = "confirm"
+    yes: str = ""  # the label of the yes button ("Create" for a schedule); empty = the surface's "Run"
 
 
 TurnEvent = (
@@ -157,6 +174,7 @@ TurnEvent = (
     | StepStarted
     | StepFinished
     | ArtifactReady
+    | AnswerDelta
     | AnswerReady
     | TurnFailed
     | TurnFinished

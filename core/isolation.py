@@ -22,7 +22,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from core import cgroups
+from core import cgroups, landlock, seatbelt, seccomp
 from core.cgroups import CgroupLayout
 
 CLONE_NEWNS = 0x00020000
@@ -73,10 +73,6 @@ def scrubbed_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     return env
 
 
-def _unshare(flags: int) -> bool:
-    return _libc.unshare(flags) == 0
-
-
 def _mount(source: str, target: str, fstype: str | None, flags: int, data: str | None = None) -> bool:
     return (
         _libc.mount(
@@ -90,37 +86,45 @@ def _mount(source: str, target: str, fstype: str | None, flags: int, data: str |
     )
 
 
-@dataclass
-class IsolationReport:
-    """Which protections are active; shown by `datathread doctor` and logged at start."""
-
-    active: dict[str, str] = field(default_factory=dict)
-    missing: dict[str, str] = field(default_factory=dict)
-
-    def as_dict(self) -> dict[str, str]:
-        out = {k: f"on — {v}" for k, v in self.active.items()}
-        out.update({k: f"OFF — {v}" for k, v in self.missing.items()})
-        return out
+def unshare(flags: int) -> bool:
+    return _libc.unshare(flags) == 0
 
 
-def enter_zygote(report: IsolationReport) -> None:
-    """Process-wide protections for the fork server: a network namespace with no interfaces up."""
-    if os.geteuid() == 0 and _unshare(CLONE_NEWNET):
-        report.active["network"] = "own network namespace, no interfaces (no network at all)"
-    elif os.geteuid() != 0 and _enter_user_namespace():
-        report.active["network"] = "user+network namespace, no interfaces (no network at all)"
-        report.active["filesystem"] = (
-            "user+mount namespace: private /tmp; the bot's state and other workspaces hidden; "
-            "warehouse read-only (same uid as the bot outside it)"
-        )
-    else:
-        report.missing["network"] = "cannot create a network namespace; sandboxed code may reach the network"
-    report.active["environment"] = "scrubbed: only " + ", ".join(SAFE_ENV) + " pass through"
+def host_root() -> bool:
+    """Real host root: uid 0 in the initial user namespace, not uid 0 inside one we made."""
+    return os.geteuid() == 0 and uid_map_is_host()
 
 
-def _enter_user_namespace() -> bool:
+def probe_in_child(check) -> bool:
+    """Run `check()` in a throw-away forked child (it may change the process for good): did it work?
+
+    Only called before any thread exists (the fork server's start-up)."""
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), 2)
+            code = 0 if check() else 1
+        except BaseException:
+            code = 1
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    return os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+
+
+def can_mount_tmpfs() -> bool:
+    """In a fresh mount namespace: can we really mount (AppArmor may allow the namespace, not this)?"""
+    return _mount("none", "/", None, MS_REC | MS_PRIVATE) and _mount(
+        "tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "size=1m"
+    )
+
+
+def enter_user_namespace() -> bool:
+    """Become uid 0 of a new user namespace, with new network and mount namespaces (no privileges on
+    the host: the bot's uid outside)."""
     uid, gid = os.getuid(), os.getgid()
-    if not _unshare(CLONE_NEWUSER | CLONE_NEWNET | CLONE_NEWNS):
+    if not unshare(CLONE_NEWUSER | CLONE_NEWNET | CLONE_NEWNS):
         return False
     try:
         Path("/proc/self/setgroups").write_text("deny")
@@ -131,69 +135,78 @@ def _enter_user_namespace() -> bool:
     return True
 
 
-def describe_step_protections(masked: list[str]) -> IsolationReport:
-    """What `enter_step` will do on this host — computed without doing it, for the start log."""
-    report = IsolationReport()
-    if os.geteuid() == 0:
-        report.active["uid"] = "each session runs as its own unprivileged uid; workspaces are 0700"
-        report.active["bot process"] = "other uid: /proc/<bot>/environ, mem and fds are unreadable"
-        report.active["filesystem"] = (
-            "own mount namespace: private /tmp; the bot's home, state and other workspaces hidden; "
-            "warehouse and code read-only; masked files: " + (", ".join(masked) or "none")
-        )
-        report.active["leftover processes"] = "killed at the start and end of every step (per-session uid)"
-    else:
-        report.missing["uid"] = "not root: sandboxed code runs as the bot's uid (run as root or on Modal)"
-        report.active["bot process"] = (
-            "same uid, but the bot is non-dumpable: /proc/<bot>/environ and mem are unreadable"
-        )
-        report.missing["leftover processes"] = "not root: a step's background processes may outlive it"
-    report.active["limits"] = "rlimits on CPU time, address space, file size, processes, open files"
-    report.active["privileges"] = "no_new_privs set; core dumps off"
-    report.active["wall time"] = "the bot kills the step's process group at the step timeout"
-    return report
-
-
 def protect_bot_process() -> None:
     """Make the bot non-dumpable, so code running under the same uid cannot read its /proc files
     (environ, mem, fds). Needed when the bot is not root and steps keep its uid."""
     _libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
 
 
-def enter_step(
-    *,
-    workspace: Path,
-    session_id: str,
-    cpu_s: int,
-    memory_mb: int,
-    file_mb: int,
-    masked: list[str],
-    hidden: list[str],
-    readonly: list[str],
-    cgroup: CgroupLayout | None = None,
-) -> None:
+@dataclass(frozen=True)
+class StepConfinement:
+    """What one step child applies: the fork server's back end and this step's paths and limits."""
+
+    backend: str
+    workspace: Path
+    session_id: str
+    cpu_s: int
+    memory_mb: int
+    file_mb: int
+    masked: list[str]
+    hidden: list[str]
+    readonly: list[str]  # the warehouse, for warehouse steps
+    code: list[str] = field(default_factory=list)  # interpreter, venv, checkout: bound back read-only
+    cgroup: CgroupLayout | None = None
+    seccomp: bool = False
+
+
+def enter_step(c: StepConfinement) -> None:
     """Per-step protections, applied in the forked child before model code runs. Irreversible.
 
-    The bot's home directory is covered with an empty tmpfs and only the Python runtime is bound
-    back read-only; `hidden` directories (the bot's state, all workspaces) are covered too; then only
-    this session's `workspace` (read-write) and the `readonly` paths (the warehouse) are bound back.
-    Fails closed: if the mount namespace cannot be made, the step does not run.
+    Namespace back ends (`root`, `userns`): the bot's home directory is covered with an empty tmpfs and
+    only the Python runtime is bound back read-only; `hidden` directories (the bot's state, all
+    workspaces) are covered too; then only this session's workspace (read-write) and the `readonly`
+    paths (the warehouse) are bound back. `landlock` grants the same paths with Landlock rules,
+    `seatbelt` with a Seatbelt profile. Fails closed: if a protection the fork server reported cannot
+    be applied, the step does not run.
     """
     os.setsid()
-    if os.geteuid() == 0 and cgroup is not None:
-        # Fails closed: a host that offered cgroups at start must give this step its budget.
-        cgroups.join(cgroup, session_id, memory_mb=memory_mb, max_procs=MAX_PROCS)
-    if os.geteuid() == 0:
-        _private_filesystem(workspace=workspace, masked=masked, hidden=hidden, readonly=readonly)
-        if os.getuid() == 0 and _uid_map_is_host():
-            _drop_privileges(sandbox_uid(session_id))
-            reap_own_uid()  # leftovers of this session's earlier steps cannot watch or race this one
-    _set_limits(cpu_s=cpu_s, memory_mb=memory_mb, file_mb=file_mb)
+    if c.cgroup is not None:  # only offered when really writable by us: fails closed if it is not
+        cgroups.join(c.cgroup, c.session_id, memory_mb=c.memory_mb, max_procs=MAX_PROCS)
+    if c.backend in ("root", "userns"):
+        _private_filesystem(
+            workspace=c.workspace, masked=c.masked, hidden=c.hidden, readonly=[*c.readonly, *c.code]
+        )
+    if c.backend == "root":
+        _drop_privileges(sandbox_uid(c.session_id))
+        reap_own_uid()  # leftovers of this session's earlier steps cannot watch or race this one
+    _set_limits(cpu_s=c.cpu_s, memory_mb=c.memory_mb, file_mb=c.file_mb)
     die_with_parent()  # again: a uid change clears the parent-death signal
     _libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
     _libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
-    os.chdir(workspace)
-    os.environ["TMPDIR"] = str(workspace / ".tmp")
+    if c.backend == "userns":
+        landlock.scope_to_self()  # same uid as the bot: no signals to it (reported by the fork server)
+    if c.backend == "landlock":
+        landlock.restrict(read=step_readable(c.readonly), write=[str(c.workspace), "/dev/null"])
+    elif c.backend == "seatbelt":
+        deny = [*c.hidden, *c.masked]
+        seatbelt.apply(
+            seatbelt.profile(workspace=str(c.workspace), read=step_readable(c.readonly), deny=deny)
+        )
+    if c.seccomp and not seccomp.install():
+        raise RuntimeError("Refused: the step's seccomp filter could not be installed.")
+    os.chdir(c.workspace)
+    os.environ["TMPDIR"] = str(c.workspace / ".tmp")
+
+
+def step_readable(readonly: list[str]) -> list[str]:
+    """What a Landlock/Seatbelt step may read: the interpreter and venv, our `core` package (not the
+    checkout: a `.env` may sit there), system libraries, a few device and kernel files, `readonly`."""
+    code = str(Path(__file__).resolve().parent)
+    runtime = {os.path.realpath(p) for p in (sys.base_prefix, sys.prefix, sys.exec_prefix)}
+    system = ["/usr", "/lib", "/lib64", "/lib32", "/bin", "/etc/ld.so.cache", "/etc/localtime"]
+    # DuckDB reads its own cgroup and /proc/self at start-up; /proc/self is this child only.
+    kernel = ["/dev/zero", "/dev/urandom", "/dev/random", "/sys/fs/cgroup", os.path.realpath("/proc/self")]
+    return sorted({code, *runtime, *system, *kernel, *readonly})
 
 
 def reap_own_uid() -> None:
@@ -223,7 +236,7 @@ def _other_processes_of_own_uid() -> bool:
 def kill_uid_processes(uid: int, *, rounds: int = 5) -> int:
     """From the bot (root): kill every process whose real uid is `uid` (a timed-out step's tree,
     including daemons that left its process group). Returns how many were signalled."""
-    if os.geteuid() != 0 or uid < FIRST_SANDBOX_UID:
+    if not host_root() or uid < FIRST_SANDBOX_UID:
         return 0
     total = 0
     for _ in range(rounds):
@@ -242,7 +255,7 @@ def kill_uid_processes(uid: int, *, rounds: int = 5) -> int:
 def end_of_step_cleanup(uid: int, *, timeout_s: float = 2.0) -> None:
     """From the bot (root), after every step: nothing a step started outlives it, and its processes
     are gone (not merely signalled) before the session's next step counts its process cap."""
-    if os.geteuid() != 0 or uid < FIRST_SANDBOX_UID:
+    if not host_root() or uid < FIRST_SANDBOX_UID:
         return
     deadline = time.monotonic() + timeout_s
     while kill_uid_processes(uid, rounds=1) and time.monotonic() < deadline:
@@ -259,7 +272,7 @@ def _proc_uid(pid: str) -> int | None:
     return None
 
 
-def _uid_map_is_host() -> bool:
+def uid_map_is_host() -> bool:
     """True in the host's user namespace (we may switch to any uid); False inside our own userns."""
     try:
         first = Path("/proc/self/uid_map").read_text().split()
@@ -268,16 +281,10 @@ def _uid_map_is_host() -> bool:
         return True
 
 
-def runtime_paths() -> list[str]:
-    """Directories the step's Python needs (interpreter, stdlib, venv, our code), bound back read-only
-    when the bot's home is hidden."""
-    code_root = str(Path(__file__).resolve().parent.parent)
-    paths = {os.path.realpath(p) for p in (sys.base_prefix, sys.prefix, sys.exec_prefix)} | {code_root}
-    return sorted(paths)
-
-
 def bot_home() -> str | None:
-    """The bot user's home directory (cloud credentials, ssh keys, shell history), hidden from steps."""
+    """The bot user's home directory (cloud credentials, ssh keys, shell history), hidden from steps.
+
+    Asked by the fork server before it enters a user namespace (inside one, its uid reads as root)."""
     try:
         home = os.path.realpath(pwd.getpwuid(os.getuid()).pw_dir)  # HOME is scrubbed in the zygote
     except KeyError:
@@ -288,17 +295,13 @@ def bot_home() -> str | None:
 def _private_filesystem(
     *, workspace: Path, masked: list[str], hidden: list[str], readonly: list[str]
 ) -> None:
-    if not _unshare(CLONE_NEWNS):
+    if not unshare(CLONE_NEWNS):
         raise RuntimeError("Refused: the step's private filesystem could not be set up.")
     _mount("none", "/", None, MS_REC | MS_PRIVATE)
-    home = bot_home()
-    runtime = [
-        p for p in runtime_paths() if home and (p == home or p.startswith(home + "/")) and os.path.isdir(p)
-    ]
-    keep = [(str(workspace), False)] + [(p, True) for p in [*readonly, *runtime] if os.path.exists(p)]
+    keep = [(str(workspace), False)] + [(p, True) for p in readonly if os.path.exists(p)]
     fds = _open_paths(keep)  # before anything is covered: the binds come from the real tree
     hides = [(p, "size=64m,mode=1777") for p in ("/tmp", "/var/tmp", "/dev/shm")]
-    hides += [(p, "size=1m,mode=755") for p in [*([home] if home else []), *hidden]]
+    hides += [(p, "size=1m,mode=755") for p in hidden]
     # One plan, shallowest path first: a mount covers everything below it, so each deeper hide or
     # bind must come after it. (A project checkout under /tmp with its home inside, say: /tmp is
     # hidden, the code bound back read-only, the home hidden again, then the workspace bound rw.)
@@ -314,6 +317,12 @@ def _private_filesystem(
     for path in masked:
         if os.path.isfile(path):
             _mount("/dev/null", path, None, MS_BIND)
+    # The covers themselves are empty and read-only: in a user namespace the step owns them, and a
+    # writable cover would be a scratch space outside the workspace (and its quota).
+    bound = {path for path, _ in keep}
+    for path, _ in hides[3:]:
+        if os.path.isdir(path) and path not in bound:
+            _mount("none", path, None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, "size=1m,mode=755")
     # A private /proc that hides other users' processes (the bot's included) where the kernel allows.
     _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV, "hidepid=2")
 
@@ -367,7 +376,7 @@ def _set_limits(*, cpu_s: int, memory_mb: int, file_mb: int) -> None:
     cap(resource.RLIMIT_FSIZE, file_mb * 1024 * 1024)
     cap(resource.RLIMIT_CORE, 0)
     cap(resource.RLIMIT_NOFILE, 256)
-    if os.getuid() != 0 and os.geteuid() != 0:
+    if not (os.getuid() == 0 and uid_map_is_host()):
         cap(resource.RLIMIT_NPROC, MAX_PROCS if os.getuid() >= FIRST_SANDBOX_UID else 4096)
 
 
@@ -381,7 +390,7 @@ def _current_vm_bytes() -> int:
     return 0
 
 
-def prepare_workspace(path: Path, session_id: str) -> Path:
+def prepare_workspace(path: Path, session_id: str, *, per_session_uid: bool) -> Path:
     """Create a session's workspace with owner-only permissions (its own uid when we are root).
 
     The workspace's contents belong to untrusted code: anything in it may be a symlink planted to make
@@ -390,7 +399,7 @@ def prepare_workspace(path: Path, session_id: str) -> Path:
     path.mkdir(parents=True, exist_ok=True)
     if path.is_symlink() or not path.is_dir():
         raise PermissionError(f"workspace {path} is not a plain directory")
-    uid = sandbox_uid(session_id) if os.geteuid() == 0 else None
+    uid = sandbox_uid(session_id) if per_session_uid else None
     for sub in (path / ".tmp", path / ".duckdb_tmp"):
         _plain_directory(sub)
         if uid is not None:

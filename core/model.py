@@ -1,23 +1,50 @@
-"""The model behind one small interface: `create(**params) -> Message`, on the anthropic SDK.
+"""The model behind one small interface: `stream(on_text, **params) -> Message`, on the anthropic SDK.
+
+The tool loop streams every call (Messages API server-sent events through the SDK's `messages.stream`):
+text deltas go to `on_text` as they arrive, tool-use blocks only inside the assembled `Message`, which
+is exactly what a non-streaming `create` returns. A stream that breaks after it started (a dropped
+connection, an `error` event, no `message_stop`) raises `StreamInterrupted`.
 
 Anthropic, Bedrock and Vertex clients of the same SDK are chosen by settings; retries on 429/5xx/
-overloaded are the SDK's own (`max_retries`). Tests point the real SDK at a scripted HTTP fake.
+overloaded are the SDK's own (`max_retries`), all inside one deadline (DATATHREAD_MODEL_TIMEOUT): an
+endpoint that accepts connections and never answers fails the call in that time, not after
+timeout × attempts. Tests point the real SDK at a scripted HTTP fake.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
 import anthropic
 
 from core.config import Settings, require_model
 
+TextSink = Callable[[str], Awaitable[None]]
+
+
+class StreamInterrupted(anthropic.AnthropicError):
+    """The model's streamed reply broke off before it was complete; nothing of it is usable."""
+
+
+class ModelDeadline(anthropic.AnthropicError):
+    """Claude did not start answering within the call's deadline (retries included)."""
+
+    def __init__(self, seconds: float):
+        super().__init__(f"no reply within {seconds:g} s")
+        self.seconds = seconds
+
 
 class ModelClient(Protocol):
-    """The one call the tool loop makes."""
+    """The calls the tool loop makes."""
 
     async def create(self, **params: Any) -> Any:
         """One Messages API request; returns the SDK's `Message`."""
+
+    async def stream(self, on_text: TextSink, **params: Any) -> Any:
+        """One streamed Messages API request: text deltas to `on_text` in order; returns the `Message`."""
 
     async def close(self) -> None:
         """Release the HTTP client."""
@@ -26,11 +53,47 @@ class ModelClient(Protocol):
 class AnthropicModel:
     """ModelClient over an `AsyncAnthropic`-shaped client (Anthropic, Bedrock or Vertex)."""
 
-    def __init__(self, client: Any):
+    def __init__(self, client: Any, *, deadline_s: float | None = None):
         self.client = client
+        self.deadline_s = deadline_s  # until the reply starts, retries included; None = the SDK's own
+
+    async def _within_deadline(self, pending: Awaitable[Any]) -> Any:
+        try:
+            async with asyncio.timeout(self.deadline_s):
+                return await pending
+        except TimeoutError:
+            raise ModelDeadline(self.deadline_s or 0) from None
 
     async def create(self, **params: Any) -> Any:
-        return await self.client.messages.create(**params)
+        return await self._within_deadline(self.client.messages.create(**params))
+
+    async def stream(self, on_text: TextSink, **params: Any) -> Any:
+        # The SDK retries the request itself (429/5xx before the first byte); once events flow, a break
+        # cannot be retried without repeating text people already saw, so it ends the call.
+        message = None
+        async with contextlib.AsyncExitStack() as opened:
+            # The deadline covers the request and its retries up to the first byte; once events flow,
+            # each read waits at most the SDK's per-attempt timeout.
+            stream = await self._within_deadline(
+                opened.enter_async_context(self.client.messages.stream(**params))
+            )
+            events = aiter(stream)
+            while True:
+                try:
+                    event = await anext(events)
+                except StopAsyncIteration:
+                    break
+                except anthropic.APIStatusError:
+                    raise  # an `error` event (overloaded mid-stream): described like any status error
+                except Exception as exc:  # reading the stream failed (only SDK code runs in this `try`)
+                    raise StreamInterrupted(f"the reply stream broke: {type(exc).__name__}") from exc
+                if event.type == "text":
+                    await on_text(event.text)
+                elif event.type == "message_stop":
+                    message = event.message
+        if message is None or message.stop_reason is None:
+            raise StreamInterrupted("the reply stream ended before the message was complete")
+        return message
 
     async def close(self) -> None:
         await self.client.close()
@@ -39,41 +102,82 @@ class AnthropicModel:
 def build_model(settings: Settings) -> AnthropicModel:
     """The client the settings select; raises ConfigError in one sentence when none is configured."""
     require_model(settings)
+    return AnthropicModel(_sdk_client(settings), deadline_s=settings.model_timeout)
+
+
+def _sdk_client(settings: Settings) -> Any:
     common = {"max_retries": settings.model_retries, "timeout": settings.model_timeout}
     if settings.model_provider == "bedrock":
-        return AnthropicModel(anthropic.AsyncAnthropicBedrock(aws_region=settings.aws_region, **common))
+        return anthropic.AsyncAnthropicBedrock(aws_region=settings.aws_region, **common)
     if settings.model_provider == "vertex":
-        return AnthropicModel(
-            anthropic.AsyncAnthropicVertex(
-                project_id=settings.vertex_project, region=settings.vertex_region, **common
-            )
+        return anthropic.AsyncAnthropicVertex(
+            project_id=settings.vertex_project, region=settings.vertex_region, **common
         )
     assert settings.anthropic_api_key is not None
-    return AnthropicModel(
-        anthropic.AsyncAnthropic(
-            api_key=settings.anthropic_api_key.get_secret_value(),
-            base_url=settings.anthropic_base_url,
-            **common,
-        )
+    return anthropic.AsyncAnthropic(
+        api_key=settings.anthropic_api_key.get_secret_value(),
+        base_url=settings.anthropic_base_url,
+        **common,
     )
+
+
+# The API's error classes, most specific first (OverloadedError is an InternalServerError, and so on).
+STATUS_SENTENCES: tuple[tuple[type[anthropic.APIStatusError], str], ...] = (
+    (
+        anthropic.AuthenticationError,
+        "The Claude API key was rejected. An admin needs to check ANTHROPIC_API_KEY.",
+    ),
+    (
+        anthropic.PermissionDeniedError,
+        "This Claude API key may not use the configured model. An admin needs to check DATATHREAD_MODEL "
+        "and the key's permissions.",
+    ),
+    (
+        anthropic.NotFoundError,
+        "The configured Claude model was not found. An admin needs to check DATATHREAD_MODEL.",
+    ),
+    (anthropic.ContentTooLargeError, "This conversation is too long for Claude. Start a new thread."),
+    (anthropic.RateLimitError, "Claude is rate-limited right now. Please try again in a minute."),
+    (anthropic.OverloadedError, "Claude is overloaded right now. Please try again in a minute."),
+    (anthropic.InternalServerError, "The Claude API had an internal error. Please try again shortly."),
+)
 
 
 def describe_model_error(exc: Exception) -> str:
     """A short sentence for people about a model API failure (after the SDK's own retries)."""
-    if isinstance(exc, anthropic.AuthenticationError):
-        return "The Claude API key was rejected. An admin needs to check ANTHROPIC_API_KEY."
-    if isinstance(exc, anthropic.PermissionDeniedError):
-        return "The Claude API refused this request (permission denied for the configured model)."
-    if isinstance(exc, anthropic.RateLimitError):
-        return "Claude is rate-limited right now. Please try again in a minute."
-    if isinstance(exc, anthropic.NotFoundError):
-        return "The configured Claude model was not found. An admin needs to check DATATHREAD_MODEL."
+    if isinstance(exc, StreamInterrupted):
+        return "Claude's reply broke off mid-way (the connection dropped). Please ask again."
+    if isinstance(exc, ModelDeadline):
+        return f"Claude did not start answering within {exc.seconds:g} s. Please try again."
     if isinstance(exc, anthropic.APITimeoutError):
         return "Claude took too long to answer. Please try again."
     if isinstance(exc, anthropic.APIConnectionError):
         return "I could not reach the Claude API. Please try again shortly."
     if isinstance(exc, anthropic.BadRequestError):
-        return "The Claude API rejected the request; this conversation may be too long. Start a new thread."
+        return _bad_request(api_error_message(exc))
+    for kind, sentence in STATUS_SENTENCES:
+        if isinstance(exc, kind) or (kind is anthropic.OverloadedError and _status(exc) == 529):
+            return sentence
     if isinstance(exc, anthropic.APIStatusError):
-        return "The Claude API is having trouble (it is overloaded or erroring). Please try again shortly."
+        return f"The Claude API failed (HTTP {exc.status_code}). Please try again shortly."
     return "Something went wrong while talking to Claude."
+
+
+def _status(exc: Exception) -> int | None:
+    return getattr(exc, "status_code", None)
+
+
+def _bad_request(detail: str) -> str:
+    lowered = detail.lower()
+    if "too long" in lowered or "context window" in lowered or "too many tokens" in lowered:
+        return "This conversation is too long for Claude. Start a new thread."
+    if "credit balance" in lowered or "billing" in lowered:
+        return "The Claude API account is out of credit. An admin needs to check its billing."
+    return f"The Claude API rejected the request as invalid ({detail[:160] or 'no detail'})."
+
+
+def api_error_message(exc: anthropic.APIStatusError) -> str:
+    """The API's own error message (`{"error": {"message": …}}`), or ''."""
+    body = exc.body if isinstance(exc.body, dict) else {}
+    error = body.get("error") if isinstance(body.get("error"), dict) else body
+    return str(error.get("message") or "").strip()

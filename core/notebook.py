@@ -21,8 +21,18 @@ import nbformat
 from nbformat import v4
 
 from core.config import Settings
+from core.notebook_safety import step_hazard
+from core.redact import Redactor
 from core.steps import safe_file_stem
 
+REVIEW_WARNING = (
+    "> **⚠️ Review every cell before you run it.** The code below was written by an AI model during a "
+    "chat. In the bot it ran in a sandbox with no credentials, no network and no files but its own; here "
+    "it runs as *you*, with your files, network and credentials. Steps that failed in the thread, or that "
+    "reached outside the data stack (environment variables, processes, sockets, native code, files "
+    "outside the working directory), are left out or commented out, with the reason. This notebook holds "
+    "no credentials: it reads yours from your environment."
+)
 MAX_CHART_BYTES = 5 * 1024 * 1024  # bigger images stay files; the notebook rebuilds them anyway
 _DIALECTS = {"duckdb": "DuckDB", "bigquery": "BigQuery"}
 _RESERVED = {"warehouse", "client", "job_config", "duckdb", "pd", "pq", "pc", "os", "Path", "save_parquet"}
@@ -110,12 +120,13 @@ def _intro(session_id: str, turns: list[dict], bigquery: bool, dialect: str) -> 
         )
         packages = "duckdb pyarrow pandas matplotlib"
     return (
-        f"# datathread thread `{session_id}`\n\n"
+        f"# datathread thread `{session_id}`\n\n" + REVIEW_WARNING + "\n\n"
         f"Questions asked on {when}, with every query and step the bot ran ({_DIALECTS.get(dialect, dialect)} SQL), in order.\n\n"
         "**How to run it:** `pip install " + packages + "`, set in *your* environment\n\n" + env + "\n\n"
-        f"then *Run All*. The setup cell creates `./{session_id}-work` and works there: running the "
-        "notebook top to bottom on the same data rebuilds the thread's files (parquet results, charts, "
-        "CSVs). Steps that failed in the thread are not repeated."
+        f"then, once you have read them, run the cells in order. The setup cell creates "
+        f"`./{session_id}-work` and works there: running the notebook top to bottom on the same data "
+        "rebuilds the thread's files (parquet results, charts, CSVs). Steps that failed in the thread "
+        "are not repeated."
     )
 
 
@@ -182,6 +193,11 @@ def _turn_cells(number: int, turn: dict, bigquery: bool, charts: dict[str, list]
             cells.append(v4.new_markdown_cell(_skipped(step)))
             continue
         cell = _step_cell(step, bigquery, attached)
+        hazard = step_hazard(
+            step.get("tool") or "", step.get("input") or {}, dialect="bigquery" if bigquery else "duckdb"
+        )
+        if hazard and cell is not None and cell.cell_type == "code":
+            cell = v4.new_code_cell(_commented_out(cell.source, step, hazard))
         if cell is None:
             continue
         if cell.cell_type == "code":
@@ -263,6 +279,18 @@ def _quote(text: str) -> str:
     return "\n".join("> " + line if line.strip() else ">" for line in text.splitlines())
 
 
+def _commented_out(source: str, step: dict, hazard: str) -> str:
+    """A cell that runs nothing: why the step is not replayed, then its code as comments to read."""
+    reason = " ".join(hazard.split(" — ")[0].split())
+    lines = [
+        f"# NOT RUN: this `{step.get('tool')}` step reaches outside the data stack ({reason}).",
+        "# The bot ran it inside its sandbox; here it would run with your permissions. Read it, and run it",
+        "# yourself only if you are sure it is safe. Later cells may need the files it wrote.",
+        "#",
+    ]
+    return "\n".join(lines + [f"# {line}" if line else "#" for line in source.splitlines()])
+
+
 def _skipped(step: dict) -> str:
     error = (step.get("error") or step.get("summary") or "it failed").strip().splitlines()
     last = error[-1][:200] if error else "it failed"
@@ -331,6 +359,7 @@ async def session_notebook(
     turns = await store.list_turns(session_id=session_id)
     if not turns:
         raise NothingToExport(f"Session {session_id} has no recorded questions to export.")
+    turns = Redactor(settings.secret_values()).data(turns)  # records are redacted; this makes sure
     charts: dict[str, bytes] = {}
     for path in chart_paths(turns):
         try:

@@ -28,10 +28,12 @@ from core.policy_sql_rules import (  # noqa: F401 - DIALECTS is re-exported
     _FILE_EXTS,
     _GAP,
     _GENERATORS,
+    _GLOBAL_METADATA,
     _IDENT_PATH,
     _LEADING_KINDS,
     _NODE_KINDS,
     _NODE_NAMES,
+    _PRAGMA_LISTINGS,
     _PRAGMA_READS,
     _PRAGMA_READS_WITH_TABLE,
     _SCHEME,
@@ -39,6 +41,7 @@ from core.policy_sql_rules import (  # noqa: F401 - DIALECTS is re-exported
     DIALECTS,
     MAX_SQL_CHARS,
 )
+from core.policy_sql_scope import is_cte_reference, is_duckdb_catalog_view
 from core.policy_types import TableAllowlist, Verdict
 
 
@@ -58,7 +61,8 @@ class _Ctx(NamedTuple):
 
 class _Ref(NamedTuple):
     name: str  # normalised reference reported in Verdict.tables
-    scope: str  # "table": allows(name); "prefix": allows_prefix(prefix); "global": allow-all only; "path"
+    scope: str  # "table": allows(name); "prefix"/"listing": allows_prefix(prefix); "global": allow-all
+    # only; "forbidden": never (BigQuery project/region metadata); "path": workspace files only
     prefix: str = ""
 
 
@@ -127,7 +131,7 @@ def _check_statement(root: exp.Expression, sql: str, ctx: _Ctx) -> Verdict:
     ):
         kind = root.key
     elif duck and isinstance(root, exp.Show) and str(root.this).upper() in ("TABLES", "ALL TABLES"):
-        kind = "show"
+        kind, extra = "show", [_listing(f"SHOW {str(root.this).upper()}", ctx)]
     elif duck and isinstance(root, exp.Pragma):
         kind, extra = "pragma", _pragma_refs(root, ctx)
     elif duck and isinstance(root, exp.Describe | exp.Summarize | exp.Show):
@@ -149,7 +153,7 @@ def _check_statement(root: exp.Expression, sql: str, ctx: _Ctx) -> Verdict:
     refs = extra + _table_refs(root, ctx)
     for ref in refs:
         _check_ref(ref, ctx)
-    return Verdict(True, "", tuple(sorted({r.name for r in refs})), kind)
+    return Verdict(True, "", tuple(sorted({r.name for r in refs if r.scope != "listing"})), kind)
 
 
 def _check_command(cmd: exp.Command, ctx: _Ctx) -> Verdict:
@@ -176,7 +180,8 @@ def _statement_refusal(ctx: _Ctx, kind: str, what: str) -> _Refusal:
 def _pragma_refs(pragma: exp.Pragma, ctx: _Ctx) -> list[_Ref]:
     body = pragma.this
     if isinstance(body, exp.Column) and body.name.lower() in _PRAGMA_READS:
-        return []
+        listing = body.name.lower() in _PRAGMA_LISTINGS
+        return [_listing(f"PRAGMA {body.name.lower()}", ctx)] if listing else []
     if isinstance(body, exp.Anonymous) and body.name.lower() in _PRAGMA_READS_WITH_TABLE:
         args = body.expressions
         if len(args) == 1 and isinstance(args[0], exp.Column):
@@ -186,6 +191,15 @@ def _pragma_refs(pragma: exp.Pragma, ctx: _Ctx) -> list[_Ref]:
     raise _Refusal(
         "setting", f"{_ALLOWED['duckdb']}; only PRAGMA table_info('table') and PRAGMA show_tables read."
     )
+
+
+def _listing(what: str, ctx: _Ctx) -> _Ref:
+    """SHOW TABLES / PRAGMA show_tables list the default schema; their ALL / _expanded forms list every
+    schema of every database, with columns: allowed only as far as the allowlist covers them."""
+    if what.endswith(("ALL TABLES", "_expanded")):
+        return _Ref(what, "global")
+    schema = (ctx.dataset or "main").lower()
+    return _Ref(what, "listing", f"{schema}.")
 
 
 def _table_refs(root: exp.Expression, ctx: _Ctx) -> list[_Ref]:
@@ -198,7 +212,7 @@ def _table_refs(root: exp.Expression, ctx: _Ctx) -> list[_Ref]:
                 readers.add(id(table.this))
                 refs.extend(ref)
         elif isinstance(table.this, exp.Identifier | exp.Dot):
-            if not _is_cte_reference(table):
+            if not is_cte_reference(table, case_sensitive=ctx.dialect == "bigquery"):
                 refs.append(_normalise([p.name for p in table.parts], ctx))
         else:
             raise _Refusal("table", f"Unsupported table reference `{table.sql(ctx.dialect)}`; name a table.")
@@ -251,27 +265,6 @@ def _func_name(func: exp.Func) -> str:
     return name.lower()
 
 
-def _is_cte_reference(table: exp.Table) -> bool:
-    """True if an unqualified table name resolves to a CTE visible at this point of the query."""
-    if table.args.get("db") or table.args.get("catalog") or not isinstance(table.this, exp.Identifier):
-        return False
-    name, prev, node, inside = table.name.lower(), table, table.parent, None
-    while node is not None:
-        if isinstance(node, exp.With):  # we are inside one CTE body: only earlier CTEs are visible
-            idx = next(i for i, c in enumerate(node.expressions) if c is prev)
-            visible = node.expressions[: idx + 1 if node.args.get("recursive") else idx]
-            if any(c.alias_or_name.lower() == name for c in visible):
-                return True
-            inside = node
-        else:
-            with_ = node.args.get("with_")
-            ctes = with_.expressions if isinstance(with_, exp.With) and with_ is not inside else []
-            if any(c.alias_or_name.lower() == name for c in ctes):
-                return True
-        prev, node = node, node.parent
-    return False
-
-
 def _normalise(names: list[str], ctx: _Ctx, force_path: bool = False) -> _Ref:
     """Turn identifier parts into a normalised reference; the one place names are qualified."""
     if ctx.dialect == "bigquery":
@@ -287,6 +280,8 @@ def _normalise(names: list[str], ctx: _Ctx, force_path: bool = False) -> _Ref:
         return _Ref(joined, "path")
     if len(names) > 3 or not all(names):
         raise _Refusal("table", f"Unrecognised table name `{'.'.join(names)}`; use schema.table.")
+    if not ctx.workspace and is_duckdb_catalog_view(lowered):
+        return _Ref(".".join(lowered), "global")
     if len(lowered) == 1:
         lowered = [(ctx.dataset or "main").lower(), *lowered]
     return _Ref(".".join(lowered), "table")
@@ -302,13 +297,13 @@ def _normalise_bigquery(names: list[str], ctx: _Ctx) -> _Ref:
         i = segs.index("information_schema")
         prefix, view = segs[:i], segs[i + 1 :]
         if len(view) != 1 or view[0] not in _DATASET_VIEWS or any(s.startswith("region-") for s in prefix):
-            return _Ref(shown, "global")
+            return _Ref(shown, "forbidden")
         if not prefix and ctx.dataset:
             prefix = ctx.dataset.lower().split(".")
         if len(prefix) == 1 and prefix != project:  # `proj.INFORMATION_SCHEMA.X` is project-level
             prefix = project + prefix
         if len(prefix) != 2:
-            return _Ref(shown, "global")
+            return _Ref(shown, "forbidden")
         return _Ref(".".join([*prefix, "information_schema", view[0]]), "prefix", ".".join(prefix) + ".")
     if len(segs) == 1 and ctx.dataset:
         segs = ctx.dataset.lower().split(".") + segs
@@ -345,12 +340,13 @@ def _check_ref(ref: _Ref, ctx: _Ctx) -> None:
         return
     if ctx.workspace and ref.scope == "table":
         return
-    if ref.scope == "global" and not al.allow_all:
-        raise _Refusal(
-            "table",
-            f"`{ref.name}` is project- or region-level metadata and is not available; "
-            "use <project>.<dataset>.INFORMATION_SCHEMA.TABLES/COLUMNS of an allowed dataset.",
-        )
+    if ref.scope == "forbidden":  # e.g. region-us.INFORMATION_SCHEMA.JOBS: every job's SQL, any channel
+        raise _Refusal("table", _GLOBAL_METADATA[ctx.dialect].format(name=ref.name))
+    if ref.scope in ("global", "listing"):
+        covered = al.allow_all if ref.scope == "global" else al.allows_prefix(ref.prefix)
+        if not covered:
+            raise _Refusal("table", _GLOBAL_METADATA[ctx.dialect].format(name=ref.name))
+        return
     ok = al.allows_prefix(ref.prefix) if ref.scope == "prefix" else al.allows(ref.name)
     if not ok:
         shown = ", ".join(al.patterns[:6]) + (", …" if len(al.patterns) > 6 else "")

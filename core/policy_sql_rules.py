@@ -81,6 +81,14 @@ _DATASET_VIEWS = frozenset({"tables", "columns", "column_field_paths", "table_op
                             "search_index_columns", "vector_indexes", "vector_index_columns"})  # fmt: skip
 _PRAGMA_READS_WITH_TABLE = frozenset({"table_info", "show"})
 _PRAGMA_READS = frozenset({"show_tables", "show_tables_expanded", "version", "platform"})
+_PRAGMA_LISTINGS = frozenset({"show_tables", "show_tables_expanded"})
+# Why metadata that spans every table is refused when a table allowlist is set.
+_GLOBAL_METADATA = {
+    "duckdb": "`{name}` lists the tables and columns of the whole database, beyond the tables allowed "
+    "here; call list_tables and describe_table instead.",
+    "bigquery": "`{name}` is project- or region-level metadata (other people's jobs and datasets) and is "
+    "never available; use <project>.<dataset>.INFORMATION_SCHEMA.TABLES/COLUMNS of an allowed dataset.",
+}
 _IDENT_PATH = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*){0,2}$")
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*:")
 _GAP = r"(?:\s|/\*.*?\*/|--[^\n]*)*"  # whitespace and comments

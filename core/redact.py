@@ -9,14 +9,82 @@ from __future__ import annotations
 import dataclasses
 import logging
 import re
+from collections.abc import Callable
 from typing import Any
 
 MASK = "[redacted]"
-_PATTERNS = re.compile(
-    r"(xox[abposr]-[A-Za-z0-9-]{8,}|xapp-[A-Za-z0-9-]{8,}|sk-ant-[A-Za-z0-9_-]{8,}|AKIA[0-9A-Z]{16}"
-    r"|AIza[0-9A-Za-z_-]{30,}|ya29\.[0-9A-Za-z_-]{20,}|eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{5,}"
-    r"|-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?-----END [A-Z ]*PRIVATE KEY-----)"
+# Each token starts where a run of its characters starts (the look-behind), so a failed attempt is never
+# retried from inside the same run: scanning stays linear however the text is built ("eyJeyJeyJ…" with no
+# dot used to cost O(n²)). Private keys are cut out by `_mask_private_keys`, not by a lazy `.*?`.
+_RUN = r"(?<![A-Za-z0-9_-])"
+_TOKENS = re.compile(
+    rf"{_RUN}(?:xox[abposr]-[A-Za-z0-9-]{{8,}}|xapp-[A-Za-z0-9-]{{8,}}|sk-ant-[A-Za-z0-9_-]{{8,}}"
+    r"|AKIA[0-9A-Z]{16}|AIza[0-9A-Za-z_-]{30,}|ya29\.[0-9A-Za-z_-]{20,}"
+    r"|eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{5,})"
 )
+_KEY_BEGIN = re.compile(r"-----BEGIN [A-Z ]{0,40}PRIVATE KEY-----")
+_KEY_END = re.compile(r"-----END [A-Z ]{0,40}PRIVATE KEY-----")
+_KEY_BODY = re.compile(r"[A-Za-z0-9+/=\s:,-]*+")  # base64 lines and PEM headers of a cut-off key
+
+
+def _mask_private_keys(text: str) -> str:
+    """Replace every PEM private key; a key whose END marker is missing (clipped) loses its body too.
+
+    One forward pass: each search starts where the previous one stopped, so the cost is linear.
+    """
+    if "PRIVATE KEY-----" not in text:
+        return text
+    parts: list[str] = []
+    pos = 0
+    while begin := _KEY_BEGIN.search(text, pos):
+        parts.append(text[pos : begin.start()])
+        parts.append(MASK)
+        end = _KEY_END.search(text, begin.end())
+        if end is None:  # cut off: the rest of the key is its body, whatever follows is kept
+            pos = _KEY_BODY.match(text, begin.end()).end()
+            parts.append(_mask_private_keys_without_end(text, pos))
+            return "".join(parts)
+        pos = end.end()
+    parts.append(text[pos:])
+    return "".join(parts)
+
+
+def _mask_private_keys_without_end(text: str, pos: int) -> str:
+    """The rest of a text known to hold no END marker: each BEGIN swallows the key body after it."""
+    parts: list[str] = []
+    while begin := _KEY_BEGIN.search(text, pos):
+        parts += [text[pos : begin.start()], MASK]
+        pos = _KEY_BODY.match(text, begin.end()).end()
+    parts.append(text[pos:])
+    return "".join(parts)
+
+
+CLIP_NOTE = "\n… [clipped]"
+SECRET_MARGIN = 4096  # longer than any secret or token we redact by value
+
+
+def clip(text: str, limit: int) -> str:
+    """``text`` cut to at most ``limit`` characters, ending with a note when it was cut."""
+    return text if len(text) <= limit else text[: max(0, limit - len(CLIP_NOTE))] + CLIP_NOTE
+
+
+def redact_clipped(text: str, limit: int, redact: Callable[[str], str] | None) -> str:
+    """``text`` clipped to ``limit`` characters and redacted, with work bounded by ``limit``.
+
+    Clipped first with a margin; a secret straddling that cut is then either masked or still the
+    unchanged tail of the window, which is dropped: no prefix of a secret survives the cut.
+    """
+    if redact is None:
+        return clip(text, limit)
+    if len(text) <= limit + SECRET_MARGIN:
+        return clip(redact(text), limit)
+    window = text[: limit + SECRET_MARGIN]
+    kept = redact(window)
+    same = 0  # the unchanged tail the redaction did not touch, up to the margin
+    while same < SECRET_MARGIN and same < len(kept) and kept[-1 - same] == window[-1 - same]:
+        same += 1
+    kept = kept[: len(kept) - same]
+    return clip(kept, limit) if len(kept) > limit else kept + CLIP_NOTE
 
 
 class Redactor:
@@ -29,7 +97,7 @@ class Redactor:
         for secret in self.secrets:
             if secret in value:
                 value = value.replace(secret, MASK)
-        return _PATTERNS.sub(MASK, value)
+        return _TOKENS.sub(MASK, _mask_private_keys(value))
 
     def data(self, value: Any) -> Any:
         if isinstance(value, str):

@@ -36,6 +36,7 @@ async def build_sandbox_and_warehouse(settings: Settings) -> tuple[Sandbox, Ware
             masked=secret_files(settings),
             hidden=[home],
             workspace_mb=settings.workspace_mb,
+            isolation_policy=settings.isolation or "best",
         )
     await sandbox.start()
     if settings.warehouse == "bigquery":

@@ -8,17 +8,20 @@ crashes and kills into error results so the next step (and the bot) keep working
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import json
 import logging
 import os
+import shutil
 import signal
 import stat
 import sys
 import tempfile
+from collections.abc import AsyncIterator
 from pathlib import Path
 
-from core import cgroups, isolation
+from core import cgroups, isolation, isolation_backends
 from core.sandbox import StepRequest, StepResult, is_valid_session_id
 
 log = logging.getLogger(__name__)
@@ -81,7 +84,13 @@ class LocalSandbox:
         masked: list[str] | None = None,
         hidden: list[Path] | None = None,
         workspace_mb: int = 2048,
+        isolation_policy: str = "best",
+        refuse_namespaces: bool = False,
     ):
+        """`isolation_policy`: "strict" (refuse steps without network and filesystem isolation),
+        "best" (the best back end this host allows, warning for what is OFF) or a back-end name
+        (exactly that one). `refuse_namespaces` makes the fork server behave as on a host that
+        refuses namespaces (tests)."""
         self.workspaces = workspaces.resolve()
         self.workspace_bytes = workspace_mb * 2**20
         self.hidden = [str(p.resolve()) for p in (hidden or [])] + [str(self.workspaces)]
@@ -92,8 +101,15 @@ class LocalSandbox:
         self._socket_dir = Path(tempfile.mkdtemp(prefix="datathread-zygote-"))
         os.chmod(self._socket_dir, 0o700)
         self._socket = str(self._socket_dir / "zygote.sock")
+        self.isolation_policy = isolation_policy
+        self.refuse_namespaces = refuse_namespaces
+        self.backend = ""  # chosen by the fork server at start
         self._zygote_protections: dict[str, str] = {}
         self._start_lock = asyncio.Lock()
+        # Steps of one session run one at a time here, even when the model issued its calls together:
+        # they share the session's uid, and a step's end kills every process of that uid.
+        self._session_locks: dict[str, asyncio.Lock] = {}
+        self._session_waiters: collections.Counter[str] = collections.Counter()
 
     def workspace(self, session_id: str) -> Path:
         """The session's directory, created with owner-only permissions."""
@@ -102,7 +118,10 @@ class LocalSandbox:
         self.workspaces.mkdir(parents=True, exist_ok=True)
         with contextlib.suppress(OSError):
             os.chmod(self.workspaces, 0o711)
-        return isolation.prepare_workspace(self.workspaces / session_id, session_id)
+        per_session_uid = self.backend == "root" if self.backend else isolation.host_root()
+        return isolation.prepare_workspace(
+            self.workspaces / session_id, session_id, per_session_uid=per_session_uid
+        )
 
     async def start(self) -> None:
         """Start (or restart) the fork server and wait until it has imported the data stack."""
@@ -124,28 +143,64 @@ class LocalSandbox:
                 cmd += ["--mask", m]
             for h in self.hidden:
                 cmd += ["--hide", h]
+            cmd += ["--isolation-policy", self.isolation_policy]
+            if self.refuse_namespaces:
+                cmd += ["--refuse-namespaces"]
             root = str(Path(__file__).resolve().parent.parent)
-            if os.geteuid() != 0:
+            if not isolation.host_root():
                 isolation.protect_bot_process()
-            self._proc = await asyncio.create_subprocess_exec(
-                *cmd,
-                stdout=asyncio.subprocess.PIPE,
-                stdin=asyncio.subprocess.DEVNULL,
-                env=isolation.scrubbed_env({"PYTHONPATH": root}),
-                cwd=root,
-                start_new_session=True,
-            )
+            self._socket_dir.mkdir(mode=0o700, exist_ok=True)  # removed by close(); start may follow
+            mpl = self._socket_dir / "matplotlib"
+            mpl.mkdir(exist_ok=True)
+            # Library chatter (matplotlib's font cache, warnings) goes to a file, never the terminal.
+            with open(self._socket_dir / "zygote.log", "ab") as chatter:
+                self._proc = await asyncio.create_subprocess_exec(
+                    *cmd,
+                    stdout=asyncio.subprocess.PIPE,
+                    stdin=asyncio.subprocess.DEVNULL,
+                    stderr=chatter,
+                    env=isolation.scrubbed_env({"PYTHONPATH": root, "MPLCONFIGDIR": str(mpl)}),
+                    cwd=root,
+                    start_new_session=True,
+                )
             assert self._proc.stdout is not None
             line = await asyncio.wait_for(self._proc.stdout.readline(), timeout=120)
-            if not line:
-                raise RuntimeError("The sandbox fork server failed to start.")
-            self._zygote_protections = json.loads(line).get("protections", {})
-            log.info("sandbox ready: %s", self.protections())
+            ready = (
+                json.loads(line) if line.strip() else {"error": "The sandbox fork server failed to start."}
+            )
+            if not ready.get("ready"):
+                await self._proc.wait()
+                raise RuntimeError(ready.get("error") or "The sandbox fork server failed to start.")
+            self.backend = ready.get("backend", "")
+            self._zygote_protections = ready.get("protections", {})
+            self._log_protections()
+
+    def _log_protections(self) -> None:
+        off = {k: v for k, v in self._zygote_protections.items() if not v.startswith("on")}
+        log.info("sandbox ready, isolation back end %r: %s", self.backend, self._zygote_protections)
+        if self.refused_reason():
+            log.error("%s", self.refused_reason())
+        elif off:
+            log.warning(
+                "sandbox protections OFF on this host: %s (set DATATHREAD_ISOLATION=strict to refuse steps "
+                "without network and filesystem isolation)",
+                "; ".join(f"{k}: {v.split('— ', 1)[-1]}" for k, v in off.items()),
+            )
+
+    def refused_reason(self) -> str:
+        """Why steps are refused (strict policy on a host that cannot isolate them), or ''."""
+        missing = isolation_backends.unsatisfied_by(self._zygote_protections)
+        if self.isolation_policy != "strict" or not missing or not self._zygote_protections:
+            return ""
+        return (
+            f"Refused: DATATHREAD_ISOLATION=strict and this host gives the sandbox no {' or '.join(missing)} "
+            "isolation (see `datathread doctor`). Steps do not run until it does, or set "
+            "DATATHREAD_ISOLATION=best to accept that."
+        )
 
     def protections(self) -> dict[str, str]:
-        """Which protections are on (the zygote's own report wins over the static description)."""
-        report = isolation.describe_step_protections(self.masked).as_dict()
-        return {**report, **self._zygote_protections}
+        """Which protections are on, as the fork server found them at start (empty before start)."""
+        return dict(self._zygote_protections)
 
     async def run(self, request: StepRequest) -> StepResult:
         """Run a step in a fresh child of the fork server, under the step's wall-clock limit."""
@@ -153,8 +208,26 @@ class LocalSandbox:
             workspace = self.workspace(request.session_id)
         except PermissionError as exc:
             return StepResult(ok=False, error=str(exc))
+        async with self._one_step_per_session(request.session_id):
+            return await self._run(request, workspace)
+
+    @contextlib.asynccontextmanager
+    async def _one_step_per_session(self, session_id: str) -> AsyncIterator[None]:
+        lock = self._session_locks.setdefault(session_id, asyncio.Lock())
+        self._session_waiters[session_id] += 1
+        try:
+            async with lock:
+                yield
+        finally:
+            self._session_waiters[session_id] -= 1
+            if not self._session_waiters[session_id]:  # no state kept for idle sessions
+                del self._session_waiters[session_id], self._session_locks[session_id]
+
+    async def _run(self, request: StepRequest, workspace: Path) -> StepResult:
         if not self._proc or self._proc.returncode is not None:
             await self.start()
+        if self.refused_reason():
+            return StepResult(ok=False, error=self.refused_reason())
         payload = {**request.to_dict(), "workspace": str(workspace)}
         reader, writer = await asyncio.open_unix_connection(self._socket, limit=2**24)
         pid: int | None = None
@@ -175,12 +248,18 @@ class LocalSandbox:
                 error=f"The step was stopped after {request.timeout_s:g} s (the step time limit). "
                 "Try a smaller query, sample the data, or save intermediate results.",
             )
+        except asyncio.CancelledError:  # the turn was stopped (Ctrl-C in chat, shutdown): so is its step
+            self._kill(pid)
+            raise
         finally:
             writer.close()
             with contextlib.suppress(Exception):
                 await writer.wait_closed()
             # Every exit path (done, crashed, timed out): the session uid's processes die here, off the loop.
-            await asyncio.to_thread(isolation.end_of_step_cleanup, isolation.sandbox_uid(request.session_id))
+            if self.backend == "root":
+                await asyncio.to_thread(
+                    isolation.end_of_step_cleanup, isolation.sandbox_uid(request.session_id)
+                )
             if self._cgroups is not None:
                 cgroups.remove(self._cgroups, request.session_id)
 
@@ -222,7 +301,7 @@ class LocalSandbox:
         full = resolve_in_workspace(workspace, path)
         full.parent.mkdir(parents=True, exist_ok=True)
         await asyncio.to_thread(write_inside, workspace, full, data)
-        if os.geteuid() == 0:
+        if self.backend == "root":
             uid = isolation.sandbox_uid(session_id)
             os.chown(full, uid, uid, follow_symlinks=False)
 
@@ -239,9 +318,7 @@ class LocalSandbox:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(self._proc.pid, signal.SIGKILL)
             await self._proc.wait()
-        with contextlib.suppress(OSError):
-            os.unlink(self._socket)
-            os.rmdir(self._socket_dir)
+        shutil.rmtree(self._socket_dir, ignore_errors=True)
 
 
 def _tree_bytes(root: Path) -> int:

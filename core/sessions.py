@@ -113,6 +113,21 @@ class SessionStore(Protocol):
     ) -> list[dict]:
         """Turn records, newest last, for the audit trail and exports."""
 
+    async def put_record(self, kind: str, record_id: str, data: dict) -> None:
+        """Store (or replace) a small JSON document of a collection (schedules, …), without expiry."""
+
+    async def get_record(self, kind: str, record_id: str) -> dict | None:
+        """One document of a collection, or None."""
+
+    async def update_record(self, kind: str, record_id: str, fields: dict) -> dict | None:
+        """Merge top-level fields into a document atomically; None (and nothing written) if it is gone."""
+
+    async def list_records(self, kind: str) -> list[dict]:
+        """Every document of a collection, in no particular order."""
+
+    async def delete_record(self, kind: str, record_id: str) -> bool:
+        """Remove a document; False if there was none."""
+
     async def ping(self) -> None:
         """Raise StoreUnavailable when the store cannot be reached."""
 

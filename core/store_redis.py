@@ -1,13 +1,15 @@
 """The Redis session store: one truth shared by many replicas (serve processes or Modal containers).
 
-Same behaviour as the SQLite store (one test suite runs against both). Every write is one atomic
-Redis command, script or MULTI, so a replica that dies — or a Redis that goes away — mid-turn never
+Same behaviour as the SQLite store (one test suite runs against both). Session locks are redis-py's
+`Lock` (owner token; atomic extend and release), renewed by a `LockKeeper` thread. Every write is one
+atomic Redis command, script or MULTI, so a replica that dies — or a Redis that goes away — mid-turn never
 leaves a half-written history. Keys (all under `dt:`):
 
     h:<session>  history JSON (TTL)        m:<session>  metadata JSON (TTL)
     l:<session>  lock owner token (PX)     s:<key>      de-dup marker (EX)
     r:<key>      sliding-window hits (zset) u:<key>     usage counter (expires once, from creation)
     t:<turn>     turn record JSON          ti:<index>   turn ids scored by start time (zsets)
+    d:<kind>:<id> record JSON (no TTL)     di:<kind>    ids of a kind's records (set)
 """
 
 from __future__ import annotations
@@ -22,25 +24,22 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import TypeVar
 from urllib.parse import urlsplit
 
+import redis
 import redis.asyncio as aioredis
+import redis.lock
+from redis.asyncio.lock import Lock
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
-from redis.exceptions import RedisError, WatchError
+from redis.exceptions import LockNotOwnedError, RedisError, WatchError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from core.lock_keeper import LockKeeper
 from core.sessions import HISTORY_VERSION, HeldLock, LockTimeout, StoreUnavailable
 from core.store_sqlite import merge_meta
 
 log = logging.getLogger("datathread.store")
 T = TypeVar("T")
 
-# Delete the lock only if we still own it: a late release must never free another owner's lock.
-_RELEASE = "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0"
-# Extend the lock only if we still own it; 0 tells the holder it lost the lock.
-_RENEW = (
-    "if redis.call('GET', KEYS[1]) == ARGV[1] then "
-    "return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end return 0"
-)
 # Sliding window on the server's clock (replicas' clocks may differ): prune, count, then admit or
 # return the milliseconds until the oldest hit in the window leaves it.
 _HIT = """
@@ -75,10 +74,10 @@ class RedisStore:
             socket_timeout=5,
             retry=Retry(ExponentialBackoff(cap=0.2, base=0.02), retries=2),
         )
-        self._release = self.r.register_script(_RELEASE)
-        self._renew_script = self.r.register_script(_RENEW)
+        self._url = url
         self._hit = self.r.register_script(_HIT)
         self._late_releases: set[asyncio.Task] = set()
+        self._keepers: set[LockKeeper] = set()
 
     def _k(self, kind: str, name: str) -> str:
         return f"{self.prefix}{kind}:{name}"
@@ -99,7 +98,9 @@ class RedisStore:
         await self._call(self.r.ping())
 
     async def close(self) -> None:
-        """Stop pending lock releases and release the connection pool."""
+        """Stop lock keepers and pending lock releases, and release the connection pool."""
+        for keeper in list(self._keepers):
+            keeper.stop()
         for task in list(self._late_releases):
             task.cancel()
         with contextlib.suppress(RedisError, OSError):
@@ -156,53 +157,59 @@ class RedisStore:
     async def lock(
         self, session_id: str, *, ttl_s: float = 60.0, wait_s: float = 900.0
     ) -> AsyncIterator[None]:
-        """Exclusive per-session lock: SET NX PX with an owner token, renewed while held, released
-        by its owner only. A holder that dies stops renewing, so its lock expires after `ttl_s`."""
-        key, owner = self._k("l", session_id), uuid.uuid4().hex
-        deadline = time.monotonic() + wait_s
-        delay = 0.02
-        while not await self._call(self.r.set(key, owner, nx=True, px=_ms(ttl_s))):
-            if time.monotonic() > deadline:
+        """Exclusive per-session lock: redis-py's Lock (SET NX PX with an owner token; extend and
+        release only by the owner, each one atomic script), kept alive from a thread (`LockKeeper`)
+        so an event-loop stall cannot let it expire. A holder that dies stops renewing, so its lock
+        expires after `ttl_s`."""
+        name, token = self._k("l", session_id), uuid.uuid4().hex
+        lock = Lock(self.r, name, timeout=ttl_s, sleep=0.05, thread_local=False)
+        with self._errors():
+            if not await lock.acquire(blocking_timeout=wait_s, token=token):
                 raise LockTimeout(session_id)
-            await asyncio.sleep(delay)
-            delay = min(delay * 1.5, 0.25)
         held = HeldLock(ttl_s)
-        renew = asyncio.create_task(
-            self._renew(key, owner, ttl_s, held), name=f"datathread-lock-renew:{session_id}"
-        )
+        keeper = self._keeper(name, token, ttl_s, held).start()
+        self._keepers.add(keeper)
         try:
             yield held
         finally:
-            renew.cancel()
-            try:
-                await self._release(keys=[key], args=[owner])
-            except (RedisError, OSError) as exc:  # don't mask the turn's own error; retry in background
-                log.warning("could not release lock %s (%s); retrying until it expires", key, _reason(exc))
-                task = asyncio.create_task(self._release_later(key, owner, ttl_s))
-                self._late_releases.add(task)
-                task.add_done_callback(self._late_releases.discard)
+            keeper.stop()
+            self._keepers.discard(keeper)
+            await self._release(lock, name, token, ttl_s)
 
-    async def _release_later(self, key: str, owner: str, ttl_s: float) -> None:
+    def _keeper(self, name: str, token: str, ttl_s: float, held: HeldLock) -> LockKeeper:
+        """A keeper with its own (synchronous) client, so renewal never waits for the event loop."""
+        client = redis.Redis.from_url(self._url, socket_connect_timeout=2, socket_timeout=max(1.0, ttl_s / 3))
+        kept = redis.lock.Lock(client, name, timeout=ttl_s, thread_local=False)
+        kept.local.token = token.encode()
+
+        def renew() -> bool:
+            try:
+                return bool(kept.extend(ttl_s, replace_ttl=True))
+            except LockNotOwnedError:
+                return False
+
+        return LockKeeper(name, renew, held, errors=(RedisError, OSError), close=client.close)
+
+    async def _release(self, lock: Lock, name: str, token: str, ttl_s: float) -> None:
+        try:
+            await lock.release()
+        except LockNotOwnedError:
+            pass  # it expired or was taken over: nothing of ours to free (the turn knows: held.lost)
+        except (RedisError, OSError) as exc:  # don't mask the turn's own error; retry in background
+            log.warning("could not release lock %s (%s); retrying until it expires", name, _reason(exc))
+            task = asyncio.create_task(self._release_later(lock, token, ttl_s))
+            self._late_releases.add(task)
+            task.add_done_callback(self._late_releases.discard)
+
+    async def _release_later(self, lock: Lock, token: str, ttl_s: float) -> None:
         """Redis blipped at release time: free the lock as soon as it is back (or let it expire), so
         a restarted Redis that kept the lock does not stall the session's next turn for `ttl_s`."""
         deadline = time.monotonic() + ttl_s
         while time.monotonic() < deadline:
             await asyncio.sleep(0.25)
             with contextlib.suppress(RedisError, OSError):
-                await self._release(keys=[key], args=[owner])
+                await lock.do_release(token.encode())
                 return
-
-    async def _renew(self, key: str, owner: str, ttl_s: float, held: HeldLock) -> None:
-        while True:
-            await asyncio.sleep(ttl_s / 3)
-            try:
-                ok = bool(await self._renew_script(keys=[key], args=[owner, _ms(ttl_s)]))
-                if not ok:
-                    log.warning("lock %s was lost (expired or taken over) while held", key)
-                held.renewed(ok)
-            except (RedisError, OSError) as exc:
-                log.warning("could not renew lock %s: %s", key, _reason(exc))
-                held.renewal_failed()
 
     # --- de-dup, rate limits, budgets ----------------------------------------------------------
     async def first_seen(self, key: str, ttl_s: float = 3600.0) -> bool:
@@ -286,6 +293,39 @@ class RedisStore:
         matching = [r for r in records if all(v is None or r.get(f) == v for f, v in wanted.items())]
         matching.sort(key=lambda r: r.get("started", 0))
         return matching[-limit:] if limit > 0 else []
+
+    # --- records (small documents by collection: schedules) ------------------------------------
+    async def put_record(self, kind: str, record_id: str, data: dict) -> None:
+        """Store the document and index its id, in one MULTI."""
+        with self._errors():
+            async with self.r.pipeline(transaction=True) as pipe:
+                pipe.set(self._k("d", f"{kind}:{record_id}"), json.dumps(data, default=str))
+                pipe.sadd(self._k("di", kind), record_id)
+                await pipe.execute()
+
+    async def get_record(self, kind: str, record_id: str) -> dict | None:
+        raw = await self._call(self.r.get(self._k("d", f"{kind}:{record_id}")))
+        return json.loads(raw) if raw else None
+
+    async def update_record(self, kind: str, record_id: str, fields: dict) -> dict | None:
+        """Merge fields under WATCH; a document deleted meanwhile stays deleted."""
+        return await self._update_json(
+            self._k("d", f"{kind}:{record_id}"), lambda old: None if old is None else {**old, **fields}
+        )
+
+    async def list_records(self, kind: str) -> list[dict]:
+        with self._errors():
+            ids = sorted(i.decode() for i in await self.r.smembers(self._k("di", kind)))
+            raws = await self.r.mget([self._k("d", f"{kind}:{i}") for i in ids]) if ids else []
+        return [json.loads(raw) for raw in raws if raw]
+
+    async def delete_record(self, kind: str, record_id: str) -> bool:
+        with self._errors():
+            async with self.r.pipeline(transaction=True) as pipe:
+                pipe.delete(self._k("d", f"{kind}:{record_id}"))
+                pipe.srem(self._k("di", kind), record_id)
+                deleted, _ = await pipe.execute()
+        return bool(deleted)
 
 
 def _reason(exc: BaseException) -> str:

@@ -18,6 +18,7 @@ import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+from core.lock_keeper import LockKeeper
 from core.sessions import HISTORY_VERSION, HeldLock, LockTimeout, StoreUnavailable
 
 _SCHEMA = """
@@ -32,6 +33,7 @@ CREATE INDEX IF NOT EXISTS hits_key ON hits (key, at);
 CREATE TABLE IF NOT EXISTS turns (turn_id TEXT PRIMARY KEY, session_id TEXT, user_id TEXT, channel_id TEXT,
                                   started REAL, data TEXT);
 CREATE INDEX IF NOT EXISTS turns_session ON turns (session_id, started);
+CREATE TABLE IF NOT EXISTS records (kind TEXT, id TEXT, data TEXT, PRIMARY KEY (kind, id));
 """
 
 
@@ -45,7 +47,8 @@ class SqliteStore:
         with contextlib.suppress(OSError):
             os.chmod(path.parent, 0o711)
         self._local = threading.local()
-        self._opened: list[sqlite3.Connection] = []
+        self._opened: list[tuple[sqlite3.Connection, threading.Lock]] = []
+        self._keepers: set[LockKeeper] = set()
         with contextlib.closing(self._connect()) as con:
             con.execute("PRAGMA journal_mode=WAL")  # persistent in the file: set once
             con.executescript(_SCHEMA)
@@ -56,26 +59,27 @@ class SqliteStore:
         con.execute("PRAGMA busy_timeout=30000")
         return con
 
-    def _thread_connection(self) -> sqlite3.Connection:
+    def _thread_connection(self) -> tuple[sqlite3.Connection, threading.Lock]:
         # One connection per worker thread, kept: opening one per call costs more than the query.
-        con = getattr(self._local, "con", None)
-        if con is None:
-            con = self._local.con = self._connect()
-            self._opened.append(con)
-        return con
+        pair = getattr(self._local, "con", None)
+        if pair is None:
+            pair = self._local.con = (self._connect(), threading.Lock())
+            self._opened.append(pair)
+        return pair
 
     async def _run(self, fn, *args):
         def call():
-            con = self._thread_connection()
-            try:
-                con.execute("BEGIN IMMEDIATE")
-                out = fn(con, *args)
-                con.execute("COMMIT")
-                return out
-            except BaseException:
-                with contextlib.suppress(sqlite3.Error):
-                    con.execute("ROLLBACK")
-                raise
+            con, busy = self._thread_connection()
+            with busy:  # close() waits for a call in flight instead of closing under it (a crash)
+                try:
+                    con.execute("BEGIN IMMEDIATE")
+                    out = fn(con, *args)
+                    con.execute("COMMIT")
+                    return out
+                except BaseException:
+                    with contextlib.suppress(sqlite3.Error):
+                        con.execute("ROLLBACK")
+                    raise
 
         try:
             return await asyncio.to_thread(call)
@@ -86,10 +90,11 @@ class SqliteStore:
         await self._run(lambda con: con.execute("SELECT 1").fetchone())
 
     async def close(self) -> None:
-        for con in self._opened:
-            with contextlib.suppress(sqlite3.Error):
-                con.close()
-        self._opened.clear()
+        """Stop lock keepers, then close every connection once no call is using it."""
+        for keeper in list(self._keepers):
+            keeper.stop()
+        opened, self._opened = self._opened, []
+        await asyncio.to_thread(_close_connections, opened)
 
     # --- history and metadata ------------------------------------------------------------------
     async def load_history(self, session_id: str) -> list[dict]:
@@ -132,6 +137,8 @@ class SqliteStore:
     async def lock(
         self, session_id: str, *, ttl_s: float = 60.0, wait_s: float = 900.0
     ) -> AsyncIterator[None]:
+        """Exclusive per-session lock: a row with an owner token and an expiry, renewed by a
+        `LockKeeper` thread (its own connection) so an event-loop stall cannot let it expire."""
         owner = uuid.uuid4().hex
         deadline = time.monotonic() + wait_s
 
@@ -146,32 +153,36 @@ class SqliteStore:
                 raise LockTimeout(session_id)
             await asyncio.sleep(0.05)
         held = HeldLock(ttl_s)
-        renew = asyncio.create_task(self._renew(session_id, owner, ttl_s, held))
+        keeper = self._keeper(session_id, owner, ttl_s, held).start()
+        self._keepers.add(keeper)
         try:
             yield held
         finally:
-            renew.cancel()
+            keeper.stop()
+            self._keepers.discard(keeper)
             await self._run(
                 lambda con: con.execute(
                     "DELETE FROM locks WHERE session_id=? AND owner=?", (session_id, owner)
                 )
             )
 
-    async def _renew(self, session_id: str, owner: str, ttl_s: float, held: HeldLock) -> None:
-        while True:
-            await asyncio.sleep(ttl_s / 3)
-            try:
-                updated = await self._run(
-                    lambda con: (
-                        con.execute(
-                            "UPDATE locks SET expires=? WHERE session_id=? AND owner=?",
-                            (time.time() + ttl_s, session_id, owner),
-                        ).rowcount
-                    )
-                )
-                held.renewed(updated == 1)
-            except StoreUnavailable:
-                held.renewal_failed()
+    def _keeper(self, session_id: str, owner: str, ttl_s: float, held: HeldLock) -> LockKeeper:
+        connection: list[sqlite3.Connection] = []  # opened by the keeper's thread, on first use
+
+        def renew() -> bool:
+            if not connection:
+                connection.append(self._connect())
+            cur = connection[0].execute(
+                "UPDATE locks SET expires=? WHERE session_id=? AND owner=?",
+                (time.time() + ttl_s, session_id, owner),
+            )
+            return cur.rowcount == 1
+
+        def close() -> None:
+            for con in connection:
+                con.close()
+
+        return LockKeeper(f"sqlite:{session_id}", renew, held, errors=(sqlite3.Error,), close=close)
 
     # --- de-dup and rate limits ----------------------------------------------------------------
     async def first_seen(self, key: str, ttl_s: float = 3600.0) -> bool:
@@ -279,6 +290,48 @@ class SqliteStore:
         rows = await self._run(lambda con: con.execute(sql, (*args, limit)).fetchall())
         return [json.loads(r[0]) for r in rows]
 
+    # --- records (small documents by collection: schedules) ------------------------------------
+    async def put_record(self, kind: str, record_id: str, data: dict) -> None:
+        blob = json.dumps(data, default=str)
+        await self._run(
+            lambda con: con.execute("INSERT OR REPLACE INTO records VALUES (?,?,?)", (kind, record_id, blob))
+        )
+
+    async def get_record(self, kind: str, record_id: str) -> dict | None:
+        row = await self._run(
+            lambda con: con.execute(
+                "SELECT data FROM records WHERE kind=? AND id=?", (kind, record_id)
+            ).fetchone()
+        )
+        return json.loads(row[0]) if row else None
+
+    async def update_record(self, kind: str, record_id: str, fields: dict) -> dict | None:
+        def q(con):
+            row = con.execute("SELECT data FROM records WHERE kind=? AND id=?", (kind, record_id)).fetchone()
+            if not row:
+                return None
+            data = {**json.loads(row[0]), **fields}
+            con.execute(
+                "UPDATE records SET data=? WHERE kind=? AND id=?",
+                (json.dumps(data, default=str), kind, record_id),
+            )
+            return data
+
+        return await self._run(q)
+
+    async def list_records(self, kind: str) -> list[dict]:
+        rows = await self._run(
+            lambda con: con.execute("SELECT data FROM records WHERE kind=? ORDER BY id", (kind,)).fetchall()
+        )
+        return [json.loads(r[0]) for r in rows]
+
+    async def delete_record(self, kind: str, record_id: str) -> bool:
+        return await self._run(
+            lambda con: (
+                con.execute("DELETE FROM records WHERE kind=? AND id=?", (kind, record_id)).rowcount == 1
+            )
+        )
+
 
 def merge_meta(old: dict | None, session_id: str, fields: dict) -> dict:
     """Shared by both stores: keep `created`, bump `updated`, union `participants`."""
@@ -294,3 +347,9 @@ def merge_meta(old: dict | None, session_id: str, fields: dict) -> dict:
     data["participants"] = sorted(participants)
     data["updated"] = now
     return data
+
+
+def _close_connections(opened: list[tuple[sqlite3.Connection, threading.Lock]]) -> None:
+    for con, busy in opened:
+        with busy, contextlib.suppress(sqlite3.Error):  # a worker thread may still be mid-call
+            con.close()

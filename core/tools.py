@@ -18,14 +18,18 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from core.events import ArtifactReady, Confirmer
 from core.policy import TableAllowlist, check_python, check_sql
+from core.redact import redact_clipped
 from core.sandbox import Sandbox, StepRequest, StepResult
 from core.warehouse import QueryContext, Warehouse
 
 if TYPE_CHECKING:
     from core.config import Settings
     from core.s3 import S3Source
+    from core.schedules_tool import ScheduleDesk
 
 MAX_ATTACHMENT_BYTES = 50 * 1024 * 1024
+MIN_CONTENT_CHARS = 64_000
+MAX_SUMMARY_CHARS = 300
 ATTACHABLE = {"png", "jpg", "jpeg", "svg", "csv", "parquet", "txt", "json", "xlsx", "pdf", "md", "html"}
 
 
@@ -95,6 +99,7 @@ class ToolContext:
     s3: S3Source | None = None  # set only when S3 buckets are configured
     tools: Mapping[str, Tool] = field(default_factory=lambda: TOOLS_BY_NAME)  # what this turn offers
     redact: Callable[[str], str] | None = None  # secrets hygiene for tool results (core/redact.py)
+    schedules: ScheduleDesk | None = None  # where create_schedule may post (None: not from here)
 
 
 @dataclass
@@ -170,10 +175,10 @@ async def describe_table(args: DescribeTableInput, ctx: ToolContext) -> ToolOutc
 
 
 async def query_warehouse(args: QueryWarehouseInput, ctx: ToolContext) -> ToolOutcome:
-    verdict = check_sql(
+    verdict = check_sql(  # under the allowlist the warehouse applies (BigQuery: never all of BigQuery)
         args.sql,
         dialect=ctx.warehouse.dialect,
-        allowlist=ctx.allowlist,
+        allowlist=ctx.warehouse.effective_allowlist(ctx.allowlist),
         default_project=ctx.warehouse.default_project,
         default_dataset=ctx.warehouse.default_dataset,
     )
@@ -214,9 +219,11 @@ def _request(ctx: ToolContext, kind, code: str, save_as: str | None) -> StepRequ
     )
 
 
+# Result rows are untrusted text: cells that would run as spreadsheet formulas are neutralised.
 _CONVERT = """
 import pyarrow.parquet as pq, pyarrow.csv as pc
-pc.write_csv(pq.read_table({src!r}), {dst!r})
+from core.csv_cells import neutralise_table
+pc.write_csv(neutralise_table(pq.read_table({src!r})), {dst!r})
 """
 
 
@@ -297,12 +304,15 @@ TOOLS_BY_NAME = {t.name: t for t in TOOLS}
 
 
 def toolset(settings: Settings) -> tuple[Tool, ...]:
-    """The tools these settings offer: the six contract tools first, then optional data sources."""
+    """The tools these settings offer: the six contract tools first, then optional data sources, then
+    create_schedule (scheduled answers)."""
+    from core.schedules_tool import SCHEDULE_TOOLS
+
     if not settings.s3_buckets.strip():
-        return TOOLS
+        return TOOLS + SCHEDULE_TOOLS
     from core.tools_s3 import S3_TOOLS
 
-    return TOOLS + S3_TOOLS
+    return TOOLS + S3_TOOLS + SCHEDULE_TOOLS
 
 
 def tool_specs(tools: tuple[Tool, ...] = TOOLS) -> list[dict]:
@@ -332,6 +342,13 @@ async def call_tool(name: str, raw_input: object, ctx: ToolContext) -> ToolOutco
         outcome = await tool.handler(args, ctx)
     except Exception as exc:  # a tool crashed: the model gets the error, the turn goes on
         outcome = refused(f"The tool failed: {type(exc).__name__}: {str(exc)[:500]}")
-    if ctx.redact is not None:  # a secret in data or code never comes back to the model
-        outcome.content, outcome.summary = ctx.redact(outcome.content), ctx.redact(outcome.summary)
+    # Clipped before redaction, so a flood of step output costs bounded work on the event loop; and
+    # redacted, so a secret in data or code never comes back to the model.
+    outcome.content = redact_clipped(outcome.content, content_limit(ctx), ctx.redact)
+    outcome.summary = redact_clipped(outcome.summary, MAX_SUMMARY_CHARS, ctx.redact)
     return outcome
+
+
+def content_limit(ctx: ToolContext) -> int:
+    """The most a tool result may say to the model: output and preview limits plus schema and files."""
+    return max(MIN_CONTENT_CHARS, ctx.step_output_bytes + ctx.query.preview_bytes + 16_000)

@@ -50,6 +50,9 @@ class Warehouse(Protocol):
     def prompt_notes(self) -> str:
         """Dialect and table-naming rules for the system prompt (stable bytes: cached)."""
 
+    def effective_allowlist(self, allowlist: TableAllowlist) -> TableAllowlist:
+        """The allowlist as this warehouse applies it (BigQuery: empty means the billing project only)."""
+
     async def list_tables(self, allowlist: TableAllowlist) -> list[dict]:
         """[{name, rows, description}] of tables the allowlist admits."""
 
@@ -132,11 +135,15 @@ class DuckDBWarehouse:
             "and hourly weather. Dates: year, month, day columns; time_hour is a UTC timestamp."
         )
 
+    def effective_allowlist(self, allowlist: TableAllowlist) -> TableAllowlist:
+        return allowlist
+
     async def list_tables(self, allowlist: TableAllowlist) -> list[dict]:
         def q():
             with contextlib.closing(self._connect()) as con:
                 rows = con.execute(
-                    "SELECT table_name, estimated_size, comment FROM duckdb_tables() ORDER BY table_name"
+                    "SELECT table_name, estimated_size, comment FROM duckdb_tables() "
+                    "WHERE schema_name = 'main' ORDER BY table_name"
                 ).fetchall()
             return [
                 {"name": n, "rows": r, "description": c or ""}
@@ -151,16 +158,20 @@ class DuckDBWarehouse:
 
         def q() -> str:
             with contextlib.closing(self._connect()) as con:
-                known = {r[0] for r in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
-                if name not in known or not allowlist.allows(f"main.{name}"):
+                rows = con.execute("SELECT table_name FROM duckdb_tables() WHERE schema_name = 'main'")
+                # only the tables this conversation may see are named, even in a refusal
+                known = {r[0] for r in rows.fetchall() if allowlist.allows(f"main.{r[0]}")}
+                if name not in known:
                     raise LookupError(f"No table named {table!r}. Tables: {', '.join(sorted(known))}.")
                 cols = con.execute(
                     "SELECT column_name, data_type, is_nullable FROM information_schema.columns "
-                    "WHERE table_name=? ORDER BY ordinal_position",
+                    "WHERE table_schema = 'main' AND table_name=? ORDER BY ordinal_position",
                     [name],
                 ).fetchall()
                 info = con.execute(
-                    "SELECT estimated_size, comment FROM duckdb_tables() WHERE table_name=?", [name]
+                    "SELECT estimated_size, comment FROM duckdb_tables() WHERE schema_name = 'main' "
+                    "AND table_name=?",
+                    [name],
                 ).fetchone()
                 sample = con.sql(f'SELECT * FROM "{name}" LIMIT 3').df()
             lines = [f"Table {name} — {info[0]:,} rows. {info[1] or ''}".strip(), "Columns:"]

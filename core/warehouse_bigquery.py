@@ -1,7 +1,8 @@
 """BigQuery as the warehouse: discovery from table metadata, and queries that never surprise the bill.
 
-`core/tools.py` has already parsed the SQL (one read-only statement, allowed tables only). Here every
-query is dry-run first (free): BigQuery itself says the statement type (only SELECT runs — BigQuery
+`core/tools.py` has already parsed the SQL (one read-only statement, allowed tables only); `query` checks
+it again under `effective_allowlist` (no allowlist = the billing project's datasets) before anything is
+sent to Google. Then every query is dry-run first (free): BigQuery itself says the statement type (only SELECT runs — BigQuery
 would run a multi-statement string as a script), the tables it reads (checked against the allowlist
 again, as BigQuery resolved them) and the bytes it would scan. The estimate then meets the caps (run,
 ask the person, refuse) and the byte budgets; the job runs with `maximum_bytes_billed`, a timeout and
@@ -31,7 +32,7 @@ from core.bigquery_cost import (
 )
 from core.config import Settings
 from core.events import ConfirmRequest
-from core.policy import TableAllowlist
+from core.policy import TableAllowlist, check_sql
 from core.sandbox import Sandbox, StepResult
 from core.steps import preview_table, safe_file_stem
 from core.table_notes import TableNotes, column_lines, layout_lines, load_table_notes
@@ -233,11 +234,22 @@ class BigQueryWarehouse:
         return result
 
     async def _query(self, sql: str, save_as: str | None, ctx: QueryContext) -> StepResult:
+        allow = self.effective_allowlist(ctx.allowlist)
+        # The policy again, here, under the effective allowlist: even a dry run sends the SQL to Google
+        # (and names other projects' tables in its errors), so nothing leaves before this passes.
+        verdict = check_sql(
+            sql,
+            dialect="bigquery",
+            allowlist=allow,
+            default_project=self.default_project,
+            default_dataset=self.default_dataset,
+        )
+        if not verdict.allowed:
+            return _refuse(verdict.reason)
         dry = await asyncio.to_thread(self._dry_run, sql)
         if (dry.statement_type or "").upper() != "SELECT":
             kind = dry.statement_type or "unknown"
             return _refuse(f"Only a single SELECT may run; BigQuery sees a {kind} statement.")
-        allow = self.effective_allowlist(ctx.allowlist)
         for ref in dry.referenced_tables or []:
             name = f"{ref.project}.{ref.dataset_id}.{ref.table_id}"
             if not allow.allows(name):

@@ -17,7 +17,7 @@ import sys
 import traceback
 from pathlib import Path
 
-from core import cgroups, isolation
+from core import isolation, isolation_backends
 
 
 def _preload() -> None:
@@ -66,15 +66,20 @@ def _serve_child(conn: socket.socket, args: argparse.Namespace) -> None:
         # hiding it keeps per-channel table allowlists from being bypassed by opening the file directly.
         warehouse = args.warehouse if request.kind == "warehouse" else ""
         isolation.enter_step(
-            workspace=workspace,
-            session_id=request.session_id,
-            cpu_s=int(request.timeout_s) + 5,
-            memory_mb=request.memory_mb,
-            file_mb=request.file_mb,
-            masked=args.mask,
-            hidden=args.hide,
-            readonly=[*([warehouse] if warehouse else []), *_code_paths()],
-            cgroup=args.cgroup,
+            isolation.StepConfinement(
+                backend=args.isolation.backend,
+                workspace=workspace,
+                session_id=request.session_id,
+                cpu_s=int(request.timeout_s) + 5,
+                memory_mb=request.memory_mb,
+                file_mb=request.file_mb,
+                masked=args.mask,
+                hidden=args.hide,
+                readonly=[warehouse] if warehouse else [],
+                code=_code_paths(),
+                cgroup=args.isolation.cgroup,
+                seccomp=args.isolation.seccomp,
+            )
         )
         result = run_step(request, workspace, Path(warehouse) if warehouse else None)
         isolation.reap_own_uid()  # nothing the step started outlives it
@@ -89,18 +94,21 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--warehouse", default="")
     parser.add_argument("--mask", action="append", default=[])
     parser.add_argument("--hide", action="append", default=[])
+    parser.add_argument("--isolation-policy", default="best")
+    parser.add_argument("--refuse-namespaces", action="store_true")
     args = parser.parse_args(argv)
 
     isolation.die_with_parent()  # a bot killed with SIGKILL must not leave its fork server behind
-    report = isolation.IsolationReport()
-    isolation.enter_zygote(report)
-    args.cgroup = cgroups.detect()
-    if args.cgroup:
-        report.active["cgroups"] = cgroups.describe(args.cgroup, memory_mb=0, max_procs=isolation.MAX_PROCS)
-    else:
-        report.missing["cgroups"] = (
-            "no writable cgroup hierarchy: memory and processes are capped per process"
+    home = isolation.bot_home()  # now, while our uid is still the host's
+    args.hide = [*([home] if home else []), *args.hide]
+    try:
+        args.isolation = isolation_backends.choose(
+            args.isolation_policy, masked=args.mask, refuse_namespaces=args.refuse_namespaces
         )
+    except RuntimeError as exc:
+        sys.stdout.write(json.dumps({"ready": False, "error": str(exc)}) + "\n")
+        sys.stdout.flush()
+        raise SystemExit(2) from None
     _preload()
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # children are reaped automatically
 
@@ -110,7 +118,8 @@ def main(argv: list[str] | None = None) -> None:
     server.bind(args.socket)
     os.chmod(args.socket, 0o600)
     server.listen(128)
-    sys.stdout.write(json.dumps({"ready": True, "protections": report.as_dict()}) + "\n")
+    ready = {"ready": True, "backend": args.isolation.backend, "protections": args.isolation.report.as_dict()}
+    sys.stdout.write(json.dumps(ready) + "\n")
     sys.stdout.flush()
 
     while True:

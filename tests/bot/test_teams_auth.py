@@ -99,7 +99,13 @@ def test_credentials_by_app_type(settings):
         }
     )
     assert credentials_factory(single).tenant_id == "t-1"
-    multi = settings.model_copy(update={"microsoft_app_id": APP_ID, "microsoft_app_tenant_id": "t-1"})
+    multi = settings.model_copy(
+        update={
+            "microsoft_app_id": APP_ID,
+            "microsoft_app_type": "MultiTenant",
+            "microsoft_app_tenant_id": "t-1",
+        }
+    )
     assert credentials_factory(multi).tenant_id == ""  # multi-tenant bots sign in via botframework.com
     with pytest.raises(ConfigError, match="TENANT_ID"):
         credentials_factory(single.model_copy(update={"microsoft_app_tenant_id": None}))

@@ -6,15 +6,18 @@ import io
 import json
 import zipfile
 
+import pytest
 from PIL import Image
 from typer.testing import CliRunner
 
 from bot.cli import app
+from bot.teams_package import TEAMS_DIR
 
 
 def test_teams_package_zip(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("MICROSOFT_APP_ID", "11111111-2222-3333-4444-555555555555")
+    monkeypatch.setenv("MICROSOFT_APP_TENANT_ID", "contoso.onmicrosoft.com")
     monkeypatch.setenv("DATATHREAD_PUBLIC_URL", "https://bot.example.com")
     result = CliRunner().invoke(app, ["teams-package", "-o", "out/app.zip"])
     assert result.exit_code == 0, result.output
@@ -32,3 +35,50 @@ def test_teams_package_needs_app_id(tmp_path, monkeypatch):
     monkeypatch.delenv("MICROSOFT_APP_ID", raising=False)
     result = CliRunner().invoke(app, ["teams-package"])
     assert result.exit_code != 0 and "MICROSOFT_APP_ID" in result.output
+
+
+def test_the_package_matches_the_teams_schema_of_its_version(tmp_path, monkeypatch):
+    """Validated independently of the command: the written manifest against the schema file of the
+    manifestVersion it declares (Microsoft's, shipped in teams/schema/)."""
+    from jsonschema import Draft7Validator
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("MICROSOFT_APP_ID", "11111111-2222-3333-4444-555555555555")
+    monkeypatch.setenv("MICROSOFT_APP_TENANT_ID", "contoso.onmicrosoft.com")
+    result = CliRunner().invoke(app, ["teams-package", "-o", "app.zip"])
+    assert result.exit_code == 0, result.output
+    with zipfile.ZipFile(tmp_path / "app.zip") as zf:
+        manifest = json.loads(zf.read("manifest.json"))
+    version = manifest["manifestVersion"]
+    assert manifest["$schema"].endswith(f"/v{version}/MicrosoftTeams.schema.json")
+    schema = json.loads((TEAMS_DIR / "schema" / f"MicrosoftTeams.v{version}.schema.json").read_text())
+    assert schema["properties"]["manifestVersion"]["const"] == version
+    assert [e.message for e in Draft7Validator(schema).iter_errors(manifest)] == []
+
+
+@pytest.mark.parametrize(
+    ("env", "words"),
+    [
+        ({"MICROSOFT_APP_ID": "not-a-guid"}, "MICROSOFT_APP_ID=not-a-guid is not a GUID"),
+        (
+            {"MICROSOFT_APP_ID": "11111111-2222-3333-4444-555555555555", "MICROSOFT_APP_TYPE": "Bogus"},
+            "MICROSOFT_APP_TYPE",
+        ),
+    ],
+)
+def test_a_bad_app_id_or_type_writes_nothing(env, words, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(app, ["teams-package", "-o", "app.zip"], env=env)
+    assert result.exit_code == 2 and words in result.output and "Traceback" not in result.output
+    assert not (tmp_path / "app.zip").exists()
+
+
+def test_a_manifest_template_that_breaks_the_schema_is_refused(tmp_path):
+    from bot.teams_package import check_manifest
+    from core.config import ConfigError
+
+    manifest = json.loads((TEAMS_DIR / "manifest.json").read_text().replace("${MICROSOFT_APP_ID}", "x"))
+    with pytest.raises(
+        ConfigError, match=r"does not match schema v1\.17 at (bots/0/botId|id): .x. does not match"
+    ):
+        check_manifest(manifest)

@@ -246,7 +246,7 @@ REFUSED = [
     (
         "region information schema",
         "SELECT * FROM `region-us`.INFORMATION_SCHEMA.JOBS",
-        "region-level metadata",
+        "region-level metadata (other people's jobs and datasets) and is never available",
     ),
     (
         "CTE hiding a forbidden table",
@@ -281,6 +281,56 @@ async def test_policy_refusals_through_the_tool_path_never_reach_bigquery(parts,
     assert fake_bq.inserts == [] and not [c for c in fake_bq.calls if c[1].endswith("/jobs")]
 
 
+NO_ALLOWLIST_REFUSED = [  # no allowlist configured: the billing project's datasets, applied before Google
+    "SELECT * FROM otherproj.public.words",
+    "SELECT * FROM `bigquery-public-data.samples.shakespeare`",
+    "SELECT * FROM `other.ext.events`",
+    "SELECT * FROM `other`.ext.events",
+    "SELECT * FROM `other.ext.events_*`",
+    "SELECT * FROM `other.ext.INFORMATION_SCHEMA.COLUMNS`",
+    "SELECT o.id FROM shop.orders o JOIN `other.ext.events` e ON TRUE",
+    "SELECT id FROM shop.orders UNION ALL SELECT 1 FROM `other.ext.events`",
+    "WITH RECURSIVE events AS (SELECT * FROM `other.ext.events`) SELECT * FROM events",
+    "WITH orders AS (SELECT 1 AS id) SELECT * FROM (SELECT * FROM `other.ext.events`)",
+    # project- and region-level metadata: refused whatever the allowlist says
+    "SELECT query FROM `region-us`.INFORMATION_SCHEMA.JOBS_BY_USER",
+    "SELECT query FROM `region-us.INFORMATION_SCHEMA.JOBS`",
+    "SELECT query FROM `bill.region-us.INFORMATION_SCHEMA.JOBS_BY_PROJECT`",
+    "SELECT query FROM `region-eu`.INFORMATION_SCHEMA.JOBS_TIMELINE_BY_USER",
+    "SELECT * FROM `bill`.INFORMATION_SCHEMA.SCHEMATA",
+    "SELECT * FROM bill.INFORMATION_SCHEMA.TABLES",
+    "SELECT * FROM INFORMATION_SCHEMA.JOBS",
+    "SELECT * FROM shop.INFORMATION_SCHEMA.JOBS_BY_ORGANIZATION",
+    "SELECT * FROM `region-us`.INFORMATION_SCHEMA.SESSIONS_BY_USER",
+]
+
+
+@pytest.mark.parametrize("through_tools", [True, False], ids=["tool path", "policy bypassed"])
+async def test_without_an_allowlist_nothing_outside_the_billing_project_reaches_bigquery(
+    parts, fake_bq, through_tools
+):
+    """Each probe is refused before any request (dry run included) — through call_tool, and straight into
+    BigQueryWarehouse.query as if the tool layer's check had been skipped; an allowed query still runs."""
+    warehouse, sandbox, store, _ = parts
+    open_ = TableAllowlist()
+    for sql in NO_ALLOWLIST_REFUSED:
+        fake_bq.on_query(sql, Answer(referenced=[]))  # were it sent, BigQuery would run it
+        if through_tools:
+            outcome = await call_tool(
+                "query_warehouse", {"sql": sql}, tool_ctx(warehouse, sandbox, store, open_)
+            )
+            refused, why = outcome.is_error, outcome.content
+        else:
+            result = await warehouse.query(sql, None, qctx(store, allowlist=open_))
+            refused, why = not result.ok, result.error
+        assert refused and ("not allowed" in why or "never available" in why or "several tables" in why), sql
+    assert fake_bq.calls == [] and fake_bq.inserts == []
+    fake_bq.on_query(ORDERS, Answer(ORDERS_SCHEMA, [[1, 9.5, "paid"]], referenced=["bill.shop.orders"]))
+    fine = await warehouse.query(ORDERS, "fine", qctx(store, allowlist=open_))
+    assert fine.ok, fine.error
+    assert [b["configuration"].get("dryRun", False) for b in fake_bq.inserts] == [True, False]
+
+
 async def test_allowed_queries_through_the_tool_path(parts, fake_bq):
     warehouse, sandbox, store, settings = parts
     ctx = tool_ctx(warehouse, sandbox, store, ALLOW)
@@ -303,7 +353,8 @@ async def test_dry_run_is_the_last_word_on_statement_type_and_tables(parts, fake
     fake_bq.on_query("FROM shop.v", Answer(referenced=["bill.secret.salaries"]))
     script = await warehouse.query("SELECT 1 AS a", None, qctx(store))
     assert not script.ok and "SCRIPT" in script.error
-    leak = await warehouse.query("SELECT * FROM shop.v", None, qctx(store, allowlist=ALLOW))
+    with_view = TableAllowlist((*ALLOW.patterns, "bill.shop.v"))  # the view is allowed, what it reads is not
+    leak = await warehouse.query("SELECT * FROM shop.v", None, qctx(store, allowlist=with_view))
     assert not leak.ok and "bill.secret.salaries" in leak.error
     # an empty allowlist means the billing project's datasets, not all of BigQuery
     fake_bq.on_query("FROM `other.ext.events`", Answer(referenced=["other.ext.events"]))

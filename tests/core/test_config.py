@@ -18,8 +18,8 @@ def test_contract_environment_names_are_read(monkeypatch, tmp_path):
         "SLACK_SIGNING_SECRET": "s3cr3t",
         "SLACK_APP_TOKEN": "xapp-1",
         "DATATHREAD_SLACK_API_URL": "http://x/api/",
-        "MICROSOFT_APP_ID": "app",
-        "MICROSOFT_APP_TENANT_ID": "t",
+        "MICROSOFT_APP_ID": "11111111-2222-3333-4444-555555555555",
+        "MICROSOFT_APP_TENANT_ID": "contoso.onmicrosoft.com",
         "MICROSOFT_APP_TYPE": "SingleTenant",
         "DATATHREAD_WAREHOUSE": "bigquery",
         "GCP_PROJECT": "p",
@@ -116,3 +116,36 @@ def test_invalid_session_ids_are_refused(bad):
 )
 def test_safe_file_stem(name, expected):
     assert safe_file_stem(name, "default") == expected
+
+
+def test_a_bad_default_home_is_named_by_its_variable(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("DATATHREAD_HOME", raising=False)
+    (tmp_path / ".datathread").write_text("a file where the default home would be")
+    with pytest.raises(ConfigError, match=r"^DATATHREAD_HOME exists and is not a directory\.$"):
+        load_settings(_env_file=None)
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "words"),
+    [
+        ("REDIS_URL", "redis//:hunter2@host", "REDIS_URL is not a Redis URL"),
+        (
+            "DATATHREAD_PUBLIC_URL",
+            "bot.example.com",
+            "DATATHREAD_PUBLIC_URL=bot.example.com is not an http(s) URL",
+        ),
+        ("MICROSOFT_APP_TYPE", "multitenant", None),
+        ("DATATHREAD_DEFAULT_TZ", "Mars/Olympus", "is not a time zone"),
+        ("DATATHREAD_MAX_STEPS", "0", "DATATHREAD_MAX_STEPS=0: Input should be greater than 0"),
+    ],
+)
+def test_each_setting_kind_is_checked_in_one_sentence(name, value, words, monkeypatch, tmp_path):
+    monkeypatch.setenv(name, value)
+    monkeypatch.setenv("DATATHREAD_HOME", str(tmp_path))
+    if words is None:  # accepted, normalised
+        assert load_settings(_env_file=None).microsoft_app_type == "MultiTenant"
+        return
+    with pytest.raises(ConfigError) as info:
+        load_settings(_env_file=None)
+    assert words in str(info.value) and "\n" not in str(info.value) and "hunter2" not in str(info.value)

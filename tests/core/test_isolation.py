@@ -3,6 +3,7 @@ while the next step works, and the bot-side path checks (pure helpers, table-dri
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from pathlib import Path
@@ -10,19 +11,35 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 
-from core import isolation
+from core import isolation, isolation_backends
 from core.sandbox import StepRequest
 from core.sandbox_local import LocalSandbox, read_inside, resolve_in_workspace, write_inside
+from tests.core.sandbox_backends import BACKENDS, EXPECTED, sandbox_options
+from tests.core.sandbox_backends import holds as protections_hold
 
 module_loop = pytest.mark.asyncio(loop_scope="module")
-ROOT = os.geteuid() == 0
+ROOT = isolation.host_root()
 
 
-@pytest_asyncio.fixture(scope="module", loop_scope="module")
-async def sandbox(tmp_path_factory):
+async def start_sandbox(backend: str, **kwargs) -> LocalSandbox:
+    sb = LocalSandbox(**kwargs, **sandbox_options(backend))
+    try:
+        await sb.start()
+    except RuntimeError as exc:  # e.g. a kernel without user namespaces: said in one sentence
+        await sb.close()
+        pytest.skip(str(exc))
+    return sb
+
+
+def holds(sandbox: LocalSandbox, protection: str) -> bool:
+    return protections_hold(sandbox.protections(), protection)
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module", params=BACKENDS)
+async def sandbox(request, tmp_path_factory):
     home = tmp_path_factory.mktemp("iso") / "home"
-    sb = LocalSandbox(workspaces=home / "workspaces", hidden=[home])
-    await sb.start()
+    sb = await start_sandbox(request.param, workspaces=home / "workspaces", hidden=[home])
+    sb.requested = request.param
     yield sb
     await sb.close()
 
@@ -36,13 +53,41 @@ def step(code: str, **kw) -> StepRequest:
 @module_loop
 async def test_protections_are_reported(sandbox):
     p = sandbox.protections()
-    for name in ("network", "environment", "limits", "privileges", "wall time", "uid", "filesystem"):
+    for name in (
+        "back end",
+        "network",
+        "environment",
+        "limits",
+        "privileges",
+        "wall time",
+        "uid",
+        "filesystem",
+    ):
         assert name in p, name
-    assert p["network"].startswith("on") and p["limits"].startswith("on")
-    if ROOT:
+    assert p["limits"].startswith("on") and p["environment"].startswith("on")
+    assert sandbox.backend == EXPECTED[sandbox.requested]
+    if sandbox.backend == "root":
         assert all(v.startswith("on") for v in p.values()), p
     else:
         assert p["uid"].startswith("OFF")
+    if sandbox.backend == "none":
+        assert p["back end"].startswith("OFF") and p["filesystem"].startswith("OFF")
+    else:
+        assert p["network"].startswith("on") and p["filesystem"].startswith("on")
+
+
+@module_loop
+async def test_network_is_unreachable_where_reported(sandbox):
+    import socket
+
+    listener = socket.create_server(("127.0.0.1", 0))
+    try:
+        code = f"import socket\nsocket.create_connection(('127.0.0.1', {listener.getsockname()[1]}), 2)\nprint('in')"
+        result = await sandbox.run(step(code))
+        if holds(sandbox, "network"):
+            assert not result.ok and "in" not in result.output
+    finally:
+        listener.close()
 
 
 @module_loop
@@ -138,12 +183,12 @@ async def test_memory_budget_is_shared_by_all_processes_of_a_step(sandbox):
 
 
 @module_loop
-@pytest.mark.skipif(not ROOT, reason="needs the per-session uid and mount namespace")
 async def test_sessions_cannot_see_each_other(sandbox):
     await sandbox.write_file("iso-2", "mine.csv", b"x\n1\n")
-    other = str(sandbox.workspace("iso-2"))
-    seen = await sandbox.run(step(f"import os\nprint(os.path.exists({other!r}))"))
-    assert seen.ok and seen.output.strip() == "False"
+    other = str(sandbox.workspace("iso-2") / "mine.csv")
+    seen = await sandbox.run(step(f"print(open({other!r}).read())"))
+    if holds(sandbox, "filesystem"):
+        assert not seen.ok and "1" not in seen.output
 
 
 @pytest.mark.parametrize(
@@ -197,19 +242,25 @@ def test_symlinks_out_of_the_workspace_are_refused(tmp_path: Path):
     assert (ws / "new.txt").read_bytes() == b"ok"
 
 
-@pytest.mark.parametrize(
-    ("root", "expected_on", "expected_off"),
-    [
-        (True, {"uid", "bot process", "filesystem", "leftover processes", "limits"}, set()),
-        (False, {"bot process", "limits", "privileges"}, {"uid", "leftover processes"}),
-    ],
-)
-def test_describe_step_protections(monkeypatch, root, expected_on, expected_off):
-    monkeypatch.setattr(isolation.os, "geteuid", lambda: 0 if root else 1000)
-    report = isolation.describe_step_protections(["/x/.env"])
-    assert expected_on <= set(report.active) and expected_off == set(report.missing)
-    if root:
-        assert "/x/.env" in report.active["filesystem"]
+@pytest.mark.parametrize("backend", ["root", "userns", "landlock", "seatbelt", "none"])
+def test_every_backend_reports_every_protection_on_or_off(backend):
+    report = isolation_backends.describe(backend, None, has_seccomp=True, landlock_abi=7, masked=["/x/.env"])
+    rows = report.as_dict()
+    assert {"back end", "network", "filesystem", "uid", "bot process", "cgroups", "limits"} <= set(rows)
+    assert all(v.startswith(("on — ", "OFF — ")) for v in rows.values())
+    assert isolation_backends.unsatisfied_by(rows) == ([] if backend != "none" else ["filesystem"])
+    if backend in ("root", "userns"):
+        assert "/x/.env" in rows["filesystem"]
+
+
+def test_strict_refuses_steps_without_network_and_filesystem_isolation(tmp_path):
+    sb = LocalSandbox(workspaces=tmp_path / "ws", isolation_policy="strict")
+    sb._zygote_protections = {"network": "on — x", "filesystem": "OFF — y"}
+    assert "DATATHREAD_ISOLATION=strict" in sb.refused_reason() and "filesystem" in sb.refused_reason()
+    sb._zygote_protections = {"network": "on — x", "filesystem": "on — y"}
+    assert sb.refused_reason() == ""
+    assert isolation_backends.default_policy("serve") == "strict"
+    assert isolation_backends.default_policy("ask") == "best"
 
 
 def test_kill_uid_processes_never_touches_ordinary_uids():
@@ -314,3 +365,130 @@ asyncio.run(main())
     assert ok, error
     assert output == "['workspaces']"  # the home is an empty tmpfs again but for the bound workspace
     assert (home / "workspaces" / "q1" / "out.txt").read_text() == "ok"
+
+
+@module_loop
+async def test_concurrent_steps_of_one_session_do_not_end_each_other(sandbox):
+    """Parallel tool calls may send steps of one session at once: both finish, because the sandbox runs
+    them one after the other (a step's end kills every process of the session's uid)."""
+    import asyncio
+
+    def request(code: str) -> StepRequest:
+        return StepRequest(kind="python", session_id="iso-par", code=code, timeout_s=10, memory_mb=512)
+
+    slow, quick = await asyncio.gather(
+        sandbox.run(request("import time\ntime.sleep(1.0)\nprint('slow done')")),
+        sandbox.run(request("print('quick done')")),
+    )
+    assert quick.ok and "quick done" in quick.output, quick.error
+    assert slow.ok and "slow done" in slow.output, slow.error
+
+
+def test_an_ordinary_users_ask_works_beside_a_root_created_cgroup(home, fake_model):
+    """The bug of the first ordinary-user run: a `datathread` cgroup root made earlier (CI, a shared
+    box) was taken for ours inside the user namespace, and every step died joining it."""
+    import shutil
+    import subprocess
+    import sys
+    import tempfile
+
+    from core import cgroups
+    from tests.fakes.anthropic_api import text, tool
+
+    groups = cgroups.parent_groups()
+    if ROOT:
+        for group in groups:  # the trigger: root's group exists
+            with contextlib.suppress(OSError):
+                group.mkdir(parents=True, exist_ok=True)
+        uid = 65534
+        try:
+            usable = (
+                subprocess.run([sys.executable, "-c", "pass"], user=uid, capture_output=True).returncode == 0
+            )
+        except OSError:
+            usable = False
+        if not usable:
+            pytest.skip(
+                "this interpreter is not usable by an ordinary uid (the unprivileged CI pass covers it)"
+            )
+        run_home = Path(tempfile.mkdtemp(prefix="dt-user-"))
+        shutil.copytree(home, run_home / "home")
+        subprocess.run(["chown", "-R", f"{uid}:{uid}", str(run_home)], check=True)
+        os.chmod(run_home, 0o755)
+    else:
+        if not any(g.exists() and g.stat().st_uid == 0 for g in groups):
+            pytest.skip("needs a root-made datathread cgroup here (.ci/run's root pass leaves one)")
+        uid, run_home = None, home.parent
+    fake_model.enqueue(
+        tool("run_python", {"code": "print(6 * 7)"}),
+        tool("run_sql", {"sql": "SELECT 40 + 2 AS answer"}),
+        text("The answer is 42."),
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC", "DATATHREAD", "SLACK"))}
+    env.update(
+        DATATHREAD_HOME=str(run_home / "home"),
+        ANTHROPIC_API_KEY="sk-ant-dummy-123456",
+        ANTHROPIC_BASE_URL=fake_model.url,
+        DATATHREAD_MODEL_RETRIES="0",
+        HOME=str(run_home),
+    )
+    try:
+        done = subprocess.run(
+            [str(Path(sys.executable).parent / "datathread"), "ask", "what is 6 * 7?"],
+            env=env,
+            cwd=run_home,
+            user=uid,
+            capture_output=True,
+            text=True,
+            timeout=180,
+        )
+    finally:
+        if uid is not None:
+            shutil.rmtree(run_home, ignore_errors=True)
+    assert done.returncode == 0, done.stderr
+    assert "The answer is 42." in done.stdout
+    sent = str(fake_model.requests[-1]["messages"])
+    assert "ended without a result" not in sent and sent.count("42") >= 2, sent
+    assert "matplotlib" not in done.stderr and "Traceback" not in done.stderr
+
+
+def test_the_seatbelt_profile_denies_what_it_must(tmp_path):
+    """macOS is not exercised here (no runner): the profile text is, for a given workspace."""
+    from core import seatbelt
+
+    ws, home, other = tmp_path / "home" / "workspaces" / "s1", tmp_path / "home", tmp_path / "other"
+    text = seatbelt.profile(
+        workspace=str(ws), read=["/opt/venv", "/data/wh.duckdb"], deny=[str(home), "/x/.env"]
+    )
+    lines = text.splitlines()
+    assert lines[:3] == ["(version 1)", "(deny default)", "(deny network*)"]
+    deny = next(i for i, line in enumerate(lines) if line.startswith("(deny file-read* file-write*"))
+    allow_ws = next(i for i, line in enumerate(lines) if f'(subpath "{ws}")' in line)
+    assert f'(subpath "{home}")' in lines[deny] and '"/x/.env"' in lines[deny]
+    assert allow_ws > deny and "file-write*" in lines[allow_ws]  # later rules win: the workspace stays
+    writable = [line for line in lines if "file-write*" in line and line.startswith("(allow")]
+    assert len(writable) == 1 and str(other) not in text
+    assert '(subpath "/opt/venv")' in text and "network-outbound" not in text
+    assert seatbelt.profile(workspace='/w/"x', read=[], deny=[]).count('\\"') == 1  # quoted, not injected
+
+
+def test_the_seccomp_program_refuses_the_listed_calls_on_both_architectures():
+    from core import seccomp
+
+    for arch in ("x86_64", "aarch64"):
+        program = seccomp.build_filter(seccomp.STEP_DENIED, arch=arch)
+        assert len(program) % 8 == 0 and len(program) // 8 < 4096
+    if seccomp.supported():
+        code = (
+            "import ctypes, os, socket\nfrom core import seccomp\nassert seccomp.install()\n"
+            "libc = ctypes.CDLL(None, use_errno=True)\n"
+            "for fam in (socket.AF_INET, socket.AF_UNIX):\n"
+            "    try:\n        socket.socket(fam); print('socket')\n    except PermissionError:\n        pass\n"
+            "print(libc.unshare(0x10000000), libc.shmget(0, 4096, 0o1600), libc.ptrace(0, 0, 0, 0))\n"
+            "socket.socketpair(); pid = os.fork()\nif pid == 0: os._exit(0)\nprint(os.waitpid(pid, 0)[1])"
+        )
+        import subprocess
+        import sys
+
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+        assert out.stdout.split() == ["-1", "-1", "-1", "0"], out.stderr

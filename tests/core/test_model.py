@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import time
+
 import anthropic
 import httpx2
 import pytest
 
 from core.config import load_settings
-from core.model import build_model, describe_model_error
+from core.model import ModelDeadline, build_model, describe_model_error
+from tests.fakes.black_hole import BlackHole
 
 
 @pytest.mark.parametrize(
@@ -47,3 +50,81 @@ def _status_error(cls, status: int):
 def test_model_errors_become_one_human_sentence(exc, words):
     sentence = describe_model_error(exc)
     assert words in sentence and "\n" not in sentence
+
+
+def _api_error(cls, status: int, kind: str, message: str):
+    request = httpx2.Request("POST", "http://x/v1/messages")
+    body = {"type": "error", "error": {"type": kind, "message": message}}
+    return cls(message, response=httpx2.Response(status, request=request), body=body)
+
+
+@pytest.mark.parametrize(
+    ("exc", "words"),
+    [
+        (_api_error(anthropic.PermissionDeniedError, 403, "permission_error", "no"), "may not use"),
+        (_api_error(anthropic.NotFoundError, 404, "not_found_error", "model: x"), "model was not found"),
+        (_api_error(anthropic.OverloadedError, 529, "overloaded_error", "Overloaded"), "overloaded"),
+        (_api_error(anthropic.InternalServerError, 500, "api_error", "oops"), "internal error"),
+        (_api_error(anthropic.RateLimitError, 429, "rate_limit_error", "slow down"), "rate-limited"),
+        (_api_error(anthropic.ContentTooLargeError, 413, "request_too_large", "big"), "too long"),
+        (
+            _api_error(
+                anthropic.BadRequestError, 400, "invalid_request_error", "prompt is too long: 210000 > 200000"
+            ),
+            "too long",
+        ),
+        (
+            _api_error(
+                anthropic.BadRequestError,
+                400,
+                "invalid_request_error",
+                "messages: text content blocks must be non-empty",
+            ),
+            "rejected the request as invalid (messages: text content blocks must be non-empty)",
+        ),
+        (
+            _api_error(
+                anthropic.BadRequestError, 400, "invalid_request_error", "Your credit balance is too low"
+            ),
+            "out of credit",
+        ),
+        (ModelDeadline(7), "within 7 s"),
+    ],
+)
+def test_each_api_error_class_has_its_own_sentence(exc, words):
+    sentence = describe_model_error(exc)
+    assert words in sentence and "\n" not in sentence
+    if words != "too long":
+        assert "too long" not in sentence  # a plain 400 is not blamed on the conversation's length
+
+
+async def test_a_black_holed_endpoint_fails_within_the_deadline_retries_included():
+    hole = BlackHole().start()
+    try:
+        settings = load_settings(
+            _env_file=None,
+            anthropic_api_key="sk-ant-test-000000",
+            anthropic_base_url=hole.url,
+            model_timeout=1.5,
+            model_retries=5,
+        )
+        model = build_model(settings)
+        started = time.monotonic()
+        with pytest.raises(ModelDeadline):
+            await model.stream(
+                _ignore, model="m", max_tokens=10, messages=[{"role": "user", "content": "hi"}]
+            )
+        elapsed = time.monotonic() - started
+        await model.close()
+    finally:
+        hole.stop()
+    assert 1.4 < elapsed < 4, elapsed  # one deadline, not timeout × (retries + 1) = 9 s
+
+
+def test_defaults_fail_a_black_hole_well_under_a_minute():
+    settings = load_settings(_env_file=None, anthropic_api_key="sk-ant-test-000000")
+    assert settings.model_timeout <= 30 and build_model(settings).deadline_s == settings.model_timeout
+
+
+async def _ignore(text: str) -> None:
+    return None

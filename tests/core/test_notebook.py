@@ -261,3 +261,58 @@ def test_export_uses_the_warehouse_default_dataset(warehouse, project, dataset, 
         _env_file=None, warehouse=warehouse, gcp_project=project, bigquery_default_dataset=dataset
     )
     assert _default_dataset(settings) == expected
+
+
+HOSTILE_TURN = {
+    "session_id": "te-hostile",
+    "question": "totals please",
+    "answer": "done",
+    "ok": True,
+    "started": 1_700_000_000,
+    "steps": [
+        _step("h-1", "run_python", {"code": "import os\nprint(dict(os.environ))"}),
+        _step("h-2", "run_python", {"code": "import socket\ns = socket.socket()\ns.connect(('10.0.0.5', 5432))"}),
+        _step("h-3", "run_python", {"code": "import numpy as np\nnp.ctypeslib.ctypes.CDLL(None).system(b'id')"}),
+        _step("h-4", "run_sql", {"sql": "SELECT * FROM read_text('/etc/passwd')"}),
+        _step("h-5", "run_python", {"code": "open('/run/lock/x', 'w').write('x')"}, ok=False,
+              error="refused: Line 1: `open('/run/lock/x')` outside the workspace"),
+        _step("h-6", "run_python", {"code": "import pandas as pd\nprint(pd.read_parquet('t.parquet'))"}),
+    ],
+}  # fmt: skip
+
+
+def test_hostile_steps_are_commented_out_with_the_reason_and_run_nothing() -> None:
+    import ast
+
+    nb = build_notebook(
+        [HOSTILE_TURN], warehouse="duckdb", dialect="duckdb", gcp_project=None, chart_bytes={}
+    )
+    nbformat.validate(nb)
+    assert "Review every cell before you run it" in nb.cells[0].source
+    code = [c.source for c in nb.cells if c.cell_type == "code"][1:]  # after the setup cell
+    hostile, replayed = code[:4], code[4:]
+    for source, why in zip(hostile, ("os.environ", "import socket", ".ctypeslib", "read_text"), strict=True):
+        assert source.startswith("# NOT RUN:") and why in source.splitlines()[0], source
+        assert ast.parse(source).body == []  # the cell runs nothing at all
+    assert replayed == ["import pandas as pd\nprint(pd.read_parquet('t.parquet'))"]
+    text_ = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
+    assert "Skipped a failed `run_python` step" in text_ and "/run/lock/x" not in "\n".join(replayed)
+
+
+async def test_exported_notebook_never_carries_the_bots_secrets(settings, tmp_path):
+    """Even a record that (wrongly) kept a secret is redacted on the way out; the setup reads the
+    reader's own environment and writes no credential into the notebook."""
+    from core.notebook import session_notebook
+    from core.sessions import open_store
+
+    key = settings.anthropic_api_key.get_secret_value()
+    token = "xoxb-123456789-notebookLEAK"
+    turn = {**HOSTILE_TURN, "turn_id": "t-secret", "question": f"use {key}", "answer": f"token {token}"}
+    turn["steps"] = [_step("s-1", "run_python", {"code": f"print('{key}')"})]
+    store = await open_store(settings)
+    try:
+        await store.record_turn(turn)
+        data = await session_notebook(store=store, sandbox=None, settings=settings, session_id="te-hostile")
+    finally:
+        await store.close()
+    assert key not in data.decode() and token not in data.decode() and b"[redacted]" in data

@@ -175,7 +175,7 @@ DUCKDB = [
     ("DESCRIBE flights", "describe", ("main.flights",)),
     ("DESCRIBE SELECT * FROM flights", "describe", ("main.flights",)),
     ("SHOW TABLES", "show", ()),
-    ("SHOW ALL TABLES", "show", ()),
+    ("SHOW ALL TABLES", "refused:table", None),  # every schema of every database, beyond main.*
     ("SUMMARIZE flights", "summarize", ("main.flights",)),
     ("SUMMARIZE SELECT * FROM other.secret", "refused:table", None),
     ("EXPLAIN SELECT * FROM flights", "explain", ("main.flights",)),
@@ -318,9 +318,10 @@ def test_allowlist_accepts_a_bare_string_and_normalises() -> None:
     assert TableAllowlist("Proj.DS.*  ").patterns == ("proj.ds.*",)  # type: ignore[arg-type]
 
 
-def test_region_information_schema_allowed_when_allow_all() -> None:
+def test_region_information_schema_refused_even_when_allow_all() -> None:
+    """JOBS* hold the SQL of every question the bot ever ran, across channels: never readable."""
     v = check_sql("SELECT * FROM `region-us`.INFORMATION_SCHEMA.JOBS", dialect="bigquery")
-    _expect(v, "select", ("region-us.information_schema.jobs",))
+    _expect(v, "refused:table")
 
 
 def test_reasons_are_actionable() -> None:

@@ -8,11 +8,20 @@ import io
 import json
 import logging
 import sys
+import time
 
 import pytest
 
 from core.events import IncomingMessage, StepFinished, StepRecord, TurnFailed
-from core.redact import MASK, RedactingFilter, Redactor, install_log_redaction
+from core.redact import (
+    CLIP_NOTE,
+    MASK,
+    SECRET_MARGIN,
+    RedactingFilter,
+    Redactor,
+    install_log_redaction,
+    redact_clipped,
+)
 from tests.fakes.anthropic_api import text, tool
 
 SECRET = "s3cr3t-value-ABCDEF"
@@ -36,6 +45,74 @@ SECRET = "s3cr3t-value-ABCDEF"
 )
 def test_redactor_text(raw: str, expected: str):
     assert Redactor([SECRET]).text(raw) == expected
+
+
+KEY = "-----BEGIN RSA PRIVATE KEY-----\nMIIEabc+/=\nQQQ\n-----END RSA PRIVATE KEY-----"
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        (f"a {KEY} b {KEY} c", f"a {MASK} b {MASK} c"),
+        # a key cut off (clipped output): the marker and the body both go, what follows stays
+        ("x -----BEGIN PRIVATE KEY-----\nMIIEabc\nDEF==\n| next column", f"x {MASK}| next column"),
+        ("-----BEGIN EC PRIVATE KEY-----\n" * 3, MASK),
+        (f"-----BEGIN PRIVATE KEY-----\nAAAA\n{KEY}", f"{MASK}"),
+        (
+            "-----BEGIN PUBLIC KEY-----\nMIIB\n-----END PUBLIC KEY-----",
+            "-----BEGIN PUBLIC KEY-----\nMIIB\n-----END PUBLIC KEY-----",
+        ),
+        ("Bearer eyJhbGciOiJIUzI1.eyJzdWIiOiIxMjM0.abcdefghij;", f"Bearer {MASK};"),
+        ("eyJ" * 20, "eyJ" * 20),  # no dots: not a JWT
+        ("token=xoxb-123456789-abcdefghij&x=1", f"token={MASK}&x=1"),
+        ("(AKIAABCDEFGHIJKLMNOP)", f"({MASK})"),
+    ],
+)
+def test_redactor_keys_and_tokens(raw: str, expected: str):
+    assert Redactor([]).text(raw) == expected
+
+
+ADVERSARIAL = {  # shapes that made the old patterns quadratic (400 KB took 60 s), and near misses
+    "key markers, no END": "-----BEGIN PRIVATE KEY-----\n",
+    "key BEGIN/END interleaved": "-----BEGIN PRIVATE KEY----- -----END RSA KEY-----",
+    "JWT heads without dots": "eyJ",
+    "JWT heads with one dot": "eyJaaaaaaaaaaa.",
+    "tokens too short": "xoxb-1234 ",
+    "Google key prefixes": "AIza",
+    "OAuth prefixes": "ya29.",
+}
+
+
+@pytest.mark.parametrize("unit", ADVERSARIAL.values(), ids=ADVERSARIAL.keys())
+def test_redaction_is_linear_on_hostile_text(unit: str):
+    """400 KB of each shape redacts in well under a second (the quadratic patterns took 60-75 s; a linear
+    pass takes milliseconds, so the bound holds on a loaded machine)."""
+    redactor = Redactor([SECRET])
+
+    def timed(size: int) -> float:
+        text = (unit * (size // len(unit) + 1))[:size]
+        start = time.perf_counter()
+        redactor.text(text)
+        return time.perf_counter() - start
+
+    large = min(timed(400_000) for _ in range(3))
+    assert large < 1.0, f"{large:.2f}s for 400 KB"
+
+
+@pytest.mark.parametrize("cut", [0, 1, 5, len(SECRET) - 1])
+def test_redact_clipped_never_leaves_part_of_a_secret_at_the_cut(cut: int):
+    limit = 1000
+    for filler in ("a", "xoxb-123456789-abcdefghij "):  # plain text, or masks that shorten the text
+        head = (filler * (limit + SECRET_MARGIN))[: limit + SECRET_MARGIN - cut]
+        text = head + SECRET + "z" * 50_000
+        out = redact_clipped(text, limit, Redactor([SECRET]).text)
+        assert len(out) <= limit + len(CLIP_NOTE) and out.endswith(CLIP_NOTE)
+        assert not any(SECRET[:k] in out for k in range(4, len(SECRET) + 1))
+
+
+def test_redact_clipped_short_text_is_only_redacted():
+    assert redact_clipped(f"a {SECRET}", 100, Redactor([SECRET]).text) == f"a {MASK}"
+    assert redact_clipped("b" * 200, 100, None) == "b" * (100 - len(CLIP_NOTE)) + CLIP_NOTE
 
 
 def test_redactor_longest_secret_first_and_empty_ignored():
@@ -135,3 +212,27 @@ async def test_turn_with_secrets_in_model_and_tool_output_leaks_nowhere(
             settings, session=None, user="U1", channel=None, since_hours=None, fmt=fmt, limit=10, out=out
         )
         assert "run_python" in out.getvalue() and not [s for s in secrets if s in out.getvalue()]
+
+
+async def test_a_flood_of_key_markers_in_column_names_is_clipped_then_redacted(analyst, fake_model, recorder):
+    """Column names are not clipped by the step: a parquet with 60 columns of 10 KB key markers each, read
+    with run_sql, reaches the model bounded and redacted, and redacting it does not stall the loop."""
+    from core.tools import MIN_CONTENT_CHARS
+
+    marker = "-----BEGIN PRIVATE KEY-----"
+    code = (
+        "import pyarrow as pa, pyarrow.parquet as pq\n"
+        f"names = [str(i) + {marker!r} * 400 for i in range(80)]\n"
+        "pq.write_table(pa.table({n: [1] for n in names}), 'keys.parquet')"
+    )
+    fake_model.enqueue(
+        tool("run_python", {"code": code}),
+        tool("run_sql", {"sql": "SELECT * FROM 'keys.parquet'", "save_as": "again"}),
+        text("done"),
+    )
+    message = IncomingMessage(text="keys", surface="api", thread_key=("flood",))
+    outcome = await analyst.handle(message, recorder)
+    assert outcome.ok, outcome.error
+    seen = fake_model.requests[2]["messages"][-1]["content"][0]["content"]
+    assert seen.startswith("Saved 1 rows") and MASK in seen  # the step really returned the columns
+    assert marker not in seen and len(seen) <= MIN_CONTENT_CHARS

@@ -18,6 +18,7 @@ from moto import mock_aws  # noqa: E402
 
 from core.events import IncomingMessage  # noqa: E402
 from core.s3 import S3Refusal, S3Root, S3Source, parse_roots, parse_uri  # noqa: E402
+from core.schedules_tool import SCHEDULE_TOOLS  # noqa: E402
 from core.tools import TOOLS, toolset  # noqa: E402
 from tests.fakes.anthropic_api import text, tool  # noqa: E402
 
@@ -125,9 +126,9 @@ async def test_list_and_fetch_within_prefix_refuse_outside_and_oversize(s3_setti
 
 
 def test_s3_tools_offered_only_when_configured(s3_settings):
-    assert toolset(s3_settings.model_copy(update={"s3_buckets": ""})) == TOOLS
+    assert toolset(s3_settings.model_copy(update={"s3_buckets": ""})) == TOOLS + SCHEDULE_TOOLS
     names = [t.name for t in toolset(s3_settings)]
-    assert names == [t.name for t in TOOLS] + ["list_files", "load_file"]
+    assert names == [t.name for t in TOOLS] + ["list_files", "load_file", "create_schedule"]
 
 
 async def test_load_then_run_sql_through_the_real_tool_path(s3_settings, fake_model, recorder):
@@ -163,7 +164,11 @@ async def test_load_then_run_sql_through_the_real_tool_path(s3_settings, fake_mo
         outcome = await analyst.handle(message, recorder)
         assert outcome.ok, outcome.error
         sent_tools = [t["name"] for t in fake_model.requests[0]["tools"]]
-        assert sent_tools[:6] == [t.name for t in TOOLS] and sent_tools[6:] == ["list_files", "load_file"]
+        assert sent_tools[:6] == [t.name for t in TOOLS] and sent_tools[6:] == [
+            "list_files",
+            "load_file",
+            "create_schedule",
+        ]
         assert all(r["tools"] == fake_model.requests[0]["tools"] for r in fake_model.requests)  # cacheable
 
         listing = fake_model.last_tool_results(1)[0]["content"]

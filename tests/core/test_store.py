@@ -140,10 +140,10 @@ async def test_lock_renewed_while_held_then_expires_when_owner_dies(make_store):
     with pytest.raises(LockTimeout):
         async with b.lock("s1", ttl_s=0.6, wait_s=0.1):
             pass
-    # the owner "dies": its renewal stops and it never releases
-    renewals = [t for t in asyncio.all_tasks() if t.get_coro().__qualname__.endswith("Store._renew")]
+    # the owner "dies": its renewal (a keeper thread, core/lock_keeper.py) stops and it never releases
+    renewals = list(a._keepers)
     assert len(renewals) == 1
-    renewals[0].cancel()
+    renewals[0].stop()
     started = time.monotonic()
     async with b.lock("s1", ttl_s=5, wait_s=5):
         waited = time.monotonic() - started
@@ -201,6 +201,74 @@ async def test_a_lock_taken_over_while_held_is_reported_lost(make_store):
         async with b.lock("s-lost", ttl_s=5, wait_s=2):
             await asyncio.sleep(0.5)  # a's next renewal finds b's owner token
             assert held.lost
+
+
+async def test_a_stalled_event_loop_does_not_lose_the_lock(make_store):
+    """Renewal runs in its own thread (core/lock_keeper.py): a blocked loop cannot let the lock expire."""
+    a, b = make_store(), make_store()
+    async with a.lock("s1", ttl_s=0.6) as held:
+        time.sleep(1.8)  # the loop is blocked for three TTLs: nothing on it can renew
+        with pytest.raises(LockTimeout):
+            async with b.lock("s1", ttl_s=0.6, wait_s=0.1):
+                pass
+        assert not held.lost
+    async with b.lock("s1", ttl_s=0.6, wait_s=1):  # released normally afterwards
+        pass
+
+
+async def test_keepers_stop_with_their_lock(make_store):
+    a = make_store()
+    async with a.lock("s2", ttl_s=0.3):
+        [keeper] = a._keepers
+        assert keeper.alive
+    assert not a._keepers
+    await asyncio.to_thread(keeper.join, 2)
+    assert not keeper.alive
+
+
+async def test_a_stalled_turn_keeps_its_thread_and_its_answer(tmp_path, home, fake_model, redis_server):
+    """Replica A's loop stalls mid-turn for 2.5 s (lock TTL 1 s); the thread's next message reaches
+    replica B meanwhile. B waits for A's turn, A's answer is saved, then B answers on top of it."""
+    from core.analyst import Analyst
+    from core.config import load_settings
+
+    redis_server.flush()
+    settings = load_settings(
+        _env_file=None, anthropic_api_key="sk-ant-test-key-000000", anthropic_base_url=fake_model.url,
+        home=home, step_timeout=20, model="claude-test", redis_url=redis_server.url, lock_ttl=1.0,
+    )  # fmt: skip
+    fake_model.enqueue(
+        tool("run_python", {"code": "print(6 * 7)"}), text("A: the answer is 42"), text("B: and again")
+    )
+    a, b = await Analyst.create(settings), await Analyst.create(settings)
+    step_started = asyncio.Event()
+
+    async def stalling_sink(event) -> None:
+        if event.kind == "step_started" and not step_started.is_set():
+            step_started.set()
+            await asyncio.sleep(0.3)  # B is now waiting for the lock
+            time.sleep(2.5)  # then A's whole event loop stalls (a blocking call), past the lock's TTL
+
+    async def quiet(event) -> None:
+        return None
+
+    def ask(text_: str) -> IncomingMessage:
+        return IncomingMessage(text=text_, surface="slack", thread_key=("T", "C1", "9.9"), user_id="U1",
+                               channel_id="C1")  # fmt: skip
+
+    try:
+        first = asyncio.create_task(a.handle(ask("first"), stalling_sink))
+        await step_started.wait()
+        second = asyncio.create_task(b.handle(ask("second"), quiet))
+        one, two = await asyncio.gather(first, second)
+        assert one.ok and one.answer == "A: the answer is 42", one.error
+        assert two.ok and two.answer == "B: and again", two.error
+        history = await b.store.load_history(one.session_id)
+        said = [blk["text"] for m in history for blk in m["content"] if blk.get("type") == "text"]
+        assert said == ["first", "A: the answer is 42", "second", "B: and again"]
+    finally:
+        await a.close()
+        await b.close()
 
 
 async def _drop_lock_behind_its_back(store, session_id: str) -> None:

@@ -36,3 +36,29 @@ async def test_unknown_tools_and_bad_inputs_are_errors_too():
     assert unknown.is_error and "Unknown tool 'nope'" in unknown.content
     bad = await call_tool("boom", {"extra": 1}, context())
     assert bad.is_error and "Invalid input for boom" in bad.content
+
+
+async def test_attached_csv_of_a_result_has_no_live_formulas(analyst, fake_model, recorder, settings):
+    """Result rows are untrusted: the CSV the bot converts from parquet for attach_file is spreadsheet-safe."""
+    import csv
+
+    from core.events import IncomingMessage
+    from tests.fakes.anthropic_api import text, tool
+
+    sql = (
+        "SELECT '=HYPERLINK(\"https://evil.example/\",\"x\")' AS link, '@cmd' AS at, -3 AS n, 'ok' AS plain "
+        "FROM flights LIMIT 2"
+    )
+    fake_model.enqueue(
+        tool("query_warehouse", {"sql": sql, "save_as": "rows"}),
+        tool("attach_file", {"path": "rows.parquet"}),
+        text("attached"),
+    )
+    message = IncomingMessage(text="rows as csv", surface="api", thread_key=("csv",))
+    outcome = await analyst.handle(message, recorder)
+    assert outcome.ok, outcome.error
+    assert [a.path for a in recorder.of("artifact")] == ["rows.csv"]
+    path = settings.workspaces_dir / outcome.session_id / "rows.csv"
+    rows = list(csv.DictReader(path.open(newline="")))
+    assert rows[0] == {"link": "'=HYPERLINK(\"https://evil.example/\",\"x\")", "at": "'@cmd", "n": "-3",
+                       "plain": "ok"}  # fmt: skip

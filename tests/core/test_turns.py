@@ -192,6 +192,7 @@ async def test_prompt_cache_prefix_is_stable(analyst, fake_model, recorder):
         "run_sql",
         "run_python",
         "attach_file",
+        "create_schedule",  # scheduled answers (core/schedules_tool.py)
     }
 
 

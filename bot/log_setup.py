@@ -1,0 +1,64 @@
+"""Where the command line's logs go: a file under DATATHREAD_HOME always, the terminal only when asked.
+
+In `chat` and `ask` the terminal shows the conversation and one sentence per failure, never a
+timestamped WARNING beside it; the file keeps warnings and errors (with error ids) for later.
+`--log-level` adds the terminal at that level. Secrets are redacted on every handler.
+"""
+
+from __future__ import annotations
+
+import logging
+import logging.handlers
+import sys
+from pathlib import Path
+
+import typer
+
+from core.config import Settings
+from core.redact import install_log_redaction
+
+LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+LOG_LEVEL_HELP = (
+    "Also print log records of this level and above on stderr (DEBUG, INFO, WARNING, ERROR). "
+    "Warnings always go to DATATHREAD_HOME/logs/datathread.log."
+)
+
+
+def parse_level(value: str | None) -> str | None:
+    """typer callback: a known level name (any case), or a usage error naming the choices."""
+    if value is None:
+        return None
+    if value.upper() not in LEVELS:
+        raise typer.BadParameter(f"{value!r} is not one of {', '.join(LEVELS)}.")
+    return value.upper()
+
+
+def log_file(settings: Settings) -> Path:
+    return settings.home / "logs" / "datathread.log"
+
+
+def setup_logging(settings: Settings, console_level: str | None) -> Path:
+    """File handler at WARNING (or lower if asked); a stderr handler only for `console_level`."""
+    path = log_file(settings)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    root = logging.getLogger()
+    for handler in [h for h in root.handlers if getattr(h, "datathread", False)]:
+        root.removeHandler(handler)  # set up twice in one process (tests): replace, don't stack
+        handler.close()
+    file_level = min(logging.WARNING, getattr(logging, console_level or "WARNING"))
+    to_file = logging.handlers.RotatingFileHandler(path, maxBytes=5_000_000, backupCount=3, encoding="utf-8")
+    to_file.setLevel(file_level)
+    to_file.setFormatter(logging.Formatter(FORMAT))
+    handlers: list[logging.Handler] = [to_file]
+    if console_level:
+        to_stderr = logging.StreamHandler(sys.stderr)
+        to_stderr.setLevel(console_level)
+        to_stderr.setFormatter(logging.Formatter(FORMAT))
+        handlers.append(to_stderr)
+    for handler in handlers:
+        handler.datathread = True  # type: ignore[attr-defined]
+        root.addHandler(handler)
+    root.setLevel(min(file_level, getattr(logging, console_level or "WARNING")))
+    install_log_redaction(settings.secret_values())
+    return path

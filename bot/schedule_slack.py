@@ -1,0 +1,145 @@
+"""Slack and schedules. A scheduled run: a header message (a new thread, or into the schedule's thread),
+then an ordinary turn in that thread through the same sink as a question — progress, chart, CSV,
+answer and footer — under the schedule owner's identity.
+
+A channel that is gone or no longer has the bot (`channel_not_found`, `not_in_channel`,
+`is_archived`: https://docs.slack.dev/reference/methods/chat.postMessage#errors) makes the run `gone`,
+which pauses the schedule.
+
+Creating one from Slack: `/ask schedule weekly mon 09:00 …` (parsed without the model) and the
+asker's time zone from `users.info` (scope `users:read`), which turns also carry for `create_schedule`.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from slack_sdk.errors import SlackApiError
+from slack_sdk.web.async_client import AsyncWebClient
+
+from bot import slack_render as render
+from bot.slack_progress import SlackProgress, SlackTarget
+from core.analyst import Analyst
+from core.events import IncomingMessage
+from core.runner import TurnJob
+from core.schedules import Schedule, ScheduleError, new_schedule
+from core.schedules_parse import parse_schedule_command
+from core.schedules_run import RunResult, turn_question
+from core.schedules_store import ScheduleBook
+from core.schedules_tool import propose
+from core.sessions import SessionStore
+
+if TYPE_CHECKING:
+    from bot.server import AppState
+
+log = logging.getLogger("datathread.schedules")
+
+GONE_ERRORS = frozenset(
+    {"channel_not_found", "not_in_channel", "is_archived", "channel_is_archived", "account_inactive"}
+)
+
+
+@dataclass
+class SlackSchedulePoster:
+    """Posts scheduled runs with one Web API client (the bot token, DATATHREAD_SLACK_API_URL)."""
+
+    client: AsyncWebClient
+    analyst: Analyst
+
+    async def run(self, schedule: Schedule, *, turn_id: str, note: str) -> RunResult:
+        try:
+            header = await self.client.chat_postMessage(
+                channel=schedule.channel, thread_ts=schedule.thread or None, text=render.escape(note)
+            )
+        except SlackApiError as exc:
+            error = str(exc.response.get("error", "error"))
+            return RunResult(ok=False, error=error, gone=error in GONE_ERRORS, turn_id=turn_id)
+        thread_ts = schedule.thread or header["ts"]
+        target = SlackTarget(
+            channel=schedule.channel, thread_ts=thread_ts, team_id=schedule.team_id, user_id=schedule.owner
+        )
+        message = IncomingMessage(
+            text=turn_question(schedule),
+            surface="slack",
+            thread_key=(schedule.team_id, schedule.channel, thread_ts),
+            user_id=schedule.owner,
+            channel_id=schedule.channel,
+            team_id=schedule.team_id,
+        )
+        sink = SlackProgress(self.client, target, self.analyst.read_artifact)
+        # No confirmer: nobody is there to click Run, so a query over the cost cap is not run.
+        outcome = await self.analyst.handle(message, sink, turn_id=turn_id)
+        return RunResult(ok=outcome.ok, error=outcome.error or "", turn_id=turn_id)
+
+    async def post_notice(self, schedule: Schedule, text: str) -> None:
+        await self.client.chat_postMessage(
+            channel=schedule.channel, thread_ts=schedule.thread or None, text=render.escape(text)
+        )
+
+    async def tell_owner(self, schedule: Schedule, text: str) -> None:
+        """A direct message (posting to a user id opens the DM with the app: chat:write suffices)."""
+        if schedule.owner.startswith(("U", "W")):
+            await self.client.chat_postMessage(channel=schedule.owner, text=render.escape(text))
+        else:  # a schedule made in the terminal has no Slack owner to write to
+            log.warning("schedule %s: %s", schedule.id, text)
+
+
+# --- creating from Slack: `/ask schedule …` and the asker's time zone ------------------------------
+JOB_SCHEDULE_COMMAND = "slack.schedule"
+TZ_TTL_S = 86400.0
+
+
+async def slack_user_tz(client: AsyncWebClient, store: SessionStore, team: str, user: str) -> str:
+    """The person's IANA time zone from `users.info` (https://docs.slack.dev/reference/methods/users.info),
+    kept a day in the store so a busy thread does not call Slack on every turn; "" when unknown."""
+    key = f"slack-tz:{team}:{user}"
+    cached = await store.get_value(key)
+    if cached is not None:
+        return cached
+    try:
+        tz = str((await client.users_info(user=user))["user"].get("tz") or "")
+    except (SlackApiError, KeyError, TypeError) as exc:
+        log.info("users.info for %s failed: %s", user, exc)
+        return ""
+    await store.set_once(key, tz, ttl_s=TZ_TTL_S)
+    return tz
+
+
+async def schedule_command(ack, submit, command: dict, text: str) -> None:
+    """`/ask schedule weekly mon 09:00 …`: ack at once, set it up after (parse, confirm, create)."""
+    await ack(text=":spiral_calendar_pad: Setting up your schedule…")
+    payload = {"team": command["team_id"], "channel": command["channel_id"], "user": command["user_id"]}
+    await submit(TurnJob(kind=JOB_SCHEDULE_COMMAND, payload={**payload, "text": text}, quick=True))
+
+
+async def run_schedule_command(state: AppState, p: dict) -> None:
+    """Parse the command, ask Create / Cancel (only the asker sees the buttons), create on yes."""
+    from bot.slack_confirm import build_confirmer
+    from bot.slack_turn import client_for
+
+    client, store = client_for(state), state.analyst.store
+    book = ScheduleBook.from_settings(store, state.settings)
+    target = SlackTarget(
+        channel=p["channel"], thread_ts="", team_id=p["team"], user_id=p["user"], private=True
+    )
+    try:
+        command = parse_schedule_command(p["text"])
+        tz = await slack_user_tz(client, store, p["team"], p["user"]) or state.settings.default_tz
+        draft = new_schedule(
+            cron=command.cron,
+            tz=tz,
+            surface="slack",
+            channel=p["channel"],
+            question=command.question,
+            now=book.now(),
+            owner=p["user"],
+            team_id=p["team"],
+        )
+        confirm = build_confirmer(client, target, store)
+        _, sentence = await propose(book, draft, confirm, turn_id=f"sc{uuid.uuid4().hex[:10]}")
+    except ScheduleError as exc:
+        sentence = str(exc)
+    await client.chat_postEphemeral(channel=p["channel"], user=p["user"], text=render.escape(sentence))

@@ -1,0 +1,135 @@
+"""Teams' side of a scheduled run, by proactive messaging through the Bot Connector:
+https://learn.microsoft.com/microsoftteams/platform/bots/how-to/conversations/send-proactive-messages
+
+A new thread per run is a new conversation in the channel (`conversations.create_conversation` with the
+channel's id in `channelData`); a schedule with a thread continues `<channel>;messageid=<thread>`.
+The turn then renders through the same `TeamsSink` as a question: progress card, chart inline, CSV as
+a link, the answer card. HTTP 403/404 from the connector (bot removed, channel deleted) makes the run
+`gone`, which pauses the schedule.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from botbuilder.core import TurnContext
+from botbuilder.schema import (
+    Activity,
+    ActivityTypes,
+    ChannelAccount,
+    ConversationAccount,
+    ConversationParameters,
+    ConversationReference,
+)
+
+from bot.teams_sink import TeamsOut, TeamsSink
+from core.events import IncomingMessage
+from core.schedules import Schedule
+from core.schedules_run import RunResult, turn_question
+
+if TYPE_CHECKING:
+    from bot.server import AppState
+    from bot.teams_app import TeamsBot
+
+log = logging.getLogger("datathread.schedules")
+
+GONE_STATUS = frozenset({403, 404})
+
+
+def _status(exc: BaseException) -> int | None:
+    response = getattr(exc, "response", None)
+    return getattr(response, "status_code", None)
+
+
+@dataclass
+class TeamsSchedulePoster:
+    """Posts scheduled runs into Teams channels (or chats) as the bot."""
+
+    bot: TeamsBot
+    state: AppState
+
+    def _service_url(self, schedule: Schedule) -> str:
+        return schedule.service_url or self.state.settings.teams_service_url
+
+    def _reference(self, schedule: Schedule, conversation_id: str) -> ConversationReference:
+        return ConversationReference(
+            channel_id="msteams",
+            service_url=self._service_url(schedule),
+            bot=ChannelAccount(id=self.bot.app_id),
+            conversation=ConversationAccount(
+                id=conversation_id, is_group=True, conversation_type="channel", tenant_id=schedule.team_id
+            ),
+        )
+
+    async def _in_conversation(self, schedule: Schedule, header: str, work) -> None:
+        """Post `header` (a new thread, or into the schedule's thread), then `work(out)` in that thread."""
+
+        async def logic(context: TurnContext) -> None:
+            connector = context.turn_state[self.bot.connector_key()]
+            conversation = context.activity.conversation.id
+            out = TeamsOut(connector=connector, reference=self._reference(schedule, conversation))
+            try:
+                if schedule.thread:
+                    await out.send(header)
+                await work(out)
+            finally:  # msrest's async ConnectorClient has no close(): __aexit__ closes its session
+                await connector.__aexit__(None, None, None)
+
+        if schedule.thread:
+            thread = f"{schedule.channel};messageid={schedule.thread}"
+            await self.bot.adapter.continue_conversation(
+                self._reference(schedule, thread), logic, bot_app_id=self.bot.app_id
+            )
+            return
+        params = ConversationParameters(
+            is_group=True,
+            bot=ChannelAccount(id=self.bot.app_id),
+            channel_data={"channel": {"id": schedule.channel}, "tenant": {"id": schedule.team_id}},
+            tenant_id=schedule.team_id or None,
+            activity=Activity(type=ActivityTypes.message, text=header, text_format="markdown"),
+        )
+        await self.bot.adapter.create_conversation(
+            self.bot.app_id, logic, params, "msteams", self._service_url(schedule), None
+        )
+
+    async def run(self, schedule: Schedule, *, turn_id: str, note: str) -> RunResult:
+        outcome_box: list = []
+
+        async def answer(out: TeamsOut) -> None:
+            conversation = out.reference.conversation.id
+            message = IncomingMessage(
+                text=turn_question(schedule),
+                surface="teams",
+                thread_key=(schedule.team_id, conversation),
+                user_id=schedule.owner,
+                channel_id=schedule.channel,
+                team_id=schedule.team_id,
+            )
+            sink = TeamsSink(state=self.state, out=out, personal=False)
+            outcome_box.append(await self.state.analyst.handle(message, sink, turn_id=turn_id))
+
+        try:
+            await self._in_conversation(schedule, note, answer)
+        except Exception as exc:
+            status = _status(exc)
+            log.warning(
+                "schedule %s: Teams post failed (%s, HTTP %s)", schedule.id, type(exc).__name__, status
+            )
+            error = f"HTTP {status}" if status else type(exc).__name__
+            return RunResult(ok=False, error=error, gone=status in GONE_STATUS, turn_id=turn_id)
+        if not outcome_box:
+            return RunResult(ok=False, error="the turn did not run", turn_id=turn_id)
+        outcome = outcome_box[0]
+        return RunResult(ok=outcome.ok, error=outcome.error or "", turn_id=turn_id)
+
+    async def post_notice(self, schedule: Schedule, text: str) -> None:
+        async def send(out: TeamsOut) -> None:
+            return None
+
+        await self._in_conversation(schedule, text, send)
+
+    async def tell_owner(self, schedule: Schedule, text: str) -> None:
+        """Teams has no DM without the person's own conversation id: say it in the channel, to them."""
+        await self.post_notice(schedule, text)

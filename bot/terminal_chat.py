@@ -1,0 +1,103 @@
+"""`datathread chat`: the prompt loop, and Ctrl-C that stops an answer instead of the program.
+
+The prompt is read synchronously between turns and each turn runs on one long-lived event loop. While
+a turn runs, the first Ctrl-C cancels it: the running sandbox step is killed, the core saves the
+question with a valid history and an audit record, and the prompt comes back. A second Ctrl-C while
+it is still stopping quits. At the prompt, Ctrl-C or Ctrl-D quits. `help` is answered by the core.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+import uuid
+from collections.abc import Coroutine
+from typing import Any
+
+from rich.console import Console
+
+from core.config import Settings
+from core.events import IncomingMessage
+
+PROMPT = "[bold green]› [/]"
+
+
+def run_chat(settings: Settings, session: str | None, start_analyst) -> None:
+    """The conversation: `start_analyst(settings)` is the CLI's coroutine that builds the core."""
+    console = Console()
+    with asyncio.Runner() as runner:
+        analyst = runner.run(start_analyst(settings))
+        key = (session,) if session else (uuid.uuid4().hex[:12],)
+        console.print(  # the key, as everywhere else: chat/ask --session, export and audit all take it
+            f"[bold]datathread[/] — session [cyan]{key[0]}[/]. Ask about the data, or type "
+            "[bold]help[/]; Ctrl-C stops an answer, Ctrl-D quits."
+        )
+        quit_early = False
+        try:
+            _converse(runner, console, analyst, settings, key)
+        except KeyboardInterrupt:  # a second Ctrl-C while a turn was stopping
+            quit_early = True
+        finally:
+            with contextlib.suppress(BaseException):
+                run_interruptibly(runner, asyncio.wait_for(analyst.close(), 10))
+    console.print(f"[dim]Resume with: datathread chat --session {key[0]}[/]")
+    if quit_early:
+        raise SystemExit(130)
+
+
+def _converse(runner: asyncio.Runner, console: Console, analyst, settings: Settings, key: tuple) -> None:
+    from bot.terminal import TerminalRenderer
+
+    while True:
+        try:
+            question = console.input(PROMPT)
+        except (EOFError, KeyboardInterrupt):
+            console.print()
+            return
+        if not question.strip():
+            continue
+        renderer = TerminalRenderer(
+            console, settings.workspaces_dir, read=analyst.read_artifact, home=settings.home
+        )
+        message = IncomingMessage(text=question.strip(), surface="terminal", thread_key=key)
+        turn = analyst.handle(message, renderer, confirm=terminal_confirmer(console, renderer))
+        if not run_interruptibly(runner, turn):
+            renderer.pause()
+            console.print("[yellow]Stopped.[/] [dim]The question is kept in this session's history.[/]")
+
+
+def run_interruptibly(runner: asyncio.Runner, coro: Coroutine[Any, Any, Any]) -> bool:
+    """Run `coro` on the runner's loop; the first Ctrl-C cancels it (returns False once it has wound
+    down), a second one raises KeyboardInterrupt. True when it finished by itself."""
+    loop = runner.get_loop()
+    task = loop.create_task(coro)
+    interrupts = 0
+
+    def on_sigint(signum: int, frame: object) -> None:
+        nonlocal interrupts
+        interrupts += 1
+        if interrupts > 1:
+            raise KeyboardInterrupt
+        loop.call_soon_threadsafe(task.cancel)
+
+    previous = signal.signal(signal.SIGINT, on_sigint)
+    try:
+        loop.run_until_complete(task)
+        return interrupts == 0
+    except asyncio.CancelledError:
+        return False
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def terminal_confirmer(console: Console, renderer):
+    """Ask at the prompt before an expensive query runs; anything but yes means no."""
+
+    async def confirm(request) -> bool:
+        renderer.pause()
+        yes = request.yes or "Run it"
+        answer = await asyncio.to_thread(console.input, f"[yellow]{request.prompt}[/] {yes}? [y/N] ")
+        return answer.strip().lower() in ("y", "yes")
+
+    return confirm

@@ -1,0 +1,72 @@
+"""Charts in the terminal: inline where the terminal can draw images, otherwise a path the user can open.
+
+Inline images use the kitty graphics protocol (kitty, Ghostty, WezTerm with kitty support) or iTerm2's
+inline-image escape (iTerm2, WezTerm, VS Code's terminal), chosen from TERM / TERM_PROGRAM; anything
+else gets the path only. https://sw.kovidgoyal.net/kitty/graphics-protocol/ ,
+https://iterm2.com/documentation-images.html
+
+Attached files are copied out of the sandbox's workspace into DATATHREAD_HOME/attachments/<session>/,
+readable by the person who ran the command (under sudo: owned by SUDO_UID), because the workspace
+itself is private to the sandbox.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Literal
+
+Protocol_ = Literal["kitty", "iterm2"]
+KITTY_CHUNK = 4096
+
+
+def image_protocol(env: Mapping[str, str]) -> Protocol_ | None:
+    """Which inline-image escape this terminal understands, from its environment (None: none known)."""
+    term, program = env.get("TERM", ""), env.get("TERM_PROGRAM", "")
+    if "kitty" in term or env.get("KITTY_WINDOW_ID") or program in ("ghostty",):
+        return "kitty"
+    if program in ("iTerm.app", "WezTerm", "vscode") or env.get("LC_TERMINAL") == "iTerm2":
+        return "iterm2"
+    return None
+
+
+def inline_image(png: bytes, protocol: Protocol_, *, name: str = "chart.png") -> str:
+    """The escape sequence that draws `png` at the cursor (followed by a newline)."""
+    data = base64.standard_b64encode(png).decode()
+    if protocol == "iterm2":
+        label = base64.standard_b64encode(name.encode()).decode()
+        return f"\x1b]1337;File=name={label};size={len(png)};inline=1;preserveAspectRatio=1:{data}\x07\n"
+    chunks = [data[i : i + KITTY_CHUNK] for i in range(0, len(data), KITTY_CHUNK)] or [""]
+    out = []
+    for n, chunk in enumerate(chunks):
+        more = 1 if n < len(chunks) - 1 else 0
+        head = f"a=T,f=100,m={more}" if n == 0 else f"m={more}"
+        out.append(f"\x1b_G{head};{chunk}\x1b\\")
+    return "".join(out) + "\n"
+
+
+def save_for_user(data: bytes, home: Path, session_id: str, name: str, env: Mapping[str, str]) -> Path:
+    """Write an attachment where the invoking user can open it; returns its path."""
+    folder = home.resolve() / "attachments" / session_id
+    folder.mkdir(parents=True, exist_ok=True)
+    target = folder / Path(name).name
+    tmp = target.with_name(f".{target.name}.tmp{os.getpid()}")
+    tmp.write_bytes(data)
+    os.replace(tmp, target)
+    owner = _sudo_owner(env)
+    for path, mode in ((home.resolve() / "attachments", 0o755), (folder, 0o755), (target, 0o644)):
+        os.chmod(path, mode)
+        if owner is not None:
+            with contextlib.suppress(OSError):
+                os.chown(path, *owner)
+    return target
+
+
+def _sudo_owner(env: Mapping[str, str]) -> tuple[int, int] | None:
+    """The account behind `sudo`, when we run as root for it."""
+    if os.geteuid() != 0 or not env.get("SUDO_UID", "").isdigit():
+        return None
+    return int(env["SUDO_UID"]), int(env.get("SUDO_GID", env["SUDO_UID"]) or 0)

@@ -1,0 +1,118 @@
+"""Setting types that check themselves: URLs, GUIDs, a writable directory, an existing file.
+
+Each check raises ValueError with the end of one sentence ("is not a URL: …"); `load_settings` puts
+the variable's name in front, so a bad setting reads "REDIS_URL: is not a Redis URL …" at start,
+before any part (Redis, the sandbox, the store) trips over it with a traceback.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Annotated
+from urllib.parse import urlsplit
+
+from pydantic import AfterValidator, BeforeValidator
+
+GUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
+DOMAIN = re.compile(r"^(?=.{4,253}$)([a-zA-Z0-9-]{1,63}\.)+[a-zA-Z]{2,63}$")
+SLASH_COMMAND = re.compile(r"^/[a-z0-9_-]{1,31}$")
+APP_TYPES = ("SingleTenant", "MultiTenant", "UserAssignedMSI")
+
+
+def check_http_url(value: str) -> str:
+    parts = urlsplit(value.strip())
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError("is not an http(s) URL (expected e.g. https://host/path)")
+    return value.strip()
+
+
+def check_redis_url(value: str) -> str:
+    # The value may hold a password: never echo it back.
+    parts = urlsplit(value.strip())
+    if parts.scheme in ("redis", "rediss") and parts.hostname:
+        return value.strip()
+    if parts.scheme == "unix" and parts.path:
+        return value.strip()
+    raise ValueError("is not a Redis URL (expected redis://host:6379/0, rediss://… or unix:///path)")
+
+
+def check_slash_command(value: str) -> str:
+    if not SLASH_COMMAND.match(value.strip()):
+        raise ValueError("is not a slash command (expected a / and a lowercase name, like /ask)")
+    return value.strip()
+
+
+def check_guid(value: str) -> str:
+    if not GUID.match(value.strip()):
+        raise ValueError(
+            f"{value!r} is not a GUID (the Azure app registration's Application (client) ID, "
+            "like 00000000-0000-0000-0000-000000000000)"
+        )
+    return value.strip()
+
+
+def check_tenant(value: str) -> str:
+    if not (GUID.match(value.strip()) or DOMAIN.match(value.strip())):
+        raise ValueError(f"{value!r} is not a tenant id (a GUID, or a domain like contoso.onmicrosoft.com)")
+    return value.strip()
+
+
+def to_app_type(value: object) -> object:
+    """Accept any capitalisation of the three app types Azure Bot Service knows."""
+    if isinstance(value, str):
+        for known in APP_TYPES:
+            if value.strip().lower() == known.lower():
+                return known
+        raise ValueError(f"{value!r} is not one of {', '.join(APP_TYPES)}")
+    return value
+
+
+def check_time_zone(value: str) -> str:
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+    try:
+        ZoneInfo(value.strip())
+    except (ZoneInfoNotFoundError, ValueError):
+        raise ValueError("is not a time zone (expected an IANA name like Europe/Berlin or UTC)") from None
+    return value.strip()
+
+
+def check_writable_dir(value: Path) -> Path:
+    """A directory we can write in, or one we could create: never created here (no side effects)."""
+    path = value.expanduser()
+    try:  # Python 3.11's exists() raises on a parent this user may not search (/root/x as a user)
+        if path.exists() and not path.is_dir():
+            raise ValueError("exists and is not a directory")
+        probe = path.absolute()  # messages name real directories, not "."
+        while not probe.exists() and probe != probe.parent:
+            probe = probe.parent
+    except PermissionError:
+        raise ValueError("cannot be reached: a directory above it is not readable by this user") from None
+    if not probe.is_dir():
+        raise ValueError(f"cannot be created: {probe} is not a directory")
+    if not os.access(probe, os.W_OK | os.X_OK):
+        where = "is" if probe == path.absolute() else f"cannot be created: {probe} is"
+        raise ValueError(f"{where} not writable by this user")
+    return path
+
+
+def check_existing_file(value: Path) -> Path:
+    path = value.expanduser()
+    if not path.is_file():
+        raise ValueError("is not a file")
+    if not os.access(path, os.R_OK):
+        raise ValueError("is not readable by this user")
+    return path
+
+
+HttpUrl = Annotated[str, AfterValidator(check_http_url)]
+RedisUrl = Annotated[str, AfterValidator(check_redis_url)]
+SlashCommand = Annotated[str, AfterValidator(check_slash_command)]
+Guid = Annotated[str, AfterValidator(check_guid)]
+TenantId = Annotated[str, AfterValidator(check_tenant)]
+AppType = Annotated[str, BeforeValidator(to_app_type)]
+TimeZone = Annotated[str, AfterValidator(check_time_zone)]
+WritableDir = Annotated[Path, AfterValidator(check_writable_dir)]
+ExistingFile = Annotated[Path, AfterValidator(check_existing_file)]

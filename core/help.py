@@ -1,0 +1,85 @@
+"""Replies the bot gives without the model: `help` (on every surface) and an empty message.
+
+Both cost nothing and take no session lock: they list what the bot can do, the tables this
+conversation may see (under its allowlist) and example questions. Surfaces only route the text to
+`Analyst.handle`, which asks `is_local` first; the words and the table list are built here, once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from core.policy import TableAllowlist
+from core.warehouse import DEMO_TABLES, Warehouse
+
+log = logging.getLogger("datathread.help")
+
+HELP_WORDS = frozenset({"help", "/help", "?", "-h", "--help"})
+LISTED_TABLES = 15
+TABLES_TIMEOUT_S = 5.0
+
+DEMO_EXAMPLES = (
+    "Which carriers had the most delayed flights in 2013? Chart it.",
+    "How many flights left each NYC airport per month? As a CSV.",
+    "Does wind speed at JFK relate to departure delays?",
+)
+GENERIC_EXAMPLES = (
+    "What tables are there, and what is in {table}?",
+    "Summarize {table} by month, and chart it.",
+    "Give me the top 10 rows of {table} by the biggest numeric column, as a CSV.",
+)
+SURFACE_TIPS = {
+    "terminal": "Ctrl-C stops an answer in progress (a second Ctrl-C quits); Ctrl-D quits.",
+    "slack": "Mention me in a channel and reply in the thread for follow-ups; `/ask [private] …` asks in one go.",
+    "teams": "Mention me in a channel and reply in the thread for follow-ups; in a chat, `new` starts over.",
+}
+
+
+def is_local(text: str) -> bool:
+    """True for messages answered here: empty, whitespace, or a help word."""
+    return not text.strip() or text.strip().lower() in HELP_WORDS
+
+
+async def local_answer(text: str, surface: str, warehouse: Warehouse, allowlist: TableAllowlist) -> str:
+    """The help text; for an empty message, prefixed by a line saying nothing was asked."""
+    tables = await _table_names(warehouse, allowlist)
+    body = help_text(surface, tables)
+    return body if text.strip() else f"You didn't ask anything. {body}"
+
+
+def help_text(surface: str, tables: list[str] | None) -> str:
+    """What I do, the tables this conversation sees, three example questions, a tip for the surface."""
+    lines = [
+        "I answer questions about your data: I query the warehouse (read-only), work on the results with "
+        "SQL and Python in a sandbox, and reply with the numbers, charts (PNG) and files (CSV). "
+        "Follow-up questions in the same thread build on earlier answers.",
+        "",
+    ]
+    if tables is None:
+        lines.append("I could not list the tables just now; ask me “what tables are there?”.")
+    elif not tables:
+        lines.append("I can't see any tables from here (an admin may need to allow some for this channel).")
+    else:
+        shown = ", ".join(f"`{t}`" for t in tables[:LISTED_TABLES])
+        more = f" and {len(tables) - LISTED_TABLES} more" if len(tables) > LISTED_TABLES else ""
+        lines.append(f"**Tables I can see:** {shown}{more}.")
+    lines += ["", "**Try:**", *(f"- {q}" for q in example_questions(tables or []))]
+    if surface in SURFACE_TIPS:
+        lines += ["", SURFACE_TIPS[surface]]
+    return "\n".join(lines)
+
+
+def example_questions(tables: list[str]) -> list[str]:
+    if not tables or set(DEMO_TABLES) <= {t.rsplit(".", 1)[-1] for t in tables}:
+        return list(DEMO_EXAMPLES)
+    return [q.format(table=f"`{tables[0]}`") for q in GENERIC_EXAMPLES]
+
+
+async def _table_names(warehouse: Warehouse, allowlist: TableAllowlist) -> list[str] | None:
+    try:
+        async with asyncio.timeout(TABLES_TIMEOUT_S):
+            return [str(t["name"]) for t in await warehouse.list_tables(allowlist)]
+    except Exception as exc:  # help must answer even when the warehouse does not
+        log.warning("help: could not list tables: %s: %s", type(exc).__name__, exc)
+        return None

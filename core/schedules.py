@@ -1,0 +1,187 @@
+"""Scheduled answers: what a schedule is, and when it runs.
+
+A schedule is a standing question ("every Monday 09:00 Europe/Berlin, post last week's delays by
+carrier in #analytics"). This module owns its shape, the validation of what people type (cron
+expression, time zone) and the occurrence arithmetic. Date arithmetic is croniter's, over zoneinfo
+time zones; the one rule added here is cron's own for the autumn change: a job at a fixed time of day
+runs once when that wall-clock time happens twice (a job with a wildcard hour runs every real hour).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, fields
+from datetime import UTC, datetime, timedelta
+from typing import Literal
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from croniter import CroniterBadCronError, CroniterBadDateError, croniter
+
+Surface = Literal["slack", "teams"]
+SURFACES: tuple[str, ...] = ("slack", "teams")
+Clock = Callable[[], datetime]
+
+
+def utc_now() -> datetime:
+    """The production clock; tests pass their own."""
+    return datetime.now(UTC)
+
+
+class ScheduleError(ValueError):
+    """Something a person typed is not a valid schedule; the message is one sentence for them."""
+
+
+class UnknownSchedule(LookupError):
+    """No schedule has that id; the message is one sentence for a person."""
+
+
+@dataclass
+class Schedule:
+    """One standing question. Timestamps are ISO 8601 strings with an offset (UTC) so the record is
+    plain JSON in either store."""
+
+    id: str
+    cron: str
+    tz: str
+    surface: Surface
+    channel: str
+    question: str
+    owner: str = ""  # the creator: runs are turns under this identity
+    team_id: str = ""  # Slack team / Teams tenant
+    thread: str = ""  # post every run in this thread; empty = a new thread per run
+    service_url: str = ""  # Teams: where the Bot Connector of this conversation lives
+    sql: str = ""  # the verified SQL of the answer it came from, if any (a hint for the model)
+    paused: bool = False
+    paused_reason: str = ""
+    created_at: str = ""
+    cursor: str = ""  # the last occurrence handled (run or skipped); runs are due after it
+    failures: int = 0  # runs failed in a row (after their retry)
+    runs: int = 0
+    skipped: int = 0  # occurrences missed while no scheduler ran (noted, never replayed)
+    last_run: str = ""
+    last_outcome: str = ""
+    extra: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> Schedule:
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+    @property
+    def zone(self) -> ZoneInfo:
+        return ZoneInfo(self.tz)
+
+    def cursor_time(self) -> datetime:
+        return datetime.fromisoformat(self.cursor or self.created_at)
+
+    def next_run(self, now: datetime) -> datetime | None:
+        """The first occurrence after max(cursor, now) in the schedule's zone; None while paused."""
+        if self.paused:
+            return None
+        return next_occurrence(self.cron, self.tz, max(self.cursor_time(), now))
+
+    def describe(self) -> str:
+        """'`0 9 * * 1` (Europe/Berlin) in C123' — for confirmations, lists and notes."""
+        where = f"{self.channel}" + (f", thread {self.thread}" if self.thread else "")
+        return f"`{self.cron}` ({self.tz}) in {where}"
+
+
+def new_schedule(
+    *,
+    cron: str,
+    tz: str,
+    surface: str,
+    channel: str,
+    question: str,
+    now: datetime,
+    owner: str = "",
+    team_id: str = "",
+    thread: str = "",
+    service_url: str = "",
+    sql: str = "",
+) -> Schedule:
+    """A validated schedule whose first run is the first occurrence after `now`."""
+    cron, tz = check_cron(cron), check_tz(tz)
+    if surface not in SURFACES:
+        raise ScheduleError(f"Unknown surface {surface!r}: use slack or teams.")
+    if not channel.strip():
+        raise ScheduleError("A schedule needs a channel to post in.")
+    if not question.strip():
+        raise ScheduleError("A schedule needs a question to ask.")
+    stamp = now.astimezone(UTC).isoformat()
+    return Schedule(
+        id=uuid.uuid4().hex[:10],
+        cron=cron,
+        tz=tz,
+        surface=surface,  # type: ignore[arg-type]
+        channel=channel.strip(),
+        question=question.strip(),
+        owner=owner,
+        team_id=team_id,
+        thread=thread.strip(),
+        service_url=service_url,
+        sql=sql,
+        created_at=stamp,
+        cursor=stamp,
+    )
+
+
+def check_cron(expr: str) -> str:
+    """The expression, normalised; ScheduleError in one sentence when croniter cannot read it."""
+    expr = " ".join(expr.split())
+    if len(expr.split()) != 5 and not expr.startswith("@"):
+        raise ScheduleError(
+            f"Invalid cron expression {expr!r}: use five fields, minute hour day month weekday "
+            "(e.g. '0 9 * * mon')."
+        )
+    try:
+        croniter(expr, datetime(2026, 1, 1, tzinfo=UTC)).get_next(datetime)  # one that never fires fails
+    except (CroniterBadCronError, CroniterBadDateError, ValueError, KeyError) as exc:
+        raise ScheduleError(f"Invalid cron expression {expr!r}: {str(exc).rstrip('.')}.") from None
+    return expr
+
+
+def check_tz(name: str) -> str:
+    """An IANA time zone name (Europe/Berlin); ScheduleError for anything zoneinfo does not know."""
+    try:
+        ZoneInfo(name.strip())
+    except (ZoneInfoNotFoundError, ValueError):
+        raise ScheduleError(f"Unknown time zone {name!r}: use an IANA name such as Europe/Berlin.") from None
+    return name.strip()
+
+
+def _fixed_hour(expr: str) -> bool:
+    """True when the hour field names hours (not '*'): such a job runs once on a repeated hour."""
+    hours = croniter(expr).expanded[1]
+    return hours != ["*"] and len(hours) < 24
+
+
+def occurrences(expr: str, tz: str, after: datetime, until: datetime, *, limit: int = 100_000):
+    """Occurrences in (after, until], aware datetimes in the zone, oldest first (at most `limit`)."""
+    zone = ZoneInfo(tz)
+    it = croniter(expr, after.astimezone(zone))
+    fixed = _fixed_hour(expr)
+    seen_wall = after.astimezone(zone).replace(tzinfo=None)
+    for _ in range(limit):
+        at: datetime = it.get_next(datetime)
+        if at > until:
+            return
+        wall = at.replace(tzinfo=None)
+        if fixed and seen_wall == wall:  # 02:30 again after the clocks went back: once is enough
+            continue
+        seen_wall = wall
+        yield at
+
+
+def next_occurrence(expr: str, tz: str, after: datetime) -> datetime:
+    """The first occurrence strictly after `after`, in the schedule's zone."""
+    return next(occurrences(expr, tz, after, after + timedelta(days=366 * 5)))
+
+
+def iso(at: datetime) -> str:
+    """ISO 8601 with the offset: what `schedule list --json` prints and what records keep."""
+    return at.isoformat(timespec="seconds")

@@ -1,0 +1,143 @@
+"""Running one occurrence of a schedule: an ordinary turn posted by a surface, with the rules around it.
+
+A run that fails posts a short failure and is retried once; a run whose retry fails too counts as one
+failure, and three in a row pause the schedule and tell its owner. A channel that is gone (deleted,
+archived, the bot removed) pauses the schedule at once: nothing could be posted there anyway.
+The surface (`bot/schedule_slack.py`, `bot/schedule_teams.py`) only knows how to post; this module
+decides what happens.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Protocol
+
+from core.schedules import Schedule, UnknownSchedule, iso
+from core.schedules_store import ScheduleBook
+from core.schedules_tick import DueRun
+
+log = logging.getLogger("datathread.schedules")
+
+MAX_FAILURES = 3
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """What one attempt did: `gone` = the channel or conversation no longer takes the bot's posts."""
+
+    ok: bool
+    error: str = ""
+    gone: bool = False
+    turn_id: str = ""
+
+
+class SchedulePoster(Protocol):
+    """A surface's side of a scheduled run."""
+
+    async def run(self, schedule: Schedule, *, turn_id: str, note: str) -> RunResult:
+        """Post the run's header (a new thread, or into the schedule's thread) and run the turn there."""
+
+    async def post_notice(self, schedule: Schedule, text: str) -> None:
+        """A short line in the schedule's channel (failures, retries)."""
+
+    async def tell_owner(self, schedule: Schedule, text: str) -> None:
+        """Reach the schedule's owner directly (the schedule was paused)."""
+
+
+def turn_question(schedule: Schedule) -> str:
+    """What the model is asked: the question, plus the verified SQL it came from when there is one."""
+    if not schedule.sql:
+        return schedule.question
+    return (
+        f"{schedule.question}\n\n(This is a scheduled report. The answer it was created from used this "
+        f"verified SQL; reuse it unless the question needs otherwise:\n```sql\n{schedule.sql}\n```)"
+    )
+
+
+def run_header(schedule: Schedule, *, skipped: int = 0) -> str:
+    """The first line of a run: what it is, and what was missed while nobody ran the scheduler."""
+    text = f"Scheduled report ({schedule.cron}, {schedule.tz}): {schedule.question}"
+    if skipped:
+        text += (
+            f"\n({skipped} earlier run{'s were' if skipped != 1 else ' was'} skipped while I was offline.)"
+        )
+    return text
+
+
+async def run_occurrence(
+    book: ScheduleBook, poster: SchedulePoster, due: DueRun, *, force: bool = False
+) -> RunResult | None:
+    """Run one claimed occurrence with one retry; count failures, pause when it must. None if the
+    schedule was removed, or paused after the claim (`force`: run-now runs a paused one too)."""
+    try:
+        schedule = await book.get(due.schedule_id)
+    except UnknownSchedule:
+        return None
+    if schedule.paused and not force:
+        return None
+    base = f"s{schedule.id}-{int(_epoch(due.occurrence))}"
+    note = run_header(schedule, skipped=due.skipped)
+    result = await _attempt(poster, schedule, turn_id=base, note=note)
+    if not result.ok and not result.gone:
+        await _notice(poster, schedule, f"This scheduled run failed ({result.error}). Retrying once.")
+        result = await _attempt(poster, schedule, turn_id=f"{base}-retry", note=note)
+    await _settle(book, poster, schedule, due, result)
+    return result
+
+
+async def _attempt(poster: SchedulePoster, schedule: Schedule, *, turn_id: str, note: str) -> RunResult:
+    try:
+        return await poster.run(schedule, turn_id=turn_id, note=note)
+    except Exception as exc:  # a surface bug must count as a failed run, not kill the scheduler
+        log.exception("schedule %s: run %s crashed", schedule.id, turn_id)
+        return RunResult(ok=False, error=f"{type(exc).__name__}", turn_id=turn_id)
+
+
+async def _settle(
+    book: ScheduleBook, poster: SchedulePoster, schedule: Schedule, due: DueRun, result: RunResult
+) -> None:
+    stamp = iso(book.now())
+    if result.ok:
+        await book.update(schedule.id, failures=0, runs=schedule.runs + 1, last_run=stamp, last_outcome="ok")
+        return
+    if result.gone:
+        reason = f"the channel is gone or I was removed from it ({result.error})"
+        await book.update(schedule.id, last_run=stamp, last_outcome=f"failed: {result.error}")
+        paused = await book.pause(schedule.id, reason=reason, by="datathread")
+        await _tell(poster, paused, f"I paused your schedule {paused.describe()}: {reason}.")
+        return
+    failures = schedule.failures + 1
+    updated = await book.update(
+        schedule.id, failures=failures, last_run=stamp, last_outcome=f"failed: {result.error}"
+    )
+    if failures < MAX_FAILURES:
+        await _notice(poster, updated, f"The retry failed too ({result.error}). I'll try again next time.")
+        return
+    reason = f"{failures} runs in a row failed (last: {result.error})"
+    paused = await book.pause(schedule.id, reason=reason, by="datathread")
+    text = (
+        f"I paused your schedule {paused.describe()} because {reason}. "
+        f"Resume it with `datathread schedule resume {paused.id}` once it can work again."
+    )
+    await _notice(poster, paused, f"I paused this schedule: {reason}.")
+    await _tell(poster, paused, text)
+
+
+async def _notice(poster: SchedulePoster, schedule: Schedule, text: str) -> None:
+    try:
+        await poster.post_notice(schedule, text)
+    except Exception as exc:  # the notice is a courtesy; the record keeps the truth
+        log.warning("schedule %s: could not post a notice: %s", schedule.id, exc)
+
+
+async def _tell(poster: SchedulePoster, schedule: Schedule, text: str) -> None:
+    try:
+        await poster.tell_owner(schedule, text)
+    except Exception as exc:
+        log.warning("schedule %s: could not tell the owner: %s", schedule.id, exc)
+
+
+def _epoch(stamp: str) -> float:
+    return datetime.fromisoformat(stamp).timestamp()

@@ -1,0 +1,115 @@
+"""The scheduler's tick: which occurrences are due now, claimed exactly once across replicas.
+
+Every replica (a `datathread serve` process, `slack --socket`, or Modal's once-a-minute function)
+calls `claim_due` with the same clock. An occurrence is claimed with `set_once` in the shared store,
+like event de-dup, so exactly one replica runs it. After downtime there is no pile-up: only the latest
+missed occurrence may run, and only while it is at most `grace` late; the others are skipped, counted
+on the schedule and noted in the audit trail.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import asdict, dataclass
+from datetime import datetime, timedelta
+
+from core.runner import TurnJob
+from core.schedules import Schedule, iso, occurrences
+from core.schedules_store import ScheduleBook
+
+log = logging.getLogger("datathread.schedules")
+
+JOB_SCHEDULE_RUN = "schedule.run"
+CLAIM_TTL_S = 8 * 86400  # longer than any gap a claim must outlive between two ticks
+SCAN_LIMIT = 10_000  # occurrences looked at per schedule per tick (an every-minute job after a week off)
+TICK_S = 30.0
+
+
+@dataclass(frozen=True)
+class DueRun:
+    """One claimed occurrence to run: plain data, so it travels as a job payload to any worker."""
+
+    schedule_id: str
+    occurrence: str  # ISO 8601 with offset
+    skipped: int = 0  # occurrences missed just before it, to mention in the post
+
+    def to_job(self) -> TurnJob:
+        return TurnJob(kind=JOB_SCHEDULE_RUN, payload=asdict(self))
+
+    @classmethod
+    def from_payload(cls, payload: dict) -> DueRun:
+        return cls(**{k: payload[k] for k in ("schedule_id", "occurrence", "skipped") if k in payload})
+
+
+async def claim_due(
+    book: ScheduleBook, *, grace: timedelta, replica: str = "", now: datetime | None = None
+) -> list[DueRun]:
+    """Claim every occurrence due by `now`; returns the ones this replica won and should run."""
+    now = now or book.now()
+    replica = replica or uuid.uuid4().hex[:8]
+    won: list[DueRun] = []
+    for schedule in await book.list():
+        if schedule.paused:
+            continue
+        due = await _claim_one(book, schedule, now=now, grace=grace, replica=replica)
+        if due is not None:
+            won.append(due)
+    return won
+
+
+async def _claim_one(
+    book: ScheduleBook, schedule: Schedule, *, now: datetime, grace: timedelta, replica: str
+) -> DueRun | None:
+    missed = list(occurrences(schedule.cron, schedule.tz, schedule.cursor_time(), now, limit=SCAN_LIMIT))
+    if not missed:
+        return None
+    latest = missed[-1]
+    runnable = now - latest <= grace
+    skipped = len(missed) - (1 if runnable else 0)
+    claim = f"schedule:{schedule.id}:{int(latest.timestamp())}"
+    if not await book.store.set_once(claim, replica, ttl_s=CLAIM_TTL_S):
+        return None  # another replica has it
+    await book.update(schedule.id, cursor=iso(latest), skipped=schedule.skipped + skipped)
+    if skipped:
+        note = f"skipped {skipped} occurrence(s) up to {iso(missed[-1 if not runnable else -2])}"
+        log.info("schedule %s: %s (no scheduler was running then)", schedule.id, note)
+        await book.audit("skipped", schedule, note=note)
+    return DueRun(schedule.id, iso(latest), skipped) if runnable else None
+
+
+async def tick(
+    book: ScheduleBook,
+    submit: Callable[[TurnJob], Awaitable[None]],
+    *,
+    grace: timedelta,
+    replica: str = "",
+    now: datetime | None = None,
+) -> list[DueRun]:
+    """Claim what is due and hand each run to the runner (locally a task, on Modal a spawned function)."""
+    won = await claim_due(book, grace=grace, replica=replica, now=now)
+    for due in won:
+        await submit(due.to_job())
+    return won
+
+
+async def run_scheduler(
+    book: ScheduleBook,
+    submit: Callable[[TurnJob], Awaitable[None]],
+    *,
+    grace: timedelta,
+    stop: asyncio.Event,
+    interval_s: float = TICK_S,
+) -> None:
+    """Tick until `stop` is set (the loop inside `datathread serve` and `slack --socket`)."""
+    replica = uuid.uuid4().hex[:8]
+    while not stop.is_set():
+        try:
+            await tick(book, submit, grace=grace, replica=replica)
+        except Exception:  # a store blip must not end the loop; the next tick tries again
+            log.exception("schedule tick failed")
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), timeout=interval_s)

@@ -1,0 +1,148 @@
+"""Creating a schedule from a conversation: the `create_schedule` tool the model calls when someone
+asks for a recurring answer ("every Monday at 9 post this here"), and the confirmation before it exists.
+
+The model turns the phrasing into a cron expression; this module fills in what the conversation
+knows (where to post, the asker's time zone, who owns it), checks access and caps, and asks the person
+through the turn's confirmer (Slack buttons, a Teams card, the terminal prompt) — Create / Cancel —
+before writing anything. `/ask schedule …` builds the same draft from a fixed grammar
+(`core/schedules_parse.py`) and goes through `propose` too.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+
+from pydantic import Field
+
+from core.config import Settings
+from core.events import Confirmer, ConfirmRequest, IncomingMessage
+from core.schedules import Schedule, ScheduleError, iso, new_schedule
+from core.schedules_store import ScheduleBook
+from core.tools import Tool, ToolContext, ToolOutcome, _Input, refused
+
+
+class CreateScheduleInput(_Input):
+    """Create a standing report: the question is answered again on a schedule and posted in this
+    conversation's channel. Use it when someone asks for a recurring answer ("every Monday at 9 post
+    last week's delays here"). Write the cron expression in the person's local time. The person is
+    asked to confirm (Create / Cancel) before the schedule exists; tell them the result."""
+
+    cron: str = Field(description="Five-field cron expression in local time, e.g. '0 9 * * mon'.")
+    question: str = Field(description="The question to answer on every run, self-contained (no 'this').")
+    tz: str | None = Field(None, description="IANA time zone, only if the person named one; default theirs.")
+    channel: str | None = Field(None, description="Channel id to post in; default this conversation's.")
+    same_thread: bool = Field(
+        False, description="Post every run in this thread instead of a new one each time."
+    )
+    sql: str | None = Field(
+        None, description="The verified SQL of the answer the schedule comes from, if any."
+    )
+
+
+@dataclass(frozen=True)
+class ScheduleOrigin:
+    """Where a schedule request comes from: the conversation it should post into, and who asks."""
+
+    surface: str
+    team_id: str
+    channel: str
+    thread: str
+    user_id: str
+    tz: str
+
+    @classmethod
+    def from_message(cls, message: IncomingMessage, *, default_tz: str) -> ScheduleOrigin | None:
+        """None where schedules cannot post (the terminal, a private answer)."""
+        key = message.thread_key
+        if message.surface == "slack" and len(key) >= 3 and not key[2].startswith("private:"):
+            channel, thread = key[1], key[2]
+        elif message.surface == "teams" and len(key) >= 2:
+            channel, _, thread = key[1].partition(";messageid=")
+        else:
+            return None
+        tz = message.user_tz or default_tz
+        return cls(message.surface, message.team_id, channel, thread, message.user_id, tz)
+
+
+@dataclass
+class ScheduleDesk:
+    """What the tool needs in one turn: the book and the origin (built by the Analyst per turn)."""
+
+    book: ScheduleBook
+    origin: ScheduleOrigin
+
+    @classmethod
+    def for_message(
+        cls, book: ScheduleBook, settings: Settings, message: IncomingMessage
+    ) -> ScheduleDesk | None:
+        origin = ScheduleOrigin.from_message(message, default_tz=settings.default_tz)
+        return cls(book, origin) if origin else None
+
+    def draft(self, args: CreateScheduleInput) -> Schedule:
+        o = self.origin
+        channel = (args.channel or o.channel).strip()
+        return new_schedule(
+            cron=args.cron,
+            tz=args.tz or o.tz,
+            surface=o.surface,
+            channel=channel,
+            question=args.question,
+            now=self.book.now(),
+            owner=o.user_id,
+            team_id=o.team_id,
+            thread=o.thread if args.same_thread and channel == o.channel else "",
+            sql=args.sql or "",
+        )
+
+
+def confirmation_prompt(schedule: Schedule, now) -> str:
+    """'Create this schedule? Every run of `0 9 * * mon` (Europe/Berlin) in C1 … first run …'."""
+    first = schedule.next_run(now)
+    where = "this thread" if schedule.thread else f"a new thread in {schedule.channel} each time"
+    return (
+        f"Create this schedule? `{schedule.cron}` ({schedule.tz}), posting in {where}: "
+        f"“{schedule.question}”. First run {iso(first) if first else '—'}."
+    )
+
+
+async def propose(
+    book: ScheduleBook, schedule: Schedule, confirm: Confirmer | None, *, turn_id: str
+) -> tuple[Schedule | None, str]:
+    """Check, ask, and create on yes. Returns the schedule (None if not created) and a sentence."""
+    book.check_may_create(schedule)
+    await book.check_caps(schedule)
+    if confirm is None:
+        return None, "I can't ask for a confirmation here, so I did not create the schedule."
+    request = ConfirmRequest(
+        turn_id=turn_id,
+        step_id=f"{turn_id}-schedule-{uuid.uuid4().hex[:6]}",
+        prompt=confirmation_prompt(schedule, book.now()),
+        yes="Create",
+    )
+    if not await confirm(request):
+        return None, "Not created: the person cancelled or did not answer."
+    await book.add(schedule, by=schedule.owner, trusted=True)  # checked above, before asking
+    first = schedule.next_run(book.now())
+    return schedule, f"Created schedule {schedule.id}; first run {iso(first) if first else '—'}."
+
+
+async def create_schedule(args: CreateScheduleInput, ctx: ToolContext) -> ToolOutcome:
+    """Draft, check, confirm, create: the model sees the outcome in one sentence."""
+    desk = ctx.schedules
+    if desk is None:
+        return refused(
+            "Schedules post into Slack or Teams channels; they cannot be created from here "
+            "(use `datathread schedule add` in a terminal)."
+        )
+    try:
+        schedule, sentence = await propose(desk.book, desk.draft(args), ctx.confirm, turn_id=ctx.turn_id)
+    except ScheduleError as exc:
+        return refused(str(exc))
+    summary = f"schedule {schedule.id} created" if schedule else "schedule not created"
+    return ToolOutcome(content=sentence, summary=summary)
+
+
+SCHEDULE_TOOLS: tuple[Tool, ...] = (
+    Tool("create_schedule", CreateScheduleInput, create_schedule, "Setting up a schedule"),
+)

@@ -1,0 +1,272 @@
+"""Verified queries and corrections: what people confirmed about answers, fed back to the model.
+
+A 👍 on an answer (or an admin's ✅ verify) saves the turn's question and its final warehouse SQL
+(`core/final_result.py`) as a verified query: who, when, which tables. A curated YAML file next to the
+table notes adds more (`verified_queries.yaml`, format below). When a new question is close to a
+verified one (`core/verified_match.py`), the model's request carries that SQL as a worked example.
+A 👎 asks in the thread what was wrong; the same person's next message there is recorded as a
+correction (and answered as a follow-up), and a query verified from that turn stops being offered.
+
+Curated file::
+
+    queries:
+      - question: How many flights left JFK in 2013?
+        sql: SELECT count(*) FROM flights WHERE origin = 'JFK'
+        verified_by: data-team          # optional
+        tables: [flights]               # optional: read from the SQL when missing
+
+Entries are documents of the session store's `verified` collection (its record primitives), shared by
+every replica.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Literal
+
+import yaml
+
+from core.config import ConfigError
+from core.final_result import final_query
+from core.sessions import SessionStore
+from core.verified_match import Candidate, closest
+
+CURATED_FILE = "verified_queries.yaml"
+COLLECTION = "verified"
+Source = Literal["vote", "admin", "file"]
+Vote = Literal["up", "down", "verify"]
+
+SAVED = "Thanks! I saved this as a verified query: similar questions will start from its SQL."
+THANKS = "Thanks for the feedback 👍"
+VERIFIED = "✅ Verified: similar questions will start from this answer's SQL."
+NOTHING_TO_VERIFY = "This answer ran no warehouse query, so there is no SQL to verify."
+ADMINS_ONLY = "Only admins can verify answers."
+ASK_WHAT_WAS_WRONG = (
+    "Sorry about that. What was wrong? Reply in this thread and I'll record it as a correction "
+    "(and try again with it)."
+)
+
+
+@dataclass(frozen=True)
+class VerifiedQuery:
+    id: str
+    question: str
+    sql: str
+    tables: tuple[str, ...]
+    verified_by: str
+    verified_at: float
+    source: Source
+    turn_id: str = ""
+    session_id: str = ""
+    kind: Literal["verified"] = "verified"
+
+
+@dataclass(frozen=True)
+class Correction:
+    id: str
+    turn_id: str
+    session_id: str
+    question: str
+    sql: str
+    text: str
+    by: str
+    at: float
+    kind: Literal["correction"] = "correction"
+
+
+def tables_in_sql(sql: str, dialect: str) -> tuple[str, ...]:
+    """The tables a query reads (CTE names excluded), as written, sorted; () when it does not parse."""
+    import sqlglot
+    from sqlglot import exp
+
+    try:
+        tree = sqlglot.parse_one(sql, read=dialect)
+    except Exception:
+        return ()
+    ctes = {c.alias_or_name.lower() for c in tree.find_all(exp.CTE)}
+    names = {".".join(p for p in (t.catalog, t.db, t.name) if p) for t in tree.find_all(exp.Table)}
+    return tuple(sorted(n for n in names if n and n.lower() not in ctes))
+
+
+def _entry_id(prefix: str, *parts: str) -> str:
+    return prefix + hashlib.sha256("\x1f".join(parts).encode()).hexdigest()[:10]
+
+
+def load_curated(path: Path | None, dialect: str) -> list[VerifiedQuery]:
+    """Verified queries from a curated YAML file; a broken file is one sentence (ConfigError)."""
+    if path is None or not path.exists():
+        return []
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except (OSError, yaml.YAMLError) as exc:
+        raise ConfigError(f"The verified queries file {path} cannot be read: {type(exc).__name__}.") from None
+    items = raw.get("queries") if isinstance(raw, dict) else None
+    if not isinstance(items, list):
+        raise ConfigError(f"The verified queries file {path} needs a top-level `queries:` list.")
+    out = []
+    for n, item in enumerate(items, 1):
+        if not isinstance(item, dict) or not item.get("question") or not item.get("sql"):
+            raise ConfigError(f"Entry {n} of {path} needs a `question` and an `sql`.")
+        question, sql = str(item["question"]).strip(), str(item["sql"]).strip()
+        tables = item.get("tables") or tables_in_sql(sql, dialect)
+        out.append(
+            VerifiedQuery(
+                id=_entry_id("f-", question, sql),
+                question=question,
+                sql=sql,
+                tables=tuple(str(t) for t in tables),
+                verified_by=str(item.get("verified_by") or path.name),
+                verified_at=path.stat().st_mtime,
+                source="file",
+            )
+        )
+    return out
+
+
+def curated_path(table_notes: Path | None) -> Path | None:
+    """`verified_queries.yaml` in the folder of the table notes file (or inside it, if it is a folder)."""
+    if table_notes is None:
+        return None
+    return (table_notes if table_notes.is_dir() else table_notes.parent) / CURATED_FILE
+
+
+def example_block(query: VerifiedQuery) -> dict:
+    """The worked example the model gets next to the question (a text block of the user message)."""
+    when = time.strftime("%Y-%m-%d", time.gmtime(query.verified_at))
+    return {
+        "type": "text",
+        "text": (
+            f"(A verified query for a similar question, verified by {query.verified_by} on {when}. Use it "
+            "as a worked example if it fits this question; adapt it where the question differs.)\n"
+            f"Verified question: {query.question}\n```sql\n{query.sql}\n```"
+        ),
+    }
+
+
+def _from_entry(data: dict) -> VerifiedQuery | Correction | None:
+    kind = data.get("kind")
+    fields = {k: v for k, v in data.items()}
+    if kind == "verified":
+        fields["tables"] = tuple(fields.get("tables") or ())
+        return VerifiedQuery(**{k: v for k, v in fields.items() if k in VerifiedQuery.__dataclass_fields__})
+    if kind == "correction":
+        return Correction(**{k: v for k, v in fields.items() if k in Correction.__dataclass_fields__})
+    return None
+
+
+class VerifiedLibrary:
+    """Verified queries and corrections over the session store, plus the curated file's entries."""
+
+    def __init__(self, store: SessionStore, *, dialect: str, curated: list[VerifiedQuery] | None = None):
+        self.store = store
+        self.dialect = dialect
+        self.curated = list(curated or [])
+
+    async def entries(self) -> list[VerifiedQuery | Correction]:
+        records = await self.store.list_records(COLLECTION)
+        records.sort(key=lambda d: (d.get("verified_at") or d.get("at") or 0, d.get("id", "")))
+        stored = [_from_entry(d) for d in records]
+        return [*self.curated, *(e for e in stored if e is not None)]
+
+    async def queries(self) -> list[VerifiedQuery]:
+        return [e for e in await self.entries() if isinstance(e, VerifiedQuery)]
+
+    async def corrections(self) -> list[Correction]:
+        return [e for e in await self.entries() if isinstance(e, Correction)]
+
+    async def get(self, entry_id: str) -> VerifiedQuery | Correction | None:
+        for query in self.curated:
+            if query.id == entry_id:
+                return query
+        data = await self.store.get_record(COLLECTION, entry_id)
+        return _from_entry(data) if data else None
+
+    async def remove(self, entry_id: str) -> bool:
+        """Remove a stored entry; curated ones live in their file (ValueError says so)."""
+        if any(q.id == entry_id for q in self.curated):
+            raise ValueError(f"{entry_id} comes from the curated file; remove it there.")
+        return await self.store.delete_record(COLLECTION, entry_id)
+
+    async def vote(self, turn: dict, *, user_id: str, value: Vote, is_admin: bool) -> str:
+        """Apply a 👍, 👎 or ✅ to a recorded turn; returns the sentence to post in the thread."""
+        if value == "down":
+            pending_id = self._pending_id(turn["session_id"], user_id)
+            await self.store.put_record(
+                COLLECTION, pending_id, {"kind": "pending", "turn_id": turn["turn_id"]}
+            )
+            return ASK_WHAT_WAS_WRONG
+        if value == "verify" and not is_admin:
+            return ADMINS_ONLY
+        saved = await self.verify_turn(turn, by=user_id, source="admin" if value == "verify" else "vote")
+        if saved is None:
+            return NOTHING_TO_VERIFY if value == "verify" else THANKS
+        return VERIFIED if value == "verify" else SAVED
+
+    async def verify_turn(self, turn: dict, *, by: str, source: Source) -> VerifiedQuery | None:
+        """Save the turn's question and final warehouse SQL; None when it ran no warehouse query."""
+        final = final_query(turn.get("steps") or [], tools=("query_warehouse",))
+        if final is None or not final.sql.strip():
+            return None
+        question = str(turn.get("question", "")).strip()
+        query = VerifiedQuery(
+            id=_entry_id("v-", question, final.sql),  # the same answer verified twice is one entry
+            question=question,
+            sql=final.sql,
+            tables=tables_in_sql(final.sql, self.dialect),
+            verified_by=by,
+            verified_at=time.time(),
+            source=source,
+            turn_id=str(turn.get("turn_id", "")),
+            session_id=str(turn.get("session_id", "")),
+        )
+        await self.store.put_record(COLLECTION, query.id, asdict(query))
+        return query
+
+    async def take_correction(self, session_id: str, user_id: str, text: str) -> Correction | None:
+        """If this person was asked what was wrong in this thread, record `text` as the correction."""
+        pending_id = self._pending_id(session_id, user_id)
+        pending = await self.store.get_record(COLLECTION, pending_id)
+        if not pending or pending.get("kind") != "pending":
+            return None
+        if not await self.store.delete_record(COLLECTION, pending_id):
+            return None  # another replica recorded it first
+        turn = await self.store.get_turn(pending["turn_id"]) or {}
+        final = final_query(turn.get("steps") or [])
+        correction = Correction(
+            id=_entry_id("c-", pending["turn_id"], user_id, text),
+            turn_id=pending["turn_id"],
+            session_id=session_id,
+            question=str(turn.get("question", "")),
+            sql=final.sql if final else "",
+            text=text.strip(),
+            by=user_id,
+            at=time.time(),
+        )
+        await self.store.put_record(COLLECTION, correction.id, asdict(correction))
+        if turn:  # the audit trail shows it with the turn
+            turn.setdefault("corrections", []).append(
+                {"by": user_id, "text": correction.text, "at": correction.at}
+            )
+            await self.store.record_turn(turn)
+        return correction
+
+    async def example_for(self, question: str) -> VerifiedQuery | None:
+        """The closest verified query, skipping any whose turn was corrected since."""
+        entries = await self.entries()
+        corrected = {e.turn_id for e in entries if isinstance(e, Correction)}
+        queries = {e.id: e for e in entries if isinstance(e, VerifiedQuery) and e.turn_id not in corrected}
+        match = closest(
+            question,
+            (
+                Candidate(id=q.id, question=q.question, tables=q.tables, verified_at=q.verified_at)
+                for q in queries.values()
+            ),
+        )
+        return queries[match.id] if match else None
+
+    @staticmethod
+    def _pending_id(session_id: str, user_id: str) -> str:
+        return _entry_id("p-", session_id, user_id)

@@ -1,0 +1,96 @@
+"""`datathread eval` as a user (or CI) runs it: real subprocesses against the scripted Messages API."""
+
+from __future__ import annotations
+
+import json
+
+from tests.bot.test_cli import run
+from tests.fakes.anthropic_scripts import by_question
+
+SUITE = """
+questions:
+  - id: jfk
+    question: How many flights left JFK?
+    gold_sql: SELECT count(*) FROM flights WHERE origin = 'JFK'
+  - id: airlines
+    question: How many airlines are there?
+    expected: 16
+  - id: by_origin
+    question: Flights per origin?
+    gold_sql: SELECT origin, count(*) FROM flights GROUP BY origin
+  - id: lga
+    question: How many flights left LGA?
+    gold_sql: SELECT count(*) FROM flights WHERE origin = 'LGA'
+"""
+
+SCRIPT = {
+    "How many flights left JFK?": "SELECT count(*) AS n FROM flights WHERE origin = 'JFK'",
+    "How many airlines are there?": "SELECT count(*) FROM airlines",
+    "Flights per origin?": "SELECT origin, count(*) AS n FROM flights GROUP BY 1",
+    "How many flights left LGA?": "SELECT count(*) FROM flights WHERE origin = 'EWR'",  # wrong filter
+}
+
+
+def test_eval_reports_accuracy_and_exits_1_below_the_minimum(home, fake_model, tmp_path):
+    env = {"ANTHROPIC_API_KEY": "sk-ant-dummy-123456", "ANTHROPIC_BASE_URL": fake_model.url}
+    suite = tmp_path / "suite.yaml"
+    suite.write_text(SUITE)
+    report_path, md_path = tmp_path / "out" / "report.json", tmp_path / "report.md"
+    fake_model.enqueue(*[by_question(SCRIPT)] * 12)
+    args = [
+        "eval",
+        str(suite),
+        "--output",
+        str(report_path),
+        "--markdown",
+        str(md_path),
+        "--concurrency",
+        "2",
+    ]
+    result = run([*args, "--min-accuracy", "0.8"], home, env=env)
+    assert result.returncode == 1, result.stderr
+    assert "Accuracy 75.0% is below the minimum of 80.0%." in result.stderr
+    assert "Traceback" not in result.stderr + result.stdout
+    report = json.loads(report_path.read_text())
+    assert report["accuracy"] == 0.75
+    assert [(q["id"], q["correct"]) for q in report["questions"]] == [
+        ("jfk", True),
+        ("airlines", True),
+        ("by_origin", True),
+        ("lga", False),
+    ]
+    assert "accuracy 75.0% (3/4)" in result.stdout  # the terminal table's title
+    assert "**Accuracy 75.0%** (3/4 correct" in md_path.read_text()
+
+    requests_before = len(fake_model.requests)
+    again = run([*args, "--resume", "--min-accuracy", "0.75"], home, env=env)
+    assert again.returncode == 0, again.stderr
+    assert "Resuming: 4 questions already scored" in again.stderr
+    assert len(fake_model.requests) == requests_before  # nothing asked twice
+    assert json.loads(report_path.read_text())["accuracy"] == 0.75
+
+
+def test_a_bad_suite_exits_2_with_one_sentence(home, tmp_path):
+    suite = tmp_path / "bad.yaml"
+    suite.write_text("questions:\n  - id: a\n    question: no gold here\n")
+    result = run(["eval", str(suite)], home)
+    assert result.returncode == 2
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "give exactly one of gold_sql or expected" in lines[0]
+    assert "Traceback" not in result.stderr
+
+
+def test_a_missing_suite_and_a_bad_resume_exit_2(home, tmp_path):
+    assert run(["eval", str(tmp_path / "nope.yaml")], home).returncode == 2
+    assert run(["eval"], home).returncode == 2
+    not_a_report = tmp_path / "r.json"
+    not_a_report.write_text("{}")
+    resumed = run(["eval", "--demo", "--resume", "--output", str(not_a_report)], home)
+    assert resumed.returncode == 2 and "cannot resume from" in resumed.stderr
+
+
+def test_demo_without_a_key_ends_with_the_key_sentence(home):
+    result = run(["eval", "--demo"], home)
+    assert result.returncode == 2
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "ANTHROPIC_API_KEY" in lines[0] and "Traceback" not in result.stderr

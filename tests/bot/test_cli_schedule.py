@@ -1,0 +1,112 @@
+"""The `datathread schedule` contract as scripts use it: real subprocesses of `.venv/bin/datathread`,
+state in the SQLite store under DATATHREAD_HOME, `run-now` posting through the fake Slack Web API."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+
+import pytest
+from typer.testing import CliRunner
+
+from bot.cli import app
+from tests.bot.test_cli import run
+from tests.fakes.anthropic_api import text
+from tests.fakes.slack_api import FakeSlackAPI
+
+ADD = ["schedule", "add", "--cron", "0 9 * * mon", "--tz", "Europe/Berlin", "--surface", "slack"]
+
+
+def ok(result) -> str:
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+def test_add_list_pause_resume_remove(home):
+    sid = ok(run([*ADD, "--channel", "C123", "weekly delays by carrier"], home)).strip()
+    assert len(sid) == 10 and sid.isalnum()
+    other = ok(
+        run([*ADD[:-1], "teams", "--channel", "19:x@thread.tacv2", "--thread", "1700", "q2"], home)
+    ).strip()
+
+    listed = json.loads(ok(run(["schedule", "list", "--json"], home)))
+    assert [s["id"] for s in listed] == [sid, other]
+    first = listed[0]
+    assert {k: first[k] for k in ("cron", "tz", "channel", "question", "paused")} == {
+        "cron": "0 9 * * mon",
+        "tz": "Europe/Berlin",
+        "channel": "C123",
+        "question": "weekly delays by carrier",
+        "paused": False,
+    }
+    next_run = datetime.fromisoformat(first["next_run"])
+    assert next_run.utcoffset() is not None and (next_run.hour, next_run.minute, next_run.weekday()) == (
+        9,
+        0,
+        0,
+    )
+    assert listed[1]["surface"] == "teams" and listed[1]["thread"] == "1700"
+
+    assert ok(run(["schedule", "pause", sid], home)).strip() == f"Paused {sid}."
+    paused = json.loads(ok(run(["schedule", "list", "--json", "--channel", "C123"], home)))
+    assert [(s["id"], s["paused"], s["next_run"]) for s in paused] == [(sid, True, None)]
+    assert f"Resumed {sid}; next run " in ok(run(["schedule", "resume", sid], home))
+    assert ok(run(["schedule", "remove", sid], home)).strip() == f"Removed {sid}."
+    assert [s["id"] for s in json.loads(ok(run(["schedule", "list", "--json"], home)))] == [other]
+    assert "weekly delays" in ok(run(["audit"], home))  # the changes are in the audit trail
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        ([*ADD[:3], "0 9 * *", *ADD[4:], "--channel", "C1", "q"], "Invalid cron expression '0 9 * *'"),
+        ([*ADD[:3], "0 25 * * *", *ADD[4:], "--channel", "C1", "q"], "Invalid cron expression '0 25 * * *'"),
+        ([*ADD[:5], "Europe/Berln", *ADD[6:], "--channel", "C1", "q"], "Unknown time zone 'Europe/Berln'"),
+        ([*ADD[:-1], "discord", "--channel", "C1", "q"], "Unknown surface 'discord'"),
+        (["schedule", "pause", "nope"], "No schedule has the id 'nope'"),
+        (["schedule", "resume", "nope"], "No schedule has the id 'nope'"),
+        (["schedule", "remove", "nope"], "No schedule has the id 'nope'"),
+        (["schedule", "run-now", "nope"], "No schedule has the id 'nope'"),
+    ],
+)
+def test_bad_input_is_one_sentence_and_exit_2(tmp_path, args, says):
+    # In process through typer's runner (the entry point itself is exercised above and below).
+    env = {"DATATHREAD_HOME": str(tmp_path / "home"), "ANTHROPIC_API_KEY": "sk-ant-dummy-123456"}
+    result = CliRunner().invoke(app, args, env=env)
+    assert result.exit_code == 2, result.output
+    assert says in result.stderr and "Traceback" not in result.output
+    assert isinstance(result.exception, SystemExit)  # typer.Exit(2), not a crash
+    assert len(result.stderr.strip().splitlines()) == 1 and not result.stdout
+
+
+def test_run_now_posts_the_answer_where_the_schedule_says(home, fake_model):
+    api = FakeSlackAPI().start()
+    try:
+        sid = ok(
+            run([*ADD, "--channel", "C777", "--owner", "U0001", "how many flights in 2013?"], home)
+        ).strip()
+        fake_model.enqueue(text("There were 336,776 flights in 2013."))
+        env = {
+            "ANTHROPIC_API_KEY": "sk-ant-dummy-123456",
+            "ANTHROPIC_BASE_URL": fake_model.url,
+            "SLACK_BOT_TOKEN": "xoxb-test-token-000000",
+            "DATATHREAD_SLACK_API_URL": api.url,
+        }
+        out = ok(run(["schedule", "run-now", sid], home, env=env))
+        assert f"Posted the run of {sid}" in out
+        header = api.of("chat.postMessage")[0]
+        assert header.args["channel"] == "C777" and header.token == "xoxb-test-token-000000"
+        assert "how many flights in 2013?" in header.args["text"]
+        streamed = "".join(c.args.get("markdown_text", "") for c in api.of("chat.appendStream"))
+        assert "336,776" in streamed
+        [listed] = json.loads(ok(run(["schedule", "list", "--json"], home)))
+        assert listed["runs"] == 1 and listed["last_outcome"] == "ok"
+
+        fake_model.enqueue(text("unused"))
+        api.fail_methods["chat.postMessage"] = "not_in_channel"
+        failed = run(["schedule", "run-now", sid], home, env=env)
+        assert failed.returncode == 1 and "not_in_channel" in failed.stderr
+        [listed] = json.loads(ok(run(["schedule", "list", "--json"], home)))
+        assert listed["paused"] and "not_in_channel" in listed["paused_reason"]
+    finally:
+        api.stop()

@@ -1,0 +1,146 @@
+"""A bad setting ends every command with one sentence naming the variable, exit code 2, no traceback —
+in-process through the typer app for the whole matrix, and as real subprocesses for the cases a
+newcomer hits first (a bad REDIS_URL, a DATATHREAD_HOME that is a file or not writable)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+
+import pytest
+from typer.testing import CliRunner
+
+from bot.cli import app
+from tests.bot.test_cli import DATATHREAD, run
+
+COMMANDS = [
+    ["ask", "hi"],
+    ["chat"],
+    ["serve"],
+    ["slack", "--socket"],
+    ["doctor"],
+    ["export", "abc"],
+    ["audit"],
+    ["teams-package"],
+]
+BAD = [
+    ({"REDIS_URL": "notaurl"}, "REDIS_URL"),
+    ({"DATATHREAD_HOME": "/dev/null"}, "DATATHREAD_HOME"),
+    ({"ANTHROPIC_BASE_URL": "localhost:8080"}, "ANTHROPIC_BASE_URL"),
+    ({"DATATHREAD_SLACK_API_URL": "slack"}, "DATATHREAD_SLACK_API_URL"),
+    ({"MICROSOFT_APP_ID": "not-a-guid"}, "MICROSOFT_APP_ID"),
+    ({"MICROSOFT_APP_TYPE": "Bogus"}, "MICROSOFT_APP_TYPE"),
+    ({"MICROSOFT_APP_ID": "11111111-2222-3333-4444-555555555555"}, "MICROSOFT_APP_TENANT_ID"),
+    ({"MICROSOFT_APP_TENANT_ID": "not a tenant"}, "MICROSOFT_APP_TENANT_ID"),
+    ({"DATATHREAD_STEP_TIMEOUT": "0"}, "DATATHREAD_STEP_TIMEOUT"),
+    ({"DATATHREAD_MODEL_TIMEOUT": "soon"}, "DATATHREAD_MODEL_TIMEOUT"),
+    ({"DATATHREAD_SLASH_COMMAND": "ask"}, "DATATHREAD_SLASH_COMMAND"),
+    ({"DATATHREAD_TABLE_NOTES": "/nonexistent/notes.yml"}, "DATATHREAD_TABLE_NOTES"),
+]
+
+
+def one_sentence(output: str) -> str:
+    lines = [line for line in output.splitlines() if line.strip()]
+    assert len(lines) == 1, output
+    assert "Traceback" not in output
+    return lines[0]
+
+
+@pytest.mark.parametrize(("env", "variable"), BAD, ids=[v for _, v in BAD])
+def test_every_command_refuses_a_bad_setting_in_one_sentence(env, variable, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # no .env of the checkout
+    base = {"ANTHROPIC_API_KEY": "sk-ant-test-000000", "DATATHREAD_HOME": str(tmp_path / "home")}
+    for command in COMMANDS:
+        result = CliRunner().invoke(app, command, env={**base, **env})
+        assert result.exit_code == 2, (command, result.output)
+        line = one_sentence(result.output)
+        assert line.startswith("error: ") and variable in line, (command, line)
+    assert not (tmp_path / "home").exists()  # refused before anything was created
+
+
+def test_home_that_is_a_file_and_redis_url_in_subprocesses(home):
+    afile = home.parent / "afile"
+    afile.write_text("not a directory")
+    for command, env, words in [
+        (["ask", "hi"], {"REDIS_URL": "notaurl"}, "REDIS_URL is not a Redis URL"),
+        (["chat"], {"DATATHREAD_HOME": str(afile)}, "exists and is not a directory"),
+    ]:
+        result = run(command, home, env={"ANTHROPIC_API_KEY": "sk-ant-test-000000", **env})
+        assert result.returncode == 2, result.stderr
+        assert words in one_sentence(result.stderr)
+
+
+def run_below_a_closed_directory(
+    tmp_path, name: str, *, mode: int, user_mode: int, home: str, command: list[str]
+):
+    """Run `datathread COMMAND` with DATATHREAD_HOME=<name>/<home>, where <name> is closed to this user:
+    as an ordinary user it is chmodded to `user_mode`; as root it belongs to nobody (mode `mode`) and
+    root's override capabilities are dropped (setpriv), because root may go anywhere."""
+    parent = tmp_path / name
+    parent.mkdir(mode=mode)
+    prefix: list[str] = []
+    if os.geteuid() == 0:
+        os.chown(parent, 65534, 65534)
+        prefix = ["setpriv", "--inh-caps=-all", "--bounding-set=-all"]
+    else:
+        parent.chmod(user_mode)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC", "DATATHREAD"))}
+    env |= {"ANTHROPIC_API_KEY": "sk-ant-test-000000", "DATATHREAD_HOME": str(parent / home)}
+    try:
+        result = subprocess.run(
+            [*prefix, DATATHREAD, *command], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=60
+        )
+    finally:
+        parent.chmod(mode)
+    return parent, result
+
+
+def test_home_not_writable_by_this_user(tmp_path):
+    """Real permission checks: a 0755 directory of another owner (root: with its overrides dropped)."""
+    # `serve` only: the in-process matrix covers the other commands
+    parent, result = run_below_a_closed_directory(
+        tmp_path, "theirs", mode=0o755, user_mode=0o555, home="home", command=["serve"]
+    )
+    assert result.returncode == 2, result.stderr
+    line = one_sentence(result.stderr)
+    assert "DATATHREAD_HOME" in line and "not writable by this user" in line
+    assert not (parent / "home").exists()
+
+
+def test_version_prints_the_package_version():
+    from importlib.metadata import version
+
+    result = subprocess.run([DATATHREAD, "--version"], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0 and result.stdout.strip() == f"datathread {version('datathread')}"
+
+
+def test_audit_format_accepts_only_supported_values(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    env = {"DATATHREAD_HOME": str(tmp_path / "home")}
+    result = CliRunner().invoke(app, ["audit", "--format", "xml"], env=env)
+    assert result.exit_code == 2 and "--format" in result.output and "jsonl" in result.output
+    result = CliRunner().invoke(app, ["audit", "--format", "csv"], env=env)
+    assert result.exit_code == 0, result.output
+    assert result.output.splitlines()[0].startswith("turn_id,")
+
+
+@pytest.mark.parametrize("command", [["ask", "hi"], ["chat"], ["serve"], ["slack", "--socket"]])
+def test_log_level_is_documented_and_checked(command, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    help_text = CliRunner().invoke(app, [*command[:1], "--help"], env={"COLUMNS": "200"}).output
+    assert "--log-level" in help_text and "DEBUG" in help_text and "datathread.log" in help_text
+    result = CliRunner().invoke(
+        app, [*command, "--log-level", "LOUD"], env={"DATATHREAD_HOME": str(tmp_path)}
+    )
+    assert result.exit_code == 2 and "LOUD" in result.output
+
+
+def test_home_under_a_directory_this_user_cannot_search(tmp_path):
+    """DATATHREAD_HOME=/root/x as an ordinary user: Python 3.11's Path.exists raises PermissionError on a
+    parent the user may not search; that is one sentence and exit 2, not a traceback."""
+    _, result = run_below_a_closed_directory(
+        tmp_path, "closed", mode=0o700, user_mode=0o000, home="x/home", command=["ask", "hi"]
+    )
+    assert result.returncode == 2, result.stderr
+    line = one_sentence(result.stderr)
+    assert "DATATHREAD_HOME" in line and "cannot be reached" in line

@@ -1,0 +1,63 @@
+"""`datathread ask` as a newcomer meets it, in real subprocesses: a black-holed model endpoint fails
+within the configured deadline (and says so in one line, the log line going to the log file), and an
+empty question is answered without the model."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from tests.bot.test_cli import run
+from tests.fakes.black_hole import BlackHole
+
+KEY = {"ANTHROPIC_API_KEY": "sk-ant-test-000000"}
+
+
+async def recorded_turns(home) -> list[dict]:
+    """The audit trail the subprocess left in DATATHREAD_HOME (what `datathread audit` prints)."""
+    from core.config import load_settings
+    from core.sessions import open_store
+
+    store = await open_store(load_settings(_env_file=None, home=home))
+    try:
+        return await store.list_turns(session_id=None, user_id=None, channel_id=None, since=None, limit=10)
+    finally:
+        await store.close()
+
+
+def test_black_holed_endpoint_fails_within_the_deadline(home):
+    hole = BlackHole().start()
+    try:
+        started = time.monotonic()
+        result = run(
+            ["ask", "how many flights?", "--session", "bh"],
+            home,
+            env={
+                **KEY,
+                "ANTHROPIC_BASE_URL": hole.url,
+                "DATATHREAD_MODEL_TIMEOUT": "2",
+                "DATATHREAD_MODEL_RETRIES": "5",
+            },
+        )
+        wall = time.monotonic() - started
+    finally:
+        hole.stop()
+    assert result.returncode == 1
+    assert "did not start answering within 2 s" in result.stderr and "Traceback" not in result.stderr
+    assert "WARNING" not in result.stderr  # the log line went to the log file, not next to the sentence
+    assert "did not start answering" in (home / "logs" / "datathread.log").read_text()
+    (turn,) = asyncio.run(recorded_turns(home))
+    waited = turn["finished"] - turn["started"]
+    assert 1.9 < waited < 4, waited  # one 2 s deadline, not 2 s × 6 attempts
+    assert wall < 60
+    assert turn["question"] == "how many flights?" and not turn["ok"]
+
+
+def test_an_empty_question_is_answered_without_the_model(home, fake_model):
+    env = {**KEY, "ANTHROPIC_BASE_URL": fake_model.url}
+    empty = run(["ask", "   "], home, env=env)
+    assert empty.returncode == 0, empty.stderr
+    assert empty.stdout.startswith("You didn't ask anything.")
+    for words in ("charts", "`flights`", "`weather`", "Which carriers"):  # the help text follows
+        assert words in empty.stdout, empty.stdout
+    assert fake_model.requests == []  # nothing was sent to the model

@@ -1,0 +1,59 @@
+"""`datathread verified list|show|remove` as an admin runs it, over the real SQLite store of a home."""
+
+from __future__ import annotations
+
+import json
+
+from core.store_sqlite import SqliteStore
+from core.verified import VerifiedLibrary
+from tests.bot.test_cli import run
+
+SQL = "SELECT count(*) FROM flights WHERE origin = 'JFK'"
+
+
+async def seed(home) -> tuple[str, str]:
+    store = SqliteStore(home.resolve() / "state.sqlite3")
+    record = {
+        "turn_id": "t1",
+        "session_id": "sl-1",
+        "question": "How many flights left JFK?",
+        "steps": [{"tool": "query_warehouse", "ok": True, "input": {"sql": SQL}, "files": ["a.parquet"]}],
+    }
+    await store.record_turn(record)
+    library = VerifiedLibrary(store, dialect="duckdb")
+    query = await library.verify_turn(record, by="U1", source="vote")
+    await library.vote(record, user_id="U2", value="down", is_admin=False)
+    correction = await library.take_correction("sl-1", "U2", "Only departed flights count.")
+    await store.close()
+    return query.id, correction.id
+
+
+async def test_list_show_and_remove(home):
+    query_id, correction_id = await seed(home)
+    listed = run(["verified", "list", "--json"], home)
+    assert listed.returncode == 0, listed.stderr
+    entries = [json.loads(line) for line in listed.stdout.splitlines()]
+    assert [(e["id"], e["kind"]) for e in entries] == [(query_id, "verified"), (correction_id, "correction")]
+
+    corrections = run(["verified", "list", "--corrections", "--json"], home)
+    assert [json.loads(line)["text"] for line in corrections.stdout.splitlines()] == [
+        "Only departed flights count."
+    ]
+
+    table = run(["verified"], home, env={"COLUMNS": "200"})
+    assert (
+        table.returncode == 0
+        and "How many flights left JFK?" in table.stdout
+        and "correction" in table.stdout
+    )
+
+    shown = run(["verified", "show", query_id], home)
+    assert shown.returncode == 0 and "origin = 'JFK'" in shown.stdout and "verified by U1" in shown.stdout
+
+    assert run(["verified", "remove", query_id], home).returncode == 0
+    missing = run(["verified", "show", query_id], home)
+    assert (
+        missing.returncode == 1
+        and "no verified query" in missing.stderr
+        and "Traceback" not in missing.stderr
+    )

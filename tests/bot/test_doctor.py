@@ -1,0 +1,143 @@
+"""`datathread doctor` makes one real, cheap call per configured part, in parallel and under a timeout:
+against the loopback fakes (scripted Messages API, fake Slack Web API, a real Redis, moto S3, BigQuery
+REST through `responses`) everything configured is ok; a bogus key, an unknown model, a rejected
+Slack token, a black-holed Redis and a missing bucket each fail on their own line, in one timeout."""
+
+from __future__ import annotations
+
+import time
+
+import boto3
+import pytest
+import responses
+from moto import mock_aws
+from typer.testing import CliRunner
+
+from bot.cli import app
+from bot.doctor import CHECK_TIMEOUT_S, SAFETY_TIMEOUT_S
+from tests.core.test_bigquery import API
+from tests.fakes.bigquery_api import Answer, FakeBigQuery
+from tests.fakes.black_hole import BlackHole
+from tests.fakes.redis_server import RedisServer
+from tests.fakes.slack_api import FakeSlackAPI
+
+KEY = "sk-ant-doctor-000001"
+
+
+@pytest.fixture
+def slack_api():
+    api = FakeSlackAPI().start()
+    yield api
+    api.stop()
+
+
+@pytest.fixture
+def aws(monkeypatch):
+    for name, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}.items():
+        monkeypatch.setenv(name, value)
+    with mock_aws():
+        boto3.client("s3", region_name="us-east-1").create_bucket(Bucket="datalake")
+        yield
+
+
+def doctor(tmp_path, env: dict) -> tuple[int, dict[str, tuple[str, str]], float]:
+    base = {"DATATHREAD_HOME": str(tmp_path / "home"), "COLUMNS": "250", "AWS_REGION": "us-east-1"}
+    started = time.monotonic()
+    result = CliRunner().invoke(app, ["doctor"], env={**base, **env})
+    elapsed = time.monotonic() - started
+    assert "Traceback" not in result.output
+    rows = {}
+    for line in result.output.splitlines():
+        cells = [c.strip() for c in line.strip("│ ").split("│")]
+        if len(cells) == 3 and cells[0] and not cells[0].startswith("protection"):
+            rows[cells[0]] = (cells[1], cells[2])
+    return result.exit_code, rows, elapsed
+
+
+def test_every_configured_part_is_reached(tmp_path, monkeypatch, fake_model, slack_api, aws):
+    monkeypatch.chdir(tmp_path)
+    fake_model.api_keys = {KEY}
+    redis = RedisServer().start()
+    bq = FakeBigQuery(API)
+    bq.on_query("SELECT 1", Answer(rows=[[1]], bytes_processed=0))
+    try:
+        with responses.RequestsMock(assert_all_requests_are_fired=False) as mock:
+            bq.register(mock)
+            code, rows, _ = doctor(
+                tmp_path,
+                {
+                    "ANTHROPIC_API_KEY": KEY,
+                    "ANTHROPIC_BASE_URL": fake_model.url,
+                    "DATATHREAD_MODEL": "claude-test",
+                    "SLACK_BOT_TOKEN": "xoxb-doctor",
+                    "SLACK_APP_TOKEN": "xapp-doctor",
+                    "DATATHREAD_SLACK_API_URL": slack_api.url,
+                    "REDIS_URL": redis.url,
+                    "DATATHREAD_WAREHOUSE": "bigquery",
+                    "GCP_PROJECT": "bill",
+                    "DATATHREAD_BIGQUERY_API_URL": API,
+                    "DATATHREAD_S3_BUCKETS": "datalake/raw",
+                },
+            )
+    finally:
+        redis.stop()
+    assert code == 0, rows
+    for part in ("model", "session store", "warehouse", "slack", "s3"):
+        assert rows[part][0] == "ok", (part, rows[part])
+    assert "key and model accepted" in rows["model"][1] and "redis" in rows["session store"][1]
+    assert "@datathread in Fake" in rows["slack"][1] and "Socket Mode" in rows["slack"][1]
+    assert "dry run ok" in rows["warehouse"][1] and "datalake" in rows["s3"][1]
+    assert rows["teams"][0] == "not configured"
+    assert [c.method for c in slack_api.calls] == ["auth.test", "apps.connections.open"]
+    assert any(r["configuration"].get("dryRun") for r in bq.inserts)
+
+
+def test_each_broken_part_fails_on_its_own_line_within_one_timeout(
+    tmp_path, monkeypatch, fake_model, slack_api, aws
+):
+    monkeypatch.chdir(tmp_path)
+    fake_model.api_keys = {"sk-ant-the-real-one"}
+    slack_api.fail_methods["auth.test"] = "invalid_auth"
+    hole = BlackHole().start()
+    try:
+        code, rows, elapsed = doctor(
+            tmp_path,
+            {
+                "ANTHROPIC_API_KEY": "sk-ant-bogus-000000",
+                "ANTHROPIC_BASE_URL": fake_model.url,
+                "SLACK_BOT_TOKEN": "xoxb-bogus",
+                "SLACK_SIGNING_SECRET": "s3cr3t-s3cr3t",
+                "DATATHREAD_SLACK_API_URL": slack_api.url,
+                "REDIS_URL": hole.url.replace("http://", "redis://"),
+                "DATATHREAD_S3_BUCKETS": "missing-bucket",
+                "MICROSOFT_APP_ID": "11111111-2222-3333-4444-555555555555",
+                "MICROSOFT_APP_PASSWORD": "not-a-real-secret",
+                "MICROSOFT_APP_TENANT_ID": "contoso.onmicrosoft.com",
+            },
+        )
+    finally:
+        hole.stop()
+    assert code == 1
+    assert rows["model"] == (
+        "FAIL",
+        "anthropic · claude-sonnet-4-5: The Claude API key was rejected. An admin needs to check ANTHROPIC_API_KEY.",
+    )
+    assert (
+        rows["slack"][0] == "FAIL"
+        and "SLACK_BOT_TOKEN" in rows["slack"][1]
+        and "invalid_auth" in rows["slack"][1]
+    )
+    assert rows["session store"][0] == "FAIL"
+    assert rows["s3"][0] == "FAIL" and "missing-bucket" in rows["s3"][1]
+    assert rows["teams"][0] == "FAIL" and "11111111-2222-3333-4444-555555555555" in rows["teams"][1]
+    assert elapsed < SAFETY_TIMEOUT_S + 10  # parallel: about one timeout, not the sum of them
+
+
+def test_an_unknown_model_is_named(tmp_path, monkeypatch, fake_model):
+    monkeypatch.chdir(tmp_path)
+    code, rows, _ = doctor(
+        tmp_path,
+        {"ANTHROPIC_API_KEY": KEY, "ANTHROPIC_BASE_URL": fake_model.url, "DATATHREAD_MODEL": "claude-nope"},
+    )
+    assert code == 1 and rows["model"][0] == "FAIL" and "DATATHREAD_MODEL" in rows["model"][1]
+    assert CHECK_TIMEOUT_S <= 3

@@ -1,0 +1,180 @@
+"""Scheduled runs in Slack, end to end: `datathread serve` (its `schedule.run` job on the runner), the
+scheduler tick on a controllable clock, the real slack_sdk against the fake Slack Web API, the scripted
+model, real DuckDB and sandbox processes."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from datetime import UTC, datetime, timedelta
+
+from bot import slack_render
+from core.schedules import new_schedule
+from core.schedules_store import ScheduleBook
+from core.schedules_tick import tick
+from tests.bot.slack_harness import serve
+from tests.fakes.anthropic_api import error, text, tool
+from tests.fakes.clock import Clock
+from tests.fakes.slack_api import TEAM_ID, FakeSlackAPI
+
+DELAYS = "SELECT carrier, avg(dep_delay) AS avg_delay FROM flights GROUP BY carrier ORDER BY avg_delay DESC"
+CHART = """
+import pandas as pd, matplotlib.pyplot as plt
+df = pd.read_parquet('delays.parquet')
+df.plot.bar(x='carrier', y='avg_delay'); plt.savefig('delays.png')
+df.to_csv('delays.csv', index=False)
+"""
+# Far from the real clock, so the loop `serve` runs on real time never finds these schedules due.
+MONDAY_0859_BERLIN = datetime(2031, 11, 24, 7, 59, tzinfo=UTC)
+
+
+async def setup(harness, clock: Clock, **kw) -> tuple[ScheduleBook, str]:
+    book = ScheduleBook.from_settings(harness.state.analyst.store, harness.state.settings, clock=clock)
+    args = {"cron": "0 9 * * mon", "tz": "Europe/Berlin", "surface": "slack", "channel": "C0042"}
+    s = new_schedule(
+        **{**args, **kw},
+        question="delays by carrier, chart and CSV",
+        owner="U0001",
+        team_id=TEAM_ID,
+        now=clock(),
+    )
+    await book.add(s)
+    return book, s.id
+
+
+async def occur(harness, book: ScheduleBook, clock: Clock, **delta: float) -> None:
+    """Move the clock past the next occurrence, tick, and wait for the job on the server's runner."""
+    clock.advance(**delta)
+    await tick(book, harness.state.runner.submit, grace=timedelta(minutes=10))
+    await harness.drain()
+
+
+async def test_a_scheduled_run_posts_chart_and_csv_in_a_new_thread_of_its_channel(settings, fake_model):
+    api = FakeSlackAPI().start()
+    clock = Clock(MONDAY_0859_BERLIN)
+    try:
+        async with serve(settings, api) as harness:
+            book, sid = await setup(harness, clock)
+            fake_model.enqueue(
+                tool("query_warehouse", {"sql": DELAYS, "save_as": "delays"}),
+                tool("run_python", {"code": CHART}),
+                tool("attach_file", {"path": "delays.png"}, more=[("attach_file", {"path": "delays.csv"})]),
+                text("**F9** had the highest average delay."),
+            )
+            await occur(harness, book, clock, minutes=1, seconds=3)
+            header = api.of("chat.postMessage")[0].args
+            assert header["channel"] == "C0042" and "thread_ts" not in header
+            assert header["text"].startswith("Scheduled report (0 9 * * mon, Europe/Berlin)")
+            root = api.of("chat.startStream")[0].args
+            assert (root["channel"], root["recipient_user_id"]) == ("C0042", "U0001")
+            completes = api.of("files.completeUploadExternal")
+            assert {(c.args["channel_id"], c.args["thread_ts"]) for c in completes} == {
+                ("C0042", root["thread_ts"])
+            }
+            png, csv = api.uploads.values()
+            assert png[:4] == b"\x89PNG" and csv.decode().splitlines()[0] == "carrier,avg_delay"
+            assert "F9" in "".join(c.args.get("markdown_text", "") for c in api.of("chat.appendStream"))
+            s = await book.get(sid)
+            assert (s.runs, s.failures, s.last_outcome) == (1, 0, "ok")
+            records = await harness.state.analyst.store.list_turns(user_id="U0001")
+            assert [r.get("event") for r in records if r.get("kind") == "schedule"] == ["created"]
+            [turn] = [r for r in records if r.get("kind") != "schedule"]
+            assert turn["turn_id"].startswith(f"s{sid}-") and turn["channel_id"] == "C0042" and turn["ok"]
+            # the next week's run is due, not before
+            api.clear()
+            await occur(harness, book, clock, days=6)
+            assert not api.of("chat.postMessage")
+    finally:
+        api.stop()
+
+
+async def test_failures_retry_once_and_three_in_a_row_pause_and_tell_the_owner(settings, fake_model):
+    api = FakeSlackAPI().start()
+    clock = Clock(MONDAY_0859_BERLIN)
+    try:
+        async with serve(settings, api) as harness:
+            book, sid = await setup(harness, clock, cron="0 9 * * *", thread="1700000000.000001")
+            for day in range(3):
+                fake_model.enqueue(*[error(400, "invalid_request_error", "scripted failure")] * 2)
+                await occur(harness, book, clock, days=1 if day else 0, minutes=0 if day else 1)
+                assert (await book.get(sid)).failures == day + 1
+            posts = [c.args for c in api.of("chat.postMessage")]
+            in_thread = [p["text"] for p in posts if p.get("thread_ts") == "1700000000.000001"]
+            assert sum("Retrying once" in t for t in in_thread) == 3
+            assert sum("The retry failed too" in t for t in in_thread) == 2
+            assert any("I paused this schedule: 3 runs in a row failed" in t for t in in_thread)
+            dm = [p for p in posts if p["channel"] == "U0001"]
+            assert len(dm) == 1 and f"datathread schedule resume {sid}" in dm[0]["text"]
+            s = await book.get(sid)
+            assert s.paused and s.paused_reason.startswith("3 runs in a row failed")
+            api.clear()
+            await occur(harness, book, clock, days=1)  # paused: nothing runs
+            assert not api.calls
+    finally:
+        api.stop()
+
+
+async def test_a_channel_that_is_gone_pauses_the_schedule_without_a_retry(settings, fake_model):
+    api = FakeSlackAPI().start()
+    clock = Clock(MONDAY_0859_BERLIN)
+    try:
+        async with serve(settings, api) as harness:
+            book, sid = await setup(harness, clock)
+            api.fail_methods["chat.postMessage"] = "channel_not_found"
+            await occur(harness, book, clock, minutes=1)
+            s = await book.get(sid)
+            assert s.paused and "channel_not_found" in s.paused_reason
+            assert not fake_model.requests  # no turn ran, nothing was retried
+            events = [
+                t["event"] for t in await harness.state.analyst.store.list_turns(session_id=f"schedule:{sid}")
+            ]
+            assert events == ["created", "paused"]
+    finally:
+        api.stop()
+
+
+async def confirm_buttons(api: FakeSlackAPI) -> list[dict]:
+    """The Create/Cancel buttons once the job has posted them (it runs after the ack)."""
+    for _ in range(400):
+        for call in api.of("chat.postEphemeral"):
+            for block in call.args.get("blocks") or []:
+                if block.get("type") == "actions":
+                    return block["elements"]
+        await asyncio.sleep(0.05)
+    raise AssertionError("no confirmation was posted")
+
+
+async def test_slash_schedule_asks_create_or_cancel_in_the_askers_time_zone(settings, fake_model):
+    api = FakeSlackAPI().start()
+    api.user_tz = "Asia/Tokyo"
+    try:
+        async with serve(settings, api) as harness:
+            book = ScheduleBook(harness.state.analyst.store)
+            ack = await harness.command("schedule weekly mon 09:00 delays by carrier", channel="C0042")
+            assert ack.status_code == 200 and "Setting up your schedule" in ack.text
+            create, cancel = await confirm_buttons(api)
+            assert (create["text"]["text"], cancel["text"]["text"]) == ("Create", "Cancel")
+            prompt = api.of("chat.postEphemeral")[0].args
+            assert prompt["user"] == "U0001" and "`0 9 * * mon` (Asia/Tokyo)" in json.dumps(prompt["blocks"])
+            assert await book.list() == []  # nothing exists before the click
+            await harness.click(
+                slack_render.ACTION_CONFIRM_RUN, create["value"], channel="C0042", user="U0001"
+            )
+            await harness.drain()
+            [s] = await book.list()
+            assert (s.cron, s.tz, s.channel, s.owner, s.question) == (
+                "0 9 * * mon",
+                "Asia/Tokyo",
+                "C0042",
+                "U0001",
+                "delays by carrier",
+            )
+            assert f"Created schedule {s.id}" in api.of("chat.postEphemeral")[-1].args["text"]
+            assert not fake_model.requests  # parsed without the model
+
+            api.clear()
+            await harness.command("schedule whenever delays")
+            await harness.drain()
+            assert "schedule weekly mon 09:00 QUESTION" in api.of("chat.postEphemeral")[-1].args["text"]
+    finally:
+        api.stop()

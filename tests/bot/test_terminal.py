@@ -1,0 +1,96 @@
+"""Terminal rendering helpers (bot/terminal.py, bot/terminal_images.py): charts inline on terminals that
+can draw images, a path elsewhere, files the invoking user can open, and the time waited on the status."""
+
+from __future__ import annotations
+
+import base64
+import io
+import os
+import stat
+
+import pytest
+from rich.console import Console
+from rich.text import Text
+
+from bot.terminal import Elapsed, TerminalRenderer
+from bot.terminal_images import image_protocol, inline_image, save_for_user
+from core.events import ArtifactReady
+
+PNG = base64.b64decode(
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="
+)
+
+
+@pytest.mark.parametrize(
+    ("env", "expected"),
+    [
+        ({"TERM": "xterm-kitty"}, "kitty"),
+        ({"TERM": "xterm-256color", "KITTY_WINDOW_ID": "1"}, "kitty"),
+        ({"TERM_PROGRAM": "ghostty"}, "kitty"),
+        ({"TERM_PROGRAM": "iTerm.app"}, "iterm2"),
+        ({"TERM_PROGRAM": "WezTerm"}, "iterm2"),
+        ({"TERM_PROGRAM": "vscode"}, "iterm2"),
+        ({"LC_TERMINAL": "iTerm2", "TERM": "screen"}, "iterm2"),
+        ({"TERM": "xterm-256color"}, None),
+        ({"TERM": "dumb"}, None),
+        ({}, None),
+    ],
+)
+def test_image_protocol_from_the_terminal_environment(env, expected):
+    assert image_protocol(env) == expected
+
+
+def test_escape_sequences_carry_the_png():
+    iterm = inline_image(PNG, "iterm2", name="c.png")
+    assert iterm.startswith("\x1b]1337;File=") and "inline=1" in iterm and iterm.endswith("\x07\n")
+    assert base64.b64decode(iterm.split(":", 1)[1].rstrip("\x07\n")) == PNG
+    big = PNG * 2000  # more than one kitty chunk
+    kitty = inline_image(big, "kitty")
+    chunks = kitty.rstrip("\n").split("\x1b\\")[:-1]
+    assert chunks[0].startswith("\x1b_Ga=T,f=100,m=1;") and chunks[-1].startswith("\x1b_Gm=0;")
+    assert base64.b64decode("".join(c.split(";", 1)[1] for c in chunks)) == big
+
+
+def test_saved_files_are_readable_by_the_invoking_user(tmp_path):
+    home = tmp_path / "home"
+    home.mkdir(mode=0o700)
+    path = save_for_user(PNG, home, "sess1", "sub/../chart.png", {})
+    assert path == home.resolve() / "attachments" / "sess1" / "chart.png" and path.read_bytes() == PNG
+    assert stat.S_IMODE(path.stat().st_mode) == 0o644
+    assert stat.S_IMODE(path.parent.stat().st_mode) == 0o755
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="chown to the sudo user needs root")
+def test_under_sudo_the_files_belong_to_the_person(tmp_path):
+    path = save_for_user(PNG, tmp_path, "s", "c.png", {"SUDO_UID": "65534", "SUDO_GID": "65534"})
+    assert (path.stat().st_uid, path.parent.stat().st_uid) == (65534, 65534)
+
+
+async def test_a_chart_is_drawn_inline_on_kitty_and_named_by_path_elsewhere(tmp_path):
+    async def read(artifact: ArtifactReady) -> bytes:
+        return PNG
+
+    event = ArtifactReady(
+        turn_id="t",
+        session_id="s1",
+        path="delays.png",
+        title="Delays",
+        name="delays.png",
+        size=len(PNG),
+        mime="image/png",
+    )
+    for env, inline in (({"TERM": "xterm-kitty"}, True), ({"TERM": "xterm"}, False)):
+        out = io.StringIO()
+        console = Console(file=out, force_terminal=True, width=200)
+        renderer = TerminalRenderer(console, tmp_path / "ws", live=False, read=read, home=tmp_path, env=env)
+        await renderer(event)
+        text = out.getvalue()
+        saved = tmp_path.resolve() / "attachments" / "s1" / "delays.png"
+        assert str(saved) in Text.from_ansi(text).plain and saved.read_bytes() == PNG
+        assert ("\x1b_Ga=T,f=100" in text) is inline
+
+
+def test_the_status_line_shows_the_time_waited():
+    status = Elapsed("Thinking…")
+    status.since -= 12.4
+    assert str(status.__rich__()) == "Thinking… 12s"

@@ -1,0 +1,107 @@
+"""Ctrl-C in `datathread chat` (bot/terminal_chat.py), as a person does it: SIGINT to the foreground
+process group of a real subprocess while a sandbox step runs. The first stops the turn (the step dies),
+keeps the question in a valid history and the audit trail, and returns to the prompt; a second one
+while a turn is stopping quits."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+from core.sessions import session_id_for
+from tests.bot.test_cli import DATATHREAD
+from tests.bot.test_cli_turns import recorded_turns
+from tests.core.test_turns import assert_valid
+from tests.fakes.anthropic_api import text, tool
+
+HEARTBEAT = """
+import time
+while True:
+    with open('beat', 'a') as f:
+        f.write('.')
+    time.sleep(0.1)
+"""
+
+
+def start_chat(home: Path, fake_url: str, session: str) -> subprocess.Popen:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC", "DATATHREAD", "SLACK"))}
+    env |= {
+        "DATATHREAD_HOME": str(home),
+        "ANTHROPIC_API_KEY": "sk-ant-test-000000",
+        "ANTHROPIC_BASE_URL": fake_url,
+        "DATATHREAD_MODEL_RETRIES": "0",
+    }
+    return subprocess.Popen(
+        [DATATHREAD, "chat", "--session", session],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=home.parent,
+        start_new_session=True,  # its own process group, like a terminal's foreground job
+    )
+
+
+def wait_for(predicate, timeout: float = 90.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.1)
+
+
+def ctrl_c(proc: subprocess.Popen) -> None:
+    os.killpg(proc.pid, signal.SIGINT)  # what the terminal does on Ctrl-C
+
+
+def test_ctrl_c_stops_the_turn_keeps_the_question_and_returns_to_the_prompt(home, fake_model):
+    fake_model.enqueue(tool("run_python", {"code": HEARTBEAT}), text("Second answer."))
+    beat = home / "workspaces" / session_id_for("terminal", ("cc",)) / "beat"
+    proc = start_chat(home, fake_model.url, "cc")
+    try:
+        proc.stdin.write("first question\n")
+        proc.stdin.flush()
+        wait_for(lambda: beat.exists() and beat.stat().st_size > 3)  # the step is running
+        ctrl_c(proc)
+        time.sleep(3)
+        size = beat.stat().st_size
+        time.sleep(1.5)
+        assert beat.stat().st_size == size, "the sandbox step still runs after Ctrl-C"
+        assert proc.poll() is None, "Ctrl-C during a turn must not end chat"
+        out, err = proc.communicate("second question\n", timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, err
+    assert "Stopped." in out and "Second answer." in out and "Traceback" not in out + err
+    second = fake_model.requests[-1]["messages"]
+    assert_valid([*second, {"role": "assistant", "content": "x"}])
+    assert "first question" in json.dumps(second) and "stopped" in json.dumps(second)
+    turns = asyncio.run(recorded_turns(home))
+    first = next(t for t in turns if t["question"] == "first question")
+    assert first["ok"] is False and "stopped" in first["error"]
+
+
+def test_a_second_ctrl_c_quits(home, fake_model):
+    fake_model.enqueue(tool("run_python", {"code": HEARTBEAT}))
+    beat = home / "workspaces" / session_id_for("terminal", ("cq",)) / "beat"
+    proc = start_chat(home, fake_model.url, "cq")
+    try:
+        proc.stdin.write("a long question\n")
+        proc.stdin.flush()
+        wait_for(lambda: beat.exists())
+        ctrl_c(proc)
+        time.sleep(0.3)  # two presses, not one coalesced signal
+        ctrl_c(proc)
+        proc.wait(timeout=60)  # stdin stays open: it is the second Ctrl-C that ends chat, not an EOF
+        out, err = proc.stdout.read(), proc.stderr.read()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode in (0, 130) and "Traceback" not in err
+    assert "datathread chat --session cq" in out

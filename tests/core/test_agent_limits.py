@@ -1,0 +1,61 @@
+"""Every stop reason is bounded by the same step and token limits: a model that only ever pauses, or
+that keeps calling tools after it was told to answer, is stopped at the step limit with a sentence and
+a valid history (core/agent.py's loop)."""
+
+from __future__ import annotations
+
+import pytest
+
+from core.analyst import Analyst
+from core.events import IncomingMessage
+from tests.core.test_turns import assert_valid
+from tests.fakes.anthropic_api import text, tool
+
+MAX_STEPS = 3
+
+
+@pytest.fixture
+async def strict_analyst(settings):
+    analyst = await Analyst.create(settings.model_copy(update={"max_steps": MAX_STEPS}))
+    yield analyst
+    await analyst.close()
+
+
+def ask(text_: str) -> IncomingMessage:
+    return IncomingMessage(text=text_, surface="terminal", thread_key=("limits",), user_id="u1")
+
+
+async def test_a_model_that_only_pauses_stops_at_the_step_limit(strict_analyst, fake_model, recorder):
+    fake_model.enqueue(*[text("Still working…", stop_reason="pause_turn") for _ in range(50)])
+    outcome = await strict_analyst.handle(ask("how many flights?"), recorder)
+    assert not outcome.ok and f"more than {MAX_STEPS} steps" in outcome.error
+    assert len(fake_model.requests) == MAX_STEPS + 1  # the limit, then one call told to answer
+    assert fake_model.requests[-1]["tool_choice"] == {"type": "none"}
+    history = await strict_analyst.store.load_history(outcome.session_id)
+    assert_valid(history)
+    assert history[0]["content"][0]["text"] == "how many flights?"
+
+
+async def test_tool_calls_after_being_told_to_answer_stop_too(strict_analyst, fake_model, recorder):
+    fake_model.enqueue(*[tool("list_tables") for _ in range(50)])
+    outcome = await strict_analyst.handle(ask("which tables?"), recorder)
+    assert not outcome.ok and f"more than {MAX_STEPS} steps" in outcome.error
+    assert len(fake_model.requests) == MAX_STEPS + 1
+    assert_valid(await strict_analyst.store.load_history(outcome.session_id))
+
+
+async def test_pauses_count_against_the_token_budget(settings, fake_model, recorder):
+    analyst = await Analyst.create(settings.model_copy(update={"turn_token_budget": 1}))
+    try:
+        fake_model.enqueue(*[text("…", stop_reason="pause_turn") for _ in range(50)])
+        outcome = await analyst.handle(ask("hi"), recorder)
+    finally:
+        await analyst.close()
+    assert not outcome.ok and "token budget" in outcome.error
+    assert len(fake_model.requests) == 1
+
+
+async def test_a_pause_then_an_answer_still_answers(strict_analyst, fake_model, recorder):
+    fake_model.enqueue(text("Looking…", stop_reason="pause_turn"), text("336,776 flights."))
+    outcome = await strict_analyst.handle(ask("how many flights?"), recorder)
+    assert outcome.ok and outcome.answer == "336,776 flights."

@@ -1,0 +1,68 @@
+"""Local replies (core/help.py): `help` and empty messages are answered without the model, with the
+tables this conversation may see and example questions."""
+
+from __future__ import annotations
+
+import pytest
+
+from core.events import IncomingMessage
+from core.help import LISTED_TABLES, help_text, is_local
+
+
+@pytest.mark.parametrize(
+    ("text", "local"),
+    [
+        ("", True),
+        ("   \n", True),
+        ("help", True),
+        (" HELP ", True),
+        ("/help", True),
+        ("?", True),
+        ("help me find delays", False),
+        ("how many flights?", False),
+        ("helpful carriers", False),
+    ],
+)
+def test_which_messages_are_answered_locally(text, local):
+    assert is_local(text) is local
+
+
+def test_help_lists_at_most_some_tables_and_generic_examples_for_other_warehouses():
+    tables = [f"proj.sales.t{i:02d}" for i in range(LISTED_TABLES + 5)]
+    body = help_text("slack", tables)
+    assert "`proj.sales.t00`" in body and f"`proj.sales.t{LISTED_TABLES:02d}`" not in body
+    assert "and 5 more" in body and "Summarize `proj.sales.t00` by month" in body
+    assert "/ask" in body and "Ctrl-C" not in body
+
+
+@pytest.mark.parametrize(
+    ("tables", "words"),
+    [(None, "could not list the tables"), ([], "can't see any tables")],
+)
+def test_help_says_when_no_tables_are_visible(tables, words):
+    assert words in help_text("teams", tables)
+
+
+async def test_the_analyst_answers_help_and_empty_messages_without_the_model(analyst, fake_model, recorder):
+    for text, first in (("help", "I answer questions"), ("", "You didn't ask anything.")):
+        message = IncomingMessage(text=text, surface="terminal", thread_key=("h",), user_id="u1")
+        outcome = await analyst.handle(message, recorder)
+        assert outcome.ok and outcome.answer.startswith(first)
+        assert all(
+            f"`{t}`" in outcome.answer for t in ("airlines", "airports", "flights", "planes", "weather")
+        )
+    assert fake_model.requests == []
+    assert [e.kind for e in recorder.events].count("answer") == 2
+    assert await analyst.store.load_history(outcome.session_id) == []  # help is not part of the thread
+
+
+async def test_help_respects_the_channel_allowlist(settings, fake_model, recorder):
+    from core.analyst import Analyst
+
+    analyst = await Analyst.create(settings.model_copy(update={"channel_datasets": "C1=main.fl*"}))
+    try:
+        message = IncomingMessage(text="help", surface="slack", thread_key=("T", "C1", "1"), channel_id="C1")
+        outcome = await analyst.handle(message, recorder)
+    finally:
+        await analyst.close()
+    assert "`flights`" in outcome.answer and "`weather`" not in outcome.answer

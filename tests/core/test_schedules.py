@@ -1,0 +1,131 @@
+"""Schedules: cron and time zone validation, occurrences across daylight-saving changes in two zones."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from core.schedules import (
+    Schedule,
+    ScheduleError,
+    check_cron,
+    check_tz,
+    iso,
+    new_schedule,
+    next_occurrence,
+    occurrences,
+)
+
+NOW = datetime(2026, 11, 23, 7, 0, tzinfo=UTC)  # a Monday, 08:00 in Berlin
+
+
+@pytest.mark.parametrize(
+    ("expr", "normalised"),
+    [
+        ("0 9 * * mon", "0 9 * * mon"),
+        ("  30   7 * * 1-5 ", "30 7 * * 1-5"),
+        ("*/15 * * * *", "*/15 * * * *"),
+        ("@weekly", "@weekly"),
+    ],
+)
+def test_valid_cron_expressions_are_normalised(expr, normalised):
+    assert check_cron(expr) == normalised
+
+
+@pytest.mark.parametrize(
+    ("expr", "says"),
+    [
+        ("61 * * * *", "Invalid cron expression '61 * * * *'"),
+        ("0 9 * * mo", "Invalid cron expression"),
+        ("every monday", "five fields"),
+        ("0 9 * *", "five fields"),
+        ("0 0 30 2 *", "Invalid cron expression"),  # February 30th never comes
+    ],
+)
+def test_invalid_cron_expressions_fail_in_one_sentence(expr, says):
+    with pytest.raises(ScheduleError) as info:
+        check_cron(expr)
+    message = str(info.value)
+    assert says in message and message.endswith(".") and "\n" not in message
+
+
+def test_time_zones_are_iana_names():
+    assert check_tz(" Europe/Berlin ") == "Europe/Berlin"
+    for bad in ("Europe/Berln", "CEST+1", "", "../etc/passwd"):
+        with pytest.raises(ScheduleError, match="Unknown time zone"):
+            check_tz(bad)
+
+
+def test_new_schedule_validates_everything_and_starts_after_now():
+    s = new_schedule(
+        cron="0 9 * * mon", tz="Europe/Berlin", surface="slack", channel="C1", question="q", now=NOW
+    )
+    assert iso(s.next_run(NOW)) == "2026-11-23T09:00:00+01:00"  # later today
+    assert Schedule.from_dict(s.to_dict()) == s
+    for bad in (
+        {"surface": "discord"},
+        {"channel": " "},
+        {"question": ""},
+        {"cron": "nope"},
+        {"tz": "Mars/Olympus"},
+    ):
+        kwargs = {"cron": "0 9 * * mon", "tz": "UTC", "surface": "slack", "channel": "C1", "question": "q"}
+        with pytest.raises(ScheduleError):
+            new_schedule(**{**kwargs, **bad}, now=NOW)
+
+
+def test_paused_schedules_have_no_next_run():
+    s = new_schedule(cron="0 9 * * *", tz="UTC", surface="teams", channel="19:x", question="q", now=NOW)
+    s.paused = True
+    assert s.next_run(NOW) is None
+
+
+# --- daylight saving: Europe/Berlin (last Sundays of March/October) and America/New_York -----------
+
+
+def _run(expr: str, tz: str, start: datetime, days: int) -> list[str]:
+    return [iso(at) for at in occurrences(expr, tz, start, start + timedelta(days=days))]
+
+
+def test_berlin_spring_forward_runs_a_missing_time_once_at_the_next_valid_minute():
+    runs = _run("30 2 * * *", "Europe/Berlin", datetime(2026, 3, 28, 12, tzinfo=UTC), 3)
+    assert runs == ["2026-03-29T03:00:00+02:00", "2026-03-30T02:30:00+02:00", "2026-03-31T02:30:00+02:00"]
+
+
+def test_berlin_fall_back_runs_a_repeated_time_once():
+    runs = _run("30 2 * * *", "Europe/Berlin", datetime(2026, 10, 24, 12, tzinfo=UTC), 3)
+    assert runs == ["2026-10-25T02:30:00+02:00", "2026-10-26T02:30:00+01:00", "2026-10-27T02:30:00+01:00"]
+
+
+def test_fall_back_repeat_is_skipped_even_when_the_cursor_sits_on_the_first_one():
+    # The tick resumes from the occurrence it handled last: the second 02:30 must not run.
+    first = datetime.fromisoformat("2026-10-25T02:30:00+02:00")
+    assert iso(next_occurrence("30 2 * * *", "Europe/Berlin", first)) == "2026-10-26T02:30:00+01:00"
+
+
+def test_hourly_jobs_run_every_real_hour_through_the_fall_back():
+    runs = _run("0 * * * *", "Europe/Berlin", datetime(2026, 10, 24, 22, 30, tzinfo=UTC), 0.15)
+    assert runs == [
+        "2026-10-25T01:00:00+02:00",
+        "2026-10-25T02:00:00+02:00",
+        "2026-10-25T02:00:00+01:00",
+        "2026-10-25T03:00:00+01:00",
+    ]
+
+
+def test_new_york_weekly_report_keeps_9am_local_across_both_changes():
+    spring = _run("0 9 * * mon", "America/New_York", datetime(2026, 3, 1, tzinfo=UTC), 14)
+    assert spring == ["2026-03-02T09:00:00-05:00", "2026-03-09T09:00:00-04:00"]
+    autumn = _run("0 9 * * mon", "America/New_York", datetime(2026, 10, 26, tzinfo=UTC), 14)
+    assert autumn == ["2026-10-26T09:00:00-04:00", "2026-11-02T09:00:00-05:00"]
+    # The same wall-clock time is a different UTC instant on each side of the change.
+    utc = [datetime.fromisoformat(a).astimezone(UTC).hour for a in autumn]
+    assert utc == [13, 14]
+
+
+def test_new_york_spring_forward_and_fall_back_for_a_fixed_time():
+    spring = _run("30 2 * * *", "America/New_York", datetime(2026, 3, 7, 12, tzinfo=UTC), 2)
+    assert spring == ["2026-03-08T03:00:00-04:00", "2026-03-09T02:30:00-04:00"]
+    autumn = _run("30 1 * * *", "America/New_York", datetime(2026, 10, 31, 12, tzinfo=UTC), 2)
+    assert autumn == ["2026-11-01T01:30:00-04:00", "2026-11-02T01:30:00-05:00"]

@@ -1,0 +1,115 @@
+"""The scheduler tick with a controllable clock: exactly once across replicas (one real Redis, one SQLite
+file), no pile-up after downtime, and the loop that `serve` runs."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime, timedelta
+
+from core.runner import TurnJob
+from core.schedules import new_schedule
+from core.schedules_store import ScheduleBook
+from core.schedules_tick import JOB_SCHEDULE_RUN, DueRun, claim_due, run_scheduler, tick
+from tests.core import test_store
+from tests.fakes.clock import Clock
+
+redis_server = test_store.redis_server  # every test runs on SQLite and on a real redis-server
+make_store = test_store.make_store
+
+GRACE = timedelta(minutes=10)
+MONDAY_0659 = datetime(2026, 11, 23, 5, 59, tzinfo=UTC)  # 06:59 in Berlin
+
+
+async def add(book: ScheduleBook, cron: str, **kw) -> str:
+    args = {"tz": "Europe/Berlin", "surface": "slack", "channel": "C1", "question": "q", **kw}
+    s = new_schedule(cron=cron, now=book.now(), **args)
+    await book.add(s, trusted=True)
+    return s.id
+
+
+async def test_two_replicas_claim_each_occurrence_exactly_once(make_store):
+    clock = Clock(MONDAY_0659)
+    a = ScheduleBook(make_store(), clock=clock)
+    b = ScheduleBook(make_store(), clock=clock)
+    ids = [await add(a, "* * * * *") for _ in range(6)] + [await add(a, "*/2 * * * *") for _ in range(4)]
+    won: list[DueRun] = []
+    for _ in range(6):  # six minutes of ticks, both replicas racing on every tick
+        clock.advance(minutes=1)
+        for result in await asyncio.gather(
+            claim_due(a, grace=GRACE, replica="a"), claim_due(b, grace=GRACE, replica="b")
+        ):
+            won += result
+    runs = [(d.schedule_id, d.occurrence) for d in won]
+    assert len(runs) == len(set(runs))  # nobody ran an occurrence twice
+    assert len(runs) == 6 * 6 + 4 * 3  # and every occurrence ran
+    assert {d.schedule_id for d in won} == set(ids)
+    assert all(d.skipped == 0 for d in won)
+
+
+async def test_a_replica_that_ticks_late_does_not_run_it_again(make_store):
+    clock = Clock(MONDAY_0659)
+    a, b = ScheduleBook(make_store(), clock=clock), ScheduleBook(make_store(), clock=clock)
+    await add(a, "0 7 * * *")
+    clock.advance(minutes=1, seconds=5)
+    assert len(await claim_due(a, grace=GRACE)) == 1
+    clock.advance(seconds=40)  # b's tick of the same minute, and its next one
+    assert await claim_due(b, grace=GRACE) == []
+    clock.advance(minutes=1)
+    assert await claim_due(b, grace=GRACE) == []
+
+
+async def test_downtime_skips_missed_occurrences_and_runs_only_a_recent_one(make_store):
+    clock = Clock(MONDAY_0659)
+    book = ScheduleBook(make_store(), clock=clock)
+    sid = await add(book, "0 9 * * *")  # daily at 09:00 Berlin = 08:00 UTC
+    clock.set(datetime(2026, 11, 26, 8, 3, tzinfo=UTC))  # down Mon..Wed, back 3 min after Thursday's
+    [due] = await claim_due(book, grace=GRACE)
+    assert due.occurrence == "2026-11-26T09:00:00+01:00" and due.skipped == 3
+    s = await book.get(sid)
+    assert s.skipped == 3 and s.cursor == due.occurrence
+
+    clock.set(datetime(2026, 11, 28, 13, 0, tzinfo=UTC))  # down again; back at 14:00, hours late
+    assert await claim_due(book, grace=GRACE) == []  # too late to be useful: skipped, not posted
+    assert (await book.get(sid)).skipped == 5
+    clock.set(datetime(2026, 11, 29, 8, 0, 20, tzinfo=UTC))
+    [due] = await claim_due(book, grace=GRACE)  # the next day runs as usual
+    assert due.occurrence == "2026-11-29T09:00:00+01:00" and due.skipped == 0
+    audit = await book.store.list_turns(session_id=f"schedule:{sid}")
+    assert [t["event"] for t in audit] == ["created", "skipped", "skipped"]
+    assert "skipped 3 occurrence(s) up to 2026-11-25T09:00:00+01:00" in audit[1]["answer"]
+
+
+async def test_paused_schedules_are_not_claimed_and_resume_does_not_replay(make_store):
+    clock = Clock(MONDAY_0659)
+    book = ScheduleBook(make_store(), clock=clock)
+    sid = await add(book, "*/5 * * * *")
+    await book.pause(sid)
+    clock.advance(hours=2)
+    assert await claim_due(book, grace=GRACE) == []
+    await book.resume(sid)
+    assert await claim_due(book, grace=GRACE) == []  # nothing of the paused two hours
+    clock.advance(minutes=5)
+    assert len(await claim_due(book, grace=GRACE)) == 1
+
+
+async def test_tick_submits_runner_jobs_and_the_loop_stops_cleanly(make_store):
+    clock = Clock(MONDAY_0659)
+    book = ScheduleBook(make_store(), clock=clock)
+    sid = await add(book, "0 7 * * mon")
+    submitted: list[TurnJob] = []
+
+    async def submit(job: TurnJob) -> None:
+        submitted.append(job)
+
+    assert await tick(book, submit, grace=GRACE) == []
+    clock.advance(minutes=1)
+    stop = asyncio.Event()
+
+    async def submit_and_stop(job: TurnJob) -> None:
+        submitted.append(job)
+        stop.set()
+
+    await asyncio.wait_for(run_scheduler(book, submit_and_stop, grace=GRACE, stop=stop, interval_s=60), 10)
+    [job] = submitted
+    assert job.kind == JOB_SCHEDULE_RUN
+    assert DueRun.from_payload(job.payload) == DueRun(sid, "2026-11-23T07:00:00+01:00", 0)

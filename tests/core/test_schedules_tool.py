@@ -1,0 +1,136 @@
+"""`create_schedule` through a real turn (scripted model, real store): the conversation fills in where and
+whose, the person confirms (Create / Cancel) before anything exists, and refusals reach the model."""
+
+from __future__ import annotations
+
+import pytest
+
+from core.events import ConfirmRequest, IncomingMessage
+from core.schedules_parse import parse_schedule_command
+from core.schedules_store import ScheduleBook
+from core.schedules_tool import ScheduleOrigin
+from tests.fakes.anthropic_api import text, tool
+
+
+def slack_message(text_: str, **kw) -> IncomingMessage:
+    args = {
+        "surface": "slack",
+        "thread_key": ("T1", "C1", "1700000000.000100"),
+        "user_id": "U1",
+        "channel_id": "C1",
+        "team_id": "T1",
+        "user_tz": "America/New_York",
+    }
+    return IncomingMessage(text=text_, **{**args, **kw})
+
+
+class Answers:
+    """A Confirmer that records what it was asked and answers as told."""
+
+    def __init__(self, answer: bool) -> None:
+        self.answer = answer
+        self.asked: list[ConfirmRequest] = []
+
+    async def __call__(self, request: ConfirmRequest) -> bool:
+        self.asked.append(request)
+        return self.answer
+
+
+async def test_confirm_creates_and_cancel_does_not(analyst, fake_model, recorder):
+    fake_model.enqueue(
+        tool("create_schedule", {"cron": "0 9 * * mon", "question": "Average delay by carrier last week"}),
+        text("Done: every Monday at 09:00."),
+    )
+    confirm = Answers(True)
+    outcome = await analyst.handle(
+        slack_message("every monday at 9 post delays here"), recorder, confirm=confirm
+    )
+    assert outcome.ok
+    [asked] = confirm.asked
+    assert asked.yes == "Create"
+    assert asked.prompt.startswith("Create this schedule? `0 9 * * mon` (America/New_York)")
+    [s] = await ScheduleBook(analyst.store).list()
+    where = (s.surface, s.channel, s.thread, s.owner, s.team_id, s.tz)
+    assert where == ("slack", "C1", "", "U1", "T1", "America/New_York")
+    result = fake_model.last_tool_results()[0]
+    assert f"Created schedule {s.id}; first run " in json_text(result) and not result.get("is_error")
+
+    fake_model.enqueue(
+        tool("create_schedule", {"cron": "30 7 * * *", "question": "flights yesterday", "same_thread": True}),
+        text("OK, not scheduled."),
+    )
+    confirm = Answers(False)
+    await analyst.handle(slack_message("daily 7:30 in this thread"), recorder, confirm=confirm)
+    assert "posting in this thread" in confirm.asked[0].prompt
+    assert [x.id for x in await ScheduleBook(analyst.store).list()] == [s.id]
+    assert "Not created" in json_text(fake_model.last_tool_results()[0])
+
+
+REFUSALS = [
+    (slack_message("x", surface="terminal", thread_key=("k",)), {}, "cannot be created from here"),
+    (slack_message("x", thread_key=("T1", "C1", "private:U1")), {}, "cannot be created from here"),
+    (slack_message("x"), {"cron": "every monday"}, "Invalid cron expression"),
+    (slack_message("x"), {"tz": "Mars/Base"}, "Unknown time zone"),
+    (slack_message("x", user_id="U2"), {}, "You already have 1 active schedules"),  # U2 made one below
+]
+
+
+async def test_refusals_and_caps_reach_the_model_before_anyone_is_asked(settings, fake_model, recorder):
+    from core.analyst import Analyst
+
+    analyst = await Analyst.create(settings.model_copy(update={"schedules_per_user": 1}))
+    try:
+        fake_model.enqueue(tool("create_schedule", {"cron": "0 9 * * mon", "question": "first"}), text("ok"))
+        await analyst.handle(slack_message("x", user_id="U2"), recorder, confirm=Answers(True))
+        for message, args, says in REFUSALS:
+            fake_model.enqueue(
+                tool("create_schedule", {"cron": "0 9 * * mon", "question": "q", **args}), text("Sorry.")
+            )
+            confirm = Answers(True)
+            await analyst.handle(message, recorder, confirm=confirm)
+            result = fake_model.last_tool_results()[0]
+            assert result["is_error"] and says in json_text(result), says
+            assert not confirm.asked
+        assert [s.question for s in await ScheduleBook(analyst.store).list()] == ["first"]
+    finally:
+        await analyst.close()
+
+
+def test_teams_origin_splits_channel_and_thread_and_falls_back_to_the_default_zone():
+    message = IncomingMessage(
+        text="x", surface="teams", thread_key=("tenant", "19:c@thread.tacv2;messageid=17"), user_id="aad"
+    )
+    origin = ScheduleOrigin.from_message(message, default_tz="Europe/Berlin")
+    assert (origin.channel, origin.thread, origin.tz) == ("19:c@thread.tacv2", "17", "Europe/Berlin")
+
+
+@pytest.mark.parametrize(
+    ("command", "cron", "question"),
+    [
+        ("schedule weekly mon 09:00 delays by carrier", "0 9 * * mon", "delays by carrier"),
+        ("schedule weekly mon,thu 18:05 x y", "5 18 * * mon,thu", "x y"),
+        ("Schedule daily 7:30 flights?", "30 7 * * *", "flights?"),
+        ("schedule weekdays 08:00 q", "0 8 * * mon-fri", "q"),
+        ("schedule monthly 1 09:00 q", "0 9 1 * *", "q"),
+        ("schedule hourly q", "0 * * * *", "q"),
+        ('schedule cron "*/15 * * * *" q', "*/15 * * * *", "q"),
+    ],
+)
+def test_slash_grammar(command, cron, question):
+    parsed = parse_schedule_command(command)
+    assert (parsed.cron, parsed.question) == (cron, question)
+
+
+@pytest.mark.parametrize(
+    "command", ["schedule", "schedule weekly mo 09:00 q", "schedule daily 25:00 q", "schedule whenever q"]
+)
+def test_slash_grammar_refuses_with_usage(command):
+    from core.schedules import ScheduleError
+
+    with pytest.raises(ScheduleError, match="schedule weekly mon 09:00 QUESTION"):
+        parse_schedule_command(command)
+
+
+def json_text(result: dict) -> str:
+    content = result.get("content")
+    return content if isinstance(content, str) else " ".join(b.get("text", "") for b in content or [])
