@@ -100,7 +100,10 @@ def main(argv: list[str] | None = None) -> None:
 
     isolation.die_with_parent()  # a bot killed with SIGKILL must not leave its fork server behind
     home = isolation.bot_home()  # now, while our uid is still the host's
-    args.hide = [*([home] if home else []), *args.hide]
+    # /root too, whoever runs the bot: what a step sees there must not depend on the bot's user
+    # (as root it is the bot's home; as an ordinary user it would read as "permission denied").
+    homes = dict.fromkeys(h for h in (home, "/root") if h and os.path.isdir(h))
+    args.hide = [*homes, *args.hide]
     try:
         args.isolation = isolation_backends.choose(
             args.isolation_policy, masked=args.mask, refuse_namespaces=args.refuse_namespaces
