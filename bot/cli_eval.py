@@ -53,6 +53,12 @@ def eval_command(
     except ValueError as exc:
         _die(str(exc))
     settings = _settings()
+    if (
+        demo and settings.warehouse != "duckdb"
+    ):  # its gold SQL names the demo tables: every answer would "fail"
+        _die(
+            f"--demo is written for the demo DuckDB warehouse, not {settings.warehouse}: give a suite of your own."
+        )
     _setup_logging(settings, log_level)
     report = asyncio.run(_run(settings, suite, path, done, output, concurrency, timeout))
     Console().print(results_table(report))

@@ -89,6 +89,16 @@ def test_a_missing_suite_and_a_bad_resume_exit_2(home, tmp_path):
     assert resumed.returncode == 2 and "cannot resume from" in resumed.stderr
 
 
+def test_demo_refuses_a_bigquery_warehouse_in_one_sentence(home):
+    """The demo suite's gold SQL names the DuckDB demo tables: on BigQuery every answer would score wrong."""
+    result = run(
+        ["eval", "--demo"], home, env={"DATATHREAD_WAREHOUSE": "bigquery", "ANTHROPIC_API_KEY": "sk-x"}
+    )
+    assert result.returncode == 2, result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "demo DuckDB warehouse" in lines[0] and "Traceback" not in result.stderr
+
+
 def test_demo_without_a_key_ends_with_the_key_sentence(home):
     result = run(["eval", "--demo"], home)
     assert result.returncode == 2
