@@ -29,6 +29,12 @@ def safe_file_stem(name: str | None, default: str) -> str:
     return stem[:80] or default
 
 
+def default_stem(prefix: str) -> str:
+    """A result's file name when the model gave none: unique, so two queries in the same second (or
+    run at once) never overwrite each other's results (`sql_1764000000_3fa9`)."""
+    return f"{prefix}_{int(time.time())}_{os.urandom(2).hex()}"
+
+
 def snapshot(workspace: Path) -> dict[str, tuple[int, int]]:
     """path → (size, mtime_ns) for every regular file under the workspace, to report what changed."""
     out: dict[str, tuple[int, int]] = {}
@@ -102,9 +108,9 @@ def save_arrow(table, workspace: Path, stem: str) -> str:
     return name
 
 
-def describe_arrow(table, request: StepRequest, workspace: Path, default_stem: str) -> StepResult:
+def describe_arrow(table, request: StepRequest, workspace: Path, unnamed: str) -> StepResult:
     """Save a result table and describe it: file, rows, schema, bounded preview."""
-    stem = safe_file_stem(request.save_as, default_stem)
+    stem = safe_file_stem(request.save_as, unnamed)
     saved = save_arrow(table, workspace, stem)
     return StepResult(
         ok=True,
@@ -125,7 +131,7 @@ def _query(con, request: StepRequest, workspace: Path, prefix: str) -> StepResul
         if relation is None:
             return StepResult(ok=True, output="Statement ran; it returned no rows.")
         table = relation.to_arrow_table()
-        return describe_arrow(table, request, workspace, default_stem=f"{prefix}_{int(time.time())}")
+        return describe_arrow(table, request, workspace, unnamed=default_stem(prefix))
     finally:
         con.close()
 

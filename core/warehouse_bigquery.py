@@ -34,7 +34,7 @@ from core.config import Settings
 from core.events import ConfirmRequest
 from core.policy import TableAllowlist, check_sql
 from core.sandbox import Sandbox, StepResult
-from core.steps import preview_table, safe_file_stem
+from core.steps import default_stem, preview_table, safe_file_stem
 from core.table_notes import TableNotes, column_lines, layout_lines, load_table_notes
 from core.warehouse import QueryContext
 
@@ -358,7 +358,7 @@ class BigQueryWarehouse:
     async def _save(self, table, job, billed: int, save_as: str | None, ctx: QueryContext) -> StepResult:
         import pyarrow.parquet as pq
 
-        name = safe_file_stem(save_as, f"query_{int(time.time())}") + ".parquet"
+        name = safe_file_stem(save_as, default_stem("query")) + ".parquet"
         buffer = io.BytesIO()
         await asyncio.to_thread(pq.write_table, table, buffer, compression="zstd")
         data = buffer.getvalue()
