@@ -1,0 +1,171 @@
+"""Answer receipts: what an answer stands on, in one line under it on every surface.
+
+A data team trusts a number when it can see where it came from: which tables were read, how many rows
+came back, how fresh the data is, what it cost, and whether the number in the sentence was really
+produced by a query in this turn rather than remembered by the model. `build_receipt` gathers that
+from the turn's step records; `receipt_line` says it in one line that every surface draws as is.
+
+The numerals check (`unsupported_numbers`) is deliberately simple, and its limits are these: it
+compares the numbers written in the answer with every number in what the turn's steps returned to
+the model (and the question), allowing for rounding, thousands separators, percent and
+thousand/million/billion scales. It ignores small integers (0–10: "top 3", list numbers), years
+and parts of dates and times. It cannot tell a right number from a coincidentally equal one, and it
+marks honest arithmetic the model did itself (a sum of two results) — which is the point: such
+numbers should come from a query.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from core.events import StepRecord, TurnStats
+
+QUERY_TOOLS = ("query_warehouse", "run_sql")
+
+# A number as people write it: 336,776 · 12.5 · -3 · 45% · 1.2M · 3.4 million. Not part of a word,
+# an identifier, a date (2013-01-01), a time (14:02) or a version (1.2.3).
+_WRITTEN = re.compile(
+    r"(?<![\w.:/-])(?P<sign>[-−])?(?P<num>\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?)"
+    r"(?:\s?(?P<scale>%|percent\b|[kKMB]\b|bn\b|thousand\b|million\b|billion\b))?"
+    r"(?![\w:/]|[.-]\d)"
+)
+# Every number in machine output, however it is separated (CSV commas included).
+_RAW = re.compile(r"-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
+_SCALES = {"k": 1e3, "thousand": 1e3, "M": 1e6, "million": 1e6, "B": 1e9, "bn": 1e9, "billion": 1e9}
+
+
+@dataclass(frozen=True)
+class Receipt:
+    """What one answer stands on. Empty fields are unknown or not applicable, and are left out."""
+
+    tables: tuple[str, ...] = ()  # warehouse tables (and workspace files) the turn's queries read
+    rows: int = 0  # rows the turn's queries returned
+    bytes_billed: int = 0
+    model_calls: int = 0
+    wall_s: float = 0.0
+    fresh_as_of: datetime | None = None  # the oldest last-modified time of the tables read, if known
+    verified_by: str = ""  # "@alice" when the answer followed a verified query
+    unsupported: tuple[str, ...] = ()  # numbers in the answer that no step produced
+
+
+def build_receipt(
+    answer: str,
+    steps: Sequence[StepRecord],
+    stats: TurnStats,
+    *,
+    evidence: Iterable[str] = (),
+    tables: Iterable[str] = (),
+    fresh_as_of: datetime | None = None,
+    verified_by: str = "",
+) -> Receipt:
+    """The receipt of a finished turn. `evidence` is what the steps returned to the model (and the
+    question); `tables` what the policy saw each query read (in order, repeats allowed)."""
+    queries = [s for s in steps if s.ok and s.tool in QUERY_TOOLS]
+    return Receipt(
+        tables=tuple(dict.fromkeys(tables)),
+        rows=sum(s.rows or 0 for s in queries),
+        bytes_billed=sum(s.bytes_scanned or 0 for s in queries if s.tool == "query_warehouse"),
+        model_calls=stats.model_calls,
+        wall_s=stats.duration_s,
+        fresh_as_of=fresh_as_of,
+        verified_by=verified_by,
+        unsupported=unsupported_numbers(answer, evidence) if steps else (),
+    )
+
+
+def receipt_line(receipt: Receipt, *, now: datetime | None = None) -> str:
+    """'flights, airlines · 16 rows · data as of 20 Nov 2026 · 1.2 GB billed · 3 model calls · 4.1 s'."""
+    parts: list[str] = []
+    if receipt.tables:
+        shown = ", ".join(receipt.tables[:4])
+        parts.append(shown + (f" +{len(receipt.tables) - 4}" if len(receipt.tables) > 4 else ""))
+    if receipt.tables or receipt.rows:
+        parts.append(f"{receipt.rows:,} row{'s' if receipt.rows != 1 else ''}")
+    if receipt.fresh_as_of is not None:
+        parts.append(f"data as of {_when(receipt.fresh_as_of, now or datetime.now(UTC))}")
+    if receipt.bytes_billed:
+        parts.append(f"{format_bytes(receipt.bytes_billed)} billed")
+    if receipt.model_calls:
+        parts.append(f"{receipt.model_calls} model call{'s' if receipt.model_calls != 1 else ''}")
+    parts.append(f"{receipt.wall_s:.1f} s")
+    if receipt.verified_by:
+        parts.append(f"based on a verified query by {receipt.verified_by}")
+    line = " · ".join(parts)
+    if receipt.unsupported:
+        shown = ", ".join(receipt.unsupported[:3]) + ("…" if len(receipt.unsupported) > 3 else "")
+        line += f" · ⚠ not from any query in this turn: {shown}"
+    return line
+
+
+def format_bytes(n: int) -> str:
+    """Bytes for people: 0 B, 1.5 KB, 12 MB, 3.2 GB."""
+    value = float(n)
+    for unit in ("B", "KB", "MB", "GB", "TB"):
+        if value < 1000 or unit == "TB":
+            return f"{value:.0f} {unit}" if unit == "B" or value >= 10 else f"{value:.1f} {unit}"
+        value /= 1000
+    return f"{n} B"
+
+
+def unsupported_numbers(answer: str, evidence: Iterable[str]) -> tuple[str, ...]:
+    """The numbers written in `answer` that match no number in `evidence` (see the module's limits)."""
+    known = _raw_numbers(evidence)
+    missing: list[str] = []
+    for match in _WRITTEN.finditer(answer):
+        text = match.group(0).strip()
+        number = match.group("num")
+        value = float(number.replace(",", ""))
+        scale = match.group("scale") or ""
+        if _ignored(number, value, scale) or _supported(value, number, scale, known):
+            continue
+        if text not in missing:
+            missing.append(text)
+    return tuple(missing)
+
+
+def _raw_numbers(evidence: Iterable[str]) -> list[float]:
+    values: set[float] = set()
+    for text in evidence:
+        for token in _RAW.findall(text):
+            values.add(abs(float(token)))
+        for token in re.findall(r"\d{1,3}(?:,\d{3})+(?:\.\d+)?", text):  # 336,776 as one number too
+            values.add(float(token.replace(",", "")))
+    return sorted(v for v in values if math.isfinite(v))
+
+
+def _ignored(number: str, value: float, scale: str) -> bool:
+    if scale:
+        return False
+    if "." not in number and "," not in number and value <= 10:
+        return True  # "top 3", list items, "one of 2 origins": too common to judge
+    return "." not in number and "," not in number and 1900 <= value <= 2100  # a year
+
+
+def _supported(value: float, number: str, scale: str, known: list[float]) -> bool:
+    decimals = len(number.split(".")[1]) if "." in number else 0
+    unit = 10.0**-decimals  # the answer's precision as written: 12.3 stands for [12.25, 12.35)
+    if scale in ("%", "percent"):
+        targets = [(value, unit), (value / 100, unit / 100)]  # 45.2% from 45.2 or from 0.452
+    elif scale:
+        factor = _SCALES[scale]
+        targets = [(value * factor, unit * factor)]
+    else:
+        targets = [(value, unit)]
+    for target, width in targets:
+        slack = width / 2 + 1e-9 * max(1.0, target)
+        i = bisect.bisect_left(known, target - slack)
+        if i < len(known) and known[i] <= target + slack:
+            return True
+    return False
+
+
+def _when(moment: datetime, now: datetime) -> str:
+    moment = moment.astimezone(UTC)
+    if (now - moment).total_seconds() < 36 * 3600:
+        return moment.strftime("%d %b %Y %H:%M UTC").lstrip("0")
+    return moment.strftime("%d %b %Y").lstrip("0")

@@ -1,0 +1,90 @@
+"""Answer receipts: the numerals check, the fields gathered from a turn's steps, and the one-line form."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from core.events import StepRecord, TurnStats
+from core.receipt import Receipt, build_receipt, receipt_line, unsupported_numbers
+
+PREVIEW = "rows: 3\ncarrier,n,share\nUA,58665,0.1742\nB6,54635,0.16223\nEV,54173,0.16085\n"
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        "UA flew the most flights: 58,665.",  # thousands separator
+        "UA flew 58665 flights, B6 54635.",
+        "UA's share is 17.4%.",  # a fraction shown as a percent, rounded
+        "UA's share is 0.17.",  # rounded to the answer's precision
+        "UA flew about 58.7k flights.",  # a scale
+        "The top 3 carriers in 2013 were UA, B6 and EV.",  # small integers and years are not judged
+        "Between 2013-01-01 and 14:05 nothing else ran.",  # parts of dates and times are not judged
+        "| carrier | n |\n|---|--:|\n| UA | 58,665 |\n| EV | 54,173 |",  # a Markdown table
+    ],
+)
+def test_numbers_taken_from_the_steps_are_supported(answer):
+    assert unsupported_numbers(answer, [PREVIEW]) == ()
+
+
+@pytest.mark.parametrize(
+    ("answer", "flagged"),
+    [
+        ("UA flew 61,000 flights.", ("61,000",)),  # remembered, not queried
+        ("Together UA and B6 flew 113,300 flights.", ("113,300",)),  # the model's own arithmetic
+        ("UA's share is 21%.", ("21%",)),
+        ("UA flew 1.2 million flights and B6 54635.", ("1.2 million",)),
+        ("Delays averaged 12.5 minutes, 12.5 again.", ("12.5",)),  # reported once
+    ],
+)
+def test_numbers_no_step_produced_are_marked(answer, flagged):
+    assert unsupported_numbers(answer, [PREVIEW]) == flagged
+
+
+def test_the_receipt_gathers_tables_rows_bytes_and_calls_from_the_turn():
+    steps = [
+        StepRecord(
+            "s1", "query_warehouse", {"sql": "…"}, True, "3 rows", 1.0, rows=3, bytes_scanned=2_400_000_000
+        ),
+        StepRecord("s2", "run_sql", {"sql": "…"}, True, "1 row", 0.2, rows=1),
+        StepRecord("s3", "run_sql", {"sql": "…"}, False, "error", 0.1, rows=99),  # failed: not counted
+        StepRecord("s4", "run_python", {"code": "…"}, True, "chart", 0.5),
+    ]
+    stats = TurnStats(steps=4, model_calls=3, duration_s=4.14)
+    receipt = build_receipt(
+        "UA flew 58,665 flights; that is 999 more than last year.",
+        steps,
+        stats,
+        evidence=[PREVIEW],
+        tables=["bill.shop.flights", "bill.shop.carriers", "bill.shop.flights"],
+        fresh_as_of=datetime(2026, 11, 20, 9, 30, tzinfo=UTC),
+        verified_by="@alice",
+    )
+    assert receipt == Receipt(
+        tables=("bill.shop.flights", "bill.shop.carriers"),
+        rows=4,
+        bytes_billed=2_400_000_000,
+        model_calls=3,
+        wall_s=4.14,
+        fresh_as_of=datetime(2026, 11, 20, 9, 30, tzinfo=UTC),
+        verified_by="@alice",
+        unsupported=("999",),
+    )
+    line = receipt_line(receipt, now=datetime(2026, 11, 23, tzinfo=UTC))
+    assert line == (
+        "bill.shop.flights, bill.shop.carriers · 4 rows · data as of 20 Nov 2026 · 2.4 GB billed · "
+        "3 model calls · 4.1 s · based on a verified query by @alice · ⚠ not from any query in this turn: 999"
+    )
+
+
+def test_an_answer_without_steps_is_not_judged_and_recent_data_shows_the_time():
+    receipt = build_receipt("There are 16 airlines.", [], TurnStats(model_calls=1, duration_s=0.8))
+    assert receipt.unsupported == () and receipt_line(receipt) == "1 model call · 0.8 s"
+    fresh = Receipt(
+        tables=("flights",), rows=1, fresh_as_of=datetime(2026, 11, 23, 8, 5, tzinfo=UTC), wall_s=1
+    )
+    assert receipt_line(fresh, now=datetime(2026, 11, 23, 12, tzinfo=UTC)) == (
+        "flights · 1 row · data as of 23 Nov 2026 08:05 UTC · 1.0 s"
+    )
