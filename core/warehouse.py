@@ -11,7 +11,9 @@ import asyncio
 import contextlib
 import importlib.util
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Protocol
 
@@ -61,6 +63,9 @@ class Warehouse(Protocol):
 
     async def query(self, sql: str, save_as: str | None, ctx: QueryContext) -> StepResult:
         """Run a policy-checked read-only query; save the full result as parquet in the workspace."""
+
+    async def freshness(self, tables: Sequence[str]) -> datetime | None:
+        """When the oldest of `tables` last changed, for answer receipts; None when unknown."""
 
     async def close(self) -> None:
         """Release clients."""
@@ -195,6 +200,15 @@ class DuckDBWarehouse:
                 preview_bytes=ctx.preview_bytes,
             )
         )
+
+    async def freshness(self, tables: Sequence[str]) -> datetime | None:
+        """The demo file is written once: its modification time is the data's."""
+        if not tables:
+            return None
+        try:
+            return datetime.fromtimestamp(self.path.stat().st_mtime, UTC)
+        except OSError:
+            return None
 
     async def close(self) -> None:
         return None

@@ -16,7 +16,9 @@ import contextlib
 import io
 import time
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from fnmatch import fnmatchcase
 from typing import Any
 
@@ -203,6 +205,23 @@ class BigQueryWarehouse:
             except gexc.GoogleAPICallError:
                 lines.append("(No sample rows: they could not be read.)")
         return "\n".join(lines)
+
+    async def freshness(self, tables: Sequence[str]) -> datetime | None:
+        """The oldest `lastModifiedTime` of `tables` (a free metadata call, cached like the rest)."""
+        times = []
+        for table in tables:
+            full = self._qualify_table(table)
+            if full is None:
+                continue
+            try:
+                modified = await self._cached(
+                    ("modified", full), lambda f=full: self.client.get_table(f).modified
+                )
+            except Exception:  # a receipt without a date beats an answer without a receipt
+                continue
+            if modified is not None:
+                times.append(modified)
+        return min(times, default=None)
 
     def _qualify_table(self, table: str) -> str | None:
         parts = [p for p in table.strip().replace("`", "").lower().split(".") if p]

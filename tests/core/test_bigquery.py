@@ -554,3 +554,15 @@ async def test_end_to_end_turn_on_bigquery(tmp_path, fake_bq, fake_model, record
     assert finished.stats.bytes_scanned == 5 * 10**9
     assert fake_bq.runs()[0]["configuration"]["labels"]["surface"] == "terminal"
     assert "BigQuery" in fake_model.requests[0]["system"][0]["text"]
+
+
+async def test_freshness_is_the_oldest_last_modified_time_of_the_tables_read(parts, fake_bq):
+    """For answer receipts: a metadata call per table (cached), unknown tables left out, never an error."""
+    warehouse, *_ = parts
+    fake_bq.tables["bill.shop.orders"].extra["lastModifiedTime"] = "1763632800000"  # 2025-11-20 10:00 UTC
+    fake_bq.tables["bill.shop.customers"].extra["lastModifiedTime"] = "1763719200000"  # a day later
+    oldest = await warehouse.freshness(
+        ["bill.shop.orders", "shop.customers", "bill.shop.missing", "nonsense"]
+    )
+    assert oldest is not None and oldest.isoformat() == "2025-11-20T10:00:00+00:00"
+    assert await warehouse.freshness([]) is None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from datetime import UTC, datetime
 
 import pytest
@@ -88,3 +89,14 @@ def test_an_answer_without_steps_is_not_judged_and_recent_data_shows_the_time():
     assert receipt_line(fresh, now=datetime(2026, 11, 23, 12, tzinfo=UTC)) == (
         "flights · 1 row · data as of 23 Nov 2026 08:05 UTC · 1.0 s"
     )
+
+
+async def test_the_demo_warehouse_is_as_fresh_as_its_file(tmp_path):
+    from core.warehouse import DuckDBWarehouse
+
+    path = tmp_path / "demo.duckdb"
+    path.write_bytes(b"")
+    os.utime(path, (1_763_632_800, 1_763_632_800))
+    warehouse = DuckDBWarehouse(path, sandbox=None)  # freshness never touches the sandbox
+    assert (await warehouse.freshness(["flights"])) == datetime(2025, 11, 20, 10, 0, tzinfo=UTC)
+    assert await warehouse.freshness([]) is None
