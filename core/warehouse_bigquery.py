@@ -19,7 +19,6 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from fnmatch import fnmatchcase
 from typing import Any
 
 from core.bigquery_client import ClientConfig, build_client, describe_error, resolve_config
@@ -32,18 +31,17 @@ from core.bigquery_cost import (
     job_labels,
     over_budget_message,
 )
+from core.bigquery_metadata import describe, list_tables
 from core.config import Settings
 from core.events import ConfirmRequest
 from core.policy import TableAllowlist, check_sql
 from core.sandbox import Sandbox, StepResult
 from core.steps import default_stem, preview_table, safe_file_stem
-from core.table_notes import TableNotes, column_lines, layout_lines, load_table_notes
+from core.table_notes import TableNotes, load_table_notes
 from core.warehouse import QueryContext
 
 CONFIRM_TIMEOUT_S = 600.0  # an unanswered question means "no"
-MAX_LISTED_TABLES = 200
 MAX_RESULT_ROWS = 5_000_000  # results travel through the bot: aggregate in SQL beyond this
-SAMPLE_ROWS = 3
 
 
 @dataclass(frozen=True)
@@ -134,77 +132,17 @@ class BigQueryWarehouse:
     async def list_tables(self, allowlist: TableAllowlist) -> list[dict]:
         """[{name, rows, description}] for tables the allowlist admits, from (free) table metadata."""
         allow = self.effective_allowlist(allowlist)
-        return await self._cached(("tables", allow.patterns), lambda: self._list_tables(allow))
-
-    def _list_tables(self, allow: TableAllowlist) -> list[dict]:
-        names: list[str] = []
-        for dataset in self._datasets(allow):
-            for item in self.client.list_tables(dataset):
-                full = f"{item.project}.{item.dataset_id}.{item.table_id}"
-                if allow.allows(full):
-                    names.append(full)
-                if len(names) >= MAX_LISTED_TABLES:
-                    break
-        out = []
-        for full in sorted(names):
-            table = self.client.get_table(full)
-            note = self.notes.for_table(full)
-            description = table.description or (note.splitlines()[0] if note else "")
-            out.append({"name": full, "rows": table.num_rows or 0, "description": description})
-        return out
-
-    def _datasets(self, allow: TableAllowlist) -> list[str]:
-        """Datasets worth listing: those an allowlist pattern names, or all of a named project."""
-        out: set[str] = set()
-        for pattern in allow.patterns:
-            project, _, rest = pattern.partition(".")
-            if not project or any(c in project for c in "*?["):
-                project, rest = self.default_project or "", pattern
-            dataset = rest.partition(".")[0]
-            if dataset and not any(c in dataset for c in "*?["):
-                out.add(f"{project}.{dataset}")
-                continue
-            for item in self.client.list_datasets(project):
-                if fnmatchcase(f"{project}.{item.dataset_id}.x".lower(), pattern) or allow.allows_prefix(
-                    f"{project}.{item.dataset_id}."
-                ):
-                    out.add(f"{project}.{item.dataset_id}")
-        return sorted(out)
+        return await self._cached(
+            ("tables", allow.patterns),
+            lambda: list_tables(self.client, allow, self.notes, self.default_project),
+        )
 
     async def describe_table(self, table: str, allowlist: TableAllowlist) -> str:
         """Columns, partitioning, clustering, curated notes and a few free sample rows."""
         full = self._qualify_table(table)
         if full is None or not self.effective_allowlist(allowlist).allows(full):
             raise LookupError(f"No table named {table!r} that you may use. Call list_tables to see them.")
-        return await self._cached(("describe", full), lambda: self._describe(full, table))
-
-    def _describe(self, full: str, asked: str) -> str:
-        from google.api_core import exceptions as gexc
-
-        try:
-            t = self.client.get_table(full)
-        except gexc.NotFound:
-            raise LookupError(f"No table named {asked!r}. Call list_tables to see them.") from None
-        except gexc.GoogleAPICallError as exc:
-            raise LookupError(describe_error(exc)) from None
-        size = f", {format_bytes(t.num_bytes)}" if t.num_bytes is not None else ""
-        lines = [f"Table `{full}` ({(t.table_type or 'TABLE').lower()}) — {t.num_rows or 0:,} rows{size}."]
-        if t.description:
-            lines.append(t.description.strip())
-        lines += layout_lines(t)
-        note = self.notes.for_table(full)
-        if note:
-            lines += ["Notes from the data team:", note]
-        lines.append("Columns:")
-        lines += column_lines(t.schema)
-        if t.table_type == "TABLE" and t.num_rows:
-            try:  # tabledata.list: free, unlike SELECT ... LIMIT
-                rows = self.client.list_rows(t, max_results=SAMPLE_ROWS, selected_fields=t.schema[:30])
-                sample = rows.to_arrow(create_bqstorage_client=False)
-                lines += ["Sample rows:", preview_table(sample, SAMPLE_ROWS, 3000)]
-            except gexc.GoogleAPICallError:
-                lines.append("(No sample rows: they could not be read.)")
-        return "\n".join(lines)
+        return await self._cached(("describe", full), lambda: describe(self.client, full, table, self.notes))
 
     async def freshness(self, tables: Sequence[str]) -> datetime | None:
         """The oldest `lastModifiedTime` of `tables` (a free metadata call, cached like the rest)."""

@@ -1,0 +1,86 @@
+"""BigQuery discovery from table metadata: listing and describing tables costs nothing.
+
+Plain functions over a `google.cloud.bigquery.Client` (blocking: the warehouse calls them in a thread
+and caches the results); `core/warehouse_bigquery.py` decides what the allowlist admits first.
+"""
+
+from __future__ import annotations
+
+from fnmatch import fnmatchcase
+
+from core.bigquery_client import describe_error
+from core.bigquery_cost import format_bytes
+from core.policy import TableAllowlist
+from core.steps import preview_table
+from core.table_notes import TableNotes, column_lines, layout_lines
+
+MAX_LISTED_TABLES = 200
+SAMPLE_ROWS = 3
+
+
+def list_tables(client, allow: TableAllowlist, notes: TableNotes, default_project: str | None) -> list[dict]:
+    """[{name, rows, description}] of the tables `allow` admits (at most MAX_LISTED_TABLES)."""
+    names: list[str] = []
+    for dataset in _datasets(client, allow, default_project):
+        for item in client.list_tables(dataset):
+            full = f"{item.project}.{item.dataset_id}.{item.table_id}"
+            if allow.allows(full):
+                names.append(full)
+            if len(names) >= MAX_LISTED_TABLES:
+                break
+    out = []
+    for full in sorted(names):
+        table = client.get_table(full)
+        note = notes.for_table(full)
+        description = table.description or (note.splitlines()[0] if note else "")
+        out.append({"name": full, "rows": table.num_rows or 0, "description": description})
+    return out
+
+
+def _datasets(client, allow: TableAllowlist, default_project: str | None) -> list[str]:
+    """Datasets worth listing: those an allowlist pattern names, or all of a named project."""
+    out: set[str] = set()
+    for pattern in allow.patterns:
+        project, _, rest = pattern.partition(".")
+        if not project or any(c in project for c in "*?["):
+            project, rest = default_project or "", pattern
+        dataset = rest.partition(".")[0]
+        if dataset and not any(c in dataset for c in "*?["):
+            out.add(f"{project}.{dataset}")
+            continue
+        for item in client.list_datasets(project):
+            if fnmatchcase(f"{project}.{item.dataset_id}.x".lower(), pattern) or allow.allows_prefix(
+                f"{project}.{item.dataset_id}."
+            ):
+                out.add(f"{project}.{item.dataset_id}")
+    return sorted(out)
+
+
+def describe(client, full: str, asked: str, notes: TableNotes) -> str:
+    """Columns, layout, curated notes and a few free sample rows of one table, as text for the model."""
+    from google.api_core import exceptions as gexc
+
+    try:
+        t = client.get_table(full)
+    except gexc.NotFound:
+        raise LookupError(f"No table named {asked!r}. Call list_tables to see them.") from None
+    except gexc.GoogleAPICallError as exc:
+        raise LookupError(describe_error(exc)) from None
+    size = f", {format_bytes(t.num_bytes)}" if t.num_bytes is not None else ""
+    lines = [f"Table `{full}` ({(t.table_type or 'TABLE').lower()}) — {t.num_rows or 0:,} rows{size}."]
+    if t.description:
+        lines.append(t.description.strip())
+    lines += layout_lines(t)
+    note = notes.for_table(full)
+    if note:
+        lines += ["Notes from the data team:", note]
+    lines.append("Columns:")
+    lines += column_lines(t.schema)
+    if t.table_type == "TABLE" and t.num_rows:
+        try:  # tabledata.list: free, unlike SELECT ... LIMIT
+            rows = client.list_rows(t, max_results=SAMPLE_ROWS, selected_fields=t.schema[:30])
+            sample = rows.to_arrow(create_bqstorage_client=False)
+            lines += ["Sample rows:", preview_table(sample, SAMPLE_ROWS, 3000)]
+        except gexc.GoogleAPICallError:
+            lines.append("(No sample rows: they could not be read.)")
+    return "\n".join(lines)
