@@ -126,7 +126,9 @@ async def _ask(settings: Settings, question: str, session: str | None) -> bool:
             IncomingMessage(text=question, surface="terminal", thread_key=key), WaitingStatus()
         )
         files = [
-            save_for_user(await analyst.read_artifact(a), settings.home, a.session_id, a.path, os.environ)
+            save_for_user(
+                await analyst.threads.read_artifact(a), settings.home, a.session_id, a.path, os.environ
+            )
             for a in outcome.artifacts
         ]
     finally:

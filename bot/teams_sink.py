@@ -8,12 +8,12 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from botbuilder.core import TurnContext
 from botbuilder.schema import Activity, ActivityTypes, ConversationReference
 
 from bot import teams_render as render
+from bot.files import FileLinks
 from core.events import (
     AnswerReady,
     ArtifactReady,
@@ -24,9 +24,7 @@ from core.events import (
     TurnFailed,
     TurnFinished,
 )
-
-if TYPE_CHECKING:
-    from bot.server import AppState
+from core.thread import Threads
 
 log = logging.getLogger("datathread.teams")
 
@@ -76,7 +74,8 @@ class TeamsOut:
 class TeamsSink:
     """An EventSink for `Analyst.handle` that renders into Teams."""
 
-    state: AppState
+    threads: Threads
+    links: FileLinks
     out: TeamsOut
     personal: bool
     lines: dict[str, str] = field(default_factory=dict)
@@ -126,21 +125,18 @@ class TeamsSink:
         self.last_update, self.dirty = time.monotonic(), False
 
     async def _deliver(self, artifact: ArtifactReady) -> None:
-        from bot import files
-
-        analyst = self.state.analyst
         if artifact.mime.startswith("image/") and artifact.size <= MAX_INLINE_IMAGE:
-            data = await analyst.read_artifact(artifact)
+            data = await self.threads.read_artifact(artifact)
             await self.out.send(
                 artifact.title, attachments=[render.image_attachment(artifact.name, data, artifact.mime)]
             )
         elif self.personal and not artifact.mime.startswith("image/"):
-            context = files.signer_for(self.state).params(artifact.session_id, artifact.path)
+            context = self.links.signer.params(artifact.session_id, artifact.path)
             context.update(session_id=artifact.session_id, path=artifact.path)
             await self.out.send(attachments=[render.file_consent_card(artifact.name, artifact.size, context)])
         else:
-            url = await files.download_link(self.state, artifact.session_id, artifact.path)
-            ttl = self.state.settings.link_ttl_seconds
+            url = await self.links.download_link(artifact.session_id, artifact.path)
+            ttl = self.links.settings.link_ttl_seconds
             await self.out.send(render.link_text(artifact.title or artifact.name, url, ttl))
 
     async def _finish(self, event: TurnFinished) -> None:

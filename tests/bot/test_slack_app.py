@@ -358,13 +358,13 @@ async def test_app_home_prompts_export_and_confirmation(slack, model):
     assert "SELECT count(*) AS n FROM flights" in json.dumps(notebook["cells"])
 
     # Confirmation: Run/Cancel buttons in the thread; the click resolves the waiting step
+    from bot.slack_client import build_client
     from bot.slack_confirm import build_confirmer
     from bot.slack_progress import SlackTarget
-    from bot.slack_turn import build_client
     from core.events import ConfirmRequest
 
     target = SlackTarget(channel="C0001", thread_ts="700.1", team_id="T0001", user_id="U0001")
-    confirm = build_confirmer(build_client(slack.state.settings), target, slack.state.analyst.store)
+    confirm = build_confirmer(build_client(slack.state.settings), target, slack.state.threads)
     for action, expected in ((render.ACTION_CONFIRM_RUN, True), (render.ACTION_CONFIRM_CANCEL, False)):
         waiting = asyncio.create_task(
             confirm(ConfirmRequest(turn_id="t9", step_id=action, prompt="Scan 40 GB?"))

@@ -16,7 +16,6 @@ import httpx
 import pytest
 from starlette.applications import Starlette
 
-from bot import files
 from bot.server import AppState, create_app
 from tests.fakes.anthropic_api import error, text, tool
 from tests.fakes.bot_connector import FakeConnector
@@ -156,7 +155,7 @@ async def test_channel_thread_chart_csv_link_answer_and_follow_up(teams, fake_mo
     assert got.content.decode().splitlines()[1].startswith("F9,")
     tampered = local_path(url).replace("delays.csv", "delays.png")
     assert (await teams.client.get(tampered)).status_code == 403
-    signer = files.signer_for(teams.state)
+    signer = teams.state.links.signer
     real_clock, signer.clock = signer.clock, lambda: time.time() + 121
     assert (await teams.client.get(local_path(url))).status_code == 410
     signer.clock = real_clock
@@ -264,5 +263,5 @@ async def test_personal_chat_reset_csv_consent_and_failure(teams, fake_model, se
     assert "Traceback" not in failed[-1]["text"]
     # eight idle hours later the chat starts a fresh session by itself
     chat = Activity().deserialize(activity(teams.connector.url, "x", conversation=CHAT))
-    now_key = await thread_key(teams.state, chat)
-    assert await thread_key(teams.state, chat, now=time.time() + 9 * 3600) != now_key
+    now_key = await thread_key(teams.state.threads, chat)
+    assert await thread_key(teams.state.threads, chat, now=time.time() + 9 * 3600) != now_key
