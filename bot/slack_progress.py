@@ -82,7 +82,7 @@ class SlackProgress:
         if isinstance(event, TurnStarted):
             await self._start()
         elif isinstance(event, Thinking) and event.text != "Thinking…":
-            self.lines.setdefault(f"say-{len(self.lines)}", f"_{event.text}_")
+            self.lines.setdefault(f"say-{len(self.lines)}", f"_{render.inert(event.text)}_")
         elif isinstance(event, StepStarted):
             self.titles[event.step_id] = event.title
             await self._step(event.step_id, event.title, "in_progress", details=_brief(event.detail))
@@ -128,6 +128,7 @@ class SlackProgress:
     async def _step(
         self, step_id: str, title: str, status: str, *, details: str = "", output: str = ""
     ) -> None:
+        title, details, output = render.inert(title), render.inert(details), render.inert(output)
         if self.mode == "stream" and self.stream_ts:
             chunk = {"type": "task_update", "id": step_id, "title": title, "status": status}
             chunk.update({k: v for k, v in (("details", details), ("output", output)) if v})
@@ -141,7 +142,7 @@ class SlackProgress:
         icon = {"in_progress": ":hourglass_flowing_sand:", "complete": ":white_check_mark:", "error": ":x:"}[
             status
         ]
-        self.lines[step_id] = f"{icon} {render.escape(title)}" + (f" — {output}" if output else "")
+        self.lines[step_id] = f"{icon} {title}" + (f" — {output}" if output else "")
         if self.mode == "update":
             self._schedule_update()
 

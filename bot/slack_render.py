@@ -26,7 +26,7 @@ ACTION_CONFIRM_RUN = "datathread_confirm_run"
 ACTION_CONFIRM_CANCEL = "datathread_confirm_cancel"
 
 _FENCE = re.compile(r"^\s*(```|~~~)")
-_TABLE_SEP = re.compile(r"^\s*\|?\s*:?-{2,}:?\s*(\|\s*:?-{2,}:?\s*)*\|?\s*$")
+_TABLE_SEP = re.compile(r"^\s*\|?\s*:?-+:?\s*(\|\s*:?-+:?\s*)*\|?\s*$")  # GFM: one dash is enough
 
 
 @dataclass(frozen=True)
@@ -115,8 +115,26 @@ def escape(text: str) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
+# Only these link targets become Slack links: `<!channel|x>` or `<@U123|x>` would ping people.
+_SAFE_LINK = re.compile(r"(?i)(https?://|mailto:)[^\s<>|]+")
+
+
+def _link(label: str, target: str) -> str:
+    """`[label](target)` as a Slack link when the target is a web or mail address, else inert text."""
+    if _SAFE_LINK.fullmatch(target):
+        return f"<{target}|{escape(label)}>"
+    return escape(f"{label} ({target})")
+
+
+def inert(text: str) -> str:
+    """Plain text from a model or a step, safe in any Slack text field: no mention, no broadcast, no
+    link; one line (https://docs.slack.dev/messaging/formatting-message-text#escaping)."""
+    return escape(" ".join(text.split()))
+
+
 def to_mrkdwn(markdown: str) -> str:
-    """Convert one paragraph of Markdown (no fences) to Slack mrkdwn."""
+    """Convert one paragraph of Markdown (no fences) to Slack mrkdwn; every `<`, `>`, `&` that is not
+    a link we built is escaped, so model text can never become `<!here>` or `<@U…>`."""
     keep: list[str] = []
 
     def stash(value: str) -> str:
@@ -124,8 +142,8 @@ def to_mrkdwn(markdown: str) -> str:
         return f"\x00{len(keep) - 1}\x00"
 
     text = re.sub(r"`([^`\n]+)`", lambda m: stash(f"`{escape(m.group(1))}`"), markdown)
-    text = re.sub(r"\[([^\]\n]+)\]\((\S+?)\)", lambda m: stash(f"<{m.group(2)}|{escape(m.group(1))}>"), text)
-    text = re.sub(r"<(https?://[^>\s]+)>", lambda m: stash(f"<{m.group(1)}>"), text)
+    text = re.sub(r"\[([^\]\n]+)\]\((\S+?)\)", lambda m: stash(_link(m.group(1), m.group(2))), text)
+    text = re.sub(r"<(https?://[^>\s|]+)>", lambda m: stash(f"<{m.group(1)}>"), text)
     quoted = [line.startswith(">") for line in text.split("\n")]
     text = "\n".join(
         line.lstrip(">").lstrip() if q else line for line, q in zip(text.split("\n"), quoted, strict=True)
@@ -161,8 +179,33 @@ def unit_mrkdwn(unit: Unit) -> str:
 
 
 def unit_markdown(unit: Unit) -> str:
-    """One unit as standard Markdown (for streamed replies): tables become fenced previews."""
-    return unit.text if unit.kind == "text" else f"```\n{unit.text}\n```"
+    """One unit as standard Markdown (for streamed replies): tables become fenced previews; `<`, `>`,
+    `&` outside code become entities (Markdown shows them as the characters; Slack parses no control
+    sequence from them), and only web and mail links stay links."""
+    if unit.kind != "text":
+        return f"```\n{_defuse(unit.text)}\n```"
+    keep: list[str] = []
+
+    def stash(value: str) -> str:
+        keep.append(value)
+        return f"\x00{len(keep) - 1}\x00"
+
+    text = re.sub(r"`[^`\n]+`", lambda m: stash(_defuse(m.group(0))), unit.text)
+    text = re.sub(r"\[([^\]\n]+)\]\((\S+?)\)", lambda m: stash(_md_link(m.group(1), m.group(2))), text)
+    text = re.sub(r"^(\s*)>", lambda m: stash(m.group(0)), text, flags=re.M)  # block quotes stay quotes
+    return re.sub(r"\x00(\d+)\x00", lambda m: keep[int(m.group(1))], escape(text))
+
+
+def _defuse(code: str) -> str:
+    """Code stays as written (no entities: Markdown shows them literally in code) except that a `<`
+    opening a Slack control sequence (`<!here>`, `<@U…>`, `<#C…>`) gets a zero-width space after it."""
+    return re.sub(r"<(?=[!@#])", "<​", code)
+
+
+def _md_link(label: str, target: str) -> str:
+    if _SAFE_LINK.fullmatch(target):
+        return f"[{escape(label)}]({target})"
+    return escape(f"{label} ({target})")
 
 
 # --- splitting ------------------------------------------------------------------------------------

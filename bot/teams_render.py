@@ -32,6 +32,12 @@ _TABLE_SEP = re.compile(r"^\s*\|?\s*:?-+:?\s*(\|\s*:?-+:?\s*)*\|?\s*$")
 _HEADING = re.compile(r"^\s{0,3}#{1,6}\s+(.*?)\s*#*\s*$")
 
 
+def inert(text: str) -> str:
+    """Model or step text in a Teams message: `<`, `>`, `&` as entities, so it can't become markup
+    (an `<at>` mention, a tag) — Teams shows the entities as the characters."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
 def _cells(line: str) -> list[str]:
     return [c.strip() for c in line.strip().strip("|").split("|")]
 
@@ -59,11 +65,16 @@ def to_teams_markdown(text: str) -> tuple[str, list[Table]]:
             out.append(f"*(table {len(tables)} below)*")
             continue
         elif m := _HEADING.match(line):
-            out.append(f"**{m.group(1)}**")
+            out.append(f"**{inert(m.group(1))}**")
         else:
-            out.append(line)
+            out.append(_inert_outside_code(line))
         i += 1
     return _paragraphs(out), tables
+
+
+def _inert_outside_code(line: str) -> str:
+    pieces = re.split(r"(`[^`]*`)", line)
+    return "".join(p if p.startswith("`") and p.endswith("`") and len(p) > 1 else inert(p) for p in pieces)
 
 
 def _paragraphs(lines: list[str]) -> str:
@@ -201,7 +212,7 @@ def steps_markdown(record: dict | None) -> str:
         data = step.get("input") or {}
         code, lang = (data.get("sql"), "sql") if data.get("sql") else (data.get("code"), "python")
         mark = "✓" if step.get("ok") else "✗"
-        head = f"**{n}. {step.get('tool')}** {mark} {_clip(step.get('summary', ''), 200)}"
+        head = f"**{n}. {step.get('tool')}** {mark} {inert(_clip(step.get('summary', ''), 200))}"
         if code:
             parts.append(f"{head}\n\n```{lang}\n{_clip(code, MAX_CODE_CHARS)}\n```")
         else:
@@ -211,6 +222,7 @@ def steps_markdown(record: dict | None) -> str:
 
 def failure_text(message: str, error_id: str) -> str:
     """What a person sees when a turn fails: the short reason and an id to quote, never a traceback."""
+    message = inert(message)
     return f"Sorry — {message} (error id `{error_id}`)" if error_id else f"Sorry — {message}"
 
 

@@ -265,3 +265,20 @@ async def test_personal_chat_reset_csv_consent_and_failure(teams, fake_model, se
     chat = Activity().deserialize(activity(teams.connector.url, "x", conversation=CHAT))
     now_key = await thread_key(teams.state.threads, chat)
     assert await thread_key(teams.state.threads, chat, now=time.time() + 9 * 3600) != now_key
+
+
+async def test_model_and_step_text_stay_inert_in_teams_messages(teams, fake_model):
+    """Markup in the model's answer or a step's error never becomes a mention or a tag in a message."""
+    hostile = "<at>Everyone</at> <!here> <b>x</b>"
+    fake_model.enqueue(
+        tool("run_python", {"code": f"raise ValueError({hostile!r})"}),
+        text(f"Done {hostile} and a < b"),
+    )
+    sent = await teams.say("is this safe?")
+    texts = [m.get("text") or "" for m in sent]
+    assert not any(t for t in texts if "<at>" in t or "<!here>" in t or "<b>" in t), texts
+    assert "&lt;at&gt;Everyone&lt;/at&gt;" in texts[-1] and "a &lt; b" in texts[-1]
+    record = (await teams.state.analyst.store.list_turns())[-1]
+    steps = await teams.say("", value={"datathread": "show_steps", "turn_id": record["turn_id"]})
+    outside_code = re.sub(r"```.*?```", "", steps[-1]["text"], flags=re.S)  # code is shown as written
+    assert "<at>" not in outside_code and "&lt;at&gt;" in outside_code
