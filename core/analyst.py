@@ -34,7 +34,7 @@ from core.model import ModelClient, describe_model_error
 from core.notebook import is_export_request
 from core.redact import Redactor
 from core.s3 import S3Source
-from core.sandbox_factory import Parts, build_parts
+from core.sandbox_factory import Parts, build_parts, toolset
 from core.schedules_store import ScheduleBook
 from core.schedules_tool import ScheduleDesk
 from core.sessions import (
@@ -45,7 +45,7 @@ from core.sessions import (
     session_id_for,
 )
 from core.thread import Threads
-from core.tools import ToolContext, toolset
+from core.tools import ToolContext
 from core.turn_records import in_words, is_model_error, log_failure, turn_record
 from core.verified import VerifiedLibrary, curated_path, example_block, load_curated
 from core.warehouse import QueryContext

@@ -12,8 +12,10 @@ from core.access import AccessPolicy
 from core.config import Settings
 from core.model import ModelClient, build_model
 from core.sandbox import Sandbox
+from core.schedules_tool import SCHEDULE_TOOLS
 from core.sessions import SessionStore, open_store
 from core.thread import Threads
+from core.tools import TOOLS, Tool
 from core.warehouse import DuckDBWarehouse, Warehouse, build_demo_database
 
 
@@ -116,3 +118,13 @@ async def open_threads(settings: Settings) -> AsyncIterator[Threads]:
     finally:
         with contextlib.suppress(Exception):
             await files.close()
+
+
+def toolset(settings: Settings) -> tuple[Tool, ...]:
+    """The tools these settings offer: the six contract tools first, then optional data sources, then
+    create_schedule (scheduled answers). Assembled here, so core/tools.py never imports its extensions."""
+    if not settings.s3_buckets.strip():
+        return TOOLS + SCHEDULE_TOOLS
+    from core.tools_s3 import S3_TOOLS  # only with buckets configured
+
+    return TOOLS + S3_TOOLS + SCHEDULE_TOOLS

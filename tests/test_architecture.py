@@ -147,8 +147,7 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 KNOWN_CYCLES = [
     ["bot.cli", "bot.cli_eval", "bot.cli_schedule", "bot.cli_verified"],
     ["bot.doctor", "bot.doctor_checks"],
-    ["core.lock_keeper", "core.sessions", "core.store_redis", "core.store_sqlite"],
-    ["core.schedules_tool", "core.tools", "core.tools_s3"],
+    ["core.schedules_tool", "core.tools"],  # type-only: ToolContext.schedules names ScheduleDesk
 ]
 
 
