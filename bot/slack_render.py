@@ -13,6 +13,8 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from bot.transcript import format_bytes
+
 SECTION_LIMIT = 3000
 MAX_BLOCKS = 50
 STREAM_LIMIT = 12_000
@@ -267,16 +269,6 @@ def answer_messages(markdown: str, footer: list[dict] | None = None) -> list[dic
 
 
 # --- footer, Show SQL, confirmations, App Home ----------------------------------------------------
-def format_bytes(n: int) -> str:
-    """Bytes for people: 0 B, 1.5 KB, 12 MB, 3.2 GB."""
-    value = float(n)
-    for unit in ("B", "KB", "MB", "GB", "TB"):
-        if value < 1000 or unit == "TB":
-            return f"{value:.0f} {unit}" if unit == "B" or value >= 10 else f"{value:.1f} {unit}"
-        value /= 1000
-    return f"{n} B"
-
-
 def stats_line(stats: Mapping) -> str:
     """'3 steps · 16 rows · 1.2 MB scanned · 4.1 s' from TurnStats fields (a dict)."""
     steps = int(stats.get("steps", 0))
