@@ -13,6 +13,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from bot.markdown import blocks
 from bot.transcript import format_bytes
 
 SECTION_LIMIT = 3000
@@ -27,9 +28,6 @@ ACTION_EXPORT = "datathread_export"
 ACTION_CONFIRM_RUN = "datathread_confirm_run"
 ACTION_CONFIRM_CANCEL = "datathread_confirm_cancel"
 
-_FENCE = re.compile(r"^\s*(```|~~~)")
-_TABLE_SEP = re.compile(r"^\s*\|?\s*:?-+:?\s*(\|\s*:?-+:?\s*)*\|?\s*$")  # GFM: one dash is enough
-
 
 @dataclass(frozen=True)
 class Unit:
@@ -39,52 +37,29 @@ class Unit:
     text: str
 
 
-# --- parsing into units ---------------------------------------------------------------------------
+# --- units: the shared parse (bot/markdown.py), tables as aligned previews ------------------------
 def to_units(markdown: str) -> list[Unit]:
-    """Split Markdown into paragraphs, fenced code blocks and tables (tables become code blocks)."""
-    lines = markdown.replace("\r\n", "\n").split("\n")
-    units: list[Unit] = []
-    para: list[str] = []
-
-    def flush() -> None:
-        if any(line.strip() for line in para):
-            units.append(Unit("text", "\n".join(para).strip("\n")))
-        para.clear()
-
-    i = 0
-    while i < len(lines):
-        line = lines[i]
-        if _FENCE.match(line):
-            flush()
-            fence = _FENCE.match(line).group(1)  # type: ignore[union-attr]
-            j = i + 1
-            while j < len(lines) and not lines[j].strip().startswith(fence):
-                j += 1
-            units.append(Unit("code", "\n".join(lines[i + 1 : j])))
-            i = j + 1
-        elif "|" in line and i + 1 < len(lines) and _TABLE_SEP.match(lines[i + 1]):
-            flush()
-            j = i + 2
-            while j < len(lines) and "|" in lines[j] and lines[j].strip():
-                j += 1
-            units.append(Unit("table", table_to_text(lines[i:j])))
-            i = j
-        elif not line.strip():
-            flush()
-            i += 1
+    """Paragraphs, fenced code blocks and tables (tables become aligned monospace previews)."""
+    units = []
+    for block in blocks(markdown):
+        if block.kind == "table":
+            units.append(Unit("table", table_text(list(block.header), [list(r) for r in block.rows])))
         else:
-            para.append(line)
-            i += 1
-    flush()
+            units.append(Unit(block.kind, block.text))
     return units
 
 
 def table_to_text(lines: list[str], *, max_rows: int = TABLE_PREVIEW_ROWS) -> str:
-    """A Markdown table as aligned monospace text, at most `max_rows` rows plus a 'more rows' note."""
-    rows = [_cells(line) for line in lines if not _TABLE_SEP.match(line)]
-    if not rows:
+    """A Markdown table (its source lines) as an aligned preview."""
+    tables = [b for b in blocks("\n".join(lines)) if b.kind == "table"]
+    if not tables:
         return ""
-    header, body = rows[0], rows[1:]
+    return table_text(list(tables[0].header), [list(r) for r in tables[0].rows], max_rows=max_rows)
+
+
+def table_text(header: list[str], body: list[list[str]], *, max_rows: int = TABLE_PREVIEW_ROWS) -> str:
+    """A table as aligned monospace text, at most `max_rows` rows plus a 'more rows' note."""
+    header, body = [_plain(c) for c in header], [[_plain(c) for c in r] for r in body]
     hidden = max(0, len(body) - max_rows)
     body = body[:max_rows]
     width = max(len(r) for r in [header, *body])
@@ -102,9 +77,8 @@ def table_to_text(lines: list[str], *, max_rows: int = TABLE_PREVIEW_ROWS) -> st
     return "\n".join(out)
 
 
-def _cells(line: str) -> list[str]:
-    line = line.strip().removeprefix("|").removesuffix("|")
-    return [re.sub(r"\*\*|__|`", "", c).strip() for c in line.split("|")]
+def _plain(cell: str) -> str:
+    return re.sub(r"\*\*|__|`", "", cell).strip()
 
 
 def _is_number(value: str) -> bool:
