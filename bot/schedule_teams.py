@@ -25,7 +25,7 @@ from botbuilder.schema import (
 
 from bot.surface import AppState
 from bot.teams_auth import TeamsBot
-from bot.teams_sink import TeamsOut, TeamsSink
+from bot.teams_progress import TeamsOut, TeamsSink
 from core.events import IncomingMessage
 from core.schedules import Schedule
 from core.schedules_run import RunResult, turn_question

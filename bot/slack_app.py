@@ -22,7 +22,7 @@ from starlette.routing import Route
 from bot import slack_render as render
 from bot.schedule_slack import schedule_command
 from bot.slack_client import SharedClient, build_client
-from bot.slack_turn import (
+from bot.slack_jobs import (
     JOB_ACTION,
     JOB_EXPORT,
     JOB_HOME,

@@ -1,5 +1,5 @@
 """Microsoft Teams over the Bot Framework: `POST /api/messages` authenticates the activity, hands it
-to the runner and answers at once; the turn continues proactively in `bot/teams_turn.py`.
+to the runner and answers at once; the turn continues proactively in `bot/teams_jobs.py`.
 
 Everything Bot-Framework-specific lives here and in `bot/teams_*.py` (authentication in
 `bot/teams_auth.py`), so a move to the Microsoft 365 Agents SDK touches only this corner.
@@ -16,7 +16,7 @@ from starlette.routing import Route
 
 from bot.surface import AppState
 from bot.teams_auth import TeamsBot, authenticate, build_bot
-from bot.teams_turn import run_job
+from bot.teams_jobs import run_job
 from core.runner import TurnJob
 
 log = logging.getLogger("datathread.teams")

@@ -212,7 +212,7 @@ async def test_the_bot_says_hello_when_added_and_ignores_other_member_changes(te
 async def test_personal_chat_reset_csv_consent_and_failure(teams, fake_model, settings):
     from botbuilder.schema import Activity
 
-    from bot.teams_turn import thread_key
+    from bot.teams_jobs import thread_key
 
     fake_model.enqueue(text("Hello from the first session."))
     await teams.say("hi there", conversation=CHAT)

@@ -19,7 +19,7 @@ from botbuilder.schema import Activity, ActivityTypes
 from bot import teams_render as render
 from bot.surface import AppState
 from bot.teams_auth import TeamsBot
-from bot.teams_sink import TeamsOut, TeamsSink
+from bot.teams_progress import TeamsOut, TeamsSink
 from core.events import ConfirmRequest, IncomingMessage
 from core.notebook import NothingToExport
 from core.runner import TurnJob

@@ -7,7 +7,7 @@ import asyncio
 import pytest
 from botbuilder.schema import Activity
 
-from bot import teams_turn
+from bot import teams_jobs
 from core.events import ConfirmRequest
 
 
@@ -37,7 +37,7 @@ def test_question_text(text, entities, expected):
             {"type": "mention", "mentioned": bot, "text": "<at>datathread</at>"},
             {"type": "mention", "mentioned": {"id": "29:bob", "name": "Bob"}, "text": "<at>Bob</at>"},
         ]
-    assert teams_turn.question_text(Activity().deserialize(body)) == expected
+    assert teams_jobs.question_text(Activity().deserialize(body)) == expected
 
 
 @pytest.mark.parametrize("answer,expected", [("run", True), ("cancel", False)])
@@ -54,19 +54,19 @@ async def test_confirm_round_trip_through_the_store(settings, tmp_path, answer, 
 
     waiting_side, clicking_side = replica(), replica()
     out = Out()
-    confirm = teams_turn._confirmer(waiting_side, out, "aad-ada")
+    confirm = teams_jobs._confirmer(waiting_side, out, "aad-ada")
     waiting = asyncio.create_task(confirm(ConfirmRequest(turn_id="t1", step_id="s1", prompt="Scan 2 TB?")))
     while not out.sent:
         await asyncio.sleep(0.01)
     action = out.sent[0][1][0]["content"]["actions"][0 if answer == "run" else 1]["data"]
     state = SimpleNamespace(threads=clicking_side)
     stranger = Activity().deserialize({"type": "message", "from": {"id": "29:eve", "aadObjectId": "aad-eve"}})
-    await teams_turn._card_action(state, stranger, action, out)
+    await teams_jobs._card_action(state, stranger, action, out)
     assert "Only the person who asked" in out.sent[-1][0] and not waiting.done()
     ada = Activity().deserialize({"type": "message", "from": {"id": "29:ada", "aadObjectId": "aad-ada"}})
-    await teams_turn._card_action(state, ada, action, out)
+    await teams_jobs._card_action(state, ada, action, out)
     assert await asyncio.wait_for(waiting, 5) is expected
-    await teams_turn._card_action(state, ada, action, out)
+    await teams_jobs._card_action(state, ada, action, out)
     assert "expired" in out.sent[-1][0]
 
 
