@@ -145,8 +145,6 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 # Known cycles, to be broken (this list only shrinks).
 KNOWN_CYCLES = [
-    ["bot.cli", "bot.cli_eval", "bot.cli_schedule", "bot.cli_verified"],
-    ["bot.doctor", "bot.doctor_checks"],
     ["core.schedules_tool", "core.tools"],  # type-only: ToolContext.schedules names ScheduleDesk
 ]
 
