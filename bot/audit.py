@@ -84,7 +84,7 @@ async def print_audit(
     try:
         since = time.time() - since_hours * 3600 if since_hours else None
         if session:  # a full session id or a terminal `--session` key
-            from bot.export import resolve_session_id
+            from core.thread import resolve_session_id
 
             session = await resolve_session_id(store, session)
         turns = await store.list_turns(

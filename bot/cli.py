@@ -15,57 +15,17 @@ from pathlib import Path
 import typer
 from rich.console import Console
 
+from bot.cli_common import app, die, err, settings_or_exit, setup_log
 from bot.cli_schedule import app as schedule_app
-from bot.log_setup import LOG_LEVEL_HELP, parse_level, setup_logging
-from core.config import ConfigError, Settings, load_settings, require_model
+from bot.log_setup import LOG_LEVEL_HELP, parse_level
+from core.config import ConfigError, Settings, require_model
 
-app = typer.Typer(
-    help="datathread — answers data questions in Slack, Teams and the terminal.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-)
 app.add_typer(schedule_app, name="schedule")
-err = Console(stderr=True, soft_wrap=True)
-
-
-def _settings(**overrides: object) -> Settings:
-    try:
-        return load_settings(**overrides)
-    except ConfigError as exc:
-        _die(str(exc))
-
-
-def _die(message: str, code: int = 2):
-    err.print(f"[red]error:[/] {message}")
-    raise typer.Exit(code)
 
 
 class AuditFormat(StrEnum):
     jsonl = "jsonl"
     csv = "csv"
-
-
-def _version(value: bool) -> None:
-    if value:
-        from importlib.metadata import version
-
-        typer.echo(f"datathread {version('datathread')}")
-        raise typer.Exit()
-
-
-@app.callback()
-def main(
-    _: bool = typer.Option(
-        False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
-    ),
-) -> None:
-    """datathread — answers data questions in Slack, Teams and the terminal."""
-
-
-def _setup_logging(settings: Settings, level: str | None = None) -> None:
-    """Logs to DATATHREAD_HOME/logs/datathread.log; on stderr too at `level` (bot/log_setup.py)."""
-    setup_logging(settings, level)
 
 
 def _log_level_option(default: str | None = None):
@@ -79,12 +39,12 @@ async def _analyst(settings: Settings):
         require_model(settings)
         return await Analyst.create(settings)
     except ConfigError as exc:
-        _die(str(exc))
+        die(str(exc))
     except Exception as exc:  # a part failed to start: one sentence, not a traceback
         from core.sessions import StoreUnavailable
 
         if isinstance(exc, StoreUnavailable):
-            _die(str(exc))
+            die(str(exc))
         raise
 
 
@@ -96,8 +56,8 @@ def chat(
     """Talk to datathread in the terminal (one session; --session ID resumes one). `help` lists what it can do."""
     from bot.terminal_chat import run_chat
 
-    settings = _settings()
-    _setup_logging(settings, log_level)
+    settings = settings_or_exit()
+    setup_log(settings, log_level)
     run_chat(settings, session, _analyst)
 
 
@@ -108,8 +68,8 @@ def ask(
     log_level: str = _log_level_option(),
 ) -> None:
     """One turn: print the answer and the paths of attached files. Exit 1 if the turn fails."""
-    settings = _settings()
-    _setup_logging(settings, log_level)
+    settings = settings_or_exit()
+    setup_log(settings, log_level)
     ok = asyncio.run(_ask(settings, question, session))
     raise typer.Exit(0 if ok else 1)
 
@@ -126,7 +86,9 @@ async def _ask(settings: Settings, question: str, session: str | None) -> bool:
             IncomingMessage(text=question, surface="terminal", thread_key=key), WaitingStatus()
         )
         files = [
-            save_for_user(await analyst.read_artifact(a), settings.home, a.session_id, a.path, os.environ)
+            save_for_user(
+                await analyst.threads.read_artifact(a), settings.home, a.session_id, a.path, os.environ
+            )
             for a in outcome.artifacts
         ]
     finally:
@@ -147,7 +109,7 @@ def doctor() -> None:
     """Report which parts are configured and reachable, and which sandbox protections are active."""
     from bot.doctor import run_doctor
 
-    settings = _settings()
+    settings = settings_or_exit()
     raise typer.Exit(asyncio.run(run_doctor(settings, Console())))
 
 
@@ -162,14 +124,14 @@ def serve(
 
     from bot.server import create_app
 
-    settings = _settings()
+    settings = settings_or_exit()
     settings.isolation = settings.isolation or "strict"  # a shared service refuses unisolated steps
-    _setup_logging(settings, log_level)
+    setup_log(settings, log_level)
     try:  # no model key or a bad Teams setting: one sentence, not a traceback
         require_model(settings)
         asgi = create_app(settings)
     except ConfigError as exc:
-        _die(str(exc))
+        die(str(exc))
     uvicorn.run(asgi, host=host, port=port, log_level=log_level.lower(), lifespan="on")
 
 
@@ -180,17 +142,17 @@ def slack(
 ) -> None:
     """Run the Slack app over Socket Mode."""
     if not socket:
-        _die("Use `datathread slack --socket`, or `datathread serve` for HTTP events.")
+        die("Use `datathread slack --socket`, or `datathread serve` for HTTP events.")
     from bot.slack_socket import SlackUnreachable, run_socket_mode
 
-    settings = _settings()
-    _setup_logging(settings, log_level)
+    settings = settings_or_exit()
+    setup_log(settings, log_level)
     try:
         asyncio.run(run_socket_mode(settings, err))
     except ConfigError as exc:
-        _die(str(exc))
+        die(str(exc))
     except SlackUnreachable as exc:
-        _die(str(exc), code=1)
+        die(str(exc), code=1)
     except KeyboardInterrupt:
         err.print("Slack: stopped.")
 
@@ -207,7 +169,7 @@ def audit(
     """List recorded turns and steps (who, where, question, SQL/code, rows, outcome) as JSON lines or CSV."""
     from bot.audit import print_audit
 
-    settings = _settings()
+    settings = settings_or_exit()
     asyncio.run(
         print_audit(
             settings,
@@ -229,7 +191,7 @@ def export(
     """Export a thread as a runnable Jupyter notebook."""
     from bot.export import export_session
 
-    settings = _settings()
+    settings = settings_or_exit()
     path = asyncio.run(export_session(settings, session_id, output))
     Console().print(str(path))
 
@@ -242,9 +204,9 @@ def teams_package(
     from bot.teams_package import build_package
 
     try:
-        path = build_package(_settings(), output)
+        path = build_package(settings_or_exit(), output)
     except ConfigError as exc:
-        _die(str(exc))
+        die(str(exc))
     Console().print(str(path))
 
 

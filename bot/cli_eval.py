@@ -14,7 +14,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from bot.cli import _die, _settings, _setup_logging, app
+from bot.cli_common import app, die, settings_or_exit, setup_log
 from core.config import ConfigError, Settings, require_model
 from core.eval_report import EvalReport, QuestionResult, format_bytes, format_cost, load_done, save_report
 from core.eval_report import to_markdown as report_markdown
@@ -41,25 +41,21 @@ def eval_command(
     try:
         suite = load_suite(path)
     except SuiteError as exc:
-        _die(str(exc))
+        die(str(exc))
     if only:
         suite = _only(suite, only)
     for warning in suite.warnings():
         err.print(f"[yellow]warning:[/] {warning}")
     if resume and output is None:
-        _die("--resume needs --output: the report to resume from.")
+        die("--resume needs --output: the report to resume from.")
     try:
         done = load_done(output) if resume and output else []
     except ValueError as exc:
-        _die(str(exc))
-    settings = _settings()
-    if (
-        demo and settings.warehouse != "duckdb"
-    ):  # its gold SQL names the demo tables: every answer would "fail"
-        _die(
-            f"--demo is written for the demo DuckDB warehouse, not {settings.warehouse}: give a suite of your own."
-        )
-    _setup_logging(settings, log_level)
+        die(str(exc))
+    settings = settings_or_exit()
+    if demo and settings.warehouse != "duckdb":  # its gold SQL names the demo tables: every answer "fails"
+        die(f"--demo is written for the demo DuckDB warehouse, not {settings.warehouse}: give a suite of your own.")
+    setup_log(settings, log_level)
     report = asyncio.run(_run(settings, suite, path, done, output, concurrency, timeout))
     Console().print(results_table(report))
     if markdown:
@@ -71,16 +67,16 @@ def eval_command(
 
 def _suite_path(suite_path: Path | None, demo: bool) -> Path:
     if demo and suite_path is not None:
-        _die("Give a suite file or --demo, not both.")
+        die("Give a suite file or --demo, not both.")
     if not demo and suite_path is None:
-        _die("Give a suite file (datathread eval SUITE.yaml) or --demo.")
+        die("Give a suite file (datathread eval SUITE.yaml) or --demo.")
     return DEMO_SUITE if demo else suite_path
 
 
 def _only(suite: EvalSuite, ids: list[str]) -> EvalSuite:
     unknown = sorted(set(ids) - {q.key for q in suite.questions})
     if unknown:
-        _die(f"The suite has no question with id {', '.join(unknown)}.")
+        die(f"The suite has no question with id {', '.join(unknown)}.")
     return suite.model_copy(update={"questions": [q for q in suite.questions if q.key in ids]})
 
 
@@ -101,7 +97,7 @@ async def _run(
         require_model(settings)
         parts = await build_parts(settings)
     except (ConfigError, StoreUnavailable) as exc:
-        _die(str(exc))
+        die(str(exc))
     runner = EvalRunner(parts, concurrency=concurrency, question_timeout_s=timeout)
     if done:
         err.print(f"Resuming: {len(done)} questions already scored in {output}.")

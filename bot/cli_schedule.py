@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, TypeVar
 import typer
 from rich.console import Console
 
+from bot.cli_common import die, settings_or_exit
+
 if TYPE_CHECKING:  # imported when a command runs: `datathread --help` need not load the core
     from core.config import Settings
     from core.schedules_store import ScheduleBook
@@ -28,15 +30,11 @@ T = TypeVar("T")
 
 
 def _settings() -> Settings:
-    from bot.cli import _settings as read_settings  # lazily: bot.cli registers this sub-app
-
-    return read_settings()
+    return settings_or_exit()
 
 
 def _fail(message: str, code: int = 2):
-    from bot.cli import _die
-
-    _die(message, code)
+    die(message, code)
 
 
 def _with_book(settings: Settings, work: Callable[[ScheduleBook], Awaitable[T]]) -> T:

@@ -16,7 +16,7 @@ from rich.console import Console
 from rich.syntax import Syntax
 from rich.table import Table
 
-from bot.cli import _die, _settings, app
+from bot.cli_common import app, die, settings_or_exit
 from core.config import ConfigError, Settings
 from core.verified import Correction, VerifiedLibrary, VerifiedQuery, curated_path, load_curated
 
@@ -32,7 +32,7 @@ async def _with_library(settings: Settings, work):
         curated = load_curated(curated_path(settings.table_notes), dialect)
         store = await open_store(settings)
     except (ConfigError, StoreUnavailable) as exc:
-        _die(str(exc))
+        die(str(exc))
     try:
         return await work(VerifiedLibrary(store, dialect=dialect, curated=curated))
     finally:
@@ -60,7 +60,7 @@ def list_entries(
     async def work(library: VerifiedLibrary):
         return await library.entries()
 
-    entries = asyncio.run(_with_library(_settings(), work))
+    entries = asyncio.run(_with_library(settings_or_exit(), work))
     if corrections:
         entries = [e for e in entries if isinstance(e, Correction)]
     if as_json:
@@ -92,9 +92,9 @@ def show(entry_id: str = typer.Argument(..., help="The id from `datathread verif
     async def work(library: VerifiedLibrary):
         return await library.get(entry_id)
 
-    entry = asyncio.run(_with_library(_settings(), work))
+    entry = asyncio.run(_with_library(settings_or_exit(), work))
     if entry is None:
-        _die(f"There is no verified query or correction with id {entry_id}.", 1)
+        die(f"There is no verified query or correction with id {entry_id}.", 1)
     console = Console()
     if isinstance(entry, VerifiedQuery):
         console.print(f"[bold]{entry.question}[/]")
@@ -119,8 +119,8 @@ def remove(entry_id: str = typer.Argument(..., help="The id from `datathread ver
         try:
             return await library.remove(entry_id)
         except ValueError as exc:
-            _die(str(exc))
+            die(str(exc))
 
-    if not asyncio.run(_with_library(_settings(), work)):
-        _die(f"There is no verified query or correction with id {entry_id}.", 1)
+    if not asyncio.run(_with_library(settings_or_exit(), work)):
+        die(f"There is no verified query or correction with id {entry_id}.", 1)
     Console().print(f"removed {entry_id}")

@@ -12,17 +12,14 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
-from typing import Literal
 
 from rich.console import Console
 from rich.table import Table
 
-from core.config import Settings, split_list
+from bot.doctor_checks import ALL_CHECKS, CHECK_TIMEOUT_S, Check, preload
+from core.config import Settings
 
-CHECK_TIMEOUT_S = 2.5  # each network call's own timeout
 SAFETY_TIMEOUT_S = 2 * CHECK_TIMEOUT_S  # a whole check (two calls at most)
-Status = Literal["ok", "fail", "off", "unchecked"]
 STATUS_MARKUP = {
     "ok": "[green]ok[/]",
     "fail": "[red]FAIL[/]",
@@ -31,16 +28,8 @@ STATUS_MARKUP = {
 }
 
 
-@dataclass(frozen=True)
-class Check:
-    part: str
-    status: Status
-    detail: str
-
-
 async def run_doctor(settings: Settings, console: Console) -> int:
     """Print one row per part (and the sandbox protections); exit code 1 when a configured part fails."""
-    from bot.doctor_checks import ALL_CHECKS, preload
 
     started = time.monotonic()
     preload(settings)  # imports block the loop: do them before any check's clock starts
@@ -80,7 +69,3 @@ def sandbox_protections(settings: Settings) -> dict[str, str]:
 
     masked = [str(Path(m).resolve()) for m in secret_files(settings)]
     return isolation_backends.preview(settings.isolation or "best", masked=masked).as_dict()
-
-
-def buckets(settings: Settings) -> list[str]:
-    return [entry.split("/", 1)[0] for entry in split_list(settings.s3_buckets)]

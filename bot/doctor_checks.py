@@ -8,10 +8,25 @@ import asyncio
 import contextlib
 import threading
 from collections.abc import Callable
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Literal
 
-from bot.doctor import CHECK_TIMEOUT_S, Check, buckets
-from core.config import Settings
+from core.config import Settings, split_list
+
+CHECK_TIMEOUT_S = 2.5  # each network call's own timeout
+Status = Literal["ok", "fail", "off", "unchecked"]
+
+
+@dataclass(frozen=True)
+class Check:
+    part: str
+    status: Status
+    detail: str
+
+
+def buckets(settings: Settings) -> list[str]:
+    return [entry.split("/", 1)[0] for entry in split_list(settings.s3_buckets)]
+
 
 BOT_FRAMEWORK_SCOPE = "https://api.botframework.com/.default"
 LOGIN_URL = "https://login.microsoftonline.com"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import functools
 import hashlib
 import hmac
 import logging
@@ -16,9 +17,8 @@ import mimetypes
 import secrets
 import time
 import urllib.parse
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
@@ -26,12 +26,7 @@ from starlette.routing import Route
 
 from core.config import Settings
 
-if TYPE_CHECKING:
-    from bot.server import AppState
-
 log = logging.getLogger("datathread.files")
-
-_SIGNER_KEY = "files.signer"
 
 
 @dataclass
@@ -83,22 +78,55 @@ def build_signer(settings: Settings) -> LinkSigner:
     return LinkSigner(secret=secret, public_url=settings.public_url, ttl_s=settings.link_ttl_seconds)
 
 
-def signer_for(state: AppState) -> LinkSigner:
-    """The app's one signer (created on first use and kept in the app state, never global)."""
-    signer = state.extras.get(_SIGNER_KEY)
-    if signer is None:
-        signer = state.extras[_SIGNER_KEY] = build_signer(state.settings)
-    return signer
+@dataclass
+class FileLinks:
+    """Download links for workspace files, and the `/files/...` route that serves our own."""
 
+    settings: Settings
+    read: Callable[[str, str], Awaitable[bytes]]  # a workspace file's bytes (through the thread seam)
 
-async def download_link(state: AppState, session_id: str, path: str, data: bytes | None = None) -> str:
-    """A time-limited URL for a workspace file: S3 presigned when a bucket is set, else our own."""
-    settings = state.settings
-    if not settings.files_bucket:
-        return signer_for(state).sign(session_id, path)
-    if data is None:
-        data = await state.analyst.parts.sandbox.read_file(session_id, path)
-    return await asyncio.to_thread(_presign_s3, settings, session_id, path, data)
+    @functools.cached_property
+    def signer(self) -> LinkSigner:
+        """The app's one signer, created on first use (so a random secret is only warned about if used)."""
+        return build_signer(self.settings)
+
+    async def download_link(self, session_id: str, path: str, data: bytes | None = None) -> str:
+        """A time-limited URL for a workspace file: S3 presigned when a bucket is set, else our own."""
+        if not self.settings.files_bucket:
+            return self.signer.sign(session_id, path)
+        if data is None:
+            data = await self.read(session_id, path)
+        return await asyncio.to_thread(_presign_s3, self.settings, session_id, path, data)
+
+    def routes(self) -> list[Route]:
+        """`GET /files/<session>/<path>?exp&sig` for bot/server.py."""
+        return [Route("/files/{session_id}/{path:path}", self._serve, methods=["GET"])]
+
+    async def start(self) -> None:
+        return None
+
+    async def stop(self) -> None:
+        return None
+
+    async def _serve(self, request: Request) -> Response:
+        session_id = request.path_params["session_id"]
+        path = request.path_params["path"]
+        problem = self.signer.check(
+            session_id, path, request.query_params.get("exp", ""), request.query_params.get("sig", "")
+        )
+        if problem:
+            status = 410 if problem == "expired" else 403
+            return PlainTextResponse(f"This link is not valid ({problem}).", status_code=status)
+        try:
+            data = await self.read(session_id, path)
+        except (FileNotFoundError, PermissionError, IsADirectoryError, ValueError):
+            return PlainTextResponse("This file no longer exists.", status_code=404)
+        name = path.rsplit("/", 1)[-1].replace('"', "")
+        return Response(
+            data,
+            media_type=_mime(path),
+            headers={"content-disposition": f'attachment; filename="{name}"', "cache-control": "private"},
+        )
 
 
 def _presign_s3(settings: Settings, session_id: str, path: str, data: bytes) -> str:
@@ -115,29 +143,3 @@ def _presign_s3(settings: Settings, session_id: str, path: str, data: bytes) -> 
 
 def _mime(path: str) -> str:
     return mimetypes.guess_type(path)[0] or "application/octet-stream"
-
-
-def routes(state: AppState) -> list[Route]:
-    """`GET /files/<session>/<path>?exp&sig` for bot/server.py."""
-
-    async def serve_file(request: Request) -> Response:
-        session_id = request.path_params["session_id"]
-        path = request.path_params["path"]
-        problem = signer_for(state).check(
-            session_id, path, request.query_params.get("exp", ""), request.query_params.get("sig", "")
-        )
-        if problem:
-            status = 410 if problem == "expired" else 403
-            return PlainTextResponse(f"This link is not valid ({problem}).", status_code=status)
-        try:
-            data = await state.analyst.parts.sandbox.read_file(session_id, path)
-        except (FileNotFoundError, PermissionError, IsADirectoryError, ValueError):
-            return PlainTextResponse("This file no longer exists.", status_code=404)
-        name = path.rsplit("/", 1)[-1].replace('"', "")
-        return Response(
-            data,
-            media_type=_mime(path),
-            headers={"content-disposition": f'attachment; filename="{name}"', "cache-control": "private"},
-        )
-
-    return [Route("/files/{session_id}/{path:path}", serve_file, methods=["GET"])]

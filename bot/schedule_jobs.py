@@ -11,9 +11,15 @@ import asyncio
 import contextlib
 import logging
 from datetime import timedelta
-from typing import TYPE_CHECKING
 
-from bot.schedule_slack import JOB_SCHEDULE_COMMAND, run_schedule_command
+from starlette.routing import Route
+
+from bot.schedule_slack import JOB_SCHEDULE_COMMAND, SlackSchedulePoster, run_schedule_command
+from bot.schedule_teams import TeamsSchedulePoster
+from bot.slack_client import SharedClient
+from bot.surface import AppState
+from bot.teams_auth import TeamsBot, build_bot
+from core.config import Settings
 from core.runner import TurnJob
 from core.runner_modal import Spawn
 from core.schedules import Clock, UnknownSchedule, iso, utc_now
@@ -22,79 +28,74 @@ from core.schedules_store import ScheduleBook
 from core.schedules_tick import JOB_SCHEDULE_RUN, DueRun, run_scheduler, tick
 from core.sessions import open_store
 
-if TYPE_CHECKING:
-    from bot.server import AppState
-    from core.config import Settings
+SCHEDULER_TASK = "datathread-scheduler"
 
 log = logging.getLogger("datathread.schedules")
 
-_LOOP_KEY = "schedules.loop"
 
+class Schedules:
+    """Scheduled runs in a serving process: the job kinds, the scheduler loop, and the posters of each
+    surface over that surface's own client (Slack's Web API client, Teams' adapter)."""
 
-def poster_for(state: AppState, surface: str) -> SchedulePoster:
-    """The surface's poster, over this process's shared clients."""
-    if surface == "teams":
-        from bot.schedule_teams import TeamsSchedulePoster
-        from bot.teams_app import bot_for
+    def __init__(self, state: AppState, *, slack: SharedClient, teams: TeamsBot):
+        self.state = state
+        self.slack = slack
+        self.teams = teams
+        self._loop: tuple[asyncio.Event, asyncio.Task] | None = None
 
-        return TeamsSchedulePoster(bot=bot_for(state), state=state)
-    from bot.schedule_slack import SlackSchedulePoster
-    from bot.slack_turn import client_for
+    def poster(self, surface: str) -> SchedulePoster:
+        """The poster of the schedule's surface."""
+        if surface == "teams":
+            return TeamsSchedulePoster(bot=self.teams, state=self.state)
+        return SlackSchedulePoster(client=self.slack.get(), analyst=self.state.analyst)
 
-    return SlackSchedulePoster(client=client_for(state), analyst=state.analyst)
+    async def run_due(self, due: DueRun, *, force: bool = False) -> RunResult | None:
+        """Run one claimed occurrence with the poster of the schedule's surface."""
+        book = self.state.threads.schedules()
+        schedule = await book.get(due.schedule_id)
+        return await run_occurrence(book, self.poster(schedule.surface), due, force=force)
 
+    def register_jobs(self) -> None:
+        """Name the `schedule.run` handler on the runner (here, and on remote workers)."""
 
-def book_for(state: AppState) -> ScheduleBook:
-    return ScheduleBook.from_settings(state.analyst.store, state.settings)
+        async def handler(job: TurnJob) -> None:
+            with contextlib.suppress(UnknownSchedule):  # removed between the claim and the run
+                await self.run_due(DueRun.from_payload(job.payload))
 
+        self.state.runner.register(JOB_SCHEDULE_RUN, handler)
 
-async def run_due(state: AppState, due: DueRun, *, force: bool = False) -> RunResult | None:
-    """Run one claimed occurrence with the poster of the schedule's surface."""
-    book = book_for(state)
-    schedule = await book.get(due.schedule_id)
-    return await run_occurrence(book, poster_for(state, schedule.surface), due, force=force)
+        async def slash(job: TurnJob) -> None:
+            await run_schedule_command(self.state, self.slack.get(), job.payload)
 
+        self.state.runner.register(JOB_SCHEDULE_COMMAND, slash)
 
-def register_jobs(state: AppState) -> None:
-    """Name the `schedule.run` handler on the runner (here, and on remote workers)."""
+    def routes(self) -> list[Route]:
+        return []
 
-    async def handler(job: TurnJob) -> None:
-        with contextlib.suppress(UnknownSchedule):  # removed between the claim and the run
-            await run_due(state, DueRun.from_payload(job.payload))
+    async def start(self) -> None:
+        """Register the jobs and start the scheduler loop here (unless a cron function ticks)."""
+        self.register_jobs()
+        settings = self.state.settings
+        if not settings.scheduler_loop:
+            return
+        stop = asyncio.Event()
+        task = asyncio.create_task(
+            run_scheduler(
+                self.state.threads.schedules(),
+                self.state.runner.submit,
+                grace=timedelta(seconds=settings.schedule_grace_s),
+                stop=stop,
+            ),
+            name=SCHEDULER_TASK,
+        )
+        self._loop = (stop, task)
 
-    state.runner.register(JOB_SCHEDULE_RUN, handler)
-
-    async def slash(job: TurnJob) -> None:
-        await run_schedule_command(state, job.payload)
-
-    state.runner.register(JOB_SCHEDULE_COMMAND, slash)
-
-
-def routes(state: AppState) -> list:
-    return []
-
-
-async def on_startup(state: AppState) -> None:
-    """Register the job and start the scheduler loop in this process (unless a cron function ticks)."""
-    register_jobs(state)
-    if not state.settings.scheduler_loop:
-        return
-    stop = asyncio.Event()
-    grace = timedelta(seconds=state.settings.schedule_grace_s)
-    task = asyncio.create_task(
-        run_scheduler(book_for(state), state.runner.submit, grace=grace, stop=stop),
-        name="datathread-scheduler",
-    )
-    state.extras[_LOOP_KEY] = (stop, task)
-
-
-async def on_shutdown(state: AppState) -> None:
-    loop = state.extras.pop(_LOOP_KEY, None)
-    if loop is not None:
-        stop, task = loop
-        stop.set()
-        with contextlib.suppress(Exception):
-            await asyncio.wait_for(task, timeout=5)
+    async def stop(self) -> None:
+        if self._loop is not None:
+            (stop, task), self._loop = self._loop, None
+            stop.set()
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(task, timeout=5)
 
 
 async def tick_once(settings: Settings, spawn: Spawn, *, clock: Clock = utc_now) -> list[DueRun]:
@@ -113,8 +114,6 @@ async def tick_once(settings: Settings, spawn: Spawn, *, clock: Clock = utc_now)
 
 async def run_once(settings: Settings, schedule_id: str) -> RunResult:
     """`datathread schedule run-now ID`: one occurrence now, in this process, waited for."""
-    from bot.server import AppState
-    from bot.slack_turn import close_client
     from core.analyst import Analyst
     from core.config import require_model
     from core.runner import LocalRunner
@@ -122,11 +121,13 @@ async def run_once(settings: Settings, schedule_id: str) -> RunResult:
     require_model(settings)
     analyst = await Analyst.create(settings)
     state = AppState(settings=settings, runner=LocalRunner(), analyst=analyst, ready=True)
+    slack = SharedClient(settings)
+    schedules = Schedules(state, slack=slack, teams=build_bot(settings))
     try:
-        book = book_for(state)
+        book = state.threads.schedules()
         await book.get(schedule_id)  # unknown id: one sentence before anything is posted
-        result = await run_due(state, DueRun(schedule_id, iso(book.now())), force=True)
+        result = await schedules.run_due(DueRun(schedule_id, iso(book.now())), force=True)
     finally:
-        await close_client(state)
+        await slack.close()
         await analyst.close()
     return result or RunResult(ok=False, error="the schedule was removed meanwhile")

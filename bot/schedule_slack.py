@@ -15,25 +15,22 @@ from __future__ import annotations
 import logging
 import uuid
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot import slack_render as render
+from bot.slack_confirm import build_confirmer
 from bot.slack_progress import SlackProgress, SlackTarget
+from bot.surface import AppState
 from core.analyst import Analyst
 from core.events import IncomingMessage
 from core.runner import TurnJob
 from core.schedules import Schedule, ScheduleError, new_schedule
 from core.schedules_parse import parse_schedule_command
 from core.schedules_run import RunResult, turn_question
-from core.schedules_store import ScheduleBook
 from core.schedules_tool import propose
-from core.sessions import SessionStore
-
-if TYPE_CHECKING:
-    from bot.server import AppState
+from core.thread import Threads
 
 log = logging.getLogger("datathread.schedules")
 
@@ -69,7 +66,7 @@ class SlackSchedulePoster:
             channel_id=schedule.channel,
             team_id=schedule.team_id,
         )
-        sink = SlackProgress(self.client, target, self.analyst.read_artifact)
+        sink = SlackProgress(self.client, target, self.analyst.threads.read_artifact)
         # No confirmer: nobody is there to click Run, so a query over the cost cap is not run.
         outcome = await self.analyst.handle(message, sink, turn_id=turn_id)
         return RunResult(ok=outcome.ok, error=outcome.error or "", turn_id=turn_id)
@@ -89,23 +86,20 @@ class SlackSchedulePoster:
 
 # --- creating from Slack: `/ask schedule …` and the asker's time zone ------------------------------
 JOB_SCHEDULE_COMMAND = "slack.schedule"
-TZ_TTL_S = 86400.0
 
 
-async def slack_user_tz(client: AsyncWebClient, store: SessionStore, team: str, user: str) -> str:
+async def slack_user_tz(client: AsyncWebClient, threads: Threads, team: str, user: str) -> str:
     """The person's IANA time zone from `users.info` (https://docs.slack.dev/reference/methods/users.info),
-    kept a day in the store so a busy thread does not call Slack on every turn; "" when unknown."""
-    key = f"slack-tz:{team}:{user}"
-    cached = await store.get_value(key)
-    if cached is not None:
-        return cached
-    try:
-        tz = str((await client.users_info(user=user))["user"].get("tz") or "")
-    except (SlackApiError, KeyError, TypeError) as exc:
-        log.info("users.info for %s failed: %s", user, exc)
-        return ""
-    await store.set_once(key, tz, ttl_s=TZ_TTL_S)
-    return tz
+    kept a day by the core so a busy thread does not call Slack on every turn; "" when unknown."""
+
+    async def lookup() -> str | None:
+        try:
+            return str((await client.users_info(user=user))["user"].get("tz") or "")
+        except (SlackApiError, KeyError, TypeError) as exc:
+            log.info("users.info for %s failed: %s", user, exc)
+            return None
+
+    return await threads.user_timezone(f"slack:{team}:{user}", lookup)
 
 
 async def schedule_command(ack, submit, command: dict, text: str) -> None:
@@ -115,19 +109,16 @@ async def schedule_command(ack, submit, command: dict, text: str) -> None:
     await submit(TurnJob(kind=JOB_SCHEDULE_COMMAND, payload={**payload, "text": text}, quick=True))
 
 
-async def run_schedule_command(state: AppState, p: dict) -> None:
+async def run_schedule_command(state: AppState, client: AsyncWebClient, p: dict) -> None:
     """Parse the command, ask Create / Cancel (only the asker sees the buttons), create on yes."""
-    from bot.slack_confirm import build_confirmer
-    from bot.slack_turn import client_for
-
-    client, store = client_for(state), state.analyst.store
-    book = ScheduleBook.from_settings(store, state.settings)
+    threads = state.threads
+    book = threads.schedules()
     target = SlackTarget(
         channel=p["channel"], thread_ts="", team_id=p["team"], user_id=p["user"], private=True
     )
     try:
         command = parse_schedule_command(p["text"])
-        tz = await slack_user_tz(client, store, p["team"], p["user"]) or state.settings.default_tz
+        tz = await slack_user_tz(client, threads, p["team"], p["user"]) or state.settings.default_tz
         draft = new_schedule(
             cron=command.cron,
             tz=tz,
@@ -138,7 +129,7 @@ async def run_schedule_command(state: AppState, p: dict) -> None:
             owner=p["user"],
             team_id=p["team"],
         )
-        confirm = build_confirmer(client, target, store)
+        confirm = build_confirmer(client, target, threads)
         _, sentence = await propose(book, draft, confirm, turn_id=f"sc{uuid.uuid4().hex[:10]}")
     except ScheduleError as exc:
         sentence = str(exc)

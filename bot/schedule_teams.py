@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from botbuilder.core import TurnContext
 from botbuilder.schema import (
@@ -24,14 +23,12 @@ from botbuilder.schema import (
     ConversationReference,
 )
 
-from bot.teams_sink import TeamsOut, TeamsSink
+from bot.surface import AppState
+from bot.teams_auth import TeamsBot
+from bot.teams_progress import TeamsOut, TeamsSink
 from core.events import IncomingMessage
 from core.schedules import Schedule
 from core.schedules_run import RunResult, turn_question
-
-if TYPE_CHECKING:
-    from bot.server import AppState
-    from bot.teams_app import TeamsBot
 
 log = logging.getLogger("datathread.schedules")
 
@@ -107,7 +104,7 @@ class TeamsSchedulePoster:
                 channel_id=schedule.channel,
                 team_id=schedule.team_id,
             )
-            sink = TeamsSink(state=self.state, out=out, personal=False)
+            sink = TeamsSink(threads=self.state.threads, links=self.state.links, out=out, personal=False)
             outcome_box.append(await self.state.analyst.handle(message, sink, turn_id=turn_id))
 
         try:

@@ -2,22 +2,24 @@
 links (`/files/...`) and `/healthz`. `datathread serve` runs it with uvicorn; Modal serves the same app.
 
 The app owns the lifecycle of the core (built once at startup) and of the runner that executes turns
-after the platform's ack.
+after the platform's ack. The surfaces are listed here, explicitly: each owns its client and helpers.
 """
 
 from __future__ import annotations
 
 import contextlib
-import importlib
 import logging
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
 
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
+from bot.schedule_jobs import Schedules
+from bot.slack_app import SlackSurface
+from bot.surface import AppState, Surface
+from bot.teams_app import TeamsSurface
 from core.analyst import Analyst
 from core.config import Settings
 from core.runner import LocalRunner, Runner
@@ -25,15 +27,12 @@ from core.runner import LocalRunner, Runner
 log = logging.getLogger("datathread.server")
 
 
-@dataclass
-class AppState:
-    """What request handlers share: the settings, the core and the runner (no globals)."""
-
-    settings: Settings
-    runner: Runner
-    analyst: Analyst | None = None
-    ready: bool = False
-    extras: dict = field(default_factory=dict)
+def build_surfaces(state: AppState) -> list[Surface]:
+    """Every surface of the app, in start order (schedules post through Slack's and Teams' clients)."""
+    slack = SlackSurface(state)
+    teams = TeamsSurface(state)
+    schedules = Schedules(state, slack=slack.client, teams=teams.bot)
+    return [slack, teams, state.links, schedules]
 
 
 def create_app(
@@ -45,31 +44,25 @@ def create_app(
         runner=runner or LocalRunner(max_concurrent=4 * settings.max_concurrent_turns),
         analyst=analyst,
     )
+    surfaces = build_surfaces(state)
     routes = [Route("/healthz", _healthz, methods=["GET"])]
-    # Imported unconditionally: a broken surface module must fail start-up loudly, not lose its route.
-    surfaces = [
-        importlib.import_module(m)
-        for m in ("bot.slack_app", "bot.teams_app", "bot.files", "bot.schedule_jobs")
-    ]
-    for mod in surfaces:
-        routes += mod.routes(state)
+    for surface in surfaces:
+        routes += surface.routes()
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         if state.analyst is None:
             state.analyst = await Analyst.create(settings)
-        for mod in surfaces:
-            if hasattr(mod, "on_startup"):
-                await mod.on_startup(state)
+        for surface in surfaces:
+            await surface.start()
         state.ready = True
         try:
             yield
         finally:
             state.ready = False
             await state.runner.drain(timeout=30)
-            for mod in surfaces:
-                if hasattr(mod, "on_shutdown"):
-                    await mod.on_shutdown(state)
+            for surface in reversed(surfaces):
+                await surface.stop()
             await state.analyst.close()
 
     app = Starlette(routes=routes, lifespan=lifespan)
@@ -79,5 +72,5 @@ def create_app(
 
 async def _healthz(request: Request) -> JSONResponse:
     state: AppState = request.app.state.datathread
-    sandbox = state.analyst.parts.sandbox.protections() if state.analyst is not None else {}
+    sandbox = state.analyst.protections() if state.analyst is not None else {}
     return JSONResponse({"ok": state.ready, "sandbox": sandbox}, status_code=200 if state.ready else 503)

@@ -11,32 +11,31 @@ from __future__ import annotations
 
 import logging
 import re
-from typing import Any
 
 from slack_bolt.adapter.starlette.async_handler import AsyncSlackRequestHandler
 from slack_bolt.async_app import AsyncApp
+from slack_sdk.web.async_client import AsyncWebClient
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse
 from starlette.routing import Route
 
 from bot import slack_render as render
 from bot.schedule_slack import schedule_command
-from bot.slack_turn import (
+from bot.slack_client import SharedClient, build_client
+from bot.slack_jobs import (
     JOB_ACTION,
     JOB_EXPORT,
     JOB_HOME,
     JOB_MESSAGE,
     JOB_PROMPTS,
     JOB_TURN,
-    build_client,
-    close_client,
     register_jobs,
     run_turn,
 )
-from core.confirm import give_answer
+from bot.surface import AppState
 from core.runner import TurnJob
 from core.schedules_parse import is_schedule_command
-from core.sessions import session_id_for
+from core.thread import CONFIRM_NOT_YOURS, ConfirmAnswer, ConfirmResult
 
 log = logging.getLogger("datathread.slack")
 
@@ -63,9 +62,6 @@ def strip_mention(text: str, bot_user_id: str | None) -> str:
     return text.strip()
 
 
-CONFIRM_NOT_YOURS = "Only the person who asked (or an admin) can run or cancel this query."
-
-
 def action_payload(body: dict, action: dict) -> dict:
     """Plain data for a button job: who clicked, where, and the turn id in the button's value."""
     container = body.get("container") or {}
@@ -84,7 +80,9 @@ def action_payload(body: dict, action: dict) -> dict:
     }
 
 
-async def admit(state: Any, body: dict, event: dict, bot_user_id: str | None, *, mentioned: bool) -> None:
+async def admit(
+    state: AppState, body: dict, event: dict, bot_user_id: str | None, *, mentioned: bool
+) -> None:
     """Inside the ack: pure checks only, then hand the message to a job. No store I/O here, so a busy
     store can never delay Slack's 200 (https://docs.slack.dev/apis/events-api/#responding)."""
     if is_ignored(event, bot_user_id):
@@ -105,23 +103,20 @@ async def admit(state: Any, body: dict, event: dict, bot_user_id: str | None, *,
     await state.runner.submit(TurnJob(kind=JOB_MESSAGE, payload=payload))
 
 
-async def run_message(state: Any, p: dict) -> None:
+async def run_message(state: AppState, client: AsyncWebClient, p: dict) -> None:
     """After the ack: start a turn at most once per message, across retries and replicas."""
-    store = state.analyst.store
-    if (
-        p["follow_up_only"]
-        and await store.get_meta(session_id_for("slack", (p["team"], p["channel"], p["thread_ts"]))) is None
-    ):
+    threads = state.threads
+    if p["follow_up_only"] and not await threads.is_known("slack", (p["team"], p["channel"], p["thread_ts"])):
         return  # a thread datathread is not part of
-    if not await store.first_seen(f"slack:event:{p['event_id']}"):
+    if not await threads.claim(f"slack:event:{p['event_id']}"):
         return  # Slack's retry (X-Slack-Retry-Num) of an event already taken
-    if not await store.first_seen(f"slack:msg:{p['channel']}:{p['ts']}"):
+    if not await threads.claim(f"slack:msg:{p['channel']}:{p['ts']}"):
         return  # the other half of an app_mention + message pair
     keys = ("team", "channel", "user", "text", "thread_ts")
-    await run_turn(state, {**{k: p[k] for k in keys}, "is_direct": bool(p.get("is_direct"))})
+    await run_turn(state, client, {**{k: p[k] for k in keys}, "is_direct": bool(p.get("is_direct"))})
 
 
-def build_bolt_app(state: Any) -> AsyncApp:
+def build_bolt_app(state: AppState) -> AsyncApp:
     """The Bolt app with every listener wired; used by both HTTP (`serve`) and Socket Mode."""
     s = state.settings
     app = AsyncApp(
@@ -175,15 +170,11 @@ def build_bolt_app(state: Any) -> AsyncApp:
     async def on_confirm(ack, body: dict, action: dict, respond) -> None:
         await ack()
         # Straight into the shared store: the turn waiting for it may run in another process.
-        user = body["user"]["id"]
-        result = await give_answer(
-            state.analyst.store,
-            action["value"],
-            run=action["action_id"] == render.ACTION_CONFIRM_RUN,
-            user_id=user,
-            admin=state.analyst.access.is_admin(user),
+        run = action["action_id"] == render.ACTION_CONFIRM_RUN
+        result = await state.threads.answer_confirmation(
+            action["value"], ConfirmAnswer.RUN if run else ConfirmAnswer.CANCEL, user_id=body["user"]["id"]
         )
-        if result == "not yours":
+        if result is ConfirmResult.NOT_YOURS:
             await respond(text=CONFIRM_NOT_YOURS, response_type="ephemeral", replace_original=False)
 
     @app.event("app_home_opened")
@@ -204,32 +195,37 @@ def build_bolt_app(state: Any) -> AsyncApp:
     return app
 
 
-def routes(state: Any) -> list[Route]:
-    """`POST /slack/events` for events, slash commands and interactivity (one Request URL for all)."""
-    s = state.settings
-    if not (s.slack_bot_token and s.slack_signing_secret):
-        return [Route("/slack/events", _not_configured, methods=["POST"])]
-    handler = AsyncSlackRequestHandler(build_bolt_app(state))
+class SlackSurface:
+    """The Slack surface: `POST /slack/events` (events, slash commands and interactivity on one Request
+    URL), the process's Web API client, and the Slack job kinds on the runner."""
 
-    async def slack_events(request: Request):
-        return await handler.handle(request)
+    def __init__(self, state: AppState):
+        self.state = state
+        self.client = SharedClient(state.settings)
 
-    return [Route("/slack/events", slack_events, methods=["POST"])]
+    def routes(self) -> list[Route]:
+        s = self.state.settings
+        if not (s.slack_bot_token and s.slack_signing_secret):
+            return [Route("/slack/events", _not_configured, methods=["POST"])]
+        handler = AsyncSlackRequestHandler(build_bolt_app(self.state))
 
+        async def slack_events(request: Request):
+            return await handler.handle(request)
 
-async def on_startup(state: Any) -> None:
-    """Register the Slack job handlers on the runner once the core is built."""
-    register_jobs(state)
+        return [Route("/slack/events", slack_events, methods=["POST"])]
 
-    async def message_job(job: TurnJob) -> None:
-        await run_message(state, job.payload)
+    async def start(self) -> None:
+        """Register the Slack job handlers on the runner once the core is built."""
+        register_jobs(self.state, self.client)
 
-    state.runner.register(JOB_MESSAGE, message_job)
+        async def message_job(job: TurnJob) -> None:
+            await run_message(self.state, self.client.get(), job.payload)
 
+        self.state.runner.register(JOB_MESSAGE, message_job)
 
-async def on_shutdown(state: Any) -> None:
-    """Close the shared Slack HTTP session."""
-    await close_client(state)
+    async def stop(self) -> None:
+        """Close the shared Slack HTTP session."""
+        await self.client.close()
 
 
 async def _not_configured(request: Request) -> PlainTextResponse:

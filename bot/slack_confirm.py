@@ -15,44 +15,45 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot import slack_render as render
 from bot.slack_progress import SlackTarget
-from core.confirm import ask, wait_for_answer
 from core.events import Confirmer, ConfirmRequest
-from core.sessions import SessionStore
+from core.thread import Threads
 
 log = logging.getLogger("datathread.slack")
 
 
-def build_confirmer(
-    client: AsyncWebClient, target: SlackTarget, store: SessionStore, *, timeout_s: float = 300.0
-) -> Confirmer:
+def build_confirmer(client: AsyncWebClient, target: SlackTarget, threads: Threads) -> Confirmer:
     """A Confirmer that asks in the thread and returns the person's answer (False on timeout)."""
 
     async def confirm(request: ConfirmRequest) -> bool:
         token = f"{request.turn_id}:{request.step_id}"
         blocks = render.confirm_blocks(request.prompt, token, request.yes)
-        try:
-            if target.private:
-                await client.chat_postEphemeral(
-                    channel=target.channel, user=target.user_id, text=request.prompt, blocks=blocks
-                )
-                posted = None
-            else:
-                resp = await client.chat_postMessage(
-                    channel=target.channel, thread_ts=target.thread_ts, text=request.prompt, blocks=blocks
-                )
-                posted = resp["ts"]
-        except SlackClientError as exc:
-            log.warning("could not ask for confirmation: %s", exc)
-            return False
-        await ask(store, token, asker=target.user_id)
-        answer = await wait_for_answer(store, token, timeout_s=timeout_s)
+        text = render.escape(request.prompt)
+        posted: list[str] = []
+
+        async def show() -> bool:
+            try:
+                if target.private:
+                    await client.chat_postEphemeral(
+                        channel=target.channel, user=target.user_id, text=text, blocks=blocks
+                    )
+                else:
+                    resp = await client.chat_postMessage(
+                        channel=target.channel, thread_ts=target.thread_ts, text=text, blocks=blocks
+                    )
+                    posted.append(resp["ts"])
+            except SlackClientError as exc:
+                log.warning("could not ask for confirmation: %s", exc)
+                return False
+            return True
+
+        answer = await threads.await_confirmation(token, asker=target.user_id, show=show)
         note = {True: ":arrow_forward: Running it.", False: ":no_entry_sign: Cancelled."}.get(
             answer, ":hourglass: No answer, so I didn't run it."
         )
         if posted:
             with contextlib.suppress(SlackClientError):
                 await client.chat_update(
-                    channel=target.channel, ts=posted, text=f"{request.prompt}\n{note}", blocks=[]
+                    channel=target.channel, ts=posted[0], text=f"{text}\n{note}", blocks=[]
                 )
         return bool(answer)
 

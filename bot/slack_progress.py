@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 from dataclasses import asdict, dataclass
 
 from slack_sdk.errors import SlackApiError, SlackClientError
@@ -21,22 +20,15 @@ from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.webhook.async_client import AsyncWebhookClient
 
 from bot import slack_render as render
-from core.events import (
-    AnswerReady,
-    ArtifactReady,
-    StepFinished,
-    StepRecord,
-    StepStarted,
-    Thinking,
-    TurnEvent,
-    TurnFailed,
-    TurnFinished,
-    TurnStarted,
-)
+from bot.transcript import WORKING, Change, StepLine, Throttle, Transcript, format_bytes
+from core.events import ArtifactReady, TurnEvent, TurnFinished
 
 log = logging.getLogger("datathread.slack")
 
 UPLOAD_LIMIT_BYTES = 200 * 1024 * 1024  # well under Slack's 1 GB; bigger results belong in the warehouse
+WORKING_LINE = f":hourglass_flowing_sand: {WORKING}"
+STREAM_STATUS = {"running": "in_progress", "done": "complete", "failed": "error"}
+ICONS = {"running": ":hourglass_flowing_sand:", "done": ":white_check_mark:", "failed": ":x:"}
 
 
 @dataclass(frozen=True)
@@ -60,16 +52,12 @@ class SlackProgress:
         self.client = client
         self.target = target
         self.read_file = read_file  # async (ArtifactReady) -> bytes
-        self.min_update_s = min_update_s
         self.mode = "ephemeral" if target.private else "stream"
         self.stream_ts: str | None = None
         self.status_ts: str | None = None
-        self.lines: dict[str, str] = {}
-        self.titles: dict[str, str] = {}
-        self.notes: list[str] = []
-        self.answer = ""
-        self.failure: TurnFailed | None = None
-        self._last_update = 0.0
+        self.transcript = Transcript()
+        self.notes = self.transcript.notes
+        self.throttle = Throttle(min_update_s)
         self._pending: asyncio.Task | None = None
 
     async def __call__(self, event: TurnEvent) -> None:
@@ -79,25 +67,15 @@ class SlackProgress:
             log.warning("slack progress: %s failed: %s", event.kind, exc)
 
     async def _on(self, event: TurnEvent) -> None:
-        if isinstance(event, TurnStarted):
+        change = self.transcript.apply(event)
+        if change is Change.STARTED:
             await self._start()
-        elif isinstance(event, Thinking) and event.text != "Thinking…":
-            self.lines.setdefault(f"say-{len(self.lines)}", f"_{event.text}_")
-        elif isinstance(event, StepStarted):
-            self.titles[event.step_id] = event.title
-            await self._step(event.step_id, event.title, "in_progress", details=_brief(event.detail))
-        elif isinstance(event, StepFinished):
-            rec = event.record
-            title = self.titles.get(rec.step_id) or _title(rec)
-            await self._step(rec.step_id, title, "complete" if rec.ok else "error", output=step_outcome(rec))
-        elif isinstance(event, ArtifactReady):
-            await self._upload(event)
-        elif isinstance(event, AnswerReady):
-            self.answer = event.text
-        elif isinstance(event, TurnFailed):
-            self.failure = event
-        elif isinstance(event, TurnFinished):
-            await self._finish(event)
+        elif change is Change.STEP and self.transcript.last is not None:
+            await self._step(self.transcript.last)
+        elif change is Change.ARTIFACT:
+            await self._upload(event)  # type: ignore[arg-type]
+        elif change is Change.FINISHED:
+            await self._finish(event)  # type: ignore[arg-type]
 
     # --- progress ------------------------------------------------------------------------------
     async def _start(self) -> None:
@@ -125,12 +103,18 @@ class SlackProgress:
             )
             self.status_ts = resp["ts"]
 
-    async def _step(
-        self, step_id: str, title: str, status: str, *, details: str = "", output: str = ""
-    ) -> None:
+    async def _step(self, line: StepLine) -> None:
         if self.mode == "stream" and self.stream_ts:
-            chunk = {"type": "task_update", "id": step_id, "title": title, "status": status}
-            chunk.update({k: v for k, v in (("details", details), ("output", output)) if v})
+            chunk = {
+                "type": "task_update",
+                "id": line.step_id,
+                "title": render.inert(line.title),
+                "status": STREAM_STATUS[line.status],
+            }
+            details = render.inert(line.detail) if line.status == "running" else ""
+            chunk.update(
+                {k: v for k, v in (("details", details), ("output", render.inert(line.outcome))) if v}
+            )
             try:
                 await self.client.chat_appendStream(
                     channel=self.target.channel, ts=self.stream_ts, chunks=[chunk]
@@ -138,10 +122,6 @@ class SlackProgress:
             except SlackApiError as exc:
                 log.info("stream append refused (%s); switching to chat.update", exc.response.get("error"))
                 await self._abandon_stream()
-        icon = {"in_progress": ":hourglass_flowing_sand:", "complete": ":white_check_mark:", "error": ":x:"}[
-            status
-        ]
-        self.lines[step_id] = f"{icon} {render.escape(title)}" + (f" — {output}" if output else "")
         if self.mode == "update":
             self._schedule_update()
 
@@ -150,7 +130,7 @@ class SlackProgress:
         resp = await self.client.chat_postMessage(
             channel=self.target.channel,
             thread_ts=self.target.thread_ts,
-            text=":hourglass_flowing_sand: Working on it…",
+            text=WORKING_LINE,
         )
         self.status_ts = resp["ts"]
 
@@ -159,11 +139,11 @@ class SlackProgress:
             self._pending = asyncio.create_task(self._flush_status())
 
     async def _flush_status(self) -> None:
-        wait = self._last_update + self.min_update_s - time.monotonic()
+        wait = self.throttle.wait_s()
         if wait > 0:
             await asyncio.sleep(wait)
-        self._last_update = time.monotonic()
-        text = ":hourglass_flowing_sand: Working on it…\n" + "\n".join(self.lines.values())
+        self.throttle.mark()
+        text = "\n".join([WORKING_LINE, *(status_line(row) for row in self.transcript.rows())])
         with contextlib.suppress(SlackClientError):
             await self.client.chat_update(channel=self.target.channel, ts=self.status_ts, text=text[:3000])
 
@@ -176,8 +156,8 @@ class SlackProgress:
             return
         if artifact.size > UPLOAD_LIMIT_BYTES:
             self.notes.append(
-                f"`{artifact.name}` is {render.format_bytes(artifact.size)}, too large to upload "
-                f"(limit {render.format_bytes(UPLOAD_LIMIT_BYTES)}). Ask for a smaller extract."
+                f"`{artifact.name}` is {format_bytes(artifact.size)}, too large to upload "
+                f"(limit {format_bytes(UPLOAD_LIMIT_BYTES)}). Ask for a smaller extract."
             )
             return
         try:
@@ -197,7 +177,7 @@ class SlackProgress:
     async def _finish(self, done: TurnFinished) -> None:
         if self._pending and not self._pending.done():
             self._pending.cancel()
-        body = self.answer
+        body = self.transcript.answer
         if self.notes:
             body = f"{body}\n\n" + "\n".join(f"_{n}_" for n in self.notes)
         # No "Export notebook" on private answers: the export would upload the private session in the channel.
@@ -205,8 +185,9 @@ class SlackProgress:
         footer = (
             render.footer_blocks(done.turn_id, asdict(done.stats), with_export=with_export) if done.ok else []
         )
-        if self.failure is not None:
-            body = render.failure_text(self.failure.message, self.failure.error_id)
+        failure = self.transcript.failure
+        if failure is not None:
+            body = render.failure_text(failure.message, failure.error_id)
         if self.mode == "stream" and self.stream_ts:
             try:
                 return await self._finish_stream(body, footer)
@@ -242,33 +223,12 @@ class SlackProgress:
                 await self.client.chat_postMessage(channel=t.channel, thread_ts=t.thread_ts, **msg)
 
 
-def step_outcome(record: StepRecord) -> str:
-    """One line per finished step: rows, bytes scanned and time, or the error in brief."""
-    if not record.ok:
-        return _brief(record.error or record.summary, 150) or "failed"
-    parts = []
-    if record.rows is not None:
-        parts.append(f"{record.rows:,} rows")
-    if record.bytes_scanned:
-        parts.append(f"{render.format_bytes(record.bytes_scanned)} scanned")
-    parts.append(f"{record.duration_s:.1f} s")
-    return " · ".join(parts)
-
-
-def _title(record: StepRecord) -> str:
-    return {
-        "list_tables": "Listing tables",
-        "describe_table": "Reading a table's schema",
-        "query_warehouse": "Querying the warehouse",
-        "run_sql": "Running SQL on saved results",
-        "run_python": "Running Python",
-        "attach_file": "Attaching a file",
-    }.get(record.tool, record.tool)
-
-
-def _brief(text: str, limit: int = 180) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+def status_line(row: StepLine | str) -> str:
+    """A line of the edited status message: a step with its icon and outcome, or the model's remark."""
+    if isinstance(row, str):
+        return f"_{render.inert(row)}_"
+    outcome = f" — {render.inert(row.outcome)}" if row.outcome else ""
+    return f"{ICONS[row.status]} {render.inert(row.title)}{outcome}"
 
 
 def _why(exc: Exception) -> str:

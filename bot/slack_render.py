@@ -13,6 +13,9 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from bot.markdown import blocks
+from bot.transcript import format_bytes
+
 SECTION_LIMIT = 3000
 MAX_BLOCKS = 50
 STREAM_LIMIT = 12_000
@@ -25,9 +28,6 @@ ACTION_EXPORT = "datathread_export"
 ACTION_CONFIRM_RUN = "datathread_confirm_run"
 ACTION_CONFIRM_CANCEL = "datathread_confirm_cancel"
 
-_FENCE = re.compile(r"^\s*(```|~~~)")
-_TABLE_SEP = re.compile(r"^\s*\|?\s*:?-{2,}:?\s*(\|\s*:?-{2,}:?\s*)*\|?\s*$")
-
 
 @dataclass(frozen=True)
 class Unit:
@@ -37,52 +37,29 @@ class Unit:
     text: str
 
 
-# --- parsing into units ---------------------------------------------------------------------------
+# --- units: the shared parse (bot/markdown.py), tables as aligned previews ------------------------
 def to_units(markdown: str) -> list[Unit]:
-    """Split Markdown into paragraphs, fenced code blocks and tables (tables become code blocks)."""
-    lines = markdown.replace("\r\n", "\n").split("\n")
-    units: list[Unit] = []
-    para: list[str] = []
-
-    def flush() -> None:
-        if any(line.strip() for line in para):
-            units.append(Unit("text", "\n".join(para).strip("\n")))
-        para.clear()
-
-    i = 0
-    while i < len(lines):
-        line = lines[i]
-        if _FENCE.match(line):
-            flush()
-            fence = _FENCE.match(line).group(1)  # type: ignore[union-attr]
-            j = i + 1
-            while j < len(lines) and not lines[j].strip().startswith(fence):
-                j += 1
-            units.append(Unit("code", "\n".join(lines[i + 1 : j])))
-            i = j + 1
-        elif "|" in line and i + 1 < len(lines) and _TABLE_SEP.match(lines[i + 1]):
-            flush()
-            j = i + 2
-            while j < len(lines) and "|" in lines[j] and lines[j].strip():
-                j += 1
-            units.append(Unit("table", table_to_text(lines[i:j])))
-            i = j
-        elif not line.strip():
-            flush()
-            i += 1
+    """Paragraphs, fenced code blocks and tables (tables become aligned monospace previews)."""
+    units = []
+    for block in blocks(markdown):
+        if block.kind == "table":
+            units.append(Unit("table", table_text(list(block.header), [list(r) for r in block.rows])))
         else:
-            para.append(line)
-            i += 1
-    flush()
+            units.append(Unit(block.kind, block.text))
     return units
 
 
 def table_to_text(lines: list[str], *, max_rows: int = TABLE_PREVIEW_ROWS) -> str:
-    """A Markdown table as aligned monospace text, at most `max_rows` rows plus a 'more rows' note."""
-    rows = [_cells(line) for line in lines if not _TABLE_SEP.match(line)]
-    if not rows:
+    """A Markdown table (its source lines) as an aligned preview."""
+    tables = [b for b in blocks("\n".join(lines)) if b.kind == "table"]
+    if not tables:
         return ""
-    header, body = rows[0], rows[1:]
+    return table_text(list(tables[0].header), [list(r) for r in tables[0].rows], max_rows=max_rows)
+
+
+def table_text(header: list[str], body: list[list[str]], *, max_rows: int = TABLE_PREVIEW_ROWS) -> str:
+    """A table as aligned monospace text, at most `max_rows` rows plus a 'more rows' note."""
+    header, body = [_plain(c) for c in header], [[_plain(c) for c in r] for r in body]
     hidden = max(0, len(body) - max_rows)
     body = body[:max_rows]
     width = max(len(r) for r in [header, *body])
@@ -100,9 +77,8 @@ def table_to_text(lines: list[str], *, max_rows: int = TABLE_PREVIEW_ROWS) -> st
     return "\n".join(out)
 
 
-def _cells(line: str) -> list[str]:
-    line = line.strip().removeprefix("|").removesuffix("|")
-    return [re.sub(r"\*\*|__|`", "", c).strip() for c in line.split("|")]
+def _plain(cell: str) -> str:
+    return re.sub(r"\*\*|__|`", "", cell).strip()
 
 
 def _is_number(value: str) -> bool:
@@ -115,8 +91,26 @@ def escape(text: str) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
+# Only these link targets become Slack links: `<!channel|x>` or `<@U123|x>` would ping people.
+_SAFE_LINK = re.compile(r"(?i)(https?://|mailto:)[^\s<>|]+")
+
+
+def _link(label: str, target: str) -> str:
+    """`[label](target)` as a Slack link when the target is a web or mail address, else inert text."""
+    if _SAFE_LINK.fullmatch(target):
+        return f"<{target}|{escape(label)}>"
+    return escape(f"{label} ({target})")
+
+
+def inert(text: str) -> str:
+    """Plain text from a model or a step, safe in any Slack text field: no mention, no broadcast, no
+    link; one line (https://docs.slack.dev/messaging/formatting-message-text#escaping)."""
+    return escape(" ".join(text.split()))
+
+
 def to_mrkdwn(markdown: str) -> str:
-    """Convert one paragraph of Markdown (no fences) to Slack mrkdwn."""
+    """Convert one paragraph of Markdown (no fences) to Slack mrkdwn; every `<`, `>`, `&` that is not
+    a link we built is escaped, so model text can never become `<!here>` or `<@U…>`."""
     keep: list[str] = []
 
     def stash(value: str) -> str:
@@ -124,8 +118,8 @@ def to_mrkdwn(markdown: str) -> str:
         return f"\x00{len(keep) - 1}\x00"
 
     text = re.sub(r"`([^`\n]+)`", lambda m: stash(f"`{escape(m.group(1))}`"), markdown)
-    text = re.sub(r"\[([^\]\n]+)\]\((\S+?)\)", lambda m: stash(f"<{m.group(2)}|{escape(m.group(1))}>"), text)
-    text = re.sub(r"<(https?://[^>\s]+)>", lambda m: stash(f"<{m.group(1)}>"), text)
+    text = re.sub(r"\[([^\]\n]+)\]\((\S+?)\)", lambda m: stash(_link(m.group(1), m.group(2))), text)
+    text = re.sub(r"<(https?://[^>\s|]+)>", lambda m: stash(f"<{m.group(1)}>"), text)
     quoted = [line.startswith(">") for line in text.split("\n")]
     text = "\n".join(
         line.lstrip(">").lstrip() if q else line for line, q in zip(text.split("\n"), quoted, strict=True)
@@ -161,8 +155,33 @@ def unit_mrkdwn(unit: Unit) -> str:
 
 
 def unit_markdown(unit: Unit) -> str:
-    """One unit as standard Markdown (for streamed replies): tables become fenced previews."""
-    return unit.text if unit.kind == "text" else f"```\n{unit.text}\n```"
+    """One unit as standard Markdown (for streamed replies): tables become fenced previews; `<`, `>`,
+    `&` outside code become entities (Markdown shows them as the characters; Slack parses no control
+    sequence from them), and only web and mail links stay links."""
+    if unit.kind != "text":
+        return f"```\n{_defuse(unit.text)}\n```"
+    keep: list[str] = []
+
+    def stash(value: str) -> str:
+        keep.append(value)
+        return f"\x00{len(keep) - 1}\x00"
+
+    text = re.sub(r"`[^`\n]+`", lambda m: stash(_defuse(m.group(0))), unit.text)
+    text = re.sub(r"\[([^\]\n]+)\]\((\S+?)\)", lambda m: stash(_md_link(m.group(1), m.group(2))), text)
+    text = re.sub(r"^(\s*)>", lambda m: stash(m.group(0)), text, flags=re.M)  # block quotes stay quotes
+    return re.sub(r"\x00(\d+)\x00", lambda m: keep[int(m.group(1))], escape(text))
+
+
+def _defuse(code: str) -> str:
+    """Code stays as written (no entities: Markdown shows them literally in code) except that a `<`
+    opening a Slack control sequence (`<!here>`, `<@U…>`, `<#C…>`) gets a zero-width space after it."""
+    return re.sub(r"<(?=[!@#])", "<​", code)
+
+
+def _md_link(label: str, target: str) -> str:
+    if _SAFE_LINK.fullmatch(target):
+        return f"[{escape(label)}]({target})"
+    return escape(f"{label} ({target})")
 
 
 # --- splitting ------------------------------------------------------------------------------------
@@ -224,16 +243,6 @@ def answer_messages(markdown: str, footer: list[dict] | None = None) -> list[dic
 
 
 # --- footer, Show SQL, confirmations, App Home ----------------------------------------------------
-def format_bytes(n: int) -> str:
-    """Bytes for people: 0 B, 1.5 KB, 12 MB, 3.2 GB."""
-    value = float(n)
-    for unit in ("B", "KB", "MB", "GB", "TB"):
-        if value < 1000 or unit == "TB":
-            return f"{value:.0f} {unit}" if unit == "B" or value >= 10 else f"{value:.1f} {unit}"
-        value /= 1000
-    return f"{n} B"
-
-
 def stats_line(stats: Mapping) -> str:
     """'3 steps · 16 rows · 1.2 MB scanned · 4.1 s' from TurnStats fields (a dict)."""
     steps = int(stats.get("steps", 0))

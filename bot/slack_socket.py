@@ -19,9 +19,10 @@ from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot import schedule_jobs
-from bot.server import AppState
-from bot.slack_app import build_bolt_app, on_shutdown, on_startup
+from bot.schedule_jobs import Schedules
+from bot.slack_app import SlackSurface, build_bolt_app
+from bot.surface import AppState
+from bot.teams_auth import build_bot
 from core.analyst import Analyst
 from core.config import ConfigError, Settings, require_model
 from core.runner import LocalRunner
@@ -123,8 +124,10 @@ async def run_socket_mode(settings: Settings, console) -> None:
     client_log.addHandler(states)
     runner = LocalRunner(max_concurrent=4 * settings.max_concurrent_turns)
     state = AppState(settings=settings, runner=runner, analyst=await Analyst.create(settings))
-    await on_startup(state)
-    await schedule_jobs.on_startup(state)  # the scheduler loop runs here too
+    slack = SlackSurface(state)
+    schedules = Schedules(state, slack=slack.client, teams=build_bot(settings))
+    await slack.start()
+    await schedules.start()  # the scheduler loop runs here too
     handler = AsyncSocketModeHandler(
         build_bolt_app(state), settings.slack_app_token.get_secret_value(), logger=client_log
     )
@@ -139,7 +142,7 @@ async def run_socket_mode(settings: Settings, console) -> None:
     finally:
         client_log.removeHandler(states)
         await handler.close_async()
-        await schedule_jobs.on_shutdown(state)
+        await schedules.stop()
         await state.runner.drain(timeout=30)
-        await on_shutdown(state)
+        await slack.stop()
         await state.analyst.close()

@@ -12,6 +12,8 @@ import base64
 import re
 from dataclasses import dataclass, field
 
+from bot.markdown import blocks
+
 ADAPTIVE = "application/vnd.microsoft.card.adaptive"
 FILE_CONSENT = "application/vnd.microsoft.teams.card.file.consent"
 FILE_INFO = "application/vnd.microsoft.teams.card.file.info"
@@ -28,42 +30,36 @@ class Table:
     rows: list[list[str]] = field(default_factory=list)
 
 
-_TABLE_SEP = re.compile(r"^\s*\|?\s*:?-+:?\s*(\|\s*:?-+:?\s*)*\|?\s*$")
 _HEADING = re.compile(r"^\s{0,3}#{1,6}\s+(.*?)\s*#*\s*$")
 
 
-def _cells(line: str) -> list[str]:
-    return [c.strip() for c in line.strip().strip("|").split("|")]
+def inert(text: str) -> str:
+    """Model or step text in a Teams message: `<`, `>`, `&` as entities, so it can't become markup
+    (an `<at>` mention, a tag) — Teams shows the entities as the characters."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
 def to_teams_markdown(text: str) -> tuple[str, list[Table]]:
-    """Claude's Markdown → (Markdown Teams renders, the tables pulled out of it for cards)."""
-    lines = text.strip().splitlines()
+    """Claude's Markdown → (Markdown Teams renders, the tables pulled out of it for cards). Blocks come
+    from the shared parse (bot/markdown.py), so a table here is a table on every surface."""
     out: list[str] = []
     tables: list[Table] = []
-    i, in_code = 0, False
-    while i < len(lines):
-        line = lines[i]
-        if line.lstrip().startswith("```"):
-            in_code = not in_code
-            out.append(line)
-        elif in_code:
-            out.append(line)
-        elif "|" in line and i + 1 < len(lines) and _TABLE_SEP.match(lines[i + 1]):
-            table = Table(header=_cells(line))
-            i += 2
-            while i < len(lines) and "|" in lines[i] and lines[i].strip():
-                table.rows.append(_cells(lines[i]))
-                i += 1
-            tables.append(table)
+    for block in blocks(text.strip()):
+        if block.kind == "code":
+            out += [f"```{block.lang}", *block.text.split("\n"), "```"]
+        elif block.kind == "table":
+            tables.append(Table(header=list(block.header), rows=[list(r) for r in block.rows]))
             out.append(f"*(table {len(tables)} below)*")
-            continue
-        elif m := _HEADING.match(line):
-            out.append(f"**{m.group(1)}**")
         else:
-            out.append(line)
-        i += 1
+            for line in block.text.split("\n"):
+                m = _HEADING.match(line)
+                out.append(f"**{inert(m.group(1))}**" if m else _inert_outside_code(line))
     return _paragraphs(out), tables
+
+
+def _inert_outside_code(line: str) -> str:
+    pieces = re.split(r"(`[^`]*`)", line)
+    return "".join(p if p.startswith("`") and p.endswith("`") and len(p) > 1 else inert(p) for p in pieces)
 
 
 def _paragraphs(lines: list[str]) -> str:
@@ -201,7 +197,7 @@ def steps_markdown(record: dict | None) -> str:
         data = step.get("input") or {}
         code, lang = (data.get("sql"), "sql") if data.get("sql") else (data.get("code"), "python")
         mark = "✓" if step.get("ok") else "✗"
-        head = f"**{n}. {step.get('tool')}** {mark} {_clip(step.get('summary', ''), 200)}"
+        head = f"**{n}. {step.get('tool')}** {mark} {inert(_clip(step.get('summary', ''), 200))}"
         if code:
             parts.append(f"{head}\n\n```{lang}\n{_clip(code, MAX_CODE_CHARS)}\n```")
         else:
@@ -211,6 +207,7 @@ def steps_markdown(record: dict | None) -> str:
 
 def failure_text(message: str, error_id: str) -> str:
     """What a person sees when a turn fails: the short reason and an id to quote, never a traceback."""
+    message = inert(message)
     return f"Sorry — {message} (error id `{error_id}`)" if error_id else f"Sorry — {message}"
 
 

@@ -11,14 +11,16 @@ from pathlib import Path
 
 from rich.console import Console
 from rich.markdown import Markdown
+from rich.markup import escape
 from rich.status import Status
 from rich.text import Text
 
 from bot.terminal_images import image_protocol, inline_image, save_for_user
+from bot.transcript import Change, Transcript
+from bot.transcript import brief as transcript_brief
 from core.events import (
     AnswerReady,
     ArtifactReady,
-    StepFinished,
     StepStarted,
     Thinking,
     TurnEvent,
@@ -28,10 +30,8 @@ from core.events import (
 
 
 def brief(text: str, limit: int = 90) -> str:
-    """First meaningful line of SQL or code, cut to fit one status line."""
-    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
-    first = " ".join(lines)[:limit]
-    return first + ("…" if len(" ".join(lines)) > limit else "")
+    """SQL or code on one status line."""
+    return transcript_brief(text, limit)
 
 
 def format_footer(event: TurnFinished) -> str:
@@ -81,6 +81,7 @@ class TerminalRenderer:
         self.status: Status | None = None
         self.files: list[Path] = []
         self.read, self.home, self.env = read, home, env
+        self.transcript = Transcript()
 
     def _set_status(self, text: str) -> None:
         if not self.live:
@@ -102,36 +103,37 @@ class TerminalRenderer:
             self.status = None
 
     async def __call__(self, event: TurnEvent) -> None:
-        if isinstance(event, Thinking):
-            self._set_status(f"[dim]{event.text}[/]")
-        elif isinstance(event, StepStarted):
-            self._set_status(f"{event.title} [dim]{brief(event.detail)}[/]")
-        elif isinstance(event, StepFinished):
-            r = event.record
-            mark = "[green]✓[/]" if r.ok else "[red]✗[/]"
-            self._print(f"{mark} [bold]{r.tool}[/] {r.summary}")
-        elif isinstance(event, ArtifactReady):
-            await self._attachment(event)
+        change = self.transcript.apply(event)
+        t = self.transcript
+        if change is Change.THINKING:
+            self._set_status(f"[dim]{escape(brief(event.text))}[/]")  # type: ignore[union-attr]
+        elif change is Change.STEP and t.last is not None and t.last.status == "running":
+            self._set_status(f"{escape(t.last.title)} [dim]{escape(brief(t.last.detail))}[/]")
+        elif change is Change.STEP and t.last is not None:
+            mark = "[green]✓[/]" if t.last.status == "done" else "[red]✗[/]"
+            self._print(f"{mark} [bold]{escape(t.last.title)}[/] {escape(t.last.outcome)}")
+        elif change is Change.ARTIFACT:
+            await self._attachment(event)  # type: ignore[arg-type]
         elif isinstance(event, AnswerReady):
             self._stop()
             self.console.print(Markdown(event.text))
         elif isinstance(event, TurnFailed):
             self._stop()
-            self.console.print(f"[red]✗ {event.message}[/] [dim](error id {event.error_id})[/]")
-        elif isinstance(event, TurnFinished):
+            self.console.print(f"[red]✗ {escape(event.message)}[/] [dim](error id {event.error_id})[/]")
+        elif change is Change.FINISHED:
             self._stop()
-            self.console.print(f"[dim]{format_footer(event)}[/]")
+            self.console.print(f"[dim]{format_footer(event)}[/]")  # type: ignore[arg-type]
 
     async def _attachment(self, event: ArtifactReady) -> None:
         path = self.workspace_root / event.session_id / event.path
         if self.read is None or self.home is None:
             self.files.append(path)
-            self._print(f"[cyan]📎 {event.title}[/] → {path}")
+            self._print(f"[cyan]📎 {escape(event.title)}[/] → {path}")
             return
         data = await self.read(event)
         path = save_for_user(data, self.home, event.session_id, event.path, self.env)
         self.files.append(path)
-        self._print(f"[cyan]📎 {event.title}[/] → {path}")
+        self._print(f"[cyan]📎 {escape(event.title)}[/] → {path}")
         protocol = image_protocol(self.env) if self.console.is_terminal else None
         if protocol and path.suffix.lower() == ".png":
             self._stop()  # the escape must not interleave with the spinner's redraws
@@ -159,10 +161,10 @@ class WaitingStatus:
         if isinstance(event, Thinking | StepStarted):
             text = event.text if isinstance(event, Thinking) else event.title
             if self.status is None:
-                self.status = self.console.status(Elapsed(f"[dim]{text}[/]"))
+                self.status = self.console.status(Elapsed(f"[dim]{escape(text)}[/]"))
                 self.status.start()
             else:
-                self.status.update(Elapsed(f"[dim]{text}[/]"))
+                self.status.update(Elapsed(f"[dim]{escape(text)}[/]"))
         elif isinstance(event, AnswerReady | TurnFailed | TurnFinished) and self.status is not None:
             self.status.stop()
             self.status = None

@@ -58,7 +58,7 @@ def _converse(runner: asyncio.Runner, console: Console, analyst, settings: Setti
         if not question.strip():
             continue
         renderer = TerminalRenderer(
-            console, settings.workspaces_dir, read=analyst.read_artifact, home=settings.home
+            console, settings.workspaces_dir, read=analyst.threads.read_artifact, home=settings.home
         )
         message = IncomingMessage(text=question.strip(), surface="terminal", thread_key=key)
         turn = analyst.handle(message, renderer, confirm=terminal_confirmer(console, renderer))

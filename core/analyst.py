@@ -12,9 +12,6 @@ import contextlib
 import logging
 import time
 import uuid
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Literal
 
 from core import history as hist
 from core.access import AccessPolicy
@@ -32,52 +29,29 @@ from core.events import (
     TurnOutcome,
     TurnStarted,
 )
-from core.export_turn import export_notebook_turn
 from core.help import is_local, local_answer
-from core.model import ModelClient, build_model, describe_model_error
+from core.model import ModelClient, describe_model_error
 from core.notebook import is_export_request
 from core.redact import Redactor
 from core.s3 import S3Source
-from core.sandbox import Sandbox
+from core.sandbox_factory import Parts, build_parts, toolset
 from core.schedules_store import ScheduleBook
 from core.schedules_tool import ScheduleDesk
 from core.sessions import (
     HeldLock,
     LockLost,
     LockTimeout,
-    SessionStore,
     StoreUnavailable,
-    open_store,
     session_id_for,
 )
-from core.tools import ToolContext, toolset
+from core.thread import Threads
+from core.tools import ToolContext
 from core.turn_records import in_words, is_model_error, log_failure, turn_record
 from core.verified import VerifiedLibrary, curated_path, example_block, load_curated
-from core.warehouse import QueryContext, Warehouse
+from core.warehouse import QueryContext
 
 log = logging.getLogger("datathread.turn")
 STOPPED = "This answer was stopped before it finished."
-
-
-@dataclass
-class Parts:
-    """The production parts an Analyst runs on; tests build them with fakes at the network edge."""
-
-    settings: Settings
-    store: SessionStore
-    sandbox: Sandbox
-    warehouse: Warehouse
-    model: ModelClient
-
-
-async def build_parts(settings: Settings, *, model: ModelClient | None = None) -> Parts:
-    """Build every part the settings name (store, sandbox, warehouse, model) and warm the sandbox."""
-    from core.sandbox_factory import build_sandbox_and_warehouse
-
-    model = model or build_model(settings)
-    store = await open_store(settings)
-    sandbox, warehouse = await build_sandbox_and_warehouse(settings)
-    return Parts(settings=settings, store=store, sandbox=sandbox, warehouse=warehouse, model=model)
 
 
 class Analyst:
@@ -98,6 +72,15 @@ class Analyst:
         dialect = parts.warehouse.dialect
         curated = load_curated(curated_path(parts.settings.table_notes), dialect)
         self.verified = VerifiedLibrary(parts.store, dialect=dialect, curated=curated)
+        # The one way surfaces reach threads, files, votes and confirmations (core/thread.py).
+        self.threads = Threads(
+            settings=parts.settings,
+            _store=parts.store,
+            _files=parts.sandbox,
+            _access=self.access,
+            _verified=self.verified,
+            _warehouse=parts.warehouse,
+        )
 
     @classmethod
     async def create(cls, settings: Settings, *, model: ModelClient | None = None) -> Analyst:
@@ -108,24 +91,12 @@ class Analyst:
         for part in (self.parts.sandbox, self.parts.warehouse, self.parts.store, self.parts.model):
             await part.close()
 
+    def protections(self) -> dict[str, str]:
+        """What the sandbox enforces on this host, for `/healthz` and `doctor`."""
+        return self.parts.sandbox.protections()
+
     def session_id(self, message: IncomingMessage) -> str:
         return session_id_for(message.surface, message.thread_key)
-
-    def workspace_path(self, session_id: str, relative: str) -> Path:
-        """Where a workspace file lives on this host (local sandbox), for terminal output."""
-        return self.settings.workspaces_dir / session_id / relative
-
-    async def vote(self, turn: dict, *, user_id: str, value: Literal["up", "down"]) -> str:
-        """A 👍/👎 on a recorded turn: a 👍 saves a verified query (an admin's counts as verified by an
-        admin), a 👎 asks what was wrong. Returns the sentence for the person who voted."""
-        admin = self.access.is_admin(user_id)
-        return await self.verified.vote(
-            turn, user_id=user_id, value="verify" if admin and value == "up" else value, is_admin=admin
-        )
-
-    async def read_artifact(self, artifact: ArtifactReady) -> bytes:
-        """The bytes of an attached file, for surfaces that upload it."""
-        return await self.parts.sandbox.read_file(artifact.session_id, artifact.path)
 
     async def handle(
         self,
@@ -166,30 +137,9 @@ class Analyst:
                     await self._export(message, session_id, outcome, emit)
                 else:
                     await self._run(message, session_id, outcome, emit, confirm, held)
-        except LockLost:
-            await self._fail(
-                outcome,
-                emit,
-                "I lost track of this thread while answering (another request took it over), so this "
-                "answer was not saved to the thread. Please ask again.",
-                message,
-                log_level=logging.WARNING,
-            )
-        except LockTimeout:
-            await self._fail(
-                outcome,
-                emit,
-                "This thread is still busy with an earlier question. Try again when it has answered.",
-                message,
-            )
-        except StoreUnavailable as exc:
-            await self._fail(
-                outcome,
-                emit,
-                f"I can't reach my session store right now ({exc}). "
-                "Nothing was changed; please try again shortly.",
-                message,
-            )
+        except (LockLost, LockTimeout, StoreUnavailable) as exc:
+            text, level = _store_failure(exc)
+            await self._fail(outcome, emit, text, message, log_level=level)
         except Exception as exc:  # the last line of defence: a short message, never a traceback
             await self._fail(
                 outcome, emit, "Something went wrong on my side while answering.", message, exc=exc
@@ -302,7 +252,7 @@ class Analyst:
                 system=self._system,
                 tools=self._tools,
                 ctx=ctx,
-                sink=self._redacting(emit),
+                sink=emit,  # redacts every event (see handle)
                 limits=LoopLimits(
                     max_steps=s.max_steps, max_tokens=s.max_tokens, token_budget=s.turn_token_budget
                 ),
@@ -363,15 +313,7 @@ class Analyst:
         self, message: IncomingMessage, session_id: str, outcome: TurnOutcome, emit: EventSink
     ) -> None:
         started = time.time()
-        outcome.answer, _ = await export_notebook_turn(
-            settings=self.settings,
-            store=self.store,
-            sandbox=self.parts.sandbox,
-            session_id=session_id,
-            turn_id=outcome.turn_id,
-            default_dataset=self.parts.warehouse.default_dataset,
-            emit=emit,
-        )
+        outcome.answer = await self.threads.export_turn(session_id, outcome.turn_id, emit)
         history = await self.store.load_history(session_id)
         await self.store.save_history(
             session_id,
@@ -386,12 +328,6 @@ class Analyst:
         outcome.ok = True
         await self.store.record_turn(self._turn_record(message, outcome, started, None))
         await emit(TurnFinished(turn_id=outcome.turn_id, session_id=session_id, ok=True, stats=outcome.stats))
-
-    def _redacting(self, emit: EventSink) -> EventSink:
-        async def sink(event: TurnEvent) -> None:
-            await emit(self.redactor.event(event))
-
-        return sink
 
     def _turn_record(
         self, message: IncomingMessage, outcome: TurnOutcome, started: float, error: str | None
@@ -441,3 +377,22 @@ class Analyst:
             )
         )
         return outcome
+
+
+def _store_failure(exc: LockLost | LockTimeout | StoreUnavailable) -> tuple[str, int]:
+    """The sentence (and log level) for a turn the session store could not carry."""
+    if isinstance(exc, LockLost):
+        text = (
+            "I lost track of this thread while answering (another request took it over), so this "
+            "answer was not saved to the thread. Please ask again."
+        )
+        return text, logging.WARNING
+    if isinstance(exc, LockTimeout):
+        return (
+            "This thread is still busy with an earlier question. Try again when it has answered.",
+            logging.ERROR,
+        )
+    return (
+        f"I can't reach my session store right now ({exc}). Nothing was changed; please try again shortly.",
+        logging.ERROR,
+    )

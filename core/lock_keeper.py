@@ -14,7 +14,7 @@ import logging
 import threading
 from collections.abc import Callable
 
-from core.sessions import HeldLock
+from core.store_base import HeldLock
 
 log = logging.getLogger("datathread.store")
 

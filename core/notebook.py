@@ -375,19 +375,3 @@ async def session_notebook(
         default_dataset=default_dataset,
     )
     return nbformat.writes(nb).encode()
-
-
-async def notebook_bytes(analyst: Any, session_id: str) -> bytes:
-    """The thread's notebook for a surface to upload ("Export notebook" button, card action, phrase).
-    Raises NothingToExport (a LookupError with a one-sentence message) when there is nothing yet."""
-    warehouse = analyst.parts.warehouse
-    dataset = (
-        getattr(warehouse, "default_dataset", None) if analyst.settings.warehouse == "bigquery" else None
-    )
-    return await session_notebook(
-        store=analyst.store,
-        sandbox=analyst.parts.sandbox,
-        settings=analyst.settings,
-        session_id=session_id,
-        default_dataset=dataset,
-    )

@@ -19,10 +19,10 @@ from core.config import Settings
 from core.events import Confirmer, ConfirmRequest, IncomingMessage
 from core.schedules import Schedule, ScheduleError, iso, new_schedule
 from core.schedules_store import ScheduleBook
-from core.tools import Tool, ToolContext, ToolOutcome, _Input, refused
+from core.tools import Tool, ToolContext, ToolInput, ToolOutcome, refused
 
 
-class CreateScheduleInput(_Input):
+class CreateScheduleInput(ToolInput):
     """Create a standing report: the question is answered again on a schedule and posted in this
     conversation's channel. Use it when someone asks for a recurring answer ("every Monday at 9 post
     last week's delays here"). Write the cron expression in the person's local time. The person is

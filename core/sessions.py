@@ -8,48 +8,15 @@ lets many replicas share one truth.
 from __future__ import annotations
 
 import hashlib
-import time
 from contextlib import AbstractAsyncContextManager
-from dataclasses import dataclass, field
 from typing import Protocol
 
 from core.config import Settings
+from core.store_base import HISTORY_VERSION, HeldLock, LockLost, LockTimeout, StoreUnavailable
 
-HISTORY_VERSION = 1
-
-
-class StoreUnavailable(RuntimeError):
-    """The session store cannot be reached; the message is one sentence for a person."""
-
-
-class LockTimeout(RuntimeError):
-    """Another turn of the same session held the lock for too long."""
-
-
-class LockLost(RuntimeError):
-    """The session lock expired or was taken over while a turn held it; its results must not be saved."""
-
-
-@dataclass
-class HeldLock:
-    """What `SessionStore.lock` yields: `lost` turns True when renewal finds the lock gone or cannot
-    renew it before it expires (then another turn may be running in the same session)."""
-
-    ttl_s: float
-    lost: bool = False
-    last_renewed: float = field(default_factory=time.monotonic)
-
-    def renewed(self, ok: bool) -> None:
-        """Record a renewal attempt: False = someone else owns it now (errors go to `renewal_failed`)."""
-        if ok:
-            self.last_renewed = time.monotonic()
-        else:
-            self.lost = True
-
-    def renewal_failed(self) -> None:
-        """The store could not be reached; past the TTL the lock is as good as lost."""
-        if time.monotonic() - self.last_renewed > self.ttl_s:
-            self.lost = True
+# What the store implementations share lives in core/store_base.py (so they never import this module,
+# which opens them); re-exported here for everything that uses a store.
+__all__ = ["HISTORY_VERSION", "HeldLock", "LockLost", "LockTimeout", "StoreUnavailable"]
 
 
 def session_id_for(surface: str, thread_key: tuple[str, ...]) -> str:

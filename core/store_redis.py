@@ -34,7 +34,7 @@ from redis.exceptions import LockNotOwnedError, RedisError, WatchError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from core.lock_keeper import LockKeeper
-from core.sessions import HISTORY_VERSION, HeldLock, LockTimeout, StoreUnavailable
+from core.store_base import HISTORY_VERSION, HeldLock, LockTimeout, StoreUnavailable
 from core.store_sqlite import merge_meta
 
 log = logging.getLogger("datathread.store")

@@ -19,7 +19,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 from core.lock_keeper import LockKeeper
-from core.sessions import HISTORY_VERSION, HeldLock, LockTimeout, StoreUnavailable
+from core.store_base import HISTORY_VERSION, HeldLock, LockTimeout, StoreUnavailable
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS history (session_id TEXT PRIMARY KEY, version INTEGER, messages TEXT, expires REAL);

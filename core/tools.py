@@ -23,7 +23,6 @@ from core.sandbox import Sandbox, StepRequest, StepResult
 from core.warehouse import QueryContext, Warehouse
 
 if TYPE_CHECKING:
-    from core.config import Settings
     from core.s3 import S3Source
     from core.schedules_tool import ScheduleDesk
 
@@ -33,21 +32,23 @@ MAX_SUMMARY_CHARS = 300
 ATTACHABLE = {"png", "jpg", "jpeg", "svg", "csv", "parquet", "txt", "json", "xlsx", "pdf", "md", "html"}
 
 
-class _Input(BaseModel):
+class ToolInput(BaseModel):
+    """Base of every tool's input model: unknown fields are refused, so a typo is an error."""
+
     model_config = ConfigDict(extra="forbid")
 
 
-class ListTablesInput(_Input):
+class ListTablesInput(ToolInput):
     """List the warehouse tables you may query, with row counts and descriptions."""
 
 
-class DescribeTableInput(_Input):
+class DescribeTableInput(ToolInput):
     """Show a table's columns with types, notes and a few sample rows. Call before querying a new table."""
 
     table: str = Field(description="Table name as list_tables shows it.")
 
 
-class QueryWarehouseInput(_Input):
+class QueryWarehouseInput(ToolInput):
     """Run ONE read-only SELECT in the warehouse's SQL dialect. The full result is saved in the workspace as
     <save_as>.parquet; you get the file name, row count, schema and a short preview, never all rows.
     Aggregate in SQL where you can."""
@@ -56,7 +57,7 @@ class QueryWarehouseInput(_Input):
     save_as: str | None = Field(None, description="File stem for the result, e.g. 'delays_by_carrier'.")
 
 
-class RunSqlInput(_Input):
+class RunSqlInput(ToolInput):
     """Run ONE read-only DuckDB query over files in the workspace, named by relative path,
     e.g. SELECT * FROM 'delays.parquet'. The result is saved as <save_as>.parquet with a preview."""
 
@@ -64,7 +65,7 @@ class RunSqlInput(_Input):
     save_as: str | None = Field(None, description="File stem for the result.")
 
 
-class RunPythonInput(_Input):
+class RunPythonInput(ToolInput):
     """Run Python in the workspace (working directory) with pandas, numpy, matplotlib (Agg backend) and duckdb.
     Read earlier results with pd.read_parquet('name.parquet'); save charts with plt.savefig('chart.png',
     dpi=150, bbox_inches='tight') and tables with df.to_csv('name.csv', index=False). print() what you need
@@ -73,7 +74,7 @@ class RunPythonInput(_Input):
     code: str = Field(description="Python source to run.")
 
 
-class AttachFileInput(_Input):
+class AttachFileInput(ToolInput):
     """Upload a workspace file (a chart PNG, a CSV) into the conversation for the person. A .parquet file is
     converted to CSV first. Attach only what answers the question."""
 
@@ -277,7 +278,7 @@ class Tool:
     """A tool: its name, input model (schema + description) and handler."""
 
     name: str
-    input_model: type[_Input]
+    input_model: type[ToolInput]
     handler: Callable[..., Awaitable[ToolOutcome]]
     title: str
 
@@ -301,18 +302,6 @@ TOOLS: tuple[Tool, ...] = (
     Tool("attach_file", AttachFileInput, attach_file, "Attaching a file"),
 )
 TOOLS_BY_NAME = {t.name: t for t in TOOLS}
-
-
-def toolset(settings: Settings) -> tuple[Tool, ...]:
-    """The tools these settings offer: the six contract tools first, then optional data sources, then
-    create_schedule (scheduled answers)."""
-    from core.schedules_tool import SCHEDULE_TOOLS
-
-    if not settings.s3_buckets.strip():
-        return TOOLS + SCHEDULE_TOOLS
-    from core.tools_s3 import S3_TOOLS
-
-    return TOOLS + S3_TOOLS + SCHEDULE_TOOLS
 
 
 def tool_specs(tools: tuple[Tool, ...] = TOOLS) -> list[dict]:

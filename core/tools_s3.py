@@ -14,7 +14,7 @@ from pydantic import Field
 from core.s3 import S3Refusal, parse_uri
 from core.sandbox import StepRequest
 from core.steps import safe_file_stem
-from core.tools import Tool, ToolContext, ToolOutcome, _Input, refused
+from core.tools import Tool, ToolContext, ToolInput, ToolOutcome, refused
 
 LOADABLE = ("csv", "tsv", "parquet", "json", "jsonl", "ndjson", "xlsx")
 
@@ -32,14 +32,14 @@ pd.read_excel({src!r}).to_parquet({dst!r}, index=False)
 """
 
 
-class ListFilesInput(_Input):
+class ListFilesInput(ToolInput):
     """List data files in the S3 buckets you may read (CSV, Parquet, JSON, Excel), with sizes.
     Then load_file one of them into the workspace."""
 
     prefix: str | None = Field(None, description="Optional s3://bucket/prefix to narrow the listing.")
 
 
-class LoadFileInput(_Input):
+class LoadFileInput(ToolInput):
     """Copy one S3 file (CSV, TSV, Parquet, JSON/JSONL, Excel .xlsx) into the workspace, then query it
     with run_sql (SELECT * FROM 'name.csv') or run_python. You get its row count, columns and first rows."""
 

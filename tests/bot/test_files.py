@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import logging
 import urllib.parse
-from types import SimpleNamespace
 
 import boto3
 import pytest
 from moto import mock_aws
 from pydantic import SecretStr
 
-from bot.files import LinkSigner, build_signer, download_link
+from bot.files import FileLinks, LinkSigner, build_signer
 
 
 def parts(url: str) -> tuple[str, str, str, str]:
@@ -66,8 +65,8 @@ async def test_s3_presigned_link(settings):
         configured = settings.model_copy(
             update={"files_bucket": "dt-files/exports", "aws_region": "us-east-1"}
         )
-        state = SimpleNamespace(settings=configured, extras={}, analyst=None)
-        url = await download_link(state, "te-abc", "delays.csv", b"carrier\nF9\n")
+        links = FileLinks(configured, read=_never_read)
+        url = await links.download_link("te-abc", "delays.csv", b"carrier\nF9\n")
         split = urllib.parse.urlsplit(url)
         assert "dt-files" in split.netloc + split.path and "Expires" in split.query
         key = urllib.parse.unquote(split.path.lstrip("/").removeprefix("dt-files/"))
@@ -76,3 +75,7 @@ async def test_s3_presigned_link(settings):
             boto3.client("s3", region_name="us-east-1").get_object(Bucket="dt-files", Key=key)["Body"].read()
         )
     assert body == b"carrier\nF9\n"
+
+
+async def _never_read(session_id: str, path: str) -> bytes:
+    raise AssertionError("the bytes were given: nothing to read")

@@ -358,13 +358,13 @@ async def test_app_home_prompts_export_and_confirmation(slack, model):
     assert "SELECT count(*) AS n FROM flights" in json.dumps(notebook["cells"])
 
     # Confirmation: Run/Cancel buttons in the thread; the click resolves the waiting step
+    from bot.slack_client import build_client
     from bot.slack_confirm import build_confirmer
     from bot.slack_progress import SlackTarget
-    from bot.slack_turn import build_client
     from core.events import ConfirmRequest
 
     target = SlackTarget(channel="C0001", thread_ts="700.1", team_id="T0001", user_id="U0001")
-    confirm = build_confirmer(build_client(slack.state.settings), target, slack.state.analyst.store)
+    confirm = build_confirmer(build_client(slack.state.settings), target, slack.state.threads)
     for action, expected in ((render.ACTION_CONFIRM_RUN, True), (render.ACTION_CONFIRM_CANCEL, False)):
         waiting = asyncio.create_task(
             confirm(ConfirmRequest(turn_id="t9", step_id=action, prompt="Scan 40 GB?"))
@@ -378,3 +378,25 @@ async def test_app_home_prompts_export_and_confirmation(slack, model):
         await slack.click(action, buttons[0]["value"], thread_ts="700.1", user="U0001")
         assert await asyncio.wait_for(waiting, 5) is expected
         api.clear()
+
+
+HOSTILE = "<!here> <@U1> <!channel>"
+
+
+@pytest.mark.parametrize("streaming", [True, False], ids=["stream", "chat.update"])
+async def test_model_and_step_text_cannot_ping_anyone(slack, model, streaming):
+    """Mentions and broadcasts in the model's text, its links and a step's error stay inert on every
+    path: progress (stream tasks or the edited status message), the answer, and the footer."""
+    slack.api.refuse_streaming = not streaming
+    model.enqueue(
+        tool("run_python", {"code": f"raise ValueError({HOSTILE!r})"}, say=f"Checking {HOSTILE}"),
+        text(f"Done {HOSTILE} [x](!channel) [y](@U123) [site](https://example.com) a < b & c"),
+    )
+    await slack.event(mention("ping everyone?", ts=f"95{int(streaming)}.1"))  # one message per case
+    await slack.drain()
+    sent = json.dumps([call.args for call in slack.api.calls], ensure_ascii=False)
+    for control in ("<!here", "<!channel", "<@U1", "<@U123"):
+        assert control not in sent
+    assert "&lt;!here&gt;" in sent  # shown as text, not dropped
+    answer = streamed_text(slack.api) if streaming else sent
+    assert "https://example.com" in answer and "a &lt; b &amp; c" in answer

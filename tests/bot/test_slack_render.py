@@ -165,3 +165,56 @@ def test_action_payload_prefers_the_thread_of_the_clicked_message() -> None:
     }
     body["container"]["is_ephemeral"] = True  # a click on a private (ephemeral) answer
     assert action_payload(body, {"action_id": r.ACTION_EXPORT, "value": "turn1"})["ephemeral"] is True
+
+
+# --- inert output: model and step text can never ping, broadcast or link anywhere ------------------
+HOSTILE = [
+    "<!here> look",
+    "<!channel>",
+    "<@U1> and <@U123|someone>",
+    "[x](!channel)",
+    "[x](@U123)",
+    "[x](#C123)",
+    "[x](javascript:alert(1))",
+    "[x](https://ok.example|<!here>)",
+    "`<!here>` in code",
+    "> <!channel> quoted",
+]
+CONTROL = ("<!", "<@", "<#", "<javascript")
+
+
+@pytest.mark.parametrize("text", HOSTILE)
+@pytest.mark.parametrize(
+    "render",
+    [
+        r.to_mrkdwn,
+        r.inert,
+        lambda t: r.unit_markdown(r.Unit("text", t)),
+        lambda t: "\n".join(r.stream_chunks(t)),
+        lambda t: str(r.answer_messages(t)),
+        lambda t: str(r.confirm_blocks(t, "t:s")),
+    ],
+    ids=["mrkdwn", "inert", "markdown", "stream", "messages", "confirm"],
+)
+def test_model_text_renders_inert_on_every_slack_path(text: str, render) -> None:
+    out = render(text)
+    assert not any(c in out for c in CONTROL), out
+
+
+@pytest.mark.parametrize(
+    ("markdown", "mrkdwn"),
+    [
+        ("[site](https://example.com)", "<https://example.com|site>"),
+        ("[mail](mailto:a@example.com)", "<mailto:a@example.com|mail>"),
+        ("[x](!channel)", "x (!channel)"),
+        ("[x](@U123)", "x (@U123)"),
+        ("<!here>", "&lt;!here&gt;"),
+    ],
+)
+def test_only_web_and_mail_links_become_links(markdown: str, mrkdwn: str) -> None:
+    assert r.to_mrkdwn(markdown) == mrkdwn
+
+
+def test_streamed_markdown_keeps_web_links_and_code_but_escapes_the_rest() -> None:
+    out = r.unit_markdown(r.Unit("text", "[docs](https://example.com) `a < b` x < y & <@U1>"))
+    assert out == "[docs](https://example.com) `a < b` x &lt; y &amp; &lt;@U1&gt;"

@@ -16,7 +16,6 @@ import httpx
 import pytest
 from starlette.applications import Starlette
 
-from bot import files
 from bot.server import AppState, create_app
 from tests.fakes.anthropic_api import error, text, tool
 from tests.fakes.bot_connector import FakeConnector
@@ -156,7 +155,7 @@ async def test_channel_thread_chart_csv_link_answer_and_follow_up(teams, fake_mo
     assert got.content.decode().splitlines()[1].startswith("F9,")
     tampered = local_path(url).replace("delays.csv", "delays.png")
     assert (await teams.client.get(tampered)).status_code == 403
-    signer = files.signer_for(teams.state)
+    signer = teams.state.links.signer
     real_clock, signer.clock = signer.clock, lambda: time.time() + 121
     assert (await teams.client.get(local_path(url))).status_code == 410
     signer.clock = real_clock
@@ -213,7 +212,7 @@ async def test_the_bot_says_hello_when_added_and_ignores_other_member_changes(te
 async def test_personal_chat_reset_csv_consent_and_failure(teams, fake_model, settings):
     from botbuilder.schema import Activity
 
-    from bot.teams_turn import thread_key
+    from bot.teams_jobs import thread_key
 
     fake_model.enqueue(text("Hello from the first session."))
     await teams.say("hi there", conversation=CHAT)
@@ -264,5 +263,22 @@ async def test_personal_chat_reset_csv_consent_and_failure(teams, fake_model, se
     assert "Traceback" not in failed[-1]["text"]
     # eight idle hours later the chat starts a fresh session by itself
     chat = Activity().deserialize(activity(teams.connector.url, "x", conversation=CHAT))
-    now_key = await thread_key(teams.state, chat)
-    assert await thread_key(teams.state, chat, now=time.time() + 9 * 3600) != now_key
+    now_key = await thread_key(teams.state.threads, chat)
+    assert await thread_key(teams.state.threads, chat, now=time.time() + 9 * 3600) != now_key
+
+
+async def test_model_and_step_text_stay_inert_in_teams_messages(teams, fake_model):
+    """Markup in the model's answer or a step's error never becomes a mention or a tag in a message."""
+    hostile = "<at>Everyone</at> <!here> <b>x</b>"
+    fake_model.enqueue(
+        tool("run_python", {"code": f"raise ValueError({hostile!r})"}),
+        text(f"Done {hostile} and a < b"),
+    )
+    sent = await teams.say("is this safe?")
+    texts = [m.get("text") or "" for m in sent]
+    assert not any(t for t in texts if "<at>" in t or "<!here>" in t or "<b>" in t), texts
+    assert "&lt;at&gt;Everyone&lt;/at&gt;" in texts[-1] and "a &lt; b" in texts[-1]
+    record = (await teams.state.analyst.store.list_turns())[-1]
+    steps = await teams.say("", value={"datathread": "show_steps", "turn_id": record["turn_id"]})
+    outside_code = re.sub(r"```.*?```", "", steps[-1]["text"], flags=re.S)  # code is shown as written
+    assert "<at>" not in outside_code and "&lt;at&gt;" in outside_code

@@ -11,7 +11,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from pydantic import SecretStr
 
 from bot.server import create_app
-from bot.teams_app import credentials_factory, is_loopback
+from bot.teams_auth import credentials_factory, is_loopback
 from core.config import ConfigError
 from core.runner import TurnJob
 from tests.bot.test_teams import activity

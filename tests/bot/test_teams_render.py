@@ -67,3 +67,24 @@ def test_failure_confirm_and_link():
     assert "valid for 2 minutes" in r.link_text("x.csv", "https://u", 120)
     assert "valid for 24 hours" in r.link_text("x.csv", "https://u", 86400)
     assert json.dumps(r.image_attachment("c.png", b"\x89PNG")).count("data:image/png;base64,") == 1
+
+
+@pytest.mark.parametrize(
+    "source,expected",
+    [
+        ("<at>Bob</at> did it", "&lt;at&gt;Bob&lt;/at&gt; did it"),
+        ("# <b>big</b>", "**&lt;b&gt;big&lt;/b&gt;**"),
+        ("a < b & `x < y`", "a &lt; b &amp; `x < y`"),
+        ("<!here> <@U1> <!channel>", "&lt;!here&gt; &lt;@U1&gt; &lt;!channel&gt;"),
+    ],
+)
+def test_model_text_is_inert_in_teams_messages(source, expected):
+    assert r.to_teams_markdown(source)[0] == expected
+
+
+def test_step_errors_and_failures_are_inert_in_teams():
+    steps = r.steps_markdown(
+        {"steps": [{"tool": "run_python", "ok": False, "summary": "<!here> <at>x</at>"}]}
+    )
+    assert "<!here>" not in steps and "<at>" not in steps and "&lt;!here&gt;" in steps
+    assert r.failure_text("<@U1> broke", "e1").startswith("Sorry — &lt;@U1&gt; broke")

@@ -18,7 +18,7 @@ import typer
 
 from bot.export import export_session
 from core.events import IncomingMessage
-from core.notebook import build_notebook, chart_paths, is_export_request, notebook_bytes
+from core.notebook import build_notebook, chart_paths, is_export_request
 from tests.conftest import DEMO_DB_CACHE
 from tests.fakes.anthropic_api import text, tool
 
@@ -200,7 +200,7 @@ async def test_exported_notebook_reruns_and_rebuilds_the_files(
     ws = settings.workspaces_dir / session_id
     [default_query] = [p.name for p in ws.glob("query_*.parquet")]
 
-    nb = nbformat.reads((await notebook_bytes(analyst, session_id)).decode(), as_version=4)
+    nb = nbformat.reads((await analyst.threads.export_notebook(session_id)).decode(), as_version=4)
     nbformat.validate(nb)
     [chart_cell] = [c for c in nb.cells if c.cell_type == "code" and "savefig" in c.source]
     assert base64.b64decode(chart_cell.outputs[0]["data"]["image/png"]) == (ws / "delays.png").read_bytes()
@@ -254,13 +254,13 @@ async def test_export_session_without_turns_fails_in_one_sentence(settings, tmp_
     ],
 )
 def test_export_uses_the_warehouse_default_dataset(warehouse, project, dataset, expected) -> None:
-    from bot.export import _default_dataset
     from core.config import load_settings
+    from core.sandbox_factory import configured_default_dataset
 
     settings = load_settings(
         _env_file=None, warehouse=warehouse, gcp_project=project, bigquery_default_dataset=dataset
     )
-    assert _default_dataset(settings) == expected
+    assert configured_default_dataset(settings) == expected
 
 
 HOSTILE_TURN = {

@@ -18,8 +18,9 @@ from moto import mock_aws  # noqa: E402
 
 from core.events import IncomingMessage  # noqa: E402
 from core.s3 import S3Refusal, S3Root, S3Source, parse_roots, parse_uri  # noqa: E402
+from core.sandbox_factory import toolset  # noqa: E402
 from core.schedules_tool import SCHEDULE_TOOLS  # noqa: E402
-from core.tools import TOOLS, toolset  # noqa: E402
+from core.tools import TOOLS  # noqa: E402
 from tests.fakes.anthropic_api import text, tool  # noqa: E402
 
 SALES_CSV = b"region,amount\nnorth,10\nsouth,5\nnorth,7\neast,1\n"

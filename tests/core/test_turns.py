@@ -217,7 +217,7 @@ async def test_export_phrase_attaches_a_notebook_without_calling_the_model(analy
     outcome = await analyst.handle(ask("export this as a notebook"), recorder)
     assert outcome.ok and len(fake_model.requests) == calls
     assert [a.path for a in outcome.artifacts] == ["thread.ipynb"]
-    notebook = json.loads(await analyst.read_artifact(outcome.artifacts[0]))
+    notebook = json.loads(await analyst.threads.read_artifact(outcome.artifacts[0]))
     sources = "\n".join("".join(c["source"]) for c in notebook["cells"])
     assert "delays by carrier" in sources and "GROUP BY carrier" in sources and "delays.parquet" in sources
     history = await analyst.store.load_history(outcome.session_id)

@@ -3,6 +3,7 @@ body (`tick_once`) claims due runs once and spawns plain job data that the turn 
 
 from __future__ import annotations
 
+import asyncio
 import os
 import pickle
 from datetime import UTC, datetime
@@ -36,7 +37,8 @@ async def test_containers_with_the_loop_off_run_scheduled_jobs_but_do_not_tick(s
         state = app.state.datathread
         async with app.router.lifespan_context(app):
             assert "schedule.run" in state.runner.handlers  # a turn container can run spawned runs
-            assert ("schedules.loop" in state.extras) is loop_on
+            loops = [t for t in asyncio.all_tasks() if t.get_name() == "datathread-scheduler"]
+            assert bool(loops) is loop_on
 
 
 async def test_tick_once_spawns_each_due_run_once_and_the_turn_container_posts_it(settings, fake_model):

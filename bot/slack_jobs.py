@@ -1,25 +1,24 @@
 """The work Slack listeners hand to the runner: turns, button actions, exports and App Home.
 
 Every job's payload is plain data (it can cross to a Modal function as-is); handlers rebuild what
-they need from it: a Web API client from settings, the Analyst from `state.analyst`.
+they need from it: the process's shared Web API client, the core through `state.threads`.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import Any
 
-import aiohttp
 from slack_sdk.errors import SlackApiError
-from slack_sdk.http_retry.builtin_async_handlers import AsyncRateLimitErrorRetryHandler
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot import slack_render as render
 from bot.schedule_slack import slack_user_tz
+from bot.slack_client import SharedClient
 from bot.slack_confirm import build_confirmer
 from bot.slack_progress import SlackProgress, SlackTarget
-from core.config import Settings
+from bot.surface import AppState
 from core.events import IncomingMessage
+from core.notebook import NothingToExport
 from core.runner import TurnJob
 from core.sessions import session_id_for
 
@@ -38,32 +37,7 @@ NOT_IN_CHANNEL = (
 )
 
 
-def build_client(settings: Settings, session: aiohttp.ClientSession | None = None) -> AsyncWebClient:
-    """The Web API client: the bot token, `DATATHREAD_SLACK_API_URL`, retries on HTTP 429."""
-    token = settings.slack_bot_token.get_secret_value() if settings.slack_bot_token else None
-    client = AsyncWebClient(token=token, base_url=settings.slack_api_url, session=session)
-    client.retry_handlers.append(AsyncRateLimitErrorRetryHandler(max_retry_count=2))
-    return client
-
-
-def client_for(state: Any) -> AsyncWebClient:
-    """This process's shared client. One aiohttp session keeps connections alive across calls and turns;
-    without it slack_sdk opens a new session (and TCP connection) for every single API call."""
-    client = state.extras.get("slack_client")
-    if client is None or client.session is None or client.session.closed:
-        client = build_client(state.settings, aiohttp.ClientSession())
-        state.extras["slack_client"] = client
-    return client
-
-
-async def close_client(state: Any) -> None:
-    """Close the shared session at shutdown."""
-    client = state.extras.pop("slack_client", None)
-    if client is not None and client.session is not None:
-        await client.session.close()
-
-
-def register_jobs(state: Any) -> None:
+def register_jobs(state: AppState, shared: SharedClient) -> None:
     """Name the handlers of every Slack job kind on the state's runner (here and on remote workers)."""
     handlers = {
         JOB_TURN: run_turn,
@@ -73,19 +47,19 @@ def register_jobs(state: Any) -> None:
         JOB_PROMPTS: set_prompts,
     }
     for kind, handler in handlers.items():
-        state.runner.register(kind, _bind(handler, state))
+        state.runner.register(kind, _bind(handler, state, shared))
 
 
-def _bind(handler, state):
+def _bind(handler, state: AppState, shared: SharedClient):
     async def run(job: TurnJob) -> None:
-        await handler(state, job.payload)
+        await handler(state, shared.get(), job.payload)
 
     return run
 
 
-async def run_turn(state: Any, p: dict) -> None:
+async def run_turn(state: AppState, client: AsyncWebClient, p: dict) -> None:
     """One question → one turn, with progress, files and the answer in the thread."""
-    client = client_for(state)
+    threads = state.threads
     private, thread_ts, note = bool(p.get("private")), p.get("thread_ts") or "", ""
     if p.get("slash") and not private:
         try:  # the question becomes the thread root, so follow-ups in its thread continue the session
@@ -113,46 +87,34 @@ async def run_turn(state: Any, p: dict) -> None:
         channel_id=p["channel"],
         team_id=p["team"],
         is_direct=bool(p.get("is_direct")),
-        user_tz=await slack_user_tz(client, state.analyst.store, p["team"], p["user"]),
+        user_tz=await slack_user_tz(client, threads, p["team"], p["user"]),
     )
-    sink = SlackProgress(client, target, state.analyst.read_artifact)
+    sink = SlackProgress(client, target, threads.read_artifact)
     if note:
         sink.notes.append(note.strip("_"))
-    confirm = build_confirmer(client, target, state.analyst.store)
+    confirm = build_confirmer(client, target, threads)
     await state.analyst.handle(message, sink, confirm=confirm)
 
 
-async def run_action(state: Any, p: dict) -> None:
+async def run_action(state: AppState, client: AsyncWebClient, p: dict) -> None:
     """A footer button: Show SQL & code, or 👍/👎. Replies are ephemeral to the person who clicked."""
-    client = client_for(state)
-    store = state.analyst.store
-    turn_id, action = p["value"], p["action"]
-    record = await store.get_turn(turn_id)
-    if record is None or record.get("channel_id") != p["channel"]:
+    threads = state.threads
+    record = await threads.turn(p["value"], channel_id=p["channel"])
+    if record is None:
         messages = render.answer_messages("I no longer have the details of that answer.")
-    elif action == render.ACTION_SHOW_SQL:
+    elif p["action"] == render.ACTION_SHOW_SQL:
         messages = render.steps_messages(record)
-    else:
-        value = "up" if action == render.ACTION_FEEDBACK_UP else "down"
-        await store.set_feedback(turn_id, user_id=p["user"], value=value)
-        reply = await state.analyst.vote(
-            record, user_id=p["user"], value=value
-        )  # verified query / "what was wrong?"
-        messages = render.answer_messages(reply)
+    else:  # a 👍 saves a verified query, a 👎 asks what was wrong
+        value = "up" if p["action"] == render.ACTION_FEEDBACK_UP else "down"
+        messages = render.answer_messages(await threads.vote(record, user_id=p["user"], value=value))
     for msg in messages:
         await _ephemeral(client, p, msg)
 
 
-async def run_export(state: Any, p: dict) -> None:
+async def run_export(state: AppState, client: AsyncWebClient, p: dict) -> None:
     """Export the thread's session as a notebook and upload it into the thread."""
-    client = client_for(state)
-    try:
-        from core.notebook import notebook_bytes
-    except ImportError:
-        await _ephemeral(client, p, {"text": "Notebook export is not available yet."})
-        return
-    record = await state.analyst.store.get_turn(p["value"])
-    if record is None or record.get("channel_id") != p["channel"]:
+    record = await state.threads.turn(p["value"], channel_id=p["channel"])
+    if record is None:
         await _ephemeral(client, p, {"text": "I no longer have that conversation."})
         return
     session_id = record["session_id"]
@@ -160,7 +122,11 @@ async def run_export(state: Any, p: dict) -> None:
         # A private answer's session must never be uploaded into the channel for everyone to see.
         await _ephemeral(client, p, {"text": "Private answers can't be exported into the channel."})
         return
-    data = await notebook_bytes(state.analyst, session_id)
+    try:
+        data = await state.threads.export_notebook(session_id)
+    except NothingToExport as exc:
+        await _ephemeral(client, p, {"text": render.escape(str(exc))})
+        return
     await client.files_upload_v2(
         channel=p["channel"],
         thread_ts=p.get("thread_ts") or None,
@@ -182,17 +148,16 @@ async def _ephemeral(client: AsyncWebClient, p: dict, msg: dict) -> None:
     )
 
 
-async def publish_home(state: Any, p: dict) -> None:
+async def publish_home(state: AppState, client: AsyncWebClient, p: dict) -> None:
     """App Home: what datathread does, the tables it sees, and example questions."""
-    analyst = state.analyst
-    tables = await analyst.parts.warehouse.list_tables(analyst.access.datasets)
+    tables = await state.threads.list_tables()
     view = render.home_view(tables, list(render.EXAMPLE_QUESTIONS), state.settings.slash_command)
-    await client_for(state).views_publish(user_id=p["user"], view=view)
+    await client.views_publish(user_id=p["user"], view=view)
 
 
-async def set_prompts(state: Any, p: dict) -> None:
+async def set_prompts(state: AppState, client: AsyncWebClient, p: dict) -> None:
     """Suggested prompts when someone opens an assistant thread (DM) with datathread."""
-    await client_for(state).assistant_threads_setSuggestedPrompts(
+    await client.assistant_threads_setSuggestedPrompts(
         channel_id=p["channel"],
         thread_ts=p["thread_ts"],
         title="Try asking",

@@ -6,27 +6,16 @@ then the answer with its actions — or a short failure message with an error id
 from __future__ import annotations
 
 import logging
-import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from botbuilder.core import TurnContext
 from botbuilder.schema import Activity, ActivityTypes, ConversationReference
 
 from bot import teams_render as render
-from core.events import (
-    AnswerReady,
-    ArtifactReady,
-    StepFinished,
-    StepStarted,
-    Thinking,
-    TurnEvent,
-    TurnFailed,
-    TurnFinished,
-)
-
-if TYPE_CHECKING:
-    from bot.server import AppState
+from bot.files import FileLinks
+from bot.transcript import Change, StepLine, Throttle, Transcript
+from core.events import ArtifactReady, TurnEvent, TurnFinished
+from core.thread import Threads
 
 log = logging.getLogger("datathread.teams")
 
@@ -72,19 +61,20 @@ class TeamsOut:
         )
 
 
+MARKS = {"running": "⏳", "done": "✅", "failed": "⚠️"}
+
+
 @dataclass
 class TeamsSink:
-    """An EventSink for `Analyst.handle` that renders into Teams."""
+    """An EventSink for `Analyst.handle` that draws the turn's transcript into Teams."""
 
-    state: AppState
+    threads: Threads
+    links: FileLinks
     out: TeamsOut
     personal: bool
-    lines: dict[str, str] = field(default_factory=dict)
+    transcript: Transcript = field(default_factory=Transcript)
+    throttle: Throttle = field(default_factory=lambda: Throttle(PROGRESS_MIN_INTERVAL_S))
     progress_id: str = ""
-    last_update: float = 0.0
-    dirty: bool = False
-    answer: str = ""
-    failure: TurnFailed | None = None
 
     async def __call__(self, event: TurnEvent) -> None:
         try:
@@ -93,67 +83,51 @@ class TeamsSink:
             log.exception("teams: could not render %s", event.kind)
 
     async def _on(self, event: TurnEvent) -> None:
-        if isinstance(event, Thinking | StepStarted | StepFinished):
-            self._track(event)
+        change = self.transcript.apply(event)
+        if change in (Change.THINKING, Change.STEP):
             await self._show_progress()
-        elif isinstance(event, ArtifactReady):
-            await self._deliver(event)
-        elif isinstance(event, AnswerReady):
-            self.answer = event.text
-        elif isinstance(event, TurnFailed):
-            self.failure = event
-        elif isinstance(event, TurnFinished):
-            await self._finish(event)
+        elif change is Change.ARTIFACT:
+            await self._deliver(event)  # type: ignore[arg-type]
+        elif change is Change.FINISHED:
+            await self._finish(event)  # type: ignore[arg-type]
 
-    def _track(self, event: Thinking | StepStarted | StepFinished) -> None:
-        if isinstance(event, StepStarted):
-            self.lines[event.step_id] = f"⏳ {event.title}"
-        elif isinstance(event, StepFinished):
-            r = event.record
-            title = self.lines.get(r.step_id, f"  {r.tool}")[2:]
-            mark = "✅" if r.ok else "⚠️"
-            self.lines[r.step_id] = f"{mark} {title} — {r.summary[:120]} ({r.duration_s:.1f} s)"
-        self.dirty = True
-
-    async def _show_progress(self, *, status: str = "Working on it…", force: bool = False) -> None:
-        card = render.progress_card(list(self.lines.values()), status=status)
+    async def _show_progress(self, *, force: bool = False) -> None:
+        lines = [progress_line(row) for row in self.transcript.rows() if isinstance(row, StepLine)]
+        card = render.progress_card(lines, status=self.transcript.status())
         if not self.progress_id:
             self.progress_id = await self.out.send(attachments=[card])
-        elif force or time.monotonic() - self.last_update >= PROGRESS_MIN_INTERVAL_S:
+        elif force or self.throttle.wait_s() == 0:
             await self.out.update(self.progress_id, attachments=[card])
         else:
             return
-        self.last_update, self.dirty = time.monotonic(), False
+        self.throttle.mark()
 
     async def _deliver(self, artifact: ArtifactReady) -> None:
-        from bot import files
-
-        analyst = self.state.analyst
         if artifact.mime.startswith("image/") and artifact.size <= MAX_INLINE_IMAGE:
-            data = await analyst.read_artifact(artifact)
+            data = await self.threads.read_artifact(artifact)
             await self.out.send(
                 artifact.title, attachments=[render.image_attachment(artifact.name, data, artifact.mime)]
             )
         elif self.personal and not artifact.mime.startswith("image/"):
-            context = files.signer_for(self.state).params(artifact.session_id, artifact.path)
+            context = self.links.signer.params(artifact.session_id, artifact.path)
             context.update(session_id=artifact.session_id, path=artifact.path)
             await self.out.send(attachments=[render.file_consent_card(artifact.name, artifact.size, context)])
         else:
-            url = await files.download_link(self.state, artifact.session_id, artifact.path)
-            ttl = self.state.settings.link_ttl_seconds
+            url = await self.links.download_link(artifact.session_id, artifact.path)
+            ttl = self.links.settings.link_ttl_seconds
             await self.out.send(render.link_text(artifact.title or artifact.name, url, ttl))
 
     async def _finish(self, event: TurnFinished) -> None:
         if self.progress_id:
-            s = event.stats
-            status = (
-                f"Done — {s.steps} step{'s' if s.steps != 1 else ''} in {s.duration_s:.1f} s"
-                if event.ok
-                else "Stopped"
-            )
-            await self._show_progress(status=status, force=True)
-        if self.failure is not None:
-            await self.out.send(render.failure_text(self.failure.message, self.failure.error_id))
+            await self._show_progress(force=True)
+        failure = self.transcript.failure
+        if failure is not None:
+            await self.out.send(render.failure_text(failure.message, failure.error_id))
             return
-        text, tables = render.to_teams_markdown(self.answer or "(no answer)")
+        text, tables = render.to_teams_markdown(self.transcript.answer or "(no answer)")
         await self.out.send(text, attachments=[render.answer_card(event.turn_id, tables)])
+
+
+def progress_line(line: StepLine) -> str:
+    """One step on the progress card: its mark, title and outcome."""
+    return f"{MARKS[line.status]} {line.title}" + (f" — {line.outcome}" if line.outcome else "")

@@ -7,8 +7,7 @@ import asyncio
 import pytest
 from botbuilder.schema import Activity
 
-from bot import teams_turn
-from bot.teams_app import TeamsAdapter, TeamsBot, build_auth
+from bot import teams_jobs
 from core.events import ConfirmRequest
 
 
@@ -38,7 +37,7 @@ def test_question_text(text, entities, expected):
             {"type": "mention", "mentioned": bot, "text": "<at>datathread</at>"},
             {"type": "mention", "mentioned": {"id": "29:bob", "name": "Bob"}, "text": "<at>Bob</at>"},
         ]
-    assert teams_turn.question_text(Activity().deserialize(body)) == expected
+    assert teams_jobs.question_text(Activity().deserialize(body)) == expected
 
 
 @pytest.mark.parametrize("answer,expected", [("run", True), ("cancel", False)])
@@ -46,28 +45,34 @@ async def test_confirm_round_trip_through_the_store(settings, tmp_path, answer, 
     """The click may reach another process than the waiting turn: the answer travels via the store."""
     from types import SimpleNamespace
 
+    from core.access import AccessPolicy
     from core.store_sqlite import SqliteStore
+    from core.thread import Threads
 
-    waiting_side, clicking_side = (
-        SqliteStore(tmp_path / "s.db"),
-        SqliteStore(tmp_path / "s.db"),
-    )  # two replicas
+    def replica() -> Threads:  # two replicas over one store file
+        return Threads(settings, SqliteStore(tmp_path / "s.db"), _NoFiles(), AccessPolicy())
+
+    waiting_side, clicking_side = replica(), replica()
     out = Out()
-    confirm = teams_turn._confirmer(waiting_side, out, "aad-ada")
+    confirm = teams_jobs._confirmer(waiting_side, out, "aad-ada")
     waiting = asyncio.create_task(confirm(ConfirmRequest(turn_id="t1", step_id="s1", prompt="Scan 2 TB?")))
     while not out.sent:
         await asyncio.sleep(0.01)
     action = out.sent[0][1][0]["content"]["actions"][0 if answer == "run" else 1]["data"]
-    from core.access import AccessPolicy
-
-    state = SimpleNamespace(analyst=SimpleNamespace(store=clicking_side, access=AccessPolicy()))
+    state = SimpleNamespace(threads=clicking_side)
     stranger = Activity().deserialize({"type": "message", "from": {"id": "29:eve", "aadObjectId": "aad-eve"}})
-    await teams_turn._card_action(None, state, stranger, action, out)
+    await teams_jobs._card_action(state, stranger, action, out)
     assert "Only the person who asked" in out.sent[-1][0] and not waiting.done()
-    auth = build_auth(settings)
-    bot = TeamsBot(settings, auth, TeamsAdapter(auth))
     ada = Activity().deserialize({"type": "message", "from": {"id": "29:ada", "aadObjectId": "aad-ada"}})
-    await teams_turn._card_action(bot, state, ada, action, out)
+    await teams_jobs._card_action(state, ada, action, out)
     assert await asyncio.wait_for(waiting, 5) is expected
-    await teams_turn._card_action(bot, state, ada, action, out)
+    await teams_jobs._card_action(state, ada, action, out)
     assert "expired" in out.sent[-1][0]
+
+
+class _NoFiles:
+    async def read_file(self, session_id: str, path: str) -> bytes:
+        raise FileNotFoundError(path)
+
+    async def write_file(self, session_id: str, path: str, data: bytes) -> None:
+        raise AssertionError("a confirmation writes no files")

@@ -1,0 +1,53 @@
+"""What every `datathread` command module shares: the Typer app, settings read once (a bad value ends
+the command in one sentence), the error line, and logging set-up. Kept apart from bot/cli.py so the
+command modules (cli_eval, cli_verified, cli_schedule) never import the module that imports them."""
+
+from __future__ import annotations
+
+import typer
+from rich.console import Console
+
+from bot.log_setup import setup_logging
+from core.config import ConfigError, Settings, load_settings
+
+app = typer.Typer(
+    help="datathread — answers data questions in Slack, Teams and the terminal.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+err = Console(stderr=True, soft_wrap=True)
+
+
+def settings_or_exit(**overrides: object) -> Settings:
+    try:
+        return load_settings(**overrides)
+    except ConfigError as exc:
+        die(str(exc))
+
+
+def die(message: str, code: int = 2):
+    err.print(f"[red]error:[/] {message}")
+    raise typer.Exit(code)
+
+
+def _version(value: bool) -> None:
+    if value:
+        from importlib.metadata import version
+
+        typer.echo(f"datathread {version('datathread')}")
+        raise typer.Exit()
+
+
+@app.callback()
+def main(
+    _: bool = typer.Option(
+        False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
+    ),
+) -> None:
+    """datathread — answers data questions in Slack, Teams and the terminal."""
+
+
+def setup_log(settings: Settings, level: str | None = None) -> None:
+    """Logs to DATATHREAD_HOME/logs/datathread.log; on stderr too at `level` (bot/log_setup.py)."""
+    setup_logging(settings, level)

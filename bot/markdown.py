@@ -1,0 +1,92 @@
+"""One Markdown parse for every surface: Claude's answer split into text, code and table blocks by
+markdown-it-py (CommonMark plus GFM tables), so Slack, Teams and the terminal agree on what is a table
+or a code block. Each surface then renders the blocks its own way (bot/slack_render.py,
+bot/teams_render.py; the terminal hands the whole answer to rich, which uses the same parser).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from markdown_it import MarkdownIt
+from markdown_it.token import Token
+
+_PARSER = MarkdownIt("commonmark").enable("table")
+
+
+@dataclass(frozen=True)
+class Block:
+    """One top-level piece of an answer. `text` is the Markdown source of a text block (paragraphs,
+    headings, lists, quotes) or the body of a code block; tables carry their cells."""
+
+    kind: Literal["text", "code", "table"]
+    text: str = ""
+    lang: str = ""
+    header: tuple[str, ...] = ()
+    rows: tuple[tuple[str, ...], ...] = ()
+
+
+def blocks(markdown: str) -> list[Block]:
+    """The answer's top-level blocks in order; adjacent text blocks (no blank line between them) stay
+    one block, as people wrote them."""
+    source = markdown.replace("\r\n", "\n")
+    lines = source.split("\n")
+    tokens = _PARSER.parse(source)
+    out: list[Block] = []
+    last_end = -1
+    i = 0
+    while i < len(tokens):
+        token = tokens[i]
+        if token.level != 0 or token.map is None:
+            i += 1
+            continue
+        start, end = token.map
+        if token.type == "fence":
+            out.append(Block("code", token.content.removesuffix("\n"), lang=token.info.strip()))
+        elif token.type == "table_open":
+            close = _closing(tokens, i)
+            out.append(_table(tokens[i:close]))
+            i = close
+        else:
+            text = "\n".join(lines[start:end]).strip("\n")
+            if out and out[-1].kind == "text" and start == last_end:
+                out[-1] = Block("text", f"{out[-1].text}\n{text}")
+            elif text.strip():
+                out.append(Block("text", text))
+            i = _closing(tokens, i) if token.nesting == 1 else i
+        last_end = end
+        i += 1
+    return out
+
+
+def _closing(tokens: list[Token], i: int) -> int:
+    """Index of the token that closes the block opened at `i`."""
+    depth = 0
+    for j in range(i, len(tokens)):
+        depth += tokens[j].nesting
+        if depth == 0:
+            return j
+    return len(tokens) - 1
+
+
+def _table(tokens: list[Token]) -> Block:
+    header: list[str] = []
+    rows: list[list[str]] = []
+    row: list[str] = []
+    in_head = False
+    for token in tokens:
+        if token.type == "thead_open":
+            in_head = True
+        elif token.type == "thead_close":
+            in_head = False
+        elif token.type == "tr_open":
+            row = []
+        elif token.type == "inline":
+            row.append(token.content.strip())
+        elif token.type == "tr_close":
+            if in_head:
+                header = row
+            else:
+                rows.append(row)
+    return Block("table", header=tuple(header), rows=tuple(tuple(r) for r in rows))

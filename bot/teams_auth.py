@@ -1,0 +1,131 @@
+"""Bot Framework authentication for the Teams surface: botframework-connector's own
+(`BotFrameworkAuthentication`), configured like botbuilder's `ConfigurationBotFrameworkAuthentication`
+from MICROSOFT_APP_ID / _PASSWORD / _TENANT_ID / _TYPE, and the loopback-only mode without an app id.
+https://learn.microsoft.com/azure/bot-service/rest-api/bot-framework-rest-connector-authentication
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+from botbuilder.core import BotAdapter
+from botbuilder.core.cloud_adapter_base import CloudAdapterBase
+from botbuilder.schema import Activity, CallerIdConstants
+from botframework.connector.auth import (
+    AuthenticationConstants,
+    BotFrameworkAuthentication,
+    BotFrameworkAuthenticationFactory,
+    PasswordServiceClientCredentialFactory,
+    ServiceClientCredentialsFactory,
+)
+
+from core.config import ConfigError, Settings
+
+log = logging.getLogger("datathread.teams")
+
+
+class TeamsAdapter(CloudAdapterBase):
+    """botbuilder's cloud adapter as is: proactive turns, send/update through the connector client."""
+
+
+@dataclass
+class TeamsBot:
+    """What Teams turns share in this process: settings, auth and the adapter."""
+
+    settings: Settings
+    auth: BotFrameworkAuthentication
+    adapter: TeamsAdapter
+
+    @property
+    def app_id(self) -> str:
+        return self.settings.microsoft_app_id or ""
+
+    def connector_key(self) -> str:
+        return BotAdapter.BOT_CONNECTOR_CLIENT_KEY
+
+
+def credentials_factory(settings: Settings) -> ServiceClientCredentialsFactory:
+    """App credentials by MICROSOFT_APP_TYPE, as botbuilder's ConfigurationServiceClientCredentialFactory does:
+    SingleTenant needs the tenant id; MultiTenant signs in through botframework.com; UserAssignedMSI
+    uses a managed identity (no password)."""
+    app_type = (settings.microsoft_app_type or "MultiTenant").strip().lower()
+    app_id = settings.microsoft_app_id or ""
+    password = settings.microsoft_app_password.get_secret_value() if settings.microsoft_app_password else ""
+    if app_type == "userassignedmsi":
+        from botframework.connector.auth import ManagedIdentityServiceClientCredentialsFactory
+
+        return ManagedIdentityServiceClientCredentialsFactory(app_id)
+    if app_type == "singletenant":
+        if app_id and not settings.microsoft_app_tenant_id:
+            raise ConfigError("MICROSOFT_APP_TYPE=SingleTenant needs MICROSOFT_APP_TENANT_ID.")
+        return PasswordServiceClientCredentialFactory(app_id, password, settings.microsoft_app_tenant_id)
+    return PasswordServiceClientCredentialFactory(app_id, password, "")
+
+
+def build_auth(settings: Settings) -> BotFrameworkAuthentication:
+    """Public-cloud Bot Framework authentication; DATATHREAD_BOT_OPENID_METADATA_URL overrides where the
+    channel's signing keys are fetched (botbuilder's BotOpenIdMetadata setting)."""
+    factory = credentials_factory(settings)
+    if not settings.bot_openid_metadata_url:
+        return BotFrameworkAuthenticationFactory.create(credential_factory=factory)
+    return BotFrameworkAuthenticationFactory.create(
+        to_channel_from_bot_login_url=AuthenticationConstants.TO_CHANNEL_FROM_BOT_LOGIN_URL_PREFIX,
+        to_channel_from_bot_oauth_scope=AuthenticationConstants.TO_CHANNEL_FROM_BOT_OAUTH_SCOPE,
+        to_bot_from_channel_token_issuer=AuthenticationConstants.TO_BOT_FROM_CHANNEL_TOKEN_ISSUER,
+        oauth_url=AuthenticationConstants.OAUTH_URL,
+        to_bot_from_channel_open_id_metadata_url=settings.bot_openid_metadata_url,
+        to_bot_from_emulator_open_id_metadata_url=AuthenticationConstants.TO_BOT_FROM_EMULATOR_OPENID_METADATA_URL,
+        caller_id=CallerIdConstants.public_azure_channel,
+        credential_factory=factory,
+    )
+
+
+def is_loopback(host: str | None) -> bool:
+    """True for localhost and loopback addresses: without an app id only these may talk to the bot."""
+    host = (host or "").strip().strip("[]").lower()
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def local_only_refusal(activity: Activity, client_host: str | None) -> str | None:
+    """Why an unauthenticated (no app id) request is refused, or None: both the caller and the
+    serviceUrl the answer would go to must be loopback, so no one else can run turns or receive them."""
+    if not is_loopback(client_host):
+        return f"client {client_host!r} is not loopback"
+    service_host = urlsplit(activity.service_url or "").hostname
+    if not is_loopback(service_host):
+        return f"serviceUrl host {service_host!r} is not loopback"
+    return None
+
+
+async def authenticate(
+    bot: TeamsBot, activity: Activity, header: str | None, client_host: str | None = None
+) -> bool:
+    """True when the request may proceed: a valid channel token, or, with no app id configured,
+    a loopback caller whose serviceUrl is loopback too (local/emulator use only)."""
+    if not bot.app_id:
+        reason = local_only_refusal(activity, client_host)
+        if reason:
+            log.warning("refused an unauthenticated Bot Framework request (no MICROSOFT_APP_ID): %s", reason)
+        return reason is None
+    if not header:
+        return False
+    try:
+        await bot.auth.authenticate_request(activity, header)
+    except Exception as exc:  # PermissionError, jwt errors, unknown keys: all mean "not from Teams"
+        log.warning("refused a Bot Framework request: %s", type(exc).__name__)
+        return False
+    return True
+
+
+def build_bot(settings: Settings) -> TeamsBot:
+    """Settings, authentication and adapter for this process's Teams turns."""
+    auth = build_auth(settings)
+    return TeamsBot(settings, auth, TeamsAdapter(auth))

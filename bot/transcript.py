@@ -1,0 +1,161 @@
+"""One turn's events folded into what every surface draws: step lines, the model's interim remarks,
+the answer, the failure and notes. Slack, Teams and the terminal only draw a `Transcript`.
+
+Pure and synchronous: `apply(event)` updates the fold and says what changed, so the three surfaces
+agree on titles (the tool's own, carried by `StepStarted`), outcomes and wording by construction.
+`Throttle` is the one rate limit for surfaces that edit a message in place.
+"""
+
+from __future__ import annotations
+
+import enum
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Literal
+
+from core.events import (
+    AnswerReady,
+    ArtifactReady,
+    StepFinished,
+    StepRecord,
+    StepStarted,
+    Thinking,
+    TurnEvent,
+    TurnFailed,
+    TurnFinished,
+    TurnStarted,
+)
+
+WORKING = "Working on it…"
+DEFAULT_THINKING = Thinking(turn_id="").text  # the core's "still thinking" ping carries no remark
+
+
+class Change(enum.Enum):
+    """What an event changed, i.e. what a surface has to draw next."""
+
+    NOTHING = "nothing"
+    STARTED = "started"
+    THINKING = "thinking"  # the model is working; maybe a remark was added
+    STEP = "step"  # `last` started or finished
+    ARTIFACT = "artifact"
+    FINISHED = "finished"
+
+
+@dataclass
+class StepLine:
+    """One step as people see it: its title, what it ran (in brief) and how it ended."""
+
+    step_id: str
+    title: str
+    detail: str = ""
+    status: Literal["running", "done", "failed"] = "running"
+    outcome: str = ""  # "16 rows · 0.2 s", or the error in brief
+
+
+@dataclass
+class Transcript:
+    """The fold of one turn's events."""
+
+    steps: dict[str, StepLine] = field(default_factory=dict)
+    remarks: dict[str, str] = field(default_factory=dict)  # the model's first lines between steps
+    order: list[str] = field(default_factory=list)  # step ids and remark keys, as they happened
+    answer: str = ""
+    failure: TurnFailed | None = None
+    notes: list[str] = field(default_factory=list)  # for the person, below the answer
+    finished: TurnFinished | None = None
+    last: StepLine | None = None  # the step the latest event touched
+
+    def apply(self, event: TurnEvent) -> Change:
+        if isinstance(event, TurnStarted):
+            return Change.STARTED
+        if isinstance(event, Thinking):
+            if event.text and event.text != DEFAULT_THINKING:
+                key = f"say-{len(self.remarks)}"
+                self.remarks[key] = brief(event.text, 200)
+                self.order.append(key)
+            return Change.THINKING
+        if isinstance(event, StepStarted):
+            line = StepLine(event.step_id, event.title, detail=brief(event.detail))
+            self._put(line)
+            return Change.STEP
+        if isinstance(event, StepFinished):
+            rec = event.record
+            line = self.steps.get(rec.step_id) or StepLine(rec.step_id, rec.tool)
+            line.status, line.outcome = ("done" if rec.ok else "failed"), step_outcome(rec)
+            self._put(line)
+            return Change.STEP
+        if isinstance(event, ArtifactReady):
+            return Change.ARTIFACT
+        if isinstance(event, AnswerReady):
+            self.answer = event.text
+        elif isinstance(event, TurnFailed):
+            self.failure = event
+        elif isinstance(event, TurnFinished):
+            self.finished = event
+            return Change.FINISHED
+        return Change.NOTHING
+
+    def _put(self, line: StepLine) -> None:
+        if line.step_id not in self.steps:
+            self.order.append(line.step_id)
+        self.steps[line.step_id] = self.last = line
+
+    def rows(self) -> list[StepLine | str]:
+        """Steps and remarks in the order they happened (a remark is a plain string)."""
+        return [self.steps[k] if k in self.steps else self.remarks[k] for k in self.order]
+
+    def status(self) -> str:
+        """The headline of a progress message: working, done (steps and time) or stopped."""
+        if self.finished is None:
+            return WORKING
+        if not self.finished.ok:
+            return "Stopped"
+        s = self.finished.stats
+        return f"Done — {s.steps} step{'s' if s.steps != 1 else ''} in {s.duration_s:.1f} s"
+
+
+def step_outcome(record: StepRecord) -> str:
+    """One line per finished step: rows, bytes scanned and time, or the error in brief."""
+    if not record.ok:
+        return brief(record.error or record.summary, 150) or "failed"
+    parts = []
+    if record.rows is not None:
+        parts.append(f"{record.rows:,} rows")
+    if record.bytes_scanned:
+        parts.append(f"{format_bytes(record.bytes_scanned)} scanned")
+    parts.append(f"{record.duration_s:.1f} s")
+    return " · ".join(parts)
+
+
+def brief(text: str, limit: int = 180) -> str:
+    """Text on one line, cut to `limit` characters."""
+    flat = " ".join((text or "").split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def format_bytes(n: int) -> str:
+    """Bytes for people: 0 B, 1.5 KB, 12 MB, 3.2 GB."""
+    value = float(n)
+    for unit in ("B", "KB", "MB", "GB", "TB"):
+        if value < 1000 or unit == "TB":
+            return f"{value:.0f} {unit}" if unit == "B" or value >= 10 else f"{value:.1f} {unit}"
+        value /= 1000
+    return f"{n} B"
+
+
+class Throttle:
+    """At most one redraw per `min_interval_s` (Slack's chat.update is Tier 3; Teams throttles bots that
+    edit a message many times a second)."""
+
+    def __init__(self, min_interval_s: float, clock: Callable[[], float] = time.monotonic):
+        self.min_interval_s, self.clock = min_interval_s, clock
+        self._last = float("-inf")
+
+    def wait_s(self) -> float:
+        """Seconds until the next redraw is allowed (0 when it is allowed now)."""
+        return max(0.0, self._last + self.min_interval_s - self.clock())
+
+    def mark(self) -> None:
+        """A redraw happened now."""
+        self._last = self.clock()

@@ -1,0 +1,256 @@
+"""The thread seam: everything a surface may do to a conversation besides `Analyst.handle`.
+
+Slack, Teams, the terminal and the CLI translate platform payloads and draw events; whatever touches
+the session store, the workspaces, the verified-query library or the access policy goes through here,
+so a surface never reaches into the core's parts (tests/test_architecture.py holds that line). Every
+method works across replicas: state lives in the shared store and the workspaces, not in this object.
+"""
+
+from __future__ import annotations
+
+import enum
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Literal, Protocol
+
+from core.access import AccessPolicy
+from core.config import Settings
+from core.confirm import ask, give_answer, wait_for_answer
+from core.events import AnswerReady, ArtifactReady, EventSink
+from core.notebook import NothingToExport, session_notebook
+from core.sandbox import is_valid_session_id
+from core.schedules import Clock, utc_now
+from core.schedules_store import ScheduleBook
+from core.sessions import SessionStore, session_id_for
+from core.verified import VerifiedLibrary
+from core.warehouse import Warehouse
+
+CONFIRM_TIMEOUT_S = 300.0  # how long a Run/Cancel question waits, on every surface
+USER_TZ_TTL_S = 86400.0  # a person's time zone is looked up at most once a day
+IDLE_RESET_S = 8 * 3600  # a chat idle this long starts a fresh conversation (next generation)
+NOTEBOOK_NAME = "thread.ipynb"
+CONFIRM_NOT_YOURS = "Only the person who asked (or an admin) can run or cancel this query."
+CONFIRM_EXPIRED = "That question has already been answered or has expired."
+NOTHING_TO_EXPORT = "There's nothing to export yet — ask me a data question in this thread first."
+EXPORTED = (
+    "Here is this thread as a Jupyter notebook: every query and code step in order, with the answers. "
+    "Run it top to bottom with your own warehouse credentials to reproduce the files."
+)
+
+
+class ConfirmAnswer(enum.Enum):
+    """What the person clicked on a Run/Cancel question."""
+
+    RUN = "run"
+    CANCEL = "cancel"
+
+
+class ConfirmResult(enum.Enum):
+    """What became of a click: taken, too late (someone else answered or it expired), or refused."""
+
+    TAKEN = "ok"
+    ALREADY_ANSWERED = "answered"
+    NOT_YOURS = "not yours"
+
+
+class WorkspaceFiles(Protocol):
+    """The part of a sandbox the seam needs: a session's files (no code runs through here)."""
+
+    async def read_file(self, session_id: str, path: str) -> bytes: ...
+
+    async def write_file(self, session_id: str, path: str, data: bytes) -> None: ...
+
+
+@dataclass
+class Threads:
+    """Conversation operations for surfaces, over one store and one set of workspaces."""
+
+    settings: Settings
+    _store: SessionStore
+    _files: WorkspaceFiles
+    _access: AccessPolicy
+    _verified: VerifiedLibrary | None = None
+    _warehouse: Warehouse | None = None
+    _default_dataset: str | None = None  # where an exported notebook's bare BigQuery names resolve
+
+    def __post_init__(self) -> None:
+        if (
+            self._default_dataset is None
+            and self._warehouse is not None
+            and self.settings.warehouse == "bigquery"
+        ):
+            self._default_dataset = self._warehouse.default_dataset
+
+    # --- incoming events ---------------------------------------------------------------------------
+    async def claim(self, key: str) -> bool:
+        """True the first time `key` (a platform event or message id) is seen, across replicas and
+        retries; False for a duplicate that must be dropped."""
+        return await self._store.first_seen(key)
+
+    async def is_known(self, surface: str, thread_key: tuple[str, ...]) -> bool:
+        """True when datathread has already taken part in this thread (a follow-up without a mention)."""
+        return await self._store.get_meta(session_id_for(surface, thread_key)) is not None
+
+    async def current_key(
+        self, surface: str, base: tuple[str, ...], *, idle_reset: bool, now: float | None = None
+    ) -> tuple[str, ...]:
+        """The session key of a chat that can be reset: `base` plus its generation; with `idle_reset`,
+        a chat idle for IDLE_RESET_S moves on to a fresh generation."""
+        generation = await self._generation(surface, base)
+        key = _generation_key(base, generation)
+        if idle_reset:
+            session = await self._store.get_meta(session_id_for(surface, key))
+            if session and (now or time.time()) - float(session.get("updated", 0)) > IDLE_RESET_S:
+                key = _generation_key(base, await self.reset(surface, base))
+        return key
+
+    async def reset(self, surface: str, base: tuple[str, ...]) -> int:
+        """Start a fresh session for this chat (the old one stays in the store for audit)."""
+        generation = await self._generation(surface, base) + 1
+        await self._store.update_meta(_pointer_id(surface, base), generation=generation, surface=surface)
+        return generation
+
+    async def _generation(self, surface: str, base: tuple[str, ...]) -> int:
+        meta = await self._store.get_meta(_pointer_id(surface, base)) or {}
+        return int(meta.get("generation", 0))
+
+    async def user_timezone(self, key: str, lookup: Callable[[], Awaitable[str | None]]) -> str:
+        """A person's IANA time zone ("" when they have none), kept a day so a busy thread doesn't ask
+        the platform every turn; `lookup` returns None when the platform could not say (not kept)."""
+        cached = await self._store.get_value(f"tz:{key}")
+        if cached is not None:
+            return cached
+        tz = await lookup()
+        if tz is None:
+            return ""
+        await self._store.set_once(f"tz:{key}", tz, ttl_s=USER_TZ_TTL_S)
+        return tz
+
+    # --- files --------------------------------------------------------------------------------------
+    async def read_file(self, session_id: str, path: str) -> bytes:
+        """A workspace file's bytes (raises FileNotFoundError/PermissionError/ValueError when not there)."""
+        return await self._files.read_file(session_id, path)
+
+    async def read_artifact(self, artifact: ArtifactReady) -> bytes:
+        """The bytes of a file a turn attached, for surfaces that upload it."""
+        return await self._files.read_file(artifact.session_id, artifact.path)
+
+    async def list_tables(self) -> list[dict]:
+        """The tables people may ask about by default (App Home, help), or [] without a warehouse."""
+        if self._warehouse is None:
+            return []
+        return await self._warehouse.list_tables(self._access.datasets)
+
+    # --- recorded turns -----------------------------------------------------------------------------
+    async def turn(self, turn_id: str, *, channel_id: str) -> dict | None:
+        """A recorded turn (its question, steps and answer) when it belongs to this channel, else None:
+        a button or card can never show another conversation's turn."""
+        record = await self._store.get_turn(turn_id)
+        if record is None or record.get("channel_id") != channel_id:
+            return None
+        return record
+
+    async def vote(self, turn: dict, *, user_id: str, value: Literal["up", "down"]) -> str:
+        """A 👍/👎 on a recorded turn: recorded as feedback; a 👍 saves a verified query (an admin's
+        counts as verified by an admin), a 👎 asks what was wrong. Returns the sentence for the voter."""
+        await self._store.set_feedback(turn["turn_id"], user_id=user_id, value=value)
+        if self._verified is None:
+            return "Thanks for the feedback."
+        admin = self._access.is_admin(user_id)
+        return await self._verified.vote(
+            turn, user_id=user_id, value="verify" if admin and value == "up" else value, is_admin=admin
+        )
+
+    async def export_notebook(self, session_id: str, *, save_as: str | None = None) -> bytes:
+        """The thread as a Jupyter notebook; with `save_as`, also written into the thread's workspace
+        (to attach or link it). Raises NothingToExport (a LookupError with one sentence) when empty."""
+        data = await session_notebook(
+            store=self._store,
+            sandbox=self._files,
+            settings=self.settings,
+            session_id=session_id,
+            default_dataset=self._default_dataset,
+        )
+        if save_as:
+            await self._files.write_file(session_id, save_as, data)
+        return data
+
+    async def export_turn(self, session_id: str, turn_id: str, emit: EventSink) -> str:
+        """The "export this as a notebook" turn, on every surface and with no model call: the notebook is
+        written into the workspace and attached like any chart or CSV; returns the answer."""
+        try:
+            data = await self.export_notebook(session_id, save_as=NOTEBOOK_NAME)
+        except NothingToExport:
+            await emit(AnswerReady(turn_id=turn_id, text=NOTHING_TO_EXPORT))
+            return NOTHING_TO_EXPORT
+        await emit(
+            ArtifactReady(
+                turn_id=turn_id,
+                session_id=session_id,
+                path=NOTEBOOK_NAME,
+                name=NOTEBOOK_NAME,
+                title="This thread as a Jupyter notebook",
+                size=len(data),
+                mime="application/x-ipynb+json",
+            )
+        )
+        await emit(AnswerReady(turn_id=turn_id, text=EXPORTED))
+        return EXPORTED
+
+    async def resolve_session_id(self, given: str) -> str:
+        """The session id `given` names (a session id, or a terminal `--session` key)."""
+        return await resolve_session_id(self._store, given)
+
+    # --- confirmations ------------------------------------------------------------------------------
+    async def await_confirmation(
+        self,
+        token: str,
+        *,
+        asker: str,
+        show: Callable[[], Awaitable[bool]],
+        timeout_s: float = CONFIRM_TIMEOUT_S,
+    ) -> bool | None:
+        """Record who may answer, `show()` the Run/Cancel question (False: it could not be shown, so
+        nothing runs), then wait: True (run), False (cancel) or None (no answer in time, recorded as
+        cancel). The click may arrive on any replica; the asker is recorded before anyone can click."""
+        await ask(self._store, token, asker=asker)
+        if not await show():
+            return False
+        return await wait_for_answer(self._store, token, timeout_s=timeout_s)
+
+    async def answer_confirmation(self, token: str, answer: ConfirmAnswer, *, user_id: str) -> ConfirmResult:
+        """A click on Run/Cancel: only the asker or an admin may answer; the first answer wins."""
+        result = await give_answer(
+            self._store,
+            token,
+            run=answer is ConfirmAnswer.RUN,
+            user_id=user_id,
+            admin=self._access.is_admin(user_id),
+        )
+        return ConfirmResult(result)
+
+    # --- schedules ----------------------------------------------------------------------------------
+    def schedules(self, *, clock: Clock = utc_now) -> ScheduleBook:
+        """The schedule book over this store."""
+        return ScheduleBook.from_settings(self._store, self.settings, clock=clock)
+
+
+async def resolve_session_id(store: SessionStore, given: str) -> str:
+    """The session id `given` names: a full session id that has turns, else the terminal session of that
+    `--session` key (`datathread chat`/`ask` print the key), so either works wherever an id is asked."""
+    valid = is_valid_session_id(given)
+    if valid and await store.list_turns(session_id=given, limit=1):
+        return given
+    terminal = session_id_for("terminal", (given,))
+    if not valid or await store.list_turns(session_id=terminal, limit=1):
+        return terminal
+    return given
+
+
+def _pointer_id(surface: str, base: tuple[str, ...]) -> str:
+    return session_id_for(surface, ("generation", *base))
+
+
+def _generation_key(base: tuple[str, ...], generation: int) -> tuple[str, ...]:
+    return (*base, f"g{generation}") if generation else base

@@ -1,0 +1,58 @@
+"""One Markdown parse (bot/markdown.py), every surface: a GFM table is a table in Slack (an aligned
+preview), Teams (an Adaptive Card Table) and the terminal (rich); code stays code."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+from rich.console import Console
+from rich.markdown import Markdown
+
+from bot import slack_render, teams_render
+from bot.markdown import Block, blocks
+
+TABLES = [
+    ("|a|b|\n|-|-:|\n|1|2|", ["a", "b"], [["1", "2"]]),
+    ("| a | b |\n|---|---|\n| 1 | 2 |", ["a", "b"], [["1", "2"]]),
+    ("a | b\n:-- | --:\nx | 10", ["a", "b"], [["x", "10"]]),
+]
+
+
+@pytest.mark.parametrize(("markdown", "header", "rows"), TABLES)
+def test_slack_renders_the_table_as_a_table(markdown, header, rows):
+    (unit,) = slack_render.to_units(markdown)
+    assert unit.kind == "table"
+    lines = unit.text.splitlines()
+    assert lines[0].split() == header and [line.split() for line in lines[2:]] == rows
+
+
+@pytest.mark.parametrize(("markdown", "header", "rows"), TABLES)
+def test_teams_renders_the_table_as_a_card_table(markdown, header, rows):
+    text, (table,) = teams_render.to_teams_markdown(markdown)
+    assert "table 1 below" in text
+    assert (table.header, table.rows) == (header, rows)
+
+
+@pytest.mark.parametrize(("markdown", "header", "rows"), TABLES)
+def test_the_terminal_renders_the_table_as_a_table(markdown, header, rows):
+    out = io.StringIO()
+    Console(file=out, width=60, color_system=None).print(Markdown(markdown))
+    drawn = [line for line in out.getvalue().splitlines() if line.strip()]
+    assert any(all(h in line for h in header) for line in drawn)
+    assert any(set("━─┃│┏┡").intersection(line) for line in drawn)  # drawn as a grid, not a paragraph
+
+
+@pytest.mark.parametrize(
+    ("markdown", "expected"),
+    [
+        ("one\n\ntwo", [Block("text", "one"), Block("text", "two")]),
+        ("# Title\nBody\n- a", [Block("text", "# Title\nBody\n- a")]),
+        ("```sql\nSELECT 1\n```", [Block("code", "SELECT 1", lang="sql")]),
+        ("```\nunclosed", [Block("code", "unclosed")]),
+        ("a | b without a separator", [Block("text", "a | b without a separator")]),
+        ("|a|b|\n|-|-:|\n|1|2|", [Block("table", header=("a", "b"), rows=(("1", "2"),))]),
+    ],
+)
+def test_blocks(markdown, expected):
+    assert blocks(markdown) == expected

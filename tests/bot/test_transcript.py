@@ -1,0 +1,96 @@
+"""The one fold of a turn's events that Slack, Teams and the terminal draw."""
+
+from __future__ import annotations
+
+from bot.transcript import WORKING, Change, StepLine, Throttle, Transcript, brief, format_bytes, step_outcome
+from core.events import (
+    AnswerReady,
+    ArtifactReady,
+    StepFinished,
+    StepRecord,
+    StepStarted,
+    Thinking,
+    TurnFailed,
+    TurnFinished,
+    TurnStarted,
+    TurnStats,
+)
+
+
+def record(step_id: str, *, ok: bool = True, **kw) -> StepRecord:
+    base = {
+        "step_id": step_id,
+        "tool": "query_warehouse",
+        "input": {},
+        "ok": ok,
+        "summary": "",
+        "duration_s": 0.25,
+    }
+    return StepRecord(**{**base, **kw})
+
+
+def test_the_fold_keeps_titles_order_outcomes_answer_and_status():
+    t = Transcript()
+    assert t.apply(TurnStarted(turn_id="t", session_id="s", question="q")) is Change.STARTED
+    assert t.apply(Thinking(turn_id="t")) is Change.THINKING and t.rows() == []  # the bare ping adds nothing
+    assert t.apply(Thinking(turn_id="t", text="Let me  look\nat flights")) is Change.THINKING
+    assert (
+        t.apply(
+            StepStarted(
+                turn_id="t",
+                step_id="a",
+                tool="query_warehouse",
+                title="Querying the warehouse",
+                detail="SELECT 1\nFROM t",
+            )
+        )
+        is Change.STEP
+    )
+    assert t.last == StepLine("a", "Querying the warehouse", detail="SELECT 1 FROM t")
+    assert t.apply(StepFinished(turn_id="t", record=record("a", rows=16))) is Change.STEP
+    assert (
+        t.apply(StepFinished(turn_id="t", record=record("b", ok=False, error="boom\n  at line 2")))
+        is Change.STEP
+    )
+    assert t.rows() == [
+        "Let me look at flights",
+        StepLine("a", "Querying the warehouse", "SELECT 1 FROM t", "done", "16 rows · 0.2 s"),
+        StepLine("b", "query_warehouse", "", "failed", "boom at line 2"),
+    ]
+    artifact = ArtifactReady(
+        turn_id="t", session_id="s", path="x.png", name="x.png", title="X", size=3, mime="image/png"
+    )
+    assert t.apply(artifact) is Change.ARTIFACT
+    assert t.apply(AnswerReady(turn_id="t", text="42")) is Change.NOTHING and t.answer == "42"
+    assert t.status() == WORKING
+    stats = TurnStats(steps=2, duration_s=1.25)
+    assert t.apply(TurnFinished(turn_id="t", session_id="s", ok=True, stats=stats)) is Change.FINISHED
+    assert t.status() == "Done — 2 steps in 1.2 s"
+
+
+def test_a_failed_turn_keeps_its_failure_and_says_stopped():
+    t = Transcript()
+    t.apply(TurnFailed(turn_id="t", error_id="e1", message="Nope."))
+    t.apply(TurnFinished(turn_id="t", session_id="s", ok=False, stats=TurnStats()))
+    assert t.failure is not None and t.failure.message == "Nope." and t.status() == "Stopped"
+
+
+def test_step_outcome_brief_and_bytes():
+    assert (
+        step_outcome(record("a", rows=1234, bytes_scanned=1_500_000, duration_s=2.0))
+        == "1,234 rows · 1.5 MB scanned · 2.0 s"
+    )
+    assert step_outcome(record("a", ok=False, summary="")) == "failed"
+    assert brief("x" * 10, 5) == "xxxx…" and brief("a\n b") == "a b"
+    assert [format_bytes(n) for n in (0, 1500, 12_000_000)] == ["0 B", "1.5 KB", "12 MB"]
+
+
+def test_throttle_allows_one_redraw_per_interval():
+    now = [100.0]
+    throttle = Throttle(1.0, clock=lambda: now[0])
+    assert throttle.wait_s() == 0
+    throttle.mark()
+    now[0] += 0.25
+    assert throttle.wait_s() == 0.75
+    now[0] += 1
+    assert throttle.wait_s() == 0
