@@ -1,5 +1,6 @@
-"""`datathread eval` as a user (or CI) runs it: real subprocesses against the scripted Messages API (the
-same typer app in process for a test's later calls)."""
+"""`datathread eval` as a user (or CI) runs it, against the scripted Messages API: the console script
+as a real subprocess for its exit codes and one-sentence errors, the same typer app in process for the
+scored runs (each subprocess would start its own sandbox fork server)."""
 
 from __future__ import annotations
 
@@ -48,7 +49,7 @@ def test_eval_reports_accuracy_and_exits_1_below_the_minimum(home, fake_model, t
         "--concurrency",
         "2",
     ]
-    result = run([*args, "--min-accuracy", "0.8"], home, env=env)
+    result = invoke([*args, "--min-accuracy", "0.8"], home, env=env)  # the entry point: tests below
     assert result.returncode == 1, result.stderr
     assert "Accuracy 75.0% is below the minimum of 80.0%." in result.stderr
     assert "Traceback" not in result.stderr + result.stdout
