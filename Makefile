@@ -24,10 +24,11 @@ lint: setup
 # The whole suite: lint, then tests (which start their own throwaway redis-server) on two workers;
 # a module whose tests share a module-scoped fixture stays on one worker (tests/conftest.py).
 PYTEST_WORKERS ?= 2
+PYTEST_ARGS ?=
 test: setup lint
 	@command -v redis-server >/dev/null || { echo "redis-server missing: installing it"; \
 		(apt-get update -qq && apt-get install -y -qq redis-server) >/dev/null; }
-	$(VENV)/bin/python -m pytest -q -p no:cacheprovider -n $(PYTEST_WORKERS) --dist loadgroup --durations=10 tests
+	$(VENV)/bin/python -m pytest -q -p no:cacheprovider -n $(PYTEST_WORKERS) --dist loadgroup --durations=10 $(PYTEST_ARGS) tests
 
 bench: setup
 	$(VENV)/bin/python -m bench
