@@ -39,19 +39,6 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "own_sandbox: build this test's core with its own fork server")
 
 
-@pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Under `pytest -n N --dist loadgroup` (make test), a module whose tests share a module- or
-    class-scoped fixture (one `serve`, one hostile environment, one fork server per back end) runs
-    whole on one worker: its fixture is built once and its tests see one another's traces, as they
-    do without xdist. Every other test is handed to whichever worker is free."""
-    for item in items:
-        info = getattr(item, "_fixtureinfo", None)
-        defs = info.name2fixturedefs.values() if info else ()
-        if any(d[-1].scope in ("module", "class") and d[-1].baseid.endswith(".py") for d in defs if d):
-            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
-
-
 def demo_database() -> Path:
     """The demo warehouse of this checkout, built once even when several test processes start together."""
     from core.warehouse import build_demo_database
