@@ -21,11 +21,16 @@ lint: setup
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 
-# The whole suite: lint, then tests (which start their own throwaway redis-server).
+# The whole suite: lint, then tests (which start their own throwaway redis-server) on two workers.
+# Each test module runs whole on one worker: its module-scoped fixtures are built once, and its
+# tests, which reuse thread keys, never run steps of one session id at once (two such steps share a
+# sandbox uid and cgroup, and one step's end-of-step cleanup would kill the other's processes).
+PYTEST_WORKERS ?= 2
+PYTEST_ARGS ?=
 test: setup lint
 	@command -v redis-server >/dev/null || { echo "redis-server missing: installing it"; \
 		(apt-get update -qq && apt-get install -y -qq redis-server) >/dev/null; }
-	$(VENV)/bin/python -m pytest -q -p no:cacheprovider --durations=10 tests
+	$(VENV)/bin/python -m pytest -q -p no:cacheprovider -n $(PYTEST_WORKERS) --dist loadfile --durations=10 $(PYTEST_ARGS) tests
 
 bench: setup
 	$(VENV)/bin/python -m bench

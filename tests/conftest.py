@@ -2,16 +2,21 @@
 
 No test can reach a real model: ANTHROPIC_BASE_URL always points at the fake, and the API key is a
 dummy. Everything above the network boundary is real (SDK, DuckDB, sandbox processes, SQLite/Redis).
+A core built inside a test borrows this process's started fork server when its settings ask for
+exactly what that one gives (tests/shared_sandbox.py); mark a test `own_sandbox` to give it its own.
+No test leaves environment variables behind for the next module.
 """
 
 from __future__ import annotations
 
+import fcntl
 import os
 from pathlib import Path
 
 import pytest
 
 from tests.fakes.anthropic_api import FakeAnthropic
+from tests.shared_sandbox import SandboxLender
 
 # Never let a test talk to a real service by accident.
 for _var in (
@@ -30,6 +35,62 @@ os.environ["ANTHROPIC_BASE_URL"] = "http://127.0.0.1:9"  # a closed port unless 
 DEMO_DB_CACHE = Path(__file__).resolve().parent.parent / ".datathread-test-cache"
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "own_sandbox: build this test's core with its own fork server")
+
+
+def demo_database() -> Path:
+    """The demo warehouse of this checkout, built once even when several test processes start together."""
+    from core.warehouse import build_demo_database
+
+    target = DEMO_DB_CACHE / "nycflights13.duckdb"
+    if target.exists():
+        return target
+    DEMO_DB_CACHE.mkdir(parents=True, exist_ok=True)
+    with open(DEMO_DB_CACHE / ".build.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # the other processes wait, then find it built
+        return build_demo_database(target)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _environment_restored():
+    """Whatever a module puts in os.environ (even from a module-scoped fixture) is gone after it."""
+    before = dict(os.environ)
+    yield
+    for key in set(os.environ) - set(before):
+        del os.environ[key]
+    os.environ.update(before)
+
+
+@pytest.fixture(scope="session")
+def sandbox_lender(tmp_path_factory):
+    lender = SandboxLender(tmp_path_factory.getbasetemp(), demo_database())
+    yield lender
+    lender.close()
+
+
+@pytest.fixture(autouse=True)
+def _shared_sandbox(request, sandbox_lender):
+    """Cores built during the test (Analyst.create, create_app, build_parts) borrow the shared fork
+    server when their settings fit it; module-scoped fixtures, built before this, keep their own."""
+    if request.node.get_closest_marker("own_sandbox"):
+        yield
+        return
+    import core.sandbox_factory as factory
+
+    own = factory.build_sandbox_and_warehouse
+
+    async def build(settings):
+        return await (sandbox_lender.build(settings) if sandbox_lender.fits(settings) else own(settings))
+
+    factory.build_sandbox_and_warehouse = build
+    try:
+        yield
+    finally:
+        factory.build_sandbox_and_warehouse = own
+        sandbox_lender.after_test()
+
+
 @pytest.fixture
 def fake_model():
     fake = FakeAnthropic().start()
@@ -39,10 +100,8 @@ def fake_model():
 
 @pytest.fixture
 def home(tmp_path: Path) -> Path:
-    """A DATATHREAD_HOME with the demo warehouse already built (built once per checkout, then copied)."""
-    from core.warehouse import build_demo_database
-
-    cached = build_demo_database(DEMO_DB_CACHE / "nycflights13.duckdb")
+    """A DATATHREAD_HOME with the demo warehouse already built (built once per checkout, then linked)."""
+    cached = demo_database()
     target = tmp_path / "home" / "warehouse" / "nycflights13.duckdb"
     target.parent.mkdir(parents=True)
     os.link(cached, target) if cached.stat().st_dev == target.parent.stat().st_dev else target.write_bytes(

@@ -3,33 +3,10 @@ scripted Messages API on loopback."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 from tests.fakes.anthropic_api import error, text, tool
-
-DATATHREAD = str(Path(sys.executable).parent / "datathread")
-
-
-def run(
-    args: list[str], home: Path, *, env: dict | None = None, stdin: str = ""
-) -> subprocess.CompletedProcess:
-    base = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC", "DATATHREAD", "SLACK"))}
-    base.update(
-        {"DATATHREAD_HOME": str(home), "DATATHREAD_STEP_TIMEOUT": "20", "DATATHREAD_MODEL_RETRIES": "0"}
-    )
-    base.update(env or {})
-    return subprocess.run(
-        [DATATHREAD, *args],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=base,
-        cwd=home.parent,
-    )
+from tests.fakes.cli import DATATHREAD, run  # noqa: F401  (DATATHREAD: test_terminal_chat)
 
 
 def test_ask_prints_answer_and_attached_file_paths(home, fake_model):
@@ -45,7 +22,7 @@ def test_ask_prints_answer_and_attached_file_paths(home, fake_model):
         text("EWR had the most departures."),
     )
     result = run(
-        ["ask", "flights by origin airport?", "--session", "s1"],
+        ["ask", "flights by origin airport?", "--session", "by-origin"],
         home,
         env={"ANTHROPIC_API_KEY": "sk-ant-dummy-123456", "ANTHROPIC_BASE_URL": fake_model.url},
     )

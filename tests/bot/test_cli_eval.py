@@ -1,11 +1,13 @@
-"""`datathread eval` as a user (or CI) runs it: real subprocesses against the scripted Messages API."""
+"""`datathread eval` as a user (or CI) runs it, against the scripted Messages API: the console script
+as a real subprocess for its exit codes and one-sentence errors, the same typer app in process for the
+scored runs (each subprocess would start its own sandbox fork server)."""
 
 from __future__ import annotations
 
 import json
 
-from tests.bot.test_cli import run
 from tests.fakes.anthropic_scripts import by_question
+from tests.fakes.cli import invoke, run
 
 SUITE = """
 questions:
@@ -47,7 +49,7 @@ def test_eval_reports_accuracy_and_exits_1_below_the_minimum(home, fake_model, t
         "--concurrency",
         "2",
     ]
-    result = run([*args, "--min-accuracy", "0.8"], home, env=env)
+    result = invoke([*args, "--min-accuracy", "0.8"], home, env=env)  # the entry point: tests below
     assert result.returncode == 1, result.stderr
     assert "Accuracy 75.0% is below the minimum of 80.0%." in result.stderr
     assert "Traceback" not in result.stderr + result.stdout
@@ -63,7 +65,7 @@ def test_eval_reports_accuracy_and_exits_1_below_the_minimum(home, fake_model, t
     assert "**Accuracy 75.0%** (3/4 correct" in md_path.read_text()
 
     requests_before = len(fake_model.requests)
-    again = run([*args, "--resume", "--min-accuracy", "0.75"], home, env=env)
+    again = invoke([*args, "--resume", "--min-accuracy", "0.75"], home, env=env)
     assert again.returncode == 0, again.stderr
     assert "Resuming: 4 questions already scored" in again.stderr
     assert len(fake_model.requests) == requests_before  # nothing asked twice
@@ -81,11 +83,11 @@ def test_a_bad_suite_exits_2_with_one_sentence(home, tmp_path):
 
 
 def test_a_missing_suite_and_a_bad_resume_exit_2(home, tmp_path):
-    assert run(["eval", str(tmp_path / "nope.yaml")], home).returncode == 2
-    assert run(["eval"], home).returncode == 2
+    assert invoke(["eval", str(tmp_path / "nope.yaml")], home).returncode == 2
+    assert invoke(["eval"], home).returncode == 2
     not_a_report = tmp_path / "r.json"
     not_a_report.write_text("{}")
-    resumed = run(["eval", "--demo", "--resume", "--output", str(not_a_report)], home)
+    resumed = invoke(["eval", "--demo", "--resume", "--output", str(not_a_report)], home)
     assert resumed.returncode == 2 and "cannot resume from" in resumed.stderr
 
 

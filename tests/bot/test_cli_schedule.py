@@ -1,4 +1,5 @@
-"""The `datathread schedule` contract as scripts use it: real subprocesses of `.venv/bin/datathread`,
+"""The `datathread schedule` contract as scripts use it: real subprocesses of `.venv/bin/datathread`
+where the entry point matters (the first add, run-now), the same typer app in process for the rest;
 state in the SQLite store under DATATHREAD_HOME, `run-now` posting through the fake Slack Web API."""
 
 from __future__ import annotations
@@ -10,8 +11,8 @@ import pytest
 from typer.testing import CliRunner
 
 from bot.cli import app
-from tests.bot.test_cli import run
 from tests.fakes.anthropic_api import text
+from tests.fakes.cli import invoke, run
 from tests.fakes.slack_api import FakeSlackAPI
 
 ADD = ["schedule", "add", "--cron", "0 9 * * mon", "--tz", "Europe/Berlin", "--surface", "slack"]
@@ -26,10 +27,10 @@ def test_add_list_pause_resume_remove(home):
     sid = ok(run([*ADD, "--channel", "C123", "weekly delays by carrier"], home)).strip()
     assert len(sid) == 10 and sid.isalnum()
     other = ok(
-        run([*ADD[:-1], "teams", "--channel", "19:x@thread.tacv2", "--thread", "1700", "q2"], home)
+        invoke([*ADD[:-1], "teams", "--channel", "19:x@thread.tacv2", "--thread", "1700", "q2"], home)
     ).strip()
 
-    listed = json.loads(ok(run(["schedule", "list", "--json"], home)))
+    listed = json.loads(ok(invoke(["schedule", "list", "--json"], home)))
     assert [s["id"] for s in listed] == [sid, other]
     first = listed[0]
     assert {k: first[k] for k in ("cron", "tz", "channel", "question", "paused")} == {
@@ -47,13 +48,13 @@ def test_add_list_pause_resume_remove(home):
     )
     assert listed[1]["surface"] == "teams" and listed[1]["thread"] == "1700"
 
-    assert ok(run(["schedule", "pause", sid], home)).strip() == f"Paused {sid}."
-    paused = json.loads(ok(run(["schedule", "list", "--json", "--channel", "C123"], home)))
+    assert ok(invoke(["schedule", "pause", sid], home)).strip() == f"Paused {sid}."
+    paused = json.loads(ok(invoke(["schedule", "list", "--json", "--channel", "C123"], home)))
     assert [(s["id"], s["paused"], s["next_run"]) for s in paused] == [(sid, True, None)]
-    assert f"Resumed {sid}; next run " in ok(run(["schedule", "resume", sid], home))
-    assert ok(run(["schedule", "remove", sid], home)).strip() == f"Removed {sid}."
-    assert [s["id"] for s in json.loads(ok(run(["schedule", "list", "--json"], home)))] == [other]
-    assert "weekly delays" in ok(run(["audit"], home))  # the changes are in the audit trail
+    assert f"Resumed {sid}; next run " in ok(invoke(["schedule", "resume", sid], home))
+    assert ok(invoke(["schedule", "remove", sid], home)).strip() == f"Removed {sid}."
+    assert [s["id"] for s in json.loads(ok(invoke(["schedule", "list", "--json"], home)))] == [other]
+    assert "weekly delays" in ok(invoke(["audit"], home))  # the changes are in the audit trail
 
 
 @pytest.mark.parametrize(
@@ -83,7 +84,7 @@ def test_run_now_posts_the_answer_where_the_schedule_says(home, fake_model):
     api = FakeSlackAPI().start()
     try:
         sid = ok(
-            run([*ADD, "--channel", "C777", "--owner", "U0001", "how many flights in 2013?"], home)
+            invoke([*ADD, "--channel", "C777", "--owner", "U0001", "how many flights in 2013?"], home)
         ).strip()
         fake_model.enqueue(text("There were 336,776 flights in 2013."))
         env = {
@@ -99,14 +100,14 @@ def test_run_now_posts_the_answer_where_the_schedule_says(home, fake_model):
         assert "how many flights in 2013?" in header.args["text"]
         streamed = "".join(c.args.get("markdown_text", "") for c in api.of("chat.appendStream"))
         assert "336,776" in streamed
-        [listed] = json.loads(ok(run(["schedule", "list", "--json"], home)))
+        [listed] = json.loads(ok(invoke(["schedule", "list", "--json"], home)))
         assert listed["runs"] == 1 and listed["last_outcome"] == "ok"
 
         fake_model.enqueue(text("unused"))
         api.fail_methods["chat.postMessage"] = "not_in_channel"
-        failed = run(["schedule", "run-now", sid], home, env=env)
+        failed = invoke(["schedule", "run-now", sid], home, env=env)
         assert failed.returncode == 1 and "not_in_channel" in failed.stderr
-        [listed] = json.loads(ok(run(["schedule", "list", "--json"], home)))
+        [listed] = json.loads(ok(invoke(["schedule", "list", "--json"], home)))
         assert listed["paused"] and "not_in_channel" in listed["paused_reason"]
     finally:
         api.stop()

@@ -11,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from bot.cli import app
-from tests.bot.test_cli import DATATHREAD, run
+from tests.fakes.cli import DATATHREAD, run
 
 COMMANDS = [
     ["ask", "hi"],

@@ -7,8 +7,8 @@ from __future__ import annotations
 import asyncio
 import time
 
-from tests.bot.test_cli import run
 from tests.fakes.black_hole import BlackHole
+from tests.fakes.cli import run
 
 KEY = {"ANTHROPIC_API_KEY": "sk-ant-test-000000"}
 

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 from core.store_sqlite import SqliteStore
 from core.verified import VerifiedLibrary
-from tests.bot.test_cli import run
+from tests.fakes.cli import invoke, run
 
 SQL = "SELECT count(*) FROM flights WHERE origin = 'JFK'"
 
@@ -28,30 +29,30 @@ async def seed(home) -> tuple[str, str]:
     return query.id, correction.id
 
 
-async def test_list_show_and_remove(home):
-    query_id, correction_id = await seed(home)
+def test_list_show_and_remove(home):
+    query_id, correction_id = asyncio.run(seed(home))
     listed = run(["verified", "list", "--json"], home)
     assert listed.returncode == 0, listed.stderr
     entries = [json.loads(line) for line in listed.stdout.splitlines()]
     assert [(e["id"], e["kind"]) for e in entries] == [(query_id, "verified"), (correction_id, "correction")]
 
-    corrections = run(["verified", "list", "--corrections", "--json"], home)
+    corrections = invoke(["verified", "list", "--corrections", "--json"], home)
     assert [json.loads(line)["text"] for line in corrections.stdout.splitlines()] == [
         "Only departed flights count."
     ]
 
-    table = run(["verified"], home, env={"COLUMNS": "200"})
+    table = invoke(["verified"], home, env={"COLUMNS": "200"})
     assert (
         table.returncode == 0
         and "How many flights left JFK?" in table.stdout
         and "correction" in table.stdout
     )
 
-    shown = run(["verified", "show", query_id], home)
+    shown = invoke(["verified", "show", query_id], home)
     assert shown.returncode == 0 and "origin = 'JFK'" in shown.stdout and "verified by U1" in shown.stdout
 
-    assert run(["verified", "remove", query_id], home).returncode == 0
-    missing = run(["verified", "show", query_id], home)
+    assert invoke(["verified", "remove", query_id], home).returncode == 0
+    missing = invoke(["verified", "show", query_id], home)
     assert (
         missing.returncode == 1
         and "no verified query" in missing.stderr

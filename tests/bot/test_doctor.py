@@ -15,8 +15,7 @@ from typer.testing import CliRunner
 
 from bot.cli import app
 from bot.doctor import CHECK_TIMEOUT_S, SAFETY_TIMEOUT_S
-from tests.core.test_bigquery import API
-from tests.fakes.bigquery_api import Answer, FakeBigQuery
+from tests.fakes.bigquery_api import API, Answer, FakeBigQuery
 from tests.fakes.black_hole import BlackHole
 from tests.fakes.redis_server import RedisServer
 from tests.fakes.slack_api import FakeSlackAPI

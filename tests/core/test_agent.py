@@ -7,8 +7,8 @@ from __future__ import annotations
 import pandas as pd
 
 from core.events import IncomingMessage
-from tests.core.test_turns import CHART, DELAYS, assert_valid
 from tests.fakes.anthropic_api import cut, sse_events, text, tool
+from tests.fakes.scenarios import CHART, DELAYS, assert_valid
 
 ANSWER = (
     "**F9** (Frontier) had the highest average departure delay, 20.2 minutes.\n\n"

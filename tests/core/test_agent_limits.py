@@ -8,8 +8,8 @@ import pytest
 
 from core.analyst import Analyst
 from core.events import IncomingMessage
-from tests.core.test_turns import assert_valid
 from tests.fakes.anthropic_api import text, tool
+from tests.fakes.scenarios import assert_valid
 
 MAX_STEPS = 3
 

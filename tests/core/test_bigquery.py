@@ -21,9 +21,8 @@ from core.store_sqlite import SqliteStore
 from core.tools import ToolContext, call_tool
 from core.warehouse import QueryContext
 from core.warehouse_bigquery import BigQueryWarehouse
-from tests.fakes.bigquery_api import Answer, FakeBigQuery, FakeTable
+from tests.fakes.bigquery_api import API, Answer, FakeBigQuery, FakeTable
 
-API = "http://bq.test"
 ORDERS_SCHEMA = [
     {"name": "id", "type": "INTEGER", "mode": "REQUIRED"},
     {"name": "amount", "type": "FLOAT"},

@@ -10,12 +10,9 @@ import pytest
 from core.access import AccessPolicy
 from core.schedules import ScheduleError, UnknownSchedule, iso, new_schedule
 from core.schedules_store import ScheduleBook, ScheduleLimits, to_listing
-from tests.core import test_store
 from tests.fakes.clock import Clock
 
-# The two-store fixtures of the store suite: every test here runs on SQLite and on a real Redis.
-redis_server = test_store.redis_server
-make_store = test_store.make_store
+# Every test here runs on SQLite and on a real Redis (make_store: tests/core/conftest.py).
 
 
 def schedule(clock: Clock, **kw):

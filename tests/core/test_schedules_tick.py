@@ -10,11 +10,9 @@ from core.runner import TurnJob
 from core.schedules import new_schedule
 from core.schedules_store import ScheduleBook
 from core.schedules_tick import JOB_SCHEDULE_RUN, DueRun, claim_due, run_scheduler, tick
-from tests.core import test_store
 from tests.fakes.clock import Clock
 
-redis_server = test_store.redis_server  # every test runs on SQLite and on a real redis-server
-make_store = test_store.make_store
+# every test runs on SQLite and on a real redis-server (make_store: tests/core/conftest.py)
 
 GRACE = timedelta(minutes=10)
 MONDAY_0659 = datetime(2026, 11, 23, 5, 59, tzinfo=UTC)  # 06:59 in Berlin

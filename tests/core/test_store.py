@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
 
 import pytest
 
@@ -13,40 +12,8 @@ from core import history as hist
 from core.events import IncomingMessage
 from core.sessions import LockTimeout, SessionStore, StoreUnavailable, open_store
 from core.store_redis import RedisStore
-from core.store_sqlite import SqliteStore
 from tests.fakes.anthropic_api import text, tool
 from tests.fakes.redis_server import RedisServer, free_port
-
-MakeStore = Callable[..., SessionStore]
-
-
-@pytest.fixture(scope="module")
-def redis_server():
-    server = RedisServer().start()
-    yield server
-    server.stop()
-
-
-@pytest.fixture(params=["sqlite", "redis"])
-async def make_store(request, tmp_path):
-    """A factory of store instances sharing one backend — each instance is one 'replica'."""
-    made: list[SessionStore] = []
-    if request.param == "redis":
-        server = request.getfixturevalue("redis_server")
-        server.flush()
-
-        def make(**kw) -> SessionStore:
-            made.append(RedisStore(server.url, **kw))
-            return made[-1]
-    else:
-
-        def make(**kw) -> SessionStore:
-            made.append(SqliteStore(tmp_path / "state.sqlite3", **kw))
-            return made[-1]
-
-    yield make
-    for store in made:
-        await store.close()
 
 
 def history_is_valid(messages: list[dict]) -> bool:

@@ -9,23 +9,11 @@ import pandas as pd
 
 from core.events import IncomingMessage
 from tests.fakes.anthropic_api import error, text, tool
+from tests.fakes.scenarios import CHART, DELAYS, assert_valid
 
 
 def ask(text_: str, key: str = "t1") -> IncomingMessage:
     return IncomingMessage(text=text_, surface="terminal", thread_key=(key,), user_id="u1")
-
-
-CHART = """
-import pandas as pd, matplotlib.pyplot as plt
-df = pd.read_parquet('delays.parquet')
-df.plot.bar(x='carrier', y='avg_delay'); plt.title('Average departure delay'); plt.savefig('delays.png')
-df.to_csv('delays.csv', index=False)
-print(len(df))
-"""
-DELAYS = (
-    "SELECT carrier, avg(dep_delay) AS avg_delay, count(*) AS n FROM flights "
-    "GROUP BY carrier ORDER BY avg_delay DESC"
-)
 
 
 async def test_multi_step_turn_query_chart_attach(analyst, fake_model, recorder, settings):
@@ -194,20 +182,6 @@ async def test_prompt_cache_prefix_is_stable(analyst, fake_model, recorder):
         "attach_file",
         "create_schedule",  # scheduled answers (core/schedules_tool.py)
     }
-
-
-def assert_valid(messages: list[dict]) -> None:
-    assert messages and messages[0]["role"] == "user"
-    for a, b in zip(messages, messages[1:], strict=False):
-        assert a["role"] != b["role"]
-        if a["role"] == "assistant":
-            uses = {x["id"] for x in a["content"] if isinstance(x, dict) and x.get("type") == "tool_use"}
-            results = {
-                x["tool_use_id"]
-                for x in b["content"]
-                if isinstance(x, dict) and x.get("type") == "tool_result"
-            }
-            assert uses == results
 
 
 async def test_export_phrase_attaches_a_notebook_without_calling_the_model(analyst, fake_model, recorder):

@@ -19,16 +19,8 @@ from core.verified import (
     tables_in_sql,
 )
 from tests.fakes.anthropic_api import text, tool
-from tests.fakes.redis_server import RedisServer
 
 JFK_SQL = "SELECT count(*) AS n FROM flights WHERE origin = 'JFK'"
-
-
-@pytest.fixture(scope="module")
-def redis_server():
-    server = RedisServer().start()
-    yield server
-    server.stop()
 
 
 @pytest.fixture(params=["sqlite", "redis"])

@@ -20,6 +20,8 @@ from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+POLL_S = 0.02  # serve_forever's shutdown check: stop() returns within this, not 0.5 s
+
 Reply = dict | Callable[[dict], dict]
 
 
@@ -94,7 +96,9 @@ class FakeAnthropic:
         self.api_keys: set[str] | None = None  # None: any key is accepted
         self.lock = threading.Lock()
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread = threading.Thread(
+            target=self.server.serve_forever, kwargs={"poll_interval": POLL_S}, daemon=True
+        )
 
     @property
     def url(self) -> str:

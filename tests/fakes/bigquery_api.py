@@ -14,6 +14,7 @@ from urllib.parse import parse_qs, urlparse
 
 import responses
 
+API = "http://bq.test"  # where the tests point bigquery_api_url (no real host is ever resolved)
 TOKEN_URI = "https://oauth2.googleapis.com/token"
 
 

@@ -9,6 +9,7 @@ Tests mint channel tokens with `token()`, signed by a key the fake publishes at 
 
 from __future__ import annotations
 
+import functools
 import json
 import threading
 import time
@@ -21,7 +22,16 @@ import jwt
 from cryptography.hazmat.primitives.asymmetric import rsa
 from jwt.algorithms import RSAAlgorithm
 
+POLL_S = 0.02  # serve_forever's shutdown check: stop() returns within this, not 0.5 s
+
 CHANNEL_ISSUER = "https://api.botframework.com"
+
+
+@functools.cache
+def signing_key() -> rsa.RSAPrivateKey:
+    """The channel service's RSA key, generated once per test process (a 2048-bit key costs ~0.1-0.3 s;
+    tests that need a key the bot must refuse make their own)."""
+    return rsa.generate_private_key(public_exponent=65537, key_size=2048)
 
 
 @dataclass
@@ -43,10 +53,12 @@ class FakeConnector:
         self.lock = threading.Lock()
         self.counter = 0
         self.refuse_status = 0  # answer every POST with this HTTP status (403: bot removed, 404: gone)
-        self.key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        self.key = signing_key()
         self.kid = "fake-key-1"
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread = threading.Thread(
+            target=self.server.serve_forever, kwargs={"poll_interval": POLL_S}, daemon=True
+        )
 
     @property
     def url(self) -> str:

@@ -18,6 +18,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qsl
 
+POLL_S = 0.02  # serve_forever's shutdown check: stop() returns within this, not 0.5 s
+
 BOT_USER_ID = "UBOT"
 BOT_ID = "BBOT"
 TEAM_ID = "T0001"
@@ -46,7 +48,9 @@ class FakeSlackAPI:
         self._ts = itertools.count(1)
         self._files = itertools.count(1)
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread = threading.Thread(
+            target=self.server.serve_forever, kwargs={"poll_interval": POLL_S}, daemon=True
+        )
 
     @property
     def url(self) -> str:

@@ -1,0 +1,52 @@
+"""The console script two ways: `run` starts `.venv/bin/datathread` as a user's shell does (a fresh
+process, a clean environment, the home's parent as working directory); `invoke` calls the same typer
+app in this process with the same environment and working directory — for the many calls of one
+test after the entry point itself has been exercised, since each process start costs seconds."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+DATATHREAD = str(Path(sys.executable).parent / "datathread")
+_OURS = ("ANTHROPIC", "DATATHREAD", "SLACK")
+
+
+def _env(home: Path, env: dict | None) -> dict:
+    base = {"DATATHREAD_HOME": str(home), "DATATHREAD_STEP_TIMEOUT": "20", "DATATHREAD_MODEL_RETRIES": "0"}
+    return {**base, **(env or {})}
+
+
+def run(
+    args: list[str], home: Path, *, env: dict | None = None, stdin: str = ""
+) -> subprocess.CompletedProcess:
+    base = {k: v for k, v in os.environ.items() if not k.startswith(_OURS)}
+    return subprocess.run(
+        [DATATHREAD, *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**base, **_env(home, env)},
+        cwd=home.parent,
+    )
+
+
+def invoke(args: list[str], home: Path, *, env: dict | None = None) -> subprocess.CompletedProcess:
+    """`run` without the process start: exit code, stdout and stderr of the typer app in process."""
+    from typer.testing import CliRunner
+
+    from bot.cli import app
+
+    unset = {k: None for k in os.environ if k.startswith(_OURS)}  # as `run`'s clean environment
+    cwd = os.getcwd()
+    os.chdir(home.parent)
+    try:
+        result = CliRunner().invoke(app, args, env={**unset, **_env(home, env)})
+    finally:
+        os.chdir(cwd)
+    if result.exception and not isinstance(result.exception, SystemExit):
+        raise result.exception
+    return subprocess.CompletedProcess(args, result.exit_code, result.stdout, result.stderr)
