@@ -54,7 +54,9 @@ def eval_command(
         die(str(exc))
     settings = settings_or_exit()
     if demo and settings.warehouse != "duckdb":  # its gold SQL names the demo tables: every answer "fails"
-        die(f"--demo is written for the demo DuckDB warehouse, not {settings.warehouse}: give a suite of your own.")
+        die(
+            f"--demo is written for the demo DuckDB warehouse, not {settings.warehouse}: give a suite of your own."
+        )
     setup_log(settings, log_level)
     report = asyncio.run(_run(settings, suite, path, done, output, concurrency, timeout))
     Console().print(results_table(report))
