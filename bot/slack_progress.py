@@ -183,7 +183,11 @@ class SlackProgress:
         # No "Export notebook" on private answers: the export would upload the private session in the channel.
         with_export = not self.target.private
         footer = (
-            render.footer_blocks(done.turn_id, asdict(done.stats), with_export=with_export) if done.ok else []
+            render.footer_blocks(
+                done.turn_id, asdict(done.stats), receipt=self.transcript.receipt(), with_export=with_export
+            )
+            if done.ok
+            else []
         )
         failure = self.transcript.failure
         if failure is not None:

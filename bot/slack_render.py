@@ -255,8 +255,8 @@ def stats_line(stats: Mapping) -> str:
     return " · ".join(parts)
 
 
-def footer_blocks(turn_id: str, stats: Mapping, *, with_export: bool = True) -> list[dict]:
-    """The compact footer under every answer: stats, Show SQL & code, 👍/👎, Export notebook."""
+def footer_blocks(turn_id: str, stats: Mapping, *, receipt: str = "", with_export: bool = True) -> list[dict]:
+    """The compact footer under every answer: its receipt (or the stats), Show SQL & code, 👍/👎, Export."""
     buttons = [
         _button("Show SQL & code", ACTION_SHOW_SQL, turn_id),
         _button("👍", ACTION_FEEDBACK_UP, turn_id),
@@ -265,7 +265,10 @@ def footer_blocks(turn_id: str, stats: Mapping, *, with_export: bool = True) -> 
     if with_export:
         buttons.append(_button("Export notebook", ACTION_EXPORT, turn_id))
     return [
-        {"type": "context", "elements": [{"type": "mrkdwn", "text": stats_line(stats)}]},
+        {
+            "type": "context",
+            "elements": [{"type": "mrkdwn", "text": escape(receipt) if receipt else stats_line(stats)}],
+        },
         {"type": "actions", "block_id": f"dt_footer_{turn_id}", "elements": buttons},
     ]
 

@@ -125,7 +125,8 @@ class TeamsSink:
             await self.out.send(render.failure_text(failure.message, failure.error_id))
             return
         text, tables = render.to_teams_markdown(self.transcript.answer or "(no answer)")
-        await self.out.send(text, attachments=[render.answer_card(event.turn_id, tables)])
+        card = render.answer_card(event.turn_id, tables, self.transcript.receipt())
+        await self.out.send(text, attachments=[card])
 
 
 def progress_line(line: StepLine) -> str:

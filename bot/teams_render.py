@@ -158,11 +158,13 @@ def progress_card(lines: list[str], *, status: str) -> dict:
     return card(body)
 
 
-def answer_card(turn_id: str, tables: list[Table]) -> dict:
-    """Tables of the answer plus the actions: Show SQL & code, 👍/👎 and Export notebook."""
+def answer_card(turn_id: str, tables: list[Table], receipt: str = "") -> dict:
+    """Tables of the answer, its receipt, and the actions: Show SQL & code, 👍/👎 and Export notebook."""
     body: list[dict] = []
     for table in tables:
         body += table_element(table)
+    if receipt:  # plain text: a card TextBlock renders Markdown, so nothing in it may format
+        body.append({"type": "TextBlock", "text": receipt, "isSubtle": True, "size": "Small", "wrap": True})
     if not body:
         body = [{"type": "TextBlock", "text": "Was this answer useful?", "isSubtle": True, "wrap": True}]
     actions = [

@@ -27,6 +27,7 @@ from core.events import (
     TurnFailed,
     TurnFinished,
 )
+from core.receipt import receipt_line
 
 
 def brief(text: str, limit: int = 90) -> str:
@@ -35,8 +36,11 @@ def brief(text: str, limit: int = 90) -> str:
 
 
 def format_footer(event: TurnFinished) -> str:
-    """One line of what the turn cost: steps, rows, time, tokens."""
+    """One line under the answer: its receipt (or steps, rows and time), then tokens."""
     s = event.stats
+    if event.receipt is not None:
+        tokens = f"{s.input_tokens + s.output_tokens:,} tokens ({s.cache_read_tokens:,} cached)"
+        return f"{receipt_line(event.receipt)} · {tokens}"
     parts = [f"{s.steps} step{'s' * (s.steps != 1)}"]
     if s.rows:
         parts.append(f"{s.rows:,} rows")
@@ -122,7 +126,7 @@ class TerminalRenderer:
             self.console.print(f"[red]✗ {escape(event.message)}[/] [dim](error id {event.error_id})[/]")
         elif change is Change.FINISHED:
             self._stop()
-            self.console.print(f"[dim]{format_footer(event)}[/]")  # type: ignore[arg-type]
+            self.console.print(f"[dim]{escape(format_footer(event))}[/]")  # type: ignore[arg-type]
 
     async def _attachment(self, event: ArtifactReady) -> None:
         path = self.workspace_root / event.session_id / event.path

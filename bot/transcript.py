@@ -26,6 +26,7 @@ from core.events import (
     TurnFinished,
     TurnStarted,
 )
+from core.receipt import receipt_line
 
 WORKING = "Working on it…"
 DEFAULT_THINKING = Thinking(turn_id="").text  # the core's "still thinking" ping carries no remark
@@ -104,6 +105,11 @@ class Transcript:
     def rows(self) -> list[StepLine | str]:
         """Steps and remarks in the order they happened (a remark is a plain string)."""
         return [self.steps[k] if k in self.steps else self.remarks[k] for k in self.order]
+
+    def receipt(self) -> str:
+        """The answer's receipt in one line (tables, rows, freshness, cost, model calls, time), or ""."""
+        done = self.finished
+        return receipt_line(done.receipt) if done is not None and done.ok and done.receipt else ""
 
     def status(self) -> str:
         """The headline of a progress message: working, done (steps and time) or stopped."""

@@ -314,6 +314,7 @@ async def _run_tool(
         bytes_scanned=outcome.bytes_scanned,
         files=outcome.files,
         error=outcome.content[:2000] if outcome.is_error else "",
+        tables=outcome.tables,
     )
     await sink(StepFinished(turn_id=turn_id, record=record))
     if outcome.artifact:

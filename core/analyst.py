@@ -32,6 +32,7 @@ from core.events import (
 from core.help import is_local, local_answer
 from core.model import ModelClient, describe_model_error
 from core.notebook import is_export_request
+from core.receipt import turn_receipt
 from core.redact import Redactor
 from core.s3 import S3Source
 from core.sandbox_factory import Parts, build_parts, toolset
@@ -47,7 +48,7 @@ from core.sessions import (
 from core.thread import Threads
 from core.tools import ToolContext
 from core.turn_records import in_words, is_model_error, log_failure, turn_record
-from core.verified import VerifiedLibrary, curated_path, example_block, load_curated
+from core.verified import VerifiedLibrary, VerifiedQuery, curated_path, load_curated
 from core.warehouse import QueryContext
 
 log = logging.getLogger("datathread.turn")
@@ -177,25 +178,15 @@ class Analyst:
             thread_key=list(message.thread_key),
             participant=message.user_id,
         )
-        state = TurnState(
-            turn_id=outcome.turn_id,
-            messages=[*prior, {"role": "user", "content": await self._question_blocks(message, session_id)}],
-        )
+        question, example = await self.verified.question_blocks(session_id, message.user_id, message.text)
+        state = TurnState(turn_id=outcome.turn_id, messages=[*prior, {"role": "user", "content": question}])
         ctx = self._tool_context(message, session_id, outcome.turn_id, confirm)
         error = await self._drive(state, ctx, message, outcome, emit)
         if held.lost:  # another turn may have saved this session meanwhile: never overwrite it
             raise LockLost(session_id)
-        await self._settle(state, message, outcome, emit, started, error)
+        await self._settle(state, message, outcome, emit, started, error, example)
         if error == STOPPED:  # saved and recorded: now let the cancellation finish the task
             raise asyncio.CancelledError
-
-    async def _question_blocks(self, message: IncomingMessage, session_id: str) -> list[dict]:
-        """The question, plus a close verified query as a worked example; a reply to "what was wrong?"
-        is recorded as a correction first (and then answered like any follow-up)."""
-        await self.verified.take_correction(session_id, message.user_id, message.text)
-        blocks = [{"type": "text", "text": message.text}]
-        example = await self.verified.example_for(message.text)
-        return [*blocks, example_block(example)] if example else blocks
 
     def _tool_context(
         self, message: IncomingMessage, session_id: str, turn_id: str, confirm: Confirmer | None
@@ -285,6 +276,7 @@ class Analyst:
         emit: EventSink,
         started: float,
         error: str | None,
+        example: VerifiedQuery | None = None,
     ) -> None:
         """Save a valid history and the turn record, whatever happened, then tell the surface."""
         history = hist.repair(
@@ -306,6 +298,11 @@ class Analyst:
                 ok=outcome.ok,
                 stats=outcome.stats,
                 steps=tuple(outcome.steps),
+                receipt=None
+                if error
+                else await turn_receipt(
+                    state.answer, state.steps, outcome.stats, history, self.parts.warehouse, example
+                ),
             )
         )
 

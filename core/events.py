@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Literal
 
 Surface = Literal["terminal", "slack", "teams", "api"]
@@ -51,6 +52,7 @@ class StepRecord:
     bytes_scanned: int | None = None
     files: tuple[str, ...] = ()
     error: str = ""
+    tables: tuple[str, ...] = ()  # what the policy saw a query read (tables, or workspace files)
 
 
 @dataclass(frozen=True)
@@ -148,12 +150,27 @@ class TurnStats:
 
 
 @dataclass(frozen=True)
+class Receipt:
+    """What one answer stands on (`core/receipt.py` builds it); empty fields are unknown and left out."""
+
+    tables: tuple[str, ...] = ()  # warehouse tables (and workspace files) the turn's queries read
+    rows: int = 0  # rows the turn's queries returned
+    bytes_billed: int = 0
+    model_calls: int = 0
+    wall_s: float = 0.0
+    fresh_as_of: datetime | None = None  # the oldest last-modified time of the tables read, if known
+    verified_by: str = ""  # "@alice" when the answer followed a verified query
+    unsupported: tuple[str, ...] = ()  # numbers in the answer that no step produced
+
+
+@dataclass(frozen=True)
 class TurnFinished:
     turn_id: str
     session_id: str
     ok: bool
     stats: TurnStats
     steps: tuple[StepRecord, ...] = ()
+    receipt: Receipt | None = None  # on answered turns
     kind: Literal["turn_finished"] = "turn_finished"
 
 

@@ -20,10 +20,15 @@ import bisect
 import math
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
-from core.events import StepRecord, TurnStats
+from core.bigquery_cost import format_bytes
+from core.events import Receipt, StepRecord, TurnStats
+
+if TYPE_CHECKING:
+    from core.verified import VerifiedQuery
+    from core.warehouse import Warehouse
 
 QUERY_TOOLS = ("query_warehouse", "run_sql")
 
@@ -37,20 +42,6 @@ _WRITTEN = re.compile(
 # Every number in machine output, however it is separated (CSV commas included).
 _RAW = re.compile(r"-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
 _SCALES = {"k": 1e3, "thousand": 1e3, "M": 1e6, "million": 1e6, "B": 1e9, "bn": 1e9, "billion": 1e9}
-
-
-@dataclass(frozen=True)
-class Receipt:
-    """What one answer stands on. Empty fields are unknown or not applicable, and are left out."""
-
-    tables: tuple[str, ...] = ()  # warehouse tables (and workspace files) the turn's queries read
-    rows: int = 0  # rows the turn's queries returned
-    bytes_billed: int = 0
-    model_calls: int = 0
-    wall_s: float = 0.0
-    fresh_as_of: datetime | None = None  # the oldest last-modified time of the tables read, if known
-    verified_by: str = ""  # "@alice" when the answer followed a verified query
-    unsupported: tuple[str, ...] = ()  # numbers in the answer that no step produced
 
 
 def build_receipt(
@@ -100,16 +91,6 @@ def receipt_line(receipt: Receipt, *, now: datetime | None = None) -> str:
         shown = ", ".join(receipt.unsupported[:3]) + ("…" if len(receipt.unsupported) > 3 else "")
         line += f" · ⚠ not from any query in this turn: {shown}"
     return line
-
-
-def format_bytes(n: int) -> str:
-    """Bytes for people: 0 B, 1.5 KB, 12 MB, 3.2 GB."""
-    value = float(n)
-    for unit in ("B", "KB", "MB", "GB", "TB"):
-        if value < 1000 or unit == "TB":
-            return f"{value:.0f} {unit}" if unit == "B" or value >= 10 else f"{value:.1f} {unit}"
-        value /= 1000
-    return f"{n} B"
 
 
 def unsupported_numbers(answer: str, evidence: Iterable[str]) -> tuple[str, ...]:
@@ -169,3 +150,56 @@ def _when(moment: datetime, now: datetime) -> str:
     if (now - moment).total_seconds() < 36 * 3600:
         return moment.strftime("%d %b %Y %H:%M UTC").lstrip("0")
     return moment.strftime("%d %b %Y").lstrip("0")
+
+
+async def turn_receipt(
+    answer: str,
+    steps: Sequence[StepRecord],
+    stats: TurnStats,
+    messages: Sequence[dict],
+    warehouse: Warehouse,
+    example: VerifiedQuery | None,
+) -> Receipt:
+    """The receipt of an answered turn: `messages` is the thread's history as the model saw it (the
+    question, earlier answers' results and this turn's tool results are all fair sources)."""
+    short = f"{warehouse.default_dataset}." if warehouse.dialect == "duckdb" else ""
+
+    def read_by(step: StepRecord) -> list[str]:  # DuckDB's `main.flights` is `flights` to people
+        return [t.removeprefix(short) if short else t for t in step.tables] if step.ok else []
+
+    queries = [s for s in steps if s.tool in QUERY_TOOLS]
+    warehouse_tables = [t for s in queries if s.ok and s.tool == "query_warehouse" for t in s.tables]
+    used = example is not None and any(
+        not example.tables or set(example.tables) & set(read_by(s))
+        for s in queries
+        if s.tool == "query_warehouse"
+    )
+    return build_receipt(
+        answer,
+        steps,
+        stats,
+        evidence=evidence_texts(messages),
+        tables=[t for s in queries for t in read_by(s)],
+        fresh_as_of=await warehouse.freshness(list(dict.fromkeys(warehouse_tables))),
+        verified_by=example.verified_by if used and example else "",
+    )
+
+
+def evidence_texts(messages: Sequence[dict]) -> list[str]:
+    """Every text the model was given: questions and tool results (not its own words)."""
+    out: list[str] = []
+    for message in messages:
+        if message.get("role") != "user":
+            continue
+        content = message.get("content")
+        blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content or []
+        for block in blocks:
+            if block.get("type") == "text":
+                out.append(block.get("text", ""))
+            elif block.get("type") == "tool_result":
+                inner = block.get("content")
+                if isinstance(inner, str):
+                    out.append(inner)
+                else:
+                    out += [b.get("text", "") for b in inner or [] if b.get("type") == "text"]
+    return out

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import mimetypes
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import PurePosixPath
 from typing import TYPE_CHECKING
 
@@ -114,6 +114,7 @@ class ToolOutcome:
     bytes_scanned: int | None = None
     files: tuple[str, ...] = ()
     artifact: ArtifactReady | None = None
+    tables: tuple[str, ...] = ()  # what a query read, as the policy saw it (for receipts)
 
 
 def refused(reason: str) -> ToolOutcome:
@@ -186,7 +187,7 @@ async def query_warehouse(args: QueryWarehouseInput, ctx: ToolContext) -> ToolOu
     if not verdict.allowed:
         return refused(verdict.reason)
     result = await ctx.warehouse.query(args.sql, args.save_as, ctx.query)
-    return describe_step(result, what="query")
+    return replace(describe_step(result, what="query"), tables=verdict.tables)
 
 
 async def run_sql(args: RunSqlInput, ctx: ToolContext) -> ToolOutcome:
@@ -194,7 +195,7 @@ async def run_sql(args: RunSqlInput, ctx: ToolContext) -> ToolOutcome:
     if not verdict.allowed:
         return refused(verdict.reason)
     result = await ctx.sandbox.run(_request(ctx, "sql", args.sql, args.save_as))
-    return describe_step(result, what="sql")
+    return replace(describe_step(result, what="sql"), tables=verdict.tables)
 
 
 async def run_python(args: RunPythonInput, ctx: ToolContext) -> ToolOutcome:

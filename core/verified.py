@@ -253,6 +253,16 @@ class VerifiedLibrary:
             await self.store.record_turn(turn)
         return correction
 
+    async def question_blocks(
+        self, session_id: str, user_id: str, question: str
+    ) -> tuple[list[dict], VerifiedQuery | None]:
+        """The question, plus a close verified query as a worked example (returned too, for the receipt);
+        a reply to "what was wrong?" is recorded as a correction first (then answered like any follow-up)."""
+        await self.take_correction(session_id, user_id, question)
+        blocks = [{"type": "text", "text": question}]
+        example = await self.example_for(question)
+        return ([*blocks, example_block(example)] if example else blocks), example
+
     async def example_for(self, question: str) -> VerifiedQuery | None:
         """The closest verified query, skipping any whose turn was corrected since."""
         entries = await self.entries()

@@ -136,7 +136,9 @@ async def test_mention_progress_files_answer_follow_up_and_buttons(slack, model)
     streamed = streamed_text(api)
     assert "**F9** had the highest" in streamed and "```\ncarrier  avg_delay" in streamed
     context, actions = stop["blocks"]
-    assert context["elements"][0]["text"].startswith("4 steps · ")
+    receipt = context["elements"][0]["text"]  # what the answer stands on: table, rows, freshness, calls
+    assert receipt.startswith("flights · 16 rows · data as of ") and " · 4 model calls · " in receipt
+    assert "not from any query" not in receipt  # 20.22 and 19.96 are the query's, rounded
     turn_id = actions["elements"][0]["value"]
     assert [e["action_id"] for e in actions["elements"]][:3] == [
         render.ACTION_SHOW_SQL,

@@ -166,6 +166,10 @@ async def test_channel_thread_chart_csv_link_answer_and_follow_up(teams, fake_mo
     )
     card = cards([answer])[0]
     assert card["body"][0]["type"] == "Table" and len(card["body"][0]["rows"]) == 3
+    receipt = card["body"][-1]  # what the answer stands on, under its tables
+    assert receipt["isSubtle"] and receipt["text"].startswith("flights · 16 rows · data as of ")
+    # 20.2 is F9's 20.2155 rounded; EV's 19.955 rounds to 20.0, so the scripted "19.9" is marked
+    assert receipt["text"].endswith("⚠ not from any query in this turn: 19.9")
     actions = {a["title"]: a["data"] for a in card["actions"]}
     assert set(actions) == {"Show SQL & code", "👍", "👎", "Export notebook"}
     turn_id = actions["👍"]["turn_id"]

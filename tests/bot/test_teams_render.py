@@ -45,6 +45,19 @@ def test_answer_card_actions_carry_the_turn():
     assert {d["turn_id"] for d in data} == {"turn123"}
 
 
+def test_the_answer_card_carries_the_receipt_under_the_tables():
+    card = r.answer_card("turn1", [], "flights · 1 row · 2 model calls · 1.0 s")["content"]
+    assert card["body"] == [
+        {
+            "type": "TextBlock",
+            "text": "flights · 1 row · 2 model calls · 1.0 s",
+            "isSubtle": True,
+            "size": "Small",
+            "wrap": True,
+        }
+    ]
+
+
 def test_steps_markdown():
     record = {
         "steps": [

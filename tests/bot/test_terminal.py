@@ -94,3 +94,17 @@ def test_the_status_line_shows_the_time_waited():
     status = Elapsed("Thinking…")
     status.since -= 12.4
     assert str(status.__rich__()) == "Thinking… 12s"
+
+
+async def test_the_footer_is_the_receipt_with_tokens_and_cannot_inject_markup(tmp_path):
+    from core.events import Receipt, TurnFinished, TurnStats
+
+    stats = TurnStats(steps=1, input_tokens=900, output_tokens=100, cache_read_tokens=800, model_calls=2)
+    receipt = Receipt(tables=("[red]flights",), rows=1, model_calls=2, wall_s=1.25, unsupported=("40,000",))
+    console = Console(record=True, width=200)
+    renderer = TerminalRenderer(console, tmp_path, live=False)
+    await renderer(TurnFinished(turn_id="t", session_id="s", ok=True, stats=stats, receipt=receipt))
+    assert console.export_text().strip() == (
+        "[red]flights · 1 row · 2 model calls · 1.2 s · ⚠ not from any query in this turn: 40,000"
+        " · 1,000 tokens (800 cached)"
+    )

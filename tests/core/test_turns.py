@@ -282,3 +282,24 @@ async def test_a_turn_that_lost_its_session_lock_does_not_overwrite_the_history(
         assert await analyst.store.load_history(outcome.session_id) == other
     finally:
         await analyst.close()
+
+
+async def test_the_receipt_says_what_the_answer_stands_on_and_marks_invented_numbers(
+    analyst, fake_model, recorder
+):
+    fake_model.enqueue(
+        tool("query_warehouse", {"sql": "SELECT count(*) AS n FROM flights WHERE origin = 'JFK'"}),
+        text("111,279 flights left JFK in 2013, about 40,000 more than LGA."),
+    )
+    outcome = await analyst.handle(ask("How many flights left JFK?", key="receipt"), recorder)
+    assert outcome.ok, outcome.error
+    receipt = recorder.of("turn_finished")[-1].receipt
+    assert (receipt.tables, receipt.rows, receipt.model_calls) == (("flights",), 1, 2)
+    assert receipt.fresh_as_of is not None  # the demo warehouse file's time
+    assert receipt.unsupported == ("40,000",)  # 111,279 came from the query; 40,000 from nowhere
+
+
+async def test_a_failed_turn_has_no_receipt(analyst, fake_model, recorder):
+    fake_model.enqueue(error(400, "invalid_request_error", "bad request"))
+    outcome = await analyst.handle(ask("anything", key="no-receipt"), recorder)
+    assert not outcome.ok and recorder.of("turn_finished")[-1].receipt is None

@@ -153,3 +153,26 @@ async def test_the_first_request_of_a_close_question_carries_the_verified_sql(an
         recorder,
     )
     assert JFK_SQL not in str(fake_model.requests[before]["messages"])  # not close: no example
+
+
+async def test_an_answer_that_follows_a_verified_query_says_so_in_its_receipt(analyst, fake_model, recorder):
+    fake_model.enqueue(tool("query_warehouse", {"sql": JFK_SQL}), text("111,279 flights left JFK."))
+    first = await analyst.handle(
+        IncomingMessage(
+            text="How many flights left JFK in 2013?", surface="slack", thread_key=("T", "C", "v1")
+        ),
+        recorder,
+    )
+    await analyst.verified.vote(
+        await analyst.store.get_turn(first.turn_id), user_id="U1", value="up", is_admin=False
+    )
+    assert recorder.of("turn_finished")[-1].receipt.verified_by == ""  # nothing was verified yet
+
+    fake_model.enqueue(tool("query_warehouse", {"sql": JFK_SQL}), text("111,279 departed JFK."))
+    await analyst.handle(
+        IncomingMessage(
+            text="how many flights departed JFK in 2013", surface="slack", thread_key=("T", "C", "v2")
+        ),
+        recorder,
+    )
+    assert recorder.of("turn_finished")[-1].receipt.verified_by == "U1"
