@@ -169,7 +169,6 @@ def enter_step(c: StepConfinement) -> None:
     `seatbelt` with a Seatbelt profile. Fails closed: if a protection the fork server reported cannot
     be applied, the step does not run.
     """
-    os.setsid()
     if c.cgroup is not None:  # only offered when really writable by us: fails closed if it is not
         cgroups.join(c.cgroup, c.session_id, memory_mb=c.memory_mb, max_procs=MAX_PROCS)
     if c.backend in ("root", "userns"):

@@ -26,6 +26,8 @@ from core.sandbox import StepRequest, StepResult, is_valid_session_id
 
 log = logging.getLogger(__name__)
 
+RESULT_LINE_BYTES = 2**22  # the supervisor's answer is clipped to tens of KB; anything longer is refused
+
 
 def resolve_in_workspace(workspace: Path, path: str) -> Path:
     """A model-given relative path, resolved and proven to stay inside the workspace."""
@@ -229,7 +231,7 @@ class LocalSandbox:
         if self.refused_reason():
             return StepResult(ok=False, error=self.refused_reason())
         payload = {**request.to_dict(), "workspace": str(workspace)}
-        reader, writer = await asyncio.open_unix_connection(self._socket, limit=2**24)
+        reader, writer = await asyncio.open_unix_connection(self._socket, limit=RESULT_LINE_BYTES)
         pid: int | None = None
         try:
             writer.write(json.dumps(payload).encode() + b"\n")
@@ -239,7 +241,10 @@ class LocalSandbox:
             line = await asyncio.wait_for(reader.readline(), timeout=request.timeout_s + 2)
             if not line:
                 return StepResult(ok=False, killed=True, error=self._crash_message(request))
-            return await self._within_quota(StepResult.from_dict(json.loads(line)), workspace)
+            return await self._within_quota(_parse_result(line, request), workspace)
+        except ValueError:  # a line past RESULT_LINE_BYTES: not a result the supervisor would send
+            self._kill(pid)
+            return StepResult(ok=False, error="The step's result was too large and was refused.")
         except TimeoutError:
             self._kill(pid)
             return StepResult(
@@ -319,6 +324,15 @@ class LocalSandbox:
                 os.killpg(self._proc.pid, signal.SIGKILL)
             await self._proc.wait()
         shutil.rmtree(self._socket_dir, ignore_errors=True)
+
+
+def _parse_result(line: bytes, request: StepRequest) -> StepResult:
+    """The step child's answer, validated and clipped field by field: it passed near model code."""
+    try:
+        data = json.loads(line)
+    except ValueError:
+        data = None
+    return StepResult.untrusted(data, request)
 
 
 def _tree_bytes(root: Path) -> int:

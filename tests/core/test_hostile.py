@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import hashlib
+import json
 import os
 import shutil
 import socket
@@ -97,8 +98,17 @@ def _rows(warehouse: Path) -> dict[str, int]:
         con.close()
 
 
+@pytest.fixture(scope="module")
+def bot_secrets():
+    """The bot's own environment holds secrets the sandbox must not see — for this module only."""
+    with pytest.MonkeyPatch.context() as patch:
+        for key, value in BOT_SECRETS.items():
+            patch.setenv(key, value)
+        yield
+
+
 @pytest_asyncio.fixture(scope="module", loop_scope="module", params=BACKENDS)
-async def env(request, tmp_path_factory):
+async def env(request, tmp_path_factory, bot_secrets):
     from core.config import load_settings
     from core.sandbox_factory import build_sandbox_and_warehouse
     from core.sessions import open_store
@@ -117,7 +127,6 @@ async def env(request, tmp_path_factory):
     envfile, creds = secrets_dir / ".env", secrets_dir / "gcp.json"
     envfile.write_text("ANTHROPIC_API_KEY=DOTENV-SECRET-88aa\n")
     creds.write_text('{"private_key": "GCP-KEY-31cd"}')
-    os.environ.update(BOT_SECRETS)  # the bot's own environment holds secrets the sandbox must not see
     cwd = os.getcwd()
     os.chdir(secrets_dir)  # `.env` is resolved against the bot's working directory, as in production
     try:
@@ -178,8 +187,6 @@ async def env(request, tmp_path_factory):
     listener.close()
     await sandbox.close()
     shutil.rmtree(secrets_dir, ignore_errors=True)
-    for key in BOT_SECRETS:
-        os.environ.pop(key, None)
 
 
 def _disk(e: Env) -> tuple:
@@ -532,6 +539,87 @@ async def test_no_bot_secret_in_the_step_environment(env: Env):
         StepRequest(kind="python", session_id=ATTACKER, code="open('/proc/self/environ').read()")
     )
     assert not own.ok and "Permission denied" in own.error
+
+
+# A step that tries to forge its own result: the red team's `os.write(4, …)` on every descriptor it
+# holds, with fields built to flood whatever handles them next. The runner holds no socket to the bot,
+# only its own result pipe; what arrives there is validated and clipped like anything from a step.
+_FLOOD = (
+    "line = json.dumps({'ok': True, 'output': 'A' * 100_000, 'preview': 'P' * 100_000, 'error': 'E' * 100_000,"
+    " 'columns': [{'name': 'N' * 100_000, 'type': 'T' * 1_000}] * 500,"
+    " 'files': [{'path': '/etc/passwd', 'size': 1}, {'path': '../x', 'size': 1}]"
+    " + [{'path': f'f{i}', 'size': i, 'kind': 'K' * 100} for i in range(5_000)],"
+    " 'rows': 10 ** 30, 'saved_as': '../../etc/passwd', 'duration_s': 'soon', 'killed': 'yes'}).encode() + b'\\n'\n"
+)
+FORGERIES = {
+    "every-fd": f"import os, json\n{_FLOOD}for fd in range(1024):\n    try:\n        os.write(fd, line)\n"
+    "    except OSError:\n        pass\nos._exit(0)",
+    "every-fd-then-print": f"import os, json\n{_FLOOD}for fd in range(3, 1024):\n    try:\n"
+    "        os.write(fd, line * 3)\n    except OSError:\n        pass\nprint('B' * 100_000)",
+    "oversized": "import os\nchunk = b'{' * 65_536\nfor fd in range(3, 64):\n    try:\n"
+    "        for _ in range(160):\n            os.write(fd, chunk)\n    except OSError:\n        pass\nos._exit(0)",
+    "garbage": "import os\nfor fd in range(3, 64):\n    try:\n        os.write(fd, b'{\"ok\": tru')\n"
+    "    except OSError:\n        pass\nos._exit(0)",
+    "not-an-object": "import os\nfor fd in range(3, 64):\n    try:\n        os.write(fd, b'[1, 2, 3]\\n')\n"
+    "    except OSError:\n        pass\nos._exit(0)",
+}
+
+
+def _assert_bounded(result, request: StepRequest) -> None:
+    assert len(result.output.encode()) <= request.output_bytes
+    assert len(result.preview.encode()) <= request.preview_bytes
+    assert len(result.error.encode()) <= 4_000 + 400  # the step's clip, and the bot's quota sentence
+    assert len(result.columns) <= 200 and all(len(c["name"]) <= 120 for c in result.columns)
+    assert len(result.files) <= 200
+    assert all(not f["path"].startswith("/") and ".." not in f["path"] for f in result.files)
+    assert result.saved_as is None and (result.rows is None or result.rows <= 2**62)
+    assert len(json.dumps(result.to_dict())) < 150_000
+
+
+@pytest.mark.parametrize("forgery", FORGERIES, ids=list(FORGERIES))
+async def test_a_step_cannot_forge_or_flood_its_result(env: Env, forgery: str):
+    code = FORGERIES[forgery]
+    request = StepRequest(kind="python", session_id=ATTACKER, code=code, timeout_s=3, memory_mb=1024)
+    result = await env.ctx.sandbox.run(request)
+    _assert_bounded(result, request)
+    if forgery in ("oversized", "garbage", "not-an-object"):
+        assert not result.ok and result.error and "A" * 100 not in result.error
+    outcome = await asyncio.wait_for(call_tool("run_python", {"code": code}, env.ctx), timeout=30)
+    assert len(outcome.content) < 60_000 and "A" * 20_001 not in outcome.content
+
+
+async def test_the_process_running_model_code_holds_no_socket(env: Env):
+    code = (
+        "import os, stat\nsocks, pipes = [], []\nfor fd in range(1024):\n    try:\n        mode = os.fstat(fd).st_mode\n"
+        "    except OSError:\n        continue\n    (socks if stat.S_ISSOCK(mode) else pipes if stat.S_ISFIFO(mode) else []).append(fd)\n"
+        "print('sockets', socks, 'pipes', len(pipes))"
+    )
+    result = await env.ctx.sandbox.run(StepRequest(kind="python", session_id=ATTACKER, code=code))
+    assert result.ok and "sockets [] pipes 1" in result.output, result.output + result.error
+
+
+async def test_a_flooded_result_does_not_stall_the_event_loop(env: Env):
+    """Everything the bot does with a flooded result (parse, clip, describe, redact) stays off the
+    loop or bounded: a 10 ms ticker never waits 100 ms (what /healthz would show)."""
+    lags: list[float] = []
+
+    async def ticker() -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            before = loop.time()
+            await asyncio.sleep(0.01)
+            lags.append(loop.time() - before - 0.01)
+
+    ticking = asyncio.create_task(ticker())
+    try:
+        marker = "-----BEGIN PRIVATE KEY-----"
+        flood = f"import os, json\nline = json.dumps({{'ok': True, 'output': '{marker}' * 4000, 'columns': [{{'name': '{marker}' * 400, 'type': 't'}}] * 200}}).encode()\n"
+        flood += "for fd in range(3, 1024):\n    try:\n        os.write(fd, line)\n    except OSError:\n        pass\nos._exit(0)"
+        for _ in range(3):
+            await call_tool("run_python", {"code": flood}, env.ctx)
+    finally:
+        ticking.cancel()
+    assert lags and max(lags) < 0.1, max(lags)
 
 
 async def test_zz_nothing_changed_outside_the_workspace(env: Env):
