@@ -28,6 +28,8 @@ from core.cgroups import CgroupLayout
 CLONE_NEWNS = 0x00020000
 CLONE_NEWNET = 0x40000000
 CLONE_NEWUSER = 0x10000000
+CLONE_NEWIPC, CLONE_NEWUTS = 0x08000000, 0x04000000
+STEP_HOSTNAME = b"datathread-step"
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 1, 2, 4, 32, 4096, 16384, 1 << 18
 PR_SET_NO_NEW_PRIVS, PR_SET_DUMPABLE, PR_SET_PDEATHSIG = 38, 4, 1
 
@@ -294,8 +296,11 @@ def bot_home() -> str | None:
 def _private_filesystem(
     *, workspace: Path, masked: list[str], hidden: list[str], readonly: list[str]
 ) -> None:
-    if not unshare(CLONE_NEWNS):
+    # Own IPC namespace: SysV segments and queues (also refused by seccomp) are the step's and go with
+    # it; own UTS namespace: the host's name is not the step's business.
+    if not unshare(CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS):
         raise RuntimeError("Refused: the step's private filesystem could not be set up.")
+    _libc.sethostname(STEP_HOSTNAME, len(STEP_HOSTNAME))
     _mount("none", "/", None, MS_REC | MS_PRIVATE)
     keep = [(str(workspace), False)] + [(p, True) for p in readonly if os.path.exists(p)]
     fds = _open_paths(keep)  # before anything is covered: the binds come from the real tree

@@ -125,7 +125,11 @@ def _probe_root_namespaces() -> bool:
 
 
 def _probe_user_namespaces() -> bool:
-    return isolation.enter_user_namespace() and isolation.unshare(CLONE_NEWNS) and isolation.can_mount_tmpfs()
+    return (
+        isolation.enter_user_namespace()
+        and isolation.unshare(CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS)
+        and isolation.can_mount_tmpfs()
+    )
 
 
 def _probe_landlock() -> bool:

@@ -12,6 +12,7 @@ the host's /tmp.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import hashlib
 import json
@@ -620,6 +621,68 @@ async def test_a_flooded_result_does_not_stall_the_event_loop(env: Env):
     finally:
         ticking.cancel()
     assert lags and max(lags) < 0.1, max(lags)
+
+
+# SysV IPC and the host's name. Segments and queues live in an IPC namespace, not in any process: the
+# red team's 64 MB segment outlived the step, the turn and the bot, and session B read session A's
+# message. Seccomp refuses SysV IPC on every Linux back end; root and userns steps also get their own
+# IPC and UTS namespaces, so even a call that got through would be private and gone with the step.
+_LIBC = "import numpy\nc = numpy.ctypeslib.ctypes\nlibc = c.CDLL(None, use_errno=True)\n"
+IPC_SEND = {
+    "shm-64mb": _LIBC
+    + "i = libc.shmget(@KEY@, 64 * 2 ** 20, 0o1666)\nprint('made', i, libc.shmat(i, None, 0))",
+    "msg-queue": _LIBC
+    + (
+        "q = libc.msgget(@KEY@, 0o1666)\nbuf = c.create_string_buffer(b'\\x01\\x00\\x00\\x00\\x00\\x00\\x00\\x00A-SECRET', 16)\n"
+        "print('made', q, libc.msgsnd(q, buf, 8, 0o4000))"
+    ),
+    "sem": _LIBC + "print('made', libc.semget(@KEY@, 4, 0o1666))",
+}
+IPC_RECEIVE = _LIBC + (
+    "buf = c.create_string_buffer(64)\nq = libc.msgget(@KEY@, 0)\n"
+    "print('got', q, libc.msgrcv(q, buf, 48, 0, 0o4000), buf.raw[8:16])"
+)
+
+
+def _host_ipc_keys() -> set[int]:
+    keys = set()
+    for kind in ("shm", "msg", "sem"):
+        with contextlib.suppress(OSError):
+            for line in Path(f"/proc/sysvipc/{kind}").read_text().splitlines()[1:]:
+                keys.add(int(line.split()[0]))
+    return keys
+
+
+@pytest.mark.parametrize("path", ["tool", "raw"])
+@pytest.mark.parametrize("what", IPC_SEND, ids=list(IPC_SEND))
+async def test_sysv_ipc_is_refused_or_private_and_gone(env: Env, what: str, path: str):
+    key = 0x5EED0000 + int(uuid.uuid4().hex[:4], 16)
+    send, receive = (code.replace("@KEY@", str(key)) for code in (IPC_SEND[what], IPC_RECEIVE))
+    if path == "tool":
+        sent = (await call_tool("run_python", {"code": send}, env.ctx)).content
+    else:
+        step = StepRequest(kind="python", session_id=ATTACKER, code=send, timeout_s=3, memory_mb=1024)
+        sent = (await env.ctx.sandbox.run(step)).output
+    got = await env.ctx.sandbox.run(StepRequest(kind="python", session_id=VICTIM, code=receive, timeout_s=3))
+    assert "A-SECRET" not in got.output + got.error, got
+    if holds(env.ctx.sandbox.protections(), "syscalls"):
+        assert "made -1" in sent, sent  # refused outright
+    if holds(env.ctx.sandbox.protections(), "syscalls") or env.backend in ("root", "userns"):
+        assert key not in _host_ipc_keys()  # nothing left on the host, whatever the step managed
+
+
+async def test_root_and_userns_steps_have_their_own_namespaces_and_hostname(env: Env):
+    if env.backend not in ("root", "userns"):
+        return  # landlock/none: no namespaces (the back end row says so); seccomp still refuses SysV IPC
+    code = (
+        "import os, socket\nprint(socket.gethostname())\n"
+        "for ns in ('ipc', 'uts', 'net', 'mnt'):\n    print(ns, os.readlink(f'/proc/self/ns/{ns}'))"
+    )
+    result = await env.ctx.sandbox.run(StepRequest(kind="python", session_id=ATTACKER, code=code))
+    lines = result.output.split()
+    assert result.ok and lines[0] == "datathread-step" != socket.gethostname(), result
+    for ns in ("ipc", "uts", "net", "mnt"):
+        assert lines[lines.index(ns) + 1] != os.readlink(f"/proc/self/ns/{ns}"), ns
 
 
 async def test_zz_nothing_changed_outside_the_workspace(env: Env):
