@@ -8,6 +8,11 @@ write end, confines itself (`core/isolation.py`) and runs the step; the supervis
 `MAX_RESULT_BYTES` from the pipe, and only once the runner is gone does it parse, validate and clip
 what came (`StepResult.untrusted`) and answer the bot. Garbage, a partial line or an oversized one
 is a failed step, never a forged one.
+
+While the runner works the supervisor is also its disk watchdog: every `TICK_S` (longer when the
+workspace is big enough that measuring it takes a while) it measures the workspace and kills the
+runner once it holds more bytes or files than the session's quota allows — a hard limit during the
+step, not a report after it. A workspace already over quota may shrink but not grow.
 """
 
 from __future__ import annotations
@@ -18,11 +23,58 @@ import os
 import resource
 import select
 import signal
+import time
 from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
 
 from core.sandbox import StepRequest, StepResult
 
 MAX_RESULT_BYTES = 4 * 2**20  # far above any honest result (tens of KB), far below trouble
+TICK_S = 0.1
+
+
+@dataclass(frozen=True)
+class Quota:
+    """What the session's workspace may hold at most while a step runs."""
+
+    max_bytes: int
+    max_files: int
+
+
+@dataclass(frozen=True)
+class Usage:
+    bytes: int
+    files: int
+
+    def over(self, limit: Quota) -> bool:
+        return self.bytes > limit.max_bytes or self.files > limit.max_files
+
+
+def measure(root: Path, *, stop: Quota | None = None) -> Usage:
+    """Bytes (apparent size) and entries under `root`, not following links; stops early once past
+    `stop` (the watchdog needs to know "over", not by how much)."""
+    total = files = 0
+    pending = [str(root)]
+    while pending:
+        with contextlib.suppress(OSError), os.scandir(pending.pop()) as entries:
+            for entry in entries:
+                files += 1
+                with contextlib.suppress(OSError):
+                    if entry.is_dir(follow_symlinks=False):
+                        pending.append(entry.path)
+                    else:
+                        total += entry.stat(follow_symlinks=False).st_size
+        if stop is not None and Usage(total, files).over(stop):
+            break
+    return Usage(total, files)
+
+
+def quota_message(limit: Quota) -> str:
+    return (
+        f"The step was stopped: it filled the thread's workspace past its limit ({limit.max_bytes / 2**20:,.0f} MB "
+        f"or {limit.max_files:,} files); write less, or delete files you no longer need."
+    )
 
 
 def supervise(
@@ -30,17 +82,22 @@ def supervise(
     *,
     request: StepRequest,
     inherited: list,
+    workspace: Path,
+    quota: Quota,
 ) -> StepResult | None:
     """Fork the runner (`run` confines and runs the step), watch it, return its validated result, or
     None when it ended without one (crash, kill: the bot says so). `inherited` are open objects (the
     bot's connection) the runner closes before anything else."""
+    limit = Quota(max(quota.max_bytes, 1), max(quota.max_files, 1))
+    start = measure(workspace, stop=None)
+    limit = Quota(max(limit.max_bytes, start.bytes), max(limit.max_files, start.files))
     read_end, write_end = os.pipe()
     pid = os.fork()
     if pid == 0:
         _runner(run, request, inherited, read_end, write_end)
     os.close(write_end)
     try:
-        data, stopped = _watch(pid, read_end)
+        data, stopped = _watch(pid, read_end, workspace, limit)
     finally:
         os.close(read_end)
     if stopped:
@@ -81,15 +138,18 @@ def _close_all_but(keep: int) -> None:
     os.closerange(keep + 1, top)
 
 
-def _watch(pid: int, read_end: int) -> tuple[bytes, str]:
-    """Read the runner's result while it runs; returns (data, why it was stopped or '')."""
+def _watch(pid: int, read_end: int, workspace: Path, limit: Quota) -> tuple[bytes, str]:
+    """Read the runner's result while it runs and police the workspace; returns (data, why stopped)."""
     os.set_blocking(read_end, False)
     exited = os.pidfd_open(pid)
     data = bytearray()
     pipe_open = True
+    interval = TICK_S
+    next_tick = time.monotonic() + interval
     try:
         while True:
-            ready, _, _ = select.select([exited, read_end] if pipe_open else [exited], [], [])
+            waiting = [exited, read_end] if pipe_open else [exited]
+            ready, _, _ = select.select(waiting, [], [], max(0.0, next_tick - time.monotonic()))
             if read_end in ready:
                 pipe_open = _drain(read_end, data)
                 if len(data) > MAX_RESULT_BYTES:
@@ -102,7 +162,16 @@ def _watch(pid: int, read_end: int) -> tuple[bytes, str]:
                 os.waitpid(pid, 0)
                 if pipe_open:
                     _drain(read_end, data)  # what is there now: a leftover holding the pipe is not waited for
-                return bytes(data), ""
+                return bytes(data[: MAX_RESULT_BYTES + 1]), ""
+            if time.monotonic() >= next_tick:
+                started = time.monotonic()
+                if measure(workspace, stop=limit).over(limit):
+                    _kill(pid)
+                    return b"", quota_message(limit)
+                interval = max(
+                    TICK_S, 2 * (time.monotonic() - started)
+                )  # a big workspace: measure less often
+                next_tick = time.monotonic() + interval
     finally:
         os.close(exited)
 

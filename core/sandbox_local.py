@@ -27,6 +27,7 @@ from core.sandbox import StepRequest, StepResult, is_valid_session_id
 log = logging.getLogger(__name__)
 
 RESULT_LINE_BYTES = 2**22  # the supervisor's answer is clipped to tens of KB; anything longer is refused
+WORKSPACE_FILES = 100_000  # files (and directories) one session's workspace may hold
 
 
 def resolve_in_workspace(workspace: Path, path: str) -> Path:
@@ -86,6 +87,7 @@ class LocalSandbox:
         masked: list[str] | None = None,
         hidden: list[Path] | None = None,
         workspace_mb: int = 2048,
+        workspace_files: int = WORKSPACE_FILES,
         isolation_policy: str = "best",
         refuse_namespaces: bool = False,
     ):
@@ -95,6 +97,7 @@ class LocalSandbox:
         refuses namespaces (tests)."""
         self.workspaces = workspaces.resolve()
         self.workspace_bytes = workspace_mb * 2**20
+        self.workspace_files = workspace_files
         self.hidden = [str(p.resolve()) for p in (hidden or [])] + [str(self.workspaces)]
         self.warehouse = warehouse
         self.masked = [str(Path(m).resolve()) for m in (masked or [])]
@@ -230,7 +233,12 @@ class LocalSandbox:
             await self.start()
         if self.refused_reason():
             return StepResult(ok=False, error=self.refused_reason())
-        payload = {**request.to_dict(), "workspace": str(workspace)}
+        payload = {
+            **request.to_dict(),
+            "workspace": str(workspace),
+            "quota_bytes": self.workspace_bytes,
+            "quota_files": self.workspace_files,
+        }
         reader, writer = await asyncio.open_unix_connection(self._socket, limit=RESULT_LINE_BYTES)
         pid: int | None = None
         try:
@@ -269,8 +277,10 @@ class LocalSandbox:
                 cgroups.remove(self._cgroups, request.session_id)
 
     async def _within_quota(self, result: StepResult, workspace: Path) -> StepResult:
-        """A soft per-session disk quota, checked after every step: over it, the step is reported as
-        failed with a message the model can act on (the files stay until it deletes some)."""
+        """The per-session disk quota, checked again after every step. While a step runs its supervisor
+        kills it once the workspace grows past the quota; a step quicker than one of its checks
+        (0.1 s) is caught here: reported as failed with a message the model can act on (the files
+        stay until it deletes some)."""
         used = await asyncio.to_thread(_tree_bytes, workspace)
         if used > self.workspace_bytes:
             result.ok = False

@@ -55,6 +55,9 @@ def _serve_child(conn: socket.socket, args: argparse.Namespace) -> None:
     stream = conn.makefile("rwb", buffering=0)
     raw = json.loads(stream.readline() or b"{}")
     workspace = Path(raw.pop("workspace", ""))
+    quota = isolation_supervisor.Quota(
+        int(raw.pop("quota_bytes", 2**31)), int(raw.pop("quota_files", 100_000))
+    )
     os.setsid()  # the bot kills this process group on timeout: supervisor and runner alike
     stream.write(json.dumps({"pid": os.getpid()}).encode() + b"\n")
     # The step's fd 1/2 were the fork server's stdout (a pipe the bot stops reading after "ready") and
@@ -75,9 +78,14 @@ def _serve_child(conn: socket.socket, args: argparse.Namespace) -> None:
             lambda: _run_confined(request, workspace, args),
             request=request,
             inherited=[stream, conn],
+            workspace=workspace,
+            quota=quota,
         )
     if result is not None:  # None: the runner ended without a result; the bot says so
         stream.write(json.dumps(result.to_dict()).encode() + b"\n")
+    # The answer is out: whatever the runner left in this process group (a background child still
+    # writing, say) ends with the step — this process included, which is done anyway.
+    os.killpg(0, signal.SIGKILL)
 
 
 def _run_confined(request, workspace: Path, args: argparse.Namespace):

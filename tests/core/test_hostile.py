@@ -19,8 +19,9 @@ import json
 import os
 import shutil
 import socket
+import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import duckdb
@@ -683,6 +684,70 @@ async def test_root_and_userns_steps_have_their_own_namespaces_and_hostname(env:
     assert result.ok and lines[0] == "datathread-step" != socket.gethostname(), result
     for ns in ("ipc", "uts", "net", "mnt"):
         assert lines[lines.index(ns) + 1] != os.readlink(f"/proc/self/ns/{ns}"), ns
+
+
+# The disk quota holds while a step runs, not only after it: a 20 MB quota, a step writing 200 MB.
+QUOTA_MB, QUOTA_FILES = 20, 2_000
+DISK_FLOODS = {
+    "many-1mb-files": "import os\nos.makedirs('flood', exist_ok=True)\nfor i in range(200):\n"
+    "    with open(f'flood/f{i}', 'wb') as f:\n        f.write(os.urandom(2 ** 20))",
+    "one-growing-file": "import os\nos.makedirs('flood', exist_ok=True)\nwith open('flood/big', 'wb') as f:\n"
+    "    for i in range(200):\n        f.write(os.urandom(2 ** 20))\n        f.flush()",
+    "nested-dirs": "import os\nfor i in range(200):\n    os.makedirs(f'flood/{i}/a/b', exist_ok=True)\n"
+    "    with open(f'flood/{i}/a/b/x', 'wb') as f:\n        f.write(os.urandom(2 ** 20))",
+    "empty-files": "import os\nos.makedirs('flood', exist_ok=True)\nfor i in range(100_000):\n"
+    "    open(f'flood/e{i}', 'w').close()",
+}
+
+
+def _tree(root: Path) -> tuple[int, int]:
+    sizes = [p.lstat().st_size for p in root.rglob("*")] if root.exists() else []
+    return sum(sizes), len(sizes)
+
+
+def _write_rate(folder: Path) -> tuple[float, float]:
+    """How many bytes and empty files this host writes in one watchdog tick (0.1 s), from Python."""
+    folder.mkdir(exist_ok=True)
+    started = time.perf_counter()
+    for i in range(20):
+        (folder / f"r{i}").write_bytes(os.urandom(2**20))
+    per_byte = (time.perf_counter() - started) / (20 * 2**20)
+    started = time.perf_counter()
+    for i in range(2000):
+        (folder / f"e{i}").touch()
+    per_file = (time.perf_counter() - started) / 2000
+    shutil.rmtree(folder)
+    return 0.1 / per_byte, 0.1 / per_file
+
+
+@pytest.mark.parametrize("path", ["tool", "raw"])
+@pytest.mark.parametrize("flood", DISK_FLOODS, ids=list(DISK_FLOODS))
+async def test_the_workspace_quota_holds_while_a_step_runs(env: Env, flood: str, path: str):
+    sandbox = env.ctx.sandbox
+    shutil.rmtree(env.ws / "flood", ignore_errors=True)
+    before_bytes, before_files = _tree(env.ws)
+    tick_bytes, tick_files = _write_rate(env.ws.parent / f"rate-{uuid.uuid4().hex[:6]}")
+    saved = sandbox.workspace_bytes, sandbox.workspace_files
+    sandbox.workspace_bytes = before_bytes + QUOTA_MB * 2**20
+    sandbox.workspace_files = before_files + QUOTA_FILES
+    try:
+        code = DISK_FLOODS[flood]
+        if path == "tool":
+            outcome = await call_tool("run_python", {"code": code}, replace(env.ctx, step_timeout_s=20))
+            text, failed = outcome.content, outcome.is_error
+        else:
+            step = StepRequest(kind="python", session_id=ATTACKER, code=code, timeout_s=20, memory_mb=1024)
+            result = await sandbox.run(step)
+            text, failed = result.error, not result.ok
+        used_bytes, used_files = _tree(env.ws)
+    finally:
+        sandbox.workspace_bytes, sandbox.workspace_files = saved
+        shutil.rmtree(env.ws / "flood", ignore_errors=True)
+    assert failed and "filled the thread's workspace past its limit" in text, text
+    # at most the quota plus what this host writes in about two ticks (a tick, and one measurement)
+    assert used_bytes - before_bytes <= QUOTA_MB * 2**20 + 2 * tick_bytes, (used_bytes, tick_bytes)
+    assert used_files - before_files <= QUOTA_FILES + 2 * tick_files, (used_files, tick_files)
+    assert used_bytes - before_bytes < 200 * 2**20
 
 
 async def test_zz_nothing_changed_outside_the_workspace(env: Env):
