@@ -117,6 +117,12 @@ def _runner(run, request: StepRequest, inherited: list, read_end: int, write_end
             handle.close()
         os.close(read_end)
         _close_all_but(write_end)
+        # fd 1/2 are the fork server's stdout (a pipe the bot stops reading after "ready") and its log:
+        # a step writing there directly could block every later step or flood the log.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, 1)
+        os.dup2(devnull, 2)
+        os.close(devnull)
         try:
             result = run()
         except Exception as exc:  # confinement failed: the step did not run, and says why

@@ -60,12 +60,6 @@ def _serve_child(conn: socket.socket, args: argparse.Namespace) -> None:
     )
     os.setsid()  # the bot kills this process group on timeout: supervisor and runner alike
     stream.write(json.dumps({"pid": os.getpid()}).encode() + b"\n")
-    # The step's fd 1/2 were the fork server's stdout (a pipe the bot stops reading after "ready") and
-    # the bot's stderr: a step writing there directly could block every later step or flood the logs.
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, 1)
-    os.dup2(devnull, 2)
-    os.close(devnull)
     # This process keeps the bot's connection: a runner of the same uid must not read its memory or
     # descriptors through /proc or ptrace.
     isolation.protect_bot_process()
