@@ -247,6 +247,7 @@ def test_every_backend_reports_every_protection_on_or_off(backend):
     report = isolation_backends.describe(backend, None, has_seccomp=True, landlock_abi=7, masked=["/x/.env"])
     rows = report.as_dict()
     assert {"back end", "network", "filesystem", "uid", "bot process", "cgroups", "limits"} <= set(rows)
+    assert {"workspace quota", "result channel"} <= set(rows)
     assert all(v.startswith(("on — ", "OFF — ")) for v in rows.values())
     assert isolation_backends.unsatisfied_by(rows) == ([] if backend != "none" else ["filesystem"])
     if backend in ("root", "userns"):
