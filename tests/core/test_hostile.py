@@ -724,16 +724,25 @@ async def test_root_and_userns_steps_have_their_own_namespaces_hostname_and_run(
 
 # The disk quota holds while a step runs, not only after it: a 20 MB quota, a step writing 200 MB.
 QUOTA_MB, QUOTA_FILES = 20, 2_000
-DISK_FLOODS = {
-    "many-1mb-files": "import os\nos.makedirs('flood', exist_ok=True)\nfor i in range(200):\n"
-    "    with open(f'flood/f{i}', 'wb') as f:\n        f.write(os.urandom(2 ** 20))",
+DISK_FLOODS = {  # each file's name carries the time it was made: the step's own write speed
+    "many-1mb-files": "import os, time\nos.makedirs('flood', exist_ok=True)\nfor i in range(200):\n"
+    "    with open(f'flood/f{i}_{time.monotonic_ns()}', 'wb') as f:\n        f.write(os.urandom(2 ** 20))",
     "one-growing-file": "import os\nos.makedirs('flood', exist_ok=True)\nwith open('flood/big', 'wb') as f:\n"
     "    for i in range(200):\n        f.write(os.urandom(2 ** 20))\n        f.flush()",
-    "nested-dirs": "import os\nfor i in range(200):\n    os.makedirs(f'flood/{i}/a/b', exist_ok=True)\n"
-    "    with open(f'flood/{i}/a/b/x', 'wb') as f:\n        f.write(os.urandom(2 ** 20))",
-    "empty-files": "import os\nos.makedirs('flood', exist_ok=True)\nfor i in range(100_000):\n"
-    "    open(f'flood/e{i}', 'w').close()",
+    "nested-dirs": "import os, time\nfor i in range(200):\n    os.makedirs(f'flood/{i}/a/b', exist_ok=True)\n"
+    "    with open(f'flood/{i}/a/b/x_{time.monotonic_ns()}', 'wb') as f:\n        f.write(os.urandom(2 ** 20))",
+    "empty-files": "import os, time\nos.makedirs('flood', exist_ok=True)\nfor i in range(100_000):\n"
+    "    open(f'flood/e{i}_{time.monotonic_ns()}', 'w').close()",
 }
+
+
+def _step_speed(root: Path) -> tuple[float, float]:
+    """Bytes and files per second the step wrote, from the times in its files' names (0 if unknown)."""
+    made = [(int(p.name.rsplit("_", 1)[1]), p.lstat().st_size) for p in root.rglob("*_*") if p.is_file()]
+    if len(made) < 3:
+        return 0.0, 0.0
+    span = (max(t for t, _ in made) - min(t for t, _ in made)) / 1e9 or 1e-3
+    return sum(size for _, size in made) / span, len(made) / span
 
 
 def _tree(root: Path) -> tuple[int, int]:
@@ -776,14 +785,17 @@ async def test_the_workspace_quota_holds_while_a_step_runs(env: Env, flood: str,
             result = await sandbox.run(step)
             text, failed = result.error, not result.ok
         used_bytes, used_files = _tree(env.ws)
+        speed_bytes, speed_files = _step_speed(env.ws / "flood")
     finally:
         sandbox.workspace_bytes, sandbox.workspace_files = saved
         shutil.rmtree(env.ws / "flood", ignore_errors=True)
     log = sandbox._socket_dir / "zygote.log"
     assert failed and "filled the thread's workspace past its limit" in text, (text, log.read_text()[-2000:])
-    # at most the quota plus what this host writes in about two ticks (a tick, and one measurement);
-    # a busy host's speed drifts between our measurement and the step's, hence the floor of a quarter
-    extra_bytes, extra_files = max(2 * tick_bytes, QUOTA_MB * 2**18), max(2 * tick_files, QUOTA_FILES / 4)
+    # at most the quota plus what the step writes in a couple of ticks (a tick, and one measurement):
+    # its own speed where its names tell it, else this host's; at least a quarter of the quota
+    tick_bytes, tick_files = max(tick_bytes, 0.1 * speed_bytes), max(tick_files, 0.1 * speed_files)
+    extra_bytes = max(2.5 * tick_bytes, QUOTA_MB * 2**18)
+    extra_files = max(2.5 * tick_files, QUOTA_FILES / 4)
     assert used_bytes - before_bytes <= QUOTA_MB * 2**20 + extra_bytes, (used_bytes, tick_bytes)
     assert used_files - before_files <= QUOTA_FILES + extra_files, (used_files, tick_files)
     assert used_bytes - before_bytes < 200 * 2**20
