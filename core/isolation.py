@@ -17,6 +17,7 @@ import pwd
 import resource
 import signal
 import stat
+import struct
 import sys
 import time
 from dataclasses import dataclass, field
@@ -28,6 +29,9 @@ from core.cgroups import CgroupLayout
 CLONE_NEWNS = 0x00020000
 CLONE_NEWNET = 0x40000000
 CLONE_NEWUSER = 0x10000000
+CLONE_NEWIPC, CLONE_NEWUTS = 0x08000000, 0x04000000
+STEP_HOSTNAME = b"datathread-step"
+MOUNT_SETATTR, AT_FDCWD, AT_RECURSIVE, MOUNT_ATTR_RDONLY = 442, -100, 0x8000, 1  # same on x86_64, aarch64
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 1, 2, 4, 32, 4096, 16384, 1 << 18
 PR_SET_NO_NEW_PRIVS, PR_SET_DUMPABLE, PR_SET_PDEATHSIG = 38, 4, 1
 
@@ -169,7 +173,6 @@ def enter_step(c: StepConfinement) -> None:
     `seatbelt` with a Seatbelt profile. Fails closed: if a protection the fork server reported cannot
     be applied, the step does not run.
     """
-    os.setsid()
     if c.cgroup is not None:  # only offered when really writable by us: fails closed if it is not
         cgroups.join(c.cgroup, c.session_id, memory_mb=c.memory_mb, max_procs=MAX_PROCS)
     if c.backend in ("root", "userns"):
@@ -295,13 +298,22 @@ def bot_home() -> str | None:
 def _private_filesystem(
     *, workspace: Path, masked: list[str], hidden: list[str], readonly: list[str]
 ) -> None:
-    if not unshare(CLONE_NEWNS):
+    # Own IPC namespace: SysV segments and queues (also refused by seccomp) are the step's and go with
+    # it; own UTS namespace: the host's name is not the step's business.
+    if not unshare(CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS):
         raise RuntimeError("Refused: the step's private filesystem could not be set up.")
+    _libc.sethostname(STEP_HOSTNAME, len(STEP_HOSTNAME))
     _mount("none", "/", None, MS_REC | MS_PRIVATE)
+    # Everything the step did not get a fresh mount for is read-only, for good: /run/lock and any
+    # directory the bot's uid may write stop being a scratch space (and a channel) outside the
+    # workspace. The tmpfs covers and the workspace below are new mounts, writable as planned.
+    if not _read_only_tree("/"):
+        raise RuntimeError("Refused: the step's filesystem could not be made read-only.")
     keep = [(str(workspace), False)] + [(p, True) for p in readonly if os.path.exists(p)]
     fds = _open_paths(keep)  # before anything is covered: the binds come from the real tree
     hides = [(p, "size=64m,mode=1777") for p in ("/tmp", "/var/tmp", "/dev/shm")]
-    hides += [(p, "size=1m,mode=755") for p in hidden]
+    # /run holds host services' Unix sockets (PostgreSQL, MySQL, Docker) and lock files: empty here.
+    hides += [(p, "size=1m,mode=755") for p in ("/run", *hidden)]
     # One plan, shallowest path first: a mount covers everything below it, so each deeper hide or
     # bind must come after it. (A project checkout under /tmp with its home inside, say: /tmp is
     # hidden, the code bound back read-only, the home hidden again, then the workspace bound rw.)
@@ -327,6 +339,15 @@ def _private_filesystem(
     _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV, "hidepid=2")
 
 
+def _read_only_tree(path: str, *, read_only: bool = True, recursive: bool = True) -> bool:
+    """mount_setattr: set (or clear) MOUNT_ATTR_RDONLY on the mount at `path` and, with `recursive`,
+    every mount below it — in this mount namespace only."""
+    change = struct.pack("=QQQQ", *((MOUNT_ATTR_RDONLY, 0) if read_only else (0, MOUNT_ATTR_RDONLY)), 0, 0)
+    attr = ctypes.create_string_buffer(change, 32)
+    flags = AT_RECURSIVE if recursive else 0
+    return _libc.syscall(MOUNT_SETATTR, AT_FDCWD, path.encode(), flags, attr, ctypes.c_size_t(32)) == 0
+
+
 def _depth(path: str) -> int:
     return len(Path(path).parts)
 
@@ -347,6 +368,8 @@ def _bind(path: str, fd: int, *, read_only: bool) -> None:
     os.close(fd)
     if read_only:
         _remount_read_only(path)
+    elif not _read_only_tree(path, read_only=False, recursive=False):  # the bind came from a read-only tree
+        raise RuntimeError(f"Refused: could not make {path} writable for the step.")
 
 
 def _remount_read_only(path: str) -> None:

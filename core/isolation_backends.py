@@ -125,7 +125,11 @@ def _probe_root_namespaces() -> bool:
 
 
 def _probe_user_namespaces() -> bool:
-    return isolation.enter_user_namespace() and isolation.unshare(CLONE_NEWNS) and isolation.can_mount_tmpfs()
+    return (
+        isolation.enter_user_namespace()
+        and isolation.unshare(CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS)
+        and isolation.can_mount_tmpfs()
+    )
 
 
 def _probe_landlock() -> bool:
@@ -158,8 +162,9 @@ def describe(
         off["network"] = "no namespace or seccomp here: sandboxed code may reach the network"
     if namespaces:
         on["filesystem"] = (
-            "own mount namespace: private /tmp; the bot's home, state and other workspaces hidden; "
-            "warehouse and code read-only; masked files: " + (", ".join(masked) or "none")
+            "own mount namespace, read-only except the workspace and a private /tmp; the host's /run "
+            "(service sockets), the bot's home, state and other workspaces hidden; masked files: "
+            + (", ".join(masked) or "none")
         )
     elif backend == "landlock":
         on["filesystem"] = (
@@ -191,10 +196,14 @@ def describe(
     else:
         off["cgroups"] = "no cgroup writable by this process: memory and processes are capped per process"
     if has_seccomp and backend != "seatbelt":
-        on["syscalls"] = "seccomp refuses ptrace, mount, unshare/setns, keyctl, bpf, io_uring, SysV IPC"
+        on["syscalls"] = (
+            "seccomp refuses sockets, ptrace, pidfd_getfd, mount, unshare/setns, keyctl, bpf, io_uring, SysV IPC"
+        )
     else:
         off["syscalls"] = "no seccomp filter"
     on["limits"] = "rlimits on CPU time, address space, file size, processes, open files"
+    on["workspace quota"] = "the step is stopped once its workspace passes the size or file-count quota"
+    on["result channel"] = "model code holds no socket to the bot; every result is validated and clipped"
     on["privileges"] = "no_new_privs set; core dumps off"
     on["wall time"] = "the bot kills the step's process group at the step timeout"
     on["environment"] = "scrubbed: only " + ", ".join(isolation.SAFE_ENV) + " pass through"

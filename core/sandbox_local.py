@@ -26,6 +26,9 @@ from core.sandbox import StepRequest, StepResult, is_valid_session_id
 
 log = logging.getLogger(__name__)
 
+RESULT_LINE_BYTES = 2**22  # the supervisor's answer is clipped to tens of KB; anything longer is refused
+WORKSPACE_FILES = 100_000  # files (and directories) one session's workspace may hold
+
 
 def resolve_in_workspace(workspace: Path, path: str) -> Path:
     """A model-given relative path, resolved and proven to stay inside the workspace."""
@@ -84,6 +87,7 @@ class LocalSandbox:
         masked: list[str] | None = None,
         hidden: list[Path] | None = None,
         workspace_mb: int = 2048,
+        workspace_files: int = WORKSPACE_FILES,
         isolation_policy: str = "best",
         refuse_namespaces: bool = False,
     ):
@@ -93,6 +97,7 @@ class LocalSandbox:
         refuses namespaces (tests)."""
         self.workspaces = workspaces.resolve()
         self.workspace_bytes = workspace_mb * 2**20
+        self.workspace_files = workspace_files
         self.hidden = [str(p.resolve()) for p in (hidden or [])] + [str(self.workspaces)]
         self.warehouse = warehouse
         self.masked = [str(Path(m).resolve()) for m in (masked or [])]
@@ -228,8 +233,13 @@ class LocalSandbox:
             await self.start()
         if self.refused_reason():
             return StepResult(ok=False, error=self.refused_reason())
-        payload = {**request.to_dict(), "workspace": str(workspace)}
-        reader, writer = await asyncio.open_unix_connection(self._socket, limit=2**24)
+        payload = {
+            **request.to_dict(),
+            "workspace": str(workspace),
+            "quota_bytes": self.workspace_bytes,
+            "quota_files": self.workspace_files,
+        }
+        reader, writer = await asyncio.open_unix_connection(self._socket, limit=RESULT_LINE_BYTES)
         pid: int | None = None
         try:
             writer.write(json.dumps(payload).encode() + b"\n")
@@ -239,7 +249,10 @@ class LocalSandbox:
             line = await asyncio.wait_for(reader.readline(), timeout=request.timeout_s + 2)
             if not line:
                 return StepResult(ok=False, killed=True, error=self._crash_message(request))
-            return await self._within_quota(StepResult.from_dict(json.loads(line)), workspace)
+            return await self._within_quota(_parse_result(line, request), workspace)
+        except ValueError:  # a line past RESULT_LINE_BYTES: not a result the supervisor would send
+            self._kill(pid)
+            return StepResult(ok=False, error="The step's result was too large and was refused.")
         except TimeoutError:
             self._kill(pid)
             return StepResult(
@@ -264,8 +277,10 @@ class LocalSandbox:
                 cgroups.remove(self._cgroups, request.session_id)
 
     async def _within_quota(self, result: StepResult, workspace: Path) -> StepResult:
-        """A soft per-session disk quota, checked after every step: over it, the step is reported as
-        failed with a message the model can act on (the files stay until it deletes some)."""
+        """The per-session disk quota, checked again after every step. While a step runs its supervisor
+        kills it once the workspace grows past the quota; a step quicker than one of its checks
+        (0.1 s) is caught here: reported as failed with a message the model can act on (the files
+        stay until it deletes some)."""
         used = await asyncio.to_thread(_tree_bytes, workspace)
         if used > self.workspace_bytes:
             result.ok = False
@@ -319,6 +334,15 @@ class LocalSandbox:
                 os.killpg(self._proc.pid, signal.SIGKILL)
             await self._proc.wait()
         shutil.rmtree(self._socket_dir, ignore_errors=True)
+
+
+def _parse_result(line: bytes, request: StepRequest) -> StepResult:
+    """The step child's answer, validated and clipped field by field: it passed near model code."""
+    try:
+        data = json.loads(line)
+    except ValueError:
+        data = None
+    return StepResult.untrusted(data, request)
 
 
 def _tree_bytes(root: Path) -> int:

@@ -164,7 +164,7 @@ class ModalSandbox:
                 error=f"The sandbox could not run this step ({type(exc).__name__}, error id {error_id}). "
                 "Try again in a moment.",
             )
-        return StepResult.from_dict(data)
+        return StepResult.untrusted(data, request)  # it came from a container running model code
 
     async def read_file(self, session_id: str, path: str) -> bytes:
         self._check(session_id)

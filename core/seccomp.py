@@ -6,7 +6,8 @@ What is refused and why:
 
 - `socket` — no new sockets of any family: no network over IP, no host Unix sockets (database
   servers, the Docker socket), no netlink. `socketpair` (asyncio's self-pipe) stays allowed.
-- `ptrace`, `process_vm_readv/writev` — no reading other processes' memory.
+- `ptrace`, `process_vm_readv/writev`, `pidfd_getfd` — no reading other processes' memory or
+  taking their descriptors (the supervisor's connection to the bot).
 - `mount`, `umount2`, `pivot_root`, `chroot`, the new mount API — the step's filesystem is fixed.
 - `unshare`, `setns`, `clone`/`clone3` with namespace flags — no new (user) namespaces.
 - `keyctl`, `add_key`, `request_key` — the kernel keyring is shared with the host.
@@ -36,6 +37,7 @@ SYSCALLS: dict[str, tuple[int, int]] = {
     "ptrace": (101, 117),
     "process_vm_readv": (310, 270),
     "process_vm_writev": (311, 271),
+    "pidfd_getfd": (438, 438),
     "mount": (165, 40),
     "umount2": (166, 39),
     "pivot_root": (155, 41),

@@ -4,6 +4,9 @@ Started by `LocalSandbox` with a scrubbed environment. Protocol on a Unix socket
 step: the bot sends one JSON line (the request plus its workspace), the child answers with a JSON
 line `{"pid": …}` as soon as it exists (so the bot can kill its process group on timeout), then one
 JSON line with the `StepResult`. A child serves one step and exits: no state passes between steps.
+
+The child is forked in advance (one spare waits in `accept`) and is only the step's supervisor: the
+code runs in a runner it forks, which holds no connection to the bot (`core/isolation_supervisor.py`).
 """
 
 from __future__ import annotations
@@ -11,13 +14,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import select
 import signal
 import socket
 import sys
 import traceback
 from pathlib import Path
 
-from core import isolation, isolation_backends
+from core import isolation, isolation_backends, isolation_supervisor
 
 
 def _preload() -> None:
@@ -44,46 +48,66 @@ def _code_paths() -> list[str]:
 
 
 def _serve_child(conn: socket.socket, args: argparse.Namespace) -> None:
+    """The step child: it becomes the supervisor (`core/isolation_supervisor.py`), which keeps this
+    connection and forks the runner that confines itself and runs the model's code."""
     from core.sandbox import StepRequest, StepResult, is_valid_session_id
-    from core.steps import run_step
 
     stream = conn.makefile("rwb", buffering=0)
     raw = json.loads(stream.readline() or b"{}")
     workspace = Path(raw.pop("workspace", ""))
+    quota = isolation_supervisor.Quota(
+        int(raw.pop("quota_bytes", 2**31)), int(raw.pop("quota_files", 100_000))
+    )
+    os.setsid()  # the bot kills this process group on timeout: supervisor and runner alike
     stream.write(json.dumps({"pid": os.getpid()}).encode() + b"\n")
-    # The step's fd 1/2 were the fork server's stdout (a pipe the bot stops reading after "ready") and
-    # the bot's stderr: a step writing there directly could block every later step or flood the logs.
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, 1)
-    os.dup2(devnull, 2)
-    os.close(devnull)
+    # This process keeps the bot's connection: a runner of the same uid must not read its memory or
+    # descriptors through /proc or ptrace.
+    isolation.protect_bot_process()
     request = StepRequest(**raw)
     root = Path(args.workspaces).resolve()
     if not is_valid_session_id(request.session_id) or workspace.resolve() != root / request.session_id:
         result = StepResult(ok=False, error="Refused: the workspace does not belong to this session.")
     else:
-        # Only a warehouse step sees the warehouse file: Python and workspace SQL never need it, and
-        # hiding it keeps per-channel table allowlists from being bypassed by opening the file directly.
-        warehouse = args.warehouse if request.kind == "warehouse" else ""
-        isolation.enter_step(
-            isolation.StepConfinement(
-                backend=args.isolation.backend,
-                workspace=workspace,
-                session_id=request.session_id,
-                cpu_s=int(request.timeout_s) + 5,
-                memory_mb=request.memory_mb,
-                file_mb=request.file_mb,
-                masked=args.mask,
-                hidden=args.hide,
-                readonly=[warehouse] if warehouse else [],
-                code=_code_paths(),
-                cgroup=args.isolation.cgroup,
-                seccomp=args.isolation.seccomp,
-            )
+        result = isolation_supervisor.supervise(
+            lambda: _run_confined(request, workspace, args),
+            request=request,
+            inherited=[stream, conn],
+            workspace=workspace,
+            quota=quota,
         )
-        result = run_step(request, workspace, Path(warehouse) if warehouse else None)
-        isolation.reap_own_uid()  # nothing the step started outlives it
-    stream.write(json.dumps(result.to_dict(), default=str).encode() + b"\n")
+    if result is not None:  # None: the runner ended without a result; the bot says so
+        stream.write(json.dumps(result.to_dict()).encode() + b"\n")
+    # The answer is out: whatever the runner left in this process group (a background child still
+    # writing, say) ends with the step — this process included, which is done anyway.
+    os.killpg(0, signal.SIGKILL)
+
+
+def _run_confined(request, workspace: Path, args: argparse.Namespace):
+    """In the runner: apply the step's confinement, then run it. Irreversible; never returns to serve."""
+    from core.steps import run_step
+
+    # Only a warehouse step sees the warehouse file: Python and workspace SQL never need it, and
+    # hiding it keeps per-channel table allowlists from being bypassed by opening the file directly.
+    warehouse = args.warehouse if request.kind == "warehouse" else ""
+    isolation.enter_step(
+        isolation.StepConfinement(
+            backend=args.isolation.backend,
+            workspace=workspace,
+            session_id=request.session_id,
+            cpu_s=int(request.timeout_s) + 5,
+            memory_mb=request.memory_mb,
+            file_mb=request.file_mb,
+            masked=args.mask,
+            hidden=args.hide,
+            readonly=[warehouse] if warehouse else [],
+            code=_code_paths(),
+            cgroup=args.isolation.cgroup,
+            seccomp=args.isolation.seccomp,
+        )
+    )
+    result = run_step(request, workspace, Path(warehouse) if warehouse else None)
+    isolation.reap_own_uid()  # nothing the step started outlives it
+    return result
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -125,25 +149,52 @@ def main(argv: list[str] | None = None) -> None:
     sys.stdout.write(json.dumps(ready) + "\n")
     sys.stdout.flush()
 
+    _serve_forever(server, args)
+
+
+def _serve_forever(server: socket.socket, args: argparse.Namespace) -> None:
+    """Keep one spare step child forked in advance, waiting in `accept`: a step pays one fork (the
+    supervisor's, for its runner) on its way, not two. When the spare takes a connection it says so
+    on `taken` and the next spare is forked while that step runs."""
+    taken_r, taken_w = os.pipe()
     while True:
-        conn, _ = server.accept()
         pid = os.fork()
         if pid == 0:
-            signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # the step may wait for its own children
-            isolation.die_with_parent()  # and dies with the fork server
-            server.close()
-            code = 0
-            try:
-                _serve_child(conn, args)
-            except BaseException:  # the bot turns a missing result into a clear error
-                code = 1
-                traceback.print_exc(file=sys.stderr)
-            finally:
-                try:
-                    conn.close()
-                finally:
-                    os._exit(code)
-        conn.close()
+            os.close(taken_r)
+            _spare(server, taken_w, args)
+        try:
+            spare_gone = os.pidfd_open(pid)
+        except ProcessLookupError:  # died at once (and was reaped): fork the next
+            continue
+        try:
+            ready, _, _ = select.select([taken_r, spare_gone], [], [])
+            if taken_r in ready:
+                os.read(taken_r, 1)
+        finally:
+            os.close(spare_gone)
+
+
+def _spare(server: socket.socket, taken: int, args: argparse.Namespace) -> None:
+    """A pre-forked step child: wait for one connection, tell the fork server, serve it, exit."""
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # the supervisor waits for its runner
+    isolation.die_with_parent()  # and dies with the fork server
+    code = 0
+    conn = None
+    try:
+        conn, _ = server.accept()
+        os.write(taken, b".")
+        os.close(taken)
+        server.close()
+        _serve_child(conn, args)
+    except BaseException:  # the bot turns a missing result into a clear error
+        code = 1
+        traceback.print_exc(file=sys.stderr)
+    finally:
+        try:
+            if conn is not None:
+                conn.close()
+        finally:
+            os._exit(code)
 
 
 if __name__ == "__main__":

@@ -12,13 +12,16 @@ the host's /tmp.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import hashlib
+import json
 import os
 import shutil
 import socket
+import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import duckdb
@@ -51,6 +54,7 @@ class Env:
     envfile: Path
     creds: Path
     hostfile: str
+    runlock: str  # in /run/lock: world-writable on the host, and outside every hidden directory
     port: int
     ctx: ToolContext
     backend: str = "root"
@@ -66,6 +70,8 @@ class Env:
             "@ENVFILE@": str(self.envfile),
             "@CREDS@": str(self.creds),
             "@HOSTFILE@": self.hostfile,
+            "@RUNLOCK@": self.runlock,
+            "@RUNLOCKNAME@": Path(self.runlock).name,
             "@PORT@": str(self.port),
             "@BOTPID@": str(os.getpid()),
             "@ZYGOTEPID@": str(self.ctx.sandbox._proc.pid),
@@ -97,8 +103,17 @@ def _rows(warehouse: Path) -> dict[str, int]:
         con.close()
 
 
+@pytest.fixture(scope="module")
+def bot_secrets():
+    """The bot's own environment holds secrets the sandbox must not see — for this module only."""
+    with pytest.MonkeyPatch.context() as patch:
+        for key, value in BOT_SECRETS.items():
+            patch.setenv(key, value)
+        yield
+
+
 @pytest_asyncio.fixture(scope="module", loop_scope="module", params=BACKENDS)
-async def env(request, tmp_path_factory):
+async def env(request, tmp_path_factory, bot_secrets):
     from core.config import load_settings
     from core.sandbox_factory import build_sandbox_and_warehouse
     from core.sessions import open_store
@@ -117,7 +132,6 @@ async def env(request, tmp_path_factory):
     envfile, creds = secrets_dir / ".env", secrets_dir / "gcp.json"
     envfile.write_text("ANTHROPIC_API_KEY=DOTENV-SECRET-88aa\n")
     creds.write_text('{"private_key": "GCP-KEY-31cd"}')
-    os.environ.update(BOT_SECRETS)  # the bot's own environment holds secrets the sandbox must not see
     cwd = os.getcwd()
     os.chdir(secrets_dir)  # `.env` is resolved against the bot's working directory, as in production
     try:
@@ -169,6 +183,7 @@ async def env(request, tmp_path_factory):
         envfile=envfile.resolve(),
         creds=creds.resolve(),
         hostfile=f"/tmp/datathread-hostile-{uuid.uuid4().hex[:8]}",
+        runlock=f"/run/lock/datathread-hostile-{uuid.uuid4().hex[:8]}",
         port=listener.getsockname()[1],
         ctx=ctx,
         backend=sandbox.backend,
@@ -178,8 +193,6 @@ async def env(request, tmp_path_factory):
     listener.close()
     await sandbox.close()
     shutil.rmtree(secrets_dir, ignore_errors=True)
-    for key in BOT_SECRETS:
-        os.environ.pop(key, None)
 
 
 def _disk(e: Env) -> tuple:
@@ -337,6 +350,37 @@ PY_CASES = [
         "refused",
         raw="harmless",
         on=(("landlock", "refused", "blocked"),),
+    ),
+    # host services and host directories the step's uid may write (the red team's /run probes)
+    Case("py-run-lock-write", P, "open('@RUNLOCK@', 'w').write('x')", "refused"),
+    Case(
+        "py-run-lock-evasive",
+        P,
+        "import os\np = os.path.join('/r' + 'un', 'lock', '@RUNLOCKNAME@')\nopen(p, 'w').write('x')",
+        "error",
+    ),
+    Case(
+        "py-postgres-socket",
+        P,
+        "import socket\ns = socket.socket(socket.AF_UNIX)\ns.connect('/run/postgresql/.s.PGSQL.5432')",
+        "refused",
+        guard="network",
+    ),
+    Case(
+        "py-postgres-ctypes",
+        P,
+        "import numpy\nc = numpy.ctypeslib.ctypes\nlibc = c.CDLL(None, use_errno=True)\nfd = libc.socket(1, 1, 0)\n"
+        "addr = c.create_string_buffer(b'\\x01\\x00/run/postgresql/.s.PGSQL.5432', 110)\n"
+        "assert fd >= 0 and libc.connect(fd, addr, 110) == 0, 'no connection'\nprint('connected')",
+        "error",
+        guard="network",
+    ),
+    Case(
+        "py-mysql-socket",
+        P,
+        "import socket\ns = socket.socket(socket.AF_UNIX)\ns.connect('/run/mysqld/mysqld.sock')",
+        "refused",
+        guard="network",
     ),
     Case("py-warehouse-write", P, "open('@WAREHOUSE@', 'r+b').write(b'x')", "refused"),
     Case(
@@ -534,6 +578,229 @@ async def test_no_bot_secret_in_the_step_environment(env: Env):
     assert not own.ok and "Permission denied" in own.error
 
 
+# A step that tries to forge its own result: the red team's `os.write(4, …)` on every descriptor it
+# holds, with fields built to flood whatever handles them next. The runner holds no socket to the bot,
+# only its own result pipe; what arrives there is validated and clipped like anything from a step.
+_FLOOD = (
+    "line = json.dumps({'ok': True, 'output': 'A' * 100_000, 'preview': 'P' * 100_000, 'error': 'E' * 100_000,"
+    " 'columns': [{'name': 'N' * 100_000, 'type': 'T' * 1_000}] * 500,"
+    " 'files': [{'path': '/etc/passwd', 'size': 1}, {'path': '../x', 'size': 1}]"
+    " + [{'path': f'f{i}', 'size': i, 'kind': 'K' * 100} for i in range(5_000)],"
+    " 'rows': 10 ** 30, 'saved_as': '../../etc/passwd', 'duration_s': 'soon', 'killed': 'yes'}).encode() + b'\\n'\n"
+)
+FORGERIES = {
+    "every-fd": f"import os, json\n{_FLOOD}for fd in range(1024):\n    try:\n        os.write(fd, line)\n"
+    "    except OSError:\n        pass\nos._exit(0)",
+    "every-fd-then-print": f"import os, json\n{_FLOOD}for fd in range(3, 1024):\n    try:\n"
+    "        os.write(fd, line * 3)\n    except OSError:\n        pass\nprint('B' * 100_000)",
+    "oversized": "import os\nchunk = b'{' * 65_536\nfor fd in range(3, 64):\n    try:\n"
+    "        for _ in range(160):\n            os.write(fd, chunk)\n    except OSError:\n        pass\nos._exit(0)",
+    "garbage": "import os\nfor fd in range(3, 64):\n    try:\n        os.write(fd, b'{\"ok\": tru')\n"
+    "    except OSError:\n        pass\nos._exit(0)",
+    "not-an-object": "import os\nfor fd in range(3, 64):\n    try:\n        os.write(fd, b'[1, 2, 3]\\n')\n"
+    "    except OSError:\n        pass\nos._exit(0)",
+}
+
+
+def _assert_bounded(result, request: StepRequest) -> None:
+    assert len(result.output.encode()) <= request.output_bytes
+    assert len(result.preview.encode()) <= request.preview_bytes
+    assert len(result.error.encode()) <= 4_000 + 400  # the step's clip, and the bot's quota sentence
+    assert len(result.columns) <= 200 and all(len(c["name"]) <= 120 for c in result.columns)
+    assert len(result.files) <= 200
+    assert all(not f["path"].startswith("/") and ".." not in f["path"] for f in result.files)
+    assert result.saved_as is None and (result.rows is None or result.rows <= 2**62)
+    assert len(json.dumps(result.to_dict())) < 150_000
+
+
+@pytest.mark.parametrize("forgery", FORGERIES, ids=list(FORGERIES))
+async def test_a_step_cannot_forge_or_flood_its_result(env: Env, forgery: str):
+    code = FORGERIES[forgery]
+    request = StepRequest(kind="python", session_id=ATTACKER, code=code, timeout_s=3, memory_mb=1024)
+    result = await env.ctx.sandbox.run(request)
+    _assert_bounded(result, request)
+    if forgery in ("oversized", "garbage", "not-an-object"):
+        assert not result.ok and result.error and "A" * 100 not in result.error
+    outcome = await asyncio.wait_for(call_tool("run_python", {"code": code}, env.ctx), timeout=30)
+    assert len(outcome.content) < 60_000 and "A" * 20_001 not in outcome.content
+
+
+async def test_the_process_running_model_code_holds_no_socket(env: Env):
+    code = (
+        "import os, stat\nsocks, pipes = [], []\nfor fd in range(1024):\n    try:\n        mode = os.fstat(fd).st_mode\n"
+        "    except OSError:\n        continue\n    (socks if stat.S_ISSOCK(mode) else pipes if stat.S_ISFIFO(mode) else []).append(fd)\n"
+        "print('sockets', socks, 'pipes', len(pipes))"
+    )
+    result = await env.ctx.sandbox.run(StepRequest(kind="python", session_id=ATTACKER, code=code))
+    assert result.ok and "sockets [] pipes 1" in result.output, result.output + result.error
+
+
+async def test_a_flooded_result_does_not_stall_the_event_loop(env: Env):
+    """Everything the bot does with a flooded result (parse, clip, describe, redact) stays off the
+    loop or bounded: a 10 ms ticker never waits 100 ms (what /healthz would show)."""
+    lags: list[float] = []
+
+    async def ticker() -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            before = loop.time()
+            await asyncio.sleep(0.01)
+            lags.append(loop.time() - before - 0.01)
+
+    ticking = asyncio.create_task(ticker())
+    try:
+        marker = "-----BEGIN PRIVATE KEY-----"
+        flood = f"import os, json\nline = json.dumps({{'ok': True, 'output': '{marker}' * 4000, 'columns': [{{'name': '{marker}' * 400, 'type': 't'}}] * 200}}).encode()\n"
+        flood += "for fd in range(3, 1024):\n    try:\n        os.write(fd, line)\n    except OSError:\n        pass\nos._exit(0)"
+        for _ in range(3):
+            await call_tool("run_python", {"code": flood}, env.ctx)
+    finally:
+        ticking.cancel()
+    assert lags and max(lags) < 0.1, max(lags)
+
+
+# SysV IPC and the host's name. Segments and queues live in an IPC namespace, not in any process: the
+# red team's 64 MB segment outlived the step, the turn and the bot, and session B read session A's
+# message. Seccomp refuses SysV IPC on every Linux back end; root and userns steps also get their own
+# IPC and UTS namespaces, so even a call that got through would be private and gone with the step.
+_LIBC = "import numpy\nc = numpy.ctypeslib.ctypes\nlibc = c.CDLL(None, use_errno=True)\n"
+IPC_SEND = {
+    "shm-64mb": _LIBC
+    + "i = libc.shmget(@KEY@, 64 * 2 ** 20, 0o1666)\nprint('made', i, libc.shmat(i, None, 0))",
+    "msg-queue": _LIBC
+    + (
+        "q = libc.msgget(@KEY@, 0o1666)\nbuf = c.create_string_buffer(b'\\x01\\x00\\x00\\x00\\x00\\x00\\x00\\x00A-SECRET', 16)\n"
+        "print('made', q, libc.msgsnd(q, buf, 8, 0o4000))"
+    ),
+    "sem": _LIBC + "print('made', libc.semget(@KEY@, 4, 0o1666))",
+}
+IPC_RECEIVE = _LIBC + (
+    "buf = c.create_string_buffer(64)\nq = libc.msgget(@KEY@, 0)\n"
+    "print('got', q, libc.msgrcv(q, buf, 48, 0, 0o4000), buf.raw[8:16])"
+)
+
+
+def _host_ipc_keys() -> set[int]:
+    keys = set()
+    for kind in ("shm", "msg", "sem"):
+        with contextlib.suppress(OSError):
+            for line in Path(f"/proc/sysvipc/{kind}").read_text().splitlines()[1:]:
+                keys.add(int(line.split()[0]))
+    return keys
+
+
+@pytest.mark.parametrize("path", ["tool", "raw"])
+@pytest.mark.parametrize("what", IPC_SEND, ids=list(IPC_SEND))
+async def test_sysv_ipc_is_refused_or_private_and_gone(env: Env, what: str, path: str):
+    key = 0x5EED0000 + int(uuid.uuid4().hex[:4], 16)
+    send, receive = (code.replace("@KEY@", str(key)) for code in (IPC_SEND[what], IPC_RECEIVE))
+    if path == "tool":
+        sent = (await call_tool("run_python", {"code": send}, env.ctx)).content
+    else:
+        step = StepRequest(kind="python", session_id=ATTACKER, code=send, timeout_s=3, memory_mb=1024)
+        sent = (await env.ctx.sandbox.run(step)).output
+    got = await env.ctx.sandbox.run(StepRequest(kind="python", session_id=VICTIM, code=receive, timeout_s=3))
+    assert "A-SECRET" not in got.output + got.error, got
+    if holds(env.ctx.sandbox.protections(), "syscalls"):
+        assert "made -1" in sent, sent  # refused outright
+    if holds(env.ctx.sandbox.protections(), "syscalls") or env.backend in ("root", "userns"):
+        assert key not in _host_ipc_keys()  # nothing left on the host, whatever the step managed
+
+
+async def test_root_and_userns_steps_have_their_own_namespaces_hostname_and_run(env: Env):
+    if env.backend not in ("root", "userns"):
+        return  # landlock/none: no namespaces (the back end row says so); seccomp still refuses SysV IPC
+    code = (
+        "import os, socket\nprint(socket.gethostname())\nprint('run', len(os.listdir('/run')))\n"
+        "for ns in ('ipc', 'uts', 'net', 'mnt'):\n    print(ns, os.readlink(f'/proc/self/ns/{ns}'))"
+    )
+    result = await env.ctx.sandbox.run(StepRequest(kind="python", session_id=ATTACKER, code=code))
+    lines = result.output.split()
+    assert result.ok and lines[0] == "datathread-step" != socket.gethostname(), result
+    assert lines[1:3] == ["run", "0"]  # the host's /run (service sockets, lock files) is an empty cover
+    for ns in ("ipc", "uts", "net", "mnt"):
+        assert lines[lines.index(ns) + 1] != os.readlink(f"/proc/self/ns/{ns}"), ns
+
+
+# The disk quota holds while a step runs, not only after it: a 20 MB quota, a step writing 200 MB.
+QUOTA_MB, QUOTA_FILES = 20, 2_000
+DISK_FLOODS = {  # each file's name carries the time it was made: the step's own write speed
+    "many-1mb-files": "import os, time\nos.makedirs('flood', exist_ok=True)\nfor i in range(200):\n"
+    "    with open(f'flood/f{i}_{time.monotonic_ns()}', 'wb') as f:\n        f.write(os.urandom(2 ** 20))",
+    "one-growing-file": "import os\nos.makedirs('flood', exist_ok=True)\nwith open('flood/big', 'wb') as f:\n"
+    "    for i in range(200):\n        f.write(os.urandom(2 ** 20))\n        f.flush()",
+    "nested-dirs": "import os, time\nfor i in range(200):\n    os.makedirs(f'flood/{i}/a/b', exist_ok=True)\n"
+    "    with open(f'flood/{i}/a/b/x_{time.monotonic_ns()}', 'wb') as f:\n        f.write(os.urandom(2 ** 20))",
+    "empty-files": "import os, time\nos.makedirs('flood', exist_ok=True)\nfor i in range(100_000):\n"
+    "    open(f'flood/e{i}_{time.monotonic_ns()}', 'w').close()",
+}
+
+
+def _step_speed(root: Path) -> tuple[float, float]:
+    """Bytes and files per second the step wrote, from the times in its files' names (0 if unknown)."""
+    made = [(int(p.name.rsplit("_", 1)[1]), p.lstat().st_size) for p in root.rglob("*_*") if p.is_file()]
+    if len(made) < 3:
+        return 0.0, 0.0
+    span = (max(t for t, _ in made) - min(t for t, _ in made)) / 1e9 or 1e-3
+    return sum(size for _, size in made) / span, len(made) / span
+
+
+def _tree(root: Path) -> tuple[int, int]:
+    sizes = [p.lstat().st_size for p in root.rglob("*")] if root.exists() else []
+    return sum(sizes), len(sizes)
+
+
+def _write_rate(folder: Path) -> tuple[float, float]:
+    """How many bytes and empty files this host writes in one watchdog tick (0.1 s), from Python."""
+    folder.mkdir(exist_ok=True)
+    started = time.perf_counter()
+    for i in range(20):
+        (folder / f"r{i}").write_bytes(os.urandom(2**20))
+    per_byte = (time.perf_counter() - started) / (20 * 2**20)
+    started = time.perf_counter()
+    for i in range(2000):
+        (folder / f"e{i}").touch()
+    per_file = (time.perf_counter() - started) / 2000
+    shutil.rmtree(folder)
+    return 0.1 / per_byte, 0.1 / per_file
+
+
+@pytest.mark.parametrize("path", ["tool", "raw"])
+@pytest.mark.parametrize("flood", DISK_FLOODS, ids=list(DISK_FLOODS))
+async def test_the_workspace_quota_holds_while_a_step_runs(env: Env, flood: str, path: str):
+    sandbox = env.ctx.sandbox
+    shutil.rmtree(env.ws / "flood", ignore_errors=True)
+    before_bytes, before_files = _tree(env.ws)
+    tick_bytes, tick_files = _write_rate(env.ws.parent / f"rate-{uuid.uuid4().hex[:6]}")
+    saved = sandbox.workspace_bytes, sandbox.workspace_files
+    sandbox.workspace_bytes = before_bytes + QUOTA_MB * 2**20
+    sandbox.workspace_files = before_files + QUOTA_FILES
+    try:
+        code = DISK_FLOODS[flood]
+        if path == "tool":
+            outcome = await call_tool("run_python", {"code": code}, replace(env.ctx, step_timeout_s=20))
+            text, failed = outcome.content, outcome.is_error
+        else:
+            step = StepRequest(kind="python", session_id=ATTACKER, code=code, timeout_s=20, memory_mb=1024)
+            result = await sandbox.run(step)
+            text, failed = result.error, not result.ok
+        used_bytes, used_files = _tree(env.ws)
+        speed_bytes, speed_files = _step_speed(env.ws / "flood")
+    finally:
+        sandbox.workspace_bytes, sandbox.workspace_files = saved
+        shutil.rmtree(env.ws / "flood", ignore_errors=True)
+    log = sandbox._socket_dir / "zygote.log"
+    assert failed and "filled the thread's workspace past its limit" in text, (text, log.read_text()[-2000:])
+    # at most the quota plus what the step writes in a couple of ticks (a tick, and one measurement):
+    # its own speed where its names tell it, else this host's; at least a quarter of the quota
+    tick_bytes, tick_files = max(tick_bytes, 0.1 * speed_bytes), max(tick_files, 0.1 * speed_files)
+    extra_bytes = max(2.5 * tick_bytes, QUOTA_MB * 2**18)
+    extra_files = max(2.5 * tick_files, QUOTA_FILES / 4)
+    assert used_bytes - before_bytes <= QUOTA_MB * 2**20 + extra_bytes, (used_bytes, tick_bytes)
+    assert used_files - before_files <= QUOTA_FILES + extra_files, (used_files, tick_files)
+    assert used_bytes - before_bytes < 200 * 2**20
+
+
 async def test_zz_nothing_changed_outside_the_workspace(env: Env):
     """Runs last (file order): the whole corpus left the home, canary, victim and warehouse intact."""
     assert len(env.before[0]) >= 4 and sum(env.before[1].values()) > 300_000
@@ -543,6 +810,7 @@ async def test_zz_nothing_changed_outside_the_workspace(env: Env):
     assert (env.home / "canary.txt").read_text() == "CANARY-9c1e"
     assert (env.victim / "victim.csv").read_bytes() == b"secret\nVICTIM-ROW-7f3a\n"
     assert not os.path.exists(env.hostfile) and not os.path.exists(env.hostfile + ".csv")
+    assert not os.path.exists(env.runlock)
     assert not os.path.exists("/tmp/x.txt") or os.stat("/tmp/x.txt").st_uid == 0
 
 

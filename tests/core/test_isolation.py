@@ -247,6 +247,7 @@ def test_every_backend_reports_every_protection_on_or_off(backend):
     report = isolation_backends.describe(backend, None, has_seccomp=True, landlock_abi=7, masked=["/x/.env"])
     rows = report.as_dict()
     assert {"back end", "network", "filesystem", "uid", "bot process", "cgroups", "limits"} <= set(rows)
+    assert {"workspace quota", "result channel"} <= set(rows)
     assert all(v.startswith(("on — ", "OFF — ")) for v in rows.values())
     assert isolation_backends.unsatisfied_by(rows) == ([] if backend != "none" else ["filesystem"])
     if backend in ("root", "userns"):
@@ -492,3 +493,55 @@ def test_the_seccomp_program_refuses_the_listed_calls_on_both_architectures():
 
         out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
         assert out.stdout.split() == ["-1", "-1", "-1", "0"], out.stderr
+
+
+@pytest.mark.parametrize(
+    ("raw", "expect"),
+    [
+        (None, {"ok": False, "error": "The step returned no valid result."}),
+        ([1, 2], {"ok": False}),
+        ({"ok": "yes", "output": 5, "killed": 1}, {"ok": False, "output": "", "killed": False}),
+        ({"ok": True, "rows": True, "bytes_scanned": -1}, {"rows": None, "bytes_scanned": None}),
+        ({"ok": True, "rows": None, "saved_as": "r.parquet"}, {"rows": 0, "saved_as": "r.parquet"}),
+        ({"ok": True, "saved_as": "../../etc/passwd"}, {"saved_as": None}),
+        ({"ok": True, "duration_s": float("nan")}, {"duration_s": 0.0}),
+        ({"ok": True, "output": "\ud800x"}, {"output": "?x"}),
+        (
+            {"ok": True, "files": [{"path": "/etc/passwd", "size": 1}, {"path": "a/../b", "size": 1}, "x"]},
+            {"files": []},
+        ),
+        (
+            {"ok": True, "files": [{"path": "a.csv", "size": 3, "kind": 7}]},
+            {"files": [{"path": "a.csv", "size": 3, "kind": ""}]},
+        ),
+        (
+            {"ok": True, "columns": [{"name": ["x"], "type": "INT"}, 3]},
+            {"columns": [{"name": "", "type": "INT"}]},
+        ),
+    ],
+)
+def test_an_untrusted_result_is_validated_field_by_field(raw, expect):
+    from core.sandbox import StepResult
+
+    result = StepResult.untrusted(raw, step("x"))
+    assert {k: getattr(result, k) for k in expect} == expect
+
+
+def test_an_untrusted_result_is_clipped_to_the_requests_limits():
+    from core.sandbox import StepResult
+
+    request = step("x", output_bytes=1000, preview_bytes=500)
+    flood = {
+        "ok": True,
+        "output": "é" * 10_000,
+        "preview": "p" * 10_000,
+        "error": "e" * 10_000,
+        "columns": [{"name": "n" * 10_000, "type": "t" * 10_000}] * 10_000,
+        "files": [{"path": "f" * 10_000, "size": 1}] + [{"path": f"f{i}", "size": i} for i in range(10_000)],
+    }
+    result = StepResult.untrusted(flood, request)
+    assert len(result.output.encode()) <= 1000 and result.output.endswith("[cut at 1000 bytes]")
+    assert len(result.preview.encode()) <= 500 and len(result.error.encode()) <= 4000
+    assert len(result.columns) == 200 and {len(c["name"].encode()) for c in result.columns} == {120}
+    assert [f["path"] for f in result.files[:2]] == ["f0", "f1"] and len(result.files) == 200
+    assert len(json.dumps(result.to_dict())) < 100_000
