@@ -11,20 +11,25 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import ctypes.util
-import hashlib
 import os
 import pwd
 import resource
 import signal
-import stat
 import struct
 import sys
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from core import cgroups, landlock, seatbelt, seccomp
 from core.cgroups import CgroupLayout
+from core.isolation_session import (  # noqa: F401 (host_root, uid_map_is_host: used through this module)
+    FIRST_SANDBOX_UID,
+    host_root,
+    reap_own_uid,
+    sandbox_uid,
+    session_key,
+    uid_map_is_host,
+)
 
 CLONE_NEWNS = 0x00020000
 CLONE_NEWNET = 0x40000000
@@ -38,7 +43,6 @@ PR_SET_NO_NEW_PRIVS, PR_SET_DUMPABLE, PR_SET_PDEATHSIG = 38, 4, 1
 # Environment variables a sandbox process may see; everything else (tokens, keys) is dropped.
 SAFE_ENV = ("PATH", "LANG", "LC_ALL", "TZ", "PYTHONPATH", "VIRTUAL_ENV")
 
-FIRST_SANDBOX_UID = 1_000_000  # sandbox uids: FIRST_SANDBOX_UID + [0, 1e9)
 MAX_PROCS = 64  # processes one step may run at once (per-session uid and cgroup)
 _libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
 
@@ -49,16 +53,6 @@ def die_with_parent() -> None:
     _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     if parent == 1 or os.getppid() != parent:
         os._exit(1)
-
-
-def sandbox_uid(session_id: str) -> int:
-    """A per-session unprivileged uid (when we run as root), so sessions cannot read each other.
-
-    Drawn from a billion uids: two live sessions sharing one (and so killing each other's leftovers)
-    is ~1e-6 likely at 50 concurrent sessions, where a 60,000-uid range would make it ~2%.
-    """
-    digest = hashlib.sha256(session_id.encode()).digest()
-    return FIRST_SANDBOX_UID + int.from_bytes(digest[:8], "big") % 1_000_000_000
 
 
 def scrubbed_env(extra: dict[str, str] | None = None) -> dict[str, str]:
@@ -92,11 +86,6 @@ def _mount(source: str, target: str, fstype: str | None, flags: int, data: str |
 
 def unshare(flags: int) -> bool:
     return _libc.unshare(flags) == 0
-
-
-def host_root() -> bool:
-    """Real host root: uid 0 in the initial user namespace, not uid 0 inside one we made."""
-    return os.geteuid() == 0 and uid_map_is_host()
 
 
 def probe_in_child(check) -> bool:
@@ -174,13 +163,13 @@ def enter_step(c: StepConfinement) -> None:
     be applied, the step does not run.
     """
     if c.cgroup is not None:  # only offered when really writable by us: fails closed if it is not
-        cgroups.join(c.cgroup, c.session_id, memory_mb=c.memory_mb, max_procs=MAX_PROCS)
+        cgroups.join(c.cgroup, session_key(c.workspace), memory_mb=c.memory_mb, max_procs=MAX_PROCS)
     if c.backend in ("root", "userns"):
         _private_filesystem(
             workspace=c.workspace, masked=c.masked, hidden=c.hidden, readonly=[*c.readonly, *c.code]
         )
     if c.backend == "root":
-        _drop_privileges(sandbox_uid(c.session_id))
+        _drop_privileges(sandbox_uid(c.workspace))
         reap_own_uid()  # leftovers of this session's earlier steps cannot watch or race this one
     _set_limits(cpu_s=c.cpu_s, memory_mb=c.memory_mb, file_mb=c.file_mb)
     die_with_parent()  # again: a uid change clears the parent-death signal
@@ -210,78 +199,6 @@ def step_readable(readonly: list[str]) -> list[str]:
     # DuckDB reads its own cgroup and /proc/self at start-up; /proc/self is this child only.
     kernel = ["/dev/zero", "/dev/urandom", "/dev/random", "/sys/fs/cgroup", os.path.realpath("/proc/self")]
     return sorted({code, *runtime, *system, *kernel, *readonly})
-
-
-def reap_own_uid() -> None:
-    """Kill every other process of this (unprivileged, per-session) uid: daemons a step left behind.
-
-    kill(-1) reaches exactly the processes this uid may signal — its own — never the bot or the zygote.
-    Only called after privileges were dropped to the session's uid.
-    """
-    if os.getuid() >= FIRST_SANDBOX_UID:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(-1, signal.SIGKILL)
-        # SIGKILL is asynchronous: wait until they are gone, or they still count against this step's
-        # process cap (RLIMIT_NPROC, pids cgroup) and its first fork fails.
-        deadline = time.monotonic() + 2.0
-        while _other_processes_of_own_uid() and time.monotonic() < deadline:
-            time.sleep(0.01)
-
-
-def _other_processes_of_own_uid() -> bool:
-    me, uid = os.getpid(), os.getuid()
-    for entry in os.listdir("/proc"):
-        if entry.isdigit() and int(entry) != me and _proc_uid(entry) == uid:
-            return True
-    return False
-
-
-def kill_uid_processes(uid: int, *, rounds: int = 5) -> int:
-    """From the bot (root): kill every process whose real uid is `uid` (a timed-out step's tree,
-    including daemons that left its process group). Returns how many were signalled."""
-    if not host_root() or uid < FIRST_SANDBOX_UID:
-        return 0
-    total = 0
-    for _ in range(rounds):
-        found = 0
-        for entry in os.scandir("/proc"):
-            if entry.name.isdigit() and _proc_uid(entry.name) == uid:
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.kill(int(entry.name), signal.SIGKILL)
-                    found += 1
-        total += found
-        if not found:
-            break
-    return total
-
-
-def end_of_step_cleanup(uid: int, *, timeout_s: float = 2.0) -> None:
-    """From the bot (root), after every step: nothing a step started outlives it, and its processes
-    are gone (not merely signalled) before the session's next step counts its process cap."""
-    if not host_root() or uid < FIRST_SANDBOX_UID:
-        return
-    deadline = time.monotonic() + timeout_s
-    while kill_uid_processes(uid, rounds=1) and time.monotonic() < deadline:
-        time.sleep(0.01)
-
-
-def _proc_uid(pid: str) -> int | None:
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("Uid:"):
-                return int(line.split()[1])
-    except (OSError, ValueError, IndexError):
-        return None
-    return None
-
-
-def uid_map_is_host() -> bool:
-    """True in the host's user namespace (we may switch to any uid); False inside our own userns."""
-    try:
-        first = Path("/proc/self/uid_map").read_text().split()
-        return first[:3] == ["0", "0", "4294967295"]
-    except OSError:
-        return True
 
 
 def bot_home() -> str | None:
@@ -411,33 +328,3 @@ def _current_vm_bytes() -> int:
     except OSError:
         pass
     return 0
-
-
-def prepare_workspace(path: Path, session_id: str, *, per_session_uid: bool) -> Path:
-    """Create a session's workspace with owner-only permissions (its own uid when we are root).
-
-    The workspace's contents belong to untrusted code: anything in it may be a symlink planted to make
-    this root process chown or chmod a host directory. Nothing here follows a link.
-    """
-    path.mkdir(parents=True, exist_ok=True)
-    if path.is_symlink() or not path.is_dir():
-        raise PermissionError(f"workspace {path} is not a plain directory")
-    uid = sandbox_uid(session_id) if per_session_uid else None
-    for sub in (path / ".tmp", path / ".duckdb_tmp"):
-        _plain_directory(sub)
-        if uid is not None:
-            os.chown(sub, uid, uid, follow_symlinks=False)
-    if uid is not None:
-        os.chown(path, uid, uid, follow_symlinks=False)
-    os.chmod(path, 0o700)  # `path` was just checked to be a real directory in a root-owned parent
-    return path
-
-
-def _plain_directory(path: Path) -> None:
-    """Make `path` a real directory, replacing whatever a step put there (a symlink, a file)."""
-    with contextlib.suppress(FileNotFoundError):
-        st = path.lstat()
-        if stat.S_ISDIR(st.st_mode):
-            return
-        path.unlink()
-    path.mkdir()

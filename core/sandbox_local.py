@@ -21,7 +21,7 @@ import tempfile
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-from core import cgroups, isolation, isolation_backends
+from core import cgroups, isolation, isolation_backends, isolation_session
 from core.sandbox import StepRequest, StepResult, is_valid_session_id
 
 log = logging.getLogger(__name__)
@@ -124,8 +124,8 @@ class LocalSandbox:
         with contextlib.suppress(OSError):
             os.chmod(self.workspaces, 0o711)
         per_session_uid = self.backend == "root" if self.backend else isolation.host_root()
-        return isolation.prepare_workspace(
-            self.workspaces / session_id, session_id, per_session_uid=per_session_uid
+        return isolation_session.prepare_workspace(
+            self.workspaces / session_id, per_session_uid=per_session_uid
         )
 
     async def start(self) -> None:
@@ -269,12 +269,13 @@ class LocalSandbox:
             with contextlib.suppress(Exception):
                 await writer.wait_closed()
             # Every exit path (done, crashed, timed out): the session uid's processes die here, off the loop.
+            own = self.workspaces / request.session_id
             if self.backend == "root":
                 await asyncio.to_thread(
-                    isolation.end_of_step_cleanup, isolation.sandbox_uid(request.session_id)
+                    isolation_session.end_of_step_cleanup, isolation_session.sandbox_uid(own)
                 )
             if self._cgroups is not None:
-                cgroups.remove(self._cgroups, request.session_id)
+                cgroups.remove(self._cgroups, isolation_session.session_key(own))
 
     async def _within_quota(self, result: StepResult, workspace: Path) -> StepResult:
         """The per-session disk quota, checked again after every step. While a step runs its supervisor
@@ -317,7 +318,7 @@ class LocalSandbox:
         full.parent.mkdir(parents=True, exist_ok=True)
         await asyncio.to_thread(write_inside, workspace, full, data)
         if self.backend == "root":
-            uid = isolation.sandbox_uid(session_id)
+            uid = isolation_session.sandbox_uid(workspace)
             os.chown(full, uid, uid, follow_symlinks=False)
 
     async def list_files(self, session_id: str) -> list[dict]:

@@ -21,7 +21,7 @@ import sys
 import traceback
 from pathlib import Path
 
-from core import isolation, isolation_backends, isolation_supervisor
+from core import isolation, isolation_backends, isolation_session, isolation_supervisor
 
 
 def _preload() -> None:
@@ -106,7 +106,7 @@ def _run_confined(request, workspace: Path, args: argparse.Namespace):
         )
     )
     result = run_step(request, workspace, Path(warehouse) if warehouse else None)
-    isolation.reap_own_uid()  # nothing the step started outlives it
+    isolation_session.reap_own_uid()  # nothing the step started outlives it
     return result
 
 

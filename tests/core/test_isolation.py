@@ -3,6 +3,7 @@ while the next step works, and the bot-side path checks (pure helpers, table-dri
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import os
@@ -11,7 +12,7 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 
-from core import isolation, isolation_backends
+from core import isolation, isolation_backends, isolation_session
 from core.sandbox import StepRequest
 from core.sandbox_local import LocalSandbox, read_inside, resolve_in_workspace, write_inside
 from tests.core.sandbox_backends import BACKENDS, EXPECTED, sandbox_options
@@ -265,7 +266,10 @@ def test_strict_refuses_steps_without_network_and_filesystem_isolation(tmp_path)
 
 
 def test_kill_uid_processes_never_touches_ordinary_uids():
-    assert isolation.kill_uid_processes(0) == 0 and isolation.kill_uid_processes(os.getuid()) == 0
+    assert (
+        isolation_session.kill_uid_processes(0) == 0
+        and isolation_session.kill_uid_processes(os.getuid()) == 0
+    )
 
 
 def test_scrubbed_env_drops_secrets(monkeypatch):
@@ -545,3 +549,28 @@ def test_an_untrusted_result_is_clipped_to_the_requests_limits():
     assert len(result.columns) == 200 and {len(c["name"].encode()) for c in result.columns} == {120}
     assert [f["path"] for f in result.files[:2]] == ["f0", "f1"] and len(result.files) == 200
     assert len(json.dumps(result.to_dict())) < 100_000
+
+
+async def test_two_bots_on_one_host_never_kill_each_others_steps(tmp_path):
+    """The same thread in two installs (two checkouts, two test runs) is two sessions: a step of one
+    survives the other's end-of-step cleanup, which kills everything its session's uid still runs."""
+    a = LocalSandbox(workspaces=tmp_path / "a" / "workspaces")
+    b = LocalSandbox(workspaces=tmp_path / "b" / "workspaces")
+    assert isolation_session.sandbox_uid(a.workspaces / "same") != isolation_session.sandbox_uid(
+        b.workspaces / "same"
+    )
+    await asyncio.gather(a.start(), b.start())
+    try:
+        slow = asyncio.create_task(
+            a.run(
+                StepRequest(kind="python", session_id="same", code="import time; time.sleep(2); print('ok')")
+            )
+        )
+        await asyncio.sleep(0.8)  # a's step is running: b's steps for the same thread come and go
+        for _ in range(3):
+            quick = await b.run(StepRequest(kind="python", session_id="same", code="print(1)"))
+            assert quick.ok, quick.error
+        result = await slow
+        assert result.ok and result.output.strip() == "ok", result.error
+    finally:
+        await asyncio.gather(a.close(), b.close())
