@@ -194,18 +194,14 @@ class Analyst:
         """What the tools of this turn may use, under this conversation's allowlist and limits."""
         s = self.settings
         allowlist = self.access.allowlist_for(message)
-        query = QueryContext(
+        query = QueryContext.for_message(
+            message,
+            s,
             session_id=session_id,
-            surface=message.surface,
-            channel_id=message.channel_id,
-            user_id=message.user_id,
-            allowlist=allowlist,
-            timeout_s=s.step_timeout,
-            preview_rows=s.preview_rows,
-            preview_bytes=s.preview_bytes,
             turn_id=turn_id,
-            confirm=confirm,
+            allowlist=allowlist,
             store=self.store,
+            confirm=confirm,
         )
         return ToolContext(
             session_id=session_id,

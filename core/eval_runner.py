@@ -172,14 +172,12 @@ class EvalRunner:
         s = self.parts.settings
         # Its own workspace next to the question's: steps of one session must never overlap.
         session_id = f"{self.analyst.session_id(message)}-gold"
-        ctx = QueryContext(
+        ctx = QueryContext.for_message(
+            message,
+            s,
             session_id=session_id,
-            surface=message.surface,
-            channel_id=message.channel_id,
-            user_id=message.user_id,
-            allowlist=allowlist,
-            timeout_s=s.step_timeout,
             turn_id=f"gold-{self.run_id}",
+            allowlist=allowlist,
             store=self.parts.store,
         )
         result = await warehouse.query(question.gold_sql, "gold", ctx)

@@ -15,12 +15,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-from core.events import Confirmer
+from core.events import Confirmer, IncomingMessage
 from core.policy import TableAllowlist
 from core.sandbox import Sandbox, StepRequest, StepResult
 from core.sessions import SessionStore
+
+if TYPE_CHECKING:
+    from core.config import Settings
 
 DEMO_TABLES = ("airlines", "airports", "flights", "planes", "weather")
 
@@ -40,6 +43,33 @@ class QueryContext:
     turn_id: str = ""
     confirm: Confirmer | None = None  # asks the person before an expensive query; None = cannot ask
     store: SessionStore | None = None  # for byte budgets (SessionStore.add_usage)
+
+    @classmethod
+    def for_message(
+        cls,
+        message: IncomingMessage,
+        settings: Settings,
+        *,
+        session_id: str,
+        turn_id: str,
+        allowlist: TableAllowlist,
+        store: SessionStore,
+        confirm: Confirmer | None = None,
+    ) -> QueryContext:
+        """A question's queries, under its conversation's allowlist and the configured limits."""
+        return cls(
+            session_id=session_id,
+            surface=message.surface,
+            channel_id=message.channel_id,
+            user_id=message.user_id,
+            allowlist=allowlist,
+            timeout_s=settings.step_timeout,
+            preview_rows=settings.preview_rows,
+            preview_bytes=settings.preview_bytes,
+            turn_id=turn_id,
+            confirm=confirm,
+            store=store,
+        )
 
 
 class Warehouse(Protocol):
