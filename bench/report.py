@@ -2,7 +2,8 @@
 
 The previous run's figures are kept as JSON in an HTML comment at the end of the file, so the next
 run can diff against them and a partial run (`python -m bench steps`) keeps the other benchmarks'
-latest rows.
+latest rows. Sections measured by hand (the test suite's wall time, say) sit between the
+`<!-- by hand -->` and `<!-- end by hand -->` lines and are carried over unchanged.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from pathlib import Path
 from bench.harness import BenchResult, Figure, fmt
 
 DATA_MARK = "bench-data"
+BY_HAND = ("<!-- by hand -->", "<!-- end by hand -->")
 HEADER = ["figure", "value", "baseline", "ratio", "target", "met?"]
 
 
@@ -30,6 +32,15 @@ def load_previous(path: Path) -> dict:
         return json.loads(match.group(1))
     except ValueError:
         return {}
+
+
+def load_by_hand(path: Path) -> str:
+    """The hand-measured part of the previous report, markers included ("" when there is none)."""
+    if not path.exists():
+        return ""
+    start, end = BY_HAND
+    match = re.search(rf"{re.escape(start)}\n.*?\n{re.escape(end)}", path.read_text(), re.S)
+    return match.group(0) if match else ""
 
 
 def _table(rows: list[list[str]]) -> list[str]:
@@ -62,7 +73,7 @@ def _changes(old: dict, new: dict) -> list[str]:
 
 def write(path: Path, results: list[BenchResult], *, machine: dict, command: str) -> None:
     """Merge this run's results over the previous data and render the whole report."""
-    old = load_previous(path)
+    old, by_hand = load_previous(path), load_by_hand(path)
     now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
     benches = dict(old.get("benches", {}))
     for r in results:
@@ -105,6 +116,8 @@ def write(path: Path, results: list[BenchResult], *, machine: dict, command: str
         lines += [f"### {bench['title']} (`python -m bench {name}`)", ""]
         lines += [f"- {n}" for n in bench["notes"]] or ["- (no notes)"]
         lines.append("")
+    if by_hand:
+        lines += [by_hand, ""]
     lines += [f"<!-- {DATA_MARK}", json.dumps(data, indent=1), "-->", ""]
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("\n".join(lines))

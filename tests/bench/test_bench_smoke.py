@@ -76,3 +76,15 @@ def test_report_writes_table_and_diffs_against_previous(tmp_path):
     write(path, [r2], machine={"cpus": "2"}, command="python -m bench turn")  # a partial run
     text = path.read_text()
     assert "gone" not in text and "| steps: x | 60.0 ms |" in text and "from an earlier run" in text
+
+
+def test_a_run_keeps_the_sections_measured_by_hand(tmp_path):
+    path = tmp_path / "BENCHMARKS.md"
+    r = BenchResult("steps", "2. Step overhead", [Figure("python step", 50.0, "ms")], notes=[])
+    write(path, [r], machine={"cpus": "2"}, command="python -m bench steps")
+    by_hand = "<!-- by hand -->\n## Test suite\n\n| run | wall |\n|---|---|\n| after | 5 min |\n<!-- end by hand -->"
+    path.write_text(path.read_text().replace("<!-- bench-data", by_hand + "\n\n<!-- bench-data"))
+    write(path, [r], machine={"cpus": "2"}, command="python -m bench steps")
+    text = path.read_text()
+    assert text.count(by_hand) == 1 and text.index(by_hand) < text.index("<!-- bench-data")
+    assert load_previous(path)["benches"]["steps"]["figures"][0]["value"] == 50.0
