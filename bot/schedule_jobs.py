@@ -14,7 +14,13 @@ from datetime import timedelta
 
 from starlette.routing import Route
 
-from bot.schedule_slack import JOB_SCHEDULE_COMMAND, SlackSchedulePoster, run_schedule_command
+from bot.schedule_slack import (
+    JOB_SCHEDULE_ANSWER,
+    JOB_SCHEDULE_COMMAND,
+    SlackSchedulePoster,
+    run_schedule_answer,
+    run_schedule_command,
+)
 from bot.schedule_teams import TeamsSchedulePoster
 from bot.slack_client import SharedClient
 from bot.surface import AppState
@@ -68,6 +74,11 @@ class Schedules:
             await run_schedule_command(self.state, self.slack.get(), job.payload)
 
         self.state.runner.register(JOB_SCHEDULE_COMMAND, slash)
+
+        async def from_answer(job: TurnJob) -> None:
+            await run_schedule_answer(self.state, self.slack.get(), job.payload)
+
+        self.state.runner.register(JOB_SCHEDULE_ANSWER, from_answer)
 
     def routes(self) -> list[Route]:
         return []

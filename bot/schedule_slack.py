@@ -25,6 +25,7 @@ from bot.slack_progress import SlackProgress, SlackTarget
 from bot.surface import AppState
 from core.analyst import Analyst
 from core.events import IncomingMessage
+from core.final_result import final_query
 from core.runner import TurnJob
 from core.schedules import Schedule, ScheduleError, new_schedule
 from core.schedules_parse import parse_schedule_command
@@ -86,6 +87,7 @@ class SlackSchedulePoster:
 
 # --- creating from Slack: `/ask schedule …` and the asker's time zone ------------------------------
 JOB_SCHEDULE_COMMAND = "slack.schedule"
+JOB_SCHEDULE_ANSWER = "slack.schedule_answer"  # "Schedule…" under an answer
 
 
 async def slack_user_tz(client: AsyncWebClient, threads: Threads, team: str, user: str) -> str:
@@ -111,26 +113,51 @@ async def schedule_command(ack, submit, command: dict, text: str) -> None:
 
 async def run_schedule_command(state: AppState, client: AsyncWebClient, p: dict) -> None:
     """Parse the command, ask Create / Cancel (only the asker sees the buttons), create on yes."""
+    try:
+        command = parse_schedule_command(p["text"])
+    except ScheduleError as exc:
+        return await _tell(client, p, str(exc))
+    await _propose(state, client, p, cron=command.cron, question=command.question)
+
+
+async def run_schedule_answer(state: AppState, client: AsyncWebClient, p: dict) -> None:
+    """ "Schedule…" under an answer: its question (and final warehouse SQL) on the chosen cadence, in
+    this channel, confirmed with Create / Cancel like every other way of creating a schedule."""
+    turn_id, _, cron = p["value"].partition(" ")
+    record = await state.threads.turn(turn_id, channel_id=p["channel"])
+    if record is None or not cron:
+        return await _tell(client, p, "I no longer have the details of that answer.")
+    final = final_query(record.get("steps") or [], tools=("query_warehouse",))
+    await _propose(state, client, p, cron=cron, question=record["question"], sql=final.sql if final else "")
+
+
+async def _propose(
+    state: AppState, client: AsyncWebClient, p: dict, *, cron: str, question: str, sql: str = ""
+) -> None:
     threads = state.threads
     book = threads.schedules()
     target = SlackTarget(
         channel=p["channel"], thread_ts="", team_id=p["team"], user_id=p["user"], private=True
     )
     try:
-        command = parse_schedule_command(p["text"])
         tz = await slack_user_tz(client, threads, p["team"], p["user"]) or state.settings.default_tz
         draft = new_schedule(
-            cron=command.cron,
+            cron=cron,
             tz=tz,
             surface="slack",
             channel=p["channel"],
-            question=command.question,
+            question=question,
             now=book.now(),
             owner=p["user"],
             team_id=p["team"],
+            sql=sql,
         )
         confirm = build_confirmer(client, target, threads)
         _, sentence = await propose(book, draft, confirm, turn_id=f"sc{uuid.uuid4().hex[:10]}")
     except ScheduleError as exc:
         sentence = str(exc)
+    await _tell(client, p, sentence)
+
+
+async def _tell(client: AsyncWebClient, p: dict, sentence: str) -> None:
     await client.chat_postEphemeral(channel=p["channel"], user=p["user"], text=render.escape(sentence))

@@ -20,7 +20,7 @@ from starlette.responses import PlainTextResponse
 from starlette.routing import Route
 
 from bot import slack_render as render
-from bot.schedule_slack import schedule_command
+from bot.schedule_slack import JOB_SCHEDULE_ANSWER, schedule_command
 from bot.slack_client import SharedClient, build_client
 from bot.slack_jobs import (
     JOB_ACTION,
@@ -69,7 +69,7 @@ def action_payload(body: dict, action: dict) -> dict:
     return {
         "ephemeral": bool(container.get("is_ephemeral")),
         "action": action["action_id"],
-        "value": action.get("value", ""),
+        "value": action.get("value") or (action.get("selected_option") or {}).get("value", ""),
         "user": body["user"]["id"],
         "team": (body.get("team") or {}).get("id", ""),
         "channel": container.get("channel_id") or (body.get("channel") or {}).get("id", ""),
@@ -160,6 +160,11 @@ def build_bolt_app(state: AppState) -> AsyncApp:
     async def on_footer_button(ack, body: dict, action: dict) -> None:
         await ack()
         await submit(TurnJob(kind=JOB_ACTION, payload=action_payload(body, action), quick=True))
+
+    @app.action(render.ACTION_SCHEDULE)
+    async def on_schedule(ack, body: dict, action: dict) -> None:
+        await ack()
+        await submit(TurnJob(kind=JOB_SCHEDULE_ANSWER, payload=action_payload(body, action), quick=True))
 
     @app.action(render.ACTION_EXPORT)
     async def on_export(ack, body: dict, action: dict) -> None:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from bot.markdown import blocks
 from bot.transcript import format_bytes
+from core.schedules import ANSWER_CADENCES
 
 SECTION_LIMIT = 3000
 MAX_BLOCKS = 50
@@ -27,6 +28,7 @@ ACTION_FEEDBACK_DOWN = "datathread_feedback_down"
 ACTION_EXPORT = "datathread_export"
 ACTION_CONFIRM_RUN = "datathread_confirm_run"
 ACTION_CONFIRM_CANCEL = "datathread_confirm_cancel"
+ACTION_SCHEDULE = "datathread_schedule"
 
 
 @dataclass(frozen=True)
@@ -262,8 +264,9 @@ def footer_blocks(turn_id: str, stats: Mapping, *, receipt: str = "", with_expor
         _button("👍", ACTION_FEEDBACK_UP, turn_id),
         _button("👎", ACTION_FEEDBACK_DOWN, turn_id),
     ]
-    if with_export:
+    if with_export:  # not on private answers: both post into the channel
         buttons.append(_button("Export notebook", ACTION_EXPORT, turn_id))
+        buttons.append(schedule_menu(turn_id))
     return [
         {
             "type": "context",
@@ -271,6 +274,19 @@ def footer_blocks(turn_id: str, stats: Mapping, *, receipt: str = "", with_expor
         },
         {"type": "actions", "block_id": f"dt_footer_{turn_id}", "elements": buttons},
     ]
+
+
+def schedule_menu(turn_id: str) -> dict:
+    """ "Schedule…": post this answer's question again on a cadence (confirmed with Create / Cancel)."""
+    return {
+        "type": "static_select",
+        "action_id": ACTION_SCHEDULE,
+        "placeholder": {"type": "plain_text", "text": "Schedule…"},
+        "options": [
+            {"text": {"type": "plain_text", "text": label}, "value": f"{turn_id} {cron}"}
+            for label, cron in ANSWER_CADENCES
+        ],
+    }
 
 
 def _button(text: str, action_id: str, value: str, style: str | None = None) -> dict:

@@ -125,7 +125,9 @@ class TeamsSink:
             await self.out.send(render.failure_text(failure.message, failure.error_id))
             return
         text, tables = render.to_teams_markdown(self.transcript.answer or "(no answer)")
-        card = render.answer_card(event.turn_id, tables, self.transcript.receipt())
+        card = render.answer_card(
+            event.turn_id, tables, self.transcript.receipt(), schedulable=not self.personal
+        )
         await self.out.send(text, attachments=[card])
 
 

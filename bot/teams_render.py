@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass, field
 
 from bot.markdown import blocks
+from core.schedules import ANSWER_CADENCES
 
 ADAPTIVE = "application/vnd.microsoft.card.adaptive"
 FILE_CONSENT = "application/vnd.microsoft.teams.card.file.consent"
@@ -158,8 +159,9 @@ def progress_card(lines: list[str], *, status: str) -> dict:
     return card(body)
 
 
-def answer_card(turn_id: str, tables: list[Table], receipt: str = "") -> dict:
-    """Tables of the answer, its receipt, and the actions: Show SQL & code, 👍/👎 and Export notebook."""
+def answer_card(turn_id: str, tables: list[Table], receipt: str = "", *, schedulable: bool = False) -> dict:
+    """Tables of the answer, its receipt, and the actions: Show SQL & code, 👍/👎, Export notebook and
+    (in channels and group chats) Schedule…, which opens a cadence picker."""
     body: list[dict] = []
     for table in tables:
         body += table_element(table)
@@ -173,7 +175,28 @@ def answer_card(turn_id: str, tables: list[Table], receipt: str = "") -> dict:
         submit("👎", "feedback", turn_id=turn_id, value="down"),
         submit("Export notebook", "export_notebook", turn_id=turn_id),
     ]
+    if schedulable:
+        actions.append(schedule_action(turn_id))
     return card(body, actions)
+
+
+def schedule_action(turn_id: str) -> dict:
+    """ "Schedule…": a card with the cadences; its submit carries the pick as `cadence`."""
+    picker = {
+        "type": "Input.ChoiceSet",
+        "id": "cadence",
+        "value": ANSWER_CADENCES[0][1],
+        "choices": [{"title": label, "value": cron} for label, cron in ANSWER_CADENCES],
+    }
+    return {
+        "type": "Action.ShowCard",
+        "title": "Schedule…",
+        "card": {
+            "type": "AdaptiveCard",
+            "body": [picker],
+            "actions": [submit("Schedule", "schedule", turn_id=turn_id)],
+        },
+    }
 
 
 def confirm_card(prompt: str, key: str, yes: str = "Run") -> dict:

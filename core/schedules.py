@@ -90,6 +90,15 @@ class Schedule:
         return f"`{self.cron}` ({self.tz}) in {where}"
 
 
+# What "Schedule…" under an answer offers on every surface (in the person's own time zone); any
+# other cadence: `/ask schedule`, "@datathread every …", or `datathread schedule add`.
+ANSWER_CADENCES = (
+    ("Every weekday at 9:00", "0 9 * * mon-fri"),
+    ("Every Monday at 9:00", "0 9 * * mon"),
+    ("The 1st of each month at 9:00", "0 9 1 * *"),
+)
+
+
 def new_schedule(
     *,
     cron: str,

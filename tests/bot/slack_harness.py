@@ -85,6 +85,18 @@ class Harness:
     async def click(
         self, action_id: str, value: str, *, channel: str = "C0001", thread_ts: str = "", user: str = "U0002"
     ):
+        action = {"action_id": action_id, "value": value, "type": "button", "block_id": "b"}
+        return await self._act(action, channel=channel, thread_ts=thread_ts, user=user)
+
+    async def select(
+        self, action_id: str, value: str, *, channel: str = "C0001", thread_ts: str = "", user: str = "U0002"
+    ):
+        """Pick the option with `value` in a static_select menu (Slack sends `selected_option`)."""
+        option = {"text": {"type": "plain_text", "text": value}, "value": value}
+        action = {"action_id": action_id, "type": "static_select", "block_id": "b", "selected_option": option}
+        return await self._act(action, channel=channel, thread_ts=thread_ts, user=user)
+
+    async def _act(self, action: dict, *, channel: str, thread_ts: str, user: str):
         payload = {
             "type": "block_actions",
             "team": {"id": TEAM_ID},
@@ -100,7 +112,7 @@ class Harness:
             },
             "channel": {"id": channel},
             "message": {"ts": "9.9", "thread_ts": thread_ts},
-            "actions": [{"action_id": action_id, "value": value, "type": "button", "block_id": "b"}],
+            "actions": [action],
         }
         return await self.form({"payload": json.dumps(payload)})
 

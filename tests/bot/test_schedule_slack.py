@@ -9,7 +9,7 @@ import json
 from datetime import UTC, datetime, timedelta
 
 from bot import slack_render
-from core.schedules import new_schedule
+from core.schedules import ANSWER_CADENCES, new_schedule
 from core.schedules_store import ScheduleBook
 from core.schedules_tick import tick
 from tests.bot.slack_harness import serve
@@ -176,5 +176,47 @@ async def test_slash_schedule_asks_create_or_cancel_in_the_askers_time_zone(sett
             await harness.command("schedule whenever delays")
             await harness.drain()
             assert "schedule weekly mon 09:00 QUESTION" in api.of("chat.postEphemeral")[-1].args["text"]
+    finally:
+        api.stop()
+
+
+async def test_schedule_under_an_answer_reposts_its_question_after_create(settings, fake_model):
+    """ "Schedule…" in an answer's footer: the question and its warehouse SQL on the chosen cadence, in
+    the picker's time zone, created only after Create (like `/ask schedule`)."""
+    from tests.bot.slack_harness import mention
+
+    api = FakeSlackAPI().start()
+    api.user_tz = "America/New_York"
+    try:
+        async with serve(settings, api) as harness:
+            fake_model.enqueue(tool("query_warehouse", {"sql": DELAYS}), text("F9 was the most delayed."))
+            await harness.event(mention("delays by carrier", ts="500.1"))
+            await harness.drain()
+            actions = api.of("chat.stopStream")[0].args["blocks"][-1]["elements"]
+            menu = next(e for e in actions if e["action_id"] == slack_render.ACTION_SCHEDULE)
+            labels = [o["text"]["text"] for o in menu["options"]]
+            assert labels == [label for label, _ in ANSWER_CADENCES]
+            monday = next(o["value"] for o in menu["options"] if o["text"]["text"] == "Every Monday at 9:00")
+
+            book = ScheduleBook(harness.state.analyst.store)
+            api.clear()
+            await harness.select(slack_render.ACTION_SCHEDULE, monday, thread_ts="500.1", user="U0003")
+            await harness.drain()
+            create, _ = await confirm_buttons(api)
+            prompt = json.dumps(api.of("chat.postEphemeral")[0].args["blocks"])
+            assert "`0 9 * * mon` (America/New_York)" in prompt and "delays by carrier" in prompt
+            assert await book.list() == []  # nothing exists before Create
+            await harness.click(slack_render.ACTION_CONFIRM_RUN, create["value"], user="U0003")
+            await harness.drain()
+            [s] = await book.list()
+            assert (s.cron, s.tz, s.channel, s.owner, s.question, s.sql) == (
+                "0 9 * * mon",
+                "America/New_York",
+                "C0001",
+                "U0003",
+                "delays by carrier",
+                DELAYS,
+            )
+            assert f"Created schedule {s.id}" in api.of("chat.postEphemeral")[-1].args["text"]
     finally:
         api.stop()

@@ -170,8 +170,8 @@ async def test_channel_thread_chart_csv_link_answer_and_follow_up(teams, fake_mo
     assert receipt["isSubtle"] and receipt["text"].startswith("flights · 16 rows · data as of ")
     # 20.2 is F9's 20.2155 rounded; EV's 19.955 rounds to 20.0, so the scripted "19.9" is marked
     assert receipt["text"].endswith("⚠ not from any query in this turn: 19.9")
-    actions = {a["title"]: a["data"] for a in card["actions"]}
-    assert set(actions) == {"Show SQL & code", "👍", "👎", "Export notebook"}
+    actions = {a["title"]: a.get("data") or a.get("card") for a in card["actions"]}
+    assert set(actions) == {"Show SQL & code", "👍", "👎", "Export notebook", "Schedule…"}
     turn_id = actions["👍"]["turn_id"]
 
     # the mention was stripped from the question the model saw
@@ -286,3 +286,51 @@ async def test_model_and_step_text_stay_inert_in_teams_messages(teams, fake_mode
     steps = await teams.say("", value={"datathread": "show_steps", "turn_id": record["turn_id"]})
     outside_code = re.sub(r"```.*?```", "", steps[-1]["text"], flags=re.S)  # code is shown as written
     assert "<at>" not in outside_code and "&lt;at&gt;" in outside_code
+
+
+async def test_schedule_on_an_answer_card_creates_after_create_and_not_in_personal_chat(teams, fake_model):
+    """ "Schedule…" on a channel answer: the question and its SQL, on the picked cadence, in the clicker's
+    time zone, in this channel — created only after Create. A personal chat's answer has no such action."""
+    import asyncio
+
+    from core.schedules import ANSWER_CADENCES
+    from core.schedules_store import ScheduleBook
+
+    fake_model.enqueue(tool("query_warehouse", {"sql": DELAYS}), text("F9 was the most delayed."))
+    card = cards((await teams.say("delays by carrier"))[-1:])[0]
+    show = next(a for a in card["actions"] if a["type"] == "Action.ShowCard")
+    picker = show["card"]["body"][0]
+    assert show["title"] == "Schedule…" and picker["type"] == "Input.ChoiceSet"
+    assert [(c["title"], c["value"]) for c in picker["choices"]] == list(ANSWER_CADENCES)
+
+    book = ScheduleBook(teams.state.analyst.store)
+    before = len(teams.connector.sent())
+    pick = activity(
+        teams.connector.url, value={**show["card"]["actions"][0]["data"], "cadence": "0 9 * * mon"}
+    )
+    pick["localTimezone"] = "Europe/Berlin"
+    assert (await teams.post(pick)).status_code == 202
+    for _ in range(400):  # the job asks Create / Cancel, then waits for the click
+        asked = [c for c in cards(teams.connector.sent()[before:]) if "Create this schedule?" in dumps(c)]
+        if asked:
+            break
+        await asyncio.sleep(0.05)
+    assert asked and "`0 9 * * mon` (Europe/Berlin)" in dumps(asked[0]) and await book.list() == []
+    create = next(a for a in asked[0]["actions"] if a["title"] == "Create")
+    await teams.say("", value=create["data"])
+    await teams.state.runner.drain(timeout=60)
+    [s] = await book.list()
+    assert (s.surface, s.cron, s.tz, s.channel, s.question, s.sql, s.service_url) == (
+        "teams",
+        "0 9 * * mon",
+        "Europe/Berlin",
+        "19:general@thread.tacv2",
+        "delays by carrier",
+        DELAYS,
+        teams.connector.url,
+    )
+    assert any(f"Created schedule {s.id}" in (m.get("text") or "") for m in teams.connector.sent()[before:])
+
+    fake_model.enqueue(text("Sixteen."))
+    personal = cards((await teams.say("how many airlines?", conversation=CHAT))[-1:])[0]
+    assert not [a for a in personal["actions"] if a["type"] == "Action.ShowCard"]
