@@ -91,9 +91,13 @@ def supervise(
     limit = Quota(max(quota.max_bytes, 1), max(quota.max_files, 1))
     start = measure(workspace, stop=None)
     limit = Quota(max(limit.max_bytes, start.bytes), max(limit.max_files, start.files))
+    # One file can never outgrow what is left of the quota: the kernel refuses the write (EFBIG), so
+    # the most common flood — one growing file — stops exactly at the limit, not a tick or two past it.
+    room = limit.max_bytes - start.bytes
     read_end, write_end = os.pipe()
     pid = os.fork()
     if pid == 0:
+        _cap_file_size(room)
         _runner(run, request, inherited, read_end, write_end)
     os.close(write_end)
     try:
@@ -106,7 +110,18 @@ def supervise(
         raw = json.loads(data)
     except ValueError:
         return None
-    return StepResult.untrusted(raw, request)
+    result = StepResult.untrusted(raw, request)
+    if not result.ok and room < request.file_mb * 2**20 and "File too large" in result.error:
+        return StepResult(ok=False, output=result.output, error=quota_message(limit))
+    return result
+
+
+def _cap_file_size(room: int) -> None:
+    """RLIMIT_FSIZE at most `room` bytes (the step's own file limit, set later, only lowers it)."""
+    with contextlib.suppress(ValueError, OSError):
+        soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+        cap = max(room, 0) if hard == resource.RLIM_INFINITY else min(max(room, 0), hard)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (cap, cap))
 
 
 def _runner(run, request: StepRequest, inherited: list, read_end: int, write_end: int) -> None:
