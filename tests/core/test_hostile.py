@@ -745,6 +745,11 @@ def _step_speed(root: Path) -> tuple[float, float]:
     return sum(size for _, size in made) / span, len(made) / span
 
 
+def _file_bytes(root: Path) -> int:
+    """Bytes in regular files (what the quota counts; directories' own sizes are not data)."""
+    return sum(p.lstat().st_size for p in root.rglob("*") if p.is_file() and not p.is_symlink())
+
+
 def _tree(root: Path) -> tuple[int, int]:
     sizes = [p.lstat().st_size for p in root.rglob("*")] if root.exists() else []
     return sum(sizes), len(sizes)
@@ -785,6 +790,7 @@ async def test_the_workspace_quota_holds_while_a_step_runs(env: Env, flood: str,
             result = await sandbox.run(step)
             text, failed = result.error, not result.ok
         used_bytes, used_files = _tree(env.ws)
+        used_data = _file_bytes(env.ws)
         speed_bytes, speed_files = _step_speed(env.ws / "flood")
     finally:
         sandbox.workspace_bytes, sandbox.workspace_files = saved
@@ -800,7 +806,7 @@ async def test_the_workspace_quota_holds_while_a_step_runs(env: Env, flood: str,
     assert used_files - before_files <= QUOTA_FILES + extra_files, (used_files, tick_files)
     assert used_bytes - before_bytes < 200 * 2**20
     if flood == "one-growing-file":  # the kernel stops one file at what is left of the quota: no overshoot
-        assert used_bytes - before_bytes <= QUOTA_MB * 2**20, used_bytes
+        assert used_data <= before_bytes + QUOTA_MB * 2**20, used_data  # exactly the configured limit
 
 
 async def test_zz_nothing_changed_outside_the_workspace(env: Env):
