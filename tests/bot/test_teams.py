@@ -334,3 +334,11 @@ async def test_schedule_on_an_answer_card_creates_after_create_and_not_in_person
     fake_model.enqueue(text("Sixteen."))
     personal = cards((await teams.say("how many airlines?", conversation=CHAT))[-1:])[0]
     assert not [a for a in personal["actions"] if a["type"] == "Action.ShowCard"]
+
+
+async def test_healthz_reports_the_sandbox_protections(teams):
+    """What the running bot's sandbox enforces, for whoever runs it (the same rows as `doctor`)."""
+    health = (await teams.client.get("/healthz")).json()
+    assert health["ok"] is True
+    assert set(health["sandbox"]) >= {"back end", "network", "filesystem", "result channel"}
+    assert all(state.startswith(("on", "OFF")) for state in health["sandbox"].values()), health

@@ -151,8 +151,18 @@ async def test_the_workspace_quota_is_reported_and_lifted_by_deleting(tmp_path):
     await sb.start()
     try:
         over = await sb.run(step("open('big.bin', 'wb').write(b'0' * 1_500_000)\nprint('written')"))
-        assert not over.ok and "over its 1 MB limit" in over.error and over.output.strip() == "written"
+        # one file stops at the room left (the kernel refuses the write), and the step is told why
+        assert not over.ok and "past its limit (1 MB" in over.error and "written" not in over.output
+        assert (sb.workspaces / "iso-1" / "big.bin").stat().st_size <= 2**20
         cleaned = await sb.run(step("import os\nos.remove('big.bin')\nprint('ok')"))
+        assert cleaned.ok and cleaned.output.strip() == "ok"
+        # files each under the room left but together over it: caught during the step or right after
+        two = "for n in (1, 2):\n    open(f'part{n}.bin', 'wb').write(b'0' * 800_000)\nprint('written')"
+        over = await sb.run(step(two))
+        assert not over.ok and ("over its 1 MB limit" in over.error or "past its limit (1 MB" in over.error)
+        cleaned = await sb.run(
+            step("import glob, os\nfor p in glob.glob('part*'): os.remove(p)\nprint('ok')")
+        )
         assert cleaned.ok and cleaned.output.strip() == "ok"
     finally:
         await sb.close()
