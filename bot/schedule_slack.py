@@ -13,7 +13,6 @@ asker's time zone from `users.info` (scope `users:read`), which turns also carry
 from __future__ import annotations
 
 import logging
-import uuid
 from dataclasses import dataclass
 
 from slack_sdk.errors import SlackApiError
@@ -25,12 +24,11 @@ from bot.slack_progress import SlackProgress, SlackTarget
 from bot.surface import AppState
 from core.analyst import Analyst
 from core.events import IncomingMessage
-from core.final_result import final_query
 from core.runner import TurnJob
-from core.schedules import Schedule, ScheduleError, new_schedule
+from core.schedules import Schedule, ScheduleError
 from core.schedules_parse import parse_schedule_command
 from core.schedules_run import RunResult, turn_question
-from core.schedules_tool import propose
+from core.schedules_tool import from_answer, propose_new
 from core.thread import Threads
 
 log = logging.getLogger("datathread.schedules")
@@ -127,35 +125,29 @@ async def run_schedule_answer(state: AppState, client: AsyncWebClient, p: dict) 
     record = await state.threads.turn(turn_id, channel_id=p["channel"])
     if record is None or not cron:
         return await _tell(client, p, "I no longer have the details of that answer.")
-    final = final_query(record.get("steps") or [], tools=("query_warehouse",))
-    await _propose(state, client, p, cron=cron, question=record["question"], sql=final.sql if final else "")
+    await _propose(state, client, p, cron=cron, **from_answer(record))
 
 
 async def _propose(
     state: AppState, client: AsyncWebClient, p: dict, *, cron: str, question: str, sql: str = ""
 ) -> None:
     threads = state.threads
-    book = threads.schedules()
     target = SlackTarget(
         channel=p["channel"], thread_ts="", team_id=p["team"], user_id=p["user"], private=True
     )
-    try:
-        tz = await slack_user_tz(client, threads, p["team"], p["user"]) or state.settings.default_tz
-        draft = new_schedule(
-            cron=cron,
-            tz=tz,
-            surface="slack",
-            channel=p["channel"],
-            question=question,
-            now=book.now(),
-            owner=p["user"],
-            team_id=p["team"],
-            sql=sql,
-        )
-        confirm = build_confirmer(client, target, threads)
-        _, sentence = await propose(book, draft, confirm, turn_id=f"sc{uuid.uuid4().hex[:10]}")
-    except ScheduleError as exc:
-        sentence = str(exc)
+    tz = await slack_user_tz(client, threads, p["team"], p["user"]) or state.settings.default_tz
+    sentence = await propose_new(
+        threads.schedules(),
+        build_confirmer(client, target, threads),
+        cron=cron,
+        tz=tz,
+        surface="slack",
+        channel=p["channel"],
+        question=question,
+        owner=p["user"],
+        team_id=p["team"],
+        sql=sql,
+    )
     await _tell(client, p, sentence)
 
 

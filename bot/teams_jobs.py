@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import re
-import uuid
 
 import httpx
 from botbuilder.core import TurnContext
@@ -22,11 +21,9 @@ from bot.surface import AppState
 from bot.teams_auth import TeamsBot
 from bot.teams_progress import TeamsOut, TeamsSink
 from core.events import ConfirmRequest, IncomingMessage
-from core.final_result import final_query
 from core.notebook import NothingToExport
 from core.runner import TurnJob
-from core.schedules import ScheduleError, new_schedule
-from core.schedules_tool import propose
+from core.schedules_tool import from_answer, propose_new
 from core.thread import CONFIRM_EXPIRED, CONFIRM_NOT_YOURS, ConfirmAnswer, ConfirmResult, Threads
 
 log = logging.getLogger("datathread.teams")
@@ -190,26 +187,19 @@ async def _schedule_answer(
 ) -> None:
     """ "Schedule…" on an answer card: its question (and final warehouse SQL) on the chosen cadence in this
     conversation, in the person's time zone, created after Create / Cancel like every other way."""
-    book, user = state.threads.schedules(), _user_id(activity)
-    channel = activity.conversation.id.partition(";messageid=")[0]  # each run starts a new thread here
-    final = final_query(record.get("steps") or [], tools=("query_warehouse",))
-    try:
-        draft = new_schedule(
-            cron=cron,
-            tz=activity.local_timezone or state.settings.default_tz,
-            surface="teams",
-            channel=channel,
-            question=record["question"],
-            now=book.now(),
-            owner=user,
-            team_id=tenant_of(activity),
-            service_url=activity.service_url or "",
-            sql=final.sql if final else "",
-        )
-        confirm = _confirmer(state.threads, out, user)
-        _, sentence = await propose(book, draft, confirm, turn_id=f"sc{uuid.uuid4().hex[:10]}")
-    except ScheduleError as exc:
-        sentence = str(exc)
+    user = _user_id(activity)
+    sentence = await propose_new(
+        state.threads.schedules(),
+        _confirmer(state.threads, out, user),
+        cron=cron,
+        tz=activity.local_timezone or state.settings.default_tz,
+        surface="teams",
+        channel=activity.conversation.id.partition(";messageid=")[0],  # each run starts a new thread here
+        owner=user,
+        team_id=tenant_of(activity),
+        service_url=activity.service_url or "",
+        **from_answer(record),
+    )
     await out.send(sentence)
 
 

@@ -25,12 +25,11 @@ from typing import TYPE_CHECKING
 
 from core.bigquery_cost import format_bytes
 from core.events import Receipt, StepRecord, TurnStats
+from core.final_result import QUERY_TOOLS
 
 if TYPE_CHECKING:
     from core.verified import VerifiedQuery
     from core.warehouse import Warehouse
-
-QUERY_TOOLS = ("query_warehouse", "run_sql")
 
 # A number as people write it: 336,776 · 12.5 · -3 · 45% · 1.2M · 3.4 million. Not part of a word,
 # an identifier, a date (2013-01-01), a time (14:02) or a version (1.2.3).

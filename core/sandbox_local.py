@@ -21,7 +21,7 @@ import tempfile
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-from core import cgroups, isolation, isolation_backends, isolation_session
+from core import cgroups, isolation, isolation_backends, isolation_session, isolation_supervisor
 from core.sandbox import StepRequest, StepResult, is_valid_session_id
 
 log = logging.getLogger(__name__)
@@ -282,7 +282,7 @@ class LocalSandbox:
         kills it once the workspace grows past the quota; a step quicker than one of its checks
         (0.1 s) is caught here: reported as failed with a message the model can act on (the files
         stay until it deletes some)."""
-        used = await asyncio.to_thread(_tree_bytes, workspace)
+        used = (await asyncio.to_thread(isolation_supervisor.measure, workspace)).bytes
         if used > self.workspace_bytes:
             result.ok = False
             result.error = ((result.error + "\n") if result.error else "") + (
@@ -344,13 +344,3 @@ def _parse_result(line: bytes, request: StepRequest) -> StepResult:
     except ValueError:
         data = None
     return StepResult.untrusted(data, request)
-
-
-def _tree_bytes(root: Path) -> int:
-    """Bytes of every file under `root` (not following links)."""
-    total = 0
-    for folder, _, files in os.walk(root):
-        for name in files:
-            with contextlib.suppress(OSError):
-                total += os.lstat(os.path.join(folder, name)).st_size
-    return total

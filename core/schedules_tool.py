@@ -17,6 +17,7 @@ from pydantic import Field
 
 from core.config import Settings
 from core.events import Confirmer, ConfirmRequest, IncomingMessage
+from core.final_result import final_query
 from core.schedules import Schedule, ScheduleError, iso, new_schedule
 from core.schedules_store import ScheduleBook
 from core.tools import Tool, ToolContext, ToolInput, ToolOutcome, refused
@@ -125,6 +126,23 @@ async def propose(
     await book.add(schedule, by=schedule.owner, trusted=True)  # checked above, before asking
     first = schedule.next_run(book.now())
     return schedule, f"Created schedule {schedule.id}; first run {iso(first) if first else '—'}."
+
+
+async def propose_new(book: ScheduleBook, confirm: Confirmer | None, **fields: str) -> str:
+    """Draft a schedule from `new_schedule`'s fields (now: the book's clock), check, ask, create on yes:
+    always one sentence for the person — what surfaces' `/ask schedule` and "Schedule…" share."""
+    try:
+        draft = new_schedule(now=book.now(), **fields)  # type: ignore[arg-type]
+        _, sentence = await propose(book, draft, confirm, turn_id=f"sc{uuid.uuid4().hex[:10]}")
+    except ScheduleError as exc:
+        sentence = str(exc)
+    return sentence
+
+
+def from_answer(record: dict) -> dict[str, str]:
+    """What a schedule of a recorded answer asks each time: its question and the warehouse SQL it ran."""
+    final = final_query(record.get("steps") or [], tools=("query_warehouse",))
+    return {"question": record["question"], "sql": final.sql if final else ""}
 
 
 async def create_schedule(args: CreateScheduleInput, ctx: ToolContext) -> ToolOutcome:
