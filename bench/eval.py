@@ -29,7 +29,7 @@ async def _run(suite, script: dict[str, str], concurrency: int):
     with temp_dir("eval") as tmp:
         fake = routed_model(by_question(script))
         try:
-            settings = bench_settings(make_home(tmp), fake.url, model="claude-sonnet-4-5")
+            settings = bench_settings(make_home(tmp), fake.url, model="claude-sonnet-5-5")
             runner = EvalRunner(await build_parts(settings), concurrency=concurrency)
             try:
                 started = time.perf_counter()

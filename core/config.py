@@ -58,7 +58,7 @@ class Settings(BaseSettings):
         description="Messages API endpoint (a proxy or gateway).",
     )
     model: str = Field(
-        "claude-sonnet-4-5", validation_alias=_env("DATATHREAD_MODEL"), description="Claude model id."
+        "claude-sonnet-5-5", validation_alias=_env("DATATHREAD_MODEL"), description="Claude model id."
     )
     model_provider: Literal["anthropic", "bedrock", "vertex"] = Field(
         "anthropic",

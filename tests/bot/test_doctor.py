@@ -119,7 +119,7 @@ def test_each_broken_part_fails_on_its_own_line_within_one_timeout(
     assert code == 1
     assert rows["model"] == (
         "FAIL",
-        "anthropic · claude-sonnet-4-5: The Claude API key was rejected. An admin needs to check ANTHROPIC_API_KEY.",
+        "anthropic · claude-sonnet-5-5: The Claude API key was rejected. An admin needs to check ANTHROPIC_API_KEY.",
     )
     assert (
         rows["slack"][0] == "FAIL"

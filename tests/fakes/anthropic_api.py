@@ -47,6 +47,13 @@ def tool(
     return {"content": content, "stop_reason": stop_reason}
 
 
+def thinking(reply: dict, *, thought: str = "", signature: str | None = None) -> dict:
+    """`reply` opened by a thinking block, as adaptive-thinking models (Sonnet 5 and later, on by
+    default) send it: with display omitted the text is empty and only the signature carries it."""
+    block = {"type": "thinking", "thinking": thought, "signature": signature or f"sig_{uuid.uuid4().hex}"}
+    return {**reply, "content": [block, *reply["content"]]}
+
+
 def error(status: int, kind: str = "api_error", message: str = "scripted error") -> dict:
     """An HTTP error response (the SDK retries 429/5xx/529 by itself)."""
     return {"__status__": status, "type": "error", "error": {"type": kind, "message": message}}
@@ -64,6 +71,10 @@ def sse_events(message: dict) -> list[tuple[str, dict]]:
     for index, block in enumerate(message["content"]):
         if block["type"] == "tool_use":
             start, deltas = {**block, "input": {}}, _json_deltas(block.get("input") or {})
+        elif block["type"] == "thinking":
+            start = {"type": "thinking", "thinking": "", "signature": ""}
+            deltas = [{"type": "thinking_delta", "thinking": t} for t in _words(block["thinking"])]
+            deltas.append({"type": "signature_delta", "signature": block["signature"]})
         else:
             start, deltas = {"type": "text", "text": ""}, _text_deltas(block.get("text", ""))
         events.append(("content_block_start", {"index": index, "content_block": start}))
@@ -75,8 +86,12 @@ def sse_events(message: dict) -> list[tuple[str, dict]]:
     return [(name, {"type": name, **data}) for name, data in events]
 
 
+def _words(text_: str) -> list[str]:
+    return re.findall(r"\s*\S+\s*|\s+", text_)
+
+
 def _text_deltas(text_: str) -> list[dict]:
-    return [{"type": "text_delta", "text": t} for t in re.findall(r"\s*\S+\s*|\s+", text_)]
+    return [{"type": "text_delta", "text": t} for t in _words(text_)]
 
 
 def _json_deltas(input_: dict) -> list[dict]:
@@ -92,7 +107,7 @@ class FakeAnthropic:
         self.replies: list[Reply] = []
         self.requests: list[dict] = []
         self.headers: list[dict] = []
-        self.models = {"claude-test", "claude-sonnet-4-5"}  # what GET /v1/models/{id} knows
+        self.models = {"claude-test", "claude-sonnet-5-5"}  # what GET /v1/models/{id} knows
         self.api_keys: set[str] | None = None  # None: any key is accepted
         self.lock = threading.Lock()
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
