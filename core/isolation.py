@@ -34,10 +34,11 @@ from core.isolation_session import (  # noqa: F401 (host_root, uid_map_is_host: 
 CLONE_NEWNS = 0x00020000
 CLONE_NEWNET = 0x40000000
 CLONE_NEWUSER = 0x10000000
-CLONE_NEWIPC, CLONE_NEWUTS = 0x08000000, 0x04000000
+CLONE_NEWIPC, CLONE_NEWUTS, CLONE_NEWPID = 0x08000000, 0x04000000, 0x20000000
 STEP_HOSTNAME = b"datathread-step"
 MOUNT_SETATTR, AT_FDCWD, AT_RECURSIVE, MOUNT_ATTR_RDONLY = 442, -100, 0x8000, 1  # same on x86_64, aarch64
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 1, 2, 4, 32, 4096, 16384, 1 << 18
+MS_NOEXEC = 8
 PR_SET_NO_NEW_PRIVS, PR_SET_DUMPABLE, PR_SET_PDEATHSIG = 38, 4, 1
 
 # Environment variables a sandbox process may see; everything else (tokens, keys) is dropped.
@@ -48,7 +49,9 @@ _libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True
 
 
 def die_with_parent() -> None:
-    """Ask the kernel for SIGKILL when our parent exits (and exit now if it already has)."""
+    """Ask the kernel for SIGKILL when our parent exits (and exit now if it already has).
+
+    (A runner in its step's PID namespace sees its parent, the supervisor, outside it: as pid 0.)"""
     parent = os.getppid()
     _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     if parent == 1 or os.getppid() != parent:
@@ -252,8 +255,10 @@ def _private_filesystem(
     for path, _ in hides[3:]:
         if os.path.isdir(path) and path not in bound:
             _mount("none", path, None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, "size=1m,mode=755")
-    # A private /proc that hides other users' processes (the bot's included) where the kernel allows.
-    _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV, "hidepid=2")
+    # A private /proc: in the step's own PID namespace it lists only the step's processes, and
+    # hidepid=2 hides other uids' ones (the init, as root) too. Without it the host's /proc would show.
+    if not _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, "hidepid=2"):
+        raise RuntimeError("Refused: the step's own /proc could not be mounted.")
 
 
 def _read_only_tree(path: str, *, read_only: bool = True, recursive: bool = True) -> bool:

@@ -74,6 +74,7 @@ def _serve_child(conn: socket.socket, args: argparse.Namespace) -> None:
             inherited=[stream, conn],
             workspace=workspace,
             quota=quota,
+            pid_namespace=args.isolation.pid_namespace,
         )
     if result is not None:  # None: the runner ended without a result; the bot says so
         stream.write(json.dumps(result.to_dict()).encode() + b"\n")
