@@ -163,9 +163,10 @@ def describe(
         off["network"] = "no namespace or seccomp here: sandboxed code may reach the network"
     if namespaces:
         on["filesystem"] = (
-            "own mount namespace, read-only except the workspace and a private /tmp; own /proc; the host's /run "
-            "(service sockets), the bot's home, state and other workspaces hidden; masked files: "
-            + (", ".join(masked) or "none")
+            "a fresh root (pivot_root): only the runtime, venv, core package and system libraries "
+            "(read-only), /dev/null|zero|urandom, own /proc, a private /tmp, the session's workspace and, "
+            "for warehouse steps, the warehouse; the host's tree, /run, homes, state and other workspaces "
+            "are not there; masked files: " + (", ".join(masked) or "none")
         )
     elif backend == "landlock":
         on["filesystem"] = (
