@@ -7,9 +7,9 @@ host: the system libraries (/usr and the /bin, /lib… links or directories), /e
 /etc/localtime, the Python runtime and venv, the project's `core` package; a few device files; its
 own /proc (of the step's PID namespace); a private /tmp and /dev/shm; the session's workspace
 read-write; and for warehouse steps the warehouse, read-only. Then `pivot_root` makes it `/`, the
-host's root is detached, and the new root itself is made read-only. /home, /srv, /opt, /var, /root,
-the bot's state and every other workspace are simply not there (only the directories on the way to a
-bound path exist, empty but for it).
+host's root is detached, and the new root itself is made read-only. /home, /srv, /opt, /var, the bot's
+state and every other workspace are simply not there (only the directories on the way to a bound path
+exist, empty but for it); /root and /run are empty directories, whoever runs the bot.
 
 Everything is opened (O_PATH) before the staging tmpfs covers anything, so binds come from the real
 tree even when the workspace lives under the directory used for staging.
@@ -96,6 +96,7 @@ def build(*, workspace: Path, readonly: list[str], masked: list[str]) -> None:
     for name, target in DEV_LINKS.items():
         os.symlink(target, new / "dev" / name)
     (new / "run").mkdir(exist_ok=True)  # empty: no host service sockets, no lock files
+    (new / "root").mkdir(exist_ok=True)  # empty (or the way to a runtime there), whoever runs the bot
     (new / "proc").mkdir(exist_ok=True)
     # The step's own /proc: in its PID namespace it lists only the step's processes, and hidepid=2
     # hides other uids' ones (the init, as root) too.
