@@ -97,10 +97,20 @@ def probe_in_child(check) -> bool:
 
 
 def can_mount_tmpfs() -> bool:
-    """In a fresh mount namespace: can we really mount (AppArmor may allow the namespace, not this)?"""
-    return _mount("none", "/", None, MS_REC | MS_PRIVATE) and _mount(
-        "tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "size=1m"
-    )
+    """In a fresh mount namespace: can we really mount (AppArmor may allow the namespace, not this),
+    and make a tmpfs the root the way a step's fresh root is made (`pivot_root`, a sandboxing runtime
+    may lack it)? Only called in a throw-away probe child."""
+    if not (
+        _mount("none", "/", None, MS_REC | MS_PRIVATE)
+        and _mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "size=1m")
+        and isolation_root.read_only_tree("/tmp", recursive=False)
+    ):
+        return False
+    try:
+        isolation_root.pivot("/tmp")
+    except RuntimeError:
+        return False
+    return True
 
 
 def enter_user_namespace() -> bool:

@@ -112,10 +112,10 @@ def build(*, workspace: Path, readonly: list[str], masked: list[str]) -> None:
                 target.touch()
             if not mount("/dev/null", str(target), None, MS_BIND):
                 raise RuntimeError(f"Refused: could not hide {path} from the step.")
-    _pivot(STAGE)
+    pivot(STAGE)
 
 
-def _pivot(new_root: str) -> None:
+def pivot(new_root: str) -> None:
     """`new_root` becomes `/`; the host's root is detached (bubblewrap's pivot_root(".", ".") way)."""
     number = PIVOT_ROOT.get(platform.machine().lower())
     os.chdir(new_root)
