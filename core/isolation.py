@@ -15,12 +15,11 @@ import os
 import pwd
 import resource
 import signal
-import struct
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from core import cgroups, landlock, seatbelt, seccomp
+from core import cgroups, isolation_root, landlock, seatbelt, seccomp
 from core.cgroups import CgroupLayout
 from core.isolation_session import (  # noqa: F401 (host_root, uid_map_is_host: used through this module)
     FIRST_SANDBOX_UID,
@@ -34,10 +33,9 @@ from core.isolation_session import (  # noqa: F401 (host_root, uid_map_is_host: 
 CLONE_NEWNS = 0x00020000
 CLONE_NEWNET = 0x40000000
 CLONE_NEWUSER = 0x10000000
-CLONE_NEWIPC, CLONE_NEWUTS = 0x08000000, 0x04000000
+CLONE_NEWIPC, CLONE_NEWUTS, CLONE_NEWPID = 0x08000000, 0x04000000, 0x20000000
 STEP_HOSTNAME = b"datathread-step"
-MOUNT_SETATTR, AT_FDCWD, AT_RECURSIVE, MOUNT_ATTR_RDONLY = 442, -100, 0x8000, 1  # same on x86_64, aarch64
-MS_RDONLY, MS_NOSUID, MS_NODEV, MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 1, 2, 4, 32, 4096, 16384, 1 << 18
+MS_NOSUID, MS_NODEV, MS_REC, MS_PRIVATE = 2, 4, 16384, 1 << 18
 PR_SET_NO_NEW_PRIVS, PR_SET_DUMPABLE, PR_SET_PDEATHSIG = 38, 4, 1
 
 # Environment variables a sandbox process may see; everything else (tokens, keys) is dropped.
@@ -48,7 +46,9 @@ _libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True
 
 
 def die_with_parent() -> None:
-    """Ask the kernel for SIGKILL when our parent exits (and exit now if it already has)."""
+    """Ask the kernel for SIGKILL when our parent exits (and exit now if it already has).
+
+    (A runner in its step's PID namespace sees its parent, the supervisor, outside it: as pid 0.)"""
     parent = os.getppid()
     _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     if parent == 1 or os.getppid() != parent:
@@ -71,17 +71,7 @@ def scrubbed_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     return env
 
 
-def _mount(source: str, target: str, fstype: str | None, flags: int, data: str | None = None) -> bool:
-    return (
-        _libc.mount(
-            source.encode(),
-            target.encode(),
-            fstype.encode() if fstype else None,
-            flags,
-            data.encode() if data else None,
-        )
-        == 0
-    )
+_mount = isolation_root.mount
 
 
 def unshare(flags: int) -> bool:
@@ -107,10 +97,20 @@ def probe_in_child(check) -> bool:
 
 
 def can_mount_tmpfs() -> bool:
-    """In a fresh mount namespace: can we really mount (AppArmor may allow the namespace, not this)?"""
-    return _mount("none", "/", None, MS_REC | MS_PRIVATE) and _mount(
-        "tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "size=1m"
-    )
+    """In a fresh mount namespace: can we really mount (AppArmor may allow the namespace, not this),
+    and make a tmpfs the root the way a step's fresh root is made (`pivot_root`, a sandboxing runtime
+    may lack it)? Only called in a throw-away probe child."""
+    if not (
+        _mount("none", "/", None, MS_REC | MS_PRIVATE)
+        and _mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "size=1m")
+        and isolation_root.read_only_tree("/tmp", recursive=False)
+    ):
+        return False
+    try:
+        isolation_root.pivot("/tmp")
+    except RuntimeError:
+        return False
+    return True
 
 
 def enter_user_namespace() -> bool:
@@ -147,7 +147,7 @@ class StepConfinement:
     masked: list[str]
     hidden: list[str]
     readonly: list[str]  # the warehouse, for warehouse steps
-    code: list[str] = field(default_factory=list)  # interpreter, venv, checkout: bound back read-only
+    code: list[str] = field(default_factory=list)  # interpreter, venv, `core`: bound read-only
     cgroup: CgroupLayout | None = None
     seccomp: bool = False
 
@@ -155,19 +155,18 @@ class StepConfinement:
 def enter_step(c: StepConfinement) -> None:
     """Per-step protections, applied in the forked child before model code runs. Irreversible.
 
-    Namespace back ends (`root`, `userns`): the bot's home directory is covered with an empty tmpfs and
-    only the Python runtime is bound back read-only; `hidden` directories (the bot's state, all
-    workspaces) are covered too; then only this session's workspace (read-write) and the `readonly`
-    paths (the warehouse) are bound back. `landlock` grants the same paths with Landlock rules,
+    Namespace back ends (`root`, `userns`): own mount/IPC/UTS namespaces and a fresh root built from
+    nothing (`core/isolation_root.py`): the runtime and `code` read-only, the `readonly` paths (the
+    warehouse), this session's workspace read-write, its own /proc (the supervisor already put this
+    runner in its own PID namespace) and a private /tmp; `hidden` is then moot (never bound).
+    `landlock` grants the same paths with Landlock rules,
     `seatbelt` with a Seatbelt profile. Fails closed: if a protection the fork server reported cannot
     be applied, the step does not run.
     """
     if c.cgroup is not None:  # only offered when really writable by us: fails closed if it is not
         cgroups.join(c.cgroup, session_key(c.workspace), memory_mb=c.memory_mb, max_procs=MAX_PROCS)
     if c.backend in ("root", "userns"):
-        _private_filesystem(
-            workspace=c.workspace, masked=c.masked, hidden=c.hidden, readonly=[*c.readonly, *c.code]
-        )
+        _private_filesystem(workspace=c.workspace, masked=c.masked, readonly=[*c.readonly, *c.code])
     if c.backend == "root":
         _drop_privileges(sandbox_uid(c.workspace))
         reap_own_uid()  # leftovers of this session's earlier steps cannot watch or race this one
@@ -212,89 +211,18 @@ def bot_home() -> str | None:
     return home if home not in ("/", "") and os.path.isdir(home) else None
 
 
-def _private_filesystem(
-    *, workspace: Path, masked: list[str], hidden: list[str], readonly: list[str]
-) -> None:
+def _private_filesystem(*, workspace: Path, masked: list[str], readonly: list[str]) -> None:
     # Own IPC namespace: SysV segments and queues (also refused by seccomp) are the step's and go with
     # it; own UTS namespace: the host's name is not the step's business.
     if not unshare(CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS):
         raise RuntimeError("Refused: the step's private filesystem could not be set up.")
     _libc.sethostname(STEP_HOSTNAME, len(STEP_HOSTNAME))
     _mount("none", "/", None, MS_REC | MS_PRIVATE)
-    # Everything the step did not get a fresh mount for is read-only, for good: /run/lock and any
-    # directory the bot's uid may write stop being a scratch space (and a channel) outside the
-    # workspace. The tmpfs covers and the workspace below are new mounts, writable as planned.
-    if not _read_only_tree("/"):
+    # Everything bound into the fresh root comes from a read-only tree (and stays read-only); only the
+    # workspace bind is made writable again, and the scratch tmpfs mounts are new.
+    if not isolation_root.read_only_tree("/"):
         raise RuntimeError("Refused: the step's filesystem could not be made read-only.")
-    keep = [(str(workspace), False)] + [(p, True) for p in readonly if os.path.exists(p)]
-    fds = _open_paths(keep)  # before anything is covered: the binds come from the real tree
-    hides = [(p, "size=64m,mode=1777") for p in ("/tmp", "/var/tmp", "/dev/shm")]
-    # /run holds host services' Unix sockets (PostgreSQL, MySQL, Docker) and lock files: empty here.
-    hides += [(p, "size=1m,mode=755") for p in ("/run", *hidden)]
-    # One plan, shallowest path first: a mount covers everything below it, so each deeper hide or
-    # bind must come after it. (A project checkout under /tmp with its home inside, say: /tmp is
-    # hidden, the code bound back read-only, the home hidden again, then the workspace bound rw.)
-    plan = [(_depth(p), 0, p, data, None) for p, data in hides]
-    plan += [(_depth(p), 1, p, ro, fd) for p, ro, fd in fds]
-    for _, is_bind, path, arg, fd in sorted(plan, key=lambda step: step[:3]):
-        if is_bind:
-            _bind(path, fd, read_only=arg)
-        elif os.path.isdir(path):  # absent = already covered by a shallower hide
-            _mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, arg)
-    # Masks go last: a bind-back above (e.g. the project source, when it lives under a hidden
-    # directory) would otherwise bring an unmasked copy of a secret file back into view.
-    for path in masked:
-        if os.path.isfile(path):
-            _mount("/dev/null", path, None, MS_BIND)
-    # The covers themselves are empty and read-only: in a user namespace the step owns them, and a
-    # writable cover would be a scratch space outside the workspace (and its quota).
-    bound = {path for path, _ in keep}
-    for path, _ in hides[3:]:
-        if os.path.isdir(path) and path not in bound:
-            _mount("none", path, None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, "size=1m,mode=755")
-    # A private /proc that hides other users' processes (the bot's included) where the kernel allows.
-    _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV, "hidepid=2")
-
-
-def _read_only_tree(path: str, *, read_only: bool = True, recursive: bool = True) -> bool:
-    """mount_setattr: set (or clear) MOUNT_ATTR_RDONLY on the mount at `path` and, with `recursive`,
-    every mount below it — in this mount namespace only."""
-    change = struct.pack("=QQQQ", *((MOUNT_ATTR_RDONLY, 0) if read_only else (0, MOUNT_ATTR_RDONLY)), 0, 0)
-    attr = ctypes.create_string_buffer(change, 32)
-    flags = AT_RECURSIVE if recursive else 0
-    return _libc.syscall(MOUNT_SETATTR, AT_FDCWD, path.encode(), flags, attr, ctypes.c_size_t(32)) == 0
-
-
-def _depth(path: str) -> int:
-    return len(Path(path).parts)
-
-
-def _open_paths(keep: list[tuple[str, bool]]) -> list[tuple[str, bool, int]]:
-    return [(path, ro, os.open(path, os.O_PATH)) for path, ro in keep]
-
-
-def _bind(path: str, fd: int, *, read_only: bool) -> None:
-    """Bind an opened path back at its old place (creating the mount point under a tmpfs if needed)."""
-    if not os.path.exists(path):
-        if os.path.isdir(f"/proc/self/fd/{fd}"):
-            os.makedirs(path, exist_ok=True)
-        else:
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            Path(path).touch()
-    _mount(f"/proc/self/fd/{fd}", path, None, MS_BIND | MS_REC)
-    os.close(fd)
-    if read_only:
-        _remount_read_only(path)
-    elif not _read_only_tree(path, read_only=False, recursive=False):  # the bind came from a read-only tree
-        raise RuntimeError(f"Refused: could not make {path} writable for the step.")
-
-
-def _remount_read_only(path: str) -> None:
-    # Keep the flags the mount already has (a user namespace may not clear locked ones), add RDONLY.
-    keep = os.statvfs(path).f_flag & (MS_NOSUID | MS_NODEV | 8 | 1024 | 2048 | 4096)
-    _mount("none", path, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | keep)
-    if not os.statvfs(path).f_flag & os.ST_RDONLY:
-        raise RuntimeError(f"Refused: could not make {path} read-only for the step.")
+    isolation_root.build(workspace=workspace, readonly=readonly, masked=masked)
 
 
 def _drop_privileges(uid: int) -> None:

@@ -28,7 +28,7 @@ POLICIES = ("strict", "best")
 # What `strict` demands before any step runs.
 REQUIRED_FOR_STRICT = ("network", "filesystem")
 CLONE_NEWNS, CLONE_NEWNET, CLONE_NEWUSER = 0x00020000, 0x40000000, 0x10000000
-CLONE_NEWIPC, CLONE_NEWUTS = 0x08000000, 0x04000000
+CLONE_NEWIPC, CLONE_NEWUTS, CLONE_NEWPID = 0x08000000, 0x04000000, 0x20000000
 
 
 @dataclass
@@ -53,6 +53,7 @@ class ZygoteIsolation:
     seccomp: bool
     landlock_abi: int
     report: IsolationReport
+    pid_namespace: bool = False  # each step under its own init in a new PID namespace (root, userns)
 
 
 def unsatisfied_by(protections: dict[str, str]) -> list[str]:
@@ -82,7 +83,7 @@ def choose(policy: str, *, masked: list[str], refuse_namespaces: bool = False) -
     has_seccomp = sys.platform.startswith("linux") and isolation.probe_in_child(seccomp.install)
     abi = landlock.abi_version() if backend == "landlock" else 0
     report = describe(backend, layout, has_seccomp=has_seccomp, landlock_abi=abi, masked=masked)
-    return ZygoteIsolation(backend, layout, has_seccomp, abi, report)
+    return ZygoteIsolation(backend, layout, has_seccomp, abi, report, backend in ("root", "userns"))
 
 
 def preview(policy: str, *, masked: list[str]) -> IsolationReport:
@@ -119,7 +120,7 @@ def _works(backend: str) -> bool:
 
 def _probe_root_namespaces() -> bool:
     return (
-        isolation.unshare(CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS)
+        isolation.unshare(CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWPID)
         and isolation.can_mount_tmpfs()
     )
 
@@ -127,7 +128,7 @@ def _probe_root_namespaces() -> bool:
 def _probe_user_namespaces() -> bool:
     return (
         isolation.enter_user_namespace()
-        and isolation.unshare(CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS)
+        and isolation.unshare(CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWPID)
         and isolation.can_mount_tmpfs()
     )
 
@@ -145,8 +146,8 @@ def describe(
     on, off = r.active, r.missing
     namespaces = backend in ("root", "userns")
     on["back end"] = {
-        "root": "root: per-session uid, mount/network/IPC/UTS namespaces",
-        "userns": "ordinary user with user namespaces: user/mount/network/IPC/UTS namespaces",
+        "root": "root: per-session uid, mount/network/IPC/UTS/PID namespaces",
+        "userns": "ordinary user with user namespaces: user/mount/network/IPC/UTS/PID namespaces",
         "landlock": f"no usable namespaces: Landlock (ABI {landlock_abi}) + seccomp",
         "seatbelt": "macOS Seatbelt profile per step",
     }.get(backend, "")
@@ -162,9 +163,10 @@ def describe(
         off["network"] = "no namespace or seccomp here: sandboxed code may reach the network"
     if namespaces:
         on["filesystem"] = (
-            "own mount namespace, read-only except the workspace and a private /tmp; the host's /run "
-            "(service sockets), the bot's home, state and other workspaces hidden; masked files: "
-            + (", ".join(masked) or "none")
+            "a fresh root (pivot_root): only the runtime, venv, core package and system libraries "
+            "(read-only), /dev/null|zero|urandom, own /proc, a private /tmp, the session's workspace and, "
+            "for warehouse steps, the warehouse; the host's tree, /run, homes, state and other workspaces "
+            "are not there; masked files: " + (", ".join(masked) or "none")
         )
     elif backend == "landlock":
         on["filesystem"] = (
@@ -178,7 +180,10 @@ def describe(
     if backend == "root":
         on["uid"] = "each session runs as its own unprivileged uid; workspaces are 0700"
         on["bot process"] = "other uid: /proc/<bot>/environ, mem and fds are unreadable"
-        on["leftover processes"] = "killed at the start and end of every step (per-session uid)"
+        on["leftover processes"] = (
+            "own PID namespace per step: everything a step started dies with it; the session uid's "
+            "processes are also killed at the start and end of every step"
+        )
     else:
         off["uid"] = "not host root: sandboxed code runs as the bot's uid (run as root or on Modal)"
         bot = "same uid, but the bot is non-dumpable: /proc/<bot>/environ and mem are unreadable"
@@ -188,9 +193,12 @@ def describe(
             on["bot process"] = bot + "; Seatbelt allows signals only inside the step"
         else:
             off["bot process"] = bot + ", but a step may signal (kill) it"
-        off["leftover processes"] = (
-            "a step's background processes that leave its process group may outlive it"
-        )
+        if backend == "userns":
+            on["leftover processes"] = "own PID namespace per step: everything a step started dies with it"
+        else:
+            off["leftover processes"] = (
+                "a step's background processes that leave its process group may outlive it"
+            )
     if layout is not None:
         on["cgroups"] = cgroups.describe(layout, max_procs=isolation.MAX_PROCS)
     else:

@@ -13,6 +13,16 @@ While the runner works the supervisor is also its disk watchdog: every `TICK_S` 
 workspace is big enough that measuring it takes a while) it measures the workspace and kills the
 runner once it holds more bytes or files than the session's quota allows — a hard limit during the
 step, not a report after it. A workspace already over quota may shrink but not grow.
+
+Where the back end allows it (`root`, `userns`), the step gets its own PID namespace, so nothing it
+starts outlives it: the supervisor unshares one and spawns a tiny init into it (pid 1: it only reaps
+orphans) before it forks the runner (pid 2). When the step is over the supervisor kills that init,
+and the kernel kills whatever is left in the namespace — a double-forked `setsid` daemon included —
+before `waitpid` returns. The runner is not pid 1 itself, because pid 1 ignores signals from inside
+its namespace that it has no handler for (a runner that kills itself would go on). The init is
+spawned (vfork + exec of a few lines of Python), not forked: a fork of this big process (the data
+stack is imported) costs tens of ms; the init's own start-up runs beside the step. It also exits on
+its own when the supervisor is gone (end of file on a pipe only the supervisor holds).
 """
 
 from __future__ import annotations
@@ -23,15 +33,32 @@ import os
 import resource
 import select
 import signal
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from core import isolation
 from core.sandbox import StepRequest, StepResult
 
 MAX_RESULT_BYTES = 4 * 2**20  # far above any honest result (tens of KB), far below trouble
 TICK_S = 0.1
+# Pid 1 of a step's PID namespace (run with -S -I, so nothing but builtins is imported): reap orphans
+# until the supervisor kills it or goes away (end of file on descriptor argv[1]).
+_INIT = (
+    "import os, signal, sys\n"
+    "def reap(*_):\n"
+    "    try:\n"
+    "        while os.waitpid(-1, os.WNOHANG)[0]:\n"
+    "            pass\n"
+    "    except ChildProcessError:\n"
+    "        pass\n"
+    "signal.signal(signal.SIGCHLD, reap)\n"
+    "reap()\n"
+    "while os.read(int(sys.argv[1]), 1):\n"
+    "    pass\n"
+)
 
 
 @dataclass(frozen=True)
@@ -84,26 +111,35 @@ def supervise(
     inherited: list,
     workspace: Path,
     quota: Quota,
+    pid_namespace: bool = False,
 ) -> StepResult | None:
     """Fork the runner (`run` confines and runs the step), watch it, return its validated result, or
     None when it ended without one (crash, kill: the bot says so). `inherited` are open objects (the
-    bot's connection) the runner closes before anything else."""
+    bot's connection) the runner closes before anything else. With `pid_namespace` the runner is
+    forked into a new PID namespace that ends with the step (this process serves one step only)."""
     limit = Quota(max(quota.max_bytes, 1), max(quota.max_files, 1))
     start = measure(workspace, stop=None)
     limit = Quota(max(limit.max_bytes, start.bytes), max(limit.max_files, start.files))
     # One file can never outgrow what is left of the quota: the kernel refuses the write (EFBIG), so
     # the most common flood — one growing file — stops exactly at the limit, not a tick or two past it.
     room = limit.max_bytes - start.bytes
-    read_end, write_end = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        _cap_file_size(room)
-        _runner(run, request, inherited, read_end, write_end)
-    os.close(write_end)
+    init = _start_init() if pid_namespace else None
+    if pid_namespace and init is None:
+        return StepResult(ok=False, error="Refused: the step's own process namespace could not be set up.")
     try:
-        data, stopped = _watch(pid, read_end, workspace, limit)
+        read_end, write_end = os.pipe()
+        pid = os.fork()  # with an init: pid 2 of the step's namespace
+        if pid == 0:
+            _cap_file_size(room)
+            _runner(run, request, inherited, read_end, write_end)
+        os.close(write_end)
+        try:
+            data, stopped = _watch(pid, read_end, workspace, limit)
+        finally:
+            os.close(read_end)
     finally:
-        os.close(read_end)
+        if init is not None:
+            _kill(init)  # returns once the namespace is empty: nothing the step started is left
     if stopped:
         return StepResult(ok=False, killed=True, error=stopped)
     try:
@@ -114,6 +150,23 @@ def supervise(
     if not result.ok and room < request.file_mb * 2**20 and "File too large" in result.error:
         return StepResult(ok=False, output=result.output, error=quota_message(limit))
     return result
+
+
+def _start_init() -> int | None:
+    """A new PID namespace for this process's next children, and its init (pid 1) spawned into it;
+    None where either fails (the step is then refused: the back end reported this protection on)."""
+    if not isolation.unshare(isolation.CLONE_NEWPID):
+        return None
+    alive_r, alive_w = os.pipe()  # the init's read end sees end of file once this process is gone
+    try:
+        os.set_inheritable(alive_r, True)
+        argv = [sys.executable, "-S", "-I", "-c", _INIT, str(alive_r)]
+        return os.posix_spawn(sys.executable, argv, dict(os.environ))
+    except OSError:
+        os.close(alive_w)
+        return None
+    finally:
+        os.close(alive_r)  # alive_w stays open, unused, until this process exits
 
 
 def _cap_file_size(room: int) -> None:

@@ -8,6 +8,7 @@ method works across replicas: state lives in the shared store and the workspaces
 
 from __future__ import annotations
 
+import asyncio
 import enum
 import time
 from collections.abc import Awaitable, Callable
@@ -17,6 +18,7 @@ from typing import Literal, Protocol
 from core.access import AccessPolicy
 from core.config import Settings
 from core.confirm import ask, give_answer, wait_for_answer
+from core.csv_cells import neutralise_csv
 from core.events import AnswerReady, ArtifactReady, EventSink
 from core.notebook import NothingToExport, session_notebook
 from core.sandbox import is_valid_session_id
@@ -129,12 +131,15 @@ class Threads:
 
     # --- files --------------------------------------------------------------------------------------
     async def read_file(self, session_id: str, path: str) -> bytes:
-        """A workspace file's bytes (raises FileNotFoundError/PermissionError/ValueError when not there)."""
-        return await self._files.read_file(session_id, path)
+        """A workspace file's bytes, as they may go to people (raises FileNotFoundError/PermissionError/
+        ValueError when not there, or when a CSV cannot be made safe)."""
+        return await _for_people(path, await self._files.read_file(session_id, path))
 
     async def read_artifact(self, artifact: ArtifactReady) -> bytes:
         """The bytes of a file a turn attached, for surfaces that upload it."""
-        return await self._files.read_file(artifact.session_id, artifact.path)
+        return await _for_people(
+            artifact.path, await self._files.read_file(artifact.session_id, artifact.path)
+        )
 
     async def list_tables(self) -> list[dict]:
         """The tables people may ask about by default (App Home, help), or [] without a warehouse."""
@@ -254,3 +259,12 @@ def _pointer_id(surface: str, base: tuple[str, ...]) -> str:
 
 def _generation_key(base: tuple[str, ...], generation: int) -> tuple[str, ...]:
     return (*base, f"g{generation}") if generation else base
+
+
+async def _for_people(path: str, data: bytes) -> bytes:
+    """Every file that leaves for people passes here (uploads, links, the terminal's saved copies): a
+    CSV gets its spreadsheet-formula cells neutralised by the bot, whoever wrote it — model code in a
+    step (`df.to_csv`) is not trusted to. Off the event loop: a 50 MB CSV takes a second or two."""
+    if not path.lower().endswith(".csv"):
+        return data
+    return await asyncio.to_thread(neutralise_csv, data)

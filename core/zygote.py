@@ -41,10 +41,10 @@ def _preload() -> None:
 
 
 def _code_paths() -> list[str]:
-    """Interpreter, venv and project source: bound back read-only in case they live under a hidden
-    directory (e.g. a checkout in /tmp), so lazy imports inside a step keep working."""
-    root = str(Path(__file__).resolve().parent.parent)
-    return sorted({os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, root)})
+    """Interpreter, venv and our `core` package: bound read-only into a step's fresh root, so lazy
+    imports inside a step keep working (not the whole checkout: a `.env` may sit there)."""
+    core = str(Path(__file__).resolve().parent)
+    return sorted({os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, core)})
 
 
 def _serve_child(conn: socket.socket, args: argparse.Namespace) -> None:
@@ -74,6 +74,7 @@ def _serve_child(conn: socket.socket, args: argparse.Namespace) -> None:
             inherited=[stream, conn],
             workspace=workspace,
             quota=quota,
+            pid_namespace=args.isolation.pid_namespace,
         )
     if result is not None:  # None: the runner ended without a result; the bot says so
         stream.write(json.dumps(result.to_dict()).encode() + b"\n")

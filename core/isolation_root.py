@@ -1,0 +1,158 @@
+"""A step's filesystem built from nothing (the `root` and `userns` back ends), as bubblewrap does it.
+
+Hiding the host's secrets one directory at a time is a denylist: whatever nobody thought of (a
+service socket under /run, a writable lock directory, a config file under /opt) stays in view. So the
+step's root is an empty tmpfs holding only what a data step needs, each bound read-only from the
+host: the system libraries (/usr and the /bin, /lib… links or directories), /etc/ld.so.cache and
+/etc/localtime, the Python runtime and venv, the project's `core` package; a few device files; its
+own /proc (of the step's PID namespace); a private /tmp and /dev/shm; the session's workspace
+read-write; and for warehouse steps the warehouse, read-only. Then `pivot_root` makes it `/`, the
+host's root is detached, and the new root itself is made read-only. /home, /srv, /opt, /var, the bot's
+state and every other workspace are simply not there (only the directories on the way to a bound path
+exist, empty but for it); /root and /run are empty directories, whoever runs the bot.
+
+Everything is opened (O_PATH) before the staging tmpfs covers anything, so binds come from the real
+tree even when the workspace lives under the directory used for staging.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import os
+import platform
+import struct
+from pathlib import Path
+
+MOUNT_SETATTR, AT_FDCWD, AT_RECURSIVE, MOUNT_ATTR_RDONLY = 442, -100, 0x8000, 1  # same on x86_64, aarch64
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT = 1, 2, 4, 8, 32
+MS_BIND, MS_REC, MS_PRIVATE, MNT_DETACH = 4096, 16384, 1 << 18, 2
+PIVOT_ROOT = {"x86_64": 155, "amd64": 155, "aarch64": 41, "arm64": 41}
+# What a data step needs of the host besides the runtime: shared libraries (numpy, DuckDB, matplotlib
+# load theirs from /usr/lib and /lib*), the loader's cache, the time zone; a few device files.
+SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib64", "/lib32", "/libx32")
+ETC = ("/etc/ld.so.cache", "/etc/localtime")
+DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom")
+DEV_LINKS = {
+    "fd": "/proc/self/fd",
+    "stdin": "/proc/self/fd/0",
+    "stdout": "/proc/self/fd/1",
+    "stderr": "/proc/self/fd/2",
+}
+STAGE = "/tmp"  # every host has it; covered only in the step's own mount namespace
+_libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+
+
+def mount(source: str, target: str, fstype: str | None, flags: int, data: str | None = None) -> bool:
+    return (
+        _libc.mount(
+            source.encode(),
+            target.encode(),
+            fstype.encode() if fstype else None,
+            flags,
+            data.encode() if data else None,
+        )
+        == 0
+    )
+
+
+def read_only_tree(path: str, *, read_only: bool = True, recursive: bool = True) -> bool:
+    """mount_setattr: set (or clear) MOUNT_ATTR_RDONLY on the mount at `path` and, with `recursive`,
+    every mount below it — in this mount namespace only."""
+    change = struct.pack("=QQQQ", *((MOUNT_ATTR_RDONLY, 0) if read_only else (0, MOUNT_ATTR_RDONLY)), 0, 0)
+    attr = ctypes.create_string_buffer(change, 32)
+    flags = AT_RECURSIVE if recursive else 0
+    return _libc.syscall(MOUNT_SETATTR, AT_FDCWD, path.encode(), flags, attr, ctypes.c_size_t(32)) == 0
+
+
+def build(*, workspace: Path, readonly: list[str], masked: list[str]) -> None:
+    """Make `/` a fresh root (see the module's docstring). Called in the step's own mount namespace,
+    after the host tree was made read-only; `readonly` are the runtime, code and (warehouse steps)
+    warehouse paths. Irreversible; raises RuntimeError (one sentence) where a step would be less
+    confined than reported."""
+    links = {p: os.readlink(p) for p in SYSTEM if os.path.islink(p)}
+    wanted = [p for p in (*SYSTEM, *ETC) if p not in links] + list(readonly)
+    keep = [(str(workspace), False)] + [(p, True) for p in dict.fromkeys(wanted) if os.path.exists(p)]
+    fds = [(path, ro, os.open(path, os.O_PATH | os.O_CLOEXEC)) for path, ro in keep]
+    devices = [(d, os.open(d, os.O_PATH | os.O_CLOEXEC)) for d in DEVICES if os.path.exists(d)]
+    if not mount("tmpfs", STAGE, "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,mode=755"):
+        raise RuntimeError("Refused: the step's fresh root could not be made.")
+    new = Path(STAGE)
+    for link, target in links.items():
+        os.symlink(target, new / link.lstrip("/"))
+    scratch = [("/tmp", "size=64m,mode=1777"), ("/dev/shm", "size=64m,mode=1777")]
+    plan = [(_depth(p), 0, p, data, -1) for p, data in scratch]
+    plan += [(_depth(p), 1, p, ro, fd) for p, ro, fd in fds]
+    for _, is_bind, path, arg, fd in sorted(plan, key=lambda step: step[:3]):
+        target = str(new / path.lstrip("/"))
+        if is_bind:
+            bind(target, fd, read_only=arg)
+        else:
+            os.makedirs(target, exist_ok=True)
+            if not mount("tmpfs", target, "tmpfs", MS_NOSUID | MS_NODEV, arg):
+                raise RuntimeError(f"Refused: the step's {path} could not be made.")
+    for device, fd in devices:  # as they are (writable, like /dev/null anywhere); nothing else in /dev
+        bind(str(new / device.lstrip("/")), fd, read_only=None)
+    for name, target in DEV_LINKS.items():
+        os.symlink(target, new / "dev" / name)
+    (new / "run").mkdir(exist_ok=True)  # empty: no host service sockets, no lock files
+    (new / "root").mkdir(exist_ok=True)  # empty (or the way to a runtime there), whoever runs the bot
+    (new / "proc").mkdir(exist_ok=True)
+    # The step's own /proc: in its PID namespace it lists only the step's processes, and hidepid=2
+    # hides other uids' ones (the init, as root) too.
+    if not mount("proc", str(new / "proc"), "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, "hidepid=2"):
+        raise RuntimeError("Refused: the step's own /proc could not be mounted.")
+    # Secret files (`.env`, the GCP key) read as empty, where they are: hidden inside a bound tree, and
+    # shown empty rather than absent elsewhere, so a step's view does not depend on where they live.
+    for path in masked:
+        target = new / path.lstrip("/")
+        if os.path.isfile(path) and not target.is_symlink():
+            if not target.exists():
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.touch()
+            if not mount("/dev/null", str(target), None, MS_BIND):
+                raise RuntimeError(f"Refused: could not hide {path} from the step.")
+    pivot(STAGE)
+
+
+def pivot(new_root: str) -> None:
+    """`new_root` becomes `/`; the host's root is detached (bubblewrap's pivot_root(".", ".") way)."""
+    number = PIVOT_ROOT.get(platform.machine().lower())
+    os.chdir(new_root)
+    if number is None or _libc.syscall(number, b".", b".") != 0:
+        raise RuntimeError("Refused: the step's fresh root could not replace the host's.")
+    if _libc.umount2(b".", MNT_DETACH) != 0:
+        raise RuntimeError("Refused: the host's root could not be detached from the step.")
+    os.chdir("/")
+    if not read_only_tree("/", recursive=False):  # the empty skeleton itself: nothing to write there
+        raise RuntimeError("Refused: the step's root could not be made read-only.")
+
+
+def _depth(path: str) -> int:
+    return len(Path(path).parts)
+
+
+def bind(path: str, fd: int, *, read_only: bool | None) -> None:
+    """Bind an opened path at `path` (creating the mount point if needed): read-only, read-write
+    (`False`: a bind from the read-only host tree is made writable) or as it is (`None`)."""
+    if not os.path.exists(path):
+        if os.path.isdir(f"/proc/self/fd/{fd}"):
+            os.makedirs(path, exist_ok=True)
+        else:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            Path(path).touch()
+    if not mount(f"/proc/self/fd/{fd}", path, None, MS_BIND | MS_REC):
+        raise RuntimeError(f"Refused: could not give the step {path}.")
+    os.close(fd)
+    if read_only:
+        remount_read_only(path)
+    elif read_only is False and not read_only_tree(path, read_only=False, recursive=False):
+        raise RuntimeError(f"Refused: could not make {path} writable for the step.")
+
+
+def remount_read_only(path: str) -> None:
+    # Keep the flags the mount already has (a user namespace may not clear locked ones), add RDONLY.
+    keep = os.statvfs(path).f_flag & (MS_NOSUID | MS_NODEV | MS_NOEXEC | 1024 | 2048 | 4096)
+    mount("none", path, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | keep)
+    if not os.statvfs(path).f_flag & os.ST_RDONLY:
+        raise RuntimeError(f"Refused: could not make {path} read-only for the step.")

@@ -1,0 +1,194 @@
+"""Each step of the `root` and `userns` back ends runs in its own PID namespace under a tiny init:
+a double-forked, `setsid` daemon dies with its step, and the step's /proc shows only its own
+processes. Checked from the host (process names in the host's /proc, a marker file that stops
+growing), on every back end this test process can run; where a back end reports leftover processes
+OFF, its report is checked instead."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import uuid
+from pathlib import Path
+
+import pytest
+import pytest_asyncio
+
+from core.sandbox import StepRequest
+from core.sandbox_local import LocalSandbox
+from tests.core.sandbox_backends import BACKENDS, sandbox_options
+from tests.core.sandbox_backends import holds as protections_hold
+
+module_loop = pytest.mark.asyncio(loop_scope="module")
+SESSION = "pidns-1"
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module", params=BACKENDS)
+async def sandbox(request, tmp_path_factory):
+    home = tmp_path_factory.mktemp("pidns") / "home"
+    sb = LocalSandbox(workspaces=home / "workspaces", hidden=[home], **sandbox_options(request.param))
+    try:
+        await sb.start()
+    except RuntimeError as exc:  # e.g. a kernel without user namespaces: said in one sentence
+        await sb.close()
+        pytest.skip(str(exc))
+    yield sb
+    await sb.close()
+
+
+def step(code: str, **kw) -> StepRequest:
+    return StepRequest(
+        kind="python", session_id=SESSION, code=code, **{"timeout_s": 10, "memory_mb": 512, **kw}
+    )
+
+
+def daemon_code(name: str, then: str) -> str:
+    """A step that starts a daemon the classic way (fork, setsid, fork again) which appends to a
+    marker file every 50 ms under the process name `name`, waits until it has written, then `then`."""
+    return (
+        "import ctypes, os, time\n"
+        "if os.fork() == 0:\n"
+        "    os.setsid()\n"
+        "    if os.fork() == 0:\n"
+        f"        ctypes.CDLL(None).prctl(15, {name.encode()!r}, 0, 0, 0)\n"
+        "        while True:\n"
+        "            with open('marker.txt', 'a') as f:\n"
+        "                f.write('x')\n"
+        "            time.sleep(0.05)\n"
+        "    os._exit(0)\n"
+        "os.wait()\n"
+        "while not os.path.exists('marker.txt'):\n"
+        "    time.sleep(0.01)\n" + then
+    )
+
+
+def host_pids_named(name: str) -> list[int]:
+    """Processes anywhere on the host whose name (comm) is `name`, from the host's /proc."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            with contextlib.suppress(OSError):
+                if Path(f"/proc/{entry}/comm").read_text().strip() == name:
+                    found.append(int(entry))
+    return found
+
+
+async def assert_daemon_gone(name: str, marker: Path) -> None:
+    """No process of that name is left, and the marker stops growing."""
+    try:
+        for _ in range(50):  # SIGKILL of a namespace is asynchronous: allow it a moment
+            if not host_pids_named(name):
+                break
+            await asyncio.sleep(0.05)
+        assert host_pids_named(name) == [], "the step's daemon outlived it"
+        size = marker.stat().st_size
+        await asyncio.sleep(0.5)  # ten of the daemon's writes
+        assert marker.stat().st_size == size, "something still writes the marker"
+    finally:
+        for pid in host_pids_named(name):  # a failing run leaves nothing behind either
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+
+
+def holds(sandbox: LocalSandbox, protection: str) -> bool:
+    return protections_hold(sandbox.protections(), protection)
+
+
+@module_loop
+async def test_leftover_processes_are_reported_per_back_end(sandbox):
+    row = sandbox.protections()["leftover processes"]
+    if sandbox.backend in ("root", "userns"):
+        assert row.startswith("on") and "PID namespace" in row, row
+        assert "PID" in sandbox.protections()["back end"]
+    else:  # landlock, none: no namespaces, said plainly
+        assert row.startswith("OFF"), row
+
+
+@module_loop
+async def test_a_setsid_daemon_dies_with_its_step(sandbox):
+    if not holds(sandbox, "leftover processes"):
+        return
+    name = "dtd-" + uuid.uuid4().hex[:8]
+    marker = sandbox.workspace(SESSION) / "marker.txt"
+    marker.unlink(missing_ok=True)
+    result = await sandbox.run(step(daemon_code(name, "time.sleep(0.2)\nprint('started')")))
+    assert result.ok and "started" in result.output, result
+    assert marker.stat().st_size > 0  # the daemon really ran and wrote
+    await assert_daemon_gone(name, marker)
+
+
+@module_loop
+async def test_a_daemon_of_a_step_killed_at_its_time_limit_dies_too(sandbox):
+    if not holds(sandbox, "leftover processes"):
+        return
+    name = "dtk-" + uuid.uuid4().hex[:8]
+    marker = sandbox.workspace(SESSION) / "marker.txt"
+    marker.unlink(missing_ok=True)
+    result = await sandbox.run(step(daemon_code(name, "time.sleep(60)"), timeout_s=2))
+    assert not result.ok and "time limit" in result.error, result
+    assert marker.stat().st_size > 0
+    await assert_daemon_gone(name, marker)
+    after = await sandbox.run(step("print(6 * 7)"))
+    assert after.ok and after.output.strip() == "42"
+
+
+@module_loop
+async def test_the_steps_proc_lists_only_its_own_processes(sandbox):
+    if not holds(sandbox, "leftover processes"):
+        return
+    # The child makes itself dumpable, so hidepid=2 lets its parent see it: the listing then shows
+    # everything the step may see of its own, and nothing else.
+    code = (
+        "import ctypes, os, time\n"
+        "r, w = os.pipe()\n"
+        "child = os.fork()\n"
+        "if child == 0:\n"
+        "    ctypes.CDLL(None).prctl(4, 1, 0, 0, 0)\n"
+        "    os.write(w, b'.')\n"
+        "    time.sleep(5)\n"
+        "    os._exit(0)\n"
+        "os.read(r, 1)\n"
+        "listed = sorted(int(p) for p in os.listdir('/proc') if p.isdigit())\n"
+        "try:\n"
+        "    os.listdir('/proc/1/root')\n"
+        "    print('init reachable')\n"
+        "except OSError:\n"
+        "    pass\n"
+        "print(os.getpid(), os.getppid(), child, listed, os.readlink('/proc/self/ns/pid'))\n"
+        "os.kill(child, 9)\n"
+    )
+    result = await sandbox.run(step(code))
+    assert result.ok, result
+    # the init's root is the fork server's view of the host: hidden (hidepid=2; Landlock's ptrace
+    # scoping on userns, where the init has the step's uid)
+    assert "init reachable" not in result.output
+    me, parent, child, *rest = result.output.split(maxsplit=3)
+    listed = [int(p) for p in rest[0].split("]")[0].strip("[").split(",")]
+    namespace = rest[0].split("]")[1].strip()
+    assert (int(me), int(parent)) == (2, 0)  # pid 2 after its init; its parent, the supervisor, is outside
+    # its own processes, and the init where the same uid may see it (userns); nothing of the host's
+    assert set(listed) <= {1, int(me), int(child)} and {int(me), int(child)} <= set(listed), listed
+    assert namespace != os.readlink("/proc/self/ns/pid")
+    assert str(os.getpid()) not in listed
+
+
+@module_loop
+async def test_a_step_cannot_kill_its_init_and_killing_itself_still_ends_it(sandbox):
+    if not holds(sandbox, "leftover processes"):
+        return
+    code = (
+        "import os, signal\n"
+        "try:\n"
+        "    os.kill(1, signal.SIGKILL)\n"
+        "except OSError as exc:\n"
+        "    print('refused', exc.errno)\n"
+        "print('still running')\n"
+    )
+    result = await sandbox.run(step(code))
+    assert result.ok and "still running" in result.output, result  # init ignores it (or it is refused)
+    crashed = await sandbox.run(step("import os\nos.kill(os.getpid(), 9)"))
+    assert not crashed.ok and "ended without a result" in crashed.error, crashed
+    after = await sandbox.run(step("print(6 * 7)"))
+    assert after.ok and after.output.strip() == "42"
