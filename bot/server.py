@@ -73,7 +73,7 @@ def create_app(
             yield
         finally:
             state.ready = False
-            await state.runner.drain(timeout=30)
+            await (workers.stop(timeout=30) if workers else state.runner.drain(timeout=30))
             for surface in reversed(surfaces):
                 await surface.stop()
             await state.analyst.close()

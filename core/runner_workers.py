@@ -23,6 +23,7 @@ import json
 import logging
 import os
 import socket
+import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,7 +32,7 @@ from pydantic import SecretStr
 
 from core.config import Settings
 from core.runner import JobHandler, TurnJob
-from core.runner_redis import RedisJobs
+from core.runner_redis import QUICK, TURNS, RedisJobs
 from core.runner_worker import LOST, lost_job, report_lost
 
 log = logging.getLogger("datathread.workers")
@@ -126,7 +127,18 @@ class WorkerRunner:
         target.proc.stdin.write(json.dumps({"id": self._next_id, "job": job.to_dict()}).encode() + b"\n")
 
     async def drain(self, timeout: float | None = None) -> None:
-        """Stop: close every worker's stdin (it finishes what it holds), wait, then kill what remains."""
+        """Wait until no job is queued or running (tests, benchmarks); the workers keep running."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while await self._busy() and (deadline is None or time.monotonic() < deadline):
+            await asyncio.sleep(0.05)
+
+    async def _busy(self) -> bool:
+        if self.redis is not None:  # an entry leaves its stream only when its job has ended
+            return any([await self.redis.r.xlen(QUICK), await self.redis.r.xlen(TURNS)])
+        return bool(self._backlog) or any(p.held for p in self._procs if p is not None)
+
+    async def stop(self, timeout: float | None = None) -> None:
+        """Shut down: close every worker's stdin (it finishes what it holds), wait, then kill what remains."""
         self._stopping = True
         procs = [p for p in self._procs if p is not None]
         for p in procs:
