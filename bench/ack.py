@@ -1,7 +1,10 @@
 """1. Slack ack latency under load: hundreds of signed app_mention events, tens in flight, into
 `datathread serve` (a subprocess on a loopback port; the model answers at once, Slack is the fake Web
 API) against a bare Bolt app served the same way under the same load; and every event answered
-exactly once (answers counted per thread in the fake Slack).
+exactly once (answers counted per thread in the fake Slack). `serve` runs its turns in worker
+processes (the default); the same serve with DATATHREAD_TURN_WORKERS=0 (turns in the web process) is
+measured in the same run too, and so is the memory (PSS) of the web process, its workers and their
+fork servers once the burst is answered.
 """
 
 from __future__ import annotations
@@ -24,15 +27,17 @@ from bench.harness import (
     BenchResult,
     Figure,
     answers_by_thread,
+    descendants,
     make_home,
     median,
     percentile,
+    pss_kb,
     recording_slack,
     temp_dir,
 )
 
 SECRET = "bench-signing-secret-123456"
-P99_MS, TIMES_BARE = 300.0, 3.0
+TIMES_BARE = 1.5  # issue #17: the ack p99 within 1.5× a bare Bolt app's under the same load
 
 
 def free_port() -> int:
@@ -42,8 +47,9 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def server(cmd: list[str], env: dict, cwd: Path, port: int, log: Path) -> Iterator[str]:
-    """A server subprocess, ready (/healthz 200) within 120 s; killed (its group) afterwards."""
+def server(cmd: list[str], env: dict, cwd: Path, port: int, log: Path) -> Iterator[tuple[str, int]]:
+    """A server subprocess, ready (/healthz 200) within 120 s; killed (its group) afterwards.
+    Yields its URL and pid."""
     with log.open("w") as out:
         proc = subprocess.Popen(
             cmd, env=env, cwd=cwd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
@@ -60,7 +66,7 @@ def server(cmd: list[str], env: dict, cwd: Path, port: int, log: Path) -> Iterat
             time.sleep(0.2)
         else:
             raise TimeoutError("server not ready after 120 s")
-        yield url
+        yield url, proc.pid
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, 15)
@@ -108,13 +114,29 @@ def _env(extra: dict) -> dict:
     return {**keep, "PYTHONPATH": str(ROOT), **extra}
 
 
+def memory_mb(pid: int) -> dict[str, float]:
+    """PSS of the web process, its turn workers and the fork servers under them (MB)."""
+    out = {"web": pss_kb(pid) / 1024, "workers": 0.0, "sandbox": 0.0}
+    for child in descendants(pid):
+        with contextlib.suppress(OSError):
+            cmdline = Path(f"/proc/{child}/cmdline").read_bytes()
+            part = (
+                "workers" if b"bot.turn_worker" in cmdline else "sandbox" if b"core.zygote" in cmdline else ""
+            )
+            if part:
+                out[part] += pss_kb(child) / 1024
+    return out
+
+
 async def run(*, quick: bool = False) -> BenchResult:
-    """p50/p99 ack of `datathread serve` vs a bare Bolt app; answers per thread."""
+    """p50/p99 ack of `datathread serve` (workers, and turns in-process) vs a bare Bolt app."""
     from tests.fakes.anthropic_api import FakeAnthropic
 
     result = BenchResult("ack", "1. Slack ack latency under load")
     events, in_flight, rounds = (60, 10, 1) if quick else (300, 20, 2)
-    bot_acks, bare_acks, answers, threads_all = [], [], {}, set()
+    acks: dict[str, list[float]] = {"bare": [], "workers": [], "inprocess": []}
+    memory: dict[str, dict[str, float]] = {}
+    answers, threads_all = {}, set()
     with temp_dir("ack") as tmp:
         fake, api = FakeAnthropic().start(), recording_slack()
         slack_env = {
@@ -133,44 +155,43 @@ async def run(*, quick: bool = False) -> BenchResult:
             }
         )
         bot_cmd = [str(Path(sys.executable).with_name("datathread")), "serve", "--log-level", "WARNING"]
-        bare_cmd = [sys.executable, "-m", "bench.bare_bolt"]
+        commands = {
+            "bare": ([sys.executable, "-m", "bench.bare_bolt"], _env(slack_env)),
+            "workers": (bot_cmd, bot_env),
+            "inprocess": (bot_cmd, {**bot_env, "DATATHREAD_TURN_WORKERS": "0"}),
+        }
         try:
             for r in range(rounds):
-                port = free_port()
-                with server(
-                    [*bare_cmd, "--port", str(port)], _env(slack_env), tmp, port, tmp / "bare.log"
-                ) as url:
-                    await load(
-                        url, [f"1720{r}00000.{i:06d}" for i in range(10)], in_flight=in_flight
-                    )  # warm-up
-                    bare_acks += await load(
-                        url, [f"1720{r}10000.{i:06d}" for i in range(events)], in_flight=in_flight
-                    )
-                port = free_port()
-                cmd = [*bot_cmd, "--port", str(port)]
-                with server(cmd, bot_env, tmp, port, tmp / "bot.log") as url:
-                    threads = [f"1730{r}10000.{i:06d}" for i in range(events)]
-                    bot_acks += await load(url, threads, in_flight=in_flight)
-                    threads_all |= set(threads)
-                    answers = await wait_all(api, threads_all, timeout=300)
+                for n, (name, (cmd, env)) in enumerate(commands.items()):
+                    port = free_port()
+                    with server([*cmd, "--port", str(port)], env, tmp, port, tmp / f"{name}.log") as (
+                        url,
+                        pid,
+                    ):
+                        await load(url, [f"17{n}{r}00000.{i:06d}" for i in range(10)], in_flight=in_flight)
+                        threads = [f"17{n}{r}10000.{i:06d}" for i in range(events)]
+                        acks[name] += await load(url, threads, in_flight=in_flight)
+                        if name == "bare":
+                            continue
+                        threads_all |= set(threads) | {f"17{n}{r}00000.{i:06d}" for i in range(10)}
+                        answers = await wait_all(api, threads_all, timeout=300)
+                        memory[name] = memory_mb(pid)
         finally:
             fake.stop()
             api.stop()
-    _report(result, bot_acks, bare_acks, answers, threads_all, events, in_flight, rounds)
+    _report(result, acks, memory, answers, threads_all, events, in_flight, rounds)
     return result
 
 
-def _report(result, bot_acks, bare_acks, answers, threads, events, in_flight, rounds) -> None:
-    p50, p99 = median(bot_acks), percentile(bot_acks, 99)
-    b50, b99 = median(bare_acks), percentile(bare_acks, 99)
+def _report(result, acks, memory, answers, threads, events, in_flight, rounds) -> None:
+    bare, bot, inproc = acks["bare"], acks["workers"], acks["inprocess"]
+    b50, b99 = median(bare), percentile(bare, 99)
+    p50, p99 = median(bot), percentile(bot, 99)
+    i50, i99 = median(inproc), percentile(inproc, 99)
+    base = {"baseline_name": "bare Bolt app"}
     result.add(
         Figure(
-            name="ack: p50 ack, datathread serve",
-            value=p50,
-            unit="ms",
-            baseline=b50,
-            baseline_name="bare Bolt app",
-            ratio=p50 / b50,
+            name="ack: p50 ack, datathread serve", value=p50, unit="ms", baseline=b50, ratio=p50 / b50, **base
         )
     )
     result.add(
@@ -179,12 +200,34 @@ def _report(result, bot_acks, bare_acks, answers, threads, events, in_flight, ro
             value=p99,
             unit="ms",
             baseline=b99,
-            baseline_name="bare Bolt app",
             ratio=p99 / b99,
-            target=f"≤ {P99_MS:g} ms and ≤ {TIMES_BARE:g}× bare",
-            met=p99 <= P99_MS and p99 <= TIMES_BARE * b99,
+            target=f"≤ {TIMES_BARE:g}× bare",
+            met=p99 <= TIMES_BARE * b99,
+            **base,
         )
     )
+    result.add(
+        Figure(
+            name="ack: p99 ack, serve with turns in the web process (DATATHREAD_TURN_WORKERS=0)",
+            value=i99,
+            unit="ms",
+            baseline=b99,
+            ratio=i99 / b99,
+            **base,
+        )
+    )
+    if "workers" in memory and "inprocess" in memory:
+        web, old = memory["workers"]["web"], memory["inprocess"]["web"]
+        result.add(
+            Figure(
+                name="ack: web process memory (PSS) after the burst, turns in workers",
+                value=web,
+                unit="MB",
+                baseline=old,
+                baseline_name="web process with turns in it",
+                ratio=web / old,
+            )
+        )
     once = sum(1 for t in threads if answers.get(t) == 1)
     result.add(
         Figure(
@@ -197,20 +240,23 @@ def _report(result, bot_acks, bare_acks, answers, threads, events, in_flight, ro
     )
     missing = sum(1 for t in threads if t not in answers)
     extra = sum(1 for t in threads if answers.get(t, 0) > 1)
-    result.note(
-        f"{rounds} round(s) of {events} signed app_mention events (each a new thread), {in_flight} in "
-        "flight, against each server in turn (a subprocess on a loopback port, uvicorn, log level "
-        "warning); the turns run in the bot's process while later events are acked, the model "
-        f"answers at once. Unanswered: {missing}, answered more than once: {extra}. Percentiles are "
-        "nearest-rank over all events of all rounds."
+    mem = "; ".join(
+        f"{name}: web {m['web']:.0f} MB, workers {m['workers']:.0f} MB, fork servers and steps {m['sandbox']:.0f} MB"
+        for name, m in memory.items()
     )
-    if p99 > P99_MS or p99 > TIMES_BARE * b99:
+    result.note(
+        f"{rounds} round(s) of {events} signed app_mention events (each a new thread) plus 10 warm-up events, "
+        f"{in_flight} in flight, against each server in turn (a subprocess on a loopback port, uvicorn, log "
+        "level warning): the bare Bolt app, `datathread serve` (turns in its worker processes, the default: "
+        "1 worker on this 2-core host, at nice 10) and the same serve with DATATHREAD_TURN_WORKERS=0 (turns in the web "
+        f"process). The model answers at once. Unanswered: {missing}, answered more than once: {extra}. "
+        f"Percentiles are nearest-rank over all events of all rounds; p50 with turns in the web process: "
+        f"{i50:.1f} ms. Memory (PSS, after the last round's answers): {mem or 'not measured'}."
+    )
+    if p99 > TIMES_BARE * b99:
         result.note(
-            "Missed the p99 target: the ack itself does no I/O any more (signature check, pure filters, "
-            "a job submit; de-dup moved into the job), so what remains is the event loop and 2 CPU cores "
-            "shared with the up-to-32 turns the burst starts; the bare app's own p99 in this run shows how "
-            "much of the tail is the machine. History: 2,455 ms p99 with store writes in the ack and a new "
-            "HTTP session per Slack call; 450 ms after removing both (at 8 concurrent turns). Reaching "
-            "300 ms: run turns outside the web process (the Modal runner's `.spawn()` does; a worker-"
-            "process LocalRunner would locally), or lower DATATHREAD_MAX_CONCURRENT_TURNS on small hosts."
+            "Missed the p99 target: the web process only verifies, filters and submits (one pipe write "
+            "per job); what remains is 2 CPU cores shared by the web process, the worker running the "
+            "burst's turns and their sandbox steps, so the tail is the machine's (compare the bare app's "
+            "own p99 in this run)."
         )

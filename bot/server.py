@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import sys
 from collections.abc import AsyncIterator
 
 from starlette.applications import Starlette
@@ -21,8 +22,10 @@ from bot.slack_app import SlackSurface
 from bot.surface import AppState, Surface
 from bot.teams_app import TeamsSurface
 from core.analyst import Analyst
+from core.analyst_front import front_analyst
 from core.config import Settings
 from core.runner import LocalRunner, Runner
+from core.runner_workers import WorkerRunner
 
 log = logging.getLogger("datathread.server")
 
@@ -38,7 +41,15 @@ def build_surfaces(state: AppState) -> list[Surface]:
 def create_app(
     settings: Settings, *, runner: Runner | None = None, analyst: Analyst | None = None
 ) -> Starlette:
-    """Build the ASGI app. Pass `runner` (e.g. Modal's spawn runner) and `analyst` to override the defaults."""
+    """Build the ASGI app. Pass `runner` (e.g. Modal's spawn runner) and `analyst` to override the defaults.
+
+    Without a runner, DATATHREAD_TURN_WORKERS > 0 runs turns in that many worker processes
+    (`bot/turn_worker.py`) and this process only acks; 0 runs them as tasks in this process."""
+    workers = None
+    if runner is None and settings.turn_workers > 0:
+        level = logging.getLevelName(logging.getLogger().getEffectiveLevel())
+        command = [sys.executable, "-m", "bot.turn_worker"]
+        runner = workers = WorkerRunner(settings, command, workers=settings.turn_workers, log_level=level)
     state = AppState(
         settings=settings,
         runner=runner or LocalRunner(max_concurrent=4 * settings.max_concurrent_turns),
@@ -51,26 +62,33 @@ def create_app(
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        if state.analyst is None:
-            state.analyst = await Analyst.create(settings)
+        if state.analyst is None:  # with workers, this process never runs a step: no fork server here
+            state.analyst = await (front_analyst(settings) if workers else Analyst.create(settings))
         for surface in surfaces:
             await surface.start()
+        if workers is not None:
+            await workers.start()
         state.ready = True
         try:
             yield
         finally:
             state.ready = False
-            await state.runner.drain(timeout=30)
+            await (workers.stop(timeout=30) if workers else state.runner.drain(timeout=30))
             for surface in reversed(surfaces):
                 await surface.stop()
             await state.analyst.close()
 
     app = Starlette(routes=routes, lifespan=lifespan)
     app.state.datathread = state
+    app.state.workers = workers
     return app
 
 
 async def _healthz(request: Request) -> JSONResponse:
     state: AppState = request.app.state.datathread
-    sandbox = state.analyst.protections() if state.analyst is not None else {}
+    workers: WorkerRunner | None = request.app.state.workers
+    if workers is not None:  # the steps run in the workers' sandboxes
+        sandbox = workers.protections()
+    else:
+        sandbox = state.analyst.protections() if state.analyst is not None else {}
     return JSONResponse({"ok": state.ready, "sandbox": sandbox}, status_code=200 if state.ready else 503)

@@ -20,6 +20,7 @@ from bot.surface import AppState
 from core.events import IncomingMessage
 from core.notebook import NothingToExport
 from core.runner import TurnJob
+from core.runner_worker import lost_kind
 from core.sessions import session_id_for
 
 log = logging.getLogger("datathread.slack")
@@ -31,6 +32,10 @@ JOB_EXPORT = "slack.export"
 JOB_HOME = "slack.home"
 JOB_PROMPTS = "slack.prompts"
 
+STOPPED = (
+    ":warning: I stopped before finishing this answer (the process running it ended). "
+    "Please ask again — the thread still works."
+)
 NOT_IN_CHANNEL = (
     "_I'm not a member of this channel, so only you can see this answer. "
     "Invite me with `/invite @datathread` to answer in the channel._"
@@ -48,6 +53,8 @@ def register_jobs(state: AppState, shared: SharedClient) -> None:
     }
     for kind, handler in handlers.items():
         state.runner.register(kind, _bind(handler, state, shared))
+    for kind in (JOB_TURN, JOB_MESSAGE):  # a worker died with the turn: the thread must not stay silent
+        state.runner.register(lost_kind(kind), _bind(tell_stopped, state, shared))
 
 
 def _bind(handler, state: AppState, shared: SharedClient):
@@ -94,6 +101,17 @@ async def run_turn(state: AppState, client: AsyncWebClient, p: dict) -> None:
         sink.notes.append(note.strip("_"))
     confirm = build_confirmer(client, target, threads)
     await state.analyst.handle(message, sink, confirm=confirm)
+
+
+async def tell_stopped(state: AppState, client: AsyncWebClient, p: dict) -> None:
+    """The worker running this turn died: say so where the answer would have gone."""
+    del state
+    if p.get("private"):
+        await client.chat_postEphemeral(channel=p["channel"], user=p["user"], text=STOPPED)
+    else:
+        await client.chat_postMessage(
+            channel=p["channel"], thread_ts=p.get("thread_ts") or None, text=STOPPED
+        )
 
 
 async def run_action(state: AppState, client: AsyncWebClient, p: dict) -> None:

@@ -16,8 +16,9 @@ from starlette.routing import Route
 
 from bot.surface import AppState
 from bot.teams_auth import TeamsBot, authenticate, build_bot
-from bot.teams_jobs import run_job
+from bot.teams_jobs import run_job, run_lost
 from core.runner import TurnJob
+from core.runner_worker import lost_kind
 
 log = logging.getLogger("datathread.teams")
 
@@ -72,6 +73,11 @@ class TeamsSurface:
             await run_job(self.bot, self.state, job)
 
         self.state.runner.register(JOB_KIND, handler)
+
+        async def lost(job: TurnJob) -> None:  # the worker running it died (core/runner_workers.py)
+            await run_lost(self.bot, self.state, job)
+
+        self.state.runner.register(lost_kind(JOB_KIND), lost)
         if not self.bot.app_id:
             log.warning(
                 "MICROSOFT_APP_ID is not set: POST /api/messages accepts UNAUTHENTICATED requests, "

@@ -29,6 +29,10 @@ from core.thread import CONFIRM_EXPIRED, CONFIRM_NOT_YOURS, ConfirmAnswer, Confi
 log = logging.getLogger("datathread.teams")
 
 RESET_WORDS = {"new", "reset", "/new", "/reset", "new chat", "start over"}
+STOPPED = (
+    "I stopped before finishing this answer (the process running it ended). "
+    "Please ask again — the conversation still works."
+)
 WELCOME = (
     "Hi, I'm **datathread**. Ask me data questions here and I'll query the warehouse, run the analysis "
     "and reply with the answer, charts and CSVs. Try: *which carriers had the most delayed departures? "
@@ -39,13 +43,25 @@ WELCOME = (
 async def run_job(bot: TeamsBot, state: AppState, job: TurnJob) -> None:
     """Continue the activity's conversation proactively and handle the activity in it."""
     activity = Activity().deserialize(job.payload["activity"])
+    await _continue(bot, activity, lambda out: dispatch(state, activity, out))
+
+
+async def run_lost(bot: TeamsBot, state: AppState, job: TurnJob) -> None:
+    """The worker handling this activity died: a question hears that its answer stopped."""
+    del state
+    activity = Activity().deserialize(job.payload["activity"])
+    if activity.type == ActivityTypes.message and (activity.text or "").strip():
+        await _continue(bot, activity, lambda out: out.send(STOPPED))
+
+
+async def _continue(bot: TeamsBot, activity: Activity, work) -> None:
     reference = TurnContext.get_conversation_reference(activity)
 
     async def logic(context: TurnContext) -> None:
         connector = context.turn_state[bot.connector_key()]
         out = TeamsOut(connector=connector, reference=reference)
         try:
-            await dispatch(state, activity, out)
+            await work(out)
         finally:  # msrest's async ConnectorClient has no close(): __aexit__ closes its requests.Session
             await connector.__aexit__(None, None, None)
 

@@ -24,11 +24,10 @@ from core.config_types import (
     TenantId,
     TimeZone,
     WritableDir,
+    split_list,  # noqa: F401  (re-exported: settings modules read lists with it)
 )
 
-
-def _env(*names: str) -> AliasChoices:
-    return AliasChoices(*names)
+_env = AliasChoices  # a field's environment variable names (the contract's)
 
 
 class ConfigError(RuntimeError):
@@ -321,6 +320,12 @@ class Settings(BaseSettings):
         validation_alias=_env("DATATHREAD_MAX_CONCURRENT_TURNS"),
         description="Turns running at once per process (default 4 per core).",
     )
+    turn_workers: int = Field(
+        default_factory=lambda: max(1, (os.cpu_count() or 1) // 2),
+        ge=0,
+        validation_alias=_env("DATATHREAD_TURN_WORKERS"),
+        description="Processes of `datathread serve` that run turns (0 = in the web process; default 1 per 2 cores).",
+    )
     history_ttl_days: int = Field(
         30,
         gt=0,
@@ -483,11 +488,8 @@ class Settings(BaseSettings):
 
     @model_validator(mode="after")
     def _single_tenant_needs_tenant(self) -> Settings:
-        if (
-            self.microsoft_app_id
-            and self.microsoft_app_type == "SingleTenant"
-            and not self.microsoft_app_tenant_id
-        ):
+        single_tenant = self.microsoft_app_type == "SingleTenant"
+        if self.microsoft_app_id and single_tenant and not self.microsoft_app_tenant_id:
             raise ValueError(
                 "MICROSOFT_APP_TYPE=SingleTenant (the default) needs MICROSOFT_APP_TENANT_ID; a bot created "
                 "before 31 July 2025 as multi-tenant can set MICROSOFT_APP_TYPE=MultiTenant instead"
@@ -514,11 +516,6 @@ class Settings(BaseSettings):
             password = urlsplit(self.redis_url).password
             out.append(password or "")
         return [raw for raw in out if raw and len(raw) >= 6]
-
-
-def split_list(value: str) -> tuple[str, ...]:
-    """Comma-separated setting → tuple of trimmed, non-empty items."""
-    return tuple(item.strip() for item in value.split(",") if item.strip())
 
 
 def load_settings(**overrides: object) -> Settings:

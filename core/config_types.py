@@ -116,3 +116,8 @@ AppType = Annotated[str, BeforeValidator(to_app_type)]
 TimeZone = Annotated[str, AfterValidator(check_time_zone)]
 WritableDir = Annotated[Path, AfterValidator(check_writable_dir)]
 ExistingFile = Annotated[Path, AfterValidator(check_existing_file)]
+
+
+def split_list(value: str) -> tuple[str, ...]:
+    """Comma-separated setting → tuple of trimmed, non-empty items."""
+    return tuple(item.strip() for item in value.split(",") if item.strip())

@@ -11,6 +11,7 @@ import contextlib
 import io
 import os
 import re
+import tempfile
 import time
 import traceback
 from pathlib import Path
@@ -93,7 +94,9 @@ def preview_table(table, rows: int, max_bytes: int) -> str:
     """A bounded, readable preview of an Arrow table (the model sees this, never the whole result)."""
     import pandas as pd
 
-    head = table.slice(0, rows).to_pandas()
+    # No thread pool for a few rows: starting Arrow's would cost each step child more than the rows do,
+    # and `warm()` must leave the fork server without threads.
+    head = table.slice(0, rows).to_pandas(use_threads=False)
     with pd.option_context("display.max_columns", 30, "display.width", 200, "display.max_colwidth", 60):
         text = head.to_string(index=False)
     return _clip(text, max_bytes)
@@ -119,6 +122,26 @@ def describe_arrow(table, request: StepRequest, workspace: Path, unnamed: str) -
         preview=preview_table(table, request.preview_rows, request.preview_bytes),
         saved_as=saved,
     )
+
+
+def warm() -> None:
+    """Run the SQL path once on a one-row table, in the fork server before it forks any step.
+
+    Each step child is a fork: whatever the parent has done once, the child finds done. The first
+    DuckDB database of a process, pyarrow's pandas shim (set up on the first `to_pandas`), pandas'
+    string formatting modules and the zstd parquet writer all cost time the first time only, and
+    without this every SQL step paid them again. DuckDB's threads end with its database (closed
+    here), so the fork server still forks with no extra threads; nothing is written to disk.
+    """
+    import pyarrow.parquet as pq
+
+    con = connect_duckdb(Path(tempfile.gettempdir()))  # a one-row query: nothing spills, nothing is written
+    try:
+        table = con.sql("SELECT 1 AS x, 'a' AS s").to_arrow_table()
+    finally:
+        con.close()
+    preview_table(table, 1, 1000)
+    pq.write_table(table, io.BytesIO(), compression="zstd")
 
 
 def _run_sql(request: StepRequest, workspace: Path) -> StepResult:

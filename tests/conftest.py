@@ -122,6 +122,7 @@ def settings(home: Path, fake_model: FakeAnthropic):
         step_timeout=20,
         model_retries=2,
         model="claude-test",
+        turn_workers=0,  # in-process turns; tests of the worker processes ask for them
     )
 
 

@@ -161,7 +161,7 @@ def test_the_cycle_finder_finds_a_cycle():
 MAX_LINES = 400
 # Larger modules today, with their size as a ceiling: each may only shrink, then leaves this list.
 LARGE_MODULES = {
-    "core/config.py": 562,
+    "core/config.py": 559,
     "core/policy_sql.py": 405,
 }
 

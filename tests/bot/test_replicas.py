@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -44,6 +45,7 @@ class Replica:
                 cwd=workdir,
                 stdout=out,
                 stderr=subprocess.STDOUT,
+                start_new_session=True,  # its turn workers share its process group: killpg kills the replica
             )
 
     @property
@@ -75,6 +77,20 @@ class Replica:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+
+
+def turn_workers(parent: int) -> list[int]:
+    """The `bot.turn_worker` processes whose parent is `parent`."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            stat = (proc / "stat").read_text().rsplit(")", 1)[1].split()
+            cmdline = (proc / "cmdline").read_bytes()
+        except (OSError, IndexError):
+            continue
+        if stat[1] == str(parent) and b"bot.turn_worker" in cmdline:
+            found.append(int(proc.name))
+    return found
 
 
 def said(api: FakeSlackAPI, needle: str) -> int:
@@ -141,9 +157,14 @@ def test_two_replicas_share_one_truth(cluster, fake_model):
         assert not result.get("is_error") and "Saved 1 rows" in result["content"]  # the file is there
 
     def kill_a_then_answer(body: dict) -> dict:
-        a.proc.kill()  # the replica dies mid-turn, holding the thread's lock
+        # Replica a dies mid-turn (web process and turn workers). Any replica's worker may be running the
+        # turn (jobs go through Redis), so b's workers die too; b's web process stays up and restarts them.
+        os.killpg(a.proc.pid, signal.SIGKILL)
+        for pid in turn_workers(b.proc.pid):
+            os.kill(pid, signal.SIGKILL)
         return text("never delivered")
 
+    assert turn_workers(a.proc.pid) and turn_workers(b.proc.pid)  # `serve` runs turns in workers by default
     fake_model.enqueue(tool("run_sql", {"sql": "SELECT 1 AS x", "save_as": "x"}), kill_a_then_answer)
     a.post(event_body(mention("one more?", ts="1700000020.000100", thread_ts="1700000001.000100")))
     wait_for(lambda: a.proc.poll() is not None)

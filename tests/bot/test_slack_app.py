@@ -72,6 +72,7 @@ async def slack(tmp_path_factory, model, slack_api):
         step_timeout=20,
         model_retries=2,
         model="claude-test",
+        turn_workers=0,  # in-process turns, like the shared settings fixture
     )
     async with serve(settings, slack_api) as harness:
         yield harness

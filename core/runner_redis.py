@@ -1,0 +1,149 @@
+"""Turn jobs through Redis streams, so any replica's workers may take any replica's jobs.
+
+Two streams with one consumer group: quick jobs (clicks, home tabs) and turns. A worker always reads
+the quick stream and reads turns only while it has a free slot, so a click that would release a
+waiting turn never queues behind turns. XREADGROUP hands each entry to exactly one consumer; the
+entry stays in the group's pending list until the worker acks (and deletes) it after the job ran.
+
+A worker that dies leaves its entries pending. Live workers renew theirs (XCLAIM to themselves,
+JUSTID: idle time back to 0) from a thread, like session locks; an entry idle for longer than
+`lost_after_s` belongs to a dead worker, and whoever finds it (XAUTOCLAIM) turns it into a *lost*
+job: not a second run of the turn (it may have posted half an answer), but its surface's message
+that the answer stopped. The replica whose worker died does the same at once for that worker.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from dataclasses import dataclass
+
+import redis
+import redis.asyncio as aioredis
+
+from core.runner import TurnJob
+
+log = logging.getLogger("datathread.workers")
+
+GROUP = "workers"
+QUICK, TURNS = "dt:jobs:quick", "dt:jobs:turns"
+
+
+@dataclass(frozen=True)
+class Taken:
+    """One entry a worker holds: where it is, and the job it carries."""
+
+    stream: str
+    entry_id: str
+    job: TurnJob | None  # None: an entry that is not a job (logged and acked)
+
+
+def _decode(stream: str, entry_id, fields: dict | None) -> Taken:
+    raw = (fields or {}).get(b"job")
+    job = None
+    try:
+        data = json.loads(raw) if raw else None
+        if isinstance(data, dict):
+            job = TurnJob(
+                kind=str(data["kind"]), payload=dict(data.get("payload") or {}), quick=bool(data.get("quick"))
+            )
+    except (ValueError, KeyError, TypeError):
+        log.warning("dropping a malformed job entry %s", entry_id)
+    key = entry_id.decode() if isinstance(entry_id, bytes) else str(entry_id)
+    return Taken(stream=stream, entry_id=key, job=job)
+
+
+class RedisJobs:
+    """The two job streams of one Redis (the store's `REDIS_URL`)."""
+
+    def __init__(self, url: str):
+        self.url = url
+        self.r = aioredis.Redis.from_url(url)
+
+    async def prepare(self) -> None:
+        """Create the streams and the group once (BUSYGROUP: another replica did)."""
+        for stream in (QUICK, TURNS):
+            try:
+                await self.r.xgroup_create(stream, GROUP, id="0", mkstream=True)
+            except redis.ResponseError as exc:
+                if "BUSYGROUP" not in str(exc):
+                    raise
+
+    async def put(self, job: TurnJob) -> None:
+        await self.r.xadd(QUICK if job.quick else TURNS, {"job": json.dumps(job.to_dict())})
+
+    async def take(self, consumer: str, *, turns: bool, block_ms: int) -> list[Taken]:
+        """New entries for `consumer`: quick ones always, turns only when it has room for one."""
+        streams = {QUICK: ">", TURNS: ">"} if turns else {QUICK: ">"}
+        found = await self.r.xreadgroup(GROUP, consumer, streams, count=1, block=block_ms)
+        return [
+            _decode(name.decode() if isinstance(name, bytes) else name, entry_id, fields)
+            for name, entries in found or []
+            for entry_id, fields in entries
+        ]
+
+    async def done(self, taken: Taken) -> None:
+        async with self.r.pipeline(transaction=True) as pipe:
+            pipe.xack(taken.stream, GROUP, taken.entry_id)
+            pipe.xdel(taken.stream, taken.entry_id)
+            await pipe.execute()
+
+    async def reclaim(self, consumer: str, *, min_idle_ms: int) -> list[Taken]:
+        """Entries nobody renewed for `min_idle_ms` (their worker died), now held by `consumer`."""
+        out: list[Taken] = []
+        for stream in (QUICK, TURNS):
+            _, entries, *_ = await self.r.xautoclaim(stream, GROUP, consumer, min_idle_ms, "0-0", count=50)
+            out += [_decode(stream, entry_id, fields) for entry_id, fields in entries if fields is not None]
+        return out
+
+    async def take_over(self, dead: str, consumer: str) -> list[Taken]:
+        """Every entry the (known dead) consumer `dead` held, now held by `consumer`."""
+        out: list[Taken] = []
+        for stream in (QUICK, TURNS):
+            pending = await self.r.xpending_range(stream, GROUP, "-", "+", 1000, consumername=dead)
+            ids = [p["message_id"] for p in pending]
+            if ids:
+                claimed = await self.r.xclaim(stream, GROUP, consumer, 0, ids)
+                out += [
+                    _decode(stream, entry_id, fields) for entry_id, fields in claimed if fields is not None
+                ]
+            await self.r.xgroup_delconsumer(stream, GROUP, dead)
+        return out
+
+    async def close(self) -> None:
+        await self.r.aclose()
+
+
+class Renewer:
+    """Renews a worker's held entries every `interval_s` from a daemon thread with its own connection,
+    so a busy event loop cannot make a live worker's job look abandoned."""
+
+    def __init__(self, url: str, consumer: str, held: dict[str, Taken], interval_s: float):
+        self._client = redis.Redis.from_url(url)
+        self._consumer = consumer
+        self._held = held
+        self._interval = interval_s
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="datathread-job-renewer", daemon=True)
+
+    def start(self) -> Renewer:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def _run(self) -> None:
+        try:
+            while not self._stop.wait(self._interval):
+                held = list(self._held.values())  # a copy: the loop adds and removes entries meanwhile
+                try:
+                    with self._client.pipeline(transaction=False) as pipe:
+                        for t in held:
+                            pipe.xclaim(t.stream, GROUP, self._consumer, 0, [t.entry_id], justid=True)
+                        pipe.execute()
+                except redis.RedisError as exc:
+                    log.warning("could not renew held jobs: %s", type(exc).__name__)
+        finally:
+            self._client.close()

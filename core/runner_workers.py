@@ -1,0 +1,228 @@
+"""Turns in worker processes: the web process acks and submits; N workers, each with its own event
+loop, run the jobs with the very handlers the surfaces registered.
+
+Why: turns in the web server's own loop and process compete with the acks for the loop and the CPU
+(Slack wants its 200 within 3 s; a burst of turns pushed the ack p99 to 2.3× a bare Bolt app). Here
+the web process only verifies, filters and submits.
+
+Jobs reach the workers over each worker's stdin (the parent picks the worker holding the fewest), or
+with `REDIS_URL` through Redis streams (`core/runner_redis.py`), from which any replica's workers take
+them, each exactly once. A worker that dies is restarted; the jobs it held become *lost* jobs that a
+live worker runs with the surface's lost handler (the thread hears that the answer stopped; the
+session lock the dead turn held expires after DATATHREAD_LOCK_TTL, and the next message works).
+
+The worker command is injected (`bot/turn_worker.py` builds the surfaces; the core never imports a
+surface). Workers get the settings as one JSON line on stdin, never in argv or a file.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import socket
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pydantic import SecretStr
+
+from core.config import Settings
+from core.runner import JobHandler, TurnJob
+from core.runner_redis import QUICK, TURNS, RedisJobs
+from core.runner_worker import LOST, lost_job, report_lost
+
+log = logging.getLogger("datathread.workers")
+
+START_S = 180.0  # a worker builds the core and starts its fork server: seconds on a loaded host
+RESTART_PAUSE_S = 1.0
+
+
+def settings_values(settings: Settings) -> dict:
+    """Every setting as plain JSON values (secrets revealed: they go to our own worker process)."""
+    out = {}
+    for name in Settings.model_fields:
+        value = getattr(settings, name)
+        if isinstance(value, SecretStr):
+            value = value.get_secret_value()
+        elif isinstance(value, Path):
+            value = str(value)
+        out[name] = value
+    return out
+
+
+@dataclass
+class _Proc:
+    """One worker process and what the parent knows of it."""
+
+    index: int
+    name: str  # its Redis consumer name
+    proc: asyncio.subprocess.Process
+    ready: asyncio.Future
+    held: dict[int, TurnJob] = field(default_factory=dict)  # pipe mode: jobs sent, not yet done
+    protections: dict = field(default_factory=dict)
+
+
+class WorkerRunner:
+    """Runner protocol over worker processes (see the module docstring)."""
+
+    def __init__(self, settings: Settings, command: list[str], *, workers: int, log_level: str = "WARNING"):
+        self.settings = settings
+        self.command = command
+        self.count = max(1, workers)
+        self.log_level = log_level
+        self.kinds: set[str] = set()
+        self.redis = RedisJobs(settings.redis_url) if settings.redis_url else None
+        self.lost_after_s = settings.lock_ttl
+        self._procs: list[_Proc | None] = [None] * self.count
+        self._watchers: set[asyncio.Task] = set()
+        self._next_id = 0
+        self._backlog: list[TurnJob] = []  # pipe mode: jobs waiting for a worker to (re)start
+        self._stopping = False
+        self._host = f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+
+    def register(self, kind: str, handler: JobHandler) -> None:
+        """Record the kind (a typo fails here); the workers register the same handler themselves."""
+        del handler
+        self.kinds.add(kind)
+
+    def protections(self) -> dict[str, str]:
+        """What the workers' sandbox enforces (as the first ready worker reported it)."""
+        return next((dict(p.protections) for p in self._procs if p and p.protections), {})
+
+    def pids(self) -> list[int]:
+        """The process ids of the workers now running (operations, tests)."""
+        return [p.proc.pid for p in self._procs if p is not None and p.proc.returncode is None]
+
+    async def start(self) -> None:
+        """Start every worker and wait until each has built its core (raises with the worker's reason)."""
+        if self.redis is not None:
+            await self.redis.prepare()
+        for i in range(self.count):
+            await self._spawn(i)
+        procs = [p for p in self._procs if p is not None]
+        await asyncio.wait_for(asyncio.gather(*(p.ready for p in procs)), timeout=START_S)
+
+    async def submit(self, job: TurnJob) -> None:
+        if job.kind not in self.kinds and job.kind != LOST:
+            raise KeyError(f"no handler registered for job kind {job.kind!r}")
+        if self.redis is not None:
+            await self.redis.put(job)
+            return
+        live = [
+            p
+            for p in self._procs
+            if p is not None and p.proc.returncode is None and p.ready.done() and not p.ready.exception()
+        ]
+        if not live:
+            self._backlog.append(job)
+            return
+        target = min(live, key=lambda p: len(p.held))
+        self._next_id += 1
+        target.held[self._next_id] = job
+        assert target.proc.stdin is not None
+        target.proc.stdin.write(json.dumps({"id": self._next_id, "job": job.to_dict()}).encode() + b"\n")
+
+    async def drain(self, timeout: float | None = None) -> None:
+        """Wait until no job is queued or running (tests, benchmarks); the workers keep running."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while await self._busy() and (deadline is None or time.monotonic() < deadline):
+            await asyncio.sleep(0.05)
+
+    async def _busy(self) -> bool:
+        if self.redis is not None:  # an entry leaves its stream only when its job has ended
+            return any([await self.redis.r.xlen(QUICK), await self.redis.r.xlen(TURNS)])
+        return bool(self._backlog) or any(p.held for p in self._procs if p is not None)
+
+    async def stop(self, timeout: float | None = None) -> None:
+        """Shut down: close every worker's stdin (it finishes what it holds), wait, then kill what remains."""
+        self._stopping = True
+        procs = [p for p in self._procs if p is not None]
+        for p in procs:
+            if p.proc.stdin is not None:
+                with contextlib.suppress(Exception):
+                    p.proc.stdin.close()
+        waits = [asyncio.create_task(p.proc.wait()) for p in procs]
+        if waits:
+            await asyncio.wait(waits, timeout=timeout)
+        for p in procs:
+            if p.proc.returncode is None:
+                with contextlib.suppress(ProcessLookupError):
+                    p.proc.kill()
+                await p.proc.wait()
+        for task in list(self._watchers):
+            task.cancel()
+        if self.redis is not None:
+            await self.redis.close()
+
+    # --- processes ---------------------------------------------------------------------------------
+    async def _spawn(self, index: int) -> None:
+        name = f"{self._host}-w{index}-{uuid.uuid4().hex[:4]}"
+        proc = await asyncio.create_subprocess_exec(
+            *self.command,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            limit=2**20,
+        )
+        first = {
+            "settings": settings_values(self.settings),
+            "consumer": name,
+            "redis": self.redis is not None,
+            "lost_after_s": self.lost_after_s,
+            "log_level": self.log_level,
+        }
+        assert proc.stdin is not None
+        proc.stdin.write(json.dumps(first).encode() + b"\n")
+        worker = _Proc(index=index, name=name, proc=proc, ready=asyncio.get_running_loop().create_future())
+        self._procs[index] = worker
+        task = asyncio.create_task(self._watch(worker), name=f"worker-{index}")
+        self._watchers.add(task)
+        task.add_done_callback(self._watchers.discard)
+
+    async def _watch(self, worker: _Proc) -> None:
+        """Read the worker's protocol lines until it exits; then account for what it held and restart it."""
+        assert worker.proc.stdout is not None
+        while line := await worker.proc.stdout.readline():
+            with contextlib.suppress(ValueError):
+                msg = json.loads(line)
+                if "ready" in msg and not worker.ready.done():
+                    worker.protections = msg.get("protections") or {}
+                    worker.ready.set_result(True)
+                    await self._flush_backlog()
+                elif "done" in msg:
+                    worker.held.pop(msg["done"], None)
+        code = await worker.proc.wait()
+        if not worker.ready.done():
+            worker.ready.set_exception(RuntimeError(f"A turn worker could not start (exit code {code})."))
+            worker.ready.exception()  # retrieved: a failure at start is raised by start() instead
+            if self._stopping or self._procs[worker.index] is not worker:
+                return
+        if self._stopping:
+            return
+        log.error("turn worker %s ended (exit code %s); restarting it", worker.index, code)
+        await self._account_for(worker)
+        await asyncio.sleep(RESTART_PAUSE_S)
+        if not self._stopping:
+            await self._spawn(worker.index)
+
+    async def _account_for(self, worker: _Proc) -> None:
+        """The jobs a dead worker held become lost jobs for the live workers."""
+        if self.redis is not None:
+            try:
+                for taken in await self.redis.take_over(worker.name, f"{self._host}-supervisor"):
+                    await report_lost(self.redis, taken)
+            except Exception as exc:  # the sweep of another worker finds them after lost_after_s
+                log.warning("could not take over the jobs of worker %s: %s", worker.index, exc)
+            return
+        held, worker.held = list(worker.held.values()), {}
+        for job in held:
+            if job.kind != LOST:
+                await self.submit(lost_job(job))
+
+    async def _flush_backlog(self) -> None:
+        backlog, self._backlog = self._backlog, []
+        for job in backlog:
+            await self.submit(job)

@@ -1,0 +1,185 @@
+"""Turns in worker processes (`core/runner_workers.py`, `bot/turn_worker.py`): real worker processes
+with their own fork servers, the web app served in this loop, the fake Slack Web API and the scripted
+model on loopback; with Redis, a real throwaway redis-server shared by two web apps (two replicas)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import io
+import json
+import os
+import signal
+import time
+
+import pytest
+import redis as redis_py
+
+from bot.server import create_app
+from bot.slack_jobs import STOPPED
+from tests.bot.slack_harness import mention, serve
+from tests.fakes.anthropic_api import text, tool
+from tests.fakes.redis_server import RedisServer
+from tests.fakes.slack_api import FakeSlackAPI
+
+pytestmark = pytest.mark.own_sandbox  # the workers start their own fork servers anyway
+
+
+def said(api: FakeSlackAPI, needle: str) -> int:
+    """How many chat.* calls carried `needle`."""
+    return sum(needle in json.dumps(c.args) for c in api.calls if c.method.startswith("chat."))
+
+
+async def until(predicate, timeout: float = 300) -> None:
+    """Generous: a killed worker's replacement builds its core and fork server on a loaded 2-core host."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out"
+        await asyncio.sleep(0.1)
+
+
+@pytest.fixture
+def api():
+    fake = FakeSlackAPI().start()
+    yield fake
+    fake.stop()
+
+
+async def test_a_turn_submitted_in_the_web_process_runs_in_a_worker(settings, api, fake_model):
+    fake_model.enqueue(
+        tool("run_sql", {"sql": "SELECT 42 AS answer", "save_as": "answer"}), text("It is 42.")
+    )
+    async with serve(settings.model_copy(update={"turn_workers": 1}), api) as slack:
+        workers = slack.state.runner
+        (pid,) = workers.pids()
+        assert pid != os.getpid()
+        assert slack.state.analyst.protections() == {}  # no fork server in the web process
+        health = (await slack.http.get("/healthz")).json()
+        assert health["ok"] and health["sandbox"]  # the workers' sandbox, as they reported it
+
+        resp = await slack.event(mention("what is the answer?", ts="1700000001.000100"))
+        assert resp.status_code == 200
+        await until(lambda: said(api, "It is 42.") > 0)
+        result = fake_model.last_tool_results(-1)[0]
+        assert not result.get("is_error") and "Saved 1 rows" in result["content"]  # the step ran there
+        assert api.of("chat.startStream")[0].args["thread_ts"] == "1700000001.000100"  # the question's thread
+        await workers.drain(timeout=30)  # waits for the jobs, not for the workers to end
+        assert workers.pids() == [pid]
+
+
+async def test_a_worker_killed_mid_turn_leaves_a_message_and_the_thread_works(settings, api, fake_model):
+    settings = settings.model_copy(update={"turn_workers": 1, "lock_ttl": 2.0})
+    async with serve(settings, api) as slack:
+        workers = slack.state.runner
+        (victim,) = workers.pids()
+
+        def kill_the_worker(body: dict) -> dict:
+            os.kill(victim, signal.SIGKILL)  # the worker dies mid-turn, holding the thread's lock
+            time.sleep(0.5)
+            return text("never delivered")
+
+        fake_model.enqueue(kill_the_worker)
+        await slack.event(mention("first question", ts="1700000100.000100"))
+        await until(lambda: said(api, STOPPED[:40]) > 0)
+        stopped = [c for c in api.calls if STOPPED[:40] in json.dumps(c.args)]
+        assert len(stopped) == 1 and stopped[0].args.get("thread_ts") == "1700000100.000100"
+        assert said(api, "never delivered") == 0
+        await until(lambda: len(workers.pids()) == 1 and workers.pids() != [victim])
+
+        fake_model.enqueue(text("Still here."))
+        await slack.event(mention("still there?", ts="1700000101.000100", thread_ts="1700000100.000100"))
+        await until(lambda: said(api, "Still here.") > 0)
+        sent = json.dumps(fake_model.requests[-1]["messages"])
+        assert "still there?" in sent and "never delivered" not in sent
+
+
+@contextlib.asynccontextmanager
+async def replicas(settings, api, redis_url: str):
+    """Two web apps (replicas) on one Redis, one worker process each."""
+    shared = settings.model_copy(update={"turn_workers": 1, "redis_url": redis_url, "lock_ttl": 2.0})
+    async with serve(shared, api) as a, serve(shared, api) as b:
+        yield a, b
+
+
+@pytest.fixture
+def redis_server():
+    server = RedisServer().start()
+    yield server
+    server.stop()
+
+
+async def test_with_redis_two_replicas_workers_take_each_job_exactly_once(
+    settings, api, fake_model, redis_server
+):
+    async with replicas(settings, api, redis_server.url) as (a, b):
+        questions = [f"Q-{n}" for n in range(8)]
+        for n, q in enumerate(questions):  # slash commands: no de-dup claim hides a second run
+            resp = await (a if n % 2 else b).command(q)
+            assert resp.status_code == 200
+        await until(lambda: all(said(api, f"asked: {q}") for q in questions))
+        await until(lambda: len(fake_model.requests) >= len(questions))
+        await asyncio.sleep(1.5)  # a job taken twice would show up by now
+        turns = {q: sum(q in json.dumps(r["messages"][0]) for r in fake_model.requests) for q in questions}
+        assert turns == dict.fromkeys(questions, 1)  # each question was one turn: one model call
+        assert [said(api, f"asked: {q}") for q in questions] == [1] * len(questions)
+        with redis_py.Redis.from_url(redis_server.url) as r:
+            assert r.xlen("dt:jobs:turns") == 0 and r.xlen("dt:jobs:quick") == 0  # each acked and gone
+
+
+async def test_with_redis_a_dead_workers_turn_is_reported_by_its_replica(
+    settings, api, fake_model, redis_server
+):
+    async with replicas(settings, api, redis_server.url) as (a, b):
+        victims = a.state.runner.pids() + b.state.runner.pids()
+
+        def kill_the_worker(body: dict) -> dict:
+            for pid in victims:  # whichever worker took it: both die, both are replaced
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+            time.sleep(0.5)
+            return text("never delivered")
+
+        fake_model.enqueue(kill_the_worker)
+        await a.event(mention("first question", ts="1700000200.000100"))
+        await until(lambda: said(api, STOPPED[:40]) > 0)
+        assert said(api, STOPPED[:40]) == 1 and said(api, "never delivered") == 0
+        await until(lambda: len(a.state.runner.pids() + b.state.runner.pids()) == 2)
+
+        fake_model.enqueue(text("Still here."))
+        await b.event(mention("still there?", ts="1700000201.000100", thread_ts="1700000200.000100"))
+        await until(lambda: said(api, "Still here.") > 0)
+
+
+def test_settings_reach_the_worker_unchanged(settings):
+    from core.config import load_settings
+    from core.runner_workers import settings_values
+
+    copy = load_settings(_env_file=None, **settings_values(settings))
+    assert copy == settings
+
+
+async def test_teams_hears_when_the_worker_running_its_question_died(settings):
+    """The Teams surface's lost handler: a question gets the sentence in its conversation, a card
+    click (no text) gets nothing."""
+    from bot.teams_jobs import STOPPED as TEAMS_STOPPED
+    from core.runner import TurnJob
+    from core.runner_worker import LOST, Worker, lost_job
+    from tests.bot.test_teams import THREAD, activity
+    from tests.fakes.bot_connector import FakeConnector
+
+    connector = FakeConnector().start()
+    app = create_app(settings)
+    try:
+        async with app.router.lifespan_context(app):
+            runner = app.state.datathread.runner
+            question = activity(connector.url, "how many flights?", conversation=THREAD)
+            click = activity(connector.url, "", conversation=THREAD, value={"action": "show_sql"})
+            for body in (question, click):
+                lost = lost_job(TurnJob(kind="teams.turn", payload={"activity": body}))
+                assert lost.kind == LOST and lost.quick
+                await Worker(runner, io.BytesIO(), slots=1).run(lost)  # what a live worker does with it
+            sent = connector.sent()
+            assert [m["text"] for m in sent] == [TEAMS_STOPPED]
+            assert sent[0]["conversation"]["id"] == THREAD
+    finally:
+        connector.stop()
