@@ -31,6 +31,7 @@ class Table:
     rows: list[list[str]] = field(default_factory=list)
 
 
+MAX_STREAMED_CHARS = 20_000  # the tail of a long answer while it streams onto a card (cards cap ~28 KB)
 _HEADING = re.compile(r"^\s{0,3}#{1,6}\s+(.*?)\s*#*\s*$")
 
 
@@ -152,10 +153,15 @@ def submit(title: str, action: str, **data: object) -> dict:
     return {"type": "Action.Submit", "title": title, "data": {ACTION_KEY: action, **data}}
 
 
-def progress_card(lines: list[str], *, status: str) -> dict:
-    """The one progress message, updated in place: a status line and one line per step."""
+def progress_card(lines: list[str], *, status: str, answer: str = "") -> dict:
+    """The one progress message, updated in place: a status line, one line per step and (channels and
+    group chats, where Teams does not stream) the answer's text so far, already made inert."""
     body = [{"type": "TextBlock", "text": status, "weight": "Bolder", "wrap": True}]
     body += [{"type": "TextBlock", "text": line, "wrap": True, "spacing": "Small"} for line in lines[-12:]]
+    if answer:
+        body.append(
+            {"type": "TextBlock", "text": answer[-MAX_STREAMED_CHARS:], "wrap": True, "separator": True}
+        )
     return card(body)
 
 
