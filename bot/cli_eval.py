@@ -9,16 +9,19 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 from rich.console import Console
-from rich.table import Table
 
 from bot.cli_common import app, die, settings_or_exit, setup_log
 from core.config import ConfigError, Settings, require_model
-from core.eval_report import EvalReport, QuestionResult, format_bytes, format_cost, load_done, save_report
-from core.eval_report import to_markdown as report_markdown
-from core.eval_suite import DEMO_SUITE, EvalSuite, SuiteError, load_suite
+
+if TYPE_CHECKING:  # imported where used: every other command starts without YAML and the eval stack
+    from rich.table import Table
+
+    from core.eval_report import EvalReport, QuestionResult
+    from core.eval_suite import EvalSuite
 
 err = Console(stderr=True, soft_wrap=True)
 
@@ -37,6 +40,10 @@ def eval_command(
     log_level: str = typer.Option("ERROR", "--log-level"),
 ) -> None:
     """Run an evaluation suite through the bot and report execution accuracy, cost and latency."""
+    from core.eval_report import load_done
+    from core.eval_report import to_markdown as report_markdown
+    from core.eval_suite import SuiteError, load_suite
+
     path = _suite_path(suite_path, demo)
     try:
         suite = load_suite(path)
@@ -68,6 +75,8 @@ def eval_command(
 
 
 def _suite_path(suite_path: Path | None, demo: bool) -> Path:
+    from core.eval_suite import DEMO_SUITE
+
     if demo and suite_path is not None:
         die("Give a suite file or --demo, not both.")
     if not demo and suite_path is None:
@@ -92,6 +101,7 @@ async def _run(
     timeout: float,
 ) -> EvalReport:
     from core.analyst import build_parts
+    from core.eval_report import save_report
     from core.eval_runner import EvalRunner
     from core.sessions import StoreUnavailable
 
@@ -121,6 +131,10 @@ async def _run(
 
 def results_table(report: EvalReport) -> Table:
     """The report for a terminal: one row per question, totals in the caption."""
+    from rich.table import Table
+
+    from core.eval_report import format_bytes, format_cost
+
     t = report.totals
     table = Table(
         title=f"{report.suite}: accuracy {report.accuracy:.1%} ({t.correct}/{t.questions})",

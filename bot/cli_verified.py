@@ -10,15 +10,16 @@ import asyncio
 import json
 import time
 from dataclasses import asdict
+from typing import TYPE_CHECKING
 
 import typer
 from rich.console import Console
-from rich.syntax import Syntax
-from rich.table import Table
 
 from bot.cli_common import app, die, settings_or_exit
 from core.config import ConfigError, Settings
-from core.verified import Correction, VerifiedLibrary, VerifiedQuery, curated_path, load_curated
+
+if TYPE_CHECKING:  # imported where used: every other command starts without the SQL parser
+    from core.verified import VerifiedLibrary
 
 verified_app = typer.Typer(help="Verified queries and corrections.", no_args_is_help=False)
 app.add_typer(verified_app, name="verified")
@@ -26,6 +27,7 @@ app.add_typer(verified_app, name="verified")
 
 async def _with_library(settings: Settings, work):
     from core.sessions import StoreUnavailable, open_store
+    from core.verified import VerifiedLibrary, curated_path, load_curated
 
     dialect = "bigquery" if settings.warehouse == "bigquery" else "duckdb"
     try:
@@ -56,6 +58,9 @@ def list_entries(
     as_json: bool = typer.Option(False, "--json", help="JSON lines instead of a table."),
 ) -> None:
     """Verified queries (id, question, tables, who, when, source) and corrections."""
+    from rich.table import Table
+
+    from core.verified import Correction, VerifiedQuery
 
     async def work(library: VerifiedLibrary):
         return await library.entries()
@@ -88,6 +93,9 @@ def list_entries(
 @verified_app.command("show")
 def show(entry_id: str = typer.Argument(..., help="The id from `datathread verified list`.")) -> None:
     """One verified query or correction, with its SQL."""
+    from rich.syntax import Syntax
+
+    from core.verified import VerifiedQuery
 
     async def work(library: VerifiedLibrary):
         return await library.get(entry_id)

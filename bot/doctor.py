@@ -1,10 +1,14 @@
 """`datathread doctor`: for each configured part, one cheap real call that proves it is reachable.
 
 Checks run in parallel, each under its own timeout, so the whole report takes about one timeout at
-worst: the model (`models.retrieve` of DATATHREAD_MODEL: key, model name and endpoint in one GET),
+worst: the model (`GET /v1/models/{DATATHREAD_MODEL}`: key, model name and endpoint in one call),
 Slack (`auth.test`, plus `apps.connections.open` for Socket Mode), Teams (a Bot Framework token),
 BigQuery (a dry run of `SELECT 1`), the session store (SQLite or Redis ping), S3 (head bucket), and
 the Modal deployment. Nothing is started or built: the sandbox's protections are its own report.
+
+The sandbox back-end probe forks throw-away children, which is only safe before any thread exists, so
+it runs in one child forked first thing and reports over a pipe while the parent imports what the
+checks need and runs them: the probe costs no wall time of its own.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
@@ -32,9 +37,11 @@ async def run_doctor(settings: Settings, console: Console) -> int:
     """Print one row per part (and the sandbox protections); exit code 1 when a configured part fails."""
 
     started = time.monotonic()
+    probe = start_protections_probe(settings)  # forks: before any thread (the checks start some)
     preload(settings)  # imports block the loop: do them before any check's clock starts
-    protections = sandbox_protections(settings)  # probes fork children: before any check's thread
-    checks = await asyncio.gather(*(_bounded(part, check, settings) for part, check in ALL_CHECKS))
+    protections, *checks = await asyncio.gather(
+        probe, *(_bounded(part, check, settings) for part, check in ALL_CHECKS)
+    )
     table = Table("part", "status", "detail")
     for check in checks:
         table.add_row(check.part, STATUS_MARKUP[check.status], check.detail)
@@ -58,14 +65,13 @@ async def _bounded(part: str, check: Callable[[Settings], Awaitable[Check]], set
         return Check(part, "fail", f"{type(exc).__name__}: {reason}".rstrip(": "))
 
 
-def sandbox_protections(settings: Settings) -> dict[str, str]:
-    """What the local sandbox will enforce on this host (without starting it); Modal's run remotely."""
+def start_protections_probe(settings: Settings) -> Awaitable[dict[str, str]]:
+    """What the local sandbox will enforce on this host, without starting it (Modal's run remotely):
+    forks the probe now (no thread may exist yet); await the returned report."""
     if settings.sandbox == "modal":
-        return {}
-    from pathlib import Path
-
-    from core import isolation_backends
-    from core.sandbox_factory import secret_files
+        return asyncio.sleep(0, {})
+    from core.sandbox_preview import start_preview
+    from core.secret_files import secret_files
 
     masked = [str(Path(m).resolve()) for m in secret_files(settings)]
-    return isolation_backends.preview(settings.isolation or "best", masked=masked).as_dict()
+    return start_preview(settings.isolation or "best", masked=masked, timeout_s=SAFETY_TIMEOUT_S)

@@ -53,45 +53,88 @@ async def in_daemon_thread(fn: Callable[[], Any]) -> Any:
     return await done
 
 
+async def new_http_client() -> Any:
+    """An httpx client made off the loop: loading the CA bundle takes a few hundred milliseconds, which
+    would hold up every other check (and eat into their timeouts) if it ran on the loop."""
+    import httpx
+
+    return await asyncio.to_thread(httpx.AsyncClient, timeout=CHECK_TIMEOUT_S)
+
+
 def preload(settings: Settings) -> None:
     """Import what the configured parts' checks use (SDK imports take seconds on a busy host)."""
     import importlib
 
-    modules = ["core.sessions", "core.model"]
+    modules = ["core.sessions"]
+    if settings.has_model_credentials() or settings.microsoft_app_id:
+        # httpx imports its transport and the transport its async backend on first use, not at import
+        modules += ["httpx", "httpcore", "httpcore._backends.anyio", "anyio._core._sockets", "encodings.idna"]
     if settings.redis_url:
         modules.append("core.store_redis")
     if settings.slack_bot_token:
         modules.append("bot.slack_socket")
-    if settings.microsoft_app_id:
-        modules.append("httpx")
     if settings.warehouse == "bigquery":
         modules += ["google.cloud.bigquery", "core.bigquery_client"]
     if buckets(settings):
-        modules += ["boto3", "botocore.config"]
+        modules += ["boto3", "boto3.session", "boto3.resources.factory", "botocore.config"]
     if settings.sandbox == "modal":
         modules.append("core.sandbox_modal")
     for name in modules:
         importlib.import_module(name)
 
 
-async def check_model(settings: Settings) -> Check:
-    from core.model import build_model, describe_model_error
+# The model check is one GET with httpx rather than through the Anthropic SDK: importing the SDK costs
+# seconds of CPU on a fresh install (thousands of modules), most of what `doctor` would take. The
+# sentences are the ones `core.model.describe_model_error` gives for the SDK's error classes (a test
+# keeps them equal).
+ANTHROPIC_URL = "https://api.anthropic.com"
+ANTHROPIC_VERSION = "2023-06-01"
+MODEL_STATUS_SENTENCES = {
+    401: "The Claude API key was rejected. An admin needs to check ANTHROPIC_API_KEY.",
+    403: "This Claude API key may not use the configured model. An admin needs to check DATATHREAD_MODEL "
+    "and the key's permissions.",
+    404: "The configured Claude model was not found. An admin needs to check DATATHREAD_MODEL.",
+    413: "This conversation is too long for Claude. Start a new thread.",
+    429: "Claude is rate-limited right now. Please try again in a minute.",
+    529: "Claude is overloaded right now. Please try again in a minute.",
+}
 
+
+def model_status_sentence(status: int) -> str:
+    """What an HTTP error status from the Claude API means, in the words the bot uses for it."""
+    if status in MODEL_STATUS_SENTENCES:
+        return MODEL_STATUS_SENTENCES[status]
+    if status >= 500:
+        return "The Claude API had an internal error. Please try again shortly."
+    return f"The Claude API failed (HTTP {status}). Please try again shortly."
+
+
+async def check_model(settings: Settings) -> Check:
     if not settings.has_model_credentials():
         return Check("model", "fail", "set ANTHROPIC_API_KEY (or DATATHREAD_MODEL_PROVIDER=bedrock/vertex)")
     label = f"{settings.model_provider} · {settings.model}"
     if settings.model_provider != "anthropic":
         return Check("model", "unchecked", f"{label} (no cheap check for {settings.model_provider})")
-    import anthropic
+    from urllib.parse import quote
 
-    client = build_model(settings).client.with_options(max_retries=0, timeout=CHECK_TIMEOUT_S)
-    try:
-        await client.models.retrieve(settings.model)
-    except anthropic.AnthropicError as exc:
-        return Check("model", "fail", f"{label}: {describe_model_error(exc)}")
-    finally:
-        await client.close()
-    return Check("model", "ok", f"{label} (key and model accepted at {client.base_url})")
+    import httpx
+
+    assert settings.anthropic_api_key is not None
+    base = str(settings.anthropic_base_url or ANTHROPIC_URL).rstrip("/")
+    headers = {
+        "x-api-key": settings.anthropic_api_key.get_secret_value(),
+        "anthropic-version": ANTHROPIC_VERSION,
+    }
+    async with await new_http_client() as client:
+        try:  # models.retrieve: key, model name and endpoint in one GET
+            response = await client.get(f"{base}/v1/models/{quote(settings.model, safe='')}", headers=headers)
+        except httpx.TimeoutException:
+            return Check("model", "fail", f"{label}: Claude took too long to answer ({base}).")
+        except httpx.HTTPError:
+            return Check("model", "fail", f"{label}: I could not reach the Claude API at {base}.")
+    if response.status_code != 200:
+        return Check("model", "fail", f"{label}: {model_status_sentence(response.status_code)}")
+    return Check("model", "ok", f"{label} (key and model accepted at {base})")
 
 
 async def check_store(settings: Settings) -> Check:
@@ -144,7 +187,7 @@ async def check_teams(settings: Settings) -> Check:
         "client_secret": settings.microsoft_app_password.get_secret_value(),
         "scope": BOT_FRAMEWORK_SCOPE,
     }
-    async with httpx.AsyncClient(timeout=CHECK_TIMEOUT_S) as client:
+    async with await new_http_client() as client:
         try:
             response = await client.post(
                 f"{LOGIN_URL}/{tenant or 'botframework.com'}/oauth2/v2.0/token", data=form

@@ -1,5 +1,7 @@
 """Pure builders for Teams: Markdown Teams renders, Adaptive Cards (tables, progress, answer actions,
-confirmation, 'Show SQL & code') and attachments. Plain dicts in, plain dicts out; no I/O.
+confirmation, 'Show SQL & code') and attachments. Plain dicts in, plain dicts out; no I/O. Attachments
+are built with botbuilder's own models (CardFactory, FileConsentCard, FileInfoCard), which know the
+content types and field names, and handed on as the JSON they serialize to.
 
 Teams renders a subset of Markdown in messages (no tables, no headings beyond bold), so tables move
 into Adaptive Card `Table` elements with row/column caps.
@@ -12,12 +14,17 @@ import base64
 import re
 from dataclasses import dataclass, field
 
+from botbuilder.core import CardFactory
+from botbuilder.schema import Attachment
+from botbuilder.schema.teams import FileConsentCard, FileInfoCard
+from botbuilder.schema.teams.additional_properties import ContentType
+
 from bot.markdown import blocks
 from core.schedules import ANSWER_CADENCES
 
-ADAPTIVE = "application/vnd.microsoft.card.adaptive"
-FILE_CONSENT = "application/vnd.microsoft.teams.card.file.consent"
-FILE_INFO = "application/vnd.microsoft.teams.card.file.info"
+ADAPTIVE = CardFactory.content_types.adaptive_card
+FILE_CONSENT = ContentType.FILE_CONSENT_CARD
+FILE_INFO = ContentType.FILE_INFO_CARD
 ACTION_KEY = "datathread"  # Action.Submit data carries {"datathread": <action>, ...}
 MAX_TABLE_ROWS = 20
 MAX_TABLE_COLS = 8
@@ -31,6 +38,7 @@ class Table:
     rows: list[list[str]] = field(default_factory=list)
 
 
+MAX_STREAMED_CHARS = 20_000  # the tail of a long answer while it streams onto a card (cards cap ~28 KB)
 _HEADING = re.compile(r"^\s{0,3}#{1,6}\s+(.*?)\s*#*\s*$")
 
 
@@ -144,7 +152,7 @@ def card(body: list[dict], actions: list[dict] | None = None) -> dict:
     }
     if actions:
         content["actions"] = actions
-    return {"contentType": ADAPTIVE, "content": content}
+    return CardFactory.adaptive_card(content).serialize()
 
 
 def submit(title: str, action: str, **data: object) -> dict:
@@ -152,10 +160,15 @@ def submit(title: str, action: str, **data: object) -> dict:
     return {"type": "Action.Submit", "title": title, "data": {ACTION_KEY: action, **data}}
 
 
-def progress_card(lines: list[str], *, status: str) -> dict:
-    """The one progress message, updated in place: a status line and one line per step."""
+def progress_card(lines: list[str], *, status: str, answer: str = "") -> dict:
+    """The one progress message, updated in place: a status line, one line per step and (channels and
+    group chats, where Teams does not stream) the answer's text so far, already made inert."""
     body = [{"type": "TextBlock", "text": status, "weight": "Bolder", "wrap": True}]
     body += [{"type": "TextBlock", "text": line, "wrap": True, "spacing": "Small"} for line in lines[-12:]]
+    if answer:
+        body.append(
+            {"type": "TextBlock", "text": answer[-MAX_STREAMED_CHARS:], "wrap": True, "separator": True}
+        )
     return card(body)
 
 
@@ -252,23 +265,21 @@ def link_text(name: str, url: str, ttl_s: int) -> str:
 def file_consent_card(name: str, size: int, context: dict) -> dict:
     """Teams' file-consent card: the user accepts, then Teams gives us an upload URL (personal chat only).
     https://learn.microsoft.com/microsoftteams/platform/bots/how-to/bots-filesv4"""
-    return {
-        "contentType": FILE_CONSENT,
-        "name": name,
-        "content": {
-            "description": f"{name} from datathread",
-            "sizeInBytes": size,
-            "acceptContext": context,
-            "declineContext": context,
-        },
-    }
+    consent = FileConsentCard(
+        description=f"{name} from datathread",
+        size_in_bytes=size,
+        accept_context=context,
+        decline_context=context,
+    )
+    return Attachment(content_type=FILE_CONSENT, name=name, content=consent).serialize()
 
 
 def file_info_card(upload_info: dict) -> dict:
     """The card that shows an uploaded file in the chat after the consent flow."""
-    return {
-        "contentType": FILE_INFO,
-        "contentUrl": upload_info.get("contentUrl"),
-        "name": upload_info.get("name"),
-        "content": {"uniqueId": upload_info.get("uniqueId"), "fileType": upload_info.get("fileType")},
-    }
+    info = FileInfoCard(unique_id=upload_info.get("uniqueId"), file_type=upload_info.get("fileType"))
+    return Attachment(
+        content_type=FILE_INFO,
+        content_url=upload_info.get("contentUrl"),
+        name=upload_info.get("name"),
+        content=info,
+    ).serialize()

@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 import signal
 import uuid
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 from rich.console import Console
@@ -62,33 +62,47 @@ def _converse(runner: asyncio.Runner, console: Console, analyst, settings: Setti
         )
         message = IncomingMessage(text=question.strip(), surface="terminal", thread_key=key)
         turn = analyst.handle(message, renderer, confirm=terminal_confirmer(console, renderer))
-        if not run_interruptibly(runner, turn):
+
+        def stopping(renderer=renderer) -> None:
+            renderer.pause()
+            console.print("[yellow]Stopping…[/] [dim]Press Ctrl-C again to quit.[/]")
+
+        if not run_interruptibly(runner, turn, stopping):
             renderer.pause()
             console.print("[yellow]Stopped.[/] [dim]The question is kept in this session's history.[/]")
 
 
-def run_interruptibly(runner: asyncio.Runner, coro: Coroutine[Any, Any, Any]) -> bool:
-    """Run `coro` on the runner's loop; the first Ctrl-C cancels it (returns False once it has wound
-    down), a second one raises KeyboardInterrupt. True when it finished by itself."""
+def run_interruptibly(
+    runner: asyncio.Runner, coro: Coroutine[Any, Any, Any], on_stop: Callable[[], None] | None = None
+) -> bool:
+    """Run `coro` on the runner's loop; the first Ctrl-C cancels it (`on_stop` says so at once; returns
+    False once it has wound down), a second one raises KeyboardInterrupt. True when it finished by itself.
+
+    Ctrl-C is counted through the loop's signal handler, which sees every SIGINT the process receives
+    (one byte each through the wakeup fd), where a plain `signal.signal` handler runs once for any
+    number of signals that arrive before the interpreter gets to it — two quick presses on a busy
+    machine were one. A press while the stopped turn still winds down is the second press."""
     loop = runner.get_loop()
     task = loop.create_task(coro)
     interrupts = 0
 
-    def on_sigint(signum: int, frame: object) -> None:
+    def on_sigint() -> None:
         nonlocal interrupts
         interrupts += 1
         if interrupts > 1:
-            raise KeyboardInterrupt
-        loop.call_soon_threadsafe(task.cancel)
+            raise KeyboardInterrupt  # a loop callback's KeyboardInterrupt leaves run_until_complete
+        task.cancel()
+        if on_stop is not None:
+            on_stop()
 
-    previous = signal.signal(signal.SIGINT, on_sigint)
+    loop.add_signal_handler(signal.SIGINT, on_sigint)
     try:
         loop.run_until_complete(task)
         return interrupts == 0
     except asyncio.CancelledError:
         return False
     finally:
-        signal.signal(signal.SIGINT, previous)
+        loop.remove_signal_handler(signal.SIGINT)  # back to Python's default: KeyboardInterrupt
 
 
 def terminal_confirmer(console: Console, renderer):

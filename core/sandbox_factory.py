@@ -13,6 +13,7 @@ from core.config import Settings
 from core.model import ModelClient, build_model
 from core.sandbox import Sandbox
 from core.schedules_tool import SCHEDULE_TOOLS
+from core.secret_files import secret_files
 from core.sessions import SessionStore, open_store
 from core.thread import Threads
 from core.tools import TOOLS, Tool
@@ -36,14 +37,6 @@ async def build_parts(settings: Settings, *, model: ModelClient | None = None) -
     store = await open_store(settings)
     sandbox, warehouse = await build_sandbox_and_warehouse(settings)
     return Parts(settings=settings, store=store, sandbox=sandbox, warehouse=warehouse, model=model)
-
-
-def secret_files(settings: Settings) -> list[str]:
-    """Files holding bot secrets that sandboxed code must not read (masked in its mount namespace)."""
-    paths = [settings.model_config.get("env_file") or ".env"]
-    if settings.google_application_credentials:
-        paths.append(str(settings.google_application_credentials))
-    return [str(p) for p in paths]
 
 
 async def build_sandbox_and_warehouse(settings: Settings) -> tuple[Sandbox, Warehouse]:

@@ -140,3 +140,63 @@ def test_an_unknown_model_is_named(tmp_path, monkeypatch, fake_model):
     )
     assert code == 1 and rows["model"][0] == "FAIL" and "DATATHREAD_MODEL" in rows["model"][1]
     assert CHECK_TIMEOUT_S <= 3
+
+
+def test_checks_and_the_sandbox_probe_run_at_the_same_time(tmp_path, monkeypatch):
+    """Three black-holed parts with 2 s timeouts: each fails on its own line after its own timeout
+    (not the safety net), and together they take about one timeout, not the 6 s they would one after
+    another (the margin is for a loaded machine); the sandbox probe reports alongside."""
+    from bot import doctor as doctor_module
+    from bot import doctor_checks
+    from core.config import load_settings
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(doctor_checks, "CHECK_TIMEOUT_S", 2.0)
+    monkeypatch.setattr(doctor_module, "SAFETY_TIMEOUT_S", 10.0)
+    holes = [BlackHole().start() for _ in range(3)]
+    try:
+        env = {
+            "DATATHREAD_HOME": str(tmp_path / "home"),
+            "COLUMNS": "250",
+            "AWS_REGION": "us-east-1",
+            "ANTHROPIC_API_KEY": KEY,
+            "ANTHROPIC_BASE_URL": holes[0].url,
+            "REDIS_URL": holes[1].url.replace("http://", "redis://"),
+            "DATATHREAD_S3_BUCKETS": "datalake",
+            "DATATHREAD_S3_ENDPOINT_URL": holes[2].url,
+            "AWS_ACCESS_KEY_ID": "testing",
+            "AWS_SECRET_ACCESS_KEY": "testing",
+        }
+        for name, value in env.items():
+            monkeypatch.setenv(name, value)
+        doctor_checks.preload(load_settings())  # the imports, before the clock: the test times checks
+        started = time.monotonic()
+        result = CliRunner().invoke(app, ["doctor"], env=env)
+        elapsed = time.monotonic() - started
+    finally:
+        for hole in holes:
+            hole.stop()
+    assert "Traceback" not in result.output and result.exit_code == 1, result.output
+    lines = {line.strip("│ ").split("│")[0].strip(): line for line in result.output.splitlines()}
+    for part in ("model", "session store", "s3"):
+        assert "FAIL" in lines[part], (part, lines[part])
+    assert "took too long" in lines["model"]
+    assert all(hole.connections for hole in holes)  # each check really went out to its endpoint
+    assert "protection: back end" in result.output  # the probe's report, from its child process
+    assert elapsed < 5.0, f"{elapsed:.1f} s: the checks ran one after another (3 × 2 s)\n{result.output}"
+
+
+@pytest.mark.parametrize("status", [401, 403, 404, 413, 429, 500, 503, 529])
+def test_the_model_check_says_what_the_bot_says_for_each_api_error(status):
+    """doctor's model check avoids importing the Anthropic SDK; its sentences are the SDK path's."""
+    import anthropic
+    import httpx
+
+    from bot.doctor_checks import model_status_sentence
+    from core.model import describe_model_error
+
+    request = httpx.Request("GET", "https://api.anthropic.com/v1/models/claude-test")
+    response = httpx.Response(status, request=request, json={"error": {"message": "no"}})
+    client = anthropic.Anthropic(api_key="sk-ant-test")
+    error = client._make_status_error("no", body={"error": {"message": "no"}}, response=response)
+    assert model_status_sentence(status) == describe_model_error(error)

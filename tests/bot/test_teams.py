@@ -342,3 +342,68 @@ async def test_healthz_reports_the_sandbox_protections(teams):
     assert health["ok"] is True
     assert set(health["sandbox"]) >= {"back end", "network", "filesystem", "result channel"}
     assert all(state.startswith(("on", "OFF")) for state in health["sandbox"].values()), health
+
+
+STREAMED = " ".join(f"Carrier number {i} had more delays than the one before it." for i in range(1, 9))
+
+
+def stream_info(message: dict) -> dict:
+    return next((e for e in message.get("entities") or [] if e.get("type") == "streaminfo"), {})
+
+
+async def test_personal_chat_streams_the_answer_as_claude_writes_it(teams, fake_model):
+    """Teams' streaming protocol in a one-on-one chat: typing activities with a `streaminfo` entity,
+    sequence 1, 2, … under the first one's id, each holding all the text so far, at most about one
+    a second; the answer message with its card closes the stream as `final`."""
+    from bot.teams_progress import PROGRESS_MIN_INTERVAL_S
+
+    fake_model.token_delay_s = 0.04  # ~100 tokens: about 4 s of writing
+    fake_model.enqueue(text(STREAMED))
+    started = time.monotonic()
+    sent = await teams.say("which carriers were most delayed?", conversation=CHAT)
+    elapsed = time.monotonic() - started
+    updates = [m for m in sent if m["type"] == "typing" and stream_info(m)]
+    assert len(updates) >= 2, sent
+    infos = [stream_info(m) for m in updates]
+    assert [i["streamType"] for i in infos] == ["streaming"] * len(updates)
+    assert [i["streamSequence"] for i in infos] == list(range(1, len(updates) + 1))
+    stream_id = teams.connector.id_of(updates[0])
+    assert "streamId" not in infos[0] and all(i["streamId"] == stream_id for i in infos[1:])
+    texts = [m["text"] for m in updates]
+    for earlier, later in zip(texts, texts[1:], strict=False):
+        assert later.startswith(earlier) and len(later) > len(earlier)  # in order, only growing
+    assert STREAMED.startswith(texts[-1])
+    assert len(updates) <= elapsed / PROGRESS_MIN_INTERVAL_S + 1  # throttled, not one per token
+    final = sent[-1]
+    assert final["type"] == "message" and final["text"] == STREAMED  # complete
+    assert stream_info(final) == {"type": "streaminfo", "streamId": stream_id, "streamType": "final"}
+    assert cards([final])[0]["actions"]  # the answer card as before
+
+
+async def test_channel_answer_streams_onto_the_progress_card(teams, fake_model):
+    """Teams streams only in one-on-one chats: in a channel the text so far is shown on the progress
+    card, edited in place (throttled); the answer then comes as its own message, as before."""
+    from bot.teams_progress import PROGRESS_MIN_INTERVAL_S
+
+    fake_model.token_delay_s = 0.04
+    fake_model.enqueue(text(STREAMED))
+    before = len(teams.connector.updates())
+    started = time.monotonic()
+    sent = await teams.say("which carriers were most delayed?")
+    elapsed = time.monotonic() - started
+    assert not [m for m in sent if stream_info(m)]  # no streaming protocol outside personal chats
+    progress_id = teams.connector.id_of(sent[1])
+    edits = [c for c in teams.connector.updates()[before:] if c.activity_id == progress_id]
+    shown = [
+        block["text"]
+        for c in edits
+        for block in cards([c.body])[0]["body"]
+        if block.get("separator") and block["type"] == "TextBlock"
+    ]
+    assert len(shown) >= 2, edits
+    for earlier, later in zip(shown, shown[1:], strict=False):
+        assert later.startswith(earlier) and len(later) > len(earlier)
+    assert STREAMED.startswith(shown[-1])
+    assert len(edits) <= elapsed / PROGRESS_MIN_INTERVAL_S + 2  # throttled (+ the final redraw)
+    assert "Carrier number" not in dumps(edits[-1].body)  # the finished card shows the steps only
+    assert sent[-1]["text"] == STREAMED and cards([sent[-1]])[0]["actions"]

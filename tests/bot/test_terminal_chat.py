@@ -10,8 +10,11 @@ import json
 import os
 import signal
 import subprocess
+import threading
 import time
 from pathlib import Path
+
+import pytest
 
 from core.sessions import session_id_for
 from tests.bot.test_cli import DATATHREAD
@@ -87,21 +90,88 @@ def test_ctrl_c_stops_the_turn_keeps_the_question_and_returns_to_the_prompt(home
     assert first["ok"] is False and "stopped" in first["error"]
 
 
+class Output:
+    """Everything a subprocess writes to one pipe so far, read by a thread (the prompt has no newline)."""
+
+    def __init__(self, pipe) -> None:
+        self.text = ""
+        self._thread = threading.Thread(target=self._read, args=(pipe.fileno(),), daemon=True)
+        self._thread.start()
+
+    def _read(self, fd: int) -> None:
+        while chunk := os.read(fd, 4096):
+            self.text += chunk.decode(errors="replace")
+
+    def finished(self) -> str:
+        self._thread.join(timeout=10)
+        return self.text
+
+
 def test_a_second_ctrl_c_quits(home, fake_model):
     fake_model.enqueue(tool("run_python", {"code": HEARTBEAT}))
     beat = home / "workspaces" / session_id_for("terminal", ("cq",)) / "beat"
     proc = start_chat(home, fake_model.url, "cq")
+    out = Output(proc.stdout)
     try:
         proc.stdin.write("a long question\n")
         proc.stdin.flush()
         wait_for(lambda: beat.exists())
         ctrl_c(proc)
-        time.sleep(0.3)  # two presses, not one coalesced signal
+        # Two presses, not one coalesced signal: the second once chat has shown it took the first (a
+        # busy machine may not run chat between two quick signals, and the kernel then keeps one).
+        wait_for(lambda: "Stopping" in out.text)
         ctrl_c(proc)
         proc.wait(timeout=60)  # stdin stays open: it is the second Ctrl-C that ends chat, not an EOF
-        out, err = proc.stdout.read(), proc.stderr.read()
+        err = proc.stderr.read()
     finally:
         if proc.poll() is None:
             proc.kill()
     assert proc.returncode in (0, 130) and "Traceback" not in err
-    assert "datathread chat --session cq" in out
+    assert "datathread chat --session cq" in out.finished()
+
+
+def test_two_presses_that_arrive_before_chat_can_react_are_two():
+    """Both SIGINTs reach the process while its main thread runs no Python code (here: SIGINT blocked
+    on it, so they land on another thread; on a loaded machine, not being scheduled has that effect):
+    a plain signal handler would run once for both and only stop the turn; counted one by one, the
+    second quits."""
+    from bot.terminal_chat import run_interruptibly
+
+    stops = []
+    go = threading.Event()
+
+    def press_twice() -> None:
+        go.wait(10)
+        for _ in range(2):  # to this thread, so each is taken before the next is sent (the kernel
+            signal.pthread_kill(threading.get_ident(), signal.SIGINT)  # merges pending duplicates)
+
+    async def turn() -> None:
+        presser = threading.Thread(target=press_twice)
+        presser.start()  # before blocking: this thread can take the signals
+        old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        try:
+            go.set()
+            presser.join(10)  # both presses arrive while this thread runs no Python code
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, old)
+        await asyncio.sleep(30)
+
+    with asyncio.Runner() as runner, pytest.raises(KeyboardInterrupt):
+        run_interruptibly(runner, turn(), on_stop=lambda: stops.append(1))
+    assert stops == [1]  # the first press stopped the turn (and said so), the second quit
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # Ctrl-C at the prompt quits
+
+
+def test_one_press_stops_the_turn_and_returns():
+    from bot.terminal_chat import run_interruptibly
+
+    async def turn() -> None:
+        asyncio.get_running_loop().call_later(0.1, os.kill, os.getpid(), signal.SIGINT)
+        await asyncio.sleep(30)
+
+    with asyncio.Runner() as runner:
+        started = time.monotonic()
+        assert run_interruptibly(runner, turn()) is False
+        assert time.monotonic() - started < 10
+        assert run_interruptibly(runner, asyncio.sleep(0)) is True
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
