@@ -25,12 +25,14 @@ lint: setup
 # Each test module runs whole on one worker: its module-scoped fixtures are built once, and its
 # tests, which reuse thread keys, never run steps of one session id at once (two such steps share a
 # sandbox uid and cgroup, and one step's end-of-step cleanup would kill the other's processes).
+# Modules go out in collection order, which tests/conftest.py starts with the slowest ones; xdist's
+# default reorder (most tests first) would start the slow few-test CLI modules last.
 PYTEST_WORKERS ?= 2
 PYTEST_ARGS ?=
 test: setup lint
 	@command -v redis-server >/dev/null || { echo "redis-server missing: installing it"; \
 		(apt-get update -qq && apt-get install -y -qq redis-server) >/dev/null; }
-	$(VENV)/bin/python -m pytest -q -p no:cacheprovider -n $(PYTEST_WORKERS) --dist loadfile --durations=10 $(PYTEST_ARGS) tests
+	$(VENV)/bin/python -m pytest -q -p no:cacheprovider -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=10 $(PYTEST_ARGS) tests
 
 bench: setup
 	$(VENV)/bin/python -m bench

@@ -225,3 +225,10 @@ def test_the_test_import_scan_sees_every_form():
         "tests.bot.test_teams",
         "tests.core.test_turns",
     ]
+
+
+def test_the_slow_first_order_names_modules_that_exist():
+    from tests.conftest import SLOW_FIRST
+
+    missing = [name for name in SLOW_FIRST if not (ROOT / name).is_file()]
+    assert not missing and len(set(SLOW_FIRST)) == len(SLOW_FIRST), missing
