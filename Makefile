@@ -9,10 +9,20 @@ $(UV):
 	$(PY) -m venv $(VENV)
 	$(VENV)/bin/python -m pip install --quiet --disable-pip-version-check "uv==0.13.9"
 
-# Install exactly what uv.lock pins (the project itself in editable mode, with the dev tools).
-setup: $(UV)
+# Install exactly what uv.lock pins (the project itself in editable mode, with the dev tools), then
+# compile it all to bytecode once. Where PYTHONDONTWRITEBYTECODE is set (as on CI machines and in every
+# sandbox step) Python never caches what it compiles, so without this each process - every test
+# worker, `datathread` subprocess and sandbox fork server - compiled pandas, matplotlib and the SDKs
+# from source again: 9 s of CPU for `datathread ask` to say the key is missing, 4 s for a fork server.
+setup: $(UV) $(VENV)/.bytecode
 	$(UV) sync --frozen --quiet --python $(VENV)/bin/python
 	@test -x $(VENV)/bin/datathread
+	@$(VENV)/bin/python -m compileall -q -j 0 bot core deploy tests bench >/dev/null
+
+$(VENV)/.bytecode: uv.lock | $(UV)
+	$(UV) sync --frozen --quiet --python $(VENV)/bin/python
+	$(VENV)/bin/python -m compileall -q -j 0 $$($(VENV)/bin/python -c "import sysconfig; print(sysconfig.get_path('purelib'))") >/dev/null || true
+	@touch $@
 
 chat: setup
 	$(VENV)/bin/datathread chat
@@ -25,12 +35,14 @@ lint: setup
 # Each test module runs whole on one worker: its module-scoped fixtures are built once, and its
 # tests, which reuse thread keys, never run steps of one session id at once (two such steps share a
 # sandbox uid and cgroup, and one step's end-of-step cleanup would kill the other's processes).
+# Modules go out in collection order, which tests/conftest.py starts with the slowest ones; xdist's
+# default reorder (most tests first) would start the slow few-test CLI modules last.
 PYTEST_WORKERS ?= 2
 PYTEST_ARGS ?=
 test: setup lint
 	@command -v redis-server >/dev/null || { echo "redis-server missing: installing it"; \
 		(apt-get update -qq && apt-get install -y -qq redis-server) >/dev/null; }
-	$(VENV)/bin/python -m pytest -q -p no:cacheprovider -n $(PYTEST_WORKERS) --dist loadfile --durations=10 $(PYTEST_ARGS) tests
+	$(VENV)/bin/python -m pytest -q -p no:cacheprovider -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=10 $(PYTEST_ARGS) tests
 
 bench: setup
 	$(VENV)/bin/python -m bench

@@ -2,8 +2,11 @@
 
 Nothing here does I/O. Limits (https://docs.slack.dev/reference/block-kit/blocks/section-block and
 https://docs.slack.dev/reference/methods/chat.postMessage): a section's text ≤ 3000 characters, ≤ 50
-blocks per message, message `text` ≤ 40,000 characters; streamed `markdown_text` ≤ 12,000 per call.
-Answers are split between paragraphs, never inside a code block or a table (a block that alone is too
+blocks per message, message `text` ≤ 40,000 characters; streamed `markdown_text` ≤ 12,000 per call, and
+a `markdown` block ≤ 12,000 (slack-sdk's `MarkdownBlock.text_max_length`, which Slack also applies to
+all of one message's markdown blocks together). Answers go to Slack as standard Markdown (streamed, or
+one `markdown` block per message); mrkdwn only where Slack requires it (sections, context, fallback
+`text`). Answers are split between paragraphs, never inside a code block or a table (a block that alone is too
 big is cut at line boundaries and its fences/header are repeated, so every piece is still valid).
 """
 
@@ -13,6 +16,8 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from slack_sdk.models.blocks import MarkdownBlock
+
 from bot.markdown import blocks
 from bot.transcript import format_bytes
 from core.schedules import ANSWER_CADENCES
@@ -20,6 +25,7 @@ from core.schedules import ANSWER_CADENCES
 SECTION_LIMIT = 3000
 MAX_BLOCKS = 50
 STREAM_LIMIT = 12_000
+MARKDOWN_LIMIT = MarkdownBlock.text_max_length  # per message: Slack sums a message's markdown blocks
 TABLE_PREVIEW_ROWS = 20
 
 ACTION_SHOW_SQL = "datathread_show_sql"
@@ -231,16 +237,14 @@ def stream_chunks(markdown: str, limit: int = STREAM_LIMIT) -> list[str]:
 
 
 def answer_messages(markdown: str, footer: list[dict] | None = None) -> list[dict]:
-    """The answer as chat messages ({text, blocks}); the footer blocks go on the last message."""
-    sections = split_units(to_units(markdown), unit_mrkdwn, SECTION_LIMIT) or [" "]
-    footer = footer or []
-    per_message = MAX_BLOCKS - len(footer)
-    messages = []
-    for start in range(0, len(sections), per_message):
-        part = sections[start : start + per_message]
-        blocks = [{"type": "section", "text": {"type": "mrkdwn", "text": s}} for s in part]
-        messages.append({"text": part[0][:SECTION_LIMIT], "blocks": blocks})
-    messages[-1]["blocks"] += footer
+    """The answer as chat messages ({text, blocks}): one `markdown` block of standard Markdown each
+    (rendered as the stream renders it: entities for `<`, `>`, `&`, only web and mail links), the
+    footer blocks on the last message; `text`, the notification fallback, is the start of the part."""
+    parts = split_units(to_units(markdown), unit_markdown, MARKDOWN_LIMIT) or [" "]
+    messages = [
+        {"text": part[:SECTION_LIMIT], "blocks": [MarkdownBlock(text=part).to_dict()]} for part in parts
+    ]
+    messages[-1]["blocks"] += footer or []
     return messages
 
 

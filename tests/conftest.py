@@ -52,6 +52,40 @@ def demo_database() -> Path:
         return build_demo_database(target)
 
 
+# The slowest modules (subprocesses, several fork servers, real timeouts), slowest first, measured with
+# `--durations` (docs/BENCHMARKS.md). `make test` runs whole modules on each worker in collection order
+# (`--dist loadfile --no-loadscope-reorder`): a slow module started last is the suite's tail, so these
+# start first and the many short modules fill in behind them. Order only: a module missing here runs.
+SLOW_FIRST = (
+    "tests/bot/test_cli.py",
+    "tests/bot/test_cli_turns.py",
+    "tests/core/test_isolation.py",
+    "tests/bot/test_cli_schedule.py",
+    "tests/bot/test_replicas.py",
+    "tests/bot/test_terminal_chat.py",
+    "tests/bot/test_cli_eval.py",
+    "tests/deploy/test_modal_app.py",
+    "tests/bot/test_cli_settings.py",
+    "tests/core/hostile/test_hostile_quota.py",
+    "tests/core/hostile/test_hostile_python.py",
+    "tests/core/hostile/test_hostile_sql.py",
+    "tests/core/hostile/test_hostile_steps.py",
+    "tests/bot/test_slack_app.py",
+    "tests/core/test_turns.py",
+    "tests/core/test_store.py",
+    "tests/bot/test_schedule_slack.py",
+    "tests/core/test_notebook.py",
+    "tests/core/test_bigquery.py",
+    "tests/core/test_policy_sql.py",
+)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Slow modules first (see SLOW_FIRST); the order inside a module stays as written."""
+    rank = {name: i for i, name in enumerate(SLOW_FIRST)}
+    items.sort(key=lambda item: rank.get(item.nodeid.split("::", 1)[0], len(rank)))
+
+
 @pytest.fixture(scope="module", autouse=True)
 def _environment_restored():
     """Whatever a module puts in os.environ (even from a module-scoped fixture) is gone after it."""

@@ -173,3 +173,62 @@ def test_modules_stay_small(path: Path):
     name = f"{path.parent.name}/{path.name}"
     lines = len(path.read_text().splitlines())
     assert lines <= LARGE_MODULES.get(name, MAX_LINES), f"{name} has {lines} lines"
+
+
+# --- tests share helpers through tests/fakes/, harness modules and conftest, not through each other ----
+TESTS = ROOT / "tests"
+
+
+def is_test_module(name: str) -> bool:
+    parts = name.split(".")
+    return parts[0] == "tests" and any(part.startswith("test_") for part in parts[1:])
+
+
+def imported_test_modules(source: str, path: Path) -> list[str]:
+    """The test modules (`tests/**/test_*.py`) that the module at `path` imports, absolute or relative,
+    anywhere in the file. A helper two modules need belongs in tests/fakes/, a harness module or a
+    conftest: importing a test module ties two modules' fixtures and collection together."""
+    package = path.relative_to(ROOT).parent.parts
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names if is_test_module(alias.name)}
+        elif isinstance(node, ast.ImportFrom):
+            parts = [*package[: len(package) - node.level + 1]] if node.level else []
+            base = ".".join([*parts, *([node.module] if node.module else [])])
+            if is_test_module(base):
+                found.add(base)
+            else:  # `from tests.bot import test_teams`
+                found |= {f"{base}.{a.name}" for a in node.names if is_test_module(f"{base}.{a.name}")}
+    return sorted(found)
+
+
+@pytest.mark.parametrize("path", sorted(TESTS.rglob("*.py")), ids=lambda p: str(p.relative_to(TESTS)))
+def test_no_test_module_imports_another(path: Path):
+    found = imported_test_modules(path.read_text(), path)
+    assert not found, f"{path.relative_to(ROOT)} imports {found}"
+
+
+def test_the_test_import_scan_sees_every_form():
+    source = (
+        "from tests.bot.test_teams import THREAD\n"
+        "from . import test_cli, slack_harness\n"
+        "from ..core.test_turns import assert_valid\n"
+        "def f():\n    import tests.bot.test_doctor\n"
+        "from tests.fakes.cli import run\n"
+        "from tests.bot.slack_harness import serve\n"
+        "from .teams_harness import THREAD\n"
+    )
+    assert imported_test_modules(source, TESTS / "bot" / "any.py") == [
+        "tests.bot.test_cli",
+        "tests.bot.test_doctor",
+        "tests.bot.test_teams",
+        "tests.core.test_turns",
+    ]
+
+
+def test_the_slow_first_order_names_modules_that_exist():
+    from tests.conftest import SLOW_FIRST
+
+    missing = [name for name in SLOW_FIRST if not (ROOT / name).is_file()]
+    assert not missing and len(set(SLOW_FIRST)) == len(SLOW_FIRST), missing

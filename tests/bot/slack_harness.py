@@ -117,7 +117,11 @@ class Harness:
         return await self.form({"payload": json.dumps(payload)})
 
     async def drain(self) -> None:
+        """Wait for every job the events started. A job still running after the timeout is a failure,
+        not a silent wait: a job that waits on the test (a confirmation nobody clicked yet) would
+        otherwise cost the whole timeout."""
         await self.state.runner.drain(timeout=60)
+        assert not self.state.runner.tasks, f"jobs still running after 60 s: {self.state.runner.tasks}"
 
 
 @contextlib.asynccontextmanager

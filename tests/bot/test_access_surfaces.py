@@ -12,7 +12,7 @@ import pytest
 from bot.audit import print_audit
 from bot.server import create_app
 from tests.bot.slack_harness import mention, serve
-from tests.bot.test_teams import THREAD, activity
+from tests.bot.teams_harness import THREAD, activity
 from tests.fakes.anthropic_api import text
 from tests.fakes.bot_connector import FakeConnector
 from tests.fakes.slack_api import FakeSlackAPI

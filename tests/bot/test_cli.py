@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from tests.fakes.anthropic_api import error, text, tool
-from tests.fakes.cli import DATATHREAD, run  # noqa: F401  (DATATHREAD: test_terminal_chat)
+from tests.fakes.cli import run
 
 
 def test_ask_prints_answer_and_attached_file_paths(home, fake_model):

@@ -8,21 +8,9 @@ import asyncio
 import time
 
 from tests.fakes.black_hole import BlackHole
-from tests.fakes.cli import run
+from tests.fakes.cli import recorded_turns, run
 
 KEY = {"ANTHROPIC_API_KEY": "sk-ant-test-000000"}
-
-
-async def recorded_turns(home) -> list[dict]:
-    """The audit trail the subprocess left in DATATHREAD_HOME (what `datathread audit` prints)."""
-    from core.config import load_settings
-    from core.sessions import open_store
-
-    store = await open_store(load_settings(_env_file=None, home=home))
-    try:
-        return await store.list_turns(session_id=None, user_id=None, channel_id=None, since=None, limit=10)
-    finally:
-        await store.close()
 
 
 def test_black_holed_endpoint_fails_within_the_deadline(home):

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 
 from tests.bot.slack_harness import mention, serve
-from tests.bot.test_teams import teams  # noqa: F401  (fixture)
 from tests.fakes.slack_api import BOT_USER_ID, FakeSlackAPI
 
 
@@ -28,7 +27,7 @@ async def test_slack_ask_help_and_an_empty_mention_answer_locally(settings, fake
     assert fake_model.requests == []
 
 
-async def test_teams_help_answers_locally(teams, fake_model):  # noqa: F811
+async def test_teams_help_answers_locally(teams, fake_model):
     sent = await teams.say("help")
     shown = json.dumps(sent, ensure_ascii=False)
     assert "Tables I can see" in shown and "`weather`" in shown and "in a chat, `new` starts over" in shown

@@ -201,8 +201,7 @@ async def test_schedule_under_an_answer_reposts_its_question_after_create(settin
             book = ScheduleBook(harness.state.analyst.store)
             api.clear()
             await harness.select(slack_render.ACTION_SCHEDULE, monday, thread_ts="500.1", user="U0003")
-            await harness.drain()
-            create, _ = await confirm_buttons(api)
+            create, _ = await confirm_buttons(api)  # the job waits for the click: no drain before it
             prompt = json.dumps(api.of("chat.postEphemeral")[0].args["blocks"])
             assert "`0 9 * * mon` (America/New_York)" in prompt and "delays by carrier" in prompt
             assert await book.list() == []  # nothing exists before Create

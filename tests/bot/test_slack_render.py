@@ -83,8 +83,13 @@ def test_answer_messages_respect_block_limits_and_put_the_footer_last() -> None:
         "turn1", {"steps": 2, "rows": 16, "bytes_scanned": 1_500_000, "duration_s": 3.14}
     )
     messages = r.answer_messages(markdown, footer)
-    assert len(messages) == 3
-    assert all(len(m["blocks"]) <= r.MAX_BLOCKS for m in messages)
+    assert len(messages) == 30  # four 2,913-character paragraphs per 12,000-character markdown block
+    assert [m["blocks"][0]["type"] for m in messages] == ["markdown"] * 30
+    assert all(len(m["blocks"][0]["text"]) <= r.MARKDOWN_LIMIT == 12_000 for m in messages)
+    assert all(len(m["blocks"]) == 1 for m in messages[:-1]) and len(messages[-1]["blocks"]) == 1 + len(
+        footer
+    )
+    assert "Paragraph 119 " in messages[-1]["blocks"][0]["text"]
     assert all(len(m["text"]) <= r.SECTION_LIMIT for m in messages)
     assert messages[-1]["blocks"][-2:] == footer and footer[0]["elements"][0]["text"] == (
         "2 steps · 16 rows · 1.5 MB scanned · 3.1 s"
@@ -113,9 +118,11 @@ def test_steps_messages_show_every_query_and_code_step() -> None:
             {"tool": "list_tables", "input": {}, "summary": "5 tables"},
         ]
     }
-    text = "\n".join(b["text"]["text"] for m in r.steps_messages(record) for b in m["blocks"])
-    assert "*1. query_warehouse* — 1 row\n\n```\nSELECT 1\n```" in text
-    assert "```\nprint(2)\n```" in text and "*3. list_tables* — 5 tables" in text
+    text = "\n".join(
+        b["text"] for m in r.steps_messages(record) for b in m["blocks"] if b["type"] == "markdown"
+    )
+    assert "**1. query_warehouse** — 1 row\n\n```\nSELECT 1\n```" in text
+    assert "```\nprint(2)\n```" in text and "**3. list_tables** — 5 tables" in text
 
 
 @pytest.mark.parametrize(

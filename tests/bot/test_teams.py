@@ -9,21 +9,10 @@ import json
 import re
 import time
 import urllib.parse
-import uuid
-from dataclasses import dataclass
 
-import httpx
-import pytest
-from starlette.applications import Starlette
-
-from bot.server import AppState, create_app
+from tests.bot.teams_harness import ADA, BOT, CHAT, THREAD, activity
 from tests.fakes.anthropic_api import error, text, tool
-from tests.fakes.bot_connector import FakeConnector
 
-BOT = {"id": "28:bot-app-id", "name": "datathread"}
-ADA = {"id": "29:ada", "name": "Ada Lovelace", "aadObjectId": "aad-ada"}
-THREAD = "19:general@thread.tacv2;messageid=1700000000001"
-CHAT = "a:1personal-chat-ada"
 DELAYS = (
     "SELECT carrier, avg(dep_delay) AS avg_delay, count(*) AS n FROM flights "
     "GROUP BY carrier ORDER BY avg_delay DESC"
@@ -34,77 +23,6 @@ df = pd.read_parquet('delays.parquet')
 df.plot.bar(x='carrier', y='avg_delay'); plt.savefig('delays.png')
 df.to_csv('delays.csv', index=False)
 """
-
-
-def activity(
-    service_url: str, text_: str = "", *, conversation: str = THREAD, value: dict | None = None
-) -> dict:
-    """A message activity as Teams sends it (channel thread with an @-mention, or personal chat)."""
-    channel = conversation.startswith("19:")
-    body = {
-        "type": "message",
-        "id": f"{int(time.time() * 1000)}{uuid.uuid4().hex[:4]}",
-        "timestamp": "2025-01-01T12:00:00.000Z",
-        "serviceUrl": service_url,
-        "channelId": "msteams",
-        "from": ADA,
-        "recipient": BOT,
-        "conversation": {
-            "id": conversation,
-            "conversationType": "channel" if channel else "personal",
-            "isGroup": channel,
-            "tenantId": "tenant-1",
-        },
-        "textFormat": "plain",
-        "locale": "en-US",
-        "channelData": {"tenant": {"id": "tenant-1"}},
-    }
-    if channel:
-        body["channelData"].update(channel={"id": "19:general@thread.tacv2"}, team={"id": "19:team"})
-    if text_:
-        mention = "<at>datathread</at>"
-        body["text"] = f"{mention} {text_}" if channel else text_
-        if channel:
-            body["entities"] = [{"type": "mention", "mentioned": BOT, "text": mention}]
-    if value is not None:
-        body["value"] = value
-    return body
-
-
-@dataclass
-class Teams:
-    app: Starlette
-    client: httpx.AsyncClient
-    connector: FakeConnector
-    state: AppState
-
-    async def post(self, body: dict, **headers: str) -> httpx.Response:
-        started = time.monotonic()
-        response = await self.client.post("/api/messages", json=body, headers=headers)
-        assert time.monotonic() - started < 2.0  # ack first, work after
-        return response
-
-    async def say(self, text_: str, *, conversation: str = THREAD, value: dict | None = None) -> list[dict]:
-        """Post one activity, wait for the turn, and return the activities the bot sent for it."""
-        before = len(self.connector.sent())
-        response = await self.post(
-            activity(self.connector.url, text_, conversation=conversation, value=value)
-        )
-        assert response.status_code == 202
-        await self.state.runner.drain(timeout=60)
-        return self.connector.sent()[before:]
-
-
-@pytest.fixture
-async def teams(settings):
-    connector = FakeConnector().start()
-    app = create_app(settings.model_copy(update={"link_ttl_seconds": 120}))
-    state: AppState = app.state.datathread
-    async with app.router.lifespan_context(app):
-        transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as client:
-            yield Teams(app, client, connector, state)
-    connector.stop()
 
 
 def dumps(value: object) -> str:

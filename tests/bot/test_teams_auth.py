@@ -14,7 +14,7 @@ from bot.server import create_app
 from bot.teams_auth import credentials_factory, is_loopback
 from core.config import ConfigError
 from core.runner import TurnJob
-from tests.bot.test_teams import activity
+from tests.bot.teams_harness import activity
 from tests.fakes.bot_connector import FakeConnector
 
 APP_ID = "00000000-app-id"

@@ -17,10 +17,9 @@ from pathlib import Path
 import pytest
 
 from core.sessions import session_id_for
-from tests.bot.test_cli import DATATHREAD
-from tests.bot.test_cli_turns import recorded_turns
-from tests.core.test_turns import assert_valid
 from tests.fakes.anthropic_api import text, tool
+from tests.fakes.cli import DATATHREAD, recorded_turns
+from tests.fakes.scenarios import assert_valid
 
 HEARTBEAT = """
 import time

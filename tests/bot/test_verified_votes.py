@@ -10,7 +10,7 @@ import pytest
 from bot import slack_render as render
 from core.verified import ASK_WHAT_WAS_WRONG, SAVED
 from tests.bot.slack_harness import mention, message, serve
-from tests.bot.test_teams import THREAD, teams  # noqa: F401  (the Teams app on a fake Bot Connector)
+from tests.bot.teams_harness import THREAD
 from tests.fakes.anthropic_api import text, tool
 from tests.fakes.slack_api import FakeSlackAPI
 
@@ -67,7 +67,7 @@ async def test_slack_votes_feed_verified_queries_and_corrections(slack, fake_mod
     )
 
 
-async def test_teams_votes_feed_verified_queries_and_corrections(teams, fake_model):  # noqa: F811
+async def test_teams_votes_feed_verified_queries_and_corrections(teams, fake_model):
     fake_model.enqueue(tool("query_warehouse", {"sql": JFK, "save_as": "jfk"}), text("111,279 flights."))
     sent = await teams.say("How many flights left JFK in 2013?")
     actions = {a["title"]: a.get("data") for a in sent[-1]["attachments"][0]["content"]["actions"]}

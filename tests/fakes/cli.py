@@ -50,3 +50,15 @@ def invoke(args: list[str], home: Path, *, env: dict | None = None) -> subproces
     if result.exception and not isinstance(result.exception, SystemExit):
         raise result.exception
     return subprocess.CompletedProcess(args, result.exit_code, result.stdout, result.stderr)
+
+
+async def recorded_turns(home) -> list[dict]:
+    """The audit trail the subprocess left in DATATHREAD_HOME (what `datathread audit` prints)."""
+    from core.config import load_settings
+    from core.sessions import open_store
+
+    store = await open_store(load_settings(_env_file=None, home=home))
+    try:
+        return await store.list_turns(session_id=None, user_id=None, channel_id=None, since=None, limit=10)
+    finally:
+        await store.close()

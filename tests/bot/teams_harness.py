@@ -1,0 +1,94 @@
+"""Teams as a test drives it: real-shaped Bot Framework activities POSTed to `/api/messages` of the
+real app (`create_app`), whose botframework-connector client talks to a fake Bot Connector on loopback.
+Shared by the Teams end-to-end tests and the cross-surface ones (help, access, votes, auth); the
+`teams` fixture itself lives in tests/bot/conftest.py."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+import uuid
+from dataclasses import dataclass
+
+import httpx
+from starlette.applications import Starlette
+
+from bot.server import AppState, create_app
+from tests.fakes.bot_connector import FakeConnector
+
+BOT = {"id": "28:bot-app-id", "name": "datathread"}
+ADA = {"id": "29:ada", "name": "Ada Lovelace", "aadObjectId": "aad-ada"}
+THREAD = "19:general@thread.tacv2;messageid=1700000000001"
+CHAT = "a:1personal-chat-ada"
+
+
+def activity(
+    service_url: str, text_: str = "", *, conversation: str = THREAD, value: dict | None = None
+) -> dict:
+    """A message activity as Teams sends it (channel thread with an @-mention, or personal chat)."""
+    channel = conversation.startswith("19:")
+    body = {
+        "type": "message",
+        "id": f"{int(time.time() * 1000)}{uuid.uuid4().hex[:4]}",
+        "timestamp": "2025-01-01T12:00:00.000Z",
+        "serviceUrl": service_url,
+        "channelId": "msteams",
+        "from": ADA,
+        "recipient": BOT,
+        "conversation": {
+            "id": conversation,
+            "conversationType": "channel" if channel else "personal",
+            "isGroup": channel,
+            "tenantId": "tenant-1",
+        },
+        "textFormat": "plain",
+        "locale": "en-US",
+        "channelData": {"tenant": {"id": "tenant-1"}},
+    }
+    if channel:
+        body["channelData"].update(channel={"id": "19:general@thread.tacv2"}, team={"id": "19:team"})
+    if text_:
+        mention = "<at>datathread</at>"
+        body["text"] = f"{mention} {text_}" if channel else text_
+        if channel:
+            body["entities"] = [{"type": "mention", "mentioned": BOT, "text": mention}]
+    if value is not None:
+        body["value"] = value
+    return body
+
+
+@dataclass
+class Teams:
+    app: Starlette
+    client: httpx.AsyncClient
+    connector: FakeConnector
+    state: AppState
+
+    async def post(self, body: dict, **headers: str) -> httpx.Response:
+        started = time.monotonic()
+        response = await self.client.post("/api/messages", json=body, headers=headers)
+        assert time.monotonic() - started < 2.0  # ack first, work after
+        return response
+
+    async def say(self, text_: str, *, conversation: str = THREAD, value: dict | None = None) -> list[dict]:
+        """Post one activity, wait for the turn, and return the activities the bot sent for it."""
+        before = len(self.connector.sent())
+        response = await self.post(
+            activity(self.connector.url, text_, conversation=conversation, value=value)
+        )
+        assert response.status_code == 202
+        await self.state.runner.drain(timeout=60)
+        return self.connector.sent()[before:]
+
+
+@contextlib.asynccontextmanager
+async def serve_teams(settings):
+    """The app's lifespan running in this event loop, its Bot Connector the fake one."""
+    connector = FakeConnector().start()
+    app = create_app(settings.model_copy(update={"link_ttl_seconds": 120}))
+    state: AppState = app.state.datathread
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as client:
+            yield Teams(app, client, connector, state)
+    connector.stop()
