@@ -37,7 +37,9 @@ def _preload() -> None:
     import pyarrow.pandas_compat
     import pyarrow.parquet  # noqa: F401
 
-    import core.steps  # noqa: F401
+    import core.steps
+
+    core.steps.warm()  # the SQL path's first-time costs, paid here once instead of in every step
 
 
 def _code_paths() -> list[str]:
