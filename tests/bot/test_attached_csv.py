@@ -56,6 +56,7 @@ async def slack(tmp_path_factory, model, slack_api):
         home=home,
         step_timeout=20,
         model="claude-test",
+        turn_workers=0,  # in-process turns, like the shared settings fixture
     )
     async with serve(settings, slack_api) as harness:
         harness.home = home

@@ -164,7 +164,7 @@ async def test_teams_hears_when_the_worker_running_its_question_died(settings):
     from bot.teams_jobs import STOPPED as TEAMS_STOPPED
     from core.runner import TurnJob
     from core.runner_worker import LOST, Worker, lost_job
-    from tests.bot.test_teams import THREAD, activity
+    from tests.bot.teams_harness import THREAD, activity
     from tests.fakes.bot_connector import FakeConnector
 
     connector = FakeConnector().start()
