@@ -189,18 +189,33 @@ class TeamsSink:
 
     async def _finish(self, event: TurnFinished) -> None:
         if self.progress_id:
-            await self._show_progress(force=True)
+            try:
+                await self._show_progress(force=True)
+            except Exception as exc:  # a last progress edit refused (throttled) must not cost the answer
+                log.warning("Teams refused the last progress update: %s", exc)
         # The message that ends a turn also closes its stream, if one was started.
         final = [StreamInfo(stream_type="final", stream_id=self.stream_id)] if self.stream_id else None
         failure = self.transcript.failure
         if failure is not None:
-            await self.out.send(render.failure_text(failure.message, failure.error_id), entities=final)
+            await self._send_final(final, render.failure_text(failure.message, failure.error_id))
             return
         text, tables = render.to_teams_markdown(self.transcript.answer or "(no answer)")
         card = render.answer_card(
             event.turn_id, tables, self.transcript.receipt(), schedulable=not self.personal
         )
-        await self.out.send(text, attachments=[card], entities=final)
+        await self._send_final(final, text, attachments=[card])
+
+    async def _send_final(self, final: list | None, text: str, **extra) -> None:
+        """The answer (or failure) always arrives: if Teams refuses it as the stream's end (a stream
+        open past Teams' two minutes, a throttled update), it is sent again as a plain message."""
+        if final is None:
+            await self.out.send(text, **extra)
+            return
+        try:
+            await self.out.send(text, entities=final, **extra)
+        except Exception as exc:  # the connector's error types vary; the answer must not be lost
+            log.warning("Teams refused the stream's final message (%s); sending it as a new message", exc)
+            await self.out.send(text, **extra)
 
 
 def progress_line(line: StepLine) -> str:

@@ -16,6 +16,7 @@ import pwd
 import resource
 import signal
 import sys
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -36,7 +37,8 @@ CLONE_NEWUSER = 0x10000000
 CLONE_NEWIPC, CLONE_NEWUTS, CLONE_NEWPID = 0x08000000, 0x04000000, 0x20000000
 STEP_HOSTNAME = b"datathread-step"
 MS_NOSUID, MS_NODEV, MS_REC, MS_PRIVATE = 2, 4, 16384, 1 << 18
-PR_SET_NO_NEW_PRIVS, PR_SET_DUMPABLE, PR_SET_PDEATHSIG = 38, 4, 1
+PR_SET_NO_NEW_PRIVS, PR_SET_DUMPABLE, PR_SET_PDEATHSIG, PR_CAPBSET_DROP = 38, 4, 1, 24
+CAPABILITY_VERSION_3 = 0x20080522  # _LINUX_CAPABILITY_VERSION_3: two 32-bit words per set
 
 # Environment variables a sandbox process may see; everything else (tokens, keys) is dropped.
 SAFE_ENV = ("PATH", "LANG", "LC_ALL", "TZ", "PYTHONPATH", "VIRTUAL_ENV")
@@ -175,6 +177,8 @@ def enter_step(c: StepConfinement) -> None:
     _libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
     _libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
     if c.backend == "userns":
+        _drop_capabilities()
+        _wait_until_init_unreachable()
         landlock.scope_to_self()  # same uid as the bot: no signals to it (reported by the fork server)
     if c.backend == "landlock":
         landlock.restrict(read=step_readable(c.readonly), write=[str(c.workspace), "/dev/null"])
@@ -223,6 +227,36 @@ def _private_filesystem(*, workspace: Path, masked: list[str], readonly: list[st
     if not isolation_root.read_only_tree("/"):
         raise RuntimeError("Refused: the step's filesystem could not be made read-only.")
     isolation_root.build(workspace=workspace, readonly=readonly, masked=masked)
+
+
+def _drop_capabilities() -> None:
+    """userns: the runner is uid 0 of its user namespace and holds every capability there — enough to
+    open /proc/1/root of the step's init, which is the fork server's view of the host tree, on kernels
+    without Landlock's ptrace scoping. It keeps none (bounding set too, so nothing exec'd regains them)."""
+    try:
+        last = int(Path("/proc/sys/kernel/cap_last_cap").read_text())
+    except (OSError, ValueError):
+        last = 63
+    for cap in range(last + 1):
+        _libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0)
+    header = (ctypes.c_uint32 * 2)(CAPABILITY_VERSION_3, 0)
+    if _libc.capset(header, (ctypes.c_uint32 * 6)()) != 0:
+        raise RuntimeError("Refused: the step's capabilities could not be dropped.")
+
+
+def _wait_until_init_unreachable(timeout_s: float = 2.0) -> None:
+    """The init makes itself non-dumpable as it starts, beside this runner; model code runs only once
+    the step can no longer open its /proc/1/root (at once, unless the machine is very busy)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            fd = os.open("/proc/1/root", os.O_PATH | os.O_CLOEXEC)
+        except OSError:
+            return
+        os.close(fd)
+        if time.monotonic() > deadline:
+            raise RuntimeError("Refused: the step could still reach its process namespace's init.")
+        time.sleep(0.002)
 
 
 def _drop_privileges(uid: int) -> None:

@@ -70,6 +70,9 @@ def build(*, workspace: Path, readonly: list[str], masked: list[str]) -> None:
     after the host tree was made read-only; `readonly` are the runtime, code and (warehouse steps)
     warehouse paths. Irreversible; raises RuntimeError (one sentence) where a step would be less
     confined than reported."""
+    # Which secret files exist is decided now: once the stage covers /tmp, a secret under /tmp (a
+    # checkout there) would look absent and go unmasked.
+    secrets = [p for p in masked if os.path.isfile(p)]
     links = {p: os.readlink(p) for p in SYSTEM if os.path.islink(p)}
     wanted = [p for p in (*SYSTEM, *ETC) if p not in links] + list(readonly)
     keep = [(str(workspace), False)] + [(p, True) for p in dict.fromkeys(wanted) if os.path.exists(p)]
@@ -104,9 +107,9 @@ def build(*, workspace: Path, readonly: list[str], masked: list[str]) -> None:
         raise RuntimeError("Refused: the step's own /proc could not be mounted.")
     # Secret files (`.env`, the GCP key) read as empty, where they are: hidden inside a bound tree, and
     # shown empty rather than absent elsewhere, so a step's view does not depend on where they live.
-    for path in masked:
+    for path in secrets:
         target = new / path.lstrip("/")
-        if os.path.isfile(path) and not target.is_symlink():
+        if not target.is_symlink():
             if not target.exists():
                 target.parent.mkdir(parents=True, exist_ok=True)
                 target.touch()

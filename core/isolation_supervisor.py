@@ -44,10 +44,12 @@ from core.sandbox import StepRequest, StepResult
 
 MAX_RESULT_BYTES = 4 * 2**20  # far above any honest result (tens of KB), far below trouble
 TICK_S = 0.1
-# Pid 1 of a step's PID namespace (run with -S -I, so nothing but builtins is imported): reap orphans
-# until the supervisor kills it or goes away (end of file on descriptor argv[1]).
+# Pid 1 of a step's PID namespace (run with -S -I, so nothing but the standard library is imported):
+# make itself non-dumpable, then reap orphans until the supervisor kills it or goes away (end of file
+# on descriptor argv[1]).
 _INIT = (
-    "import os, signal, sys\n"
+    "import ctypes, os, signal, sys\n"
+    "ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)\n"  # not dumpable: a same-uid step cannot open /proc/1/*
     "def reap(*_):\n"
     "    try:\n"
     "        while os.waitpid(-1, os.WNOHANG)[0]:\n"
@@ -220,6 +222,7 @@ def _watch(pid: int, read_end: int, workspace: Path, limit: Quota) -> tuple[byte
     pipe_open = True
     interval = TICK_S
     next_tick = time.monotonic() + interval
+    reaped = False
     try:
         while True:
             waiting = [exited, read_end] if pipe_open else [exited]
@@ -234,6 +237,7 @@ def _watch(pid: int, read_end: int, workspace: Path, limit: Quota) -> tuple[byte
                     )
             if exited in ready:
                 os.waitpid(pid, 0)
+                reaped = True
                 if pipe_open:
                     _drain(read_end, data)  # what is there now: a leftover holding the pipe is not waited for
                 return bytes(data[: MAX_RESULT_BYTES + 1]), ""
@@ -246,6 +250,10 @@ def _watch(pid: int, read_end: int, workspace: Path, limit: Quota) -> tuple[byte
                     TICK_S, 2 * (time.monotonic() - started)
                 )  # a big workspace: measure less often
                 next_tick = time.monotonic() + interval
+    except BaseException:
+        if not reaped:  # the runner goes first: the init waits for its namespace to empty
+            _kill(pid)
+        raise
     finally:
         os.close(exited)
 

@@ -47,6 +47,10 @@ def die_with_parent() -> None:
             ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
     if os.getppid() == 1:  # the parent died before the line above took effect
         os._exit(1)
+    # Ctrl-C on the terminal or a service manager's SIGTERM is for the web process: it stops the
+    # workers in order (stdin closed); a worker killed first would look like a crash and be restarted.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
 
 
 class Worker:

@@ -166,6 +166,7 @@ class WorkerRunner:
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
             limit=2**20,
+            start_new_session=True,  # the terminal's Ctrl-C reaches the web process only
         )
         first = {
             "settings": settings_values(self.settings),

@@ -325,3 +325,19 @@ async def test_channel_answer_streams_onto_the_progress_card(teams, fake_model):
     assert len(edits) <= elapsed / PROGRESS_MIN_INTERVAL_S + 2  # throttled (+ the final redraw)
     assert "Carrier number" not in dumps(edits[-1].body)  # the finished card shows the steps only
     assert sent[-1]["text"] == STREAMED and cards([sent[-1]])[0]["actions"]
+
+
+async def test_an_answer_refused_as_the_streams_end_is_sent_as_a_plain_message(teams, fake_model):
+    """Teams ends a stream after two minutes and then refuses the message that would close it; a
+    long data turn must still deliver its answer and card, as a new message."""
+    fake_model.token_delay_s = 0.04
+    fake_model.enqueue(text(STREAMED))
+    teams.connector.refuse_stream_end = True
+    try:
+        sent = await teams.say("which carriers were most delayed?", conversation=CHAT)
+    finally:
+        teams.connector.refuse_stream_end = False
+    assert any(m["type"] == "typing" and stream_info(m) for m in sent), sent  # it did stream
+    final = sent[-1]
+    assert final["type"] == "message" and final["text"] == STREAMED and not stream_info(final)
+    assert cards([final])[0]["actions"]

@@ -192,3 +192,28 @@ async def test_a_step_cannot_kill_its_init_and_killing_itself_still_ends_it(sand
     assert not crashed.ok and "ended without a result" in crashed.error, crashed
     after = await sandbox.run(step("print(6 * 7)"))
     assert after.ok and after.output.strip() == "42"
+
+
+@module_loop
+async def test_a_namespace_step_holds_no_capabilities(sandbox):
+    """uid 0 of a user namespace holds every capability there, enough to open its init's /proc/1/root
+    (the fork server's view of the host) where Landlock cannot scope ptrace: the runner keeps none,
+    and none come back through exec (the bounding set is empty too)."""
+    if sandbox.backend not in ("root", "userns"):
+        return
+    code = (
+        "import os\n"
+        "caps = dict(l.split(':\\t') for l in open('/proc/self/status').read().splitlines() if l.startswith('Cap'))\n"
+        "print(caps['CapEff'].strip(), caps['CapPrm'].strip(), caps['CapAmb'].strip())\n"
+        "print(caps['CapBnd'].strip() if os.getuid() == 0 else '0' * 16)\n"
+        "try:\n"
+        "    os.open('/proc/1/root', os.O_PATH)\n"
+        "    print('init reachable')\n"
+        "except OSError:\n"
+        "    print('init out of reach')\n"
+    )
+    result = await sandbox.run(step(code))
+    assert result.ok, result
+    effective, permitted, ambient, bounding = result.output.split()[:4]
+    assert {effective, permitted, ambient, bounding} == {"0" * 16}, result.output
+    assert "init out of reach" in result.output

@@ -53,6 +53,7 @@ class FakeConnector:
         self.lock = threading.Lock()
         self.counter = 0
         self.refuse_status = 0  # answer every POST with this HTTP status (403: bot removed, 404: gone)
+        self.refuse_stream_end = False  # refuse a message that ends a stream (Teams: stream timed out)
         self.key = signing_key()
         self.kid = "fake-key-1"
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
@@ -157,6 +158,11 @@ class FakeConnector:
                         "message": "The bot is not part of the conversation",
                     }
                     self._reply(fake.refuse_status, {"error": error})
+                    return
+                entities = body.get("entities") or []
+                if fake.refuse_stream_end and any(e.get("streamType") == "final" for e in entities):
+                    error = {"code": "ContentStreamTimeout", "message": "Content stream has timed out"}
+                    self._reply(403, {"error": error})
                     return
                 self._reply(200, fake._record("POST", self.path, body, dict(self.headers)))
 
