@@ -50,30 +50,57 @@ MAX_CSV_BYTES = 50 * 2**20  # what may be attached at most (core/tools.py); larg
 _BOM = "\ufeff"
 
 
-def neutralise_csv(data: bytes, *, limit: int = MAX_CSV_BYTES) -> bytes:
+# Excel splits a `.csv` on the reader's list separator (`;` in much of Europe) unless the file's first
+# line says `sep=X`; a cell such as `x;=HYPERLINK(…)` is then two cells, the second a formula. Such a
+# cell is quoted on rewrite (a quoted field is one cell whatever the separator), its text unchanged.
+_SEP_LINE = re.compile(r"sep=(.)\r?\n")
+_HIDDEN_START = re.compile(r"[,;\t|]\s*[=+\-@]")
+_UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
+
+
+def neutralise_csv(data: bytes, *, limit: int = MAX_CSV_BYTES, delimiter: str = ",") -> bytes:
     """A CSV file's bytes with every text cell made inert (the rule of ``neutralise_cell``), for a file
     model code wrote itself: the step is not trusted to have done it. Returns ``data`` unchanged when
     no cell needs it (quoting and line endings stay as written); otherwise rewrites it with the same
-    line ending, keeping a byte-order mark and any bytes that are not UTF-8. Raises ValueError (one
-    sentence) past ``limit`` or for text the csv module cannot read (a cell over 128 KB, say)."""
+    line ending, keeping a byte-order mark and any bytes that are not UTF-8. A `sep=X` first line sets
+    the separator (as in Excel); UTF-16 with a byte-order mark is read and written as UTF-16. Raises
+    ValueError (one sentence) past ``limit``, for other encodings with NUL bytes (UTF-16 without a mark,
+    UTF-32), or for text the csv module cannot read (a cell over 128 KB, say)."""
     if len(data) > limit:
         raise ValueError(f"the CSV is over {limit // 2**20} MB, too large to check for spreadsheet formulas")
-    text = data.decode("utf-8", errors="surrogateescape")
+    encoding = "utf-16" if data.startswith(_UTF16_BOMS) else "utf-8"
+    if encoding == "utf-8" and b"\x00" in data:
+        raise ValueError("the CSV is in an encoding that cannot be checked for spreadsheet formulas")
+    try:
+        text = data.decode(encoding, errors="surrogateescape" if encoding == "utf-8" else "strict")
+    except UnicodeDecodeError:
+        raise ValueError(
+            "the CSV is not valid UTF-16 and cannot be checked for spreadsheet formulas"
+        ) from None
     bom = _BOM if text.startswith(_BOM) else ""
     text = text[len(bom) :]
+    sep = _SEP_LINE.match(text)
+    head, body = (sep.group(0), text[sep.end() :]) if sep else ("", text)
+    delimiter = sep.group(1) if sep else delimiter
     try:
-        rows = list(csv.reader(io.StringIO(text, newline="")))
+        rows = list(csv.reader(io.StringIO(body, newline=""), delimiter=delimiter))
     except csv.Error as exc:
         raise ValueError(f"the CSV could not be checked for spreadsheet formulas ({exc})") from None
-    changed = False
+    changed = quote_all = False
     for row in rows:
         for i, cell in enumerate(row):
             if cell.startswith(FORMULA_STARTS) and not _NUMBER.fullmatch(cell):
                 row[i] = "'" + cell
                 changed = True
+            if _HIDDEN_START.search(row[i]):
+                changed = quote_all = True
     if not changed:
         return data
     out = io.StringIO(newline="")
-    ending = "\r\n" if "\r\n" in text.split("\n", 1)[0] + "\n" else "\n"
-    csv.writer(out, lineterminator=ending).writerows(rows)
-    return (bom + out.getvalue()).encode("utf-8", errors="surrogateescape")
+    ending = "\r\n" if "\r\n" in body.split("\n", 1)[0] + "\n" else "\n"
+    quoting = csv.QUOTE_ALL if quote_all else csv.QUOTE_MINIMAL
+    csv.writer(out, delimiter=delimiter, lineterminator=ending, quoting=quoting).writerows(rows)
+    rewritten = bom + head + out.getvalue()
+    if encoding == "utf-16":
+        return rewritten.encode("utf-16")  # with a byte-order mark, as it came
+    return rewritten.encode("utf-8", errors="surrogateescape")

@@ -263,8 +263,9 @@ def _generation_key(base: tuple[str, ...], generation: int) -> tuple[str, ...]:
 
 async def _for_people(path: str, data: bytes) -> bytes:
     """Every file that leaves for people passes here (uploads, links, the terminal's saved copies): a
-    CSV gets its spreadsheet-formula cells neutralised by the bot, whoever wrote it — model code in a
+    CSV (or TSV) gets its spreadsheet-formula cells neutralised by the bot, whoever wrote it — model code in a
     step (`df.to_csv`) is not trusted to. Off the event loop: a 50 MB CSV takes a second or two."""
-    if not path.lower().endswith(".csv"):
+    suffix = path.lower().rsplit(".", 1)[-1]
+    if suffix not in ("csv", "tsv"):
         return data
-    return await asyncio.to_thread(neutralise_csv, data)
+    return await asyncio.to_thread(neutralise_csv, data, delimiter="\t" if suffix == "tsv" else ",")

@@ -65,6 +65,11 @@ FILES = [
     (b"\xff=,=\xff\n", b"\xff=,'=\xff\n"),  # bytes that are not UTF-8 survive
     (b'a,"b\n=c"\n', b'a,"b\n=c"\n'),  # a formula start inside a cell is text already
     (b'x,"  quoted"\n1,2', b'x,"  quoted"\n1,2'),  # nothing to change: the very same bytes
+    # what a reader whose list separator is `;` (or a tab) would split off: quoted, text unchanged
+    (b"a,b\nx;=HYPERLINK(1),2\n", b'"a","b"\n"x;=HYPERLINK(1)","2"\n'),
+    (b"a\nx\t@SUM(1)\n", b'"a"\n"x\t@SUM(1)"\n'),
+    # Excel's `sep=` line sets the separator: kept, and cells split on it
+    (b"sep=;\nname;value\n=cmd;-5\n", b"sep=;\nname;value\n'=cmd;-5\n"),
 ]
 
 
@@ -73,7 +78,20 @@ def test_neutralise_csv(raw, expected):
     assert neutralise_csv(raw) == expected
 
 
+def test_utf16_csv_is_read_and_written_as_utf16():
+    raw = "name,n\n=HYPERLINK(1),5\n".encode("utf-16")
+    out = neutralise_csv(raw)
+    assert out.startswith((b"\xff\xfe", b"\xfe\xff"))
+    assert out.decode("utf-16") == "name,n\n'=HYPERLINK(1),5\n"
+
+
+def test_a_tab_separated_file_is_split_on_tabs():
+    assert neutralise_csv(b"a\tb\n=1\t2\n", delimiter="\t") == b"a\tb\n'=1\t2\n"
+
+
 def test_neutralise_csv_refuses_what_it_cannot_check():
+    with pytest.raises(ValueError, match="encoding"):
+        neutralise_csv("=1,2\n".encode("utf-16-le"))  # UTF-16 without a byte-order mark
     with pytest.raises(ValueError, match="too large"):
         neutralise_csv(b"=1\n" * 100, limit=99)
     with pytest.raises(ValueError, match="could not be checked"):
