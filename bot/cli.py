@@ -85,12 +85,14 @@ async def _ask(settings: Settings, question: str, session: str | None) -> bool:
         outcome = await analyst.handle(
             IncomingMessage(text=question, surface="terminal", thread_key=key), WaitingStatus()
         )
-        files = [
-            save_for_user(
-                await analyst.threads.read_artifact(a), settings.home, a.session_id, a.path, os.environ
-            )
-            for a in outcome.artifacts
-        ]
+        files = []
+        for a in outcome.artifacts:
+            try:
+                data = await analyst.threads.read_artifact(a)
+            except (OSError, ValueError) as exc:  # gone, or a CSV that cannot be made spreadsheet-safe
+                err.print(f"not saved: {a.path} ({exc})")
+                continue
+            files.append(save_for_user(data, settings.home, a.session_id, a.path, os.environ))
     finally:
         await analyst.close()
     if not outcome.ok:

@@ -246,7 +246,11 @@ async def _file_consent(state: AppState, activity: Activity, out: TeamsOut) -> N
     if problem or not info.get("uploadUrl"):
         await out.send("That file offer has expired; ask again and I'll make a new one.")
         return
-    data = await state.threads.read_file(session_id, path)
+    try:
+        data = await state.threads.read_file(session_id, path)
+    except (OSError, ValueError) as exc:  # gone, or a CSV that cannot be made spreadsheet-safe
+        await out.send(f"I couldn't upload {path.rsplit('/', 1)[-1]}: {exc}.")
+        return
     headers = {"Content-Range": f"bytes 0-{len(data) - 1}/{len(data)}"}
     async with httpx.AsyncClient(timeout=60) as client:
         response = await client.put(info["uploadUrl"], content=data, headers=headers)

@@ -134,7 +134,11 @@ class TerminalRenderer:
             self.files.append(path)
             self._print(f"[cyan]📎 {escape(event.title)}[/] → {path}")
             return
-        data = await self.read(event)
+        try:
+            data = await self.read(event)
+        except (OSError, ValueError) as exc:  # gone, or a CSV that cannot be made spreadsheet-safe
+            self._print(f"[yellow]📎 {escape(event.title)}: not saved ({escape(str(exc))})[/]")
+            return
         path = save_for_user(data, self.home, event.session_id, event.path, self.env)
         self.files.append(path)
         self._print(f"[cyan]📎 {escape(event.title)}[/] → {path}")

@@ -95,6 +95,10 @@ def run_interruptibly(
         if on_stop is not None:
             on_stop()
 
+    previous = signal.getsignal(signal.SIGINT)
+    if previous == signal.SIG_IGN:  # started with SIGINT ignored (nohup, a background job): keep it so
+        loop.run_until_complete(task)
+        return True
     loop.add_signal_handler(signal.SIGINT, on_sigint)
     try:
         loop.run_until_complete(task)
@@ -102,7 +106,9 @@ def run_interruptibly(
     except asyncio.CancelledError:
         return False
     finally:
-        loop.remove_signal_handler(signal.SIGINT)  # back to Python's default: KeyboardInterrupt
+        loop.remove_signal_handler(signal.SIGINT)
+        if previous is not None:  # None: set outside Python, nothing to put back
+            signal.signal(signal.SIGINT, previous)  # what it was (usually Python's KeyboardInterrupt)
 
 
 def terminal_confirmer(console: Console, renderer):

@@ -8,7 +8,7 @@ import asyncio
 import time
 
 from tests.fakes.black_hole import BlackHole
-from tests.fakes.cli import recorded_turns, run
+from tests.fakes.cli import invoke, recorded_turns, run
 
 KEY = {"ANTHROPIC_API_KEY": "sk-ant-test-000000"}
 
@@ -49,3 +49,22 @@ def test_an_empty_question_is_answered_without_the_model(home, fake_model):
     for words in ("charts", "`flights`", "`weather`", "Which carriers"):  # the help text follows
         assert words in empty.stdout, empty.stdout
     assert fake_model.requests == []  # nothing was sent to the model
+
+
+def test_a_csv_that_cannot_be_made_safe_is_not_saved_and_the_answer_still_prints(home, fake_model):
+    """A CSV model code wrote in an encoding the formula check cannot read (UTF-16 without a mark):
+    not handed to the user, one line says why, the answer and exit code are as usual."""
+    from tests.fakes.anthropic_api import text, tool
+
+    write = "open('odd.csv', 'wb').write('=1+1,2\\n'.encode('utf-16-le'))\nprint('ok')"
+    fake_model.enqueue(
+        tool("run_python", {"code": write}),
+        tool("attach_file", {"path": "odd.csv"}, say="Here is the file."),
+        text("unused"),
+    )
+    result = invoke(["ask", "give me the CSV"], home, env={**KEY, "ANTHROPIC_BASE_URL": fake_model.url})
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("Here is the file.")
+    assert "not saved: odd.csv (the CSV is in an encoding that cannot be checked" in result.stderr
+    assert "Traceback" not in result.stderr + result.stdout
+    assert not list(home.glob("attachments/*/odd.csv"))  # nothing handed over
