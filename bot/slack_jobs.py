@@ -53,8 +53,9 @@ def register_jobs(state: AppState, shared: SharedClient) -> None:
     }
     for kind, handler in handlers.items():
         state.runner.register(kind, _bind(handler, state, shared))
-    for kind in (JOB_TURN, JOB_MESSAGE):  # a worker died with the turn: the thread must not stay silent
-        state.runner.register(lost_kind(kind), _bind(tell_stopped, state, shared))
+    # a worker died with the turn: the thread must not stay silent
+    state.runner.register(lost_kind(JOB_TURN), _bind(tell_stopped, state, shared))
+    state.runner.register(lost_kind(JOB_MESSAGE), _bind(tell_message_stopped, state, shared))
 
 
 def _bind(handler, state: AppState, shared: SharedClient):
@@ -112,6 +113,15 @@ async def tell_stopped(state: AppState, client: AsyncWebClient, p: dict) -> None
         await client.chat_postMessage(
             channel=p["channel"], thread_ts=p.get("thread_ts") or None, text=STOPPED
         )
+
+
+async def tell_message_stopped(state: AppState, client: AsyncWebClient, p: dict) -> None:
+    """A message's job died with its worker: said where a turn would have answered — not for a
+    follow-up in a thread datathread is not part of, which would have been ignored."""
+    thread = (p["team"], p["channel"], p["thread_ts"])
+    if p.get("follow_up_only") and not await state.threads.is_known("slack", thread):
+        return
+    await tell_stopped(state, client, p)
 
 
 async def run_action(state: AppState, client: AsyncWebClient, p: dict) -> None:

@@ -183,3 +183,28 @@ async def test_teams_hears_when_the_worker_running_its_question_died(settings):
             assert sent[0]["conversation"]["id"] == THREAD
     finally:
         connector.stop()
+
+
+async def test_a_lost_follow_up_in_a_thread_the_bot_is_not_part_of_stays_silent(settings, api):
+    """Slack's lost-message handler: a plain message in a thread datathread never joined would have
+    been ignored, so its lost job says nothing; a mention is told the answer stopped, in its thread."""
+    from bot.slack_jobs import JOB_MESSAGE
+    from core.runner import TurnJob
+    from core.runner_worker import Worker, lost_job
+
+    async with serve(settings, api) as slack:
+        runner = slack.state.runner
+
+        def message(ts: str, *, follow_up_only: bool) -> TurnJob:
+            payload = {
+                "team": "T1", "channel": "C1", "user": "U1", "text": "and by month?", "ts": ts,
+                "thread_ts": "100.1", "event_id": f"Ev{ts}", "follow_up_only": follow_up_only,
+            }  # fmt: skip
+            return lost_job(TurnJob(kind=JOB_MESSAGE, payload=payload))
+
+        before = len(api.of("chat.postMessage"))
+        await Worker(runner, io.BytesIO(), slots=1).run(message("100.2", follow_up_only=True))
+        assert len(api.of("chat.postMessage")) == before  # ignored thread: nothing said
+        await Worker(runner, io.BytesIO(), slots=1).run(message("100.3", follow_up_only=False))
+        posted = api.of("chat.postMessage")[before:]
+        assert [(c.args["text"], c.args["thread_ts"]) for c in posted] == [(STOPPED, "100.1")]
