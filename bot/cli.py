@@ -134,6 +134,13 @@ def serve(
         asgi = create_app(settings)
     except ConfigError as exc:
         die(str(exc))
+    if settings.sandbox == "local":  # a back end this host lacks: one sentence now, not a worker's traceback
+        from core.isolation_backends import preview
+        from core.secret_files import secret_files
+
+        unavailable = preview(settings.isolation, masked=secret_files(settings)).missing.get("back end", "")
+        if unavailable.startswith("DATATHREAD_ISOLATION="):
+            die(f"{unavailable}; see `datathread doctor` for what it allows.")
     uvicorn.run(asgi, host=host, port=port, log_level=log_level.lower(), lifespan="on")
 
 

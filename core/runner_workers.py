@@ -39,6 +39,7 @@ log = logging.getLogger("datathread.workers")
 
 START_S = 180.0  # a worker builds the core and starts its fork server: seconds on a loaded host
 RESTART_PAUSE_S = 1.0
+MAX_RESTART_PAUSE_S = 60.0  # a worker that keeps failing to start is retried ever more slowly, up to this
 
 
 def settings_values(settings: Settings) -> dict:
@@ -81,6 +82,7 @@ class WorkerRunner:
         self._watchers: set[asyncio.Task] = set()
         self._next_id = 0
         self._backlog: list[TurnJob] = []  # pipe mode: jobs waiting for a worker to (re)start
+        self._failed_starts = [0] * self.count  # in a row, per worker slot: sets the restart pause
         self._stopping = False
         self._host = f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
 
@@ -190,6 +192,7 @@ class WorkerRunner:
             with contextlib.suppress(ValueError):
                 msg = json.loads(line)
                 if "ready" in msg and not worker.ready.done():
+                    self._failed_starts[worker.index] = 0
                     worker.protections = msg.get("protections") or {}
                     worker.ready.set_result(True)
                     await self._flush_backlog()
@@ -197,6 +200,7 @@ class WorkerRunner:
                     worker.held.pop(msg["done"], None)
         code = await worker.proc.wait()
         if not worker.ready.done():
+            self._failed_starts[worker.index] += 1
             worker.ready.set_exception(RuntimeError(f"A turn worker could not start (exit code {code})."))
             worker.ready.exception()  # retrieved: a failure at start is raised by start() instead
             if self._stopping or self._procs[worker.index] is not worker:
@@ -205,7 +209,8 @@ class WorkerRunner:
             return
         log.error("turn worker %s ended (exit code %s); restarting it", worker.index, code)
         await self._account_for(worker)
-        await asyncio.sleep(RESTART_PAUSE_S)
+        fails = self._failed_starts[worker.index]
+        await asyncio.sleep(min(RESTART_PAUSE_S * 2**fails, MAX_RESTART_PAUSE_S))
         if not self._stopping:
             await self._spawn(worker.index)
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 
 import pytest
 from typer.testing import CliRunner
@@ -144,3 +145,19 @@ def test_home_under_a_directory_this_user_cannot_search(tmp_path):
     assert result.returncode == 2, result.stderr
     line = one_sentence(result.stderr)
     assert "DATATHREAD_HOME" in line and "cannot be reached" in line
+
+
+def test_serve_with_a_back_end_this_host_lacks_says_so_in_one_sentence(tmp_path, monkeypatch):
+    """DATATHREAD_ISOLATION naming a back end that is not here (Seatbelt is macOS's): before, the turn
+    worker failed at start and `serve` printed uvicorn's traceback; now one sentence and exit 2."""
+    monkeypatch.chdir(tmp_path)
+    absent = "landlock" if sys.platform == "darwin" else "seatbelt"
+    env = {
+        "ANTHROPIC_API_KEY": "sk-ant-test-000000",
+        "DATATHREAD_HOME": str(tmp_path / "home"),
+        "DATATHREAD_ISOLATION": absent,
+    }
+    result = CliRunner().invoke(app, ["serve", "--port", "0"], env=env)
+    assert result.exit_code == 2, result.output
+    line = one_sentence(result.output)
+    assert line.startswith(f"error: DATATHREAD_ISOLATION={absent}") and "datathread doctor" in line
