@@ -15,7 +15,7 @@ from pathlib import Path
 import typer
 from rich.console import Console
 
-from bot.cli_common import app, die, err, settings_or_exit, setup_log
+from bot.cli_common import app, check_isolation, die, err, settings_or_exit, setup_log
 from bot.cli_schedule import app as schedule_app
 from bot.log_setup import LOG_LEVEL_HELP, parse_level
 from core.config import ConfigError, Settings, require_model
@@ -37,7 +37,10 @@ async def _analyst(settings: Settings):
 
     try:
         require_model(settings)
-        return await Analyst.create(settings)
+        check_isolation(settings)
+        # The fork server starts with the first step: a rejected key or a question without steps
+        # answers without waiting for it (about 2 s of start-up and imports).
+        return await Analyst.create(settings, start_sandbox=False)
     except ConfigError as exc:
         die(str(exc))
     except Exception as exc:  # a part failed to start: one sentence, not a traceback
@@ -134,13 +137,7 @@ def serve(
         asgi = create_app(settings)
     except ConfigError as exc:
         die(str(exc))
-    if settings.sandbox == "local":  # a back end this host lacks: one sentence now, not a worker's traceback
-        from core.isolation_backends import preview
-        from core.secret_files import secret_files
-
-        unavailable = preview(settings.isolation, masked=secret_files(settings)).missing.get("back end", "")
-        if unavailable.startswith("DATATHREAD_ISOLATION="):
-            die(f"{unavailable}; see `datathread doctor` for what it allows.")
+    check_isolation(settings)  # a back end this host lacks: one sentence now, not a worker's traceback
     uvicorn.run(asgi, host=host, port=port, log_level=log_level.lower(), lifespan="on")
 
 

@@ -51,3 +51,16 @@ def main(
 def setup_log(settings: Settings, level: str | None = None) -> None:
     """Logs to DATATHREAD_HOME/logs/datathread.log; on stderr too at `level` (bot/log_setup.py)."""
     setup_logging(settings, level)
+
+
+def check_isolation(settings: Settings) -> None:
+    """DATATHREAD_ISOLATION naming a back end this host lacks: one sentence and exit 2 before anything
+    starts (probed in throw-away children, as `doctor` does)."""
+    if settings.sandbox != "local" or settings.isolation in (None, "strict", "best"):
+        return
+    from core.isolation_backends import preview
+    from core.secret_files import secret_files
+
+    unavailable = preview(settings.isolation, masked=secret_files(settings)).missing.get("back end", "")
+    if unavailable.startswith("DATATHREAD_ISOLATION="):
+        die(f"{unavailable}; see `datathread doctor` for what it allows.")

@@ -84,9 +84,11 @@ class Analyst:
         )
 
     @classmethod
-    async def create(cls, settings: Settings, *, model: ModelClient | None = None) -> Analyst:
-        """An Analyst with every part built from settings."""
-        return cls(await build_parts(settings, model=model))
+    async def create(
+        cls, settings: Settings, *, model: ModelClient | None = None, start_sandbox: bool = True
+    ) -> Analyst:
+        """An Analyst with every part built from settings (`start_sandbox`: see `build_parts`)."""
+        return cls(await build_parts(settings, model=model, start_sandbox=start_sandbox))
 
     async def close(self) -> None:
         for part in (self.parts.sandbox, self.parts.warehouse, self.parts.store, self.parts.model):

@@ -31,16 +31,21 @@ class Parts:
     model: ModelClient
 
 
-async def build_parts(settings: Settings, *, model: ModelClient | None = None) -> Parts:
-    """Build every part the settings name (store, sandbox, warehouse, model) and warm the sandbox."""
+async def build_parts(
+    settings: Settings, *, model: ModelClient | None = None, start_sandbox: bool = True
+) -> Parts:
+    """Build every part the settings name (store, sandbox, warehouse, model) and warm the sandbox —
+    or, with `start_sandbox=False` (`ask`, `chat`), let the local one start with the first step: a
+    question that needs no step (a rejected key, an empty question, help) then costs no fork server."""
     model = model or build_model(settings)
     store = await open_store(settings)
-    sandbox, warehouse = await build_sandbox_and_warehouse(settings)
+    sandbox, warehouse = await build_sandbox_and_warehouse(settings, start=start_sandbox)
     return Parts(settings=settings, store=store, sandbox=sandbox, warehouse=warehouse, model=model)
 
 
-async def build_sandbox_and_warehouse(settings: Settings) -> tuple[Sandbox, Warehouse]:
-    """The sandbox (started, warm) and the warehouse that sends its queries there."""
+async def build_sandbox_and_warehouse(settings: Settings, *, start: bool = True) -> tuple[Sandbox, Warehouse]:
+    """The sandbox (started and warm, unless `start` is False for a local one) and the warehouse that
+    sends its queries there."""
     home = settings.home.resolve()
     demo = (
         build_demo_database(home / "warehouse" / "nycflights13.duckdb")
@@ -62,7 +67,8 @@ async def build_sandbox_and_warehouse(settings: Settings) -> tuple[Sandbox, Ware
             workspace_mb=settings.workspace_mb,
             isolation_policy=settings.isolation or "best",
         )
-    await sandbox.start()
+    if start or settings.sandbox != "local":  # a local sandbox starts itself on its first step
+        await sandbox.start()
     if settings.warehouse == "bigquery":
         from core.warehouse_bigquery import BigQueryWarehouse
 

@@ -114,8 +114,10 @@ def _shared_sandbox(request, sandbox_lender):
 
     own = factory.build_sandbox_and_warehouse
 
-    async def build(settings):
-        return await (sandbox_lender.build(settings) if sandbox_lender.fits(settings) else own(settings))
+    async def build(settings, *, start: bool = True):
+        if sandbox_lender.fits(settings):  # already started, whatever `start` asks
+            return await sandbox_lender.build(settings)
+        return await own(settings, start=start)
 
     factory.build_sandbox_and_warehouse = build
     try:

@@ -161,3 +161,18 @@ def test_serve_with_a_back_end_this_host_lacks_says_so_in_one_sentence(tmp_path,
     assert result.exit_code == 2, result.output
     line = one_sentence(result.output)
     assert line.startswith(f"error: DATATHREAD_ISOLATION={absent}") and "datathread doctor" in line
+
+
+@pytest.mark.parametrize("command", [["ask", "hi"], ["chat"]])
+def test_ask_and_chat_with_a_back_end_this_host_lacks_say_so_in_one_sentence(command, tmp_path, monkeypatch):
+    """Their fork server starts with the first step now, so the back end is checked up front."""
+    monkeypatch.chdir(tmp_path)
+    absent = "landlock" if sys.platform == "darwin" else "seatbelt"
+    env = {
+        "ANTHROPIC_API_KEY": "sk-ant-test-000000",
+        "DATATHREAD_HOME": str(tmp_path / "home"),
+        "DATATHREAD_ISOLATION": absent,
+    }
+    result = CliRunner().invoke(app, command, env=env, input="")
+    assert result.exit_code == 2, result.output
+    assert one_sentence(result.output).startswith(f"error: DATATHREAD_ISOLATION={absent}")
