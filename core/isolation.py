@@ -105,8 +105,15 @@ def can_mount_tmpfs() -> bool:
     if not (
         _mount("none", "/", None, MS_REC | MS_PRIVATE)
         and _mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "size=1m")
-        and isolation_root.read_only_tree("/tmp", recursive=False)
     ):
+        return False
+    # The step's own /proc, mounted by the first process of the new PID namespace (the caller
+    # unshared it): refused where the host's /proc has masked paths (rootless containers), and a
+    # back end that cannot do it would refuse every step while reporting itself fine.
+    os.mkdir("/tmp/proc")
+    if not probe_in_child(isolation_root.can_mount_proc_at("/tmp/proc")):
+        return False
+    if not isolation_root.read_only_tree("/tmp", recursive=False):
         return False
     try:
         isolation_root.pivot("/tmp")

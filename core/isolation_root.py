@@ -118,6 +118,15 @@ def build(*, workspace: Path, readonly: list[str], masked: list[str]) -> None:
     pivot(STAGE)
 
 
+def can_mount_proc_at(path: str):
+    """A probe (see `isolation.can_mount_tmpfs`): mount a step-style /proc at `path`."""
+
+    def check() -> bool:
+        return mount("proc", path, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, "hidepid=2")
+
+    return check
+
+
 def pivot(new_root: str) -> None:
     """`new_root` becomes `/`; the host's root is detached (bubblewrap's pivot_root(".", ".") way)."""
     number = PIVOT_ROOT.get(platform.machine().lower())
