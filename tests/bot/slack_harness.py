@@ -124,6 +124,22 @@ class Harness:
         assert not self.state.runner.tasks, f"jobs still running after 60 s: {self.state.runner.tasks}"
 
 
+def module_settings(home, model_url: str, **extra):
+    """Settings for a module's own `serve`: the scripted model, a real sandbox, turns in process."""
+    from core.config import load_settings
+
+    return load_settings(
+        _env_file=None,
+        anthropic_api_key="sk-ant-test-key-000000",
+        anthropic_base_url=model_url,
+        home=home,
+        step_timeout=20,
+        model="claude-test",
+        turn_workers=0,  # in-process turns, like the shared settings fixture
+        **extra,
+    )
+
+
 @contextlib.asynccontextmanager
 async def serve(settings, api: FakeSlackAPI):
     """`datathread serve` in this event loop on a free loopback port, configured for the fake Slack."""

@@ -11,7 +11,7 @@ import io
 import pytest
 import pytest_asyncio
 
-from tests.bot.slack_harness import mention, serve
+from tests.bot.slack_harness import mention, module_settings, serve
 from tests.fakes.anthropic_api import FakeAnthropic, text, tool
 from tests.fakes.slack_api import FakeSlackAPI
 
@@ -45,19 +45,9 @@ def slack_api():
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def slack(tmp_path_factory, model, slack_api):
-    from core.config import load_settings
-
     home = tmp_path_factory.mktemp("csv") / "home"
     home.mkdir(parents=True)
-    settings = load_settings(
-        _env_file=None,
-        anthropic_api_key="sk-ant-test-key-000000",
-        anthropic_base_url=model.url,
-        home=home,
-        step_timeout=20,
-        model="claude-test",
-        turn_workers=0,  # in-process turns, like the shared settings fixture
-    )
+    settings = module_settings(home, model.url)
     async with serve(settings, slack_api) as harness:
         harness.home = home
         yield harness

@@ -147,25 +147,11 @@ def test_home_under_a_directory_this_user_cannot_search(tmp_path):
     assert "DATATHREAD_HOME" in line and "cannot be reached" in line
 
 
-def test_serve_with_a_back_end_this_host_lacks_says_so_in_one_sentence(tmp_path, monkeypatch):
-    """DATATHREAD_ISOLATION naming a back end that is not here (Seatbelt is macOS's): before, the turn
-    worker failed at start and `serve` printed uvicorn's traceback; now one sentence and exit 2."""
-    monkeypatch.chdir(tmp_path)
-    absent = "landlock" if sys.platform == "darwin" else "seatbelt"
-    env = {
-        "ANTHROPIC_API_KEY": "sk-ant-test-000000",
-        "DATATHREAD_HOME": str(tmp_path / "home"),
-        "DATATHREAD_ISOLATION": absent,
-    }
-    result = CliRunner().invoke(app, ["serve", "--port", "0"], env=env)
-    assert result.exit_code == 2, result.output
-    line = one_sentence(result.output)
-    assert line.startswith(f"error: DATATHREAD_ISOLATION={absent}") and "datathread doctor" in line
-
-
-@pytest.mark.parametrize("command", [["ask", "hi"], ["chat"]])
-def test_ask_and_chat_with_a_back_end_this_host_lacks_say_so_in_one_sentence(command, tmp_path, monkeypatch):
-    """Their fork server starts with the first step now, so the back end is checked up front."""
+@pytest.mark.parametrize("command", [["serve", "--port", "0"], ["ask", "hi"], ["chat"]])
+def test_a_back_end_this_host_lacks_is_one_sentence(command, tmp_path, monkeypatch):
+    """DATATHREAD_ISOLATION naming a back end that is not here (Seatbelt is macOS's), checked up front:
+    before, `serve`'s turn worker failed at start and uvicorn printed a traceback; `ask` and `chat`
+    start their fork server with the first step, so nothing else would catch it before a question."""
     monkeypatch.chdir(tmp_path)
     absent = "landlock" if sys.platform == "darwin" else "seatbelt"
     env = {
@@ -175,4 +161,5 @@ def test_ask_and_chat_with_a_back_end_this_host_lacks_say_so_in_one_sentence(com
     }
     result = CliRunner().invoke(app, command, env=env, input="")
     assert result.exit_code == 2, result.output
-    assert one_sentence(result.output).startswith(f"error: DATATHREAD_ISOLATION={absent}")
+    line = one_sentence(result.output)
+    assert line.startswith(f"error: DATATHREAD_ISOLATION={absent}") and "datathread doctor" in line

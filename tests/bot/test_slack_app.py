@@ -12,7 +12,7 @@ import pytest
 import pytest_asyncio
 
 from bot import slack_render as render
-from tests.bot.slack_harness import mention, message, serve
+from tests.bot.slack_harness import mention, message, module_settings, serve
 from tests.conftest import DEMO_DB_CACHE
 from tests.fakes.anthropic_api import FakeAnthropic, error, text, tool
 from tests.fakes.slack_api import BOT_ID, BOT_USER_ID, FakeSlackAPI
@@ -57,23 +57,13 @@ def slack_api():
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def slack(tmp_path_factory, model, slack_api):
     """One `datathread serve` for the module: building the core (sandbox fork server) is the slow part."""
-    from core.config import load_settings
     from core.warehouse import build_demo_database
 
     home = tmp_path_factory.mktemp("slack") / "home"
     (home / "warehouse").mkdir(parents=True)
     cached = build_demo_database(DEMO_DB_CACHE / "nycflights13.duckdb")
     (home / "warehouse" / "nycflights13.duckdb").write_bytes(cached.read_bytes())
-    settings = load_settings(
-        _env_file=None,
-        anthropic_api_key="sk-ant-test-key-000000",
-        anthropic_base_url=model.url,
-        home=home,
-        step_timeout=20,
-        model_retries=2,
-        model="claude-test",
-        turn_workers=0,  # in-process turns, like the shared settings fixture
-    )
+    settings = module_settings(home, model.url, model_retries=2)
     async with serve(settings, slack_api) as harness:
         yield harness
 
