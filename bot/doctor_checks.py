@@ -80,7 +80,10 @@ def preload(settings: Settings) -> None:
     if settings.sandbox == "modal":
         modules.append("core.sandbox_modal")
     for name in modules:
-        importlib.import_module(name)
+        # A part whose library cannot be imported fails on its own line when its check imports it;
+        # failing here would end `doctor` with a traceback and leave the sandbox probe's child unreaped.
+        with contextlib.suppress(Exception):
+            importlib.import_module(name)
 
 
 # The model check is one GET with httpx rather than through the Anthropic SDK: importing the SDK costs

@@ -5,6 +5,7 @@ Slack token, a black-holed Redis and a missing bucket each fail on their own lin
 
 from __future__ import annotations
 
+import sys
 import time
 
 import boto3
@@ -200,3 +201,26 @@ def test_the_model_check_says_what_the_bot_says_for_each_api_error(status):
     client = anthropic.Anthropic(api_key="sk-ant-test")
     error = client._make_status_error("no", body={"error": {"message": "no"}}, response=response)
     assert model_status_sentence(status) == describe_model_error(error)
+
+
+def test_a_part_whose_library_cannot_be_imported_fails_on_its_own_line(tmp_path, monkeypatch, aws):
+    """An install missing a part's library (boto3 here) gets that part's row as FAIL with the reason,
+    the other rows and the sandbox protections as usual — not a traceback from the up-front imports."""
+    monkeypatch.chdir(tmp_path)
+    for name in [m for m in list(sys.modules) if m == "boto3" or m.startswith("boto3.")]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, "boto3", None)  # `import boto3` raises ImportError
+    result = CliRunner().invoke(
+        app,
+        ["doctor"],
+        env={
+            "DATATHREAD_HOME": str(tmp_path / "home"),
+            "COLUMNS": "250",
+            "DATATHREAD_S3_BUCKETS": "datalake",
+        },
+    )
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+    assert "Traceback" not in result.output and result.exit_code == 1, result.output
+    rows = {line.strip("│ ").split("│")[0].strip(): line for line in result.output.splitlines()}
+    assert "FAIL" in rows["s3"] and "boto3" in rows["s3"], rows["s3"]
+    assert "ok" in rows["session store"] and "protection: back end" in result.output
