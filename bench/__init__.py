@@ -27,5 +27,6 @@ BENCHMARKS: dict[str, tuple[str, Callable[..., Awaitable]]] = {
     "large": ("7. Large results: 1M rows to parquet in the workspace", _lazy("large")),
     "ack": ("1. Slack ack latency under load vs a bare Bolt app", _lazy("ack")),
     "answers": ("8. Answers sooner: model calls and concurrent tool calls", _lazy("answers")),
+    "streaming": ("10. Streamed answers: first token to first text in Slack", _lazy("streaming")),
     "eval": ("9. `datathread eval --demo` with the scripted model", _lazy("eval")),
 }

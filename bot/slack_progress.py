@@ -6,6 +6,10 @@ whose task updates show each tool step, the answer streamed as Markdown, and the
 refused (older plans, GovSlack, API errors) it falls back to one status message edited with
 `chat.update`, at most once per `min_update_s` (chat.update is a Tier 3 method:
 https://docs.slack.dev/apis/web-api/rate-limits). Private answers (`/ask private …`) are ephemeral.
+
+In the stream, Claude's text shows as it is written (`bot/slack_stream.py` decides what can be shown
+without ever taking a piece back): the first words at once, then at most one append per
+`TEXT_MIN_INTERVAL_S` (chat.appendStream is Tier 4, shared by every turn in the workspace).
 """
 
 from __future__ import annotations
@@ -20,8 +24,9 @@ from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.webhook.async_client import AsyncWebhookClient
 
 from bot import slack_render as render
+from bot.slack_stream import StreamedText, render_parts
 from bot.transcript import WORKING, Change, StepLine, Throttle, Transcript, format_bytes
-from core.events import ArtifactReady, TurnEvent, TurnFinished
+from core.events import AnswerDelta, ArtifactReady, TurnEvent, TurnFinished
 
 log = logging.getLogger("datathread.slack")
 
@@ -29,6 +34,7 @@ UPLOAD_LIMIT_BYTES = 200 * 1024 * 1024  # well under Slack's 1 GB; bigger result
 WORKING_LINE = f":hourglass_flowing_sand: {WORKING}"
 STREAM_STATUS = {"running": "in_progress", "done": "complete", "failed": "error"}
 ICONS = {"running": ":hourglass_flowing_sand:", "done": ":white_check_mark:", "failed": ":x:"}
+TEXT_MIN_INTERVAL_S = 0.5  # between two appends of streamed text (the first words go at once)
 
 
 @dataclass(frozen=True)
@@ -59,6 +65,10 @@ class SlackProgress:
         self.notes = self.transcript.notes
         self.throttle = Throttle(min_update_s)
         self._pending: asyncio.Task | None = None
+        self.text = StreamedText()
+        self.text_throttle = Throttle(TEXT_MIN_INTERVAL_S)
+        self._text_pending: asyncio.Task | None = None
+        self._appending = asyncio.Lock()  # text and task updates reach the stream in the order they happened
 
     async def __call__(self, event: TurnEvent) -> None:
         try:
@@ -67,6 +77,9 @@ class SlackProgress:
             log.warning("slack progress: %s failed: %s", event.kind, exc)
 
     async def _on(self, event: TurnEvent) -> None:
+        if isinstance(event, AnswerDelta):
+            await self._text(event)
+            return
         change = self.transcript.apply(event)
         if change is Change.STARTED:
             await self._start()
@@ -105,6 +118,8 @@ class SlackProgress:
 
     async def _step(self, line: StepLine) -> None:
         if self.mode == "stream" and self.stream_ts:
+            self.text.close()  # a step runs: the text before it is complete, and shows before the step
+            await self._send_text()
             chunk = {
                 "type": "task_update",
                 "id": line.step_id,
@@ -116,14 +131,48 @@ class SlackProgress:
                 {k: v for k, v in (("details", details), ("output", render.inert(line.outcome))) if v}
             )
             try:
-                await self.client.chat_appendStream(
-                    channel=self.target.channel, ts=self.stream_ts, chunks=[chunk]
-                )
+                async with self._appending:
+                    await self.client.chat_appendStream(
+                        channel=self.target.channel, ts=self.stream_ts, chunks=[chunk]
+                    )
             except SlackApiError as exc:
                 log.info("stream append refused (%s); switching to chat.update", exc.response.get("error"))
                 await self._abandon_stream()
         if self.mode == "update":
             self._schedule_update()
+
+    # --- the answer's text, as Claude writes it -------------------------------------------------------
+    async def _text(self, delta: AnswerDelta) -> None:
+        if self.mode != "stream" or not self.stream_ts:
+            return  # the fallback message shows the whole answer when it is done
+        self.text.add(delta.call, delta.text)
+        wait = self.text_throttle.wait_s()
+        if wait == 0:
+            await self._send_text()
+        elif self._text_pending is None or self._text_pending.done():
+            self._text_pending = asyncio.create_task(self._send_text(after_s=wait))
+
+    async def _send_text(self, *, after_s: float = 0.0) -> None:
+        """Append what of the text can be shown now; a refused append ends the stream (the answer then
+        comes whole as a message)."""
+        if after_s:
+            await asyncio.sleep(after_s)
+        async with self._appending:
+            if self.mode != "stream" or not self.stream_ts:
+                return
+            new = self.text.take()
+            if not new:
+                return
+            self.text_throttle.mark()
+            try:
+                for piece in render.split_rendered(new, render.STREAM_LIMIT):
+                    await self.client.chat_appendStream(
+                        channel=self.target.channel, ts=self.stream_ts, markdown_text=piece
+                    )
+            except SlackApiError as exc:
+                log.info("stream append refused (%s); switching to chat.update", exc.response.get("error"))
+                self.text = StreamedText()  # the answer is posted whole
+                await self._abandon_stream()
 
     async def _abandon_stream(self) -> None:
         self.mode, self.stream_ts = "update", None
@@ -175,8 +224,9 @@ class SlackProgress:
 
     # --- the end -------------------------------------------------------------------------------
     async def _finish(self, done: TurnFinished) -> None:
-        if self._pending and not self._pending.done():
-            self._pending.cancel()
+        for task in (self._pending, self._text_pending):
+            if task and not task.done():
+                task.cancel()
         body = self.transcript.answer
         if self.notes:
             body = f"{body}\n\n" + "\n".join(f"_{n}_" for n in self.notes)
@@ -194,14 +244,24 @@ class SlackProgress:
             body = render.failure_text(failure.message, failure.error_id)
         if self.mode == "stream" and self.stream_ts:
             try:
-                return await self._finish_stream(body, footer)
+                async with self._appending:
+                    return await self._finish_stream(body, footer)
             except SlackApiError as exc:
                 log.info("stream finish refused (%s); posting the answer instead", exc.response.get("error"))
                 self.mode, self.status_ts = "update", None
         await self._finish_messages(body, footer)
 
     async def _finish_stream(self, body: str, footer: list[dict]) -> None:
-        for chunk in render.stream_chunks(body):
+        chunks = render.stream_chunks(body)
+        if self.text.sent:  # the text is on screen up to a point: the stream goes on from there
+            self.text.close()
+            failure = self.transcript.failure
+            notes = "\n".join(f"_{n}_" for n in self.notes)
+            # a failure: the words received so far stay (they were Claude's), then the sentence
+            rest = self.text.rest(self.transcript.answer) if failure is None else self.text.take()
+            extra = render_parts([body if failure is not None else "", notes])
+            chunks = render.split_rendered(rest + (f"\n\n{extra}" if extra else ""), render.STREAM_LIMIT)
+        for chunk in chunks:
             await self.client.chat_appendStream(
                 channel=self.target.channel, ts=self.stream_ts, markdown_text=chunk
             )

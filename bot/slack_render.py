@@ -236,6 +236,17 @@ def stream_chunks(markdown: str, limit: int = STREAM_LIMIT) -> list[str]:
     return split_units(to_units(markdown), unit_markdown, limit)
 
 
+def split_rendered(text: str, limit: int) -> list[str]:
+    """Rendered stream text in pieces of at most `limit` characters, cut after a line where one fits
+    (appended in order, the pieces join to `text` whatever the cut)."""
+    pieces = []
+    while len(text) > limit:
+        cut = text.rfind("\n", 0, limit) + 1 or limit
+        pieces.append(text[:cut])
+        text = text[cut:]
+    return [*pieces, text] if text else pieces
+
+
 def answer_messages(markdown: str, footer: list[dict] | None = None) -> list[dict]:
     """The answer as chat messages ({text, blocks}): one `markdown` block of standard Markdown each
     (rendered as the stream renders it: entities for `<`, `>`, `&`, only web and mail links), the

@@ -1,5 +1,10 @@
 """The terminal surface: renders turn events with rich (live status per step with the time it has
-been waiting, Markdown answer, charts inline where the terminal can draw them)."""
+been waiting, Markdown answer, charts inline where the terminal can draw them).
+
+In `datathread chat` on a terminal the text shows as Claude writes it: a live Markdown view of the
+current model call's text (its last screenful), redrawn at most `TEXT_REDRAW_S` apart. The view is
+transient: text before a step gives way to the step's status line, and the finished answer is printed
+once, whole, so the scrollback holds exactly what a non-live run prints."""
 
 from __future__ import annotations
 
@@ -10,6 +15,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 
 from rich.console import Console
+from rich.live import Live
 from rich.markdown import Markdown
 from rich.markup import escape
 from rich.status import Status
@@ -19,6 +25,7 @@ from bot.terminal_images import image_protocol, inline_image, save_for_user
 from bot.transcript import Change, Transcript
 from bot.transcript import brief as transcript_brief
 from core.events import (
+    AnswerDelta,
     AnswerReady,
     ArtifactReady,
     StepStarted,
@@ -61,6 +68,7 @@ class Elapsed:
 
 
 ReadArtifact = Callable[[ArtifactReady], Awaitable[bytes]]
+TEXT_REDRAW_S = 0.1
 
 
 class TerminalRenderer:
@@ -86,10 +94,13 @@ class TerminalRenderer:
         self.files: list[Path] = []
         self.read, self.home, self.env = read, home, env
         self.transcript = Transcript()
+        self.writing: Live | None = None  # the live view of the text being written
+        self.written, self.call, self.drawn_at = "", 0, 0.0
 
     def _set_status(self, text: str) -> None:
         if not self.live:
             return
+        self._stop_writing()
         if self.status is None:
             self.status = self.console.status(Elapsed(text))
             self.status.start()
@@ -101,12 +112,39 @@ class TerminalRenderer:
         self._stop()
 
     def _stop(self) -> None:
+        self._stop_writing()
         if self.status is not None:
             with contextlib.suppress(Exception):
                 self.status.stop()
             self.status = None
 
+    def _write(self, delta: AnswerDelta) -> None:
+        """Show the text of the current call so far (a new call starts a new text)."""
+        if not self.live:
+            return
+        if delta.call != self.call:
+            self.written, self.call = "", delta.call
+        self.written += delta.text
+        if self.writing is None:
+            self._stop()
+            self.writing = Live(console=self.console, auto_refresh=False, transient=True)
+            self.writing.start()
+        elif time.monotonic() - self.drawn_at < TEXT_REDRAW_S:
+            return
+        lines = self.written.splitlines()[-max(self.console.height - 2, 1) :]
+        self.writing.update(Markdown("\n".join(lines)), refresh=True)
+        self.drawn_at = time.monotonic()
+
+    def _stop_writing(self) -> None:
+        if self.writing is not None:
+            with contextlib.suppress(Exception):
+                self.writing.stop()
+            self.writing = None
+
     async def __call__(self, event: TurnEvent) -> None:
+        if isinstance(event, AnswerDelta):
+            self._write(event)
+            return
         change = self.transcript.apply(event)
         t = self.transcript
         if change is Change.THINKING:

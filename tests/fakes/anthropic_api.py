@@ -109,6 +109,8 @@ class FakeAnthropic:
         self.headers: list[dict] = []
         self.models = {"claude-test", "claude-sonnet-5-5"}  # what GET /v1/models/{id} knows
         self.api_keys: set[str] | None = None  # None: any key is accepted
+        # Per streamed reply, when (time.monotonic) its first text delta and its last event were sent.
+        self.stream_times: list[dict[str, float | None]] = []
         self.lock = threading.Lock()
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self.thread = threading.Thread(
@@ -212,6 +214,8 @@ class FakeAnthropic:
                 self.send_header("content-type", "text/event-stream")
                 self.send_header("transfer-encoding", "chunked")
                 self.end_headers()
+                times: dict[str, float | None] = {"first_text": None, "done": None}
+                fake.stream_times.append(times)
                 for n, (name, data) in enumerate(events):
                     if cut_after is not None and n >= cut_after:
                         return  # no terminating chunk: the client sees the connection drop
@@ -220,6 +224,9 @@ class FakeAnthropic:
                     chunk = f"event: {name}\ndata: {json.dumps(data)}\n\n".encode()
                     self.wfile.write(f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n")
                     self.wfile.flush()
+                    if times["first_text"] is None and data.get("delta", {}).get("type") == "text_delta":
+                        times["first_text"] = time.monotonic()
+                times["done"] = time.monotonic()
                 self.wfile.write(b"0\r\n\r\n")
 
         return Handler

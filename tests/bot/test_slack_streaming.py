@@ -1,0 +1,120 @@
+"""The answer's text reaches Slack while Claude writes it: signed events into `datathread serve`, the
+scripted Messages API streaming its reply a token at a time, the real slack_sdk against the fake Slack
+Web API. What is appended is in order, complete, inert, and never has to be taken back."""
+
+from __future__ import annotations
+
+import pytest
+import pytest_asyncio
+
+from bot.slack_stream import render
+from tests.bot.slack_harness import mention, message, module_settings, serve
+from tests.fakes.anthropic_api import FakeAnthropic, cut, text, tool
+from tests.fakes.slack_api import FakeSlackAPI
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+ANSWER = (
+    "**EV** had the most delayed departures last quarter (23,139), then **B6** and **UA**. "
+    "Most of the delay is in the evening bank; see the [BTS glossary](https://www.bts.gov/glossary) "
+    "for how `dep_delay` is counted.\n\n"
+    "| carrier | delayed |\n|---|---:|\n| EV | 23139 |\n| B6 | 21445 |\n\n"
+    "Ask me for the top 3 as a CSV."
+)
+
+
+@pytest.fixture(scope="module")
+def model():
+    fake = FakeAnthropic().start()
+    yield fake
+    fake.stop()
+
+
+@pytest.fixture(scope="module")
+def slack_api():
+    fake = FakeSlackAPI().start()
+    yield fake
+    fake.stop()
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def slack(tmp_path_factory, model, slack_api):
+    settings = module_settings(tmp_path_factory.mktemp("slack-stream") / "home", model.url, model_retries=0)
+    async with serve(settings, slack_api) as harness:
+        yield harness
+
+
+@pytest.fixture(autouse=True)
+def fresh(slack_api, model):
+    slack_api.clear()
+    with model.lock:
+        model.replies.clear()
+    model.token_delay_s = 0.0
+    yield
+
+
+def text_appends(api: FakeSlackAPI) -> list:
+    return [c for c in api.of("chat.appendStream") if c.args.get("markdown_text")]
+
+
+async def test_the_answer_shows_while_claude_writes_it(slack, model):
+    model.token_delay_s = 0.02  # ~60 events: the reply takes over a second to write
+    model.enqueue(text(ANSWER))
+    await slack.event(mention("which carriers had the most delayed departures?", ts="300.1"))
+    await slack.drain()
+    appends = text_appends(slack.api)
+    times = model.stream_times[-1]
+    assert appends[0].at < times["done"] - 0.5, "the first words waited for the whole reply"
+    assert appends[0].at - times["first_text"] < 1.0
+    assert len(appends) >= 3  # several pieces, not the answer in one go at the end
+    assert "".join(a.args["markdown_text"] for a in appends) == render(ANSWER)  # in order, complete
+    stop = slack.api.of("chat.stopStream")[0]
+    assert stop.at >= appends[-1].at and stop.args["blocks"]  # the footer closes the stream
+    # at most one append per half second after the first (Tier 4 is shared by the workspace's turns)
+    gaps = [b.at - a.at for a, b in zip(appends[:-1], appends[1:], strict=True)][:-1]
+    assert all(g > 0.45 for g in gaps), gaps
+
+
+async def test_text_before_a_step_shows_before_the_step_and_the_answer_after_it(slack, model):
+    model.enqueue(
+        tool("run_python", {"code": "print(6 * 7)"}, say="Let me work that out."), text("It is **42**.")
+    )
+    await slack.event(mention("what is six times seven?", ts="301.1"))
+    await slack.drain()
+    appends = slack.api.of("chat.appendStream")
+    kinds = ["text" if a.args.get("markdown_text") else a.args["chunks"][0]["status"] for a in appends]
+    runs = [k for n, k in enumerate(kinds) if n == 0 or kinds[n - 1] != k]  # one entry per run of a kind
+    assert runs == ["text", "in_progress", "complete", "text"], kinds
+    shown = "".join(a.args.get("markdown_text", "") for a in appends)
+    assert shown == "Let me work that out.\n\nIt is **42**."
+
+
+async def test_streamed_pieces_can_never_ping_or_link_anywhere(slack, model):
+    hostile = "Sure <!here> and <@U0BOSS> see [the docs](!channel) or [this](slack://open) & <https://x.io|y>"
+    model.enqueue(text(hostile))
+    await slack.event(mention("ping everyone?", ts="302.1"))
+    await slack.drain()
+    appends = text_appends(slack.api)
+    assert len(appends) >= 2
+    for piece in (a.args["markdown_text"] for a in appends):
+        assert "<!" not in piece and "<@" not in piece and "](!" not in piece and "](slack:" not in piece
+    assert "".join(a.args["markdown_text"] for a in appends) == render(hostile)
+
+
+async def test_a_reply_that_breaks_off_keeps_its_words_ends_with_a_sentence_and_the_thread_goes_on(
+    slack, model
+):
+    model.enqueue(cut(text("The busiest airport was EWR with many departures"), after=7))
+    await slack.event(mention("busiest airport?", ts="303.1"))
+    await slack.drain()
+    shown = "".join(a.args["markdown_text"] for a in text_appends(slack.api))
+    assert shown.startswith("The busiest airport ")
+    assert "broke off" in shown.split("\n\n")[-1]  # the failure sentence follows what was shown
+    assert slack.api.of("chat.stopStream")  # the stream is closed, not left spinning
+    slack.api.clear()
+    model.enqueue(text("EWR, with 120,835 departures."))
+    await slack.event(message("and the busiest?", ts="303.2", thread_ts="303.1"))
+    await slack.drain()
+    assert (
+        "".join(a.args["markdown_text"] for a in text_appends(slack.api)) == "EWR, with 120,835 departures."
+    )
