@@ -3,7 +3,8 @@
 The prompt is read synchronously between turns and each turn runs on one long-lived event loop. While
 a turn runs, the first Ctrl-C cancels it: the running sandbox step is killed, the core saves the
 question with a valid history and an audit record, and the prompt comes back. A second Ctrl-C while
-it is still stopping quits. At the prompt, Ctrl-C or Ctrl-D quits. `help` is answered by the core.
+it is still stopping quits. At the prompt, Ctrl-C, Ctrl-D, `exit` or `quit` quits (those two words are
+what people type first; sending them to Claude would cost a model call). `help` is answered by the core.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from core.config import Settings
 from core.events import IncomingMessage
 
 PROMPT = "[bold green]› [/]"
+QUIT_WORDS = {"exit", "quit", "/exit", "/quit", ":q"}
 
 
 def run_chat(settings: Settings, session: str | None, start_analyst) -> None:
@@ -31,7 +33,7 @@ def run_chat(settings: Settings, session: str | None, start_analyst) -> None:
         key = (session,) if session else (uuid.uuid4().hex[:12],)
         console.print(  # the key, as everywhere else: chat/ask --session, export and audit all take it
             f"[bold]datathread[/] — session [cyan]{key[0]}[/]. Ask about the data, or type "
-            "[bold]help[/]; Ctrl-C stops an answer, Ctrl-D quits."
+            "[bold]help[/]; Ctrl-C stops an answer, [bold]exit[/] or Ctrl-D quits."
         )
         quit_early = False
         try:
@@ -57,6 +59,8 @@ def _converse(runner: asyncio.Runner, console: Console, analyst, settings: Setti
             return
         if not question.strip():
             continue
+        if question.strip().lower() in QUIT_WORDS:
+            return
         renderer = TerminalRenderer(
             console, settings.workspaces_dir, read=analyst.threads.read_artifact, home=settings.home
         )

@@ -18,7 +18,7 @@ import pytest
 
 from core.sessions import session_id_for
 from tests.fakes.anthropic_api import text, tool
-from tests.fakes.cli import DATATHREAD, recorded_turns
+from tests.fakes.cli import DATATHREAD, invoke, recorded_turns
 from tests.fakes.scenarios import assert_valid
 
 HEARTBEAT = """
@@ -174,3 +174,13 @@ def test_one_press_stops_the_turn_and_returns():
         assert time.monotonic() - started < 10
         assert run_interruptibly(runner, asyncio.sleep(0)) is True
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+@pytest.mark.parametrize("word", ["exit", "quit", "QUIT ", "/exit"])
+def test_exit_or_quit_at_the_prompt_quits_without_asking_claude(home, fake_model, word):
+    env = {"ANTHROPIC_API_KEY": "sk-ant-dummy-123456", "ANTHROPIC_BASE_URL": fake_model.url}
+    fake_model.enqueue(text("First answer."))
+    result = invoke(["chat"], home, env=env, stdin=f"how many flights?\n{word}\nnever asked\n")
+    assert result.returncode == 0, result.stderr
+    assert "First answer." in result.stdout and "Resume with: datathread chat --session" in result.stdout
+    assert len(fake_model.requests) == 1  # neither the quit word nor what follows reached the model
