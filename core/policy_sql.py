@@ -36,10 +36,10 @@ from core.policy_sql_rules import (  # noqa: F401 - DIALECTS is re-exported
     _PRAGMA_LISTINGS,
     _PRAGMA_READS,
     _PRAGMA_READS_WITH_TABLE,
-    _SCHEME,
     _WORKSPACE_READERS,
     DIALECTS,
     MAX_SQL_CHARS,
+    path_problem,
 )
 from core.policy_sql_scope import is_cte_reference, is_duckdb_catalog_view
 from core.policy_types import TableAllowlist, Verdict
@@ -330,7 +330,7 @@ def _check_ref(ref: _Ref, ctx: _Ctx) -> None:
                 f"Reading files (`{ref.name}`) is not available here; query the allowed "
                 "warehouse tables instead.",
             )
-        problem = _path_problem(ref.name)
+        problem = path_problem(ref.name)
         if problem:
             raise _Refusal(
                 "path",
@@ -359,24 +359,6 @@ def _check_ref(ref: _Ref, ctx: _Ctx) -> None:
             "table",
             f"Table `{ref.name}` {what}. Allowed tables: {shown}. Query only those (fully qualified).",
         )
-
-
-def _path_problem(path: str) -> str:
-    """Why a workspace file path could escape the workspace, or "" if it is a plain relative path."""
-    if not path or any(ord(c) < 32 for c in path):
-        return "it is empty or contains control characters"
-    if _SCHEME.match(path) or "://" in path:
-        return "URLs and scheme/drive prefixes (s3://, http://, file:, C:) are not allowed"
-    if path.startswith(("/", "\\", "~")):
-        return "absolute and home-relative paths are not allowed"
-    if "\\" in path or any(c in path for c in "[]{}"):
-        return "backslashes and [] / {} globs are not allowed"
-    parts = path.split("/")
-    if ".." in parts:
-        return "'..' components are not allowed"
-    if any(set(p) <= set(".?*") and p not in ("", ".", "*", "**", "?") for p in parts):
-        return "globs that could match '..' are not allowed"
-    return ""
 
 
 def _duckdb_cross_check(sql: str, kind: str) -> None:

@@ -95,3 +95,21 @@ _GAP = r"(?:\s|/\*.*?\*/|--[^\n]*)*"  # whitespace and comments
 _EXPLAIN = re.compile(rf"^{_GAP}(?:ANALY[SZ]E\b)?{_GAP}(?:\([^()']*\))?", re.IGNORECASE | re.DOTALL)
 _DUCKDB_TYPES = {"select": "SELECT", "describe": "SELECT", "show": "SELECT", "summarize": "SELECT",
                  "explain": "EXPLAIN", "pragma": "PRAGMA"}  # fmt: skip
+
+
+def path_problem(path: str) -> str:
+    """Why a workspace file path could escape the workspace, or "" if it is a plain relative path."""
+    if not path or any(ord(c) < 32 for c in path):
+        return "it is empty or contains control characters"
+    if _SCHEME.match(path) or "://" in path:
+        return "URLs and scheme/drive prefixes (s3://, http://, file:, C:) are not allowed"
+    if path.startswith(("/", "\\", "~")):
+        return "absolute and home-relative paths are not allowed"
+    if "\\" in path or any(c in path for c in "[]{}"):
+        return "backslashes and [] / {} globs are not allowed"
+    parts = path.split("/")
+    if ".." in parts:
+        return "'..' components are not allowed"
+    if any(set(p) <= set(".?*") and p not in ("", ".", "*", "**", "?") for p in parts):
+        return "globs that could match '..' are not allowed"
+    return ""

@@ -1,0 +1,145 @@
+"""Settings of where steps run and state lives: the sandbox, its limits, the session store and Modal.
+
+Mixed into `core.config.Settings` (which reads them from the environment); split out so each settings
+module stays one screenful of one subject.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Literal
+
+from pydantic import AliasChoices, BaseModel, Field
+
+from core.config_types import RedisUrl, WritableDir
+
+_env = AliasChoices  # a field's environment variable names (the contract's)
+
+
+class SandboxSettings(BaseModel):
+    """The local or Modal sandbox, per-step limits, the workspace quota, the state directory."""
+
+    sandbox: Literal["local", "modal"] = Field(
+        "local", validation_alias=_env("DATATHREAD_SANDBOX"), description="local (this host) or modal."
+    )
+    isolation: Literal["strict", "best", "root", "userns", "landlock", "seatbelt", "none"] | None = Field(
+        None,
+        validation_alias=_env("DATATHREAD_ISOLATION"),
+        description="strict: refuse steps without network and filesystem isolation (default for serve); "
+        "best: the best this host allows, warning what is OFF (default for chat/ask); or one back end's name.",
+    )
+    home: WritableDir = Field(
+        Path(".datathread"),
+        validation_alias=_env("DATATHREAD_HOME"),
+        description="Directory of local state: store, workspaces, demo warehouse, logs.",
+    )
+    step_timeout: float = Field(
+        120.0,
+        gt=0,
+        validation_alias=_env("DATATHREAD_STEP_TIMEOUT"),
+        description="Seconds one sandbox step may run.",
+    )
+    step_memory_mb: int = Field(
+        4096,
+        gt=0,
+        validation_alias=_env("DATATHREAD_STEP_MEMORY_MB"),
+        description="Memory one step may use (MB).",
+    )
+    step_output_bytes: int = Field(
+        20_000,
+        gt=0,
+        validation_alias=_env("DATATHREAD_STEP_OUTPUT_BYTES"),
+        description="Bytes of a step's output the model sees.",
+    )
+    step_file_mb: int = Field(
+        1024,
+        gt=0,
+        validation_alias=_env("DATATHREAD_STEP_FILE_MB"),
+        description="Largest file a step may write (MB).",
+    )
+    workspace_mb: int = Field(
+        2048,
+        gt=0,
+        validation_alias=_env("DATATHREAD_WORKSPACE_MB"),
+        description="Soft quota of one thread's workspace (MB).",
+    )
+    preview_rows: int = Field(
+        20,
+        gt=0,
+        validation_alias=_env("DATATHREAD_PREVIEW_ROWS"),
+        description="Rows of a result the model sees.",
+    )
+    preview_bytes: int = Field(
+        8_000,
+        gt=0,
+        validation_alias=_env("DATATHREAD_PREVIEW_BYTES"),
+        description="Bytes of a preview the model sees.",
+    )
+    redis_url: RedisUrl | None = Field(
+        None,
+        validation_alias=_env("REDIS_URL"),
+        description="Redis for sessions, locks and de-dup (unset = SQLite under DATATHREAD_HOME).",
+    )
+    # Turns running at once per process. Turns mostly wait on the model, but their CPU work shares the
+    # event loop that must ack Slack within 3 s: 4 per core keeps the ack tail short on small hosts.
+    max_concurrent_turns: int = Field(
+        default_factory=lambda: max(4, 4 * (os.cpu_count() or 1)),
+        gt=0,
+        validation_alias=_env("DATATHREAD_MAX_CONCURRENT_TURNS"),
+        description="Turns running at once per process (default 4 per core).",
+    )
+    turn_workers: int = Field(
+        default_factory=lambda: max(1, (os.cpu_count() or 1) // 2),
+        ge=0,
+        validation_alias=_env("DATATHREAD_TURN_WORKERS"),
+        description="Processes of `datathread serve` that run turns (0 = in the web process; default 1 per 2 cores).",
+    )
+    history_ttl_days: int = Field(
+        30,
+        gt=0,
+        validation_alias=_env("DATATHREAD_HISTORY_TTL_DAYS"),
+        description="Days a thread's history is kept.",
+    )
+    lock_ttl: float = Field(
+        60.0,
+        gt=0,
+        validation_alias=_env("DATATHREAD_LOCK_TTL"),
+        description="Seconds a session lock outlives a replica that died mid-turn (renewed while alive).",
+    )
+
+    # --- Modal (production deployment; see docs/MODAL.md) -----------------------------------
+    modal_app: str = Field(
+        "datathread", validation_alias=_env("DATATHREAD_MODAL_APP"), description="Modal app name."
+    )
+    modal_volume: str = Field(
+        "datathread-workspaces",
+        validation_alias=_env("DATATHREAD_MODAL_VOLUME"),
+        description="Modal Volume of the workspaces.",
+    )
+    modal_secrets: str = Field(
+        "datathread-anthropic,datathread-slack,datathread-teams,datathread-gcp,datathread-redis",
+        validation_alias=_env("DATATHREAD_MODAL_SECRETS"),
+        description="Comma-separated Modal Secret names given to the web and turn functions (never the sandbox).",
+    )
+    modal_min_containers: int = Field(
+        0, ge=0, validation_alias=_env("DATATHREAD_MODAL_MIN_CONTAINERS"), description="Warm web containers."
+    )
+    modal_step_min_containers: int = Field(
+        0,
+        ge=0,
+        validation_alias=_env("DATATHREAD_MODAL_STEP_MIN_CONTAINERS"),
+        description="Warm sandbox containers.",
+    )
+    modal_scaledown_window: int = Field(
+        300,
+        gt=0,
+        validation_alias=_env("DATATHREAD_MODAL_SCALEDOWN_WINDOW"),
+        description="Seconds an idle container stays up.",
+    )
+    modal_turn_timeout: int = Field(
+        900,
+        gt=0,
+        validation_alias=_env("DATATHREAD_MODAL_TURN_TIMEOUT"),
+        description="Seconds one turn may run on Modal.",
+    )
