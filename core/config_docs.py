@@ -50,7 +50,7 @@ def rows() -> list[tuple[str, str, str]]:
     out = []
     for name, field in Settings.model_fields.items():
         if not field.description:
-            raise ValueError(f"Setting {name} ({env_names(name)[0]}) has no description in core/config.py")
+            raise ValueError(f"Setting {name} ({env_names(name)[0]}) has no description (core/config*.py)")
         out.append((" / ".join(env_names(name)), default_text(name), field.description))
     return out
 
