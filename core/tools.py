@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 MAX_ATTACHMENT_BYTES = 50 * 1024 * 1024
 MIN_CONTENT_CHARS = 64_000
 MAX_SUMMARY_CHARS = 300
+LISTED_FILES = 30  # file names a refused attach_file lists (a workspace may hold 100,000)
 ATTACHABLE = {"png", "jpg", "jpeg", "svg", "csv", "parquet", "txt", "json", "xlsx", "pdf", "md", "html"}
 
 
@@ -236,8 +237,14 @@ async def attach_file(args: AttachFileInput, ctx: ToolContext) -> ToolOutcome:
     files = {f["path"]: f for f in await ctx.sandbox.list_files(ctx.session_id)}
     name = str(path)
     if name not in files:
-        listing = ", ".join(sorted(files)) or "none"
-        return refused(f"No file '{name}' in the workspace. Files: {listing}.")
+        names = sorted(files)
+        listing = ", ".join(names[:LISTED_FILES]) or "none"
+        more = (
+            f" (and {len(names) - LISTED_FILES:,} more: list_files shows them)"
+            if len(names) > LISTED_FILES
+            else ""
+        )
+        return refused(f"No file '{name}' in the workspace. Files: {listing}{more}.")
     if path.suffix.lower() == ".parquet":
         csv_name = str(path.with_suffix(".csv"))
         code = _CONVERT.format(src=name, dst=csv_name)

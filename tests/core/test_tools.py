@@ -62,3 +62,23 @@ async def test_attached_csv_of_a_result_has_no_live_formulas(analyst, fake_model
     rows = list(csv.DictReader(path.open(newline="")))
     assert rows[0] == {"link": "'=HYPERLINK(\"https://evil.example/\",\"x\")", "at": "'@cmd", "n": "-3",
                        "plain": "ok"}  # fmt: skip
+
+
+async def test_a_refused_attachment_names_a_bounded_list_of_files(analyst, fake_model, recorder):
+    """A wrong path is answered with the workspace's files — at most LISTED_FILES of them: a workspace
+    may hold 100,000 names, and every one would go to the model."""
+    from core.events import IncomingMessage
+    from core.tools import LISTED_FILES
+    from tests.fakes.anthropic_api import text, tool
+
+    make = "import pathlib\nfor n in range(100):\n    pathlib.Path(f'part_{n:03d}.txt').write_text('x')"
+    fake_model.enqueue(
+        tool("run_python", {"code": make}), tool("attach_file", {"path": "missing.csv"}), text("ok")
+    )
+    message = IncomingMessage(text="attach it", surface="api", thread_key=("many-files",))
+    outcome = await analyst.handle(message, recorder)
+    assert outcome.ok, outcome.error
+    refusal = fake_model.last_tool_results()[0]
+    body = refusal["content"] if isinstance(refusal["content"], str) else refusal["content"][0]["text"]
+    assert "No file 'missing.csv'" in body and "part_000.txt" in body
+    assert body.count("part_") == LISTED_FILES and f"(and {100 - LISTED_FILES} more" in body
