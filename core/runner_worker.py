@@ -155,9 +155,11 @@ class Worker:
                     await report_lost(jobs, taken)
 
 
-async def report_lost(jobs: RedisJobs, taken: Taken) -> None:
-    """Replace an abandoned entry by its lost job (a lost job that was itself lost is dropped)."""
-    if taken.job is not None and taken.job.kind != LOST:
-        log.warning("a %s job stopped with its worker; telling the thread", taken.job.kind)
-        await jobs.put(lost_job(taken.job))
-    await jobs.done(taken)
+async def report_lost(jobs: RedisJobs, taken: Taken) -> bool:
+    """Replace an abandoned entry by its lost job, once however many find it (a lost job that was
+    itself lost is dropped). True when this call reported it."""
+    lost = lost_job(taken.job) if taken.job is not None and taken.job.kind != LOST else None
+    reported = await jobs.settle(taken, lost)
+    if reported and lost is not None:
+        log.warning("a %s job stopped with its worker; telling the thread", lost.payload["job"]["kind"])
+    return reported
