@@ -156,6 +156,8 @@ class TeamsSink:
             self.streamed += "\n\n"
         self.call, self.streamed = delta.call, self.streamed + delta.text
         text = render.inert(self.streamed)  # escaping per character: each update extends the last
+        if self.personal:  # one streaming update is one activity: the Bot Connector caps its size
+            text = render.stream_prefix(text)
         if text.strip() == self.shown.strip() or self.throttle.wait_s() > 0:
             return
         if self.personal and not self.no_stream:
@@ -203,7 +205,11 @@ class TeamsSink:
         card = render.answer_card(
             event.turn_id, tables, self.transcript.receipt(), schedulable=not self.personal
         )
-        await self._send_final(final, text, attachments=[card])
+        # A long answer goes out in several messages, the first closing the stream, the card on the last.
+        first, *rest = render.split_message(text)
+        await self._send_final(final, first, attachments=None if rest else [card])
+        for n, part in enumerate(rest, start=1):
+            await self.out.send(part, attachments=[card] if n == len(rest) else None)
 
     async def _send_final(self, final: list | None, text: str, **extra) -> None:
         """The answer (or failure) always arrives: if Teams refuses it as the stream's end (a stream
