@@ -181,9 +181,14 @@ class TeamsSink:
                 artifact.title, attachments=[render.image_attachment(artifact.name, data, artifact.mime)]
             )
         elif self.personal and not artifact.mime.startswith("image/"):
+            try:  # the size of the bytes the upload will send: a CSV's formula cells are made safe first
+                size = len(await self.threads.read_artifact(artifact))
+            except (OSError, ValueError) as exc:
+                await self.out.send(f"I couldn't offer {render.inert(artifact.name)}: {exc}.")
+                return
             context = self.links.signer.params(artifact.session_id, artifact.path)
             context.update(session_id=artifact.session_id, path=artifact.path)
-            await self.out.send(attachments=[render.file_consent_card(artifact.name, artifact.size, context)])
+            await self.out.send(attachments=[render.file_consent_card(artifact.name, size, context)])
         else:
             url = await self.links.download_link(artifact.session_id, artifact.path)
             ttl = self.links.settings.link_ttl_seconds

@@ -141,7 +141,7 @@ async def test_personal_chat_reset_csv_consent_and_failure(teams, fake_model, se
     reply = await teams.say("reset", conversation=CHAT)
     assert "fresh conversation" in reply[-1]["text"]
     fake_model.enqueue(
-        tool("run_sql", {"sql": "SELECT 42 AS answer", "save_as": "answer"}),
+        tool("run_sql", {"sql": "SELECT 42 AS answer, '=1+2' AS formula", "save_as": "answer"}),
         tool(
             "run_python",
             {
@@ -176,7 +176,9 @@ async def test_personal_chat_reset_csv_consent_and_failure(teams, fake_model, se
     response = await teams.post(invoke)
     assert response.status_code == 200
     await teams.state.runner.drain(timeout=30)
-    assert teams.connector.uploads["answer.csv"].decode().splitlines() == ["answer", "42"]
+    uploaded = teams.connector.uploads["answer.csv"]
+    assert uploaded.decode().splitlines() == ["answer,formula", "42,'=1+2"]  # the formula cell made inert
+    assert consent["content"]["sizeInBytes"] == len(uploaded)  # the card declared what was uploaded
     assert "file.info" in teams.connector.sent()[-1]["attachments"][0]["contentType"]
     # a failing turn: a short sentence with an error id, never a traceback
     fake_model.enqueue(error(400, "invalid_request_error", "bad request"))
