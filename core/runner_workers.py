@@ -199,7 +199,11 @@ class WorkerRunner:
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
             limit=2**20,
-            start_new_session=True,  # the terminal's Ctrl-C reaches the web process only
+            # Its own process group, so the terminal's Ctrl-C reaches the web process only — but not its
+            # own session: on Linux with autogroups every session is a scheduling group at nice 0 and
+            # a nice value only ranks processes inside their session, so a worker in a session of its
+            # own competed with the web process at full weight whatever its nice (bot/turn_worker.py).
+            process_group=0,
         )
         first = {
             "settings": settings_values(self.settings),
