@@ -38,7 +38,7 @@ from core.runner_worker import FINISH_S
 log = logging.getLogger("datathread.workers")
 
 START_S = 180.0  # a worker builds the core and starts its fork server: seconds on a loaded host
-RESTART_PAUSE_S = 1.0
+RESTART_PAUSE_S = 0.25  # after a crash; doubled for each failed start in a row (a worker that cannot start)
 MAX_RESTART_PAUSE_S = 60.0  # a worker that keeps failing to start is retried ever more slowly, up to this
 
 
