@@ -22,6 +22,7 @@ from core.notebook import NothingToExport
 from core.runner import TurnJob
 from core.runner_worker import lost_kind
 from core.sessions import session_id_for
+from core.thread import Threads
 
 log = logging.getLogger("datathread.slack")
 
@@ -101,7 +102,7 @@ async def run_turn(state: AppState, client: AsyncWebClient, p: dict) -> None:
     await state.analyst.handle(message, sink, confirm=confirm)
 
 
-async def post_question(client: AsyncWebClient, threads, p: dict) -> str:
+async def post_question(client: AsyncWebClient, threads: Threads, p: dict) -> str:
     """A slash command's question as a channel message, the root of the thread its answer goes to;
     noted under the job's id, so if the worker dies the job's lost handler answers in that thread."""
     root = await client.chat_postMessage(
