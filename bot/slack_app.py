@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import re
+import uuid
 
 from slack_bolt.adapter.starlette.async_handler import AsyncSlackRequestHandler
 from slack_bolt.async_app import AsyncApp
@@ -149,6 +150,7 @@ def build_bolt_app(state: AppState) -> AsyncApp:
             "channel": command["channel_id"],
             "user": command["user_id"],
             "response_url": command.get("response_url", ""),
+            "job": uuid.uuid4().hex,  # names the thread root it posts, for the job's lost handler
         }
         await submit(
             TurnJob(kind=JOB_TURN, payload={**payload, "text": text, "slash": True, "private": private})

@@ -22,6 +22,7 @@ from core.notebook import NothingToExport
 from core.runner import TurnJob
 from core.runner_worker import lost_kind
 from core.sessions import session_id_for
+from core.thread import Threads
 
 log = logging.getLogger("datathread.slack")
 
@@ -71,10 +72,7 @@ async def run_turn(state: AppState, client: AsyncWebClient, p: dict) -> None:
     private, thread_ts, note = bool(p.get("private")), p.get("thread_ts") or "", ""
     if p.get("slash") and not private:
         try:  # the question becomes the thread root, so follow-ups in its thread continue the session
-            root = await client.chat_postMessage(
-                channel=p["channel"], text=f"<@{p['user']}> asked: {render.escape(p['text'])}"
-            )
-            thread_ts = root["ts"]
+            thread_ts = await post_question(client, threads, p)
         except SlackApiError as exc:
             log.info("slash command in %s: cannot post (%s); answering privately", p["channel"], exc)
             private, note = True, NOT_IN_CHANNEL
@@ -104,15 +102,32 @@ async def run_turn(state: AppState, client: AsyncWebClient, p: dict) -> None:
     await state.analyst.handle(message, sink, confirm=confirm)
 
 
+async def post_question(client: AsyncWebClient, threads: Threads, p: dict) -> str:
+    """A slash command's question as a channel message, the root of the thread its answer goes to;
+    noted under the job's id, so if the worker dies the job's lost handler answers in that thread."""
+    root = await client.chat_postMessage(
+        channel=p["channel"], text=f"<@{p['user']}> asked: {render.escape(p['text'])}"
+    )
+    if p.get("job"):
+        await threads.note(f"slack:slash:{p['job']}", root["ts"])
+    return root["ts"]
+
+
 async def tell_stopped(state: AppState, client: AsyncWebClient, p: dict) -> None:
-    """The worker running this turn died: say so where the answer would have gone."""
-    del state
+    """The worker running this turn died: say so where the answer would have gone — for a slash
+    command, the thread under its question (posted now if the worker died before it could)."""
     if p.get("private"):
         await client.chat_postEphemeral(channel=p["channel"], user=p["user"], text=STOPPED)
-    else:
-        await client.chat_postMessage(
-            channel=p["channel"], thread_ts=p.get("thread_ts") or None, text=STOPPED
-        )
+        return
+    thread_ts = p.get("thread_ts") or ""
+    if p.get("slash") and not thread_ts:
+        thread_ts = await state.threads.noted(f"slack:slash:{p.get('job')}") if p.get("job") else None
+        try:
+            thread_ts = thread_ts or await post_question(client, state.threads, p)
+        except SlackApiError:  # not a member of the channel: the answer would have been private
+            await client.chat_postEphemeral(channel=p["channel"], user=p["user"], text=STOPPED)
+            return
+    await client.chat_postMessage(channel=p["channel"], thread_ts=thread_ts or None, text=STOPPED)
 
 
 async def tell_message_stopped(state: AppState, client: AsyncWebClient, p: dict) -> None:

@@ -20,6 +20,7 @@ import logging
 from dataclasses import asdict, dataclass
 
 from slack_sdk.errors import SlackApiError, SlackClientError
+from slack_sdk.models.messages.chunk import TaskUpdateChunk
 from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.webhook.async_client import AsyncWebhookClient
 
@@ -120,20 +121,18 @@ class SlackProgress:
         if self.mode == "stream" and self.stream_ts:
             self.text.close()  # a step runs: the text before it is complete, and shows before the step
             await self._send_text()
-            chunk = {
-                "type": "task_update",
-                "id": line.step_id,
-                "title": render.inert(line.title),
-                "status": STREAM_STATUS[line.status],
-            }
             details = render.inert(line.detail) if line.status == "running" else ""
-            chunk.update(
-                {k: v for k, v in (("details", details), ("output", render.inert(line.outcome))) if v}
+            chunk = TaskUpdateChunk(  # slack-sdk's model of the chunk; empty fields are left out
+                id=line.step_id,
+                title=render.inert(line.title),
+                status=STREAM_STATUS[line.status],
+                details=details or None,
+                output=render.inert(line.outcome) or None,
             )
             try:
                 async with self._appending:
                     await self.client.chat_appendStream(
-                        channel=self.target.channel, ts=self.stream_ts, chunks=[chunk]
+                        channel=self.target.channel, ts=self.stream_ts, chunks=[chunk.to_dict()]
                     )
             except SlackApiError as exc:
                 log.info("stream append refused (%s); switching to chat.update", exc.response.get("error"))

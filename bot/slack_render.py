@@ -16,7 +16,14 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from slack_sdk.models.blocks import MarkdownBlock
+from slack_sdk.models.blocks import (
+    ActionsBlock,
+    ButtonElement,
+    MarkdownBlock,
+    MarkdownTextObject,
+    PlainTextObject,
+    SectionBlock,
+)
 
 from bot.markdown import blocks
 from bot.transcript import format_bytes
@@ -305,15 +312,10 @@ def schedule_menu(turn_id: str) -> dict:
 
 
 def _button(text: str, action_id: str, value: str, style: str | None = None) -> dict:
-    button = {
-        "type": "button",
-        "text": {"type": "plain_text", "text": text, "emoji": True},
-        "action_id": action_id,
-        "value": value,
-    }
-    if style:
-        button["style"] = style
-    return button
+    """A button as slack-sdk's model builds it (it checks Slack's limits: text, value, action id)."""
+    return ButtonElement(
+        text=PlainTextObject(text=text, emoji=True), action_id=action_id, value=value, style=style
+    ).to_dict()
 
 
 def steps_messages(record: Mapping) -> list[dict]:
@@ -331,16 +333,12 @@ def steps_messages(record: Mapping) -> list[dict]:
 
 def confirm_blocks(prompt: str, token: str, yes: str = "Run it") -> list[dict]:
     """Run/Cancel (or Create/Cancel) buttons for a waiting step; `token` identifies it."""
-    return [
-        {"type": "section", "text": {"type": "mrkdwn", "text": to_mrkdwn(prompt)[:SECTION_LIMIT]}},
-        {
-            "type": "actions",
-            "elements": [
-                _button(yes or "Run it", ACTION_CONFIRM_RUN, token, "primary"),
-                _button("Cancel", ACTION_CONFIRM_CANCEL, token, "danger"),
-            ],
-        },
+    section = SectionBlock(text=MarkdownTextObject(text=to_mrkdwn(prompt)[:SECTION_LIMIT]))
+    buttons = [
+        _button(yes or "Run it", ACTION_CONFIRM_RUN, token, "primary"),
+        _button("Cancel", ACTION_CONFIRM_CANCEL, token, "danger"),
     ]
+    return [section.to_dict(), ActionsBlock(elements=buttons).to_dict()]
 
 
 def failure_text(message: str, error_id: str) -> str:

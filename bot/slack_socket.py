@@ -143,6 +143,6 @@ async def run_socket_mode(settings: Settings, console) -> None:
         client_log.removeHandler(states)
         await handler.close_async()
         await schedules.stop()
-        await state.runner.drain(timeout=30)
+        await runner.stop(timeout=30)  # unfinished turns: their threads hear that they stopped
         await slack.stop()
         await state.analyst.close()

@@ -156,6 +156,8 @@ class TeamsSink:
             self.streamed += "\n\n"
         self.call, self.streamed = delta.call, self.streamed + delta.text
         text = render.inert(self.streamed)  # escaping per character: each update extends the last
+        if self.personal:  # one streaming update is one activity: the Bot Connector caps its size
+            text = render.stream_prefix(text)
         if text.strip() == self.shown.strip() or self.throttle.wait_s() > 0:
             return
         if self.personal and not self.no_stream:
@@ -179,9 +181,14 @@ class TeamsSink:
                 artifact.title, attachments=[render.image_attachment(artifact.name, data, artifact.mime)]
             )
         elif self.personal and not artifact.mime.startswith("image/"):
+            try:  # the size of the bytes the upload will send: a CSV's formula cells are made safe first
+                size = len(await self.threads.read_artifact(artifact))
+            except (OSError, ValueError) as exc:
+                await self.out.send(f"I couldn't offer {render.inert(artifact.name)}: {exc}.")
+                return
             context = self.links.signer.params(artifact.session_id, artifact.path)
             context.update(session_id=artifact.session_id, path=artifact.path)
-            await self.out.send(attachments=[render.file_consent_card(artifact.name, artifact.size, context)])
+            await self.out.send(attachments=[render.file_consent_card(artifact.name, size, context)])
         else:
             url = await self.links.download_link(artifact.session_id, artifact.path)
             ttl = self.links.settings.link_ttl_seconds
@@ -203,7 +210,11 @@ class TeamsSink:
         card = render.answer_card(
             event.turn_id, tables, self.transcript.receipt(), schedulable=not self.personal
         )
-        await self._send_final(final, text, attachments=[card])
+        # A long answer goes out in several messages, the first closing the stream, the card on the last.
+        first, *rest = render.split_message(text)
+        await self._send_final(final, first, attachments=None if rest else [card])
+        for n, part in enumerate(rest, start=1):
+            await self.out.send(part, attachments=[card] if n == len(rest) else None)
 
     async def _send_final(self, final: list | None, text: str, **extra) -> None:
         """The answer (or failure) always arrives: if Teams refuses it as the stream's end (a stream

@@ -39,6 +39,10 @@ class Table:
 
 
 MAX_STREAMED_CHARS = 20_000  # the tail of a long answer while it streams onto a card (cards cap ~28 KB)
+# The text of one message or streaming update, in UTF-8 bytes: the Bot Connector refuses an activity
+# over about 28 KB (text, card and envelope together), so a longer answer goes out in several messages.
+# https://learn.microsoft.com/microsoftteams/platform/bots/how-to/format-your-bot-messages
+MAX_MESSAGE_BYTES = 20_000
 _HEADING = re.compile(r"^\s{0,3}#{1,6}\s+(.*?)\s*#*\s*$")
 
 
@@ -64,6 +68,96 @@ def to_teams_markdown(text: str) -> tuple[str, list[Table]]:
                 m = _HEADING.match(line)
                 out.append(f"**{inert(m.group(1))}**" if m else _inert_outside_code(line))
     return _paragraphs(out), tables
+
+
+def stream_prefix(text: str, limit: int = MAX_MESSAGE_BYTES) -> str:
+    """What a streaming update may show of `text`: all of it, or its start up to `limit` bytes cut at a
+    space or line break (each update must extend the last, so a capped stream simply stops growing;
+    the final messages carry the whole answer)."""
+    if _size(text) <= limit:
+        return text
+    head = _head(text, limit)
+    cut = max(head.rfind("\n"), head.rfind(" "))
+    return head[:cut] if cut > limit // 2 else head
+
+
+def split_message(text: str, limit: int = MAX_MESSAGE_BYTES) -> list[str]:
+    """Teams Markdown too long for one message → several of at most `limit` bytes, cut between
+    paragraphs and never inside a code block (one too long on its own is cut between lines, each piece
+    fenced again); a paragraph too long on its own is cut at spaces."""
+    parts: list[str] = []
+    current = ""
+    for unit in _units(text):
+        for piece in _fit(unit, limit):
+            candidate = f"{current}\n\n{piece}" if current else piece
+            if _size(candidate) <= limit:
+                current = candidate
+            else:
+                parts.append(current)
+                current = piece
+    return [*parts, current] if current or not parts else parts
+
+
+def _size(text: str) -> int:
+    return len(text.encode())
+
+
+def _head(text: str, limit: int) -> str:
+    return text.encode()[:limit].decode(errors="ignore")
+
+
+def _units(text: str) -> list[str]:
+    """Paragraphs and whole code blocks, in order."""
+    units: list[str] = []
+    current: list[str] = []
+    in_code = False
+    for line in text.split("\n"):
+        fence = line.lstrip().startswith("```")
+        if not in_code and (fence or not line.strip()) and current:
+            units.append("\n".join(current))
+            current = []
+        if line.strip() or in_code:
+            current.append(line)
+        if fence:
+            in_code = not in_code
+            if not in_code:  # a closing fence ends its unit
+                units.append("\n".join(current))
+                current = []
+    if current:
+        units.append("\n".join(current))
+    return units
+
+
+def _fit(unit: str, limit: int) -> list[str]:
+    if _size(unit) <= limit:
+        return [unit]
+    lines = unit.split("\n")
+    code = lines[0].lstrip().startswith("```")
+    head, tail = (lines[0], "```") if code else ("", "")
+    body = lines[1:-1] if code and lines[-1].strip() == "```" else lines[1:] if code else lines
+    budget = limit - _size(head) - _size(tail) - 2
+    pieces: list[str] = []
+    chunk: list[str] = []
+    for line in body:
+        for part in _cut_line(line, budget):
+            if chunk and _size("\n".join([*chunk, part])) > budget:
+                pieces.append("\n".join(chunk))
+                chunk = []
+            chunk.append(part)
+    if chunk:
+        pieces.append("\n".join(chunk))
+    return [f"{head}\n{p}\n{tail}" if code else p for p in pieces]
+
+
+def _cut_line(line: str, limit: int) -> list[str]:
+    out: list[str] = []
+    while _size(line) > limit:
+        head = _head(line, limit)
+        cut = head.rfind(" ")
+        head = head[:cut] if cut > limit // 2 else head
+        out.append(head)
+        line = line[len(head) :].lstrip(" ")
+    return [*out, line]
 
 
 def _inert_outside_code(line: str) -> str:

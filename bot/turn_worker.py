@@ -39,7 +39,7 @@ async def run(first: dict, out) -> None:
     app = create_app(settings, runner=runner)
     async with app.router.lifespan_context(app):
         state = app.state.datathread
-        worker = Worker(runner, out, slots=4 * settings.max_concurrent_turns)
+        worker = Worker(runner, out, slots=4 * settings.max_concurrent_turns, finish_s=first["finish_s"])
         worker.send({"ready": True, "protections": state.analyst.protections()})
         stdin = await _stdin()
         if first.get("redis") and settings.redis_url:
@@ -62,8 +62,10 @@ def _first_line() -> bytes:
 
 def main() -> None:
     die_with_parent()
-    # Turns are throughput; acks are latency. Under a burst the kernel runs the web process first, and
-    # this worker's fork server and steps (its children) inherit the lower priority.
+    # Turns are throughput; acks are latency. Under a burst the kernel runs the web process first: the
+    # worker shares the web process's session (its autogroup, where nice values compare). Its fork
+    # server and steps inherit the nice value, but each starts a session of its own (a scheduling group
+    # at nice 0 under autogroups), so against the web process they weigh as much as it does.
     os.nice(NICE)
     out = os.fdopen(os.dup(1), "wb", buffering=0)
     os.dup2(2, 1)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Protocol
 
 log = logging.getLogger(__name__)
@@ -27,10 +27,53 @@ class TurnJob:
     quick: bool = False
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        # Not dataclasses.asdict: it deep-copies the payload, and this runs inside every ack.
+        return {"kind": self.kind, "payload": dict(self.payload), "quick": self.quick}
 
 
 JobHandler = Callable[[TurnJob], Awaitable[None]]
+
+LOST = "runner.lost"  # a job whose process ended before it did: its surface says the answer stopped
+LOST_SUFFIX = ".lost"
+TELL_LOST_S = 10.0  # how long telling one thread that its answer stopped may take at shutdown
+
+
+def lost_kind(kind: str) -> str:
+    """The job kind whose handler tells the user that a job of `kind` stopped with its process."""
+    return kind + LOST_SUFFIX
+
+
+def lost_job(job: TurnJob) -> TurnJob:
+    """The job that replaces one whose process ended (quick: it only posts a sentence)."""
+    return TurnJob(kind=LOST, payload={"job": job.to_dict()}, quick=True)
+
+
+async def tell_lost(handlers: dict[str, JobHandler], job: TurnJob) -> None:
+    """Run the lost handler of `job` (a lost job, or the job itself): its thread hears that the answer
+    stopped. Never raises; a kind without a lost handler (a click, a home tab) is only logged."""
+    original = (job.payload.get("job") or {}) if job.kind == LOST else job.to_dict()
+    kind = str(original.get("kind", ""))
+    handler = handlers.get(lost_kind(kind))
+    if handler is None:
+        log.warning("a %s job stopped with its process; no one to tell", kind)
+        return
+    try:
+        await handler(TurnJob(kind=lost_kind(kind), payload=dict(original.get("payload") or {}), quick=True))
+    except Exception:
+        log.exception("could not tell a %s job's thread that it stopped", kind)
+
+
+async def cancel_and_tell(tasks: dict[asyncio.Task, TurnJob], handlers: dict[str, JobHandler]) -> None:
+    """Shutdown: the jobs still running are cancelled, and each thread hears that its answer stopped
+    (never silence). Bounded: a platform that does not answer cannot hold the shutdown."""
+    jobs = [job for task, job in tasks.items() if not task.done()]
+    for task in list(tasks):
+        task.cancel()
+    if tasks:
+        await asyncio.wait(set(tasks), timeout=TELL_LOST_S)
+    if jobs:
+        log.warning("stopping with %d job(s) unfinished; telling their threads", len(jobs))
+        await asyncio.wait([asyncio.create_task(tell_lost(handlers, j)) for j in jobs], timeout=TELL_LOST_S)
 
 
 class Runner(Protocol):
@@ -51,7 +94,7 @@ class LocalRunner:
 
     def __init__(self, *, max_concurrent: int = 8) -> None:
         self.handlers: dict[str, JobHandler] = {}
-        self.tasks: set[asyncio.Task] = set()
+        self.tasks: dict[asyncio.Task, TurnJob] = {}  # running jobs (a dict: shutdown tells their threads)
         # Backpressure: beyond this many jobs at once, the rest wait their turn instead of competing for
         # the CPU with the event loop that must keep acking within the platforms' deadlines.
         self._slots = asyncio.Semaphore(max_concurrent)
@@ -62,8 +105,8 @@ class LocalRunner:
     async def submit(self, job: TurnJob) -> None:
         handler = self.handlers[job.kind]
         task = asyncio.create_task(self._run_in_slot(handler, job), name=f"job:{job.kind}")
-        self.tasks.add(task)
-        task.add_done_callback(self.tasks.discard)
+        self.tasks[task] = job
+        task.add_done_callback(lambda t: self.tasks.pop(t, None))
 
     async def run_now(self, job: TurnJob) -> None:
         """Run a job in the current task (used by the remote side of other runners)."""
@@ -81,6 +124,11 @@ class LocalRunner:
             await handler(job)
         except Exception:
             log.exception("job %s failed", job.kind)
+
+    async def stop(self, timeout: float) -> None:
+        """Shutdown: let jobs finish for `timeout` seconds; the rest are cancelled and their threads told."""
+        await self.drain(timeout=timeout)
+        await cancel_and_tell(dict(self.tasks), self.handlers)
 
     async def drain(self, timeout: float | None = None) -> None:
         deadline = None if timeout is None else asyncio.get_running_loop().time() + timeout

@@ -30,6 +30,16 @@ GROUP = "workers"
 QUICK, TURNS = "dt:jobs:quick", "dt:jobs:turns"
 
 
+# XACK answers 1 only to the first to ack a pending entry, so the lost job is queued once; a script,
+# so the ack, the delete and the lost job happen together or not at all.
+_SETTLE = """
+if redis.call('XACK', KEYS[1], ARGV[1], ARGV[2]) == 0 then return 0 end
+redis.call('XDEL', KEYS[1], ARGV[2])
+if ARGV[3] ~= '' then redis.call('XADD', KEYS[2], '*', 'job', ARGV[3]) end
+return 1
+"""
+
+
 @dataclass(frozen=True)
 class Taken:
     """One entry a worker holds: where it is, and the job it carries."""
@@ -60,6 +70,7 @@ class RedisJobs:
     def __init__(self, url: str):
         self.url = url
         self.r = aioredis.Redis.from_url(url)
+        self._settle = self.r.register_script(_SETTLE)
 
     async def prepare(self) -> None:
         """Create the streams and the group once (BUSYGROUP: another replica did)."""
@@ -82,6 +93,14 @@ class RedisJobs:
             for name, entries in found or []
             for entry_id, fields in entries
         ]
+
+    async def settle(self, taken: Taken, lost: TurnJob | None = None) -> bool:
+        """End an abandoned entry exactly once: ack and delete it and (with `lost`) queue its lost job,
+        all in one step, and only if it was still pending. A dead worker's entry can be found at the
+        same time by its replica's takeover and by another replica's sweep; only one of them reports it
+        (True), the other finds it settled (False)."""
+        job = json.dumps(lost.to_dict()) if lost is not None else ""
+        return bool(await self._settle(keys=[taken.stream, QUICK], args=[GROUP, taken.entry_id, job]))
 
     async def done(self, taken: Taken) -> None:
         async with self.r.pipeline(transaction=True) as pipe:

@@ -19,24 +19,14 @@ import signal
 import sys
 from typing import BinaryIO
 
-from core.runner import LocalRunner, TurnJob
+from core.runner import LOST, LocalRunner, TurnJob, cancel_and_tell, lost_job, lost_kind, tell_lost
 from core.runner_redis import RedisJobs, Renewer, Taken
+
+__all__ = ["LOST", "Worker", "die_with_parent", "lost_job", "lost_kind", "report_lost"]
 
 log = logging.getLogger("datathread.workers")
 
-LOST = "runner.lost"  # a job whose worker died: its surface says the answer stopped
-LOST_SUFFIX = ".lost"
-FINISH_S = 30.0  # how long a stopping worker lets the jobs it holds finish
-
-
-def lost_kind(kind: str) -> str:
-    """The job kind whose handler tells the user that a job of `kind` stopped with its worker."""
-    return kind + LOST_SUFFIX
-
-
-def lost_job(job: TurnJob) -> TurnJob:
-    """The job that replaces one whose worker died (quick: it only posts a sentence)."""
-    return TurnJob(kind=LOST, payload={"job": job.to_dict()}, quick=True)
+FINISH_S = 30.0  # how long a stopping worker lets the jobs it holds finish (the parent may say otherwise)
 
 
 def die_with_parent() -> None:
@@ -56,12 +46,13 @@ def die_with_parent() -> None:
 class Worker:
     """Runs jobs on `runner` with at most `slots` turns at once (quick jobs never wait for a slot)."""
 
-    def __init__(self, runner: LocalRunner, out: BinaryIO, *, slots: int):
+    def __init__(self, runner: LocalRunner, out: BinaryIO, *, slots: int, finish_s: float = FINISH_S):
         self.runner = runner
         self.out = out
         self.slots = slots
+        self.finish_s = finish_s
         self.busy = 0  # turns running now
-        self.tasks: set[asyncio.Task] = set()
+        self.tasks: dict[asyncio.Task, TurnJob] = {}
 
     def send(self, message: dict) -> None:
         self.out.write(json.dumps(message).encode() + b"\n")
@@ -70,12 +61,8 @@ class Worker:
     async def run(self, job: TurnJob) -> None:
         """Run one job with its surface's handler; a lost job with its surface's lost handler."""
         if job.kind == LOST:
-            original = job.payload.get("job") or {}
-            kind = lost_kind(str(original.get("kind", "")))
-            if kind not in self.runner.handlers:
-                log.warning("a %s job stopped with its worker; no one to tell", original.get("kind"))
-                return
-            job = TurnJob(kind=kind, payload=dict(original.get("payload") or {}), quick=True)
+            await tell_lost(self.runner.handlers, job)
+            return
         await self.runner.run_now(job)
 
     def start(self, job: TurnJob, done) -> None:
@@ -90,12 +77,15 @@ class Worker:
                 await done()
 
         task = asyncio.create_task(one(), name=f"job:{job.kind}")
-        self.tasks.add(task)
-        task.add_done_callback(self.tasks.discard)
+        self.tasks[task] = job
+        task.add_done_callback(lambda t: self.tasks.pop(t, None))
 
     async def finish(self) -> None:
+        """Stopping: the jobs held get `finish_s` to end; the rest are cancelled and their threads told
+        (each job's entry or `done` line is then released as usual, so nobody reports it again)."""
         if self.tasks:
-            await asyncio.wait(set(self.tasks), timeout=FINISH_S)
+            await asyncio.wait(set(self.tasks), timeout=self.finish_s)
+        await cancel_and_tell(dict(self.tasks), self.runner.handlers)
 
     # --- jobs from the parent (no Redis) ------------------------------------------------------------
     async def serve_pipe(self, stdin: asyncio.StreamReader) -> None:
@@ -155,9 +145,11 @@ class Worker:
                     await report_lost(jobs, taken)
 
 
-async def report_lost(jobs: RedisJobs, taken: Taken) -> None:
-    """Replace an abandoned entry by its lost job (a lost job that was itself lost is dropped)."""
-    if taken.job is not None and taken.job.kind != LOST:
-        log.warning("a %s job stopped with its worker; telling the thread", taken.job.kind)
-        await jobs.put(lost_job(taken.job))
-    await jobs.done(taken)
+async def report_lost(jobs: RedisJobs, taken: Taken) -> bool:
+    """Replace an abandoned entry by its lost job, once however many find it (a lost job that was
+    itself lost is dropped). True when this call reported it."""
+    lost = lost_job(taken.job) if taken.job is not None and taken.job.kind != LOST else None
+    reported = await jobs.settle(taken, lost)
+    if reported and lost is not None:
+        log.warning("a %s job stopped with its worker; telling the thread", lost.payload["job"]["kind"])
+    return reported

@@ -7,8 +7,8 @@ the web process only verifies, filters and submits.
 
 Jobs reach the workers over each worker's stdin (the parent picks the worker holding the fewest), or
 with `REDIS_URL` through Redis streams (`core/runner_redis.py`), from which any replica's workers take
-them, each exactly once. A worker that dies is restarted; the jobs it held become *lost* jobs that a
-live worker runs with the surface's lost handler (the thread hears that the answer stopped; the
+them, each exactly once. A worker that dies is restarted; for the jobs it held this process runs the
+surfaces' lost handlers at once (the thread hears that the answer stopped; the
 session lock the dead turn held expires after DATATHREAD_LOCK_TTL, and the next message works).
 
 The worker command is injected (`bot/turn_worker.py` builds the surfaces; the core never imports a
@@ -31,14 +31,14 @@ from pathlib import Path
 from pydantic import SecretStr
 
 from core.config import Settings
-from core.runner import JobHandler, TurnJob
+from core.runner import LOST, TELL_LOST_S, JobHandler, TurnJob, tell_lost
 from core.runner_redis import QUICK, TURNS, RedisJobs
-from core.runner_worker import LOST, lost_job, report_lost
+from core.runner_worker import FINISH_S
 
 log = logging.getLogger("datathread.workers")
 
 START_S = 180.0  # a worker builds the core and starts its fork server: seconds on a loaded host
-RESTART_PAUSE_S = 1.0
+RESTART_PAUSE_S = 0.25  # after a crash; doubled for each failed start in a row (a worker that cannot start)
 MAX_RESTART_PAUSE_S = 60.0  # a worker that keeps failing to start is retried ever more slowly, up to this
 
 
@@ -70,12 +70,21 @@ class _Proc:
 class WorkerRunner:
     """Runner protocol over worker processes (see the module docstring)."""
 
-    def __init__(self, settings: Settings, command: list[str], *, workers: int, log_level: str = "WARNING"):
+    def __init__(
+        self,
+        settings: Settings,
+        command: list[str],
+        *,
+        workers: int,
+        log_level: str = "WARNING",
+        finish_s: float = FINISH_S,
+    ):
         self.settings = settings
         self.command = command
         self.count = max(1, workers)
         self.log_level = log_level
-        self.kinds: set[str] = set()
+        self.finish_s = finish_s  # at shutdown, how long the workers let their jobs finish
+        self.handlers: dict[str, JobHandler] = {}  # the lost handlers run here when a worker can't
         self.redis = RedisJobs(settings.redis_url) if settings.redis_url else None
         self.lost_after_s = settings.lock_ttl
         self._procs: list[_Proc | None] = [None] * self.count
@@ -87,9 +96,9 @@ class WorkerRunner:
         self._host = f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
 
     def register(self, kind: str, handler: JobHandler) -> None:
-        """Record the kind (a typo fails here); the workers register the same handler themselves."""
-        del handler
-        self.kinds.add(kind)
+        """Record the handler (a typo fails at submit); the workers register the same handlers themselves,
+        and run them; this process runs only lost handlers, for jobs no worker is left to tell about."""
+        self.handlers[kind] = handler
 
     def protections(self) -> dict[str, str]:
         """What the workers' sandbox enforces (as the first ready worker reported it)."""
@@ -109,7 +118,7 @@ class WorkerRunner:
         await asyncio.wait_for(asyncio.gather(*(p.ready for p in procs)), timeout=START_S)
 
     async def submit(self, job: TurnJob) -> None:
-        if job.kind not in self.kinds and job.kind != LOST:
+        if job.kind not in self.handlers and job.kind != LOST:
             raise KeyError(f"no handler registered for job kind {job.kind!r}")
         if self.redis is not None:
             await self.redis.put(job)
@@ -139,8 +148,11 @@ class WorkerRunner:
             return any([await self.redis.r.xlen(QUICK), await self.redis.r.xlen(TURNS)])
         return bool(self._backlog) or any(p.held for p in self._procs if p is not None)
 
-    async def stop(self, timeout: float | None = None) -> None:
-        """Shut down: close every worker's stdin (it finishes what it holds), wait, then kill what remains."""
+    async def stop(self) -> None:
+        """Shut down: close every worker's stdin (it gives what it holds `finish_s` to end, then tells the
+        threads of the rest), wait, then kill what remains. Never silence: the jobs a killed worker still
+        held, and jobs no worker took, are told here that their answer stopped (with Redis, jobs nobody
+        took stay in the stream for the other replicas' workers)."""
         self._stopping = True
         procs = [p for p in self._procs if p is not None]
         for p in procs:
@@ -149,16 +161,35 @@ class WorkerRunner:
                     p.proc.stdin.close()
         waits = [asyncio.create_task(p.proc.wait()) for p in procs]
         if waits:
-            await asyncio.wait(waits, timeout=timeout)
-        for p in procs:
-            if p.proc.returncode is None:
-                with contextlib.suppress(ProcessLookupError):
-                    p.proc.kill()
-                await p.proc.wait()
+            await asyncio.wait(waits, timeout=self.finish_s + 2 * TELL_LOST_S)
+        killed = [p for p in procs if p.proc.returncode is None]
+        for p in killed:
+            with contextlib.suppress(ProcessLookupError):
+                p.proc.kill()
+            await p.proc.wait()
+        if self._watchers:  # each reads its worker's last `done` lines up to the end of its pipe
+            await asyncio.wait(set(self._watchers), timeout=TELL_LOST_S)
         for task in list(self._watchers):
             task.cancel()
+        await self._tell_unfinished(procs, killed)
         if self.redis is not None:
             await self.redis.close()
+
+    async def _tell_unfinished(self, procs: list[_Proc], killed: list[_Proc]) -> None:
+        if self.redis is None:
+            left = [job for p in procs for job in p.held.values()] + self._backlog
+            self._backlog = []
+        else:
+            left = []
+            for p in killed:
+                with contextlib.suppress(Exception):  # Redis gone: another replica's sweep finds them
+                    for taken in await self.redis.take_over(p.name, f"{self._host}-supervisor"):
+                        if await self.redis.settle(taken) and taken.job is not None:
+                            left.append(taken.job)
+        if left:
+            log.warning("stopping with %d job(s) no worker finished; telling their threads", len(left))
+            tells = [asyncio.create_task(tell_lost(self.handlers, job)) for job in left]
+            await asyncio.wait(tells, timeout=TELL_LOST_S)
 
     # --- processes ---------------------------------------------------------------------------------
     async def _spawn(self, index: int) -> None:
@@ -168,13 +199,18 @@ class WorkerRunner:
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
             limit=2**20,
-            start_new_session=True,  # the terminal's Ctrl-C reaches the web process only
+            # Its own process group, so the terminal's Ctrl-C reaches the web process only — but not its
+            # own session: on Linux with autogroups every session is a scheduling group at nice 0 and
+            # a nice value only ranks processes inside their session, so a worker in a session of its
+            # own competed with the web process at full weight whatever its nice (bot/turn_worker.py).
+            process_group=0,
         )
         first = {
             "settings": settings_values(self.settings),
             "consumer": name,
             "redis": self.redis is not None,
             "lost_after_s": self.lost_after_s,
+            "finish_s": self.finish_s,
             "log_level": self.log_level,
         }
         assert proc.stdin is not None
@@ -215,18 +251,23 @@ class WorkerRunner:
             await self._spawn(worker.index)
 
     async def _account_for(self, worker: _Proc) -> None:
-        """The jobs a dead worker held become lost jobs for the live workers."""
+        """The jobs a dead worker held: their threads hear from this process, at once, that the answer
+        stopped (no wait for a worker to restart). With Redis, each entry is settled first, so a sweep
+        finding it at the same time does not report it again."""
         if self.redis is not None:
+            jobs = []
             try:
                 for taken in await self.redis.take_over(worker.name, f"{self._host}-supervisor"):
-                    await report_lost(self.redis, taken)
+                    if await self.redis.settle(taken) and taken.job is not None:
+                        jobs.append(taken.job)
             except Exception as exc:  # the sweep of another worker finds them after lost_after_s
                 log.warning("could not take over the jobs of worker %s: %s", worker.index, exc)
-            return
-        held, worker.held = list(worker.held.values()), {}
-        for job in held:
-            if job.kind != LOST:
-                await self.submit(lost_job(job))
+        else:
+            jobs, worker.held = list(worker.held.values()), {}
+        if jobs:
+            await asyncio.wait(
+                [asyncio.create_task(tell_lost(self.handlers, j)) for j in jobs], timeout=TELL_LOST_S
+            )
 
     async def _flush_backlog(self) -> None:
         backlog, self._backlog = self._backlog, []

@@ -30,6 +30,7 @@ from core.warehouse import Warehouse
 
 CONFIRM_TIMEOUT_S = 300.0  # how long a Run/Cancel question waits, on every surface
 USER_TZ_TTL_S = 86400.0  # a person's time zone is looked up at most once a day
+NOTE_TTL_S = 86400.0  # how long a job's note (where its answer goes) is kept for its lost handler
 IDLE_RESET_S = 8 * 3600  # a chat idle this long starts a fresh conversation (next generation)
 NOTEBOOK_NAME = "thread.ipynb"
 CONFIRM_NOT_YOURS = "Only the person who asked (or an admin) can run or cancel this query."
@@ -128,6 +129,15 @@ class Threads:
             return ""
         await self._store.set_once(f"tz:{key}", tz, ttl_s=USER_TZ_TTL_S)
         return tz
+
+    async def note(self, key: str, value: str) -> None:
+        """Keep one small fact about a running job for whoever handles it if its worker dies (e.g. the
+        thread a slash command's answer goes to), across processes and replicas; the first note stays."""
+        await self._store.set_once(f"note:{key}", value, ttl_s=NOTE_TTL_S)
+
+    async def noted(self, key: str) -> str | None:
+        """The fact `note` kept under `key`, or None."""
+        return await self._store.get_value(f"note:{key}")
 
     # --- files --------------------------------------------------------------------------------------
     async def read_file(self, session_id: str, path: str) -> bytes:

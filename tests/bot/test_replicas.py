@@ -160,7 +160,7 @@ def test_two_replicas_share_one_truth(cluster, fake_model):
     def kill_a_then_answer(body: dict) -> dict:
         # Replica a dies mid-turn (web process and turn workers). Any replica's worker may be running the
         # turn (jobs go through Redis), so b's workers die too; b's web process stays up and restarts them.
-        # The workers have their own session (a terminal's Ctrl-C is for the web process), so they are
+        # The workers have their own process group (a terminal's Ctrl-C is for the web process), so they are
         # killed by pid, at once: the parent-death signal would reach a's only after its web process is
         # gone, time enough to save an answer this test says was never delivered.
         doomed = turn_workers(a.proc.pid) + turn_workers(b.proc.pid)

@@ -141,7 +141,7 @@ async def test_personal_chat_reset_csv_consent_and_failure(teams, fake_model, se
     reply = await teams.say("reset", conversation=CHAT)
     assert "fresh conversation" in reply[-1]["text"]
     fake_model.enqueue(
-        tool("run_sql", {"sql": "SELECT 42 AS answer", "save_as": "answer"}),
+        tool("run_sql", {"sql": "SELECT 42 AS answer, '=1+2' AS formula", "save_as": "answer"}),
         tool(
             "run_python",
             {
@@ -176,7 +176,9 @@ async def test_personal_chat_reset_csv_consent_and_failure(teams, fake_model, se
     response = await teams.post(invoke)
     assert response.status_code == 200
     await teams.state.runner.drain(timeout=30)
-    assert teams.connector.uploads["answer.csv"].decode().splitlines() == ["answer", "42"]
+    uploaded = teams.connector.uploads["answer.csv"]
+    assert uploaded.decode().splitlines() == ["answer,formula", "42,'=1+2"]  # the formula cell made inert
+    assert consent["content"]["sizeInBytes"] == len(uploaded)  # the card declared what was uploaded
     assert "file.info" in teams.connector.sent()[-1]["attachments"][0]["contentType"]
     # a failing turn: a short sentence with an error id, never a traceback
     fake_model.enqueue(error(400, "invalid_request_error", "bad request"))
@@ -296,6 +298,27 @@ async def test_personal_chat_streams_the_answer_as_claude_writes_it(teams, fake_
     assert final["type"] == "message" and final["text"] == STREAMED  # complete
     assert stream_info(final) == {"type": "streaminfo", "streamId": stream_id, "streamType": "final"}
     assert cards([final])[0]["actions"]  # the answer card as before
+
+
+async def test_a_long_personal_answer_stays_within_what_the_connector_accepts(teams, fake_model):
+    """An answer longer than one Teams message: every streaming update stays within the cap (the stream
+    stops growing there), and the answer arrives whole in several messages cut between paragraphs —
+    the first closes the stream, the answer card rides on the last."""
+    from bot.teams_render import MAX_MESSAGE_BYTES
+
+    paragraphs = [f"P{i:02d} " + "z" * 995 for i in range(40)]  # 40 KB: twice what one message may hold
+    fake_model.token_delay_s = 0.08  # a paragraph a token: ~3 s of writing, so several updates
+    fake_model.enqueue(text("\n\n".join(paragraphs)))
+    sent = await teams.say("describe every carrier at length", conversation=CHAT)
+    updates = [m for m in sent if m["type"] == "typing" and stream_info(m)]
+    sizes = [len(m["text"].encode()) for m in updates]
+    assert len(updates) >= 2 and max(sizes) <= MAX_MESSAGE_BYTES, sizes
+    assert max(sizes) > MAX_MESSAGE_BYTES // 2  # the stream did reach the cap
+    messages = [m for m in sent if m["type"] == "message" and m.get("text")]  # not the progress card
+    assert len(messages) >= 2 and all(len(m["text"].encode()) <= MAX_MESSAGE_BYTES for m in messages)
+    assert stream_info(messages[0])["streamType"] == "final"
+    assert "\n\n".join(m["text"] for m in messages) == "\n\n".join(paragraphs)  # whole, in order
+    assert [bool(cards([m])) for m in messages] == [False] * (len(messages) - 1) + [True]
 
 
 async def test_channel_answer_streams_onto_the_progress_card(teams, fake_model):

@@ -10,6 +10,7 @@ import io
 import json
 import os
 import signal
+import threading
 import time
 
 import pytest
@@ -67,6 +68,21 @@ async def test_a_turn_submitted_in_the_web_process_runs_in_a_worker(settings, ap
         assert workers.pids() == [pid]
 
 
+def record_roots(api: FakeSlackAPI) -> dict[str, str]:
+    """text → ts of every chat.postMessage the fake Slack answers from now on."""
+    roots: dict[str, str] = {}
+    respond = api.respond
+
+    def recording(method: str, args: dict) -> dict:
+        out = respond(method, args)
+        if method == "chat.postMessage":
+            roots[str(args.get("text"))] = out["ts"]
+        return out
+
+    api.respond = recording
+    return roots
+
+
 async def test_a_worker_killed_mid_turn_leaves_a_message_and_the_thread_works(settings, api, fake_model):
     settings = settings.model_copy(update={"turn_workers": 1, "lock_ttl": 2.0})
     async with serve(settings, api) as slack:
@@ -74,15 +90,26 @@ async def test_a_worker_killed_mid_turn_leaves_a_message_and_the_thread_works(se
         (victim,) = workers.pids()
 
         def kill_the_worker(body: dict) -> dict:
-            os.kill(victim, signal.SIGKILL)  # the worker dies mid-turn, holding the thread's lock
+            # Once both turns (a mention and an /ask) are waiting for the model, the worker dies holding
+            # both, and the thread's lock.
+            deadline = time.monotonic() + 60
+            while len(fake_model.requests) < 2 and time.monotonic() < deadline:
+                time.sleep(0.05)
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(victim, signal.SIGKILL)
             time.sleep(0.5)
             return text("never delivered")
 
-        fake_model.enqueue(kill_the_worker)
+        fake_model.enqueue(kill_the_worker, kill_the_worker)
+        roots = record_roots(api)
+        await slack.command("second question")
         await slack.event(mention("first question", ts="1700000100.000100"))
-        await until(lambda: said(api, STOPPED[:40]) > 0)
-        stopped = [c for c in api.calls if STOPPED[:40] in json.dumps(c.args)]
-        assert len(stopped) == 1 and stopped[0].args.get("thread_ts") == "1700000100.000100"
+        await until(lambda: said(api, STOPPED[:40]) >= 2)
+        await asyncio.sleep(0.5)  # a third report would show by now
+        stopped = [c.args.get("thread_ts") for c in api.calls if STOPPED[:40] in json.dumps(c.args)]
+        # each where its answer would have gone: the mention's thread, and the thread under the /ask
+        # question (not the channel's top level)
+        assert sorted(stopped) == sorted(["1700000100.000100", roots["<@U0001> asked: second question"]])
         assert said(api, "never delivered") == 0
         await until(lambda: len(workers.pids()) == 1 and workers.pids() != [victim])
 
@@ -208,3 +235,73 @@ async def test_a_lost_follow_up_in_a_thread_the_bot_is_not_part_of_stays_silent(
         await Worker(runner, io.BytesIO(), slots=1).run(message("100.3", follow_up_only=False))
         posted = api.of("chat.postMessage")[before:]
         assert [(c.args["text"], c.args["thread_ts"]) for c in posted] == [(STOPPED, "100.1")]
+
+
+@pytest.mark.parametrize("workers", [1, 0], ids=["in a worker", "in the web process"])
+async def test_a_turn_still_running_at_shutdown_is_told_in_its_thread(settings, api, fake_model, workers):
+    """Stopping the server gives running turns `finish_s`; a turn still running then is cancelled and
+    its thread hears that the answer stopped — once, never silence."""
+    from pydantic import SecretStr
+
+    from bot.slack_jobs import JOB_TURN
+    from core.runner import TurnJob
+    from tests.bot.slack_harness import SECRET
+
+    release = threading.Event()
+
+    def slow(body: dict) -> dict:
+        release.wait(60)
+        return text("too late")
+
+    fake_model.enqueue(slow)
+    settings = settings.model_copy(
+        update={
+            "turn_workers": workers,
+            "slack_bot_token": SecretStr("xoxb-test-token-000000"),
+            "slack_signing_secret": SecretStr(SECRET),
+            "slack_api_url": api.url,
+        }
+    )
+    app = create_app(settings, finish_s=0.5)
+    payload = {
+        "team": "T1",
+        "channel": "C1",
+        "user": "U1",
+        "text": "slow one",
+        "thread_ts": "1700000400.000100",
+    }
+    try:
+        async with app.router.lifespan_context(app):
+            await app.state.datathread.runner.submit(TurnJob(kind=JOB_TURN, payload=payload))
+            await until(lambda: len(fake_model.requests) == 1)  # the turn is waiting for the model
+    finally:
+        release.set()
+    stopped = [c.args.get("thread_ts") for c in api.calls if STOPPED[:40] in json.dumps(c.args)]
+    assert stopped == ["1700000400.000100"]
+    assert said(api, "too late") == 0
+
+
+async def test_with_redis_an_abandoned_job_is_reported_once_however_many_find_it(redis_server):
+    """A dead replica's entry found at once by its replica's takeover and by another replica's sweep:
+    one lost job, the entry gone."""
+    from core.runner import LOST, TurnJob
+    from core.runner_redis import QUICK, TURNS, RedisJobs
+    from core.runner_worker import report_lost
+
+    jobs = RedisJobs(redis_server.url)
+    try:
+        await jobs.prepare()
+        await jobs.put(TurnJob(kind="slack.turn", payload={"text": "Q"}))
+        (taken,) = await jobs.take("dead-worker", turns=True, block_ms=100)  # then the worker died
+        takeover = await jobs.take_over("dead-worker", "replica-a-supervisor")
+        swept = await jobs.reclaim("replica-b-worker", min_idle_ms=0)
+        assert [t.entry_id for t in takeover] == [t.entry_id for t in swept] == [taken.entry_id]
+        reported = await asyncio.gather(*(report_lost(jobs, t) for t in takeover + swept))
+        assert sorted(reported) == [False, True]
+        lost = await jobs.r.xrange(QUICK)
+        assert len(lost) == 1 and json.loads(lost[0][1][b"job"])["kind"] == LOST
+        assert await jobs.r.xlen(TURNS) == 0
+        assert await report_lost(jobs, takeover[0]) is False  # found again later: still settled
+        assert await jobs.r.xlen(QUICK) == 1
+    finally:
+        await jobs.close()
