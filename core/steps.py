@@ -11,9 +11,10 @@ import contextlib
 import io
 import os
 import re
-import tempfile
+import stat
 import time
 import traceback
+from collections.abc import Iterator
 from pathlib import Path
 
 from core.sandbox import StepRequest, StepResult
@@ -36,21 +37,34 @@ def default_stem(prefix: str) -> str:
     return f"{prefix}_{int(time.time())}_{os.urandom(2).hex()}"
 
 
-def snapshot(workspace: Path) -> dict[str, tuple[int, int]]:
-    """path → (size, mtime_ns) for every regular file under the workspace, to report what changed."""
-    out: dict[str, tuple[int, int]] = {}
-    for root, dirs, files in os.walk(workspace):
-        dirs[:] = [d for d in dirs if not d.startswith(".")]
-        for name in files:
-            if name.startswith("."):
-                continue
-            full = Path(root) / name
-            with contextlib.suppress(OSError):
-                st = full.lstat()
-                if full.is_symlink():
+def workspace_files(workspace: Path, *, limit: int | None = None) -> Iterator[tuple[str, os.stat_result]]:
+    """(relative path, lstat) of every file under the workspace, not links, not dot-names; at most
+    `limit` of them. One `stat` per entry, nothing kept: a step walks its workspace before and after
+    it runs, and the bot for every attachment."""
+    pending, found = [""], 0
+    while pending:
+        rel = pending.pop()
+        with contextlib.suppress(OSError), os.scandir(workspace / rel) as entries:
+            for entry in entries:
+                if entry.name.startswith("."):
                     continue
-                out[str(full.relative_to(workspace))] = (st.st_size, st.st_mtime_ns)
-    return out
+                try:
+                    st = entry.stat(follow_symlinks=False)
+                except OSError:
+                    continue
+                path = f"{rel}/{entry.name}" if rel else entry.name
+                if stat.S_ISDIR(st.st_mode):
+                    pending.append(path)
+                elif not stat.S_ISLNK(st.st_mode):
+                    yield path, st
+                    found += 1
+                    if limit is not None and found >= limit:
+                        return
+
+
+def snapshot(workspace: Path) -> dict[str, tuple[int, int]]:
+    """path → (size, mtime_ns) for every file under the workspace, to report what changed."""
+    return {path: (st.st_size, st.st_mtime_ns) for path, st in workspace_files(workspace)}
 
 
 def changed_files(before: dict, after: dict) -> list[dict]:
@@ -69,25 +83,74 @@ def _clip(text: str, limit: int) -> str:
     return cut + f"\n… [output cut at {limit} bytes]"
 
 
-def connect_duckdb(workspace: Path, database: str = ":memory:", read_only: bool = False):
-    """A DuckDB connection for untrusted SQL: files only inside `workspace`, no extensions, locked."""
+# No extension is fetched or loaded behind the policy's back.
+_DUCKDB_CONFIG = {"autoinstall_known_extensions": False, "autoload_known_extensions": False}
+STEP_THREADS = 2  # DuckDB worker threads a step's query may use (started in the step, never before)
+
+
+def open_database():
+    """An empty in-memory DuckDB database for the fork server to open once, before it forks.
+
+    Opening a database costs a step 25-45 ms of CPU (DuckDB builds its catalog of built-in functions
+    per database, then starts and later joins its threads); a fork inherits this one ready-made.
+    DuckDB is not fork-safe with live threads, so this one has none: `threads=1` keeps queries on the
+    calling thread and `async_threads=0` stops the I/O pool (which `threads` alone leaves at 8). Each
+    step child gets its own copy-on-write copy, so nothing a step does reaches the fork server or
+    another step. Nothing is locked yet: `connect_duckdb` confines it in the child."""
     import duckdb
 
-    con = duckdb.connect(
-        database,
-        read_only=read_only,
-        config={
-            "autoinstall_known_extensions": False,
-            "autoload_known_extensions": False,
-            "threads": 2,
-        },
-    )
-    ws = str(workspace).replace("'", "''")
+    con = duckdb.connect(":memory:", config={**_DUCKDB_CONFIG, "threads": 1, "async_threads": 0})
+    con.sql("SELECT 1 AS x, 'a' AS s").to_arrow_table()  # the first query's one-time set-up, done here
+    return con
+
+
+def connect_duckdb(
+    workspace: Path,
+    database: str = ":memory:",
+    read_only: bool = False,
+    *,
+    opened=None,
+    memory_mb: int | None = None,
+):
+    """A DuckDB connection for untrusted SQL: files only inside `workspace`, no extensions, locked;
+    with `memory_mb` (the step's memory limit) DuckDB spills to the workspace before it reaches it.
+
+    `opened` is the fork server's `open_database()` as this step child inherited it: used instead of
+    opening a new database (a `database` file is then attached read-only and made the default, under
+    its usual name: the file's stem). It is confined here, in the child, before any SQL of the step."""
+    import duckdb
+
+    if opened is None or not _attachable(database, read_only):
+        con = duckdb.connect(
+            database, read_only=read_only, config={**_DUCKDB_CONFIG, "threads": STEP_THREADS}
+        )
+    else:
+        con = opened
+        con.execute(f"SET threads={STEP_THREADS}")
+        if database != ":memory:":
+            name = Path(database).stem.replace('"', '""')
+            con.execute(f"ATTACH '{_quote(database)}' AS \"{name}\" (READ_ONLY)")
+            con.execute(f'USE "{name}"')
+    if memory_mb:  # set, not read from the cgroup: the inherited database was opened outside it
+        con.execute(f"SET memory_limit='{max(64, memory_mb * 3 // 4)}MB'")
+    ws = _quote(str(workspace))
     con.execute(f"SET allowed_directories=['{ws}']")
     con.execute(f"SET temp_directory='{ws}/.duckdb_tmp'")
     con.execute("SET enable_external_access=false")
     con.execute("SET lock_configuration=true")
     return con
+
+
+def _quote(text: str) -> str:
+    return text.replace("'", "''")
+
+
+def _attachable(database: str, read_only: bool) -> bool:
+    """A database the pre-opened one can stand in for: itself, or a file attached read-only under a
+    name that is not one of DuckDB's own catalogs."""
+    if database == ":memory:":
+        return not read_only
+    return read_only and Path(database).stem.lower() not in ("memory", "system", "temp", "main", "")
 
 
 def preview_table(table, rows: int, max_bytes: int) -> str:
@@ -130,12 +193,12 @@ def warm() -> None:
     Each step child is a fork: whatever the parent has done once, the child finds done. The first
     DuckDB database of a process, pyarrow's pandas shim (set up on the first `to_pandas`), pandas'
     string formatting modules and the zstd parquet writer all cost time the first time only, and
-    without this every SQL step paid them again. DuckDB's threads end with its database (closed
-    here), so the fork server still forks with no extra threads; nothing is written to disk.
+    without this every SQL step paid them again. This database has no threads (as `open_database`'s)
+    and is closed, so the fork server still forks with no extra threads; nothing is written to disk.
     """
     import pyarrow.parquet as pq
 
-    con = connect_duckdb(Path(tempfile.gettempdir()))  # a one-row query: nothing spills, nothing is written
+    con = open_database()  # a constant query in memory: nothing spills, nothing is written
     try:
         table = con.sql("SELECT 1 AS x, 'a' AS s").to_arrow_table()
     finally:
@@ -144,11 +207,7 @@ def warm() -> None:
     pq.write_table(table, io.BytesIO(), compression="zstd")
 
 
-def _run_sql(request: StepRequest, workspace: Path) -> StepResult:
-    return _query(connect_duckdb(workspace), request, workspace, "sql")
-
-
-def _query(con, request: StepRequest, workspace: Path, prefix: str) -> StepResult:
+def _query(con, request: StepRequest, workspace: Path, prefix: str, *, close: bool) -> StepResult:
     try:
         relation = con.sql(request.code)
         if relation is None:
@@ -156,11 +215,8 @@ def _query(con, request: StepRequest, workspace: Path, prefix: str) -> StepResul
         table = relation.to_arrow_table()
         return describe_arrow(table, request, workspace, unnamed=default_stem(prefix))
     finally:
-        con.close()
-
-
-def _run_warehouse(request: StepRequest, workspace: Path, warehouse: Path) -> StepResult:
-    return _query(connect_duckdb(workspace, str(warehouse), read_only=True), request, workspace, "query")
+        if close:  # the inherited database is not: the step child exits right after (no join, no flush)
+            con.close()
 
 
 def _run_python(request: StepRequest, workspace: Path) -> StepResult:
@@ -201,17 +257,30 @@ def _user_traceback() -> str:
     return _clip("\n".join(keep[-30:]), 4000)
 
 
-def run_step(request: StepRequest, workspace: Path, warehouse: Path | None = None) -> StepResult:
-    """Run one step in `workspace` (already the cwd) and report output and new files. Never raises."""
+def run_step(
+    request: StepRequest, workspace: Path, warehouse: Path | None = None, *, opened=None
+) -> StepResult:
+    """Run one step in `workspace` (already the cwd) and report output and new files. Never raises.
+
+    `opened`: the fork server's `open_database()`, inherited by this (one-step) child; SQL steps then
+    use it instead of opening a database of their own."""
     started = time.perf_counter()
     before = snapshot(workspace)
     try:
         if request.kind == "python":
             result = _run_python(request, workspace)
-        elif request.kind == "sql":
-            result = _run_sql(request, workspace)
-        elif request.kind == "warehouse" and warehouse is not None:
-            result = _run_warehouse(request, workspace, warehouse)
+        elif request.kind == "sql" or (request.kind == "warehouse" and warehouse is not None):
+            database, prefix = (
+                (str(warehouse), "query") if request.kind == "warehouse" else (":memory:", "sql")
+            )
+            con = connect_duckdb(
+                workspace,
+                database,
+                read_only=request.kind == "warehouse",
+                opened=opened,
+                memory_mb=request.memory_mb,
+            )
+            result = _query(con, request, workspace, prefix, close=con is not opened)
         else:
             result = StepResult(ok=False, error=f"Unknown step kind {request.kind!r}.")
     except MemoryError:

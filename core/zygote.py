@@ -24,8 +24,10 @@ from pathlib import Path
 from core import isolation, isolation_backends, isolation_session, isolation_supervisor
 
 
-def _preload() -> None:
-    # The reason this process exists: pay the import cost once, not per step.
+def _preload():
+    """Import the data stack and open the database every SQL step starts from; returns that database.
+
+    The reason this process exists: pay the import and set-up cost once, not per step."""
     import duckdb  # noqa: F401
     import matplotlib
 
@@ -40,6 +42,7 @@ def _preload() -> None:
     import core.steps
 
     core.steps.warm()  # the SQL path's first-time costs, paid here once instead of in every step
+    return core.steps.open_database()  # thread-free: safe to fork (tests/core/test_steps_warm.py)
 
 
 def _code_paths() -> list[str]:
@@ -108,7 +111,7 @@ def _run_confined(request, workspace: Path, args: argparse.Namespace):
             seccomp=args.isolation.seccomp,
         )
     )
-    result = run_step(request, workspace, Path(warehouse) if warehouse else None)
+    result = run_step(request, workspace, Path(warehouse) if warehouse else None, opened=args.database)
     isolation_session.reap_own_uid()  # nothing the step started outlives it
     return result
 
@@ -139,7 +142,7 @@ def main(argv: list[str] | None = None) -> None:
         sys.stdout.write(json.dumps({"ready": False, "error": str(exc)}) + "\n")
         sys.stdout.flush()
         raise SystemExit(2) from None
-    _preload()
+    args.database = _preload()
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # children are reaped automatically
 
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
