@@ -19,7 +19,7 @@ from tests.fakes.slack_api import FakeSlackAPI
 
 
 def seen_by_people(api: FakeSlackAPI) -> str:
-    return json.dumps([c.args for c in api.calls])
+    return json.dumps([c.args for c in api.calls] + api.shown())  # streamed answers joined
 
 
 async def audit_lines(settings) -> list[dict]:

@@ -95,8 +95,8 @@ def turn_workers(parent: int) -> list[int]:
 
 
 def said(api: FakeSlackAPI, needle: str) -> int:
-    """How many Slack calls carried `needle` in their text or blocks."""
-    return sum(needle in json.dumps(c.args) for c in api.calls if c.method.startswith("chat."))
+    """How many messages people see carry `needle` in their text or blocks (a stream counts once)."""
+    return sum(needle in shown for shown in api.shown())
 
 
 def wait_for(predicate, timeout: float = 90) -> None:

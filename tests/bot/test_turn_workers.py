@@ -27,8 +27,8 @@ pytestmark = pytest.mark.own_sandbox  # the workers start their own fork servers
 
 
 def said(api: FakeSlackAPI, needle: str) -> int:
-    """How many chat.* calls carried `needle`."""
-    return sum(needle in json.dumps(c.args) for c in api.calls if c.method.startswith("chat."))
+    """How many messages people see carry `needle` (a streamed answer counts once, joined)."""
+    return sum(needle in shown for shown in api.shown())
 
 
 async def until(predicate, timeout: float = 300) -> None:

@@ -17,8 +17,10 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
+
+from tests.fakes.loopback import LoopbackServer
 
 POLL_S = 0.02  # serve_forever's shutdown check: stop() returns within this, not 0.5 s
 
@@ -112,7 +114,7 @@ class FakeAnthropic:
         # Per streamed reply, when (time.monotonic) its first text delta and its last event were sent.
         self.stream_times: list[dict[str, float | None]] = []
         self.lock = threading.Lock()
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self.server = LoopbackServer(("127.0.0.1", 0), self._handler())
         self.thread = threading.Thread(
             target=self.server.serve_forever, kwargs={"poll_interval": POLL_S}, daemon=True
         )

@@ -15,12 +15,14 @@ import threading
 import time
 import urllib.parse
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import jwt
 from cryptography.hazmat.primitives.asymmetric import rsa
 from jwt.algorithms import RSAAlgorithm
+
+from tests.fakes.loopback import LoopbackServer
 
 POLL_S = 0.02  # serve_forever's shutdown check: stop() returns within this, not 0.5 s
 
@@ -56,7 +58,7 @@ class FakeConnector:
         self.refuse_stream_end = False  # refuse a message that ends a stream (Teams: stream timed out)
         self.key = signing_key()
         self.kid = "fake-key-1"
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self.server = LoopbackServer(("127.0.0.1", 0), self._handler())
         self.thread = threading.Thread(
             target=self.server.serve_forever, kwargs={"poll_interval": POLL_S}, daemon=True
         )

@@ -14,9 +14,11 @@ import json
 import threading
 import time
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import parse_qsl
+
+from tests.fakes.loopback import LoopbackServer
 
 POLL_S = 0.02  # serve_forever's shutdown check: stop() returns within this, not 0.5 s
 
@@ -47,7 +49,7 @@ class FakeSlackAPI:
         self.lock = threading.Lock()
         self._ts = itertools.count(1)
         self._files = itertools.count(1)
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self.server = LoopbackServer(("127.0.0.1", 0), self._handler())
         self.thread = threading.Thread(
             target=self.server.serve_forever, kwargs={"poll_interval": POLL_S}, daemon=True
         )
@@ -68,6 +70,22 @@ class FakeSlackAPI:
         """Every recorded call of one method, in order."""
         with self.lock:
             return [c for c in self.calls if c.method == method]
+
+    def shown(self) -> list[str]:
+        """What people see, one string per message: a stream's appended text joined as Slack shows it
+        (the answer arrives in pieces while Claude writes it), every other chat.* call as its arguments
+        (text, blocks, a stream's task updates) in JSON."""
+        with self.lock:
+            calls = list(self.calls)
+        streams: dict[str, str] = {}
+        out = []
+        for call in calls:
+            if call.method == "chat.appendStream" and call.args.get("markdown_text"):
+                ts = str(call.args.get("ts"))
+                streams[ts] = streams.get(ts, "") + call.args["markdown_text"]
+            elif call.method.startswith("chat."):
+                out.append(json.dumps(call.args))
+        return out + list(streams.values())
 
     def methods(self) -> list[str]:
         with self.lock:
