@@ -159,7 +159,12 @@ def supervise(
                 ok=False, error=why or "Refused: the step's workspace quota could not be set up."
             )
     try:
-        data, stopped = _run(run, request, inherited, workspace, limit, room, pid_namespace, layer)
+        init = _start_init() if pid_namespace else None
+        if pid_namespace and init is None:
+            return StepResult(
+                ok=False, error="Refused: the step's own process namespace could not be set up."
+            )
+        data, stopped = _run(run, request, inherited, workspace, limit, room, init, layer)
         over, landing = _land(layer, limit, start) if layer is not None else (False, "")
     finally:
         if layer is not None:
@@ -180,12 +185,9 @@ def supervise(
     return result
 
 
-def _run(run, request, inherited, workspace, limit, room, pid_namespace, layer) -> tuple[bytes, str]:
-    """Fork the runner (in its own PID namespace, under an init, with `pid_namespace`) and watch it
-    until it and everything it started are gone; returns (its result's bytes, why it was stopped)."""
-    init = _start_init() if pid_namespace else None
-    if pid_namespace and init is None:
-        return b"", "Refused: the step's own process namespace could not be set up."
+def _run(run, request, inherited, workspace, limit, room, init, layer) -> tuple[bytes, str]:
+    """Fork the runner (pid 2 of the step's PID namespace when there is an `init`) and watch it until
+    it and everything it started are gone; returns (its result's bytes, why it was stopped)."""
     try:
         read_end, write_end = os.pipe()
         pid = os.fork()  # with an init: pid 2 of the step's namespace
