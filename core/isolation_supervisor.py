@@ -49,6 +49,7 @@ from core.sandbox import StepRequest, StepResult
 
 MAX_RESULT_BYTES = 4 * 2**20  # far above any honest result (tens of KB), far below trouble
 TICK_S = 0.1
+LANDING_S = 1.0  # a step runs this long past its limit, as before; the rest of the bot's 2 s grace lands it
 HARD_QUOTA_BACKENDS = workspace_overlay.HARD_QUOTA_BACKENDS
 # Pid 1 of a step's PID namespace (run with -S -I, so nothing but the standard library is imported):
 # make itself non-dumpable, then reap orphans until the supervisor kills it or goes away (end of file
@@ -198,7 +199,9 @@ def _run(run, request, inherited, workspace, limit, room, init, layer) -> tuple[
         try:
             if layer is None:
                 return _watch(pid, read_end, workspace, limit)
-            deadline = time.monotonic() + request.timeout_s
+            # The bot stops waiting at the limit plus 2 s: this leaves the step the time it had, and
+            # the landing about a second.
+            deadline = time.monotonic() + request.timeout_s + LANDING_S
             data, stopped = _watch(pid, read_end, workspace, limit, watchdog=False, deadline=deadline)
             if stopped == "time":
                 stopped = (
