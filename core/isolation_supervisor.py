@@ -12,7 +12,7 @@ is a failed step, never a forged one.
 The disk quota. Where the back end gives the step a mount namespace (`root`, `userns`: `hard_quota`)
 it is a hard limit: the step writes into a size- and inode-limited layer over its workspace, which
 the supervisor lands once the runner is gone (`core/workspace_overlay.py`); the supervisor then also
-stops the runner at the step's time limit itself, so a step stopped there still lands what it wrote.
+stops the runner just past the step's time limit itself, so a step stopped there still lands what it wrote.
 Elsewhere (`landlock`, `none`) it is a watchdog: every `TICK_S` (longer when the workspace is big
 enough that measuring it takes a while) the supervisor measures the workspace and kills the runner
 once it holds more bytes or files than the quota allows, so a burst can overshoot by what a step
