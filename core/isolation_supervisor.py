@@ -11,8 +11,8 @@ is a failed step, never a forged one.
 
 The disk quota. Where the back end gives the step a mount namespace (`root`, `userns`: `hard_quota`)
 it is a hard limit: the step writes into a size- and inode-limited layer over its workspace, which
-the supervisor lands once the runner is gone (`core/workspace_overlay.py`); a step the bot kills (its
-time limit, a stopped turn) takes its layer with it.
+the supervisor lands once the runner is gone (`core/workspace_overlay.py`); the supervisor then also
+stops the runner just past the step's time limit itself, so a step stopped there still lands what it wrote.
 Elsewhere (`landlock`, `none`) it is a watchdog: every `TICK_S` (longer when the workspace is big
 enough that measuring it takes a while) the supervisor measures the workspace and kills the runner
 once it holds more bytes or files than the quota allows, so a burst can overshoot by what a step
@@ -49,6 +49,7 @@ from core.sandbox import StepRequest, StepResult
 
 MAX_RESULT_BYTES = 4 * 2**20  # far above any honest result (tens of KB), far below trouble
 TICK_S = 0.1
+LANDING_S = 1.0  # a step runs this long past its limit, as before; the rest of the bot's 2 s grace lands it
 HARD_QUOTA_BACKENDS = workspace_overlay.HARD_QUOTA_BACKENDS
 # Pid 1 of a step's PID namespace (run with -S -I, so nothing but the standard library is imported):
 # make itself non-dumpable, then reap orphans until the supervisor kills it or goes away (end of file
@@ -196,7 +197,18 @@ def _run(run, request, inherited, workspace, limit, room, init, layer) -> tuple[
             _runner(run, request, inherited, read_end, write_end)
         os.close(write_end)
         try:
-            return _watch(pid, read_end, workspace, limit, watchdog=layer is None)
+            if layer is None:
+                return _watch(pid, read_end, workspace, limit)
+            # The bot stops waiting at the limit plus 2 s: this leaves the step the time it had, and
+            # the landing about a second.
+            deadline = time.monotonic() + request.timeout_s + LANDING_S
+            data, stopped = _watch(pid, read_end, workspace, limit, watchdog=False, deadline=deadline)
+            if stopped == "time":
+                stopped = (
+                    f"The step was stopped after {request.timeout_s:g} s (the step time limit). "
+                    "Try a smaller query, sample the data, or save intermediate results."
+                )
+            return data, stopped
         finally:
             os.close(read_end)
     finally:
@@ -278,22 +290,32 @@ def _close_all_but(keep: int) -> None:
 
 
 def _watch(
-    pid: int, read_end: int, workspace: Path, limit: Quota, *, watchdog: bool = True
+    pid: int,
+    read_end: int,
+    workspace: Path,
+    limit: Quota,
+    *,
+    watchdog: bool = True,
+    deadline: float = float("inf"),
 ) -> tuple[bytes, str]:
     """Read the runner's result while it runs and (`watchdog`) police the workspace; returns (data,
-    why stopped)."""
+    why stopped). Past `deadline` the runner is killed ("time")."""
     os.set_blocking(read_end, False)
     exited = os.pidfd_open(pid)
     data = bytearray()
     pipe_open = True
     interval = TICK_S
-    next_tick = time.monotonic() + interval if watchdog else float("inf")
+    next_tick = time.monotonic() + interval if watchdog else deadline
     reaped = False
     try:
         while True:
+            if time.monotonic() >= deadline:
+                _kill(pid)
+                reaped = True
+                return b"", "time"
             waiting = [exited, read_end] if pipe_open else [exited]
-            wait = None if next_tick == float("inf") else max(0.0, next_tick - time.monotonic())
-            ready, _, _ = select.select(waiting, [], [], wait)
+            wait = min(next_tick, deadline) - time.monotonic()
+            ready, _, _ = select.select(waiting, [], [], None if wait == float("inf") else max(0.0, wait))
             if read_end in ready:
                 pipe_open = _drain(read_end, data)
                 if len(data) > MAX_RESULT_BYTES:
