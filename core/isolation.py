@@ -175,7 +175,9 @@ def enter_step(c: StepConfinement) -> None:
     if c.cgroup is not None:  # only offered when really writable by us: fails closed if it is not
         cgroups.join(c.cgroup, session_key(c.workspace), memory_mb=c.memory_mb, max_procs=MAX_PROCS)
     if c.backend in ("root", "userns"):
-        _private_filesystem(workspace=c.workspace, masked=c.masked, readonly=[*c.readonly, *c.code])
+        _private_filesystem(
+            workspace=c.workspace, masked=c.masked, readonly=[*c.readonly, *c.code], hidden=c.hidden
+        )
     if c.backend == "root":
         _drop_privileges(sandbox_uid(c.workspace))
         reap_own_uid()  # leftovers of this session's earlier steps cannot watch or race this one
@@ -222,7 +224,9 @@ def bot_home() -> str | None:
     return home if home not in ("/", "") and os.path.isdir(home) else None
 
 
-def _private_filesystem(*, workspace: Path, masked: list[str], readonly: list[str]) -> None:
+def _private_filesystem(
+    *, workspace: Path, masked: list[str], readonly: list[str], hidden: list[str]
+) -> None:
     # Own IPC namespace: SysV segments and queues (also refused by seccomp) are the step's and go with
     # it; own UTS namespace: the host's name is not the step's business.
     if not unshare(CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS):
@@ -233,7 +237,7 @@ def _private_filesystem(*, workspace: Path, masked: list[str], readonly: list[st
     # workspace bind is made writable again, and the scratch tmpfs mounts are new.
     if not isolation_root.read_only_tree("/"):
         raise RuntimeError("Refused: the step's filesystem could not be made read-only.")
-    isolation_root.build(workspace=workspace, readonly=readonly, masked=masked)
+    isolation_root.build(workspace=workspace, readonly=readonly, masked=masked, hidden=hidden)
 
 
 def _drop_capabilities() -> None:

@@ -210,7 +210,15 @@ def describe(
     else:
         off["syscalls"] = "no seccomp filter"
     on["limits"] = "rlimits on CPU time, address space, file size, processes, open files"
-    on["workspace quota"] = "the step is stopped once its workspace passes the size or file-count quota"
+    if backend in ("root", "userns"):
+        on["workspace quota"] = (
+            "hard limit: a step writes into a size- and inode-limited layer; only what fits the quota lands"
+        )
+    else:
+        on["workspace quota"] = (
+            "watchdog, not a hard limit: the workspace is measured every 0.1 s and the step stopped past "
+            "the size or file-count quota (a burst can overshoot by a tick's writes)"
+        )
     on["result channel"] = "model code holds no socket to the bot; every result is validated and clipped"
     on["privileges"] = "no_new_privs set; core dumps off"
     on["wall time"] = "the bot kills the step's process group at the step timeout"

@@ -65,11 +65,12 @@ def read_only_tree(path: str, *, read_only: bool = True, recursive: bool = True)
     return _libc.syscall(MOUNT_SETATTR, AT_FDCWD, path.encode(), flags, attr, ctypes.c_size_t(32)) == 0
 
 
-def build(*, workspace: Path, readonly: list[str], masked: list[str]) -> None:
+def build(*, workspace: Path, readonly: list[str], masked: list[str], hidden: list[str] = ()) -> None:
     """Make `/` a fresh root (see the module's docstring). Called in the step's own mount namespace,
     after the host tree was made read-only; `readonly` are the runtime, code and (warehouse steps)
-    warehouse paths. Irreversible; raises RuntimeError (one sentence) where a step would be less
-    confined than reported."""
+    warehouse paths; `hidden` directories (the bot's state, the workspaces) are covered by an empty
+    read-only tmpfs where they lie inside one of those (a DATATHREAD_HOME inside the venv, say).
+    Irreversible; raises RuntimeError (one sentence) where a step would be less confined than reported."""
     # Which secret files exist is decided now: once the stage covers /tmp, a secret under /tmp (a
     # checkout there) would look absent and go unmasked.
     secrets = [p for p in masked if os.path.isfile(p)]
@@ -84,6 +85,8 @@ def build(*, workspace: Path, readonly: list[str], masked: list[str]) -> None:
     for link, target in links.items():
         os.symlink(target, new / link.lstrip("/"))
     scratch = [("/tmp", "size=64m,mode=1777"), ("/dev/shm", "size=64m,mode=1777")]
+    covers = _inside_bound(hidden, [p for p, ro, _ in fds if ro] + [p for p in links])
+    scratch += [(path, "size=4k,mode=755") for path in covers]
     plan = [(_depth(p), 0, p, data, -1) for p, data in scratch]
     plan += [(_depth(p), 1, p, ro, fd) for p, ro, fd in fds]
     for _, is_bind, path, arg, fd in sorted(plan, key=lambda step: step[:3]):
@@ -94,6 +97,9 @@ def build(*, workspace: Path, readonly: list[str], masked: list[str]) -> None:
             os.makedirs(target, exist_ok=True)
             if not mount("tmpfs", target, "tmpfs", MS_NOSUID | MS_NODEV, arg):
                 raise RuntimeError(f"Refused: the step's {path} could not be made.")
+    for path in covers:  # the workspace (under its root) is bound by now: nothing more to make there
+        if not read_only_tree(str(new / path.lstrip("/")), recursive=False):
+            raise RuntimeError(f"Refused: could not hide {path} from the step.")
     for device, fd in devices:  # as they are (writable, like /dev/null anywhere); nothing else in /dev
         bind(str(new / device.lstrip("/")), fd, read_only=None)
     for name, target in DEV_LINKS.items():
@@ -138,6 +144,15 @@ def pivot(new_root: str) -> None:
     os.chdir("/")
     if not read_only_tree("/", recursive=False):  # the empty skeleton itself: nothing to write there
         raise RuntimeError("Refused: the step's root could not be made read-only.")
+
+
+def _inside_bound(hidden: list[str], bound: list[str]) -> list[str]:
+    """The hidden directories that lie strictly inside a read-only bound path (so would show)."""
+    return [
+        h
+        for h in dict.fromkeys(os.path.realpath(h) for h in hidden)
+        if os.path.isdir(h) and any(Path(b) in Path(h).parents for b in bound)
+    ]
 
 
 def _depth(path: str) -> int:

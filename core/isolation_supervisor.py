@@ -9,10 +9,15 @@ write end, confines itself (`core/isolation.py`) and runs the step; the supervis
 what came (`StepResult.untrusted`) and answer the bot. Garbage, a partial line or an oversized one
 is a failed step, never a forged one.
 
-While the runner works the supervisor is also its disk watchdog: every `TICK_S` (longer when the
-workspace is big enough that measuring it takes a while) it measures the workspace and kills the
-runner once it holds more bytes or files than the session's quota allows — a hard limit during the
-step, not a report after it. A workspace already over quota may shrink but not grow.
+The disk quota. Where the back end gives the step a mount namespace (`root`, `userns`: `hard_quota`)
+it is a hard limit: the step writes into a size- and inode-limited layer over its workspace, which
+the supervisor lands once the runner is gone (`core/workspace_overlay.py`); the supervisor then also
+stops the runner just past the step's time limit itself, so a step stopped there still lands what it wrote.
+Elsewhere (`landlock`, `none`) it is a watchdog: every `TICK_S` (longer when the workspace is big
+enough that measuring it takes a while) the supervisor measures the workspace and kills the runner
+once it holds more bytes or files than the quota allows, so a burst can overshoot by what a step
+writes in a tick. Either way one file cannot outgrow the room left (RLIMIT_FSIZE), and a workspace
+already over quota may shrink but not grow.
 
 Where the back end allows it (`root`, `userns`), the step gets its own PID namespace, so nothing it
 starts outlives it: the supervisor unshares one and spawns a tiny init into it (pid 1: it only reaps
@@ -39,11 +44,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from core import isolation
+from core import isolation, workspace_overlay
 from core.sandbox import StepRequest, StepResult
 
 MAX_RESULT_BYTES = 4 * 2**20  # far above any honest result (tens of KB), far below trouble
 TICK_S = 0.1
+LANDING_S = 1.0  # a step runs this long past its limit, as before; the rest of the bot's 2 s grace lands it
+HARD_QUOTA_BACKENDS = workspace_overlay.HARD_QUOTA_BACKENDS
 # Pid 1 of a step's PID namespace (run with -S -I, so nothing but the standard library is imported):
 # make itself non-dumpable, then reap orphans until the supervisor kills it or goes away (end of file
 # on descriptor argv[1]). `_signal`, not `signal`: the latter imports `enum`, a third of this
@@ -107,6 +114,19 @@ def quota_message(limit: Quota) -> str:
     )
 
 
+def room_message(limit: Quota, start: Usage, step_bytes: int) -> str:
+    """What the model reads when a step hit the hard quota: what it had, and what to do."""
+    files = max(limit.max_files - start.files, 0)
+    capped = " (its memory limit: new files are held in memory until the step ends)"
+    held = capped if step_bytes < limit.max_bytes - start.bytes else ""
+    return (
+        f"The step filled the thread's workspace past its limit ({limit.max_bytes / 2**20:,.0f} MB or "
+        f"{limit.max_files:,} files): this step could add at most {step_bytes / 2**20:,.1f} MB{held} and "
+        f"{files:,} files, and what did not fit was not saved. Delete files you no longer need in a step of "
+        "their own (deleting frees room for the next step, not the one deleting), or write less."
+    )
+
+
 def supervise(
     run: Callable[[], StepResult],
     *,
@@ -115,20 +135,61 @@ def supervise(
     workspace: Path,
     quota: Quota,
     pid_namespace: bool = False,
+    hard_quota: bool = False,
 ) -> StepResult | None:
     """Fork the runner (`run` confines and runs the step), watch it, return its validated result, or
     None when it ended without one (crash, kill: the bot says so). `inherited` are open objects (the
     bot's connection) the runner closes before anything else. With `pid_namespace` the runner is
-    forked into a new PID namespace that ends with the step (this process serves one step only)."""
+    forked into a new PID namespace that ends with the step, with `hard_quota` it writes into a
+    limited layer landed after it (this process serves one step only: both change it for good)."""
     limit = Quota(max(quota.max_bytes, 1), max(quota.max_files, 1))
     start = measure(workspace, stop=None)
     limit = Quota(max(limit.max_bytes, start.bytes), max(limit.max_files, start.files))
     # One file can never outgrow what is left of the quota: the kernel refuses the write (EFBIG), so
     # the most common flood — one growing file — stops exactly at the limit, not a tick or two past it.
     room = limit.max_bytes - start.bytes
-    init = _start_init() if pid_namespace else None
-    if pid_namespace and init is None:
-        return StepResult(ok=False, error="Refused: the step's own process namespace could not be set up.")
+    step_bytes = min(room, request.memory_mb * 2**20)  # the layer's pages are the step's memory too
+    layer = None
+    if hard_quota:
+        try:
+            layer = workspace_overlay.mount_over(
+                workspace, add_bytes=step_bytes, add_files=limit.max_files - start.files, existing=start.files
+            )
+        except (RuntimeError, OSError) as exc:
+            why = str(exc) if isinstance(exc, RuntimeError) else ""
+            return StepResult(
+                ok=False, error=why or "Refused: the step's workspace quota could not be set up."
+            )
+    try:
+        init = _start_init() if pid_namespace else None
+        if pid_namespace and init is None:
+            return StepResult(
+                ok=False, error="Refused: the step's own process namespace could not be set up."
+            )
+        data, stopped = _run(run, request, inherited, workspace, limit, room, init, layer)
+        over, landing = _land(layer, limit, start) if layer is not None else (False, "")
+    finally:
+        if layer is not None:
+            layer.close()
+    if stopped:
+        return StepResult(ok=False, killed=True, error=stopped)
+    try:
+        raw = json.loads(data)
+    except ValueError:
+        return None
+    result = StepResult.untrusted(raw, request)
+    if landing or over:
+        return StepResult(
+            ok=False, output=result.output, error=landing or room_message(limit, start, step_bytes)
+        )
+    if not result.ok and room < request.file_mb * 2**20 and "File too large" in result.error:
+        return StepResult(ok=False, output=result.output, error=quota_message(limit))
+    return result
+
+
+def _run(run, request, inherited, workspace, limit, room, init, layer) -> tuple[bytes, str]:
+    """Fork the runner (pid 2 of the step's PID namespace when there is an `init`) and watch it until
+    it and everything it started are gone; returns (its result's bytes, why it was stopped)."""
     try:
         read_end, write_end = os.pipe()
         pid = os.fork()  # with an init: pid 2 of the step's namespace
@@ -137,22 +198,36 @@ def supervise(
             _runner(run, request, inherited, read_end, write_end)
         os.close(write_end)
         try:
-            data, stopped = _watch(pid, read_end, workspace, limit)
+            if layer is None:
+                return _watch(pid, read_end, workspace, limit)
+            # The bot stops waiting at the limit plus 2 s: this leaves the step the time it had, and
+            # the landing about a second.
+            deadline = time.monotonic() + request.timeout_s + LANDING_S
+            data, stopped = _watch(pid, read_end, workspace, limit, watchdog=False, deadline=deadline)
+            if stopped == "time":
+                stopped = (
+                    f"The step was stopped after {request.timeout_s:g} s (the step time limit). "
+                    "Try a smaller query, sample the data, or save intermediate results."
+                )
+            return data, stopped
         finally:
             os.close(read_end)
     finally:
         if init is not None:
             _kill(init)  # returns once the namespace is empty: nothing the step started is left
-    if stopped:
-        return StepResult(ok=False, killed=True, error=stopped)
+
+
+def _land(layer: workspace_overlay.Layer, limit: Quota, start: Usage) -> tuple[bool, str]:
+    """Apply the step's layer to the workspace (only what fits the quota); returns (whether something
+    did not fit, or the layer filled up; a sentence if landing failed)."""
+    full = layer.full()
+    budget = workspace_overlay.Budget(limit.max_bytes - start.bytes, limit.max_files - start.files)
     try:
-        raw = json.loads(data)
-    except ValueError:
-        return None
-    result = StepResult.untrusted(raw, request)
-    if not result.ok and room < request.file_mb * 2**20 and "File too large" in result.error:
-        return StepResult(ok=False, output=result.output, error=quota_message(limit))
-    return result
+        workspace_overlay.land(layer, budget)
+    except (OSError, RecursionError) as exc:
+        why = getattr(exc, "strerror", None) or "too deeply nested"
+        return full, f"The step's files could not all be saved to the thread's workspace ({why})."
+    return full or budget.refused > 0, ""
 
 
 def _start_init() -> int | None:
@@ -215,19 +290,33 @@ def _close_all_but(keep: int) -> None:
     os.closerange(keep + 1, top)
 
 
-def _watch(pid: int, read_end: int, workspace: Path, limit: Quota) -> tuple[bytes, str]:
-    """Read the runner's result while it runs and police the workspace; returns (data, why stopped)."""
+def _watch(
+    pid: int,
+    read_end: int,
+    workspace: Path,
+    limit: Quota,
+    *,
+    watchdog: bool = True,
+    deadline: float = float("inf"),
+) -> tuple[bytes, str]:
+    """Read the runner's result while it runs and (`watchdog`) police the workspace; returns (data,
+    why stopped). Past `deadline` the runner is killed ("time")."""
     os.set_blocking(read_end, False)
     exited = os.pidfd_open(pid)
     data = bytearray()
     pipe_open = True
     interval = TICK_S
-    next_tick = time.monotonic() + interval
+    next_tick = time.monotonic() + interval if watchdog else deadline
     reaped = False
     try:
         while True:
+            if time.monotonic() >= deadline:
+                _kill(pid)
+                reaped = True
+                return b"", "time"
             waiting = [exited, read_end] if pipe_open else [exited]
-            ready, _, _ = select.select(waiting, [], [], max(0.0, next_tick - time.monotonic()))
+            wait = min(next_tick, deadline) - time.monotonic()
+            ready, _, _ = select.select(waiting, [], [], None if wait == float("inf") else max(0.0, wait))
             if read_end in ready:
                 pipe_open = _drain(read_end, data)
                 if len(data) > MAX_RESULT_BYTES:
@@ -242,7 +331,7 @@ def _watch(pid: int, read_end: int, workspace: Path, limit: Quota) -> tuple[byte
                 if pipe_open:
                     _drain(read_end, data)  # what is there now: a leftover holding the pipe is not waited for
                 return bytes(data[: MAX_RESULT_BYTES + 1]), ""
-            if time.monotonic() >= next_tick:
+            if watchdog and time.monotonic() >= next_tick:
                 started = time.monotonic()
                 if measure(workspace, stop=limit).over(limit):
                     _kill(pid)

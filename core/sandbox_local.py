@@ -279,10 +279,13 @@ class LocalSandbox:
                 cgroups.remove(self._cgroups, isolation_session.session_key(own))
 
     async def _within_quota(self, result: StepResult, workspace: Path) -> StepResult:
-        """The per-session disk quota, checked again after every step. While a step runs its supervisor
-        kills it once the workspace grows past the quota; a step quicker than one of its checks
-        (0.1 s) is caught here: reported as failed with a message the model can act on (the files
-        stay until it deletes some)."""
+        """The per-session disk quota, checked again after every step where it is a watchdog
+        (`landlock`, `none`): its supervisor kills a step once the workspace grows past the quota, and
+        a step quicker than one of its checks (0.1 s) is caught here — reported as failed with a
+        message the model can act on (the files stay until it deletes some). On `root` and `userns`
+        the step's writes land only as far as they fit (`core/workspace_overlay.py`): no walk needed."""
+        if self.backend in isolation_supervisor.HARD_QUOTA_BACKENDS:
+            return result
         used = (await asyncio.to_thread(isolation_supervisor.measure, workspace)).bytes
         if used > self.workspace_bytes:
             result.ok = False

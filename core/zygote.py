@@ -80,6 +80,7 @@ def _serve_child(conn: socket.socket, args: argparse.Namespace) -> None:
             workspace=workspace,
             quota=quota,
             pid_namespace=args.isolation.pid_namespace,
+            hard_quota=args.isolation.backend in isolation_supervisor.HARD_QUOTA_BACKENDS,
         )
     if result is not None:  # None: the runner ended without a result; the bot says so
         stream.write(json.dumps(result.to_dict()).encode() + b"\n")

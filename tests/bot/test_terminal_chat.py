@@ -16,7 +16,6 @@ from pathlib import Path
 
 import pytest
 
-from core.sessions import session_id_for
 from tests.fakes.anthropic_api import text, tool
 from tests.fakes.cli import DATATHREAD, invoke, recorded_turns
 from tests.fakes.scenarios import assert_valid
@@ -57,23 +56,45 @@ def wait_for(predicate, timeout: float = 90.0) -> None:
         time.sleep(0.1)
 
 
+def step_processes(chat_pid: int) -> list[int]:
+    """The running step's processes, from the host's /proc: what a step child of chat's fork server
+    started (the runner, and on root/userns the step's init) — three generations below chat. The
+    step's files cannot show it running: on root/userns they reach the workspace only once it ends."""
+    parents = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                state, ppid = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[:2]
+            except (OSError, ValueError):
+                continue
+            if state != "Z":
+                parents[int(entry)] = int(ppid)
+
+    def generation(pid: int) -> int:
+        for depth in range(8):
+            if pid == chat_pid:
+                return depth
+            pid = parents.get(pid, 0)
+        return -1
+
+    return [pid for pid in parents if generation(pid) >= 3]
+
+
 def ctrl_c(proc: subprocess.Popen) -> None:
     os.killpg(proc.pid, signal.SIGINT)  # what the terminal does on Ctrl-C
 
 
 def test_ctrl_c_stops_the_turn_keeps_the_question_and_returns_to_the_prompt(home, fake_model):
     fake_model.enqueue(tool("run_python", {"code": HEARTBEAT}), text("Second answer."))
-    beat = home / "workspaces" / session_id_for("terminal", ("cc",)) / "beat"
     proc = start_chat(home, fake_model.url, "cc")
     try:
         proc.stdin.write("first question\n")
         proc.stdin.flush()
-        wait_for(lambda: beat.exists() and beat.stat().st_size > 3)  # the step is running
+        wait_for(lambda: step_processes(proc.pid))  # the step is running
+        time.sleep(0.5)  # and well into its heartbeat loop
         ctrl_c(proc)
         time.sleep(3)
-        size = beat.stat().st_size
-        time.sleep(1.5)
-        assert beat.stat().st_size == size, "the sandbox step still runs after Ctrl-C"
+        assert step_processes(proc.pid) == [], "the sandbox step still runs after Ctrl-C"
         assert proc.poll() is None, "Ctrl-C during a turn must not end chat"
         out, err = proc.communicate("second question\n", timeout=120)
     finally:
@@ -108,13 +129,12 @@ class Output:
 
 def test_a_second_ctrl_c_quits(home, fake_model):
     fake_model.enqueue(tool("run_python", {"code": HEARTBEAT}))
-    beat = home / "workspaces" / session_id_for("terminal", ("cq",)) / "beat"
     proc = start_chat(home, fake_model.url, "cq")
     out = Output(proc.stdout)
     try:
         proc.stdin.write("a long question\n")
         proc.stdin.flush()
-        wait_for(lambda: beat.exists())
+        wait_for(lambda: step_processes(proc.pid))
         ctrl_c(proc)
         # Two presses, not one coalesced signal: the second once chat has shown it took the first (a
         # busy machine may not run chat between two quick signals, and the kernel then keeps one).

@@ -1,5 +1,8 @@
 """The disk quota holds while a step runs, not only after it: a 20 MB quota, a step writing 200 MB, four
-ways (many files, one growing file, nested directories, empty files), through the tool and raw."""
+ways (many files, one growing file, nested directories, empty files), through the tool and raw. On
+`root` and `userns` it is a hard limit (the step writes into a limited layer; only what fits lands):
+not one byte or entry past it. On `landlock` and `none` it is a watchdog: at most a couple of ticks'
+worth of writes past it."""
 
 from __future__ import annotations
 
@@ -45,6 +48,12 @@ def _file_bytes(root: Path) -> int:
     return sum(p.lstat().st_size for p in root.rglob("*") if p.is_file() and not p.is_symlink())
 
 
+def _quota_usage(root: Path) -> tuple[int, int]:
+    """What the quota counts, from the host: bytes of everything but directories, and entries."""
+    paths = list(root.rglob("*"))
+    return sum(p.lstat().st_size for p in paths if p.is_symlink() or not p.is_dir()), len(paths)
+
+
 def _tree(root: Path) -> tuple[int, int]:
     sizes = [p.lstat().st_size for p in root.rglob("*")] if root.exists() else []
     return sum(sizes), len(sizes)
@@ -75,6 +84,7 @@ async def test_the_workspace_quota_holds_while_a_step_runs(env: Env, flood: str,
     saved = sandbox.workspace_bytes, sandbox.workspace_files
     sandbox.workspace_bytes = before_bytes + QUOTA_MB * 2**20
     sandbox.workspace_files = before_files + QUOTA_FILES
+    quota_bytes, quota_files = sandbox.workspace_bytes, sandbox.workspace_files
     try:
         code = DISK_FLOODS[flood]
         if path == "tool":
@@ -85,6 +95,7 @@ async def test_the_workspace_quota_holds_while_a_step_runs(env: Env, flood: str,
             result = await sandbox.run(step)
             text, failed = result.error, not result.ok
         used_bytes, used_files = _tree(env.ws)
+        landed_bytes, landed_files = _quota_usage(env.ws)
         used_data = _file_bytes(env.ws)
         speed_bytes, speed_files = _step_speed(env.ws / "flood")
     finally:
@@ -92,7 +103,11 @@ async def test_the_workspace_quota_holds_while_a_step_runs(env: Env, flood: str,
         shutil.rmtree(env.ws / "flood", ignore_errors=True)
     log = sandbox._socket_dir / "zygote.log"
     assert failed and "filled the thread's workspace past its limit" in text, (text, log.read_text()[-2000:])
-    # at most the quota plus what the step writes in a couple of ticks (a tick, and one measurement):
+    if env.backend in ("root", "userns"):  # a hard limit: exactly the quota, whatever the step did
+        assert landed_bytes <= quota_bytes and landed_files <= quota_files, (landed_bytes, landed_files)
+        assert "delete files you no longer need" in text.lower(), text
+        return
+    # a watchdog: at most the quota plus what the step writes in a couple of ticks (a tick, and one measurement):
     # its own speed where its names tell it, else this host's; at least a quarter of the quota
     tick_bytes, tick_files = max(tick_bytes, 0.1 * speed_bytes), max(tick_files, 0.1 * speed_files)
     extra_bytes = max(2.5 * tick_bytes, QUOTA_MB * 2**18)

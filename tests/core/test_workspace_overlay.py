@@ -1,0 +1,223 @@
+"""What a step does to its workspace lands there, whatever the back end: on `root` and `userns` the step
+writes into a size-limited layer the supervisor lands afterwards (`core/workspace_overlay.py`), so
+deletions, renames, overwrites, type changes and modes must come through it exactly, nothing the step
+planted may make the landing write outside the workspace, and the workspace stays exactly within its
+quota. Checked from the host, with a real fork server per back end."""
+
+from __future__ import annotations
+
+import os
+import stat
+import uuid
+
+import pytest
+import pytest_asyncio
+
+from core.sandbox import StepRequest
+from core.sandbox_local import LocalSandbox
+from tests.core.sandbox_backends import BACKENDS, sandbox_options
+
+module_loop = pytest.mark.asyncio(loop_scope="module")
+HARD = ("root", "userns")
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module", params=BACKENDS)
+async def sandbox(request, tmp_path_factory):
+    home = tmp_path_factory.mktemp("overlay") / "home"
+    sb = LocalSandbox(workspaces=home / "workspaces", hidden=[home], **sandbox_options(request.param))
+    try:
+        await sb.start()
+    except RuntimeError as exc:
+        await sb.close()
+        pytest.skip(str(exc))
+    yield sb
+    await sb.close()
+
+
+def session() -> str:
+    return f"ov-{uuid.uuid4().hex[:10]}"
+
+
+async def step(sb: LocalSandbox, sid: str, code: str, *, timeout_s: float = 20):
+    return await sb.run(StepRequest(kind="python", session_id=sid, code=code, timeout_s=timeout_s))
+
+
+def usage(root) -> tuple[int, int]:
+    """Bytes (apparent sizes of everything but directories) and entries under `root`, from the host."""
+    paths = list(root.rglob("*"))
+    return sum(p.lstat().st_size for p in paths if not p.is_dir() or p.is_symlink()), len(paths)
+
+
+@module_loop
+async def test_deletes_renames_overwrites_and_modes_land(sandbox):
+    sid = session()
+    ws = sandbox.workspace(sid)
+    setup = (
+        "import os\nos.makedirs('keep'); os.makedirs('gone/deep')\n"
+        "for name, text in {'a.csv': 'x,y\\n1,2\\n', 'old.txt': 'old', 'keep/k.txt': 'k', 'gone/1': '1',"
+        " 'gone/deep/2': '2'}.items():\n    open(name, 'w').write(text)"
+    )
+    assert (await step(sandbox, sid, setup)).ok
+    code = (
+        "import os, shutil\n"
+        "open('a.csv', 'w').write('x,y\\n3,4\\n')\n"  # overwrite
+        "os.remove('old.txt')\n"
+        "os.rename('keep/k.txt', 'keep/k2.txt')\n"
+        "shutil.rmtree('gone')\n"
+        "os.makedirs('new/deep')\n"
+        "open('new/deep/n.bin', 'wb').write(bytes(range(256)) * 40)\n"
+        "os.chmod('new/deep/n.bin', 0o640)\n"
+        "os.symlink('a.csv', 'link')\n"
+        "print(sorted(os.listdir('.')))\n"
+    )
+    result = await step(sandbox, sid, code)
+    assert result.ok, result
+    assert (ws / "a.csv").read_bytes() == b"x,y\n3,4\n"
+    assert not (ws / "old.txt").exists() and not (ws / "gone").exists()
+    assert not (ws / "keep" / "k.txt").exists() and (ws / "keep" / "k2.txt").read_bytes() == b"k"
+    landed = ws / "new" / "deep" / "n.bin"
+    assert landed.read_bytes() == bytes(range(256)) * 40
+    assert stat.S_IMODE(landed.stat().st_mode) == 0o640
+    assert os.readlink(ws / "link") == "a.csv"
+    if sandbox.backend == "root":  # every landed entry belongs to the session's uid, not the supervisor's
+        owner = ws.stat().st_uid
+        assert {p.lstat().st_uid for p in ws.rglob("*")} == {owner}, "landed as another uid"
+    # the next step and the bot's own reads see exactly that
+    again = await step(
+        sandbox, sid, "import os\nprint(sorted(os.listdir('.')), open('new/deep/n.bin','rb').read()[:3])"
+    )
+    assert again.ok and again.output.startswith(result.output.strip()), (again, result)
+    assert await sandbox.read_file(sid, "new/deep/n.bin") == bytes(range(256)) * 40
+
+
+@module_loop
+async def test_type_changes_and_replaced_directories_land(sandbox):
+    sid = session()
+    ws = sandbox.workspace(sid)
+    made = "import os\nos.mkdir('d')\nfor name in ('d/old1', 'd/old2', 'f'):\n    open(name, 'w').write(name)"
+    assert (await step(sandbox, sid, made)).ok
+    code = (
+        "import os, shutil\n"
+        "shutil.rmtree('d'); os.mkdir('d'); open('d/new', 'w').write('n')\n"  # an opaque directory
+        "os.remove('f'); os.mkdir('f'); open('f/inside', 'w').write('i')\n"  # a file becomes a directory
+        "os.mkdir('g'); os.rmdir('g'); open('g', 'w').write('g')\n"
+    )
+    result = await step(sandbox, sid, code)
+    assert result.ok, result
+    assert sorted(p.name for p in (ws / "d").iterdir()) == ["new"]
+    assert (ws / "f" / "inside").read_text() == "i" and (ws / "g").read_text() == "g"
+    result = await step(sandbox, sid, "import os, shutil\nshutil.rmtree('f'); open('f', 'w').write('back')")
+    assert result.ok and (ws / "f").read_text() == "back", result
+
+
+@module_loop
+async def test_links_planted_in_the_workspace_or_the_layer_never_lead_the_landing_outside(sandbox, tmp_path):
+    if sandbox.backend not in HARD:
+        return  # no landing there: the step writes the workspace itself (Landlock or nothing confines it)
+    sid = session()
+    ws = sandbox.workspace(sid)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    victim = outside / "victim.txt"
+    victim.write_text("untouched")
+    os.chmod(outside, 0o777)
+    os.chmod(victim, 0o666)  # writable by the step, were it the same file
+    # planted from the host as a step of another back end could have: a directory link, a file link,
+    # a hard link to a file outside (same filesystem)
+    (ws / "dirlink").symlink_to(outside)
+    (ws / "filelink").symlink_to(victim)
+    os.link(victim, ws / "hard")
+    code = (
+        "import os\n"
+        "os.remove('dirlink'); os.mkdir('dirlink'); open('dirlink/victim.txt', 'w').write('PWNED-dir')\n"
+        "os.remove('filelink'); open('filelink', 'w').write('PWNED-file')\n"
+        "open('hard', 'w').write('PWNED-hard')\n"  # the layer gets a copy; the landing must not write through
+        "open('a', 'w').write('same'); os.link('a', 'b')\n"  # a hard link inside the layer
+        f"os.symlink({str(outside)!r}, 'escape'); os.symlink('/etc/passwd', 'passwd')\n"
+        "os.mkfifo('pipe')\n"
+    )
+    result = await step(sandbox, sid, code)
+    assert result.ok, result
+    assert victim.read_text() == "untouched" and sorted(p.name for p in outside.iterdir()) == ["victim.txt"]
+    assert (ws / "dirlink").is_dir() and not (ws / "dirlink").is_symlink()
+    assert (ws / "dirlink" / "victim.txt").read_text() == "PWNED-dir"
+    assert not (ws / "filelink").is_symlink() and (ws / "filelink").read_text() == "PWNED-file"
+    assert (ws / "hard").read_text() == "PWNED-hard" and (ws / "hard").stat().st_nlink == 1
+    assert (ws / "a").read_text() == (ws / "b").read_text() == "same"
+    assert os.readlink(ws / "escape") == str(outside)  # a link lands as a link, never followed
+    assert not (ws / "pipe").exists()  # pipes, sockets and devices do not land
+
+
+@module_loop
+async def test_a_burst_of_files_stops_exactly_at_the_quota(sandbox):
+    """Many files in well under one watchdog tick: on root/userns not one byte or entry past the quota."""
+    sid = session()
+    ws = sandbox.workspace(sid)
+    await sandbox.write_file(sid, "seed.csv", b"a\n1\n")
+    before_bytes, before_files = usage(ws)
+    saved = sandbox.workspace_bytes, sandbox.workspace_files
+    sandbox.workspace_bytes, sandbox.workspace_files = before_bytes + 3 * 2**20 + 123, before_files + 300
+    code = (
+        "import os\n"
+        "for i in range(40):\n"
+        "    open(f'f{i}', 'wb').write(os.urandom(100_000 + i))\n"  # 4 MB at disk speed, not page aligned
+        "for i in range(2000):\n"
+        "    open(f'e{i}', 'w').close()\n"
+    )
+    try:
+        result = await step(sandbox, sid, code)
+    finally:
+        quota_bytes, quota_files = sandbox.workspace_bytes, sandbox.workspace_files
+        sandbox.workspace_bytes, sandbox.workspace_files = saved
+    used_bytes, used_files = usage(ws)
+    assert not result.ok and "filled the thread's workspace past its limit" in result.error, result
+    if sandbox.backend in HARD:
+        assert used_bytes <= quota_bytes and used_files <= quota_files, (used_bytes, used_files)
+        # the message says what the step had and what to do
+        assert (
+            "could add at most 3.0 MB" in result.error
+            and f"{quota_files - before_files:,} files" in result.error
+        )
+        assert "Delete files you no longer need" in result.error
+        # and the room it had was used, not refused early
+        assert used_bytes > quota_bytes - 200_000 or used_files == quota_files, (used_bytes, used_files)
+
+
+@module_loop
+async def test_a_full_workspace_can_still_be_emptied(sandbox):
+    """Deleting costs the layer an entry per file (a whiteout): a workspace at its file quota must still
+    be able to delete everything, and the room comes back for the next step."""
+    sid = session()
+    ws = sandbox.workspace(sid)
+    saved = sandbox.workspace_bytes, sandbox.workspace_files
+    base = usage(ws)[1]
+    sandbox.workspace_files = base + 500
+    try:
+        filled = await step(
+            sandbox, sid, "import os\nos.mkdir('many')\nfor i in range(499): open(f'many/{i}', 'w').close()"
+        )
+        assert filled.ok and usage(ws)[1] == base + 500, (filled, usage(ws))
+        emptied = await step(sandbox, sid, "import shutil\nshutil.rmtree('many')\nprint('gone')")
+        assert emptied.ok and emptied.output == "gone\n", emptied
+        assert usage(ws)[1] == base
+        refill = await step(
+            sandbox, sid, "import os\nos.mkdir('again')\nfor i in range(499): open(f'again/{i}', 'w').close()"
+        )
+        assert refill.ok and usage(ws)[1] == base + 500, refill
+    finally:
+        sandbox.workspace_bytes, sandbox.workspace_files = saved
+
+
+@module_loop
+async def test_a_step_stopped_at_its_time_limit_or_failing_keeps_what_it_wrote(sandbox):
+    """Decided: what a step wrote before it failed or was stopped stays (as it always has with the
+    workspace written directly), within the quota."""
+    sid = session()
+    ws = sandbox.workspace(sid)
+    slow = "open('before.txt', 'w').write('kept')\nimport time\ntime.sleep(60)"
+    result = await step(sandbox, sid, slow, timeout_s=2)
+    assert not result.ok and "step time limit" in result.error, result
+    assert (ws / "before.txt").read_text() == "kept"
+    result = await step(sandbox, sid, "open('partial.txt', 'w').write('p')\nraise ValueError('boom')")
+    assert not result.ok and "boom" in result.error
+    assert (ws / "partial.txt").read_text() == "p"
