@@ -34,7 +34,9 @@ def run(
     )
 
 
-def invoke(args: list[str], home: Path, *, env: dict | None = None) -> subprocess.CompletedProcess:
+def invoke(
+    args: list[str], home: Path, *, env: dict | None = None, stdin: str = ""
+) -> subprocess.CompletedProcess:
     """`run` without the process start: exit code, stdout and stderr of the typer app in process."""
     from typer.testing import CliRunner
 
@@ -44,7 +46,7 @@ def invoke(args: list[str], home: Path, *, env: dict | None = None) -> subproces
     cwd = os.getcwd()
     os.chdir(home.parent)
     try:
-        result = CliRunner().invoke(app, args, env={**unset, **_env(home, env)})
+        result = CliRunner().invoke(app, args, env={**unset, **_env(home, env)}, input=stdin)
     finally:
         os.chdir(cwd)
     if result.exception and not isinstance(result.exception, SystemExit):
