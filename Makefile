@@ -5,15 +5,21 @@ UV := $(VENV)/bin/uv
 
 .PHONY: setup chat test lint bench clean
 
+# The venv gets no pip of its own (seeding it costs seconds of CPU and uv does the installing): the
+# interpreter's pip installs uv into it, or, where there is none, the venv's own pip after all.
 $(UV):
-	$(PY) -m venv $(VENV)
-	$(VENV)/bin/python -m pip install --quiet --disable-pip-version-check "uv==0.13.9"
+	$(PY) -m venv --without-pip $(VENV)
+	$(PY) -m pip --python $(VENV)/bin/python install --quiet --disable-pip-version-check "uv==0.13.9" 2>/dev/null \
+		|| { $(VENV)/bin/python -m ensurepip --default-pip >/dev/null \
+		&& $(VENV)/bin/python -m pip install --quiet --disable-pip-version-check "uv==0.13.9"; }
 
 # Install exactly what uv.lock pins (the project itself in editable mode, with the dev tools), then
 # compile it all to bytecode once. Where PYTHONDONTWRITEBYTECODE is set (as on CI machines and in every
 # sandbox step) Python never caches what it compiles, so without this each process - every test
 # worker, `datathread` subprocess and sandbox fork server - compiled pandas, matplotlib and the SDKs
 # from source again: 9 s of CPU for `datathread ask` to say the key is missing, 4 s for a fork server.
+# The packages' own test suites and the installers (a sixth of the source, never imported here) are
+# left out.
 setup: $(UV) $(VENV)/.bytecode
 	$(UV) sync --frozen --quiet --python $(VENV)/bin/python
 	@test -x $(VENV)/bin/datathread
@@ -21,7 +27,7 @@ setup: $(UV) $(VENV)/.bytecode
 
 $(VENV)/.bytecode: uv.lock | $(UV)
 	$(UV) sync --frozen --quiet --python $(VENV)/bin/python
-	$(VENV)/bin/python -m compileall -q -j 0 $$($(VENV)/bin/python -c "import sysconfig; print(sysconfig.get_path('purelib'))") >/dev/null || true
+	$(VENV)/bin/python -m compileall -q -j 0 -x 'site-packages/(.*/)?(tests?|pip|setuptools)/' $$($(VENV)/bin/python -c "import sysconfig; print(sysconfig.get_path('purelib'))") >/dev/null || true
 	@touch $@
 
 chat: setup

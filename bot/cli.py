@@ -33,11 +33,11 @@ def _log_level_option(default: str | None = None):
 
 
 async def _analyst(settings: Settings):
-    from core.analyst import Analyst
-
     try:
         require_model(settings)
         check_isolation(settings)
+        from core.analyst import Analyst  # after the checks: a missing key is told without 2 s of imports
+
         # The fork server starts with the first step: a rejected key or a question without steps
         # answers without waiting for it (about 2 s of start-up and imports).
         return await Analyst.create(settings, start_sandbox=False)

@@ -1,12 +1,13 @@
 """The console script as a user runs it: real subprocesses of `.venv/bin/datathread` against the
-scripted Messages API on loopback."""
+scripted Messages API on loopback — one per behaviour of the entry point (an answer with its files,
+a missing key, a chat read from stdin); what a second call checks runs the same app in process."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from tests.fakes.anthropic_api import error, text, tool
-from tests.fakes.cli import run
+from tests.fakes.cli import invoke, run
 
 
 def test_ask_prints_answer_and_attached_file_paths(home, fake_model):
@@ -48,7 +49,7 @@ def test_ask_without_key_is_one_clear_sentence(home):
 
 def test_ask_with_rejected_key_fails_with_exit_1_and_a_message(home, fake_model):
     fake_model.enqueue(error(401, "authentication_error", "invalid x-api-key"))
-    result = run(
+    result = invoke(
         ["ask", "hi"],
         home,
         env={"ANTHROPIC_API_KEY": "sk-ant-wrong-123456", "ANTHROPIC_BASE_URL": fake_model.url},
@@ -66,7 +67,7 @@ def test_chat_reads_questions_and_resumes_a_session(home, fake_model):
     assert "First answer." in first.stdout and "Second answer." in first.stdout
     assert "datathread chat --session abc" in first.stdout
     fake_model.enqueue(text("Third."))
-    again = run(["chat", "--session", "abc"], home, env=env, stdin="one more\n")
+    again = invoke(["chat", "--session", "abc"], home, env=env, stdin="one more\n")  # a new process's view
     assert "Third." in again.stdout
     sent = str(fake_model.requests[-1]["messages"])
     assert "how many flights?" in sent and "and by month?" in sent

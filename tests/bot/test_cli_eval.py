@@ -93,7 +93,7 @@ def test_a_missing_suite_and_a_bad_resume_exit_2(home, tmp_path):
 
 def test_demo_refuses_a_bigquery_warehouse_in_one_sentence(home):
     """The demo suite's gold SQL names the DuckDB demo tables: on BigQuery every answer would score wrong."""
-    result = run(
+    result = invoke(
         ["eval", "--demo"], home, env={"DATATHREAD_WAREHOUSE": "bigquery", "ANTHROPIC_API_KEY": "sk-x"}
     )
     assert result.returncode == 2, result.stderr
@@ -102,7 +102,7 @@ def test_demo_refuses_a_bigquery_warehouse_in_one_sentence(home):
 
 
 def test_demo_without_a_key_ends_with_the_key_sentence(home):
-    result = run(["eval", "--demo"], home)
+    result = invoke(["eval", "--demo"], home)
     assert result.returncode == 2
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and "ANTHROPIC_API_KEY" in lines[0] and "Traceback" not in result.stderr

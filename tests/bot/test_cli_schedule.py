@@ -1,5 +1,5 @@
 """The `datathread schedule` contract as scripts use it: real subprocesses of `.venv/bin/datathread`
-where the entry point matters (the first add, run-now), the same typer app in process for the rest;
+where the entry point matters (the first add), the same typer app in process for the rest;
 state in the SQLite store under DATATHREAD_HOME, `run-now` posting through the fake Slack Web API."""
 
 from __future__ import annotations
@@ -93,7 +93,7 @@ def test_run_now_posts_the_answer_where_the_schedule_says(home, fake_model):
             "SLACK_BOT_TOKEN": "xoxb-test-token-000000",
             "DATATHREAD_SLACK_API_URL": api.url,
         }
-        out = ok(run(["schedule", "run-now", sid], home, env=env))
+        out = ok(invoke(["schedule", "run-now", sid], home, env=env))
         assert f"Posted the run of {sid}" in out
         header = api.of("chat.postMessage")[0]
         assert header.args["channel"] == "C777" and header.token == "xoxb-test-token-000000"

@@ -1,6 +1,6 @@
-"""`datathread ask` as a newcomer meets it, in real subprocesses: a black-holed model endpoint fails
-within the configured deadline (and says so in one line, the log line going to the log file), and an
-empty question is answered without the model."""
+"""`datathread ask` as a newcomer meets it: in a real subprocess, a black-holed model endpoint fails
+within the configured deadline (and says so in one line, the log line going to the log file); in
+process, an empty question is answered without the model."""
 
 from __future__ import annotations
 
@@ -43,7 +43,7 @@ def test_black_holed_endpoint_fails_within_the_deadline(home):
 
 def test_an_empty_question_is_answered_without_the_model(home, fake_model):
     env = {**KEY, "ANTHROPIC_BASE_URL": fake_model.url}
-    empty = run(["ask", "   "], home, env=env)
+    empty = invoke(["ask", "   "], home, env=env)
     assert empty.returncode == 0, empty.stderr
     assert empty.stdout.startswith("You didn't ask anything.")
     for words in ("charts", "`flights`", "`weather`", "Which carriers"):  # the help text follows

@@ -87,19 +87,24 @@ def ctrl_c(proc: subprocess.Popen) -> None:
 def test_ctrl_c_stops_the_turn_keeps_the_question_and_returns_to_the_prompt(home, fake_model):
     fake_model.enqueue(tool("run_python", {"code": HEARTBEAT}), text("Second answer."))
     proc = start_chat(home, fake_model.url, "cc")
+    output = Output(proc.stdout)
     try:
         proc.stdin.write("first question\n")
         proc.stdin.flush()
         wait_for(lambda: step_processes(proc.pid))  # the step is running
         time.sleep(0.5)  # and well into its heartbeat loop
         ctrl_c(proc)
-        time.sleep(3)
+        wait_for(lambda: "Stopped." in output.text)  # the turn has wound down: its step is gone
         assert step_processes(proc.pid) == [], "the sandbox step still runs after Ctrl-C"
         assert proc.poll() is None, "Ctrl-C during a turn must not end chat"
-        out, err = proc.communicate("second question\n", timeout=120)
+        proc.stdin.write("second question\n")
+        proc.stdin.close()
+        proc.wait(timeout=120)
+        err = proc.stderr.read()
     finally:
         if proc.poll() is None:
             proc.kill()
+    out = output.finished()
     assert proc.returncode == 0, err
     assert "Stopped." in out and "Second answer." in out and "Traceback" not in out + err
     second = fake_model.requests[-1]["messages"]

@@ -446,7 +446,10 @@ def _service_account_key() -> tuple[dict, str]:
     return info, pem.splitlines()[5]  # a line of the key body, unique to this key
 
 
-def _files_containing(roots, needle: bytes) -> list[str]:
+def _files_containing(roots, needle: bytes, *, since: float = 0.0) -> list[str]:
+    """Regular files under `roots` holding `needle`; only those written at or after `since` are read
+    (a needle made during the test can only be in a file written during it, and a shared /tmp may
+    hold gigabytes of other people's files)."""
     import os
     import stat
 
@@ -459,6 +462,7 @@ def _files_containing(roots, needle: bytes) -> list[str]:
                     st = os.lstat(path)
                     if (
                         stat.S_ISREG(st.st_mode)
+                        and st.st_mtime >= since
                         and st.st_size < 5_000_000
                         and needle in Path(path).read_bytes()
                     ):
@@ -470,8 +474,11 @@ def _files_containing(roots, needle: bytes) -> list[str]:
 
 async def test_service_account_key_is_used_from_memory_and_never_written(tmp_path, fake_bq, monkeypatch):
     import json
+    import tempfile
+    import time
 
     monkeypatch.setenv("HOME", str(tmp_path / "userhome"))
+    started = time.time() - 2  # coarse file-system timestamps
     info, key_line = _service_account_key()
     fake_bq.mock.add(
         "POST",
@@ -489,7 +496,8 @@ async def test_service_account_key_is_used_from_memory_and_never_written(tmp_pat
     )  # GCP_PROJECT bills, not the key's project
     assert {k.lower(): v for k, v in fake_bq.headers[-1].items()}["authorization"] == "Bearer ya29.fake-token"
     assert key_line not in settings.model_dump_json()  # a SecretStr: never printed
-    assert _files_containing([tmp_path, "/tmp"], key_line.encode()) == []
+    assert _files_containing([tmp_path], key_line.encode()) == []
+    assert _files_containing(sorted({tempfile.gettempdir(), "/tmp"}), key_line.encode(), since=started) == []
     await warehouse.close()
     await sandbox.close()
 

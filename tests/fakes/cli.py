@@ -46,7 +46,7 @@ def invoke(
     cwd = os.getcwd()
     os.chdir(home.parent)
     try:
-        result = CliRunner().invoke(app, args, input=stdin or None, env={**unset, **_env(home, env)})
+        result = CliRunner().invoke(app, args, env={**unset, **_env(home, env)}, input=stdin)
     finally:
         os.chdir(cwd)
     if result.exception and not isinstance(result.exception, SystemExit):
