@@ -132,7 +132,8 @@ def _fit(unit: str, limit: int) -> list[str]:
     if _size(unit) <= limit:
         return [unit]
     lines = unit.split("\n")
-    code = lines[0].lstrip().startswith("```")
+    # A fence line too long to repeat on every piece (an info string of kilobytes) is cut as text.
+    code = lines[0].lstrip().startswith("```") and _size(lines[0]) <= limit // 4
     head, tail = (lines[0], "```") if code else ("", "")
     body = lines[1:-1] if code and lines[-1].strip() == "```" else lines[1:] if code else lines
     budget = limit - _size(head) - _size(tail) - 2
@@ -155,6 +156,7 @@ def _cut_line(line: str, limit: int) -> list[str]:
         head = _head(line, limit)
         cut = head.rfind(" ")
         head = head[:cut] if cut > limit // 2 else head
+        head = head or line[:1]  # always some progress, whatever the limit
         out.append(head)
         line = line[len(head) :].lstrip(" ")
     return [*out, line]

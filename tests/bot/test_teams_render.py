@@ -101,3 +101,21 @@ def test_step_errors_and_failures_are_inert_in_teams():
     )
     assert "<!here>" not in steps and "<at>" not in steps and "&lt;!here&gt;" in steps
     assert r.failure_text("<@U1> broke", "e1").startswith("Sorry — &lt;@U1&gt; broke")
+
+
+def test_a_kilobytes_long_fence_line_is_split_and_never_loops():
+    """A code block whose opening line alone is 25 KB (an info string the model ran away with): split
+    like text, each piece within the limit — once, this looped forever on the bot's event loop."""
+    import signal
+
+    from bot.teams_render import MAX_MESSAGE_BYTES, split_message
+
+    answer = "```" + "x" * 25_000 + "\nprint(1)\n```\n\nAfter the code."
+    signal.signal(signal.SIGALRM, lambda *_: (_ for _ in ()).throw(TimeoutError("split_message looped")))
+    signal.alarm(10)
+    try:
+        pieces = split_message(answer)
+    finally:
+        signal.alarm(0)
+    assert all(len(p.encode()) <= MAX_MESSAGE_BYTES for p in pieces) and len(pieces) >= 2
+    assert "".join(pieces).count("x") == 25_000 and pieces[-1].endswith("After the code.")
