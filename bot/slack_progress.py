@@ -69,6 +69,7 @@ class SlackProgress:
         self.text = StreamedText()
         self.text_throttle = Throttle(TEXT_MIN_INTERVAL_S)
         self._text_pending: asyncio.Task | None = None
+        self._text_waiting = False  # the pending send is still sleeping (cancelling it loses nothing)
         self._appending = asyncio.Lock()  # text and task updates reach the stream in the order they happened
 
     async def __call__(self, event: TurnEvent) -> None:
@@ -155,11 +156,15 @@ class SlackProgress:
         """Append what of the text can be shown now; a refused append ends the stream (the answer then
         comes whole as a message)."""
         if after_s:
-            await asyncio.sleep(after_s)
+            self._text_waiting = True
+            try:
+                await asyncio.sleep(after_s)
+            finally:
+                self._text_waiting = False
         async with self._appending:
             if self.mode != "stream" or not self.stream_ts:
                 return
-            new = self.text.take()
+            new = self.text.ready()
             if not new:
                 return
             self.text_throttle.mark()
@@ -168,6 +173,7 @@ class SlackProgress:
                     await self.client.chat_appendStream(
                         channel=self.target.channel, ts=self.stream_ts, markdown_text=piece
                     )
+                    self.text.delivered(piece)  # counted only once Slack has it: never skipped
             except SlackApiError as exc:
                 log.info("stream append refused (%s); switching to chat.update", exc.response.get("error"))
                 self.text = StreamedText()  # the answer is posted whole
@@ -223,9 +229,14 @@ class SlackProgress:
 
     # --- the end -------------------------------------------------------------------------------
     async def _finish(self, done: TurnFinished) -> None:
-        for task in (self._pending, self._text_pending):
-            if task and not task.done():
-                task.cancel()
+        if self._pending and not self._pending.done():
+            self._pending.cancel()
+        if self._text_pending and not self._text_pending.done():
+            if self._text_waiting:  # not sent yet: the end of the stream sends it
+                self._text_pending.cancel()
+            else:  # an append on its way: let it land, so the stream goes on from what Slack has
+                with contextlib.suppress(SlackClientError):
+                    await self._text_pending
         body = self.transcript.answer
         if self.notes:
             body = f"{body}\n\n" + "\n".join(f"_{n}_" for n in self.notes)

@@ -23,6 +23,8 @@ from bot.slack_render import to_units, unit_markdown
 
 _FENCE = re.compile(r"^ {0,3}(```|~~~)", re.M)
 _BLANK = re.compile(r"\n[ \t]*\n")
+_CODE_SPAN = r"`[^`\n]+`"
+_DEFINITION = re.compile(r"(?:^|(?<=\n)) {0,3}\[[^\]\n]*(?:\]:|$)")  # a line that may be a link definition
 
 
 def render(markdown: str) -> str:
@@ -54,9 +56,12 @@ def _safe_words(tail: str) -> str:
     if _FENCE.search(tail) or "|" in tail:
         return ""
     words = tail[: max(tail.rfind(" "), tail.rfind("\n")) + 1]
+    definition = _DEFINITION.search(words)  # `[1]: https://…` renders as nothing once it is whole
+    words = words[: definition.start()] if definition else words
     # A bracket closed and not followed by "(" is no link; one followed by "(" is a link once its ")" is there.
-    open_link = _unfinished(words, r"\[[^\]\n]*\]\([^)\s]*\)|\[[^\]\n]*\](?!\()", "[")
-    open_code = _unfinished(words, r"`[^`\n]+`", "`")
+    open_code = _unfinished(words, _CODE_SPAN, "`")
+    in_code = re.sub(_CODE_SPAN, lambda m: "x" * len(m.group(0)), words)  # a `[` in code opens no link
+    open_link = _unfinished(in_code, r"\[[^\]\n]*\]\([^)\s]*\)|\[[^\]\n]*\](?!\()", "[")
     return words[: min(open_link, open_code)]
 
 
@@ -92,12 +97,21 @@ class StreamedText:
         parts = [settled(text, complete=call in self.closed) for call, text in sorted(self.calls.items())]
         return render_parts(parts)
 
-    def take(self) -> str:
-        """The rendered text not yet sent that can be sent now ('' if none); counted as sent."""
+    def ready(self) -> str:
+        """The rendered text not yet sent that can be sent now ('' if none)."""
         now = self.showable()
         if not now.startswith(self.sent) or len(now) == len(self.sent):
             return ""
-        new, self.sent = now[len(self.sent) :], now
+        return now[len(self.sent) :]
+
+    def delivered(self, piece: str) -> None:
+        """`piece`, the beginning of what `ready` gave, reached Slack: only now is it counted as sent."""
+        self.sent += piece
+
+    def take(self) -> str:
+        """`ready`, counted as sent at once (for callers that cannot fail to deliver it)."""
+        new = self.ready()
+        self.delivered(new)
         return new
 
     def rest(self, answer: str) -> str:

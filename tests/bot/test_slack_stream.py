@@ -21,6 +21,8 @@ TRICKY = [
     "A paragraph\n```\nfence right after\n```\ntrailing",
     "word\n~~~\ntilde fence\n\n~~~\nend",
     "Sure <!here> and <@U0BOSS> see [the docs](!channel) or [this](slack://open) & <https://x.io|y>",
+    'See [1] and [2].\n\n[1]: https://example.com/a\n[2]: <https://example.com/b> "title"\n\nAfter.',
+    "Index with `a[0] & b<c>` then [a link](https://x.io) and `x[` more words here",
 ]
 
 
@@ -55,3 +57,13 @@ def test_calls_are_paragraphs_and_an_answer_the_loop_replaced_follows_in_full():
     assert stream.take() == "Let me check.\n\nIt is "
     assert stream.rest("It is 42") == "42"
     assert stream.rest("I can't help with that request.") == "\n\nI can't help with that request."
+
+
+def test_the_stream_never_repeats_the_answer_for_footnote_links():
+    answer = "See [1].\n\n[1]: https://example.com/source\n\nThat is all."
+    stream = StreamedText()
+    for char in answer:
+        stream.add(1, char)
+        stream.take()
+    stream.close()
+    assert stream.sent + stream.rest(answer) == render(answer)  # continued, not the answer again

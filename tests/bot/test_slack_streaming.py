@@ -50,6 +50,8 @@ def fresh(slack_api, model):
     with model.lock:
         model.replies.clear()
     model.token_delay_s = 0.0
+    slack_api.latency_s.clear()
+    slack_api.rate_limited.clear()
     yield
 
 
@@ -118,3 +120,16 @@ async def test_a_reply_that_breaks_off_keeps_its_words_ends_with_a_sentence_and_
     assert (
         "".join(a.args["markdown_text"] for a in text_appends(slack.api)) == "EWR, with 120,835 departures."
     )
+
+
+async def test_an_append_held_back_by_slack_still_lands_and_nothing_is_skipped(slack, model):
+    """Slack answers the second text append with 429 (retry after 1 s): the turn ends while the SDK
+    waits to send it again. The end of the stream waits for that append, then goes on from what Slack
+    has, so the words are all there, once and in order."""
+    answer = " ".join(f"word{n}" for n in range(40)) + "."
+    slack.api.rate_limited["chat.appendStream"] = {2}
+    model.token_delay_s = 0.02
+    model.enqueue(text(answer))
+    await slack.event(mention("count to forty", ts="304.1"))
+    await slack.drain()
+    assert "".join(a.args["markdown_text"] for a in text_appends(slack.api)) == answer

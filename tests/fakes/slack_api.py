@@ -45,6 +45,10 @@ class FakeSlackAPI:
         self.uploads: dict[str, bytes] = {}
         self.refuse_streaming = False
         self.fail_methods: dict[str, str] = {}
+        self.latency_s: dict[str, float] = {}  # method → seconds before it answers (a slow Slack)
+        # method → which of its calls (1, 2, …) are refused with HTTP 429 and Retry-After: 1
+        self.rate_limited: dict[str, set[int]] = {}
+        self._seen: dict[str, int] = {}
         self.user_tz = "America/Los_Angeles"  # users.info's `tz` for everyone
         self.lock = threading.Lock()
         self._ts = itertools.count(1)
@@ -95,6 +99,7 @@ class FakeSlackAPI:
         with self.lock:
             self.calls.clear()
             self.uploads.clear()
+            self._seen.clear()
 
     def next_ts(self) -> str:
         return f"1700000{next(self._ts):03d}.000100"
@@ -174,6 +179,19 @@ class FakeSlackAPI:
                 method = path.removeprefix("/api/")
                 args = _decode(raw, self.headers.get("content-type", ""), self.path)
                 token = (self.headers.get("authorization") or "").removeprefix("Bearer ")
+                if fake.latency_s.get(method):
+                    time.sleep(fake.latency_s[method])
+                with fake.lock:
+                    fake._seen[method] = n = fake._seen.get(method, 0) + 1
+                if n in fake.rate_limited.get(method, ()):  # refused: Slack never took it
+                    body = json.dumps({"ok": False, "error": "ratelimited"}).encode()
+                    self.send_response(429)
+                    self.send_header("retry-after", "1")
+                    self.send_header("content-type", "application/json")
+                    self.send_header("content-length", str(len(body)))
+                    self.end_headers()
+                    self.wfile.write(body)
+                    return
                 with fake.lock:
                     fake.calls.append(Call(method=method, args=args, token=token))
                 self._send(200, json.dumps(fake.respond(method, args)).encode())
