@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
@@ -68,6 +69,16 @@ class Elapsed:
 
 
 ReadArtifact = Callable[[ArtifactReady], Awaitable[bytes]]
+# Control characters other than newline and tab: an escape sequence in the model's or a step's text
+# would drive the terminal (clear it, retitle it, rewrite what was printed); rich passes them through.
+_CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def printable(text: str) -> str:
+    """Text from the model or a step, safe to print: control characters shown as `?`."""
+    return _CONTROLS.sub("?", text)
+
+
 TEXT_REDRAW_S = 0.1
 
 
@@ -100,6 +111,7 @@ class TerminalRenderer:
     def _set_status(self, text: str) -> None:
         if not self.live:
             return
+        text = printable(text)
         self._stop_writing()
         if self.status is None:
             self.status = self.console.status(Elapsed(text))
@@ -132,7 +144,7 @@ class TerminalRenderer:
         elif time.monotonic() - self.drawn_at < TEXT_REDRAW_S:
             return
         lines = self.written.splitlines()[-max(self.console.height - 2, 1) :]
-        self.writing.update(Markdown("\n".join(lines)), refresh=True)
+        self.writing.update(Markdown(printable("\n".join(lines))), refresh=True)
         self.drawn_at = time.monotonic()
 
     def _stop_writing(self) -> None:
@@ -158,10 +170,12 @@ class TerminalRenderer:
             await self._attachment(event)  # type: ignore[arg-type]
         elif isinstance(event, AnswerReady):
             self._stop()
-            self.console.print(Markdown(event.text))
+            self.console.print(Markdown(printable(event.text)))
         elif isinstance(event, TurnFailed):
             self._stop()
-            self.console.print(f"[red]✗ {escape(event.message)}[/] [dim](error id {event.error_id})[/]")
+            self.console.print(
+                f"[red]✗ {escape(printable(event.message))}[/] [dim](error id {event.error_id})[/]"
+            )
         elif change is Change.FINISHED:
             self._stop()
             self.console.print(f"[dim]{escape(format_footer(event))}[/]")  # type: ignore[arg-type]
@@ -187,6 +201,7 @@ class TerminalRenderer:
             self.console.file.flush()
 
     def _print(self, text: str) -> None:
+        text = printable(text)
         if self.status is not None:
             self.status.console.print(text)
         else:

@@ -128,7 +128,7 @@ def connect_duckdb(
         con = opened
         con.execute(f"SET threads={STEP_THREADS}")
         if database != ":memory:":
-            name = Path(database).stem.replace('"', '""')
+            name = _catalog_name(database).replace('"', '""')
             con.execute(f"ATTACH '{_quote(database)}' AS \"{name}\" (READ_ONLY)")
             con.execute(f'USE "{name}"')
     if memory_mb:  # set, not read from the cgroup: the inherited database was opened outside it
@@ -150,7 +150,12 @@ def _attachable(database: str, read_only: bool) -> bool:
     name that is not one of DuckDB's own catalogs."""
     if database == ":memory:":
         return not read_only
-    return read_only and Path(database).stem.lower() not in ("memory", "system", "temp", "main", "")
+    return read_only and _catalog_name(database).lower() not in ("memory", "system", "temp", "main", "")
+
+
+def _catalog_name(database: str) -> str:
+    """The name DuckDB gives a database file it opens: the file name up to its first dot."""
+    return Path(database).name.split(".")[0]
 
 
 def preview_table(table, rows: int, max_bytes: int) -> str:

@@ -50,3 +50,16 @@ async def test_piped_output_gets_the_answer_alone(tmp_path):
     assert out.getvalue() == ""
     await renderer(AnswerReady("t1", ANSWER))
     assert out.getvalue().count("EV had the most delayed departures") == 1
+
+
+async def test_escape_sequences_from_the_model_never_reach_the_terminal(tmp_path):
+    """Model text is untrusted: `ESC[2J` would clear the screen, OSC sequences retitle the terminal or
+    forge links. Printed and live text alike show them as `?`."""
+    con, out = console(terminal=True)
+    renderer = TerminalRenderer(con, tmp_path)
+    hostile = "Clear \x1b[2J now \x1b]0;pwned\x07 and \x9b31m done."
+    await renderer(AnswerDelta("t1", hostile + " ", call=1))
+    await renderer(AnswerReady("t1", hostile))
+    printed = out.getvalue()
+    assert "\x1b[2J" not in printed and "\x1b]0;pwned" not in printed and "\x9b" not in printed
+    assert "Clear ?[2J now ?]0;pwned? and ?31m done." in printed

@@ -124,3 +124,20 @@ for code in ("SET enable_external_access=true", "ATTACH '/etc/hostname.db' AS x"
     )
     lines = out.stdout.strip().splitlines()
     assert len(lines) == 4 and all(line.startswith("False ") for line in lines), lines
+
+
+def test_a_warehouse_file_with_dots_keeps_the_name_duckdb_gives_it(tmp_path):
+    """`sales.v2.duckdb` opened by DuckDB is the catalog `sales`; attached to the inherited database it
+    must be too, or three-part names and allowlists written for it stop matching."""
+    import duckdb
+
+    from core.steps import connect_duckdb, open_database
+
+    path = tmp_path / "sales.v2.duckdb"
+    with duckdb.connect(str(path)) as con:
+        con.execute("CREATE TABLE orders AS SELECT 1 AS id")
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    con = connect_duckdb(workspace, str(path), read_only=True, opened=open_database())
+    assert con.execute("SELECT current_database()").fetchone() == ("sales",)
+    assert con.execute("SELECT count(*) FROM sales.main.orders").fetchone() == (1,)
