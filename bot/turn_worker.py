@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import signal
 import sys
 
 from bot.log_setup import setup_logging
@@ -67,6 +68,9 @@ def main() -> None:
     # server and steps inherit the nice value, but each starts a session of its own (a scheduling group
     # at nice 0 under autogroups), so against the web process they weigh as much as it does.
     os.nice(NICE)
+    # A background process group of the terminal's session: with `stty tostop` its first log line
+    # would stop it (SIGTTOU). Ignored, the write goes through, as the web process's own lines do.
+    signal.signal(signal.SIGTTOU, signal.SIG_IGN)
     out = os.fdopen(os.dup(1), "wb", buffering=0)
     os.dup2(2, 1)
     line = _first_line()
