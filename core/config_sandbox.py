@@ -62,7 +62,7 @@ class SandboxSettings(BaseModel):
         2048,
         gt=0,
         validation_alias=_env("DATATHREAD_WORKSPACE_MB"),
-        description="Soft quota of one thread's workspace (MB).",
+        description="Quota of one thread's workspace (MB): a hard limit on the root and userns back ends, a watchdog on landlock and none.",
     )
     preview_rows: int = Field(
         20,
