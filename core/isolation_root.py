@@ -79,13 +79,14 @@ def build(*, workspace: Path, readonly: list[str], masked: list[str], hidden: li
     keep = [(str(workspace), False)] + [(p, True) for p in dict.fromkeys(wanted) if os.path.exists(p)]
     fds = [(path, ro, os.open(path, os.O_PATH | os.O_CLOEXEC)) for path, ro in keep]
     devices = [(d, os.open(d, os.O_PATH | os.O_CLOEXEC)) for d in DEVICES if os.path.exists(d)]
+    # Decided before the stage covers /tmp too (a home under /tmp would look absent, and show).
+    covers = _inside_bound(hidden, [p for p, ro, _ in fds if ro] + [p for p in links])
     if not mount("tmpfs", STAGE, "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,mode=755"):
         raise RuntimeError("Refused: the step's fresh root could not be made.")
     new = Path(STAGE)
     for link, target in links.items():
         os.symlink(target, new / link.lstrip("/"))
     scratch = [("/tmp", "size=64m,mode=1777"), ("/dev/shm", "size=64m,mode=1777")]
-    covers = _inside_bound(hidden, [p for p, ro, _ in fds if ro] + [p for p in links])
     scratch += [(path, "size=4k,mode=755") for path in covers]
     plan = [(_depth(p), 0, p, data, -1) for p, data in scratch]
     plan += [(_depth(p), 1, p, ro, fd) for p, ro, fd in fds]
