@@ -46,6 +46,7 @@ from pathlib import Path
 
 from core import isolation, workspace_overlay
 from core.sandbox import StepRequest, StepResult
+from core.workspace_overlay import Usage, measure
 
 MAX_RESULT_BYTES = 4 * 2**20  # far above any honest result (tens of KB), far below trouble
 TICK_S = 0.1
@@ -77,34 +78,6 @@ class Quota:
 
     max_bytes: int
     max_files: int
-
-
-@dataclass(frozen=True)
-class Usage:
-    bytes: int
-    files: int
-
-    def over(self, limit: Quota) -> bool:
-        return self.bytes > limit.max_bytes or self.files > limit.max_files
-
-
-def measure(root: Path, *, stop: Quota | None = None) -> Usage:
-    """Bytes (apparent size) and entries under `root`, not following links; stops early once past
-    `stop` (the watchdog needs to know "over", not by how much)."""
-    total = files = 0
-    pending = [str(root)]
-    while pending:
-        with contextlib.suppress(OSError), os.scandir(pending.pop()) as entries:
-            for entry in entries:
-                files += 1
-                with contextlib.suppress(OSError):
-                    if entry.is_dir(follow_symlinks=False):
-                        pending.append(entry.path)
-                    else:
-                        total += entry.stat(follow_symlinks=False).st_size
-        if stop is not None and Usage(total, files).over(stop):
-            break
-    return Usage(total, files)
 
 
 def quota_message(limit: Quota) -> str:
@@ -144,6 +117,8 @@ def supervise(
     limited layer landed after it (this process serves one step only: both change it for good)."""
     limit = Quota(max(quota.max_bytes, 1), max(quota.max_files, 1))
     start = measure(workspace, stop=None)
+    if start.unwalkable:  # a tree it cannot measure is charged as a full workspace: it may only shrink
+        start = Usage(max(limit.max_bytes, start.bytes), start.files, start.unwalkable)
     limit = Quota(max(limit.max_bytes, start.bytes), max(limit.max_files, start.files))
     # One file can never outgrow what is left of the quota: the kernel refuses the write (EFBIG), so
     # the most common flood — one growing file — stops exactly at the limit, not a tick or two past it.

@@ -286,8 +286,15 @@ class LocalSandbox:
         the step's writes land only as far as they fit (`core/workspace_overlay.py`): no walk needed."""
         if self.backend in isolation_supervisor.HARD_QUOTA_BACKENDS:
             return result
-        used = (await asyncio.to_thread(isolation_supervisor.measure, workspace)).bytes
-        if used > self.workspace_bytes:
+        usage = await asyncio.to_thread(isolation_supervisor.measure, workspace)
+        used = usage.bytes
+        if usage.unwalkable:  # never counted as empty: a folder the bot cannot read is over the quota
+            result.ok = False
+            result.error = ((result.error + "\n") if result.error else "") + (
+                "The thread's workspace holds a folder that cannot be read or is nested too deeply to "
+                "measure, so it counts as over its limit. Delete it (shutil.rmtree in run_python)."
+            )
+        elif used > self.workspace_bytes:
             result.ok = False
             result.error = ((result.error + "\n") if result.error else "") + (
                 f"The thread's workspace now holds {used / 2**20:,.0f} MB, over its "

@@ -38,6 +38,73 @@ SLACK_INODES = 16  # the overlay's own: its work directory, the shared whiteout
 _DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
+@dataclass(frozen=True)
+class Usage:
+    """What a workspace holds, as the quota counts it (`measure`)."""
+
+    bytes: int
+    files: int
+    unwalkable: int = 0  # directories that could not be opened or read: never counted as empty
+
+    def over(self, limit) -> bool:  # an `isolation_supervisor.Quota`
+        return self.unwalkable > 0 or self.bytes > limit.max_bytes or self.files > limit.max_files
+
+
+MAX_DEPTH = 1000  # directories open at once while measuring; a deeper tree counts as over the quota
+
+
+def measure(root: Path | str, *, stop=None, dir_fd: int | None = None) -> Usage:
+    """Bytes (apparent size) and entries under `root`, not following links; stops early once past
+    `stop` (a Quota: the watchdog needs to know "over", not by how much). It walks by directory descriptors
+    (`openat`), so no path length limits it; a directory it cannot open or read (or nested deeper
+    than `MAX_DEPTH`) makes the result `unwalkable`, which is over any quota — never zero."""
+    counts = [0, 0, 0]  # bytes, entries, unwalkable directories
+
+    def listing(fd: int) -> list[str]:
+        subdirs = []
+        try:
+            with os.scandir(fd) as entries:
+                for entry in entries:
+                    counts[1] += 1
+                    with contextlib.suppress(FileNotFoundError):  # gone since listed: a step runs beside
+                        if entry.is_dir(follow_symlinks=False):
+                            subdirs.append(entry.name)
+                        else:
+                            counts[0] += entry.stat(follow_symlinks=False).st_size
+        except OSError:
+            counts[2] += 1
+        return subdirs
+
+    try:
+        top = os.open(root, _DIR, dir_fd=dir_fd)
+    except OSError:
+        return Usage(0, 0, 1)
+    stack = [(top, listing(top))]  # the descriptors of the current path only
+    try:
+        while stack and not (stop is not None and Usage(*counts).over(stop)):
+            fd, subdirs = stack[-1]
+            if not subdirs:
+                stack.pop()
+                os.close(fd)
+                continue
+            name = subdirs.pop()
+            try:
+                child = os.open(name, _DIR, dir_fd=fd)
+            except OSError as exc:  # gone, or no longer a directory (the step changed it): not held
+                if exc.errno not in (errno.ENOENT, errno.ENOTDIR, errno.ELOOP):
+                    counts[2] += 1
+                continue
+            if len(stack) >= MAX_DEPTH:
+                os.close(child)
+                counts[2] += 1
+                continue
+            stack.append((child, listing(child)))
+    finally:
+        for fd, _ in stack:
+            os.close(fd)
+    return Usage(*counts)
+
+
 @dataclass
 class Budget:
     """What the workspace may still take: bytes (apparent sizes, as the quota counts) and entries."""
@@ -268,24 +335,11 @@ def _mode(st: os.stat_result) -> int:
 
 def _usage_of(w: int, name: str, st: os.stat_result) -> tuple[int, int]:
     """Bytes and entries of `name` in the workspace (a directory with everything under it), counted
-    as the quota counts them (`isolation_supervisor.measure`), without following links."""
+    as the quota counts them (`measure`), without following links."""
     if not stat.S_ISDIR(st.st_mode):
         return st.st_size, 1
-    total, files = 0, 1
-    pending = [os.open(name, _DIR, dir_fd=w)]
-    while pending:
-        fd = pending.pop()
-        try:
-            with os.scandir(fd) as entries:
-                for entry in entries:
-                    files += 1
-                    if entry.is_dir(follow_symlinks=False):
-                        pending.append(os.open(entry.name, _DIR, dir_fd=fd))
-                    else:
-                        total += entry.stat(follow_symlinks=False).st_size
-        finally:
-            os.close(fd)
-    return total, files
+    usage = measure(name, dir_fd=w)
+    return usage.bytes, usage.files + 1
 
 
 def _remove(w: int, name: str) -> tuple[int, int]:

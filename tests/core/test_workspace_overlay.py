@@ -221,3 +221,49 @@ async def test_a_step_stopped_at_its_time_limit_or_failing_keeps_what_it_wrote(s
     result = await step(sandbox, sid, "open('partial.txt', 'w').write('p')\nraise ValueError('boom')")
     assert not result.ok and "boom" in result.error
     assert (ws / "partial.txt").read_text() == "p"
+
+
+DEEP = (
+    "import os\nfor i in range(20):\n    name = f'{i:02d}' + 'd' * 238\n"
+    "    os.makedirs(name, exist_ok=True)\n    os.chdir(name)\n"
+    "open(f'big{STEP}.bin', 'wb').write(os.urandom(3 * 2 ** 20))\n"
+)
+
+
+def usage_by_descriptors(root) -> tuple[int, int]:
+    """`usage`, but walking by directory descriptors: no path length limits it (a tree deeper than
+    PATH_MAX is counted in full, or this fails loudly)."""
+    total = files = 0
+    pending = [os.open(root, os.O_RDONLY | os.O_DIRECTORY)]
+    while pending:
+        fd = pending.pop()
+        try:
+            with os.scandir(fd) as entries:
+                for entry in entries:
+                    files += 1
+                    if entry.is_dir(follow_symlinks=False):
+                        pending.append(os.open(entry.name, os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd))
+                    else:
+                        total += entry.stat(follow_symlinks=False).st_size
+        finally:
+            os.close(fd)
+    return total, files
+
+
+@module_loop
+async def test_a_tree_deeper_than_path_max_counts_against_the_quota(sandbox):
+    """20 directories of 240-character names (~4.8 KB of path, past PATH_MAX) holding a 3 MB file, step
+    after step in a 4 MB quota: the workspace never holds more than the quota, and the model is told."""
+    sid = session()
+    ws = sandbox.workspace(sid)
+    saved = sandbox.workspace_bytes
+    sandbox.workspace_bytes = 4 * 2**20
+    try:
+        results = [await step(sandbox, sid, DEEP.replace("STEP", str(n))) for n in range(4)]
+        used, _ = usage_by_descriptors(ws)
+    finally:
+        sandbox.workspace_bytes = saved
+    assert results[0].ok, results[0]
+    assert used <= 4 * 2**20, used
+    for result in results[1:]:
+        assert not result.ok and "filled the thread's workspace past its limit" in result.error, result
