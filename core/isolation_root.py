@@ -39,6 +39,7 @@ DEV_LINKS = {
     "stdout": "/proc/self/fd/1",
     "stderr": "/proc/self/fd/2",
 }
+_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 STAGE = "/tmp"  # every host has it; covered only in the step's own mount namespace
 _libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
 
@@ -183,3 +184,33 @@ def remount_read_only(path: str) -> None:
     mount("none", path, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | keep)
     if not os.statvfs(path).f_flag & os.ST_RDONLY:
         raise RuntimeError(f"Refused: could not make {path} read-only for the step.")
+
+
+def overlay(target: str, lower: int, *, size: int, inodes: int) -> int:
+    """Mount at `target` (in this process's own mount namespace) a tmpfs of `size` bytes and `inodes`
+    entries, then over it an overlay of the directory `lower` (a descriptor opened before) with its
+    upper layer on that tmpfs (`core/workspace_overlay.py`); returns the tmpfs's root, opened. Raises
+    RuntimeError (one sentence) where a mount fails."""
+    flags = MS_NOSUID | MS_NODEV
+    if not mount("tmpfs", target, "tmpfs", flags, f"size={size},nr_inodes={inodes},mode=700"):
+        raise RuntimeError("Refused: the step's workspace quota could not be set up (tmpfs).")
+    scratch = os.open(target, _DIR)
+    try:
+        owner = os.fstat(lower)
+        os.mkdir("upper", 0o700, dir_fd=scratch)
+        os.mkdir("work", 0o700, dir_fd=scratch)
+        # The overlay's root takes the upper directory's owner and mode: the lower one's.
+        upper = os.open("upper", _DIR, dir_fd=scratch)
+        try:
+            os.fchown(upper, owner.st_uid, owner.st_gid)
+            os.fchmod(upper, owner.st_mode & 0o7777)
+        finally:
+            os.close(upper)
+        layers = f"lowerdir=/proc/self/fd/{lower},upperdir=/proc/self/fd/{scratch}/upper"
+        options = f"{layers},workdir=/proc/self/fd/{scratch}/work,userxattr"
+        if not mount("overlay", target, "overlay", flags, options):
+            raise RuntimeError("Refused: the step's workspace quota could not be set up (overlay).")
+        return scratch
+    except BaseException:
+        os.close(scratch)
+        raise

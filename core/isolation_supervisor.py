@@ -50,7 +50,12 @@ from core.workspace_overlay import Usage, measure
 
 MAX_RESULT_BYTES = 4 * 2**20  # far above any honest result (tens of KB), far below trouble
 TICK_S = 0.1
-LANDING_S = 1.0  # a step runs this long past its limit, as before; the rest of the bot's 2 s grace lands it
+LANDING_S = 1.0  # a step runs this long past its limit, as before (the bot waits 2 s past it)
+# Once the runner is gone the supervisor tells the bot it is landing the step's layer (`LANDING`); the
+# bot then waits this much longer for the result, and the landing stops adding files `LANDING_STOP_S`
+# before that, so deletions and the answer still come in time.
+LANDING_GRACE_S, LANDING_STOP_S = 30.0, 8.0
+LANDING = b'{"landing": true}\n'
 HARD_QUOTA_BACKENDS = workspace_overlay.HARD_QUOTA_BACKENDS
 # Pid 1 of a step's PID namespace (run with -S -I, so nothing but the standard library is imported):
 # make itself non-dumpable, then reap orphans until the supervisor kills it or goes away (end of file
@@ -142,7 +147,7 @@ def supervise(
                 ok=False, error="Refused: the step's own process namespace could not be set up."
             )
         data, stopped = _run(run, request, inherited, workspace, limit, room, init, layer)
-        over, landing = _land(layer, limit, start) if layer is not None else (False, "")
+        over, landing = _land(layer, limit, start, inherited) if layer is not None else (False, "")
     finally:
         if layer is not None:
             layer.close()
@@ -192,16 +197,26 @@ def _run(run, request, inherited, workspace, limit, room, init, layer) -> tuple[
             _kill(init)  # returns once the namespace is empty: nothing the step started is left
 
 
-def _land(layer: workspace_overlay.Layer, limit: Quota, start: Usage) -> tuple[bool, str]:
-    """Apply the step's layer to the workspace (only what fits the quota); returns (whether something
-    did not fit, or the layer filled up; a sentence if landing failed)."""
+def _land(layer: workspace_overlay.Layer, limit: Quota, start: Usage, inherited: list) -> tuple[bool, str]:
+    """Apply the step's layer to the workspace (only what fits the quota, within `LANDING_GRACE_S`);
+    returns (whether something did not fit, or the layer filled up; a sentence if landing failed)."""
+    with contextlib.suppress(OSError, ValueError):  # the bot now waits LANDING_GRACE_S more
+        next(h for h in inherited if hasattr(h, "write")).write(LANDING)
+    deadline = time.monotonic() + LANDING_GRACE_S - LANDING_STOP_S
     full = layer.full()
     budget = workspace_overlay.Budget(limit.max_bytes - start.bytes, limit.max_files - start.files)
     try:
-        workspace_overlay.land(layer, budget)
+        whole = workspace_overlay.land(layer, budget, deadline=deadline)
     except (OSError, RecursionError) as exc:
         why = getattr(exc, "strerror", None) or "too deeply nested"
         return full, f"The step's files could not all be saved to the thread's workspace ({why})."
+    if not whole:
+        return full, (
+            f"The step's files took longer than {LANDING_GRACE_S - LANDING_STOP_S:g} s to save to the "
+            "thread's workspace: some were not saved, and none of the step's deletions or renames were "
+            "applied (the files it renamed are still there under their old names). Write fewer or "
+            "smaller files per step."
+        )
     return full or budget.refused > 0, ""
 
 

@@ -248,6 +248,9 @@ class LocalSandbox:
             first = await asyncio.wait_for(reader.readline(), timeout=30)
             pid = json.loads(first)["pid"] if first else None
             line = await asyncio.wait_for(reader.readline(), timeout=request.timeout_s + 2)
+            if line == isolation_supervisor.LANDING:  # the step is over; its files are being saved
+                grace = isolation_supervisor.LANDING_GRACE_S
+                line = await asyncio.wait_for(reader.readline(), timeout=grace)
             if not line:
                 return StepResult(ok=False, killed=True, error=self._crash_message(request))
             return await self._within_quota(_parse_result(line, request), workspace)

@@ -267,3 +267,41 @@ async def test_a_tree_deeper_than_path_max_counts_against_the_quota(sandbox):
     assert used <= 4 * 2**20, used
     for result in results[1:]:
         assert not result.ok and "filled the thread's workspace past its limit" in result.error, result
+
+
+RENAME_AND_STALL = (
+    "import os, time\nos.rename('data.csv', 'renamed.csv')\n"
+    "for i in range(10):\n    with open(f'sparse{i}.bin', 'wb') as f:\n"
+    "        f.seek(100 * 2 ** 20 - 1)\n        f.write(b'x')\n"
+    "time.sleep(60)\n"
+)
+
+
+@module_loop
+async def test_a_rename_stopped_at_the_time_limit_loses_nothing(sandbox):
+    """A step renames a 20 MB file, writes ten 100 MB sparse files and sleeps past its limit: the
+    file survives whole under one of its names, no partial or temporary file is left, everything
+    belongs to the workspace's owner, and the sparse files land as sparse as the step wrote them."""
+    sid = session()
+    ws = sandbox.workspace(sid)
+    make = "import os, random\nrandom.seed(7)\nopen('data.csv', 'wb').write(random.randbytes(20 * 2 ** 20))"
+    assert (await step(sandbox, sid, make)).ok
+    content = (ws / "data.csv").read_bytes()
+    saved = sandbox.workspace_bytes
+    sandbox.workspace_bytes = 2 * 2**30
+    try:
+        result = await step(sandbox, sid, RENAME_AND_STALL, timeout_s=3)
+    finally:
+        sandbox.workspace_bytes = saved
+    assert not result.ok and "step time limit" in result.error, result
+    kept = [p for p in (ws / "data.csv", ws / "renamed.csv") if p.exists()]
+    assert len(kept) == 1 and kept[0].read_bytes() == content, kept
+    owner = ws.stat().st_uid
+    for path in ws.rglob("*"):
+        assert not path.name.startswith(".landing-"), path
+        assert path.lstat().st_uid == owner, (path, path.lstat().st_uid, owner)
+    if sandbox.backend in HARD:  # landed through the layer: the new name, holes kept
+        assert kept[0].name == "renamed.csv"
+        for i in range(10):
+            landed = (ws / f"sparse{i}.bin").stat()
+            assert landed.st_size == 100 * 2**20 and landed.st_blocks * 512 < 2**20, landed
