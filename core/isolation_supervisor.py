@@ -120,6 +120,7 @@ def supervise(
     bot's connection) the runner closes before anything else. With `pid_namespace` the runner is
     forked into a new PID namespace that ends with the step, with `hard_quota` it writes into a
     limited layer landed after it (this process serves one step only: both change it for good)."""
+    hard_quota = hard_quota and workspace_overlay.AVAILABLE  # else this kernel's fallback: the watchdog
     limit = Quota(max(quota.max_bytes, 1), max(quota.max_files, 1))
     start = measure(workspace, stop=None)
     if start.unwalkable:  # a tree it cannot measure is charged as a full workspace: it may only shrink

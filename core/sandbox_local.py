@@ -287,8 +287,8 @@ class LocalSandbox:
         a step quicker than one of its checks (0.1 s) is caught here — reported as failed with a
         message the model can act on (the files stay until it deletes some). On `root` and `userns`
         the step's writes land only as far as they fit (`core/workspace_overlay.py`): no walk needed."""
-        if self.backend in isolation_supervisor.HARD_QUOTA_BACKENDS:
-            return result
+        if self._zygote_protections.get("workspace quota", "").startswith("on — hard"):
+            return result  # not where the fork server found the kernel lacking: then it is a watchdog
         usage = await asyncio.to_thread(isolation_supervisor.measure, workspace)
         used = usage.bytes
         if usage.unwalkable:  # never counted as empty: a folder the bot cannot read is over the quota

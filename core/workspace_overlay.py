@@ -29,6 +29,7 @@ from pathlib import Path
 from core import isolation, isolation_root
 
 HARD_QUOTA_BACKENDS = ("root", "userns")  # the back ends with a mount namespace per step
+AVAILABLE = True  # set by the fork server's start-up probe (`isolation_backends.hard_quota_works`)
 PAGE = os.sysconf("SC_PAGE_SIZE")
 OPAQUE = "user.overlay.opaque"  # `userxattr`: works in a user namespace, and as root alike
 SLACK_INODES = 16  # the overlay's own: its work directory, the shared whiteout
