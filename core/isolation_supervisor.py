@@ -33,6 +33,7 @@ its own when the supervisor is gone (end of file on a pipe only the supervisor h
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import resource
@@ -105,6 +106,19 @@ def room_message(limit: Quota, start: Usage, step_bytes: int) -> str:
     )
 
 
+def changed_message(limit: Quota, start: Usage, step_bytes: int) -> str:
+    """Hard quota: a step refused room while its own new writes left room most likely changed (appended
+    to, chmod-ed) an existing file larger than its room (the layer needs a whole copy): it is told so."""
+    return (
+        f"The step could not save its writes: changing an existing file (appending to it, chmod, "
+        f"rewriting it in place) needs room for a whole copy of it while the step runs, and this step "
+        f"had {step_bytes / 2**20:,.1f} MB (the thread's workspace holds {start.bytes / 2**20:,.1f} MB of "
+        f"its {limit.max_bytes / 2**20:,.0f} MB limit; its largest file is {start.largest / 2**20:,.1f} "
+        "MB). Write a new file instead of changing a large one, or delete files you no longer need in a "
+        "step of their own first."
+    )
+
+
 def supervise(
     run: Callable[[], StepResult],
     *,
@@ -124,7 +138,7 @@ def supervise(
     limit = Quota(max(quota.max_bytes, 1), max(quota.max_files, 1))
     start = measure(workspace, stop=None)
     if start.unwalkable:  # a tree it cannot measure is charged as a full workspace: it may only shrink
-        start = Usage(max(limit.max_bytes, start.bytes), start.files, start.unwalkable)
+        start = Usage(max(limit.max_bytes, start.bytes), start.files, start.unwalkable, start.largest)
     limit = Quota(max(limit.max_bytes, start.bytes), max(limit.max_files, start.files))
     # One file can never outgrow what is left of the quota: the kernel refuses the write (EFBIG), so
     # the most common flood — one growing file — stops exactly at the limit, not a tick or two past it.
@@ -149,6 +163,7 @@ def supervise(
             )
         data, stopped = _run(run, request, inherited, workspace, limit, room, init, layer)
         over, landing = _land(layer, limit, start, inherited) if layer is not None else (False, "")
+        held = measure("upper", dir_fd=layer.scratch).bytes if layer is not None else 0  # new bytes
     finally:
         if layer is not None:
             layer.close()
@@ -159,6 +174,9 @@ def supervise(
     except ValueError:
         return None
     result = StepResult.untrusted(raw, request)
+    no_room = not result.ok and any(os.strerror(e) in result.error for e in (errno.EFBIG, errno.ENOSPC))
+    if hard_quota and no_room and not (landing or over) and start.largest > step_bytes > held + 2**16:
+        return StepResult(ok=False, output=result.output, error=changed_message(limit, start, step_bytes))
     if landing or over:
         return StepResult(
             ok=False, output=result.output, error=landing or room_message(limit, start, step_bytes)

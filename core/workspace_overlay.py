@@ -43,6 +43,7 @@ class Usage:
     bytes: int
     files: int
     unwalkable: int = 0  # directories that could not be opened or read: never counted as empty
+    largest: int = 0  # the largest file's bytes
 
     def over(self, limit) -> bool:  # an `isolation_supervisor.Quota`
         return self.unwalkable > 0 or self.bytes > limit.max_bytes or self.files > limit.max_files
@@ -56,7 +57,7 @@ def measure(root: Path | str, *, stop=None, dir_fd: int | None = None) -> Usage:
     `stop` (a Quota: the watchdog needs to know "over", not by how much). It walks by directory descriptors
     (`openat`), so no path length limits it; a directory it cannot open or read (or nested deeper
     than `MAX_DEPTH`) makes the result `unwalkable`, which is over any quota — never zero."""
-    counts = [0, 0, 0]  # bytes, entries, unwalkable directories
+    counts = [0, 0, 0, 0]  # bytes, entries, unwalkable directories, largest file
 
     def listing(fd: int) -> list[str]:
         subdirs = []
@@ -68,7 +69,8 @@ def measure(root: Path | str, *, stop=None, dir_fd: int | None = None) -> Usage:
                         if entry.is_dir(follow_symlinks=False):
                             subdirs.append(entry.name)
                         else:
-                            counts[0] += entry.stat(follow_symlinks=False).st_size
+                            size = entry.stat(follow_symlinks=False).st_size
+                            counts[0], counts[3] = counts[0] + size, max(counts[3], size)
         except OSError:
             counts[2] += 1
         return subdirs
@@ -76,7 +78,7 @@ def measure(root: Path | str, *, stop=None, dir_fd: int | None = None) -> Usage:
     try:
         top = os.open(root, _DIR, dir_fd=dir_fd)
     except OSError:
-        return Usage(0, 0, 1)
+        return Usage(0, 0, 1, 0)
     stack = [(top, listing(top))]  # the descriptors of the current path only
     try:
         while stack and not (stop is not None and Usage(*counts).over(stop)):
@@ -216,10 +218,9 @@ def _walk(upper: int, ws: int, visit) -> None:
 
 
 def _lstat(name: str, fd: int) -> os.stat_result | None:
-    try:
+    with contextlib.suppress(FileNotFoundError):
         return os.stat(name, dir_fd=fd, follow_symlinks=False)
-    except FileNotFoundError:
-        return None
+    return None
 
 
 def _whiteout(st: os.stat_result) -> bool:
@@ -281,7 +282,7 @@ def _add_pass(u: int, w: int, name: str, budget: Budget, owner: tuple[int, int],
         if there is None or not stat.S_ISDIR(there.st_mode):
             if not _charge(w, name, there, budget, size=0):
                 return None
-            tmp = _temp_name()
+            tmp = f".landing-{os.urandom(8).hex()}"
             os.mkdir(tmp, 0o700, dir_fd=w)
             os.chown(tmp, *owner, dir_fd=w, follow_symlinks=False)
             if there is not None:
@@ -294,7 +295,7 @@ def _add_pass(u: int, w: int, name: str, budget: Budget, owner: tuple[int, int],
     if stat.S_ISLNK(st.st_mode):
         target = os.readlink(name, dir_fd=u)
         if _charge(w, name, there, budget, size=len(os.fsencode(target))):
-            tmp = _temp_name()
+            tmp = f".landing-{os.urandom(8).hex()}"
             os.symlink(target, tmp, dir_fd=w)
             os.chown(tmp, *owner, dir_fd=w, follow_symlinks=False)
             _put(w, tmp, name, there)
@@ -315,10 +316,6 @@ def _charge(w: int, name: str, there: os.stat_result | None, budget: Budget, *, 
     return True
 
 
-def _temp_name() -> str:
-    return f".landing-{os.urandom(8).hex()}"
-
-
 def _put(w: int, tmp: str, name: str, there: os.stat_result | None) -> None:
     """Rename the landed `tmp` over `name`: atomic, unless a directory stood there (removed first)."""
     if there is not None and stat.S_ISDIR(there.st_mode):
@@ -329,7 +326,7 @@ def _put(w: int, tmp: str, name: str, there: os.stat_result | None) -> None:
 def _copy_file(u: int, w: int, name: str, st: os.stat_result, owner: tuple[int, int], deadline: float) -> str:
     """The layer's file `name` copied to a new temporary name in `w`, with its owner (set first: never
     root-owned debris), mode and times; returns that name. Late: the copy is removed."""
-    tmp = _temp_name()
+    tmp = f".landing-{os.urandom(8).hex()}"
     src = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=u)
     try:
         dst = os.open(

@@ -305,3 +305,29 @@ async def test_a_rename_stopped_at_the_time_limit_loses_nothing(sandbox):
         for i in range(10):
             landed = (ws / f"sparse{i}.bin").stat()
             assert landed.st_size == 100 * 2**20 and landed.st_blocks * 512 < 2**20, landed
+
+
+@module_loop
+async def test_changing_a_file_larger_than_the_room_left_says_so(sandbox):
+    """A 40 MB file in a 64 MB quota: appending to it or chmod-ing it needs a whole copy in the layer
+    (hard quota), which does not fit; the model is told that, and what to do, not that it "filled" the
+    workspace. The file is unchanged. Where the quota is a watchdog the append simply works."""
+    sid = session()
+    ws = sandbox.workspace(sid)
+    saved = sandbox.workspace_bytes
+    sandbox.workspace_bytes = 64 * 2**20
+    try:
+        assert (await step(sandbox, sid, "open('big.csv', 'wb').write(b'x' * 40 * 2 ** 20)")).ok
+        results = [
+            await step(sandbox, sid, "open('big.csv', 'ab').write(b'y')"),
+            await step(sandbox, sid, "import os\nos.chmod('big.csv', 0o600)"),
+        ]
+    finally:
+        sandbox.workspace_bytes = saved
+    if not sandbox.protections()["workspace quota"].startswith("on — hard"):
+        assert results[0].ok, results[0]
+        return
+    for result in results:
+        assert not result.ok and "changing an existing file" in result.error, result
+        assert "Write a new file instead" in result.error, result
+    assert (ws / "big.csv").stat().st_size == 40 * 2**20
