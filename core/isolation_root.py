@@ -17,6 +17,7 @@ tree even when the workspace lives under the directory used for staging.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import ctypes.util
 import os
@@ -214,3 +215,30 @@ def overlay(target: str, lower: int, *, size: int, inodes: int) -> int:
     except BaseException:
         os.close(scratch)
         raise
+
+
+def remove_tree(w: int, name: str) -> None:
+    """`shutil.rmtree(name, dir_fd=w)` without recursion (a tree 1,000+ deep is no RecursionError): depth
+    first through descriptors, never following a link, one open per level; past the open-files limit,
+    OSError (the step's landing, `core/workspace_overlay.py`, then fails cleanly)."""
+    stack = [(w, name, os.open(name, _DIR, dir_fd=w))]
+    try:
+        while stack:
+            parent, here, fd = stack[-1]
+            sub = None
+            with os.scandir(fd) as entries:
+                for entry in entries:
+                    if entry.is_dir(follow_symlinks=False):
+                        sub = entry.name
+                        break
+                    with contextlib.suppress(FileNotFoundError):
+                        os.unlink(entry.name, dir_fd=fd)
+            if sub is not None:
+                stack.append((fd, sub, os.open(sub, _DIR, dir_fd=fd)))
+                continue
+            stack.pop()
+            os.close(fd)
+            os.rmdir(here, dir_fd=parent)
+    finally:
+        for _, _, fd in stack:
+            os.close(fd)

@@ -222,6 +222,8 @@ def _land(layer: workspace_overlay.Layer, limit: Quota, start: Usage, inherited:
     with contextlib.suppress(OSError, ValueError):  # the bot now waits LANDING_GRACE_S more
         next(h for h in inherited if hasattr(h, "write")).write(LANDING)
     deadline = time.monotonic() + LANDING_GRACE_S - LANDING_STOP_S
+    with contextlib.suppress(ValueError, OSError):  # a deep tree takes a descriptor per level
+        resource.setrlimit(resource.RLIMIT_NOFILE, (resource.getrlimit(resource.RLIMIT_NOFILE)[1],) * 2)
     full = layer.full()
     budget = workspace_overlay.Budget(limit.max_bytes - start.bytes, limit.max_files - start.files)
     try:

@@ -20,7 +20,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-import shutil
 import stat
 import time
 from dataclasses import dataclass
@@ -391,7 +390,7 @@ def _remove(w: int, name: str) -> None:
     descriptors: no link is followed). Gone already: nothing."""
     there = _lstat(name, w)
     if there is not None and stat.S_ISDIR(there.st_mode):
-        shutil.rmtree(name, dir_fd=w)
+        isolation_root.remove_tree(w, name)
     elif there is not None:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(name, dir_fd=w)

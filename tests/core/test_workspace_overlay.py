@@ -13,6 +13,7 @@ import uuid
 import pytest
 import pytest_asyncio
 
+from core import isolation_root
 from core.sandbox import StepRequest
 from core.sandbox_local import LocalSandbox
 from tests.core.sandbox_backends import BACKENDS, sandbox_options
@@ -331,3 +332,37 @@ async def test_changing_a_file_larger_than_the_room_left_says_so(sandbox):
         assert not result.ok and "changing an existing file" in result.error, result
         assert "Write a new file instead" in result.error, result
     assert (ws / "big.csv").stat().st_size == 40 * 2**20
+
+
+NEST = (
+    "import os\nfor _ in range(1100):\n    os.mkdir('n')\n    os.chdir('n')\nopen('leaf', 'w').write('x')\n"
+)
+UNNEST = (
+    "import os\nfor _ in range(1100):\n    os.chdir('n')\nos.remove('leaf')\n"
+    "for _ in range(1100):\n    os.chdir('..')\n    os.rmdir('n')\n"
+)
+
+
+@module_loop
+async def test_a_tree_1100_levels_deep_lands_and_can_be_deleted(sandbox):
+    """Past Python's recursion limit and a default 1,024 open files: the landing neither recurses nor
+    runs out of descriptors; a tree too deep to measure counts as over the quota, so the next step may
+    only shrink the workspace — and deleting it lands."""
+    sid = session()
+    ws = sandbox.workspace(sid)
+    assert (await step(sandbox, sid, "pass")).ok
+    before = usage_by_descriptors(ws)[1]
+    try:
+        made = await step(sandbox, sid, NEST, timeout_s=30)
+        assert made.ok, made
+        assert usage_by_descriptors(ws)[1] == before + 1101
+        gone = await step(sandbox, sid, UNNEST, timeout_s=30)
+        assert gone.ok, gone
+        assert not (ws / "n").exists()
+    finally:  # never leave a tree pytest's own clean-up (recursive) cannot remove
+        if (ws / "n").exists():
+            fd = os.open(ws, os.O_RDONLY | os.O_DIRECTORY)
+            try:
+                isolation_root.remove_tree(fd, "n")
+            finally:
+                os.close(fd)
