@@ -135,6 +135,8 @@ def supervise(
     forked into a new PID namespace that ends with the step, with `hard_quota` it writes into a
     limited layer landed after it (this process serves one step only: both change it for good)."""
     hard_quota = hard_quota and workspace_overlay.AVAILABLE  # else this kernel's fallback: the watchdog
+    with contextlib.suppress(ValueError, OSError):  # measuring and landing: a descriptor per level
+        resource.setrlimit(resource.RLIMIT_NOFILE, (resource.getrlimit(resource.RLIMIT_NOFILE)[1],) * 2)
     limit = Quota(max(quota.max_bytes, 1), max(quota.max_files, 1))
     start = measure(workspace, stop=None)
     if start.unwalkable:  # a tree it cannot measure is charged as a full workspace: it may only shrink
@@ -222,8 +224,6 @@ def _land(layer: workspace_overlay.Layer, limit: Quota, start: Usage, inherited:
     with contextlib.suppress(OSError, ValueError):  # the bot now waits LANDING_GRACE_S more
         next(h for h in inherited if hasattr(h, "write")).write(LANDING)
     deadline = time.monotonic() + LANDING_GRACE_S - LANDING_STOP_S
-    with contextlib.suppress(ValueError, OSError):  # a deep tree takes a descriptor per level
-        resource.setrlimit(resource.RLIMIT_NOFILE, (resource.getrlimit(resource.RLIMIT_NOFILE)[1],) * 2)
     full = layer.full()
     budget = workspace_overlay.Budget(limit.max_bytes - start.bytes, limit.max_files - start.files)
     try:

@@ -48,7 +48,7 @@ class Usage:
         return self.unwalkable > 0 or self.bytes > limit.max_bytes or self.files > limit.max_files
 
 
-MAX_DEPTH = 1000  # directories open at once while measuring; a deeper tree counts as over the quota
+MAX_DEPTH = 4096  # directories open at once while measuring; a deeper tree counts as over the quota
 
 
 def measure(root: Path | str, *, stop=None, dir_fd: int | None = None) -> Usage:

@@ -7,6 +7,7 @@ quota. Checked from the host, with a real fork server per back end."""
 from __future__ import annotations
 
 import os
+import resource
 import stat
 import uuid
 
@@ -361,6 +362,7 @@ async def test_a_tree_1100_levels_deep_lands_and_can_be_deleted(sandbox):
         assert not (ws / "n").exists()
     finally:  # never leave a tree pytest's own clean-up (recursive) cannot remove
         if (ws / "n").exists():
+            resource.setrlimit(resource.RLIMIT_NOFILE, (resource.getrlimit(resource.RLIMIT_NOFILE)[1],) * 2)
             fd = os.open(ws, os.O_RDONLY | os.O_DIRECTORY)
             try:
                 isolation_root.remove_tree(fd, "n")
