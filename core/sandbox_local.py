@@ -13,6 +13,7 @@ import contextlib
 import json
 import logging
 import os
+import resource
 import shutil
 import signal
 import stat
@@ -289,6 +290,8 @@ class LocalSandbox:
         the step's writes land only as far as they fit (`core/workspace_overlay.py`): no walk needed."""
         if self._zygote_protections.get("workspace quota", "").startswith("on — hard"):
             return result  # not where the fork server found the kernel lacking: then it is a watchdog
+        with contextlib.suppress(ValueError, OSError):  # measuring takes a descriptor per level
+            resource.setrlimit(resource.RLIMIT_NOFILE, (resource.getrlimit(resource.RLIMIT_NOFILE)[1],) * 2)
         usage = await asyncio.to_thread(isolation_supervisor.measure, workspace)
         used = usage.bytes
         if usage.unwalkable:  # never counted as empty: a folder the bot cannot read is over the quota
