@@ -225,9 +225,10 @@ def remove_tree(w: int, name: str) -> None:
     try:
         while stack:
             parent, here, fd = stack[-1]
-            sub = None
+            sub, seen = None, False
             with os.scandir(fd) as entries:
                 for entry in entries:
+                    seen = True
                     if entry.is_dir(follow_symlinks=False):
                         sub = entry.name
                         break
@@ -235,6 +236,8 @@ def remove_tree(w: int, name: str) -> None:
                         os.unlink(entry.name, dir_fd=fd)
             if sub is not None:
                 stack.append((fd, sub, os.open(sub, _DIR, dir_fd=fd)))
+                continue
+            if seen:  # unlinking while listing may skip entries: list again until it is empty
                 continue
             stack.pop()
             os.close(fd)
