@@ -17,10 +17,12 @@ Back ends, best first:
 
 from __future__ import annotations
 
+import os
+import shutil
 import sys
 from dataclasses import dataclass, field
 
-from core import cgroups, isolation, landlock, seatbelt, seccomp
+from core import cgroups, isolation, isolation_root, landlock, seatbelt, seccomp, workspace_overlay
 from core.cgroups import CgroupLayout
 
 BACKENDS = ("root", "userns", "landlock", "seatbelt", "none")
@@ -29,6 +31,9 @@ POLICIES = ("strict", "best")
 REQUIRED_FOR_STRICT = ("network", "filesystem")
 CLONE_NEWNS, CLONE_NEWNET, CLONE_NEWUSER = 0x00020000, 0x40000000, 0x10000000
 CLONE_NEWIPC, CLONE_NEWUTS, CLONE_NEWPID = 0x08000000, 0x04000000, 0x20000000
+# Tests only: set to "fail" to make the hard-quota probe fail (a kernel without overlay in a user
+# namespace or user xattrs on tmpfs), so the watchdog fallback runs here.
+OVERLAY_PROBE_HOOK = "DATATHREAD_TEST_OVERLAY_PROBE"
 
 
 @dataclass
@@ -76,13 +81,17 @@ def choose(policy: str, *, masked: list[str], refuse_namespaces: bool = False) -
         raise RuntimeError(
             f"DATATHREAD_ISOLATION={policy}: this host does not allow the {policy!r} back end."
         )
+    # Before this process enters any namespace: the probe makes its own, as a step's supervisor will.
+    workspace_overlay.AVAILABLE = hard = hard_quota_works(backend)
     if backend == "root":
         isolation.unshare(CLONE_NEWNET)
     elif backend == "userns":
         isolation.enter_user_namespace()
     has_seccomp = sys.platform.startswith("linux") and isolation.probe_in_child(seccomp.install)
     abi = landlock.abi_version() if backend == "landlock" else 0
-    report = describe(backend, layout, has_seccomp=has_seccomp, landlock_abi=abi, masked=masked)
+    report = describe(
+        backend, layout, has_seccomp=has_seccomp, landlock_abi=abi, masked=masked, hard_quota=hard
+    )
     return ZygoteIsolation(backend, layout, has_seccomp, abi, report, backend in ("root", "userns"))
 
 
@@ -97,7 +106,10 @@ def preview(policy: str, *, masked: list[str]) -> IsolationReport:
         return report
     has_seccomp = sys.platform.startswith("linux") and isolation.probe_in_child(seccomp.install)
     abi = landlock.abi_version() if backend == "landlock" else 0
-    return describe(backend, layout, has_seccomp=has_seccomp, landlock_abi=abi, masked=masked)
+    hard = hard_quota_works(backend)
+    return describe(
+        backend, layout, has_seccomp=has_seccomp, landlock_abi=abi, masked=masked, hard_quota=hard
+    )
 
 
 def _first_working(policy: str) -> str | None:
@@ -133,13 +145,51 @@ def _probe_user_namespaces() -> bool:
     )
 
 
+def hard_quota_works(backend: str) -> bool:
+    """Whether a step of `backend` can get the hard workspace quota here (`core/workspace_overlay.py`):
+    an overlay, in the step's own mount namespace (and user namespace for `userns`: kernel 5.11+),
+    with its upper layer on a tmpfs (`userxattr` there needs user xattrs on tmpfs: kernel 6.6+), where
+    a directory of the lower layer can be deleted and made again (an opaque directory). Probed in a
+    throw-away child; where it fails, that back end's quota is the watchdog."""
+    if backend not in workspace_overlay.HARD_QUOTA_BACKENDS or os.environ.get(OVERLAY_PROBE_HOOK) == "fail":
+        return False
+    return isolation.probe_in_child(lambda: _probe_overlay(user_namespace=backend == "userns"))
+
+
+def _probe_overlay(*, user_namespace: bool) -> bool:
+    if user_namespace and not isolation.enter_user_namespace():
+        return False
+    if not isolation.unshare(CLONE_NEWNS) or not isolation_root.mount(
+        "none", "/", None, isolation_root.MS_REC | isolation_root.MS_PRIVATE
+    ):
+        return False
+    if not isolation_root.mount("tmpfs", "/tmp", "tmpfs", 0, "size=1m,mode=700"):
+        return False
+    os.makedirs("/tmp/lower/d")
+    open("/tmp/lower/d/old", "w").close()
+    os.mkdir("/tmp/ws")
+    isolation_root.overlay(
+        "/tmp/ws", os.open("/tmp/lower", os.O_RDONLY | os.O_DIRECTORY), size=1 << 20, inodes=64
+    )
+    shutil.rmtree("/tmp/ws/d")
+    os.mkdir("/tmp/ws/d")
+    open("/tmp/ws/d/new", "w").close()
+    return os.listdir("/tmp/ws/d") == ["new"] and os.listdir("/tmp/lower/d") == ["old"]
+
+
 def _probe_landlock() -> bool:
     landlock.restrict(read=["/"], write=[])
     return seccomp.install()
 
 
 def describe(
-    backend: str, layout: CgroupLayout | None, *, has_seccomp: bool, landlock_abi: int, masked: list[str]
+    backend: str,
+    layout: CgroupLayout | None,
+    *,
+    has_seccomp: bool,
+    landlock_abi: int,
+    masked: list[str],
+    hard_quota: bool = True,
 ) -> IsolationReport:
     """The protections report for a back end (what the step children will apply)."""
     r = IsolationReport()
@@ -210,7 +260,7 @@ def describe(
     else:
         off["syscalls"] = "no seccomp filter"
     on["limits"] = "rlimits on CPU time, address space, file size, processes, open files"
-    if backend in ("root", "userns"):
+    if backend in ("root", "userns") and hard_quota:
         on["workspace quota"] = (
             "hard limit: a step writes into a size- and inode-limited layer; only what fits the quota lands"
         )
@@ -218,7 +268,7 @@ def describe(
         on["workspace quota"] = (
             "watchdog, not a hard limit: the workspace is measured every 0.1 s and the step stopped past "
             "the size or file-count quota (a burst can overshoot by a tick's writes)"
-        )
+        ) + ("; this kernel cannot hold a step's writes in a layer" if backend in ("root", "userns") else "")
     on["result channel"] = "model code holds no socket to the bot; every result is validated and clipped"
     on["privileges"] = "no_new_privs set; core dumps off"
     on["wall time"] = "the bot kills the step's process group at the step timeout"

@@ -17,6 +17,7 @@ tree even when the workspace lives under the directory used for staging.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import ctypes.util
 import os
@@ -39,6 +40,7 @@ DEV_LINKS = {
     "stdout": "/proc/self/fd/1",
     "stderr": "/proc/self/fd/2",
 }
+_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 STAGE = "/tmp"  # every host has it; covered only in the step's own mount namespace
 _libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
 
@@ -184,3 +186,63 @@ def remount_read_only(path: str) -> None:
     mount("none", path, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | keep)
     if not os.statvfs(path).f_flag & os.ST_RDONLY:
         raise RuntimeError(f"Refused: could not make {path} read-only for the step.")
+
+
+def overlay(target: str, lower: int, *, size: int, inodes: int) -> int:
+    """Mount at `target` (in this process's own mount namespace) a tmpfs of `size` bytes and `inodes`
+    entries, then over it an overlay of the directory `lower` (a descriptor opened before) with its
+    upper layer on that tmpfs (`core/workspace_overlay.py`); returns the tmpfs's root, opened. Raises
+    RuntimeError (one sentence) where a mount fails."""
+    flags = MS_NOSUID | MS_NODEV
+    if not mount("tmpfs", target, "tmpfs", flags, f"size={size},nr_inodes={inodes},mode=700"):
+        raise RuntimeError("Refused: the step's workspace quota could not be set up (tmpfs).")
+    scratch = os.open(target, _DIR)
+    try:
+        owner = os.fstat(lower)
+        os.mkdir("upper", 0o700, dir_fd=scratch)
+        os.mkdir("work", 0o700, dir_fd=scratch)
+        # The overlay's root takes the upper directory's owner and mode: the lower one's.
+        upper = os.open("upper", _DIR, dir_fd=scratch)
+        try:
+            os.fchown(upper, owner.st_uid, owner.st_gid)
+            os.fchmod(upper, owner.st_mode & 0o7777)
+        finally:
+            os.close(upper)
+        layers = f"lowerdir=/proc/self/fd/{lower},upperdir=/proc/self/fd/{scratch}/upper"
+        options = f"{layers},workdir=/proc/self/fd/{scratch}/work,userxattr"
+        if not mount("overlay", target, "overlay", flags, options):
+            raise RuntimeError("Refused: the step's workspace quota could not be set up (overlay).")
+        return scratch
+    except BaseException:
+        os.close(scratch)
+        raise
+
+
+def remove_tree(w: int, name: str) -> None:
+    """`shutil.rmtree(name, dir_fd=w)` without recursion (a tree 1,000+ deep is no RecursionError): depth
+    first through descriptors, never following a link, one open per level; past the open-files limit,
+    OSError (the step's landing, `core/workspace_overlay.py`, then fails cleanly)."""
+    stack = [(w, name, os.open(name, _DIR, dir_fd=w))]
+    try:
+        while stack:
+            parent, here, fd = stack[-1]
+            sub, seen = None, False
+            with os.scandir(fd) as entries:
+                for entry in entries:
+                    seen = True
+                    if entry.is_dir(follow_symlinks=False):
+                        sub = entry.name
+                        break
+                    with contextlib.suppress(FileNotFoundError):
+                        os.unlink(entry.name, dir_fd=fd)
+            if sub is not None:
+                stack.append((fd, sub, os.open(sub, _DIR, dir_fd=fd)))
+                continue
+            if seen:  # unlinking while listing may skip entries: list again until it is empty
+                continue
+            stack.pop()
+            os.close(fd)
+            os.rmdir(here, dir_fd=parent)
+    finally:
+        for _, _, fd in stack:
+            os.close(fd)

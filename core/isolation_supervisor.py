@@ -33,6 +33,7 @@ its own when the supervisor is gone (end of file on a pipe only the supervisor h
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import resource
@@ -46,10 +47,16 @@ from pathlib import Path
 
 from core import isolation, workspace_overlay
 from core.sandbox import StepRequest, StepResult
+from core.workspace_overlay import Usage, measure
 
 MAX_RESULT_BYTES = 4 * 2**20  # far above any honest result (tens of KB), far below trouble
 TICK_S = 0.1
-LANDING_S = 1.0  # a step runs this long past its limit, as before; the rest of the bot's 2 s grace lands it
+LANDING_S = 1.0  # a step runs this long past its limit, as before (the bot waits 2 s past it)
+# Once the runner is gone the supervisor tells the bot it is landing the step's layer (`LANDING`); the
+# bot then waits this much longer for the result, and the landing stops adding files `LANDING_STOP_S`
+# before that, so deletions and the answer still come in time.
+LANDING_GRACE_S, LANDING_STOP_S = 30.0, 8.0
+LANDING = b'{"landing": true}\n'
 HARD_QUOTA_BACKENDS = workspace_overlay.HARD_QUOTA_BACKENDS
 # Pid 1 of a step's PID namespace (run with -S -I, so nothing but the standard library is imported):
 # make itself non-dumpable, then reap orphans until the supervisor kills it or goes away (end of file
@@ -79,34 +86,6 @@ class Quota:
     max_files: int
 
 
-@dataclass(frozen=True)
-class Usage:
-    bytes: int
-    files: int
-
-    def over(self, limit: Quota) -> bool:
-        return self.bytes > limit.max_bytes or self.files > limit.max_files
-
-
-def measure(root: Path, *, stop: Quota | None = None) -> Usage:
-    """Bytes (apparent size) and entries under `root`, not following links; stops early once past
-    `stop` (the watchdog needs to know "over", not by how much)."""
-    total = files = 0
-    pending = [str(root)]
-    while pending:
-        with contextlib.suppress(OSError), os.scandir(pending.pop()) as entries:
-            for entry in entries:
-                files += 1
-                with contextlib.suppress(OSError):
-                    if entry.is_dir(follow_symlinks=False):
-                        pending.append(entry.path)
-                    else:
-                        total += entry.stat(follow_symlinks=False).st_size
-        if stop is not None and Usage(total, files).over(stop):
-            break
-    return Usage(total, files)
-
-
 def quota_message(limit: Quota) -> str:
     return (
         f"The step was stopped: it filled the thread's workspace past its limit ({limit.max_bytes / 2**20:,.0f} MB "
@@ -127,6 +106,19 @@ def room_message(limit: Quota, start: Usage, step_bytes: int) -> str:
     )
 
 
+def changed_message(limit: Quota, start: Usage, step_bytes: int) -> str:
+    """Hard quota: a step refused room while its own new writes left room most likely changed (appended
+    to, chmod-ed) an existing file larger than its room (the layer needs a whole copy): it is told so."""
+    return (
+        f"The step could not save its writes: changing an existing file (appending to it, chmod, "
+        f"rewriting it in place) needs room for a whole copy of it while the step runs, and this step "
+        f"had {step_bytes / 2**20:,.1f} MB (the thread's workspace holds {start.bytes / 2**20:,.1f} MB of "
+        f"its {limit.max_bytes / 2**20:,.0f} MB limit; its largest file is {start.largest / 2**20:,.1f} "
+        "MB). Write a new file instead of changing a large one, or delete files you no longer need in a "
+        "step of their own first."
+    )
+
+
 def supervise(
     run: Callable[[], StepResult],
     *,
@@ -142,8 +134,13 @@ def supervise(
     bot's connection) the runner closes before anything else. With `pid_namespace` the runner is
     forked into a new PID namespace that ends with the step, with `hard_quota` it writes into a
     limited layer landed after it (this process serves one step only: both change it for good)."""
+    hard_quota = hard_quota and workspace_overlay.AVAILABLE  # else this kernel's fallback: the watchdog
+    with contextlib.suppress(ValueError, OSError):  # measuring and landing: a descriptor per level
+        resource.setrlimit(resource.RLIMIT_NOFILE, (resource.getrlimit(resource.RLIMIT_NOFILE)[1],) * 2)
     limit = Quota(max(quota.max_bytes, 1), max(quota.max_files, 1))
     start = measure(workspace, stop=None)
+    if start.unwalkable:  # a tree it cannot measure is charged as a full workspace: it may only shrink
+        start = Usage(max(limit.max_bytes, start.bytes), start.files, start.unwalkable, start.largest)
     limit = Quota(max(limit.max_bytes, start.bytes), max(limit.max_files, start.files))
     # One file can never outgrow what is left of the quota: the kernel refuses the write (EFBIG), so
     # the most common flood — one growing file — stops exactly at the limit, not a tick or two past it.
@@ -167,7 +164,8 @@ def supervise(
                 ok=False, error="Refused: the step's own process namespace could not be set up."
             )
         data, stopped = _run(run, request, inherited, workspace, limit, room, init, layer)
-        over, landing = _land(layer, limit, start) if layer is not None else (False, "")
+        over, landing = _land(layer, limit, start, inherited) if layer is not None else (False, "")
+        held = measure("upper", dir_fd=layer.scratch).bytes if layer is not None else 0  # new bytes
     finally:
         if layer is not None:
             layer.close()
@@ -178,6 +176,9 @@ def supervise(
     except ValueError:
         return None
     result = StepResult.untrusted(raw, request)
+    no_room = not result.ok and any(os.strerror(e) in result.error for e in (errno.EFBIG, errno.ENOSPC))
+    if hard_quota and no_room and not (landing or over) and start.largest > step_bytes > held + 2**16:
+        return StepResult(ok=False, output=result.output, error=changed_message(limit, start, step_bytes))
     if landing or over:
         return StepResult(
             ok=False, output=result.output, error=landing or room_message(limit, start, step_bytes)
@@ -217,16 +218,26 @@ def _run(run, request, inherited, workspace, limit, room, init, layer) -> tuple[
             _kill(init)  # returns once the namespace is empty: nothing the step started is left
 
 
-def _land(layer: workspace_overlay.Layer, limit: Quota, start: Usage) -> tuple[bool, str]:
-    """Apply the step's layer to the workspace (only what fits the quota); returns (whether something
-    did not fit, or the layer filled up; a sentence if landing failed)."""
+def _land(layer: workspace_overlay.Layer, limit: Quota, start: Usage, inherited: list) -> tuple[bool, str]:
+    """Apply the step's layer to the workspace (only what fits the quota, within `LANDING_GRACE_S`);
+    returns (whether something did not fit, or the layer filled up; a sentence if landing failed)."""
+    with contextlib.suppress(OSError, ValueError):  # the bot now waits LANDING_GRACE_S more
+        next(h for h in inherited if hasattr(h, "write")).write(LANDING)
+    deadline = time.monotonic() + LANDING_GRACE_S - LANDING_STOP_S
     full = layer.full()
     budget = workspace_overlay.Budget(limit.max_bytes - start.bytes, limit.max_files - start.files)
     try:
-        workspace_overlay.land(layer, budget)
+        whole = workspace_overlay.land(layer, budget, deadline=deadline)
     except (OSError, RecursionError) as exc:
         why = getattr(exc, "strerror", None) or "too deeply nested"
         return full, f"The step's files could not all be saved to the thread's workspace ({why})."
+    if not whole:
+        return full, (
+            f"The step's files took longer than {LANDING_GRACE_S - LANDING_STOP_S:g} s to save to the "
+            "thread's workspace: some were not saved, and none of the step's deletions or renames were "
+            "applied (the files it renamed are still there under their old names). Write fewer or "
+            "smaller files per step."
+        )
     return full or budget.refused > 0, ""
 
 

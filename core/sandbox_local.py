@@ -13,6 +13,7 @@ import contextlib
 import json
 import logging
 import os
+import resource
 import shutil
 import signal
 import stat
@@ -248,6 +249,9 @@ class LocalSandbox:
             first = await asyncio.wait_for(reader.readline(), timeout=30)
             pid = json.loads(first)["pid"] if first else None
             line = await asyncio.wait_for(reader.readline(), timeout=request.timeout_s + 2)
+            if line == isolation_supervisor.LANDING:  # the step is over; its files are being saved
+                grace = isolation_supervisor.LANDING_GRACE_S
+                line = await asyncio.wait_for(reader.readline(), timeout=grace)
             if not line:
                 return StepResult(ok=False, killed=True, error=self._crash_message(request))
             return await self._within_quota(_parse_result(line, request), workspace)
@@ -284,10 +288,19 @@ class LocalSandbox:
         a step quicker than one of its checks (0.1 s) is caught here — reported as failed with a
         message the model can act on (the files stay until it deletes some). On `root` and `userns`
         the step's writes land only as far as they fit (`core/workspace_overlay.py`): no walk needed."""
-        if self.backend in isolation_supervisor.HARD_QUOTA_BACKENDS:
-            return result
-        used = (await asyncio.to_thread(isolation_supervisor.measure, workspace)).bytes
-        if used > self.workspace_bytes:
+        if self._zygote_protections.get("workspace quota", "").startswith("on — hard"):
+            return result  # not where the fork server found the kernel lacking: then it is a watchdog
+        with contextlib.suppress(ValueError, OSError):  # measuring takes a descriptor per level
+            resource.setrlimit(resource.RLIMIT_NOFILE, (resource.getrlimit(resource.RLIMIT_NOFILE)[1],) * 2)
+        usage = await asyncio.to_thread(isolation_supervisor.measure, workspace)
+        used = usage.bytes
+        if usage.unwalkable:  # never counted as empty: a folder the bot cannot read is over the quota
+            result.ok = False
+            result.error = ((result.error + "\n") if result.error else "") + (
+                "The thread's workspace holds a folder that cannot be read or is nested too deeply to "
+                "measure, so it counts as over its limit. Delete it (shutil.rmtree in run_python)."
+            )
+        elif used > self.workspace_bytes:
             result.ok = False
             result.error = ((result.error + "\n") if result.error else "") + (
                 f"The thread's workspace now holds {used / 2**20:,.0f} MB, over its "

@@ -7,12 +7,14 @@ quota. Checked from the host, with a real fork server per back end."""
 from __future__ import annotations
 
 import os
+import resource
 import stat
 import uuid
 
 import pytest
 import pytest_asyncio
 
+from core import isolation_root
 from core.sandbox import StepRequest
 from core.sandbox_local import LocalSandbox
 from tests.core.sandbox_backends import BACKENDS, sandbox_options
@@ -221,3 +223,148 @@ async def test_a_step_stopped_at_its_time_limit_or_failing_keeps_what_it_wrote(s
     result = await step(sandbox, sid, "open('partial.txt', 'w').write('p')\nraise ValueError('boom')")
     assert not result.ok and "boom" in result.error
     assert (ws / "partial.txt").read_text() == "p"
+
+
+DEEP = (
+    "import os\nfor i in range(20):\n    name = f'{i:02d}' + 'd' * 238\n"
+    "    os.makedirs(name, exist_ok=True)\n    os.chdir(name)\n"
+    "open(f'big{STEP}.bin', 'wb').write(os.urandom(3 * 2 ** 20))\n"
+)
+
+
+def usage_by_descriptors(root) -> tuple[int, int]:
+    """`usage`, but walking by directory descriptors: no path length limits it (a tree deeper than
+    PATH_MAX is counted in full, or this fails loudly)."""
+    total = files = 0
+    pending = [os.open(root, os.O_RDONLY | os.O_DIRECTORY)]
+    while pending:
+        fd = pending.pop()
+        try:
+            with os.scandir(fd) as entries:
+                for entry in entries:
+                    files += 1
+                    if entry.is_dir(follow_symlinks=False):
+                        pending.append(os.open(entry.name, os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd))
+                    else:
+                        total += entry.stat(follow_symlinks=False).st_size
+        finally:
+            os.close(fd)
+    return total, files
+
+
+@module_loop
+async def test_a_tree_deeper_than_path_max_counts_against_the_quota(sandbox):
+    """20 directories of 240-character names (~4.8 KB of path, past PATH_MAX) holding a 3 MB file, step
+    after step in a 4 MB quota: the workspace never holds more than the quota, and the model is told."""
+    sid = session()
+    ws = sandbox.workspace(sid)
+    saved = sandbox.workspace_bytes
+    sandbox.workspace_bytes = 4 * 2**20
+    try:
+        results = [await step(sandbox, sid, DEEP.replace("STEP", str(n))) for n in range(4)]
+        used, _ = usage_by_descriptors(ws)
+    finally:
+        sandbox.workspace_bytes = saved
+    assert results[0].ok, results[0]
+    assert used <= 4 * 2**20, used
+    for result in results[1:]:
+        assert not result.ok and "filled the thread's workspace past its limit" in result.error, result
+
+
+RENAME_AND_STALL = (
+    "import os, time\nos.rename('data.csv', 'renamed.csv')\n"
+    "for i in range(10):\n    with open(f'sparse{i}.bin', 'wb') as f:\n"
+    "        f.seek(100 * 2 ** 20 - 1)\n        f.write(b'x')\n"
+    "time.sleep(60)\n"
+)
+
+
+@module_loop
+async def test_a_rename_stopped_at_the_time_limit_loses_nothing(sandbox):
+    """A step renames a 20 MB file, writes ten 100 MB sparse files and sleeps past its limit: the
+    file survives whole under one of its names, no partial or temporary file is left, everything
+    belongs to the workspace's owner, and the sparse files land as sparse as the step wrote them."""
+    sid = session()
+    ws = sandbox.workspace(sid)
+    make = "import os, random\nrandom.seed(7)\nopen('data.csv', 'wb').write(random.randbytes(20 * 2 ** 20))"
+    assert (await step(sandbox, sid, make)).ok
+    content = (ws / "data.csv").read_bytes()
+    saved = sandbox.workspace_bytes
+    sandbox.workspace_bytes = 2 * 2**30
+    try:
+        result = await step(sandbox, sid, RENAME_AND_STALL, timeout_s=3)
+    finally:
+        sandbox.workspace_bytes = saved
+    assert not result.ok and "step time limit" in result.error, result
+    kept = [p for p in (ws / "data.csv", ws / "renamed.csv") if p.exists()]
+    assert len(kept) == 1 and kept[0].read_bytes() == content, kept
+    owner = ws.stat().st_uid
+    for path in ws.rglob("*"):
+        assert not path.name.startswith(".landing-"), path
+        assert path.lstat().st_uid == owner, (path, path.lstat().st_uid, owner)
+    if sandbox.backend in HARD:  # landed through the layer: the new name, holes kept
+        assert kept[0].name == "renamed.csv"
+        for i in range(10):
+            landed = (ws / f"sparse{i}.bin").stat()
+            assert landed.st_size == 100 * 2**20 and landed.st_blocks * 512 < 2**20, landed
+
+
+@module_loop
+async def test_changing_a_file_larger_than_the_room_left_says_so(sandbox):
+    """A 40 MB file in a 64 MB quota: appending to it or chmod-ing it needs a whole copy in the layer
+    (hard quota), which does not fit; the model is told that, and what to do, not that it "filled" the
+    workspace. The file is unchanged. Where the quota is a watchdog the append simply works."""
+    sid = session()
+    ws = sandbox.workspace(sid)
+    saved = sandbox.workspace_bytes
+    sandbox.workspace_bytes = 64 * 2**20
+    try:
+        assert (await step(sandbox, sid, "open('big.csv', 'wb').write(b'x' * 40 * 2 ** 20)")).ok
+        results = [
+            await step(sandbox, sid, "open('big.csv', 'ab').write(b'y')"),
+            await step(sandbox, sid, "import os\nos.chmod('big.csv', 0o600)"),
+        ]
+    finally:
+        sandbox.workspace_bytes = saved
+    if not sandbox.protections()["workspace quota"].startswith("on — hard"):
+        assert results[0].ok, results[0]
+        return
+    for result in results:
+        assert not result.ok and "changing an existing file" in result.error, result
+        assert "Write a new file instead" in result.error, result
+    assert (ws / "big.csv").stat().st_size == 40 * 2**20
+
+
+NEST = (
+    "import os\nfor _ in range(1100):\n    os.mkdir('n')\n    os.chdir('n')\nopen('leaf', 'w').write('x')\n"
+)
+UNNEST = (
+    "import os\nfor _ in range(1100):\n    os.chdir('n')\nos.remove('leaf')\n"
+    "for _ in range(1100):\n    os.chdir('..')\n    os.rmdir('n')\n"
+)
+
+
+@module_loop
+async def test_a_tree_1100_levels_deep_lands_and_can_be_deleted(sandbox):
+    """Past Python's recursion limit and a default 1,024 open files: the landing neither recurses nor
+    runs out of descriptors; a tree too deep to measure counts as over the quota, so the next step may
+    only shrink the workspace — and deleting it lands."""
+    sid = session()
+    ws = sandbox.workspace(sid)
+    assert (await step(sandbox, sid, "pass")).ok
+    before = usage_by_descriptors(ws)[1]
+    try:
+        made = await step(sandbox, sid, NEST, timeout_s=30)
+        assert made.ok, made
+        assert usage_by_descriptors(ws)[1] == before + 1101
+        gone = await step(sandbox, sid, UNNEST, timeout_s=30)
+        assert gone.ok, gone
+        assert not (ws / "n").exists()
+    finally:  # never leave a tree pytest's own clean-up (recursive) cannot remove
+        if (ws / "n").exists():
+            resource.setrlimit(resource.RLIMIT_NOFILE, (resource.getrlimit(resource.RLIMIT_NOFILE)[1],) * 2)
+            fd = os.open(ws, os.O_RDONLY | os.O_DIRECTORY)
+            try:
+                isolation_root.remove_tree(fd, "n")
+            finally:
+                os.close(fd)
