@@ -12,8 +12,7 @@ import pytest
 import pytest_asyncio
 
 from tests.bot.slack_harness import mention, module_settings, serve
-from tests.fakes.anthropic_api import FakeAnthropic, text, tool
-from tests.fakes.slack_api import FakeSlackAPI
+from tests.fakes.anthropic_api import text, tool
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -27,20 +26,6 @@ pd.DataFrame({
 }).to_csv('report.csv', index=False)
 print('written')
 """
-
-
-@pytest.fixture(scope="module")
-def model():
-    fake = FakeAnthropic().start()
-    yield fake
-    fake.stop()
-
-
-@pytest.fixture(scope="module")
-def slack_api():
-    fake = FakeSlackAPI().start()
-    yield fake
-    fake.stop()
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")

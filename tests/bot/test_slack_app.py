@@ -14,7 +14,7 @@ import pytest_asyncio
 from bot import slack_render as render
 from tests.bot.slack_harness import mention, message, module_settings, serve
 from tests.conftest import DEMO_DB_CACHE
-from tests.fakes.anthropic_api import FakeAnthropic, error, text, tool
+from tests.fakes.anthropic_api import error, text, tool
 from tests.fakes.slack_api import BOT_ID, BOT_USER_ID, FakeSlackAPI
 
 DELAYS = (
@@ -38,20 +38,6 @@ ANSWER = """## Most delayed carriers
 
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
-
-
-@pytest.fixture(scope="module")
-def model():
-    fake = FakeAnthropic().start()
-    yield fake
-    fake.stop()
-
-
-@pytest.fixture(scope="module")
-def slack_api():
-    fake = FakeSlackAPI().start()
-    yield fake
-    fake.stop()
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")

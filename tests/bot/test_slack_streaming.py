@@ -9,7 +9,7 @@ import pytest_asyncio
 
 from bot.slack_stream import render
 from tests.bot.slack_harness import mention, message, module_settings, serve
-from tests.fakes.anthropic_api import FakeAnthropic, cut, text, tool
+from tests.fakes.anthropic_api import cut, text, tool
 from tests.fakes.slack_api import FakeSlackAPI
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -21,20 +21,6 @@ ANSWER = (
     "| carrier | delayed |\n|---|---:|\n| EV | 23139 |\n| B6 | 21445 |\n\n"
     "Ask me for the top 3 as a CSV."
 )
-
-
-@pytest.fixture(scope="module")
-def model():
-    fake = FakeAnthropic().start()
-    yield fake
-    fake.stop()
-
-
-@pytest.fixture(scope="module")
-def slack_api():
-    fake = FakeSlackAPI().start()
-    yield fake
-    fake.stop()
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
