@@ -6,6 +6,7 @@ bot/teams_render.py; the terminal hands the whole answer to rich, which uses the
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -90,3 +91,19 @@ def _table(tokens: list[Token]) -> Block:
             else:
                 rows.append(row)
     return Block("table", header=tuple(header), rows=tuple(tuple(r) for r in rows))
+
+
+def pack(pieces: Iterable[str], limit: int, size: Callable[[str], int] = len) -> list[str]:
+    """Pieces (each within `limit`) joined by blank lines into as few chunks of at most `limit` as go,
+    breaking only between pieces: how every surface splits a long answer into messages. `size` is
+    the surface's measure (Slack counts characters, Teams bytes)."""
+    chunks: list[str] = []
+    current = ""
+    for piece in pieces:
+        candidate = f"{current}\n\n{piece}" if current else piece
+        if size(candidate) <= limit:
+            current = candidate
+        else:
+            chunks.append(current)
+            current = piece
+    return [*chunks, current] if current else chunks

@@ -25,7 +25,7 @@ from slack_sdk.models.blocks import (
     SectionBlock,
 )
 
-from bot.markdown import blocks
+from bot.markdown import blocks, pack
 from bot.transcript import format_bytes
 from core.schedules import ANSWER_CADENCES
 
@@ -202,19 +202,7 @@ def _md_link(label: str, target: str) -> str:
 # --- splitting ------------------------------------------------------------------------------------
 def split_units(units: list[Unit], render, limit: int) -> list[str]:
     """Pack rendered units into chunks ≤ `limit` characters, breaking only between units."""
-    chunks: list[str] = []
-    current = ""
-    for unit in units:
-        for piece in _fit(unit, render, limit):
-            candidate = f"{current}\n\n{piece}" if current else piece
-            if len(candidate) <= limit:
-                current = candidate
-            else:
-                chunks.append(current)
-                current = piece
-    if current:
-        chunks.append(current)
-    return chunks
+    return pack((piece for unit in units for piece in _fit(unit, render, limit)), limit)
 
 
 def _fit(unit: Unit, render, limit: int) -> list[str]:

@@ -19,7 +19,7 @@ from botbuilder.schema import Attachment
 from botbuilder.schema.teams import FileConsentCard, FileInfoCard
 from botbuilder.schema.teams.additional_properties import ContentType
 
-from bot.markdown import blocks
+from bot.markdown import blocks, pack
 from core.schedules import ANSWER_CADENCES
 
 ADAPTIVE = CardFactory.content_types.adaptive_card
@@ -85,17 +85,7 @@ def split_message(text: str, limit: int = MAX_MESSAGE_BYTES) -> list[str]:
     """Teams Markdown too long for one message → several of at most `limit` bytes, cut between
     paragraphs and never inside a code block (one too long on its own is cut between lines, each piece
     fenced again); a paragraph too long on its own is cut at spaces."""
-    parts: list[str] = []
-    current = ""
-    for unit in _units(text):
-        for piece in _fit(unit, limit):
-            candidate = f"{current}\n\n{piece}" if current else piece
-            if _size(candidate) <= limit:
-                current = candidate
-            else:
-                parts.append(current)
-                current = piece
-    return [*parts, current] if current or not parts else parts
+    return pack((piece for unit in _units(text) for piece in _fit(unit, limit)), limit, _size) or [""]
 
 
 def _size(text: str) -> int:
