@@ -15,7 +15,7 @@ import pytest_asyncio
 
 from core.sandbox import StepRequest
 from core.sandbox_local import LocalSandbox
-from tests.core.sandbox_backends import BACKENDS, sandbox_options
+from tests.core.sandbox_backends import BACKENDS, start_sandbox
 
 module_loop = pytest.mark.asyncio(loop_scope="module")
 SESSION = "fresh-1"
@@ -43,12 +43,7 @@ async def sandbox(request, tmp_path_factory):
     (home / "workspaces" / "other-session").mkdir(parents=True)
     (home / "workspaces" / "other-session" / "theirs.csv").write_text("secret")
     (home / "state.db").write_text("state")
-    sb = LocalSandbox(workspaces=home / "workspaces", hidden=[home], **sandbox_options(request.param))
-    try:
-        await sb.start()
-    except RuntimeError as exc:
-        await sb.close()
-        pytest.skip(str(exc))
+    sb = await start_sandbox(request.param, workspaces=home / "workspaces", hidden=[home])
     yield sb
     await sb.close()
 

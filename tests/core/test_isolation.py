@@ -15,21 +15,11 @@ import pytest_asyncio
 from core import isolation, isolation_backends, isolation_session
 from core.sandbox import StepRequest
 from core.sandbox_local import LocalSandbox, read_inside, resolve_in_workspace, write_inside
-from tests.core.sandbox_backends import BACKENDS, EXPECTED, sandbox_options
+from tests.core.sandbox_backends import BACKENDS, EXPECTED, start_sandbox
 from tests.core.sandbox_backends import holds as protections_hold
 
 module_loop = pytest.mark.asyncio(loop_scope="module")
 ROOT = isolation.host_root()
-
-
-async def start_sandbox(backend: str, **kwargs) -> LocalSandbox:
-    sb = LocalSandbox(**kwargs, **sandbox_options(backend))
-    try:
-        await sb.start()
-    except RuntimeError as exc:  # e.g. a kernel without user namespaces: said in one sentence
-        await sb.close()
-        pytest.skip(str(exc))
-    return sb
 
 
 def holds(sandbox: LocalSandbox, protection: str) -> bool:

@@ -18,7 +18,7 @@ import pytest_asyncio
 
 from core.sandbox import StepRequest
 from core.sandbox_local import LocalSandbox
-from tests.core.sandbox_backends import BACKENDS, sandbox_options
+from tests.core.sandbox_backends import BACKENDS, start_sandbox
 from tests.core.sandbox_backends import holds as protections_hold
 
 module_loop = pytest.mark.asyncio(loop_scope="module")
@@ -28,12 +28,7 @@ SESSION = "pidns-1"
 @pytest_asyncio.fixture(scope="module", loop_scope="module", params=BACKENDS)
 async def sandbox(request, tmp_path_factory):
     home = tmp_path_factory.mktemp("pidns") / "home"
-    sb = LocalSandbox(workspaces=home / "workspaces", hidden=[home], **sandbox_options(request.param))
-    try:
-        await sb.start()
-    except RuntimeError as exc:  # e.g. a kernel without user namespaces: said in one sentence
-        await sb.close()
-        pytest.skip(str(exc))
+    sb = await start_sandbox(request.param, workspaces=home / "workspaces", hidden=[home])
     yield sb
     await sb.close()
 

@@ -17,7 +17,7 @@ import pytest_asyncio
 from core import isolation_root
 from core.sandbox import StepRequest
 from core.sandbox_local import LocalSandbox
-from tests.core.sandbox_backends import BACKENDS, sandbox_options
+from tests.core.sandbox_backends import BACKENDS, start_sandbox
 
 module_loop = pytest.mark.asyncio(loop_scope="module")
 HARD = ("root", "userns")
@@ -26,12 +26,7 @@ HARD = ("root", "userns")
 @pytest_asyncio.fixture(scope="module", loop_scope="module", params=BACKENDS)
 async def sandbox(request, tmp_path_factory):
     home = tmp_path_factory.mktemp("overlay") / "home"
-    sb = LocalSandbox(workspaces=home / "workspaces", hidden=[home], **sandbox_options(request.param))
-    try:
-        await sb.start()
-    except RuntimeError as exc:
-        await sb.close()
-        pytest.skip(str(exc))
+    sb = await start_sandbox(request.param, workspaces=home / "workspaces", hidden=[home])
     yield sb
     await sb.close()
 
