@@ -28,6 +28,7 @@ from pathlib import Path
 MOUNT_SETATTR, AT_FDCWD, AT_RECURSIVE, MOUNT_ATTR_RDONLY = 442, -100, 0x8000, 1  # same on x86_64, aarch64
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT = 1, 2, 4, 8, 32
 MS_BIND, MS_REC, MS_PRIVATE, MNT_DETACH = 4096, 16384, 1 << 18, 2
+CLONE_NEWNS = 0x00020000
 PIVOT_ROOT = {"x86_64": 155, "amd64": 155, "aarch64": 41, "arm64": 41}
 # What a data step needs of the host besides the runtime: shared libraries (numpy, DuckDB, matplotlib
 # load theirs from /usr/lib and /lib*), the loader's cache, the time zone; a few device files.
@@ -56,6 +57,13 @@ def mount(source: str, target: str, fstype: str | None, flags: int, data: str | 
         )
         == 0
     )
+
+
+def own_mount_namespace() -> bool:
+    """This process's own mount namespace, nothing propagated to or from the host's: where a step's
+    supervisor mounts its workspace's layer (`core/workspace_overlay.py`), made by the spare before
+    it forks the runner, which shares it until it makes its own (`core/step_processes.py`)."""
+    return _libc.unshare(CLONE_NEWNS) == 0 and mount("none", "/", None, MS_REC | MS_PRIVATE)
 
 
 def read_only_tree(path: str, *, read_only: bool = True, recursive: bool = True) -> bool:

@@ -1,13 +1,13 @@
 """A step child in two processes: a supervisor that keeps the bot's connection, a runner that runs code.
 
 Why two: the process that runs model code must hold nothing that reaches the bot. Had it the bot's
-socket, it could write a forged result of any size (`os.write(4, …)`). So the step child forked by
-the fork server becomes the supervisor: it keeps the connection, makes a pipe, forks the runner and
-closes its own end of the pipe. The runner closes every descriptor it inherited except the pipe's
-write end, confines itself (`core/isolation.py`) and runs the step; the supervisor reads at most
-`MAX_RESULT_BYTES` from the pipe, and only once the runner is gone does it parse, validate and clip
-what came (`StepResult.untrusted`) and answer the bot. Garbage, a partial line or an oversized one
-is a failed step, never a forged one.
+socket, it could write a forged result of any size (`os.write(4, …)`). So the spare step child of the
+fork server forks the runner before it even accepts the bot's connection (`core/step_processes.py`:
+the runner never holds that connection, and keeps nothing but a pipe to read its request from and
+one to write its result to), then becomes the supervisor: it keeps the connection, gives the runner
+its step, reads at most `MAX_RESULT_BYTES` from the result pipe, and only once the runner is gone
+does it parse, validate and clip what came (`StepResult.untrusted`) and answer the bot. Garbage, a
+partial line or an oversized one is a failed step, never a forged one.
 
 The disk quota. Where the back end gives the step a mount namespace (`root`, `userns`: `hard_quota`)
 it is a hard limit: the step writes into a size- and inode-limited layer over its workspace, which
@@ -20,14 +20,10 @@ writes in a tick. Either way one file cannot outgrow the room left (RLIMIT_FSIZE
 already over quota may shrink but not grow.
 
 Where the back end allows it (`root`, `userns`), the step gets its own PID namespace, so nothing it
-starts outlives it: the supervisor unshares one and spawns a tiny init into it (pid 1: it only reaps
-orphans) before it forks the runner (pid 2). When the step is over the supervisor kills that init,
-and the kernel kills whatever is left in the namespace — a double-forked `setsid` daemon included —
-before `waitpid` returns. The runner is not pid 1 itself, because pid 1 ignores signals from inside
-its namespace that it has no handler for (a runner that kills itself would go on). The init is
-spawned (vfork + exec of a few lines of Python), not forked: a fork of this big process (the data
-stack is imported) costs tens of ms; the init's own start-up runs beside the step. It also exits on
-its own when the supervisor is gone (end of file on a pipe only the supervisor holds).
+starts outlives it: the runner is pid 2 under a tiny init, both made before the request
+(`core/step_processes.py`). When the step is over the supervisor kills that init, and the kernel
+kills whatever is left in the namespace — a double-forked `setsid` daemon included — before
+`waitpid` returns, and only then lands the layer.
 """
 
 from __future__ import annotations
@@ -38,14 +34,11 @@ import json
 import os
 import resource
 import select
-import signal
-import sys
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from core import isolation, workspace_overlay
+from core import step_processes, workspace_overlay
 from core.sandbox import StepRequest, StepResult
 from core.workspace_overlay import Usage, measure
 
@@ -58,24 +51,6 @@ LANDING_S = 1.0  # a step runs this long past its limit, as before (the bot wait
 LANDING_GRACE_S, LANDING_STOP_S = 30.0, 8.0
 LANDING = b'{"landing": true}\n'
 HARD_QUOTA_BACKENDS = workspace_overlay.HARD_QUOTA_BACKENDS
-# Pid 1 of a step's PID namespace (run with -S -I, so nothing but the standard library is imported):
-# make itself non-dumpable, then reap orphans until the supervisor kills it or goes away (end of file
-# on descriptor argv[1]). `_signal`, not `signal`: the latter imports `enum`, a third of this
-# process's start-up (~12 of ~34 ms CPU), paid by every step.
-_INIT = (
-    "import ctypes, os, _signal as signal, sys\n"
-    "ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)\n"  # not dumpable: a same-uid step cannot open /proc/1/*
-    "def reap(*_):\n"
-    "    try:\n"
-    "        while os.waitpid(-1, os.WNOHANG)[0]:\n"
-    "            pass\n"
-    "    except ChildProcessError:\n"
-    "        pass\n"
-    "signal.signal(signal.SIGCHLD, reap)\n"
-    "reap()\n"
-    "while os.read(int(sys.argv[1]), 1):\n"
-    "    pass\n"
-)
 
 
 @dataclass(frozen=True)
@@ -120,55 +95,58 @@ def changed_message(limit: Quota, start: Usage, step_bytes: int) -> str:
 
 
 def supervise(
-    run: Callable[[], StepResult],
+    prepared: step_processes.Prepared,
     *,
     request: StepRequest,
-    inherited: list,
+    stream,
     workspace: Path,
     quota: Quota,
-    pid_namespace: bool = False,
     hard_quota: bool = False,
 ) -> StepResult | None:
-    """Fork the runner (`run` confines and runs the step), watch it, return its validated result, or
-    None when it ended without one (crash, kill: the bot says so). `inherited` are open objects (the
-    bot's connection) the runner closes before anything else. With `pid_namespace` the runner is
-    forked into a new PID namespace that ends with the step, with `hard_quota` it writes into a
-    limited layer landed after it (this process serves one step only: both change it for good)."""
+    """Give the `prepared` runner its step, watch it, return its validated result, or None when it
+    ended without one (crash, kill: the bot says so). `stream` is the bot's connection (told when the
+    step's layer lands). With `hard_quota` the runner writes into a limited layer, mounted here in the
+    mount namespace it shares with the runner, and landed after it (this process serves one step
+    only: it changes it for good)."""
     hard_quota = hard_quota and workspace_overlay.AVAILABLE  # else this kernel's fallback: the watchdog
-    with contextlib.suppress(ValueError, OSError):  # measuring and landing: a descriptor per level
-        resource.setrlimit(resource.RLIMIT_NOFILE, (resource.getrlimit(resource.RLIMIT_NOFILE)[1],) * 2)
-    limit = Quota(max(quota.max_bytes, 1), max(quota.max_files, 1))
-    start = measure(workspace, stop=None)
-    if start.unwalkable:  # a tree it cannot measure is charged as a full workspace: it may only shrink
-        start = Usage(max(limit.max_bytes, start.bytes), start.files, start.unwalkable, start.largest)
-    limit = Quota(max(limit.max_bytes, start.bytes), max(limit.max_files, start.files))
-    # One file can never outgrow what is left of the quota: the kernel refuses the write (EFBIG), so
-    # the most common flood — one growing file — stops exactly at the limit, not a tick or two past it.
-    room = limit.max_bytes - start.bytes
-    step_bytes = min(room, request.memory_mb * 2**20)  # the layer's pages are the step's memory too
-    layer = None
-    if hard_quota:
-        try:
-            layer = workspace_overlay.mount_over(
-                workspace, add_bytes=step_bytes, add_files=limit.max_files - start.files, existing=start.files
-            )
-        except (RuntimeError, OSError) as exc:
-            why = str(exc) if isinstance(exc, RuntimeError) else ""
-            return StepResult(
-                ok=False, error=why or "Refused: the step's workspace quota could not be set up."
-            )
     try:
-        init = _start_init() if pid_namespace else None
-        if pid_namespace and init is None:
-            return StepResult(
-                ok=False, error="Refused: the step's own process namespace could not be set up."
-            )
-        data, stopped = _run(run, request, inherited, workspace, limit, room, init, layer)
-        over, landing = _land(layer, limit, start, inherited) if layer is not None else (False, "")
-        held = measure("upper", dir_fd=layer.scratch).bytes if layer is not None else 0  # new bytes
+        if prepared.refusal:
+            return StepResult(ok=False, error=prepared.refusal)
+        with contextlib.suppress(ValueError, OSError):  # measuring and landing: a descriptor per level
+            resource.setrlimit(resource.RLIMIT_NOFILE, (resource.getrlimit(resource.RLIMIT_NOFILE)[1],) * 2)
+        limit = Quota(max(quota.max_bytes, 1), max(quota.max_files, 1))
+        start = measure(workspace, stop=None)
+        if start.unwalkable:  # a tree it cannot measure is charged as a full workspace: it may only shrink
+            start = Usage(max(limit.max_bytes, start.bytes), start.files, start.unwalkable, start.largest)
+        limit = Quota(max(limit.max_bytes, start.bytes), max(limit.max_files, start.files))
+        # One file can never outgrow what is left of the quota: the kernel refuses the write (EFBIG), so
+        # the most common flood — one growing file — stops exactly at the limit, not a tick or two past it.
+        room = limit.max_bytes - start.bytes
+        step_bytes = min(room, request.memory_mb * 2**20)  # the layer's pages are the step's memory too
+        layer = None
+        if hard_quota:
+            try:
+                layer = workspace_overlay.mount_over(
+                    workspace,
+                    add_bytes=step_bytes,
+                    add_files=limit.max_files - start.files,
+                    existing=start.files,
+                    unshare=False,  # the spare made it, before it forked the runner
+                )
+            except (RuntimeError, OSError) as exc:
+                why = str(exc) if isinstance(exc, RuntimeError) else ""
+                return StepResult(
+                    ok=False, error=why or "Refused: the step's workspace quota could not be set up."
+                )
+        try:
+            data, stopped = _run(prepared, request, workspace, limit, room, layer)
+            over, landing = _land(layer, limit, start, stream) if layer is not None else (False, "")
+            held = measure("upper", dir_fd=layer.scratch).bytes if layer is not None else 0  # new bytes
+        finally:
+            if layer is not None:
+                layer.close()
     finally:
-        if layer is not None:
-            layer.close()
+        prepared.end()
     if stopped:
         return StepResult(ok=False, killed=True, error=stopped)
     try:
@@ -188,41 +166,38 @@ def supervise(
     return result
 
 
-def _run(run, request, inherited, workspace, limit, room, init, layer) -> tuple[bytes, str]:
-    """Fork the runner (pid 2 of the step's PID namespace when there is an `init`) and watch it until
-    it and everything it started are gone; returns (its result's bytes, why it was stopped)."""
+def _run(prepared, request, workspace, limit, room, layer) -> tuple[bytes, str]:
+    """Give the runner its step and watch it until it and everything it started are gone; returns
+    (its result's bytes, why it was stopped)."""
     try:
-        read_end, write_end = os.pipe()
-        pid = os.fork()  # with an init: pid 2 of the step's namespace
-        if pid == 0:
-            _cap_file_size(room)
-            _runner(run, request, inherited, read_end, write_end)
-        os.close(write_end)
+        if not prepared.start(request, workspace, room):
+            return b"", step_processes.GONE
         try:
             if layer is None:
-                return _watch(pid, read_end, workspace, limit)
+                return _watch(prepared.runner, prepared.result, workspace, limit)
             # The bot stops waiting at the limit plus 2 s: this leaves the step the time it had, and
             # the landing about a second.
             deadline = time.monotonic() + request.timeout_s + LANDING_S
-            data, stopped = _watch(pid, read_end, workspace, limit, watchdog=False, deadline=deadline)
-            if stopped == "time":
-                stopped = (
-                    f"The step was stopped after {request.timeout_s:g} s (the step time limit). "
-                    "Try a smaller query, sample the data, or save intermediate results."
-                )
-            return data, stopped
+            data, stopped = _watch(
+                prepared.runner, prepared.result, workspace, limit, watchdog=False, deadline=deadline
+            )
         finally:
-            os.close(read_end)
+            prepared.reaped = True  # `_watch` reaps the runner on every way out
+        if stopped == "time":
+            stopped = (
+                f"The step was stopped after {request.timeout_s:g} s (the step time limit). "
+                "Try a smaller query, sample the data, or save intermediate results."
+            )
+        return data, stopped
     finally:
-        if init is not None:
-            _kill(init)  # returns once the namespace is empty: nothing the step started is left
+        prepared.end()  # returns once the namespace is empty: nothing the step started is left
 
 
-def _land(layer: workspace_overlay.Layer, limit: Quota, start: Usage, inherited: list) -> tuple[bool, str]:
+def _land(layer: workspace_overlay.Layer, limit: Quota, start: Usage, stream) -> tuple[bool, str]:
     """Apply the step's layer to the workspace (only what fits the quota, within `LANDING_GRACE_S`);
     returns (whether something did not fit, or the layer filled up; a sentence if landing failed)."""
     with contextlib.suppress(OSError, ValueError):  # the bot now waits LANDING_GRACE_S more
-        next(h for h in inherited if hasattr(h, "write")).write(LANDING)
+        stream.write(LANDING)
     deadline = time.monotonic() + LANDING_GRACE_S - LANDING_STOP_S
     full = layer.full()
     budget = workspace_overlay.Budget(limit.max_bytes - start.bytes, limit.max_files - start.files)
@@ -239,66 +214,6 @@ def _land(layer: workspace_overlay.Layer, limit: Quota, start: Usage, inherited:
             "smaller files per step."
         )
     return full or budget.refused > 0, ""
-
-
-def _start_init() -> int | None:
-    """A new PID namespace for this process's next children, and its init (pid 1) spawned into it;
-    None where either fails (the step is then refused: the back end reported this protection on)."""
-    if not isolation.unshare(isolation.CLONE_NEWPID):
-        return None
-    alive_r, alive_w = os.pipe()  # the init's read end sees end of file once this process is gone
-    try:
-        os.set_inheritable(alive_r, True)
-        argv = [sys.executable, "-S", "-I", "-c", _INIT, str(alive_r)]
-        return os.posix_spawn(sys.executable, argv, dict(os.environ))
-    except OSError:
-        os.close(alive_w)
-        return None
-    finally:
-        os.close(alive_r)  # alive_w stays open, unused, until this process exits
-
-
-def _cap_file_size(room: int) -> None:
-    """RLIMIT_FSIZE at most `room` bytes (the step's own file limit, set later, only lowers it)."""
-    with contextlib.suppress(ValueError, OSError):
-        soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
-        cap = max(room, 0) if hard == resource.RLIM_INFINITY else min(max(room, 0), hard)
-        resource.setrlimit(resource.RLIMIT_FSIZE, (cap, cap))
-
-
-def _runner(run, request: StepRequest, inherited: list, read_end: int, write_end: int) -> None:
-    """The runner's whole life: hold only the pipe's write end, run, write the result, exit."""
-    code = 0
-    try:
-        for handle in inherited:
-            handle.close()
-        os.close(read_end)
-        _close_all_but(write_end)
-        # fd 1/2 are the fork server's stdout (a pipe the bot stops reading after "ready") and its log:
-        # a step writing there directly could block every later step or flood the log.
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, 1)
-        os.dup2(devnull, 2)
-        os.close(devnull)
-        try:
-            result = run()
-        except Exception as exc:  # confinement failed: the step did not run, and says why
-            result = StepResult(ok=False, error=f"The sandbox could not set up this step ({exc}).")
-        result = StepResult.untrusted(result.to_dict(), request)  # bounded before it is written
-        view = memoryview(json.dumps(result.to_dict()).encode())
-        while view:
-            view = view[os.write(write_end, view) :]
-    except BaseException:
-        code = 1
-    finally:
-        os._exit(code)
-
-
-def _close_all_but(keep: int) -> None:
-    limit = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
-    top = limit if 0 < limit < 1 << 20 else 1 << 16
-    os.closerange(3, keep)
-    os.closerange(keep + 1, top)
 
 
 def _watch(
@@ -322,7 +237,7 @@ def _watch(
     try:
         while True:
             if time.monotonic() >= deadline:
-                _kill(pid)
+                step_processes.kill(pid)
                 reaped = True
                 return b"", "time"
             waiting = [exited, read_end] if pipe_open else [exited]
@@ -331,7 +246,7 @@ def _watch(
             if read_end in ready:
                 pipe_open = _drain(read_end, data)
                 if len(data) > MAX_RESULT_BYTES:
-                    _kill(pid)
+                    step_processes.kill(pid)
                     return (
                         b"",
                         f"The step's result was larger than {MAX_RESULT_BYTES // 2**20} MB and was refused.",
@@ -345,7 +260,7 @@ def _watch(
             if watchdog and time.monotonic() >= next_tick:
                 started = time.monotonic()
                 if measure(workspace, stop=limit).over(limit):
-                    _kill(pid)
+                    step_processes.kill(pid)
                     return b"", quota_message(limit)
                 interval = max(
                     TICK_S, 2 * (time.monotonic() - started)
@@ -353,7 +268,7 @@ def _watch(
                 next_tick = time.monotonic() + interval
     except BaseException:
         if not reaped:  # the runner goes first: the init waits for its namespace to empty
-            _kill(pid)
+            step_processes.kill(pid)
         raise
     finally:
         os.close(exited)
@@ -370,10 +285,3 @@ def _drain(fd: int, into: bytearray) -> bool:
             return False
         into += chunk
     return True
-
-
-def _kill(pid: int) -> None:
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(pid, signal.SIGKILL)
-    with contextlib.suppress(ChildProcessError):
-        os.waitpid(pid, 0)

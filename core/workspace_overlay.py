@@ -1,11 +1,11 @@
 """A step's writes held in a size-limited layer until it ends: the hard disk quota of `root` and `userns`.
 
-The step never writes the workspace itself: the supervisor (it serves one step) unshares its own mount
-namespace and mounts, at the workspace's path, an overlay whose lower layer is the real workspace and
-whose upper layer lives on a tmpfs with `size=` the bytes the step may add and `nr_inodes=` the entries
-it may add (plus one per existing entry, for deleting it). The runner, forked after, builds its fresh
-root from that path (`core/isolation_root.py`), so the kernel answers ENOSPC past the limit — whatever
-the step does, with no race against a watchdog's tick.
+The step never writes the workspace itself: the supervisor (it serves one step) has a mount namespace
+of its own, shared with its waiting runner, and mounts there, at the workspace's path, an overlay whose
+lower layer is the real workspace and whose upper layer lives on a tmpfs with `size=` the bytes the
+step may add and `nr_inodes=` the entries it may add (plus one per existing entry, for deleting it).
+The runner, given its step after, builds its fresh root from that path (`core/isolation_root.py`), so
+the kernel answers ENOSPC past the limit — whatever the step does, with no race against a watchdog's tick.
 
 When nothing of the step runs any more, the supervisor — never model code — lands the upper layer in
 the real workspace (`land`), within a deadline, each file atomically; what does not fit the quota is
@@ -25,7 +25,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from core import isolation, isolation_root
+from core import isolation_root
 
 HARD_QUOTA_BACKENDS = ("root", "userns")  # the back ends with a mount namespace per step
 AVAILABLE = True  # set by the fork server's start-up probe (`isolation_backends.hard_quota_works`)
@@ -140,13 +140,13 @@ class Layer:
         os.close(self.scratch)
 
 
-def mount_over(workspace: Path, *, add_bytes: int, add_files: int, existing: int) -> Layer:
-    """In a new mount namespace of this (supervisor) process: the overlay over `workspace` (see the
-    module's docstring). `existing` entries of the workspace may be deleted (a whiteout each). Raises
-    RuntimeError (one sentence): the back end reported this protection on, so the step must not run."""
-    if not isolation.unshare(isolation.CLONE_NEWNS) or not isolation_root.mount(
-        "none", "/", None, isolation_root.MS_REC | isolation_root.MS_PRIVATE
-    ):
+def mount_over(
+    workspace: Path, *, add_bytes: int, add_files: int, existing: int, unshare: bool = True
+) -> Layer:
+    """The overlay over `workspace` (module docstring) in a new mount namespace, or (`unshare=False`:
+    the supervisor) in the one made before. `existing` entries may be deleted (a whiteout each).
+    Raises RuntimeError (one sentence): the back end reported this protection on, so no step runs."""
+    if unshare and not isolation_root.own_mount_namespace():
         raise RuntimeError("Refused: the step's workspace quota could not be set up (mount namespace).")
     # Opened in the new namespace (the overlay takes its layers only from the mounter's own), before
     # anything covers it.

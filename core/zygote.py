@@ -6,7 +6,9 @@ line `{"pid": …}` as soon as it exists (so the bot can kill its process group 
 JSON line with the `StepResult`. A child serves one step and exits: no state passes between steps.
 
 The child is forked in advance (one spare waits in `accept`) and is only the step's supervisor: the
-code runs in a runner it forks, which holds no connection to the bot (`core/isolation_supervisor.py`).
+code runs in a runner the spare forks before it accepts a connection (with the step's PID namespace
+and its init, `core/step_processes.py`), which so never holds the bot's connection and waits on a
+pipe for its step (`core/isolation_supervisor.py`).
 """
 
 from __future__ import annotations
@@ -21,7 +23,14 @@ import sys
 import traceback
 from pathlib import Path
 
-from core import isolation, isolation_backends, isolation_session, isolation_supervisor
+from core import (
+    isolation,
+    isolation_backends,
+    isolation_session,
+    isolation_supervisor,
+    step_processes,
+    workspace_overlay,
+)
 
 
 def _preload():
@@ -52,9 +61,9 @@ def _code_paths() -> list[str]:
     return sorted({os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, core)})
 
 
-def _serve_child(conn: socket.socket, args: argparse.Namespace) -> None:
+def _serve_child(conn: socket.socket, args: argparse.Namespace, prepared: step_processes.Prepared) -> None:
     """The step child: it becomes the supervisor (`core/isolation_supervisor.py`), which keeps this
-    connection and forks the runner that confines itself and runs the model's code."""
+    connection and gives the runner it forked before `accept` (`prepared`) its step."""
     from core.sandbox import StepRequest, StepResult, is_valid_session_id
 
     stream = conn.makefile("rwb", buffering=0)
@@ -63,23 +72,19 @@ def _serve_child(conn: socket.socket, args: argparse.Namespace) -> None:
     quota = isolation_supervisor.Quota(
         int(raw.pop("quota_bytes", 2**31)), int(raw.pop("quota_files", 100_000))
     )
-    os.setsid()  # the bot kills this process group on timeout: supervisor and runner alike
-    stream.write(json.dumps({"pid": os.getpid()}).encode() + b"\n")
-    # This process keeps the bot's connection: a runner of the same uid must not read its memory or
-    # descriptors through /proc or ptrace.
-    isolation.protect_bot_process()
+    stream.write(json.dumps({"pid": os.getpid()}).encode() + b"\n")  # the step's process group
     request = StepRequest(**raw)
     root = Path(args.workspaces).resolve()
     if not is_valid_session_id(request.session_id) or workspace.resolve() != root / request.session_id:
+        prepared.end()
         result = StepResult(ok=False, error="Refused: the workspace does not belong to this session.")
     else:
         result = isolation_supervisor.supervise(
-            lambda: _run_confined(request, workspace, args),
+            prepared,
             request=request,
-            inherited=[stream, conn],
+            stream=stream,
             workspace=workspace,
             quota=quota,
-            pid_namespace=args.isolation.pid_namespace,
             hard_quota=args.isolation.backend in isolation_supervisor.HARD_QUOTA_BACKENDS,
         )
     if result is not None:  # None: the runner ended without a result; the bot says so
@@ -160,9 +165,9 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def _serve_forever(server: socket.socket, args: argparse.Namespace) -> None:
-    """Keep one spare step child forked in advance, waiting in `accept`: a step pays one fork (the
-    supervisor's, for its runner) on its way, not two. When the spare takes a connection it says so
-    on `taken` and the next spare is forked while that step runs."""
+    """Keep one spare step child forked in advance, its step's processes ready, waiting in `accept`:
+    no fork is on a step's way. When the spare takes a connection it says so on `taken` and the next
+    spare is forked (and prepares) while that step runs."""
     taken_r, taken_w = os.pipe()
     while True:
         pid = os.fork()
@@ -182,17 +187,28 @@ def _serve_forever(server: socket.socket, args: argparse.Namespace) -> None:
 
 
 def _spare(server: socket.socket, taken: int, args: argparse.Namespace) -> None:
-    """A pre-forked step child: wait for one connection, tell the fork server, serve it, exit."""
+    """A pre-forked step child: prepare the step's processes, wait for one connection, tell the fork
+    server, serve it, exit."""
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # the supervisor waits for its runner
     isolation.die_with_parent()  # and dies with the fork server
     code = 0
     conn = None
     try:
+        os.setsid()  # the bot kills this process group on timeout: supervisor, init and runner alike
+        # This process will keep the bot's connection: a runner of the same uid must not read its
+        # memory or descriptors through /proc or ptrace.
+        isolation.protect_bot_process()
+        backend = args.isolation.backend
+        prepared = step_processes.prepare(
+            lambda request, workspace: _run_confined(request, workspace, args),
+            pid_namespace=args.isolation.pid_namespace,
+            own_mounts=backend in isolation_supervisor.HARD_QUOTA_BACKENDS and workspace_overlay.AVAILABLE,
+        )
         conn, _ = server.accept()
         os.write(taken, b".")
         os.close(taken)
         server.close()
-        _serve_child(conn, args)
+        _serve_child(conn, args, prepared)
     except BaseException:  # the bot turns a missing result into a clear error
         code = 1
         traceback.print_exc(file=sys.stderr)

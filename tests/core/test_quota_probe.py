@@ -58,10 +58,10 @@ def test_a_failing_probe_falls_back_to_the_watchdog(backend):
 FALLBACK = """
 import json, os, sys, time
 from pathlib import Path
-from core import isolation_backends, isolation_supervisor, workspace_overlay
+from core import isolation_backends, isolation_supervisor, step_processes, workspace_overlay
 from core.sandbox import StepRequest, StepResult
 
-def flood():
+def flood(request, workspace):
     for i in range(40):
         with open(f"f{i}", "wb") as f:
             f.write(os.urandom(2**20))
@@ -72,8 +72,10 @@ chosen = isolation_backends.choose(BACKEND, masked=[])
 ws = Path(WS)
 os.chdir(ws)
 request = StepRequest(kind="python", session_id="probe", timeout_s=20, memory_mb=1024)
+# As the fork server's spare prepares it: its own mount namespace only where the layer is available.
+prepared = step_processes.prepare(flood, pid_namespace=False, own_mounts=workspace_overlay.AVAILABLE)
 result = isolation_supervisor.supervise(
-    flood, request=request, inherited=[], workspace=ws,
+    prepared, request=request, stream=None, workspace=ws,
     quota=isolation_supervisor.Quota(8 * 2**20, 1000), hard_quota=True,
 )
 row = chosen.report.as_dict()["workspace quota"]
