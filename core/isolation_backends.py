@@ -232,7 +232,7 @@ def describe(
         on["bot process"] = "other uid: /proc/<bot>/environ, mem and fds are unreadable"
         on["leftover processes"] = (
             "own PID namespace per step: everything a step started dies with it; the session uid's "
-            "processes are also killed at the start and end of every step"
+            "processes are also killed when a step starts and after one that was stopped or crashed"
         )
     else:
         off["uid"] = "not host root: sandboxed code runs as the bot's uid (run as root or on Modal)"

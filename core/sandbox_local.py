@@ -194,6 +194,9 @@ class LocalSandbox:
                 "; ".join(f"{k}: {v.split('— ', 1)[-1]}" for k, v in off.items()),
             )
 
+    def _pid_namespace(self) -> bool:
+        return self._zygote_protections.get("leftover processes", "").startswith("on — own PID namespace")
+
     def refused_reason(self) -> str:
         """Why steps are refused (strict policy on a host that cannot isolate them), or ''."""
         missing = isolation_backends.unsatisfied_by(self._zygote_protections)
@@ -243,6 +246,7 @@ class LocalSandbox:
         }
         reader, writer = await asyncio.open_unix_connection(self._socket, limit=RESULT_LINE_BYTES)
         pid: int | None = None
+        answered = False  # the supervisor's answer: it ends the step's PID namespace before it answers
         try:
             writer.write(json.dumps(payload).encode() + b"\n")
             await writer.drain()
@@ -254,6 +258,7 @@ class LocalSandbox:
                 line = await asyncio.wait_for(reader.readline(), timeout=grace)
             if not line:
                 return StepResult(ok=False, killed=True, error=self._crash_message(request))
+            answered = True
             return await self._within_quota(_parse_result(line, request), workspace)
         except ValueError:  # a line past RESULT_LINE_BYTES: not a result the supervisor would send
             self._kill(pid)
@@ -273,9 +278,10 @@ class LocalSandbox:
             writer.close()
             with contextlib.suppress(Exception):
                 await writer.wait_closed()
-            # Every exit path (done, crashed, timed out): the session uid's processes die here, off the loop.
+            # A crashed, stopped or cancelled step: the session uid's processes die here, off the loop. An
+            # answered one in a PID namespace has none left (a sweep of /proc, 5-10 ms, would find none).
             own = self.workspaces / request.session_id
-            if self.backend == "root":
+            if self.backend == "root" and not (answered and self._pid_namespace()):
                 await asyncio.to_thread(
                     isolation_session.end_of_step_cleanup, isolation_session.sandbox_uid(own)
                 )
