@@ -166,8 +166,8 @@ def enter_step(c: StepConfinement) -> None:
 
     Namespace back ends (`root`, `userns`): own mount/IPC/UTS namespaces and a fresh root built from
     nothing (`core/isolation_root.py`): the runtime and `code` read-only, the `readonly` paths (the
-    warehouse), this session's workspace read-write, its own /proc (the supervisor already put this
-    runner in its own PID namespace) and a private /tmp; `hidden` is then moot (never bound).
+    warehouse), this session's workspace read-write, its own /proc (the spare step child forked this
+    runner into its own PID namespace) and a private /tmp; `hidden` is then moot (never bound).
     `landlock` grants the same paths with Landlock rules,
     `seatbelt` with a Seatbelt profile. Fails closed: if a protection the fork server reported cannot
     be applied, the step does not run.
