@@ -26,7 +26,10 @@ _SPAWN = multiprocessing.get_context("spawn")  # a fresh interpreter: no threads
 
 
 def _own_session(*, lowest_priority: bool = False) -> None:
-    os.setsid()
+    from core.isolation import die_with_parent
+
+    os.setsid()  # its own scheduling group — and out of the bench's process group, so:
+    die_with_parent()
     if lowest_priority:
         os.nice(19)
         with contextlib.suppress(OSError):  # the group's weight, where autogroups are on
