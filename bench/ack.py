@@ -22,17 +22,16 @@ from pathlib import Path
 
 import httpx
 
+from bench.elsewhere import FakeServices, load_generator, send
 from bench.harness import (
     ROOT,
     BenchResult,
     Figure,
-    answers_by_thread,
     descendants,
     make_home,
     median,
     percentile,
     pss_kb,
-    recording_slack,
     temp_dir,
 )
 
@@ -100,13 +99,13 @@ async def load(url: str, threads: list[str], *, in_flight: int) -> list[float]:
         return list(await asyncio.gather(*(one(ts) for ts in threads)))
 
 
-async def wait_all(api, threads: set[str], timeout: float) -> dict[str, int]:
+async def wait_all(fakes: FakeServices, threads: set[str], timeout: float) -> dict[str, int]:
     """Until every thread has an answer (or the timeout), then a short grace for duplicates."""
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and not threads <= set(answers_by_thread(api)):
+    while time.monotonic() < deadline and not threads <= set(fakes.answers()):
         await asyncio.sleep(0.1)
     await asyncio.sleep(1.0)
-    return answers_by_thread(api)
+    return fakes.answers()
 
 
 def _env(extra: dict) -> dict:
@@ -130,25 +129,24 @@ def memory_mb(pid: int) -> dict[str, float]:
 
 async def run(*, quick: bool = False) -> BenchResult:
     """p50/p99 ack of `datathread serve` (workers, and turns in-process) vs a bare Bolt app."""
-    from tests.fakes.anthropic_api import FakeAnthropic
-
     result = BenchResult("ack", "1. Slack ack latency under load")
     events, in_flight, rounds = (60, 10, 1) if quick else (300, 20, 2)
     acks: dict[str, list[float]] = {"bare": [], "workers": [], "inprocess": []}
     memory: dict[str, dict[str, float]] = {}
     answers, threads_all = {}, set()
-    with temp_dir("ack") as tmp:
-        fake, api = FakeAnthropic().start(), recording_slack()
+    with temp_dir("ack") as tmp, contextlib.ExitStack() as stack:
+        fakes = stack.enter_context(FakeServices())
+        client = stack.enter_context(load_generator())
         slack_env = {
             "SLACK_BOT_TOKEN": "xoxb-bench-000000",
             "SLACK_SIGNING_SECRET": SECRET,
-            "DATATHREAD_SLACK_API_URL": api.url,
+            "DATATHREAD_SLACK_API_URL": fakes.slack_url,
         }
         bot_env = _env(
             {
                 **slack_env,
                 "ANTHROPIC_API_KEY": "sk-ant-bench-key-000000",
-                "ANTHROPIC_BASE_URL": fake.url,
+                "ANTHROPIC_BASE_URL": fakes.model_url,
                 "DATATHREAD_HOME": str(make_home(tmp)),
                 "DATATHREAD_USER_TURNS_PER_HOUR": "0",
                 "DATATHREAD_CHANNEL_TURNS_PER_HOUR": "0",
@@ -160,25 +158,22 @@ async def run(*, quick: bool = False) -> BenchResult:
             "workers": (bot_cmd, bot_env),
             "inprocess": (bot_cmd, {**bot_env, "DATATHREAD_TURN_WORKERS": "0"}),
         }
-        try:
-            for r in range(rounds):
-                for n, (name, (cmd, env)) in enumerate(commands.items()):
-                    port = free_port()
-                    with server([*cmd, "--port", str(port)], env, tmp, port, tmp / f"{name}.log") as (
-                        url,
-                        pid,
-                    ):
-                        await load(url, [f"17{n}{r}00000.{i:06d}" for i in range(10)], in_flight=in_flight)
-                        threads = [f"17{n}{r}10000.{i:06d}" for i in range(events)]
-                        acks[name] += await load(url, threads, in_flight=in_flight)
-                        if name == "bare":
-                            continue
-                        threads_all |= set(threads) | {f"17{n}{r}00000.{i:06d}" for i in range(10)}
-                        answers = await wait_all(api, threads_all, timeout=300)
-                        memory[name] = memory_mb(pid)
-        finally:
-            fake.stop()
-            api.stop()
+        for r in range(rounds):
+            for n, (name, (cmd, env)) in enumerate(commands.items()):
+                port = free_port()
+                with server([*cmd, "--port", str(port)], env, tmp, port, tmp / f"{name}.log") as (
+                    url,
+                    pid,
+                ):
+                    warm = [f"17{n}{r}00000.{i:06d}" for i in range(10)]
+                    await send(client, load, url, warm, in_flight=in_flight)
+                    threads = [f"17{n}{r}10000.{i:06d}" for i in range(events)]
+                    acks[name] += await send(client, load, url, threads, in_flight=in_flight)
+                    if name == "bare":
+                        continue
+                    threads_all |= set(threads) | {f"17{n}{r}00000.{i:06d}" for i in range(10)}
+                    answers = await wait_all(fakes, threads_all, timeout=300)
+                    memory[name] = memory_mb(pid)
     _report(result, acks, memory, answers, threads_all, events, in_flight, rounds)
     return result
 

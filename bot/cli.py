@@ -134,7 +134,7 @@ def serve(
     setup_log(settings, log_level)
     try:  # no model key or a bad Teams setting: one sentence, not a traceback
         require_model(settings)
-        asgi = create_app(settings)
+        asgi = create_app(settings, freeze_heap=True)
     except ConfigError as exc:
         die(str(exc))
     check_isolation(settings)  # a back end this host lacks: one sentence now, not a worker's traceback

@@ -37,7 +37,7 @@ async def run(first: dict, out) -> None:
     )
     setup_logging(settings, first.get("log_level"))
     runner = LocalRunner(max_concurrent=4 * settings.max_concurrent_turns)
-    app = create_app(settings, runner=runner)
+    app = create_app(settings, runner=runner, freeze_heap=True)
     async with app.router.lifespan_context(app):
         state = app.state.datathread
         worker = Worker(runner, out, slots=4 * settings.max_concurrent_turns, finish_s=first["finish_s"])

@@ -111,7 +111,7 @@ class TurnWorker:
 
     @modal.enter()
     async def start(self) -> None:
-        self.host = TurnHost(SETTINGS)
+        self.host = TurnHost(SETTINGS, freeze_heap=True)  # a container serves until it is stopped
         await self.host.start()
 
     @modal.method()
@@ -128,7 +128,7 @@ class TurnWorker:
 @modal.asgi_app(label=SETTINGS.modal_app)
 def web():
     """POST /slack/events, POST /api/messages, GET /healthz — acks, then spawns TurnWorker.run."""
-    return build_web_app(SETTINGS, spawn=TurnWorker().run.spawn.aio)
+    return build_web_app(SETTINGS, spawn=TurnWorker().run.spawn.aio, freeze_heap=True)
 
 
 @app.function(secrets=secrets, schedule=modal.Period(minutes=1), timeout=120)

@@ -41,20 +41,27 @@ def require_shared_store(settings: Settings) -> None:
         raise ConfigError(LINK_SECRET_REQUIRED)
 
 
-def build_web_app(settings: Settings, *, spawn: Spawn) -> Starlette:
+def build_web_app(settings: Settings, *, spawn: Spawn, freeze_heap: bool = False) -> Starlette:
     """The web endpoint's app: the serve app whose runner spawns the turn function after the ack."""
     require_shared_store(settings)
-    return create_app(settings, runner=ModalRunner(spawn))
+    return create_app(settings, runner=ModalRunner(spawn), freeze_heap=freeze_heap)
 
 
 class TurnHost:
     """A turn container's copy of the app: started once (`@modal.enter`), then runs one job per call."""
 
-    def __init__(self, settings: Settings, *, analyst: Any | None = None, require_redis: bool = True):
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        analyst: Any | None = None,
+        require_redis: bool = True,
+        freeze_heap: bool = False,
+    ):
         self.settings = settings
         self.require_redis = require_redis  # False only for tests and single-host experiments
         self.runner = LocalRunner()
-        self.app = create_app(settings, runner=self.runner, analyst=analyst)
+        self.app = create_app(settings, runner=self.runner, analyst=analyst, freeze_heap=freeze_heap)
         self._stack = contextlib.AsyncExitStack()
 
     async def start(self) -> None:
