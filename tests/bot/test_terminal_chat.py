@@ -59,25 +59,29 @@ def wait_for(predicate, timeout: float = 90.0) -> None:
 def step_processes(chat_pid: int) -> list[int]:
     """The running step's processes, from the host's /proc: what a step child of chat's fork server
     started (the runner, and on root/userns the step's init) — three generations below chat. The
-    step's files cannot show it running: on root/userns they reach the workspace only once it ends."""
-    parents = {}
+    youngest step child is the idle spare, whose runner (and init) wait for the next step: not counted.
+    The step's files cannot show it running: on root/userns they reach the workspace only once it ends."""
+    parents, started = {}, {}
     for entry in os.listdir("/proc"):
         if entry.isdigit():
             try:
-                state, ppid = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[:2]
+                fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
             except (OSError, ValueError):
                 continue
-            if state != "Z":
-                parents[int(entry)] = int(ppid)
+            if fields[0] != "Z":
+                parents[int(entry)], started[int(entry)] = int(fields[1]), int(fields[19])
 
-    def generation(pid: int) -> int:
-        for depth in range(8):
-            if pid == chat_pid:
-                return depth
-            pid = parents.get(pid, 0)
-        return -1
+    def line(pid: int) -> list[int]:  # pid, its parent, ... up to chat
+        chain = [pid]
+        for _ in range(8):
+            if chain[-1] == chat_pid:
+                return chain
+            chain.append(parents.get(chain[-1], 0))
+        return []
 
-    return [pid for pid in parents if generation(pid) >= 3]
+    spares = [pid for pid in parents if len(line(pid)) == 3]  # step children of the fork server
+    idle = max(spares, key=lambda pid: started[pid], default=None)
+    return [pid for pid in parents if len(line(pid)) >= 4 and idle not in line(pid)]
 
 
 def ctrl_c(proc: subprocess.Popen) -> None:
