@@ -56,9 +56,14 @@ def _preload():
 
 def _code_paths() -> list[str]:
     """Interpreter, venv and our `core` package: bound read-only into a step's fresh root, so lazy
-    imports inside a step keep working (not the whole checkout: a `.env` may sit there)."""
-    core = str(Path(__file__).resolve().parent)
-    return sorted({os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, core)})
+    imports inside a step keep working (not the whole checkout: a `.env` may sit there).
+
+    Each both where it really is and as this process reached it: a venv behind a symlink (a deploy's
+    `/app/.venv`, pyenv-virtualenv's `versions/NAME`) has its `sys.path` under the link, and a step
+    that finds only the real directory cannot import what the fork server did not (pandas then
+    reports "Unable to find a usable engine" for parquet)."""
+    seen = (sys.prefix, sys.base_prefix, os.path.dirname(os.path.abspath(__file__)))
+    return sorted({q for p in seen for q in (os.path.abspath(p), os.path.realpath(p))})
 
 
 def _serve_child(conn: socket.socket, args: argparse.Namespace, prepared: step_processes.Prepared) -> None:

@@ -162,3 +162,26 @@ async def test_the_data_stack_works_in_it(sandbox):
     )
     assert (await run(sandbox, code)).split() == ["5", "1:00:00"]
     assert (sandbox.workspace(SESSION) / "chart.png").read_bytes()[:4] == b"\x89PNG"
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+async def test_a_venv_reached_through_a_symlink_imports_in_the_step_as_on_the_host(
+    backend, tmp_path, monkeypatch
+):
+    """The fork server started through a symlink to the venv (`/app/.venv -> /opt/venv`): what the
+    step imports lazily lies under the link's path, which the fresh root must give it too."""
+    link = tmp_path / "venv-link"
+    link.symlink_to(os.path.realpath(sys.prefix), target_is_directory=True)
+    monkeypatch.setattr(sys, "executable", str(link / "bin" / Path(sys.executable).name))
+    sb = await start_sandbox(backend, workspaces=tmp_path / "workspaces")
+    try:
+        code = (
+            "import sys, pandas as pd\n"
+            "pd.DataFrame({'a': [1, 2]}).to_parquet('t.parquet')\n"
+            "print(int(pd.read_parquet('t.parquet').a.sum()), sys.prefix)\n"
+        )
+        result = await sb.run(StepRequest(kind="python", session_id=SESSION, code=code, timeout_s=20))
+        assert result.ok, result
+        assert result.output.split() == ["3", str(link)]
+    finally:
+        await sb.close()
