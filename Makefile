@@ -19,11 +19,13 @@ $(UV):
 # worker, `datathread` subprocess and sandbox fork server - compiled pandas, matplotlib and the SDKs
 # from source again: 9 s of CPU for `datathread ask` to say the key is missing, 4 s for a fork server.
 # The packages' own test suites and the installers (a sixth of the source, never imported here) are
-# left out.
+# left out. pytest's rewritten test modules are cached the same way (tests/assert_cache.py): 5 s of
+# CPU per test process otherwise.
 setup: $(UV) $(VENV)/.bytecode
 	$(UV) sync --frozen --quiet --python $(VENV)/bin/python
 	@test -x $(VENV)/bin/datathread
 	@$(VENV)/bin/python -m compileall -q -j 0 bot core deploy tests bench >/dev/null
+	@$(VENV)/bin/python -m tests.assert_cache
 
 $(VENV)/.bytecode: uv.lock | $(UV)
 	$(UV) sync --frozen --quiet --python $(VENV)/bin/python
