@@ -59,6 +59,7 @@ def demo_database() -> Path:
 # Order only: a module missing here runs.
 SLOW_FIRST = (
     "tests/bot/test_turn_workers.py",
+    "tests/bot/test_turn_workers_redis.py",
     "tests/core/hostile/test_hostile_quota.py",
     "tests/bot/test_replicas.py",
     "tests/core/hostile/test_hostile_python.py",
