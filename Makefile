@@ -39,19 +39,17 @@ lint: setup
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 
-# The whole suite: lint, then tests (which start their own throwaway redis-server) on three workers.
+# The whole suite: lint, then tests (which start their own throwaway redis-server) on two workers.
 # Each test module runs whole on one worker: its module-scoped fixtures are built once, and its
 # tests, which reuse thread keys, never run steps of one session id at once (two such steps share a
 # sandbox uid and cgroup, and one step's end-of-step cleanup would kill the other's processes).
 # Modules go out in collection order, which tests/conftest.py starts with the slowest ones; xdist's
 # default reorder (most tests first) would start the slow few-test worker and CLI modules last.
-# Three workers on a 2-core machine: with two, the cores were idle ~40 % of the time on a quiet
-# machine (tests waiting on subprocesses, sleeps and step limits); a third worker fills those waits
-# for one more collection (~7 s CPU with the assert cache) and one more shared fork server. Same
-# commit, one run after the other on the shared machine: -n 2 306 s wall, 260 s CPU (load 6 -> 34);
-# -n 3 268 s, 251 s CPU (load 4 -> 8); see docs/BENCHMARKS.md. -n 4 cost 312 s CPU (each worker
-# collects the whole suite and starts its own shared fork server) against 249-272 s for -n 3.
-PYTEST_WORKERS ?= 3
+# Two workers for two cores, though they idle ~40 % of a quiet run waiting on subprocesses: a third
+# worker fills those waits but costs a collection and a shared fork server, and the turn-worker
+# tests' processes (nice 10) then wait behind three busy pytest workers. Paired on one clone, load
+# 2-5: -n 2 204 s, 246 s CPU; -n 3 194 s, 288 s CPU (docs/BENCHMARKS.md). -n 4: 312 s CPU.
+PYTEST_WORKERS ?= 2
 PYTEST_ARGS ?=
 test: setup lint
 	@command -v redis-server >/dev/null || { echo "redis-server missing: installing it"; \
