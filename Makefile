@@ -19,11 +19,13 @@ $(UV):
 # worker, `datathread` subprocess and sandbox fork server - compiled pandas, matplotlib and the SDKs
 # from source again: 9 s of CPU for `datathread ask` to say the key is missing, 4 s for a fork server.
 # The packages' own test suites and the installers (a sixth of the source, never imported here) are
-# left out.
+# left out. pytest's rewritten test modules are cached the same way (tests/assert_cache.py): 5 s of
+# CPU per test process otherwise.
 setup: $(UV) $(VENV)/.bytecode
 	$(UV) sync --frozen --quiet --python $(VENV)/bin/python
 	@test -x $(VENV)/bin/datathread
 	@$(VENV)/bin/python -m compileall -q -j 0 bot core deploy tests bench >/dev/null
+	@$(VENV)/bin/python -m tests.assert_cache
 
 $(VENV)/.bytecode: uv.lock | $(UV)
 	$(UV) sync --frozen --quiet --python $(VENV)/bin/python
@@ -42,7 +44,11 @@ lint: setup
 # tests, which reuse thread keys, never run steps of one session id at once (two such steps share a
 # sandbox uid and cgroup, and one step's end-of-step cleanup would kill the other's processes).
 # Modules go out in collection order, which tests/conftest.py starts with the slowest ones; xdist's
-# default reorder (most tests first) would start the slow few-test CLI modules last.
+# default reorder (most tests first) would start the slow few-test worker and CLI modules last.
+# Two workers for two cores, though they idle ~40 % of a quiet run waiting on subprocesses: a third
+# worker fills those waits but costs a collection and a shared fork server, and the turn-worker
+# tests' processes (nice 10) then wait behind three busy pytest workers. Paired on one clone, load
+# 2-5: -n 2 204 s, 246 s CPU; -n 3 194 s, 288 s CPU (docs/BENCHMARKS.md). -n 4: 312 s CPU.
 PYTEST_WORKERS ?= 2
 PYTEST_ARGS ?=
 test: setup lint

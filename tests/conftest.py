@@ -52,30 +52,40 @@ def demo_database() -> Path:
         return build_demo_database(target)
 
 
-# The slowest modules (subprocesses, several fork servers, real timeouts), slowest first, measured with
-# `--durations` (docs/BENCHMARKS.md). `make test` runs whole modules on each worker in collection order
-# (`--dist loadfile --no-loadscope-reorder`): a slow module started last is the suite's tail, so these
-# start first and the many short modules fill in behind them. Order only: a module missing here runs.
+# The slowest modules (subprocesses, worker processes, several fork servers, real timeouts), slowest
+# first, by their tests' summed `--durations=0` (docs/BENCHMARKS.md). `make test` runs whole modules on
+# each worker in collection order (`--dist loadfile --no-loadscope-reorder`): a slow module started
+# last is the suite's tail, so these start first and the many short modules fill in behind them.
+# Order only: a module missing here runs.
 SLOW_FIRST = (
-    "tests/bot/test_cli.py",
-    "tests/bot/test_cli_turns.py",
-    "tests/core/test_isolation.py",
-    "tests/bot/test_cli_schedule.py",
-    "tests/bot/test_replicas.py",
-    "tests/bot/test_terminal_chat.py",
-    "tests/bot/test_cli_eval.py",
-    "tests/deploy/test_modal_app.py",
-    "tests/bot/test_cli_settings.py",
+    "tests/bot/test_turn_workers.py",
+    "tests/bot/test_turn_workers_redis.py",
     "tests/core/hostile/test_hostile_quota.py",
+    "tests/bot/test_replicas.py",
     "tests/core/hostile/test_hostile_python.py",
-    "tests/core/hostile/test_hostile_sql.py",
-    "tests/core/hostile/test_hostile_steps.py",
-    "tests/bot/test_slack_app.py",
-    "tests/core/test_turns.py",
+    "tests/bot/test_terminal_chat.py",
+    "tests/core/test_isolation.py",
+    "tests/deploy/test_modal_app.py",
     "tests/core/test_store.py",
-    "tests/bot/test_schedule_slack.py",
+    "tests/bot/test_teams.py",
+    "tests/core/hostile/test_hostile_sql.py",
+    "tests/bot/test_cli_settings.py",
+    "tests/core/hostile/test_hostile_steps.py",
+    "tests/core/test_turns.py",
+    "tests/core/test_workspace_overlay.py",
+    "tests/bot/test_cli.py",
+    "tests/bot/test_slack_app.py",
+    "tests/bot/test_cli_eval.py",
+    "tests/bot/test_cli_schedule.py",
+    "tests/bot/test_cli_turns.py",
+    "tests/core/test_pid_namespace.py",
+    "tests/bot/test_doctor.py",
     "tests/core/test_notebook.py",
+    "tests/bot/test_slack_streaming.py",
+    "tests/core/test_steps_warm.py",
     "tests/core/test_bigquery.py",
+    "tests/core/test_sandbox_listing.py",
+    "tests/bot/test_schedule_slack.py",
     "tests/core/test_policy_sql.py",
 )
 

@@ -1,6 +1,6 @@
 """Fixtures shared by the surface tests: `teams`, the Teams app on a fake Bot Connector; `model` and
 `slack_api`, a module's own scripted Messages API and fake Slack Web API (for modules that run their
-own `datathread serve`)."""
+own `datathread serve`); `api`, a test's own fake Slack Web API."""
 
 from __future__ import annotations
 
@@ -26,6 +26,13 @@ def model():
 
 @pytest.fixture(scope="module")
 def slack_api():
+    fake = FakeSlackAPI().start()
+    yield fake
+    fake.stop()
+
+
+@pytest.fixture
+def api():
     fake = FakeSlackAPI().start()
     yield fake
     fake.stop()

@@ -164,3 +164,16 @@ async def serve(settings, api: FakeSlackAPI):
     finally:
         server.should_exit = True
         await task
+
+
+def said(api: FakeSlackAPI, needle: str) -> int:
+    """How many messages people see carry `needle` in their text or blocks (a stream counts once, joined)."""
+    return sum(needle in shown for shown in api.shown())
+
+
+async def until(predicate, timeout: float = 300) -> None:
+    """Generous: a killed worker's replacement builds its core and fork server on a loaded 2-core host."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out"
+        await asyncio.sleep(0.1)

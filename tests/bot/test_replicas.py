@@ -16,7 +16,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.bot.slack_harness import SECRET, event_body, mention, sign
+from tests.bot.slack_harness import SECRET, event_body, mention, said, sign
 from tests.fakes.anthropic_api import text, tool
 from tests.fakes.redis_server import RedisServer, free_port
 from tests.fakes.slack_api import FakeSlackAPI
@@ -92,11 +92,6 @@ def turn_workers(parent: int) -> list[int]:
         if stat[1] == str(parent) and b"bot.turn_worker" in cmdline:
             found.append(int(proc.name))
     return found
-
-
-def said(api: FakeSlackAPI, needle: str) -> int:
-    """How many messages people see carry `needle` in their text or blocks (a stream counts once)."""
-    return sum(needle in shown for shown in api.shown())
 
 
 def wait_for(predicate, timeout: float = 90) -> None:
