@@ -27,7 +27,7 @@ from pathlib import Path
 
 MOUNT_SETATTR, AT_FDCWD, AT_RECURSIVE, MOUNT_ATTR_RDONLY = 442, -100, 0x8000, 1  # same on x86_64, aarch64
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT = 1, 2, 4, 8, 32
-MS_BIND, MS_REC, MS_PRIVATE, MNT_DETACH = 4096, 16384, 1 << 18, 2
+MS_BIND, MS_REC, MS_PRIVATE, MS_SLAVE, MNT_DETACH = 4096, 16384, 1 << 18, 1 << 19, 2
 CLONE_NEWNS = 0x00020000
 PIVOT_ROOT = {"x86_64": 155, "amd64": 155, "aarch64": 41, "arm64": 41}
 # What a data step needs of the host besides the runtime: shared libraries (numpy, DuckDB, matplotlib
@@ -60,10 +60,13 @@ def mount(source: str, target: str, fstype: str | None, flags: int, data: str | 
 
 
 def own_mount_namespace() -> bool:
-    """This process's own mount namespace, nothing propagated to or from the host's: where a step's
-    supervisor mounts its workspace's layer (`core/workspace_overlay.py`), made by the spare before
-    it forks the runner, which shares it until it makes its own (`core/step_processes.py`)."""
-    return _libc.unshare(CLONE_NEWNS) == 0 and mount("none", "/", None, MS_REC | MS_PRIVATE)
+    """This process's own mount namespace: where a step's supervisor mounts its workspace's layer
+    (`core/workspace_overlay.py`), made by the spare before it forks the runner, which shares it until
+    it makes its own (`core/step_processes.py`). A slave of the host's, not private: nothing mounted
+    here reaches the host, but what the host mounts later still arrives — a spare may wait minutes
+    for its step, and the workspaces may be remounted meanwhile (a Modal Volume is reloaded before
+    each step); a private copy would show the step the mounts of when the spare was forked."""
+    return _libc.unshare(CLONE_NEWNS) == 0 and mount("none", "/", None, MS_REC | MS_SLAVE)
 
 
 def read_only_tree(path: str, *, read_only: bool = True, recursive: bool = True) -> bool:

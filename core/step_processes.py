@@ -32,6 +32,7 @@ layer lands). It exits on its own when the spare is gone (end of file on a pipe 
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import resource
@@ -68,6 +69,9 @@ GONE = (
 )
 NO_PID_NAMESPACE = "Refused: the step's own process namespace could not be set up."
 NO_MOUNT_NAMESPACE = "Refused: the step's workspace quota could not be set up (mount namespace)."
+NOT_PREPARED = "Refused: the sandbox could not start this step's processes (the host is out of processes or memory)"
+# Tests only: "fail" makes every preparation fail, as at a process limit (the spare then refuses its step).
+PREPARE_HOOK = "DATATHREAD_TEST_PREPARE"
 
 Run = Callable[[StepRequest, Path], StepResult]
 
@@ -82,6 +86,8 @@ class Prepared:
     init: int | None = None
     refusal: str = ""  # set where a protection the back end reported could not be prepared
     reaped: bool = False
+    mounts: bool = False  # own mount namespace made (`prepare` makes each part once)
+    pid_namespace: bool = False  # PID namespace unshared for this process's next children
 
     def start(self, request: StepRequest, workspace: Path, room: int) -> bool:
         """Give the runner its step: it confines itself and runs it. False where it is already gone."""
@@ -118,34 +124,62 @@ class Prepared:
             self.order = -1
 
 
-def prepare(run: Run, *, pid_namespace: bool, own_mounts: bool) -> Prepared:
+def prepare(run: Run, *, pid_namespace: bool, own_mounts: bool, previous: Prepared | None = None) -> Prepared:
     """In the spare, before it accepts a connection: its own mount namespace (`own_mounts`: the step
     gets the hard quota), the step's PID namespace and init (`pid_namespace`), and the runner forked,
-    waiting for its request. Changes this process for good (it serves one step)."""
-    refusal = ""
-    if own_mounts and not isolation_root.own_mount_namespace():
-        refusal = NO_MOUNT_NAMESPACE
-    init = None
-    if pid_namespace and not refusal:
-        init = _start_init()
-        refusal = "" if init is not None else NO_PID_NAMESPACE
-    if refusal:  # no runner: the step is refused with this sentence
-        return Prepared(runner=0, order=-1, result=-1, init=init, refusal=refusal)
-    order_r, order_w = os.pipe()
-    result_r, result_w = os.pipe()
-    pid = os.fork()  # with an init: pid 2 of the step's namespace
-    if pid == 0:
-        _runner(run, order_r, result_w)
-    os.close(order_r)
-    os.close(result_w)
-    return Prepared(runner=pid, order=order_w, result=result_r, init=init)
+    waiting for its request. Changes this process for good (it serves one step).
+
+    Never raises: a failure (fork or spawn refused at a process limit, out of memory) is a `refusal`,
+    one sentence for the step, so a spare that cannot prepare still serves its step rather than dying
+    (the fork server would fork the next at once, and so on). Given the `previous` attempt, it does
+    only what that one did not: the spare tries again once its request is in, so a passing failure
+    minutes earlier does not refuse the step (a second `unshare` of a PID namespace would fail)."""
+    done = previous or Prepared(runner=0, order=-1, result=-1)
+    done.refusal = ""
+    try:
+        if os.environ.get(PREPARE_HOOK) == "fail":
+            raise OSError(errno.EAGAIN, "test hook")
+        if own_mounts and not done.mounts:
+            if not isolation_root.own_mount_namespace():
+                done.refusal = NO_MOUNT_NAMESPACE
+                return done
+            done.mounts = True
+        if pid_namespace and done.init is None:
+            done.init = _start_init(done)
+            if done.init is None:
+                done.refusal = NO_PID_NAMESPACE
+                return done
+        order_r, order_w = os.pipe()
+        try:
+            result_r, result_w = os.pipe()
+        except OSError:
+            os.close(order_r)
+            os.close(order_w)
+            raise
+        try:
+            pid = os.fork()  # with an init: pid 2 of the step's namespace
+        except OSError:
+            for fd in (order_r, order_w, result_r, result_w):
+                os.close(fd)
+            raise
+        if pid == 0:
+            _runner(run, order_r, result_w)
+        os.close(order_r)
+        os.close(result_w)
+        done.runner, done.order, done.result = pid, order_w, result_r
+    except OSError as exc:
+        done.refusal = f"{NOT_PREPARED} ({exc.strerror or exc})."
+    return done
 
 
-def _start_init() -> int | None:
-    """A new PID namespace for this process's next children, and its init (pid 1) spawned into it;
-    None where either fails (the step is then refused: the back end reported this protection on)."""
-    if not isolation.unshare(isolation.CLONE_NEWPID):
-        return None
+def _start_init(done: Prepared) -> int | None:
+    """A new PID namespace for this process's next children (once: `done.pid_namespace`), and its
+    init (pid 1) spawned into it; None where either fails (the step is then refused: the back end
+    reported this protection on)."""
+    if not done.pid_namespace:
+        if not isolation.unshare(isolation.CLONE_NEWPID):
+            return None
+        done.pid_namespace = True
     alive_r, alive_w = os.pipe()  # the init's read end sees end of file once this process is gone
     try:
         os.set_inheritable(alive_r, True)

@@ -14,12 +14,14 @@ pipe for its step (`core/isolation_supervisor.py`).
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import os
 import select
 import signal
 import socket
 import sys
+import time
 import traceback
 from pathlib import Path
 
@@ -31,6 +33,10 @@ from core import (
     step_processes,
     workspace_overlay,
 )
+
+BACKOFF_S, BACKOFF_MAX_S = 0.05, 1.5  # between spares lost before their step (doubled each time)
+# Tests only: "die" makes every spare exit before it accepts a connection (as one killed would).
+SPARE_HOOK = "DATATHREAD_TEST_SPARE"
 
 
 def _preload():
@@ -175,28 +181,58 @@ def main(argv: list[str] | None = None) -> None:
 def _serve_forever(server: socket.socket, args: argparse.Namespace) -> None:
     """Keep one spare step child forked in advance, its step's processes ready, waiting in `accept`:
     no fork is on a step's way. When the spare takes a connection it says so on `taken` and the next
-    spare is forked (and prepares) while that step runs."""
+    spare is forked (and prepares) while that step runs.
+
+    A spare that dies before it takes a connection (killed, out of memory), or a fork refused here,
+    is not followed at once by the next: forking a ~200 MB process in a loop burns a core and the
+    log. The fork server waits longer each time (`BACKOFF_S`, doubled up to `BACKOFF_MAX_S`) and logs
+    one line per such episode, not one per spare; the first spare that takes a step ends it."""
     taken_r, taken_w = os.pipe()
+    failing = 0  # spares lost in a row before taking a connection
     while True:
-        pid = os.fork()
+        if failing:
+            time.sleep(min(BACKOFF_S * 2 ** (failing - 1), BACKOFF_MAX_S))
+        try:
+            pid = os.fork()
+        except OSError as exc:  # a process limit, out of memory: the next try waits longer
+            failing = _lost(failing, f"could not fork a step child ({exc.strerror or exc})")
+            continue
         if pid == 0:
             os.close(taken_r)
-            _spare(server, taken_w, args)
+            _spare(server, taken_w, args, quiet=failing > 0)
         try:
             spare_gone = os.pidfd_open(pid)
-        except ProcessLookupError:  # died at once (and was reaped): fork the next
+        except ProcessLookupError:  # died at once (and was reaped)
+            failing = _lost(failing, "a step child died before taking a step")
             continue
         try:
             ready, _, _ = select.select([taken_r, spare_gone], [], [])
             if taken_r in ready:
                 os.read(taken_r, 1)
+                if failing:
+                    print(f"fork server: step children serve again after {failing} lost", file=sys.stderr)
+                failing = 0
+            else:
+                failing = _lost(failing, "a step child died before taking a step")
         finally:
             os.close(spare_gone)
 
 
-def _spare(server: socket.socket, taken: int, args: argparse.Namespace) -> None:
+def _lost(failing: int, why: str) -> int:
+    """Count a spare lost before its step; only the first of an episode is logged."""
+    if not failing:
+        print(f"fork server: {why}; backing off (up to {BACKOFF_MAX_S:g} s) until one serves", file=sys.stderr)
+        sys.stderr.flush()
+    return failing + 1
+
+
+def _spare(server: socket.socket, taken: int, args: argparse.Namespace, *, quiet: bool = False) -> None:
     """A pre-forked step child: prepare the step's processes, wait for one connection, tell the fork
-    server, serve it, exit."""
+    server, serve it, exit. A preparation that failed is tried again once the request is in (the
+    failure may have passed since), and refuses the step with one sentence if it fails again; that
+    retry forks the runner while this process holds the connection, and the runner closes it first
+    thing, before it has a request, as it does the listening socket. `quiet`: spares are being lost
+    in a row, the first one's traceback is already in the log."""
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # the supervisor waits for its runner
     isolation.die_with_parent()  # and dies with the fork server
     code = 0
@@ -207,19 +243,30 @@ def _spare(server: socket.socket, taken: int, args: argparse.Namespace) -> None:
         # memory or descriptors through /proc or ptrace.
         isolation.protect_bot_process()
         backend = args.isolation.backend
-        prepared = step_processes.prepare(
-            lambda request, workspace: _run_confined(request, workspace, args),
-            pid_namespace=args.isolation.pid_namespace,
-            own_mounts=backend in isolation_supervisor.HARD_QUOTA_BACKENDS and workspace_overlay.AVAILABLE,
-        )
+
+        def prepare(previous=None):
+            return step_processes.prepare(
+                lambda request, workspace: _run_confined(request, workspace, args),
+                pid_namespace=args.isolation.pid_namespace,
+                own_mounts=backend in isolation_supervisor.HARD_QUOTA_BACKENDS and workspace_overlay.AVAILABLE,
+                previous=previous,
+            )
+
+        if os.environ.get(SPARE_HOOK) == "die":
+            os.write(2, b"test hook: spare lost\n")  # the test counts the spares forked by these
+            raise OSError(errno.EAGAIN, "test hook")
+        prepared = prepare()
         conn, _ = server.accept()
         os.write(taken, b".")
         os.close(taken)
         server.close()
+        if prepared.refusal:
+            prepared = prepare(prepared)
         _serve_child(conn, args, prepared)
     except BaseException:  # the bot turns a missing result into a clear error
         code = 1
-        traceback.print_exc(file=sys.stderr)
+        if not quiet:
+            traceback.print_exc(file=sys.stderr)
     finally:
         try:
             if conn is not None:
