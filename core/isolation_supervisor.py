@@ -172,17 +172,12 @@ def _run(prepared, request, workspace, limit, room, layer) -> tuple[bytes, str]:
     try:
         if not prepared.start(request, workspace, room):
             return b"", step_processes.GONE
-        try:
-            if layer is None:
-                return _watch(prepared.runner, prepared.result, workspace, limit)
-            # The bot stops waiting at the limit plus 2 s: this leaves the step the time it had, and
-            # the landing about a second.
-            deadline = time.monotonic() + request.timeout_s + LANDING_S
-            data, stopped = _watch(
-                prepared.runner, prepared.result, workspace, limit, watchdog=False, deadline=deadline
-            )
-        finally:
-            prepared.reaped = True  # `_watch` reaps the runner on every way out
+        if layer is None:
+            return _watch(prepared, workspace, limit)
+        # The bot stops waiting at the limit plus 2 s: this leaves the step the time it had, and
+        # the landing about a second.
+        deadline = time.monotonic() + request.timeout_s + LANDING_S
+        data, stopped = _watch(prepared, workspace, limit, watchdog=False, deadline=deadline)
         if stopped == "time":
             stopped = (
                 f"The step was stopped after {request.timeout_s:g} s (the step time limit). "
@@ -217,8 +212,7 @@ def _land(layer: workspace_overlay.Layer, limit: Quota, start: Usage, stream) ->
 
 
 def _watch(
-    pid: int,
-    read_end: int,
+    prepared: step_processes.Prepared,
     workspace: Path,
     limit: Quota,
     *,
@@ -226,15 +220,19 @@ def _watch(
     deadline: float = float("inf"),
 ) -> tuple[bytes, str]:
     """Read the runner's result while it runs and (`watchdog`) police the workspace; returns (data,
-    why stopped). Past `deadline` the runner is killed ("time")."""
-    os.set_blocking(read_end, False)
-    exited = os.pidfd_open(pid)
+    why stopped). Past `deadline` the runner is killed ("time"). Sets `prepared.reaped` only once the
+    runner really is reaped: `end()` must otherwise kill and reap it before the init, which waits for
+    its namespace to empty (a runner's zombie left there would keep it waiting for good)."""
+    pid, read_end = prepared.runner, prepared.result
     data = bytearray()
     pipe_open = True
     interval = TICK_S
     next_tick = time.monotonic() + interval if watchdog else deadline
     reaped = False
+    exited = -1
     try:
+        os.set_blocking(read_end, False)
+        exited = os.pidfd_open(pid)
         while True:
             if time.monotonic() >= deadline:
                 step_processes.kill(pid)
@@ -247,6 +245,7 @@ def _watch(
                 pipe_open = _drain(read_end, data)
                 if len(data) > MAX_RESULT_BYTES:
                     step_processes.kill(pid)
+                    reaped = True
                     return (
                         b"",
                         f"The step's result was larger than {MAX_RESULT_BYTES // 2**20} MB and was refused.",
@@ -261,6 +260,7 @@ def _watch(
                 started = time.monotonic()
                 if measure(workspace, stop=limit).over(limit):
                     step_processes.kill(pid)
+                    reaped = True
                     return b"", quota_message(limit)
                 interval = max(
                     TICK_S, 2 * (time.monotonic() - started)
@@ -269,9 +269,12 @@ def _watch(
     except BaseException:
         if not reaped:  # the runner goes first: the init waits for its namespace to empty
             step_processes.kill(pid)
+            reaped = True
         raise
     finally:
-        os.close(exited)
+        prepared.reaped = reaped
+        if exited >= 0:
+            os.close(exited)
 
 
 def _drain(fd: int, into: bytearray) -> bool:
