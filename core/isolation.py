@@ -180,7 +180,9 @@ def enter_step(c: StepConfinement) -> None:
         )
     if c.backend == "root":
         _drop_privileges(sandbox_uid(c.workspace))
-        reap_own_uid()  # leftovers of this session's earlier steps cannot watch or race this one
+        # Inside the step's new PID namespace: this reaches that namespace only, not an earlier step's
+        # leftovers (its own namespace ended them; the bot sweeps after a stopped or crashed step).
+        reap_own_uid()
     _set_limits(cpu_s=c.cpu_s, memory_mb=c.memory_mb, file_mb=c.file_mb)
     die_with_parent()  # again: a uid change clears the parent-death signal
     _libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)

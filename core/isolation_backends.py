@@ -231,8 +231,8 @@ def describe(
         on["uid"] = "each session runs as its own unprivileged uid; workspaces are 0700"
         on["bot process"] = "other uid: /proc/<bot>/environ, mem and fds are unreadable"
         on["leftover processes"] = (
-            "own PID namespace per step: everything a step started dies with it; the session uid's "
-            "processes are also killed when a step starts and after one that was stopped or crashed"
+            "own PID namespace per step: everything a step started dies with it; the bot also kills "
+            "the session uid's processes after a step that was stopped, cancelled or crashed"
         )
     else:
         off["uid"] = "not host root: sandboxed code runs as the bot's uid (run as root or on Modal)"

@@ -3,8 +3,10 @@
 A session of one install is keyed by its workspace's absolute path (`session_key`): two bots on one
 host — two checkouts, two test runs, a bot beside its benchmark — never share a uid or a cgroup, so
 one's end-of-step cleanup never kills the other's steps. As root each session runs as its own
-unprivileged uid (`sandbox_uid`) that owns its workspace; everything that uid still runs after a step
-is killed, from inside the next step (`reap_own_uid`) and from the bot (`end_of_step_cleanup`).
+unprivileged uid (`sandbox_uid`) that owns its workspace. After an answered step its PID namespace
+is the guarantee that nothing it started is left (its supervisor emptied it before answering); after
+a stopped, cancelled or crashed step the bot kills whatever that uid still runs (`end_of_step_cleanup`).
+`reap_own_uid` runs in the runner, inside its own PID namespace: it reaches that namespace only.
 """
 
 from __future__ import annotations
@@ -94,8 +96,9 @@ def kill_uid_processes(uid: int, *, rounds: int = 5) -> int:
 
 
 def end_of_step_cleanup(uid: int, *, timeout_s: float = 2.0) -> None:
-    """From the bot (root), after every step: nothing a step started outlives it, and its processes
-    are gone (not merely signalled) before the session's next step counts its process cap."""
+    """From the bot (root), after a step it stopped or cancelled, or one that crashed (an answered one's
+    PID namespace is already empty): nothing a step started outlives it, and its processes are gone
+    (not merely signalled) before the session's next step counts its process cap."""
     if not host_root() or uid < FIRST_SANDBOX_UID:
         return
     deadline = time.monotonic() + timeout_s
