@@ -56,11 +56,14 @@ def wait_for(predicate, timeout: float = 90.0) -> None:
         time.sleep(0.1)
 
 
-def step_processes(chat_pid: int) -> list[int]:
+def step_processes(chat_pid: int, *, stopped: int | None = None) -> list[int]:
     """The running step's processes, from the host's /proc: what a step child of chat's fork server
     started (the runner, and on root/userns the step's init) — three generations below chat. The
     youngest step child is the idle spare, whose runner (and init) wait for the next step: not counted.
-    The step's files cannot show it running: on root/userns they reach the workspace only once it ends."""
+    The step's files cannot show it running: on root/userns they reach the workspace only once it ends.
+    With `stopped` (the step child of a step that was stopped) the idle spare must exist and be younger
+    than it: else the step's own processes would be what is not counted, and an empty list would prove
+    nothing."""
     parents, started = {}, {}
     for entry in os.listdir("/proc"):
         if entry.isdigit():
@@ -80,8 +83,24 @@ def step_processes(chat_pid: int) -> list[int]:
         return []
 
     spares = [pid for pid in parents if len(line(pid)) == 3]  # step children of the fork server
-    idle = max(spares, key=lambda pid: started[pid], default=None)
+    idle = max(spares, key=lambda pid: (started[pid], pid), default=None)
+    if stopped is not None:
+        assert idle is not None and idle != stopped, (idle, stopped, "no idle spare beside the stopped step")
+        assert started[idle] >= started.get(stopped, 0), (idle, stopped)
     return [pid for pid in parents if len(line(pid)) >= 4 and idle not in line(pid)]
+
+
+def step_child(chat_pid: int, pid: int) -> int:
+    """The step child (a child of the fork server) that `pid`, one of the step's processes, is under."""
+    chain = [pid]
+    while chain[-1] not in (0, 1):
+        try:
+            chain.append(int(Path(f"/proc/{chain[-1]}/stat").read_text().rsplit(")", 1)[1].split()[1]))
+        except (OSError, ValueError):
+            break
+        if len(chain) >= 3 and chain[-1] == chat_pid:
+            return chain[-3]
+    raise AssertionError(f"{pid} is not a step's process under {chat_pid}: {chain}")
 
 
 def ctrl_c(proc: subprocess.Popen) -> None:
@@ -96,10 +115,12 @@ def test_ctrl_c_stops_the_turn_keeps_the_question_and_returns_to_the_prompt(home
         proc.stdin.write("first question\n")
         proc.stdin.flush()
         wait_for(lambda: step_processes(proc.pid))  # the step is running
+        running = step_child(proc.pid, step_processes(proc.pid)[0])
         time.sleep(0.5)  # and well into its heartbeat loop
         ctrl_c(proc)
         wait_for(lambda: "Stopped." in output.text)  # the turn has wound down: its step is gone
-        assert step_processes(proc.pid) == [], "the sandbox step still runs after Ctrl-C"
+        left = step_processes(proc.pid, stopped=running)
+        assert left == [], "the sandbox step still runs after Ctrl-C"
         assert proc.poll() is None, "Ctrl-C during a turn must not end chat"
         proc.stdin.write("second question\n")
         proc.stdin.close()

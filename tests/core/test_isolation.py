@@ -301,15 +301,28 @@ asyncio.run(main())
 """
     bot = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
     zygote = int(bot.stdout.readline())
-    time.sleep(1.0)  # the step is running now
+    time.sleep(1.0)  # the step is running now, and the next spare has prepared its runner and init
     steps = [p for p in os.listdir("/proc") if p.isdigit() and _ppid(p) == zygote]
     assert steps, "the step should be running"
+    # Every descendant: the running step's supervisor, init and runner, the spare's prepared ones.
+    family = _descendants(zygote)
+    assert len(family) > 2 * len(steps), family  # more than the fork server's own children
     bot.send_signal(signal.SIGKILL)
     bot.wait()
-    deadline = time.monotonic() + 5
-    while time.monotonic() < deadline and any(_alive(p) for p in [zygote, *map(int, steps)]):
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and any(_alive(p) for p in [zygote, *family]):
         time.sleep(0.05)
-    assert not any(_alive(p) for p in [zygote, *map(int, steps)])
+    assert not [p for p in [zygote, *family] if _alive(p)]
+
+
+def _descendants(pid: int) -> list[int]:
+    found, frontier = [], [pid]
+    while frontier:
+        parent = frontier.pop()
+        kids = [int(p) for p in os.listdir("/proc") if p.isdigit() and _ppid(p) == parent]
+        found += kids
+        frontier += kids
+    return found
 
 
 def _ppid(pid: str) -> int:

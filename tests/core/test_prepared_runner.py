@@ -93,8 +93,41 @@ async def test_the_waiting_runner_holds_no_socket(sandbox):
     assert all(fds[fd] == "/dev/null" for fd in (0, 1, 2) if fd in fds), fds
 
 
+def nspid(pid: int) -> list[int]:
+    """The process's pid in each PID namespace it is in, the host's first (NSpid in its status)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("NSpid:"):
+            return [int(n) for n in line.split()[1:]]
+    return []
+
+
+def alive(pid: int) -> bool:
+    try:
+        return "\nState:\tZ" not in Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+
+
+def init_of(runner: int) -> int | None:
+    """The init its spare spawned beside the runner (a `python -S -I`, not a fork of the fork server)."""
+    spare = int(Path(f"/proc/{runner}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    others = [c for c in children(spare) if c != runner and cmdline(c) != cmdline(runner)]
+    return others[0] if others else None
+
+
+async def test_the_waiting_runner_is_pid_2_under_its_init_pid_1(sandbox):
+    assert (await sandbox.run(step("print(1)"))).ok
+    runner = await waiting_runner(sandbox)
+    init = init_of(runner)
+    if init is None:  # a back end without a PID namespace has no init: the runner is in the host's
+        assert len(nspid(runner)) == 1, nspid(runner)
+        pytest.skip("this back end gives the step no PID namespace")
+    assert nspid(runner)[1:] == [2] and nspid(init)[1:] == [1], (nspid(runner), nspid(init))
+
+
 async def test_a_runner_gone_before_its_step_is_a_clear_error_and_the_next_step_runs(sandbox):
     runner = await waiting_runner(sandbox)
+    init = init_of(runner)
     os.kill(runner, signal.SIGKILL)
     for _ in range(200):  # dead (a zombie its spare has not reaped), not merely signalled
         if "\nState:\tZ" in Path(f"/proc/{runner}/status").read_text():
@@ -103,5 +136,37 @@ async def test_a_runner_gone_before_its_step_is_a_clear_error_and_the_next_step_
     result = await sandbox.run(step("print('ran')"))
     assert not result.ok and result.error == step_processes.GONE, result
     assert "ran" not in result.output
+    if init is not None:  # the step's init went with it (not merely signalled: no zombie either)
+        for _ in range(200):
+            if not alive(init):
+                break
+            await asyncio.sleep(0.01)
+        assert not alive(init), init
     after = await sandbox.run(step("print(6 * 7)"))
     assert after.ok and after.output.strip() == "42", after
+
+
+def test_a_runner_the_supervisor_could_not_watch_is_reaped_before_its_init(monkeypatch, tmp_path):
+    """`_watch` failing before it watches (pidfd_open refused, say) still kills and reaps the runner,
+    and says so only then: `end()` would otherwise skip it and the init wait for its zombie for good."""
+    from core import isolation_supervisor
+
+    result_r, result_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(result_r)
+        signal.pause()
+        os._exit(0)
+    os.close(result_w)
+    prepared = step_processes.Prepared(runner=pid, order=-1, result=result_r)
+
+    def refused(_pid):
+        raise OSError(24, "Too many open files")
+
+    monkeypatch.setattr(isolation_supervisor.os, "pidfd_open", refused)
+    with pytest.raises(OSError):
+        isolation_supervisor._watch(prepared, tmp_path, isolation_supervisor.Quota(1, 1))
+    assert prepared.reaped
+    with pytest.raises(ChildProcessError):  # reaped by `_watch`, not left for `end()`
+        os.waitpid(pid, os.WNOHANG)
+    prepared.end()
