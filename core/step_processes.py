@@ -69,7 +69,9 @@ GONE = (
 )
 NO_PID_NAMESPACE = "Refused: the step's own process namespace could not be set up."
 NO_MOUNT_NAMESPACE = "Refused: the step's workspace quota could not be set up (mount namespace)."
-NOT_PREPARED = "Refused: the sandbox could not start this step's processes (the host is out of processes or memory)"
+NOT_PREPARED = (
+    "Refused: the sandbox could not start this step's processes (the host is out of processes or memory)"
+)
 # Tests only: "fail" makes every preparation fail, as at a process limit (the spare then refuses its step).
 PREPARE_HOOK = "DATATHREAD_TEST_PREPARE"
 

@@ -221,7 +221,9 @@ def _serve_forever(server: socket.socket, args: argparse.Namespace) -> None:
 def _lost(failing: int, why: str) -> int:
     """Count a spare lost before its step; only the first of an episode is logged."""
     if not failing:
-        print(f"fork server: {why}; backing off (up to {BACKOFF_MAX_S:g} s) until one serves", file=sys.stderr)
+        print(
+            f"fork server: {why}; backing off (up to {BACKOFF_MAX_S:g} s) until one serves", file=sys.stderr
+        )
         sys.stderr.flush()
     return failing + 1
 
@@ -248,7 +250,8 @@ def _spare(server: socket.socket, taken: int, args: argparse.Namespace, *, quiet
             return step_processes.prepare(
                 lambda request, workspace: _run_confined(request, workspace, args),
                 pid_namespace=args.isolation.pid_namespace,
-                own_mounts=backend in isolation_supervisor.HARD_QUOTA_BACKENDS and workspace_overlay.AVAILABLE,
+                own_mounts=backend in isolation_supervisor.HARD_QUOTA_BACKENDS
+                and workspace_overlay.AVAILABLE,
                 previous=previous,
             )
 
