@@ -11,7 +11,7 @@ from fnmatch import fnmatchcase
 from core.bigquery_client import describe_error
 from core.bigquery_cost import format_bytes
 from core.policy import TableAllowlist
-from core.steps import preview_table
+from core.preview import preview_table
 from core.table_notes import TableNotes, column_lines, layout_lines
 
 MAX_LISTED_TABLES = 200

@@ -17,6 +17,8 @@ import traceback
 from collections.abc import Iterator
 from pathlib import Path
 
+from core.preview import clip as _clip
+from core.preview import preview_table
 from core.sandbox import StepRequest, StepResult
 
 _SAFE_NAME = re.compile(r"[^A-Za-z0-9_.-]+")
@@ -74,13 +76,6 @@ def changed_files(before: dict, after: dict) -> list[dict]:
         for path, (size, mtime) in sorted(after.items())
         if before.get(path) != (size, mtime)
     ]
-
-
-def _clip(text: str, limit: int) -> str:
-    if len(text.encode()) <= limit:
-        return text
-    cut = text.encode()[: max(0, limit - 80)].decode(errors="ignore")
-    return cut + f"\n… [output cut at {limit} bytes]"
 
 
 # No extension is fetched or loaded behind the policy's back.
@@ -158,18 +153,6 @@ def _catalog_name(database: str) -> str:
     return Path(database).name.split(".")[0]
 
 
-def preview_table(table, rows: int, max_bytes: int) -> str:
-    """A bounded, readable preview of an Arrow table (the model sees this, never the whole result)."""
-    import pandas as pd
-
-    # No thread pool for a few rows: starting Arrow's would cost each step child more than the rows do,
-    # and `warm()` must leave the fork server without threads.
-    head = table.slice(0, rows).to_pandas(use_threads=False)
-    with pd.option_context("display.max_columns", 30, "display.width", 200, "display.max_colwidth", 60):
-        text = head.to_string(index=False)
-    return _clip(text, max_bytes)
-
-
 def save_arrow(table, workspace: Path, stem: str) -> str:
     """Write an Arrow table as `<stem>.parquet` in the workspace; returns the relative name."""
     import pyarrow.parquet as pq
@@ -196,8 +179,8 @@ def warm() -> None:
     """Run the SQL path once on a one-row table, in the fork server before it forks any step.
 
     Each step child is a fork: whatever the parent has done once, the child finds done. The first
-    DuckDB database of a process, pyarrow's pandas shim (set up on the first `to_pandas`), pandas'
-    string formatting modules and the zstd parquet writer all cost time the first time only, and
+    DuckDB database of a process, Arrow's conversion of values to Python objects (the preview) and
+    the zstd parquet writer all cost time the first time only, and
     without this every SQL step paid them again. This database has no threads (as `open_database`'s)
     and is closed, so the fork server still forks with no extra threads; nothing is written to disk.
     """

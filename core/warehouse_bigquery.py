@@ -35,8 +35,9 @@ from core.bigquery_metadata import describe, list_tables
 from core.config import Settings
 from core.events import ConfirmRequest
 from core.policy import TableAllowlist, check_sql
+from core.preview import preview_table
 from core.sandbox import Sandbox, StepResult
-from core.steps import default_stem, preview_table, safe_file_stem
+from core.steps import default_stem, safe_file_stem
 from core.table_notes import TableNotes, load_table_notes
 from core.warehouse import QueryContext
 

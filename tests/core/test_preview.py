@@ -1,0 +1,94 @@
+"""The rows the model reads of a result (`core/preview.py`): every Arrow type as one readable line,
+numbers as they are, the shape `core/tools.py` counts on, and the byte bound."""
+
+from __future__ import annotations
+
+import datetime
+import decimal
+
+import duckdb
+import pyarrow as pa
+import pytest
+
+from core.preview import MAX_CELL, NULL, cell, preview_table
+
+
+@pytest.mark.parametrize(
+    ("value", "shown"),
+    [
+        (None, NULL),
+        (42, "42"),
+        (-7, "-7"),
+        (True, "true"),
+        (0.1 + 0.2, "0.3"),
+        (1234567.891, "1234567.891"),  # pandas showed 1.234568e+06
+        (2.5e-12, "2.5e-12"),
+        (float("nan"), "NaN"),
+        (float("-inf"), "-inf"),
+        (decimal.Decimal("1.50"), "1.50"),
+        (datetime.date(2013, 1, 1), "2013-01-01"),
+        (datetime.datetime(2013, 1, 1, 5, 30), "2013-01-01 05:30:00"),
+        (datetime.datetime(2013, 1, 1, 5, tzinfo=datetime.UTC), "2013-01-01 05:00:00+00:00"),
+        ("UA", "UA"),
+        ("two\nlines\tand\x1b[2Jescape", "two\\nlines\\tand\\x1b[2Jescape"),
+        (b"\x00\xff", "00ff"),
+        ([1, None], "[1, NULL]"),
+        ({"a": 1, "b": "x"}, "{a: 1, b: x}"),
+        ("é" * 100, "é" * (MAX_CELL - 1) + "…"),
+    ],
+)
+def test_a_value_is_one_bounded_line(value, shown):
+    assert cell(value) == shown
+
+
+def test_numbers_right_text_left_a_header_and_a_line_per_row_shown():
+    table = pa.table({"carrier": ["UA", "B6", "EV"], "delayed": [12345, 7, None]})
+    assert preview_table(table, 2, 1000).splitlines() == [
+        "carrier  delayed",
+        "UA         12345",
+        "B6             7",
+    ]
+
+
+def test_the_newlines_count_the_rows_shown_whatever_the_cells_hold():
+    """core/tools.py tells the model there are more rows when `rows > preview.count("\\n")`."""
+    table = pa.table({"note": ["a\nb", "c\r\nd", "e"], "n": [1, 2, 3]})
+    for shown in (0, 1, 3, 10):
+        assert preview_table(table, shown, 10_000).count("\n") == min(shown, 3)
+
+
+def test_an_empty_result_is_its_header():
+    con = duckdb.connect()
+    table = con.sql("SELECT 1 AS x, 'a' AS s WHERE false").to_arrow_table()
+    assert preview_table(table, 10, 1000) == "x  s"
+
+
+def test_the_preview_stays_within_its_bytes():
+    table = pa.table({f"c{i}": ["x" * 50] * 100 for i in range(40)})
+    text = preview_table(table, 100, 2000)
+    assert len(text.encode()) <= 2000 and text.endswith("[output cut at 2000 bytes]")
+
+
+def test_duckdb_results_of_every_common_type():
+    con = duckdb.connect()
+    table = con.sql(
+        "SELECT 1::TINYINT AS i, 2.5::DOUBLE AS f, 3.25::DECIMAL(10,2) AS d, 'x' AS s, DATE '2013-01-01' AS day, "
+        "TIMESTAMP '2013-01-01 05:00' AS ts, [1, 2] AS l, {'k': 1} AS st, NULL::INT AS missing, true AS b"
+    ).to_arrow_table()
+    header, row = preview_table(table, 10, 1000).splitlines()
+    assert header.split() == ["i", "f", "d", "s", "day", "ts", "l", "st", "missing", "b"]
+    assert row.split() == [
+        "1",
+        "2.5",
+        "3.25",
+        "x",
+        "2013-01-01",
+        "2013-01-01",
+        "05:00:00",
+        "[1,",
+        "2]",
+        "{k:",
+        "1}",
+        NULL,
+        "true",
+    ]
