@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from core.events import Confirmer, IncomingMessage
 from core.policy import TableAllowlist
+from core.preview import preview_table
 from core.sandbox import Sandbox, StepRequest, StepResult
 from core.sessions import SessionStore
 
@@ -203,15 +204,17 @@ class DuckDBWarehouse:
                     "WHERE table_schema = 'main' AND table_name=? ORDER BY ordinal_position",
                     [name],
                 ).fetchall()
-                info = con.execute(
+                # fetchall, not fetchone: DuckDB 2 refuses the next statement on a connection whose
+                # result was not read to its end
+                (info,) = con.execute(
                     "SELECT estimated_size, comment FROM duckdb_tables() WHERE schema_name = 'main' "
                     "AND table_name=?",
                     [name],
-                ).fetchone()
-                sample = con.sql(f'SELECT * FROM "{name}" LIMIT 3').df()
+                ).fetchall()
+                sample = con.sql(f'SELECT * FROM "{name}" LIMIT 3').to_arrow_table()
             lines = [f"Table {name} — {info[0]:,} rows. {info[1] or ''}".strip(), "Columns:"]
             lines += [f"  {c} {t}{'' if n == 'YES' else ' NOT NULL'}" for c, t, n in cols]
-            lines += ["Sample rows:", sample.to_string(index=False, max_colwidth=40)]
+            lines += ["Sample rows:", preview_table(sample, 3, 3000)]  # as BigQuery's and every result's
             return "\n".join(lines)
 
         return await asyncio.to_thread(q)

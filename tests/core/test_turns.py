@@ -303,3 +303,12 @@ async def test_a_failed_turn_has_no_receipt(analyst, fake_model, recorder):
     fake_model.enqueue(error(400, "invalid_request_error", "bad request"))
     outcome = await analyst.handle(ask("anything", key="no-receipt"), recorder)
     assert not outcome.ok and recorder.of("turn_finished")[-1].receipt is None
+
+
+async def test_describe_table_shows_its_columns_and_three_sample_rows(analyst, fake_model, recorder):
+    fake_model.enqueue(tool("describe_table", {"table": "airlines"}), text("done"))
+    await analyst.handle(ask("what is in airlines?"), recorder)
+    described = fake_model.last_tool_results(-1)[0]["content"]
+    sample = described.split("Sample rows:\n", 1)[1].splitlines()
+    assert sample[0].split() == ["carrier", "name"] and len(sample) == 4  # the header, three rows
+    assert all(len(line.split()) >= 2 for line in sample[1:])
