@@ -14,7 +14,8 @@ import pytest_asyncio
 
 from core import isolation, isolation_backends, isolation_session
 from core.sandbox import StepRequest
-from core.sandbox_local import LocalSandbox, read_inside, resolve_in_workspace, write_inside
+from core.sandbox_local import LocalSandbox
+from core.workspace_paths import read_inside, resolve_in_workspace, write_inside
 from tests.core.sandbox_backends import BACKENDS, EXPECTED, start_sandbox
 from tests.core.sandbox_backends import holds as protections_hold
 
