@@ -24,7 +24,7 @@ from pathlib import Path
 
 from core import cgroups, isolation, isolation_backends, isolation_session, isolation_supervisor
 from core.sandbox import StepRequest, StepResult, is_valid_session_id
-from core.workspace_paths import read_inside, resolve_in_workspace, write_inside
+from core.workspace_paths import make_parents, read_inside, resolve_in_workspace, write_inside
 
 log = logging.getLogger(__name__)
 
@@ -292,11 +292,13 @@ class LocalSandbox:
     async def write_file(self, session_id: str, path: str, data: bytes) -> None:
         workspace = self.workspace(session_id)
         full = resolve_in_workspace(workspace, path)
-        full.parent.mkdir(parents=True, exist_ok=True)
+        # New parents and the file belong to the session's uid when steps run as it (root back end).
+        uid = isolation_session.sandbox_uid(workspace) if self.backend == "root" else None
+        owner = (uid, uid) if uid is not None else None
+        await asyncio.to_thread(make_parents, workspace, full, owner)
         await asyncio.to_thread(write_inside, workspace, full, data)
-        if self.backend == "root":
-            uid = isolation_session.sandbox_uid(workspace)
-            os.chown(full, uid, uid, follow_symlinks=False)
+        if owner is not None:
+            os.chown(full, *owner, follow_symlinks=False)
 
     async def list_files(self, session_id: str) -> list[dict]:
         """The workspace's files (at most its file quota), walked in a thread: a workspace of 100,000

@@ -4,6 +4,7 @@ a descriptor and follow no link a step may have planted."""
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 from pathlib import Path
@@ -51,5 +52,36 @@ def write_inside(workspace: Path, full: Path, data: bytes) -> None:
         fd = os.open(full.name, flags, 0o600, dir_fd=dfd)
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
+    finally:
+        os.close(dfd)
+
+
+def make_parents(workspace: Path, full: Path, owner: tuple[int, int] | None) -> None:
+    """The directories between the workspace and `full`, made as its file is: owner-only and, with
+    `owner`, given to it at once (a root-owned `a/` would refuse the next step, which runs as the
+    session's uid). Walked by descriptors without following a link, so one a step planted cannot lead
+    the walk out of the workspace. A directory is made under its own name, not a temporary one renamed
+    into place: empty, it has no partial state to hide, and a rename would replace an empty directory
+    another write made meanwhile and is about to fill."""
+    dfd = os.open(workspace, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        for name in full.parent.relative_to(workspace.resolve()).parts:
+            made = True
+            try:
+                os.mkdir(name, 0o700, dir_fd=dfd)
+            except FileExistsError:  # already there: it keeps its owner and mode
+                made = False
+            try:
+                child = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dfd)
+            except OSError as exc:
+                if exc.errno not in (errno.ENOTDIR, errno.ELOOP):  # not a file or a planted link in the way
+                    raise
+                raise PermissionError(f"{name!r} is not a directory inside the workspace.") from exc
+            os.close(dfd)
+            dfd = child
+            if made:
+                if owner is not None:
+                    os.fchown(dfd, *owner)
+                os.fchmod(dfd, 0o700)  # whatever the umask
     finally:
         os.close(dfd)
