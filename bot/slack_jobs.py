@@ -37,6 +37,8 @@ STOPPED = (
     ":warning: I stopped before finishing this answer (the process running it ended). "
     "Please ask again — the thread still works."
 )
+QUESTION_EVENT = "datathread_question"  # the metadata type marking a slash command's question (its root)
+RECENT_MESSAGES = 100  # how far back in a channel the lost handler looks for a question's root
 NOT_IN_CHANNEL = (
     "_I'm not a member of this channel, so only you can see this answer. "
     "Invite me with `/invite @datathread` to answer in the channel._"
@@ -104,26 +106,59 @@ async def run_turn(state: AppState, client: AsyncWebClient, p: dict) -> None:
 
 async def post_question(client: AsyncWebClient, threads: Threads, p: dict) -> str:
     """A slash command's question as a channel message, the root of the thread its answer goes to;
-    noted under the job's id, so if the worker dies the job's lost handler answers in that thread."""
+    noted under the job's id, so if the worker dies the job's lost handler answers in that thread. The
+    message also carries the job's id as metadata: a worker that dies after Slack took the message but
+    before noting it leaves a root the lost handler can still find (`find_question`)."""
+    job = p.get("job")
     root = await client.chat_postMessage(
-        channel=p["channel"], text=f"<@{p['user']}> asked: {render.escape(p['text'])}"
+        channel=p["channel"],
+        text=f"<@{p['user']}> asked: {render.escape(p['text'])}",
+        # https://docs.slack.dev/messaging/message-metadata
+        metadata={"event_type": QUESTION_EVENT, "event_payload": {"job": job}} if job else None,
     )
-    if p.get("job"):
-        await threads.note(f"slack:slash:{p['job']}", root["ts"])
+    if job:
+        await threads.note(f"slack:slash:{job}", root["ts"])
     return root["ts"]
+
+
+async def find_question(client: AsyncWebClient, threads: Threads, p: dict) -> str | None:
+    """The root a slash command's job posted, or None if it never reached Slack: noted once posted, else
+    found among the channel's newest messages by the job id it carries (the lost handler runs within
+    seconds of the worker's death, or the lock's TTL with Redis, so the root is still among them)."""
+    job = p.get("job")
+    if not job:
+        return None
+    if noted := await threads.noted(f"slack:slash:{job}"):
+        return noted
+    try:
+        recent = await client.conversations_history(
+            channel=p["channel"], limit=RECENT_MESSAGES, include_all_metadata=True
+        )
+    except SlackApiError as exc:  # cannot look: posting the question again beats silence
+        log.info("cannot look for the question of job %s in %s: %s", job, p["channel"], exc)
+        return None
+    for message in recent.get("messages") or []:
+        metadata = message.get("metadata") or {}
+        if (
+            metadata.get("event_type") == QUESTION_EVENT
+            and (metadata.get("event_payload") or {}).get("job") == job
+        ):
+            return message["ts"]
+    return None
 
 
 async def tell_stopped(state: AppState, client: AsyncWebClient, p: dict) -> None:
     """The worker running this turn died: say so where the answer would have gone — for a slash
-    command, the thread under its question (posted now if the worker died before it could)."""
+    command, the thread under its question (posted now if the worker died before Slack took it)."""
     if p.get("private"):
         await client.chat_postEphemeral(channel=p["channel"], user=p["user"], text=STOPPED)
         return
     thread_ts = p.get("thread_ts") or ""
     if p.get("slash") and not thread_ts:
-        thread_ts = await state.threads.noted(f"slack:slash:{p.get('job')}") if p.get("job") else None
         try:
-            thread_ts = thread_ts or await post_question(client, state.threads, p)
+            thread_ts = await find_question(client, state.threads, p) or await post_question(
+                client, state.threads, p
+            )
         except SlackApiError:  # not a member of the channel: the answer would have been private
             await client.chat_postEphemeral(channel=p["channel"], user=p["user"], text=STOPPED)
             return

@@ -40,7 +40,13 @@ async def run(first: dict, out) -> None:
     app = create_app(settings, runner=runner, freeze_heap=True)
     async with app.router.lifespan_context(app):
         state = app.state.datathread
-        worker = Worker(runner, out, slots=4 * settings.max_concurrent_turns, finish_s=first["finish_s"])
+        worker = Worker(
+            runner,
+            out,
+            slots=4 * settings.max_concurrent_turns,
+            finish_s=first["finish_s"],
+            grace_s=first["grace_s"],
+        )
         worker.send({"ready": True, "protections": state.analyst.protections()})
         stdin = await _stdin()
         if first.get("redis") and settings.redis_url:

@@ -63,17 +63,20 @@ async def tell_lost(handlers: dict[str, JobHandler], job: TurnJob) -> None:
         log.exception("could not tell a %s job's thread that it stopped", kind)
 
 
-async def cancel_and_tell(tasks: dict[asyncio.Task, TurnJob], handlers: dict[str, JobHandler]) -> None:
+async def cancel_and_tell(
+    tasks: dict[asyncio.Task, TurnJob], handlers: dict[str, JobHandler], *, grace_s: float = TELL_LOST_S
+) -> None:
     """Shutdown: the jobs still running are cancelled, and each thread hears that its answer stopped
-    (never silence). Bounded: a platform that does not answer cannot hold the shutdown."""
+    (never silence). Bounded: cancelled jobs get `grace_s` to end and telling takes at most as long, so
+    neither a job ignoring its cancellation nor a platform that does not answer holds the shutdown."""
     jobs = [job for task, job in tasks.items() if not task.done()]
     for task in list(tasks):
         task.cancel()
     if tasks:
-        await asyncio.wait(set(tasks), timeout=TELL_LOST_S)
+        await asyncio.wait(set(tasks), timeout=grace_s)
     if jobs:
         log.warning("stopping with %d job(s) unfinished; telling their threads", len(jobs))
-        await asyncio.wait([asyncio.create_task(tell_lost(handlers, j)) for j in jobs], timeout=TELL_LOST_S)
+        await asyncio.wait([asyncio.create_task(tell_lost(handlers, j)) for j in jobs], timeout=grace_s)
 
 
 class Runner(Protocol):

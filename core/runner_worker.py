@@ -17,9 +17,19 @@ import logging
 import os
 import signal
 import sys
+from collections.abc import Awaitable, Callable
 from typing import BinaryIO
 
-from core.runner import LOST, LocalRunner, TurnJob, cancel_and_tell, lost_job, lost_kind, tell_lost
+from core.runner import (
+    LOST,
+    TELL_LOST_S,
+    LocalRunner,
+    TurnJob,
+    cancel_and_tell,
+    lost_job,
+    lost_kind,
+    tell_lost,
+)
 from core.runner_redis import RedisJobs, Renewer, Taken
 
 __all__ = ["LOST", "Worker", "die_with_parent", "lost_job", "lost_kind", "report_lost"]
@@ -44,15 +54,26 @@ def die_with_parent() -> None:
 
 
 class Worker:
-    """Runs jobs on `runner` with at most `slots` turns at once (quick jobs never wait for a slot)."""
+    """Runs jobs on `runner` with at most `slots` turns at once (quick jobs never wait for a slot).
+    Stopping, held jobs get `finish_s` to end, then are cancelled and get `grace_s` more."""
 
-    def __init__(self, runner: LocalRunner, out: BinaryIO, *, slots: int, finish_s: float = FINISH_S):
+    def __init__(
+        self,
+        runner: LocalRunner,
+        out: BinaryIO,
+        *,
+        slots: int,
+        finish_s: float = FINISH_S,
+        grace_s: float = TELL_LOST_S,
+    ):
         self.runner = runner
         self.out = out
         self.slots = slots
         self.finish_s = finish_s
+        self.grace_s = grace_s
         self.busy = 0  # turns running now
         self.tasks: dict[asyncio.Task, TurnJob] = {}
+        self._releases: dict[asyncio.Task, Callable[[], Awaitable[None]]] = {}  # each task's `done`, once
 
     def send(self, message: dict) -> None:
         self.out.write(json.dumps(message).encode() + b"\n")
@@ -65,7 +86,15 @@ class Worker:
             return
         await self.runner.run_now(job)
 
-    def start(self, job: TurnJob, done) -> None:
+    def start(self, job: TurnJob, done: Callable[[], Awaitable[None]]) -> None:
+        released = False
+
+        async def release() -> None:  # at the job's end, or earlier by `finish`: never twice
+            nonlocal released
+            if not released:
+                released = True
+                await done()
+
         async def one() -> None:
             if not job.quick:
                 self.busy += 1
@@ -74,18 +103,29 @@ class Worker:
             finally:
                 if not job.quick:
                     self.busy -= 1
-                await done()
+                await release()
 
         task = asyncio.create_task(one(), name=f"job:{job.kind}")
         self.tasks[task] = job
-        task.add_done_callback(lambda t: self.tasks.pop(t, None))
+        self._releases[task] = release
+        task.add_done_callback(self._forget)
+
+    def _forget(self, task: asyncio.Task) -> None:
+        self.tasks.pop(task, None)
+        self._releases.pop(task, None)
 
     async def finish(self) -> None:
-        """Stopping: the jobs held get `finish_s` to end; the rest are cancelled and their threads told
-        (each job's entry or `done` line is then released as usual, so nobody reports it again)."""
+        """Stopping: the jobs held get `finish_s` to end; the rest are cancelled and their threads told.
+        Each job's entry or `done` line is then released, so nobody reports it again — at once for a job
+        still running after its grace (it ignores its cancellation): its thread has heard, and the
+        parent, killing this worker later, would otherwise tell it a second time."""
         if self.tasks:
             await asyncio.wait(set(self.tasks), timeout=self.finish_s)
-        await cancel_and_tell(dict(self.tasks), self.runner.handlers)
+        cancelled = dict(self.tasks)
+        await cancel_and_tell(cancelled, self.runner.handlers, grace_s=self.grace_s)
+        for task in cancelled:
+            if release := self._releases.get(task):
+                await release()
 
     # --- jobs from the parent (no Redis) ------------------------------------------------------------
     async def serve_pipe(self, stdin: asyncio.StreamReader) -> None:

@@ -78,12 +78,14 @@ class WorkerRunner:
         workers: int,
         log_level: str = "WARNING",
         finish_s: float = FINISH_S,
+        grace_s: float = TELL_LOST_S,
     ):
         self.settings = settings
         self.command = command
         self.count = max(1, workers)
         self.log_level = log_level
         self.finish_s = finish_s  # at shutdown, how long the workers let their jobs finish
+        self.grace_s = grace_s  # then how long cancelled jobs get to end, and telling their threads
         self.handlers: dict[str, JobHandler] = {}  # the lost handlers run here when a worker can't
         self.redis = RedisJobs(settings.redis_url) if settings.redis_url else None
         self.lost_after_s = settings.lock_ttl
@@ -161,7 +163,7 @@ class WorkerRunner:
                     p.proc.stdin.close()
         waits = [asyncio.create_task(p.proc.wait()) for p in procs]
         if waits:
-            await asyncio.wait(waits, timeout=self.finish_s + 2 * TELL_LOST_S)
+            await asyncio.wait(waits, timeout=self.finish_s + 2 * self.grace_s)
         killed = [p for p in procs if p.proc.returncode is None]
         for p in killed:
             with contextlib.suppress(ProcessLookupError):
@@ -211,6 +213,7 @@ class WorkerRunner:
             "redis": self.redis is not None,
             "lost_after_s": self.lost_after_s,
             "finish_s": self.finish_s,
+            "grace_s": self.grace_s,
             "log_level": self.log_level,
         }
         assert proc.stdin is not None

@@ -16,7 +16,6 @@ import os
 import resource
 import shutil
 import signal
-import stat
 import sys
 import tempfile
 import time
@@ -25,57 +24,12 @@ from pathlib import Path
 
 from core import cgroups, isolation, isolation_backends, isolation_session, isolation_supervisor
 from core.sandbox import StepRequest, StepResult, is_valid_session_id
+from core.workspace_paths import make_parents, read_inside, resolve_in_workspace, write_inside
 
 log = logging.getLogger(__name__)
 
 RESULT_LINE_BYTES = 2**22  # the supervisor's answer is clipped to tens of KB; anything longer is refused
 WORKSPACE_FILES = 100_000  # files (and directories) one session's workspace may hold
-
-
-def resolve_in_workspace(workspace: Path, path: str) -> Path:
-    """A model-given relative path, resolved and proven to stay inside the workspace."""
-    if not path or path.startswith(("/", "~")) or "\x00" in path:
-        raise PermissionError(f"{path!r} is not a relative path inside the workspace.")
-    full = (workspace / path).resolve()
-    if workspace.resolve() not in (full, *full.parents):
-        raise PermissionError(f"{path!r} is outside the workspace.")
-    return full
-
-
-def read_inside(workspace: Path, full: Path) -> bytes:
-    """Read a file the sandbox may have planted, without following a link out of the workspace.
-
-    `resolve_in_workspace` checked the path; a step could still swap a component for a symlink
-    before the open. So: open with O_NOFOLLOW, then check where the opened descriptor really is.
-    """
-    fd = os.open(full, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | getattr(os, "O_NONBLOCK", 0))
-    try:
-        real = Path(os.readlink(f"/proc/self/fd/{fd}"))
-        st = os.fstat(fd)
-        if workspace.resolve() not in real.parents or not stat.S_ISREG(st.st_mode):
-            raise PermissionError(f"{full.name!r} is not a regular file inside the workspace.")
-        with os.fdopen(fd, "rb") as handle:
-            fd = -1
-            return handle.read()
-    finally:
-        if fd >= 0:
-            os.close(fd)
-
-
-def write_inside(workspace: Path, full: Path, data: bytes) -> None:
-    """Write a file into the workspace; the directory is pinned by a descriptor whose real place is
-    checked, and the file is opened without following a link, so a planted symlink cannot redirect it."""
-    dfd = os.open(full.parent, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    try:
-        real = Path(os.readlink(f"/proc/self/fd/{dfd}"))
-        if real != workspace.resolve() and workspace.resolve() not in real.parents:
-            raise PermissionError(f"{full.name!r} is outside the workspace.")
-        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
-        fd = os.open(full.name, flags, 0o600, dir_fd=dfd)
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-    finally:
-        os.close(dfd)
 
 
 class LocalSandbox:
@@ -338,11 +292,13 @@ class LocalSandbox:
     async def write_file(self, session_id: str, path: str, data: bytes) -> None:
         workspace = self.workspace(session_id)
         full = resolve_in_workspace(workspace, path)
-        full.parent.mkdir(parents=True, exist_ok=True)
+        # New parents and the file belong to the session's uid when steps run as it (root back end).
+        uid = isolation_session.sandbox_uid(workspace) if self.backend == "root" else None
+        owner = (uid, uid) if uid is not None else None
+        await asyncio.to_thread(make_parents, workspace, full, owner)
         await asyncio.to_thread(write_inside, workspace, full, data)
-        if self.backend == "root":
-            uid = isolation_session.sandbox_uid(workspace)
-            os.chown(full, uid, uid, follow_symlinks=False)
+        if owner is not None:
+            os.chown(full, *owner, follow_symlinks=False)
 
     async def list_files(self, session_id: str) -> list[dict]:
         """The workspace's files (at most its file quota), walked in a thread: a workspace of 100,000

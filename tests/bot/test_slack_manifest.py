@@ -32,6 +32,7 @@ METHOD_SCOPES: dict[str, set[str]] = {
     "views_publish": set(),
     "users_info": {"users:read"},
     "conversations_replies": {"channels:history", "groups:history", "im:history", "mpim:history"},
+    "conversations_history": {"channels:history", "groups:history", "im:history", "mpim:history"},
     "reactions_add": {"reactions:write"},
 }
 # Called with the app-level token (Socket Mode), whose scope is not a bot scope.

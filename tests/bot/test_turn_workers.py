@@ -98,6 +98,33 @@ async def test_a_worker_killed_mid_turn_leaves_a_message_and_the_thread_works(se
         assert "still there?" in sent and "never delivered" not in sent
 
 
+async def test_a_worker_killed_right_after_posting_an_ask_question_leaves_one_root(settings, api):
+    """The worker dies after Slack took the /ask question's root message but before it learnt the root's
+    ts: the lost handler finds that root and answers under it, rather than posting the question again."""
+    settings = settings.model_copy(update={"turn_workers": 1})
+    async with serve(settings, api) as slack:
+        workers = slack.state.runner
+        (victim,) = workers.pids()
+        respond, roots = api.respond, []
+
+        def kill_once_posted(method: str, args: dict) -> dict:
+            out = respond(method, args)
+            if method == "chat.postMessage" and "asked: lost question" in str(args.get("text")):
+                roots.append(out["ts"])
+                with contextlib.suppress(ProcessLookupError):  # Slack has it; the worker never hears
+                    os.kill(victim, signal.SIGKILL)
+                time.sleep(0.5)
+            return out
+
+        api.respond = kill_once_posted
+        await slack.command("lost question")
+        await until(lambda: said(api, STOPPED[:40]) >= 1)
+        await asyncio.sleep(0.5)  # a second root or report would show by now
+        stopped = [c.args.get("thread_ts") for c in api.calls if STOPPED[:40] in json.dumps(c.args)]
+        assert len(roots) == 1 and stopped == roots
+        await until(lambda: len(workers.pids()) == 1 and workers.pids() != [victim])
+
+
 def test_settings_reach_the_worker_unchanged(settings):
     from core.config import load_settings
     from core.runner_workers import settings_values

@@ -14,7 +14,8 @@ import pytest_asyncio
 
 from core import isolation, isolation_backends, isolation_session
 from core.sandbox import StepRequest
-from core.sandbox_local import LocalSandbox, read_inside, resolve_in_workspace, write_inside
+from core.sandbox_local import LocalSandbox
+from core.workspace_paths import read_inside, resolve_in_workspace, write_inside
 from tests.core.sandbox_backends import BACKENDS, EXPECTED, start_sandbox
 from tests.core.sandbox_backends import holds as protections_hold
 
@@ -190,6 +191,25 @@ async def test_sessions_cannot_see_each_other(sandbox):
     seen = await sandbox.run(step(f"print(open({other!r}).read())"))
     if holds(sandbox, "filesystem"):
         assert not seen.ok and "1" not in seen.output
+
+
+@module_loop
+async def test_a_file_written_into_new_directories_leaves_them_to_the_session(sandbox):
+    """An attached `a/b/c.csv` creates `a/` and `a/b/` as the file is made: owned by the workspace's
+    owner (the session's uid when the bot is root) and owner-only, so a later step can write into them."""
+    await sandbox.write_file("iso-dirs", "a/b/c.csv", b"x\n1\n")
+    code = "open('a/b/d.csv', 'w').write('y\\n2\\n')\nopen('a/e.csv', 'w').write('z\\n3\\n')\nprint('ok')"
+    wrote = await sandbox.run(
+        StepRequest(kind="python", session_id="iso-dirs", code=code, timeout_s=10, memory_mb=512)
+    )
+    assert wrote.ok and wrote.output.strip() == "ok", wrote.error
+    workspace = sandbox.workspace("iso-dirs")
+    assert (workspace / "a" / "b" / "d.csv").read_text() == "y\n2\n"
+    owner = workspace.stat()
+    for made in (workspace / "a", workspace / "a" / "b", workspace / "a" / "b" / "c.csv"):
+        st = made.lstat()
+        assert (st.st_uid, st.st_gid) == (owner.st_uid, owner.st_gid), made
+        assert st.st_mode & 0o777 == (0o700 if made.is_dir() else 0o600), made
 
 
 @pytest.mark.parametrize(

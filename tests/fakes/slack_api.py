@@ -2,8 +2,9 @@
 
 The real `slack_sdk` clients (and Bolt's) talk to it through `base_url` (`DATATHREAD_SLACK_API_URL`).
 It answers the methods datathread uses with real-shaped responses, including the two-step external
-file upload (`files.getUploadURLExternal` hands out an upload URL on this same server). Switches let a
-test refuse streaming (`refuse_streaming`) or fail any method (`fail_methods`).
+file upload (`files.getUploadURLExternal` hands out an upload URL on this same server), and a channel's
+history of what was posted into it (`conversations.history`, metadata included when asked for).
+Switches let a test refuse streaming (`refuse_streaming`) or fail any method (`fail_methods`).
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ class FakeSlackAPI:
     def __init__(self) -> None:
         self.calls: list[Call] = []
         self.uploads: dict[str, bytes] = {}
+        self.posted: dict[str, list[dict]] = {}  # channel → its messages as conversations.history gives them
         self.refuse_streaming = False
         self.fail_methods: dict[str, str] = {}
         self.latency_s: dict[str, float] = {}  # method → seconds before it answers (a slow Slack)
@@ -99,6 +101,7 @@ class FakeSlackAPI:
         with self.lock:
             self.calls.clear()
             self.uploads.clear()
+            self.posted.clear()
             self._seen.clear()
 
     def next_ts(self) -> str:
@@ -140,7 +143,10 @@ class FakeSlackAPI:
             return {"ok": True, **simple[method]}
         if method in ("chat.postMessage", "chat.startStream"):
             ts = self.next_ts()
+            self._keep(channel, ts, args)
             return {"ok": True, "channel": channel, "ts": ts, "message": {"ts": ts, "text": args.get("text")}}
+        if method == "conversations.history":
+            return {"ok": True, "messages": self._history(channel, args), "has_more": False}
         if method == "files.getUploadURLExternal":
             file_id = f"F{next(self._files):04d}"
             base = self.url.removesuffix("api/")
@@ -149,6 +155,25 @@ class FakeSlackAPI:
             files = json.loads(args.get("files", "[]"))
             return {"ok": True, "files": [{"id": f["id"], "title": f.get("title", "")} for f in files]}
         return {"ok": True}
+
+    def _keep(self, channel: str, ts: str, args: dict) -> None:
+        message = {"type": "message", "ts": ts, "text": args.get("text", ""), "bot_id": BOT_ID}
+        message.update({k: args[k] for k in ("thread_ts", "metadata") if args.get(k)})
+        with self.lock:
+            self.posted.setdefault(channel, []).append(message)
+
+    def _history(self, channel: str, args: dict) -> list[dict]:
+        """The channel's top-level messages after `oldest`, newest first; metadata only on request
+        (https://docs.slack.dev/reference/methods/conversations.history)."""
+        oldest = float(args.get("oldest") or 0)
+        with self.lock:
+            kept = list(self.posted.get(channel, []))
+        with_metadata = str(args.get("include_all_metadata")).lower() in ("1", "true")
+        return [
+            m if with_metadata else {k: v for k, v in m.items() if k != "metadata"}
+            for m in reversed(kept)
+            if float(m["ts"]) > oldest and m.get("thread_ts", m["ts"]) == m["ts"]
+        ][: int(args.get("limit") or 100)]
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         fake = self

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from core.sandbox import StepRequest
-from core.sandbox_local import read_inside
 from core.tools import call_tool
+from core.workspace_paths import read_inside
 from tests.core.hostile.corpus import (
     ATTACKER,
     BOT_SECRETS,
