@@ -37,7 +37,7 @@ def preview_table(table, rows: int, max_bytes: int) -> str:
     names = [str(name) for name in table.column_names]
     columns = []
     for name, column in zip(names, head.columns, strict=True):
-        cells = [cell(value) for value in column.to_pylist()]
+        cells = _cells(column)
         numeric = _is_numeric(column.type)
         width = max([len(name), *map(len, cells)])
         align = str.rjust if numeric else str.ljust
@@ -46,6 +46,21 @@ def preview_table(table, rows: int, max_bytes: int) -> str:
         return clip(f"({head.num_rows} rows, no columns)", max_bytes)
     lines = ("  ".join(parts).rstrip() for parts in zip(*columns, strict=True))
     return clip("\n".join(lines), max_bytes)
+
+
+def _cells(column) -> list[str]:
+    """A column's values as cells. Values Python cannot hold (DuckDB's `infinity` dates and
+    timestamps, years past 9999) are shown as Arrow writes them, never a failed step."""
+    try:
+        return [cell(value) for value in column.to_pylist()]
+    except (OverflowError, ValueError):
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        try:
+            return [cell(value) for value in pc.cast(column, pa.string()).to_pylist()]
+        except Exception:  # no string form at all: say so rather than fail the step
+            return ["?"] * len(column)
 
 
 def cell(value) -> str:

@@ -92,3 +92,13 @@ def test_duckdb_results_of_every_common_type():
         NULL,
         "true",
     ]
+
+
+def test_values_python_cannot_hold_are_shown_not_a_failed_step():
+    con = duckdb.connect()
+    table = con.sql(
+        "SELECT 'infinity'::TIMESTAMP AS t, '-infinity'::DATE AS d, DATE '2013-01-01' AS ok"
+    ).to_arrow_table()
+    header, row = preview_table(table, 10, 1000).splitlines()
+    assert header.split() == ["t", "d", "ok"]
+    assert "out of range" in row and row.rstrip().endswith("2013-01-01")
