@@ -45,11 +45,12 @@ lint: setup
 # sandbox uid and cgroup, and one step's end-of-step cleanup would kill the other's processes).
 # Modules go out in collection order, which tests/conftest.py starts with the slowest ones; xdist's
 # default reorder (most tests first) would start the slow few-test worker and CLI modules last.
-# Two workers for two cores, though they idle ~40 % of a quiet run waiting on subprocesses: a third
-# worker fills those waits but costs a collection and a shared fork server, and the turn-worker
-# tests' processes (nice 10) then wait behind three busy pytest workers. Paired on one clone, load
-# 2-5: -n 2 204 s, 246 s CPU; -n 3 194 s, 288 s CPU (docs/BENCHMARKS.md). -n 4: 312 s CPU.
-PYTEST_WORKERS ?= 2
+# Three workers on two cores: the suite waits a good part of its time on real clocks (throttles,
+# time limits, lock TTLs) and on subprocesses, and a third worker fills those waits. (With turn
+# workers started as `python -m`, each paying ~3 s of imports, a third worker cost more CPU than it
+# filled; forked from one template (core/worker_fork.py) they do not.) Same clone, quiet machine:
+# -n 2 185 s, -n 3 145 s, -n 4 143 s.
+PYTEST_WORKERS ?= 3
 PYTEST_ARGS ?=
 test: setup lint
 	@command -v redis-server >/dev/null || { echo "redis-server missing: installing it"; \

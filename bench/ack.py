@@ -119,9 +119,10 @@ def memory_mb(pid: int) -> dict[str, float]:
     for child in descendants(pid):
         with contextlib.suppress(OSError):
             cmdline = Path(f"/proc/{child}/cmdline").read_bytes()
-            part = (
-                "workers" if b"bot.turn_worker" in cmdline else "sandbox" if b"core.zygote" in cmdline else ""
-            )
+            name = Path(f"/proc/{child}/comm").read_text().strip()
+            # the workers and the template they are forked from (core/worker_fork.py)
+            worker = name == "turn-worker" or b"multiprocessing.forkserver" in cmdline
+            part = "workers" if worker else "sandbox" if b"core.zygote" in cmdline else ""
             if part:
                 out[part] += pss_kb(child) / 1024
     return out

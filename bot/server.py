@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import gc
 import logging
-import sys
 from collections.abc import AsyncIterator
 
 from starlette.applications import Starlette
@@ -61,9 +60,8 @@ def create_app(
     workers = None
     if runner is None and settings.turn_workers > 0:
         level = logging.getLevelName(logging.getLogger().getEffectiveLevel())
-        command = [sys.executable, "-m", "bot.turn_worker"]
         runner = workers = WorkerRunner(
-            settings, command, workers=settings.turn_workers, log_level=level, finish_s=finish_s
+            settings, "bot.turn_worker", workers=settings.turn_workers, log_level=level, finish_s=finish_s
         )
     state = AppState(
         settings=settings,

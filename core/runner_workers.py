@@ -11,8 +11,9 @@ them, each exactly once. A worker that dies is restarted; for the jobs it held t
 surfaces' lost handlers at once (the thread hears that the answer stopped; the
 session lock the dead turn held expires after DATATHREAD_LOCK_TTL, and the next message works).
 
-The worker command is injected (`bot/turn_worker.py` builds the surfaces; the core never imports a
-surface). Workers get the settings as one JSON line on stdin, never in argv or a file.
+The worker program is injected by module name (`bot.turn_worker` builds the surfaces; the core never
+imports a surface) and forked from a template that has imported it once (`core/worker_fork.py`).
+Workers get the settings as one JSON line on stdin, never in argv or a file.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from core.config import Settings
 from core.runner import LOST, TELL_LOST_S, JobHandler, TurnJob, tell_lost
 from core.runner_redis import QUICK, TURNS, RedisJobs
 from core.runner_worker import FINISH_S
+from core.worker_fork import ForkedWorker, start_worker
 
 log = logging.getLogger("datathread.workers")
 
@@ -61,7 +63,7 @@ class _Proc:
 
     index: int
     name: str  # its Redis consumer name
-    proc: asyncio.subprocess.Process
+    proc: ForkedWorker
     ready: asyncio.Future
     held: dict[int, TurnJob] = field(default_factory=dict)  # pipe mode: jobs sent, not yet done
     protections: dict = field(default_factory=dict)
@@ -73,7 +75,7 @@ class WorkerRunner:
     def __init__(
         self,
         settings: Settings,
-        command: list[str],
+        module: str,
         *,
         workers: int,
         log_level: str = "WARNING",
@@ -81,7 +83,7 @@ class WorkerRunner:
         grace_s: float = TELL_LOST_S,
     ):
         self.settings = settings
-        self.command = command
+        self.module = module  # the worker program: a module whose `main()` speaks the protocol
         self.count = max(1, workers)
         self.log_level = log_level
         self.finish_s = finish_s  # at shutdown, how long the workers let their jobs finish
@@ -196,17 +198,12 @@ class WorkerRunner:
     # --- processes ---------------------------------------------------------------------------------
     async def _spawn(self, index: int) -> None:
         name = f"{self._host}-w{index}-{uuid.uuid4().hex[:4]}"
-        proc = await asyncio.create_subprocess_exec(
-            *self.command,
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            limit=2**20,
-            # Its own process group, so the terminal's Ctrl-C reaches the web process only — but not its
-            # own session: on Linux with autogroups every session is a scheduling group at nice 0 and
-            # a nice value only ranks processes inside their session, so a worker in a session of its
-            # own competed with the web process at full weight whatever its nice (bot/turn_worker.py).
-            process_group=0,
-        )
+        # Its own process group (set by the child), so the terminal's Ctrl-C reaches the web process
+        # only — but not its own session: on Linux with autogroups every session is a scheduling
+        # group at nice 0 and a nice value only ranks processes inside their session, so a worker in
+        # a session of its own competed with the web process at full weight whatever its nice
+        # (bot/turn_worker.py).
+        proc = await start_worker(self.module, limit=2**20)
         first = {
             "settings": settings_values(self.settings),
             "consumer": name,

@@ -81,16 +81,21 @@ class Replica:
 
 
 def turn_workers(parent: int) -> list[int]:
-    """The `bot.turn_worker` processes whose parent is `parent`."""
+    """The turn workers of the web process `parent`: forked by its worker template (`core/worker_fork.py`),
+    so its grandchildren, named `turn-worker`."""
+
+    def stat(pid: str) -> tuple[str, str]:  # (name, parent pid)
+        head, tail = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)
+        return head.split("(", 1)[1], tail.split()[1]
+
     found = []
     for proc in Path("/proc").iterdir():
         try:
-            stat = (proc / "stat").read_text().rsplit(")", 1)[1].split()
-            cmdline = (proc / "cmdline").read_bytes()
-        except (OSError, IndexError):
+            name, ppid = stat(proc.name)
+            if name == "turn-worker" and ppid.isdigit() and stat(ppid)[1] == str(parent):
+                found.append(int(proc.name))
+        except (OSError, IndexError, ValueError):
             continue
-        if stat[1] == str(parent) and b"bot.turn_worker" in cmdline:
-            found.append(int(proc.name))
     return found
 
 

@@ -5,14 +5,16 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
 from core.runner import TurnJob
 from core.runner_worker import lost_kind
-from core.runner_workers import WorkerRunner
+from core.runner_workers import WorkerRunner, settings_values
 from tests.core.stubborn_worker import KIND
 
 
@@ -24,8 +26,7 @@ async def test_a_job_ignoring_its_cancellation_at_shutdown_is_told_once(settings
         server = request.getfixturevalue("redis_server")
         server.flush()
         settings = settings.model_copy(update={"redis_url": server.url})
-    command = [sys.executable, "-m", "tests.core.stubborn_worker"]
-    runner = WorkerRunner(settings, command, workers=1, finish_s=0.2, grace_s=0.5)
+    runner = WorkerRunner(settings, "tests.core.stubborn_worker", workers=1, finish_s=0.2, grace_s=0.5)
     told_here: list[dict] = []
 
     async def never_here(job: TurnJob) -> None:
@@ -51,3 +52,61 @@ async def test_a_job_ignoring_its_cancellation_at_shutdown_is_told_once(settings
     told = settings.home / "told.jsonl"
     told_there = [json.loads(line) for line in told.read_text().splitlines()] if told.exists() else []
     assert told_there + told_here == [question]
+
+
+WEB_PROCESS = """
+import asyncio, json, sys
+from core.config import load_settings
+from core.runner import TurnJob
+from core.runner_workers import WorkerRunner
+from tests.core.stubborn_worker import KIND
+
+async def main():
+    runner = WorkerRunner(load_settings(_env_file=None, **json.loads(sys.argv[1])), sys.argv[2], workers=2)
+    runner.register(KIND, None)
+    await runner.start()
+    for thread in ("T1", "T2"):  # one each: turns that would run on for a minute
+        await runner.submit(TurnJob(kind=KIND, payload={"thread": thread, "ignore_s": 60}))
+    print(json.dumps(runner.pids()), flush=True)
+    await asyncio.sleep(3600)
+
+asyncio.run(main())
+"""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def test_a_killed_web_process_leaves_no_worker_and_no_template(settings):
+    """The workers are the template's children, not the web process's: killed with SIGKILL (no clean-up
+    of its own) while its workers run turns, the web process still takes its workers (which would
+    otherwise finish and save answers nobody accounts for) and their template with it."""
+    values = json.dumps(settings_values(settings))
+    web = subprocess.Popen(
+        [sys.executable, "-c", WEB_PROCESS, values, "tests.core.stubborn_worker"],
+        stdout=subprocess.PIPE,
+        cwd=Path(__file__).resolve().parents[2],
+    )
+    try:
+        workers = json.loads(web.stdout.readline())
+        assert len(workers) == 2
+        deadline = time.monotonic() + 30
+        while not (settings.home / "started").exists():
+            assert time.monotonic() < deadline, "the workers never ran their jobs"
+            time.sleep(0.05)
+        assert [Path(f"/proc/{pid}/comm").read_text().strip() for pid in workers] == ["turn-worker"] * 2
+        template = {
+            int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1]) for pid in workers
+        }
+        assert len(template) == 1 and template != {web.pid}  # forked by the template, not the web process
+    finally:
+        web.kill()
+        web.wait()
+    deadline = time.monotonic() + 10
+    while any(map(_alive, [*workers, *template])):
+        assert time.monotonic() < deadline, "a worker or the template outlived the web process"
+        time.sleep(0.05)
