@@ -12,6 +12,10 @@ worker code does not know how it was started. The template is a fresh interprete
 the web process, whose threads and sockets a fork would copy); it runs with this process's
 environment as it was when the first worker started. It exits when this process does, and a worker
 whose template has gone dies with it (`die_with_parent`), so a killed web process leaves no worker.
+
+The library's rule for its fork server: the web process's main module must be safe to import (it is
+imported in the template as `__mp_main__`, once, so that objects defined there can be unpickled).
+Every entry point here is — the `datathread` script, `python -m bench`, pytest.
 """
 
 from __future__ import annotations
@@ -90,7 +94,7 @@ async def start_worker(module: str, *, limit: int) -> ForkedWorker:
     """Fork a worker running `module`'s `main()` from the template (started, importing `module`, on
     the first call). The start blocks on the template's first import: off the event loop."""
     context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload([module])
+    context.set_forkserver_preload(["__main__", module])
     child_stdin, parent_stdin = context.Pipe(duplex=False)
     parent_stdout, child_stdout = context.Pipe(duplex=False)
     process = context.Process(target=_child, args=(module, child_stdin, child_stdout), name="turn-worker")
