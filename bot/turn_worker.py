@@ -1,4 +1,5 @@
-"""A turn worker of `datathread serve` (`python -m bot.turn_worker`, started by `core/runner_workers.py`).
+"""A turn worker of `datathread serve`: its `main()`, forked from a template that imported this module
+once (`core/worker_fork.py`, started by `core/runner_workers.py`).
 
 It builds the same app as the web process around a `LocalRunner` — same surfaces, so the same job
 handlers — starts the core once (its own fork server; no scheduler loop: the web process ticks), says

@@ -94,7 +94,7 @@ async def start_worker(module: str, *, limit: int) -> ForkedWorker:
     """Fork a worker running `module`'s `main()` from the template (started, importing `module`, on
     the first call). The start blocks on the template's first import: off the event loop."""
     context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(["__main__", module])
+    context.set_forkserver_preload(["__main__", module, "core.heap_freeze"])
     child_stdin, parent_stdin = context.Pipe(duplex=False)
     parent_stdout, child_stdout = context.Pipe(duplex=False)
     process = context.Process(target=_child, args=(module, child_stdin, child_stdout), name="turn-worker")
