@@ -29,6 +29,17 @@ while True:
 """
 
 
+@pytest.fixture(autouse=True)
+def _ctrl_c_as_a_terminal_has_it():
+    """Ctrl-C as an interactive terminal has it: Python's handler in this process, the default in
+    `chat` subprocesses. A suite started as a background job (`make test &`, `nohup`) inherits SIGINT
+    ignored, which an exec keeps: chat would rightly ignore Ctrl-C, and these tests would fail for a
+    reason that is not the product's. Earlier tests may leave another handler (a server's) behind."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
 def start_chat(home: Path, fake_url: str, session: str) -> subprocess.Popen:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC", "DATATHREAD", "SLACK"))}
     env |= {
