@@ -53,40 +53,45 @@ def demo_database() -> Path:
 
 
 # The slowest modules (subprocesses, worker processes, several fork servers, real timeouts), slowest
-# first, by their tests' summed `--durations=0` (docs/BENCHMARKS.md). `make test` runs whole modules on
+# first, by their tests' summed `--durations=0` (docs/BENCHMARKS.md; every module of 2 s or more,
+# measured 2026-11-24 with the turn workers forked from their template). `make test` runs whole modules on
 # each worker in collection order (`--dist loadfile --no-loadscope-reorder`): a slow module started
 # last is the suite's tail, so these start first and the many short modules fill in behind them.
 # Order only: a module missing here runs.
 SLOW_FIRST = (
     "tests/bot/test_turn_workers.py",
+    "tests/bot/test_teams.py",
+    "tests/core/test_store.py",
+    "tests/core/test_isolation.py",
+    "tests/bot/test_replicas.py",
     "tests/bot/test_turn_workers_redis.py",
     "tests/core/hostile/test_hostile_quota.py",
-    "tests/bot/test_replicas.py",
-    "tests/core/hostile/test_hostile_python.py",
     "tests/bot/test_terminal_chat.py",
-    "tests/core/test_isolation.py",
-    "tests/deploy/test_modal_app.py",
-    "tests/core/test_store.py",
-    "tests/bot/test_teams.py",
-    "tests/core/hostile/test_hostile_sql.py",
-    "tests/bot/test_cli_settings.py",
-    "tests/core/hostile/test_hostile_steps.py",
-    "tests/core/test_turns.py",
+    "tests/core/hostile/test_hostile_python.py",
     "tests/core/test_workspace_overlay.py",
-    "tests/bot/test_cli.py",
-    "tests/bot/test_slack_app.py",
-    "tests/bot/test_cli_eval.py",
-    "tests/bot/test_cli_schedule.py",
-    "tests/bot/test_cli_turns.py",
-    "tests/core/test_pid_namespace.py",
+    "tests/core/hostile/test_hostile_steps.py",
+    "tests/core/test_spare_failures.py",
+    "tests/core/test_turns.py",
+    "tests/core/hostile/test_hostile_sql.py",
     "tests/bot/test_doctor.py",
-    "tests/core/test_notebook.py",
+    "tests/core/test_pid_namespace.py",
+    "tests/bot/test_cli.py",
+    "tests/bot/test_cli_settings.py",
+    "tests/deploy/test_modal_app.py",
     "tests/bot/test_slack_streaming.py",
-    "tests/core/test_steps_warm.py",
+    "tests/bot/test_cli_turns.py",
+    "tests/bot/test_cli_schedule.py",
+    "tests/bot/test_slack_app.py",
+    "tests/core/test_prepared_runner.py",
+    "tests/core/test_notebook.py",
     "tests/core/test_bigquery.py",
-    "tests/core/test_sandbox_listing.py",
+    "tests/bot/test_cli_eval.py",
+    "tests/core/test_runner_workers.py",
     "tests/bot/test_schedule_slack.py",
-    "tests/core/test_policy_sql.py",
+    "tests/bot/test_attached_csv.py",
+    "tests/core/test_steps_warm.py",
+    "tests/core/test_fresh_root.py",
+    "tests/core/test_s3.py",
 )
 
 
