@@ -79,10 +79,14 @@ class LocalSandbox:
         self.workspaces.mkdir(parents=True, exist_ok=True)
         with contextlib.suppress(OSError):
             os.chmod(self.workspaces, 0o711)
-        per_session_uid = self.backend == "root" if self.backend else isolation.host_root()
         return isolation_session.prepare_workspace(
-            self.workspaces / session_id, per_session_uid=per_session_uid
+            self.workspaces / session_id, per_session_uid=self._per_session_uid()
         )
+
+    def _per_session_uid(self) -> bool:
+        """Whether a session's files belong to its own uid: the root back end's steps run as it. Before
+        the fork server has said which back end it is, a root host's is the root one."""
+        return self.backend == "root" if self.backend else isolation.host_root()
 
     async def start(self) -> None:
         """Start (or restart) the fork server and wait until it has imported the data stack."""
@@ -292,8 +296,9 @@ class LocalSandbox:
     async def write_file(self, session_id: str, path: str, data: bytes) -> None:
         workspace = self.workspace(session_id)
         full = resolve_in_workspace(workspace, path)
-        # New parents and the file belong to the session's uid when steps run as it (root back end).
-        uid = isolation_session.sandbox_uid(workspace) if self.backend == "root" else None
+        # New parents and the file belong to the session's uid when steps run as it (root back end),
+        # as the workspace itself does — also before the fork server has started.
+        uid = isolation_session.sandbox_uid(workspace) if self._per_session_uid() else None
         owner = (uid, uid) if uid is not None else None
         await asyncio.to_thread(make_parents, workspace, full, owner)
         await asyncio.to_thread(write_inside, workspace, full, data)

@@ -212,6 +212,29 @@ async def test_a_file_written_into_new_directories_leaves_them_to_the_session(sa
         assert st.st_mode & 0o777 == (0o700 if made.is_dir() else 0o600), made
 
 
+async def test_a_file_written_before_the_sandbox_has_started_is_the_sessions_too(tmp_path):
+    """A file can arrive before the fork server is up (an attachment in the first message while the
+    bot starts): the back end is not known yet, so it and its folders get the owner the workspace got
+    — on a root host the session's uid — and the first step can change them."""
+    sb = LocalSandbox(workspaces=tmp_path / "home" / "workspaces", hidden=[tmp_path / "home"])
+    try:
+        assert not sb.backend  # not started
+        await sb.write_file("early", "a/b/c.csv", b"x\n1\n")
+        await sb.start()
+        code = "open('a/b/c.csv', 'a').write('2\\n')\nopen('a/b/d.csv', 'w').write('y\\n')\nprint('ok')"
+        wrote = await sb.run(
+            StepRequest(kind="python", session_id="early", code=code, timeout_s=10, memory_mb=512)
+        )
+        assert wrote.ok and wrote.output.strip() == "ok", wrote.error
+        workspace = sb.workspace("early")
+        assert (workspace / "a" / "b" / "c.csv").read_text() == "x\n1\n2\n"
+        owner = workspace.stat()
+        for made in (workspace / "a", workspace / "a" / "b", workspace / "a" / "b" / "c.csv"):
+            assert (made.lstat().st_uid, made.lstat().st_gid) == (owner.st_uid, owner.st_gid), made
+    finally:
+        await sb.close()
+
+
 @pytest.mark.parametrize(
     ("path", "ok"),
     [
