@@ -173,9 +173,8 @@ class TerminalRenderer:
             self.console.print(Markdown(printable(event.text)))
         elif isinstance(event, TurnFailed):
             self._stop()
-            self.console.print(
-                f"[red]✗ {escape(printable(event.message))}[/] [dim](error id {event.error_id})[/]"
-            )
+            error_id = f" [dim](error id {event.error_id})[/]" if event.error_id else ""
+            self.console.print(f"[red]✗ {escape(printable(event.message))}[/]{error_id}")
         elif change is Change.FINISHED:
             self._stop()
             self.console.print(f"[dim]{escape(format_footer(event))}[/]")  # type: ignore[arg-type]

@@ -34,6 +34,7 @@ from core.model import ModelClient, describe_model_error
 from core.notebook import is_export_request
 from core.receipt import turn_receipt
 from core.redact import Redactor
+from core.runner import TurnStopped
 from core.s3 import S3Source
 from core.sandbox_factory import Parts, build_parts, toolset
 from core.schedules_store import ScheduleBook
@@ -52,7 +53,7 @@ from core.verified import VerifiedLibrary, VerifiedQuery, curated_path, load_cur
 from core.warehouse import QueryContext
 
 log = logging.getLogger("datathread.turn")
-STOPPED = "This answer was stopped before it finished."
+STOPPED = "This answer was stopped before it finished. Ask again to carry on."
 
 
 class Analyst:
@@ -187,8 +188,8 @@ class Analyst:
         if held.lost:  # another turn may have saved this session meanwhile: never overwrite it
             raise LockLost(session_id)
         await self._settle(state, message, outcome, emit, started, error, example)
-        if error == STOPPED:  # saved and recorded: now let the cancellation finish the task
-            raise asyncio.CancelledError
+        if error == STOPPED:  # saved, recorded and told: now let the cancellation finish the task
+            raise TurnStopped
 
     def _tool_context(
         self, message: IncomingMessage, session_id: str, turn_id: str, confirm: Confirmer | None
@@ -286,7 +287,8 @@ class Analyst:
         outcome.ok = error is None
         await self.store.record_turn(self._turn_record(message, outcome, started, error))
         if error:
-            outcome.error_id = outcome.error_id or uuid.uuid4().hex[:8]
+            # A stop is no error: no id that would match no log line.
+            outcome.error_id = outcome.error_id or ("" if error == STOPPED else uuid.uuid4().hex[:8])
             outcome.error = error
             await emit(TurnFailed(turn_id=outcome.turn_id, error_id=outcome.error_id, message=error))
         await emit(

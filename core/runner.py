@@ -16,6 +16,13 @@ from typing import Protocol
 log = logging.getLogger(__name__)
 
 
+class TurnStopped(asyncio.CancelledError):
+    """Raised by a turn that was cancelled (Ctrl-C, a shutdown) once it has saved its history and told
+    its thread that it stopped (`Analyst.handle`: the `TurnFailed` event its surface draws). Still a
+    cancellation to whatever awaits the turn; a runner's shutdown (`cancel_and_tell`) then leaves that
+    thread alone instead of telling it a second time, in other words."""
+
+
 @dataclass(frozen=True)
 class TurnJob:
     """Work to do after the ack: `kind` names the handler ("slack.turn", "teams.turn", …)."""
@@ -67,16 +74,23 @@ async def cancel_and_tell(
     tasks: dict[asyncio.Task, TurnJob], handlers: dict[str, JobHandler], *, grace_s: float = TELL_LOST_S
 ) -> None:
     """Shutdown: the jobs still running are cancelled, and each thread hears that its answer stopped
-    (never silence). Bounded: cancelled jobs get `grace_s` to end and telling takes at most as long, so
-    neither a job ignoring its cancellation nor a platform that does not answer holds the shutdown."""
-    jobs = [job for task, job in tasks.items() if not task.done()]
-    for task in list(tasks):
+    (never silence) — once: a turn that said so itself as it stopped (its task returned True, see
+    `TurnStopped`) is not told again. Bounded: cancelled jobs get `grace_s` to end and telling takes at
+    most as long, so neither a job ignoring its cancellation nor a platform that does not answer holds
+    the shutdown."""
+    running = {task: job for task, job in tasks.items() if not task.done()}
+    for task in running:
         task.cancel()
-    if tasks:
-        await asyncio.wait(set(tasks), timeout=grace_s)
+    if running:
+        await asyncio.wait(set(running), timeout=grace_s)
+    jobs = [job for task, job in running.items() if not _told_its_thread(task)]
     if jobs:
         log.warning("stopping with %d job(s) unfinished; telling their threads", len(jobs))
         await asyncio.wait([asyncio.create_task(tell_lost(handlers, j)) for j in jobs], timeout=grace_s)
+
+
+def _told_its_thread(task: asyncio.Task) -> bool:
+    return task.done() and not task.cancelled() and task.exception() is None and task.result() is True
 
 
 class Runner(Protocol):
@@ -111,22 +125,28 @@ class LocalRunner:
         self.tasks[task] = job
         task.add_done_callback(lambda t: self.tasks.pop(t, None))
 
-    async def run_now(self, job: TurnJob) -> None:
-        """Run a job in the current task (used by the remote side of other runners)."""
-        await self._run(self.handlers[job.kind], job)
+    async def run_now(self, job: TurnJob) -> bool:
+        """Run a job in the current task (used by the remote side of other runners); True when its turn
+        was stopped and told its thread so (see `_run`)."""
+        return await self._run(self.handlers[job.kind], job)
 
-    async def _run_in_slot(self, handler: JobHandler, job: TurnJob) -> None:
+    async def _run_in_slot(self, handler: JobHandler, job: TurnJob) -> bool:
         if job.quick:
             return await self._run(handler, job)
         async with self._slots:
-            await self._run(handler, job)
+            return await self._run(handler, job)
 
     @staticmethod
-    async def _run(handler: JobHandler, job: TurnJob) -> None:
+    async def _run(handler: JobHandler, job: TurnJob) -> bool:
+        """Run the handler. A turn stopped by a cancellation that has told its thread ends the job
+        (True: nobody needs to tell that thread again); any other cancellation goes on up."""
         try:
             await handler(job)
+        except TurnStopped:
+            return True
         except Exception:
             log.exception("job %s failed", job.kind)
+        return False
 
     async def stop(self, timeout: float) -> None:
         """Shutdown: let jobs finish for `timeout` seconds; the rest are cancelled and their threads told."""

@@ -79,12 +79,13 @@ class Worker:
         self.out.write(json.dumps(message).encode() + b"\n")
         self.out.flush()
 
-    async def run(self, job: TurnJob) -> None:
-        """Run one job with its surface's handler; a lost job with its surface's lost handler."""
+    async def run(self, job: TurnJob) -> bool:
+        """Run one job with its surface's handler; a lost job with its surface's lost handler. True when
+        a stopped turn told its thread itself (`LocalRunner.run_now`)."""
         if job.kind == LOST:
             await tell_lost(self.runner.handlers, job)
-            return
-        await self.runner.run_now(job)
+            return False
+        return await self.runner.run_now(job)
 
     def start(self, job: TurnJob, done: Callable[[], Awaitable[None]]) -> None:
         released = False
@@ -95,11 +96,11 @@ class Worker:
                 released = True
                 await done()
 
-        async def one() -> None:
+        async def one() -> bool:
             if not job.quick:
                 self.busy += 1
             try:
-                await self.run(job)
+                return await self.run(job)
             finally:
                 if not job.quick:
                     self.busy -= 1
