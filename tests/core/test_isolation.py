@@ -193,23 +193,31 @@ async def test_sessions_cannot_see_each_other(sandbox):
         assert not seen.ok and "1" not in seen.output
 
 
-@module_loop
-async def test_a_file_written_into_new_directories_leaves_them_to_the_session(sandbox):
-    """An attached `a/b/c.csv` creates `a/` and `a/b/` as the file is made: owned by the workspace's
-    owner (the session's uid when the bot is root) and owner-only, so a later step can write into them."""
-    await sandbox.write_file("iso-dirs", "a/b/c.csv", b"x\n1\n")
-    code = "open('a/b/d.csv', 'w').write('y\\n2\\n')\nopen('a/e.csv', 'w').write('z\\n3\\n')\nprint('ok')"
+async def _attach_then_step(sandbox: LocalSandbox, session_id: str, code: str) -> Path:
+    """`a/b/c.csv` written by the bot (an attachment), then a step running `code`, which must succeed;
+    the workspace, whose owner every folder and file made for the attachment must have."""
+    await sandbox.write_file(session_id, "a/b/c.csv", b"x\n1\n")
+    await sandbox.start()  # a no-op when started
     wrote = await sandbox.run(
-        StepRequest(kind="python", session_id="iso-dirs", code=code, timeout_s=10, memory_mb=512)
+        StepRequest(kind="python", session_id=session_id, code=code, timeout_s=10, memory_mb=512)
     )
     assert wrote.ok and wrote.output.strip() == "ok", wrote.error
-    workspace = sandbox.workspace("iso-dirs")
-    assert (workspace / "a" / "b" / "d.csv").read_text() == "y\n2\n"
+    workspace = sandbox.workspace(session_id)
     owner = workspace.stat()
     for made in (workspace / "a", workspace / "a" / "b", workspace / "a" / "b" / "c.csv"):
         st = made.lstat()
         assert (st.st_uid, st.st_gid) == (owner.st_uid, owner.st_gid), made
         assert st.st_mode & 0o777 == (0o700 if made.is_dir() else 0o600), made
+    return workspace
+
+
+@module_loop
+async def test_a_file_written_into_new_directories_leaves_them_to_the_session(sandbox):
+    """An attached `a/b/c.csv` creates `a/` and `a/b/` as the file is made: owned by the workspace's
+    owner (the session's uid when the bot is root) and owner-only, so a later step can write into them."""
+    code = "open('a/b/d.csv', 'w').write('y\\n2\\n')\nopen('a/e.csv', 'w').write('z\\n3\\n')\nprint('ok')"
+    workspace = await _attach_then_step(sandbox, "iso-dirs", code)
+    assert (workspace / "a" / "b" / "d.csv").read_text() == "y\n2\n"
 
 
 async def test_a_file_written_before_the_sandbox_has_started_is_the_sessions_too(tmp_path):
@@ -218,19 +226,10 @@ async def test_a_file_written_before_the_sandbox_has_started_is_the_sessions_too
     — on a root host the session's uid — and the first step can change them."""
     sb = LocalSandbox(workspaces=tmp_path / "home" / "workspaces", hidden=[tmp_path / "home"])
     try:
-        assert not sb.backend  # not started
-        await sb.write_file("early", "a/b/c.csv", b"x\n1\n")
-        await sb.start()
+        assert not sb.backend  # not started: `_attach_then_step` writes, then starts it
         code = "open('a/b/c.csv', 'a').write('2\\n')\nopen('a/b/d.csv', 'w').write('y\\n')\nprint('ok')"
-        wrote = await sb.run(
-            StepRequest(kind="python", session_id="early", code=code, timeout_s=10, memory_mb=512)
-        )
-        assert wrote.ok and wrote.output.strip() == "ok", wrote.error
-        workspace = sb.workspace("early")
+        workspace = await _attach_then_step(sb, "early", code)
         assert (workspace / "a" / "b" / "c.csv").read_text() == "x\n1\n2\n"
-        owner = workspace.stat()
-        for made in (workspace / "a", workspace / "a" / "b", workspace / "a" / "b" / "c.csv"):
-            assert (made.lstat().st_uid, made.lstat().st_gid) == (owner.st_uid, owner.st_gid), made
     finally:
         await sb.close()
 
