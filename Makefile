@@ -14,13 +14,15 @@ $(UV):
 		&& $(VENV)/bin/python -m pip install --quiet --disable-pip-version-check "uv==0.13.9"; }
 
 # Install exactly what uv.lock pins (the project itself in editable mode, with the dev tools), then
-# compile it all to bytecode once. Where PYTHONDONTWRITEBYTECODE is set (as on CI machines and in every
-# sandbox step) Python never caches what it compiles, so without this each process - every test
-# worker, `datathread` subprocess and sandbox fork server - compiled pandas, matplotlib and the SDKs
-# from source again: 9 s of CPU for `datathread ask` to say the key is missing, 4 s for a fork server.
-# The packages' own test suites and the installers (a sixth of the source, never imported here) are
-# left out. pytest's rewritten test modules are cached the same way (tests/assert_cache.py): 5 s of
-# CPU per test process otherwise.
+# cache the bytecode of what datathread imports. Where PYTHONDONTWRITEBYTECODE is set (as on CI
+# machines and in every sandbox step) Python never caches what it compiles, so without this each
+# process - every test worker, `datathread` subprocess and sandbox fork server - compiled pandas,
+# matplotlib and the SDKs from source again: 9 s of CPU for `datathread ask` to say the key is
+# missing, 4 s for a fork server. One process imports what the bot, the CLI and the fork server load,
+# with bytecode writing on (~4,800 modules, 8 s), instead of compiling all of site-packages (~10,800,
+# 18 s on two cores, 40% of it never imported here); `make test` writes the rest (test-only
+# libraries: moto, ipykernel, ...) as the suite first imports them. pytest's rewritten test modules
+# are cached the same way (tests/assert_cache.py): 5 s of CPU per test process otherwise.
 setup: $(UV) $(VENV)/.bytecode
 	$(UV) sync --frozen --quiet --python $(VENV)/bin/python
 	@test -x $(VENV)/bin/datathread
@@ -29,7 +31,7 @@ setup: $(UV) $(VENV)/.bytecode
 
 $(VENV)/.bytecode: uv.lock | $(UV)
 	$(UV) sync --frozen --quiet --python $(VENV)/bin/python
-	$(VENV)/bin/python -m compileall -q -j 0 -x 'site-packages/(.*/)?(tests?|pip|setuptools)/' $$($(VENV)/bin/python -c "import sysconfig; print(sysconfig.get_path('purelib'))") >/dev/null || true
+	env -u PYTHONDONTWRITEBYTECODE $(VENV)/bin/python -c "import bot.cli, bot.server, core.zygote; core.zygote.preload()"
 	@touch $@
 
 chat: setup
@@ -50,12 +52,14 @@ lint: setup
 # workers started as `python -m`, each paying ~3 s of imports, a third worker cost more CPU than it
 # filled; forked from one template (core/worker_fork.py) they do not.) Same clone, quiet machine:
 # -n 2 185 s, -n 3 145 s, -n 4 143 s.
+# The suite caches the bytecode of what it imports beyond `make setup`'s set (see there): each
+# test-only library is compiled once, not once per worker and subprocess.
 PYTEST_WORKERS ?= 3
 PYTEST_ARGS ?=
 test: setup lint
 	@command -v redis-server >/dev/null || { echo "redis-server missing: installing it"; \
 		(apt-get update -qq && apt-get install -y -qq redis-server) >/dev/null; }
-	$(VENV)/bin/python -m pytest -q -p no:cacheprovider -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=10 $(PYTEST_ARGS) tests
+	env -u PYTHONDONTWRITEBYTECODE $(VENV)/bin/python -m pytest -q -p no:cacheprovider -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=10 $(PYTEST_ARGS) tests
 
 bench: setup
 	$(VENV)/bin/python -m bench

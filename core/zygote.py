@@ -39,7 +39,7 @@ BACKOFF_S, BACKOFF_MAX_S = 0.05, 1.5  # between spares lost before their step (d
 SPARE_HOOK = "DATATHREAD_TEST_SPARE"
 
 
-def _preload():
+def preload():
     """Import the data stack and open the database every SQL step starts from; returns that database.
 
     The reason this process exists: pay the import and set-up cost once, not per step."""
@@ -162,7 +162,7 @@ def main(argv: list[str] | None = None) -> None:
         sys.stdout.write(json.dumps({"ready": False, "error": str(exc)}) + "\n")
         sys.stdout.flush()
         raise SystemExit(2) from None
-    args.database = _preload()
+    args.database = preload()
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # children are reaped automatically
 
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)

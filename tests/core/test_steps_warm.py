@@ -23,8 +23,8 @@ import duckdb, matplotlib, numpy, pandas, pyarrow, pyarrow.parquet  # what the f
 def threads():
     return sorted(open(f"/proc/self/task/{t}/comm").read().strip() for t in os.listdir("/proc/self/task"))
 imported = threads()
-from core.zygote import _preload
-db = _preload()  # imports, warm() and open_database(), as the fork server does
+from core.zygote import preload
+db = preload()  # imports, warm() and open_database(), as the fork server does
 from core import steps
 from core.sandbox import StepRequest
 preloaded = threads()
@@ -104,10 +104,10 @@ def test_sql_in_a_step_cannot_reopen_what_the_step_child_locked():
     script = """
 import sys, tempfile
 from pathlib import Path
-from core.zygote import _preload
+from core.zygote import preload
 from core import steps
 from core.sandbox import StepRequest
-db = _preload()
+db = preload()
 ws = Path(tempfile.mkdtemp())
 for code in ("SET enable_external_access=true", "ATTACH '/etc/hostname.db' AS x", "SELECT * FROM read_text('/etc/hostname')", "SET threads=8"):
     res = steps.run_step(StepRequest(kind="sql", session_id="s", code=code), ws, None, opened=db)
