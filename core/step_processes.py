@@ -76,6 +76,7 @@ NOT_PREPARED = (
 PREPARE_HOOK = "DATATHREAD_TEST_PREPARE"
 
 Run = Callable[[StepRequest, Path], StepResult]
+Prime = Callable[[], None]  # in the runner before its request: first-time costs off the step's path
 
 
 @dataclass
@@ -126,7 +127,14 @@ class Prepared:
             self.order = -1
 
 
-def prepare(run: Run, *, pid_namespace: bool, own_mounts: bool, previous: Prepared | None = None) -> Prepared:
+def prepare(
+    run: Run,
+    *,
+    pid_namespace: bool,
+    own_mounts: bool,
+    previous: Prepared | None = None,
+    prime: Prime | None = None,
+) -> Prepared:
     """In the spare, before it accepts a connection: its own mount namespace (`own_mounts`: the step
     gets the hard quota), the step's PID namespace and init (`pid_namespace`), and the runner forked,
     waiting for its request. Changes this process for good (it serves one step).
@@ -135,7 +143,10 @@ def prepare(run: Run, *, pid_namespace: bool, own_mounts: bool, previous: Prepar
     one sentence for the step, so a spare that cannot prepare still serves its step rather than dying
     (the fork server would fork the next at once, and so on). Given the `previous` attempt, it does
     only what that one did not: the spare tries again once its request is in, so a passing failure
-    minutes earlier does not refuse the step (a second `unshare` of a PID namespace would fail)."""
+    minutes earlier does not refuse the step (a second `unshare` of a PID namespace would fail).
+
+    `prime` runs in the runner while it waits (`core.steps.prime`): it must start no thread (the runner
+    still enters its namespaces) and a failure there is ignored (the step pays the cost instead)."""
     done = previous or Prepared(runner=0, order=-1, result=-1)
     done.refusal = ""
     try:
@@ -165,7 +176,7 @@ def prepare(run: Run, *, pid_namespace: bool, own_mounts: bool, previous: Prepar
                 os.close(fd)
             raise
         if pid == 0:
-            _runner(run, order_r, result_w)
+            _runner(run, order_r, result_w, prime)
         os.close(order_r)
         os.close(result_w)
         done.runner, done.order, done.result = pid, order_w, result_r
@@ -194,7 +205,7 @@ def _start_init(done: Prepared) -> int | None:
         os.close(alive_r)  # alive_w stays open, unused, until this process exits
 
 
-def _runner(run: Run, order: int, result_w: int) -> None:
+def _runner(run: Run, order: int, result_w: int, prime: Prime | None = None) -> None:
     """The runner's whole life: hold only its two pipes, wait for the request, run, write the result."""
     code = 0
     try:
@@ -206,6 +217,9 @@ def _runner(run: Run, order: int, result_w: int) -> None:
         os.dup2(devnull, 2)
         os.close(devnull)
         isolation.die_with_parent()  # and the spare with the fork server
+        if prime is not None:
+            with contextlib.suppress(Exception):
+                prime()
         message = _read_all(order)
         os.close(order)
         if not message:  # the supervisor refused the request (or is gone): nothing to run

@@ -235,6 +235,8 @@ def _spare(server: socket.socket, taken: int, args: argparse.Namespace, *, quiet
     retry forks the runner while this process holds the connection, and the runner closes it first
     thing, before it has a request, as it does the listening socket. `quiet`: spares are being lost
     in a row, the first one's traceback is already in the log."""
+    from core import steps  # imported by `preload` already
+
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # the supervisor waits for its runner
     isolation.die_with_parent()  # and dies with the fork server
     code = 0
@@ -253,6 +255,7 @@ def _spare(server: socket.socket, taken: int, args: argparse.Namespace, *, quiet
                 own_mounts=backend in isolation_supervisor.HARD_QUOTA_BACKENDS
                 and workspace_overlay.AVAILABLE,
                 previous=previous,
+                prime=lambda: steps.prime(args.database),
             )
 
         if os.environ.get(SPARE_HOOK) == "die":

@@ -1,8 +1,9 @@
-"""The fork server's head start for SQL steps: `core.steps.warm()` runs the SQL path once, and
-`open_database()` opens the database every step child inherits instead of opening its own (25-45 ms
-each). DuckDB is not fork-safe with live threads, so both must leave the fork server with no thread
-it did not have, and a child's SQL must work as ever — in its own copy: nothing one step does to the
-database reaches the fork server or the next step."""
+"""The fork server's head start for SQL steps: `core.steps.warm()` runs the SQL path once (and
+`prime()` once more in each step's runner, before its request), and `open_database()` opens the
+database every step child inherits instead of opening its own (25-45 ms each). DuckDB is not
+fork-safe with live threads, so all three must leave the process with no thread it did not have, and
+a child's SQL must work as ever — in its own copy: nothing one step does to the database reaches the
+fork server or the next step."""
 
 from __future__ import annotations
 
@@ -33,9 +34,13 @@ def in_child(kind, code, opened):
     r, w = os.pipe()
     pid = os.fork()
     if pid == 0:
+        forked = threads()
+        if opened is not None:
+            steps.prime(opened)  # as a step's runner does while it waits for its request
+        primed = threads()
         ws = Path(tempfile.mkdtemp())
         res = steps.run_step(StepRequest(kind=kind, session_id="s", code=code, save_as="out"), ws, Path(sys.argv[1]), opened=opened)
-        os.write(w, json.dumps([res.ok, res.rows, res.preview, res.error, sorted(f["path"] for f in res.files), threads()]).encode())
+        os.write(w, json.dumps([res.ok, res.rows, res.preview, res.error, sorted(f["path"] for f in res.files), threads(), [forked, primed]]).encode())
         os._exit(0)
     os.close(w)
     data = b""
@@ -84,6 +89,9 @@ def test_the_fork_server_database_leaves_no_thread_and_each_step_gets_its_own_co
     assert report["preloaded"].count("python") == 1, report
     assert report["after"] == report["preloaded"]
     sql, warehouse, create, other, settings, fresh = report["results"]
+    # The runner's prime (`steps.prime`) starts no thread either: the runner enters its namespaces
+    # after it, which a second thread would forbid; the steps that follow it work as without.
+    assert all(r[6] == [["python"], ["python"]] for r in report["results"]), report["results"]
     assert sql[:2] == [True, 1] and "42" in sql[2] and sql[4] == ["out.parquet"], sql
     assert (
         warehouse[:2] == [True, 1] and "16" in warehouse[2] and warehouse[4] == ["out.parquet"]
