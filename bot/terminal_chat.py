@@ -71,7 +71,9 @@ def _converse(runner: asyncio.Runner, console: Console, analyst, settings: Setti
             renderer.pause()
             console.print("[yellow]Stopping…[/] [dim]Press Ctrl-C again to quit.[/]")
 
-        if not run_interruptibly(runner, turn, stopping):
+        # Stopped: the core has said so in the turn's own words ("… Ask again to carry on."), as it does
+        # in a Slack or Teams thread; this line only where the turn ended before the core could.
+        if not run_interruptibly(runner, turn, stopping) and renderer.transcript.failure is None:
             renderer.pause()
             console.print("[yellow]Stopped.[/] [dim]The question is kept in this session's history.[/]")
 

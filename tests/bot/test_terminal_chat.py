@@ -129,7 +129,8 @@ def test_ctrl_c_stops_the_turn_keeps_the_question_and_returns_to_the_prompt(home
         running = step_child(proc.pid, step_processes(proc.pid)[0])
         time.sleep(0.5)  # and well into its heartbeat loop
         ctrl_c(proc)
-        wait_for(lambda: "Stopped." in output.text)  # the turn has wound down: its step is gone
+        # the turn has wound down (its sentence, then the prompt again): its step is gone
+        wait_for(lambda: "›" in output.text.partition("stopped before it finished")[2])
         left = step_processes(proc.pid, stopped=running)
         assert left == [], "the sandbox step still runs after Ctrl-C"
         assert proc.poll() is None, "Ctrl-C during a turn must not end chat"
@@ -142,7 +143,9 @@ def test_ctrl_c_stops_the_turn_keeps_the_question_and_returns_to_the_prompt(home
             proc.kill()
     out = output.finished()
     assert proc.returncode == 0, err
-    assert "Stopped." in out and "Second answer." in out and "Traceback" not in out + err
+    # Told once, in the core's words (the same sentence as in a thread), not again by chat itself
+    assert out.count("This answer was stopped before it finished. Ask again to carry on.") == 1, out
+    assert "Stopped." not in out and "Second answer." in out and "Traceback" not in out + err
     second = fake_model.requests[-1]["messages"]
     assert_valid([*second, {"role": "assistant", "content": "x"}])
     assert "first question" in json.dumps(second) and "stopped" in json.dumps(second)
