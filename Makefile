@@ -19,10 +19,11 @@ $(UV):
 # process - every test worker, `datathread` subprocess and sandbox fork server - compiled pandas,
 # matplotlib and the SDKs from source again: 9 s of CPU for `datathread ask` to say the key is
 # missing, 4 s for a fork server. One process imports what the bot, the CLI and the fork server load,
-# with bytecode writing on (~4,800 modules, 8 s), instead of compiling all of site-packages (~10,800,
-# 18 s on two cores, 40% of it never imported here); `make test` writes the rest (test-only
-# libraries: moto, ipykernel, ...) as the suite first imports them. pytest's rewritten test modules
-# are cached the same way (tests/assert_cache.py): 5 s of CPU per test process otherwise.
+# with bytecode writing on (~4,800 modules, 8 s; matplotlib's font cache stays in the venv), instead
+# of compiling all of site-packages (~10,800 modules, 18 s on two cores, 40% of it never imported
+# here); `make test` writes the rest (test-only libraries: moto, ipykernel, ...) as the suite first
+# imports them. pytest's rewritten test modules are cached the same way (tests/assert_cache.py): 5 s
+# of CPU per test process otherwise.
 setup: $(UV) $(VENV)/.bytecode
 	$(UV) sync --frozen --quiet --python $(VENV)/bin/python
 	@test -x $(VENV)/bin/datathread
@@ -31,7 +32,7 @@ setup: $(UV) $(VENV)/.bytecode
 
 $(VENV)/.bytecode: uv.lock | $(UV)
 	$(UV) sync --frozen --quiet --python $(VENV)/bin/python
-	env -u PYTHONDONTWRITEBYTECODE $(VENV)/bin/python -c "import bot.cli, bot.server, core.zygote; core.zygote.preload()"
+	env -u PYTHONDONTWRITEBYTECODE MPLCONFIGDIR=$(VENV)/.matplotlib $(VENV)/bin/python -c "import bot.cli, bot.server, core.zygote; core.zygote.preload()"
 	@touch $@
 
 chat: setup
