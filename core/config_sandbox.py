@@ -12,7 +12,7 @@ from typing import Literal
 
 from pydantic import AliasChoices, BaseModel, Field
 
-from core.config_types import RedisUrl, WritableDir
+from core.config_types import RedisUrl, StateHome
 
 _env = AliasChoices  # a field's environment variable names (the contract's)
 
@@ -29,7 +29,7 @@ class SandboxSettings(BaseModel):
         description="strict: refuse steps without network and filesystem isolation (default for serve); "
         "best: the best this host allows, warning what is OFF (default for chat/ask); or one back end's name.",
     )
-    home: WritableDir = Field(
+    home: StateHome = Field(
         Path(".datathread"),
         validation_alias=_env("DATATHREAD_HOME"),
         description="Directory of local state: store, workspaces, demo warehouse, logs.",

@@ -98,6 +98,33 @@ def check_writable_dir(value: Path) -> Path:
     return path
 
 
+# What datathread makes inside DATATHREAD_HOME and writes to later (logs, the demo warehouse, session
+# workspaces, attachments saved for the terminal). The state database is a file: its own check.
+HOME_PARTS = ("logs", "warehouse", "workspaces", "attachments")
+
+
+def check_state_home(value: Path) -> Path:
+    """A writable directory (`check_writable_dir`) whose parts, where they exist, are writable too.
+
+    A part another user made — a `sudo datathread chat` leaves `logs/` and `warehouse/` owned by
+    root — failed the next ordinary run with a traceback from deep inside (logging, DuckDB)."""
+    path = check_writable_dir(value)
+    for part in HOME_PARTS:
+        inside = path / part
+        try:
+            if not inside.exists():
+                continue
+            usable = inside.is_dir() and os.access(inside, os.W_OK | os.X_OK)
+        except PermissionError:
+            usable = False
+        if not usable:
+            raise ValueError(
+                f"has a {part}/ folder this user cannot write ({inside.absolute()}; made by another user, "
+                "a sudo run perhaps): give it back with chown, or set DATATHREAD_HOME elsewhere"
+            )
+    return path
+
+
 def check_existing_file(value: Path) -> Path:
     path = value.expanduser()
     if not path.is_file():
@@ -114,7 +141,7 @@ Guid = Annotated[str, AfterValidator(check_guid)]
 TenantId = Annotated[str, AfterValidator(check_tenant)]
 AppType = Annotated[str, BeforeValidator(to_app_type)]
 TimeZone = Annotated[str, AfterValidator(check_time_zone)]
-WritableDir = Annotated[Path, AfterValidator(check_writable_dir)]
+StateHome = Annotated[Path, AfterValidator(check_state_home)]
 ExistingFile = Annotated[Path, AfterValidator(check_existing_file)]
 
 

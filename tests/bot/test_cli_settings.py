@@ -12,6 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from bot.cli import app
+from core.config_types import HOME_PARTS
 from tests.fakes.cli import DATATHREAD, run
 
 COMMANDS = [
@@ -106,6 +107,44 @@ def test_home_not_writable_by_this_user(tmp_path):
     line = one_sentence(result.stderr)
     assert "DATATHREAD_HOME" in line and "not writable by this user" in line
     assert not (parent / "home").exists()
+
+
+@pytest.mark.parametrize("part", HOME_PARTS)
+def test_a_part_of_home_another_user_made_is_one_sentence(part, tmp_path):
+    """`sudo datathread chat` once, then an ordinary run: `logs/`, `warehouse/`… belong to root. That
+    was a traceback from logging or DuckDB; now one sentence naming the folder, before anything runs.
+    Real permissions: as an ordinary user the folder is chmodded closed; as root it belongs to nobody
+    and root's override capabilities are dropped (setpriv)."""
+    home = tmp_path / "home"
+    closed = home / part
+    closed.mkdir(parents=True)
+    prefix: list[str] = []
+    if os.geteuid() == 0:
+        os.chown(closed, 65534, 65534)
+        prefix = ["setpriv", "--inh-caps=-all", "--bounding-set=-all"]
+    else:
+        closed.chmod(0o555)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC", "DATATHREAD"))}
+    env |= {
+        "ANTHROPIC_API_KEY": "sk-ant-test-000000",
+        "ANTHROPIC_BASE_URL": "http://127.0.0.1:9",  # nothing answers: the old code went on to ask it
+        "DATATHREAD_HOME": str(home),
+    }
+    try:
+        result = subprocess.run(
+            [*prefix, DATATHREAD, "ask", "hi"],
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=tmp_path,
+            timeout=60,
+        )
+    finally:
+        closed.chmod(0o755)
+    assert result.returncode == 2, result.stderr
+    line = one_sentence(result.stderr)
+    assert "DATATHREAD_HOME" in line and f"has a {part}/ folder this user cannot write" in line, line
+    assert sorted(p.name for p in home.iterdir()) == [part]  # refused before anything was made
 
 
 def test_version_prints_the_package_version():
