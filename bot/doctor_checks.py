@@ -10,6 +10,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 from core.config import Settings, split_list
 
@@ -141,13 +142,22 @@ async def check_model(settings: Settings) -> Check:
 
 
 async def check_store(settings: Settings) -> Check:
-    from core.sessions import open_store
+    from core.sessions import StoreUnavailable, open_store
 
-    async with asyncio.timeout(CHECK_TIMEOUT_S):
-        store = await open_store(settings)
+    if settings.redis_url:
+        parts = urlsplit(settings.redis_url)  # host and port only: the URL may carry a password
+        store_name = f"Redis at {parts.hostname or 'localhost'}:{parts.port or 6379}"
+    else:
+        store_name = f"sqlite under {settings.home}"
+    try:
+        async with asyncio.timeout(CHECK_TIMEOUT_S):
+            store = await open_store(settings)
+    except TimeoutError:
+        return Check("session store", "fail", f"{store_name} did not answer within {CHECK_TIMEOUT_S:g} s.")
+    except StoreUnavailable as exc:
+        return Check("session store", "fail", str(exc))
     await store.close()
-    where = "redis (ping ok)" if settings.redis_url else f"sqlite under {settings.home}"
-    return Check("session store", "ok", where)
+    return Check("session store", "ok", f"{store_name} (ping ok)" if settings.redis_url else store_name)
 
 
 async def check_slack(settings: Settings) -> Check:

@@ -59,6 +59,9 @@ return -1
 _TURN_INDEXES = (("session_id", "s"), ("user_id", "u"), ("channel_id", "c"))
 
 
+PING_DEADLINE_S = 3.0  # for the start-up and health pings: long enough for a cold cross-region link
+
+
 class RedisStore:
     """SessionStore on Redis (redis-py asyncio). Construct cheaply; `ping()` proves it is reachable."""
 
@@ -94,8 +97,15 @@ class RedisStore:
             return await awaitable
 
     async def ping(self) -> None:
-        """Prove Redis answers (at start, and for health checks)."""
-        await self._call(self.r.ping())
+        """Prove Redis answers (at start, and for health checks), within `PING_DEADLINE_S` in all: a port
+        that takes connections and never answers (a proxy, a firewall, the wrong service) was three
+        tries × the 5 s read timeout, 17 s of silence, before its sentence."""
+        try:
+            await asyncio.wait_for(self._call(self.r.ping()), PING_DEADLINE_S)
+        except TimeoutError:
+            raise StoreUnavailable(
+                f"Redis at {self.where} is not reachable: it did not answer within {PING_DEADLINE_S:g} s."
+            ) from None
 
     async def close(self) -> None:
         """Stop lock keepers and pending lock releases, and release the connection pool."""

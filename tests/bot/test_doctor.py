@@ -84,7 +84,9 @@ def test_every_configured_part_is_reached(tmp_path, monkeypatch, fake_model, sla
     assert code == 0, rows
     for part in ("model", "session store", "warehouse", "slack", "s3"):
         assert rows[part][0] == "ok", (part, rows[part])
-    assert "key and model accepted" in rows["model"][1] and "redis" in rows["session store"][1]
+    assert "key and model accepted" in rows["model"][1]
+    host_port = redis.url.split("//", 1)[1].split("/")[0]
+    assert rows["session store"][1] == f"Redis at {host_port} (ping ok)", rows["session store"]
     assert "@datathread in Fake" in rows["slack"][1] and "Socket Mode" in rows["slack"][1]
     assert "dry run ok" in rows["warehouse"][1] and "datalake" in rows["s3"][1]
     assert rows["teams"][0] == "not configured"
@@ -182,6 +184,8 @@ def test_checks_and_the_sandbox_probe_run_at_the_same_time(tmp_path, monkeypatch
     for part in ("model", "session store", "s3"):
         assert "FAIL" in lines[part], (part, lines[part])
     assert "took too long" in lines["model"]
+    redis_at = env["REDIS_URL"].removeprefix("redis://")  # named, not "a check": which store, which host
+    assert f"Redis at {redis_at} did not answer within 2 s." in lines["session store"], lines["session store"]
     assert all(hole.connections for hole in holes)  # each check really went out to its endpoint
     assert "protection: back end" in result.output  # the probe's report, from its child process
     assert elapsed < 5.0, f"{elapsed:.1f} s: the checks ran one after another (3 × 2 s)\n{result.output}"

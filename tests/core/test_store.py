@@ -13,6 +13,7 @@ from core.events import IncomingMessage
 from core.sessions import LockTimeout, SessionStore, StoreUnavailable, open_store
 from core.store_redis import RedisStore
 from tests.fakes.anthropic_api import text, tool
+from tests.fakes.black_hole import BlackHole
 from tests.fakes.redis_server import RedisServer, free_port
 
 
@@ -348,6 +349,24 @@ async def test_redis_unreachable_at_start_is_one_clear_sentence(settings):
     assert message.startswith("Redis at 127.0.0.1:") and "not reachable" in message
     assert message.count(". ") == 0 and message.endswith(".") and "\n" not in message
     assert time.monotonic() - started < 5
+
+
+async def test_redis_that_takes_connections_and_never_answers_is_one_sentence_within_the_deadline(settings):
+    """A black hole on the Redis port (a proxy, a firewall, another service): the start-up ping ends
+    in one sentence within its deadline, not after three tries of the 5 s read timeout (17 s)."""
+    from core.store_redis import PING_DEADLINE_S
+
+    hole = BlackHole().start()
+    port = hole.url.rsplit(":", 1)[1]
+    try:
+        started = time.monotonic()
+        with pytest.raises(StoreUnavailable) as caught:
+            await open_store(settings.model_copy(update={"redis_url": f"redis://127.0.0.1:{port}/0"}))
+        waited = time.monotonic() - started
+    finally:
+        hole.stop()
+    assert str(caught.value) == f"Redis at 127.0.0.1:{port} is not reachable: it did not answer within 3 s."
+    assert PING_DEADLINE_S - 0.1 < waited < PING_DEADLINE_S + 2, waited
 
 
 def ask(text_: str) -> IncomingMessage:
