@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 import signal
+import sys
 import uuid
 from collections.abc import Callable, Coroutine
 from typing import Any
@@ -53,7 +55,7 @@ def _converse(runner: asyncio.Runner, console: Console, analyst, settings: Setti
 
     while True:
         try:
-            question = console.input(PROMPT)
+            question = read_question(console)
         except (EOFError, KeyboardInterrupt):
             console.print()
             return
@@ -76,6 +78,25 @@ def _converse(runner: asyncio.Runner, console: Console, analyst, settings: Setti
         if not run_interruptibly(runner, turn, stopping) and renderer.transcript.failure is None:
             renderer.pause()
             console.print("[yellow]Stopped.[/] [dim]The question is kept in this session's history.[/]")
+
+
+def read_question(console: Console) -> str:
+    """The prompt. On a terminal through readline: arrow keys edit the line and recall earlier
+    questions (a stopped one included) instead of arriving as `^[[D` in the question; elsewhere (a
+    pipe, a test) as any line read.
+
+    The prompt goes to `input()` itself, its colour codes marked as taking no room (\\001…\\002), so
+    readline knows where the line starts; printed before `input("")` instead, it would be drawn over
+    on every redraw (recalling a question, Ctrl-L). libedit (macOS) does not know the markers: plain."""
+    if not (console.is_terminal and sys.stdin.isatty()):
+        return console.input(PROMPT)
+    import readline  # importing it is what turns on line editing and history for input()
+
+    if "libedit" in (readline.__doc__ or ""):
+        return input("› ")
+    with console.capture() as drawn:
+        console.print(PROMPT, end="")
+    return input(re.sub(r"(\x1b\[[0-9;]*m)", "\x01\\1\x02", drawn.get()))
 
 
 def run_interruptibly(

@@ -6,6 +6,7 @@ while a turn is stopping quits."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -163,12 +164,62 @@ class Output:
         self._thread.start()
 
     def _read(self, fd: int) -> None:
-        while chunk := os.read(fd, 4096):
-            self.text += chunk.decode(errors="replace")
+        with contextlib.suppress(OSError):  # a pseudo-terminal ends in EIO, not end of file
+            while chunk := os.read(fd, 4096):
+                self.text += chunk.decode(errors="replace")
 
     def finished(self) -> str:
         self._thread.join(timeout=10)
         return self.text
+
+
+def test_at_a_terminal_arrow_keys_edit_the_question_and_recall_the_last(home, fake_model):
+    """Under a real pseudo-terminal, as a person types: ← moves the cursor within the question and ↑
+    brings the last question back (readline), rather than `^[[D` ending up in what Claude is asked."""
+    fake_model.enqueue(text("First answer."), text("Second answer."))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC", "DATATHREAD", "SLACK"))}
+    env |= {
+        "DATATHREAD_HOME": str(home),
+        "ANTHROPIC_API_KEY": "sk-ant-test-000000",
+        "ANTHROPIC_BASE_URL": fake_model.url,
+        "TERM": "xterm-256color",
+        "COLUMNS": "120",
+    }
+    main, terminal = os.openpty()
+    proc = subprocess.Popen(
+        [DATATHREAD, "chat", "--session", "tty"],
+        stdin=terminal,
+        stdout=terminal,
+        stderr=terminal,
+        env=env,
+        cwd=home.parent,
+        start_new_session=True,
+    )
+    os.close(terminal)
+    keep = os.fdopen(main, "rb", buffering=0)  # closes `main` once collected: held to the end
+    screen = Output(keep)
+
+    def typed(keys: str, then: str) -> None:
+        seen = len(screen.text)
+        os.write(main, keys.encode())
+        wait_for(lambda: then in screen.text[seen:], timeout=60)
+
+    try:
+        wait_for(lambda: "›" in screen.text, timeout=60)
+        typed("helo\x1b[D\x1b[DX\r", "First answer.")  # ← ← then X: "heXlo"
+        wait_for(lambda: "›" in screen.text.rpartition("First answer.")[2], timeout=60)
+        typed("\x1b[A\r", "Second answer.")  # ↑ and Enter: the same question again
+        os.write(main, b"exit\r")
+        proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        screen.finished()
+        keep.close()
+    asked = [r["messages"][-1] for r in fake_model.requests]
+    assert len(asked) == 2 and all("heXlo" in json.dumps(m) for m in asked), asked
+    assert "\\u001b" not in json.dumps(asked) and "[D" not in json.dumps(asked), asked
+    assert proc.returncode == 0, screen.text
 
 
 def test_a_second_ctrl_c_quits(home, fake_model):
