@@ -40,7 +40,9 @@ class Settings(SandboxSettings, WarehouseSettings, ModelSettings, BaseSettings):
 
     # No populate_by_name: with it, pydantic-settings also reads each *field name* from the environment,
     # so $HOME would override DATATHREAD_HOME (and $MODEL, $SANDBOX… other settings).
-    model_config = SettingsConfigDict(env_file=".env", extra="ignore")
+    # allow_inf_nan=False: every float setting is a duration, a price or a grace period, and none is
+    # meaningful as nan or inf — DATATHREAD_MODEL_TIMEOUT=inf passed `gt=0` and hung on a silent endpoint.
+    model_config = SettingsConfigDict(env_file=".env", extra="ignore", allow_inf_nan=False)
 
     # --- Slack -------------------------------------------------------------------------------
     slack_bot_token: SecretStr | None = Field(

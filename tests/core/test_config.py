@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from core.config import ConfigError, load_settings, require_model, split_list
+from core.config import ConfigError, Settings, load_settings, require_model, split_list
 from core.sandbox import is_valid_session_id
 from core.sessions import session_id_for
 from core.steps import safe_file_stem
@@ -149,3 +149,25 @@ def test_each_setting_kind_is_checked_in_one_sentence(name, value, words, monkey
     with pytest.raises(ConfigError) as info:
         load_settings(_env_file=None)
     assert words in str(info.value) and "\n" not in str(info.value) and "hunter2" not in str(info.value)
+
+
+FLOAT_SETTINGS = [
+    str(f.validation_alias.choices[0]) for f in Settings.model_fields.values() if f.annotation is float
+]
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf", "Infinity", "+INF"])
+@pytest.mark.parametrize("name", FLOAT_SETTINGS)
+def test_every_float_setting_refuses_non_finite_values(name, value, monkeypatch, tmp_path):
+    """DATATHREAD_MODEL_TIMEOUT=inf once passed `gt=0`, and a silent model endpoint then hung forever."""
+    monkeypatch.setenv(name, value)
+    monkeypatch.setenv("DATATHREAD_HOME", str(tmp_path))
+    with pytest.raises(ConfigError) as info:
+        load_settings(_env_file=None)
+    assert str(info.value) == f"Invalid setting {name}={value}: Input should be a finite number."
+
+
+def test_the_float_settings_are_all_found():
+    assert {"DATATHREAD_MODEL_TIMEOUT", "DATATHREAD_STEP_TIMEOUT", "DATATHREAD_SCHEDULE_GRACE_S"} <= set(
+        FLOAT_SETTINGS
+    )
