@@ -60,6 +60,18 @@ def test_every_command_refuses_a_bad_setting_in_one_sentence(env, variable, tmp_
     assert not (tmp_path / "home").exists()  # refused before anything was created
 
 
+def test_uncommented_empty_lines_of_env_example_start_every_command(tmp_path, monkeypatch):
+    """`# ANTHROPIC_BASE_URL=` uncommented in .env once stopped every command ("ANTHROPIC_BASE_URL= is not
+    an http(s) URL"): an empty optional setting is unset, here the default endpoint."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / ".env").write_text(
+        "ANTHROPIC_BASE_URL=\nREDIS_URL=\nDATATHREAD_ISOLATION=\nMICROSOFT_APP_ID=\n"
+    )
+    env = {"ANTHROPIC_BASE_URL": None, "DATATHREAD_HOME": str(tmp_path / "home")}  # conftest's fake URL out
+    result = CliRunner().invoke(app, ["audit"], env=env)
+    assert result.exit_code == 0 and "error" not in result.output, result.output
+
+
 def test_home_that_is_a_file_and_redis_url_in_subprocesses(home):
     afile = home.parent / "afile"
     afile.write_text("not a directory")

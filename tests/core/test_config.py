@@ -171,3 +171,42 @@ def test_the_float_settings_are_all_found():
     assert {"DATATHREAD_MODEL_TIMEOUT", "DATATHREAD_STEP_TIMEOUT", "DATATHREAD_SCHEDULE_GRACE_S"} <= set(
         FLOAT_SETTINGS
     )
+
+
+UNSET_BY_DEFAULT = [
+    (name, str(f.validation_alias.choices[0]))
+    for name, f in Settings.model_fields.items()
+    if f.default is None
+]
+
+
+@pytest.mark.parametrize("value", ["", "  "])
+@pytest.mark.parametrize(("field", "name"), UNSET_BY_DEFAULT, ids=[name for _, name in UNSET_BY_DEFAULT])
+def test_an_empty_value_of_an_optional_setting_means_unset(field, name, value, monkeypatch, tmp_path):
+    """`ANTHROPIC_BASE_URL=` (an uncommented line of .env.example) once stopped every command with
+    "is not an http(s) URL"; REDIS_URL=, DATATHREAD_ISOLATION= and MICROSOFT_APP_ID= too, and the
+    others became '' where the code checks for None (GCP_SERVICE_ACCOUNT_JSON= as an empty key)."""
+    monkeypatch.setenv(name, value)
+    monkeypatch.setenv("DATATHREAD_HOME", str(tmp_path))
+    assert getattr(load_settings(_env_file=None), field) is None
+
+
+def test_uncommented_empty_lines_of_env_example_are_the_defaults(monkeypatch, tmp_path):
+    from core.config_docs import env_example
+
+    monkeypatch.chdir(tmp_path)
+    lines = [line.removeprefix("# ") for line in env_example().splitlines() if line.endswith("=")]
+    assert "ANTHROPIC_BASE_URL=" in lines and "REDIS_URL=" in lines
+    (tmp_path / ".env").write_text("\n".join(lines) + "\n")
+    for line in lines:
+        monkeypatch.delenv(line.removesuffix("="), raising=False)
+    settings = load_settings(_env_file=tmp_path / ".env")
+    assert (settings.anthropic_base_url, settings.redis_url, settings.isolation) == (None, None, None)
+    assert settings.model_dump() == load_settings(_env_file=None).model_dump()
+
+
+def test_an_empty_value_of_a_setting_with_a_default_is_still_checked(monkeypatch, tmp_path):
+    monkeypatch.setenv("DATATHREAD_HOME", str(tmp_path))
+    monkeypatch.setenv("DATATHREAD_PUBLIC_URL", "")
+    with pytest.raises(ConfigError, match=r"^DATATHREAD_PUBLIC_URL= is not an http\(s\) URL"):
+        load_settings(_env_file=None)
