@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from bot.log_setup import setup_logging
 from core.config import ConfigError, Settings, load_settings
+from core.config_names import names_given, unknown_setting_warnings
 
 app = typer.Typer(
     help="datathread — answers data questions in Slack, Teams and the terminal.",
@@ -20,10 +22,19 @@ err = Console(stderr=True, soft_wrap=True)
 
 
 def settings_or_exit(**overrides: object) -> Settings:
+    warn_unknown_settings(overrides.get("_env_file", Settings.model_config.get("env_file")))
     try:
         return load_settings(**overrides)
     except ConfigError as exc:
         die(str(exc))
+
+
+def warn_unknown_settings(env_file: object) -> None:
+    """A misspelled DATATHREAD_* name (DATATHREAD_ISOLATON=strict) is named, not silently ignored; the
+    command goes on, since a stray variable of another tool must not stop the bot. Before the settings
+    are checked: a typo is often the reason a value is missing."""
+    for message in unknown_setting_warnings(names_given(env_file)):
+        err.print(f"[yellow]warning:[/] {escape(message)}")
 
 
 def die(message: str, code: int = 2):

@@ -9,7 +9,15 @@ from __future__ import annotations
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from pydantic import AliasChoices, Field, SecretStr, ValidationError, model_validator
+from pydantic import (
+    AliasChoices,
+    Field,
+    SecretStr,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from core.config_data import ModelSettings, WarehouseSettings
@@ -40,7 +48,9 @@ class Settings(SandboxSettings, WarehouseSettings, ModelSettings, BaseSettings):
 
     # No populate_by_name: with it, pydantic-settings also reads each *field name* from the environment,
     # so $HOME would override DATATHREAD_HOME (and $MODEL, $SANDBOX… other settings).
-    model_config = SettingsConfigDict(env_file=".env", extra="ignore")
+    # allow_inf_nan=False: every float setting is a duration, a price or a grace period, and none is
+    # meaningful as nan or inf — DATATHREAD_MODEL_TIMEOUT=inf passed `gt=0` and hung on a silent endpoint.
+    model_config = SettingsConfigDict(env_file=".env", extra="ignore", allow_inf_nan=False)
 
     # --- Slack -------------------------------------------------------------------------------
     slack_bot_token: SecretStr | None = Field(
@@ -202,6 +212,18 @@ class Settings(SandboxSettings, WarehouseSettings, ModelSettings, BaseSettings):
         validation_alias=_env("DATATHREAD_TEAMS_SERVICE_URL"),
         description="Bot Connector URL for proactive Teams posts of schedules created outside a conversation.",
     )
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _empty_means_unset(cls, value: object, info: ValidationInfo) -> object:
+        """`NAME=` with nothing after it (an uncommented line of .env.example) means unset for a setting
+        that is unset by default: ANTHROPIC_BASE_URL= is the default endpoint, not a bad URL, and
+        SLACK_BOT_TOKEN= is no token rather than an empty one. A setting with a real default keeps its
+        own check of an empty value (DATATHREAD_PUBLIC_URL= is still an error)."""
+        empty = isinstance(value, str) and not value.strip()
+        if empty and info.field_name and cls.model_fields[info.field_name].default is None:
+            return None
+        return value
 
     @model_validator(mode="after")
     def _single_tenant_needs_tenant(self) -> Settings:

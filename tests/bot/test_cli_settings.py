@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 
 from bot.cli import app
 from core.config_types import HOME_PARTS
+from tests.fakes.anthropic_api import text
 from tests.fakes.cli import DATATHREAD, run
 
 COMMANDS = [
@@ -36,6 +37,7 @@ BAD = [
     ({"MICROSOFT_APP_TENANT_ID": "not a tenant"}, "MICROSOFT_APP_TENANT_ID"),
     ({"DATATHREAD_STEP_TIMEOUT": "0"}, "DATATHREAD_STEP_TIMEOUT"),
     ({"DATATHREAD_MODEL_TIMEOUT": "soon"}, "DATATHREAD_MODEL_TIMEOUT"),
+    ({"DATATHREAD_MODEL_TIMEOUT": "inf"}, "DATATHREAD_MODEL_TIMEOUT"),
     ({"DATATHREAD_SLASH_COMMAND": "ask"}, "DATATHREAD_SLASH_COMMAND"),
     ({"DATATHREAD_TABLE_NOTES": "/nonexistent/notes.yml"}, "DATATHREAD_TABLE_NOTES"),
 ]
@@ -58,6 +60,61 @@ def test_every_command_refuses_a_bad_setting_in_one_sentence(env, variable, tmp_
         line = one_sentence(result.output)
         assert line.startswith("error: ") and variable in line, (command, line)
     assert not (tmp_path / "home").exists()  # refused before anything was created
+
+
+def test_uncommented_empty_lines_of_env_example_start_every_command(tmp_path, monkeypatch):
+    """`# ANTHROPIC_BASE_URL=` uncommented in .env once stopped every command ("ANTHROPIC_BASE_URL= is not
+    an http(s) URL"): an empty optional setting is unset, here the default endpoint."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / ".env").write_text(
+        "ANTHROPIC_BASE_URL=\nREDIS_URL=\nDATATHREAD_ISOLATION=\nMICROSOFT_APP_ID=\n"
+    )
+    env = {"ANTHROPIC_BASE_URL": None, "DATATHREAD_HOME": str(tmp_path / "home")}  # conftest's fake URL out
+    result = CliRunner().invoke(app, ["audit"], env=env)
+    assert result.exit_code == 0 and "error" not in result.output, result.output
+
+
+MISSPELT = "warning: DATATHREAD_ISOLATON is not a datathread setting (did you mean DATATHREAD_ISOLATION?); it is ignored."
+
+
+def test_a_misspelled_setting_is_named_and_the_answer_still_comes(home, fake_model):
+    """DATATHREAD_ISOLATON=strict once ran without strict isolation and without a word: each unknown
+    DATATHREAD_* name of the environment and of .env is named once on stderr, with the closest setting;
+    the command goes on. Test hooks and the notebook's own variable are not settings and not typos."""
+    fake_model.enqueue(text("42."))
+    (home.parent / ".env").write_text("DATATHREAD_MAX_STEP=4\nDATATHREAD_ISOLATON=strict\n")
+    env = {
+        "ANTHROPIC_API_KEY": "sk-ant-dummy-123456",
+        "ANTHROPIC_BASE_URL": fake_model.url,
+        "DATATHREAD_ISOLATON": "strict",
+        "DATATHREAD_WAREHOUSE_PATH": str(home / "warehouse" / "nycflights13.duckdb"),
+        "DATATHREAD_TEST_PREPARE": "off",
+    }
+    result = run(["ask", "the answer?"], home, env=env)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[0] == "42."
+    warnings = [line for line in result.stderr.splitlines() if "warning" in line]  # after: "session: …"
+    assert warnings == [
+        MISSPELT,
+        "warning: DATATHREAD_MAX_STEP is not a datathread setting (did you mean DATATHREAD_MAX_STEPS?); "
+        "it is ignored.",
+    ]
+
+
+def test_every_command_names_a_misspelled_setting_before_it_checks_the_others(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    env = {
+        "ANTHROPIC_API_KEY": "sk-ant-test-000000",
+        "DATATHREAD_ISOLATON": "strict",
+        "DATATHREAD_HOME": "/dev/null",
+    }
+    for command in COMMANDS:
+        result = CliRunner().invoke(app, command, env=env)
+        assert result.exit_code == 2, (command, result.output)
+        lines = result.output.splitlines()
+        assert lines[0] == MISSPELT and lines[1].startswith("error: DATATHREAD_HOME") and len(lines) == 2, (
+            lines
+        )
 
 
 def test_home_that_is_a_file_and_redis_url_in_subprocesses(home):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from core.config import ConfigError, load_settings, require_model, split_list
+from core.config import ConfigError, Settings, load_settings, require_model, split_list
 from core.sandbox import is_valid_session_id
 from core.sessions import session_id_for
 from core.steps import safe_file_stem
@@ -149,3 +149,64 @@ def test_each_setting_kind_is_checked_in_one_sentence(name, value, words, monkey
     with pytest.raises(ConfigError) as info:
         load_settings(_env_file=None)
     assert words in str(info.value) and "\n" not in str(info.value) and "hunter2" not in str(info.value)
+
+
+FLOAT_SETTINGS = [
+    str(f.validation_alias.choices[0]) for f in Settings.model_fields.values() if f.annotation is float
+]
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf", "Infinity", "+INF"])
+@pytest.mark.parametrize("name", FLOAT_SETTINGS)
+def test_every_float_setting_refuses_non_finite_values(name, value, monkeypatch, tmp_path):
+    """DATATHREAD_MODEL_TIMEOUT=inf once passed `gt=0`, and a silent model endpoint then hung forever."""
+    monkeypatch.setenv(name, value)
+    monkeypatch.setenv("DATATHREAD_HOME", str(tmp_path))
+    with pytest.raises(ConfigError) as info:
+        load_settings(_env_file=None)
+    assert str(info.value) == f"Invalid setting {name}={value}: Input should be a finite number."
+
+
+def test_the_float_settings_are_all_found():
+    assert {"DATATHREAD_MODEL_TIMEOUT", "DATATHREAD_STEP_TIMEOUT", "DATATHREAD_SCHEDULE_GRACE_S"} <= set(
+        FLOAT_SETTINGS
+    )
+
+
+UNSET_BY_DEFAULT = [
+    (name, str(f.validation_alias.choices[0]))
+    for name, f in Settings.model_fields.items()
+    if f.default is None
+]
+
+
+@pytest.mark.parametrize("value", ["", "  "])
+@pytest.mark.parametrize(("field", "name"), UNSET_BY_DEFAULT, ids=[name for _, name in UNSET_BY_DEFAULT])
+def test_an_empty_value_of_an_optional_setting_means_unset(field, name, value, monkeypatch, tmp_path):
+    """`ANTHROPIC_BASE_URL=` (an uncommented line of .env.example) once stopped every command with
+    "is not an http(s) URL"; REDIS_URL=, DATATHREAD_ISOLATION= and MICROSOFT_APP_ID= too, and the
+    others became '' where the code checks for None (GCP_SERVICE_ACCOUNT_JSON= as an empty key)."""
+    monkeypatch.setenv(name, value)
+    monkeypatch.setenv("DATATHREAD_HOME", str(tmp_path))
+    assert getattr(load_settings(_env_file=None), field) is None
+
+
+def test_uncommented_empty_lines_of_env_example_are_the_defaults(monkeypatch, tmp_path):
+    from core.config_docs import env_example
+
+    monkeypatch.chdir(tmp_path)
+    lines = [line.removeprefix("# ") for line in env_example().splitlines() if line.endswith("=")]
+    assert "ANTHROPIC_BASE_URL=" in lines and "REDIS_URL=" in lines
+    (tmp_path / ".env").write_text("\n".join(lines) + "\n")
+    for line in lines:
+        monkeypatch.delenv(line.removesuffix("="), raising=False)
+    settings = load_settings(_env_file=tmp_path / ".env")
+    assert (settings.anthropic_base_url, settings.redis_url, settings.isolation) == (None, None, None)
+    assert settings.model_dump() == load_settings(_env_file=None).model_dump()
+
+
+def test_an_empty_value_of_a_setting_with_a_default_is_still_checked(monkeypatch, tmp_path):
+    monkeypatch.setenv("DATATHREAD_HOME", str(tmp_path))
+    monkeypatch.setenv("DATATHREAD_PUBLIC_URL", "")
+    with pytest.raises(ConfigError, match=r"^DATATHREAD_PUBLIC_URL= is not an http\(s\) URL"):
+        load_settings(_env_file=None)

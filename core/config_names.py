@@ -1,0 +1,73 @@
+"""Which `DATATHREAD_*` names are settings: a misspelled one is named at start, not silently ignored.
+
+Settings ignore variables they do not know (`extra="ignore"`: the environment is full of other
+programs' variables), so `DATATHREAD_ISOLATON=strict` used to run without strict isolation and without
+a word. The known names come from the Settings model's aliases; the few `DATATHREAD_*` variables that
+are read elsewhere on purpose are listed here, next to the reason.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from difflib import get_close_matches
+from pathlib import Path
+
+from core.config import Settings
+
+PREFIX = "DATATHREAD_"
+# Read by tests' fault-injection hooks (core/zygote.py, core/step_processes.py, core/isolation_backends.py)
+# and set by the hostile corpus (tests/core/hostile/corpus.py): never settings, never a user's typo.
+TEST_HOOK_PREFIX = "DATATHREAD_TEST_"
+NOT_SETTINGS = frozenset(
+    {
+        "DATATHREAD_WAREHOUSE_PATH",  # an exported notebook's own variable (core/notebook.py)
+        "DATATHREAD_CI_USER",  # the ordinary user of .ci/run's second pass
+    }
+)
+
+
+def setting_names() -> frozenset[str]:
+    """Every environment variable the Settings model reads (all aliases of every field)."""
+    return frozenset(
+        str(choice).upper()
+        for field in Settings.model_fields.values()
+        for choice in getattr(field.validation_alias, "choices", ())
+    )
+
+
+def unknown_setting_warnings(names: Iterable[str]) -> list[str]:
+    """One sentence per `DATATHREAD_*` name that is not a setting, with the closest setting's name.
+
+    Case-insensitive, as the settings themselves are read; each name once, sorted."""
+    known = setting_names()
+    # Compared without the shared prefix, which would make every name look alike (DATATHREAD_XYZZY
+    # "close to" DATATHREAD_HOME); so DATATHREAD_SLACK_BOT_TOKEN finds SLACK_BOT_TOKEN.
+    by_stem = {known_name.removeprefix(PREFIX): known_name for known_name in sorted(known)}
+    out = []
+    for name in sorted(set(names)):
+        upper = name.upper()
+        if not upper.startswith(PREFIX) or upper.startswith(TEST_HOOK_PREFIX):
+            continue
+        if upper in known or upper in NOT_SETTINGS:
+            continue
+        close = get_close_matches(upper.removeprefix(PREFIX), list(by_stem), n=1)
+        hint = f" (did you mean {by_stem[close[0]]}?)" if close else ""
+        out.append(f"{name} is not a datathread setting{hint}; it is ignored.")
+    return out
+
+
+def names_given(env_file: object = Settings.model_config.get("env_file")) -> set[str]:
+    """The names in the environment and in the `.env` file(s) settings are read from, when readable
+    (an unreadable one is for `load_settings` to report, not for a warning)."""
+    from dotenv import dotenv_values
+
+    names = set(os.environ)
+    files = env_file if isinstance(env_file, list | tuple) else [env_file]
+    for path in (Path(f) for f in files if f is not None):
+        try:
+            if path.is_file():
+                names |= {name for name in dotenv_values(path) if name}
+        except OSError:
+            continue
+    return names
