@@ -128,8 +128,11 @@ def serve(
     import uvicorn
 
     from bot.server import create_app
+    from bot.slack_app import half_configured
 
     settings = settings_or_exit()
+    if problem := half_configured(settings):
+        die(problem)
     settings.isolation = settings.isolation or "strict"  # a shared service refuses unisolated steps
     setup_log(settings, log_level)
     try:  # no model key or a bad Teams setting: one sentence, not a traceback

@@ -7,6 +7,7 @@ environment. Defaults need no account: DuckDB demo data, local sandbox, SQLite s
 from __future__ import annotations
 
 from pathlib import Path
+from typing import get_args
 from urllib.parse import urlsplit
 
 from pydantic import (
@@ -225,6 +226,20 @@ class Settings(SandboxSettings, WarehouseSettings, ModelSettings, BaseSettings):
             return None
         return value
 
+    @field_validator("slack_bot_token", "slack_app_token")
+    @classmethod
+    def _slack_token_kind(cls, value: SecretStr | None, info: ValidationInfo) -> SecretStr | None:
+        """A token of the wrong kind (a user token, the app-level token where the bot token goes, a
+        word) is refused at start in a sentence, not by Slack at the first event or socket connect."""
+        kinds = {
+            "slack_bot_token": ("a bot token", ("xoxb-", "xoxe.xoxb-")),
+            "slack_app_token": ("an app-level token", ("xapp-",)),
+        }
+        kind, prefixes = kinds[str(info.field_name)]
+        if value is not None and not value.get_secret_value().strip().startswith(prefixes):
+            raise ValueError(f"is not {kind}: Slack's start with {' or '.join(prefixes)}")
+        return value
+
     @model_validator(mode="after")
     def _single_tenant_needs_tenant(self) -> Settings:
         single_tenant = self.microsoft_app_type == "SingleTenant"
@@ -273,6 +288,16 @@ def load_settings(**overrides: object) -> Settings:
 HIDDEN_VALUES = ("REDIS_URL",)  # may carry a password: never echoed
 
 
+def _secret_names() -> set[str]:
+    """The variables of secret settings (SecretStr): a bad value of one is never echoed."""
+    return {
+        str(name)
+        for key, f in Settings.model_fields.items()
+        if SecretStr in (f.annotation, *get_args(f.annotation))
+        for name in (key, *getattr(f.validation_alias, "choices", ()))
+    }
+
+
 def describe_setting_error(error: dict) -> str:
     """One sentence naming the variable, its value (unless secret) and what is wrong with it."""
     where = ".".join(str(p) for p in error.get("loc", ()))
@@ -283,7 +308,8 @@ def describe_setting_error(error: dict) -> str:
     if not where:  # a rule across settings: its message names the variables itself
         return f"{message}."
     value = error.get("input")
-    shown = f"={value}" if isinstance(value, str | int | float) and where not in HIDDEN_VALUES else ""
+    hidden = where in HIDDEN_VALUES or where in _secret_names()
+    shown = f"={value}" if isinstance(value, str | int | float) and not hidden else ""
     if error.get("type") == "value_error":
         return f"{where}{shown} {message.removeprefix(repr(value) + ' ')}."
     return f"Invalid setting {where}{shown}: {message}."

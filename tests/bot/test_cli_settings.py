@@ -40,6 +40,8 @@ BAD = [
     ({"DATATHREAD_MODEL_TIMEOUT": "inf"}, "DATATHREAD_MODEL_TIMEOUT"),
     ({"DATATHREAD_SLASH_COMMAND": "ask"}, "DATATHREAD_SLASH_COMMAND"),
     ({"DATATHREAD_TABLE_NOTES": "/nonexistent/notes.yml"}, "DATATHREAD_TABLE_NOTES"),
+    ({"SLACK_BOT_TOKEN": "hello"}, "SLACK_BOT_TOKEN"),
+    ({"SLACK_APP_TOKEN": "xoxb-where-the-app-token-goes"}, "SLACK_APP_TOKEN"),
 ]
 
 
@@ -202,6 +204,32 @@ def test_a_part_of_home_another_user_made_is_one_sentence(part, tmp_path):
     line = one_sentence(result.stderr)
     assert "DATATHREAD_HOME" in line and f"has a {part}/ folder this user cannot write" in line, line
     assert sorted(p.name for p in home.iterdir()) == [part]  # refused before anything was made
+
+
+def test_a_bad_secret_is_named_but_never_echoed(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    env = {"ANTHROPIC_API_KEY": "sk-ant-test-000000", "DATATHREAD_HOME": str(tmp_path / "home")}
+    result = CliRunner().invoke(app, ["ask", "hi"], env={**env, "SLACK_BOT_TOKEN": "xoxp-a-user-token-4242"})
+    line = one_sentence(result.output)
+    assert result.exit_code == 2 and "SLACK_BOT_TOKEN is not a bot token" in line, line
+    assert "4242" not in result.output
+
+
+@pytest.mark.parametrize(
+    ("given", "missing"),
+    [
+        ({"SLACK_BOT_TOKEN": "xoxb-1"}, "SLACK_SIGNING_SECRET"),
+        ({"SLACK_SIGNING_SECRET": "abc"}, "SLACK_BOT_TOKEN"),
+    ],
+)
+def test_serve_refuses_half_a_slack_setup_at_start(given, missing, tmp_path, monkeypatch):
+    """One of the two HTTP settings without the other started as if all were well, then answered
+    every Slack request with a 503; now `serve` says which is missing before it listens."""
+    monkeypatch.chdir(tmp_path)
+    env = {"ANTHROPIC_API_KEY": "sk-ant-test-000000", "DATATHREAD_HOME": str(tmp_path / "home"), **given}
+    result = CliRunner().invoke(app, ["serve", "--port", "1"], env=env)
+    line = one_sentence(result.output)
+    assert result.exit_code == 2 and f"but {missing} is not" in line, line
 
 
 def test_version_prints_the_package_version():
