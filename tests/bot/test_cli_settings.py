@@ -131,6 +131,17 @@ def test_home_that_is_a_file_and_redis_url_in_subprocesses(home):
         assert words in one_sentence(result.stderr)
 
 
+def closed_to_this_user(path, user_mode: int) -> list[str]:
+    """Make `path` one this user cannot write: as an ordinary user chmodded to `user_mode`; as root
+    given to nobody, and the returned command prefix drops root's override capabilities (setpriv),
+    because root may go anywhere."""
+    if os.geteuid() != 0:
+        path.chmod(user_mode)
+        return []
+    os.chown(path, 65534, 65534)
+    return ["setpriv", "--inh-caps=-all", "--bounding-set=-all"]
+
+
 def run_below_a_closed_directory(
     tmp_path, name: str, *, mode: int, user_mode: int, home: str, command: list[str]
 ):
@@ -139,12 +150,7 @@ def run_below_a_closed_directory(
     root's override capabilities are dropped (setpriv), because root may go anywhere."""
     parent = tmp_path / name
     parent.mkdir(mode=mode)
-    prefix: list[str] = []
-    if os.geteuid() == 0:
-        os.chown(parent, 65534, 65534)
-        prefix = ["setpriv", "--inh-caps=-all", "--bounding-set=-all"]
-    else:
-        parent.chmod(user_mode)
+    prefix = closed_to_this_user(parent, user_mode)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC", "DATATHREAD"))}
     env |= {"ANTHROPIC_API_KEY": "sk-ant-test-000000", "DATATHREAD_HOME": str(parent / home)}
     try:
@@ -177,12 +183,7 @@ def test_a_part_of_home_another_user_made_is_one_sentence(part, tmp_path):
     home = tmp_path / "home"
     closed = home / part
     closed.mkdir(parents=True)
-    prefix: list[str] = []
-    if os.geteuid() == 0:
-        os.chown(closed, 65534, 65534)
-        prefix = ["setpriv", "--inh-caps=-all", "--bounding-set=-all"]
-    else:
-        closed.chmod(0o555)
+    prefix = closed_to_this_user(closed, 0o555)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC", "DATATHREAD"))}
     env |= {
         "ANTHROPIC_API_KEY": "sk-ant-test-000000",
