@@ -19,7 +19,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from rich.console import Console
-from rich.table import Table
+from rich.table import Column, Table
 
 from bot.doctor_checks import ALL_CHECKS, CHECK_TIMEOUT_S, Check, preload
 from core.config import Settings
@@ -42,7 +42,11 @@ async def run_doctor(settings: Settings, console: Console) -> int:
     protections, *checks = await asyncio.gather(
         probe, *(_bounded(part, check, settings) for part, check in ALL_CHECKS)
     )
-    table = Table("part", "status", "detail")
+    # The details wrap, folding a long word (DATATHREAD_MODEL_PROVIDER=bedrock/vertex) rather than
+    # cutting it to "…": piped or at 80 columns, the sentence that says what to do came out cut.
+    table = Table(
+        Column("part", no_wrap=True), Column("status", no_wrap=True), Column("detail", overflow="fold")
+    )
     for check in checks:
         table.add_row(check.part, STATUS_MARKUP[check.status], check.detail)
     for name, state in protections.items():

@@ -135,6 +135,18 @@ def test_each_broken_part_fails_on_its_own_line_within_one_timeout(
     assert elapsed < SAFETY_TIMEOUT_S + 10  # parallel: about one timeout, not the sum of them
 
 
+def test_at_80_columns_no_detail_is_cut(tmp_path, monkeypatch):
+    """Piped or in a narrow terminal, a long word of a detail (the setting to use) came out as "b…":
+    the details fold instead, and every word of what to do is there."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    env = {"DATATHREAD_HOME": str(tmp_path / "home"), "COLUMNS": "80", "ANTHROPIC_API_KEY": ""}
+    result = CliRunner().invoke(app, ["doctor"], env=env)
+    assert "…" not in result.output, result.output
+    details = "".join(line.rstrip(" │").rsplit("│", 1)[-1].strip() for line in result.output.splitlines())
+    assert "DATATHREAD_MODEL_PROVIDER=bedrock/vertex" in details, result.output
+
+
 def test_an_unknown_model_is_named(tmp_path, monkeypatch, fake_model):
     monkeypatch.chdir(tmp_path)
     code, rows, _ = doctor(
