@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
-from core.config import Settings, split_list
+from core.config import PLACEHOLDER_KEY, Settings, placeholder_key, split_list
 
 CHECK_TIMEOUT_S = 2.5  # each network call's own timeout
 Status = Literal["ok", "fail", "off", "unchecked"]
@@ -116,6 +116,8 @@ def model_status_sentence(status: int) -> str:
 async def check_model(settings: Settings) -> Check:
     if not settings.has_model_credentials():
         return Check("model", "fail", "set ANTHROPIC_API_KEY (or DATATHREAD_MODEL_PROVIDER=bedrock/vertex)")
+    if placeholder_key(settings):
+        return Check("model", "fail", PLACEHOLDER_KEY)
     label = f"{settings.model_provider} · {settings.model}"
     if settings.model_provider != "anthropic":
         return Check("model", "unchecked", f"{label} (no cheap check for {settings.model_provider})")

@@ -315,6 +315,19 @@ def describe_setting_error(error: dict) -> str:
     return f"Invalid setting {where}{shown}: {message}."
 
 
+PLACEHOLDER_KEY = (
+    "ANTHROPIC_API_KEY is still the placeholder from the README or .env.example (sk-ant-...): put your "
+    "key from console.anthropic.com there."
+)
+
+
+def placeholder_key(settings: Settings) -> bool:
+    """The docs' `sk-ant-...` copied as it is (.env.example ships it uncommented): the API would only
+    say the key was rejected, after a round trip, as if the key were someone's real one."""
+    key = settings.anthropic_api_key.get_secret_value().strip() if settings.anthropic_api_key else ""
+    return settings.model_provider == "anthropic" and key.endswith(("...", "…"))
+
+
 def require_model(settings: Settings) -> None:
     """Fail fast, in one sentence, when no model credentials are configured."""
     if not settings.has_model_credentials():
@@ -322,3 +335,5 @@ def require_model(settings: Settings) -> None:
             "No Claude API key: set ANTHROPIC_API_KEY (in the environment or a .env file), "
             "or DATATHREAD_MODEL_PROVIDER=bedrock/vertex with its region and project."
         )
+    if placeholder_key(settings):
+        raise ConfigError(PLACEHOLDER_KEY)

@@ -250,6 +250,21 @@ def test_a_broken_table_notes_file_stops_chat_and_ask_in_one_sentence(tmp_path, 
         assert result.exit_code == 2 and "DATATHREAD_TABLE_NOTES" in line and "not valid YAML" in line, line
 
 
+def test_the_docs_placeholder_key_is_named_before_any_call(tmp_path, monkeypatch):
+    """`.env.example` ships `ANTHROPIC_API_KEY=sk-ant-...`: copied as it is, the API said only that the
+    key was rejected ("an admin needs to check it"), after a round trip."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)  # the .env's key is the one read
+    (tmp_path / ".env").write_text("ANTHROPIC_API_KEY=sk-ant-...\n")
+    env = {"DATATHREAD_HOME": str(tmp_path / "home"), "ANTHROPIC_BASE_URL": "http://127.0.0.1:9"}
+    for command in (["ask", "hi"], ["chat"], ["serve"]):
+        result = CliRunner().invoke(app, command, env=env, input="")
+        line = one_sentence(result.output)
+        assert result.exit_code == 2 and "still the placeholder" in line, (command, line)
+    result = CliRunner().invoke(app, ["doctor"], env={**env, "COLUMNS": "300"})
+    assert "still the placeholder" in result.output and result.exit_code == 1, result.output
+
+
 def test_version_prints_the_package_version():
     from importlib.metadata import version
 
