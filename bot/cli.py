@@ -221,5 +221,23 @@ def teams_package(
 
 from bot import cli_eval, cli_verified  # noqa: E402, F401  (each registers its commands on `app`)
 
+
+def main() -> None:
+    """The console script. A reader that stops early (`datathread audit | head -3`) closes the pipe,
+    and the next write to stdout fails: inside a command click turns that into a quiet exit 1, but
+    output still buffered when the command ends is written by the interpreter's flush at exit, which
+    prints "Exception ignored … BrokenPipeError". So stdout is flushed here, and on a closed pipe it is
+    pointed at devnull, leaving that last flush nothing to fail on; once for every command.
+    https://docs.python.org/3/library/signal.html#note-on-sigpipe"""
+    try:
+        try:
+            app()
+        finally:
+            sys.stdout.flush()
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(1)  # as click's own exit on a closed pipe, and Python's
+
+
 if __name__ == "__main__":
-    app()
+    main()

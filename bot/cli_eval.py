@@ -1,8 +1,10 @@
 """`datathread eval SUITE.yaml` and `datathread eval --demo`: measure the bot's accuracy on a suite.
 
 Exit codes are for CI: 0, or 1 when `--min-accuracy` is given and missed, 2 for a bad suite or setting
-(one sentence, no traceback). The JSON report (`--output`) is rewritten after every question, so
-`--resume` picks an interrupted run up where it stopped. Scoring and the report: core/eval_*.py.
+(one sentence, no traceback) — a model set-up that failed questions in a row included: that stops the
+run (core/eval_runner.py) rather than score a suite's worth of one error as the bot's accuracy. The JSON
+report (`--output`) is rewritten after every question, so `--resume` picks an interrupted run up where
+it stopped. Scoring and the report: core/eval_*.py.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from rich.console import Console
 
 from bot.cli_common import app, die, settings_or_exit, setup_log
 from core.config import ConfigError, Settings, require_model
+from core.events import ModelFault
 
 if TYPE_CHECKING:  # imported where used: every other command starts without YAML and the eval stack
     from rich.table import Table
@@ -24,6 +27,16 @@ if TYPE_CHECKING:  # imported where used: every other command starts without YAM
     from core.eval_suite import EvalSuite
 
 err = Console(stderr=True, soft_wrap=True)
+
+# Completes "questions in a row failed because …" when a model fault stops the run.
+FAULT_CAUSES = {
+    ModelFault.UNREACHABLE: "the Claude API could not be reached",
+    ModelFault.NO_REPLY: "the Claude API did not answer in time",
+    ModelFault.KEY_REJECTED: "the Claude API key was rejected",
+    ModelFault.MODEL_DENIED: "the Claude API key may not use the configured model",
+    ModelFault.MODEL_NOT_FOUND: "the configured Claude model was not found",
+    ModelFault.NO_CREDIT: "the Claude API account is out of credit",
+}
 
 
 @app.command("eval")
@@ -66,12 +79,25 @@ def eval_command(
         )
     setup_log(settings, log_level)
     report = asyncio.run(_run(settings, suite, path, done, output, concurrency, timeout))
+    if report.stopped_by:  # no table, no Markdown: an accuracy the bot never had a chance at
+        die(stopped_sentence(report, output))
     Console().print(results_table(report))
     if markdown:
         markdown.write_text(report_markdown(report), encoding="utf-8")
     if min_accuracy is not None and report.accuracy < min_accuracy:
         err.print(f"Accuracy {report.accuracy:.1%} is below the minimum of {min_accuracy:.1%}.")
         raise typer.Exit(1)
+
+
+def stopped_sentence(report: EvalReport, output: Path | None) -> str:
+    """Why the run stopped and what to do, in one sentence (the JSON report keeps what was asked)."""
+    from core.eval_runner import STOP_AFTER
+
+    resume = f", then `--resume` from {output}" if output else ""
+    return (
+        f"Stopped after {STOP_AFTER} questions in a row failed because {FAULT_CAUSES[report.stopped_by]}: "
+        f"check the model settings with `datathread doctor`{resume}."
+    )
 
 
 def _suite_path(suite_path: Path | None, demo: bool) -> Path:

@@ -30,7 +30,7 @@ from core.events import (
     TurnStarted,
 )
 from core.help import is_local, local_answer
-from core.model import ModelClient, describe_model_error
+from core.model import ModelClient, describe_model_error, model_fault
 from core.notebook import is_export_request
 from core.receipt import turn_receipt
 from core.redact import Redactor
@@ -255,6 +255,7 @@ class Analyst:
         except Exception as exc:
             if is_model_error(exc):  # expected operation, not a bug: log the sentence, not a traceback
                 error, level = describe_model_error(exc), logging.WARNING
+                outcome.fault = model_fault(exc)
             else:  # a bug: log the traceback; the turn so far is still saved below
                 error, level = "Something went wrong on my side while answering.", logging.ERROR
             outcome.error_id = log_failure(

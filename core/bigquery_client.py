@@ -62,14 +62,24 @@ def build_credentials(settings: Settings) -> tuple[Any, str | None]:
         try:
             creds = service_account.Credentials.from_service_account_info(info, scopes=SCOPES)
         except (ValueError, KeyError) as exc:
-            raise ConfigError(f"GCP_SERVICE_ACCOUNT_JSON could not be used: {exc}.") from None
+            raise ConfigError(
+                f"GCP_SERVICE_ACCOUNT_JSON is not a usable service-account key{_flaw(exc)}."
+            ) from None
         return creds, info.get("project_id")
     if settings.google_application_credentials is not None:
         path = settings.google_application_credentials
         try:
             return google.auth.load_credentials_from_file(str(path), scopes=SCOPES)
-        except (DefaultCredentialsError, OSError, ValueError) as exc:
-            raise ConfigError(f"GOOGLE_APPLICATION_CREDENTIALS ({path}) could not be used: {exc}") from None
+        # First: google.auth's OSError is a DefaultCredentialsError too. JSON that is no object (a list)
+        # fails inside google.auth with AttributeError.
+        except (DefaultCredentialsError, ValueError, AttributeError) as exc:
+            raise ConfigError(
+                f"GOOGLE_APPLICATION_CREDENTIALS ({path}) is not a service-account JSON key file"
+                f"{_flaw(exc.__cause__ or exc)}."
+            ) from None
+        except OSError as exc:  # the file itself could not be read (its permissions, a directory in a race)
+            why = (exc.strerror or type(exc).__name__).lower()
+            raise ConfigError(f"GOOGLE_APPLICATION_CREDENTIALS ({path}) could not be read ({why}).") from None
     if settings.bigquery_api_url:
         from google.auth.credentials import AnonymousCredentials
 
@@ -81,6 +91,25 @@ def build_credentials(settings: Settings) -> tuple[Any, str | None]:
             "No Google credentials for BigQuery: set GCP_SERVICE_ACCOUNT_JSON or "
             "GOOGLE_APPLICATION_CREDENTIALS, or run where application default credentials exist."
         ) from None
+
+
+def _flaw(exc: BaseException) -> str:
+    """What is wrong inside a key, as " (…)" for a sentence, or "" when its type alone says it.
+
+    google.auth reports a file that is no JSON, or a key it cannot load, as DefaultCredentialsError
+    (message, cause), whose text is Python's tuple repr; the cause is what people can act on: google's
+    own MalformedError names the missing fields, any other ValueError is cryptography refusing the
+    private key (its text a link to a FAQ)."""
+    from google.auth.exceptions import MalformedError
+
+    if isinstance(exc, MalformedError) and len(exc.args) == 1:
+        detail = str(exc.args[0]).strip().rstrip(".")
+        return f" ({detail[:1].lower()}{detail[1:]})" if detail else ""
+    if isinstance(exc, KeyError):
+        return f" (it has no {exc.args[0]} field)"
+    if isinstance(exc, ValueError) and not isinstance(exc, json.JSONDecodeError | UnicodeDecodeError):
+        return " (its private_key is not a PEM private key)"
+    return ""  # not JSON, or JSON of no credentials type: the sentence says it
 
 
 def resolve_config(settings: Settings) -> ClientConfig:

@@ -2,7 +2,8 @@
 
 The JSON shape is a contract: a top-level `accuracy` (0–1, correct / questions in the suite; a question
 that errored counts as not correct) and `questions: [{id, correct, ...}]`. The file is rewritten after
-every question, so an interrupted run can be resumed from it (`--resume`).
+every question, so an interrupted run can be resumed from it (`--resume`). A run stopped because the
+model's set-up failed question after question (`stopped_by`) lists only the questions it asked.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, Field, ValidationError
+
+from core.events import ModelFault
 
 Status = Literal["correct", "wrong", "error"]
 
@@ -24,6 +27,7 @@ class QuestionResult(BaseModel):
     correct: bool
     status: Status
     reason: str = ""
+    fault: ModelFault | None = None  # the error was the model's set-up, not this question (core/events.py)
     level: str = ""
     session_id: str = ""
     answer: str = ""
@@ -65,6 +69,7 @@ class EvalReport(BaseModel):
     model: str
     warehouse: str
     started_at: str
+    stopped_by: ModelFault | None = None  # the run stopped early: this fault failed questions in a row
     accuracy: float = 0.0
     totals: Totals = Field(default_factory=Totals)
     questions: list[QuestionResult] = Field(default_factory=list)

@@ -6,6 +6,10 @@ is scored against the gold result (the suite's `gold_sql` run on the same wareho
 values) by `core/eval_compare.py`. Everything the bot does goes through the usual model, sandbox, policy, caps and
 budgets; nobody is there to confirm an expensive BigQuery query, so such a query is refused as it would
 be for anyone who cannot answer the prompt. Turn rate limits are for people and are lifted for the run.
+
+A question's failure is its own record — except when `STOP_AFTER` questions in a row fail with the same
+`ModelFault` (the key rejected, the API unreachable, …): then every other question would fail that way
+too, so the run asks no more (`report.stopped_by`); the questions already running finish.
 """
 
 from __future__ import annotations
@@ -22,13 +26,14 @@ from core.analyst import Analyst, Parts
 from core.eval_compare import MAX_COMPARE_ROWS, ResultSet, Verdict, compare
 from core.eval_report import EvalReport, QuestionResult
 from core.eval_suite import EvalQuestion, EvalSuite, expected_rows
-from core.events import IncomingMessage, TurnEvent, TurnOutcome
+from core.events import IncomingMessage, ModelFault, TurnEvent, TurnOutcome
 from core.final_result import final_query
 from core.model_cost import model_cost_usd
 from core.policy import check_sql
 from core.warehouse import QueryContext
 
 EVAL_USER = "eval"
+STOP_AFTER = 3  # questions in a row (in the order they finish) failing with the same model fault
 
 OnResult = Callable[[QuestionResult, EvalReport], Awaitable[None]]  # the result, the report so far
 
@@ -48,7 +53,8 @@ def parquet_result(data: bytes) -> ResultSet:
 
 
 class EvalRunner:
-    """Runs questions concurrently; each one's failure is its own record, never the run's end."""
+    """Runs questions concurrently; a question's failure is its own record, a model fault in a row the
+    run's end (see the module docstring)."""
 
     def __init__(self, parts: Parts, *, concurrency: int = 4, question_timeout_s: float = 600.0):
         settings = parts.settings.model_copy(update={"user_turns_per_hour": 0, "channel_turns_per_hour": 0})
@@ -80,11 +86,17 @@ class EvalRunner:
         kept = {str(r.id): r for r in done or [] if r.status != "error"}  # errors run again
         results: dict[str, QuestionResult] = {q.key: kept[q.key] for q in suite.questions if q.key in kept}
         slots = asyncio.Semaphore(self.concurrency)
+        recent: list[ModelFault | None] = []
 
         async def one(question: EvalQuestion) -> None:
             async with slots:
+                if report.stopped_by:
+                    return
                 result = await self.run_question(question)
             results[question.key] = result
+            recent[:] = [*recent[-(STOP_AFTER - 1) :], result.fault]
+            if len(recent) == STOP_AFTER and recent[0] and len(set(recent)) == 1:
+                report.stopped_by = recent[0]
             if on_result:
                 report.questions = [results[q.key] for q in suite.questions if q.key in results]
                 report.finish(suite_size=len(suite.questions), wall_s=time.perf_counter() - started)
@@ -126,7 +138,8 @@ class EvalRunner:
         latency = round(time.perf_counter() - started, 3)
         measured = base.model_copy(update={**self._usage(outcome), "latency_s": latency})
         if not outcome.ok:
-            return measured.model_copy(update={"reason": f"the turn failed: {outcome.error}"})
+            failed = {"reason": f"the turn failed: {outcome.error}", "fault": outcome.fault}
+            return measured.model_copy(update=failed)
         return await self._score(question, gold, outcome, measured)
 
     async def _score(

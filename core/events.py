@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import datetime
+from enum import StrEnum
 from typing import Literal
 
 Surface = Literal["terminal", "slack", "teams", "api"]
@@ -201,6 +202,19 @@ EventSink = Callable[[TurnEvent], Awaitable[None]]
 Confirmer = Callable[[ConfirmRequest], Awaitable[bool]]
 
 
+class ModelFault(StrEnum):
+    """Why a turn failed when the model's set-up is at fault, not the question: every later turn fails
+    the same way until someone fixes the key, the model name, the endpoint or the account (so a batch
+    of questions, such as `datathread eval`, stops instead of asking the rest)."""
+
+    UNREACHABLE = "unreachable"  # no connection to the API endpoint
+    NO_REPLY = "no_reply"  # connected, but no reply within the deadline (a proxy or firewall black hole)
+    KEY_REJECTED = "key_rejected"
+    MODEL_DENIED = "model_denied"  # the key may not use the configured model
+    MODEL_NOT_FOUND = "model_not_found"
+    NO_CREDIT = "no_credit"
+
+
 @dataclass
 class TurnOutcome:
     """What `Analyst.handle` returns: the answer, the files and the stats, for callers like `ask`."""
@@ -211,6 +225,7 @@ class TurnOutcome:
     answer: str = ""
     error: str = ""
     error_id: str = ""
+    fault: ModelFault | None = None  # set when the model's set-up, not this question, failed the turn
     artifacts: list[ArtifactReady] = field(default_factory=list)
     steps: list[StepRecord] = field(default_factory=list)
     stats: TurnStats = field(default_factory=TurnStats)

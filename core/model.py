@@ -21,6 +21,7 @@ from typing import Any, Protocol
 import anthropic
 
 from core.config import Settings, require_model
+from core.events import ModelFault
 
 TextSink = Callable[[str], Awaitable[None]]
 
@@ -163,6 +164,26 @@ def describe_model_error(exc: Exception) -> str:
     return "Something went wrong while talking to Claude."
 
 
+def model_fault(exc: Exception) -> ModelFault | None:
+    """The set-up fault behind a model API failure (after the SDK's retries), or None when the next
+    call may well succeed: a rate limit, an overload, a dropped stream, a request this one conversation
+    made invalid. Typed, so callers that batch turns need not match `describe_model_error`'s text."""
+    if isinstance(exc, ModelDeadline | anthropic.APITimeoutError):  # the timeout is a connection error
+        return ModelFault.NO_REPLY
+    if isinstance(exc, anthropic.APIConnectionError):
+        return ModelFault.UNREACHABLE
+    if isinstance(exc, anthropic.BadRequestError):
+        return ModelFault.NO_CREDIT if _out_of_credit(api_error_message(exc)) else None
+    for kind, fault in (
+        (anthropic.AuthenticationError, ModelFault.KEY_REJECTED),
+        (anthropic.PermissionDeniedError, ModelFault.MODEL_DENIED),
+        (anthropic.NotFoundError, ModelFault.MODEL_NOT_FOUND),
+    ):
+        if isinstance(exc, kind):
+            return fault
+    return None
+
+
 def _status(exc: Exception) -> int | None:
     return getattr(exc, "status_code", None)
 
@@ -171,9 +192,14 @@ def _bad_request(detail: str) -> str:
     lowered = detail.lower()
     if "too long" in lowered or "context window" in lowered or "too many tokens" in lowered:
         return "This conversation is too long for Claude. Start a new thread."
-    if "credit balance" in lowered or "billing" in lowered:
+    if _out_of_credit(detail):
         return "The Claude API account is out of credit. An admin needs to check its billing."
     return f"The Claude API rejected the request as invalid ({detail[:160] or 'no detail'})."
+
+
+def _out_of_credit(detail: str) -> bool:
+    lowered = detail.lower()
+    return "credit balance" in lowered or "billing" in lowered
 
 
 def api_error_message(exc: anthropic.APIStatusError) -> str:

@@ -5,12 +5,15 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
+import subprocess
 import time
 
 import pytest
 
 from bot.audit import CSV_FIELDS, audit_rows, print_audit
 from core.sessions import open_store
+from tests.fakes.cli import DATATHREAD
 
 KEY = "sk-ant-test-key-000000"  # the `settings` fixture's API key
 
@@ -93,6 +96,26 @@ async def test_csv_one_row_per_step(recorded):
     assert json.loads(rows[1]["input"]) == {"sql": "SELECT 1"} and rows[1]["tool"] == "run_sql"
     assert json.loads(rows[1]["feedback"]) == {"U1": "good"}
     assert KEY not in out.getvalue()
+
+
+def test_a_reader_that_stops_early_ends_the_command_quietly(recorded):
+    """`datathread audit | head -3`: the reader has closed the pipe when the output is written (here,
+    before anything was read). Block-buffered as a real pipe is (no PYTHONUNBUFFERED), the turns are
+    written by the flush at exit, which used to print "Exception ignored … BrokenPipeError"."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC", "DATATHREAD", "SLACK"))}
+    env.pop("PYTHONUNBUFFERED", None)
+    proc = subprocess.Popen(
+        [DATATHREAD, "audit"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**env, "DATATHREAD_HOME": str(recorded.home)},
+    )
+    proc.stdout.close()  # the reader is done before the command writes its first line
+    try:
+        stderr = proc.communicate(timeout=60)[1].decode()
+    finally:
+        proc.kill()
+    assert stderr == "" and proc.returncode == 1  # 1: as Python and click end on a closed pipe
 
 
 def test_audit_rows_turn_without_steps_gets_one_row():

@@ -320,3 +320,22 @@ def test_a_back_end_this_host_lacks_is_one_sentence(command, tmp_path, monkeypat
     assert result.exit_code == 2, result.output
     line = one_sentence(result.output)
     assert line.startswith(f"error: DATATHREAD_ISOLATION={absent}") and "datathread doctor" in line
+
+
+def test_a_key_file_that_is_no_key_is_one_sentence_naming_it(tmp_path, monkeypatch):
+    """GOOGLE_APPLICATION_CREDENTIALS naming some other file (/etc/hostname, say) is said in words,
+    not as google.auth's (message, JSONDecodeError(...)) tuple."""
+    monkeypatch.chdir(tmp_path)
+    key = tmp_path / "hostname"
+    key.write_text("build-host-7\n")
+    env = {
+        "ANTHROPIC_API_KEY": "sk-ant-test-000000",
+        "DATATHREAD_HOME": str(tmp_path / "home"),
+        "DATATHREAD_WAREHOUSE": "bigquery",
+        "GCP_PROJECT": "p",
+        "GOOGLE_APPLICATION_CREDENTIALS": str(key),
+    }
+    result = CliRunner().invoke(app, ["ask", "hi"], env=env)
+    assert result.exit_code == 2, result.output
+    line = one_sentence(result.output)
+    assert line == f"error: GOOGLE_APPLICATION_CREDENTIALS ({key}) is not a service-account JSON key file."

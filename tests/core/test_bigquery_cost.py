@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from core.bigquery_client import _service_account_info, resolve_config
+from core.bigquery_client import _service_account_info, build_credentials, resolve_config
 from core.bigquery_cost import (
     MIN_BILLED_BYTES,
     billed_bytes,
@@ -163,3 +163,51 @@ def test_billing_project_is_required(tmp_path):
         resolve_config(settings)
     ok = resolve_config(settings.model_copy(update={"gcp_project": "bill"}))
     assert ok.project == "bill" and ok.api_url == "http://bq.test"
+
+
+NOT_A_KEY = ""  # the sentence alone: the file's type says what is wrong
+MISSING = " (service account info was not in the expected format, missing fields "
+BAD_PEM = " (its private_key is not a PEM private key)."
+SERVICE_ACCOUNT = {"type": "service_account", "client_email": "a@p.iam.gserviceaccount.com",
+                   "token_uri": "https://oauth2.googleapis.com/token"}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("content", "flaw"),
+    [
+        (b"build-host-7\n", NOT_A_KEY),  # /etc/hostname, say
+        (b"\xff\xfe\x00\x01", NOT_A_KEY),
+        (b"{}", NOT_A_KEY),
+        (b"[1, 2]", NOT_A_KEY),
+        (json.dumps({"type": "service_account"}).encode(), MISSING),
+        (json.dumps({**SERVICE_ACCOUNT, "private_key": "nope"}).encode(), BAD_PEM),
+    ],
+    ids=["text", "binary", "empty_object", "list", "missing_fields", "bad_private_key"],
+)
+def test_a_key_file_that_cannot_be_used_is_one_human_sentence(tmp_path, content, flaw):
+    """Not Python's repr of google.auth's (message, JSONDecodeError(...)) tuple: the variable, the
+    path, and what is wrong with the file, in words."""
+    key = tmp_path / "key.json"
+    key.write_bytes(content)
+    settings = load_settings(_env_file=None, warehouse="bigquery", google_application_credentials=key)
+    with pytest.raises(ConfigError) as refused:
+        build_credentials(settings)
+    message = str(refused.value)
+    start = f"GOOGLE_APPLICATION_CREDENTIALS ({key}) is not a service-account JSON key file"
+    assert message.startswith(start + flaw) if flaw else message == start + "."
+    assert message.endswith(").") or not flaw
+    assert "Error(" not in message and "('" not in message and "\n" not in message
+
+
+@pytest.mark.parametrize(
+    ("info", "flaw"),
+    [({"type": "service_account"}, MISSING), ({**SERVICE_ACCOUNT, "private_key": "nope"}, BAD_PEM)],
+    ids=["missing_fields", "bad_private_key"],
+)
+def test_a_service_account_json_that_cannot_be_used_is_one_human_sentence(info, flaw):
+    settings = load_settings(_env_file=None, warehouse="bigquery", gcp_service_account_json=json.dumps(info))
+    with pytest.raises(ConfigError) as refused:
+        build_credentials(settings)
+    message = str(refused.value)
+    assert message.startswith("GCP_SERVICE_ACCOUNT_JSON is not a usable service-account key" + flaw)
+    assert message.endswith(").") and ".." not in message and "cryptography.io" not in message

@@ -7,8 +7,10 @@ import pytest
 
 from core.analyst import build_parts
 from core.eval_report import EvalReport, QuestionResult
-from core.eval_runner import EvalRunner
+from core.eval_runner import STOP_AFTER, EvalRunner
 from core.eval_suite import parse_suite
+from core.events import ModelFault
+from tests.fakes.anthropic_api import error
 from tests.fakes.anthropic_scripts import by_question, model_error
 
 
@@ -162,3 +164,45 @@ async def test_resume_skips_scored_questions_and_reruns_errors(runner, fake_mode
         ("c", "wrong"),
     ]
     assert report.questions[0].model_calls == 7 and report.accuracy == 2 / 3
+
+
+def _twelve():
+    return suite_of(*(q(f"q{i}", f"Q {i}?", expected=i) for i in range(12)))
+
+
+@pytest.mark.parametrize(
+    ("reply", "fault"),
+    [
+        (error(401, "authentication_error", "invalid x-api-key"), ModelFault.KEY_REJECTED),
+        (error(404, "not_found_error", "model: claude-test"), ModelFault.MODEL_NOT_FOUND),
+        (model_error("Your credit balance is too low to access the Anthropic API."), ModelFault.NO_CREDIT),
+    ],
+)
+async def test_the_same_model_fault_in_a_row_stops_the_run(runner, fake_model, reply, fault):
+    """Every later question would fail the same way: the run stops instead of asking all of them."""
+    fake_model.enqueue(*[reply] * 40)
+    report = await runner.run(_twelve(), suite_name="t")
+    assert report.stopped_by == fault
+    # The questions that were running when the streak was seen finish; no new one starts.
+    assert STOP_AFTER <= len(report.questions) < STOP_AFTER + runner.concurrency
+    assert len(fake_model.requests) == len(report.questions)
+    assert all(r.status == "error" and r.fault == fault for r in report.questions)
+    assert report.totals.questions == 12 and report.accuracy == 0.0
+
+
+async def test_failures_of_the_questions_themselves_never_stop_the_run(runner, fake_model):
+    """A fault broken by any other outcome, an invalid request (this conversation's fault) or a rate
+    limit (gone in a minute) is no reason to give up on the rest of the suite."""
+    rejected = error(401, "authentication_error", "invalid x-api-key")
+    fake_model.enqueue(rejected, rejected, model_error("messages: text content blocks must be non-empty"))
+    fake_model.enqueue(
+        rejected, rejected, *[error(429, "rate_limit_error", "slow down")] * 3
+    )  # 1 + 2 retries
+    fake_model.enqueue(rejected, rejected)  # then the queue is empty: every later question answers "done"
+    runner.concurrency = 1  # in suite order, so the replies above meet the questions in a row
+    report = await runner.run(_twelve(), suite_name="t")
+    assert report.stopped_by is None and len(report.questions) == 12
+    faults = [r.fault for r in report.questions]
+    key = ModelFault.KEY_REJECTED
+    assert faults == [key, key, None, key, key, None, key, key] + [None] * 4
+    assert [r.status for r in report.questions[-4:]] == ["wrong"] * 4  # answered, with no query to score

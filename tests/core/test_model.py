@@ -1,4 +1,5 @@
-"""The model client the settings select, and the sentences people see when the API fails."""
+"""The model client the settings select, the sentences people see when the API fails, and which of
+those failures are the set-up's (a `ModelFault`) rather than one call's."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ import httpx2
 import pytest
 
 from core.config import load_settings
-from core.model import ModelDeadline, build_model, describe_model_error
+from core.events import ModelFault
+from core.model import ModelDeadline, StreamInterrupted, build_model, describe_model_error, model_fault
 from tests.fakes.black_hole import BlackHole
 
 
@@ -128,3 +130,30 @@ def test_defaults_fail_a_black_hole_well_under_a_minute():
 
 async def _ignore(text: str) -> None:
     return None
+
+
+def _bad_request(message: str):
+    return _api_error(anthropic.BadRequestError, 400, "invalid_request_error", message)
+
+
+@pytest.mark.parametrize(
+    ("exc", "fault"),
+    [
+        (anthropic.APIConnectionError(request=httpx2.Request("POST", "http://x")), ModelFault.UNREACHABLE),
+        (anthropic.APITimeoutError(request=httpx2.Request("POST", "http://x")), ModelFault.NO_REPLY),
+        (ModelDeadline(7), ModelFault.NO_REPLY),
+        (_status_error(anthropic.AuthenticationError, 401), ModelFault.KEY_REJECTED),
+        (_api_error(anthropic.PermissionDeniedError, 403, "permission_error", "no"), ModelFault.MODEL_DENIED),
+        (_status_error(anthropic.NotFoundError, 404), ModelFault.MODEL_NOT_FOUND),
+        (_bad_request("Your credit balance is too low"), ModelFault.NO_CREDIT),
+        # The next call may well succeed, or only this conversation is at fault: no set-up fault.
+        (_bad_request("messages: text content blocks must be non-empty"), None),
+        (_bad_request("prompt is too long: 210000 > 200000"), None),
+        (_status_error(anthropic.RateLimitError, 429), None),
+        (_status_error(anthropic.InternalServerError, 529), None),
+        (_api_error(anthropic.InternalServerError, 500, "api_error", "oops"), None),
+        (StreamInterrupted("the reply stream broke"), None),
+    ],
+)
+def test_only_set_up_failures_are_model_faults(exc, fault):
+    assert model_fault(exc) == fault
