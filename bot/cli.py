@@ -125,8 +125,7 @@ def serve(
     log_level: str = _log_level_option("INFO"),
 ) -> None:
     """Serve Slack (/slack/events), Teams (/api/messages) and /healthz over HTTP."""
-    import uvicorn
-
+    from bot.serve_process import serve as run_server
     from bot.server import create_app
 
     settings = settings_or_exit()
@@ -138,7 +137,7 @@ def serve(
     except ConfigError as exc:
         die(str(exc))
     check_isolation(settings)  # a back end this host lacks: one sentence now, not a worker's traceback
-    uvicorn.run(asgi, host=host, port=port, log_level=log_level.lower(), lifespan="on")
+    run_server(asgi, host=host, port=port, log_level=log_level.lower())
 
 
 @app.command()
