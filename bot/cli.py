@@ -126,7 +126,7 @@ def serve(
 ) -> None:
     """Serve Slack (/slack/events), Teams (/api/messages) and /healthz over HTTP."""
     from bot.serve_process import serve as run_server
-    from bot.server import create_app
+    from bot.server import create_app, stopping
 
     settings = settings_or_exit()
     settings.isolation = settings.isolation or "strict"  # a shared service refuses unisolated steps
@@ -137,7 +137,7 @@ def serve(
     except ConfigError as exc:
         die(str(exc))
     check_isolation(settings)  # a back end this host lacks: one sentence now, not a worker's traceback
-    run_server(asgi, host=host, port=port, log_level=log_level.lower())
+    run_server(asgi, host=host, port=port, log_level=log_level.lower(), on_stop=lambda: stopping(asgi))
 
 
 @app.command()

@@ -105,6 +105,15 @@ def create_app(
     return app
 
 
+def stopping(app: Starlette) -> None:
+    """The process was told to stop (called from the signal handler, before the shutdown reaches the
+    lifespan): a turn worker ending from now on is part of stopping, not a crash to restart. SIGTERM to
+    the process group ends the workers' fork template, and so the workers, before the lifespan stops them."""
+    workers: WorkerRunner | None = app.state.workers
+    if workers is not None:
+        workers.stopping()
+
+
 async def _healthz(request: Request) -> JSONResponse:
     state: AppState = request.app.state.datathread
     workers: WorkerRunner | None = request.app.state.workers

@@ -58,3 +58,11 @@ def test_a_second_ctrl_c_while_stopping_ends_the_process_without_a_traceback(ser
     assert code == 0, lines
     assert not any("Traceback" in line or "Error" in line for line in lines), lines
     assert len(lines) <= 1, lines  # a short line at most (nothing leaked at exit either)
+
+
+def test_sigterm_to_the_process_group_is_not_reported_as_a_crashed_worker(served):
+    offset = served.log.stat().st_size
+    os.killpg(served.proc.pid, signal.SIGTERM)  # as `timeout`, systemd and `docker stop` stop a service
+    code, lines = said_after(served, offset)
+    assert code == -signal.SIGTERM, lines
+    assert not any("ERROR" in line or "restarting" in line for line in lines), lines
