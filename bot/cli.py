@@ -125,9 +125,8 @@ def serve(
     log_level: str = _log_level_option("INFO"),
 ) -> None:
     """Serve Slack (/slack/events), Teams (/api/messages) and /healthz over HTTP."""
-    import uvicorn
-
-    from bot.server import create_app
+    from bot.serve_process import serve as run_server
+    from bot.server import create_app, stopping
     from bot.slack_app import half_configured
 
     settings = settings_or_exit()
@@ -141,7 +140,7 @@ def serve(
     except ConfigError as exc:
         die(str(exc))
     check_isolation(settings)  # a back end this host lacks: one sentence now, not a worker's traceback
-    uvicorn.run(asgi, host=host, port=port, log_level=log_level.lower(), lifespan="on")
+    run_server(asgi, host=host, port=port, log_level=log_level.lower(), on_stop=lambda: stopping(asgi))
 
 
 @app.command()

@@ -105,8 +105,13 @@ class Schedules:
         if self._loop is not None:
             (stop, task), self._loop = self._loop, None
             stop.set()
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(task, timeout=5)
+            # `wait`, not `wait_for`: the loop may already be cancelled (the event loop closing cancels
+            # every task), and that cancellation is the loop's end, not this caller's.
+            await asyncio.wait({task}, timeout=5)
+            if not task.done():
+                task.cancel()
+            elif not task.cancelled() and task.exception() is not None:
+                log.warning("the scheduler loop ended with an error: %s", task.exception())
 
 
 async def tick_once(settings: Settings, spawn: Spawn, *, clock: Clock = utc_now) -> list[DueRun]:

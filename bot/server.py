@@ -105,6 +105,15 @@ def create_app(
     return app
 
 
+def stopping(app: Starlette) -> None:
+    """The process was told to stop (called from the signal handler, before the shutdown reaches the
+    lifespan): a turn worker ending from now on is part of stopping, not a crash to restart. SIGTERM to
+    the process group ends the workers' fork template, and so the workers, before the lifespan stops them."""
+    workers: WorkerRunner | None = app.state.workers
+    if workers is not None:
+        workers.stopping()
+
+
 async def _healthz(request: Request) -> JSONResponse:
     state: AppState = request.app.state.datathread
     workers: WorkerRunner | None = request.app.state.workers
@@ -112,4 +121,13 @@ async def _healthz(request: Request) -> JSONResponse:
         sandbox = workers.protections()
     else:
         sandbox = state.analyst.protections() if state.analyst is not None else {}
-    return JSONResponse({"ok": state.ready, "sandbox": sandbox}, status_code=200 if state.ready else 503)
+    body = {"ok": state.ready, "sandbox": public_protections(sandbox)}
+    return JSONResponse(body, status_code=200 if state.ready else 503)
+
+
+def public_protections(protections: dict[str, str]) -> dict[str, str]:
+    """Each protection's state, `on` or `OFF`, without its description: `/healthz` answers anyone who
+    can reach the server, and the descriptions name host internals (the masked secret files' paths,
+    the cgroup version, the kernel's Landlock ABI). The details are for operators: `datathread doctor`
+    and the start log."""
+    return {name: "on" if detail.startswith("on") else "OFF" for name, detail in protections.items()}

@@ -152,6 +152,12 @@ class WorkerRunner:
             return any([await self.redis.r.xlen(QUICK), await self.redis.r.xlen(TURNS)])
         return bool(self._backlog) or any(p.held for p in self._procs if p is not None)
 
+    def stopping(self) -> None:
+        """From now on a worker that ends is not restarted, nor logged as a failure: the process is
+        stopping (its stop signal may end the workers' template before `stop` runs). Sets a flag only:
+        it is called from a signal handler."""
+        self._stopping = True
+
     async def stop(self) -> None:
         """Shut down: close every worker's stdin (it gives what it holds `finish_s` to end, then tells the
         threads of the rest), wait, then kill what remains. Never silence: the jobs a killed worker still
@@ -241,7 +247,9 @@ class WorkerRunner:
             worker.ready.exception()  # retrieved: a failure at start is raised by start() instead
             if self._stopping or self._procs[worker.index] is not worker:
                 return
-        if self._stopping:
+        if self._stopping:  # what it held is told by `stop`
+            if code:
+                log.info("turn worker %s ended (exit code %s) while stopping", worker.index, code)
             return
         log.error("turn worker %s ended (exit code %s); restarting it", worker.index, code)
         await self._account_for(worker)

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import gc
 
-from bot.server import create_app
+import pytest
+
+from bot.schedule_jobs import SCHEDULER_TASK
+from bot.server import create_app, public_protections
 
 
 async def test_a_process_that_serves_until_exit_keeps_its_start_up_heap_out_of_the_collector(settings):
@@ -20,3 +24,25 @@ async def test_a_process_that_serves_until_exit_keeps_its_start_up_heap_out_of_t
             assert app.state.datathread.ready
     finally:
         gc.unfreeze()
+
+
+async def test_the_app_stops_cleanly_when_its_scheduler_loop_was_cancelled_first(settings):
+    """At the event loop's close every task is cancelled, the scheduler loop included, before or while
+    the app's shutdown runs: its cancellation ends the loop, not the shutdown (once an ERROR traceback)."""
+    async with (app := create_app(settings)).router.lifespan_context(app):
+        (loop,) = [t for t in asyncio.all_tasks() if t.get_name() == SCHEDULER_TASK]
+        loop.cancel()
+    assert loop.cancelled()
+
+
+@pytest.mark.parametrize(
+    ("detail", "public"),
+    [
+        ("on — a fresh root (pivot_root): ...; masked files: /srv/bot/.env", "on"),
+        ("OFF — no filesystem isolation: a step can read and write whatever the bot's uid can", "OFF"),
+        ("off — the worker container has network access", "OFF"),  # Modal's container row
+        ("", "OFF"),  # a row with no state is not claimed to be on
+    ],
+)
+def test_healthz_publishes_each_protections_state_without_its_details(detail, public):
+    assert public_protections({"filesystem": detail}) == {"filesystem": public}

@@ -264,6 +264,19 @@ async def test_healthz_reports_the_sandbox_protections(teams):
     assert all(state.startswith(("on", "OFF")) for state in health["sandbox"].values()), health
 
 
+async def test_healthz_tells_anyone_which_protections_are_on_but_not_the_hosts_paths(teams):
+    """/healthz needs no credentials: each row's state, not its description (which names host paths
+    such as the masked secret files); the details stay in `doctor` and the start log."""
+    health = (await teams.client.get("/healthz")).json()
+    assert set(health["sandbox"].values()) <= {"on", "OFF"}, health
+    assert "/" not in json.dumps(health), health
+    details = teams.state.analyst.protections()  # what `doctor` and the start log show
+    assert set(details) == set(health["sandbox"])
+    assert all(
+        health["sandbox"][name].lower() == detail.split(" ")[0].lower() for name, detail in details.items()
+    )
+
+
 STREAMED = " ".join(f"Carrier number {i} had more delays than the one before it." for i in range(1, 9))
 
 

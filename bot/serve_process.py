@@ -1,0 +1,61 @@
+"""The `datathread serve` process: uvicorn, told two things about stopping that it cannot know itself.
+
+Why a subclass of uvicorn's server rather than `uvicorn.run`:
+- The app must hear of a stop signal when it arrives, not when uvicorn reaches the app's shutdown.
+  SIGTERM to the process group (`timeout`, systemd, `docker stop`) also ends the turn workers' fork
+  template, and with it the workers, a moment before the shutdown reaches the app: without this, the
+  app took that for a crash, logged an ERROR and started a worker again on the way out.
+- A second Ctrl-C makes uvicorn skip the app's shutdown (its "force quit": open connections are not
+  waited for). The app's shutdown then ran anyway, as a task cancelled while the event loop closed,
+  and a task it awaited (the scheduler loop) raised that cancellation as an ERROR traceback. Here the
+  second Ctrl-C still drops the connections at once, and the app's own shutdown (bounded: running
+  turns get their finishing time, the threads of the rest are told) runs as after one Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import signal
+import socket
+import sys
+from collections.abc import Callable
+from types import FrameType
+
+import uvicorn
+from uvicorn.config import STARTUP_FAILURE
+
+log = logging.getLogger("datathread.server")
+
+
+class Server(uvicorn.Server):
+    """uvicorn's server, calling `on_stop` at the first stop signal and shutting the app down after a
+    second Ctrl-C too."""
+
+    def __init__(self, config: uvicorn.Config, *, on_stop: Callable[[], None]) -> None:
+        super().__init__(config)
+        self.on_stop = on_stop
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        # In a signal handler: `on_stop` only sets flags.
+        if not self.should_exit:
+            self.on_stop()
+        elif sig == signal.SIGINT and not self.force_exit:
+            log.warning("Ctrl-C again: stopping without waiting for open connections.")
+        super().handle_exit(sig, frame)
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().shutdown(sockets=sockets)
+        if self.force_exit:  # uvicorn skipped the app's shutdown: the app still closes what it opened
+            await self.lifespan.shutdown()
+
+
+def serve(app, *, host: str, port: int, log_level: str, on_stop: Callable[[], None]) -> None:
+    """Serve `app` until a stop signal, ending as `uvicorn.run` does: the signals uvicorn caught are
+    raised again once it has stopped (a Ctrl-C ends here quietly), and exit code 3 when it never started."""
+    config = uvicorn.Config(app, host=host, port=port, log_level=log_level, lifespan="on")
+    server = Server(config, on_stop=on_stop)
+    with contextlib.suppress(KeyboardInterrupt):  # the Ctrl-C uvicorn raised again once stopped
+        server.run()
+    if not server.started:
+        sys.exit(STARTUP_FAILURE)

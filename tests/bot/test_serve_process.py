@@ -1,0 +1,68 @@
+"""Stopping a real `datathread serve` (bot/serve_process.py) as people and supervisors do it: two
+Ctrl-C in quick succession, or SIGTERM to its process group (`timeout`, systemd, `docker stop`). Either
+way the process ends with no traceback and no "worker crashed" error."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import pytest
+
+from tests.bot.serve_harness import Replica
+
+pytestmark = pytest.mark.own_sandbox  # the served process starts its own workers and fork servers
+
+
+@pytest.fixture(autouse=True)
+def _ctrl_c_as_a_terminal_has_it():
+    """Ctrl-C as in a terminal: the default SIGINT handling in the served process. A suite started as a
+    background job inherits SIGINT ignored, which an exec keeps (see tests/bot/test_terminal_chat.py)."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
+@pytest.fixture
+def served(home, fake_model, tmp_path):
+    """One `datathread serve` with its default turn worker and scheduler loop, ready (logging WARNING+)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLACK_", "DATATHREAD_", "AWS_"))}
+    env.update(
+        ANTHROPIC_API_KEY="sk-ant-test-key-000000",
+        ANTHROPIC_BASE_URL=fake_model.url,
+        DATATHREAD_MODEL="claude-test",
+        DATATHREAD_HOME=str(home),
+    )
+    replica = Replica(env, tmp_path)
+    try:
+        replica.wait_ready()
+        yield replica
+    finally:
+        replica.stop()
+
+
+def said_after(replica: Replica, offset: int, timeout: float = 60) -> tuple[int, list[str]]:
+    """Wait for the process to end; its exit code and the non-empty lines it wrote after `offset`."""
+    code = replica.proc.wait(timeout=timeout)
+    tail = replica.log.read_bytes()[offset:].decode(errors="replace")
+    return code, [line for line in tail.splitlines() if line.strip()]
+
+
+def test_a_second_ctrl_c_while_stopping_ends_the_process_without_a_traceback(served):
+    offset = served.log.stat().st_size
+    os.killpg(served.proc.pid, signal.SIGINT)  # what the terminal does on Ctrl-C
+    time.sleep(0.05)
+    os.killpg(served.proc.pid, signal.SIGINT)
+    code, lines = said_after(served, offset)
+    assert code == 0, lines
+    assert not any("Traceback" in line or "Error" in line for line in lines), lines
+    assert len(lines) <= 1, lines  # a short line at most (nothing leaked at exit either)
+
+
+def test_sigterm_to_the_process_group_is_not_reported_as_a_crashed_worker(served):
+    offset = served.log.stat().st_size
+    os.killpg(served.proc.pid, signal.SIGTERM)  # as `timeout`, systemd and `docker stop` stop a service
+    code, lines = said_after(served, offset)
+    assert code == -signal.SIGTERM, lines
+    assert not any("ERROR" in line or "restarting" in line for line in lines), lines
