@@ -6,6 +6,7 @@ while a turn is stopping quits."""
 from __future__ import annotations
 
 import asyncio
+import codecs
 import contextlib
 import json
 import os
@@ -164,9 +165,11 @@ class Output:
         self._thread.start()
 
     def _read(self, fd: int) -> None:
+        # incremental: a read may end inside a character ("›" is three bytes), decoded with the next
+        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         with contextlib.suppress(OSError):  # a pseudo-terminal ends in EIO, not end of file
             while chunk := os.read(fd, 4096):
-                self.text += chunk.decode(errors="replace")
+                self.text += decoder.decode(chunk)
 
     def finished(self) -> str:
         self._thread.join(timeout=10)
