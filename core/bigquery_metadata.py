@@ -31,8 +31,7 @@ def list_tables(client, allow: TableAllowlist, notes: TableNotes, default_projec
     out = []
     for full in sorted(names):
         table = client.get_table(full)
-        note = notes.for_table(full)
-        description = table.description or (note.splitlines()[0] if note else "")
+        description = table.description or notes.headline(full)
         out.append({"name": full, "rows": table.num_rows or 0, "description": description})
     return out
 
@@ -71,9 +70,7 @@ def describe(client, full: str, asked: str, notes: TableNotes) -> str:
     if t.description:
         lines.append(t.description.strip())
     lines += layout_lines(t)
-    note = notes.for_table(full)
-    if note:
-        lines += ["Notes from the data team:", note]
+    lines += notes.described(full)
     lines.append("Columns:")
     lines += column_lines(t.schema)
     if t.table_type == "TABLE" and t.num_rows:

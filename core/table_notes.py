@@ -43,6 +43,20 @@ class TableNotes:
                 return note
         return ""
 
+    def headline(self, full_name: str) -> str:
+        """The first line of a table's note: a listing's description where the table has none."""
+        return (self.for_table(full_name).splitlines() or [""])[0]
+
+    def prompt_section(self) -> str:
+        """The summary as the system prompt's closing section, or '' without notes."""
+        summary = self.summary()
+        return "\nNotes from the data team:\n" + summary if summary else ""
+
+    def described(self, full_name: str) -> list[str]:
+        """A table's note as lines of describe_table's text, or none."""
+        note = self.for_table(full_name)
+        return ["Notes from the data team:", note] if note else []
+
     def summary(self, limit: int = SUMMARY_CHARS) -> str:
         """A short text for the system prompt: the overview and each table's first line."""
         lines = [self.overview.strip()] if self.overview.strip() else []

