@@ -218,7 +218,7 @@ async def check_teams(settings: Settings) -> Check:
 
 async def check_warehouse(settings: Settings) -> Check:
     if settings.warehouse == "duckdb":
-        demo = settings.home.resolve() / "warehouse" / "nycflights13.duckdb"
+        demo = settings.demo_warehouse
         where = f"at {demo}" if demo.exists() else "built on the first question"
         return Check("warehouse", "ok", f"duckdb, nycflights13 demo {where}")
     from google.cloud import bigquery

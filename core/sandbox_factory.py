@@ -48,11 +48,7 @@ async def build_sandbox_and_warehouse(settings: Settings, *, start: bool = True)
     """The sandbox (started and warm, unless `start` is False for a local one) and the warehouse that
     sends its queries there."""
     home = settings.home.resolve()
-    demo = (
-        build_demo_database(home / "warehouse" / "nycflights13.duckdb")
-        if settings.warehouse == "duckdb"
-        else None
-    )
+    demo = build_demo_database(settings.demo_warehouse) if settings.warehouse == "duckdb" else None
     notes = load_table_notes(settings.table_notes)  # a broken file: one sentence before anything starts
     if settings.sandbox == "modal":
         from core.sandbox_modal import ModalSandbox

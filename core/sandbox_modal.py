@@ -86,7 +86,7 @@ class VolumeWorkspaces:
         if settings.warehouse == "duckdb":
             from core.warehouse import build_demo_database
 
-            warehouse = build_demo_database(settings.home.resolve() / "warehouse" / "nycflights13.duckdb")
+            warehouse = build_demo_database(settings.demo_warehouse)
         return cls(
             root=root, reload=reload, commit=commit, warehouse=warehouse, network_blocked=network_blocked
         )
