@@ -10,7 +10,6 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
-from urllib.parse import urlsplit
 
 from core.config import PLACEHOLDER_KEY, Settings, placeholder_key, split_list
 
@@ -147,8 +146,9 @@ async def check_store(settings: Settings) -> Check:
     from core.sessions import StoreUnavailable, open_store
 
     if settings.redis_url:
-        parts = urlsplit(settings.redis_url)  # host and port only: the URL may carry a password
-        store_name = f"Redis at {parts.hostname or 'localhost'}:{parts.port or 6379}"
+        from core.store_redis import redis_where
+
+        store_name = f"Redis at {redis_where(settings.redis_url)}"
     else:
         store_name = f"sqlite under {settings.home}"
     try:

@@ -62,12 +62,17 @@ _TURN_INDEXES = (("session_id", "s"), ("user_id", "u"), ("channel_id", "c"))
 PING_DEADLINE_S = 3.0  # for the start-up and health pings: long enough for a cold cross-region link
 
 
+def redis_where(url: str) -> str:
+    """`host:port` of a Redis URL, for messages: never its password."""
+    parts = urlsplit(url)
+    return f"{parts.hostname or 'localhost'}:{parts.port or 6379}"
+
+
 class RedisStore:
     """SessionStore on Redis (redis-py asyncio). Construct cheaply; `ping()` proves it is reachable."""
 
     def __init__(self, url: str, *, history_ttl_s: float = 30 * 86400, prefix: str = "dt:"):
-        parts = urlsplit(url)
-        self.where = f"{parts.hostname or 'localhost'}:{parts.port or 6379}"  # never the password
+        self.where = redis_where(url)
         self.history_ttl_s = history_ttl_s
         self.prefix = prefix
         # Fail fast: a few quick retries, then StoreUnavailable (the default retries for ~10 s).
