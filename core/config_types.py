@@ -141,7 +141,17 @@ Guid = Annotated[str, AfterValidator(check_guid)]
 TenantId = Annotated[str, AfterValidator(check_tenant)]
 AppType = Annotated[str, BeforeValidator(to_app_type)]
 TimeZone = Annotated[str, AfterValidator(check_time_zone)]
-StateHome = Annotated[Path, AfterValidator(check_state_home)]
+
+
+def refuse_empty_path(value: object) -> object:
+    """`DATATHREAD_HOME=` (the line uncommented, nothing after it) would be Path("") — the working
+    directory — and scatter the state database and folders there: refused in a sentence instead."""
+    if isinstance(value, str) and not value.strip():
+        raise ValueError("is empty: remove the line for the default (./.datathread) or name a folder")
+    return value
+
+
+StateHome = Annotated[Path, BeforeValidator(refuse_empty_path), AfterValidator(check_state_home)]
 ExistingFile = Annotated[Path, AfterValidator(check_existing_file)]
 
 

@@ -29,6 +29,7 @@ COMMANDS = [
 BAD = [
     ({"REDIS_URL": "notaurl"}, "REDIS_URL"),
     ({"DATATHREAD_HOME": "/dev/null"}, "DATATHREAD_HOME"),
+    ({"DATATHREAD_HOME": ""}, "DATATHREAD_HOME"),  # was the working directory, state scattered there
     ({"ANTHROPIC_BASE_URL": "localhost:8080"}, "ANTHROPIC_BASE_URL"),
     ({"DATATHREAD_SLACK_API_URL": "slack"}, "DATATHREAD_SLACK_API_URL"),
     ({"MICROSOFT_APP_ID": "not-a-guid"}, "MICROSOFT_APP_ID"),
@@ -62,6 +63,7 @@ def test_every_command_refuses_a_bad_setting_in_one_sentence(env, variable, tmp_
         line = one_sentence(result.output)
         assert line.startswith("error: ") and variable in line, (command, line)
     assert not (tmp_path / "home").exists()  # refused before anything was created
+    assert sorted(p.name for p in tmp_path.iterdir()) == []  # nor in the working directory
 
 
 def test_uncommented_empty_lines_of_env_example_start_every_command(tmp_path, monkeypatch):
