@@ -78,7 +78,7 @@ def ask(
 
 
 async def _ask(settings: Settings, question: str, session: str | None) -> bool:
-    from bot.terminal import WaitingStatus
+    from bot.terminal import FAULT_HINT, WaitingStatus
     from bot.terminal_images import save_for_user
     from core.events import IncomingMessage
 
@@ -99,7 +99,9 @@ async def _ask(settings: Settings, question: str, session: str | None) -> bool:
     finally:
         await analyst.close()
     if not outcome.ok:
-        err.print(f"error: {outcome.error} (error id {outcome.error_id})")
+        err.print(f"error: {outcome.error} (error id {outcome.error_id})", markup=False)
+        if outcome.fault:
+            err.print(FAULT_HINT, markup=False)
         err.print(f"session: {key[0]}")
         return False
     # Plain writes: rich would wrap long file paths at the terminal width.

@@ -57,6 +57,11 @@ def format_footer(event: TurnFinished) -> str:
     return " · ".join(parts)
 
 
+# Under a failure the model's set-up caused (`ModelFault`: key, model, endpoint, account), in the
+# terminal only: whoever reads it there can fix the set-up; in a Slack or Teams thread they cannot.
+FAULT_HINT = "`datathread doctor` checks the model's key, name and endpoint."
+
+
 class Elapsed:
     """A status line that shows how long it has been showing (re-rendered by the spinner, ~12×/s)."""
 
@@ -175,6 +180,8 @@ class TerminalRenderer:
             self._stop()
             error_id = f" [dim](error id {event.error_id})[/]" if event.error_id else ""
             self.console.print(f"[red]✗ {escape(printable(event.message))}[/]{error_id}")
+            if event.fault:
+                self.console.print(f"[dim]{escape(FAULT_HINT)}[/]")
         elif change is Change.FINISHED:
             self._stop()
             self.console.print(f"[dim]{escape(format_footer(event))}[/]")  # type: ignore[arg-type]

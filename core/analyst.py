@@ -291,7 +291,7 @@ class Analyst:
             # A stop is no error: no id that would match no log line.
             outcome.error_id = outcome.error_id or ("" if error == STOPPED else uuid.uuid4().hex[:8])
             outcome.error = error
-            await emit(TurnFailed(turn_id=outcome.turn_id, error_id=outcome.error_id, message=error))
+            await emit(TurnFailed(outcome.turn_id, outcome.error_id, error, fault=outcome.fault))
         await emit(
             TurnFinished(
                 turn_id=outcome.turn_id,

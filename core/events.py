@@ -126,6 +126,19 @@ class AnswerReady:
     kind: Literal["answer"] = "answer"
 
 
+class ModelFault(StrEnum):
+    """Why a turn failed when the model's set-up is at fault, not the question: every later turn fails
+    the same way until someone fixes the key, the model name, the endpoint or the account (so a batch
+    of questions, such as `datathread eval`, stops instead of asking the rest)."""
+
+    UNREACHABLE = "unreachable"  # no connection to the API endpoint
+    NO_REPLY = "no_reply"  # connected, but no reply within the deadline (a proxy or firewall black hole)
+    KEY_REJECTED = "key_rejected"
+    MODEL_DENIED = "model_denied"  # the key may not use the configured model
+    MODEL_NOT_FOUND = "model_not_found"
+    NO_CREDIT = "no_credit"
+
+
 @dataclass(frozen=True)
 class TurnFailed:
     """The turn could not finish. `message` is short and human; `error_id` matches the log line."""
@@ -134,6 +147,7 @@ class TurnFailed:
     error_id: str
     message: str
     retry_after_s: float | None = None
+    fault: ModelFault | None = None  # the model's set-up failed the turn, not the question
     kind: Literal["failed"] = "failed"
 
 
@@ -200,19 +214,6 @@ TurnEvent = (
 
 EventSink = Callable[[TurnEvent], Awaitable[None]]
 Confirmer = Callable[[ConfirmRequest], Awaitable[bool]]
-
-
-class ModelFault(StrEnum):
-    """Why a turn failed when the model's set-up is at fault, not the question: every later turn fails
-    the same way until someone fixes the key, the model name, the endpoint or the account (so a batch
-    of questions, such as `datathread eval`, stops instead of asking the rest)."""
-
-    UNREACHABLE = "unreachable"  # no connection to the API endpoint
-    NO_REPLY = "no_reply"  # connected, but no reply within the deadline (a proxy or firewall black hole)
-    KEY_REJECTED = "key_rejected"
-    MODEL_DENIED = "model_denied"  # the key may not use the configured model
-    MODEL_NOT_FOUND = "model_not_found"
-    NO_CREDIT = "no_credit"
 
 
 @dataclass

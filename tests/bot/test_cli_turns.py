@@ -7,6 +7,8 @@ from __future__ import annotations
 import asyncio
 import time
 
+import pytest
+
 from tests.fakes.black_hole import BlackHole
 from tests.fakes.cli import invoke, recorded_turns, run
 
@@ -33,12 +35,31 @@ def test_black_holed_endpoint_fails_within_the_deadline(home):
     assert result.returncode == 1
     assert "did not start answering within 2 s" in result.stderr and "Traceback" not in result.stderr
     assert "WARNING" not in result.stderr  # the log line went to the log file, not next to the sentence
+    assert "`datathread doctor` checks the model's key, name and endpoint." in result.stderr
     assert "did not start answering" in (home / "logs" / "datathread.log").read_text()
     (turn,) = asyncio.run(recorded_turns(home))
     waited = turn["finished"] - turn["started"]
     assert 1.9 < waited < 4, waited  # one 2 s deadline, not 2 s × 6 attempts
     assert wall < 60
     assert turn["question"] == "how many flights?" and not turn["ok"]
+
+
+@pytest.mark.parametrize(
+    ("status", "kind", "doctor"),
+    [(401, "authentication_error", True), (404, "not_found_error", True), (500, "api_error", False)],
+)
+def test_doctor_is_suggested_only_when_the_model_set_up_failed_the_turn(
+    status, kind, doctor, home, fake_model
+):
+    """A rejected key or an unknown model fails every later question too: `ask` points at doctor. An
+    error the next try may not meet (the API's own 500) gets the sentence alone."""
+    from tests.fakes.anthropic_api import error
+
+    fake_model.enqueue(error(status, kind))
+    result = invoke(["ask", "hi"], home, env={**KEY, "ANTHROPIC_BASE_URL": fake_model.url})
+    assert result.returncode == 1
+    assert result.stderr.startswith("error: ")
+    assert ("`datathread doctor`" in result.stderr) is doctor, result.stderr
 
 
 def test_an_empty_question_is_answered_without_the_model(home, fake_model):

@@ -14,7 +14,7 @@ from rich.text import Text
 
 from bot.terminal import Elapsed, TerminalRenderer
 from bot.terminal_images import image_protocol, inline_image, save_for_user
-from core.events import ArtifactReady
+from core.events import ArtifactReady, ModelFault, TurnFailed
 
 PNG = base64.b64decode(
     "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="
@@ -108,3 +108,16 @@ async def test_the_footer_is_the_receipt_with_tokens_and_cannot_inject_markup(tm
         "[red]flights · 1 row · 2 model calls · 1.2 s · ⚠ not from any query in this turn: 40,000"
         " · 1,000 tokens (800 cached)"
     )
+
+
+@pytest.mark.parametrize("fault", [ModelFault.UNREACHABLE, None])
+async def test_a_failure_the_model_set_up_caused_points_at_doctor(fault, tmp_path):
+    """In `chat`, whoever reads the failure can fix the set-up: a model fault names the command that
+    checks it; any other failure is the sentence and its error id alone."""
+    console = Console(record=True, width=200)
+    renderer = TerminalRenderer(console, tmp_path, live=False)
+    message = "I could not reach the Claude API. Please try again shortly."
+    await renderer(TurnFailed(turn_id="t", error_id="ab12", message=message, fault=fault))
+    lines = console.export_text().strip().splitlines()
+    assert lines[0] == f"✗ {message} (error id ab12)"
+    assert lines[1:] == (["`datathread doctor` checks the model's key, name and endpoint."] if fault else [])
