@@ -59,9 +59,11 @@ class LocalSandbox:
         self.masked = [str(Path(m).resolve()) for m in (masked or [])]
         self._proc: asyncio.subprocess.Process | None = None
         self._cgroups = cgroups.detect()  # to remove a session's empty groups after its steps
-        self._socket_dir = Path(tempfile.mkdtemp(prefix="datathread-zygote-"))
-        os.chmod(self._socket_dir, 0o700)
-        self._socket = str(self._socket_dir / "zygote.sock")
+        # The fork server's private directory (its socket, log and matplotlib cache): made by `start`,
+        # removed by `close`. Never made again under a name that was in use: once removed, another user
+        # could create it in /tmp first, and a mkdir that accepts an existing directory would then put
+        # the socket steps travel through in theirs.
+        self._socket_dir: Path | None = None
         self.isolation_policy = isolation_policy
         self.refuse_namespaces = refuse_namespaces
         self.backend = ""  # chosen by the fork server at start
@@ -71,6 +73,11 @@ class LocalSandbox:
         # they share the session's uid, and a step's end kills every process of that uid.
         self._session_locks: dict[str, asyncio.Lock] = {}
         self._session_waiters: collections.Counter[str] = collections.Counter()
+
+    @property
+    def _socket(self) -> str:
+        assert self._socket_dir is not None, "the fork server has not been started"
+        return str(self._socket_dir / "zygote.sock")
 
     def workspace(self, session_id: str) -> Path:
         """The session's directory, created with owner-only permissions."""
@@ -93,6 +100,8 @@ class LocalSandbox:
         async with self._start_lock:
             if self._proc and self._proc.returncode is None:
                 return
+            if self._socket_dir is None:  # mkdtemp: a new name, made 0700 by this process, or an error
+                self._socket_dir = Path(tempfile.mkdtemp(prefix="datathread-zygote-"))
             cmd = [
                 sys.executable,
                 "-m",
@@ -114,7 +123,6 @@ class LocalSandbox:
             root = str(Path(__file__).resolve().parent.parent)
             if not isolation.host_root():
                 isolation.protect_bot_process()
-            self._socket_dir.mkdir(mode=0o700, exist_ok=True)  # removed by close(); start may follow
             mpl = self._socket_dir / "matplotlib"
             mpl.mkdir(exist_ok=True)
             # Library chatter (matplotlib's font cache, warnings) goes to a file, never the terminal.
@@ -315,7 +323,9 @@ class LocalSandbox:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(self._proc.pid, signal.SIGKILL)
             await self._proc.wait()
-        shutil.rmtree(self._socket_dir, ignore_errors=True)
+        if self._socket_dir is not None:
+            shutil.rmtree(self._socket_dir, ignore_errors=True)
+            self._socket_dir = None
 
 
 def _listing(workspace: Path, limit: int) -> list[dict]:

@@ -234,6 +234,39 @@ async def test_a_file_written_before_the_sandbox_has_started_is_the_sessions_too
         await sb.close()
 
 
+async def test_the_fork_servers_private_directory_is_made_at_start_and_never_made_again(
+    tmp_path, monkeypatch
+):
+    """The socket steps travel through sits in a directory of its own in the temp dir. None exists until
+    the sandbox starts (a sandbox built and never started left an empty one behind), and after `close`
+    the name is never used again: another user could make it first, and the bot would have put its
+    socket in their directory."""
+    import tempfile
+
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))
+    sb = LocalSandbox(workspaces=tmp_path / "home" / "workspaces", hidden=[tmp_path / "home"])
+    assert list(temp.iterdir()) == []
+    request = StepRequest(kind="python", session_id="dir-1", code="print(6 * 7)", timeout_s=10)
+    try:
+        await sb.start()
+        (first,) = temp.iterdir()
+        assert (first / "zygote.sock").is_socket() and first.stat().st_mode & 0o777 == 0o700
+        await sb.close()
+        assert list(temp.iterdir()) == []
+        first.mkdir()  # someone else's now
+        planted = first / "zygote.sock"
+        planted.write_text("not the fork server")
+        result = await sb.run(request)  # starts again
+        assert result.ok and result.output.strip() == "42", result
+        assert planted.read_text() == "not the fork server"
+        assert [p for p in temp.iterdir() if p != first]  # a new directory of its own
+    finally:
+        await sb.close()
+    assert list(temp.iterdir()) == [first]
+
+
 @pytest.mark.parametrize(
     ("path", "ok"),
     [
