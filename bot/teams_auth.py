@@ -6,9 +6,11 @@ https://learn.microsoft.com/azure/bot-service/rest-api/bot-framework-rest-connec
 
 from __future__ import annotations
 
+import asyncio
 import ipaddress
 import logging
-from dataclasses import dataclass
+import threading
+from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
 from botbuilder.core import BotAdapter
@@ -31,6 +33,42 @@ class TeamsAdapter(CloudAdapterBase):
     """botbuilder's cloud adapter as is: proactive turns, send/update through the connector client."""
 
 
+# How long a request's token check may take, key fetch included, before the request is refused.
+AUTH_DEADLINE_S = 10.0
+
+
+class AuthLoop:
+    """The SDK's token check, on an event loop of its own in one daemon thread, within a deadline.
+
+    Why: botframework-connector fetches the channel's signing keys (at the first request, daily, and
+    for an unknown key id) with a blocking `requests.get` and no timeout, inside its async check. On
+    the web process's loop one request — any caller can send a token with a made-up key id — froze
+    every route (Slack acks and /healthz too) for as long as the key endpoint kept the connection
+    open (an egress firewall that drops packets: indefinitely; SIGTERM was not served either). Here
+    the check waits on this thread's loop instead: a stuck fetch holds only this thread, later Teams
+    requests are refused after `AUTH_DEADLINE_S` (queued behind it, never a second thread), and the
+    rest of the process goes on. Daemon: a fetch stuck at exit does not hold the process."""
+
+    def __init__(self) -> None:
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._started = threading.Lock()
+
+    def _ensure(self) -> asyncio.AbstractEventLoop:
+        with self._started:
+            if self._loop is None:
+                self._loop = asyncio.new_event_loop()
+                threading.Thread(target=self._loop.run_forever, name="teams-auth", daemon=True).start()
+            return self._loop
+
+    async def check(self, auth: BotFrameworkAuthentication, activity: Activity, header: str) -> None:
+        """Raises what the SDK raises for a refused token, TimeoutError past the deadline."""
+        future = asyncio.run_coroutine_threadsafe(auth.authenticate_request(activity, header), self._ensure())
+        try:
+            await asyncio.wait_for(asyncio.wrap_future(future), AUTH_DEADLINE_S)
+        finally:
+            future.cancel()  # a check still queued behind a stuck one never runs
+
+
 @dataclass
 class TeamsBot:
     """What Teams turns share in this process: settings, auth and the adapter."""
@@ -38,6 +76,7 @@ class TeamsBot:
     settings: Settings
     auth: BotFrameworkAuthentication
     adapter: TeamsAdapter
+    auth_loop: AuthLoop = field(default_factory=AuthLoop)
 
     @property
     def app_id(self) -> str:
@@ -118,7 +157,14 @@ async def authenticate(
     if not header:
         return False
     try:
-        await bot.auth.authenticate_request(activity, header)
+        await bot.auth_loop.check(bot.auth, activity, header)
+    except TimeoutError:
+        log.warning(
+            "refused a Bot Framework request: its token could not be checked within %g s (are the "
+            "channel's signing keys reachable from here? DATATHREAD_BOT_OPENID_METADATA_URL)",
+            AUTH_DEADLINE_S,
+        )
+        return False
     except Exception as exc:  # PermissionError, jwt errors, unknown keys: all mean "not from Teams"
         log.warning("refused a Bot Framework request: %s", type(exc).__name__)
         return False

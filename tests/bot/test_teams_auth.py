@@ -147,3 +147,49 @@ async def test_without_app_id_only_loopback_callers_and_service_urls_are_accepte
 )
 def test_is_loopback(host, ok):
     assert is_loopback(host) is ok
+
+
+async def test_a_signing_key_endpoint_that_never_answers_holds_no_other_request(
+    settings, connector, monkeypatch
+):
+    """The SDK fetches the channel's signing keys with a blocking `requests.get` and no timeout. Any
+    caller can make it fetch (a token with a key id it has not seen); with the key endpoint behind a
+    firewall that drops packets, that one request froze the whole web process: Slack acks, /healthz,
+    even SIGTERM. Now the request is refused after the deadline and every other route answers meanwhile."""
+    import asyncio
+    import time
+
+    import bot.teams_auth
+    from tests.fakes.black_hole import BlackHole
+
+    monkeypatch.setattr(bot.teams_auth, "AUTH_DEADLINE_S", 1.0)
+    hole = BlackHole().start()
+    try:
+        configured = settings.model_copy(
+            update={
+                "microsoft_app_id": APP_ID,
+                "microsoft_app_password": SecretStr("app-password-secret"),
+                "microsoft_app_type": "MultiTenant",
+                "bot_openid_metadata_url": f"{hole.url}/openid",
+            }
+        )
+        runner = RecordingRunner()
+        app = create_app(configured, runner=runner)
+        token = connector.token(app_id=APP_ID, service_url=connector.url)
+        headers = {"authorization": f"Bearer {token}"}
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as client:
+            started = time.monotonic()
+            message = asyncio.create_task(
+                client.post("/api/messages", json=activity(connector.url, "hi"), headers=headers)
+            )
+            await asyncio.sleep(0.2)  # the key fetch is under way (and stuck)
+            await asyncio.wait_for(client.get("/healthz"), 0.5)  # answered (503 here: no core started)
+            assert not message.done()
+            response = await message
+            refused_after = time.monotonic() - started
+            again = await client.post("/api/messages", json=activity(connector.url, "hi"), headers=headers)
+        assert response.status_code == 401 and again.status_code == 401
+        assert 0.9 < refused_after < 3, refused_after
+        assert runner.jobs == []
+    finally:
+        hole.stop()
