@@ -78,7 +78,7 @@ def ask(
 
 
 async def _ask(settings: Settings, question: str, session: str | None) -> bool:
-    from bot.terminal import FAULT_HINT, WaitingStatus
+    from bot.terminal import FAULT_HINT, WaitingStatus, printable
     from bot.terminal_images import save_for_user
     from core.events import IncomingMessage
 
@@ -99,13 +99,15 @@ async def _ask(settings: Settings, question: str, session: str | None) -> bool:
     finally:
         await analyst.close()
     if not outcome.ok:
-        err.print(f"error: {outcome.error} (error id {outcome.error_id})", markup=False)
+        err.print(f"error: {printable(outcome.error)} (error id {outcome.error_id})", markup=False)
         if outcome.fault:
             err.print(FAULT_HINT, markup=False)
         err.print(f"session: {key[0]}")
         return False
     # Plain writes: rich would wrap long file paths at the terminal width.
-    sys.stdout.write(outcome.answer.rstrip() + "\n")
+    # The model's text, never its control characters: an escape sequence in an answer would clear the
+    # screen or retitle the window (chat shows the same text through `printable` too).
+    sys.stdout.write(printable(outcome.answer.rstrip()) + "\n")
     sys.stdout.writelines(f"{path}\n" for path in files)
     err.print(f"session: {key[0]}")
     return True

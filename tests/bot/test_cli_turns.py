@@ -89,3 +89,15 @@ def test_a_csv_that_cannot_be_made_safe_is_not_saved_and_the_answer_still_prints
     assert "not saved: odd.csv (the CSV is in an encoding that cannot be checked" in result.stderr
     assert "Traceback" not in result.stderr + result.stdout
     assert not list(home.glob("attachments/*/odd.csv"))  # nothing handed over
+
+
+def test_ask_prints_no_control_characters_of_the_models_answer(home, fake_model):
+    """An answer carrying escape sequences (clear the screen, retitle the window) reached the
+    terminal as they were: `ask` prints them as `?`, as chat does, and keeps the text and newlines."""
+    from tests.fakes.anthropic_api import text
+
+    fake_model.enqueue(text("Colour \x1b[31mRED\x1b[0m\n\x1b[2Jline two \x1b]0;pwned\x07end"))
+    result = invoke(["ask", "hi"], home, env={**KEY, "ANTHROPIC_BASE_URL": fake_model.url})
+    assert result.returncode == 0, result.stderr
+    assert "\x1b" not in result.stdout and "\x07" not in result.stdout
+    assert result.stdout.startswith("Colour ?[31mRED?[0m\n?[2Jline two ?]0;pwned?end"), result.stdout
