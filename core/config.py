@@ -226,6 +226,18 @@ class Settings(SandboxSettings, WarehouseSettings, ModelSettings, BaseSettings):
             return None
         return value
 
+    @field_validator("*", mode="before")
+    @classmethod
+    def _secrets_without_surrounding_space(cls, value: object, info: ValidationInfo) -> object:
+        """A secret pasted with a newline (a Kubernetes secret from a file, an editor's last line) broke
+        in ways that hid the cause: a header refused as a "forbidden control character", a key reported
+        as an unreachable endpoint, every Slack signature failing. No key, token or password has
+        surrounding whitespace, so it is dropped."""
+        annotation = cls.model_fields[info.field_name].annotation if info.field_name else None
+        if isinstance(value, str) and SecretStr in (annotation, *get_args(annotation)):
+            return value.strip()
+        return value
+
     @field_validator("slack_bot_token", "slack_app_token")
     @classmethod
     def _slack_token_kind(cls, value: SecretStr | None, info: ValidationInfo) -> SecretStr | None:
@@ -288,6 +300,9 @@ def load_settings(**overrides: object) -> Settings:
         return Settings(**by_alias)  # type: ignore[arg-type]
     except ValidationError as exc:
         raise ConfigError(describe_setting_error(exc.errors()[0])) from None
+    except UnicodeDecodeError:  # a .env saved as UTF-16 (PowerShell's `>`) or Latin-1
+        files = overrides.get("_env_file", Settings.model_config.get("env_file"))
+        raise ConfigError(f"The settings file {files} is not UTF-8 text: save it as UTF-8.") from None
 
 
 HIDDEN_VALUES = ("REDIS_URL",)  # may carry a password: never echoed

@@ -68,6 +68,6 @@ def names_given(env_file: object = Settings.model_config.get("env_file")) -> set
         try:
             if path.is_file():
                 names |= {name for name in dotenv_values(path) if name}
-        except OSError:
+        except (OSError, UnicodeDecodeError):
             continue
     return names

@@ -341,3 +341,17 @@ def test_a_key_file_that_is_no_key_is_one_sentence_naming_it(tmp_path, monkeypat
     assert result.exit_code == 2, result.output
     line = one_sentence(result.output)
     assert line == f"error: GOOGLE_APPLICATION_CREDENTIALS ({key}) is not a service-account JSON key file."
+
+
+@pytest.mark.parametrize("encoding", ["utf-16", "latin-1"])
+def test_a_settings_file_that_is_not_utf8_is_one_sentence(encoding, tmp_path, monkeypatch):
+    """PowerShell 5's `>` writes UTF-16; an editor may save Latin-1: every command was a traceback."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / ".env").write_bytes("ANTHROPIC_API_KEY=sk-ant-test-000000\n# café\n".encode(encoding))
+    for command in (["audit"], ["ask", "hi"]):
+        result = CliRunner().invoke(app, command, env={"DATATHREAD_HOME": str(tmp_path / "home")})
+        assert result.exit_code == 2, result.output
+        assert (
+            one_sentence(result.output)
+            == "error: The settings file .env is not UTF-8 text: save it as UTF-8."
+        )

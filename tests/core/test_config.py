@@ -210,3 +210,27 @@ def test_an_empty_value_of_a_setting_with_a_default_is_still_checked(monkeypatch
     monkeypatch.setenv("DATATHREAD_PUBLIC_URL", "")
     with pytest.raises(ConfigError, match=r"^DATATHREAD_PUBLIC_URL= is not an http\(s\) URL"):
         load_settings(_env_file=None)
+
+
+def test_a_secret_pasted_with_a_newline_is_used_without_it(monkeypatch, tmp_path):
+    """`SLACK_APP_TOKEN=$'xapp-…\\n'` (a Kubernetes secret from a file) ended in "forbidden control
+    character" from deep in the HTTP client; an API key with one was reported as an unreachable API."""
+    monkeypatch.setenv("DATATHREAD_HOME", str(tmp_path))
+    given = {
+        "ANTHROPIC_API_KEY": " sk-ant-test-1\n",
+        "SLACK_BOT_TOKEN": "xoxb-1\r\n",
+        "SLACK_APP_TOKEN": "xapp-2\n",
+        "SLACK_SIGNING_SECRET": "abc123\n",
+        "MICROSOFT_APP_PASSWORD": "\tpw\n",
+    }
+    for name, value in given.items():
+        monkeypatch.setenv(name, value)
+    settings = load_settings(_env_file=None)
+    secrets = [
+        settings.anthropic_api_key,
+        settings.slack_bot_token,
+        settings.slack_app_token,
+        settings.slack_signing_secret,
+        settings.microsoft_app_password,
+    ]
+    assert [s.get_secret_value() for s in secrets] == ["sk-ant-test-1", "xoxb-1", "xapp-2", "abc123", "pw"]
