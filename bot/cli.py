@@ -125,10 +125,11 @@ def doctor() -> None:
 @app.command()
 def serve(
     host: str = typer.Option("127.0.0.1", "--host"),
-    port: int = typer.Option(3000, "--port"),
+    port: int = typer.Option(3000, "--port", min=0, max=65535),
     log_level: str = _log_level_option("INFO"),
 ) -> None:
     """Serve Slack (/slack/events), Teams (/api/messages) and /healthz over HTTP."""
+    from bot.serve_process import listen_problem
     from bot.serve_process import serve as run_server
     from bot.server import create_app, stopping
     from bot.slack_app import half_configured
@@ -144,7 +145,26 @@ def serve(
     except ConfigError as exc:
         die(str(exc))
     check_isolation(settings)  # a back end this host lacks: one sentence now, not a worker's traceback
+    if problem := listen_problem(host, port) or asyncio.run(_start_problem(settings)):
+        die(problem)
     run_server(asgi, host=host, port=port, log_level=log_level.lower(), on_stop=lambda: stopping(asgi))
+
+
+async def _start_problem(settings: Settings) -> str | None:
+    """What the app's start-up would fail on, as a sentence, before uvicorn starts it: there, an
+    unreachable Redis or a BigQuery warehouse without credentials was a 25-line traceback."""
+    from core.sessions import StoreUnavailable, open_store
+
+    try:
+        if settings.warehouse == "bigquery":
+            from core.bigquery_client import resolve_config
+
+            resolve_config(settings)
+        store = await open_store(settings)
+    except (ConfigError, StoreUnavailable) as exc:
+        return str(exc)
+    await store.close()
+    return None
 
 
 @app.command()
@@ -159,6 +179,8 @@ def slack(
 
     settings = settings_or_exit()
     setup_log(settings, log_level)
+    if problem := asyncio.run(_start_problem(settings)):
+        die(problem)
     try:
         asyncio.run(run_socket_mode(settings, err))
     except ConfigError as exc:

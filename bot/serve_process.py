@@ -15,6 +15,7 @@ Why a subclass of uvicorn's server rather than `uvicorn.run`:
 from __future__ import annotations
 
 import contextlib
+import errno
 import logging
 import signal
 import socket
@@ -59,3 +60,29 @@ def serve(app, *, host: str, port: int, log_level: str, on_stop: Callable[[], No
         server.run()
     if not server.started:
         sys.exit(STARTUP_FAILURE)
+
+
+def listen_problem(host: str, port: int) -> str | None:
+    """Why `serve` could not listen on host:port, in a sentence, or None — checked before the app
+    starts: uvicorn binds only after the app's start-up (turn workers, the sandbox: seconds), then
+    reported a taken port as an ERROR line among the start-up's, and a port above 65535 as two
+    tracebacks. A port taken between this check and uvicorn's bind still fails there, as before."""
+    if not host.strip():
+        return "--host is empty (it would listen on every interface): give an address, e.g. 127.0.0.1"
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )[0]
+    except (socket.gaierror, UnicodeError):
+        return f"--host {host} is not a name or address this machine can resolve"
+    with socket.socket(family, kind, proto) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds
+        try:
+            probe.bind(address)
+        except PermissionError:
+            return f"port {port} needs privileges this user lacks: use a port above 1023"
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                return f"port {port} on {host} is in use: stop what listens there or choose another --port"
+            return f"--host {host} is not an address of this machine ({exc.strerror or exc})"
+    return None

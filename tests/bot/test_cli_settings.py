@@ -355,3 +355,32 @@ def test_a_settings_file_that_is_not_utf8_is_one_sentence(encoding, tmp_path, mo
             one_sentence(result.output)
             == "error: The settings file .env is not UTF-8 text: save it as UTF-8."
         )
+
+
+@pytest.mark.parametrize("command", [["serve", "--port", "0"], ["slack", "--socket"]])
+@pytest.mark.parametrize(
+    ("env", "sentence"),
+    [
+        (
+            {"REDIS_URL": "redis://127.0.0.1:9/0"},
+            "error: Redis at 127.0.0.1:9 is not reachable: connection refused.",
+        ),
+        ({"DATATHREAD_WAREHOUSE": "bigquery"}, "error: No Google credentials for BigQuery"),
+    ],
+)
+def test_a_part_the_server_cannot_start_is_one_sentence_before_it_serves(
+    command, env, sentence, tmp_path, monkeypatch
+):
+    """`serve` opened the store and the warehouse in the app's start-up, under uvicorn: an unreachable
+    Redis or BigQuery without credentials was a 25-line traceback and exit 3 (`slack --socket`: exit 1)."""
+    monkeypatch.chdir(tmp_path)
+    for name in ("GOOGLE_APPLICATION_CREDENTIALS", "GCP_SERVICE_ACCOUNT_JSON", "GCP_PROJECT"):
+        monkeypatch.delenv(name, raising=False)
+    base = {"ANTHROPIC_API_KEY": "sk-ant-test-000000", "DATATHREAD_HOME": str(tmp_path / "home")}
+    if command[0] == "slack":
+        base |= {"SLACK_BOT_TOKEN": "xoxb-1", "SLACK_APP_TOKEN": "xapp-1"}
+    else:
+        base |= {"DATATHREAD_ISOLATION": "best"}  # strict, serve's default, may be refused on this host
+    result = CliRunner().invoke(app, command, env={**base, **env})
+    assert result.exit_code == 2, result.output
+    assert one_sentence(result.output).startswith(sentence)

@@ -66,3 +66,30 @@ def test_sigterm_to_the_process_group_is_not_reported_as_a_crashed_worker(served
     code, lines = said_after(served, offset)
     assert code == -signal.SIGTERM, lines
     assert not any("ERROR" in line or "restarting" in line for line in lines), lines
+
+
+def test_where_serve_cannot_listen_is_one_sentence_before_anything_starts():
+    """Checked before the app's start-up (seconds of turn workers and sandbox), in a sentence: a taken
+    port was an ERROR line among the start-up's, a port the user may not bind or a host that is not
+    this machine's a uvicorn error, and `--host ''` listened on every interface."""
+    import socket
+
+    from bot.serve_process import listen_problem
+
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        assert listen_problem("127.0.0.1", port) == (
+            f"port {port} on 127.0.0.1 is in use: stop what listens there or choose another --port"
+        )
+    assert listen_problem("127.0.0.1", port) is None  # free again
+    assert listen_problem("127.0.0.1", 0) is None
+    assert listen_problem("nosuch.invalid", 0) == (
+        "--host nosuch.invalid is not a name or address this machine can resolve"
+    )
+    assert listen_problem("192.0.2.1", 0).startswith("--host 192.0.2.1 is not an address of this machine")
+    assert listen_problem("", 0).startswith("--host is empty")
+    if os.geteuid() != 0:  # root may bind anything
+        assert (
+            listen_problem("127.0.0.1", 80)
+            == "port 80 needs privileges this user lacks: use a port above 1023"
+        )
