@@ -15,7 +15,16 @@ from pathlib import Path
 import typer
 from rich.console import Console
 
-from bot.cli_common import app, check_isolation, die, err, settings_or_exit, setup_log
+from bot.cli_common import (
+    app,
+    check_isolation,
+    check_output_file,
+    die,
+    err,
+    settings_or_exit,
+    setup_log,
+    writing,
+)
 from bot.cli_schedule import app as schedule_app
 from bot.log_setup import LOG_LEVEL_HELP, parse_level
 from core.config import ConfigError, Settings, require_model
@@ -226,7 +235,10 @@ def export(
     from bot.export import export_session
 
     settings = settings_or_exit()
-    path = asyncio.run(export_session(settings, session_id, output))
+    if output is not None:
+        check_output_file(output)
+    with writing(output or Path(f"{session_id}.ipynb")):
+        path = asyncio.run(export_session(settings, session_id, output))
     Console().print(str(path))
 
 
@@ -237,8 +249,11 @@ def teams_package(
     """Zip the Teams app package (manifest with MICROSOFT_APP_ID + icons) for sideloading."""
     from bot.teams_package import build_package
 
+    settings = settings_or_exit()
+    check_output_file(output)
     try:
-        path = build_package(settings_or_exit(), output)
+        with writing(output):
+            path = build_package(settings, output)
     except ConfigError as exc:
         die(str(exc))
     Console().print(str(path))

@@ -4,6 +4,11 @@ command modules (cli_eval, cli_verified, cli_schedule) never import the module t
 
 from __future__ import annotations
 
+import contextlib
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
 import typer
 from rich.console import Console
 from rich.markup import escape
@@ -11,6 +16,7 @@ from rich.markup import escape
 from bot.log_setup import setup_logging
 from core.config import ConfigError, Settings, load_settings
 from core.config_names import names_given, unknown_setting_warnings
+from core.config_types import check_writable_dir
 
 app = typer.Typer(
     help="datathread — answers data questions in Slack, Teams and the terminal.",
@@ -75,3 +81,26 @@ def check_isolation(settings: Settings) -> None:
     unavailable = preview(settings.isolation, masked=secret_files(settings)).missing.get("back end", "")
     if unavailable.startswith("DATATHREAD_ISOLATION="):
         die(f"{unavailable}; see `datathread doctor` for what it allows.")
+
+
+def check_output_file(path: Path) -> None:
+    """End the command in one sentence (exit 2) when a file cannot be written at `path` (`-o`, `--output`),
+    before any work: `eval --output` used to ask every question first, then fail in a traceback."""
+    if path.is_dir():
+        die(f"{path} is a directory: name a file inside it")
+    if path.exists() and not os.access(path, os.W_OK):
+        die(f"{path} is not writable by this user")
+    try:
+        check_writable_dir(path.absolute().parent)
+    except ValueError as exc:
+        die(f"{path} cannot be written: its folder {path.absolute().parent} {exc}")
+
+
+@contextlib.contextmanager
+def writing(path: Path) -> Iterator[None]:
+    """A write that fails anyway (a full disk, /dev/full, a folder gone since the check) ends the command
+    in one sentence, not a traceback."""
+    try:
+        yield
+    except OSError as exc:
+        die(f"could not write {path}: {exc.strerror or exc}")

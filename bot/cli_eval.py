@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 import typer
 from rich.console import Console
 
-from bot.cli_common import app, die, settings_or_exit, setup_log
+from bot.cli_common import app, check_output_file, die, settings_or_exit, setup_log, writing
 from core.config import ConfigError, Settings, require_model
 from core.events import ModelFault
 
@@ -68,6 +68,9 @@ def eval_command(
         err.print(f"[yellow]warning:[/] {warning}")
     if resume and output is None:
         die("--resume needs --output: the report to resume from.")
+    for written in (output, markdown):
+        if written is not None:
+            check_output_file(written)
     try:
         done = load_done(output) if resume and output else []
     except ValueError as exc:
@@ -83,7 +86,8 @@ def eval_command(
         die(stopped_sentence(report, output))
     Console().print(results_table(report))
     if markdown:
-        markdown.write_text(report_markdown(report), encoding="utf-8")
+        with writing(markdown):
+            markdown.write_text(report_markdown(report), encoding="utf-8")
     if min_accuracy is not None and report.accuracy < min_accuracy:
         err.print(f"Accuracy {report.accuracy:.1%} is below the minimum of {min_accuracy:.1%}.")
         raise typer.Exit(1)
@@ -144,14 +148,16 @@ async def _run(
         mark = {"correct": "[green]✓[/]", "wrong": "[red]✗[/]", "error": "[yellow]![/]"}[result.status]
         err.print(f"{mark} {result.id} [dim]{result.reason} · {result.latency_s:.1f}s[/]")
         if output:
-            save_report(so_far, output)
+            with writing(output):
+                save_report(so_far, output)
 
     try:
         report = await runner.run(suite, suite_name=suite.name or path.name, done=done, on_result=progress)
     finally:
         await runner.close()
     if output:
-        save_report(report, output)
+        with writing(output):
+            save_report(report, output)
     return report
 
 

@@ -1,0 +1,77 @@
+"""Files the commands write where the user says (`-o`, `--output`, `--markdown`): a path that cannot be
+written is one sentence and exit 2, before any work; a write that fails anyway is one sentence too.
+They were tracebacks (IsADirectoryError, PermissionError, ENOSPC), `eval --output` after asking every
+question."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from bot.cli import app
+
+APP = {"MICROSOFT_APP_ID": "11111111-2222-3333-4444-555555555555", "MICROSOFT_APP_TYPE": "MultiTenant"}
+
+
+def one_line(output: str) -> str:
+    lines = [line for line in output.splitlines() if line.strip()]
+    assert len(lines) == 1 and "Traceback" not in output, output
+    return lines[0]
+
+
+@pytest.fixture
+def place(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("DATATHREAD_HOME", str(tmp_path / "home"))
+    (tmp_path / "adir").mkdir()
+    return tmp_path
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["teams-package", "-o", "{out}"],
+        ["export", "some-session", "-o", "{out}"],
+        ["eval", "--demo", "--output", "{out}"],
+        ["eval", "--demo", "--markdown", "{out}"],
+    ],
+    ids=["teams-package", "export", "eval-output", "eval-markdown"],
+)
+def test_a_directory_given_as_the_file_is_one_sentence_before_any_work(command, place, fake_model):
+    env = {**APP, "ANTHROPIC_API_KEY": "sk-ant-test-000000", "ANTHROPIC_BASE_URL": fake_model.url}
+    args = [a.format(out=place / "adir") for a in command]
+    result = CliRunner().invoke(app, args, env=env)
+    assert result.exit_code == 2, result.output
+    assert one_line(result.output) == f"error: {place / 'adir'} is a directory: name a file inside it"
+    assert fake_model.requests == []  # eval asked nothing
+    assert list((place / "adir").iterdir()) == []
+
+
+def test_a_folder_this_user_cannot_write_is_named(place):
+    """Real permissions: as root the check is the same call, so an ordinary user's folder is simulated
+    by one that is not a directory at all (a file in the way)."""
+    (place / "file").write_text("x")
+    result = CliRunner().invoke(app, ["teams-package", "-o", str(place / "file" / "t.zip")], env=APP)
+    assert result.exit_code == 2, result.output
+    assert one_line(result.output).startswith(
+        f"error: {place / 'file' / 't.zip'} cannot be written: its folder"
+    )
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full (a device that is always full)")
+def test_a_write_that_fails_anyway_is_one_sentence(place):
+    result = CliRunner().invoke(app, ["teams-package", "-o", "/dev/full"], env=APP)
+    assert result.exit_code == 2, result.output
+    assert one_line(result.output) == "error: could not write /dev/full: No space left on device"
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes anywhere: checked as an ordinary user by .ci/run")
+def test_an_unwritable_folder_is_one_sentence(place):
+    closed = place / "closed"
+    closed.mkdir(mode=0o555)
+    result = CliRunner().invoke(app, ["teams-package", "-o", str(closed / "t.zip")], env=APP)
+    assert result.exit_code == 2, result.output
+    assert "is not writable by this user" in one_line(result.output)
