@@ -138,13 +138,13 @@ def serve(
     log_level: str = _log_level_option("INFO"),
 ) -> None:
     """Serve Slack (/slack/events), Teams (/api/messages) and /healthz over HTTP."""
+    from bot import slack_app, teams_auth
     from bot.serve_process import listen_problem
     from bot.serve_process import serve as run_server
     from bot.server import create_app, stopping
-    from bot.slack_app import half_configured
 
     settings = settings_or_exit()
-    if problem := half_configured(settings):
+    if problem := slack_app.half_configured(settings) or teams_auth.half_configured(settings):
         die(problem)
     settings.isolation = settings.isolation or "strict"  # a shared service refuses unisolated steps
     setup_log(settings, log_level)

@@ -223,11 +223,17 @@ def test_a_bad_secret_is_named_but_never_echoed(tmp_path, monkeypatch):
     [
         ({"SLACK_BOT_TOKEN": "xoxb-1"}, "SLACK_SIGNING_SECRET"),
         ({"SLACK_SIGNING_SECRET": "abc"}, "SLACK_BOT_TOKEN"),
+        (
+            {"MICROSOFT_APP_ID": "11111111-2222-3333-4444-555555555555", "MICROSOFT_APP_TYPE": "MultiTenant"},
+            "MICROSOFT_APP_PASSWORD",
+        ),
+        ({"MICROSOFT_APP_PASSWORD": "secret"}, "MICROSOFT_APP_ID"),
     ],
 )
-def test_serve_refuses_half_a_slack_setup_at_start(given, missing, tmp_path, monkeypatch):
-    """One of the two HTTP settings without the other started as if all were well, then answered
-    every Slack request with a 503; now `serve` says which is missing before it listens."""
+def test_serve_refuses_half_a_slack_or_teams_setup_at_start(given, missing, tmp_path, monkeypatch):
+    """One of the two settings without the other started as if all were well, then answered every
+    Slack request with a 503, or failed every Teams answer at sign-in (Teams' password without its
+    app id: /api/messages in loopback-only mode); now `serve` says which is missing before it listens."""
     monkeypatch.chdir(tmp_path)
     env = {"ANTHROPIC_API_KEY": "sk-ant-test-000000", "DATATHREAD_HOME": str(tmp_path / "home"), **given}
     result = CliRunner().invoke(app, ["serve", "--port", "1"], env=env)
