@@ -7,6 +7,7 @@ Everything Bot-Framework-specific lives here and in `bot/teams_*.py` (authentica
 
 from __future__ import annotations
 
+import json
 import logging
 
 from botbuilder.schema import Activity, ActivityTypes
@@ -14,6 +15,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from bot.http_body import BodyTooLarge, read_body, too_large
 from bot.surface import AppState
 from bot.teams_auth import TeamsBot, authenticate, build_bot
 from bot.teams_jobs import run_job, run_lost
@@ -47,7 +49,12 @@ class TeamsSurface:
     async def _messages(self, request: Request) -> Response:
         state = self.state
         try:
-            body = await request.json()
+            raw = await read_body(request)  # capped: read before the token is checked
+        except BodyTooLarge:
+            log.warning("POST /api/messages: body over the size cap, refused (413)")
+            return too_large()
+        try:
+            body = json.loads(raw)
             activity = Activity().deserialize(body)
         except Exception:
             return JSONResponse({"error": "not a Bot Framework activity"}, status_code=400)
