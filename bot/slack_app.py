@@ -24,6 +24,7 @@ from collections.abc import Mapping
 
 from slack_bolt.adapter.starlette.async_handler import to_async_bolt_request, to_starlette_response
 from slack_bolt.async_app import AsyncApp, AsyncBoltRequest
+from slack_bolt.logger.messages import warning_client_prioritized_and_token_skipped
 from slack_sdk.web.async_client import AsyncWebClient
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
@@ -156,9 +157,22 @@ async def run_message(state: AppState, client: AsyncWebClient, p: dict) -> None:
     await run_turn(state, client, {**{k: p[k] for k in keys}, "is_direct": bool(p.get("is_direct"))})
 
 
+class _OwnTokenNotice(logging.Filter):
+    """Drops Bolt's "As you gave `client` as well, `token` will be unused", logged at every start (twice
+    under `serve`): Bolt reads SLACK_BOT_TOKEN from the environment itself, and the client passed to it
+    carries that same token, so there is nothing for anyone to act on."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.getMessage() != warning_client_prioritized_and_token_skipped()
+
+
+_OWN_TOKEN_NOTICE = _OwnTokenNotice()
+
+
 def build_bolt_app(state: AppState) -> AsyncApp:
     """The Bolt app with every listener wired; used by both HTTP (`serve`) and Socket Mode."""
     s = state.settings
+    logging.getLogger("slack_bolt.AsyncApp").addFilter(_OWN_TOKEN_NOTICE)  # once: the same filter object
     app = AsyncApp(
         signing_secret=s.slack_signing_secret.get_secret_value() if s.slack_signing_secret else "",
         client=build_client(s),
