@@ -88,8 +88,10 @@ def check_output_file(path: Path) -> None:
     before any work: `eval --output` used to ask every question first, then fail in a traceback."""
     if path.is_dir():
         die(f"{path} is a directory: name a file inside it")
-    if path.exists() and not os.access(path, os.W_OK):
-        die(f"{path} is not writable by this user")
+    if path.exists():  # written in place
+        if not os.access(path, os.W_OK):
+            die(f"{path} is not writable by this user")
+        return
     try:
         check_writable_dir(path.absolute().parent)
     except ValueError as exc:
