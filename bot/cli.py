@@ -87,15 +87,16 @@ def ask(
 
 
 async def _ask(settings: Settings, question: str, session: str | None) -> bool:
-    from bot.terminal import FAULT_HINT, WaitingStatus, printable
+    from bot.terminal import FAULT_HINT, WaitingStatus, format_footer, printable
     from bot.terminal_images import save_for_user
     from core.events import IncomingMessage
 
     analyst = await _analyst(settings)
     key = (session or uuid.uuid4().hex[:12],)
+    status = WaitingStatus()
     try:
         outcome = await analyst.handle(
-            IncomingMessage(text=question, surface="terminal", thread_key=key), WaitingStatus()
+            IncomingMessage(text=question, surface="terminal", thread_key=key), status
         )
         files = []
         for a in outcome.artifacts:
@@ -118,6 +119,8 @@ async def _ask(settings: Settings, question: str, session: str | None) -> bool:
     # screen or retitle the window (chat shows the same text through `printable` too).
     sys.stdout.write(printable(outcome.answer.rstrip()) + "\n")
     sys.stdout.writelines(f"{path}\n" for path in files)
+    if status.finished is not None:  # the receipt, as under every answer; on stderr, as the session is
+        err.print(format_footer(status.finished), markup=False, highlight=False)
     err.print(f"session: {key[0]}")
     return True
 

@@ -221,8 +221,11 @@ class WaitingStatus:
     def __init__(self, console: Console | None = None):
         self.console = console or Console(stderr=True)
         self.status: Status | None = None
+        self.finished: TurnFinished | None = None  # for the receipt `ask` prints under the answer
 
     async def __call__(self, event: TurnEvent) -> None:
+        if isinstance(event, TurnFinished):
+            self.finished = event
         if not self.console.is_terminal:
             return
         if isinstance(event, Thinking | StepStarted):

@@ -101,3 +101,19 @@ def test_ask_prints_no_control_characters_of_the_models_answer(home, fake_model)
     assert result.returncode == 0, result.stderr
     assert "\x1b" not in result.stdout and "\x07" not in result.stdout
     assert result.stdout.startswith("Colour ?[31mRED?[0m\n?[2Jline two ?]0;pwned?end"), result.stdout
+
+
+def test_ask_ends_its_answer_with_the_receipt_on_stderr(home, fake_model):
+    """Every answer ends with its receipt — in `ask` too, where it was missing, and with it the warning
+    about numbers no query produced. On stderr: stdout stays the answer and the file paths, for scripts."""
+    from tests.fakes.anthropic_api import text, tool
+
+    fake_model.enqueue(
+        tool("run_sql", {"sql": "SELECT 16 AS carriers"}), text("There are 987,654 delayed flights.")
+    )
+    result = invoke(["ask", "how many?"], home, env={**KEY, "ANTHROPIC_BASE_URL": fake_model.url})
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "There are 987,654 delayed flights.\n"
+    receipt, session = [line for line in result.stderr.splitlines() if line.strip()]
+    assert "2 model calls" in receipt and "⚠ not from any query in this turn: 987,654" in receipt, receipt
+    assert session.startswith("session: ")
