@@ -6,11 +6,13 @@ Each command reads settings once, builds the core, and hands it to a surface.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import sys
 import uuid
 from enum import StrEnum
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 from rich.console import Console
@@ -28,6 +30,9 @@ from bot.cli_common import (
 from bot.cli_schedule import app as schedule_app
 from bot.log_setup import LOG_LEVEL_HELP, parse_level
 from core.config import ConfigError, Settings, require_model
+
+if TYPE_CHECKING:
+    from bot.terminal import WaitingStatus
 
 app.add_typer(schedule_app, name="schedule")
 
@@ -82,18 +87,38 @@ def ask(
     """One turn: print the answer and the paths of attached files. Exit 1 if the turn fails."""
     settings = settings_or_exit()
     setup_log(settings, log_level)
-    ok = asyncio.run(_ask(settings, question, session))
-    raise typer.Exit(0 if ok else 1)
+    from bot.terminal import WaitingStatus
+    from bot.terminal_chat import run_interruptibly
+
+    # Ctrl-C, SIGTERM (`timeout`) or a closed terminal stop the turn as in chat: the question stays in
+    # the session's history and the audit (they ended the process at once, and it was gone).
+    status = WaitingStatus()
+    key = session or uuid.uuid4().hex[:12]
+    answered: list[bool] = []
+
+    async def one_turn() -> None:
+        answered.append(await _ask(settings, question, key, status))
+
+    with asyncio.Runner() as runner:
+        try:
+            run_interruptibly(runner, one_turn())
+        finally:
+            if not answered and status.failed is not None:  # stopped mid-turn: the core's sentence
+                with contextlib.suppress(OSError):  # the terminal may be gone
+                    err.print(f"error: {status.failed.message}", markup=False)
+                    err.print(f"session: {key}")
+    if not answered:
+        raise typer.Exit(130)
+    raise typer.Exit(0 if answered[0] else 1)
 
 
-async def _ask(settings: Settings, question: str, session: str | None) -> bool:
-    from bot.terminal import FAULT_HINT, WaitingStatus, format_footer, printable
+async def _ask(settings: Settings, question: str, session: str, status: WaitingStatus) -> bool:
+    from bot.terminal import FAULT_HINT, format_footer, printable
     from bot.terminal_images import save_for_user
     from core.events import IncomingMessage
 
     analyst = await _analyst(settings)
-    key = (session or uuid.uuid4().hex[:12],)
-    status = WaitingStatus()
+    key = (session,)
     try:
         outcome = await analyst.handle(
             IncomingMessage(text=question, surface="terminal", thread_key=key), status

@@ -222,10 +222,13 @@ class WaitingStatus:
         self.console = console or Console(stderr=True)
         self.status: Status | None = None
         self.finished: TurnFinished | None = None  # for the receipt `ask` prints under the answer
+        self.failed: TurnFailed | None = None  # for a stopped `ask`, whose own printing never runs
 
     async def __call__(self, event: TurnEvent) -> None:
         if isinstance(event, TurnFinished):
             self.finished = event
+        elif isinstance(event, TurnFailed):
+            self.failed = event
         if not self.console.is_terminal:
             return
         if isinstance(event, Thinking | StepStarted):

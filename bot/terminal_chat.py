@@ -108,10 +108,15 @@ def run_interruptibly(
     Ctrl-C is counted through the loop's signal handler, which sees every SIGINT the process receives
     (one byte each through the wakeup fd), where a plain `signal.signal` handler runs once for any
     number of signals that arrive before the interpreter gets to it — two quick presses on a busy
-    machine were one. A press while the stopped turn still winds down is the second press."""
+    machine were one. A press while the stopped turn still winds down is the second press.
+
+    A closed terminal (SIGHUP) or a SIGTERM (`timeout`, a logout) stops `coro` the same way, lets it wind
+    down, then ends the process (SystemExit 128 + the signal): they killed it at once, and the question
+    asked was gone from the session's history."""
     loop = runner.get_loop()
     task = loop.create_task(coro)
     interrupts = 0
+    ended_by: int | None = None
 
     def on_sigint() -> None:
         nonlocal interrupts
@@ -122,20 +127,31 @@ def run_interruptibly(
         if on_stop is not None:
             on_stop()
 
-    previous = signal.getsignal(signal.SIGINT)
-    if previous == signal.SIG_IGN:  # started with SIGINT ignored (nohup, a background job): keep it so
-        loop.run_until_complete(task)
-        return True
-    loop.add_signal_handler(signal.SIGINT, on_sigint)
+    def on_end(signum: int) -> None:
+        nonlocal ended_by
+        if ended_by is None:
+            ended_by = signum
+            task.cancel()
+
+    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    if previous[signal.SIGINT] != signal.SIG_IGN:  # started with it ignored (nohup, a background job): kept
+        loop.add_signal_handler(signal.SIGINT, on_sigint)
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        if previous[sig] != signal.SIG_IGN:
+            loop.add_signal_handler(sig, on_end, sig)
     try:
         loop.run_until_complete(task)
-        return interrupts == 0
+        finished = interrupts == 0 and ended_by is None
     except asyncio.CancelledError:
-        return False
+        finished = False
     finally:
-        loop.remove_signal_handler(signal.SIGINT)
-        if previous is not None:  # None: set outside Python, nothing to put back
-            signal.signal(signal.SIGINT, previous)  # what it was (usually Python's KeyboardInterrupt)
+        for sig, handler in previous.items():
+            loop.remove_signal_handler(sig)
+            if handler is not None:  # None: set outside Python, nothing to put back
+                signal.signal(sig, handler)  # what it was (SIGINT: usually Python's KeyboardInterrupt)
+    if ended_by is not None:
+        raise SystemExit(128 + ended_by)
+    return finished
 
 
 def terminal_confirmer(console: Console, renderer):

@@ -156,6 +156,73 @@ def test_ctrl_c_stops_the_turn_keeps_the_question_and_returns_to_the_prompt(home
     assert first["ok"] is False and "stopped" in first["error"]
 
 
+@pytest.mark.parametrize("sig", [signal.SIGHUP, signal.SIGTERM], ids=["terminal-closed", "sigterm"])
+def test_a_closed_terminal_or_sigterm_mid_turn_keeps_the_question(sig, home, fake_model):
+    """Closing the terminal window (SIGHUP) or `timeout`/a logout (SIGTERM) killed chat at once, and the
+    question asked was in neither the session's history nor the audit. Now the turn is stopped as by
+    Ctrl-C, recorded, its step ended, and chat exits with 128 + the signal."""
+    fake_model.enqueue(tool("run_python", {"code": HEARTBEAT}))
+    proc = start_chat(home, fake_model.url, f"hup-{sig}")
+    output = Output(proc.stdout)
+    try:
+        proc.stdin.write("the question asked\n")
+        proc.stdin.flush()
+        wait_for(lambda: step_processes(proc.pid))  # the step is running
+        running = step_child(proc.pid, step_processes(proc.pid)[0])
+        time.sleep(0.5)
+        proc.send_signal(sig)
+        proc.wait(timeout=60)
+        err = proc.stderr.read()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    output.finished()
+    assert proc.returncode == 128 + sig, err
+    assert "Traceback" not in err
+    wait_for(lambda: not Path(f"/proc/{running}").exists())  # the stopped step's processes are gone
+    turns = asyncio.run(recorded_turns(home))
+    asked = next(t for t in turns if t["question"] == "the question asked")
+    assert asked["ok"] is False and "stopped" in asked["error"]
+
+
+def test_ask_stopped_by_sigterm_keeps_the_question_and_says_so(home, fake_model):
+    """`timeout 60 datathread ask …` (SIGTERM) ended `ask` at once, silently, and the question was
+    neither in the session's history nor in the audit: now it is stopped as chat's turns are."""
+    fake_model.enqueue(tool("run_python", {"code": HEARTBEAT}))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC", "DATATHREAD", "SLACK"))}
+    env |= {
+        "DATATHREAD_HOME": str(home),
+        "ANTHROPIC_API_KEY": "sk-ant-test-000000",
+        "ANTHROPIC_BASE_URL": fake_model.url,
+    }
+    proc = subprocess.Popen(
+        [DATATHREAD, "ask", "the question asked", "--session", "ask-term"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=home.parent,
+        start_new_session=True,
+    )
+    try:
+        wait_for(lambda: step_processes(proc.pid))
+        running = step_child(proc.pid, step_processes(proc.pid)[0])
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 128 + signal.SIGTERM, err
+    assert err.splitlines() == [
+        "error: This answer was stopped before it finished. Ask again to carry on.",
+        "session: ask-term",
+    ], err
+    assert out == ""
+    wait_for(lambda: not Path(f"/proc/{running}").exists())
+    (asked,) = asyncio.run(recorded_turns(home))
+    assert asked["question"] == "the question asked" and "stopped" in asked["error"]
+
+
 class Output:
     """Everything a subprocess writes to one pipe so far, read by a thread (the prompt has no newline)."""
 

@@ -241,10 +241,10 @@ async def test_the_fork_servers_private_directory_is_made_at_start_and_never_mad
     the sandbox starts (a sandbox built and never started left an empty one behind), and after `close`
     the name is never used again: another user could make it first, and the bot would have put its
     socket in their directory."""
+    import shutil
     import tempfile
 
-    temp = tmp_path / "tmp"
-    temp.mkdir()
+    temp = Path(tempfile.mkdtemp(prefix="dtz-"))  # short: a Unix socket's path has at most 107 bytes
     monkeypatch.setattr(tempfile, "tempdir", str(temp))
     sb = LocalSandbox(workspaces=tmp_path / "home" / "workspaces", hidden=[tmp_path / "home"])
     assert list(temp.iterdir()) == []
@@ -262,9 +262,11 @@ async def test_the_fork_servers_private_directory_is_made_at_start_and_never_mad
         assert result.ok and result.output.strip() == "42", result
         assert planted.read_text() == "not the fork server"
         assert [p for p in temp.iterdir() if p != first]  # a new directory of its own
+        await sb.close()
+        assert list(temp.iterdir()) == [first]
     finally:
         await sb.close()
-    assert list(temp.iterdir()) == [first]
+        shutil.rmtree(temp)
 
 
 @pytest.mark.parametrize(
