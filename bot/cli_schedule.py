@@ -99,7 +99,7 @@ def list_schedules(
     owner: str = typer.Option(None, "--owner"),
 ) -> None:
     """Every schedule of the workspace (the admin listing), or those of one channel or owner."""
-    from rich.table import Table
+    from rich.table import Column, Table
 
     from core.schedules_store import to_listing
 
@@ -113,7 +113,9 @@ def list_schedules(
     if as_json:
         sys.stdout.write(json.dumps(rows, indent=2) + "\n")
         return
-    table = Table("id", "cron", "tz", "surface", "channel", "next run", "state", "question")
+    # The id is what every other subcommand takes: never cut (at 80 columns it showed as "0772c5…").
+    ids = Column("id", no_wrap=True, min_width=max((len(r["id"]) for r in rows), default=2))
+    table = Table(ids, "cron", "tz", "surface", "channel", "next run", "state", "question")
     for r in rows:
         state = f"paused: {r['paused_reason']}" if r["paused"] else "active"
         table.add_row(

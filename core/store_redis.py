@@ -63,8 +63,10 @@ PING_DEADLINE_S = 3.0  # for the start-up and health pings: long enough for a co
 
 
 def redis_where(url: str) -> str:
-    """`host:port` of a Redis URL, for messages: never its password."""
+    """`host:port` of a Redis URL (the socket's path for `unix://`), for messages: never its password."""
     parts = urlsplit(url)
+    if parts.scheme == "unix":  # doctor said "localhost:6379" for a Unix socket
+        return parts.path
     return f"{parts.hostname or 'localhost'}:{parts.port or 6379}"
 
 

@@ -111,3 +111,13 @@ def test_run_now_posts_the_answer_where_the_schedule_says(home, fake_model):
         assert listed["paused"] and "not_in_channel" in listed["paused_reason"]
     finally:
         api.stop()
+
+
+def test_the_listing_at_80_columns_shows_whole_ids(home):
+    """The id is what pause, resume, remove and run-now take: at 80 columns the table cut it to
+    "0772c5…", and that prefix was refused."""
+    question = "weekly delays by carrier, with the top ten routes and a chart of each, every Monday"
+    sid = ok(invoke([*ADD, "--channel", "C123", question], home)).strip()
+    listing = ok(invoke(["schedule", "list"], home, env={"COLUMNS": "80"}))
+    assert max(len(line) for line in listing.splitlines()) <= 80, listing
+    assert sid in listing, listing

@@ -408,3 +408,19 @@ async def test_redis_killed_mid_turn_fails_clearly_and_history_stays_valid(setti
     finally:
         await analyst.close()
         server.stop()
+
+
+@pytest.mark.parametrize(
+    ("url", "where"),
+    [
+        ("redis://:s3cret@cache.internal:6380/0", "cache.internal:6380"),
+        ("rediss://user:s3cret@cache.internal", "cache.internal:6379"),
+        ("redis://", "localhost:6379"),
+        ("unix:///run/redis/redis.sock?db=2", "/run/redis/redis.sock"),  # was "localhost:6379"
+        ("unix://:s3cret@/tmp/r.sock", "/tmp/r.sock"),
+    ],
+)
+def test_messages_name_the_redis_server_never_its_password(url, where):
+    from core.store_redis import redis_where
+
+    assert redis_where(url) == where
