@@ -88,8 +88,10 @@ def check_output_file(path: Path) -> None:
     before any work: `eval --output` used to ask every question first, then fail in a traceback."""
     if path.is_dir():
         die(f"{path} is a directory: name a file inside it")
-    if path.exists():  # written in place
-        if not os.access(path, os.W_OK):
+    if path.exists():  # written in place: opening it to append changes nothing, and proves it writable
+        try:  # (without blocking: a FIFO with no reader would wait here for one)
+            os.close(os.open(path, os.O_WRONLY | os.O_APPEND | os.O_NONBLOCK))
+        except OSError:
             die(f"{path} is not writable by this user")
         return
     try:
