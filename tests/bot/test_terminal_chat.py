@@ -120,16 +120,22 @@ def ctrl_c(proc: subprocess.Popen) -> None:
     os.killpg(proc.pid, signal.SIGINT)  # what the terminal does on Ctrl-C
 
 
+def ask_until_its_step_runs(proc: subprocess.Popen, question: str) -> int:
+    """Ask `question` in chat (scripted to run HEARTBEAT) and wait until its step runs; its step child."""
+    proc.stdin.write(f"{question}\n")
+    proc.stdin.flush()
+    wait_for(lambda: step_processes(proc.pid))  # the step is running
+    running = step_child(proc.pid, step_processes(proc.pid)[0])
+    time.sleep(0.5)  # and well into its heartbeat loop
+    return running
+
+
 def test_ctrl_c_stops_the_turn_keeps_the_question_and_returns_to_the_prompt(home, fake_model):
     fake_model.enqueue(tool("run_python", {"code": HEARTBEAT}), text("Second answer."))
     proc = start_chat(home, fake_model.url, "cc")
     output = Output(proc.stdout)
     try:
-        proc.stdin.write("first question\n")
-        proc.stdin.flush()
-        wait_for(lambda: step_processes(proc.pid))  # the step is running
-        running = step_child(proc.pid, step_processes(proc.pid)[0])
-        time.sleep(0.5)  # and well into its heartbeat loop
+        running = ask_until_its_step_runs(proc, "first question")
         ctrl_c(proc)
         # the turn has wound down (its sentence, then the prompt again): its step is gone
         wait_for(lambda: "›" in output.text.partition("stopped before it finished")[2])
@@ -165,11 +171,7 @@ def test_a_closed_terminal_or_sigterm_mid_turn_keeps_the_question(sig, home, fak
     proc = start_chat(home, fake_model.url, f"hup-{sig}")
     output = Output(proc.stdout)
     try:
-        proc.stdin.write("the question asked\n")
-        proc.stdin.flush()
-        wait_for(lambda: step_processes(proc.pid))  # the step is running
-        running = step_child(proc.pid, step_processes(proc.pid)[0])
-        time.sleep(0.5)
+        running = ask_until_its_step_runs(proc, "the question asked")
         proc.send_signal(sig)
         proc.wait(timeout=60)
         err = proc.stderr.read()
