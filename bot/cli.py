@@ -265,8 +265,7 @@ def export(
     settings = settings_or_exit()
     if output is not None:
         check_output_file(output)
-    with writing(output or Path(f"{session_id}.ipynb")):
-        path = asyncio.run(export_session(settings, session_id, output))
+    path = asyncio.run(export_session(settings, session_id, output))
     Console().print(str(path))
 
 

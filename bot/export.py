@@ -11,6 +11,7 @@ from pathlib import Path
 import typer
 from rich.console import Console
 
+from bot.cli_common import writing
 from core.config import Settings
 from core.notebook import NothingToExport
 from core.sandbox_factory import open_threads
@@ -28,8 +29,9 @@ async def export_session(settings: Settings, session_id: str, output: Path | Non
             data = await threads.export_notebook(session_id)
     except (NothingToExport, StoreUnavailable) as exc:
         _fail(str(exc).strip("'\""))
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_bytes(data)
+    with writing(target):  # a full disk, a folder gone since the check: one sentence
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(data)
     return target
 
 
