@@ -122,25 +122,29 @@ def _sdk_client(settings: Settings) -> Any:
     )
 
 
-# The API's error classes, most specific first (OverloadedError is an InternalServerError, and so on).
-STATUS_SENTENCES: tuple[tuple[type[anthropic.APIStatusError], str], ...] = (
+# The API's error classes, most specific first (OverloadedError is an InternalServerError, and so on):
+# the sentence people read, and the set-up fault it means (None: the next call may well succeed).
+STATUS_ERRORS: tuple[tuple[type[anthropic.APIStatusError], str, ModelFault | None], ...] = (
     (
         anthropic.AuthenticationError,
         "The Claude API key was rejected. An admin needs to check ANTHROPIC_API_KEY.",
+        ModelFault.KEY_REJECTED,
     ),
     (
         anthropic.PermissionDeniedError,
         "This Claude API key may not use the configured model. An admin needs to check DATATHREAD_MODEL "
         "and the key's permissions.",
+        ModelFault.MODEL_DENIED,
     ),
     (
         anthropic.NotFoundError,
         "The configured Claude model was not found. An admin needs to check DATATHREAD_MODEL.",
+        ModelFault.MODEL_NOT_FOUND,
     ),
-    (anthropic.ContentTooLargeError, "This conversation is too long for Claude. Start a new thread."),
-    (anthropic.RateLimitError, "Claude is rate-limited right now. Please try again in a minute."),
-    (anthropic.OverloadedError, "Claude is overloaded right now. Please try again in a minute."),
-    (anthropic.InternalServerError, "The Claude API had an internal error. Please try again shortly."),
+    (anthropic.ContentTooLargeError, "This conversation is too long for Claude. Start a new thread.", None),
+    (anthropic.RateLimitError, "Claude is rate-limited right now. Please try again in a minute.", None),
+    (anthropic.OverloadedError, "Claude is overloaded right now. Please try again in a minute.", None),
+    (anthropic.InternalServerError, "The Claude API had an internal error. Please try again shortly.", None),
 )
 
 
@@ -156,7 +160,7 @@ def describe_model_error(exc: Exception) -> str:
         return "I could not reach the Claude API. Please try again shortly."
     if isinstance(exc, anthropic.BadRequestError):
         return _bad_request(api_error_message(exc))
-    for kind, sentence in STATUS_SENTENCES:
+    for kind, sentence, _ in STATUS_ERRORS:
         if isinstance(exc, kind) or (kind is anthropic.OverloadedError and _status(exc) == 529):
             return sentence
     if isinstance(exc, anthropic.APIStatusError):
@@ -174,14 +178,7 @@ def model_fault(exc: Exception) -> ModelFault | None:
         return ModelFault.UNREACHABLE
     if isinstance(exc, anthropic.BadRequestError):
         return ModelFault.NO_CREDIT if _out_of_credit(api_error_message(exc)) else None
-    for kind, fault in (
-        (anthropic.AuthenticationError, ModelFault.KEY_REJECTED),
-        (anthropic.PermissionDeniedError, ModelFault.MODEL_DENIED),
-        (anthropic.NotFoundError, ModelFault.MODEL_NOT_FOUND),
-    ):
-        if isinstance(exc, kind):
-            return fault
-    return None
+    return next((fault for kind, _, fault in STATUS_ERRORS if isinstance(exc, kind)), None)
 
 
 def _status(exc: Exception) -> int | None:
