@@ -19,6 +19,7 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from core.config_data import ModelSettings, WarehouseSettings
@@ -38,6 +39,12 @@ _env = AliasChoices  # a field's environment variable names (the contract's)
 
 class ConfigError(RuntimeError):
     """A setting is missing or wrong; the message is one actionable sentence for a person."""
+
+
+def is_secret(field: FieldInfo) -> bool:
+    """A setting held as `SecretStr` (optional or not): stripped of surrounding space when read, and
+    never echoed in an error."""
+    return SecretStr in (field.annotation, *get_args(field.annotation))
 
 
 class Settings(SandboxSettings, WarehouseSettings, ModelSettings, BaseSettings):
@@ -233,10 +240,8 @@ class Settings(SandboxSettings, WarehouseSettings, ModelSettings, BaseSettings):
         in ways that hid the cause: a header refused as a "forbidden control character", a key reported
         as an unreachable endpoint, every Slack signature failing. No key, token or password has
         surrounding whitespace, so it is dropped."""
-        annotation = cls.model_fields[info.field_name].annotation if info.field_name else None
-        if isinstance(value, str) and SecretStr in (annotation, *get_args(annotation)):
-            return value.strip()
-        return value
+        secret = info.field_name is not None and is_secret(cls.model_fields[info.field_name])
+        return value.strip() if secret and isinstance(value, str) else value
 
     @field_validator("slack_bot_token", "slack_app_token")
     @classmethod
@@ -313,7 +318,7 @@ def _secret_names() -> set[str]:
     return {
         str(name)
         for key, f in Settings.model_fields.items()
-        if SecretStr in (f.annotation, *get_args(f.annotation))
+        if is_secret(f)
         for name in (key, *getattr(f.validation_alias, "choices", ()))
     }
 
