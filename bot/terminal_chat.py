@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import re
+import select
 import signal
 import sys
 import uuid
@@ -19,11 +20,14 @@ from collections.abc import Callable, Coroutine
 from typing import Any
 
 from rich.console import Console
+from rich.text import Text
 
 from core.config import Settings
 from core.events import IncomingMessage
 
 PROMPT = "[bold green]› [/]"
+CONTINUATION_PROMPT = "[dim]… [/]"
+PASTE_GAP_S = 0.05  # lines waiting this soon after Enter were pasted, not typed
 QUIT_WORDS = {"exit", "quit", "/exit", "/quit", ":q"}
 
 
@@ -85,17 +89,35 @@ def read_question(console: Console) -> str:
     questions (a stopped one included) instead of arriving as `^[[D` in the question; elsewhere (a
     pipe, a test) as any line read.
 
-    The prompt goes to `input()` itself, its colour codes marked as taking no room (\\001…\\002), so
-    readline knows where the line starts; printed before `input("")` instead, it would be drawn over
-    on every redraw (recalling a question, Ctrl-L). libedit (macOS) does not know the markers: plain."""
+    A question pasted over several lines is one question: readline hands back the first line and the
+    rest is already waiting on the terminal (no person types the next line within `PASTE_GAP_S` of
+    pressing Enter), so those lines are read on continuation prompts and joined. Otherwise each line
+    of a pasted SQL query or list became a question of its own, each a model call. Not for a pipe:
+    there every line is a question (scripts and tests feed `chat` that way)."""
     if not (console.is_terminal and sys.stdin.isatty()):
         return console.input(PROMPT)
+    lines = [_read_line(console, PROMPT)]
+    while _pasted_more():
+        lines.append(_read_line(console, CONTINUATION_PROMPT))
+    return "\n".join(lines)
+
+
+def _pasted_more() -> bool:
+    ready, _, _ = select.select([sys.stdin], [], [], PASTE_GAP_S)
+    return bool(ready)
+
+
+def _read_line(console: Console, prompt: str) -> str:
+    """One line through readline. The prompt goes to `input()` itself, its colour codes marked as
+    taking no room (\\001…\\002), so readline knows where the line starts; printed before `input("")`
+    instead, it would be drawn over on every redraw (recalling a question, Ctrl-L). libedit (macOS)
+    does not know the markers: plain."""
     import readline  # importing it is what turns on line editing and history for input()
 
     if "libedit" in (readline.__doc__ or ""):
-        return input("› ")
+        return input(Text.from_markup(prompt).plain)
     with console.capture() as drawn:
-        console.print(PROMPT, end="")
+        console.print(prompt, end="")
     return input(re.sub(r"(\x1b\[[0-9;]*m)", "\x01\\1\x02", drawn.get()))
 
 

@@ -245,10 +245,10 @@ class Output:
         return self.text
 
 
-def test_at_a_terminal_arrow_keys_edit_the_question_and_recall_the_last(home, fake_model):
-    """Under a real pseudo-terminal, as a person types: ← moves the cursor within the question and ↑
-    brings the last question back (readline), rather than `^[[D` ending up in what Claude is asked."""
-    fake_model.enqueue(text("First answer."), text("Second answer."))
+@contextlib.contextmanager
+def chat_at_a_terminal(home, fake_model, session: str):
+    """`datathread chat` under a real pseudo-terminal, as a person runs it: yields `typed(keys,
+    then)`, which sends keys as typed or pasted and waits for `then` on the screen; ends with `exit`."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC", "DATATHREAD", "SLACK"))}
     env |= {
         "DATATHREAD_HOME": str(home),
@@ -259,7 +259,7 @@ def test_at_a_terminal_arrow_keys_edit_the_question_and_recall_the_last(home, fa
     }
     main, terminal = os.openpty()
     proc = subprocess.Popen(
-        [DATATHREAD, "chat", "--session", "tty"],
+        [DATATHREAD, "chat", "--session", session],
         stdin=terminal,
         stdout=terminal,
         stderr=terminal,
@@ -274,13 +274,11 @@ def test_at_a_terminal_arrow_keys_edit_the_question_and_recall_the_last(home, fa
     def typed(keys: str, then: str) -> None:
         seen = len(screen.text)
         os.write(main, keys.encode())
-        wait_for(lambda: then in screen.text[seen:], timeout=60)
+        wait_for(lambda: "›" in screen.text[seen:].partition(then)[2], timeout=60)  # and the prompt again
 
     try:
         wait_for(lambda: "›" in screen.text, timeout=60)
-        typed("helo\x1b[D\x1b[DX\r", "First answer.")  # ← ← then X: "heXlo"
-        wait_for(lambda: "›" in screen.text.rpartition("First answer.")[2], timeout=60)
-        typed("\x1b[A\r", "Second answer.")  # ↑ and Enter: the same question again
+        yield typed
         os.write(main, b"exit\r")
         proc.wait(timeout=60)
     finally:
@@ -288,10 +286,33 @@ def test_at_a_terminal_arrow_keys_edit_the_question_and_recall_the_last(home, fa
             proc.kill()
         screen.finished()
         keep.close()
+    assert proc.returncode == 0, screen.text
+
+
+def test_at_a_terminal_arrow_keys_edit_the_question_and_recall_the_last(home, fake_model):
+    """Under a real pseudo-terminal, as a person types: ← moves the cursor within the question and ↑
+    brings the last question back (readline), rather than `^[[D` ending up in what Claude is asked."""
+    fake_model.enqueue(text("First answer."), text("Second answer."))
+    with chat_at_a_terminal(home, fake_model, "tty") as typed:
+        typed("helo\x1b[D\x1b[DX\r", "First answer.")  # ← ← then X: "heXlo"
+        typed("\x1b[A\r", "Second answer.")  # ↑ and Enter: the same question again
     asked = [r["messages"][-1] for r in fake_model.requests]
     assert len(asked) == 2 and all("heXlo" in json.dumps(m) for m in asked), asked
     assert "\\u001b" not in json.dumps(asked) and "[D" not in json.dumps(asked), asked
-    assert proc.returncode == 0, screen.text
+
+
+def test_a_question_pasted_over_several_lines_is_one_question(home, fake_model):
+    """A terminal delivers a paste as keys arriving at once, each line ending in Enter: readline
+    returns the first line, and the rest must join it, not become questions (and model calls) of
+    their own. A question typed after an answer is still a question of its own."""
+    fake_model.enqueue(text("First answer."), text("Second answer."))
+    with chat_at_a_terminal(home, fake_model, "paste") as typed:
+        typed("which carriers\rhad the most delays?\r\rchart it\r", "First answer.")
+        typed("and in march?\r", "Second answer.")
+    asked = [json.dumps(r["messages"][-1]) for r in fake_model.requests]
+    assert len(asked) == 2, asked
+    assert "which carriers\\nhad the most delays?\\n\\nchart it" in asked[0], asked[0]
+    assert "and in march?" in asked[1] and "carriers" not in asked[1], asked[1]
 
 
 def test_a_second_ctrl_c_quits(home, fake_model):
