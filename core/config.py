@@ -35,6 +35,7 @@ from core.config_types import (
 )
 
 _env = AliasChoices  # a field's environment variable names (the contract's)
+LINK_SECRET_MIN = 32  # characters of DATATHREAD_LINK_SECRET (docs/TEAMS.md: "random 32+ chars")
 
 
 class ConfigError(RuntimeError):
@@ -140,7 +141,9 @@ class Settings(SandboxSettings, WarehouseSettings, ModelSettings, BaseSettings):
         description="Public base URL of `datathread serve` (links, Teams validDomains).",
     )
     link_secret: SecretStr | None = Field(
-        None, validation_alias=_env("DATATHREAD_LINK_SECRET"), description="Key that signs download links."
+        None,
+        validation_alias=_env("DATATHREAD_LINK_SECRET"),
+        description="Key that signs download links (32+ random characters).",
     )
     link_ttl_seconds: int = Field(
         3600,
@@ -255,6 +258,18 @@ class Settings(SandboxSettings, WarehouseSettings, ModelSettings, BaseSettings):
         kind, prefixes = kinds[str(info.field_name)]
         if value is not None and not value.get_secret_value().strip().startswith(prefixes):
             raise ValueError(f"is not {kind}: Slack's start with {' or '.join(prefixes)}")
+        return value
+
+    @field_validator("link_secret")
+    @classmethod
+    def _link_secret_long_enough(cls, value: SecretStr | None) -> SecretStr | None:
+        """A download link carries an HMAC of its path under this key: a short key (`secret`, a word)
+        can be found offline from one link, and then any workspace file of any thread can be fetched."""
+        if value is not None and len(value.get_secret_value()) < LINK_SECRET_MIN:
+            raise ValueError(
+                f"is too short to sign download links safely: use at least {LINK_SECRET_MIN} random "
+                "characters (`openssl rand -hex 32` prints 64)"
+            )
         return value
 
     @model_validator(mode="after")

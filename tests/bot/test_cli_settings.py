@@ -12,6 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from bot.cli import app
+from core.config import load_settings
 from core.config_types import HOME_PARTS
 from tests.fakes.anthropic_api import text
 from tests.fakes.cli import DATATHREAD, run
@@ -216,6 +217,19 @@ def test_a_bad_secret_is_named_but_never_echoed(tmp_path, monkeypatch):
     line = one_sentence(result.output)
     assert result.exit_code == 2 and "SLACK_BOT_TOKEN is not a bot token" in line, line
     assert "4242" not in result.output
+
+
+def test_a_link_secret_too_short_to_sign_safely_is_refused_without_being_echoed(tmp_path, monkeypatch):
+    """A download link is an HMAC under DATATHREAD_LINK_SECRET: a word-long key can be recovered from
+    one link offline, and then every workspace file could be fetched. 32 characters (what the docs
+    ask for) are taken as they are."""
+    monkeypatch.chdir(tmp_path)
+    env = {"ANTHROPIC_API_KEY": "sk-ant-test-000000", "DATATHREAD_HOME": str(tmp_path / "home")}
+    result = CliRunner().invoke(app, ["ask", "hi"], env={**env, "DATATHREAD_LINK_SECRET": "hunter2-4242"})
+    line = one_sentence(result.output)
+    assert result.exit_code == 2 and "DATATHREAD_LINK_SECRET is too short" in line, line
+    assert "at least 32" in line and "4242" not in result.output
+    assert load_settings(_env_file=None, link_secret="k" * 32).link_secret.get_secret_value() == "k" * 32
 
 
 @pytest.mark.parametrize(
