@@ -10,6 +10,7 @@ import csv
 import json
 import sys
 import time
+from datetime import UTC, datetime
 
 from core.config import Settings
 from core.csv_cells import neutralise_cell
@@ -46,7 +47,7 @@ def audit_rows(turns: list[dict]) -> list[dict]:
             rows.append(
                 {
                     "turn_id": turn.get("turn_id"),
-                    "started": turn.get("started"),
+                    "started": _utc(turn.get("started")),
                     "surface": turn.get("surface"),
                     "team_id": turn.get("team_id"),
                     "channel_id": turn.get("channel_id"),
@@ -65,6 +66,15 @@ def audit_rows(turns: list[dict]) -> list[dict]:
                 }
             )
     return rows
+
+
+def _utc(epoch: float | None) -> str:
+    """A spreadsheet shows `1795740852.56` as a number nobody reads: the CSV gets `YYYY-MM-DD
+    HH:MM:SS` in UTC, which Excel, Sheets and pandas all parse as a time (ISO's `T…Z` stays text in
+    Excel). The JSON lines keep the epoch, as stored."""
+    if not isinstance(epoch, int | float):
+        return ""
+    return datetime.fromtimestamp(epoch, tz=UTC).strftime("%Y-%m-%d %H:%M:%S")
 
 
 async def print_audit(

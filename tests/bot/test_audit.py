@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import time
+from datetime import UTC, datetime
 
 import pytest
 
@@ -96,6 +97,8 @@ async def test_csv_one_row_per_step(recorded):
     assert json.loads(rows[1]["input"]) == {"sql": "SELECT 1"} and rows[1]["tool"] == "run_sql"
     assert json.loads(rows[1]["feedback"]) == {"U1": "good"}
     assert KEY not in out.getvalue()
+    started = datetime.strptime(rows[1]["started"], "%Y-%m-%d %H:%M:%S")  # what a spreadsheet reads
+    assert abs(started.replace(tzinfo=UTC).timestamp() - (time.time() - 360)) < 60  # in UTC
 
 
 def test_a_reader_that_stops_early_ends_the_command_quietly(recorded):
