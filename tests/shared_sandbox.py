@@ -3,11 +3,12 @@
 Starting a fork server (a fresh interpreter importing pandas, matplotlib and DuckDB) costs seconds;
 most tests only need *a* started sandbox, not their own. `SandboxLender.build` stands in for
 `core.sandbox_factory.build_sandbox_and_warehouse` during a test: when the settings ask for exactly
-what the shared fork server gives — the local sandbox on the demo warehouse, the same masked files,
-quota and isolation policy, a home under this process's temp root (which the shared server hides
-whole, so it hides at least what the test's own server would) — the test gets the shared server,
-its `home/workspaces` pointing at the shared workspaces; anything else gets its own server, as
-before. Between tests the workspaces are emptied, so no test sees another's files.
+what the shared fork server gives — the local sandbox on the demo warehouse, the same masked files
+(or ones in the temp root it hides whole), quota and isolation policy, a home under this process's
+temp root (which the shared server hides whole, so it hides at least what the test's own server
+would) — the test gets the shared server, its `home/workspaces` pointing at the shared workspaces;
+anything else gets its own server, as before. Between tests the workspaces are emptied, so no test
+sees another's files.
 
 The fork server's asyncio subprocess lives on a loop of its own in a background thread: each test
 has its own event loop, and a child process must stay with the loop that started it.
@@ -107,7 +108,9 @@ class SandboxLender:
             return False
         if settings.workspace_mb * 2**20 != self.sandbox.workspace_bytes:
             return False
-        if self._masked(settings) != self.masked:
+        # A secret file the test's own server would mask is masked here too, or lies in a folder this
+        # server hides whole (a CLI test's `.env` in its own cwd under tmp_path): never less hidden.
+        if not all(m in self.masked or self.root in Path(m).parents for m in self._masked(settings)):
             return False
         home = settings.home.resolve()
         if self.root not in home.parents:
