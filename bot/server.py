@@ -29,6 +29,7 @@ from core.runner_worker import FINISH_S
 from core.runner_workers import WorkerRunner
 
 log = logging.getLogger("datathread.server")
+HEALTH_STORE_TIMEOUT_S = 1.0  # /healthz waits this long for the session store, then says unreachable
 
 
 def build_surfaces(state: AppState) -> list[Surface]:
@@ -123,8 +124,14 @@ async def _healthz(request: Request) -> JSONResponse:
         sandbox = workers.protections()
     else:
         sandbox = state.analyst.protections() if state.analyst is not None else {}
-    body = {"ok": state.ready, "sandbox": public_protections(sandbox)}
-    return JSONResponse(body, status_code=200 if state.ready else 503)
+    store = "unknown"  # not started yet: nothing to ask
+    if state.analyst is not None:
+        reachable = await state.threads.store_reachable(timeout_s=HEALTH_STORE_TIMEOUT_S)
+        store = "ok" if reachable else "unreachable"
+    ok = state.ready and store == "ok"
+    # Only the word: the store's sentence names hosts and paths (the log and `doctor` have it).
+    body = {"ok": ok, "sandbox": public_protections(sandbox), "store": store}
+    return JSONResponse(body, status_code=200 if ok else 503)
 
 
 def public_protections(protections: dict[str, str]) -> dict[str, str]:

@@ -24,7 +24,7 @@ from core.notebook import NothingToExport, session_notebook
 from core.sandbox import is_valid_session_id
 from core.schedules import Clock, utc_now
 from core.schedules_store import ScheduleBook
-from core.sessions import SessionStore, session_id_for
+from core.sessions import SessionStore, StoreUnavailable, session_id_for
 from core.verified import VerifiedLibrary
 from core.warehouse import Warehouse
 
@@ -84,6 +84,16 @@ class Threads:
             and self.settings.warehouse == "bigquery"
         ):
             self._default_dataset = self._warehouse.default_dataset
+
+    # --- health ------------------------------------------------------------------------------------
+    async def store_reachable(self, *, timeout_s: float) -> bool:
+        """Whether the session store answers one cheap call (PING, SELECT 1) within `timeout_s`: for
+        `/healthz`, which a load balancer may call every few seconds and must never hang."""
+        try:
+            await asyncio.wait_for(self._store.ping(), timeout_s)
+        except (StoreUnavailable, TimeoutError):
+            return False
+        return True
 
     # --- incoming events ---------------------------------------------------------------------------
     async def claim(self, key: str) -> bool:
