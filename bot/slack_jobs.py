@@ -19,7 +19,7 @@ from bot.slack_progress import SlackProgress, SlackTarget
 from bot.surface import AppState
 from core.events import IncomingMessage
 from core.notebook import NothingToExport
-from core.runner import TurnJob
+from core.runner import STORE_DOWN, WHY, TurnJob
 from core.runner_worker import lost_kind
 from core.sessions import session_id_for
 from core.thread import Threads
@@ -36,6 +36,9 @@ JOB_PROMPTS = "slack.prompts"
 STOPPED = (
     ":warning: I stopped before finishing this answer (the process running it ended). "
     "Please ask again — the thread still works."
+)
+STORE_UNREACHABLE = (
+    ":warning: I can't answer right now: my session store is unreachable. Please ask again in a few minutes."
 )
 QUESTION_EVENT = "datathread_question"  # the metadata type marking a slash command's question (its root)
 RECENT_MESSAGES = 100  # how far back in a channel the lost handler looks for a question's root
@@ -150,6 +153,8 @@ async def find_question(client: AsyncWebClient, threads: Threads, p: dict) -> st
 async def tell_stopped(state: AppState, client: AsyncWebClient, p: dict) -> None:
     """The worker running this turn died: say so where the answer would have gone — for a slash
     command, the thread under its question (posted now if the worker died before Slack took it)."""
+    if p.get(WHY) == STORE_DOWN:
+        return await tell_store_down(client, p)
     if p.get("private"):
         await client.chat_postEphemeral(channel=p["channel"], user=p["user"], text=STOPPED)
         return
@@ -165,9 +170,26 @@ async def tell_stopped(state: AppState, client: AsyncWebClient, p: dict) -> None
     await client.chat_postMessage(channel=p["channel"], thread_ts=thread_ts or None, text=STOPPED)
 
 
+async def tell_store_down(client: AsyncWebClient, p: dict) -> None:
+    """The job could not start: the session store is unreachable. Said without asking the store
+    anything: in the thread of the message, or only to the asker for a slash command (its question
+    was never posted). A follow-up without a mention may be in a thread datathread is not part of
+    (only the store knows): not answered, the log line says why."""
+    if p.get("follow_up_only"):
+        return
+    if p.get("private") or p.get("slash"):
+        await client.chat_postEphemeral(channel=p["channel"], user=p["user"], text=STORE_UNREACHABLE)
+        return
+    await client.chat_postMessage(
+        channel=p["channel"], thread_ts=p.get("thread_ts") or None, text=STORE_UNREACHABLE
+    )
+
+
 async def tell_message_stopped(state: AppState, client: AsyncWebClient, p: dict) -> None:
     """A message's job died with its worker: said where a turn would have answered — not for a
     follow-up in a thread datathread is not part of, which would have been ignored."""
+    if p.get(WHY) == STORE_DOWN:
+        return await tell_store_down(client, p)
     thread = (p["team"], p["channel"], p["thread_ts"])
     if p.get("follow_up_only") and not await state.threads.is_known("slack", thread):
         return

@@ -21,6 +21,7 @@ from bot.teams_auth import TeamsBot, authenticate, build_bot
 from bot.teams_jobs import run_job, run_lost
 from core.runner import TurnJob
 from core.runner_worker import lost_kind
+from core.sessions import StoreUnavailable
 
 log = logging.getLogger("datathread.teams")
 
@@ -64,7 +65,7 @@ class TeamsSurface:
         if activity.type not in (ActivityTypes.message, ActivityTypes.invoke) and not bot_was_added(activity):
             return Response(status_code=200)
         dedup = f"teams:{activity.conversation.id if activity.conversation else ''}:{activity.id}"
-        if activity.id and state.analyst is not None and not await state.threads.claim(dedup):
+        if activity.id and state.analyst is not None and not await _first_time(state, dedup):
             return Response(status_code=200)  # a retry of an activity we already took
         # Card clicks (Run/Cancel, Show SQL, feedback) carry `value` and no text: they skip the turn queue.
         quick = bool(activity.value) and not (activity.text or "").strip()
@@ -96,3 +97,13 @@ class TeamsSurface:
 
     async def stop(self) -> None:
         return None
+
+
+async def _first_time(state: AppState, key: str) -> bool:
+    """The de-dup claim inside the ack. An unreachable store can't say: the activity goes on (never a
+    500 that makes the Bot Connector retry), and its job tells the conversation why it can't answer."""
+    try:
+        return await state.threads.claim(key)
+    except StoreUnavailable as exc:
+        log.warning("could not de-duplicate Teams activity: %s", exc)
+        return True

@@ -22,7 +22,7 @@ from bot.teams_auth import TeamsBot
 from bot.teams_progress import TeamsOut, TeamsSink
 from core.events import ConfirmRequest, IncomingMessage
 from core.notebook import NothingToExport
-from core.runner import TurnJob
+from core.runner import STORE_DOWN, WHY, TurnJob
 from core.schedules_tool import from_answer, propose_new
 from core.thread import CONFIRM_EXPIRED, CONFIRM_NOT_YOURS, ConfirmAnswer, ConfirmResult, Threads
 
@@ -32,6 +32,9 @@ RESET_WORDS = {"new", "reset", "/new", "/reset", "new chat", "start over"}
 STOPPED = (
     "I stopped before finishing this answer (the process running it ended). "
     "Please ask again — the conversation still works."
+)
+STORE_UNREACHABLE = (
+    "I can't answer right now: my session store is unreachable. Please ask again in a few minutes."
 )
 WELCOME = (
     "Hi, I'm **datathread**. Ask me data questions here and I'll query the warehouse, run the analysis "
@@ -47,11 +50,13 @@ async def run_job(bot: TeamsBot, state: AppState, job: TurnJob) -> None:
 
 
 async def run_lost(bot: TeamsBot, state: AppState, job: TurnJob) -> None:
-    """The worker handling this activity died: a question hears that its answer stopped."""
+    """The worker handling this activity died (or, with `why`, the store was unreachable): a question
+    hears that its answer stopped, or could not start."""
     del state
     activity = Activity().deserialize(job.payload["activity"])
+    text = STORE_UNREACHABLE if job.payload.get(WHY) == STORE_DOWN else STOPPED
     if activity.type == ActivityTypes.message and (activity.text or "").strip():
-        await _continue(bot, activity, lambda out: out.send(STOPPED))
+        await _continue(bot, activity, lambda out: out.send(text))
 
 
 async def _continue(bot: TeamsBot, activity: Activity, work) -> None:

@@ -21,6 +21,7 @@ from core.config import ConfigError, load_settings
 from core.runner import LocalRunner
 from core.runner_redis import RedisJobs
 from core.runner_worker import Worker, die_with_parent
+from core.sessions import StoreUnavailable
 
 NICE = 10
 
@@ -85,7 +86,7 @@ def main() -> None:
         sys.exit(0)
     try:
         asyncio.run(run(json.loads(line), out))
-    except ConfigError as exc:
+    except (ConfigError, StoreUnavailable) as exc:  # e.g. Redis down at a restart: the parent retries
         sys.stderr.write(f"turn worker: {exc}\n")
         sys.exit(2)
     except KeyboardInterrupt:

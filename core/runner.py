@@ -13,6 +13,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from core.store_base import StoreUnavailable
+
 log = logging.getLogger(__name__)
 
 
@@ -43,6 +45,8 @@ JobHandler = Callable[[TurnJob], Awaitable[None]]
 LOST = "runner.lost"  # a job whose process ended before it did: its surface says the answer stopped
 LOST_SUFFIX = ".lost"
 TELL_LOST_S = 10.0  # how long telling one thread that its answer stopped may take at shutdown
+WHY = "why"  # the lost handler's payload key saying why the job did not finish (absent: its process ended)
+STORE_DOWN = "store"  # …because the session store (or Redis under the job queue) was unreachable
 
 
 def lost_kind(kind: str) -> str:
@@ -55,19 +59,31 @@ def lost_job(job: TurnJob) -> TurnJob:
     return TurnJob(kind=LOST, payload={"job": job.to_dict()}, quick=True)
 
 
-async def tell_lost(handlers: dict[str, JobHandler], job: TurnJob) -> None:
+async def tell_lost(handlers: dict[str, JobHandler], job: TurnJob, *, why: str = "") -> None:
     """Run the lost handler of `job` (a lost job, or the job itself): its thread hears that the answer
-    stopped. Never raises; a kind without a lost handler (a click, a home tab) is only logged."""
+    stopped — or, with `why=STORE_DOWN`, that it could not start because the session store is
+    unreachable. Never raises; a kind without a lost handler (a click, a home tab) is only logged."""
     original = (job.payload.get("job") or {}) if job.kind == LOST else job.to_dict()
     kind = str(original.get("kind", ""))
     handler = handlers.get(lost_kind(kind))
     if handler is None:
-        log.warning("a %s job stopped with its process; no one to tell", kind)
+        if not why:
+            log.warning("a %s job stopped with its process; no one to tell", kind)
         return
+    payload = {**(original.get("payload") or {}), **({WHY: why} if why else {})}
     try:
-        await handler(TurnJob(kind=lost_kind(kind), payload=dict(original.get("payload") or {}), quick=True))
+        await handler(TurnJob(kind=lost_kind(kind), payload=payload, quick=True))
+    except StoreUnavailable as exc:  # the store is down: its sentence, not a traceback
+        log.warning("could not tell a %s job's thread that it stopped: %s", kind, exc)
     except Exception:
         log.exception("could not tell a %s job's thread that it stopped", kind)
+
+
+async def tell_store_down(handlers: dict[str, JobHandler], job: TurnJob, exc: Exception) -> None:
+    """A job could not be queued or run because the session store is unreachable: one log line (the
+    store's sentence, no traceback) and, for a job that has a thread, a short reply there saying so."""
+    log.warning("a %s job could not run: %s", job.kind, exc)
+    await tell_lost(handlers, job, why=STORE_DOWN)
 
 
 async def cancel_and_tell(
@@ -136,14 +152,16 @@ class LocalRunner:
         async with self._slots:
             return await self._run(handler, job)
 
-    @staticmethod
-    async def _run(handler: JobHandler, job: TurnJob) -> bool:
+    async def _run(self, handler: JobHandler, job: TurnJob) -> bool:
         """Run the handler. A turn stopped by a cancellation that has told its thread ends the job
-        (True: nobody needs to tell that thread again); any other cancellation goes on up."""
+        (True: nobody needs to tell that thread again); any other cancellation goes on up. A store that
+        is unreachable before the turn starts (de-dup, time zone) is no bug: its thread hears so."""
         try:
             await handler(job)
         except TurnStopped:
             return True
+        except StoreUnavailable as exc:
+            await tell_store_down(self.handlers, job, exc)
         except Exception:
             log.exception("job %s failed", job.kind)
         return False

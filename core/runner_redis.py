@@ -21,8 +21,12 @@ from dataclasses import dataclass
 
 import redis
 import redis.asyncio as aioredis
+from redis.asyncio.retry import Retry
+from redis.backoff import ExponentialBackoff
 
+from core.outage import Outage
 from core.runner import TurnJob
+from core.store_redis import redis_reason, redis_where
 
 log = logging.getLogger("datathread.workers")
 
@@ -69,7 +73,11 @@ class RedisJobs:
 
     def __init__(self, url: str):
         self.url = url
-        self.r = aioredis.Redis.from_url(url)
+        # `put` runs inside the platform's ack: a Redis that is down must fail in well under a second
+        # (redis-py's default retries back off for seconds), and the worker's loop has its own back-off.
+        self.r = aioredis.Redis.from_url(
+            url, socket_connect_timeout=2, retry=Retry(ExponentialBackoff(cap=0.2, base=0.02), retries=2)
+        )
         self._settle = self.r.register_script(_SETTLE)
 
     async def prepare(self) -> None:
@@ -139,6 +147,7 @@ class Renewer:
     so a busy event loop cannot make a live worker's job look abandoned."""
 
     def __init__(self, url: str, consumer: str, held: dict[str, Taken], interval_s: float):
+        self._url = url
         self._client = redis.Redis.from_url(url)
         self._consumer = consumer
         self._held = held
@@ -154,6 +163,7 @@ class Renewer:
         self._stop.set()
 
     def _run(self) -> None:
+        outage = Outage(log, f"Redis at {redis_where(self._url)} (renewing held jobs)")
         try:
             while not self._stop.wait(self._interval):
                 held = list(self._held.values())  # a copy: the loop adds and removes entries meanwhile
@@ -162,7 +172,9 @@ class Renewer:
                         for t in held:
                             pipe.xclaim(t.stream, GROUP, self._consumer, 0, [t.entry_id], justid=True)
                         pipe.execute()
-                except redis.RedisError as exc:
-                    log.warning("could not renew held jobs: %s", type(exc).__name__)
+                except (redis.RedisError, OSError) as exc:  # one line per outage, not one per try
+                    outage.failed(redis_reason(exc))
+                    continue
+                outage.recovered()
         finally:
             self._client.close()

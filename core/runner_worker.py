@@ -20,6 +20,9 @@ import sys
 from collections.abc import Awaitable, Callable
 from typing import BinaryIO
 
+from redis.exceptions import RedisError
+
+from core.outage import Outage
 from core.runner import (
     LOST,
     TELL_LOST_S,
@@ -31,6 +34,7 @@ from core.runner import (
     tell_lost,
 )
 from core.runner_redis import RedisJobs, Renewer, Taken
+from core.store_redis import redis_reason, redis_where
 
 __all__ = ["LOST", "Worker", "die_with_parent", "lost_job", "lost_kind", "report_lost"]
 
@@ -146,19 +150,24 @@ class Worker:
         self, jobs: RedisJobs, consumer: str, stdin: asyncio.StreamReader, *, lost_after_s: float
     ) -> None:
         """Take jobs from the streams while stdin is open; renew held ones; turn abandoned ones into lost jobs."""
-        await jobs.prepare()
         held: dict[str, Taken] = {}
         renewer = Renewer(jobs.url, consumer, held, interval_s=max(lost_after_s / 3, 0.2)).start()
         closed = asyncio.create_task(stdin.read())  # EOF: the parent wants this worker to stop
         sweeper = asyncio.create_task(self._sweep(jobs, consumer, lost_after_s))
+        outage = Outage(log, f"Redis at {redis_where(jobs.url)} (turn jobs)")
+        prepared = False  # the streams and their group exist
         try:
             while not closed.done():
                 try:
+                    if outage.down or not prepared:  # a restarted Redis may have lost the group
+                        await jobs.prepare()
+                        prepared = True
                     found = await jobs.take(consumer, turns=self.busy < self.slots, block_ms=500)
-                except OSError as exc:  # Redis unreachable: retry, the entries wait in the stream
-                    log.warning("cannot take jobs: %s", exc)
-                    await asyncio.sleep(1)
+                except (RedisError, OSError) as exc:  # the entries wait in the stream: retry, quietly
+                    pause = outage.failed(redis_reason(exc))
+                    await asyncio.wait({closed}, timeout=pause)
                     continue
+                outage.recovered()
                 for taken in found:
                     held[taken.entry_id] = taken
                     if taken.job is None:

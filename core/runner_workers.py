@@ -26,15 +26,19 @@ import os
 import socket
 import time
 import uuid
+from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from pydantic import SecretStr
+from redis.exceptions import RedisError
 
 from core.config import Settings
-from core.runner import LOST, TELL_LOST_S, JobHandler, TurnJob, tell_lost
+from core.runner import LOST, TELL_LOST_S, JobHandler, TurnJob, tell_lost, tell_store_down
 from core.runner_redis import QUICK, TURNS, RedisJobs
 from core.runner_worker import FINISH_S
+from core.store_base import StoreUnavailable
+from core.store_redis import redis_reason, redis_where
 from core.worker_fork import ForkedWorker, start_worker
 
 log = logging.getLogger("datathread.workers")
@@ -93,6 +97,7 @@ class WorkerRunner:
         self.lost_after_s = settings.lock_ttl
         self._procs: list[_Proc | None] = [None] * self.count
         self._watchers: set[asyncio.Task] = set()
+        self._tells: set[asyncio.Task] = set()  # threads told that their job could not be queued
         self._next_id = 0
         self._backlog: list[TurnJob] = []  # pipe mode: jobs waiting for a worker to (re)start
         self._failed_starts = [0] * self.count  # in a row, per worker slot: sets the restart pause
@@ -125,7 +130,13 @@ class WorkerRunner:
         if job.kind not in self.handlers and job.kind != LOST:
             raise KeyError(f"no handler registered for job kind {job.kind!r}")
         if self.redis is not None:
-            await self.redis.put(job)
+            try:
+                await self.redis.put(job)
+            except (RedisError, OSError) as exc:  # the platform still gets its ack; the thread hears why
+                down = StoreUnavailable(
+                    f"Redis at {redis_where(self.redis.url)} is not reachable: {redis_reason(exc)}."
+                )
+                self._tell(tell_store_down(self.handlers, job, down))
             return
         live = [
             p
@@ -151,6 +162,12 @@ class WorkerRunner:
         if self.redis is not None:  # an entry leaves its stream only when its job has ended
             return any([await self.redis.r.xlen(QUICK), await self.redis.r.xlen(TURNS)])
         return bool(self._backlog) or any(p.held for p in self._procs if p is not None)
+
+    def _tell(self, telling: Awaitable[None]) -> None:
+        """Tell a thread after the ack, in the background (kept, so the task is not collected)."""
+        task = asyncio.ensure_future(telling)
+        self._tells.add(task)
+        task.add_done_callback(self._tells.discard)
 
     def stopping(self) -> None:
         """From now on a worker that ends is not restarted, nor logged as a failure: the process is
@@ -182,6 +199,8 @@ class WorkerRunner:
         for task in list(self._watchers):
             task.cancel()
         await self._tell_unfinished(procs, killed)
+        if self._tells:
+            await asyncio.wait(set(self._tells), timeout=TELL_LOST_S)
         if self.redis is not None:
             await self.redis.close()
 

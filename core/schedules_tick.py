@@ -20,6 +20,7 @@ from datetime import datetime, timedelta
 from core.runner import TurnJob
 from core.schedules import Schedule, iso, occurrences
 from core.schedules_store import ScheduleBook
+from core.store_base import StoreUnavailable
 
 log = logging.getLogger("datathread.schedules")
 
@@ -109,6 +110,8 @@ async def run_scheduler(
     while not stop.is_set():
         try:
             await tick(book, submit, grace=grace, replica=replica)
+        except StoreUnavailable as exc:  # an outage: its sentence, not a traceback every tick
+            log.warning("schedule tick skipped: %s", exc)
         except Exception:  # a store blip must not end the loop; the next tick tries again
             log.exception("schedule tick failed")
         with contextlib.suppress(TimeoutError):

@@ -97,7 +97,7 @@ class RedisStore:
         try:
             yield
         except RedisError as exc:
-            raise StoreUnavailable(f"Redis at {self.where} is not reachable: {_reason(exc)}.") from None
+            raise StoreUnavailable(f"Redis at {self.where} is not reachable: {redis_reason(exc)}.") from None
 
     async def _call(self, awaitable: Awaitable[T]) -> T:
         with self._errors():
@@ -213,7 +213,7 @@ class RedisStore:
         except LockNotOwnedError:
             pass  # it expired or was taken over: nothing of ours to free (the turn knows: held.lost)
         except (RedisError, OSError) as exc:  # don't mask the turn's own error; retry in background
-            log.warning("could not release lock %s (%s); retrying until it expires", name, _reason(exc))
+            log.warning("could not release lock %s (%s); retrying until it expires", name, redis_reason(exc))
             task = asyncio.create_task(self._release_later(lock, token, ttl_s))
             self._late_releases.add(task)
             task.add_done_callback(self._late_releases.discard)
@@ -345,7 +345,7 @@ class RedisStore:
         return bool(deleted)
 
 
-def _reason(exc: BaseException) -> str:
+def redis_reason(exc: BaseException) -> str:
     """A few words on why Redis failed, without redis-py's multi-sentence connection text."""
     if isinstance(exc, (TimeoutError, RedisTimeoutError)):
         return "it did not answer in time"

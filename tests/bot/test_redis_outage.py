@@ -1,0 +1,97 @@
+"""Redis going away under `serve` (`REDIS_URL` set): `/healthz` says the store is unreachable (503), an
+@-mention still gets Slack's ack and the thread hears in one sentence why no answer comes, the turn
+workers wait quietly (one log line per outage, no crash, no restart) and take jobs again once Redis is
+back. A real redis-server per test, killed and restarted on the same port."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import pytest
+
+from bot.slack_jobs import STORE_UNREACHABLE
+from tests.bot.slack_harness import mention, said, serve, until
+from tests.fakes.anthropic_api import text
+from tests.fakes.redis_server import RedisServer
+
+
+@pytest.fixture
+def redis_server():
+    server = RedisServer().start()
+    yield server
+    server.stop()
+
+
+def log_text(settings) -> str:
+    path = settings.home / "logs" / "datathread.log"
+    return path.read_text() if path.exists() else ""
+
+
+async def healthz_status(harness) -> int:
+    return (await harness.http.get("/healthz")).status_code
+
+
+async def test_healthz_reports_an_unreachable_store_quickly_and_keeps_its_fields(settings, api, redis_server):
+    on_redis = settings.model_copy(update={"redis_url": redis_server.url})
+    async with serve(on_redis, api) as app:
+        healthy = await app.http.get("/healthz")
+        assert healthy.status_code == 200
+        assert (
+            healthy.json()["ok"] is True and healthy.json()["store"] == "ok" and "sandbox" in healthy.json()
+        )
+        redis_server.kill()
+        started = asyncio.get_running_loop().time()
+        down = await app.http.get("/healthz")
+        assert asyncio.get_running_loop().time() - started < 2.5  # bounded: a probe never hangs
+        assert down.status_code == 503
+        assert down.json()["ok"] is False and down.json()["store"] == "unreachable"
+        assert set(down.json()) == {"ok", "sandbox", "store"}
+        assert "127.0.0.1" not in down.text  # the sentence with the host stays in the log
+        redis_server.start()
+        assert await healthz_status(app) == 200
+
+
+async def test_a_mention_while_redis_is_down_is_acked_and_told_in_its_thread(
+    settings, api, redis_server, caplog
+):
+    """In-process turns (`turn_workers=0`): the job's de-dup claim finds Redis gone."""
+    on_redis = settings.model_copy(update={"redis_url": redis_server.url})
+    async with serve(on_redis, api) as app:
+        redis_server.kill()
+        with caplog.at_level(logging.WARNING):
+            resp = await app.event(mention("how many flights?", ts="1700000400.000100"))
+            assert resp.status_code == 200
+            await until(lambda: said(api, STORE_UNREACHABLE) > 0, timeout=30)
+        (told,) = [c for c in api.of("chat.postMessage") if STORE_UNREACHABLE in str(c.args)]
+        assert told.args["thread_ts"] == "1700000400.000100"  # in the thread of the mention
+        assert not [r for r in caplog.records if r.exc_info]  # a sentence, not a traceback
+        assert any("is not reachable" in r.getMessage() for r in caplog.records)
+        redis_server.start()
+
+
+async def test_turn_workers_ride_out_a_redis_outage_and_take_jobs_again(
+    settings, api, fake_model, redis_server, caplog
+):
+    on_redis = settings.model_copy(update={"turn_workers": 1, "redis_url": redis_server.url, "lock_ttl": 2.0})
+    async with serve(on_redis, api) as app:
+        workers = app.state.runner.pids()
+        redis_server.kill()
+        with caplog.at_level(logging.WARNING):
+            resp = await app.event(mention("how many flights?", ts="1700000500.000100"))
+            assert resp.status_code == 200  # Slack got its ack: no retry storm, no 500
+            await until(lambda: said(api, STORE_UNREACHABLE) > 0, timeout=30)
+        assert not [r for r in caplog.records if r.exc_info]
+        await asyncio.sleep(4)  # the worker's loop meets the outage many times over
+        assert app.state.runner.pids() == workers  # no crash, no restart
+        during = log_text(settings)
+        assert "Traceback" not in during
+        assert during.count("(turn jobs) is not reachable") == 1  # one line for the outage
+
+        redis_server.start()  # empty (no persistence): the worker makes the streams and group again
+        fake_model.enqueue(text("Back in business."))
+        await app.event(mention("and now?", ts="1700000501.000100"))
+        await until(lambda: said(api, "Back in business.") > 0, timeout=60)
+        assert app.state.runner.pids() == workers
+        after = log_text(settings)
+        assert "(turn jobs) is reachable again" in after and "Traceback" not in after
