@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import os
 import sqlite3
 import threading
@@ -18,6 +19,7 @@ import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+from core.disk_errors import disk_problem, home_hint
 from core.lock_keeper import LockKeeper
 from core.store_base import HISTORY_VERSION, HeldLock, LockTimeout, StoreUnavailable
 
@@ -36,6 +38,8 @@ CREATE INDEX IF NOT EXISTS turns_session ON turns (session_id, started);
 CREATE TABLE IF NOT EXISTS records (kind TEXT, id TEXT, data TEXT, PRIMARY KEY (kind, id));
 """
 
+log = logging.getLogger("datathread.store")
+
 
 class SqliteStore:
     """SessionStore on a local SQLite file (WAL mode; one short transaction per call)."""
@@ -43,16 +47,25 @@ class SqliteStore:
     def __init__(self, path: Path, *, history_ttl_s: float = 30 * 86400):
         self.path = path
         self.history_ttl_s = history_ttl_s
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with contextlib.suppress(OSError):
-            os.chmod(path.parent, 0o711)
         self._local = threading.local()
         self._opened: list[tuple[sqlite3.Connection, threading.Lock]] = []
         self._keepers: set[LockKeeper] = set()
-        with contextlib.closing(self._connect()) as con:
-            con.execute("PRAGMA journal_mode=WAL")  # persistent in the file: set once
-            con.executescript(_SCHEMA)
-        os.chmod(path, 0o600)  # sandboxed code must never read the conversations of others
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with contextlib.suppress(OSError):
+                os.chmod(path.parent, 0o711)
+            with contextlib.closing(self._connect()) as con:
+                con.execute("PRAGMA journal_mode=WAL")  # persistent in the file: set once
+                con.executescript(_SCHEMA)
+            os.chmod(path, 0o600)  # sandboxed code must never read the conversations of others
+        except (OSError, sqlite3.Error) as exc:  # a full or read-only DATATHREAD_HOME: one sentence
+            raise self._unusable(exc) from None
+
+    def _unusable(self, exc: BaseException) -> StoreUnavailable:
+        folder = self.path.parent
+        return StoreUnavailable(
+            f"The session database in {folder} cannot be written: {disk_problem(exc)}; {home_hint(folder)}."
+        )
 
     def _connect(self) -> sqlite3.Connection:
         con = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
@@ -83,8 +96,8 @@ class SqliteStore:
 
         try:
             return await asyncio.to_thread(call)
-        except sqlite3.OperationalError as exc:
-            raise StoreUnavailable(f"The session database {self.path} is not usable: {exc}.") from None
+        except (sqlite3.OperationalError, OSError) as exc:  # the transaction rolled back: nothing half-saved
+            raise self._unusable(exc) from None
 
     async def ping(self) -> None:
         await self._run(lambda con: con.execute("SELECT 1").fetchone())
@@ -160,11 +173,19 @@ class SqliteStore:
         finally:
             keeper.stop()
             self._keepers.discard(keeper)
-            await self._run(
-                lambda con: con.execute(
-                    "DELETE FROM locks WHERE session_id=? AND owner=?", (session_id, owner)
+            try:
+                await self._run(
+                    lambda con: con.execute(
+                        "DELETE FROM locks WHERE session_id=? AND owner=?", (session_id, owner)
+                    )
                 )
-            )
+            except StoreUnavailable as exc:  # don't mask the turn's own error: the lock expires
+                log.warning(
+                    "could not release the lock of session %s (%s); it expires in %g s",
+                    session_id,
+                    exc,
+                    ttl_s,
+                )
 
     def _keeper(self, session_id: str, owner: str, ttl_s: float, held: HeldLock) -> LockKeeper:
         connection: list[sqlite3.Connection] = []  # opened by the keeper's thread, on first use

