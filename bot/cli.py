@@ -189,7 +189,8 @@ def serve(
 
 async def _start_problem(settings: Settings) -> str | None:
     """What the app's start-up would fail on, as a sentence, before uvicorn starts it: there, an
-    unreachable Redis or a BigQuery warehouse without credentials was a 25-line traceback."""
+    unreachable Redis, a BigQuery warehouse without credentials or a full DATATHREAD_HOME was a
+    25-line traceback."""
     from core.sessions import StoreUnavailable, open_store
 
     try:
@@ -197,6 +198,10 @@ async def _start_problem(settings: Settings) -> str | None:
             from core.bigquery_client import resolve_config
 
             resolve_config(settings)
+        else:  # built here, once: on a full disk its sentence, not uvicorn's start-up traceback
+            from core.warehouse import build_demo_database
+
+            build_demo_database(settings.demo_warehouse)
         store = await open_store(settings)
     except (ConfigError, StoreUnavailable) as exc:
         return str(exc)
