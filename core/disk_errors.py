@@ -28,6 +28,16 @@ def disk_problem(exc: BaseException) -> str:
     return first or type(exc).__name__
 
 
-def home_hint(folder: object) -> str:
-    """The way out, said once for every such sentence."""
-    return f"free some space in {folder} or set DATATHREAD_HOME to a writable folder"
+def home_hint(problem: str) -> str:
+    """The way out of `problem` (as `disk_problem` words it), said the same in every such sentence."""
+    if problem.startswith("it is read-only"):
+        return "make it writable or set DATATHREAD_HOME to another folder"
+    if problem.startswith("the disk is full"):
+        return "free some space or set DATATHREAD_HOME to another folder"
+    return "check the disk, or set DATATHREAD_HOME to another folder"
+
+
+def write_failure(exc: BaseException) -> str:
+    """`problem; way out` for a sentence that has already named the folder."""
+    problem = disk_problem(exc)
+    return f"{problem}; {home_hint(problem)}"

@@ -19,7 +19,7 @@ import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-from core.disk_errors import disk_problem, home_hint
+from core.disk_errors import write_failure
 from core.lock_keeper import LockKeeper
 from core.store_base import HISTORY_VERSION, HeldLock, LockTimeout, StoreUnavailable
 
@@ -63,9 +63,7 @@ class SqliteStore:
 
     def _unusable(self, exc: BaseException) -> StoreUnavailable:
         folder = self.path.parent
-        return StoreUnavailable(
-            f"The session database in {folder} cannot be written: {disk_problem(exc)}; {home_hint(folder)}."
-        )
+        return StoreUnavailable(f"The session database in {folder} cannot be written: {write_failure(exc)}.")
 
     def _connect(self) -> sqlite3.Connection:
         con = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)

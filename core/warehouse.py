@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from core.disk_errors import disk_problem, home_hint
+from core.disk_errors import write_failure
 from core.events import Confirmer, IncomingMessage
 from core.policy import TableAllowlist
 from core.preview import preview_table
@@ -123,8 +123,7 @@ def build_demo_database(path: Path) -> Path:
             with contextlib.suppress(OSError):
                 leftover.unlink()
         raise StoreUnavailable(
-            f"Could not build the demo database in {path.parent}: {disk_problem(exc)}; "
-            f"{home_hint(path.parent)}."
+            f"Could not build the demo database in {path.parent}: {write_failure(exc)}."
         ) from None
     return path
 

@@ -107,8 +107,7 @@ def test_building_the_demo_database_on_a_full_disk_says_so_and_leaves_nothing_be
     )
     assert out.get("error") == (
         f"Could not build the demo database in {target.parent}: the disk is full (or a file reached this "
-        f"process's size limit); free some space in {target.parent} or set DATATHREAD_HOME to a writable "
-        "folder."
+        "process's size limit); free some space or set DATATHREAD_HOME to another folder."
     ), out
     assert list(target.parent.iterdir()) == []  # no nycflights13.tmp*, no .wal
 
@@ -117,7 +116,7 @@ def test_the_sentences_name_the_problem():
     import errno
     import sqlite3
 
-    from core.disk_errors import disk_problem
+    from core.disk_errors import disk_problem, write_failure
 
     full = "the disk is full (or a file reached this process's size limit)"
     cases = [
@@ -133,3 +132,6 @@ def test_the_sentences_name_the_problem():
         (sqlite3.OperationalError("unable to open database file"), "unable to open database file"),
     ]
     assert [disk_problem(exc) for exc, _ in cases] == [want for _, want in cases]
+    assert write_failure(PermissionError(errno.EACCES, "Permission denied")) == (
+        "it is read-only for this user; make it writable or set DATATHREAD_HOME to another folder"
+    )
