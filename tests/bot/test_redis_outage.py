@@ -11,7 +11,9 @@ import logging
 import pytest
 
 from bot.slack_jobs import STORE_UNREACHABLE
+from bot.teams_jobs import STORE_UNREACHABLE as TEAMS_STORE_UNREACHABLE
 from tests.bot.slack_harness import mention, said, serve, until
+from tests.bot.teams_harness import serve_teams
 from tests.fakes.anthropic_api import text
 from tests.fakes.redis_server import RedisServer
 
@@ -95,3 +97,15 @@ async def test_turn_workers_ride_out_a_redis_outage_and_take_jobs_again(
         assert app.state.runner.pids() == workers
         after = log_text(settings)
         assert "(turn jobs) is reachable again" in after and "Traceback" not in after
+
+
+async def test_a_teams_message_while_redis_is_down_is_acked_and_told_in_its_conversation(
+    settings, redis_server
+):
+    """The Teams de-dup claim runs inside the ack: with Redis gone it was a 500 (and the Bot Connector
+    retried); now the activity is accepted and the conversation hears why no answer comes."""
+    async with serve_teams(settings.model_copy(update={"redis_url": redis_server.url})) as teams:
+        redis_server.kill()
+        sent = await teams.say("how many flights?")  # asserts the 202 within 2 s
+        assert any(m.get("text") == TEAMS_STORE_UNREACHABLE for m in sent), sent
+        redis_server.start()
