@@ -123,12 +123,16 @@ async def run_message(state: AppState, client: AsyncWebClient, p: dict) -> None:
 
 
 class _BoltNotices(logging.Filter):
-    """Drops Bolt's "As you gave `client` as well, `token` will be unused", logged at every start (twice
-    under `serve`): Bolt reads SLACK_BOT_TOKEN from the environment itself, and the token reaches it
-    through `authorize`, so there is nothing for anyone to act on."""
+    """Drops two of Bolt's warnings nobody can act on. "As you gave `client` as well, `token` will be
+    unused", logged at every start (twice under `serve`): Bolt reads SLACK_BOT_TOKEN from the
+    environment itself, and the token reaches it through `authorize`. "Unhandled request (…)" with a
+    multi-line suggestion to add a listener: `POST /slack/events` says it in one line of its own."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        return record.getMessage() != warning_client_prioritized_and_token_skipped()
+        text = record.getMessage()
+        return text != warning_client_prioritized_and_token_skipped() and not text.startswith(
+            "Unhandled request"
+        )
 
 
 _BOLT_NOTICES = _BoltNotices()
