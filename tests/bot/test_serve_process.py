@@ -94,6 +94,13 @@ def test_sigterm_to_the_process_group_is_not_reported_as_a_crashed_worker(served
     assert not any("ERROR" in line or "restarting" in line for line in lines), lines
 
 
+def test_the_unauthenticated_teams_notice_is_said_once_not_once_more_per_worker(served):
+    """Without MICROSOFT_APP_ID the web process warns that /api/messages is unauthenticated; the turn
+    worker, building the same app, said it again."""
+    said = [line for line in served.log.read_text().splitlines() if "MICROSOFT_APP_ID is not set" in line]
+    assert len(said) == 1, said
+
+
 def template_of(pid: int, timeout: float = 120) -> int:
     """The turn workers' fork template (core/worker_fork.py) of the serve process `pid`, as soon as it
     exists: a child running the library's fork server, still importing the worker's program."""
