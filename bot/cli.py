@@ -182,17 +182,23 @@ def serve(
     except ConfigError as exc:
         die(str(exc))
     check_isolation(settings)  # a back end this host lacks: one sentence now, not a worker's traceback
-    if problem := listen_problem(host, port) or asyncio.run(_start_problem(settings)):
+    if problem := listen_problem(host, port) or asyncio.run(_start_problem(settings, slack_token=True)):
         die(problem)
     run_server(asgi, host=host, port=port, log_level=log_level.lower(), on_stop=lambda: stopping(asgi))
 
 
-async def _start_problem(settings: Settings) -> str | None:
+async def _start_problem(settings: Settings, *, slack_token: bool = False) -> str | None:
     """What the app's start-up would fail on, as a sentence, before uvicorn starts it: there, an
     unreachable Redis, a BigQuery warehouse without credentials or a full DATATHREAD_HOME was a
-    25-line traceback."""
+    25-line traceback. With `slack_token` (serve), a bot token Slack rejects too: it showed up only at
+    the first mention."""
     from core.sessions import StoreUnavailable, open_store
 
+    if slack_token and settings.slack_bot_token:
+        from bot.slack_identity import bot_token_problem
+
+        if problem := await bot_token_problem(settings, lambda line: err.print(line, markup=False)):
+            return problem
     try:
         if settings.warehouse == "bigquery":
             from core.bigquery_client import resolve_config

@@ -165,7 +165,7 @@ async def check_store(settings: Settings) -> Check:
 async def check_slack(settings: Settings) -> Check:
     if not settings.slack_bot_token:
         return Check("slack", "off", "no SLACK_BOT_TOKEN")
-    from bot.slack_socket import SLACK_TOKENS, SlackUnreachable, call_slack
+    from bot.slack_identity import SLACK_TOKENS, SlackUnreachable, call_slack
     from core.config import ConfigError
 
     try:

@@ -25,6 +25,24 @@ LOG_LEVEL_HELP = (
 )
 
 
+# Marks a start-up notice about the HTTP endpoints: `log.warning(..., extra=ENDPOINT_NOTICE)`. The web
+# process says it; a turn worker builds the same app (bot/turn_worker.py) but serves no endpoint, and
+# its copy printed the notice once more per worker at every `serve` start.
+ENDPOINT_NOTICE = {"endpoint_notice": True}
+
+
+class _NoEndpointNotices(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not getattr(record, "endpoint_notice", False)
+
+
+def drop_endpoint_notices() -> None:
+    """In a process that serves no endpoint: its handlers leave out the endpoint notices."""
+    for handler in logging.getLogger().handlers:
+        if getattr(handler, "datathread", False):
+            handler.addFilter(_NoEndpointNotices())
+
+
 def parse_level(value: str | None) -> str | None:
     """typer callback: a known level name (any case), or a usage error naming the choices."""
     if value is None:

@@ -6,34 +6,28 @@ the response only after the listener returned, so the de-dup bookkeeping is done
 runs in the web process after the response (which a serverless host could freeze); the slow work is a
 `TurnJob` on `state.runner`.
 
-`POST /slack/events` checks a request before Bolt sees it, because Bolt parses the body before it
-verifies the signature and raises on what it cannot parse (a 500 with a traceback in the log, for any
-stranger's garbage): the body is read with a cap (413), the signature and timestamp are checked on the
-raw bytes (401), and a signed body Bolt cannot read is a 400; each refusal is one log line.
+`POST /slack/events` checks a request before Bolt sees it (`bot/slack_http.py`), and Bolt authorizes
+with the identity known at start, never with a Web API call inside the ack (`bot/slack_identity.py`).
 """
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import logging
 import re
-import time
 import uuid
-from collections.abc import Mapping
 
-from slack_bolt.adapter.starlette.async_handler import to_async_bolt_request, to_starlette_response
-from slack_bolt.async_app import AsyncApp, AsyncBoltRequest
+from slack_bolt.async_app import AsyncApp
 from slack_bolt.logger.messages import warning_client_prioritized_and_token_skipped
 from slack_sdk.web.async_client import AsyncWebClient
 from starlette.requests import Request
-from starlette.responses import JSONResponse, PlainTextResponse, Response
+from starlette.responses import PlainTextResponse
 from starlette.routing import Route
 
 from bot import slack_render as render
-from bot.http_body import BodyTooLarge, read_body, too_large
 from bot.schedule_slack import JOB_SCHEDULE_ANSWER, schedule_command
-from bot.slack_client import SharedClient, build_client
+from bot.slack_client import SharedClient
+from bot.slack_http import events_endpoint
+from bot.slack_identity import KnownBot
 from bot.slack_jobs import (
     JOB_ACTION,
     JOB_EXPORT,
@@ -54,9 +48,6 @@ log = logging.getLogger("datathread.slack")
 # Message subtypes that are a person asking something; every other subtype (edits, deletions, joins,
 # bot messages…) is ignored. https://docs.slack.dev/reference/events/message#subtypes
 ANSWERED_SUBTYPES = {None, "file_share", "thread_broadcast"}
-# Slack's replay window: a request whose timestamp is further than this from now is refused.
-# https://docs.slack.dev/authentication/verifying-requests-from-slack
-SIGNATURE_MAX_AGE_S = 60 * 5
 HELP = "Ask me a data question, e.g. `{cmd} how many flights left JFK in 2013?` (`{cmd} private …` answers only you)."
 
 
@@ -75,32 +66,6 @@ def strip_mention(text: str, bot_user_id: str | None) -> str:
     if bot_user_id:
         text = re.sub(rf"<@{re.escape(bot_user_id)}(\|[^>]*)?>", "", text)
     return text.strip()
-
-
-def is_signed(body: bytes, headers: Mapping[str, str], secret: str, *, now: float) -> bool:
-    """Slack's v0 signature over the raw bytes, with a fresh timestamp
-    (https://docs.slack.dev/authentication/verifying-requests-from-slack).
-
-    Not slack_sdk's `SignatureVerifier`: it decodes the body as UTF-8, `int()`s the timestamp and
-    compares the signature as text, so a body of stray bytes, `X-Slack-Request-Timestamp: abc` or a
-    non-ASCII signature raises instead of failing the check. Headers arrive as Latin-1 text (ASGI)."""
-    stamp = headers.get("x-slack-request-timestamp", "")
-    signature = headers.get("x-slack-signature", "")
-    if not (stamp.isascii() and stamp.isdigit()) or abs(now - int(stamp)) > SIGNATURE_MAX_AGE_S:
-        return False
-    digest = hmac.new(secret.encode(), b"v0:%s:%s" % (stamp.encode(), body), hashlib.sha256).hexdigest()
-    return hmac.compare_digest(f"v0={digest}".encode(), signature.encode("latin-1"))
-
-
-def to_bolt_request(request: Request, body: bytes) -> AsyncBoltRequest | None:
-    """The request as Bolt reads it, or None for a body Slack never sends: not UTF-8, JSON that is
-    not an object (`[1,2]`), a form whose `payload` is not a JSON object. Bolt parses the body (and
-    reads ids out of it) while building its request, and raises on these."""
-    try:
-        bolt_request = to_async_bolt_request(request, body)
-    except (ValueError, TypeError, AttributeError, LookupError):  # UnicodeDecodeError, JSONDecodeError…
-        return None
-    return bolt_request if isinstance(bolt_request.body, dict) else None
 
 
 def action_payload(body: dict, action: dict) -> dict:
@@ -157,25 +122,33 @@ async def run_message(state: AppState, client: AsyncWebClient, p: dict) -> None:
     await run_turn(state, client, {**{k: p[k] for k in keys}, "is_direct": bool(p.get("is_direct"))})
 
 
-class _OwnTokenNotice(logging.Filter):
-    """Drops Bolt's "As you gave `client` as well, `token` will be unused", logged at every start (twice
-    under `serve`): Bolt reads SLACK_BOT_TOKEN from the environment itself, and the client passed to it
-    carries that same token, so there is nothing for anyone to act on."""
+class _BoltNotices(logging.Filter):
+    """Drops two of Bolt's warnings nobody can act on. "As you gave `client` as well, `token` will be
+    unused", logged at every start (twice under `serve`): Bolt reads SLACK_BOT_TOKEN from the
+    environment itself, and the token reaches it through `authorize`. "Unhandled request (…)" with a
+    multi-line suggestion to add a listener: `POST /slack/events` says it in one line of its own."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        return record.getMessage() != warning_client_prioritized_and_token_skipped()
+        text = record.getMessage()
+        return text != warning_client_prioritized_and_token_skipped() and not text.startswith(
+            "Unhandled request"
+        )
 
 
-_OWN_TOKEN_NOTICE = _OwnTokenNotice()
+_BOLT_NOTICES = _BoltNotices()
 
 
-def build_bolt_app(state: AppState) -> AsyncApp:
-    """The Bolt app with every listener wired; used by both HTTP (`serve`) and Socket Mode."""
+def build_bolt_app(state: AppState, identity: dict | None = None) -> AsyncApp:
+    """The Bolt app with every listener wired; used by both HTTP (`serve`) and Socket Mode. `identity`:
+    what `auth.test` said at start, if it was asked (see bot/slack_identity.py)."""
     s = state.settings
-    logging.getLogger("slack_bolt.AsyncApp").addFilter(_OWN_TOKEN_NOTICE)  # once: the same filter object
+    logging.getLogger("slack_bolt.AsyncApp").addFilter(_BOLT_NOTICES)  # once: the same filter object
+    token = s.slack_bot_token.get_secret_value() if s.slack_bot_token else ""
     app = AsyncApp(
         signing_secret=s.slack_signing_secret.get_secret_value() if s.slack_signing_secret else "",
-        client=build_client(s),
+        # Bolt copies this client for each request and gives the copy the token `authorize` returns.
+        client=AsyncWebClient(base_url=s.slack_api_url),
+        authorize=KnownBot(token, identity),
         process_before_response=True,
     )
     submit = state.runner.submit
@@ -270,27 +243,8 @@ class SlackSurface:
                 log.error("%s", problem)
             return [Route("/slack/events", _not_configured, methods=["POST"])]
         app = build_bolt_app(self.state)
-        secret = s.slack_signing_secret.get_secret_value()
-
-        async def slack_events(request: Request) -> Response:
-            try:
-                body = await read_body(request)
-            except BodyTooLarge:
-                log.warning("POST /slack/events: body over the size cap, refused (413)")
-                return too_large()
-            if not is_signed(body, request.headers, secret, now=time.time()):
-                # Bolt's own answer to a bad signature; the hint is for a wrong SLACK_SIGNING_SECRET.
-                log.warning(
-                    "POST /slack/events: bad or missing signature, or a stale timestamp (401); if every "
-                    "request from Slack gets this, SLACK_SIGNING_SECRET is not this Slack app's"
-                )
-                return JSONResponse({"error": "invalid request"}, status_code=401)
-            if (bolt_request := to_bolt_request(request, body)) is None:
-                log.warning("POST /slack/events: a signed body that is not a Slack payload (400)")
-                return JSONResponse({"error": "not a Slack payload"}, status_code=400)
-            return to_starlette_response(await app.async_dispatch(bolt_request))
-
-        return [Route("/slack/events", slack_events, methods=["POST"])]
+        endpoint = events_endpoint(app, s.slack_signing_secret.get_secret_value())
+        return [Route("/slack/events", endpoint, methods=["POST"])]
 
     async def start(self) -> None:
         """Register the Slack job handlers on the runner once the core is built."""

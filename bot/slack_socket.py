@@ -14,13 +14,11 @@ import asyncio
 import logging
 from collections.abc import Callable
 
-import aiohttp
 from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
-from slack_sdk.errors import SlackApiError
-from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.schedule_jobs import Schedules
 from bot.slack_app import SlackSurface, build_bolt_app
+from bot.slack_identity import SLACK_TOKENS, SlackUnreachable, call_slack
 from bot.surface import AppState
 from bot.teams_auth import build_bot
 from core.analyst import Analyst
@@ -28,11 +26,7 @@ from core.config import ConfigError, Settings, require_model
 from core.runner import LocalRunner
 
 log = logging.getLogger("datathread.slack")
-TOKEN_CHECK_TIMEOUT_S = 10
-
-
-class SlackUnreachable(RuntimeError):
-    """Slack's Web API did not answer; the message is one sentence for people."""
+__all__ = ["SLACK_TOKENS", "SlackUnreachable", "call_slack"]  # their home was here: doctor and tests
 
 
 def check_socket_settings(settings: Settings) -> None:
@@ -41,32 +35,6 @@ def check_socket_settings(settings: Settings) -> None:
         raise ConfigError("Set SLACK_BOT_TOKEN (xoxb-…) to run the Slack app.")
     if not settings.slack_app_token:
         raise ConfigError("Set SLACK_APP_TOKEN (xapp-…, scope connections:write) for Socket Mode.")
-
-
-# (variable, settings field, Web API method that proves it, what it must be)
-SLACK_TOKENS = (
-    ("SLACK_BOT_TOKEN", "slack_bot_token", "auth_test", "a bot token (xoxb-…)"),
-    ("SLACK_APP_TOKEN", "slack_app_token", "apps_connections_open", "an app-level token (xapp-…)"),
-)
-
-
-async def call_slack(settings: Settings, name: str, field: str, method: str, kind: str) -> dict:
-    """One Web API call with one token; a rejection is a ConfigError naming the variable and Slack's reason."""
-    token = getattr(settings, field)
-    client = AsyncWebClient(
-        token=token.get_secret_value(), base_url=settings.slack_api_url, timeout=TOKEN_CHECK_TIMEOUT_S
-    )
-    kwargs = {"app_token": token.get_secret_value()} if method == "apps_connections_open" else {}
-    try:
-        return dict((await getattr(client, method)(**kwargs)).data)
-    except SlackApiError as exc:
-        reason = exc.response.get("error", "rejected")
-        raise ConfigError(f"Slack rejected {name} ({reason}); it must be {kind} of this app.") from None
-    except (aiohttp.ClientError, TimeoutError) as exc:
-        raise SlackUnreachable(
-            f"Could not reach Slack at {settings.slack_api_url} ({type(exc).__name__}); "
-            "check the network or DATATHREAD_SLACK_API_URL."
-        ) from None
 
 
 async def check_tokens(settings: Settings) -> dict:
@@ -129,7 +97,7 @@ async def run_socket_mode(settings: Settings, console) -> None:
     await slack.start()
     await schedules.start()  # the scheduler loop runs here too
     handler = AsyncSocketModeHandler(
-        build_bolt_app(state), settings.slack_app_token.get_secret_value(), logger=client_log
+        build_bolt_app(state, me), settings.slack_app_token.get_secret_value(), logger=client_log
     )
     try:
         say("Slack: connecting…")

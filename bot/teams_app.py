@@ -16,6 +16,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from bot.http_body import BodyTooLarge, read_body, too_large
+from bot.log_setup import ENDPOINT_NOTICE
 from bot.surface import AppState
 from bot.teams_auth import TeamsBot, authenticate, build_bot
 from bot.teams_jobs import run_job, run_lost
@@ -90,7 +91,8 @@ class TeamsSurface:
             log.warning(
                 "MICROSOFT_APP_ID is not set: POST /api/messages accepts UNAUTHENTICATED requests, "
                 "from loopback clients with a loopback serviceUrl only. Use this only locally "
-                "(Bot Framework Emulator); set MICROSOFT_APP_ID/PASSWORD for Teams."
+                "(Bot Framework Emulator); set MICROSOFT_APP_ID/PASSWORD for Teams.",
+                extra=ENDPOINT_NOTICE,
             )
         else:
             log.info("Teams: app %s (%s)", self.bot.app_id, self.state.settings.microsoft_app_type)

@@ -15,7 +15,7 @@ import os
 import signal
 import sys
 
-from bot.log_setup import setup_logging
+from bot.log_setup import drop_endpoint_notices, setup_logging
 from bot.server import create_app
 from core.config import ConfigError, load_settings
 from core.runner import LocalRunner
@@ -38,6 +38,7 @@ async def run(first: dict, out) -> None:
         _env_file=None, **{**first["settings"], "scheduler_loop": False, "turn_workers": 0}
     )
     setup_logging(settings, first.get("log_level"))
+    drop_endpoint_notices()  # the web process has said them
     runner = LocalRunner(max_concurrent=4 * settings.max_concurrent_turns)
     app = create_app(settings, runner=runner, freeze_heap=True)
     async with app.router.lifespan_context(app):

@@ -27,7 +27,9 @@ import importlib
 import multiprocessing
 import multiprocessing.forkserver
 import os
+import signal
 import sys
+import threading
 from multiprocessing.connection import Connection
 
 NAME = b"turn-worker"  # the workers' process name (`ps -o comm`, /proc/PID/comm): the template's argv is the library's
@@ -37,6 +39,7 @@ def _child(module: str, stdin: Connection, stdout: Connection) -> None:
     """In the forked child: its own process group (the terminal's Ctrl-C is the web process's), the
     pipes as fds 0 and 1, a name of its own, then the program's `main()`."""
     os.setpgid(0, 0)
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # ignored in the template: _start_template
     # The library hands every child the write end of the template's "a client is alive" pipe (so a
     # child could fork through the template in turn). A worker holding it would keep the template
     # alive after the web process has died, and the template would keep the worker alive in turn
@@ -95,6 +98,7 @@ async def start_worker(module: str, *, limit: int) -> ForkedWorker:
     the first call). The start blocks on the template's first import: off the event loop."""
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload(["__main__", module, "core.heap_freeze"])
+    _start_template()
     child_stdin, parent_stdin = context.Pipe(duplex=False)
     parent_stdout, child_stdout = context.Pipe(duplex=False)
     process = context.Process(target=_child, args=(module, child_stdin, child_stdout), name="turn-worker")
@@ -114,6 +118,26 @@ async def start_worker(module: str, *, limit: int) -> ForkedWorker:
     transport, protocol = await loop.connect_write_pipe(asyncio.streams.FlowControlMixin, write_end)
     writer = asyncio.StreamWriter(transport, protocol, None, loop)
     return ForkedWorker(process, writer, reader)
+
+
+def _start_template() -> None:
+    """Start the template (if it is not running) with Ctrl-C ignored in it.
+
+    It shares the web process's process group, so a Ctrl-C in the terminal reaches it too. The
+    library ignores SIGINT in it only once its imports are done: a Ctrl-C during those seconds of
+    `serve`'s start killed it with a KeyboardInterrupt traceback, and the web process's start failed
+    with an EOFError traceback of its own. The template ends when this process does (it needs no
+    Ctrl-C), and an ignored signal is what an exec keeps (a blocked one is not: the library's spawn
+    clears the mask). So SIGINT is ignored here for the moment of the spawn — a Ctrl-C in those
+    milliseconds is lost; the next one works. Signal handlers can only be set in the main thread;
+    elsewhere the library starts the template as before."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        multiprocessing.forkserver.ensure_running()
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def _own_file(end: Connection, mode: str):

@@ -94,6 +94,53 @@ def test_sigterm_to_the_process_group_is_not_reported_as_a_crashed_worker(served
     assert not any("ERROR" in line or "restarting" in line for line in lines), lines
 
 
+def test_the_unauthenticated_teams_notice_is_said_once_not_once_more_per_worker(served):
+    """Without MICROSOFT_APP_ID the web process warns that /api/messages is unauthenticated; the turn
+    worker, building the same app, said it again."""
+    said = [line for line in served.log.read_text().splitlines() if "MICROSOFT_APP_ID is not set" in line]
+    assert len(said) == 1, said
+
+
+def template_of(pid: int, timeout: float = 120) -> int:
+    """The turn workers' fork template (core/worker_fork.py) of the serve process `pid`, as soon as it
+    exists: a child running the library's fork server, still importing the worker's program."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for entry in os.listdir("/proc"):
+            try:
+                status = open(f"/proc/{entry}/status").read() if entry.isdigit() else ""  # noqa: SIM115
+                argv = open(f"/proc/{entry}/cmdline", "rb").read() if status else b""  # noqa: SIM115
+            except OSError:
+                continue
+            if f"\nPPid:\t{pid}\n" in status and b"forkserver" in argv:
+                return int(entry)
+        time.sleep(0.01)
+    raise AssertionError("no fork template started")
+
+
+def test_ctrl_c_while_the_turn_workers_start_stops_quietly(home, fake_model, tmp_path):
+    """Ctrl-C reaches the whole process group, the workers' template included, which the library lets
+    SIGINT kill until its imports are done: a KeyboardInterrupt traceback from it, and an EOFError
+    traceback with "Application startup failed" from the web process, exit code 3."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLACK_", "DATATHREAD_", "AWS_"))}
+    env.update(
+        ANTHROPIC_API_KEY="sk-ant-test-key-000000",
+        ANTHROPIC_BASE_URL=fake_model.url,
+        DATATHREAD_HOME=str(home),
+    )
+    served = Replica(env, tmp_path)
+    try:
+        template_of(served.proc.pid)
+        offset = served.log.stat().st_size
+        os.killpg(served.proc.pid, signal.SIGINT)  # what the terminal does on Ctrl-C
+        code, lines = said_after(served, offset)
+    finally:
+        served.stop()
+    assert code == 0, lines
+    assert not any("Traceback" in line or "Error" in line or "failed" in line for line in lines), lines
+    assert len(lines) <= 1, lines
+
+
 def test_where_serve_cannot_listen_is_one_sentence_before_anything_starts():
     """Checked before the app's start-up (seconds of turn workers and sandbox), in a sentence: a taken
     port was an ERROR line among the start-up's, a port the user may not bind or a host that is not

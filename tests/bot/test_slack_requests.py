@@ -12,6 +12,7 @@ import hmac
 import json
 import logging
 import time
+from urllib.parse import quote
 
 import pytest
 import pytest_asyncio
@@ -67,6 +68,56 @@ CASES = [
     ("signed form, payload not JSON", b"payload=notjson", FORM, signed, 400),
     ("signed form, payload a JSON list", b"payload=%5B1%5D", FORM, signed, 400),
     ("signed bytes that are not UTF-8", b"\xff\xfe", FORM, signed, 400),
+    # Signed and parsed, but not shaped as Slack sends it: Bolt's middleware or a listener raised (500).
+    ("signed JSON object without a type", b"{}", JSON, signed, 400),
+    ("signed form without payload or command", b"a=b", FORM, signed, 400),
+    ("signed event_callback without an event", b'{"type":"event_callback"}', JSON, signed, 400),
+    ("signed event that is a string", b'{"type":"event_callback","event":"x"}', JSON, signed, 400),
+    ("signed event that is a list", b'{"type":"event_callback","event":[]}', JSON, signed, 400),
+    (
+        "signed mention without a channel",
+        b'{"type":"event_callback","event":{"type":"app_mention","user":"U1","ts":"1.2","text":"hi"}}',
+        JSON,
+        signed,
+        400,
+    ),
+    (
+        "signed message whose subtype is a list",
+        b'{"type":"event_callback","event":{"type":"message","subtype":[],"user":"U1"}}',
+        JSON,
+        signed,
+        400,
+    ),
+    (
+        "signed home opened without a user",
+        b'{"type":"event_callback","event":{"type":"app_home_opened"}}',
+        JSON,
+        signed,
+        400,
+    ),
+    (
+        "signed assistant thread that is a string",
+        b'{"type":"event_callback","event":{"type":"assistant_thread_started","assistant_thread":"x"}}',
+        JSON,
+        signed,
+        400,
+    ),
+    ("signed slash command without team and channel", b"command=%2Fask&text=hi", FORM, signed, 400),
+    (
+        "signed button click without a user",
+        b"payload=" + quote(json.dumps({"type": "block_actions", "actions": [{"action_id": "x"}]})).encode(),
+        FORM,
+        signed,
+        400,
+    ),
+    (
+        "signed button click whose actions are not a list",
+        b"payload="
+        + quote(json.dumps({"type": "block_actions", "user": {"id": "U1"}, "actions": "x"})).encode(),
+        FORM,
+        signed,
+        400,
+    ),
 ]
 
 
@@ -86,6 +137,38 @@ async def test_requests_slack_never_sends_are_refused_in_one_log_line(
     assert not any(r.exc_info for r in caplog.records), "a traceback in the log"
     await slack.drain()
     assert not slack.api.calls  # nothing started
+
+
+# Payloads Slack does send, for which no listener of ours is registered: Slack wants a 200 (it retries
+# an event that gets anything else, https://docs.slack.dev/apis/events-api/#failure-conditions).
+IGNORED = [
+    (
+        "an event type the app does not handle",
+        {"type": "event_callback", "event": {"type": "reaction_added"}},
+    ),
+    (
+        "another app's slash command",
+        {"command": "/other", "text": "hi", "team_id": "T1", "channel_id": "C1", "user_id": "U1"},
+    ),
+    ("an interaction type the app does not handle", {"payload": json.dumps({"type": "view_closed"})}),
+]
+
+
+@pytest.mark.parametrize(("case", "body"), IGNORED, ids=[c[0] for c in IGNORED])
+async def test_a_slack_payload_no_listener_takes_is_acknowledged_in_one_log_line(slack, caplog, case, body):
+    caplog.set_level(logging.INFO)
+    if "event" in body:
+        resp = await slack.http.post(
+            "/slack/events",
+            content=json.dumps(body),
+            headers={"content-type": JSON, **sign(json.dumps(body))},
+        )
+    else:
+        resp = await slack.form(body)
+    assert resp.status_code == 200, resp.text
+    records = [r for r in caplog.records if r.levelno >= logging.INFO and not r.name.startswith("httpx")]
+    assert len(records) == 1 and "\n" not in records[0].getMessage(), [r.getMessage() for r in records]
+    assert not any(r.exc_info for r in caplog.records), "a traceback in the log"
 
 
 async def test_a_signed_url_verification_still_gets_its_challenge(slack):

@@ -1,0 +1,119 @@
+"""Who the bot is, for Bolt, without asking Slack inside an ack.
+
+Bolt's AsyncApp, given a bot token, asks `auth.test` lazily: inside the first request it authorizes
+(its single-team authorization middleware), so the first ack waited on Slack's Web API — up to the
+client's 30 s when Slack was slow, ten times Slack's 3 s (https://docs.slack.dev/apis/events-api/#responding),
+and Slack retried the event meanwhile. Here Bolt gets an `authorize` that never calls Slack: the
+identity `auth.test` gave when the tokens were checked (Socket Mode checks them before it connects),
+or else what the signed request itself says — an event's `authorizations` name the bot user it was
+delivered to (https://docs.slack.dev/apis/events-api/#authorizations), which is all the listeners use
+the identity for (to strip the bot's own mention, to ignore its own messages).
+
+`serve` checks the bot token before it starts with one bounded `auth.test` (`bot_token_problem`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import aiohttp
+from slack_bolt.authorization import AuthorizeResult
+from slack_bolt.authorization.async_authorize import AsyncAuthorize
+from slack_bolt.context.async_context import AsyncBoltContext
+from slack_sdk.errors import SlackApiError
+from slack_sdk.web.async_client import AsyncWebClient
+
+from core.config import ConfigError, Settings
+
+TOKEN_CHECK_TIMEOUT_S = 10  # each check's whole call; Slack answers auth.test in well under a second
+# Slack's own trouble, not the token's: such an answer says nothing about whether the token is good.
+# https://docs.slack.dev/reference/methods/auth.test#errors
+SLACK_SIDE_ERRORS = {"ratelimited", "internal_error", "fatal_error", "service_unavailable", "request_timeout"}
+
+
+class SlackUnreachable(RuntimeError):
+    """Slack's Web API did not answer; the message is one sentence for people."""
+
+
+# (variable, settings field, Web API method that proves it, what it must be)
+SLACK_TOKENS = (
+    ("SLACK_BOT_TOKEN", "slack_bot_token", "auth_test", "a bot token (xoxb-…)"),
+    ("SLACK_APP_TOKEN", "slack_app_token", "apps_connections_open", "an app-level token (xapp-…)"),
+)
+
+
+async def call_slack(settings: Settings, name: str, field: str, method: str, kind: str) -> dict:
+    """One Web API call with one token; a rejection is a ConfigError naming the variable and Slack's reason."""
+    token = getattr(settings, field)
+    client = AsyncWebClient(
+        token=token.get_secret_value(), base_url=settings.slack_api_url, timeout=TOKEN_CHECK_TIMEOUT_S
+    )
+    kwargs = {"app_token": token.get_secret_value()} if method == "apps_connections_open" else {}
+    unreachable = f"Could not reach Slack at {settings.slack_api_url}"
+    try:
+        return dict((await getattr(client, method)(**kwargs)).data)
+    except SlackApiError as exc:
+        reason = exc.response.get("error", "rejected")
+        if reason in SLACK_SIDE_ERRORS or exc.response.status_code >= 500:
+            raise SlackUnreachable(f"{unreachable} (it answered {reason}); try again shortly.") from None
+        raise ConfigError(f"Slack rejected {name} ({reason}); it must be {kind} of this app.") from None
+    except (aiohttp.ClientError, TimeoutError) as exc:
+        raise SlackUnreachable(
+            f"{unreachable} ({type(exc).__name__}); check the network or DATATHREAD_SLACK_API_URL."
+        ) from None
+
+
+class KnownBot(AsyncAuthorize):
+    """Bolt's `authorize`: the bot token with the identity known at start, or the request's own."""
+
+    def __init__(self, token: str, identity: dict | None = None):
+        self.token = token
+        self.identity = identity or {}
+
+    async def __call__(
+        self,
+        *,
+        context: AsyncBoltContext,
+        enterprise_id: str | None,
+        team_id: str | None,
+        user_id: str | None,
+        **_: object,
+    ) -> AuthorizeResult:
+        me = self.identity
+        return AuthorizeResult(
+            enterprise_id=me.get("enterprise_id") or enterprise_id,
+            team_id=me.get("team_id") or team_id,
+            bot_user_id=me.get("user_id") or context.get(DELIVERED_TO),
+            bot_id=me.get("bot_id"),
+            bot_token=self.token,
+            user_id=user_id,
+        )
+
+
+# The context key under which the HTTP route leaves the bot user an event was delivered to.
+DELIVERED_TO = "datathread_delivered_to"
+
+
+def delivered_to(body: dict) -> str | None:
+    """The bot user a signed event names in its `authorizations`, or None."""
+    authorizations = body.get("authorizations")
+    if isinstance(authorizations, list) and authorizations and isinstance(authorizations[0], dict):
+        first = authorizations[0]
+        if first.get("is_bot") and isinstance(first.get("user_id"), str):
+            return first["user_id"]
+    return None
+
+
+async def bot_token_problem(settings: Settings, warn: Callable[[str], None]) -> str | None:
+    """`serve`'s start: one `auth.test` (bounded by the token check's timeout). A token Slack rejects
+    (`invalid_auth`, `not_authed`, a revoked one…) is the sentence `serve` stops with: every answer
+    would fail. An unreachable Slack is told in one line through `warn`, and `serve` starts anyway: it
+    also serves Teams and /healthz, nothing in its acks waits on Slack, and a supervisor that restarts a
+    service that will not start would only add a restart loop to a network outage."""
+    try:
+        await call_slack(settings, *SLACK_TOKENS[0])
+    except ConfigError as exc:
+        return str(exc)
+    except SlackUnreachable as exc:
+        warn(f"warning: SLACK_BOT_TOKEN not checked: {exc} Serving anyway.")
+    return None
