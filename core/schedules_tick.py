@@ -17,6 +17,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta
 
+from core.outage import Outage
 from core.runner import TurnJob
 from core.schedules import Schedule, iso, occurrences
 from core.schedules_store import ScheduleBook
@@ -107,11 +108,14 @@ async def run_scheduler(
 ) -> None:
     """Tick until `stop` is set (the loop inside `datathread serve` and `slack --socket`)."""
     replica = uuid.uuid4().hex[:8]
+    # A store outage is one line when it starts and one when it ends, not a line every tick.
+    outage = Outage(log, "The session store (schedules)", first_s=interval_s, max_s=interval_s)
     while not stop.is_set():
         try:
             await tick(book, submit, grace=grace, replica=replica)
-        except StoreUnavailable as exc:  # an outage: its sentence, not a traceback every tick
-            log.warning("schedule tick skipped: %s", exc)
+            outage.recovered()
+        except StoreUnavailable as exc:
+            outage.failed(str(exc))
         except Exception:  # a store blip must not end the loop; the next tick tries again
             log.exception("schedule tick failed")
         with contextlib.suppress(TimeoutError):

@@ -4,13 +4,18 @@ file), no pile-up after downtime, and the loop that `serve` runs."""
 from __future__ import annotations
 
 import asyncio
+import logging
 from datetime import UTC, datetime, timedelta
+
+import pytest
 
 from core.runner import TurnJob
 from core.schedules import new_schedule
 from core.schedules_store import ScheduleBook
 from core.schedules_tick import JOB_SCHEDULE_RUN, DueRun, claim_due, run_scheduler, tick
+from core.store_redis import RedisStore
 from tests.fakes.clock import Clock
+from tests.fakes.redis_server import RedisServer
 
 # every test runs on SQLite and on a real redis-server (make_store: tests/core/conftest.py)
 
@@ -111,3 +116,47 @@ async def test_tick_submits_runner_jobs_and_the_loop_stops_cleanly(make_store):
     [job] = submitted
     assert job.kind == JOB_SCHEDULE_RUN
     assert DueRun.from_payload(job.payload) == DueRun(sid, "2026-11-23T07:00:00+01:00", 0)
+
+
+@pytest.fixture
+def redis_of_its_own():
+    """Killed and started again by the test: not the process's shared one."""
+    server = RedisServer().start()
+    yield server
+    server.stop()
+
+
+async def test_a_store_outage_is_one_line_when_it_starts_and_one_when_it_ends(redis_of_its_own, caplog):
+    """`serve` ticks every 30 s: an hour of Redis outage was 120 warnings (before that, 120
+    tracebacks). A real redis-server, killed and started again on its port."""
+    redis_server = redis_of_its_own
+    book = ScheduleBook(RedisStore(redis_server.url))
+    stop = asyncio.Event()
+    loop = asyncio.create_task(run_scheduler(book, _never, grace=GRACE, stop=stop, interval_s=0.05))
+    try:
+        with caplog.at_level(logging.INFO, logger="datathread.schedules"):
+            await asyncio.sleep(0.2)  # ticks that work
+            redis_server.kill()
+            await asyncio.sleep(1.0)  # many ticks into the outage
+            redis_server.start()
+            await _until(lambda: "reachable again" in caplog.text)
+            await asyncio.sleep(0.2)  # ticks that work again
+    finally:
+        stop.set()
+        await asyncio.wait_for(loop, 10)
+        await book.store.close()
+    lines = [r.getMessage() for r in caplog.records]
+    assert sum("is not reachable" in line for line in lines) == 1, lines
+    assert sum("reachable again" in line for line in lines) == 1, lines
+    assert not [r for r in caplog.records if r.exc_info], lines  # sentences, no traceback
+
+
+async def _never(job: TurnJob) -> None:
+    raise AssertionError(f"nothing is due: {job}")
+
+
+async def _until(condition, timeout: float = 10) -> None:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not condition():
+        assert asyncio.get_running_loop().time() < deadline, "timed out"
+        await asyncio.sleep(0.02)
