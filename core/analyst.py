@@ -391,6 +391,6 @@ def _store_failure(exc: LockLost | LockTimeout | StoreUnavailable) -> tuple[str,
             logging.ERROR,
         )
     return (
-        f"I can't reach my session store right now ({exc}). Nothing was changed; please try again shortly.",
+        f"I can't use my session store right now ({exc}). Nothing was changed; please try again shortly.",
         logging.ERROR,
     )

@@ -78,7 +78,7 @@ def test_a_turn_that_cannot_be_saved_fails_in_a_sentence_and_the_session_goes_on
     assert "Traceback" not in full.stderr
     said = one_line(full.stderr)
     assert (
-        f"error: I can't reach my session store right now (The session database in {home} cannot be written:"
+        f"error: I can't use my session store right now (The session database in {home} cannot be written:"
         in said
     )
 

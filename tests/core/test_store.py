@@ -392,7 +392,7 @@ async def test_redis_killed_mid_turn_fails_clearly_and_history_stays_valid(setti
         fake_model.enqueue(tool("run_sql", {"sql": "SELECT 43 AS answer", "save_as": "b"}), die_then_answer)
         second = await analyst.handle(ask("and now?"), recorder)
         assert not second.ok
-        assert second.error.startswith("I can't reach my session store right now (Redis at 127.0.0.1:")
+        assert second.error.startswith("I can't use my session store right now (Redis at 127.0.0.1:")
         assert "try again" in second.error and "Traceback" not in second.error
         assert recorder.of("failed")[-1].error_id == second.error_id
 
