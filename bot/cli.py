@@ -9,7 +9,6 @@ import asyncio
 import contextlib
 import os
 import sys
-import uuid
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -67,7 +66,9 @@ async def _analyst(settings: Settings):
 
 @app.command()
 def chat(
-    session: str = typer.Option(None, "--session", help="Resume this session id."),
+    session: str = typer.Option(
+        None, "--session", help="Resume this session (its key or id); a new name starts one under that name."
+    ),
     log_level: str = _log_level_option(),
 ) -> None:
     """Talk to datathread in the terminal (one session; --session ID resumes one). `help` lists what it can do."""
@@ -81,7 +82,11 @@ def chat(
 @app.command()
 def ask(
     question: str = typer.Argument(..., help="The question (`help` lists what datathread can do)."),
-    session: str = typer.Option(None, "--session", help="Continue this session id."),
+    session: str = typer.Option(
+        None,
+        "--session",
+        help="Continue this session (its key or id); a new name starts one under that name.",
+    ),
     log_level: str = _log_level_option(),
 ) -> None:
     """One turn: print the answer and the paths of attached files. Exit 1 if the turn fails."""
@@ -93,7 +98,7 @@ def ask(
     # Ctrl-C, SIGTERM (`timeout`) or a closed terminal stop the turn as in chat: the question stays in
     # the session's history and the audit (they ended the process at once, and it was gone).
     status = WaitingStatus()
-    key = session or uuid.uuid4().hex[:12]
+    key = [session or ""]  # the session's key once known, for the line under a stopped turn
     answered: list[bool] = []
 
     async def one_turn() -> None:
@@ -106,20 +111,23 @@ def ask(
             if not answered and status.failed is not None:  # stopped mid-turn: the core's sentence
                 with contextlib.suppress(OSError):  # the terminal may be gone
                     err.print(f"error: {status.failed.message}", markup=False)
-                    err.print(f"session: {key}")
+                    err.print(f"session: {key[0]}")
     if not answered:
         raise typer.Exit(130)
     raise typer.Exit(0 if answered[0] else 1)
 
 
-async def _ask(settings: Settings, question: str, session: str, status: WaitingStatus) -> bool:
+async def _ask(settings: Settings, question: str, session: list[str], status: WaitingStatus) -> bool:
+    """One turn in the session `session[0]` names (a new one when empty); sets `session[0]` to its key."""
     from bot.terminal import FAULT_HINT, format_footer, printable
+    from bot.terminal_chat import session_key
     from bot.terminal_images import save_for_user
     from core.events import IncomingMessage
 
     analyst = await _analyst(settings)
-    key = (session,)
     try:
+        key = await session_key(analyst, settings, session[0] or None, err.print)
+        session[0] = key[0]
         outcome = await analyst.handle(
             IncomingMessage(text=question, surface="terminal", thread_key=key), status
         )
