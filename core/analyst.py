@@ -28,6 +28,7 @@ from core.events import (
     TurnFinished,
     TurnOutcome,
     TurnStarted,
+    Waiting,
 )
 from core.help import is_local, local_answer
 from core.model import ModelClient, describe_model_error, model_fault
@@ -48,6 +49,7 @@ from core.sessions import (
 )
 from core.thread import Threads
 from core.tools import ToolContext
+from core.turn_lock import NOT_STARTED, StoppedWaiting, store_failure, turn_lock
 from core.turn_records import in_words, is_model_error, log_failure, turn_record
 from core.verified import VerifiedLibrary, VerifiedQuery, curated_path, load_curated
 from core.warehouse import QueryContext
@@ -134,15 +136,23 @@ class Analyst:
                 return await self._fail(
                     outcome, emit, text, message, retry_after=wait, log_level=logging.INFO
                 )
+
+            async def waiting() -> None:
+                await emit(Waiting(turn_id=turn_id))
+
             # Session lock first, then a turn slot: a follow-up queued behind its own thread's turn
             # holds no slot, so one busy thread cannot stall everybody else's questions.
-            async with self.store.lock(session_id, ttl_s=self.settings.lock_ttl) as held, self._slots:
+            lock = turn_lock(self.store, session_id, ttl_s=self.settings.lock_ttl, on_wait=waiting)
+            async with lock as held, self._slots:
                 if is_export_request(message.text):
                     await self._export(message, session_id, outcome, emit)
                 else:
                     await self._run(message, session_id, outcome, emit, confirm, held)
+        except StoppedWaiting:  # it never ran: say so, then let the cancellation finish the task
+            await self._fail(outcome, emit, NOT_STARTED, message, log_level=logging.INFO)
+            raise TurnStopped from None
         except (LockLost, LockTimeout, StoreUnavailable) as exc:
-            text, level = _store_failure(exc)
+            text, level = store_failure(exc)
             await self._fail(outcome, emit, text, message, log_level=level)
         except Exception as exc:  # the last line of defence: a short message, never a traceback
             await self._fail(
@@ -375,22 +385,3 @@ class Analyst:
             )
         )
         return outcome
-
-
-def _store_failure(exc: LockLost | LockTimeout | StoreUnavailable) -> tuple[str, int]:
-    """The sentence (and log level) for a turn the session store could not carry."""
-    if isinstance(exc, LockLost):
-        text = (
-            "I lost track of this thread while answering (another request took it over), so this "
-            "answer was not saved to the thread. Please ask again."
-        )
-        return text, logging.WARNING
-    if isinstance(exc, LockTimeout):
-        return (
-            "This thread is still busy with an earlier question. Try again when it has answered.",
-            logging.ERROR,
-        )
-    return (
-        f"I can't reach my session store right now ({exc}). Nothing was changed; please try again shortly.",
-        logging.ERROR,
-    )
