@@ -130,9 +130,9 @@ class Analyst:
         if is_local(message.text):  # help or an empty message: answered here, no model call, no lock
             return await self._answer_locally(message, outcome, emit)
         try:
-            wait = await self._rate_limited(message)
-            if wait is not None:
-                text = f"You've reached the limit of questions for now. Try again in {in_words(wait)}."
+            limited = await self._rate_limited(message)
+            if limited is not None:
+                wait, text = limited
                 return await self._fail(
                     outcome, emit, text, message, retry_after=wait, log_level=logging.INFO
                 )
@@ -342,18 +342,30 @@ class Analyst:
     ) -> dict:
         return self.redactor.data(turn_record(message, outcome, started, error))
 
-    async def _rate_limited(self, message: IncomingMessage) -> float | None:
+    async def _rate_limited(self, message: IncomingMessage) -> tuple[float, str] | None:
+        """None while the asker and the channel are under their hourly limits; else the seconds to
+        wait and the sentence, which names the setting (whoever runs the bot can raise it)."""
         s = self.settings
         if self.access.is_admin(message.user_id):
             return None
-        for key, limit in (
-            (f"user:{message.surface}:{message.user_id}", s.user_turns_per_hour),
-            (f"channel:{message.surface}:{message.channel_id}", s.channel_turns_per_hour),
-        ):
+        limits = (
+            ("user", message.user_id, s.user_turns_per_hour, "person", "DATATHREAD_USER_TURNS_PER_HOUR"),
+            (
+                "channel",
+                message.channel_id,
+                s.channel_turns_per_hour,
+                "channel",
+                "DATATHREAD_CHANNEL_TURNS_PER_HOUR",
+            ),
+        )
+        for scope, who, limit, per, setting in limits:
             if limit > 0:
-                wait = await self.store.hit_rate(key, limit=limit, window_s=3600)
-                if wait is not None:
-                    return wait
+                key = f"{scope}:{message.surface}:{who}"
+                if (wait := await self.store.hit_rate(key, limit=limit, window_s=3600)) is not None:
+                    return wait, (
+                        f"You've reached the limit of questions for now ({limit} an hour per {per}, "
+                        f"set by {setting}). Try again in {in_words(wait)}."
+                    )
         return None
 
     async def _fail(

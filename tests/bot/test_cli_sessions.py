@@ -152,3 +152,26 @@ def test_a_second_chat_on_a_session_says_it_waits_and_ctrl_c_there_keeps_nothing
     assert "Traceback" not in out + err and fake_model.requests == []
     (turn,) = asyncio.run(recorded_turns(home))
     assert turn["question"] == "how many flights?" and turn["ok"] is False and "not kept" in turn["error"]
+
+
+@pytest.mark.parametrize(
+    ("limits", "says"),
+    [
+        (
+            {"DATATHREAD_USER_TURNS_PER_HOUR": "1"},
+            "1 an hour per person, set by DATATHREAD_USER_TURNS_PER_HOUR",
+        ),
+        (
+            {"DATATHREAD_USER_TURNS_PER_HOUR": "0", "DATATHREAD_CHANNEL_TURNS_PER_HOUR": "1"},
+            "1 an hour per channel, set by DATATHREAD_CHANNEL_TURNS_PER_HOUR",
+        ),
+    ],
+)
+def test_the_hourly_limit_names_the_setting_that_controls_it(limits, says, home, fake_model):
+    env = {**KEY, "ANTHROPIC_BASE_URL": fake_model.url, **limits}
+    fake_model.enqueue(text("One."))
+    assert invoke(["ask", "first"], home, env=env).returncode == 0
+    limited = invoke(["ask", "second"], home, env=env)
+    assert limited.returncode == 1
+    assert "You've reached the limit of questions for now" in limited.stderr and says in limited.stderr
+    assert len(fake_model.requests) == 1
