@@ -18,8 +18,8 @@ from rich.console import Console
 
 from bot.cli_common import (
     app,
-    check_isolation,
     check_output_file,
+    check_sandbox,
     die,
     err,
     settings_or_exit,
@@ -48,7 +48,7 @@ def _log_level_option(default: str | None = None):
 async def _analyst(settings: Settings):
     try:
         require_model(settings)
-        check_isolation(settings)
+        check_sandbox(settings)
         from core.analyst import Analyst  # after the checks: a missing key is told without 2 s of imports
 
         # The fork server starts with the first step: a rejected key or a question without steps
@@ -189,7 +189,7 @@ def serve(
         asgi = create_app(settings, freeze_heap=True)
     except ConfigError as exc:
         die(str(exc))
-    check_isolation(settings)  # a back end this host lacks: one sentence now, not a worker's traceback
+    check_sandbox(settings)  # a back end this host lacks: one sentence now, not a worker's traceback
     if problem := listen_problem(host, port) or asyncio.run(_start_problem(settings)):
         die(problem)
     run_server(asgi, host=host, port=port, log_level=log_level.lower(), on_stop=lambda: stopping(asgi))
@@ -224,6 +224,7 @@ def slack(
 
     settings = settings_or_exit()
     setup_log(settings, log_level)
+    check_sandbox(settings)
     if problem := asyncio.run(_start_problem(settings)):
         die(problem)
     try:
