@@ -161,3 +161,11 @@ def test_a_run_that_crashes_is_one_sentence_and_its_traceback_goes_to_the_log(ho
     assert "Traceback" not in failed.stderr and failed.stderr.startswith("error: The run failed: ")
     assert len(failed.stderr.strip().splitlines()) == 1, failed.stderr
     assert "Traceback" in (home / "logs" / "datathread.log").read_text()
+
+
+def test_add_takes_a_time_zone_as_people_type_it(home):
+    """`--tz utc` was refused as an unknown time zone; `utc` is UTC, `europe/berlin` Europe/Berlin."""
+    for typed, zone in (("utc", "UTC"), ("europe/berlin", "Europe/Berlin")):
+        sid = ok(invoke([*ADD[:5], typed, *ADD[6:], "--channel", "C1", "q"], home)).strip()
+        [listed] = [s for s in json.loads(ok(invoke(["schedule", "list", "--json"], home))) if s["id"] == sid]
+        assert listed["tz"] == zone and datetime.fromisoformat(listed["next_run"]).utcoffset() is not None

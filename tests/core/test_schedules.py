@@ -57,6 +57,28 @@ def test_time_zones_are_iana_names():
             check_tz(bad)
 
 
+@pytest.mark.parametrize(
+    ("typed", "zone"),
+    [("utc", "UTC"), ("europe/berlin", "Europe/Berlin"), (" AMERICA/NEW_YORK ", "America/New_York")],
+)
+def test_time_zones_as_people_type_them_are_the_databases_names(typed, zone):
+    """`--tz utc` was refused (zoneinfo finds zones by file name, case-sensitive on Linux)."""
+    assert check_tz(typed) == zone
+
+
+@pytest.mark.parametrize(
+    ("typed", "says"),
+    [
+        ("Europe/Berln", "Unknown time zone 'Europe/Berln': did you mean Europe/Berlin?"),
+        ("Mars/Olympus", "Unknown time zone 'Mars/Olympus': use an IANA name such as Europe/Berlin or UTC."),
+    ],
+)
+def test_an_unknown_time_zone_names_the_closest_known_one(typed, says):
+    with pytest.raises(ScheduleError) as info:
+        check_tz(typed)
+    assert str(info.value) == says
+
+
 def test_new_schedule_validates_everything_and_starts_after_now():
     s = new_schedule(
         cron="0 9 * * mon", tz="Europe/Berlin", surface="slack", channel="C1", question="q", now=NOW
