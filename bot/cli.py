@@ -266,16 +266,18 @@ def audit(
 @app.command()
 def export(
     session_id: str = typer.Argument(..., help="The session id (or terminal --session key) to export."),
-    output: Path = typer.Option(None, "-o", "--output", help="Notebook path (.ipynb)."),
+    output: Path = typer.Option(
+        None, "-o", "--output", help="Notebook path (default: SESSION_ID.ipynb here); - for stdout."
+    ),
 ) -> None:
     """Export a thread as a runnable Jupyter notebook."""
-    from bot.export import export_session
+    from bot.export import STDOUT, export_session
 
     settings = settings_or_exit()
-    if output is not None:
+    if output is not None and output != STDOUT:
         check_output_file(output)
-    path = asyncio.run(export_session(settings, session_id, output))
-    Console().print(str(path))
+    if path := asyncio.run(export_session(settings, session_id, output)):
+        Console(soft_wrap=True).print(str(path), markup=False, highlight=False)
 
 
 @app.command("teams-package")
