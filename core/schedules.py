@@ -141,9 +141,23 @@ def new_schedule(
     )
 
 
+NICKNAMES = ("@hourly", "@daily", "@midnight", "@weekly", "@monthly", "@yearly", "@annually")
+
+
 def check_cron(expr: str) -> str:
     """The expression, normalised; ScheduleError in one sentence when croniter cannot read it."""
     expr = " ".join(expr.split())
+    expr = expr.lower() if expr.startswith("@") else expr
+    if expr.startswith("@") and expr not in NICKNAMES:  # croniter spoke of "6 or 7 columns"
+        why = (
+            "a schedule runs at times of day, not when datathread starts; "
+            if expr.lower() == "@reboot"
+            else ""
+        )
+        raise ScheduleError(
+            f"Invalid cron expression {expr!r}: {why}use five fields, minute hour day month weekday "
+            f"(e.g. '0 9 * * mon'), or one of {', '.join(NICKNAMES)}."
+        )
     if len(expr.split()) != 5 and not expr.startswith("@"):
         raise ScheduleError(
             f"Invalid cron expression {expr!r}: use five fields, minute hour day month weekday "

@@ -41,6 +41,15 @@ def test_valid_cron_expressions_are_normalised(expr, normalised):
         ("every monday", "five fields"),
         ("0 9 * *", "five fields"),
         ("0 0 30 2 *", "Invalid cron expression"),  # February 30th never comes
+        # croniter's own words spoke of "5, 6 or 7 columns", and @reboot has no time to run at
+        (
+            "@reboot",
+            "'@reboot': a schedule runs at times of day, not when datathread starts; use five fields",
+        ),
+        (
+            "@every5m",
+            "'@every5m': use five fields, minute hour day month weekday (e.g. '0 9 * * mon'), or one of @hourly",
+        ),
     ],
 )
 def test_invalid_cron_expressions_fail_in_one_sentence(expr, says):
