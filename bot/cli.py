@@ -9,7 +9,6 @@ import asyncio
 import contextlib
 import os
 import sys
-import uuid
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -19,8 +18,8 @@ from rich.console import Console
 
 from bot.cli_common import (
     app,
-    check_isolation,
     check_output_file,
+    check_sandbox,
     die,
     err,
     settings_or_exit,
@@ -49,7 +48,7 @@ def _log_level_option(default: str | None = None):
 async def _analyst(settings: Settings):
     try:
         require_model(settings)
-        check_isolation(settings)
+        check_sandbox(settings)
         from core.analyst import Analyst  # after the checks: a missing key is told without 2 s of imports
 
         # The fork server starts with the first step: a rejected key or a question without steps
@@ -67,7 +66,9 @@ async def _analyst(settings: Settings):
 
 @app.command()
 def chat(
-    session: str = typer.Option(None, "--session", help="Resume this session id."),
+    session: str = typer.Option(
+        None, "--session", help="Resume this session (its key or id); a new name starts one under that name."
+    ),
     log_level: str = _log_level_option(),
 ) -> None:
     """Talk to datathread in the terminal (one session; --session ID resumes one). `help` lists what it can do."""
@@ -81,7 +82,11 @@ def chat(
 @app.command()
 def ask(
     question: str = typer.Argument(..., help="The question (`help` lists what datathread can do)."),
-    session: str = typer.Option(None, "--session", help="Continue this session id."),
+    session: str = typer.Option(
+        None,
+        "--session",
+        help="Continue this session (its key or id); a new name starts one under that name.",
+    ),
     log_level: str = _log_level_option(),
 ) -> None:
     """One turn: print the answer and the paths of attached files. Exit 1 if the turn fails."""
@@ -93,7 +98,7 @@ def ask(
     # Ctrl-C, SIGTERM (`timeout`) or a closed terminal stop the turn as in chat: the question stays in
     # the session's history and the audit (they ended the process at once, and it was gone).
     status = WaitingStatus()
-    key = session or uuid.uuid4().hex[:12]
+    key = [session or ""]  # the session's key once known, for the line under a stopped turn
     answered: list[bool] = []
 
     async def one_turn() -> None:
@@ -106,20 +111,23 @@ def ask(
             if not answered and status.failed is not None:  # stopped mid-turn: the core's sentence
                 with contextlib.suppress(OSError):  # the terminal may be gone
                     err.print(f"error: {status.failed.message}", markup=False)
-                    err.print(f"session: {key}")
+                    err.print(f"session: {key[0]}")
     if not answered:
         raise typer.Exit(130)
     raise typer.Exit(0 if answered[0] else 1)
 
 
-async def _ask(settings: Settings, question: str, session: str, status: WaitingStatus) -> bool:
+async def _ask(settings: Settings, question: str, session: list[str], status: WaitingStatus) -> bool:
+    """One turn in the session `session[0]` names (a new one when empty); sets `session[0]` to its key."""
     from bot.terminal import FAULT_HINT, format_footer, printable
+    from bot.terminal_chat import session_key
     from bot.terminal_images import save_for_user
     from core.events import IncomingMessage
 
     analyst = await _analyst(settings)
-    key = (session,)
     try:
+        key = await session_key(analyst, settings, session[0] or None, err.print)
+        session[0] = key[0]
         outcome = await analyst.handle(
             IncomingMessage(text=question, surface="terminal", thread_key=key), status
         )
@@ -181,7 +189,7 @@ def serve(
         asgi = create_app(settings, freeze_heap=True)
     except ConfigError as exc:
         die(str(exc))
-    check_isolation(settings)  # a back end this host lacks: one sentence now, not a worker's traceback
+    check_sandbox(settings)  # a back end this host lacks: one sentence now, not a worker's traceback
     if problem := listen_problem(host, port) or asyncio.run(_start_problem(settings, slack_token=True)):
         die(problem)
     run_server(asgi, host=host, port=port, log_level=log_level.lower(), on_stop=lambda: stopping(asgi))
@@ -227,6 +235,7 @@ def slack(
 
     settings = settings_or_exit()
     setup_log(settings, log_level)
+    check_sandbox(settings)
     if problem := asyncio.run(_start_problem(settings)):
         die(problem)
     try:
@@ -268,16 +277,18 @@ def audit(
 @app.command()
 def export(
     session_id: str = typer.Argument(..., help="The session id (or terminal --session key) to export."),
-    output: Path = typer.Option(None, "-o", "--output", help="Notebook path (.ipynb)."),
+    output: Path = typer.Option(
+        None, "-o", "--output", help="Notebook path (default: SESSION_ID.ipynb here); - for stdout."
+    ),
 ) -> None:
     """Export a thread as a runnable Jupyter notebook."""
-    from bot.export import export_session
+    from bot.export import STDOUT, export_session
 
     settings = settings_or_exit()
-    if output is not None:
+    if output is not None and output != STDOUT:
         check_output_file(output)
-    path = asyncio.run(export_session(settings, session_id, output))
-    Console().print(str(path))
+    if path := asyncio.run(export_session(settings, session_id, output)):
+        Console(soft_wrap=True).print(str(path), markup=False, highlight=False)
 
 
 @app.command("teams-package")

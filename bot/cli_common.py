@@ -70,10 +70,17 @@ def setup_log(settings: Settings, level: str | None = None) -> None:
     setup_logging(settings, level)
 
 
-def check_isolation(settings: Settings) -> None:
-    """DATATHREAD_ISOLATION naming a back end this host lacks: one sentence and exit 2 before anything
-    starts (probed in throw-away children, as `doctor` does)."""
-    if settings.sandbox != "local" or settings.isolation in (None, "strict", "best"):
+def check_sandbox(settings: Settings) -> None:
+    """A sandbox that cannot start here, in one sentence and exit 2 before anything starts: Modal
+    without credentials (it failed at the first step, in the Modal client), or DATATHREAD_ISOLATION
+    naming a back end this host lacks (probed in throw-away children, as `doctor` does)."""
+    if settings.sandbox == "modal":
+        from core.modal_credentials import missing_credentials
+
+        if problem := missing_credentials(os.environ, Path.home()):
+            die(problem)
+        return
+    if settings.isolation in (None, "strict", "best"):
         return
     from core.isolation_backends import preview
     from core.secret_files import secret_files

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, TypeVar
 import typer
 from rich.console import Console
 
-from bot.cli_common import die, settings_or_exit
+from bot.cli_common import check_sandbox, die, settings_or_exit, setup_log
 
 if TYPE_CHECKING:  # imported when a command runs: `datathread --help` need not load the core
     from core.config import Settings
@@ -162,10 +162,21 @@ def remove(schedule_id: str = typer.Argument(..., metavar="ID")) -> None:
 def run_now(schedule_id: str = typer.Argument(..., metavar="ID")) -> None:
     """Run one occurrence now and post it where the schedule says; exit 1 if the run failed."""
     from bot.schedule_jobs import run_once
+    from core.config import ConfigError, require_model
     from core.schedules import ScheduleError, UnknownSchedule
     from core.sessions import StoreUnavailable
 
     settings = _settings()
+    setup_log(settings)  # a failed run's log records go to the log file; the terminal gets its sentence
+    # Everything a user can get wrong, before the sandbox and the model start: the id, then the settings.
+    schedule = _with_book(settings, lambda book: book.get(schedule_id))
+    try:
+        require_model(settings)
+    except ConfigError as exc:
+        _fail(str(exc))
+    if problem := poster_problem(settings, schedule.surface):
+        _fail(problem)
+    check_sandbox(settings)
     try:
         result = asyncio.run(run_once(settings, schedule_id))
     except (ScheduleError, UnknownSchedule, StoreUnavailable) as exc:
@@ -173,3 +184,17 @@ def run_now(schedule_id: str = typer.Argument(..., metavar="ID")) -> None:
     if not result.ok:
         _fail(f"The run failed: {result.error}.", code=1)
     Console().print(f"Posted the run of {schedule_id} (turn {result.turn_id}).")
+
+
+def poster_problem(settings: Settings, surface: str) -> str:
+    """Why a run of this surface could not be posted from here, or '': without the token the answer
+    was computed, then failed to post with a traceback (Slack) or a sign-in error (Teams)."""
+    if surface == "slack" and not settings.slack_bot_token:
+        return "This schedule posts to Slack: set SLACK_BOT_TOKEN (xoxb-…) to run it from here."
+    if surface == "teams" and not settings.microsoft_app_id:
+        return "This schedule posts to Teams: set MICROSOFT_APP_ID and MICROSOFT_APP_PASSWORD to run it from here."
+    if surface == "teams":
+        from bot.teams_auth import half_configured
+
+        return half_configured(settings)
+    return ""

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal
 
 from core.config import PLACEHOLDER_KEY, Settings, placeholder_key, split_list
@@ -269,8 +271,11 @@ async def check_s3(settings: Settings) -> Check:
 async def check_modal(settings: Settings) -> Check:
     if settings.sandbox != "modal":
         return Check("modal", "off", "DATATHREAD_SANDBOX=local")
+    from core.modal_credentials import missing_credentials
     from core.sandbox_modal import check_deployment
 
+    if problem := missing_credentials(os.environ, Path.home()):  # said without a 15 s network wait
+        return Check("modal", "fail", problem)
     if not settings.redis_url:
         return Check("modal", "fail", "the Modal deployment needs REDIS_URL (locks across containers)")
     ok, detail = await check_deployment(settings, timeout_s=CHECK_TIMEOUT_S)

@@ -1,4 +1,4 @@
-"""`datathread export SESSION_ID [-o file.ipynb]`: a thread as a runnable Jupyter notebook.
+"""`datathread export SESSION_ID [-o file.ipynb|-]`: a thread as a runnable Jupyter notebook.
 
 Needs only the session store and read access to the workspace (for the charts), never a model key:
 an analyst who inherits a thread can export it from any machine that shares the bot's state.
@@ -6,6 +6,8 @@ an analyst who inherits a thread can export it from any machine that shares the 
 
 from __future__ import annotations
 
+import re
+import sys
 from pathlib import Path
 
 import typer
@@ -17,18 +19,26 @@ from core.notebook import NothingToExport
 from core.sandbox_factory import open_threads
 from core.sessions import StoreUnavailable
 
+STDOUT = Path("-")
+_FILE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,100}")  # a key that is a plain file name as it is
 
-async def export_session(settings: Settings, session_id: str, output: Path | None) -> Path:
-    """Write the session's notebook to `output` (default `<session_id>.ipynb` in the cwd) and return
-    the path; `session_id` may also be a terminal `--session` key. A missing session or store ends the
-    command with one sentence and exit code 1."""
+
+async def export_session(settings: Settings, session_id: str, output: Path | None) -> Path | None:
+    """Write the session's notebook to `output` and return the path, or to stdout for `-o -` (None);
+    `session_id` may also be a terminal `--session` key. By default `<key>.ipynb` in the cwd for the key
+    `chat` printed (`sales.ipynb`, not the 27-character id it stands for), else `<session id>.ipynb`.
+    A missing session or store ends the command with one sentence and exit code 1."""
     try:
         async with open_threads(settings) as threads:
-            session_id = await threads.resolve_session_id(session_id)
-            target = output or Path(f"{session_id}.ipynb")
-            data = await threads.export_notebook(session_id)
+            resolved = await threads.resolve_session_id(session_id)
+            data = await threads.export_notebook(resolved)
     except (NothingToExport, StoreUnavailable) as exc:
         _fail(str(exc).strip("'\""))
+    if output == STDOUT:  # for a pipe (`| jq`, `> x.ipynb`): the notebook alone
+        sys.stdout.buffer.write(data)
+        sys.stdout.flush()
+        return None
+    target = output or Path(f"{session_id if _FILE_NAME.fullmatch(session_id) else resolved}.ipynb")
     with writing(target):  # a full disk, a folder gone since the check: one sentence
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_bytes(data)

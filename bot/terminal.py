@@ -34,6 +34,7 @@ from core.events import (
     TurnEvent,
     TurnFailed,
     TurnFinished,
+    Waiting,
 )
 from core.receipt import receipt_line
 
@@ -162,6 +163,10 @@ class TerminalRenderer:
         if isinstance(event, AnswerDelta):
             self._write(event)
             return
+        if isinstance(event, Waiting):  # a line that stays, and the time waited on the status line
+            self._print(f"[yellow]{escape(event.text)}[/]")
+            self._set_status(f"[dim]{escape(event.text)}[/]")
+            return
         change = self.transcript.apply(event)
         t = self.transcript
         if change is Change.THINKING:
@@ -229,10 +234,12 @@ class WaitingStatus:
             self.finished = event
         elif isinstance(event, TurnFailed):
             self.failed = event
+        elif isinstance(event, Waiting):  # said even when stderr is no terminal: a wait is no hang
+            self.console.print(event.text, markup=False, highlight=False)
         if not self.console.is_terminal:
             return
-        if isinstance(event, Thinking | StepStarted):
-            text = event.text if isinstance(event, Thinking) else event.title
+        if isinstance(event, Thinking | StepStarted | Waiting):
+            text = event.title if isinstance(event, StepStarted) else event.text
             if self.status is None:
                 self.status = self.console.status(Elapsed(f"[dim]{escape(text)}[/]"))
                 self.status.start()

@@ -36,7 +36,7 @@ def run_chat(settings: Settings, session: str | None, start_analyst) -> None:
     console = Console()
     with asyncio.Runner() as runner:
         analyst = runner.run(start_analyst(settings))
-        key = (session,) if session else (uuid.uuid4().hex[:12],)
+        key = runner.run(session_key(analyst, settings, session, console.print))
         console.print(  # the key, as everywhere else: chat/ask --session, export and audit all take it
             f"[bold]datathread[/] — session [cyan]{key[0]}[/]. Ask about the data, or type "
             "[bold]help[/]; Ctrl-C stops an answer, [bold]exit[/] or Ctrl-D quits."
@@ -52,6 +52,23 @@ def run_chat(settings: Settings, session: str | None, start_analyst) -> None:
     console.print(f"[dim]Resume with: datathread chat --session {key[0]}[/]")
     if quit_early:
         raise SystemExit(130)
+
+
+async def session_key(analyst, settings: Settings, session: str | None, say) -> tuple[str, ...]:
+    """The thread key of `--session`: the session it names, by key or full id; a new one when none is
+    given. A name with no session yet starts one under that name (the way to name a conversation),
+    but `say`s so: a mistyped key, or another folder's DATATHREAD_HOME, silently began an empty one."""
+    if not session:
+        return (uuid.uuid4().hex[:12],)
+    if (key := await analyst.threads.terminal_key(session)) is not None:
+        return key
+    home = settings.home.resolve()
+    say(
+        f"No session {session} in {home} yet: starting a new one with that name.",
+        markup=False,
+        soft_wrap=True,
+    )
+    return (session,)
 
 
 def _converse(runner: asyncio.Runner, console: Console, analyst, settings: Settings, key: tuple) -> None:

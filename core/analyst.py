@@ -28,6 +28,7 @@ from core.events import (
     TurnFinished,
     TurnOutcome,
     TurnStarted,
+    Waiting,
 )
 from core.help import is_local, local_answer
 from core.model import ModelClient, describe_model_error, model_fault
@@ -48,6 +49,7 @@ from core.sessions import (
 )
 from core.thread import Threads
 from core.tools import ToolContext
+from core.turn_lock import NOT_STARTED, StoppedWaiting, store_failure, turn_lock
 from core.turn_records import in_words, is_model_error, log_failure, turn_record
 from core.verified import VerifiedLibrary, VerifiedQuery, curated_path, load_curated
 from core.warehouse import QueryContext
@@ -128,21 +130,29 @@ class Analyst:
         if is_local(message.text):  # help or an empty message: answered here, no model call, no lock
             return await self._answer_locally(message, outcome, emit)
         try:
-            wait = await self._rate_limited(message)
-            if wait is not None:
-                text = f"You've reached the limit of questions for now. Try again in {in_words(wait)}."
+            limited = await self._rate_limited(message)
+            if limited is not None:
+                wait, text = limited
                 return await self._fail(
                     outcome, emit, text, message, retry_after=wait, log_level=logging.INFO
                 )
+
+            async def waiting() -> None:
+                await emit(Waiting(turn_id=turn_id))
+
             # Session lock first, then a turn slot: a follow-up queued behind its own thread's turn
             # holds no slot, so one busy thread cannot stall everybody else's questions.
-            async with self.store.lock(session_id, ttl_s=self.settings.lock_ttl) as held, self._slots:
+            lock = turn_lock(self.store, session_id, ttl_s=self.settings.lock_ttl, on_wait=waiting)
+            async with lock as held, self._slots:
                 if is_export_request(message.text):
                     await self._export(message, session_id, outcome, emit)
                 else:
                     await self._run(message, session_id, outcome, emit, confirm, held)
+        except StoppedWaiting:  # it never ran: say so, then let the cancellation finish the task
+            await self._fail(outcome, emit, NOT_STARTED, message, log_level=logging.INFO)
+            raise TurnStopped from None
         except (LockLost, LockTimeout, StoreUnavailable) as exc:
-            text, level = _store_failure(exc)
+            text, level = store_failure(exc)
             await self._fail(outcome, emit, text, message, log_level=level)
         except Exception as exc:  # the last line of defence: a short message, never a traceback
             await self._fail(
@@ -332,18 +342,30 @@ class Analyst:
     ) -> dict:
         return self.redactor.data(turn_record(message, outcome, started, error))
 
-    async def _rate_limited(self, message: IncomingMessage) -> float | None:
+    async def _rate_limited(self, message: IncomingMessage) -> tuple[float, str] | None:
+        """None while the asker and the channel are under their hourly limits; else the seconds to
+        wait and the sentence, which names the setting (whoever runs the bot can raise it)."""
         s = self.settings
         if self.access.is_admin(message.user_id):
             return None
-        for key, limit in (
-            (f"user:{message.surface}:{message.user_id}", s.user_turns_per_hour),
-            (f"channel:{message.surface}:{message.channel_id}", s.channel_turns_per_hour),
-        ):
+        limits = (
+            ("user", message.user_id, s.user_turns_per_hour, "person", "DATATHREAD_USER_TURNS_PER_HOUR"),
+            (
+                "channel",
+                message.channel_id,
+                s.channel_turns_per_hour,
+                "channel",
+                "DATATHREAD_CHANNEL_TURNS_PER_HOUR",
+            ),
+        )
+        for scope, who, limit, per, setting in limits:
             if limit > 0:
-                wait = await self.store.hit_rate(key, limit=limit, window_s=3600)
-                if wait is not None:
-                    return wait
+                key = f"{scope}:{message.surface}:{who}"
+                if (wait := await self.store.hit_rate(key, limit=limit, window_s=3600)) is not None:
+                    return wait, (
+                        f"You've reached the limit of questions for now ({limit} an hour per {per}, "
+                        f"set by {setting}). Try again in {in_words(wait)}."
+                    )
         return None
 
     async def _fail(
@@ -375,22 +397,3 @@ class Analyst:
             )
         )
         return outcome
-
-
-def _store_failure(exc: LockLost | LockTimeout | StoreUnavailable) -> tuple[str, int]:
-    """The sentence (and log level) for a turn the session store could not carry."""
-    if isinstance(exc, LockLost):
-        text = (
-            "I lost track of this thread while answering (another request took it over), so this "
-            "answer was not saved to the thread. Please ask again."
-        )
-        return text, logging.WARNING
-    if isinstance(exc, LockTimeout):
-        return (
-            "This thread is still busy with an earlier question. Try again when it has answered.",
-            logging.ERROR,
-        )
-    return (
-        f"I can't use my session store right now ({exc}). Nothing was changed; please try again shortly.",
-        logging.ERROR,
-    )

@@ -69,14 +69,39 @@ def to_app_type(value: object) -> object:
     return value
 
 
-def check_time_zone(value: str) -> str:
-    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+def time_zone_named(value: str) -> str | None:
+    """The IANA zone `value` names, spelled as the database spells it: `utc` is UTC and
+    `europe/berlin` Europe/Berlin (people type zones in lower case; zoneinfo finds them by file name,
+    case-sensitive on Linux and not on macOS, so a zone stored as typed could fail on another host);
+    None for no zone."""
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
-    try:
-        ZoneInfo(value.strip())
+    name = value.strip()
+    if name == "UTC":  # the default, read at every start: no walk of the zone directory
+        return name
+    if zone := {zone.lower(): zone for zone in available_timezones()}.get(name.lower()):
+        return zone
+    try:  # a name this host knows outside the list (an alias of its own tzdata)
+        ZoneInfo(name)
     except (ZoneInfoNotFoundError, ValueError):
-        raise ValueError("is not a time zone (expected an IANA name like Europe/Berlin or UTC)") from None
-    return value.strip()
+        return None
+    return name
+
+
+def close_time_zone(value: str) -> str | None:
+    """The known zone closest to a misspelt one (Europe/Berln → Europe/Berlin), for the refusal."""
+    from difflib import get_close_matches
+    from zoneinfo import available_timezones
+
+    zones = {zone.lower(): zone for zone in available_timezones()}
+    match = get_close_matches(value.strip().lower(), list(zones), n=1, cutoff=0.8)
+    return zones[match[0]] if match else None
+
+
+def check_time_zone(value: str) -> str:
+    if (zone := time_zone_named(value)) is None:
+        raise ValueError("is not a time zone (expected an IANA name like Europe/Berlin or UTC)")
+    return zone
 
 
 def check_writable_dir(value: Path) -> Path:

@@ -74,6 +74,16 @@ class Thinking:
 
 
 @dataclass(frozen=True)
+class Waiting:
+    """The turn waits for another turn of the same session (the session lock) before it starts; the
+    terminal says so, where a second `chat` on one session otherwise sat silent."""
+
+    turn_id: str
+    text: str = "Waiting for another conversation on this session to finish…"
+    kind: Literal["waiting"] = "waiting"
+
+
+@dataclass(frozen=True)
 class StepStarted:
     turn_id: str
     step_id: str
@@ -203,6 +213,7 @@ class ConfirmRequest:
 TurnEvent = (
     TurnStarted
     | Thinking
+    | Waiting
     | StepStarted
     | StepFinished
     | ArtifactReady

@@ -14,9 +14,11 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields
 from datetime import UTC, datetime, timedelta
 from typing import Literal
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+from zoneinfo import ZoneInfo
 
 from croniter import CroniterBadCronError, CroniterBadDateError, croniter
+
+from core.config_types import close_time_zone, time_zone_named
 
 Surface = Literal["slack", "teams"]
 SURFACES: tuple[str, ...] = ("slack", "teams")
@@ -139,9 +141,23 @@ def new_schedule(
     )
 
 
+NICKNAMES = ("@hourly", "@daily", "@midnight", "@weekly", "@monthly", "@yearly", "@annually")
+
+
 def check_cron(expr: str) -> str:
     """The expression, normalised; ScheduleError in one sentence when croniter cannot read it."""
     expr = " ".join(expr.split())
+    expr = expr.lower() if expr.startswith("@") else expr
+    if expr.startswith("@") and expr not in NICKNAMES:  # croniter spoke of "6 or 7 columns"
+        why = (
+            "a schedule runs at times of day, not when datathread starts; "
+            if expr.lower() == "@reboot"
+            else ""
+        )
+        raise ScheduleError(
+            f"Invalid cron expression {expr!r}: {why}use five fields, minute hour day month weekday "
+            f"(e.g. '0 9 * * mon'), or one of {', '.join(NICKNAMES)}."
+        )
     if len(expr.split()) != 5 and not expr.startswith("@"):
         raise ScheduleError(
             f"Invalid cron expression {expr!r}: use five fields, minute hour day month weekday "
@@ -155,12 +171,13 @@ def check_cron(expr: str) -> str:
 
 
 def check_tz(name: str) -> str:
-    """An IANA time zone name (Europe/Berlin); ScheduleError for anything zoneinfo does not know."""
-    try:
-        ZoneInfo(name.strip())
-    except (ZoneInfoNotFoundError, ValueError):
-        raise ScheduleError(f"Unknown time zone {name!r}: use an IANA name such as Europe/Berlin.") from None
-    return name.strip()
+    """The IANA time zone `name` names, as the database spells it (`europe/berlin` → Europe/Berlin);
+    ScheduleError, with the closest known name if there is one, for anything else."""
+    if (zone := time_zone_named(name)) is not None:
+        return zone
+    close = close_time_zone(name)
+    hint = f"did you mean {close}?" if close else "use an IANA name such as Europe/Berlin or UTC."
+    raise ScheduleError(f"Unknown time zone {name!r}: {hint}")
 
 
 def _fixed_hour(expr: str) -> bool:

@@ -227,6 +227,19 @@ class Threads:
         """The session id `given` names (a session id, or a terminal `--session` key)."""
         return await resolve_session_id(self._store, given)
 
+    async def terminal_key(self, given: str) -> tuple[str, ...] | None:
+        """The thread key of the terminal session `given` names — its `--session` key, or its full id
+        as `audit` prints it — or None when there is none in this store yet (`chat`/`ask --session`
+        say so, where a mistyped key silently started an empty conversation)."""
+        if await self.is_known("terminal", (given,)):
+            return (given,)
+        if given.startswith("te-") and is_valid_session_id(given):
+            meta = await self._store.get_meta(given) or {}
+            key = tuple(str(part) for part in meta.get("thread_key") or ())
+            if key and session_id_for("terminal", key) == given:
+                return key
+        return None
+
     # --- confirmations ------------------------------------------------------------------------------
     async def await_confirmation(
         self,

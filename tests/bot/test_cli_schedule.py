@@ -121,3 +121,51 @@ def test_the_listing_at_80_columns_shows_whole_ids(home):
     listing = ok(invoke(["schedule", "list"], home, env={"COLUMNS": "80"}))
     assert max(len(line) for line in listing.splitlines()) <= 80, listing
     assert sid in listing, listing
+
+
+def test_run_now_checks_the_id_first_then_what_it_needs_to_post(home, fake_model):
+    """An unknown id was found only after the model key was required (a ConfigError traceback without
+    one) and the sandbox had started; a Slack schedule without SLACK_BOT_TOKEN was answered, then failed
+    to post with a traceback. Each is one sentence and exit 2 now, before anything starts."""
+    unknown = invoke(["schedule", "run-now", "nope"], home)  # no model key either
+    assert unknown.returncode == 2 and unknown.stderr.strip() == (
+        "error: No schedule has the id 'nope'; `datathread schedule list` shows them."
+    )
+    sid = ok(invoke([*ADD, "--channel", "C777", "how many flights?"], home)).strip()
+    no_key = invoke(["schedule", "run-now", sid], home)
+    assert (
+        no_key.returncode == 2 and "ANTHROPIC_API_KEY" in no_key.stderr and "Traceback" not in no_key.stderr
+    )
+    env = {"ANTHROPIC_API_KEY": "sk-ant-dummy-123456", "ANTHROPIC_BASE_URL": fake_model.url}
+    no_token = invoke(["schedule", "run-now", sid], home, env=env)
+    assert no_token.returncode == 2, no_token.stderr
+    assert no_token.stderr.strip() == (
+        "error: This schedule posts to Slack: set SLACK_BOT_TOKEN (xoxb-…) to run it from here."
+    )
+    assert fake_model.requests == []  # nothing was asked
+
+
+def test_a_run_that_crashes_is_one_sentence_and_its_traceback_goes_to_the_log(home, fake_model):
+    """A Slack API that cannot be reached made `run-now` print the poster's traceback (twice: the run and
+    its retry) above its sentence; the log file has it, the terminal has the sentence."""
+    sid = ok(run([*ADD, "--channel", "C777", "how many flights?"], home)).strip()
+    fake_model.enqueue(text("unused"), text("unused"))
+    env = {
+        "ANTHROPIC_API_KEY": "sk-ant-dummy-123456",
+        "ANTHROPIC_BASE_URL": fake_model.url,
+        "SLACK_BOT_TOKEN": "xoxb-test-token-000000",
+        "DATATHREAD_SLACK_API_URL": "http://127.0.0.1:9/api/",  # the discard port: refused
+    }
+    failed = run(["schedule", "run-now", sid], home, env=env)
+    assert failed.returncode == 1, failed.stderr
+    assert "Traceback" not in failed.stderr and failed.stderr.startswith("error: The run failed: ")
+    assert len(failed.stderr.strip().splitlines()) == 1, failed.stderr
+    assert "Traceback" in (home / "logs" / "datathread.log").read_text()
+
+
+def test_add_takes_a_time_zone_as_people_type_it(home):
+    """`--tz utc` was refused as an unknown time zone; `utc` is UTC, `europe/berlin` Europe/Berlin."""
+    for typed, zone in (("utc", "UTC"), ("europe/berlin", "Europe/Berlin")):
+        sid = ok(invoke([*ADD[:5], typed, *ADD[6:], "--channel", "C1", "q"], home)).strip()
+        [listed] = [s for s in json.loads(ok(invoke(["schedule", "list", "--json"], home))) if s["id"] == sid]
+        assert listed["tz"] == zone and datetime.fromisoformat(listed["next_run"]).utcoffset() is not None

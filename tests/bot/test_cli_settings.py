@@ -404,3 +404,39 @@ def test_a_part_the_server_cannot_start_is_one_sentence_before_it_serves(
     result = CliRunner().invoke(app, command, env={**base, **env})
     assert result.exit_code == 2, result.output
     assert one_sentence(result.output).startswith(sentence)
+
+
+@pytest.mark.parametrize(
+    "command", [["serve", "--port", "0"], ["ask", "hi"], ["chat"], ["slack", "--socket"]]
+)
+def test_modal_without_credentials_is_one_sentence_naming_what_to_set(command, tmp_path, monkeypatch):
+    """DATATHREAD_SANDBOX=modal with no Modal token anywhere started as if all were well, and the first
+    step failed inside the Modal client. Checked on this machine, without the network."""
+    monkeypatch.chdir(tmp_path)
+    env = {
+        "ANTHROPIC_API_KEY": "sk-ant-test-000000",
+        "DATATHREAD_HOME": str(tmp_path / "home"),
+        "DATATHREAD_SANDBOX": "modal",
+        "HOME": str(tmp_path),  # no ~/.modal.toml
+        **{name: None for name in os.environ if name.startswith("MODAL_")},
+    }
+    result = CliRunner().invoke(app, command, env=env, input="")
+    assert result.exit_code == 2, result.output
+    line = one_sentence(result.output)
+    assert line.startswith("error: DATATHREAD_SANDBOX=modal needs Modal credentials")
+    assert "MODAL_TOKEN_ID and MODAL_TOKEN_SECRET" in line and "modal token new" in line
+
+
+def test_modal_credentials_in_the_home_file_let_chat_start(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / ".modal.toml").write_text('[default]\ntoken_id = "ak-1"\ntoken_secret = "as-1"\n')
+    env = {
+        "ANTHROPIC_API_KEY": "sk-ant-test-000000",
+        "DATATHREAD_HOME": str(tmp_path / "home"),
+        "DATATHREAD_SANDBOX": "modal",
+        "HOME": str(tmp_path),
+        **{name: None for name in os.environ if name.startswith("MODAL_")},
+    }
+    result = CliRunner().invoke(app, ["chat"], env=env, input="")  # no question: no step, no network
+    assert result.exit_code == 0, result.output
+    assert "Modal" not in result.output and "Resume with: datathread chat --session" in result.output

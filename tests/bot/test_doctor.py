@@ -5,6 +5,7 @@ Slack token, a black-holed Redis and a missing bucket each fail on their own lin
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 
@@ -240,3 +241,19 @@ def test_a_part_whose_library_cannot_be_imported_fails_on_its_own_line(tmp_path,
     rows = {line.strip("│ ").split("│")[0].strip(): line for line in result.output.splitlines()}
     assert "FAIL" in rows["s3"] and "boto3" in rows["s3"], rows["s3"]
     assert "ok" in rows["session store"] and "protection: back end" in result.output
+
+
+def test_modal_without_credentials_is_named_at_once(tmp_path, monkeypatch):
+    """Before, the Modal line waited out its timeout in the Modal client's "Token missing"; the
+    credentials are looked for on this machine first, and what to set is said."""
+    monkeypatch.chdir(tmp_path)
+    no_modal = {name: None for name in os.environ if name.startswith("MODAL_")}
+    env = {
+        "DATATHREAD_SANDBOX": "modal",
+        "REDIS_URL": "redis://127.0.0.1:1/0",
+        "HOME": str(tmp_path),
+        **no_modal,
+    }
+    code, rows, _ = doctor(tmp_path, env)
+    assert code == 1 and rows["modal"][0] == "FAIL", rows
+    assert "MODAL_TOKEN_ID and MODAL_TOKEN_SECRET" in rows["modal"][1]

@@ -216,6 +216,7 @@ def test_ask_stopped_by_sigterm_keeps_the_question_and_says_so(home, fake_model)
             proc.kill()
     assert proc.returncode == 128 + signal.SIGTERM, err
     assert err.splitlines() == [
+        f"No session ask-term in {home.resolve()} yet: starting a new one with that name.",
         "error: This answer was stopped before it finished. Ask again to carry on.",
         "session: ask-term",
     ], err

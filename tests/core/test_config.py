@@ -151,6 +151,12 @@ def test_each_setting_kind_is_checked_in_one_sentence(name, value, words, monkey
     assert words in str(info.value) and "\n" not in str(info.value) and "hunter2" not in str(info.value)
 
 
+def test_the_default_time_zone_is_stored_as_the_database_spells_it(monkeypatch, tmp_path):
+    monkeypatch.setenv("DATATHREAD_DEFAULT_TZ", "europe/berlin")
+    monkeypatch.setenv("DATATHREAD_HOME", str(tmp_path))
+    assert load_settings(_env_file=None).default_tz == "Europe/Berlin"
+
+
 FLOAT_SETTINGS = [
     str(f.validation_alias.choices[0]) for f in Settings.model_fields.values() if f.annotation is float
 ]

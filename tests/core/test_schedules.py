@@ -41,6 +41,15 @@ def test_valid_cron_expressions_are_normalised(expr, normalised):
         ("every monday", "five fields"),
         ("0 9 * *", "five fields"),
         ("0 0 30 2 *", "Invalid cron expression"),  # February 30th never comes
+        # croniter's own words spoke of "5, 6 or 7 columns", and @reboot has no time to run at
+        (
+            "@reboot",
+            "'@reboot': a schedule runs at times of day, not when datathread starts; use five fields",
+        ),
+        (
+            "@every5m",
+            "'@every5m': use five fields, minute hour day month weekday (e.g. '0 9 * * mon'), or one of @hourly",
+        ),
     ],
 )
 def test_invalid_cron_expressions_fail_in_one_sentence(expr, says):
@@ -55,6 +64,28 @@ def test_time_zones_are_iana_names():
     for bad in ("Europe/Berln", "CEST+1", "", "../etc/passwd"):
         with pytest.raises(ScheduleError, match="Unknown time zone"):
             check_tz(bad)
+
+
+@pytest.mark.parametrize(
+    ("typed", "zone"),
+    [("utc", "UTC"), ("europe/berlin", "Europe/Berlin"), (" AMERICA/NEW_YORK ", "America/New_York")],
+)
+def test_time_zones_as_people_type_them_are_the_databases_names(typed, zone):
+    """`--tz utc` was refused (zoneinfo finds zones by file name, case-sensitive on Linux)."""
+    assert check_tz(typed) == zone
+
+
+@pytest.mark.parametrize(
+    ("typed", "says"),
+    [
+        ("Europe/Berln", "Unknown time zone 'Europe/Berln': did you mean Europe/Berlin?"),
+        ("Mars/Olympus", "Unknown time zone 'Mars/Olympus': use an IANA name such as Europe/Berlin or UTC."),
+    ],
+)
+def test_an_unknown_time_zone_names_the_closest_known_one(typed, says):
+    with pytest.raises(ScheduleError) as info:
+        check_tz(typed)
+    assert str(info.value) == says
 
 
 def test_new_schedule_validates_everything_and_starts_after_now():

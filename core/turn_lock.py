@@ -1,0 +1,59 @@
+"""The session lock as a turn takes it: one turn of a session at a time, a `Waiting` event when this
+one has to wait behind another (a second `datathread chat` on one session sat silent until the first
+answered), and the sentence for a turn the session store could not carry."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+
+from core.sessions import HeldLock, LockLost, LockTimeout, SessionStore, StoreUnavailable
+
+# Stopped while it waited: it never ran, so — unlike a stopped answer — nothing of it is in the history.
+NOT_STARTED = (
+    "Stopped before it started: another conversation on this session was still answering, so this "
+    "question was not kept. Ask it again when that one has answered."
+)
+
+
+class StoppedWaiting(Exception):
+    """The turn was cancelled (Ctrl-C, a shutdown) while it waited for the session lock."""
+
+
+@contextlib.asynccontextmanager
+async def turn_lock(
+    store: SessionStore, session_id: str, *, ttl_s: float, on_wait: Callable[[], Awaitable[None]]
+) -> AsyncIterator[HeldLock]:
+    """The session lock; `on_wait()` first when another turn holds it. A cancellation while waiting
+    raises `StoppedWaiting`, so the caller can tell the person the question never ran."""
+    async with contextlib.AsyncExitStack() as stack:
+        try:  # a free lock is taken at once, without a word
+            held = await stack.enter_async_context(store.lock(session_id, ttl_s=ttl_s, wait_s=0))
+        except LockTimeout:
+            await on_wait()
+            try:
+                held = await stack.enter_async_context(store.lock(session_id, ttl_s=ttl_s))
+            except asyncio.CancelledError:
+                raise StoppedWaiting(session_id) from None
+        yield held
+
+
+def store_failure(exc: LockLost | LockTimeout | StoreUnavailable) -> tuple[str, int]:
+    """The sentence (and log level) for a turn the session store could not carry."""
+    if isinstance(exc, LockLost):
+        text = (
+            "I lost track of this thread while answering (another request took it over), so this "
+            "answer was not saved to the thread. Please ask again."
+        )
+        return text, logging.WARNING
+    if isinstance(exc, LockTimeout):
+        return (
+            "This thread is still busy with an earlier question. Try again when it has answered.",
+            logging.ERROR,
+        )
+    return (
+        f"I can't use my session store right now ({exc}). Nothing was changed; please try again shortly.",
+        logging.ERROR,
+    )

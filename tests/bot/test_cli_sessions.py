@@ -1,0 +1,177 @@
+"""`--session` as a newcomer uses it: a name with no session yet is said to start a new one (a typo
+silently began an empty conversation), a full id as `audit` prints it resumes; a session another
+conversation is answering in is waited for out loud, and Ctrl-C while waiting does not claim the question
+was kept; the hourly limit names its setting. Real SQLite store under DATATHREAD_HOME, the scripted
+Messages API; `chat` in a real subprocess where Ctrl-C matters."""
+
+from __future__ import annotations
+
+import asyncio
+import codecs
+import contextlib
+import os
+import signal
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from core.config import load_settings
+from core.sessions import open_store, session_id_for
+from tests.fakes.anthropic_api import text
+from tests.fakes.cli import DATATHREAD, invoke, recorded_turns
+
+KEY = {"ANTHROPIC_API_KEY": "sk-ant-test-000000"}
+WAITING = "Waiting for another conversation on this session to finish…"
+
+
+def test_an_unknown_session_is_named_and_started_and_a_known_one_resumes(home, fake_model):
+    env = {**KEY, "ANTHROPIC_BASE_URL": fake_model.url}
+    fake_model.enqueue(text("First answer."), text("Resumed."), text("By id."))
+    first = invoke(["chat", "--session", "sales"], home, env=env, stdin="how many flights?\n")
+    assert first.returncode == 0, first.stderr
+    assert f"No session sales in {home.resolve()} yet: starting a new one with that name." in first.stdout
+
+    typo = invoke(["chat", "--session", "slaes"], home, env=env, stdin="")
+    assert f"No session slaes in {home.resolve()} yet" in typo.stdout, typo.stdout
+    assert len(fake_model.requests) == 1  # nothing asked
+
+    again = invoke(["ask", "and by month?", "--session", "sales"], home, env=env)
+    assert again.returncode == 0, again.stderr
+    assert "No session" not in again.stderr + again.stdout and again.stdout == "Resumed.\n"
+    assert "how many flights?" in str(fake_model.requests[-1]["messages"])
+
+    # the full id, as `audit` and `export` show it, resumes the same conversation
+    full_id = session_id_for("terminal", ("sales",))
+    by_id = invoke(["ask", "and by day?", "--session", full_id], home, env=env)
+    assert by_id.returncode == 0 and "No session" not in by_id.stderr, by_id.stderr
+    assert by_id.stderr.strip().endswith("session: sales")
+    assert "and by month?" in str(fake_model.requests[-1]["messages"])
+
+
+@contextlib.contextmanager
+def another_turn_holds(home: Path, key: str):
+    """The session's lock held as another conversation's turn holds it (the real store's lock, from a
+    thread with its own event loop); yields the event that releases it."""
+    release, taken = threading.Event(), threading.Event()
+
+    async def hold() -> None:
+        store = await open_store(load_settings(_env_file=None, home=home))
+        try:
+            async with store.lock(session_id_for("terminal", (key,)), ttl_s=30):
+                taken.set()
+                while not release.is_set():
+                    await asyncio.sleep(0.05)
+        finally:
+            await store.close()
+
+    holder = threading.Thread(target=asyncio.run, args=(hold(),), daemon=True)
+    holder.start()
+    assert taken.wait(30)
+    try:
+        yield release
+    finally:
+        release.set()
+        holder.join(30)
+
+
+def test_ask_on_a_busy_session_says_it_waits_then_answers(home, fake_model):
+    fake_model.enqueue(text("Answered after the wait."))
+    with another_turn_holds(home, "busy") as release:
+        threading.Timer(1.5, release.set).start()
+        result = invoke(
+            ["ask", "how many?", "--session", "busy"], home, env={**KEY, "ANTHROPIC_BASE_URL": fake_model.url}
+        )
+    assert result.returncode == 0, result.stderr
+    assert WAITING in result.stderr and result.stdout == "Answered after the wait.\n"
+
+
+class Output:
+    """Everything a subprocess writes to one pipe so far, read by a thread (the prompt has no newline)."""
+
+    def __init__(self, pipe) -> None:
+        self.text = ""
+        self._thread = threading.Thread(target=self._read, args=(pipe.fileno(),), daemon=True)
+        self._thread.start()
+
+    def _read(self, fd: int) -> None:
+        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        with contextlib.suppress(OSError):
+            while chunk := os.read(fd, 4096):
+                self.text += decoder.decode(chunk)
+
+    def wait_for(self, words: str, timeout: float = 60.0) -> None:
+        deadline = time.monotonic() + timeout
+        while words not in self.text:
+            assert time.monotonic() < deadline, f"no {words!r} in {self.text!r}"
+            time.sleep(0.05)
+
+
+@pytest.fixture
+def _ctrl_c_as_a_terminal_has_it():
+    """Ctrl-C as an interactive terminal has it, even when the suite runs as a background job (which
+    starts its children with SIGINT ignored, and chat rightly keeps that)."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
+@pytest.mark.usefixtures("_ctrl_c_as_a_terminal_has_it")
+def test_a_second_chat_on_a_session_says_it_waits_and_ctrl_c_there_keeps_nothing(home, fake_model):
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC", "DATATHREAD", "SLACK"))}
+    env |= {"DATATHREAD_HOME": str(home), **KEY, "ANTHROPIC_BASE_URL": fake_model.url}
+    with another_turn_holds(home, "shared"):
+        proc = subprocess.Popen(
+            [DATATHREAD, "chat", "--session", "shared"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+            cwd=home.parent,
+            start_new_session=True,  # its own process group, as a terminal's foreground job
+        )
+        output = Output(proc.stdout)
+        try:
+            proc.stdin.write("how many flights?\n")
+            proc.stdin.flush()
+            output.wait_for(WAITING)
+            os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C while it waits
+            output.wait_for("not kept")
+            proc.stdin.close()
+            proc.wait(timeout=60)
+            err = proc.stderr.read()
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+    out = output.text
+    assert proc.returncode == 0, err
+    assert "Stopped before it started" in out and "kept in this session's history" not in out, out
+    assert "Traceback" not in out + err and fake_model.requests == []
+    (turn,) = asyncio.run(recorded_turns(home))
+    assert turn["question"] == "how many flights?" and turn["ok"] is False and "not kept" in turn["error"]
+
+
+@pytest.mark.parametrize(
+    ("limits", "says"),
+    [
+        (
+            {"DATATHREAD_USER_TURNS_PER_HOUR": "1"},
+            "1 an hour per person, set by DATATHREAD_USER_TURNS_PER_HOUR",
+        ),
+        (
+            {"DATATHREAD_USER_TURNS_PER_HOUR": "0", "DATATHREAD_CHANNEL_TURNS_PER_HOUR": "1"},
+            "1 an hour per channel, set by DATATHREAD_CHANNEL_TURNS_PER_HOUR",
+        ),
+    ],
+)
+def test_the_hourly_limit_names_the_setting_that_controls_it(limits, says, home, fake_model):
+    env = {**KEY, "ANTHROPIC_BASE_URL": fake_model.url, **limits}
+    fake_model.enqueue(text("One."))
+    assert invoke(["ask", "first"], home, env=env).returncode == 0
+    limited = invoke(["ask", "second"], home, env=env)
+    assert limited.returncode == 1
+    assert "You've reached the limit of questions for now" in limited.stderr and says in limited.stderr
+    assert len(fake_model.requests) == 1
