@@ -15,7 +15,7 @@ import time
 class Outage:
     """The state of one dependency as a loop sees it. Not shared: each loop has its own."""
 
-    def __init__(self, log: logging.Logger, what: str, *, first_s: float = 0.5, max_s: float = 10.0):
+    def __init__(self, log: logging.Logger, what: str, *, first_s: float = 0.5, max_s: float = 5.0):
         self.log = log
         self.what = what  # e.g. "Redis at 127.0.0.1:6379 (turn jobs)"
         self.first_s = first_s
