@@ -12,6 +12,7 @@ from pathlib import Path
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from bot.cli_common import writing
 from core.config import Settings
@@ -39,12 +40,28 @@ async def export_session(settings: Settings, session_id: str, output: Path | Non
         sys.stdout.flush()
         return None
     target = output or Path(f"{session_id if _FILE_NAME.fullmatch(session_id) else resolved}.ipynb")
+    if output is None and not _ours_to_replace(target, resolved):
+        _fail(f"{target} already exists here and is not an export of this thread: name the file with -o.", 2)
     with writing(target):  # a full disk, a folder gone since the check: one sentence
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_bytes(data)
     return target
 
 
-def _fail(message: str) -> None:
-    Console(stderr=True).print(f"[red]error:[/] {message}")
-    raise typer.Exit(1)
+def _ours_to_replace(target: Path, session_id: str) -> bool:
+    """Whether the default name may be written: nothing is there, or an earlier export of this same
+    thread (exporting again updates it). A short key like `sales` is a name people use for their own
+    notebooks too, and one of theirs must never be overwritten by a command they gave no file name."""
+    if not target.exists():
+        return True
+    try:
+        with target.open("rb") as existing:
+            head = existing.read(4096)
+    except OSError:
+        return False
+    return f"datathread thread `{session_id}`".encode() in head
+
+
+def _fail(message: str, code: int = 1) -> None:
+    Console(stderr=True).print("[red]error:[/] " + escape(message))
+    raise typer.Exit(code)

@@ -32,3 +32,23 @@ def test_export_names_the_notebook_after_the_session_or_writes_it_to_stdout(home
     assert [c["source"] for c in json.loads(piped.stdout)["cells"]] == cells  # (cell ids are per export)
     assert "how many flights?" in piped.stdout
     assert not (home.parent / "-").exists()
+
+
+def test_the_default_name_never_overwrites_a_notebook_of_someone_elses(home, fake_model):
+    """`sales.ipynb` is a name people give their own notebooks: without `-o`, only an earlier export of
+    this same thread is replaced (exporting again updates it); anything else stays, in one sentence."""
+    fake_model.enqueue(text("336,776 flights."))
+    env = {**KEY, "ANTHROPIC_BASE_URL": fake_model.url}
+    assert invoke(["ask", "how many flights?", "--session", "sales"], home, env=env).returncode == 0
+    path = home.parent / "sales.ipynb"
+    assert invoke(["export", "sales"], home).returncode == 0
+    assert invoke(["export", "sales"], home).returncode == 0  # its own earlier export: updated
+
+    theirs = b'{"cells": [], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}'
+    path.write_bytes(theirs)
+    refused = invoke(["export", "sales"], home)
+    assert refused.returncode == 2
+    assert "sales.ipynb already exists here and is not an export of this thread" in refused.stderr
+    assert path.read_bytes() == theirs
+    assert invoke(["export", "sales", "-o", str(path)], home).returncode == 0  # named: as asked
+    assert b"how many flights?" in path.read_bytes()

@@ -78,14 +78,29 @@ def another_turn_holds(home: Path, key: str):
 
 
 def test_ask_on_a_busy_session_says_it_waits_then_answers(home, fake_model):
+    """The other turn ends only once `ask` has said it waits: on a busy machine `ask` may take longer
+    to reach the lock than any fixed delay."""
     fake_model.enqueue(text("Answered after the wait."))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC", "DATATHREAD", "SLACK"))}
+    env |= {"DATATHREAD_HOME": str(home), **KEY, "ANTHROPIC_BASE_URL": fake_model.url}
     with another_turn_holds(home, "busy") as release:
-        threading.Timer(1.5, release.set).start()
-        result = invoke(
-            ["ask", "how many?", "--session", "busy"], home, env={**KEY, "ANTHROPIC_BASE_URL": fake_model.url}
+        proc = subprocess.Popen(
+            [DATATHREAD, "ask", "how many?", "--session", "busy"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env,
+            cwd=home.parent,
         )
-    assert result.returncode == 0, result.stderr
-    assert WAITING in result.stderr and result.stdout == "Answered after the wait.\n"
+        try:
+            stdout, stderr = Output(proc.stdout), Output(proc.stderr)
+            stderr.wait_for(WAITING)
+            release.set()
+            proc.wait(timeout=60)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+    assert proc.returncode == 0, stderr.text
+    assert WAITING in stderr.text and stdout.finished() == "Answered after the wait.\n"
 
 
 class Output:
@@ -107,6 +122,10 @@ class Output:
         while words not in self.text:
             assert time.monotonic() < deadline, f"no {words!r} in {self.text!r}"
             time.sleep(0.05)
+
+    def finished(self) -> str:
+        self._thread.join(timeout=10)
+        return self.text
 
 
 @pytest.fixture
