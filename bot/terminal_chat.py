@@ -24,6 +24,7 @@ from rich.text import Text
 
 from core.config import Settings
 from core.events import IncomingMessage
+from core.sessions import StoreUnavailable
 
 PROMPT = "[bold green]› [/]"
 CONTINUATION_PROMPT = "[dim]… [/]"
@@ -60,7 +61,12 @@ async def session_key(analyst, settings: Settings, session: str | None, say) -> 
     but `say`s so: a mistyped key, or another folder's DATATHREAD_HOME, silently began an empty one."""
     if not session:
         return (uuid.uuid4().hex[:12],)
-    if (key := await analyst.threads.terminal_key(session)) is not None:
+    try:
+        key = await analyst.threads.terminal_key(session)
+    except StoreUnavailable as exc:  # the turn will say so too; the session goes on under that name
+        say(f"Could not look up session {session}: {exc}", markup=False, soft_wrap=True)
+        return (session,)
+    if key is not None:
         return key
     home = settings.home.resolve()
     say(

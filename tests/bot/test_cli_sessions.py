@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from bot.terminal_chat import session_key
 from core.config import load_settings
 from core.sessions import open_store, session_id_for
 from tests.fakes.anthropic_api import text
@@ -194,3 +195,24 @@ def test_the_hourly_limit_names_the_setting_that_controls_it(limits, says, home,
     assert limited.returncode == 1
     assert "You've reached the limit of questions for now" in limited.stderr and says in limited.stderr
     assert len(fake_model.requests) == 1
+
+
+async def test_a_store_gone_while_looking_up_the_session_is_a_sentence_and_the_session_goes_on(settings):
+    """Redis gone between start and the `--session` lookup (or SQLite locked past its timeout): one
+    sentence, and the conversation goes on under the name given (its turns say why they fail)."""
+    from core.analyst import Analyst
+    from tests.fakes.redis_server import RedisServer
+
+    server = RedisServer().start()
+    try:
+        analyst = await Analyst.create(settings.model_copy(update={"redis_url": server.url}))
+        server.kill()
+        said: list[str] = []
+        try:
+            key = await session_key(analyst, settings, "sales", lambda line, **_: said.append(line))
+        finally:
+            await analyst.close()
+    finally:
+        server.stop()
+    assert key == ("sales",)
+    assert len(said) == 1 and said[0].startswith("Could not look up session sales: Redis at 127.0.0.1:"), said
