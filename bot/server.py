@@ -124,8 +124,8 @@ async def _healthz(request: Request) -> JSONResponse:
         sandbox = workers.protections()
     else:
         sandbox = state.analyst.protections() if state.analyst is not None else {}
-    store = "unknown"  # not started yet: nothing to ask
-    if state.analyst is not None:
+    store = "unknown"  # not started yet, or stopping (the store may be closed): nothing to ask
+    if state.analyst is not None and state.ready:
         reachable = await state.threads.store_reachable(timeout_s=HEALTH_STORE_TIMEOUT_S)
         store = "ok" if reachable else "unreachable"
     ok = state.ready and store == "ok"

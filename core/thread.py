@@ -76,6 +76,7 @@ class Threads:
     _verified: VerifiedLibrary | None = None
     _warehouse: Warehouse | None = None
     _default_dataset: str | None = None  # where an exported notebook's bare BigQuery names resolve
+    _ping: asyncio.Task | None = None  # the store check in flight, shared by /healthz calls meanwhile
 
     def __post_init__(self) -> None:
         if (
@@ -89,8 +90,11 @@ class Threads:
     async def store_reachable(self, *, timeout_s: float) -> bool:
         """Whether the session store answers one cheap call (PING, SELECT 1) within `timeout_s`: for
         `/healthz`, which a load balancer may call every few seconds and must never hang."""
-        try:
-            await asyncio.wait_for(self._store.ping(), timeout_s)
+        if self._ping is None or self._ping.done():
+            self._ping = asyncio.ensure_future(self._store.ping())
+            self._ping.add_done_callback(lambda t: t.cancelled() or t.exception())  # seen, if no one waits
+        try:  # callers that give up leave the one check running: a burst of probes holds one thread,
+            await asyncio.wait_for(asyncio.shield(self._ping), timeout_s)  # not one each
         except (StoreUnavailable, TimeoutError):
             return False
         return True
