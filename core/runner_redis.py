@@ -14,6 +14,7 @@ that the answer stopped. The replica whose worker died does the same at once for
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import threading
@@ -31,6 +32,7 @@ from core.store_redis import redis_reason, redis_where
 log = logging.getLogger("datathread.workers")
 
 GROUP = "workers"
+PUT_DEADLINE_S = 1.0  # queueing a job, inside the platform's ack (Slack: 3 s)
 QUICK, TURNS = "dt:jobs:quick", "dt:jobs:turns"
 
 
@@ -73,8 +75,9 @@ class RedisJobs:
 
     def __init__(self, url: str):
         self.url = url
-        # `put` runs inside the platform's ack: a Redis that is down must fail in well under a second
-        # (redis-py's default retries back off for seconds), and the worker's loop has its own back-off.
+        # `put` runs inside the platform's ack, so it has its own deadline (`PUT_DEADLINE_S`): a Redis
+        # that drops packets took 3 connect attempts of 2 s, and one that accepts and never answers
+        # held the ack for ever. Short retries here; the worker's loop has its own back-off.
         self.r = aioredis.Redis.from_url(
             url, socket_connect_timeout=2, retry=Retry(ExponentialBackoff(cap=0.2, base=0.02), retries=2)
         )
@@ -90,7 +93,14 @@ class RedisJobs:
                     raise
 
     async def put(self, job: TurnJob) -> None:
-        await self.r.xadd(QUICK if job.quick else TURNS, {"job": json.dumps(job.to_dict())})
+        """Queue `job`, or raise a RedisError within `PUT_DEADLINE_S` (Slack wants its ack in 3 s).
+        A put cut at the deadline may still land; the job then runs and its thread also hears the
+        store was slow: better than a lost ack and Slack's retries."""
+        try:
+            async with asyncio.timeout(PUT_DEADLINE_S):
+                await self.r.xadd(QUICK if job.quick else TURNS, {"job": json.dumps(job.to_dict())})
+        except TimeoutError:
+            raise redis.TimeoutError(f"no answer within {PUT_DEADLINE_S:g} s") from None
 
     async def take(self, consumer: str, *, turns: bool, block_ms: int) -> list[Taken]:
         """New entries for `consumer`: quick ones always, turns only when it has room for one."""

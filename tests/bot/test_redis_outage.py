@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import signal
 
 import pytest
 
 from bot.slack_jobs import STORE_UNREACHABLE
 from bot.teams_jobs import STORE_UNREACHABLE as TEAMS_STORE_UNREACHABLE
+from core.runner_redis import PUT_DEADLINE_S
 from tests.bot.slack_harness import mention, said, serve, until
 from tests.bot.teams_harness import serve_teams
 from tests.fakes.anthropic_api import text
@@ -109,3 +111,21 @@ async def test_a_teams_message_while_redis_is_down_is_acked_and_told_in_its_conv
         sent = await teams.say("how many flights?")  # asserts the 202 within 2 s
         assert any(m.get("text") == TEAMS_STORE_UNREACHABLE for m in sent), sent
         redis_server.start()
+
+
+async def test_a_redis_that_takes_the_job_and_never_answers_does_not_hold_the_ack(
+    settings, api, redis_server
+):
+    """A stopped (SIGSTOP: the kernel still accepts connections) or black-holed Redis held the job's
+    queueing, inside Slack's 3 s ack, for ever; now it is cut at its deadline and the thread told."""
+    on_redis = settings.model_copy(update={"turn_workers": 1, "redis_url": redis_server.url})
+    async with serve(on_redis, api) as app:
+        redis_server.proc.send_signal(signal.SIGSTOP)
+        try:
+            started = asyncio.get_running_loop().time()
+            resp = await app.event(mention("how many flights?", ts="1700000600.000100"))
+            acked = asyncio.get_running_loop().time() - started
+            assert resp.status_code == 200 and acked < PUT_DEADLINE_S + 1.5, f"the ack took {acked:.1f} s"
+            await until(lambda: said(api, STORE_UNREACHABLE) > 0, timeout=30)
+        finally:
+            redis_server.proc.send_signal(signal.SIGCONT)

@@ -108,7 +108,7 @@ async def test_the_first_ack_does_not_wait_for_a_slow_slack(settings, api, fake_
         acked = time.monotonic() - started
         assert resp.status_code == 200
         await slack.drain()
-    assert acked < 1.5, f"the ack took {acked:.1f} s"
+    assert acked < 3.0, f"the ack took {acked:.1f} s"  # Slack's own limit; auth.test alone takes 5 s
     assert not api.of("auth.test")
     assert not fake_model.requests  # `help` was recognised: the mention was stripped
     assert any("I answer questions about your data" in shown for shown in api.shown()), api.shown()
