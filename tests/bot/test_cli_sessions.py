@@ -7,13 +7,11 @@ Messages API; `chat` in a real subprocess where Ctrl-C matters."""
 from __future__ import annotations
 
 import asyncio
-import codecs
 import contextlib
 import os
 import signal
 import subprocess
 import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -22,7 +20,8 @@ from bot.terminal_chat import session_key
 from core.config import load_settings
 from core.sessions import open_store, session_id_for
 from tests.fakes.anthropic_api import text
-from tests.fakes.cli import DATATHREAD, invoke, recorded_turns
+from tests.fakes.cli import DATATHREAD, invoke, recorded_turns, start_chat
+from tests.fakes.process_output import Output
 
 KEY = {"ANTHROPIC_API_KEY": "sk-ant-test-000000"}
 WAITING = "Waiting for another conversation on this session to finish…"
@@ -104,31 +103,6 @@ def test_ask_on_a_busy_session_says_it_waits_then_answers(home, fake_model):
     assert WAITING in stderr.text and stdout.finished() == "Answered after the wait.\n"
 
 
-class Output:
-    """Everything a subprocess writes to one pipe so far, read by a thread (the prompt has no newline)."""
-
-    def __init__(self, pipe) -> None:
-        self.text = ""
-        self._thread = threading.Thread(target=self._read, args=(pipe.fileno(),), daemon=True)
-        self._thread.start()
-
-    def _read(self, fd: int) -> None:
-        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-        with contextlib.suppress(OSError):
-            while chunk := os.read(fd, 4096):
-                self.text += decoder.decode(chunk)
-
-    def wait_for(self, words: str, timeout: float = 60.0) -> None:
-        deadline = time.monotonic() + timeout
-        while words not in self.text:
-            assert time.monotonic() < deadline, f"no {words!r} in {self.text!r}"
-            time.sleep(0.05)
-
-    def finished(self) -> str:
-        self._thread.join(timeout=10)
-        return self.text
-
-
 @pytest.fixture
 def _ctrl_c_as_a_terminal_has_it():
     """Ctrl-C as an interactive terminal has it, even when the suite runs as a background job (which
@@ -140,19 +114,8 @@ def _ctrl_c_as_a_terminal_has_it():
 
 @pytest.mark.usefixtures("_ctrl_c_as_a_terminal_has_it")
 def test_a_second_chat_on_a_session_says_it_waits_and_ctrl_c_there_keeps_nothing(home, fake_model):
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC", "DATATHREAD", "SLACK"))}
-    env |= {"DATATHREAD_HOME": str(home), **KEY, "ANTHROPIC_BASE_URL": fake_model.url}
     with another_turn_holds(home, "shared"):
-        proc = subprocess.Popen(
-            [DATATHREAD, "chat", "--session", "shared"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=env,
-            cwd=home.parent,
-            start_new_session=True,  # its own process group, as a terminal's foreground job
-        )
+        proc = start_chat(home, fake_model.url, "shared")
         output = Output(proc.stdout)
         try:
             proc.stdin.write("how many flights?\n")

@@ -6,7 +6,6 @@ while a turn is stopping quits."""
 from __future__ import annotations
 
 import asyncio
-import codecs
 import contextlib
 import json
 import os
@@ -19,7 +18,8 @@ from pathlib import Path
 import pytest
 
 from tests.fakes.anthropic_api import text, tool
-from tests.fakes.cli import DATATHREAD, invoke, recorded_turns
+from tests.fakes.cli import DATATHREAD, invoke, recorded_turns, start_chat
+from tests.fakes.process_output import Output
 from tests.fakes.scenarios import assert_valid
 
 HEARTBEAT = """
@@ -40,26 +40,6 @@ def _ctrl_c_as_a_terminal_has_it():
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     yield
     signal.signal(signal.SIGINT, previous)
-
-
-def start_chat(home: Path, fake_url: str, session: str) -> subprocess.Popen:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC", "DATATHREAD", "SLACK"))}
-    env |= {
-        "DATATHREAD_HOME": str(home),
-        "ANTHROPIC_API_KEY": "sk-ant-test-000000",
-        "ANTHROPIC_BASE_URL": fake_url,
-        "DATATHREAD_MODEL_RETRIES": "0",
-    }
-    return subprocess.Popen(
-        [DATATHREAD, "chat", "--session", session],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-        cwd=home.parent,
-        start_new_session=True,  # its own process group, like a terminal's foreground job
-    )
 
 
 def wait_for(predicate, timeout: float = 90.0) -> None:
@@ -224,26 +204,6 @@ def test_ask_stopped_by_sigterm_keeps_the_question_and_says_so(home, fake_model)
     wait_for(lambda: not Path(f"/proc/{running}").exists())
     (asked,) = asyncio.run(recorded_turns(home))
     assert asked["question"] == "the question asked" and "stopped" in asked["error"]
-
-
-class Output:
-    """Everything a subprocess writes to one pipe so far, read by a thread (the prompt has no newline)."""
-
-    def __init__(self, pipe) -> None:
-        self.text = ""
-        self._thread = threading.Thread(target=self._read, args=(pipe.fileno(),), daemon=True)
-        self._thread.start()
-
-    def _read(self, fd: int) -> None:
-        # incremental: a read may end inside a character ("›" is three bytes), decoded with the next
-        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-        with contextlib.suppress(OSError):  # a pseudo-terminal ends in EIO, not end of file
-            while chunk := os.read(fd, 4096):
-                self.text += decoder.decode(chunk)
-
-    def finished(self) -> str:
-        self._thread.join(timeout=10)
-        return self.text
 
 
 @contextlib.contextmanager

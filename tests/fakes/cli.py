@@ -19,6 +19,28 @@ def _env(home: Path, env: dict | None) -> dict:
     return {**base, **(env or {})}
 
 
+def start_chat(home: Path, fake_url: str, session: str) -> subprocess.Popen:
+    """`datathread chat --session SESSION` left running, its three pipes open, in a process group of
+    its own as a terminal's foreground job is (so a test's Ctrl-C reaches it alone)."""
+    base = {k: v for k, v in os.environ.items() if not k.startswith(_OURS)}
+    env = base | {
+        "DATATHREAD_HOME": str(home),
+        "ANTHROPIC_API_KEY": "sk-ant-test-000000",
+        "ANTHROPIC_BASE_URL": fake_url,
+        "DATATHREAD_MODEL_RETRIES": "0",
+    }
+    return subprocess.Popen(
+        [DATATHREAD, "chat", "--session", session],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=home.parent,
+        start_new_session=True,
+    )
+
+
 def run(
     args: list[str], home: Path, *, env: dict | None = None, stdin: str = ""
 ) -> subprocess.CompletedProcess:
