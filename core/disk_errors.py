@@ -22,6 +22,8 @@ def disk_problem(exc: BaseException) -> str:
         return "the disk is full (or a file reached this process's size limit)"
     if code in (errno.EROFS, errno.EACCES, errno.EPERM) or any(w in words for w in _READ_ONLY):
         return "it is read-only for this user"
+    if "database is locked" in words:  # SQLite, after its busy wait: the disk is fine
+        return "another process has held it locked for longer than the busy wait"
     if "disk i/o error" in words:  # SQLite's word for EFBIG, EIO and friends alike
         return "it could not be written (is the disk full or failing?)"
     first = str(exc).split("\n")[0].strip().rstrip(".")
@@ -34,6 +36,8 @@ def home_hint(problem: str) -> str:
         return "make it writable or set DATATHREAD_HOME to another folder"
     if problem.startswith("the disk is full"):
         return "free some space or set DATATHREAD_HOME to another folder"
+    if problem.startswith("another process"):
+        return "is another datathread using this DATATHREAD_HOME? stop it or use a folder of its own"
     return "check the disk, or set DATATHREAD_HOME to another folder"
 
 

@@ -130,8 +130,13 @@ def test_the_sentences_name_the_problem():
             "it could not be written (is the disk full or failing?)",
         ),
         (sqlite3.OperationalError("unable to open database file"), "unable to open database file"),
+        (
+            sqlite3.OperationalError("database is locked"),
+            "another process has held it locked for longer than the busy wait",
+        ),
     ]
     assert [disk_problem(exc) for exc, _ in cases] == [want for _, want in cases]
     assert write_failure(PermissionError(errno.EACCES, "Permission denied")) == (
         "it is read-only for this user; make it writable or set DATATHREAD_HOME to another folder"
     )
+    assert "check the disk" not in write_failure(sqlite3.OperationalError("database is locked"))
