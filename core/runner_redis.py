@@ -21,13 +21,10 @@ import threading
 from dataclasses import dataclass
 
 import redis
-import redis.asyncio as aioredis
-from redis.asyncio.retry import Retry
-from redis.backoff import ExponentialBackoff
 
 from core.outage import Outage
 from core.runner import TurnJob
-from core.store_redis import redis_reason, redis_where
+from core.store_redis import fail_fast_client, redis_reason, redis_where
 
 log = logging.getLogger("datathread.workers")
 
@@ -78,9 +75,7 @@ class RedisJobs:
         # `put` runs inside the platform's ack, so it has its own deadline (`PUT_DEADLINE_S`): a Redis
         # that drops packets took 3 connect attempts of 2 s, and one that accepts and never answers
         # held the ack for ever. Short retries here; the worker's loop has its own back-off.
-        self.r = aioredis.Redis.from_url(
-            url, socket_connect_timeout=2, retry=Retry(ExponentialBackoff(cap=0.2, base=0.02), retries=2)
-        )
+        self.r = fail_fast_client(url)
         self._settle = self.r.register_script(_SETTLE)
 
     async def prepare(self) -> None:

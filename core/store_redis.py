@@ -70,6 +70,18 @@ def redis_where(url: str) -> str:
     return f"{parts.hostname or 'localhost'}:{parts.port or 6379}"
 
 
+def fail_fast_client(url: str, *, socket_timeout: float | None = None) -> aioredis.Redis:
+    """An asyncio client that gives up on a Redis that is down after a few quick retries: redis-py's
+    default retries back off for ~10 s, longer than a platform's ack or a person waits. The session
+    store and the job queue (`core/runner_redis.py`) share it."""
+    return aioredis.Redis.from_url(
+        url,
+        socket_connect_timeout=2,
+        socket_timeout=socket_timeout,
+        retry=Retry(ExponentialBackoff(cap=0.2, base=0.02), retries=2),
+    )
+
+
 class RedisStore:
     """SessionStore on Redis (redis-py asyncio). Construct cheaply; `ping()` proves it is reachable."""
 
@@ -77,13 +89,7 @@ class RedisStore:
         self.where = redis_where(url)
         self.history_ttl_s = history_ttl_s
         self.prefix = prefix
-        # Fail fast: a few quick retries, then StoreUnavailable (the default retries for ~10 s).
-        self.r = aioredis.Redis.from_url(
-            url,
-            socket_connect_timeout=2,
-            socket_timeout=5,
-            retry=Retry(ExponentialBackoff(cap=0.2, base=0.02), retries=2),
-        )
+        self.r = fail_fast_client(url, socket_timeout=5)  # then StoreUnavailable
         self._url = url
         self._hit = self.r.register_script(_HIT)
         self._late_releases: set[asyncio.Task] = set()

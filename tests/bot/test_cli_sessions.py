@@ -10,7 +10,6 @@ import asyncio
 import contextlib
 import os
 import signal
-import subprocess
 import threading
 from pathlib import Path
 
@@ -20,7 +19,7 @@ from bot.terminal_chat import session_key
 from core.config import load_settings
 from core.sessions import open_store, session_id_for
 from tests.fakes.anthropic_api import text
-from tests.fakes.cli import DATATHREAD, invoke, recorded_turns, start_chat
+from tests.fakes.cli import invoke, recorded_turns, spawn, start_chat
 from tests.fakes.process_output import Output
 
 KEY = {"ANTHROPIC_API_KEY": "sk-ant-test-000000"}
@@ -81,16 +80,8 @@ def test_ask_on_a_busy_session_says_it_waits_then_answers(home, fake_model):
     """The other turn ends only once `ask` has said it waits: on a busy machine `ask` may take longer
     to reach the lock than any fixed delay."""
     fake_model.enqueue(text("Answered after the wait."))
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC", "DATATHREAD", "SLACK"))}
-    env |= {"DATATHREAD_HOME": str(home), **KEY, "ANTHROPIC_BASE_URL": fake_model.url}
     with another_turn_holds(home, "busy") as release:
-        proc = subprocess.Popen(
-            [DATATHREAD, "ask", "how many?", "--session", "busy"],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            env=env,
-            cwd=home.parent,
-        )
+        proc = spawn(["ask", "how many?", "--session", "busy"], home, fake_model.url)
         try:
             stdout, stderr = Output(proc.stdout), Output(proc.stderr)
             stderr.wait_for(WAITING)

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.fakes.anthropic_api import text, tool
-from tests.fakes.cli import DATATHREAD, invoke, recorded_turns, start_chat
+from tests.fakes.cli import DATATHREAD, invoke, recorded_turns, spawn, start_chat
 from tests.fakes.process_output import Output
 from tests.fakes.scenarios import assert_valid
 
@@ -171,21 +171,7 @@ def test_ask_stopped_by_sigterm_keeps_the_question_and_says_so(home, fake_model)
     """`timeout 60 datathread ask …` (SIGTERM) ended `ask` at once, silently, and the question was
     neither in the session's history nor in the audit: now it is stopped as chat's turns are."""
     fake_model.enqueue(tool("run_python", {"code": HEARTBEAT}))
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC", "DATATHREAD", "SLACK"))}
-    env |= {
-        "DATATHREAD_HOME": str(home),
-        "ANTHROPIC_API_KEY": "sk-ant-test-000000",
-        "ANTHROPIC_BASE_URL": fake_model.url,
-    }
-    proc = subprocess.Popen(
-        [DATATHREAD, "ask", "the question asked", "--session", "ask-term"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-        cwd=home.parent,
-        start_new_session=True,
-    )
+    proc = spawn(["ask", "the question asked", "--session", "ask-term"], home, fake_model.url)
     try:
         wait_for(lambda: step_processes(proc.pid))
         running = step_child(proc.pid, step_processes(proc.pid)[0])

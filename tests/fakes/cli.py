@@ -19,9 +19,9 @@ def _env(home: Path, env: dict | None) -> dict:
     return {**base, **(env or {})}
 
 
-def start_chat(home: Path, fake_url: str, session: str) -> subprocess.Popen:
-    """`datathread chat --session SESSION` left running, its three pipes open, in a process group of
-    its own as a terminal's foreground job is (so a test's Ctrl-C reaches it alone)."""
+def spawn(args: list[str], home: Path, fake_url: str, *, stdin: bool = False) -> subprocess.Popen:
+    """`datathread ARGS` left running against the scripted model at `fake_url`, its pipes open, in a
+    process group of its own as a terminal's foreground job is (so a test's signal reaches it alone)."""
     base = {k: v for k, v in os.environ.items() if not k.startswith(_OURS)}
     env = base | {
         "DATATHREAD_HOME": str(home),
@@ -30,8 +30,8 @@ def start_chat(home: Path, fake_url: str, session: str) -> subprocess.Popen:
         "DATATHREAD_MODEL_RETRIES": "0",
     }
     return subprocess.Popen(
-        [DATATHREAD, "chat", "--session", session],
-        stdin=subprocess.PIPE,
+        [DATATHREAD, *args],
+        stdin=subprocess.PIPE if stdin else None,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -39,6 +39,11 @@ def start_chat(home: Path, fake_url: str, session: str) -> subprocess.Popen:
         cwd=home.parent,
         start_new_session=True,
     )
+
+
+def start_chat(home: Path, fake_url: str, session: str) -> subprocess.Popen:
+    """`datathread chat --session SESSION` left running, reading questions from its stdin pipe."""
+    return spawn(["chat", "--session", session], home, fake_url, stdin=True)
 
 
 def run(
