@@ -19,7 +19,7 @@ from bot.slack_progress import SlackProgress, SlackTarget
 from bot.surface import AppState
 from core.events import IncomingMessage
 from core.notebook import NothingToExport
-from core.runner import STORE_DOWN, WHY, TurnJob
+from core.runner import STORE_DOWN, STORE_DOWN_TEXT, WHY, TurnJob
 from core.runner_worker import lost_kind
 from core.sessions import session_id_for
 from core.thread import Threads
@@ -37,9 +37,7 @@ STOPPED = (
     ":warning: I stopped before finishing this answer (the process running it ended). "
     "Please ask again — the thread still works."
 )
-STORE_UNREACHABLE = (
-    ":warning: I can't answer right now: my session store is unreachable. Please ask again in a few minutes."
-)
+STORE_UNREACHABLE = f":warning: {STORE_DOWN_TEXT}"
 QUESTION_EVENT = "datathread_question"  # the metadata type marking a slash command's question (its root)
 RECENT_MESSAGES = 100  # how far back in a channel the lost handler looks for a question's root
 NOT_IN_CHANNEL = (

@@ -22,7 +22,7 @@ from bot.teams_auth import TeamsBot
 from bot.teams_progress import TeamsOut, TeamsSink
 from core.events import ConfirmRequest, IncomingMessage
 from core.notebook import NothingToExport
-from core.runner import STORE_DOWN, WHY, TurnJob
+from core.runner import STORE_DOWN, STORE_DOWN_TEXT, WHY, TurnJob
 from core.schedules_tool import from_answer, propose_new
 from core.thread import CONFIRM_EXPIRED, CONFIRM_NOT_YOURS, ConfirmAnswer, ConfirmResult, Threads
 
@@ -33,9 +33,7 @@ STOPPED = (
     "I stopped before finishing this answer (the process running it ended). "
     "Please ask again — the conversation still works."
 )
-STORE_UNREACHABLE = (
-    "I can't answer right now: my session store is unreachable. Please ask again in a few minutes."
-)
+STORE_UNREACHABLE = STORE_DOWN_TEXT
 WELCOME = (
     "Hi, I'm **datathread**. Ask me data questions here and I'll query the warehouse, run the analysis "
     "and reply with the answer, charts and CSVs. Try: *which carriers had the most delayed departures? "

@@ -47,6 +47,9 @@ LOST_SUFFIX = ".lost"
 TELL_LOST_S = 10.0  # how long telling one thread that its answer stopped may take at shutdown
 WHY = "why"  # the lost handler's payload key saying why the job did not finish (absent: its process ended)
 STORE_DOWN = "store"  # …because the session store (or Redis under the job queue) was unreachable
+STORE_DOWN_TEXT = (
+    "I can't answer right now: my session store is unreachable. Please ask again in a few minutes."
+)
 
 
 def lost_kind(kind: str) -> str:
