@@ -10,6 +10,7 @@ import logging
 
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
+from slack_sdk.webhook.async_client import AsyncWebhookClient
 
 from bot import slack_render as render
 from bot.schedule_slack import slack_user_tz
@@ -171,9 +172,14 @@ async def tell_stopped(state: AppState, client: AsyncWebClient, p: dict) -> None
 async def tell_store_down(client: AsyncWebClient, p: dict) -> None:
     """The job could not start: the session store is unreachable. Said without asking the store
     anything: in the thread of the message, or only to the asker for a slash command (its question
-    was never posted). A follow-up without a mention may be in a thread datathread is not part of
-    (only the store knows): not answered, the log line says why."""
+    was never posted) — through the command's response_url, which, unlike chat.postEphemeral, works
+    in a channel the bot is not a member of. A follow-up without a mention may be in a thread
+    datathread is not part of (only the store knows): not answered, the log line says why."""
     if p.get("follow_up_only"):
+        return
+    if p.get("response_url"):
+        hook = AsyncWebhookClient(p["response_url"], session=client.session)
+        await hook.send(response_type="ephemeral", replace_original=False, text=STORE_UNREACHABLE)
         return
     if p.get("private") or p.get("slash"):
         await client.chat_postEphemeral(channel=p["channel"], user=p["user"], text=STORE_UNREACHABLE)

@@ -152,7 +152,7 @@ class Analyst:
             await self._fail(outcome, emit, NOT_STARTED, message, log_level=logging.INFO)
             raise TurnStopped from None
         except (LockLost, LockTimeout, StoreUnavailable) as exc:
-            text, level = store_failure(exc)
+            text, level = store_failure(exc, surface=message.surface)
             await self._fail(outcome, emit, text, message, log_level=level)
         except Exception as exc:  # the last line of defence: a short message, never a traceback
             await self._fail(

@@ -11,6 +11,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 
 from core.sessions import HeldLock, LockLost, LockTimeout, SessionStore, StoreUnavailable
 
+log = logging.getLogger(__name__)
+
 # Stopped while it waited: it never ran, so — unlike a stopped answer — nothing of it is in the history.
 NOT_STARTED = (
     "Stopped before it started: another conversation on this session was still answering, so this "
@@ -40,8 +42,10 @@ async def turn_lock(
         yield held
 
 
-def store_failure(exc: LockLost | LockTimeout | StoreUnavailable) -> tuple[str, int]:
-    """The sentence (and log level) for a turn the session store could not carry."""
+def store_failure(exc: LockLost | LockTimeout | StoreUnavailable, *, surface: str) -> tuple[str, int]:
+    """The sentence (and log level) for a turn the session store could not carry. Why the store
+    failed (Redis host:port, the SQLite folder) is for whoever runs datathread: said at the terminal,
+    which is theirs, but only logged for a chat thread, where everyone in the channel would read it."""
     if isinstance(exc, LockLost):
         text = (
             "I lost track of this thread while answering (another request took it over), so this "
@@ -53,7 +57,12 @@ def store_failure(exc: LockLost | LockTimeout | StoreUnavailable) -> tuple[str, 
             "This thread is still busy with an earlier question. Try again when it has answered.",
             logging.ERROR,
         )
+    if surface != "terminal":
+        log.error("session store failed: %s", exc)
+        why = ""
+    else:
+        why = f" ({exc})"
     return (
-        f"I can't use my session store right now ({exc}). Nothing was changed; please try again shortly.",
+        f"I can't use my session store right now{why}. Nothing was changed; please try again shortly.",
         logging.ERROR,
     )

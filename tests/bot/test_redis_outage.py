@@ -74,6 +74,27 @@ async def test_a_mention_while_redis_is_down_is_acked_and_told_in_its_thread(
         redis_server.start()
 
 
+async def test_a_slash_command_while_redis_is_down_is_told_to_the_asker_where_the_bot_is_no_member(
+    settings, api, redis_server
+):
+    """chat.postEphemeral needs the bot in the channel; a slash command works anywhere, so the asker
+    hears through the command's response_url (the old code's ephemeral failed: no answer at all)."""
+    api.fail_methods.update({"chat.postEphemeral": "not_in_channel", "chat.postMessage": "not_in_channel"})
+    on_redis = settings.model_copy(update={"redis_url": redis_server.url})
+    async with serve(on_redis, api) as app:
+        redis_server.kill()
+        resp = await app.command("how many flights?", channel="C0NOTMEMBER")
+        assert resp.status_code == 200
+
+        def told() -> list:
+            return [c for c in api.calls if c.method.startswith("/response/") and c.args.get("text")]
+
+        await until(lambda: told(), timeout=30)
+        assert told()[0].args["text"] == STORE_UNREACHABLE
+        assert told()[0].args["response_type"] == "ephemeral"
+        redis_server.start()
+
+
 async def test_turn_workers_ride_out_a_redis_outage_and_take_jobs_again(
     settings, api, fake_model, redis_server, caplog
 ):

@@ -410,6 +410,31 @@ async def test_redis_killed_mid_turn_fails_clearly_and_history_stays_valid(setti
         server.stop()
 
 
+async def test_a_chat_thread_is_not_told_where_the_store_lives(settings, fake_model, recorder, caplog):
+    """Everyone in a channel reads the reply: the store's host and port go to the log only (the
+    terminal, whose person runs datathread, is told them: the test above)."""
+    from core.analyst import Analyst
+
+    server = RedisServer().start()
+    analyst = await Analyst.create(settings.model_copy(update={"redis_url": server.url}))
+    try:
+        server.kill()
+        message = IncomingMessage(
+            text="how many?", surface="slack", thread_key=("T1", "C1", "1.1"), user_id="U1"
+        )
+        outcome = await analyst.handle(message, recorder)
+        assert not outcome.ok
+        assert outcome.error == (
+            "I can't use my session store right now. Nothing was changed; please try again shortly."
+        )
+        assert recorder.of("failed")[-1].message == outcome.error
+        logged = "\n".join(r.getMessage() for r in caplog.records)
+        assert f"Redis at 127.0.0.1:{server.port} is not reachable" in logged
+    finally:
+        await analyst.close()
+        server.stop()
+
+
 @pytest.mark.parametrize(
     ("url", "where"),
     [
