@@ -150,3 +150,39 @@ async def test_a_redis_that_takes_the_job_and_never_answers_does_not_hold_the_ac
             await until(lambda: said(api, STORE_UNREACHABLE) > 0, timeout=30)
         finally:
             redis_server.proc.send_signal(signal.SIGCONT)
+
+
+def connections_to(port: int) -> int:
+    """Open TCP connections from this host to 127.0.0.1:`port` (the client ends, from the kernel)."""
+    count = 0
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with open(table) as rows:
+            for row in list(rows)[1:]:
+                _, _, remote, state = row.split()[:4]
+                if int(remote.rsplit(":", 1)[1], 16) == port and state == "01":  # ESTABLISHED
+                    count += 1
+    return count
+
+
+async def test_a_burst_of_health_probes_against_a_stalled_store_shares_one_check(settings, api, redis_server):
+    """A load balancer (or several) probing a replica whose Redis accepts and never answers: each
+    probe says unreachable within its bound, and the burst makes one store call, not one each (each
+    held a connection — with SQLite, a thread — until the store answered)."""
+    on_redis = settings.model_copy(update={"redis_url": redis_server.url})
+    async with serve(on_redis, api) as app:
+        assert await healthz_status(app) == 200
+        before = connections_to(redis_server.port)
+        redis_server.proc.send_signal(signal.SIGSTOP)  # the kernel still accepts its connections
+        try:
+            started = asyncio.get_running_loop().time()
+            burst = asyncio.gather(*(healthz_status(app) for _ in range(12)))
+            await asyncio.sleep(0.5)  # the probes wait on the store (bound: 1 s)
+            during = connections_to(redis_server.port)
+            statuses = await burst
+            took = asyncio.get_running_loop().time() - started
+        finally:
+            redis_server.proc.send_signal(signal.SIGCONT)
+        assert statuses == [503] * 12
+        assert took < 2.5, f"the burst took {took:.1f} s"
+        assert during - before <= 1, (before, during)
+        assert await healthz_status(app) == 200
