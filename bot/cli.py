@@ -177,7 +177,7 @@ def serve(
     from bot import slack_app, teams_auth
     from bot.serve_process import listen_problem
     from bot.serve_process import serve as run_server
-    from bot.server import create_app, stopping
+    from bot.server import create_app, hurry, stopping
 
     settings = settings_or_exit()
     if problem := slack_app.half_configured(settings) or teams_auth.half_configured(settings):
@@ -192,7 +192,14 @@ def serve(
     check_sandbox(settings)  # a back end this host lacks: one sentence now, not a worker's traceback
     if problem := listen_problem(host, port) or asyncio.run(_start_problem(settings, slack_token=True)):
         die(problem)
-    run_server(asgi, host=host, port=port, log_level=log_level.lower(), on_stop=lambda: stopping(asgi))
+    run_server(
+        asgi,
+        host=host,
+        port=port,
+        log_level=log_level.lower(),
+        on_stop=lambda: stopping(asgi),
+        on_hurry=lambda: hurry(asgi),
+    )
 
 
 async def _start_problem(settings: Settings, *, slack_token: bool = False) -> str | None:

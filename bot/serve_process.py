@@ -30,19 +30,25 @@ log = logging.getLogger("datathread.server")
 
 
 class Server(uvicorn.Server):
-    """uvicorn's server, calling `on_stop` at the first stop signal and shutting the app down after a
-    second Ctrl-C too."""
+    """uvicorn's server, calling `on_stop` at the first stop signal and `on_hurry` at a second Ctrl-C,
+    and shutting the app down after a second Ctrl-C too."""
 
-    def __init__(self, config: uvicorn.Config, *, on_stop: Callable[[], None]) -> None:
+    def __init__(
+        self, config: uvicorn.Config, *, on_stop: Callable[[], None], on_hurry: Callable[[], None]
+    ) -> None:
         super().__init__(config)
         self.on_stop = on_stop
+        self.on_hurry = on_hurry
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
-        # In a signal handler: `on_stop` only sets flags.
+        # In a signal handler: `on_stop` and `on_hurry` only set flags and send signals.
         if not self.should_exit:
             self.on_stop()
         elif sig == signal.SIGINT and not self.force_exit:
-            log.warning("Ctrl-C again: stopping without waiting for open connections.")
+            log.warning(
+                "Ctrl-C again: stopping now, without waiting for open connections or running answers."
+            )
+            self.on_hurry()
         super().handle_exit(sig, frame)
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
@@ -51,11 +57,13 @@ class Server(uvicorn.Server):
             await self.lifespan.shutdown()
 
 
-def serve(app, *, host: str, port: int, log_level: str, on_stop: Callable[[], None]) -> None:
+def serve(
+    app, *, host: str, port: int, log_level: str, on_stop: Callable[[], None], on_hurry: Callable[[], None]
+) -> None:
     """Serve `app` until a stop signal, ending as `uvicorn.run` does: the signals uvicorn caught are
     raised again once it has stopped (a Ctrl-C ends here quietly), and exit code 3 when it never started."""
     config = uvicorn.Config(app, host=host, port=port, log_level=log_level, lifespan="on")
-    server = Server(config, on_stop=on_stop)
+    server = Server(config, on_stop=on_stop, on_hurry=on_hurry)
     with contextlib.suppress(KeyboardInterrupt):  # the Ctrl-C uvicorn raised again once stopped
         server.run()
     if not server.started:

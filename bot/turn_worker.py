@@ -20,7 +20,7 @@ from bot.server import create_app
 from core.config import ConfigError, load_settings
 from core.runner import LocalRunner
 from core.runner_redis import RedisJobs
-from core.runner_worker import Worker, die_with_parent
+from core.runner_worker import HURRY_SIGNAL, Worker, die_with_parent
 from core.sessions import StoreUnavailable
 
 NICE = 10
@@ -50,6 +50,7 @@ async def run(first: dict, out) -> None:
             finish_s=first["finish_s"],
             grace_s=first["grace_s"],
         )
+        asyncio.get_running_loop().add_signal_handler(HURRY_SIGNAL, worker.hurry)
         worker.send({"ready": True, "protections": state.analyst.protections()})
         stdin = await _stdin()
         if first.get("redis") and settings.redis_url:

@@ -108,6 +108,30 @@ async def cancel_and_tell(
         await asyncio.wait([asyncio.create_task(tell_lost(handlers, j)) for j in jobs], timeout=grace_s)
 
 
+async def let_finish(tasks: dict[asyncio.Task, TurnJob], timeout: float, hurried: asyncio.Event) -> None:
+    """Stopping: give the jobs running now up to `timeout` seconds to end, or until `hurried` is set
+    (a second Ctrl-C), saying once what it waits for: the first Ctrl-C with an answer still being
+    written was followed by up to 30 s of silence, and a second Ctrl-C did not shorten them."""
+    running = {task for task in tasks if not task.done()}
+    turns = sum(not tasks[task].quick for task in running)
+    if not running or hurried.is_set():
+        return
+    if turns:
+        log.warning(
+            "stopping: waiting up to %g s for %d answer(s) still running; Ctrl-C again stops them now "
+            "(their threads are told)",
+            timeout,
+            turns,
+        )
+    ended = asyncio.ensure_future(asyncio.wait(running))
+    cut = asyncio.ensure_future(hurried.wait())
+    try:
+        await asyncio.wait({ended, cut}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        ended.cancel()
+        cut.cancel()
+
+
 def _told_its_thread(task: asyncio.Task) -> bool:
     return task.done() and not task.cancelled() and task.exception() is None and task.result() is True
 
@@ -131,6 +155,8 @@ class LocalRunner:
     def __init__(self, *, max_concurrent: int = 8) -> None:
         self.handlers: dict[str, JobHandler] = {}
         self.tasks: dict[asyncio.Task, TurnJob] = {}  # running jobs (a dict: shutdown tells their threads)
+        self._hurried = False  # a second Ctrl-C: `stop` does not wait for running jobs
+        self._wake: tuple[asyncio.AbstractEventLoop, asyncio.Event] | None = None  # `stop`'s, while it waits
         # Backpressure: beyond this many jobs at once, the rest wait their turn instead of competing for
         # the CPU with the event loop that must keep acking within the platforms' deadlines.
         self._slots = asyncio.Semaphore(max_concurrent)
@@ -170,9 +196,25 @@ class LocalRunner:
         return False
 
     async def stop(self, timeout: float) -> None:
-        """Shutdown: let jobs finish for `timeout` seconds; the rest are cancelled and their threads told."""
-        await self.drain(timeout=timeout)
+        """Shutdown: let jobs finish for `timeout` seconds (or until `hurry`); the rest are cancelled and
+        their threads told."""
+        hurried = asyncio.Event()
+        self._wake = (asyncio.get_running_loop(), hurried)
+        if self._hurried:  # before `stop`, or between the check in `hurry` and the line above
+            hurried.set()
+        try:
+            await let_finish(self.tasks, timeout, hurried)
+        finally:
+            self._wake = None
         await cancel_and_tell(dict(self.tasks), self.handlers)
+
+    def hurry(self) -> None:
+        """A second Ctrl-C: `stop` stops waiting for running jobs. Called from a signal handler, so it
+        only sets a flag and wakes the loop."""
+        self._hurried = True
+        if (wake := self._wake) is not None:
+            loop, hurried = wake
+            loop.call_soon_threadsafe(hurried.set)
 
     async def drain(self, timeout: float | None = None) -> None:
         deadline = None if timeout is None else asyncio.get_running_loop().time() + timeout

@@ -29,6 +29,7 @@ from core.runner import (
     LocalRunner,
     TurnJob,
     cancel_and_tell,
+    let_finish,
     lost_job,
     lost_kind,
     tell_lost,
@@ -40,6 +41,8 @@ __all__ = ["LOST", "Worker", "die_with_parent", "lost_job", "lost_kind", "report
 
 log = logging.getLogger("datathread.workers")
 
+# The parent's word for a second Ctrl-C: stop now, telling the threads of the jobs still running.
+HURRY_SIGNAL = signal.SIGUSR1
 FINISH_S = 30.0  # how long a stopping worker lets the jobs it holds finish (the parent may say otherwise)
 
 
@@ -55,6 +58,7 @@ def die_with_parent() -> None:
     # workers in order (stdin closed); a worker killed first would look like a crash and be restarted.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    signal.signal(HURRY_SIGNAL, signal.SIG_IGN)  # until the worker's loop handles it: never its death
 
 
 class Worker:
@@ -75,6 +79,7 @@ class Worker:
         self.slots = slots
         self.finish_s = finish_s
         self.grace_s = grace_s
+        self.hurried = asyncio.Event()  # set by `hurry` (the parent's SIGUSR1: a second Ctrl-C)
         self.busy = 0  # turns running now
         self.tasks: dict[asyncio.Task, TurnJob] = {}
         self._releases: dict[asyncio.Task, Callable[[], Awaitable[None]]] = {}  # each task's `done`, once
@@ -115,6 +120,10 @@ class Worker:
         self._releases[task] = release
         task.add_done_callback(self._forget)
 
+    def hurry(self) -> None:
+        """Stopping without waiting for the jobs held (`HURRY_SIGNAL` from the parent, on the loop)."""
+        self.hurried.set()
+
     def _forget(self, task: asyncio.Task) -> None:
         self.tasks.pop(task, None)
         self._releases.pop(task, None)
@@ -124,8 +133,7 @@ class Worker:
         Each job's entry or `done` line is then released, so nobody reports it again — at once for a job
         still running after its grace (it ignores its cancellation): its thread has heard, and the
         parent, killing this worker later, would otherwise tell it a second time."""
-        if self.tasks:
-            await asyncio.wait(set(self.tasks), timeout=self.finish_s)
+        await let_finish(self.tasks, self.finish_s, self.hurried)
         cancelled = dict(self.tasks)
         await cancel_and_tell(cancelled, self.runner.handlers, grace_s=self.grace_s)
         for task in cancelled:

@@ -36,7 +36,7 @@ from redis.exceptions import RedisError
 from core.config import Settings
 from core.runner import LOST, TELL_LOST_S, JobHandler, TurnJob, tell_lost, tell_store_down
 from core.runner_redis import QUICK, TURNS, RedisJobs
-from core.runner_worker import FINISH_S
+from core.runner_worker import FINISH_S, HURRY_SIGNAL
 from core.store_base import StoreUnavailable
 from core.store_redis import redis_reason, redis_where
 from core.worker_fork import ForkedWorker, start_worker
@@ -174,6 +174,14 @@ class WorkerRunner:
         stopping (its stop signal may end the workers' template before `stop` runs). Sets a flag only:
         it is called from a signal handler."""
         self._stopping = True
+
+    def hurry(self) -> None:
+        """A second Ctrl-C: the workers stop waiting for the jobs they hold, cancel them and tell their
+        threads (`HURRY_SIGNAL`; a worker not ready yet has no jobs). Called from a signal handler."""
+        for p in self._procs:
+            if p is not None and p.proc.returncode is None and p.ready.done():
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(p.proc.pid, HURRY_SIGNAL)
 
     async def stop(self) -> None:
         """Shut down: close every worker's stdin (it gives what it holds `finish_s` to end, then tells the

@@ -6,11 +6,16 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
 import time
 
 import pytest
 
+from core.analyst import STOPPED as TURN_STOPPED
 from tests.bot.serve_harness import Replica
+from tests.bot.slack_harness import SECRET, event_body, mention, said
+from tests.fakes.anthropic_api import text
+from tests.fakes.slack_api import FakeSlackAPI
 
 pytestmark = pytest.mark.own_sandbox  # the served process starts its own workers and fork servers
 
@@ -184,3 +189,54 @@ def test_where_serve_cannot_listen_is_one_sentence_before_anything_starts():
             listen_problem("127.0.0.1", 80)
             == "port 80 needs privileges this user lacks: use a port above 1023"
         )
+
+
+def test_a_second_ctrl_c_stops_a_running_answer_now_and_its_thread_is_told(home, fake_model, tmp_path):
+    """The first Ctrl-C gives answers still being written up to 30 s, and says so; a second one stops
+    them now — their threads told once — instead of waiting out the 30 s (it did, in silence)."""
+    api = FakeSlackAPI().start()
+    release = threading.Event()
+
+    def slow(body: dict) -> dict:
+        release.wait(120)
+        return text("too late")
+
+    fake_model.enqueue(slow)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLACK_", "DATATHREAD_", "AWS_"))}
+    env.update(
+        ANTHROPIC_API_KEY="sk-ant-test-key-000000",
+        ANTHROPIC_BASE_URL=fake_model.url,
+        DATATHREAD_MODEL_RETRIES="0",
+        DATATHREAD_HOME=str(home),
+        DATATHREAD_SLACK_API_URL=api.url,
+        SLACK_BOT_TOKEN="xoxb-test-token-000000",
+        SLACK_SIGNING_SECRET=SECRET,
+    )
+    served = Replica(env, tmp_path)
+    try:
+        served.wait_ready()
+        assert served.post(event_body(mention("slow one", ts="1700000700.000100"))).status_code == 200
+        until(lambda: len(fake_model.requests) == 1)  # the answer is being written
+        offset = served.log.stat().st_size
+        os.killpg(served.proc.pid, signal.SIGINT)
+        until(lambda: "for 1 answer(s) still running" in served.log.read_text())
+        pressed = time.monotonic()
+        os.killpg(served.proc.pid, signal.SIGINT)
+        code, lines = said_after(served, offset)
+        took = time.monotonic() - pressed
+    finally:
+        release.set()
+        served.stop()
+        api.stop()
+    assert code == 0, lines
+    assert took < 15, f"stopped {took:.1f} s after the second Ctrl-C"  # was the rest of 30 s
+    assert not any("Traceback" in line or "ERROR" in line for line in lines), lines
+    assert said(api, TURN_STOPPED[:40]) == 1  # the thread heard, once
+    assert said(api, "too late") == 0
+
+
+def until(predicate, timeout: float = 90) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.05)

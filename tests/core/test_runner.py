@@ -51,3 +51,51 @@ async def test_a_failing_job_is_logged_and_others_go_on(caplog):
         await runner.drain(timeout=5)
     assert sorted(done) == [0, 2]
     assert "job j failed" in caplog.text
+
+
+async def test_stopping_waits_for_running_turns_until_hurried_then_tells_their_threads(caplog):
+    """`stop` gives running turns their time and says so once; `hurry` (a second Ctrl-C, from a
+    signal handler: another thread here, as the handler runs outside the loop's callbacks) ends the
+    wait at once; each stopped job's thread is told through its surface's lost handler."""
+    from core.runner import lost_kind
+
+    runner = LocalRunner()
+    told: list[str] = []
+
+    async def turn(job: TurnJob) -> None:
+        await asyncio.Event().wait()  # an answer still being written
+
+    async def lost(job: TurnJob) -> None:
+        told.append(job.payload["id"])
+
+    runner.register("t", turn)
+    runner.register(lost_kind("t"), lost)
+    for i in ("a", "b"):
+        await runner.submit(TurnJob("t", {"id": i}))
+    await runner.submit(TurnJob("t", {"id": "quick"}, quick=True))
+    await asyncio.sleep(0.05)
+    loop = asyncio.get_running_loop()
+    with caplog.at_level(logging.WARNING):
+        stopping = asyncio.create_task(runner.stop(timeout=30))
+        await asyncio.sleep(0.3)
+        assert not stopping.done()  # it waits for the answers…
+        started = loop.time()
+        await asyncio.to_thread(runner.hurry)
+        await asyncio.wait_for(stopping, 5)  # …until hurried
+    assert loop.time() - started < 1
+    assert "waiting up to 30 s for 2 answer(s) still running" in caplog.text
+    assert sorted(told) == ["a", "b", "quick"] and not runner.tasks
+
+
+async def test_hurried_before_stopping_does_not_wait_at_all():
+    runner = LocalRunner()
+
+    async def turn(job: TurnJob) -> None:
+        await asyncio.Event().wait()
+
+    runner.register("t", turn)
+    await runner.submit(TurnJob("t", {"id": 1}))
+    await asyncio.sleep(0.05)
+    runner.hurry()
+    await asyncio.wait_for(runner.stop(timeout=30), 5)
+    assert not runner.tasks
