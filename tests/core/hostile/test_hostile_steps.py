@@ -248,3 +248,47 @@ async def test_root_and_userns_steps_have_their_own_namespaces_hostname_and_run(
 async def test_zz_nothing_changed_outside_the_workspace(env: Env):
     """Runs last (file order): this module's cases left the home, canary, victim and warehouse intact."""
     check_nothing_changed_outside_the_workspace(env)
+
+
+# An abstract Unix socket name belongs to a network namespace, not to the filesystem: seccomp refuses
+# socket(), but socketpair + bind + connect(AF_UNSPEC) gives a step an addressable datagram socket. The
+# root back end's steps shared the fork server's network namespace, so a step of one session could hand
+# data to a concurrent step of another (the red team's covert channel). Each step's own namespace
+# (root, userns) or Landlock's scope (landlock, ABI ≥ 6) keeps the name to the step.
+ABSTRACT_LISTEN = (
+    "import ctypes, socket\n"
+    "a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)\nb.close()\n"
+    "a.bind('\\0@NAME@')\n"
+    "unspec = (ctypes.c_ushort * 8)(0)\n"
+    "ctypes.CDLL(None, use_errno=True).connect(a.fileno(), ctypes.byref(unspec), 16)\n"
+    "a.settimeout(4)\n"
+    "try:\n    print('GOT', a.recvfrom(100)[0])\nexcept OSError as e:\n    print('nothing', e)\n"
+)
+ABSTRACT_SEND = (
+    "import socket, time\n"
+    "a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)\n"
+    "for _ in range(30):\n"
+    "    try:\n        a.sendto(b'FROM-THE-OTHER-SESSION', '\\0@NAME@'); print('sent'); break\n"
+    "    except OSError as e:\n        print('refused', e); time.sleep(0.1)\n"
+)
+
+
+async def test_steps_of_two_sessions_cannot_meet_on_an_abstract_unix_socket(env: Env):
+    from core import landlock
+
+    if env.backend == "none" or (env.backend == "landlock" and landlock.abi_version() < 6):
+        return  # no such isolation on this back end or kernel (its protections rows say so)
+    name = f"datathread-test-{uuid.uuid4().hex[:8]}"
+    listen = StepRequest(
+        kind="python", session_id=VICTIM, code=ABSTRACT_LISTEN.replace("@NAME@", name), timeout_s=15
+    )
+    send = StepRequest(
+        kind="python", session_id=ATTACKER, code=ABSTRACT_SEND.replace("@NAME@", name), timeout_s=15
+    )
+    listening = asyncio.create_task(env.ctx.sandbox.run(listen))
+    await asyncio.sleep(0.5)  # the listener binds first (the sender retries for 3 s either way)
+    sent = await env.ctx.sandbox.run(send)
+    heard = await listening
+    assert heard.ok and sent.ok, (heard, sent)
+    assert "FROM-THE-OTHER-SESSION" not in heard.output and "nothing" in heard.output, heard.output
+    assert "sent" not in sent.output.split(), sent.output
