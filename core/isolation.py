@@ -38,6 +38,7 @@ CLONE_NEWIPC, CLONE_NEWUTS, CLONE_NEWPID = 0x08000000, 0x04000000, 0x20000000
 STEP_HOSTNAME = b"datathread-step"
 MS_NOSUID, MS_NODEV, MS_REC, MS_PRIVATE = 2, 4, 16384, 1 << 18
 PR_SET_NO_NEW_PRIVS, PR_SET_DUMPABLE, PR_SET_PDEATHSIG, PR_CAPBSET_DROP = 38, 4, 1, 24
+PR_SET_CHILD_SUBREAPER = 36
 CAPABILITY_VERSION_3 = 0x20080522  # _LINUX_CAPABILITY_VERSION_3: two 32-bit words per set
 
 # Environment variables a sandbox process may see; everything else (tokens, keys) is dropped.
@@ -55,6 +56,12 @@ def die_with_parent() -> None:
     _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     if parent == 1 or os.getppid() != parent:
         os._exit(1)
+
+
+def become_subreaper() -> bool:
+    """Orphans among this process's descendants become its children, not init's: a daemon a step
+    starts (fork, setsid, fork again) stays where the step's supervisor can kill it. Linux only."""
+    return _libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
 
 
 def scrubbed_env(extra: dict[str, str] | None = None) -> dict[str, str]:

@@ -245,6 +245,11 @@ def describe(
             off["bot process"] = bot + ", but a step may signal (kill) it"
         if backend == "userns":
             on["leftover processes"] = "own PID namespace per step: everything a step started dies with it"
+        elif backend in ("landlock", "none"):
+            on["leftover processes"] = (
+                "no PID namespace, but the step's supervisor is a child subreaper: what a step started, "
+                "detached (setsid, double fork) or not, is killed when the step ends"
+            )
         else:
             off["leftover processes"] = (
                 "a step's background processes that leave its process group may outlive it"
@@ -271,7 +276,10 @@ def describe(
         ) + ("; this kernel cannot hold a step's writes in a layer" if backend in ("root", "userns") else "")
     on["result channel"] = "model code holds no socket to the bot; every result is validated and clipped"
     on["privileges"] = "no_new_privs set; core dumps off"
-    on["wall time"] = "the bot kills the step's process group at the step timeout"
+    on["wall time"] = (
+        "the step's supervisor stops it, with everything it started, a second past the step timeout; "
+        "the bot kills its process group a second later if need be"
+    )
     on["environment"] = "scrubbed: only " + ", ".join(isolation.SAFE_ENV) + " pass through"
     return r
 

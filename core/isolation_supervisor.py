@@ -172,12 +172,11 @@ def _run(prepared, request, workspace, limit, room, layer) -> tuple[bytes, str]:
     try:
         if not prepared.start(request, workspace, room):
             return b"", step_processes.GONE
-        if layer is None:
-            return _watch(prepared, workspace, limit)
         # The bot stops waiting at the limit plus 2 s: this leaves the step the time it had, and
-        # the landing about a second.
+        # the landing about a second. Stopped here, not by the bot's kill of this process group,
+        # the step's processes are all ended by `end` — those that left the group too.
         deadline = time.monotonic() + request.timeout_s + LANDING_S
-        data, stopped = _watch(prepared, workspace, limit, watchdog=False, deadline=deadline)
+        data, stopped = _watch(prepared, workspace, limit, watchdog=layer is None, deadline=deadline)
         if stopped == "time":
             stopped = (
                 f"The step was stopped after {request.timeout_s:g} s (the step time limit). "

@@ -87,6 +87,7 @@ class Prepared:
     order: int  # write end of the runner's request pipe (-1 once sent or closed)
     result: int  # read end of the runner's result pipe
     init: int | None = None
+    subreaper: bool = False  # no PID namespace: this process collects what the step leaves (`end`)
     refusal: str = ""  # set where a protection the back end reported could not be prepared
     reaped: bool = False
     mounts: bool = False  # own mount namespace made (`prepare` makes each part once)
@@ -109,7 +110,8 @@ class Prepared:
 
     def end(self) -> None:
         """Kill what is left: the runner (unless reaped), then the init, which returns once the
-        namespace is empty — nothing the step started is left. Idempotent."""
+        namespace is empty — or, without a PID namespace, every process left under this one (a
+        subreaper: detached daemons are its children) — nothing the step started is left. Idempotent."""
         self._close_order()
         if self.runner and not self.reaped:
             kill(self.runner)
@@ -117,6 +119,8 @@ class Prepared:
         if self.init is not None:
             kill(self.init)
             self.init = None
+        elif self.subreaper:
+            kill_descendants()
         with contextlib.suppress(OSError):
             os.close(self.result)
         self.result = -1
@@ -162,6 +166,8 @@ def prepare(
             if done.init is None:
                 done.refusal = NO_PID_NAMESPACE
                 return done
+        elif not pid_namespace and not done.subreaper:
+            done.subreaper = isolation.become_subreaper()
         order_r, order_w = os.pipe()
         try:
             result_r, result_w = os.pipe()
@@ -264,6 +270,34 @@ def _close_all_but(*keep: int) -> None:
         os.closerange(low, fd)
         low = fd + 1
     os.closerange(low, top)
+
+
+def kill_descendants(rounds: int = 1000) -> None:
+    """Kill and reap every child of this (subreaper) process, round after round: a killed child's own
+    children become this process's as it exits, so each round reaches one generation deeper, and a
+    SIGKILLed process forks no more. Bounded, for a tree that somehow keeps growing."""
+    for _ in range(rounds):
+        children = _children()
+        if not children:
+            return
+        for pid in children:
+            kill(pid)
+
+
+def _children() -> list[int]:
+    """This (single-threaded) process's children: the kernel's list, else a walk of /proc."""
+    me = os.getpid()
+    try:
+        with open(f"/proc/{me}/task/{me}/children") as listed:
+            return [int(pid) for pid in listed.read().split()]
+    except OSError:  # a kernel without CONFIG_PROC_CHILDREN
+        found = []
+        for entry in os.listdir("/proc"):
+            with contextlib.suppress(OSError, ValueError, IndexError):
+                stat = Path(f"/proc/{entry}/stat").read_text() if entry.isdigit() else ""
+                if stat and int(stat.rsplit(")", 1)[1].split()[1]) == me:
+                    found.append(int(entry))
+        return found
 
 
 def kill(pid: int) -> None:
