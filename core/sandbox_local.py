@@ -309,9 +309,7 @@ class LocalSandbox:
         uid = isolation_session.sandbox_uid(workspace) if self._per_session_uid() else None
         owner = (uid, uid) if uid is not None else None
         await asyncio.to_thread(make_parents, workspace, full, owner)
-        await asyncio.to_thread(write_inside, workspace, full, data)
-        if owner is not None:
-            os.chown(full, *owner, follow_symlinks=False)
+        await asyncio.to_thread(write_inside, workspace, full, data, owner)
 
     async def list_files(self, session_id: str) -> list[dict]:
         """The workspace's files (at most its file quota), walked in a thread: a workspace of 100,000

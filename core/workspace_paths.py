@@ -40,9 +40,11 @@ def read_inside(workspace: Path, full: Path) -> bytes:
             os.close(fd)
 
 
-def write_inside(workspace: Path, full: Path, data: bytes) -> None:
+def write_inside(workspace: Path, full: Path, data: bytes, owner: tuple[int, int] | None = None) -> None:
     """Write a file into the workspace; the directory is pinned by a descriptor whose real place is
-    checked, and the file is opened without following a link, so a planted symlink cannot redirect it."""
+    checked, and the file is opened without following a link, so a planted symlink cannot redirect it.
+    With `owner`, the open file is given to it (by descriptor: a chown by path after the write would
+    follow a parent directory swapped for a link meanwhile, as root, to a host file)."""
     dfd = os.open(full.parent, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
     try:
         real = Path(os.readlink(f"/proc/self/fd/{dfd}"))
@@ -51,6 +53,8 @@ def write_inside(workspace: Path, full: Path, data: bytes) -> None:
         flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
         fd = os.open(full.name, flags, 0o600, dir_fd=dfd)
         with os.fdopen(fd, "wb") as handle:
+            if owner is not None:
+                os.fchown(handle.fileno(), *owner)
             handle.write(data)
     finally:
         os.close(dfd)
