@@ -9,15 +9,21 @@ tests). The billing project (`GCP_PROJECT`) runs the jobs; the data may live in 
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
+import contextlib
 import json
+import re
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from core.config import ConfigError, Settings
 
 SCOPES = ("https://www.googleapis.com/auth/bigquery",)
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -141,10 +147,58 @@ def build_client(config: ClientConfig):
     )
 
 
+def bounded(seconds: float, *, job: bool = False):
+    """google's retry policy (of API calls; `job`: of whole query jobs), giving up after `seconds` in
+    all: its defaults keep retrying for 600 s, so an unreachable BigQuery (DNS failing, a firewall)
+    held a step far past its time limit, and its turn with it."""
+    from google.cloud.bigquery.retry import DEFAULT_JOB_RETRY, DEFAULT_RETRY
+
+    return (DEFAULT_JOB_RETRY if job else DEFAULT_RETRY).with_timeout(max(seconds, 0.1))
+
+
+async def off_loop(call: Callable[..., T], *args: Any) -> T:
+    """Run a blocking client call in a daemon thread of its own and await it. Not `asyncio.to_thread`:
+    its pool's threads are joined at exit, so a Ctrl-C'd `ask` waited out a call still retrying."""
+    loop = asyncio.get_running_loop()
+    done: asyncio.Future = loop.create_future()
+
+    def settle(result: Any, error: BaseException | None) -> None:
+        if done.done():  # the awaiting step was cancelled meanwhile
+            return
+        if error is not None:
+            done.set_exception(error)
+        else:
+            done.set_result(result)
+
+    def run() -> None:
+        try:
+            outcome, error = call(*args), None
+        except BaseException as exc:
+            outcome, error = None, exc
+        with contextlib.suppress(RuntimeError):  # the loop is gone (the process is stopping)
+            loop.call_soon_threadsafe(settle, outcome, error)
+
+    threading.Thread(target=run, name="bigquery", daemon=True).start()
+    return await done
+
+
+def _network_reason(exc: BaseException) -> str:
+    """The innermost reason of a transport failure, in a few words ("Connection refused")."""
+    text = str(exc)
+    found = re.findall(r"\[Errno -?\d+\] ([^'\")\]]+)", text)
+    return (found[-1] if found else text[:160]).strip().rstrip(".")
+
+
 def describe_error(exc: BaseException, *, timeout_s: float | None = None) -> str:
     """A BigQuery failure in plain, actionable words for the model (never a traceback)."""
     from google.api_core import exceptions as gexc
 
+    if isinstance(exc, gexc.RetryError):  # every try failed to reach it, for as long as `bounded` let it
+        cause = exc.cause if exc.cause is not None else exc
+        if isinstance(cause, gexc.GoogleAPICallError):
+            return describe_error(cause, timeout_s=timeout_s)
+        limit = f" within {timeout_s:g} s" if timeout_s else ""
+        return f"Could not reach BigQuery{limit}: {_network_reason(cause)}. Try again shortly."
     if isinstance(exc, TimeoutError | gexc.DeadlineExceeded) or type(exc).__name__ == "TimeoutError":
         limit = f" within {timeout_s:g} s" if timeout_s else ""
         return (
@@ -152,7 +206,7 @@ def describe_error(exc: BaseException, *, timeout_s: float | None = None) -> str
             "filter, pre-aggregation) and try again."
         )
     if not isinstance(exc, gexc.GoogleAPICallError):
-        return f"Could not reach BigQuery ({type(exc).__name__}: {str(exc)[:200]}). Try again shortly."
+        return f"Could not reach BigQuery: {_network_reason(exc)}. Try again shortly."
     first = (exc.errors or [{}])[0] if isinstance(exc.errors, list) else {}
     reason = str(first.get("reason") or getattr(exc, "reason", "") or "")
     detail = str(first.get("message") or exc.message or "").strip()

@@ -13,6 +13,7 @@ import time
 from core.sessions import SessionStore
 
 ANSWER_TTL_S = 3600.0
+CONFIRM_TIMEOUT_S = 300.0  # how long a Run/Cancel question waits, on every surface; then it means no
 
 
 def _key(token: str) -> str:

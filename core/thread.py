@@ -17,7 +17,7 @@ from typing import Literal, Protocol
 
 from core.access import AccessPolicy
 from core.config import Settings
-from core.confirm import ask, give_answer, wait_for_answer
+from core.confirm import CONFIRM_TIMEOUT_S, ask, give_answer, wait_for_answer
 from core.csv_cells import neutralise_csv
 from core.events import AnswerReady, ArtifactReady, EventSink
 from core.notebook import NothingToExport, session_notebook
@@ -28,7 +28,6 @@ from core.sessions import SessionStore, StoreUnavailable, session_id_for
 from core.verified import VerifiedLibrary
 from core.warehouse import Warehouse
 
-CONFIRM_TIMEOUT_S = 300.0  # how long a Run/Cancel question waits, on every surface
 USER_TZ_TTL_S = 86400.0  # a person's time zone is looked up at most once a day
 NOTE_TTL_S = 86400.0  # how long a job's note (where its answer goes) is kept for its lost handler
 IDLE_RESET_S = 8 * 3600  # a chat idle this long starts a fresh conversation (next generation)

@@ -159,7 +159,10 @@ def describe_step(result: StepResult, *, what: str) -> ToolOutcome:
 
 
 async def list_tables(args: ListTablesInput, ctx: ToolContext) -> ToolOutcome:
-    tables = await ctx.warehouse.list_tables(ctx.allowlist)
+    try:
+        tables = await ctx.warehouse.list_tables(ctx.allowlist)
+    except LookupError as exc:  # the warehouse could not be asked (BigQuery unreachable, say)
+        return refused(str(exc).strip("'\""))
     if not tables:
         return ToolOutcome(content="No tables are available to you here.", summary="no tables")
     lines = [

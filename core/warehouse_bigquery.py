@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from core.bigquery_client import ClientConfig, build_client, describe_error, resolve_config
+from core.bigquery_client import ClientConfig, bounded, build_client, describe_error, off_loop, resolve_config
 from core.bigquery_cost import (
     MIN_BILLED_BYTES,
     budgets,
@@ -31,8 +31,9 @@ from core.bigquery_cost import (
     job_labels,
     over_budget_message,
 )
-from core.bigquery_metadata import describe, list_tables
+from core.bigquery_metadata import CALL_S, describe, list_tables
 from core.config import Settings
+from core.confirm import CONFIRM_TIMEOUT_S
 from core.events import ConfirmRequest
 from core.policy import TableAllowlist, check_sql
 from core.preview import preview_table
@@ -41,7 +42,6 @@ from core.steps import default_stem, safe_file_stem
 from core.table_notes import TableNotes, load_table_notes
 from core.warehouse import QueryContext
 
-CONFIRM_TIMEOUT_S = 600.0  # an unanswered question means "no"
 MAX_RESULT_ROWS = 5_000_000  # results travel through the bot: aggregate in SQL beyond this
 
 
@@ -153,7 +153,8 @@ class BigQueryWarehouse:
                 continue
             try:
                 modified = await self._cached(
-                    ("modified", full), lambda f=full: self.client.get_table(f).modified
+                    ("modified", full),
+                    lambda f=full: self.client.get_table(f, retry=bounded(CALL_S), timeout=CALL_S).modified,
                 )
             except Exception:  # a receipt without a date beats an answer without a receipt
                 continue
@@ -173,7 +174,12 @@ class BigQueryWarehouse:
         hit = self._cache.get(key)
         if hit and hit[0] > time.monotonic():
             return hit[1]
-        value = await asyncio.to_thread(build)
+        try:
+            value = await off_loop(build)
+        except LookupError:
+            raise
+        except Exception as exc:  # unreachable, refused, quota: one sentence for the model
+            raise LookupError(describe_error(exc, timeout_s=CALL_S)) from None
         self._cache[key] = (time.monotonic() + self.metadata_ttl, value)
         return value
 
@@ -203,7 +209,7 @@ class BigQueryWarehouse:
         )
         if not verdict.allowed:
             return _refuse(verdict.reason)
-        dry = await asyncio.to_thread(self._dry_run, sql)
+        dry = await off_loop(self._dry_run, sql, ctx.timeout_s)
         if (dry.statement_type or "").upper() != "SELECT":
             kind = dry.statement_type or "unknown"
             return _refuse(f"Only a single SELECT may run; BigQuery sees a {kind} statement.")
@@ -236,7 +242,7 @@ class BigQueryWarehouse:
             room = min(room, budget.limit - used)
         billed = 0
         try:
-            job, table = await asyncio.to_thread(self._run_job, sql, max(room, MIN_BILLED_BYTES), ctx)
+            job, table = await off_loop(self._run_job, sql, max(room, MIN_BILLED_BYTES), ctx)
             billed = int(job.total_bytes_billed or 0)
         finally:
             await self._settle(ctx, reserved, billed - estimate)
@@ -256,9 +262,11 @@ class BigQueryWarehouse:
             config.default_dataset = self.default_dataset
         return config
 
-    def _dry_run(self, sql: str):
+    def _dry_run(self, sql: str, limit_s: float):
         config = self._job_config(dry_run=True, use_query_cache=False)
-        return self.client.query(sql, job_config=config, job_retry=None)
+        return self.client.query(
+            sql, job_config=config, job_retry=None, retry=bounded(limit_s), timeout=limit_s
+        )
 
     def _run_job(self, sql: str, maximum_bytes_billed: int, ctx: QueryContext):
         labels = job_labels(
@@ -270,9 +278,17 @@ class BigQueryWarehouse:
             job_timeout_ms=int(ctx.timeout_s * 1000),
             use_query_cache=True,
         )
-        job = self.client.query(sql, job_config=config)
+        # Every call (and its retries) within the step's time limit: google's defaults retry for 600 s.
+        deadline = time.monotonic() + ctx.timeout_s
+
+        def left() -> float:
+            return max(deadline - time.monotonic(), 0.1)
+
+        job = self.client.query(
+            sql, job_config=config, retry=bounded(left()), timeout=left(), job_retry=bounded(left(), job=True)
+        )
         try:
-            rows = job.result(timeout=ctx.timeout_s)
+            rows = job.result(timeout=left(), retry=bounded(left()), job_retry=bounded(left(), job=True))
         except Exception as exc:
             if _is_timeout(exc):
                 self._cancel(job)
@@ -284,7 +300,7 @@ class BigQueryWarehouse:
     def _cancel(self, job) -> None:
         # stop the slots: a timed-out job would otherwise keep running (and billing)
         with contextlib.suppress(Exception):
-            self.client.cancel_job(job.job_id, location=job.location)
+            self.client.cancel_job(job.job_id, location=job.location, retry=bounded(CALL_S), timeout=CALL_S)
 
     def _budgets(self, ctx: QueryContext):
         if ctx.store is None:

@@ -5,12 +5,17 @@ process, an empty question is answered without the model."""
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 import time
 
 import pytest
 
+from tests.fakes.anthropic_api import tool
+from tests.fakes.bigquery_api import service_account_key
 from tests.fakes.black_hole import BlackHole
-from tests.fakes.cli import invoke, recorded_turns, run
+from tests.fakes.cli import invoke, recorded_turns, run, spawn
+from tests.fakes.redis_server import free_port
 
 KEY = {"ANTHROPIC_API_KEY": "sk-ant-test-000000"}
 
@@ -117,3 +122,34 @@ def test_ask_ends_its_answer_with_the_receipt_on_stderr(home, fake_model):
     receipt, session = [line for line in result.stderr.splitlines() if line.strip()]
     assert "2 model calls" in receipt and "⚠ not from any query in this turn: 987,654" in receipt, receipt
     assert session.startswith("session: ")
+
+
+def test_ctrl_c_while_bigquery_is_out_of_reach_ends_ask_at_once(home, fake_model, tmp_path):
+    """The query's call retries in a thread; Ctrl-C stopped the turn at once but the process then
+    waited for that thread (google's default retry: 600 s; bounded now, still the step's 60 s here)."""
+    closed = f"http://127.0.0.1:{free_port()}"
+    key = service_account_key(tmp_path / "key.json", f"{closed}/token")
+    fake_model.enqueue(tool("query_warehouse", {"sql": "SELECT 1 AS one"}))
+    bigquery = {
+        "DATATHREAD_WAREHOUSE": "bigquery",
+        "GCP_PROJECT": "bill",
+        "GOOGLE_APPLICATION_CREDENTIALS": str(key),
+        "DATATHREAD_BIGQUERY_API_URL": closed,
+        "DATATHREAD_STEP_TIMEOUT": "60",
+    }
+    asked = spawn(["ask", "how many?"], home, fake_model.url, env=bigquery)
+    try:
+        deadline = time.monotonic() + 120
+        while not fake_model.requests:
+            assert asked.poll() is None and time.monotonic() < deadline, asked.communicate()
+            time.sleep(0.05)
+        time.sleep(1.0)  # the step is under way, its call retrying against the closed port
+        os.killpg(asked.pid, signal.SIGINT)
+        pressed = time.monotonic()
+        _, err = asked.communicate(timeout=90)
+        took = time.monotonic() - pressed
+    finally:
+        if asked.poll() is None:
+            os.killpg(asked.pid, signal.SIGKILL)
+    assert took < 10, f"ask ended {took:.1f} s after Ctrl-C"
+    assert "stopped" in err and "Traceback" not in err, err

@@ -264,3 +264,30 @@ class FakeBigQuery:
             for d in names
         ]
         return 200, {"kind": "bigquery#datasetList", "datasets": items}
+
+
+def service_account_key(path, token_uri: str):
+    """A well-formed service-account key file (a fresh RSA key) whose token endpoint is `token_uri`."""
+    import json as _json
+
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    pem = key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    ).decode()
+    path.write_text(
+        _json.dumps(
+            {
+                "type": "service_account",
+                "project_id": "bill",
+                "private_key_id": "k1",
+                "private_key": pem,
+                "client_email": "datathread@bill.iam.gserviceaccount.com",
+                "client_id": "1",
+                "token_uri": token_uri,
+            }
+        )
+    )
+    return path

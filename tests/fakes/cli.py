@@ -19,11 +19,13 @@ def _env(home: Path, env: dict | None) -> dict:
     return {**base, **(env or {})}
 
 
-def spawn(args: list[str], home: Path, fake_url: str, *, stdin: bool = False) -> subprocess.Popen:
+def spawn(
+    args: list[str], home: Path, fake_url: str, *, stdin: bool = False, env: dict | None = None
+) -> subprocess.Popen:
     """`datathread ARGS` left running against the scripted model at `fake_url`, its pipes open, in a
     process group of its own as a terminal's foreground job is (so a test's signal reaches it alone)."""
     base = {k: v for k, v in os.environ.items() if not k.startswith(_OURS)}
-    env = base | {
+    settings = base | {
         "DATATHREAD_HOME": str(home),
         "ANTHROPIC_API_KEY": "sk-ant-test-000000",
         "ANTHROPIC_BASE_URL": fake_url,
@@ -35,7 +37,7 @@ def spawn(args: list[str], home: Path, fake_url: str, *, stdin: bool = False) ->
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        env=env,
+        env=settings | (env or {}),
         cwd=home.parent,
         start_new_session=True,
     )
