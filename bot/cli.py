@@ -90,6 +90,8 @@ def ask(
     log_level: str = _log_level_option(),
 ) -> None:
     """One turn: print the answer and the paths of attached files. Exit 1 if the turn fails."""
+    if not question.strip():  # it printed chat's help, with chat's keys, and exit code 0
+        die('The question is empty: ask one, e.g. datathread ask "How many flights left JFK in 2013?"')
     settings = settings_or_exit()
     setup_log(settings, log_level)
     from bot.terminal import WaitingStatus
@@ -152,8 +154,9 @@ async def _ask(settings: Settings, question: str, session: list[str], status: Wa
     # screen or retitle the window (chat shows the same text through `printable` too).
     sys.stdout.write(printable(outcome.answer.rstrip()) + "\n")
     sys.stdout.writelines(f"{path}\n" for path in files)
-    if status.finished is not None:  # the receipt, as under every answer; on stderr, as the session is
-        err.print(format_footer(status.finished), markup=False, highlight=False)
+    footer = format_footer(status.finished) if status.finished is not None else ""
+    if footer:  # the receipt, as under every answer; on stderr, as the session is
+        err.print(footer, markup=False, highlight=False)
     err.print(f"session: {key[0]}")
     return True
 

@@ -45,17 +45,19 @@ def brief(text: str, limit: int = 90) -> str:
 
 
 def format_footer(event: TurnFinished) -> str:
-    """One line under the answer: its receipt (or steps, rows and time), then tokens."""
+    """One line under the answer: its receipt (or steps, rows and time), then tokens; empty for an
+    answer that asked Claude nothing and ran nothing (`help`, the table list): "0 steps · 0 tokens"
+    under it was noise."""
     s = event.stats
+    tokens = f"{s.input_tokens + s.output_tokens:,} tokens ({s.cache_read_tokens:,} cached)"
     if event.receipt is not None:
-        tokens = f"{s.input_tokens + s.output_tokens:,} tokens ({s.cache_read_tokens:,} cached)"
         return f"{receipt_line(event.receipt)} · {tokens}"
+    if not (s.model_calls or s.steps):
+        return ""
     parts = [f"{s.steps} step{'s' * (s.steps != 1)}"]
     if s.rows:
-        parts.append(f"{s.rows:,} rows")
-    parts.append(f"{s.duration_s:.1f}s")
-    parts.append(f"{s.input_tokens + s.output_tokens:,} tokens ({s.cache_read_tokens:,} cached)")
-    return " · ".join(parts)
+        parts.append(f"{s.rows:,} row{'s' * (s.rows != 1)}")
+    return " · ".join([*parts, f"{s.duration_s:.1f} s", tokens])
 
 
 # Under a failure the model's set-up caused (`ModelFault`: key, model, endpoint, account), in the
@@ -189,7 +191,8 @@ class TerminalRenderer:
                 self.console.print(f"[dim]{escape(FAULT_HINT)}[/]")
         elif change is Change.FINISHED:
             self._stop()
-            self.console.print(f"[dim]{escape(format_footer(event))}[/]")  # type: ignore[arg-type]
+            if footer := format_footer(event):  # type: ignore[arg-type]
+                self.console.print(f"[dim]{escape(footer)}[/]")
 
     async def _attachment(self, event: ArtifactReady) -> None:
         path = self.workspace_root / event.session_id / event.path

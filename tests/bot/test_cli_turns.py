@@ -67,13 +67,16 @@ def test_doctor_is_suggested_only_when_the_model_set_up_failed_the_turn(
     assert ("`datathread doctor`" in result.stderr) is doctor, result.stderr
 
 
-def test_an_empty_question_is_answered_without_the_model(home, fake_model):
+def test_an_empty_question_is_a_bad_argument_not_an_answer(home, fake_model):
+    """`datathread ask "$Q"` with Q unset: it printed chat's help (in raw Markdown, "Ctrl-D quits")
+    with exit code 0, so a script went on as if answered. Now one sentence, exit 2, no model call."""
     env = {**KEY, "ANTHROPIC_BASE_URL": fake_model.url}
     empty = invoke(["ask", "   "], home, env=env)
-    assert empty.returncode == 0, empty.stderr
-    assert empty.stdout.startswith("You didn't ask anything.")
-    for words in ("charts", "`flights`", "`weather`", "Which carriers"):  # the help text follows
-        assert words in empty.stdout, empty.stdout
+    assert empty.returncode == 2, empty.stderr
+    assert empty.stdout == ""
+    assert empty.stderr.strip() == (
+        'error: The question is empty: ask one, e.g. datathread ask "How many flights left JFK in 2013?"'
+    )
     assert fake_model.requests == []  # nothing was sent to the model
 
 

@@ -121,3 +121,17 @@ async def test_a_failure_the_model_set_up_caused_points_at_doctor(fault, tmp_pat
     lines = console.export_text().strip().splitlines()
     assert lines[0] == f"✗ {message} (error id ab12)"
     assert lines[1:] == (["`datathread doctor` checks the model's key, name and endpoint."] if fault else [])
+
+
+async def test_no_footer_under_an_answer_that_asked_claude_nothing_and_one_that_did_reads_well(tmp_path):
+    """`help` and the table list are answered here: "0 steps · 0.0s · 0 tokens (0 cached)" under them
+    was noise. A turn without a receipt: its steps, rows (singular for one) and time, then tokens."""
+    from core.events import TurnFinished, TurnStats
+
+    console = Console(record=True, width=200)
+    renderer = TerminalRenderer(console, tmp_path, live=False)
+    await renderer(TurnFinished(turn_id="t", session_id="s", ok=True, stats=TurnStats(duration_s=0.01)))
+    assert console.export_text().strip() == ""
+    stats = TurnStats(steps=1, rows=1, input_tokens=50, output_tokens=10, model_calls=1, duration_s=0.25)
+    await renderer(TurnFinished(turn_id="t", session_id="s", ok=True, stats=stats))
+    assert console.export_text().strip() == "1 step · 1 row · 0.2 s · 60 tokens (0 cached)"
