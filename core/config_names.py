@@ -1,4 +1,5 @@
-"""Which `DATATHREAD_*` names are settings: a misspelled one is named at start, not silently ignored.
+"""Which `DATATHREAD_*` names are settings: a misspelled one is named at start, not silently ignored
+(and a near miss of one of the other names datathread reads, such as SLACK_SIGNNG_SECRET).
 
 Settings ignore variables they do not know (`extra="ignore"`: the environment is full of other
 programs' variables), so `DATATHREAD_ISOLATON=strict` used to run without strict isolation and without
@@ -47,14 +48,27 @@ def unknown_setting_warnings(names: Iterable[str]) -> list[str]:
     out = []
     for name in sorted(set(names)):
         upper = name.upper()
-        if not upper.startswith(PREFIX) or upper.startswith(TEST_HOOK_PREFIX):
+        if upper in known or upper in NOT_SETTINGS or upper.startswith(TEST_HOOK_PREFIX):
             continue
-        if upper in known or upper in NOT_SETTINGS:
+        if not upper.startswith(PREFIX):
+            if near := _near_miss(upper, known):  # SLACK_SIGNNG_SECRET: ours, misspelled
+                out.append(f"{name} is not a setting datathread reads (did you mean {near}?); it is ignored.")
             continue
         close = get_close_matches(upper.removeprefix(PREFIX), list(by_stem), n=1)
         hint = f" (did you mean {by_stem[close[0]]}?)" if close else ""
         out.append(f"{name} is not a datathread setting{hint}; it is ignored.")
     return out
+
+
+def _near_miss(upper: str, known: frozenset[str]) -> str | None:
+    """The setting (not `DATATHREAD_*`: SLACK_, MICROSOFT_, ANTHROPIC_, …) that `upper` is a typo of:
+    same family prefix, and nearly the same name — another program's SLACK_WEBHOOK_URL is not one."""
+    family = upper.split("_", 1)[0] + "_"
+    if family == "_":
+        return None
+    ours = sorted(k for k in known if k.startswith(family) and not k.startswith(PREFIX))
+    close = get_close_matches(upper, ours, n=1, cutoff=0.9)
+    return close[0] if close else None
 
 
 def names_given(env_file: object = Settings.model_config.get("env_file")) -> set[str]:

@@ -52,7 +52,23 @@ MISSPELLING_ON_PURPOSE = {
             [],
         ),
         (["DATATHREAD_TEST_SPARE", "DATATHREAD_TEST_ANYTHING", "DATATHREAD_WAREHOUSE_PATH"], []),
-        (["HOME", "PATH", "SLACK_BOT_TOKN", "DATATHREAD"], []),  # not ours, or not a DATATHREAD_ name
+        # not ours (another program's SLACK_ or AWS_ name), or not a name at all
+        (
+            ["HOME", "PATH", "SLACK_WEBHOOK_URL", "AWS_PROFILE", "DATATHREAD", "_X", "GOOGLE_CLOUD_PROJECT"],
+            [],
+        ),
+        # a near miss of a name datathread reads that is not DATATHREAD_*: the missing-setting
+        # sentence alone ("SLACK_SIGNING_SECRET is not set") left the typo to be found
+        (
+            ["SLACK_SIGNNG_SECRET", "slack_bot_tokn", "MICROSOFT_APP_PASWORD"],
+            [
+                "MICROSOFT_APP_PASWORD is not a setting datathread reads (did you mean MICROSOFT_APP_PASSWORD?); "
+                "it is ignored.",
+                "SLACK_SIGNNG_SECRET is not a setting datathread reads (did you mean SLACK_SIGNING_SECRET?); "
+                "it is ignored.",
+                "slack_bot_tokn is not a setting datathread reads (did you mean SLACK_BOT_TOKEN?); it is ignored.",
+            ],
+        ),
         (
             ["DATATHREAD_MAX_STEP", "DATATHREAD_MAX_STEP", "DATATHREAD_ISOLATON"],
             [
