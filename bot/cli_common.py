@@ -5,6 +5,7 @@ command modules (cli_eval, cli_verified, cli_schedule) never import the module t
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,7 +16,7 @@ from rich.markup import escape
 
 from bot.log_setup import setup_logging
 from core.config import ConfigError, Settings, load_settings
-from core.config_names import names_given, unknown_setting_warnings
+from core.config_names import names_given, unknown_setting_warnings, unparsable_lines
 from core.config_types import check_writable_dir
 
 app = typer.Typer(
@@ -39,7 +40,8 @@ def warn_unknown_settings(env_file: object) -> None:
     """A misspelled DATATHREAD_* name (DATATHREAD_ISOLATON=strict) is named, not silently ignored; the
     command goes on, since a stray variable of another tool must not stop the bot. Before the settings
     are checked: a typo is often the reason a value is missing."""
-    for message in unknown_setting_warnings(names_given(env_file)):
+    logging.getLogger("dotenv.main").setLevel(logging.ERROR)  # its own line, twice: said once here
+    for message in unparsable_lines(env_file) + unknown_setting_warnings(names_given(env_file)):
         err.print(f"[yellow]warning:[/] {escape(message)}")
 
 

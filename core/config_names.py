@@ -71,6 +71,24 @@ def _near_miss(upper: str, known: frozenset[str]) -> str | None:
     return close[0] if close else None
 
 
+def unparsable_lines(env_file: object = Settings.model_config.get("env_file")) -> list[str]:
+    """One sentence per line of the `.env` file(s) that is not NAME=value (python-dotenv skips it and
+    logs "could not parse statement starting at line 2" — once per reading, without the file's name)."""
+    from dotenv.parser import parse_stream
+
+    out = []
+    files = env_file if isinstance(env_file, list | tuple) else [env_file]
+    for path in (Path(f) for f in files if f is not None):
+        try:
+            if path.is_file():
+                with path.open(encoding="utf-8") as stream:
+                    bad = [b.original.line for b in parse_stream(stream) if b.error]
+                out += [f"{path} line {n} is not NAME=value; it is ignored." for n in bad]
+        except (OSError, UnicodeDecodeError):
+            continue
+    return out
+
+
 def names_given(env_file: object = Settings.model_config.get("env_file")) -> set[str]:
     """The names in the environment and in the `.env` file(s) settings are read from, when readable
     (an unreadable one is for `load_settings` to report, not for a warning)."""

@@ -84,10 +84,13 @@ MISSPELT = "warning: DATATHREAD_ISOLATON is not a datathread setting (did you me
 
 def test_a_misspelled_setting_is_named_and_the_answer_still_comes(home, fake_model):
     """DATATHREAD_ISOLATON=strict once ran without strict isolation and without a word: each unknown
-    DATATHREAD_* name of the environment and of .env is named once on stderr, with the closest setting;
-    the command goes on. Test hooks and the notebook's own variable are not settings and not typos."""
+    DATATHREAD_* name of the environment and of .env is named once on stderr, with the closest setting,
+    as is a near miss of another name datathread reads and a .env line that is no setting at all; the
+    command goes on. Test hooks and the notebook's own variable are not settings and not typos."""
     fake_model.enqueue(text("42."))
-    (home.parent / ".env").write_text("DATATHREAD_MAX_STEP=4\nDATATHREAD_ISOLATON=strict\n")
+    (home.parent / ".env").write_text(
+        "DATATHREAD_MAX_STEP=4\nthis line is no setting\nDATATHREAD_ISOLATON=strict\nSLACK_SIGNNG_SECRET=x\n"
+    )
     env = {
         "ANTHROPIC_API_KEY": "sk-ant-dummy-123456",
         "ANTHROPIC_BASE_URL": fake_model.url,
@@ -100,10 +103,14 @@ def test_a_misspelled_setting_is_named_and_the_answer_still_comes(home, fake_mod
     assert result.stdout.splitlines()[0] == "42."
     warnings = [line for line in result.stderr.splitlines() if "warning" in line]  # after: "session: …"
     assert warnings == [
+        "warning: .env line 2 is not NAME=value; it is ignored.",  # was python-dotenv's line, twice
         MISSPELT,
         "warning: DATATHREAD_MAX_STEP is not a datathread setting (did you mean DATATHREAD_MAX_STEPS?); "
         "it is ignored.",
+        "warning: SLACK_SIGNNG_SECRET is not a setting datathread reads (did you mean SLACK_SIGNING_SECRET?); "
+        "it is ignored.",
     ]
+    assert "python-dotenv" not in result.stderr
 
 
 def test_every_command_names_a_misspelled_setting_before_it_checks_the_others(tmp_path, monkeypatch):
