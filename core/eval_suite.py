@@ -177,4 +177,8 @@ def _first_problem(exc: ValidationError, raw: dict, source: str) -> str:
         message = "is missing"
     elif error["type"] == "extra_forbidden":
         message = "is not a known key"
+    elif loc == ["questions"] and error["type"] == "too_short":  # pydantic's "List should have at least…"
+        field, message = "", "there are no questions: add at least one under `questions:`"
+    elif loc == ["questions"] and error["type"] == "value_error":  # the sentence names what it is about
+        field = ""
     return f"In {where}: {field + ' ' if field else ''}{message}.".replace("..", ".")

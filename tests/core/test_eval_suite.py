@@ -62,6 +62,25 @@ def test_bad_suites_are_one_sentence(tmp_path, text, message):
     assert "\n" not in str(caught.value) and str(caught.value).endswith(".")
 
 
+@pytest.mark.parametrize(
+    ("text", "sentence"),
+    [
+        ("questions: []", "there are no questions: add at least one under `questions:`."),
+        (
+            "questions:\n  - {id: a, question: q, gold_sql: x}\n  - {id: a, question: r, gold_sql: y}",
+            "the id 'a' is used twice.",
+        ),
+    ],
+)
+def test_whole_suite_problems_read_as_sentences_not_pydantic(tmp_path, text, sentence):
+    """They read "questions List should have at least 1 item after validation, not 0" and "questions
+    the id 'a' is used twice"."""
+    path = write(tmp_path, text)
+    with pytest.raises(SuiteError) as caught:
+        load_suite(path)
+    assert str(caught.value) == f"In {path}: {sentence}"
+
+
 def test_a_missing_file_is_one_sentence(tmp_path):
     with pytest.raises(SuiteError, match="There is no suite file"):
         load_suite(tmp_path / "nope.yaml")
