@@ -266,19 +266,23 @@ def audit(
 ) -> None:
     """List recorded turns and steps (who, where, question, SQL/code, rows, outcome) as JSON lines or CSV."""
     from bot.audit import print_audit
+    from core.sessions import StoreUnavailable
 
     settings = settings_or_exit()
-    asyncio.run(
-        print_audit(
-            settings,
-            session=session,
-            user=user,
-            channel=channel,
-            since_hours=since_hours,
-            fmt=fmt.value,
-            limit=limit,
+    try:
+        asyncio.run(
+            print_audit(
+                settings,
+                session=session,
+                user=user,
+                channel=channel,
+                since_hours=since_hours,
+                fmt=fmt.value,
+                limit=limit,
+            )
         )
-    )
+    except StoreUnavailable as exc:  # a Redis that is down or wants a password: its sentence, no traceback
+        die(str(exc))
 
 
 @app.command()

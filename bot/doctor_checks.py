@@ -148,16 +148,18 @@ async def check_store(settings: Settings) -> Check:
     from core.sessions import StoreUnavailable, open_store
 
     if settings.redis_url:
-        from core.store_redis import redis_where
+        from core.store_redis import redis_where, tls_hint
 
-        store_name = f"Redis at {redis_where(settings.redis_url)}"
+        store_name, hint = f"Redis at {redis_where(settings.redis_url)}", tls_hint(settings.redis_url)
     else:
-        store_name = f"sqlite under {settings.home}"
+        store_name, hint = f"sqlite under {settings.home}", ""
     try:
         async with asyncio.timeout(CHECK_TIMEOUT_S):
             store = await open_store(settings)
     except TimeoutError:
-        return Check("session store", "fail", f"{store_name} did not answer within {CHECK_TIMEOUT_S:g} s.")
+        return Check(
+            "session store", "fail", f"{store_name} did not answer within {CHECK_TIMEOUT_S:g} s{hint}."
+        )
     except StoreUnavailable as exc:
         return Check("session store", "fail", str(exc))
     await store.close()
