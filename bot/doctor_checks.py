@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from core.config import PLACEHOLDER_KEY, Settings, placeholder_key, split_list
+from core.config import PLACEHOLDER_KEY, Settings, placeholder_key, provider_missing, split_list
 
 CHECK_TIMEOUT_S = 2.5  # each network call's own timeout
 Status = Literal["ok", "fail", "off", "unchecked"]
@@ -116,7 +116,11 @@ def model_status_sentence(status: int) -> str:
 
 async def check_model(settings: Settings) -> Check:
     if not settings.has_model_credentials():
-        return Check("model", "fail", "set ANTHROPIC_API_KEY (or DATATHREAD_MODEL_PROVIDER=bedrock/vertex)")
+        detail = (
+            provider_missing(settings)
+            or "set ANTHROPIC_API_KEY (or DATATHREAD_MODEL_PROVIDER=bedrock/vertex)"
+        )
+        return Check("model", "fail", detail)
     if placeholder_key(settings):
         return Check("model", "fail", PLACEHOLDER_KEY)
     label = f"{settings.model_provider} · {settings.model}"
