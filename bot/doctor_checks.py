@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from core.config import PLACEHOLDER_KEY, Settings, placeholder_key, provider_missing, split_list
+from core.config import PLACEHOLDER_KEY, Settings, placeholder_key, provider_missing
+from core.s3 import parse_roots
 
 CHECK_TIMEOUT_S = 2.5  # each network call's own timeout
 Status = Literal["ok", "fail", "off", "unchecked"]
@@ -27,7 +28,8 @@ class Check:
 
 
 def buckets(settings: Settings) -> list[str]:
-    return [entry.split("/", 1)[0] for entry in split_list(settings.s3_buckets)]
+    """The buckets of DATATHREAD_S3_BUCKETS, read as the bot reads it (`s3://bucket/prefix` too)."""
+    return list(dict.fromkeys(root.bucket for root in parse_roots(settings.s3_buckets)))
 
 
 BOT_FRAMEWORK_SCOPE = "https://api.botframework.com/.default"
