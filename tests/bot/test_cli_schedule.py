@@ -68,6 +68,8 @@ def test_add_list_pause_resume_remove(home):
         (["schedule", "resume", "nope"], "No schedule has the id 'nope'"),
         (["schedule", "remove", "nope"], "No schedule has the id 'nope'"),
         (["schedule", "run-now", "nope"], "No schedule has the id 'nope'"),
+        # SCHEDULES.md sends a failed run to the log: --log-level shows it here ("No such option" before)
+        (["schedule", "run-now", "nope", "--log-level", "INFO"], "No schedule has the id 'nope'"),
     ],
 )
 def test_bad_input_is_one_sentence_and_exit_2(tmp_path, args, says):
