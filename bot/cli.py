@@ -269,35 +269,41 @@ def audit(
 ) -> None:
     """List recorded turns and steps (who, where, question, SQL/code, rows, outcome) as JSON lines or CSV."""
     from bot.audit import print_audit
+    from core.sessions import StoreUnavailable
 
     settings = settings_or_exit()
-    asyncio.run(
-        print_audit(
-            settings,
-            session=session,
-            user=user,
-            channel=channel,
-            since_hours=since_hours,
-            fmt=fmt.value,
-            limit=limit,
+    try:
+        asyncio.run(
+            print_audit(
+                settings,
+                session=session,
+                user=user,
+                channel=channel,
+                since_hours=since_hours,
+                fmt=fmt.value,
+                limit=limit,
+            )
         )
-    )
+    except StoreUnavailable as exc:  # a Redis that is down or wants a password: its sentence, no traceback
+        die(str(exc))
 
 
 @app.command()
 def export(
     session_id: str = typer.Argument(..., help="The session id (or terminal --session key) to export."),
-    output: Path = typer.Option(
-        None, "-o", "--output", help="Notebook path (default: SESSION_ID.ipynb here); - for stdout."
+    output: str = typer.Option(
+        None,
+        "-o",
+        "--output",
+        help="Notebook path, or a folder for the default name (default: SESSION_ID.ipynb here); - for stdout.",
     ),
 ) -> None:
     """Export a thread as a runnable Jupyter notebook."""
-    from bot.export import STDOUT, export_session
+    from bot.export import export_session, where_to
 
     settings = settings_or_exit()
-    if output is not None and output != STDOUT:
-        check_output_file(output)
-    if path := asyncio.run(export_session(settings, session_id, output)):
+    file, folder = where_to(output)  # a str: `out/` (a folder) and `out` (a file) differ by the slash
+    if path := asyncio.run(export_session(settings, session_id, file, folder)):
         Console(soft_wrap=True).print(str(path), markup=False, highlight=False)
 
 

@@ -18,6 +18,7 @@ import typer
 from rich.console import Console
 
 from bot.cli_common import check_sandbox, die, settings_or_exit, setup_log
+from bot.log_setup import LOG_LEVEL_HELP, parse_level
 
 if TYPE_CHECKING:  # imported when a command runs: `datathread --help` need not load the core
     from core.config import Settings
@@ -159,7 +160,10 @@ def remove(schedule_id: str = typer.Argument(..., metavar="ID")) -> None:
 
 
 @app.command("run-now")
-def run_now(schedule_id: str = typer.Argument(..., metavar="ID")) -> None:
+def run_now(
+    schedule_id: str = typer.Argument(..., metavar="ID"),
+    log_level: str = typer.Option(None, "--log-level", callback=parse_level, help=LOG_LEVEL_HELP),
+) -> None:
     """Run one occurrence now and post it where the schedule says; exit 1 if the run failed."""
     from bot.schedule_jobs import run_once
     from core.config import ConfigError, require_model
@@ -167,7 +171,7 @@ def run_now(schedule_id: str = typer.Argument(..., metavar="ID")) -> None:
     from core.sessions import StoreUnavailable
 
     settings = _settings()
-    setup_log(settings)  # a failed run's log records go to the log file; the terminal gets its sentence
+    setup_log(settings, log_level)  # a failed run's records go to the log file (and stderr if asked)
     # Everything a user can get wrong, before the sandbox and the model start: the id, then the settings.
     schedule = _with_book(settings, lambda book: book.get(schedule_id))
     try:

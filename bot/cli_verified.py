@@ -55,7 +55,7 @@ def verified_default(ctx: typer.Context) -> None:
 @verified_app.command("list")
 def list_entries(
     corrections: bool = typer.Option(False, "--corrections", help="Only the corrections."),
-    as_json: bool = typer.Option(False, "--json", help="JSON lines instead of a table."),
+    as_json: bool = typer.Option(False, "--json", help="A JSON list (for scripts) instead of a table."),
 ) -> None:
     """Verified queries (id, question, tables, who, when, source) and corrections."""
     from rich.table import Table
@@ -68,9 +68,8 @@ def list_entries(
     entries = asyncio.run(_with_library(settings_or_exit(), work))
     if corrections:
         entries = [e for e in entries if isinstance(e, Correction)]
-    if as_json:
-        for entry in entries:
-            typer.echo(json.dumps(asdict(entry)))
+    if as_json:  # a list, as `schedule list --json`: `[]` when there are none (JSON lines printed nothing)
+        typer.echo(json.dumps([asdict(entry) for entry in entries], indent=2))
         return
     table = Table(title=f"{len(entries)} verified queries and corrections")
     for column in ("id", "kind", "question", "tables / correction", "by", "when"):

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from core.config import PLACEHOLDER_KEY, Settings, placeholder_key, split_list
+from core.config import PLACEHOLDER_KEY, Settings, placeholder_key, provider_missing
+from core.s3 import parse_roots
 
 CHECK_TIMEOUT_S = 2.5  # each network call's own timeout
 Status = Literal["ok", "fail", "off", "unchecked"]
@@ -27,7 +28,8 @@ class Check:
 
 
 def buckets(settings: Settings) -> list[str]:
-    return [entry.split("/", 1)[0] for entry in split_list(settings.s3_buckets)]
+    """The buckets of DATATHREAD_S3_BUCKETS, read as the bot reads it (`s3://bucket/prefix` too)."""
+    return list(dict.fromkeys(root.bucket for root in parse_roots(settings.s3_buckets)))
 
 
 BOT_FRAMEWORK_SCOPE = "https://api.botframework.com/.default"
@@ -116,7 +118,11 @@ def model_status_sentence(status: int) -> str:
 
 async def check_model(settings: Settings) -> Check:
     if not settings.has_model_credentials():
-        return Check("model", "fail", "set ANTHROPIC_API_KEY (or DATATHREAD_MODEL_PROVIDER=bedrock/vertex)")
+        detail = (
+            provider_missing(settings)
+            or "set ANTHROPIC_API_KEY (or DATATHREAD_MODEL_PROVIDER=bedrock/vertex)"
+        )
+        return Check("model", "fail", detail)
     if placeholder_key(settings):
         return Check("model", "fail", PLACEHOLDER_KEY)
     label = f"{settings.model_provider} · {settings.model}"
@@ -148,16 +154,18 @@ async def check_store(settings: Settings) -> Check:
     from core.sessions import StoreUnavailable, open_store
 
     if settings.redis_url:
-        from core.store_redis import redis_where
+        from core.store_redis import redis_where, tls_hint
 
-        store_name = f"Redis at {redis_where(settings.redis_url)}"
+        store_name, hint = f"Redis at {redis_where(settings.redis_url)}", tls_hint(settings.redis_url)
     else:
-        store_name = f"sqlite under {settings.home}"
+        store_name, hint = f"sqlite under {settings.home}", ""
     try:
         async with asyncio.timeout(CHECK_TIMEOUT_S):
             store = await open_store(settings)
     except TimeoutError:
-        return Check("session store", "fail", f"{store_name} did not answer within {CHECK_TIMEOUT_S:g} s.")
+        return Check(
+            "session store", "fail", f"{store_name} did not answer within {CHECK_TIMEOUT_S:g} s{hint}."
+        )
     except StoreUnavailable as exc:
         return Check("session store", "fail", str(exc))
     await store.close()

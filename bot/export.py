@@ -6,6 +6,7 @@ an analyst who inherits a thread can export it from any machine that shares the 
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 from pathlib import Path
@@ -14,8 +15,9 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from bot.cli_common import writing
+from bot.cli_common import check_output_file, writing
 from core.config import Settings
+from core.config_types import check_writable_dir
 from core.notebook import NothingToExport
 from core.sandbox_factory import open_threads
 from core.sessions import StoreUnavailable
@@ -24,11 +26,34 @@ STDOUT = Path("-")
 _FILE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,100}")  # a key that is a plain file name as it is
 
 
-async def export_session(settings: Settings, session_id: str, output: Path | None) -> Path | None:
+def where_to(raw: str | None) -> tuple[Path | None, Path]:
+    """The (file, folder) `-o` names, checked before any work (one sentence, exit 2): no `-o` is the
+    default name in the working directory; a folder (one that exists, or a path ending in /, as `cp`
+    reads them) the default name inside it — `-o out/` wrote a file named `out`; else the file named."""
+    if raw is None:
+        return None, Path()
+    if raw == str(STDOUT):
+        return STDOUT, Path()
+    if not raw.strip():
+        _fail("-o is empty: name a notebook file, a folder to put it in, or - for stdout.", 2)
+    path = Path(raw)
+    if raw.endswith(("/", os.sep)) or path.is_dir():
+        try:
+            check_writable_dir(path)
+        except ValueError as exc:
+            _fail(f"{raw} {exc}.", 2)
+        return None, path
+    check_output_file(path)
+    return path, path.parent
+
+
+async def export_session(
+    settings: Settings, session_id: str, output: Path | None, folder: Path = Path()
+) -> Path | None:
     """Write the session's notebook to `output` and return the path, or to stdout for `-o -` (None);
-    `session_id` may also be a terminal `--session` key. By default `<key>.ipynb` in the cwd for the key
-    `chat` printed (`sales.ipynb`, not the 27-character id it stands for), else `<session id>.ipynb`.
-    A missing session or store ends the command with one sentence and exit code 1."""
+    `session_id` may also be a terminal `--session` key. By default `<key>.ipynb` in `folder` (the cwd)
+    for the key `chat` printed (`sales.ipynb`, not the 27-character id it stands for), else `<session
+    id>.ipynb`. A missing session or store ends the command with one sentence and exit code 1."""
     try:
         async with open_threads(settings) as threads:
             resolved = await threads.resolve_session_id(session_id)
@@ -39,9 +64,10 @@ async def export_session(settings: Settings, session_id: str, output: Path | Non
         sys.stdout.buffer.write(data)
         sys.stdout.flush()
         return None
-    target = output or Path(f"{session_id if _FILE_NAME.fullmatch(session_id) else resolved}.ipynb")
+    target = output or folder / f"{session_id if _FILE_NAME.fullmatch(session_id) else resolved}.ipynb"
     if output is None and not _ours_to_replace(target, resolved):
-        _fail(f"{target} already exists here and is not an export of this thread: name the file with -o.", 2)
+        here = "" if folder != Path() else " here"
+        _fail(f"{target} already exists{here} and is not an export of this thread: name the file with -o.", 2)
     with writing(target):  # a full disk, a folder gone since the check: one sentence
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_bytes(data)
@@ -63,5 +89,5 @@ def _ours_to_replace(target: Path, session_id: str) -> bool:
 
 
 def _fail(message: str, code: int = 1) -> None:
-    Console(stderr=True).print("[red]error:[/] " + escape(message))
+    Console(stderr=True, soft_wrap=True).print("[red]error:[/] " + escape(message))
     raise typer.Exit(code)

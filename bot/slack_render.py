@@ -28,6 +28,7 @@ from slack_sdk.models.blocks import (
 from bot.markdown import blocks, pack
 from bot.transcript import format_bytes
 from core.schedules import ANSWER_CADENCES
+from core.wording import counted
 
 SECTION_LIMIT = 3000
 MAX_BLOCKS = 50
@@ -88,7 +89,7 @@ def table_text(header: list[str], body: list[list[str]], *, max_rows: int = TABL
 
     out = [fmt(grid[0]), "  ".join("-" * s for s in sizes), *(fmt(r) for r in grid[1:])]
     if hidden:
-        out.append(f"… {hidden} more row{'s' if hidden != 1 else ''}")
+        out.append(f"… {counted(hidden, 'more row')}")
     return "\n".join(out)
 
 
@@ -258,9 +259,9 @@ def answer_messages(markdown: str, footer: list[dict] | None = None) -> list[dic
 def stats_line(stats: Mapping) -> str:
     """'3 steps · 16 rows · 1.2 MB scanned · 4.1 s' from TurnStats fields (a dict)."""
     steps = int(stats.get("steps", 0))
-    parts = [f"{steps} step{'s' if steps != 1 else ''}"]
+    parts = [counted(steps, "step")]
     if stats.get("rows"):
-        parts.append(f"{int(stats['rows']):,} rows")
+        parts.append(counted(int(stats["rows"]), "row"))
     if stats.get("bytes_scanned"):
         parts.append(f"{format_bytes(int(stats['bytes_scanned']))} scanned")
     parts.append(f"{float(stats.get('duration_s', 0.0)):.1f} s")
@@ -337,7 +338,7 @@ def failure_text(message: str, error_id: str) -> str:
 def home_view(tables: list[dict], examples: list[str], slash_command: str) -> dict:
     """The App Home tab: what datathread does, the tables it sees, and questions to try."""
     listed = "\n".join(
-        f"• `{t['name']}`" + (f" — {int(t['rows']):,} rows" if t.get("rows") is not None else "")
+        f"• `{t['name']}`" + (f" — {counted(int(t['rows']), 'row')}" if t.get("rows") is not None else "")
         for t in tables[:40]
     )
     more = f"\n…and {len(tables) - 40} more" if len(tables) > 40 else ""

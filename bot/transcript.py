@@ -27,6 +27,7 @@ from core.events import (
     TurnStarted,
 )
 from core.receipt import receipt_line
+from core.wording import counted
 
 WORKING = "Working on it…"
 DEFAULT_THINKING = Thinking(turn_id="").text  # the core's "still thinking" ping carries no remark
@@ -118,7 +119,7 @@ class Transcript:
         if not self.finished.ok:
             return "Stopped"
         s = self.finished.stats
-        return f"Done — {s.steps} step{'s' if s.steps != 1 else ''} in {s.duration_s:.1f} s"
+        return f"Done — {counted(s.steps, 'step')} in {s.duration_s:.1f} s"
 
 
 def step_outcome(record: StepRecord) -> str:
@@ -127,7 +128,7 @@ def step_outcome(record: StepRecord) -> str:
         return brief(record.error or record.summary, 150) or "failed"
     parts = []
     if record.rows is not None:
-        parts.append(f"{record.rows:,} rows")
+        parts.append(counted(record.rows, "row"))
     if record.bytes_scanned:
         parts.append(f"{format_bytes(record.bytes_scanned)} scanned")
     parts.append(f"{record.duration_s:.1f} s")

@@ -30,6 +30,7 @@ from core.events import (
 from core.model import ModelClient
 from core.tool_batch import footprint, run_concurrently
 from core.tools import TOOLS, Tool, ToolContext, call_tool, refused, step_detail, tool_specs
+from core.wording import counted
 
 CACHE = {"type": "ephemeral"}
 ATTACH = "attach_file"
@@ -231,7 +232,7 @@ def _check_limits(state: TurnState, limits: LoopLimits, *, forced: bool) -> None
         raise TurnAborted("This question used up its token budget before finishing. Try a narrower question.")
     if forced:
         raise TurnAborted(
-            f"This question needed more than {limits.max_steps} steps without reaching an answer. "
+            f"This question needed more than {counted(limits.max_steps, 'step')} without reaching an answer. "
             "Try a narrower question."
         )
 

@@ -372,8 +372,22 @@ def require_model(settings: Settings) -> None:
     """Fail fast, in one sentence, when no model credentials are configured."""
     if not settings.has_model_credentials():
         raise ConfigError(
-            "No Claude API key: set ANTHROPIC_API_KEY (in the environment or a .env file), "
+            provider_missing(settings)
+            or "No Claude API key: set ANTHROPIC_API_KEY (in the environment or a .env file), "
             "or DATATHREAD_MODEL_PROVIDER=bedrock/vertex with its region and project."
         )
     if placeholder_key(settings):
         raise ConfigError(PLACEHOLDER_KEY)
+
+
+def provider_missing(settings: Settings) -> str:
+    """What Bedrock or Vertex still needs, as a sentence ('' when nothing, or for the Anthropic API):
+    "No Claude API key" sent someone who had chosen Bedrock looking for a key it does not use."""
+    if settings.model_provider == "bedrock" and not settings.aws_region:
+        return "DATATHREAD_MODEL_PROVIDER=bedrock needs an AWS region: set AWS_REGION (or AWS_DEFAULT_REGION), e.g. us-east-1."
+    if settings.model_provider == "vertex":
+        missing = [name for name, value in (("ANTHROPIC_VERTEX_PROJECT_ID", settings.vertex_project),
+                                            ("CLOUD_ML_REGION", settings.vertex_region)) if not value]  # fmt: skip
+        if missing:
+            return f"DATATHREAD_MODEL_PROVIDER=vertex needs {' and '.join(missing)} (the Google Cloud project and region, e.g. us-east5)."
+    return ""

@@ -10,7 +10,7 @@ from typing import Literal
 
 from pydantic import AliasChoices, BaseModel, Field, SecretStr
 
-from core.config_types import ExistingFile, HttpUrl
+from core.config_types import ExistingFile, HttpUrl, ModelId
 
 _env = AliasChoices  # a field's environment variable names (the contract's)
 
@@ -28,7 +28,7 @@ class ModelSettings(BaseModel):
         validation_alias=_env("ANTHROPIC_BASE_URL"),
         description="Messages API endpoint (a proxy or gateway).",
     )
-    model: str = Field(
+    model: ModelId = Field(
         "claude-sonnet-5-5", validation_alias=_env("DATATHREAD_MODEL"), description="Claude model id."
     )
     model_provider: Literal["anthropic", "bedrock", "vertex"] = Field(

@@ -177,6 +177,17 @@ def refuse_empty_path(value: object) -> object:
 
 
 StateHome = Annotated[Path, BeforeValidator(refuse_empty_path), AfterValidator(check_state_home)]
+
+
+def check_model_id(value: str) -> str:
+    """`DATATHREAD_MODEL=` (the .env.example line uncommented, nothing after it) was taken as the model
+    id "", and every question then failed with "model not found": refused like the other empties."""
+    if not value.strip():
+        raise ValueError("is empty: remove the line for the default model, or name one")
+    return value.strip()
+
+
+ModelId = Annotated[str, AfterValidator(check_model_id)]
 ExistingFile = Annotated[Path, AfterValidator(check_existing_file)]
 
 

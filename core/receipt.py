@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 from core.bigquery_cost import format_bytes
 from core.events import Receipt, StepRecord, TurnStats
 from core.final_result import QUERY_TOOLS
+from core.wording import counted
 
 if TYPE_CHECKING:
     from core.verified import VerifiedQuery
@@ -75,13 +76,13 @@ def receipt_line(receipt: Receipt, *, now: datetime | None = None) -> str:
         shown = ", ".join(receipt.tables[:4])
         parts.append(shown + (f" +{len(receipt.tables) - 4}" if len(receipt.tables) > 4 else ""))
     if receipt.tables or receipt.rows:
-        parts.append(f"{receipt.rows:,} row{'s' if receipt.rows != 1 else ''}")
+        parts.append(counted(receipt.rows, "row"))
     if receipt.fresh_as_of is not None:
         parts.append(f"data as of {_when(receipt.fresh_as_of, now or datetime.now(UTC))}")
     if receipt.bytes_billed:
         parts.append(f"{format_bytes(receipt.bytes_billed)} billed")
     if receipt.model_calls:
-        parts.append(f"{receipt.model_calls} model call{'s' if receipt.model_calls != 1 else ''}")
+        parts.append(counted(receipt.model_calls, "model call"))
     parts.append(f"{receipt.wall_s:.1f} s")
     if receipt.verified_by:
         parts.append(f"based on a verified query by {receipt.verified_by}")

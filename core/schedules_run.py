@@ -9,7 +9,9 @@ decides what happens.
 
 from __future__ import annotations
 
+import errno
 import logging
+import os
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
@@ -92,7 +94,25 @@ async def _attempt(poster: SchedulePoster, schedule: Schedule, *, turn_id: str, 
         return await poster.run(schedule, turn_id=turn_id, note=note)
     except Exception as exc:  # a surface bug must count as a failed run, not kill the scheduler
         log.exception("schedule %s: run %s crashed", schedule.id, turn_id)
-        return RunResult(ok=False, error=f"{type(exc).__name__}", turn_id=turn_id)
+        return RunResult(ok=False, error=failure_words(exc, surface=schedule.surface), turn_id=turn_id)
+
+
+def failure_words(exc: BaseException, *, surface: str) -> str:
+    """Why a run crashed, in words for the channel notice and `run-now` ("ClientConnectorError" told
+    nobody that Slack was unreachable); the traceback stays in the log."""
+    place = {"slack": "Slack", "teams": "Teams"}.get(surface, surface)
+    cause: BaseException | None = exc
+    while cause is not None:
+        host = getattr(cause, "host", None)  # aiohttp's connection errors (the Slack and Teams SDKs)
+        at = f" at {host}" if isinstance(host, str) and host else ""
+        if isinstance(cause, TimeoutError):
+            return f"{place}{at} did not answer in time"
+        if isinstance(cause, OSError) and (cause.errno or cause.strerror):
+            known = isinstance(cause.errno, int) and cause.errno in errno.errorcode
+            why = os.strerror(cause.errno) if known else str(cause.strerror)
+            return f"could not reach {place}{at}: {why.lower()}"
+        cause = cause.__cause__ or cause.__context__
+    return f"an unexpected error ({type(exc).__name__}; the log has the details)"
 
 
 async def _settle(

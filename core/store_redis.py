@@ -22,7 +22,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import TypeVar
-from urllib.parse import urlsplit
+from urllib.parse import parse_qs, urlsplit
 
 import redis
 import redis.asyncio as aioredis
@@ -30,7 +30,7 @@ import redis.lock
 from redis.asyncio.lock import Lock
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
-from redis.exceptions import LockNotOwnedError, RedisError, WatchError
+from redis.exceptions import AuthenticationError, LockNotOwnedError, RedisError, WatchError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from core.lock_keeper import LockKeeper
@@ -103,7 +103,7 @@ class RedisStore:
         try:
             yield
         except RedisError as exc:
-            raise StoreUnavailable(f"Redis at {self.where} is not reachable: {redis_reason(exc)}.") from None
+            raise StoreUnavailable(redis_failure(self._url, exc)) from None
 
     async def _call(self, awaitable: Awaitable[T]) -> T:
         with self._errors():
@@ -116,9 +116,7 @@ class RedisStore:
         try:
             await asyncio.wait_for(self._call(self.r.ping()), PING_DEADLINE_S)
         except TimeoutError:
-            raise StoreUnavailable(
-                f"Redis at {self.where} is not reachable: it did not answer within {PING_DEADLINE_S:g} s."
-            ) from None
+            raise StoreUnavailable(redis_failure(self._url, None)) from None
 
     async def close(self) -> None:
         """Stop lock keepers and pending lock releases, and release the connection pool."""
@@ -351,8 +349,36 @@ class RedisStore:
         return bool(deleted)
 
 
+def redis_failure(url: str, exc: BaseException | None) -> str:
+    """The sentence for a Redis at `url` that failed with `exc` (None: the ping deadline passed). A
+    password problem is said as one ("not reachable: HELLO must be called…" sent people to the network),
+    never with the password; a `rediss://` that gets no answer is most often TLS against a plain server."""
+    where, parts = redis_where(url), urlsplit(url)
+    if isinstance(exc, AuthenticationError):
+        if parts.password or parse_qs(parts.query).get("password"):
+            return f"Redis at {where} refused the password in REDIS_URL."
+        example = (
+            f"unix://{where}?password=PASSWORD"
+            if parts.scheme == "unix"
+            else f"{parts.scheme}://:PASSWORD@{where}/0"
+        )
+        return f"Redis at {where} needs a password: put it in REDIS_URL ({example})."
+    silent = exc is None or isinstance(exc, (TimeoutError, RedisTimeoutError))
+    reason = f"it did not answer within {PING_DEADLINE_S:g} s" if exc is None else redis_reason(exc)
+    return f"Redis at {where} is not reachable: {reason}{tls_hint(url) if silent else ''}."
+
+
+def tls_hint(url: str) -> str:
+    """For a `rediss://` Redis that never answered: TLS to a plain server waits out any deadline."""
+    if urlsplit(url).scheme != "rediss":
+        return ""
+    return " (REDIS_URL says rediss://, TLS: if that server does not speak TLS, use redis://)"
+
+
 def redis_reason(exc: BaseException) -> str:
     """A few words on why Redis failed, without redis-py's multi-sentence connection text."""
+    if isinstance(exc, AuthenticationError):  # its text is the server's, about HELLO and AUTH
+        return "it wants a password that REDIS_URL does not give, or refused the one it gives"
     if isinstance(exc, (TimeoutError, RedisTimeoutError)):
         return "it did not answer in time"
     cause: BaseException | None = exc

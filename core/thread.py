@@ -278,11 +278,12 @@ class Threads:
 
 
 async def resolve_session_id(store: SessionStore, given: str) -> str:
-    """The session id `given` names: a full session id that has turns, else the terminal session of that
-    `--session` key (`datathread chat`/`ask` print the key), so either works wherever an id is asked."""
-    valid = is_valid_session_id(given)
-    if valid and await store.list_turns(session_id=given, limit=1):
+    """The session id `given` names: an id the store holds turns under (a full session id, or a schedule's
+    `schedule:ID` that `audit` prints), else the terminal session of that `--session` key (`datathread
+    chat`/`ask` print the key), so either works wherever an id is asked."""
+    if await store.list_turns(session_id=given, limit=1):
         return given
+    valid = is_valid_session_id(given)
     terminal = session_id_for("terminal", (given,))
     if not valid or await store.list_turns(session_id=terminal, limit=1):
         return terminal

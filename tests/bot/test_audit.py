@@ -13,6 +13,8 @@ from datetime import UTC, datetime
 import pytest
 
 from bot.audit import CSV_FIELDS, audit_rows, print_audit
+from core.schedules import new_schedule
+from core.schedules_store import ScheduleBook
 from core.sessions import open_store
 from tests.fakes.cli import DATATHREAD
 
@@ -99,6 +101,25 @@ async def test_csv_one_row_per_step(recorded):
     assert KEY not in out.getvalue()
     started = datetime.strptime(rows[1]["started"], "%Y-%m-%d %H:%M:%S")  # what a spreadsheet reads
     assert abs(started.replace(tzinfo=UTC).timestamp() - (time.time() - 360)) < 60  # in UTC
+
+
+async def test_a_schedule_session_as_audit_prints_it(recorded):
+    """SCHEDULES.md: `datathread audit --session schedule:ID` lists a schedule's trail. The id holds a
+    `:` (not a valid directory name), so it was hashed as a terminal `--session` key: nothing printed."""
+    store = await open_store(recorded)
+    try:
+        schedule = new_schedule(
+            cron="0 9 * * mon", tz="UTC", surface="slack", channel="C1", question="q", now=datetime.now(UTC)
+        )
+        await ScheduleBook(store).add(schedule, by="U1", trusted=True)
+    finally:
+        await store.close()
+    out = io.StringIO()
+    session = f"schedule:{schedule.id}"
+    count = await print_audit(recorded, session=session, user=None, channel=None, since_hours=None,
+                              fmt="jsonl", limit=100, out=out)  # fmt: skip
+    lines = [json.loads(line) for line in out.getvalue().splitlines()]
+    assert count == 1 and [(t["session_id"], t["event"]) for t in lines] == [(session, "created")]
 
 
 def test_a_reader_that_stops_early_ends_the_command_quietly(recorded):

@@ -5,6 +5,7 @@ to stdout for a pipe."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from tests.fakes.anthropic_api import text
 from tests.fakes.cli import invoke
@@ -52,3 +53,31 @@ def test_the_default_name_never_overwrites_a_notebook_of_someone_elses(home, fak
     assert path.read_bytes() == theirs
     assert invoke(["export", "sales", "-o", str(path)], home).returncode == 0  # named: as asked
     assert b"how many flights?" in path.read_bytes()
+
+
+def test_a_folder_gets_the_default_name_inside_it(home, fake_model):
+    """`-o somedir/` wrote a FILE named `somedir` (and printed that), and `-o somedir` for a folder that
+    exists was refused: a folder, existing or ending in /, now gets `<key>.ipynb` inside it, as `cp` does."""
+    fake_model.enqueue(text("336,776 flights."))
+    env = {**KEY, "ANTHROPIC_BASE_URL": fake_model.url}
+    assert invoke(["ask", "how many flights?", "--session", "sales"], home, env=env).returncode == 0
+    for given, folder in (("new/", home.parent / "new"), (str(home.parent / "new"), home.parent / "new")):
+        written = invoke(["export", "sales", "-o", given], home)
+        assert written.returncode == 0, written.stderr
+        assert written.stdout.strip() == str(Path(given) / "sales.ipynb")
+        assert folder.is_dir() and b"how many flights?" in (folder / "sales.ipynb").read_bytes()
+
+    theirs = home.parent / "new" / "sales.ipynb"
+    theirs.write_text("{}")  # someone's own notebook: a folder names no file, so it stays
+    refused = invoke(["export", "sales", "-o", "new/"], home)
+    assert refused.returncode == 2 and theirs.read_text() == "{}"
+    assert "new/sales.ipynb already exists and is not an export of this thread" in refused.stderr
+
+
+def test_an_empty_output_is_one_sentence(home):
+    refused = invoke(["export", "sales", "-o", ""], home)
+    assert refused.returncode == 2, refused.stderr
+    assert (
+        refused.stderr.strip()
+        == "error: -o is empty: name a notebook file, a folder to put it in, or - for stdout."
+    )

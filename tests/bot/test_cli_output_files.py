@@ -34,11 +34,10 @@ def place(tmp_path, monkeypatch):
     "command",
     [
         ["teams-package", "-o", "{out}"],
-        ["export", "some-session", "-o", "{out}"],
         ["eval", "--demo", "--output", "{out}"],
         ["eval", "--demo", "--markdown", "{out}"],
     ],
-    ids=["teams-package", "export", "eval-output", "eval-markdown"],
+    ids=["teams-package", "eval-output", "eval-markdown"],
 )
 def test_a_directory_given_as_the_file_is_one_sentence_before_any_work(command, place, fake_model):
     env = {**APP, "ANTHROPIC_API_KEY": "sk-ant-test-000000", "ANTHROPIC_BASE_URL": fake_model.url}
@@ -47,6 +46,15 @@ def test_a_directory_given_as_the_file_is_one_sentence_before_any_work(command, 
     assert result.exit_code == 2, result.output
     assert one_line(result.output) == f"error: {place / 'adir'} is a directory: name a file inside it"
     assert fake_model.requests == []  # eval asked nothing
+    assert list((place / "adir").iterdir()) == []
+
+
+def test_export_takes_a_directory_as_the_folder_of_its_default_name(place):
+    """`export -o DIR` puts `<key>.ipynb` inside (tests/bot/test_cli_export.py); a session it cannot find
+    is still one sentence, and nothing is written there."""
+    result = CliRunner().invoke(app, ["export", "some-session", "-o", str(place / "adir")])
+    assert result.exit_code == 1, result.output
+    assert one_line(result.output).startswith("error: ") and "some-session" in result.output
     assert list((place / "adir").iterdir()) == []
 
 

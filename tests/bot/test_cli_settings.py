@@ -31,6 +31,7 @@ BAD = [
     ({"REDIS_URL": "notaurl"}, "REDIS_URL"),
     ({"DATATHREAD_HOME": "/dev/null"}, "DATATHREAD_HOME"),
     ({"DATATHREAD_HOME": ""}, "DATATHREAD_HOME"),  # was the working directory, state scattered there
+    ({"DATATHREAD_MODEL": ""}, "DATATHREAD_MODEL"),  # was the model id "": "model not found" at each question
     ({"ANTHROPIC_BASE_URL": "localhost:8080"}, "ANTHROPIC_BASE_URL"),
     ({"DATATHREAD_SLACK_API_URL": "slack"}, "DATATHREAD_SLACK_API_URL"),
     ({"MICROSOFT_APP_ID": "not-a-guid"}, "MICROSOFT_APP_ID"),

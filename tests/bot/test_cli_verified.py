@@ -33,13 +33,11 @@ def test_list_show_and_remove(home):
     query_id, correction_id = asyncio.run(seed(home))
     listed = run(["verified", "list", "--json"], home)
     assert listed.returncode == 0, listed.stderr
-    entries = [json.loads(line) for line in listed.stdout.splitlines()]
+    entries = json.loads(listed.stdout)
     assert [(e["id"], e["kind"]) for e in entries] == [(query_id, "verified"), (correction_id, "correction")]
 
     corrections = invoke(["verified", "list", "--corrections", "--json"], home)
-    assert [json.loads(line)["text"] for line in corrections.stdout.splitlines()] == [
-        "Only departed flights count."
-    ]
+    assert [e["text"] for e in json.loads(corrections.stdout)] == ["Only departed flights count."]
 
     table = invoke(["verified"], home, env={"COLUMNS": "200"})
     assert (
@@ -58,3 +56,10 @@ def test_list_show_and_remove(home):
         and "no verified query" in missing.stderr
         and "Traceback" not in missing.stderr
     )
+
+
+def test_an_empty_list_is_an_empty_json_list(home):
+    """`verified list --json` with nothing verified printed nothing at all: a script's JSON parser failed."""
+    listed = invoke(["verified", "list", "--json"], home)
+    assert listed.returncode == 0, listed.stderr
+    assert json.loads(listed.stdout) == []

@@ -95,6 +95,14 @@ def test_every_configured_part_is_reached(tmp_path, monkeypatch, fake_model, sla
     assert any(r["configuration"].get("dryRun") for r in bq.inserts)
 
 
+def test_buckets_are_read_as_the_bot_reads_them(tmp_path, monkeypatch, aws):
+    """`s3://datalake/raw` is a valid DATATHREAD_S3_BUCKETS entry (the bot strips the scheme), but doctor
+    asked S3 for a bucket named "s3:" and failed it: "bucket s3:: Parameter validation failed"."""
+    monkeypatch.chdir(tmp_path)
+    _, rows, _ = doctor(tmp_path, {"DATATHREAD_S3_BUCKETS": "s3://datalake/raw, s3://datalake/curated/"})
+    assert rows["s3"][0] == "ok" and "datalake" in rows["s3"][1] and "s3:" not in rows["s3"][1], rows["s3"]
+
+
 def test_each_broken_part_fails_on_its_own_line_within_one_timeout(
     tmp_path, monkeypatch, fake_model, slack_api, aws
 ):

@@ -14,12 +14,13 @@ from core.thread import resolve_session_id
 SLACK_ID = session_id_for("slack", ("T1", "C1", "1.0"))
 KEYED = session_id_for("terminal", ("abc",))
 ODD = session_id_for("terminal", ("my session",))
+SCHEDULE = "schedule:61b0dbec35"  # a schedule's audit records (core/schedules_store.py)
 
 
 @pytest.fixture
 async def store(tmp_path):
     store = SqliteStore(tmp_path / "state.sqlite3")
-    for n, session_id in enumerate((SLACK_ID, KEYED, ODD)):
+    for n, session_id in enumerate((SLACK_ID, KEYED, ODD, SCHEDULE)):
         await store.record_turn({"turn_id": f"t{n}", "session_id": session_id, "started": time.time()})
     yield store
     await store.close()
@@ -32,6 +33,7 @@ async def store(tmp_path):
         (KEYED, KEYED),
         ("abc", KEYED),  # the key `datathread chat` printed
         ("my session", ODD),  # a key that is not even a valid id
+        (SCHEDULE, SCHEDULE),  # not a valid directory name, but the store holds it: itself
         ("te-unknown", "te-unknown"),  # neither has turns: keep the id, so the error names it
         ("no such key!", session_id_for("terminal", ("no such key!",))),
     ],

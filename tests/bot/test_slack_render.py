@@ -225,3 +225,9 @@ def test_only_web_and_mail_links_become_links(markdown: str, mrkdwn: str) -> Non
 def test_streamed_markdown_keeps_web_links_and_code_but_escapes_the_rest() -> None:
     out = r.unit_markdown(r.Unit("text", "[docs](https://example.com) `a < b` x < y & <@U1>"))
     assert out == "[docs](https://example.com) `a < b` x &lt; y &amp; &lt;@U1&gt;"
+
+
+def test_the_footer_says_one_row_in_the_singular():
+    assert (
+        r.stats_line({"steps": 1, "rows": 1, "duration_s": 0.4}) == "1 step · 1 row · 0.4 s"
+    )  # was "1 rows"

@@ -80,6 +80,9 @@ def test_step_outcome_brief_and_bytes():
         step_outcome(record("a", rows=1234, bytes_scanned=1_500_000, duration_s=2.0))
         == "1,234 rows · 1.5 MB scanned · 2.0 s"
     )
+    assert (
+        step_outcome(record("a", rows=1, duration_s=0.1)) == "1 row · 0.1 s"
+    )  # was "1 rows" (Slack tasks, chat)
     assert step_outcome(record("a", ok=False, summary="")) == "failed"
     assert brief("x" * 10, 5) == "xxxx…" and brief("a\n b") == "a b"
     assert [format_bytes(n) for n in (0, 1500, 12_000_000)] == ["0 B", "1.5 KB", "12 MB"]

@@ -59,3 +59,14 @@ async def test_a_pause_then_an_answer_still_answers(strict_analyst, fake_model, 
     fake_model.enqueue(text("Looking…", stop_reason="pause_turn"), text("336,776 flights."))
     outcome = await strict_analyst.handle(ask("how many flights?"), recorder)
     assert outcome.ok and outcome.answer == "336,776 flights."
+
+
+async def test_a_limit_of_one_step_is_said_in_the_singular(settings, fake_model, recorder):
+    """DATATHREAD_MAX_STEPS=1 said "needed more than 1 steps"."""
+    analyst = await Analyst.create(settings.model_copy(update={"max_steps": 1}))
+    try:
+        fake_model.enqueue(*[tool("list_tables") for _ in range(5)])
+        outcome = await analyst.handle(ask("which tables?"), recorder)
+    finally:
+        await analyst.close()
+    assert not outcome.ok and "needed more than 1 step without reaching an answer" in outcome.error

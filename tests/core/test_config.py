@@ -70,12 +70,39 @@ def test_dotenv_file_is_read(tmp_path, monkeypatch):
     assert load_settings(_env_file=tmp_path / ".env").model == "from-dotenv"
 
 
-@pytest.mark.parametrize("overrides", [{}, {"anthropic_api_key": "  "}, {"model_provider": "bedrock"}])
-def test_missing_model_credentials_is_one_actionable_sentence(overrides, monkeypatch):
-    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+BEDROCK_NEEDS = (
+    "DATATHREAD_MODEL_PROVIDER=bedrock needs an AWS region: set AWS_REGION (or AWS_DEFAULT_REGION)"
+)
+VERTEX_NEEDS = "DATATHREAD_MODEL_PROVIDER=vertex needs"
+
+
+@pytest.mark.parametrize(
+    ("overrides", "names"),
+    [
+        ({}, "No Claude API key: set ANTHROPIC_API_KEY"),
+        ({"anthropic_api_key": "  "}, "No Claude API key: set ANTHROPIC_API_KEY"),
+        # Bedrock and Vertex use no Anthropic key: the sentence names what that provider still needs
+        ({"model_provider": "bedrock", "anthropic_api_key": "sk-ant-test-000000"}, BEDROCK_NEEDS),
+        ({"model_provider": "vertex"}, f"{VERTEX_NEEDS} ANTHROPIC_VERTEX_PROJECT_ID and CLOUD_ML_REGION ("),
+        ({"model_provider": "vertex", "vertex_project": "p"}, f"{VERTEX_NEEDS} CLOUD_ML_REGION ("),
+        (
+            {"model_provider": "vertex", "vertex_region": "us-east5"},
+            f"{VERTEX_NEEDS} ANTHROPIC_VERTEX_PROJECT_ID (",
+        ),
+    ],
+)
+def test_missing_model_credentials_is_one_actionable_sentence(overrides, names, monkeypatch):
+    for name in (
+        "ANTHROPIC_API_KEY",
+        "AWS_REGION",
+        "AWS_DEFAULT_REGION",
+        "CLOUD_ML_REGION",
+        "ANTHROPIC_VERTEX_PROJECT_ID",
+    ):
+        monkeypatch.delenv(name, raising=False)
     with pytest.raises(ConfigError) as info:
         require_model(load_settings(_env_file=None, **overrides))
-    assert "ANTHROPIC_API_KEY" in str(info.value) and "\n" not in str(info.value)
+    assert str(info.value).startswith(names) and "\n" not in str(info.value) and str(info.value).endswith(".")
 
 
 def test_invalid_value_is_one_sentence(monkeypatch):

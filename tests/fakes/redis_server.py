@@ -40,12 +40,14 @@ def free_port() -> int:
 
 class RedisServer:
     """One redis-server process. `persist=True` keeps an fsync-always AOF in its directory, so a
-    SIGKILLed server restarted with `start()` comes back with what it had acknowledged."""
+    SIGKILLed server restarted with `start()` comes back with what it had acknowledged. `password`:
+    started with `--requirepass`, as a production Redis often is (`url` then leaves it out)."""
 
-    def __init__(self, *, persist: bool = False) -> None:
+    def __init__(self, *, persist: bool = False, password: str | None = None) -> None:
         self.binary = redis_binary()
         self.port = free_port()
         self.persist = persist
+        self.password = password
         self.dir = Path(tempfile.mkdtemp(prefix="datathread-redis-"))
         self.proc: subprocess.Popen | None = None
 
@@ -58,6 +60,7 @@ class RedisServer:
         args = [self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(self.dir)]
         args += ["--save", "", "--daemonize", "no", "--loglevel", "warning"]
         args += ["--appendonly", "yes", "--appendfsync", "always"] if self.persist else ["--appendonly", "no"]
+        args += ["--requirepass", self.password] if self.password else []
         self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         deadline = time.monotonic() + 10
         while not self._answers():
@@ -72,8 +75,7 @@ class RedisServer:
     def _answers(self) -> bool:
         try:
             with socket.create_connection(("127.0.0.1", self.port), timeout=0.5) as s:
-                s.sendall(b"PING\r\n")
-                return s.recv(16).startswith(b"+PONG")
+                return self._say(s, b"PING").startswith(b"+PONG")
         except OSError:
             return False
 
@@ -86,8 +88,16 @@ class RedisServer:
     def flush(self) -> None:
         """Empty every database (between tests sharing one server)."""
         with socket.create_connection(("127.0.0.1", self.port), timeout=2) as s:
-            s.sendall(b"FLUSHALL\r\n")
-            assert s.recv(16).startswith(b"+OK")
+            assert self._say(s, b"FLUSHALL").startswith(b"+OK")
+
+    def _say(self, s: socket.socket, command: bytes) -> bytes:
+        """`command`'s reply on connection `s`, after AUTH when the server wants a password."""
+        if self.password:
+            s.sendall(f"AUTH {self.password}\r\n".encode())
+            if not s.recv(16).startswith(b"+OK"):
+                return b""
+        s.sendall(command + b"\r\n")
+        return s.recv(16)
 
     def stop(self) -> None:
         """Terminate the server and remove its directory."""

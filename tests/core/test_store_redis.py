@@ -1,0 +1,85 @@
+"""What a Redis the store cannot use says, against a real redis-server: one sentence that names the
+problem (a password it wants, a password it refused, TLS against a plain server), never the password."""
+
+from __future__ import annotations
+
+import pytest
+from typer.testing import CliRunner
+
+from bot.cli import app
+from bot.doctor_checks import CHECK_TIMEOUT_S, check_store
+from core.sessions import StoreUnavailable, open_store
+from tests.fakes.redis_server import RedisServer
+
+PASSWORD = "s3cret-pw-000000"
+
+
+@pytest.fixture(scope="module")
+def locked():
+    """A redis-server started with --requirepass, as a production one usually is."""
+    server = RedisServer(password=PASSWORD).start()
+    yield server
+    server.stop()
+
+
+async def failure(settings, url: str) -> str:
+    with pytest.raises(StoreUnavailable) as caught:
+        await open_store(settings.model_copy(update={"redis_url": url}))
+    return str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("credentials", "sentence"),
+    [
+        (
+            "",
+            "Redis at 127.0.0.1:{port} needs a password: put it in REDIS_URL (redis://:PASSWORD@127.0.0.1:{port}/0).",
+        ),
+        (":wrong-pw@", "Redis at 127.0.0.1:{port} refused the password in REDIS_URL."),
+        ("someone:wrong-pw@", "Redis at 127.0.0.1:{port} refused the password in REDIS_URL."),
+    ],
+)
+async def test_a_password_problem_is_said_as_one(settings, locked, credentials, sentence):
+    """Was "is not reachable: HELLO must be called with the client already authenticated, otherwise…" and
+    "is not reachable: invalid username-password pair or user is disabled": a network problem, it read."""
+    message = await failure(settings, f"redis://{credentials}127.0.0.1:{locked.port}/0")
+    assert message == sentence.format(port=locked.port)
+    assert "wrong-pw" not in message
+
+
+async def test_the_right_password_opens_the_store(settings, locked):
+    store = await open_store(
+        settings.model_copy(update={"redis_url": f"redis://:{PASSWORD}@127.0.0.1:{locked.port}/0"})
+    )
+    await store.close()
+
+
+async def test_tls_against_a_plain_server_gets_a_hint(settings):
+    """`rediss://` against a server without TLS: the handshake waits for an answer that never comes, and
+    "did not answer within 3 s" alone (doctor: 2 s) sent people to the network."""
+    server = RedisServer().start()
+    url = f"rediss://127.0.0.1:{server.port}/0"
+    try:
+        message = await failure(settings, url)
+        check = await check_store(settings.model_copy(update={"redis_url": url}))
+    finally:
+        server.stop()
+    hint = "(REDIS_URL says rediss://, TLS: if that server does not speak TLS, use redis://)."
+    assert (
+        message == f"Redis at 127.0.0.1:{server.port} is not reachable: it did not answer within 3 s {hint}"
+    )
+    assert (
+        check.status == "fail"
+        and check.detail
+        == f"Redis at 127.0.0.1:{server.port} did not answer within {CHECK_TIMEOUT_S:g} s {hint}"
+    )
+
+
+def test_a_command_says_it_in_one_line(locked, tmp_path):
+    """A command that opens the store ends in the sentence (`audit` was a StoreUnavailable traceback)."""
+    env = {"DATATHREAD_HOME": str(tmp_path), "REDIS_URL": f"redis://127.0.0.1:{locked.port}/0"}
+    result = CliRunner().invoke(app, ["audit"], env=env)
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert result.output.strip().startswith(f"error: Redis at 127.0.0.1:{locked.port} needs a password"), (
+        result.output
+    )
