@@ -37,6 +37,7 @@ from core.events import (
     Waiting,
 )
 from core.receipt import receipt_line
+from core.wording import counted
 
 
 def brief(text: str, limit: int = 90) -> str:
@@ -54,9 +55,9 @@ def format_footer(event: TurnFinished) -> str:
         return f"{receipt_line(event.receipt)} · {tokens}"
     if not (s.model_calls or s.steps):
         return ""
-    parts = [f"{s.steps} step{'s' * (s.steps != 1)}"]
+    parts = [counted(s.steps, "step")]
     if s.rows:
-        parts.append(f"{s.rows:,} row{'s' * (s.rows != 1)}")
+        parts.append(counted(s.rows, "row"))
     return " · ".join([*parts, f"{s.duration_s:.1f} s", tokens])
 
 
