@@ -276,9 +276,11 @@ class Settings(SandboxSettings, WarehouseSettings, ModelSettings, BaseSettings):
     def _single_tenant_needs_tenant(self) -> Settings:
         single_tenant = self.microsoft_app_type == "SingleTenant"
         if self.microsoft_app_id and single_tenant and not self.microsoft_app_tenant_id:
+            given = "microsoft_app_type" in self.model_fields_set  # "(the default)" only when it is
             raise ValueError(
-                "MICROSOFT_APP_TYPE=SingleTenant (the default) needs MICROSOFT_APP_TENANT_ID; a bot created "
-                "before 31 July 2025 as multi-tenant can set MICROSOFT_APP_TYPE=MultiTenant instead"
+                f"MICROSOFT_APP_TYPE=SingleTenant{'' if given else ' (the default)'} needs "
+                "MICROSOFT_APP_TENANT_ID; a bot created before 31 July 2025 as multi-tenant can set "
+                "MICROSOFT_APP_TYPE=MultiTenant instead"
             )
         return self
 

@@ -267,3 +267,19 @@ def test_a_secret_pasted_with_a_newline_is_used_without_it(monkeypatch, tmp_path
         settings.microsoft_app_password,
     ]
     assert [s.get_secret_value() for s in secrets] == ["sk-ant-test-1", "xoxb-1", "xapp-2", "abc123", "pw"]
+
+
+@pytest.mark.parametrize(
+    ("given", "said"), [({}, " (the default)"), ({"MICROSOFT_APP_TYPE": "singletenant"}, "")]
+)
+def test_a_single_tenant_bot_without_its_tenant_is_told_so_without_calling_a_given_type_a_default(
+    monkeypatch, given, said
+):
+    """`MICROSOFT_APP_TYPE=singletenant` set on purpose was answered "SingleTenant (the default) needs…"."""
+    monkeypatch.delenv("MICROSOFT_APP_TENANT_ID", raising=False)
+    monkeypatch.delenv("MICROSOFT_APP_TYPE", raising=False)
+    for name, value in {"MICROSOFT_APP_ID": "11111111-2222-3333-4444-555555555555", **given}.items():
+        monkeypatch.setenv(name, value)
+    with pytest.raises(ConfigError) as info:
+        load_settings(_env_file=None)
+    assert str(info.value).startswith(f"MICROSOFT_APP_TYPE=SingleTenant{said} needs MICROSOFT_APP_TENANT_ID;")
