@@ -176,9 +176,7 @@ class BigQueryWarehouse:
             return hit[1]
         try:
             value = await off_loop(build)
-        except LookupError:
-            raise
-        except Exception as exc:  # unreachable, refused, quota: one sentence for the model
+        except _service_errors() as exc:  # unreachable, refused, quota: one sentence for the model
             raise LookupError(describe_error(exc, timeout_s=CALL_S)) from None
         self._cache[key] = (time.monotonic() + self.metadata_ttl, value)
         return value
@@ -209,7 +207,10 @@ class BigQueryWarehouse:
         )
         if not verdict.allowed:
             return _refuse(verdict.reason)
+        dry_started = time.monotonic()
         dry = await off_loop(self._dry_run, sql, ctx.timeout_s)
+        # The step's time limit covers the dry run and the job together (not each: twice the limit).
+        run_s = max(ctx.timeout_s - (time.monotonic() - dry_started), 1.0)
         if (dry.statement_type or "").upper() != "SELECT":
             kind = dry.statement_type or "unknown"
             return _refuse(f"Only a single SELECT may run; BigQuery sees a {kind} statement.")
@@ -242,7 +243,7 @@ class BigQueryWarehouse:
             room = min(room, budget.limit - used)
         billed = 0
         try:
-            job, table = await off_loop(self._run_job, sql, max(room, MIN_BILLED_BYTES), ctx)
+            job, table = await off_loop(self._run_job, sql, max(room, MIN_BILLED_BYTES), ctx, run_s)
             billed = int(job.total_bytes_billed or 0)
         finally:
             await self._settle(ctx, reserved, billed - estimate)
@@ -268,25 +269,25 @@ class BigQueryWarehouse:
             sql, job_config=config, job_retry=None, retry=bounded(limit_s), timeout=limit_s
         )
 
-    def _run_job(self, sql: str, maximum_bytes_billed: int, ctx: QueryContext):
+    def _run_job(self, sql: str, maximum_bytes_billed: int, ctx: QueryContext, limit_s: float):
         labels = job_labels(
             surface=ctx.surface, channel_id=ctx.channel_id, user_id=ctx.user_id, session_id=ctx.session_id
         )
         config = self._job_config(
             maximum_bytes_billed=maximum_bytes_billed,
             labels=labels,
-            job_timeout_ms=int(ctx.timeout_s * 1000),
+            job_timeout_ms=int(limit_s * 1000),
             use_query_cache=True,
         )
         # Every call (and its retries) within the step's time limit: google's defaults retry for 600 s.
-        deadline = time.monotonic() + ctx.timeout_s
+        # No job_retry on the insert: given one, the client wraps the insert in its own retry of a
+        # fixed 600 s; restarts of a failed job still come through `result` (with the insert as is).
+        deadline = time.monotonic() + limit_s
 
         def left() -> float:
             return max(deadline - time.monotonic(), 0.1)
 
-        job = self.client.query(
-            sql, job_config=config, retry=bounded(left()), timeout=left(), job_retry=bounded(left(), job=True)
-        )
+        job = self.client.query(sql, job_config=config, retry=bounded(left()), timeout=left(), job_retry=None)
         try:
             rows = job.result(timeout=left(), retry=bounded(left()), job_retry=bounded(left(), job=True))
         except Exception as exc:
@@ -369,6 +370,15 @@ class ResultTooLarge(Exception):
 
 def _refuse(reason: str) -> StepResult:
     return StepResult(ok=False, error=reason)
+
+
+def _service_errors() -> tuple[type[BaseException], ...]:
+    """What BigQuery, its transport or its credentials raise (a bug of ours stays a bug)."""
+    import requests
+    from google.api_core import exceptions as gexc
+    from google.auth import exceptions as auth
+
+    return (gexc.GoogleAPIError, auth.GoogleAuthError, requests.RequestException, OSError)
 
 
 def _is_timeout(exc: BaseException) -> bool:

@@ -131,7 +131,7 @@ async def test_dry_run_then_run_to_parquet_with_cap_labels_and_pages(parts, fake
         "session": "s1",
     }
     assert "u123" not in str(job["labels"]).lower()
-    assert int(job["jobTimeoutMs"]) == 10_000
+    assert 9_000 < int(job["jobTimeoutMs"]) <= 10_000  # the step's limit, less the dry run's time
     pages = [q for m, p, q in fake_bq.calls if "/queries/" in p and q.get("pageToken")]
     assert len(pages) == 2  # 2,500 rows in pages of 1,000: first page + 2 pageToken calls
     # budgets counted the billed bytes
@@ -573,3 +573,16 @@ async def test_freshness_is_the_oldest_last_modified_time_of_the_tables_read(par
     )
     assert oldest is not None and oldest.isoformat() == "2025-11-20T10:00:00+00:00"
     assert await warehouse.freshness([]) is None
+
+
+async def test_a_network_gone_after_the_dry_run_fails_the_query_within_the_step_limit(parts, fake_bq):
+    """The job's insert gets its own retry wrapper in the client, 600 s whatever retry it is given,
+    unless job_retry is None there: the step's limit covers the dry run and the job together."""
+    warehouse, _, store, _ = parts
+    fake_bq.on_query(ORDERS, Answer(ORDERS_SCHEMA, [], referenced=["bill.shop.orders"], run_unreachable=True))
+    started = asyncio.get_running_loop().time()
+    result = await asyncio.wait_for(warehouse.query(ORDERS, None, qctx(store, timeout_s=2.0)), 60)
+    took = asyncio.get_running_loop().time() - started
+    assert not result.ok
+    assert result.error.startswith("Could not reach BigQuery within 2 s: Connection refused"), result.error
+    assert took < 5, f"{took:.1f} s"

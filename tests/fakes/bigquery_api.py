@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass, field
 from urllib.parse import parse_qs, urlparse
 
+import requests
 import responses
 
 API = "http://bq.test"  # where the tests point bigquery_api_url (no real host is ever resolved)
@@ -59,6 +60,7 @@ class Answer:
     cache_hit: bool = False
     error: tuple[int, str, str] | None = None  # (status, reason, message) on insert
     run_error: tuple[int, str, str] | None = None  # same, but only for the real run (after the dry run)
+    run_unreachable: bool = False  # the real run's insert meets a refused connection (the network went)
     pending: bool = False  # the job never finishes (timeouts)
     page_size: int = 1000
 
@@ -133,6 +135,8 @@ class FakeBigQuery:
             body = json.loads(request.body) if request.body else {}
             try:
                 status, payload = handler(*groups, query=query, body=body)
+            except requests.ConnectionError:  # scripted: the network, not a bug of the fake
+                raise
             except Exception as exc:  # a bug in the fake: fail loudly, not as a retried 5xx
                 self.bugs.append(exc)
                 raise
@@ -160,6 +164,10 @@ class FakeBigQuery:
             return self._error(*answer.error)
         if answer.run_error and not config.get("dryRun"):
             return self._error(*answer.run_error)
+        if answer.run_unreachable and not config.get("dryRun"):
+            raise requests.ConnectionError(
+                "Failed to establish a new connection: [Errno 111] Connection refused"
+            )
         ref = {"projectId": project, "jobId": body["jobReference"]["jobId"], "location": "US"}
         stats_q = {
             "totalBytesProcessed": str(answer.bytes_processed),
