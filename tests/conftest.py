@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import signal
 from pathlib import Path
 
 import pytest
@@ -214,3 +215,15 @@ class Recorder:
 @pytest.fixture
 def recorder() -> Recorder:
     return Recorder()
+
+
+@pytest.fixture
+def ctrl_c_as_a_terminal_has_it():
+    """Ctrl-C as an interactive terminal has it: Python's handler in this process, the default in the
+    `datathread` subprocesses a test starts. A suite started as a background job (`make test &`,
+    `nohup`, a CI runner's) inherits SIGINT ignored, which an exec keeps: the product then rightly
+    ignores Ctrl-C, and a Ctrl-C test would fail for a reason that is not the product's. Earlier tests
+    may leave another handler (a server's) behind."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)

@@ -94,16 +94,7 @@ def test_ask_on_a_busy_session_says_it_waits_then_answers(home, fake_model):
     assert WAITING in stderr.text and stdout.finished() == "Answered after the wait.\n"
 
 
-@pytest.fixture
-def _ctrl_c_as_a_terminal_has_it():
-    """Ctrl-C as an interactive terminal has it, even when the suite runs as a background job (which
-    starts its children with SIGINT ignored, and chat rightly keeps that)."""
-    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
-    yield
-    signal.signal(signal.SIGINT, previous)
-
-
-@pytest.mark.usefixtures("_ctrl_c_as_a_terminal_has_it")
+@pytest.mark.usefixtures("ctrl_c_as_a_terminal_has_it")
 def test_a_second_chat_on_a_session_says_it_waits_and_ctrl_c_there_keeps_nothing(home, fake_model):
     with another_turn_holds(home, "shared"):
         proc = start_chat(home, fake_model.url, "shared")

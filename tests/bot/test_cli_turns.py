@@ -127,6 +127,7 @@ def test_ask_ends_its_answer_with_the_receipt_on_stderr(home, fake_model):
     assert session.startswith("session: ")
 
 
+@pytest.mark.usefixtures("ctrl_c_as_a_terminal_has_it")
 def test_ctrl_c_while_bigquery_is_out_of_reach_ends_ask_at_once(home, fake_model, tmp_path):
     """The query's call retries in a thread; Ctrl-C stopped the turn at once but the process then
     waited for that thread (google's default retry: 600 s; bounded now, still the step's 60 s here)."""

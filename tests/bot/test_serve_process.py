@@ -17,16 +17,8 @@ from tests.bot.slack_harness import SECRET, event_body, mention, said
 from tests.fakes.anthropic_api import text
 from tests.fakes.slack_api import FakeSlackAPI
 
-pytestmark = pytest.mark.own_sandbox  # the served process starts its own workers and fork servers
-
-
-@pytest.fixture(autouse=True)
-def _ctrl_c_as_a_terminal_has_it():
-    """Ctrl-C as in a terminal: the default SIGINT handling in the served process. A suite started as a
-    background job inherits SIGINT ignored, which an exec keeps (see tests/bot/test_terminal_chat.py)."""
-    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
-    yield
-    signal.signal(signal.SIGINT, previous)
+# the served process starts its own workers and fork servers; Ctrl-C as a terminal has it
+pytestmark = [pytest.mark.own_sandbox, pytest.mark.usefixtures("ctrl_c_as_a_terminal_has_it")]
 
 
 @pytest.fixture

@@ -30,16 +30,7 @@ while True:
     time.sleep(0.1)
 """
 
-
-@pytest.fixture(autouse=True)
-def _ctrl_c_as_a_terminal_has_it():
-    """Ctrl-C as an interactive terminal has it: Python's handler in this process, the default in
-    `chat` subprocesses. A suite started as a background job (`make test &`, `nohup`) inherits SIGINT
-    ignored, which an exec keeps: chat would rightly ignore Ctrl-C, and these tests would fail for a
-    reason that is not the product's. Earlier tests may leave another handler (a server's) behind."""
-    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
-    yield
-    signal.signal(signal.SIGINT, previous)
+pytestmark = pytest.mark.usefixtures("ctrl_c_as_a_terminal_has_it")  # see tests/conftest.py
 
 
 def wait_for(predicate, timeout: float = 90.0) -> None:
