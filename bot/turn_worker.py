@@ -50,17 +50,35 @@ async def run(first: dict, out) -> None:
             finish_s=first["finish_s"],
             grace_s=first["grace_s"],
         )
-        asyncio.get_running_loop().add_signal_handler(HURRY_SIGNAL, worker.hurry)
-        worker.send({"ready": True, "protections": state.analyst.protections()})
-        stdin = await _stdin()
-        if first.get("redis") and settings.redis_url:
-            jobs = RedisJobs(settings.redis_url)
-            try:
-                await worker.serve_redis(jobs, first["consumer"], stdin, lost_after_s=first["lost_after_s"])
-            finally:
-                await jobs.close()
-        else:
-            await worker.serve_pipe(stdin)
+        loop = asyncio.get_running_loop()
+        loop.add_signal_handler(HURRY_SIGNAL, worker.hurry)
+        try:
+            worker.send({"ready": True, "protections": state.analyst.protections()})
+            stdin = await _stdin()
+            if first.get("redis") and settings.redis_url:
+                jobs = RedisJobs(settings.redis_url)
+                try:
+                    await worker.serve_redis(
+                        jobs, first["consumer"], stdin, lost_after_s=first["lost_after_s"]
+                    )
+                finally:
+                    await jobs.close()
+            else:
+                await worker.serve_pipe(stdin)
+        finally:
+            _ignore_hurry(loop)
+
+
+def _ignore_hurry(loop: asyncio.AbstractEventLoop) -> None:
+    """Back to ignoring `HURRY_SIGNAL` before the loop goes: closing it would reset the signal to its
+    default action, and a second Ctrl-C while this process finishes exiting would kill it (blocked
+    meanwhile, so none lands between the two calls)."""
+    signal.pthread_sigmask(signal.SIG_BLOCK, {HURRY_SIGNAL})
+    try:
+        loop.remove_signal_handler(HURRY_SIGNAL)
+        signal.signal(HURRY_SIGNAL, signal.SIG_IGN)
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {HURRY_SIGNAL})
 
 
 def _first_line() -> bytes:

@@ -109,27 +109,31 @@ async def cancel_and_tell(
 
 
 async def let_finish(tasks: dict[asyncio.Task, TurnJob], timeout: float, hurried: asyncio.Event) -> None:
-    """Stopping: give the jobs running now up to `timeout` seconds to end, or until `hurried` is set
-    (a second Ctrl-C), saying once what it waits for: the first Ctrl-C with an answer still being
-    written was followed by up to 30 s of silence, and a second Ctrl-C did not shorten them."""
-    running = {task for task in tasks if not task.done()}
-    turns = sum(not tasks[task].quick for task in running)
-    if not running or hurried.is_set():
-        return
-    if turns:
-        log.warning(
-            "stopping: waiting up to %g s for %d answer(s) still running; Ctrl-C again stops them now "
-            "(their threads are told)",
-            timeout,
-            turns,
-        )
-    ended = asyncio.ensure_future(asyncio.wait(running))
-    cut = asyncio.ensure_future(hurried.wait())
-    try:
-        await asyncio.wait({ended, cut}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        ended.cancel()
-        cut.cancel()
+    """Stopping: give the jobs running now — and any that start meanwhile (a scheduled run) — up to
+    `timeout` seconds to end, or until `hurried` is set (a second Ctrl-C), saying once what it waits
+    for: the first Ctrl-C with an answer still being written was followed by up to 30 s of silence,
+    and a second Ctrl-C did not shorten them."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    said = False
+    while not hurried.is_set() and (left := deadline - loop.time()) > 0:
+        running = {task for task in tasks if not task.done()}
+        if not running:
+            return
+        turns = sum(not tasks[task].quick for task in running if task in tasks)
+        if turns and not said:
+            said = True
+            log.warning(
+                "stopping: waiting up to %g s for %d answer(s) still running; Ctrl-C again stops them "
+                "now (their threads are told)",
+                timeout,
+                turns,
+            )
+        cut = asyncio.ensure_future(hurried.wait())
+        try:
+            await asyncio.wait({*running, cut}, timeout=left, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            cut.cancel()
 
 
 def _told_its_thread(task: asyncio.Task) -> bool:

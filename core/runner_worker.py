@@ -123,6 +123,7 @@ class Worker:
     def hurry(self) -> None:
         """Stopping without waiting for the jobs held (`HURRY_SIGNAL` from the parent, on the loop)."""
         self.hurried.set()
+        self.runner.hurry()
 
     def _forget(self, task: asyncio.Task) -> None:
         self.tasks.pop(task, None)

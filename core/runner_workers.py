@@ -180,7 +180,7 @@ class WorkerRunner:
         threads (`HURRY_SIGNAL`; a worker not ready yet has no jobs). Called from a signal handler."""
         for p in self._procs:
             if p is not None and p.proc.returncode is None and p.ready.done():
-                with contextlib.suppress(ProcessLookupError):
+                with contextlib.suppress(OSError):  # gone, or its pid already someone else's
                     os.kill(p.proc.pid, HURRY_SIGNAL)
 
     async def stop(self) -> None:
