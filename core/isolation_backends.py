@@ -140,7 +140,9 @@ def _probe_root_namespaces() -> bool:
 def _probe_user_namespaces() -> bool:
     return (
         isolation.enter_user_namespace()
-        and isolation.unshare(CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWPID)
+        # and a step's own namespaces inside it, as `enter_step` makes them (a network one too: a host
+        # with user.max_net_namespaces at 1 would pass the first and refuse every step)
+        and isolation.unshare(CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWPID | CLONE_NEWNET)
         and isolation.can_mount_tmpfs()
     )
 
@@ -245,10 +247,16 @@ def describe(
             off["bot process"] = bot + ", but a step may signal (kill) it"
         if backend == "userns":
             on["leftover processes"] = "own PID namespace per step: everything a step started dies with it"
-        elif backend in ("landlock", "none"):
+        elif backend == "landlock" and landlock.abi_version() >= 6:
             on["leftover processes"] = (
                 "no PID namespace, but the step's supervisor is a child subreaper: what a step started, "
-                "detached (setsid, double fork) or not, is killed when the step ends"
+                "detached (setsid, double fork) or not, is killed when the step ends (Landlock scopes "
+                "keep the step from killing the supervisor first)"
+            )
+        elif backend in ("landlock", "none"):
+            off["leftover processes"] = (
+                "the step's supervisor kills what a step started when it ends (a child subreaper), but "
+                "nothing stops a step from killing the supervisor first (no signal scoping here)"
             )
         else:
             off["leftover processes"] = (

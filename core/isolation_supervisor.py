@@ -102,12 +102,16 @@ def supervise(
     workspace: Path,
     quota: Quota,
     hard_quota: bool = False,
+    started: float | None = None,
 ) -> StepResult | None:
     """Give the `prepared` runner its step, watch it, return its validated result, or None when it
     ended without one (crash, kill: the bot says so). `stream` is the bot's connection (told when the
     step's layer lands). With `hard_quota` the runner writes into a limited layer, mounted here in the
     mount namespace it shares with the runner, and landed after it (this process serves one step
-    only: it changes it for good)."""
+    only: it changes it for good). `started`: when the bot was told the step's pid (its own clock for
+    the step starts then; the time limit here counts from it too, not from after measuring the
+    workspace, which can take a second, so this process stops the step before the bot kills it)."""
+    started = time.monotonic() if started is None else started
     hard_quota = hard_quota and workspace_overlay.AVAILABLE  # else this kernel's fallback: the watchdog
     try:
         if prepared.refusal:
@@ -139,7 +143,7 @@ def supervise(
                     ok=False, error=why or "Refused: the step's workspace quota could not be set up."
                 )
         try:
-            data, stopped = _run(prepared, request, workspace, limit, room, layer)
+            data, stopped = _run(prepared, request, workspace, limit, room, layer, started)
             over, landing = _land(layer, limit, start, stream) if layer is not None else (False, "")
             held = measure("upper", dir_fd=layer.scratch).bytes if layer is not None else 0  # new bytes
         finally:
@@ -166,7 +170,7 @@ def supervise(
     return result
 
 
-def _run(prepared, request, workspace, limit, room, layer) -> tuple[bytes, str]:
+def _run(prepared, request, workspace, limit, room, layer, started: float) -> tuple[bytes, str]:
     """Give the runner its step and watch it until it and everything it started are gone; returns
     (its result's bytes, why it was stopped)."""
     try:
@@ -175,7 +179,7 @@ def _run(prepared, request, workspace, limit, room, layer) -> tuple[bytes, str]:
         # The bot stops waiting at the limit plus 2 s: this leaves the step the time it had, and
         # the landing about a second. Stopped here, not by the bot's kill of this process group,
         # the step's processes are all ended by `end` — those that left the group too.
-        deadline = time.monotonic() + request.timeout_s + LANDING_S
+        deadline = started + request.timeout_s + LANDING_S
         data, stopped = _watch(prepared, workspace, limit, watchdog=layer is None, deadline=deadline)
         if stopped == "time":
             stopped = (

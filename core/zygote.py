@@ -87,6 +87,7 @@ def _serve_child(conn: socket.socket, args: argparse.Namespace, prepared: step_p
         int(raw.pop("quota_bytes", 2**31)), int(raw.pop("quota_files", 100_000))
     )
     stream.write(json.dumps({"pid": os.getpid()}).encode() + b"\n")  # the step's process group
+    told = time.monotonic()  # the bot's clock for this step starts about now: so does the deadline here
     request = StepRequest(**raw)
     root = Path(args.workspaces).resolve()
     if not is_valid_session_id(request.session_id) or workspace.resolve() != root / request.session_id:
@@ -100,6 +101,7 @@ def _serve_child(conn: socket.socket, args: argparse.Namespace, prepared: step_p
             workspace=workspace,
             quota=quota,
             hard_quota=args.isolation.backend in isolation_supervisor.HARD_QUOTA_BACKENDS,
+            started=told,
         )
     if result is not None:  # None: the runner ended without a result; the bot says so
         stream.write(json.dumps(result.to_dict()).encode() + b"\n")

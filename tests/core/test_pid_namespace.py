@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 
+from core import landlock
 from core.sandbox import StepRequest
 from core.sandbox_local import LocalSandbox
 from tests.core.sandbox_backends import BACKENDS, start_sandbox
@@ -99,8 +100,25 @@ async def test_leftover_processes_are_reported_per_back_end(sandbox):
     if sandbox.backend in ("root", "userns"):
         assert row.startswith("on") and "PID namespace" in row, row
         assert "PID" in sandbox.protections()["back end"]
-    else:  # landlock, none: no namespaces, said plainly; the supervisor collects what is left
+    elif sandbox.backend == "landlock" and landlock.abi_version() >= 6:  # subreaper, and scoped signals
         assert row.startswith("on") and "no PID namespace" in row and "subreaper" in row, row
+    else:  # none, or a kernel without Landlock scopes: a step may kill its supervisor first
+        assert row.startswith("OFF") and "subreaper" in row, row
+
+
+@module_loop
+async def test_a_step_cannot_kill_its_supervisor_to_keep_a_daemon(sandbox):
+    """Without a PID namespace the supervisor is what kills a step's leftovers: a step that starts a
+    daemon and then kills the supervisor (its parent) must fail at the second, or the row says OFF."""
+    if sandbox.backend in ("root", "userns") or not holds(sandbox, "leftover processes"):
+        return  # a PID namespace (the supervisor is outside it), or reported OFF
+    name = "dts-" + uuid.uuid4().hex[:8]
+    marker = sandbox.workspace(SESSION) / "marker.txt"
+    marker.unlink(missing_ok=True)
+    kill_parent = "try:\n    os.kill(os.getppid(), 9)\nexcept OSError as e:\n    print('refused', e.errno)\n"
+    result = await sandbox.run(step(daemon_code(name, kill_parent)))
+    assert result.ok and "refused" in result.output, result
+    await assert_daemon_gone(name, marker)
 
 
 @module_loop
