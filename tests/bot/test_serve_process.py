@@ -21,16 +21,21 @@ from tests.fakes.slack_api import FakeSlackAPI
 pytestmark = [pytest.mark.own_sandbox, pytest.mark.usefixtures("ctrl_c_as_a_terminal_has_it")]
 
 
+def serve_env(fake_model, home, **settings: str) -> dict:
+    """This process's environment without our settings, plus the scripted model, the home and `settings`."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLACK_", "DATATHREAD_", "AWS_"))}
+    return env | {
+        "ANTHROPIC_API_KEY": "sk-ant-test-key-000000",
+        "ANTHROPIC_BASE_URL": fake_model.url,
+        "DATATHREAD_HOME": str(home),
+        **settings,
+    }
+
+
 @pytest.fixture
 def served(home, fake_model, tmp_path):
     """One `datathread serve` with its default turn worker and scheduler loop, ready (logging WARNING+)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLACK_", "DATATHREAD_", "AWS_"))}
-    env.update(
-        ANTHROPIC_API_KEY="sk-ant-test-key-000000",
-        ANTHROPIC_BASE_URL=fake_model.url,
-        DATATHREAD_MODEL="claude-test",
-        DATATHREAD_HOME=str(home),
-    )
+    env = serve_env(fake_model, home, DATATHREAD_MODEL="claude-test")
     replica = Replica(env, tmp_path)
     try:
         replica.wait_ready()
@@ -61,13 +66,8 @@ def test_one_ctrl_c_stops_serve_quietly_after_a_first_start(fake_model, tmp_path
     """The usual way to stop it, after the first start in a new home (which builds the demo database in
     this process), with Slack configured. The heap frozen at start-up (`gc.freeze`) was never collected at exit, and DuckDB's
     bindings reported each of their objects left as "leaked": ~45 lines after the stop."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLACK_", "DATATHREAD_", "AWS_"))}
-    env.update(
-        ANTHROPIC_API_KEY="sk-ant-test-key-000000",
-        ANTHROPIC_BASE_URL=fake_model.url,
-        DATATHREAD_HOME=str(tmp_path / "new-home"),
-        SLACK_BOT_TOKEN="xoxb-test",
-        SLACK_SIGNING_SECRET="test-secret",
+    env = serve_env(
+        fake_model, tmp_path / "new-home", SLACK_BOT_TOKEN="xoxb-test", SLACK_SIGNING_SECRET="test-secret"
     )
     served = Replica(env, tmp_path)
     try:
@@ -131,12 +131,7 @@ def test_ctrl_c_while_the_turn_workers_start_stops_quietly(home, fake_model, tmp
     """Ctrl-C reaches the whole process group, the workers' template included, which the library lets
     SIGINT kill until its imports are done: a KeyboardInterrupt traceback from it, and an EOFError
     traceback with "Application startup failed" from the web process, exit code 3."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLACK_", "DATATHREAD_", "AWS_"))}
-    env.update(
-        ANTHROPIC_API_KEY="sk-ant-test-key-000000",
-        ANTHROPIC_BASE_URL=fake_model.url,
-        DATATHREAD_HOME=str(home),
-    )
+    env = serve_env(fake_model, home)
     served = Replica(env, tmp_path)
     try:
         template_of(served.proc.pid)
@@ -194,12 +189,10 @@ def test_a_second_ctrl_c_stops_a_running_answer_now_and_its_thread_is_told(home,
         return text("too late")
 
     fake_model.enqueue(slow)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLACK_", "DATATHREAD_", "AWS_"))}
-    env.update(
-        ANTHROPIC_API_KEY="sk-ant-test-key-000000",
-        ANTHROPIC_BASE_URL=fake_model.url,
+    env = serve_env(
+        fake_model,
+        home,
         DATATHREAD_MODEL_RETRIES="0",
-        DATATHREAD_HOME=str(home),
         DATATHREAD_SLACK_API_URL=api.url,
         SLACK_BOT_TOKEN="xoxb-test-token-000000",
         SLACK_SIGNING_SECRET=SECRET,
