@@ -9,9 +9,7 @@ decides what happens.
 
 from __future__ import annotations
 
-import errno
 import logging
-import os
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
@@ -19,6 +17,7 @@ from typing import Protocol
 from core.schedules import Schedule, UnknownSchedule, iso
 from core.schedules_store import ScheduleBook
 from core.schedules_tick import DueRun
+from core.wording import causes, os_words
 
 log = logging.getLogger("datathread.schedules")
 
@@ -101,17 +100,13 @@ def failure_words(exc: BaseException, *, surface: str) -> str:
     """Why a run crashed, in words for the channel notice and `run-now` ("ClientConnectorError" told
     nobody that Slack was unreachable); the traceback stays in the log."""
     place = {"slack": "Slack", "teams": "Teams"}.get(surface, surface)
-    cause: BaseException | None = exc
-    while cause is not None:
+    for cause in causes(exc):
         host = getattr(cause, "host", None)  # aiohttp's connection errors (the Slack and Teams SDKs)
         at = f" at {host}" if isinstance(host, str) and host else ""
         if isinstance(cause, TimeoutError):
             return f"{place}{at} did not answer in time"
-        if isinstance(cause, OSError) and (cause.errno or cause.strerror):
-            known = isinstance(cause.errno, int) and cause.errno in errno.errorcode
-            why = os.strerror(cause.errno) if known else str(cause.strerror)
-            return f"could not reach {place}{at}: {why.lower()}"
-        cause = cause.__cause__ or cause.__context__
+        if why := os_words(cause):
+            return f"could not reach {place}{at}: {why}"
     return f"an unexpected error ({type(exc).__name__}; the log has the details)"
 
 

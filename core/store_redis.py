@@ -36,6 +36,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from core.lock_keeper import LockKeeper
 from core.store_base import HISTORY_VERSION, HeldLock, LockTimeout, StoreUnavailable
 from core.store_sqlite import merge_meta
+from core.wording import os_reason
 
 log = logging.getLogger("datathread.store")
 T = TypeVar("T")
@@ -381,13 +382,8 @@ def redis_reason(exc: BaseException) -> str:
         return "it wants a password that REDIS_URL does not give, or refused the one it gives"
     if isinstance(exc, (TimeoutError, RedisTimeoutError)):
         return "it did not answer in time"
-    cause: BaseException | None = exc
-    while cause is not None:
-        if isinstance(cause, ConnectionRefusedError):
-            return "connection refused"
-        if isinstance(cause, OSError) and cause.strerror:
-            return cause.strerror.lower()
-        cause = cause.__cause__ or cause.__context__
+    if reason := os_reason(exc):
+        return reason
     first = str(exc).split(". ")[0].split("\n")[0].strip().rstrip(".")
     return first or type(exc).__name__
 

@@ -1,4 +1,5 @@
-"""Counts in words: the one plural helper every surface's "N rows", "N steps" and "N model calls" use."""
+"""Words for people: the one plural helper every surface's "N rows", "N steps" and "N model calls" use,
+and the operating system's reason found inside a library's exception."""
 
 from __future__ import annotations
 
@@ -20,3 +21,26 @@ from core.wording import counted
 )
 def test_counted(n, noun, words):
     assert counted(n, noun) == words
+
+
+def test_the_operating_systems_reason_is_found_down_a_libraries_chain():
+    import socket
+
+    from core.wording import os_reason, os_words
+
+    def wrapped(inner: BaseException) -> BaseException:
+        try:
+            try:
+                raise inner
+            except OSError as exc:
+                raise RuntimeError("Error connecting. Multi-sentence library text.") from exc
+        except RuntimeError as outer:
+            try:
+                raise ValueError("while handling it") from None
+            except ValueError:
+                return outer
+
+    assert os_reason(wrapped(ConnectionRefusedError(111, "Connection refused"))) == "connection refused"
+    assert os_reason(wrapped(socket.gaierror(-2, "Name or service not known"))) == "name or service not known"
+    assert os_reason(RuntimeError("no OS error here")) is None
+    assert os_words(OSError("a library's OSError with a message only")) is None  # no errno, no strerror
