@@ -19,7 +19,8 @@ SAMPLE_ROWS = 3
 CALL_S = 20.0  # one metadata call, retries included (google's default retries for 600 s)
 
 
-def _bounded() -> dict:
+def per_call() -> dict:
+    """The retry and timeout keywords of one metadata call (`CALL_S` in all)."""
     return {"retry": bounded(CALL_S), "timeout": CALL_S}
 
 
@@ -27,7 +28,7 @@ def list_tables(client, allow: TableAllowlist, notes: TableNotes, default_projec
     """[{name, rows, description}] of the tables `allow` admits (at most MAX_LISTED_TABLES)."""
     names: list[str] = []
     for dataset in _datasets(client, allow, default_project):
-        for item in client.list_tables(dataset, **_bounded()):
+        for item in client.list_tables(dataset, **per_call()):
             full = f"{item.project}.{item.dataset_id}.{item.table_id}"
             if allow.allows(full):
                 names.append(full)
@@ -35,7 +36,7 @@ def list_tables(client, allow: TableAllowlist, notes: TableNotes, default_projec
                 break
     out = []
     for full in sorted(names):
-        table = client.get_table(full, **_bounded())
+        table = client.get_table(full, **per_call())
         description = table.description or notes.headline(full)
         out.append({"name": full, "rows": table.num_rows or 0, "description": description})
     return out
@@ -52,7 +53,7 @@ def _datasets(client, allow: TableAllowlist, default_project: str | None) -> lis
         if dataset and not any(c in dataset for c in "*?["):
             out.add(f"{project}.{dataset}")
             continue
-        for item in client.list_datasets(project, **_bounded()):
+        for item in client.list_datasets(project, **per_call()):
             if fnmatchcase(f"{project}.{item.dataset_id}.x".lower(), pattern) or allow.allows_prefix(
                 f"{project}.{item.dataset_id}."
             ):
@@ -65,7 +66,7 @@ def describe(client, full: str, asked: str, notes: TableNotes) -> str:
     from google.api_core import exceptions as gexc
 
     try:
-        t = client.get_table(full, **_bounded())
+        t = client.get_table(full, **per_call())
     except gexc.NotFound:
         raise LookupError(f"No table named {asked!r}. Call list_tables to see them.") from None
     except gexc.GoogleAPICallError as exc:
@@ -80,7 +81,7 @@ def describe(client, full: str, asked: str, notes: TableNotes) -> str:
     lines += column_lines(t.schema)
     if t.table_type == "TABLE" and t.num_rows:
         try:  # tabledata.list: free, unlike SELECT ... LIMIT
-            rows = client.list_rows(t, max_results=SAMPLE_ROWS, selected_fields=t.schema[:30], **_bounded())
+            rows = client.list_rows(t, max_results=SAMPLE_ROWS, selected_fields=t.schema[:30], **per_call())
             sample = rows.to_arrow(create_bqstorage_client=False)
             lines += ["Sample rows:", preview_table(sample, SAMPLE_ROWS, 3000)]
         except gexc.GoogleAPICallError:

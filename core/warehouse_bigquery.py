@@ -31,7 +31,7 @@ from core.bigquery_cost import (
     job_labels,
     over_budget_message,
 )
-from core.bigquery_metadata import CALL_S, describe, list_tables
+from core.bigquery_metadata import CALL_S, describe, list_tables, per_call
 from core.config import Settings
 from core.confirm import CONFIRM_TIMEOUT_S
 from core.events import ConfirmRequest
@@ -154,7 +154,7 @@ class BigQueryWarehouse:
             try:
                 modified = await self._cached(
                     ("modified", full),
-                    lambda f=full: self.client.get_table(f, retry=bounded(CALL_S), timeout=CALL_S).modified,
+                    lambda f=full: self.client.get_table(f, **per_call()).modified,
                 )
             except Exception:  # a receipt without a date beats an answer without a receipt
                 continue
@@ -301,7 +301,7 @@ class BigQueryWarehouse:
     def _cancel(self, job) -> None:
         # stop the slots: a timed-out job would otherwise keep running (and billing)
         with contextlib.suppress(Exception):
-            self.client.cancel_job(job.job_id, location=job.location, retry=bounded(CALL_S), timeout=CALL_S)
+            self.client.cancel_job(job.job_id, location=job.location, **per_call())
 
     def _budgets(self, ctx: QueryContext):
         if ctx.store is None:
