@@ -38,7 +38,7 @@ from core.runner import LOST, TELL_LOST_S, JobHandler, TurnJob, tell_lost, tell_
 from core.runner_redis import QUICK, TURNS, RedisJobs
 from core.runner_worker import FINISH_S, HURRY_SIGNAL
 from core.store_base import StoreUnavailable
-from core.store_redis import redis_reason, redis_where
+from core.store_redis import redis_failure
 from core.worker_fork import ForkedWorker, start_worker
 
 log = logging.getLogger("datathread.workers")
@@ -133,9 +133,7 @@ class WorkerRunner:
             try:
                 await self.redis.put(job)
             except (RedisError, OSError) as exc:  # the platform still gets its ack; the thread hears why
-                down = StoreUnavailable(
-                    f"Redis at {redis_where(self.redis.url)} is not reachable: {redis_reason(exc)}."
-                )
+                down = StoreUnavailable(redis_failure(self.redis.url, exc))
                 self._tell(tell_store_down(self.handlers, job, down))
             return
         live = [
