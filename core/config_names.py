@@ -9,8 +9,9 @@ are read elsewhere on purpose are listed here, next to the reason.
 
 from __future__ import annotations
 
+import io
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from difflib import get_close_matches
 from pathlib import Path
 
@@ -71,35 +72,36 @@ def _near_miss(upper: str, known: frozenset[str]) -> str | None:
     return close[0] if close else None
 
 
+def _env_texts(env_file: object) -> Iterator[tuple[Path, str]]:
+    """Each `.env` file settings are read from, with its text, when it is there and readable (an
+    unreadable one is for `load_settings` to report, not for a warning)."""
+    files = env_file if isinstance(env_file, list | tuple) else [env_file]
+    for path in (Path(f) for f in files if f is not None):
+        try:
+            if path.is_file():
+                yield path, path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            continue
+
+
 def unparsable_lines(env_file: object = Settings.model_config.get("env_file")) -> list[str]:
     """One sentence per line of the `.env` file(s) that is not NAME=value (python-dotenv skips it and
     logs "could not parse statement starting at line 2" — once per reading, without the file's name)."""
     from dotenv.parser import parse_stream
 
-    out = []
-    files = env_file if isinstance(env_file, list | tuple) else [env_file]
-    for path in (Path(f) for f in files if f is not None):
-        try:
-            if path.is_file():
-                with path.open(encoding="utf-8") as stream:
-                    bad = [b.original.line for b in parse_stream(stream) if b.error]
-                out += [f"{path} line {n} is not NAME=value; it is ignored." for n in bad]
-        except (OSError, UnicodeDecodeError):
-            continue
-    return out
+    return [
+        f"{path} line {binding.original.line} is not NAME=value; it is ignored."
+        for path, text in _env_texts(env_file)
+        for binding in parse_stream(io.StringIO(text))
+        if binding.error
+    ]
 
 
 def names_given(env_file: object = Settings.model_config.get("env_file")) -> set[str]:
-    """The names in the environment and in the `.env` file(s) settings are read from, when readable
-    (an unreadable one is for `load_settings` to report, not for a warning)."""
+    """The names in the environment and in the readable `.env` file(s) settings are read from."""
     from dotenv import dotenv_values
 
     names = set(os.environ)
-    files = env_file if isinstance(env_file, list | tuple) else [env_file]
-    for path in (Path(f) for f in files if f is not None):
-        try:
-            if path.is_file():
-                names |= {name for name in dotenv_values(path) if name}
-        except (OSError, UnicodeDecodeError):
-            continue
+    for _, text in _env_texts(env_file):
+        names |= {name for name in dotenv_values(stream=io.StringIO(text)) if name}
     return names
