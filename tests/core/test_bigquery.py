@@ -19,9 +19,8 @@ from core.policy import TableAllowlist
 from core.sandbox_local import LocalSandbox
 from core.store_sqlite import SqliteStore
 from core.tools import ToolContext, call_tool
-from core.warehouse import QueryContext
 from core.warehouse_bigquery import BigQueryWarehouse
-from tests.fakes.bigquery_api import API, Answer, FakeBigQuery, FakeTable
+from tests.fakes.bigquery_api import API, Answer, FakeBigQuery, FakeTable, qctx
 
 ORDERS_SCHEMA = [
     {"name": "id", "type": "INTEGER", "mode": "REQUIRED"},
@@ -81,19 +80,6 @@ async def parts(tmp_path, fake_bq):
     await warehouse.close()
     await sandbox.close()
     await store.close()
-
-
-def qctx(store, **kw) -> QueryContext:
-    base = dict(
-        session_id="s1",
-        surface="slack",
-        channel_id="C1",
-        user_id="U123",
-        turn_id="turn1",
-        store=store,
-        timeout_s=10,
-    )
-    return QueryContext(**(base | kw))
 
 
 def read_parquet(settings, name: str):

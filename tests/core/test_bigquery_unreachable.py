@@ -14,9 +14,8 @@ from core import bigquery_metadata
 from core.config import load_settings
 from core.policy import TableAllowlist
 from core.sandbox_local import LocalSandbox
-from core.warehouse import QueryContext
 from core.warehouse_bigquery import BigQueryWarehouse
-from tests.fakes.bigquery_api import service_account_key
+from tests.fakes.bigquery_api import qctx, service_account_key
 from tests.fakes.redis_server import free_port
 
 
@@ -36,21 +35,9 @@ async def warehouse(tmp_path):
     await built.close()
 
 
-def ctx(timeout_s: float) -> QueryContext:
-    return QueryContext(
-        session_id="s1",
-        surface="slack",
-        channel_id="C1",
-        user_id="U1",
-        turn_id="t1",
-        store=None,
-        timeout_s=timeout_s,
-    )
-
-
 async def test_a_query_fails_within_its_step_time_limit_in_one_sentence(warehouse):
     started = time.monotonic()
-    result = await asyncio.wait_for(warehouse.query("SELECT 1", None, ctx(2.0)), 60)
+    result = await asyncio.wait_for(warehouse.query("SELECT 1", None, qctx(None, timeout_s=2.0)), 60)
     took = time.monotonic() - started
     assert not result.ok
     assert result.error == "Could not reach BigQuery within 2 s: Connection refused. Try again shortly."

@@ -299,3 +299,19 @@ def service_account_key(path, token_uri: str):
         )
     )
     return path
+
+
+def qctx(store, **kw):
+    """A warehouse step's QueryContext for a Slack thread (session s1), with `kw` changed."""
+    from core.warehouse import QueryContext
+
+    base = dict(
+        session_id="s1",
+        surface="slack",
+        channel_id="C1",
+        user_id="U123",
+        turn_id="turn1",
+        store=store,
+        timeout_s=10,
+    )
+    return QueryContext(**(base | kw))
