@@ -251,12 +251,14 @@ def describe(
             on["leftover processes"] = (
                 "no PID namespace, but the step's supervisor is a child subreaper: what a step started, "
                 "detached (setsid, double fork) or not, is killed when the step ends (Landlock scopes "
-                "keep the step from killing the supervisor first)"
+                "keep the step from killing the supervisor first); the fork server, a subreaper too, "
+                "kills what a step stopped by the bot left"
             )
         elif backend in ("landlock", "none"):
             off["leftover processes"] = (
-                "the step's supervisor kills what a step started when it ends (a child subreaper), but "
-                "nothing stops a step from killing the supervisor first (no signal scoping here)"
+                "the step's supervisor kills what a step started when it ends (a child subreaper), and "
+                "the fork server what a stopped step left, but nothing stops a step from killing both "
+                "first (no signal scoping here)"
             )
         else:
             off["leftover processes"] = (

@@ -277,27 +277,31 @@ def kill_descendants(rounds: int = 1000) -> None:
     children become this process's as it exits, so each round reaches one generation deeper, and a
     SIGKILLed process forks no more. Bounded, for a tree that somehow keeps growing."""
     for _ in range(rounds):
-        children = _children()
-        if not children:
+        left = children()
+        if not left:
             return
-        for pid in children:
+        for pid in left:
             kill(pid)
 
 
-def _children() -> list[int]:
+def children() -> list[int]:
     """This (single-threaded) process's children: the kernel's list, else a walk of /proc."""
     me = os.getpid()
     try:
         with open(f"/proc/{me}/task/{me}/children") as listed:
             return [int(pid) for pid in listed.read().split()]
     except OSError:  # a kernel without CONFIG_PROC_CHILDREN
-        found = []
-        for entry in os.listdir("/proc"):
-            with contextlib.suppress(OSError, ValueError, IndexError):
-                stat = Path(f"/proc/{entry}/stat").read_text() if entry.isdigit() else ""
-                if stat and int(stat.rsplit(")", 1)[1].split()[1]) == me:
-                    found.append(int(entry))
-        return found
+        return [
+            int(entry) for entry in os.listdir("/proc") if entry.isdigit() and parent_of(int(entry)) == me
+        ]
+
+
+def parent_of(pid: int) -> int | None:
+    """A process's parent pid from /proc, None where it is gone."""
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def kill(pid: int) -> None:

@@ -188,9 +188,13 @@ def _serve_forever(server: socket.socket, args: argparse.Namespace) -> None:
     A spare that dies before it takes a connection (killed, out of memory), or a fork refused here,
     is not followed at once by the next: forking a ~200 MB process in a loop burns a core and the
     log. The fork server waits longer each time (`BACKOFF_S`, doubled up to `BACKOFF_MAX_S`) and logs
-    one line per such episode, not one per spare; the first spare that takes a step ends it."""
+    one line per such episode, not one per spare; the first spare that takes a step ends it.
+
+    Every step child that took a step is watched until it ends (`Adopted`): what it leaves is then
+    this process's to kill."""
     taken_r, taken_w = os.pipe()
     failing = 0  # spares lost in a row before taking a connection
+    adopted = Adopted()
     while True:
         if failing:
             time.sleep(min(BACKOFF_S * 2 ** (failing - 1), BACKOFF_MAX_S))
@@ -201,23 +205,103 @@ def _serve_forever(server: socket.socket, args: argparse.Namespace) -> None:
             continue
         if pid == 0:
             os.close(taken_r)
+            adopted.forget()
             _spare(server, taken_w, args, quiet=failing > 0)
         try:
             spare_gone = os.pidfd_open(pid)
         except ProcessLookupError:  # died at once (and was reaped)
             failing = _lost(failing, "a step child died before taking a step")
             continue
-        try:
-            ready, _, _ = select.select([taken_r, spare_gone], [], [])
+        while True:
+            ready = adopted.wait(taken_r, spare_gone, spare=pid)
             if taken_r in ready:
                 os.read(taken_r, 1)
                 if failing:
                     print(f"fork server: step children serve again after {failing} lost", file=sys.stderr)
                 failing = 0
-            else:
+                adopted.watch(pid, spare_gone)
+                break
+            if spare_gone in ready:  # its runner and init, if it made them, are strays now
+                os.close(spare_gone)
+                adopted.spare_lost()
                 failing = _lost(failing, "a step child died before taking a step")
-        finally:
-            os.close(spare_gone)
+                break
+
+
+class Adopted:
+    """The fork server as a child subreaper (`become_subreaper`): a step child killed by the bot (a
+    stopped or cancelled step, the fallback kill past its limit) cannot kill what its step left, so
+    that is reparented here — a `setsid` daemon on `landlock` and `none`, which have no PID namespace
+    to end it. When a step child ends, every child of this process that is not a step child is
+    killed, generation by generation (a killed process's children are reparented here in turn).
+
+    Children are reaped by the kernel here (SIGCHLD ignored), so none is waited for: a killed one is
+    only signalled through its pidfd (never a recycled pid) and leaves the children list as it exits."""
+
+    def __init__(self) -> None:
+        self.subreaper = isolation.become_subreaper()
+        self.step_children: dict[int, int] = {}  # pidfd -> pid, each until it ends
+
+    def watch(self, pid: int, gone: int) -> None:
+        self.step_children[gone] = pid
+
+    def forget(self) -> None:
+        """In a new spare: these descriptors are the fork server's."""
+        for fd in self.step_children:
+            os.close(fd)
+        self.step_children.clear()
+
+    def wait(self, *fds: int, spare: int) -> list[int]:
+        """Block until one of `fds` is ready; meanwhile handle every step child that ends."""
+        while True:
+            ready, _, _ = select.select([*fds, *self.step_children], [], [])
+            ended = [fd for fd in ready if fd in self.step_children]
+            for fd in ended:
+                os.close(fd)
+                del self.step_children[fd]
+            if ended and self.subreaper:
+                self.kill_strays(keep={spare, *self.step_children.values()})
+            if mine := [fd for fd in ready if fd in fds]:
+                return mine
+
+    def spare_lost(self) -> None:
+        if self.subreaper:
+            self.kill_strays(keep=set(self.step_children.values()))
+
+    @staticmethod
+    def kill_strays(keep: set[int], rounds: int = 100) -> None:
+        """Kill every child but `keep` (the spare, the live step children) and wait until they are
+        gone, round after round: each round reaches one generation deeper."""
+        for _ in range(rounds):
+            strays = [pid for pid in step_processes.children() if pid not in keep]
+            killed = [fd for fd in map(_kill_child, strays) if fd is not None]
+            if not killed:
+                return
+            try:
+                pending, deadline = list(killed), time.monotonic() + 1.0
+                while pending and (left := deadline - time.monotonic()) > 0:
+                    done, _, _ = select.select(pending, [], [], left)  # a pidfd reads as ready at exit
+                    pending = [fd for fd in pending if fd not in done]
+            finally:
+                for fd in killed:
+                    os.close(fd)
+
+
+def _kill_child(pid: int) -> int | None:
+    """SIGKILL a child of this process through a pidfd; the pidfd (to wait on), or None where it is
+    gone. The parent is checked after the pidfd is open: a pid recycled before that is not ours."""
+    try:
+        fd = os.pidfd_open(pid)
+    except OSError:
+        return None
+    try:
+        if step_processes.parent_of(pid) == os.getpid():
+            signal.pidfd_send_signal(fd, signal.SIGKILL)
+            return fd
+    except OSError:
+        pass
+    os.close(fd)
+    return None
 
 
 def _lost(failing: int, why: str) -> int:

@@ -81,13 +81,18 @@ async def assert_daemon_gone(name: str, marker: Path) -> None:
                 break
             await asyncio.sleep(0.05)
         assert host_pids_named(name) == [], "the step's daemon outlived it"
-        size = marker.stat().st_size
+        size = _size(marker)
         await asyncio.sleep(0.5)  # ten of the daemon's writes
-        assert marker.stat().st_size == size, "something still writes the marker"
+        assert _size(marker) == size, "something still writes the marker"
     finally:
         for pid in host_pids_named(name):  # a failing run leaves nothing behind either
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signal.SIGKILL)
+
+
+def _size(marker: Path) -> int | None:
+    """None where a stopped step's writes never landed (its layer is dropped: root, userns)."""
+    return marker.stat().st_size if marker.exists() else None
 
 
 def holds(sandbox: LocalSandbox, protection: str) -> bool:
@@ -132,6 +137,29 @@ async def test_a_setsid_daemon_dies_with_its_step(sandbox):
     assert result.ok and "started" in result.output, result
     assert marker.stat().st_size > 0  # the daemon really ran and wrote
     await assert_daemon_gone(name, marker)
+
+
+@module_loop
+async def test_a_daemon_of_a_stopped_step_dies_too_on_every_back_end(sandbox):
+    """The bot stops a step by killing its process group (a cancelled turn, Ctrl-C, the fallback kill
+    of a step past its limit): the supervisor dies before it can kill what the step left. The fork
+    server is a child subreaper too, and kills what it adopts — on `none` as well, where only a step
+    that kills the supervisor itself keeps its daemon (the row says OFF)."""
+    name = "dtc-" + uuid.uuid4().hex[:8]
+    marker = sandbox.workspace(SESSION) / "marker.txt"
+    marker.unlink(missing_ok=True)
+    running = asyncio.ensure_future(sandbox.run(step(daemon_code(name, "time.sleep(60)"), timeout_s=30)))
+    for _ in range(200):
+        if host_pids_named(name):
+            break
+        await asyncio.sleep(0.05)
+    assert host_pids_named(name), "the daemon never started"
+    running.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await running
+    await assert_daemon_gone(name, marker)
+    after = await sandbox.run(step("print(6 * 7)"))
+    assert after.ok and after.output.strip() == "42"
 
 
 @module_loop
