@@ -254,7 +254,7 @@ class Adopted:
     def wait(self, *fds: int, spare: int) -> list[int]:
         """Block until one of `fds` is ready; meanwhile handle every step child that ends."""
         while True:
-            ready, _, _ = select.select([*fds, *self.step_children], [], [])
+            ready = _readable([*fds, *self.step_children])
             ended = [fd for fd in ready if fd in self.step_children]
             for fd in ended:
                 os.close(fd)
@@ -280,11 +280,19 @@ class Adopted:
             try:
                 pending, deadline = list(killed), time.monotonic() + 1.0
                 while pending and (left := deadline - time.monotonic()) > 0:
-                    done, _, _ = select.select(pending, [], [], left)  # a pidfd reads as ready at exit
+                    done = _readable(pending, left)  # a pidfd reads as ready when its process exits
                     pending = [fd for fd in pending if fd not in done]
             finally:
                 for fd in killed:
                     os.close(fd)
+
+
+def _readable(fds: list[int], timeout_s: float | None = None) -> list[int]:
+    """`poll`, not `select`: one step child's pidfd per running step, whatever their numbers."""
+    poller = select.poll()
+    for fd in fds:
+        poller.register(fd, select.POLLIN)
+    return [fd for fd, _ in poller.poll(None if timeout_s is None else timeout_s * 1000)]
 
 
 def _kill_child(pid: int) -> int | None:
