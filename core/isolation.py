@@ -48,12 +48,12 @@ MAX_PROCS = 64  # processes one step may run at once (per-session uid and cgroup
 _libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
 
 
-def die_with_parent() -> None:
-    """Ask the kernel for SIGKILL when our parent exits (and exit now if it already has).
+def die_with_parent(sig: int = signal.SIGKILL) -> None:
+    """Ask the kernel for `sig` (SIGKILL) when our parent exits (and exit now if it already has).
 
     (A runner in its step's PID namespace sees its parent, the supervisor, outside it: as pid 0.)"""
     parent = os.getppid()
-    _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    _libc.prctl(PR_SET_PDEATHSIG, sig, 0, 0, 0)
     if parent == 1 or os.getppid() != parent:
         os._exit(1)
 

@@ -168,6 +168,8 @@ def prepare(
                 return done
         elif not pid_namespace and not done.subreaper:
             done.subreaper = isolation.become_subreaper()
+            if done.subreaper:
+                _end_with_parent()
         order_r, order_w = os.pipe()
         try:
             result_r, result_w = os.pipe()
@@ -189,6 +191,19 @@ def prepare(
     except OSError as exc:
         done.refusal = f"{NOT_PREPARED} ({exc.strerror or exc})."
     return done
+
+
+def _end_with_parent() -> None:
+    """A subreaper supervisor whose fork server is gone (the bot killed with SIGKILL takes the fork
+    server with it) kills what its step started before it goes: a SIGKILL would leave a detached
+    daemon to init. The runner, forked after this, resets the handler."""
+
+    def end(*_):
+        kill_descendants()
+        os._exit(1)
+
+    signal.signal(signal.SIGTERM, end)
+    isolation.die_with_parent(signal.SIGTERM)
 
 
 def _start_init(done: Prepared) -> int | None:
@@ -215,6 +230,7 @@ def _runner(run: Run, order: int, result_w: int, prime: Prime | None = None) -> 
     """The runner's whole life: hold only its two pipes, wait for the request, run, write the result."""
     code = 0
     try:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the supervisor's own (`_end_with_parent`)
         _close_all_but(order, result_w)  # the listening socket, the spare's pipes: at once
         # fd 1/2 are the fork server's stdout (a pipe the bot stops reading after "ready") and its log:
         # a step writing there directly could block every later step or flood the log.

@@ -12,6 +12,9 @@ import asyncio
 import contextlib
 import os
 import signal
+import subprocess
+import sys
+import time
 import uuid
 from pathlib import Path
 
@@ -160,6 +163,47 @@ async def test_a_daemon_of_a_stopped_step_dies_too_on_every_back_end(sandbox):
     await assert_daemon_gone(name, marker)
     after = await sandbox.run(step("print(6 * 7)"))
     assert after.ok and after.output.strip() == "42"
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_daemon_of_a_running_step_dies_with_a_killed_bot(backend, tmp_path):
+    """SIGKILL of the bot runs none of its code: the fork server dies with it (parent-death signal),
+    and so does each step's supervisor — which, where it is the subreaper (`landlock`, `none`), kills
+    what its step started first. A PID namespace ends with its init on `root` and `userns`."""
+    name = "dtb-" + uuid.uuid4().hex[:8]
+    script = f"""
+import asyncio, sys
+from pathlib import Path
+from core.sandbox import StepRequest
+from tests.core.sandbox_backends import sandbox_options
+from tests.core.test_pid_namespace import daemon_code
+from core.sandbox_local import LocalSandbox
+async def main():
+    sb = LocalSandbox(workspaces=Path({str(tmp_path / "ws")!r}), **sandbox_options({backend!r}))
+    try:
+        await sb.start()
+    except RuntimeError as exc:
+        print("unavailable", exc, flush=True)
+        return
+    print("started", flush=True)
+    code = daemon_code({name!r}, "time.sleep(60)")
+    await sb.run(StepRequest(kind="python", session_id={SESSION!r}, code=code, timeout_s=60))
+asyncio.run(main())
+"""
+    bot = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    try:
+        first = bot.stdout.readline()
+        if first.startswith("unavailable"):
+            pytest.skip(first)
+        assert first.startswith("started"), first
+        deadline = time.monotonic() + 30
+        while not host_pids_named(name) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert host_pids_named(name), "the daemon never started"
+    finally:
+        bot.kill()
+        bot.wait()
+    asyncio.run(assert_daemon_gone(name, tmp_path / "ws" / SESSION / "marker.txt"))
 
 
 @module_loop
