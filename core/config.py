@@ -325,6 +325,12 @@ def load_settings(**overrides: object) -> Settings:
     except UnicodeDecodeError:  # a .env saved as UTF-16 (PowerShell's `>`) or Latin-1
         files = overrides.get("_env_file", Settings.model_config.get("env_file"))
         raise ConfigError(f"The settings file {files} is not UTF-8 text: save it as UTF-8.") from None
+    except OSError as exc:  # a .env this user may not read (made by root, chmod 600 by another user)
+        name = exc.filename or overrides.get("_env_file", Settings.model_config.get("env_file"))
+        raise ConfigError(
+            f"The settings file {name} cannot be read ({(exc.strerror or str(exc)).lower()}): "
+            "fix its permissions or move it away."
+        ) from None
 
 
 HIDDEN_VALUES = ("REDIS_URL",)  # may carry a password: never echoed

@@ -385,6 +385,25 @@ def test_a_settings_file_that_is_not_utf8_is_one_sentence(encoding, tmp_path, mo
         )
 
 
+def test_a_settings_file_that_cannot_be_read_is_one_sentence(tmp_path, monkeypatch):
+    """A `.env` this user may not read (left by root, or mode 600 of another user) was a traceback from
+    every command. Host root reads any file, so there the read fails another way (EIO)."""
+    monkeypatch.chdir(tmp_path)
+    if os.geteuid() == 0:
+        (tmp_path / ".env").symlink_to("/proc/self/mem")  # a regular file whose first read is EIO
+        why = "input/output error"
+    else:
+        (tmp_path / ".env").write_text("ANTHROPIC_API_KEY=sk-ant-test-000000\n")
+        (tmp_path / ".env").chmod(0)
+        why = "permission denied"
+    for command in (["audit"], ["ask", "hi"], ["doctor"]):
+        result = CliRunner().invoke(app, command, env={"DATATHREAD_HOME": str(tmp_path / "home")})
+        assert result.exit_code == 2, result.output
+        assert one_sentence(result.output) == (
+            f"error: The settings file .env cannot be read ({why}): fix its permissions or move it away."
+        )
+
+
 @pytest.mark.parametrize("command", [["serve", "--port", "0"], ["slack", "--socket"]])
 @pytest.mark.parametrize(
     ("env", "sentence"),
