@@ -3,7 +3,7 @@ PY ?= python3
 VENV := .venv
 UV := $(VENV)/bin/uv
 
-.PHONY: setup chat test lint bench clean
+.PHONY: setup chat test lint bench clean redis-server
 
 # The venv gets no pip of its own (seeding it costs seconds of CPU and uv does the installing): the
 # interpreter's pip installs uv into it, or, where there is none, the venv's own pip after all.
@@ -58,8 +58,15 @@ lint: setup
 PYTEST_WORKERS ?= 3
 PYTEST_ARGS ?=
 test: setup lint
-	@command -v redis-server >/dev/null || { echo "redis-server missing: installing it"; \
-		(apt-get update -qq && apt-get install -y -qq redis-server) >/dev/null; }
+	@command -v redis-server >/dev/null || $(MAKE) --no-print-directory redis-server
+
+# Only root (or passwordless sudo) can install it; anyone else is told how, in one sentence.
+redis-server:
+	@if [ "$$(id -u)" = 0 ]; then as=; elif sudo -n true 2>/dev/null; then as=sudo; else \
+		echo "error: the tests need redis-server, which is not installed; install it (sudo apt-get install redis-server, or brew install redis), then run make test again." >&2; exit 2; fi; \
+	echo "redis-server missing: installing it"; \
+	($$as apt-get update -qq && $$as apt-get install -y -qq redis-server) >/dev/null 2>&1 || { \
+		echo "error: could not install redis-server with apt-get; install it, then run make test again." >&2; exit 2; }
 	env -u PYTHONDONTWRITEBYTECODE $(VENV)/bin/python -m pytest -q -p no:cacheprovider -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=10 $(PYTEST_ARGS) tests
 
 bench: setup
