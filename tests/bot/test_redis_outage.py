@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import signal
 
 import pytest
@@ -92,6 +93,31 @@ async def test_a_slash_command_while_redis_is_down_is_told_to_the_asker_where_th
         await until(lambda: told(), timeout=30)
         assert told()[0].args["text"] == STORE_UNREACHABLE
         assert told()[0].args["response_type"] == "ephemeral"
+        redis_server.start()
+
+
+async def test_a_store_failing_mid_turn_shows_the_thread_the_error_id_of_the_line_with_its_reason(
+    settings, api, fake_model, redis_server, caplog
+):
+    """The thread is not told where the store lives, the log is: on the line with the error id the
+    thread shows, so an operator finds the reason from a screenshot (it was on an ERROR line of its
+    own, without the id)."""
+
+    def die_then_answer(body: dict) -> dict:
+        redis_server.kill()  # the store goes away while the model writes: the history cannot be saved
+        return text("There were 336,776 flights.")
+
+    fake_model.enqueue(die_then_answer)
+    async with serve(settings.model_copy(update={"redis_url": redis_server.url}), api) as app:
+        with caplog.at_level(logging.INFO):
+            await app.event(mention("how many flights?", ts="1700000450.000100"))
+            await until(lambda: said(api, "error id") > 0, timeout=30)
+        (shown,) = [m for m in api.shown() if "error id" in m]
+        assert "session store" in shown and "127.0.0.1" not in shown
+        (error_id,) = re.findall(r"error id `([0-9a-f]{8})`", shown)
+        reason = f"Redis at 127.0.0.1:{redis_server.port}"
+        told = [r.getMessage() for r in caplog.records if reason in r.getMessage()]
+        assert told and all(f"error_id={error_id}" in line for line in told), told
         redis_server.start()
 
 
