@@ -10,11 +10,10 @@ import logging
 
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
-from slack_sdk.webhook.async_client import AsyncWebhookClient
 
 from bot import slack_render as render
 from bot.schedule_slack import slack_user_tz
-from bot.slack_client import SharedClient
+from bot.slack_client import SharedClient, answer_via_response_url
 from bot.slack_confirm import build_confirmer
 from bot.slack_progress import SlackProgress, SlackTarget
 from bot.surface import AppState
@@ -178,8 +177,14 @@ async def tell_store_down(client: AsyncWebClient, p: dict) -> None:
     if p.get("follow_up_only"):
         return
     if p.get("response_url"):
-        hook = AsyncWebhookClient(p["response_url"], session=client.session)
-        await hook.send(response_type="ephemeral", replace_original=False, text=STORE_UNREACHABLE)
+        await answer_via_response_url(
+            client,
+            p["response_url"],
+            what=f"The store-outage notice for {p['user']} in {p['channel']}",
+            response_type="ephemeral",
+            replace_original=False,
+            text=STORE_UNREACHABLE,
+        )
         return
     if p.get("private") or p.get("slash"):
         await client.chat_postEphemeral(channel=p["channel"], user=p["user"], text=STORE_UNREACHABLE)

@@ -22,9 +22,9 @@ from dataclasses import asdict, dataclass
 from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.models.messages.chunk import TaskUpdateChunk
 from slack_sdk.web.async_client import AsyncWebClient
-from slack_sdk.webhook.async_client import AsyncWebhookClient
 
 from bot import slack_render as render
+from bot.slack_client import answer_via_response_url
 from bot.slack_stream import StreamedText, render_parts
 from bot.transcript import WORKING, Change, StepLine, Throttle, Transcript, format_bytes
 from core.events import AnswerDelta, ArtifactReady, TurnEvent, TurnFinished
@@ -283,7 +283,10 @@ class SlackProgress:
         t = self.target
         for n, msg in enumerate(render.answer_messages(body, footer)):
             if self.mode == "ephemeral" and t.response_url:
-                await AsyncWebhookClient(t.response_url, session=self.client.session).send(
+                await answer_via_response_url(
+                    self.client,
+                    t.response_url,
+                    what=f"The private answer for {t.user_id} in {t.channel}",
                     response_type="ephemeral",
                     replace_original=False,
                     text=msg.get("text", ""),

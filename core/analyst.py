@@ -40,13 +40,7 @@ from core.s3 import S3Source
 from core.sandbox_factory import Parts, build_parts, toolset
 from core.schedules_store import ScheduleBook
 from core.schedules_tool import ScheduleDesk
-from core.sessions import (
-    HeldLock,
-    LockLost,
-    LockTimeout,
-    StoreUnavailable,
-    session_id_for,
-)
+from core.sessions import HeldLock, LockLost, LockTimeout, StoreUnavailable, session_id_for
 from core.thread import Threads
 from core.tools import ToolContext
 from core.turn_lock import NOT_STARTED, StoppedWaiting, store_failure, turn_lock
@@ -152,8 +146,8 @@ class Analyst:
             await self._fail(outcome, emit, NOT_STARTED, message, log_level=logging.INFO)
             raise TurnStopped from None
         except (LockLost, LockTimeout, StoreUnavailable) as exc:
-            text, level = store_failure(exc, surface=message.surface)
-            await self._fail(outcome, emit, text, message, log_level=level)
+            text, level, detail = store_failure(exc, surface=message.surface)
+            await self._fail(outcome, emit, text, message, log_level=level, detail=detail)
         except Exception as exc:  # the last line of defence: a short message, never a traceback
             await self._fail(
                 outcome, emit, "Something went wrong on my side while answering.", message, exc=exc
@@ -378,9 +372,10 @@ class Analyst:
         exc: BaseException | None = None,
         retry_after: float | None = None,
         log_level: int = logging.ERROR,
+        detail: str = "",
     ) -> TurnOutcome:
         outcome.error_id = log_failure(
-            exc, message, outcome.turn_id, outcome.session_id, level=log_level, text=text
+            exc, message, outcome.turn_id, outcome.session_id, level=log_level, text=text, detail=detail
         )
         outcome.error = text
         # Refused and failed requests belong in the audit trail too; the store may be the thing that failed.

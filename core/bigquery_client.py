@@ -18,6 +18,7 @@ import re
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, TypeVar
 
 from core.config import ConfigError, Settings
@@ -73,19 +74,7 @@ def build_credentials(settings: Settings) -> tuple[Any, str | None]:
             ) from None
         return creds, info.get("project_id")
     if settings.google_application_credentials is not None:
-        path = settings.google_application_credentials
-        try:
-            return google.auth.load_credentials_from_file(str(path), scopes=SCOPES)
-        # First: google.auth's OSError is a DefaultCredentialsError too. JSON that is no object (a list)
-        # fails inside google.auth with AttributeError.
-        except (DefaultCredentialsError, ValueError, AttributeError) as exc:
-            raise ConfigError(
-                f"GOOGLE_APPLICATION_CREDENTIALS ({path}) is not a service-account JSON key file"
-                f"{_flaw(exc.__cause__ or exc)}."
-            ) from None
-        except OSError as exc:  # the file itself could not be read (its permissions, a directory in a race)
-            why = (exc.strerror or type(exc).__name__).lower()
-            raise ConfigError(f"GOOGLE_APPLICATION_CREDENTIALS ({path}) could not be read ({why}).") from None
+        return credentials_from_file(settings.google_application_credentials)
     if settings.bigquery_api_url:
         from google.auth.credentials import AnonymousCredentials
 
@@ -99,23 +88,107 @@ def build_credentials(settings: Settings) -> tuple[Any, str | None]:
         ) from None
 
 
-def _flaw(exc: BaseException) -> str:
+# The key file's `type` → how it is loaded, each by its own constructor: google.auth's generic
+# load_credentials_from_file is deprecated as a security risk (it loads whatever type a file claims,
+# https://cloud.google.com/docs/authentication/external/externally-sourced-credentials). These are the
+# types a person sets up for BigQuery: a service-account key, `gcloud auth application-default login`
+# (authorized_user, or impersonated_service_account with --impersonate-service-account), workload
+# identity federation (external_account, external_account_authorized_user).
+KEY_FILE_TYPES = (
+    "service_account",
+    "authorized_user",
+    "impersonated_service_account",
+    "external_account",
+    "external_account_authorized_user",
+)
+AWS_SUBJECT_TOKEN = "urn:ietf:params:aws:token-type:aws4_request"
+
+
+def credentials_from_file(path: Path) -> tuple[Any, str | None]:
+    """(credentials, the key's project) from GOOGLE_APPLICATION_CREDENTIALS, by the file's `type`;
+    raises ConfigError in one sentence for a file that is missing, unreadable, no JSON, of a type
+    datathread does not load, or that its type's constructor refuses."""
+    name = f"GOOGLE_APPLICATION_CREDENTIALS ({path})"
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:  # settings checked it existed; it went since
+        raise ConfigError(f"{name} does not exist: name a credentials JSON file.") from None
+    except OSError as exc:  # its permissions, a directory in its place
+        why = (exc.strerror or type(exc).__name__).lower()
+        raise ConfigError(f"{name} could not be read ({why}).") from None
+    try:
+        info = json.loads(raw)
+    except ValueError:  # not JSON, or not text at all
+        info = None
+    kind = info.get("type") if isinstance(info, dict) else None
+    if not isinstance(kind, str):
+        raise ConfigError(f"{name} is not a service-account JSON key file.")
+    if kind not in KEY_FILE_TYPES:
+        raise ConfigError(
+            f"{name} holds {kind!r} credentials, which datathread does not load: use a service-account "
+            f"key, or one of {', '.join(KEY_FILE_TYPES[1:])}."
+        )
+    try:
+        return _load_key(kind, info)
+    # AttributeError, TypeError: a field of the wrong JSON type (a string where google wants an object)
+    except (ValueError, KeyError, AttributeError, TypeError) as exc:
+        what = f"holds no usable {kind} credentials"
+        if kind == "service_account":  # the usual case, said as people know it
+            what = "is not a service-account JSON key file"
+        raise ConfigError(f"{name} {what}{_flaw(exc, kind)}.") from None
+
+
+def _load_key(kind: str, info: dict) -> tuple[Any, str | None]:
+    """One credentials type's own constructor. No call goes out here: an external account's project
+    (which google.auth looked up over the network) comes from GCP_PROJECT instead."""
+    if kind == "service_account":
+        from google.oauth2 import service_account
+
+        creds = service_account.Credentials.from_service_account_info(info, scopes=SCOPES)
+        return creds, info.get("project_id")
+    if kind == "authorized_user":
+        from google.oauth2 import credentials
+
+        return credentials.Credentials.from_authorized_user_info(info, scopes=SCOPES), None
+    if kind == "impersonated_service_account":
+        from google.auth import impersonated_credentials as imp
+
+        return imp.Credentials.from_impersonated_service_account_info(info, scopes=SCOPES), None
+    if kind == "external_account_authorized_user":
+        from google.auth import external_account_authorized_user as eaau
+
+        return eaau.Credentials.from_info(info), None
+    # external_account: AWS, an executable (which google.auth itself runs only where
+    # GOOGLE_EXTERNAL_ACCOUNT_ALLOW_EXECUTABLES=1), or else a file or URL token (identity pool)
+    from google.auth import aws, identity_pool, pluggable
+
+    source = info.get("credential_source")
+    if info.get("subject_token_type") == AWS_SUBJECT_TOKEN:
+        loader = aws.Credentials
+    elif isinstance(source, dict) and source.get("executable") is not None:
+        loader = pluggable.Credentials
+    else:
+        loader = identity_pool.Credentials
+    return loader.from_info(info, scopes=SCOPES), None
+
+
+def _flaw(exc: BaseException, kind: str = "service_account") -> str:
     """What is wrong inside a key, as " (…)" for a sentence, or "" when its type alone says it.
 
-    google.auth reports a file that is no JSON, or a key it cannot load, as DefaultCredentialsError
-    (message, cause), whose text is Python's tuple repr; the cause is what people can act on: google's
-    own MalformedError names the missing fields, any other ValueError is cryptography refusing the
-    private key (its text a link to a FAQ)."""
-    from google.auth.exceptions import MalformedError
+    google's own errors (MalformedError, InvalidValue) name the missing or wrong fields; a KeyError is
+    a required field absent; any other ValueError of a service-account key is cryptography refusing
+    the private key (its text a link to a FAQ), of another type google's own words."""
+    from google.auth.exceptions import GoogleAuthError
 
-    if isinstance(exc, MalformedError) and len(exc.args) == 1:
-        detail = str(exc.args[0]).strip().rstrip(".")
+    google_words = isinstance(exc, GoogleAuthError) or (type(exc) is ValueError and kind != "service_account")
+    if google_words and len(exc.args) == 1:
+        detail = (str(exc.args[0]).strip().splitlines() or [""])[0].rstrip(".")
         return f" ({detail[:1].lower()}{detail[1:]})" if detail else ""
     if isinstance(exc, KeyError):
         return f" (it has no {exc.args[0]} field)"
-    if isinstance(exc, ValueError) and not isinstance(exc, json.JSONDecodeError | UnicodeDecodeError):
+    if isinstance(exc, ValueError):
         return " (its private_key is not a PEM private key)"
-    return ""  # not JSON, or JSON of no credentials type: the sentence says it
+    return ""  # a field of the wrong JSON type: the sentence says it
 
 
 def resolve_config(settings: Settings) -> ClientConfig:

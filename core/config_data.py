@@ -95,7 +95,7 @@ class WarehouseSettings(BaseModel):
     google_application_credentials: ExistingFile | None = Field(
         None,
         validation_alias=_env("GOOGLE_APPLICATION_CREDENTIALS"),
-        description="Path of a service-account JSON key file.",
+        description="Path of a service-account JSON key file (or gcloud's or a federated credentials file).",
     )
     gcp_service_account_json: SecretStr | None = Field(
         None,

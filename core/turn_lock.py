@@ -11,8 +11,6 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 
 from core.sessions import HeldLock, LockLost, LockTimeout, SessionStore, StoreUnavailable
 
-log = logging.getLogger(__name__)
-
 # Stopped while it waited: it never ran, so — unlike a stopped answer — nothing of it is in the history.
 NOT_STARTED = (
     "Stopped before it started: another conversation on this session was still answering, so this "
@@ -42,27 +40,27 @@ async def turn_lock(
         yield held
 
 
-def store_failure(exc: LockLost | LockTimeout | StoreUnavailable, *, surface: str) -> tuple[str, int]:
-    """The sentence (and log level) for a turn the session store could not carry. Why the store
-    failed (Redis host:port, the SQLite folder) is for whoever runs datathread: said at the terminal,
-    which is theirs, but only logged for a chat thread, where everyone in the channel would read it."""
+def store_failure(exc: LockLost | LockTimeout | StoreUnavailable, *, surface: str) -> tuple[str, int, str]:
+    """The sentence, log level and unshown detail for a turn the session store could not carry. Why
+    the store failed (Redis host:port, the SQLite folder) is for whoever runs datathread: said at the
+    terminal, which is theirs, but only logged for a chat thread, where everyone in the channel would
+    read it: returned as the detail, for the turn's failure line, which carries the error id the
+    thread is shown (on a line of its own, nothing matched the message to the reason)."""
     if isinstance(exc, LockLost):
         text = (
             "I lost track of this thread while answering (another request took it over), so this "
             "answer was not saved to the thread. Please ask again."
         )
-        return text, logging.WARNING
+        return text, logging.WARNING, ""
     if isinstance(exc, LockTimeout):
         return (
             "This thread is still busy with an earlier question. Try again when it has answered.",
             logging.ERROR,
+            "",
         )
-    if surface != "terminal":
-        log.error("session store failed: %s", exc)
-        why = ""
-    else:
-        why = f" ({exc})"
+    why, detail = (f" ({exc})", "") if surface == "terminal" else ("", str(exc))
     return (
         f"I can't use my session store right now{why}. Nothing was changed; please try again shortly.",
         logging.ERROR,
+        detail,
     )

@@ -52,18 +52,22 @@ def log_failure(
     *,
     level: int = logging.ERROR,
     text: str = "",
+    detail: str = "",
 ) -> str:
-    """Log a failed turn under a fresh error id (with the traceback only for errors); returns the id."""
+    """Log a failed turn under a fresh error id (with the traceback only for errors); returns the id.
+    `detail` is what people were not shown (where the store lives): on this line, beside the id they
+    were shown, so the message in a thread leads to its reason."""
     error_id = uuid.uuid4().hex[:8]
     log.log(
         level,
-        "turn failed error_id=%s turn=%s session=%s surface=%s user=%s: %s",
+        "turn failed error_id=%s turn=%s session=%s surface=%s user=%s: %s%s",
         error_id,
         turn_id,
         session_id,
         message.surface,
         message.user_id,
         text or type(exc).__name__,
+        f" ({detail})" if detail else "",
         exc_info=exc if exc is not None and level >= logging.ERROR else None,
     )
     return error_id

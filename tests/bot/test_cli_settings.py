@@ -352,12 +352,20 @@ def test_a_back_end_this_host_lacks_is_one_sentence(command, tmp_path, monkeypat
     assert line.startswith(f"error: DATATHREAD_ISOLATION={absent}") and "datathread doctor" in line
 
 
-def test_a_key_file_that_is_no_key_is_one_sentence_naming_it(tmp_path, monkeypatch):
+@pytest.mark.parametrize(
+    ("content", "sentence"),
+    [
+        ("build-host-7\n", "is not a service-account JSON key file."),
+        ('{"type": "gdch_service_account"}', "holds 'gdch_service_account' credentials, which datathread"),
+    ],
+    ids=["not_json", "unsupported_type"],
+)
+def test_a_key_file_that_is_no_key_is_one_sentence_naming_it(content, sentence, tmp_path, monkeypatch):
     """GOOGLE_APPLICATION_CREDENTIALS naming some other file (/etc/hostname, say) is said in words,
-    not as google.auth's (message, JSONDecodeError(...)) tuple."""
+    not as google.auth's (message, JSONDecodeError(...)) tuple; so is a type datathread does not load."""
     monkeypatch.chdir(tmp_path)
     key = tmp_path / "hostname"
-    key.write_text("build-host-7\n")
+    key.write_text(content)
     env = {
         "ANTHROPIC_API_KEY": "sk-ant-test-000000",
         "DATATHREAD_HOME": str(tmp_path / "home"),
@@ -367,8 +375,7 @@ def test_a_key_file_that_is_no_key_is_one_sentence_naming_it(tmp_path, monkeypat
     }
     result = CliRunner().invoke(app, ["ask", "hi"], env=env)
     assert result.exit_code == 2, result.output
-    line = one_sentence(result.output)
-    assert line == f"error: GOOGLE_APPLICATION_CREDENTIALS ({key}) is not a service-account JSON key file."
+    assert one_sentence(result.output).startswith(f"error: GOOGLE_APPLICATION_CREDENTIALS ({key}) {sentence}")
 
 
 @pytest.mark.parametrize("encoding", ["utf-16", "latin-1"])

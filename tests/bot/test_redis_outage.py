@@ -7,17 +7,21 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import signal
 
 import pytest
 
+from bot import slack_client
 from bot.slack_jobs import STORE_UNREACHABLE
 from bot.teams_jobs import STORE_UNREACHABLE as TEAMS_STORE_UNREACHABLE
 from core.runner_redis import PUT_DEADLINE_S
 from tests.bot.slack_harness import mention, said, serve, until
 from tests.bot.teams_harness import serve_teams
 from tests.fakes.anthropic_api import text
+from tests.fakes.black_hole import BlackHole
 from tests.fakes.redis_server import RedisServer
+from tests.fakes.slack_api import TEAM_ID
 
 
 @pytest.fixture
@@ -93,6 +97,68 @@ async def test_a_slash_command_while_redis_is_down_is_told_to_the_asker_where_th
         assert told()[0].args["text"] == STORE_UNREACHABLE
         assert told()[0].args["response_type"] == "ephemeral"
         redis_server.start()
+
+
+async def test_a_store_failing_mid_turn_shows_the_thread_the_error_id_of_the_line_with_its_reason(
+    settings, api, fake_model, redis_server, caplog
+):
+    """The thread is not told where the store lives, the log is: on the line with the error id the
+    thread shows, so an operator finds the reason from a screenshot (it was on an ERROR line of its
+    own, without the id)."""
+
+    def die_then_answer(body: dict) -> dict:
+        redis_server.kill()  # the store goes away while the model writes: the history cannot be saved
+        return text("There were 336,776 flights.")
+
+    fake_model.enqueue(die_then_answer)
+    async with serve(settings.model_copy(update={"redis_url": redis_server.url}), api) as app:
+        with caplog.at_level(logging.INFO):
+            await app.event(mention("how many flights?", ts="1700000450.000100"))
+            await until(lambda: said(api, "error id") > 0, timeout=30)
+        (shown,) = [m for m in api.shown() if "error id" in m]
+        assert "session store" in shown and "127.0.0.1" not in shown
+        (error_id,) = re.findall(r"error id `([0-9a-f]{8})`", shown)
+        reason = f"Redis at 127.0.0.1:{redis_server.port}"
+        told = [r.getMessage() for r in caplog.records if reason in r.getMessage()]
+        assert told and all(f"error_id={error_id}" in line for line in told), told
+        redis_server.start()
+
+
+@pytest.mark.parametrize("answer", ["http_500", "never"])
+async def test_a_response_url_that_fails_the_outage_notice_is_a_log_line_within_its_bound(
+    settings, api, redis_server, caplog, monkeypatch, answer
+):
+    """The notice's POST was never checked: a response_url answering 500 lost it without a word, one
+    that took the connection and never answered held the job for aiohttp's 5-minute default."""
+    monkeypatch.setattr(slack_client, "RESPONSE_URL_TIMEOUT_S", 1.0)  # 10 s in production
+    hole = BlackHole().start()
+    api.http_errors["/response/broken"] = 500
+    url = {"http_500": api.url.removesuffix("api/") + "response/broken", "never": f"{hole.url}/commands/1"}
+    fields = {"command": "/ask", "text": "how many?", "team_id": TEAM_ID, "channel_id": "C0001"}
+    fields |= {"user_id": "U0001", "response_url": url[answer], "trigger_id": "t.1"}
+    try:
+        async with serve(settings.model_copy(update={"redis_url": redis_server.url}), api) as app:
+            redis_server.kill()
+            with caplog.at_level(logging.WARNING):
+                started = asyncio.get_running_loop().time()
+                assert (await app.form(fields)).status_code == 200
+
+                def lines() -> list[str]:
+                    return [r.getMessage() for r in caplog.records if "response_url" in r.getMessage()]
+
+                await until(lambda: lines(), timeout=15)
+                took = asyncio.get_running_loop().time() - started
+            why = {"http_500": "answered HTTP 500 internal_error", "never": "did not answer within 1 s"}
+            assert lines() == [
+                "The store-outage notice for U0001 in C0001 did not reach the person through the "
+                f"command's response_url: 127.0.0.1 {why[answer]}"
+            ]
+            assert took < 10, f"the notice's failure took {took:.1f} s to tell"
+            assert not [r for r in caplog.records if r.exc_info]  # a line, not a traceback
+            assert (await app.http.get("/healthz")).status_code == 503  # still serving
+            redis_server.start()
+    finally:
+        hole.stop()
 
 
 async def test_turn_workers_ride_out_a_redis_outage_and_take_jobs_again(

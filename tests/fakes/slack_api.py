@@ -4,7 +4,8 @@ The real `slack_sdk` clients (and Bolt's) talk to it through `base_url` (`DATATH
 It answers the methods datathread uses with real-shaped responses, including the two-step external
 file upload (`files.getUploadURLExternal` hands out an upload URL on this same server), and a channel's
 history of what was posted into it (`conversations.history`, metadata included when asked for).
-Switches let a test refuse streaming (`refuse_streaming`) or fail any method (`fail_methods`).
+Switches let a test refuse streaming (`refuse_streaming`), fail any method (`fail_methods`) or answer
+it with an HTTP error (`http_errors`).
 """
 
 from __future__ import annotations
@@ -50,6 +51,8 @@ class FakeSlackAPI:
         self.latency_s: dict[str, float] = {}  # method → seconds before it answers (a slow Slack)
         # method → which of its calls (1, 2, …) are refused with HTTP 429 and Retry-After: 1
         self.rate_limited: dict[str, set[int]] = {}
+        # method (or a response_url's path, "/response/…") → the HTTP error status it answers, in text
+        self.http_errors: dict[str, int] = {}
         self._seen: dict[str, int] = {}
         self.user_tz = "America/Los_Angeles"  # users.info's `tz` for everyone
         self.lock = threading.Lock()
@@ -219,6 +222,9 @@ class FakeSlackAPI:
                     return
                 with fake.lock:
                     fake.calls.append(Call(method=method, args=args, token=token))
+                if method in fake.http_errors:  # taken, and failed inside Slack
+                    self._send(fake.http_errors[method], b"internal_error", "text/plain")
+                    return
                 self._send(200, json.dumps(fake.respond(method, args)).encode())
 
         return Handler
