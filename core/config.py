@@ -7,7 +7,6 @@ environment. Defaults need no account: DuckDB demo data, local sandbox, SQLite s
 from __future__ import annotations
 
 from pathlib import Path
-from typing import get_args
 from urllib.parse import urlsplit
 
 from pydantic import (
@@ -19,10 +18,10 @@ from pydantic import (
     field_validator,
     model_validator,
 )
-from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from core.config_data import ModelSettings, WarehouseSettings
+from core.config_errors import describe_setting_error, is_secret
 from core.config_sandbox import SandboxSettings
 from core.config_types import (
     AppType,
@@ -40,12 +39,6 @@ LINK_SECRET_MIN = 32  # characters of DATATHREAD_LINK_SECRET (docs/TEAMS.md: "ra
 
 class ConfigError(RuntimeError):
     """A setting is missing or wrong; the message is one actionable sentence for a person."""
-
-
-def is_secret(field: FieldInfo) -> bool:
-    """A setting held as `SecretStr` (optional or not): stripped of surrounding space when read, and
-    never echoed in an error."""
-    return SecretStr in (field.annotation, *get_args(field.annotation))
 
 
 class Settings(SandboxSettings, WarehouseSettings, ModelSettings, BaseSettings):
@@ -321,7 +314,7 @@ def load_settings(**overrides: object) -> Settings:
     try:
         return Settings(**by_alias)  # type: ignore[arg-type]
     except ValidationError as exc:
-        raise ConfigError(describe_setting_error(exc.errors()[0])) from None
+        raise ConfigError(describe_setting_error(exc.errors()[0], Settings.model_fields)) from None
     except UnicodeDecodeError:  # a .env saved as UTF-16 (PowerShell's `>`) or Latin-1
         files = overrides.get("_env_file", Settings.model_config.get("env_file"))
         raise ConfigError(f"The settings file {files} is not UTF-8 text: save it as UTF-8.") from None
@@ -331,36 +324,6 @@ def load_settings(**overrides: object) -> Settings:
             f"The settings file {name} cannot be read ({(exc.strerror or str(exc)).lower()}): "
             "fix its permissions or move it away."
         ) from None
-
-
-HIDDEN_VALUES = ("REDIS_URL",)  # may carry a password: never echoed
-
-
-def _secret_names() -> set[str]:
-    """The variables of secret settings (SecretStr): a bad value of one is never echoed."""
-    return {
-        str(name)
-        for key, f in Settings.model_fields.items()
-        if is_secret(f)
-        for name in (key, *getattr(f.validation_alias, "choices", ()))
-    }
-
-
-def describe_setting_error(error: dict) -> str:
-    """One sentence naming the variable, its value (unless secret) and what is wrong with it."""
-    where = ".".join(str(p) for p in error.get("loc", ()))
-    field = Settings.model_fields.get(where)  # a default that fails is reported by field name
-    if field is not None and field.validation_alias is not None:
-        where = str(field.validation_alias.choices[0])
-    message = str(error.get("msg", "is invalid")).removeprefix("Value error, ").rstrip(".")
-    if not where:  # a rule across settings: its message names the variables itself
-        return f"{message}."
-    value = error.get("input")
-    hidden = where in HIDDEN_VALUES or where in _secret_names()
-    shown = f"={value}" if isinstance(value, str | int | float) and not hidden else ""
-    if error.get("type") == "value_error":
-        return f"{where}{shown} {message.removeprefix(repr(value) + ' ')}."
-    return f"Invalid setting {where}{shown}: {message}."
 
 
 PLACEHOLDER_KEY = (

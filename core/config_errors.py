@@ -1,0 +1,46 @@
+"""How a bad setting is said: one sentence naming the variable, its value unless it is a secret, and
+what is wrong with it — pydantic's own report is a paragraph of its internals."""
+
+from __future__ import annotations
+
+from typing import get_args
+
+from pydantic import SecretStr
+from pydantic.fields import FieldInfo
+
+
+def is_secret(field: FieldInfo) -> bool:
+    """A setting held as `SecretStr` (optional or not): stripped of surrounding space when read, and
+    never echoed in an error."""
+    return SecretStr in (field.annotation, *get_args(field.annotation))
+
+
+HIDDEN_VALUES = ("REDIS_URL",)  # may carry a password: never echoed
+
+
+def _secret_names(fields: dict[str, FieldInfo]) -> set[str]:
+    """The variables of secret settings (SecretStr): a bad value of one is never echoed."""
+    return {
+        str(name)
+        for key, f in fields.items()
+        if is_secret(f)
+        for name in (key, *getattr(f.validation_alias, "choices", ()))
+    }
+
+
+def describe_setting_error(error: dict, fields: dict[str, FieldInfo]) -> str:
+    """One sentence naming the variable, its value (unless secret) and what is wrong with it; `fields`
+    are the Settings model's."""
+    where = ".".join(str(p) for p in error.get("loc", ()))
+    field = fields.get(where)  # a default that fails is reported by field name
+    if field is not None and field.validation_alias is not None:
+        where = str(field.validation_alias.choices[0])
+    message = str(error.get("msg", "is invalid")).removeprefix("Value error, ").rstrip(".")
+    if not where:  # a rule across settings: its message names the variables itself
+        return f"{message}."
+    value = error.get("input")
+    hidden = where in HIDDEN_VALUES or where in _secret_names(fields)
+    shown = f"={value}" if isinstance(value, str | int | float) and not hidden else ""
+    if error.get("type") == "value_error":
+        return f"{where}{shown} {message.removeprefix(repr(value) + ' ')}."
+    return f"Invalid setting {where}{shown}: {message}."
