@@ -30,6 +30,7 @@ from core.config_types import (
     SlashCommand,
     TenantId,
     TimeZone,
+    check_existing_file,
     split_list,  # noqa: F401  (re-exported: settings modules read lists with it)
 )
 
@@ -264,6 +265,18 @@ class Settings(SandboxSettings, WarehouseSettings, ModelSettings, BaseSettings):
                 "characters (`openssl rand -hex 32` prints 64)"
             )
         return value
+
+    @model_validator(mode="after")
+    def _google_key(self) -> Settings:
+        """GOOGLE_APPLICATION_CREDENTIALS is checked only where datathread uses it (BigQuery, Vertex):
+        other Google tools read the same variable, and a stale one must not stop the DuckDB demo."""
+        key = self.google_application_credentials
+        if key is not None and (self.warehouse == "bigquery" or self.model_provider == "vertex"):
+            try:
+                self.google_application_credentials = check_existing_file(key)
+            except ValueError as exc:
+                raise ValueError(f"GOOGLE_APPLICATION_CREDENTIALS={key} {exc}") from None
+        return self
 
     @model_validator(mode="after")
     def _single_tenant_needs_tenant(self) -> Settings:

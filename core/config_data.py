@@ -6,6 +6,7 @@ module stays one screenful of one subject. Field order here is the order of docs
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Literal
 
 from pydantic import AliasChoices, BaseModel, Field, SecretStr
@@ -92,7 +93,7 @@ class WarehouseSettings(BaseModel):
     gcp_project: str | None = Field(
         None, validation_alias=_env("GCP_PROJECT"), description="BigQuery project queries run (and bill) in."
     )
-    google_application_credentials: ExistingFile | None = Field(
+    google_application_credentials: Path | None = Field(  # checked where used (Settings._google_key)
         None,
         validation_alias=_env("GOOGLE_APPLICATION_CREDENTIALS"),
         description="Path of a service-account JSON key file (or gcloud's or a federated credentials file).",

@@ -392,6 +392,23 @@ def test_a_settings_file_that_is_not_utf8_is_one_sentence(encoding, tmp_path, mo
         )
 
 
+def test_a_stale_google_key_stops_only_what_uses_it(tmp_path, monkeypatch):
+    """Other Google tools read GOOGLE_APPLICATION_CREDENTIALS too: a file gone or unreadable stopped
+    the DuckDB demo (and doctor) with a sentence about BigQuery credentials it does not use."""
+    monkeypatch.chdir(tmp_path)
+    gone = tmp_path / "old-key.json"
+    env = {"DATATHREAD_HOME": str(tmp_path / "home"), "GOOGLE_APPLICATION_CREDENTIALS": str(gone)}
+    result = CliRunner().invoke(app, ["audit"], env=env)
+    assert result.exit_code == 0 and "error" not in result.output, result.output
+    for more in (
+        {"DATATHREAD_WAREHOUSE": "bigquery", "GCP_PROJECT": "p"},
+        {"DATATHREAD_MODEL_PROVIDER": "vertex"},
+    ):
+        result = CliRunner().invoke(app, ["audit"], env={**env, **more})
+        assert result.exit_code == 2, result.output
+        assert one_sentence(result.output) == f"error: GOOGLE_APPLICATION_CREDENTIALS={gone} is not a file."
+
+
 def test_a_settings_file_that_cannot_be_read_is_one_sentence(tmp_path, monkeypatch):
     """A `.env` this user may not read (left by root, or mode 600 of another user) was a traceback from
     every command. Host root reads any file, so there the read fails another way (EIO)."""
