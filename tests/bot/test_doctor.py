@@ -205,6 +205,7 @@ def test_checks_and_the_sandbox_probe_run_at_the_same_time(tmp_path, monkeypatch
     for part in ("model", "session store", "s3"):
         assert "FAIL" in lines[part], (part, lines[part])
     assert "took too long" in lines["model"]
+    assert "bucket datalake:" in lines["s3"] and "5 s" not in lines["s3"], lines["s3"]  # its own timeout
     redis_at = env["REDIS_URL"].removeprefix("redis://")  # named, not "a check": which store, which host
     assert f"Redis at {redis_at} did not answer within 2 s." in lines["session store"], lines["session store"]
     assert all(hole.connections for hole in holes)  # each check really went out to its endpoint
