@@ -241,9 +241,14 @@ def slack(
     """Run the Slack app over Socket Mode."""
     if not socket:
         die("Use `datathread slack --socket`, or `datathread serve` for HTTP events.")
-    from bot.slack_socket import SlackUnreachable, run_socket_mode
+    from bot.slack_socket import SlackUnreachable, check_socket_settings, run_socket_mode
 
     settings = settings_or_exit()
+    try:  # a missing token or key is said first, not after the sandbox and the demo data are built
+        check_socket_settings(settings)
+        require_model(settings)
+    except ConfigError as exc:
+        die(str(exc))
     setup_log(settings, log_level)
     check_sandbox(settings)
     if problem := asyncio.run(_start_problem(settings)):

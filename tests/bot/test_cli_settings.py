@@ -392,6 +392,25 @@ def test_a_settings_file_that_is_not_utf8_is_one_sentence(encoding, tmp_path, mo
         )
 
 
+def test_slack_socket_without_its_tokens_says_so_before_building_anything(tmp_path, monkeypatch):
+    """In a fresh directory `slack --socket` without a token built the demo warehouse (35 s on a busy
+    host) and started the sandbox's checks before it said "Set SLACK_BOT_TOKEN"."""
+    monkeypatch.chdir(tmp_path)
+    home = tmp_path / "home"
+    key = {"ANTHROPIC_API_KEY": "sk-ant-test-000000"}
+    for env, sentence in (
+        (key, "error: Set SLACK_BOT_TOKEN (xoxb-…) to run the Slack app."),
+        (
+            {**key, "SLACK_BOT_TOKEN": "xoxb-1"},
+            "error: Set SLACK_APP_TOKEN (xapp-…, scope connections:write) for Socket Mode.",
+        ),
+        ({"SLACK_BOT_TOKEN": "xoxb-1", "SLACK_APP_TOKEN": "xapp-1"}, "error: No Claude API key"),
+    ):
+        result = CliRunner().invoke(app, ["slack", "--socket"], env={"DATATHREAD_HOME": str(home), **env})
+        assert result.exit_code == 2 and one_sentence(result.output).startswith(sentence), result.output
+        assert not (home / "warehouse").exists()
+
+
 def test_a_stale_google_key_stops_only_what_uses_it(tmp_path, monkeypatch):
     """Other Google tools read GOOGLE_APPLICATION_CREDENTIALS too: a file gone or unreadable stopped
     the DuckDB demo (and doctor) with a sentence about BigQuery credentials it does not use."""
