@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import io
 import os
+import re
 from collections.abc import Iterable, Iterator
 from difflib import get_close_matches
 from pathlib import Path
@@ -18,6 +19,7 @@ from pathlib import Path
 from core.config import Settings
 
 PREFIX = "DATATHREAD_"
+VARIABLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # Read by tests' fault-injection hooks (core/zygote.py, core/step_processes.py, core/isolation_backends.py)
 # and set by the hostile corpus (tests/core/hostile/corpus.py): never settings, never a user's typo.
 TEST_HOOK_PREFIX = "DATATHREAD_TEST_"
@@ -93,7 +95,8 @@ def unparsable_lines(env_file: object = Settings.model_config.get("env_file")) -
         f"{path} line {binding.original.line} is not NAME=value; it is ignored."
         for path, text in _env_texts(env_file)
         for binding in parse_stream(io.StringIO(text))
-        if binding.error
+        # `"OOPS=` is a binding to python-dotenv, of a name no program can read: a typo all the same
+        if binding.error or (binding.key is not None and not VARIABLE_NAME.fullmatch(binding.key))
     ]
 
 

@@ -118,3 +118,15 @@ def test_names_given_reads_the_dotenv_file_too(tmp_path, monkeypatch):
     assert "DATATHREAD_COMMENTED" not in names
     assert "DATATHREAD_ISOLATON" not in names_given(tmp_path / "absent.env")
     assert "DATATHREAD_ISOLATON" not in names_given(None)
+
+
+def test_a_line_that_sets_no_readable_name_is_named(tmp_path):
+    """`"oops=` is a binding to python-dotenv (of the name `"oops`, which no program can read): it was
+    ignored without a word, where `NAME value` was warned about."""
+    from core.config_names import unparsable_lines
+
+    env = tmp_path / ".env"
+    env.write_text('A=1\n"oops=\nNAME value\nexport B=2\nC.D=3\n')
+    assert unparsable_lines(str(env)) == [
+        f"{env} line {n} is not NAME=value; it is ignored." for n in (2, 3, 5)
+    ]
