@@ -146,7 +146,9 @@ class Analyst:
             await self._fail(outcome, emit, NOT_STARTED, message, log_level=logging.INFO)
             raise TurnStopped from None
         except (LockLost, LockTimeout, StoreUnavailable) as exc:
-            text, level, detail = store_failure(exc, surface=message.surface)
+            text, level, detail = store_failure(
+                exc, surface=message.surface, ran=outcome.stats.model_calls > 0
+            )
             await self._fail(outcome, emit, text, message, log_level=level, detail=detail)
         except Exception as exc:  # the last line of defence: a short message, never a traceback
             await self._fail(
@@ -189,6 +191,7 @@ class Analyst:
         state = TurnState(turn_id=outcome.turn_id, messages=[*prior, {"role": "user", "content": question}])
         ctx = self._tool_context(message, session_id, outcome.turn_id, confirm)
         error = await self._drive(state, ctx, message, outcome, emit)
+        outcome.stats = state.stats()  # what ran, for the failure's words if saving it fails
         if held.lost:  # another turn may have saved this session meanwhile: never overwrite it
             raise LockLost(session_id)
         await self._settle(state, message, outcome, emit, started, error, example)

@@ -40,8 +40,11 @@ async def turn_lock(
         yield held
 
 
-def store_failure(exc: LockLost | LockTimeout | StoreUnavailable, *, surface: str) -> tuple[str, int, str]:
-    """The sentence, log level and unshown detail for a turn the session store could not carry. Why
+def store_failure(
+    exc: LockLost | LockTimeout | StoreUnavailable, *, surface: str, ran: bool = False
+) -> tuple[str, int, str]:
+    """The sentence, log level and unshown detail for a turn the session store could not carry (`ran`:
+    after the model answered, whose text a thread may show already: then it was not saved). Why
     the store failed (Redis host:port, the SQLite folder) is for whoever runs datathread: said at the
     terminal, which is theirs, but only logged for a chat thread, where everyone in the channel would
     read it: returned as the detail, for the turn's failure line, which carries the error id the
@@ -59,8 +62,13 @@ def store_failure(exc: LockLost | LockTimeout | StoreUnavailable, *, surface: st
             "",
         )
     why, detail = (f" ({exc})", "") if surface == "terminal" else ("", str(exc))
+    what = (
+        ", so this answer was not saved; please try again"
+        if ran
+        else ". Nothing was changed; please try again"
+    )
     return (
-        f"I can't use my session store right now{why}. Nothing was changed; please try again shortly.",
+        f"I can't use my session store right now{why}{what} shortly.",
         logging.ERROR,
         detail,
     )

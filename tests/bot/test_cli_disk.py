@@ -81,6 +81,7 @@ def test_a_turn_that_cannot_be_saved_fails_in_a_sentence_and_the_session_goes_on
         f"error: I can't use my session store right now (The session database in {home} cannot be written:"
         in said
     )
+    assert ", so this answer was not saved; please try again shortly." in said  # it ran
 
     fake_model.enqueue(text("Still here."))
     again = run(["ask", "and now?", "--session", "full"], home, env=env)

@@ -117,6 +117,7 @@ async def test_a_store_failing_mid_turn_shows_the_thread_the_error_id_of_the_lin
             await until(lambda: said(api, "error id") > 0, timeout=30)
         (shown,) = [m for m in api.shown() if "error id" in m]
         assert "session store" in shown and "127.0.0.1" not in shown
+        assert "this answer was not saved" in shown and "Nothing was changed" not in shown  # it had run
         (error_id,) = re.findall(r"error id `([0-9a-f]{8})`", shown)
         reason = f"Redis at 127.0.0.1:{redis_server.port}"
         told = [r.getMessage() for r in caplog.records if reason in r.getMessage()]
