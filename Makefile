@@ -59,6 +59,7 @@ PYTEST_WORKERS ?= 3
 PYTEST_ARGS ?=
 test: setup lint
 	@command -v redis-server >/dev/null || $(MAKE) --no-print-directory redis-server
+	env -u PYTHONDONTWRITEBYTECODE $(VENV)/bin/python -m pytest -q -p no:cacheprovider -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=10 $(PYTEST_ARGS) tests
 
 # Only root (or passwordless sudo) can install it; anyone else is told how, in one sentence.
 redis-server:
@@ -67,7 +68,6 @@ redis-server:
 	echo "redis-server missing: installing it"; \
 	($$as apt-get update -qq && $$as apt-get install -y -qq redis-server) >/dev/null 2>&1 || { \
 		echo "error: could not install redis-server with apt-get; install it, then run make test again." >&2; exit 2; }
-	env -u PYTHONDONTWRITEBYTECODE $(VENV)/bin/python -m pytest -q -p no:cacheprovider -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=10 $(PYTEST_ARGS) tests
 
 bench: setup
 	$(VENV)/bin/python -m bench
