@@ -193,7 +193,9 @@ def make_home(root: Path) -> Path:
 
 
 def bench_settings(home: Path, model_url: str, **overrides: object):
-    """Settings that can only reach the loopback fakes; rate limits off (load is the point here)."""
+    """Settings that can only reach the loopback fakes; rate limits off (load is the point here); turns
+    in process (the Slack harness serves the app in the bench's event loop and drains its LocalRunner:
+    with the default worker processes, `bench turn` failed there after its core half, 48 s in)."""
     from core.config import load_settings
 
     values: dict = {
@@ -209,6 +211,7 @@ def bench_settings(home: Path, model_url: str, **overrides: object):
         "channel_turns_per_hour": 0,
         "slack_bot_token": None,
         "slack_signing_secret": None,
+        "turn_workers": 0,
     }
     values.update(overrides)
     return load_settings(**values)

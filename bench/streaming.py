@@ -32,7 +32,7 @@ async def _turns(repeats: int) -> list[tuple[float, float, int]]:
     with temp_dir("streaming") as tmp:
         fake, api = FakeAnthropic(token_delay_s=TOKEN_DELAY_S).start(), recording_slack()
         try:
-            settings = bench_settings(make_home(tmp), fake.url, turn_workers=0)
+            settings = bench_settings(make_home(tmp), fake.url)
             async with serve(settings, api) as h:
                 for n in range(repeats + 1):
                     api.clear()
