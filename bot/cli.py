@@ -22,12 +22,12 @@ from bot.cli_common import (
     check_sandbox,
     die,
     err,
+    log_level_option,
     settings_or_exit,
     setup_log,
     writing,
 )
 from bot.cli_schedule import app as schedule_app
-from bot.log_setup import LOG_LEVEL_HELP, parse_level
 from core.config import ConfigError, Settings, require_model
 
 if TYPE_CHECKING:
@@ -39,10 +39,6 @@ app.add_typer(schedule_app, name="schedule")
 class AuditFormat(StrEnum):
     jsonl = "jsonl"
     csv = "csv"
-
-
-def _log_level_option(default: str | None = None):
-    return typer.Option(default, "--log-level", callback=parse_level, help=LOG_LEVEL_HELP)
 
 
 async def _analyst(settings: Settings):
@@ -69,7 +65,7 @@ def chat(
     session: str = typer.Option(
         None, "--session", help="Resume this session (its key or id); a new name starts one under that name."
     ),
-    log_level: str = _log_level_option(),
+    log_level: str = log_level_option(),
 ) -> None:
     """Talk to datathread in the terminal (one session; --session ID resumes one). `help` lists what it can do."""
     from bot.terminal_chat import run_chat
@@ -87,7 +83,7 @@ def ask(
         "--session",
         help="Continue this session (its key or id); a new name starts one under that name.",
     ),
-    log_level: str = _log_level_option(),
+    log_level: str = log_level_option(),
 ) -> None:
     """One turn: print the answer and the paths of attached files. Exit 1 if the turn fails."""
     if not question.strip():  # it printed chat's help, with chat's keys, and exit code 0
@@ -174,7 +170,7 @@ def doctor() -> None:
 def serve(
     host: str = typer.Option("127.0.0.1", "--host"),
     port: int = typer.Option(3000, "--port", min=0, max=65535),
-    log_level: str = _log_level_option("INFO"),
+    log_level: str = log_level_option("INFO"),
 ) -> None:
     """Serve Slack (/slack/events), Teams (/api/messages) and /healthz over HTTP."""
     from bot import slack_app, teams_auth
@@ -236,7 +232,7 @@ async def _start_problem(settings: Settings, *, slack_token: bool = False) -> st
 @app.command()
 def slack(
     socket: bool = typer.Option(False, "--socket", help="Use Socket Mode (no public URL needed)."),
-    log_level: str = _log_level_option(),
+    log_level: str = log_level_option(),
 ) -> None:
     """Run the Slack app over Socket Mode."""
     if not socket:

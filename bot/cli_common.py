@@ -14,7 +14,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from bot.log_setup import setup_logging
+from bot.log_setup import LOG_LEVEL_HELP, parse_level, setup_logging
 from core.config import ConfigError, Settings, load_settings
 from core.config_names import names_given, unknown_setting_warnings, unparsable_lines
 from core.config_types import check_writable_dir
@@ -65,6 +65,13 @@ def main(
     ),
 ) -> None:
     """datathread — answers data questions in Slack, Teams and the terminal."""
+
+
+def log_level_option(default: str | None = None):
+    """`--log-level` for every command that takes one, defined once: a level in any case (`info`), or a
+    usage error naming the choices. A copy without the callback (`eval`'s) passed `info` through to the
+    logging set-up, which failed with a TypeError (and `bogus` with an AttributeError)."""
+    return typer.Option(default, "--log-level", callback=parse_level, help=LOG_LEVEL_HELP)
 
 
 def setup_log(settings: Settings, level: str | None = None) -> None:

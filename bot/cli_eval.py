@@ -16,7 +16,15 @@ from typing import TYPE_CHECKING
 import typer
 from rich.console import Console
 
-from bot.cli_common import app, check_output_file, die, settings_or_exit, setup_log, writing
+from bot.cli_common import (
+    app,
+    check_output_file,
+    die,
+    log_level_option,
+    settings_or_exit,
+    setup_log,
+    writing,
+)
 from core.config import ConfigError, Settings, require_model
 from core.events import ModelFault
 
@@ -50,7 +58,7 @@ def eval_command(
     resume: bool = typer.Option(False, "--resume", help="Skip questions already scored in --output."),
     only: list[str] = typer.Option(None, "--only", help="Run only this question id (repeatable)."),
     timeout: float = typer.Option(600.0, "--timeout", min=1.0, help="Seconds one question may take."),
-    log_level: str = typer.Option("ERROR", "--log-level"),
+    log_level: str = log_level_option("ERROR"),
 ) -> None:
     """Run an evaluation suite through the bot and report execution accuracy, cost and latency."""
     from core.eval_report import load_done

@@ -17,8 +17,7 @@ from typing import TYPE_CHECKING, TypeVar
 import typer
 from rich.console import Console
 
-from bot.cli_common import check_sandbox, die, settings_or_exit, setup_log
-from bot.log_setup import LOG_LEVEL_HELP, parse_level
+from bot.cli_common import check_sandbox, die, log_level_option, settings_or_exit, setup_log
 
 if TYPE_CHECKING:  # imported when a command runs: `datathread --help` need not load the core
     from core.config import Settings
@@ -162,7 +161,7 @@ def remove(schedule_id: str = typer.Argument(..., metavar="ID")) -> None:
 @app.command("run-now")
 def run_now(
     schedule_id: str = typer.Argument(..., metavar="ID"),
-    log_level: str = typer.Option(None, "--log-level", callback=parse_level, help=LOG_LEVEL_HELP),
+    log_level: str = log_level_option(),
 ) -> None:
     """Run one occurrence now and post it where the schedule says; exit 1 if the run failed."""
     from bot.schedule_jobs import run_once

@@ -8,10 +8,13 @@ import os
 import subprocess
 import sys
 
+import click
 import pytest
+import typer.main
 from typer.testing import CliRunner
 
 from bot.cli import app
+from bot.log_setup import LOG_LEVEL_HELP, parse_level
 from core.config import load_settings
 from core.config_types import HOME_PARTS
 from tests.fakes.anthropic_api import text
@@ -312,15 +315,52 @@ def test_audit_format_accepts_only_supported_values(tmp_path, monkeypatch):
     assert result.output.splitlines()[0].startswith("turn_id,")
 
 
-@pytest.mark.parametrize("command", [["ask", "hi"], ["chat"], ["serve"], ["slack", "--socket"]])
-def test_log_level_is_documented_and_checked(command, tmp_path, monkeypatch):
+# Every command with --log-level, and arguments that take it to the command's first sentence.
+LOG_LEVEL_COMMANDS = {
+    "ask": ["ask", "hi"],
+    "chat": ["chat"],
+    "serve": ["serve"],
+    "slack": ["slack", "--socket"],
+    "eval": ["eval", "--demo"],
+    "schedule run-now": ["schedule", "run-now", "nope"],
+}
+
+
+def log_level_options() -> dict[str, click.Parameter]:
+    """The --log-level option of every command of the app, by command path."""
+
+    def walk(command: click.Command, path: list[str]):
+        for sub_name, sub in getattr(command, "commands", {}).items():
+            yield from walk(sub, [*path, sub_name])
+        for param in command.params:
+            if "--log-level" in param.opts:
+                yield " ".join(path), param
+
+    return dict(walk(typer.main.get_command(app), []))
+
+
+def test_every_log_level_is_the_one_definition():
+    """`eval` had a copy without the callback: `--log-level info` was a TypeError, `bogus` an AttributeError."""
+    options = log_level_options()
+    assert set(options) == set(LOG_LEVEL_COMMANDS)
+    for name, option in options.items():
+        callback = getattr(option.callback, "__wrapped__", None)  # typer wraps it (functools.update_wrapper)
+        assert callback is parse_level and option.help == LOG_LEVEL_HELP, name
+
+
+@pytest.mark.parametrize("name", sorted(LOG_LEVEL_COMMANDS))
+def test_log_level_is_documented_and_checked(name, tmp_path, monkeypatch):
+    command = LOG_LEVEL_COMMANDS[name]
     monkeypatch.chdir(tmp_path)
-    help_text = CliRunner().invoke(app, [*command[:1], "--help"], env={"COLUMNS": "200"}).output
+    help_text = CliRunner().invoke(app, [*name.split(), "--help"], env={"COLUMNS": "200"}).output
     assert "--log-level" in help_text and "DEBUG" in help_text and "datathread.log" in help_text
-    result = CliRunner().invoke(
-        app, [*command, "--log-level", "LOUD"], env={"DATATHREAD_HOME": str(tmp_path)}
-    )
-    assert result.exit_code == 2 and "LOUD" in result.output
+    env = {"DATATHREAD_HOME": str(tmp_path / "home"), "ANTHROPIC_API_KEY": None, "COLUMNS": "200"}
+    result = CliRunner().invoke(app, [*command, "--log-level", "LOUD"], env=env)
+    assert result.exit_code == 2 and "'LOUD' is not one of DEBUG, INFO, WARNING, ERROR" in result.output
+    # Any case: the command goes on to its own sentence (no key, no such schedule), not a traceback.
+    result = CliRunner().invoke(app, [*command, "--log-level", "info"], env=env, input="")
+    assert result.exit_code == 2, result.output
+    assert one_sentence(result.output).startswith("error: ")
 
 
 def test_home_under_a_directory_this_user_cannot_search(tmp_path):
