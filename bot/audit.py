@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from core.config import Settings
 from core.csv_cells import neutralise_cell
 from core.redact import Redactor
-from core.sessions import open_store
+from core.sessions import open_store, resolve_session_id
 
 CSV_FIELDS = (
     "turn_id",
@@ -94,8 +94,6 @@ async def print_audit(
     try:
         since = time.time() - since_hours * 3600 if since_hours else None
         if session:  # a full session id or a terminal `--session` key
-            from core.thread import resolve_session_id
-
             session = await resolve_session_id(store, session)
         turns = await store.list_turns(
             session_id=session, user_id=user, channel_id=channel, since=since, limit=limit

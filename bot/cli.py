@@ -173,23 +173,31 @@ def serve(
     log_level: str = log_level_option("INFO"),
 ) -> None:
     """Serve Slack (/slack/events), Teams (/api/messages) and /healthz over HTTP."""
-    from bot import slack_app, teams_auth
     from bot.serve_process import listen_problem
+
+    settings = settings_or_exit()
+    settings.isolation = settings.isolation or "strict"  # a shared service refuses unisolated steps
+    # What a user can get wrong and this process can check at once, before seconds of imports (Slack,
+    # Teams, the core) and the app's start-up: a missing key, a port in use, a host not of this machine.
+    try:
+        require_model(settings)
+    except ConfigError as exc:
+        die(str(exc))
+    if problem := listen_problem(host, port):
+        die(problem)
+    check_sandbox(settings)  # a back end this host lacks: one sentence now, not a worker's traceback
+    from bot import slack_app, teams_auth
     from bot.serve_process import serve as run_server
     from bot.server import create_app, hurry, stopping
 
-    settings = settings_or_exit()
     if problem := slack_app.half_configured(settings) or teams_auth.half_configured(settings):
         die(problem)
-    settings.isolation = settings.isolation or "strict"  # a shared service refuses unisolated steps
     setup_log(settings, log_level)
-    try:  # no model key or a bad Teams setting: one sentence, not a traceback
-        require_model(settings)
+    try:  # a bad Teams setting: one sentence, not a traceback
         asgi = create_app(settings, freeze_heap=True)
     except ConfigError as exc:
         die(str(exc))
-    check_sandbox(settings)  # a back end this host lacks: one sentence now, not a worker's traceback
-    if problem := listen_problem(host, port) or asyncio.run(_start_problem(settings, slack_token=True)):
+    if problem := asyncio.run(_start_problem(settings, slack_token=True)):
         die(problem)
     run_server(
         asgi,

@@ -19,6 +19,7 @@ from rich.console import Console
 from bot.cli_common import (
     app,
     check_output_file,
+    check_sandbox,
     die,
     log_level_option,
     settings_or_exit,
@@ -88,6 +89,11 @@ def eval_command(
         die(
             f"--demo is written for the demo DuckDB warehouse, not {settings.warehouse}: give a suite of your own."
         )
+    try:  # before any import of the core, the sandbox's start or the demo warehouse's build (seconds)
+        require_model(settings)
+    except ConfigError as exc:
+        die(str(exc))
+    check_sandbox(settings)
     setup_log(settings, log_level)
     report = asyncio.run(_run(settings, suite, path, done, output, concurrency, timeout))
     if report.stopped_by:  # no table, no Markdown: an accuracy the bot never had a chance at
@@ -144,7 +150,6 @@ async def _run(
     from core.sessions import StoreUnavailable
 
     try:
-        require_model(settings)
         parts = await build_parts(settings)
     except (ConfigError, StoreUnavailable) as exc:
         die(str(exc))

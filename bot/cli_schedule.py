@@ -164,7 +164,6 @@ def run_now(
     log_level: str = log_level_option(),
 ) -> None:
     """Run one occurrence now and post it where the schedule says; exit 1 if the run failed."""
-    from bot.schedule_jobs import run_once
     from core.config import ConfigError, require_model
     from core.schedules import ScheduleError, UnknownSchedule
     from core.sessions import StoreUnavailable
@@ -180,6 +179,8 @@ def run_now(
     if problem := poster_problem(settings, schedule.surface):
         _fail(problem)
     check_sandbox(settings)
+    from bot.schedule_jobs import run_once  # the Slack, Teams and core stack: seconds, after the checks
+
     try:
         result = asyncio.run(run_once(settings, schedule_id))
     except (ScheduleError, UnknownSchedule, StoreUnavailable) as exc:

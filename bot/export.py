@@ -18,9 +18,8 @@ from rich.markup import escape
 from bot.cli_common import check_output_file, writing
 from core.config import Settings
 from core.config_types import check_writable_dir
-from core.notebook import NothingToExport
-from core.sandbox_factory import open_threads
-from core.sessions import StoreUnavailable
+from core.sessions import StoreUnavailable, open_store, resolve_session_id
+from core.turn_records import NothingToExport
 
 STDOUT = Path("-")
 _FILE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,100}")  # a key that is a plain file name as it is
@@ -55,8 +54,10 @@ async def export_session(
     for the key `chat` printed (`sales.ipynb`, not the 27-character id it stands for), else `<session
     id>.ipynb`. A missing session or store ends the command with one sentence and exit code 1."""
     try:
+        resolved = await recorded_session(settings, session_id)
+        from core.sandbox_factory import open_threads  # the notebook and core stacks: seconds of imports
+
         async with open_threads(settings) as threads:
-            resolved = await threads.resolve_session_id(session_id)
             data = await threads.export_notebook(resolved)
     except (NothingToExport, StoreUnavailable) as exc:
         _fail(str(exc).strip("'\""))
@@ -72,6 +73,19 @@ async def export_session(
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_bytes(data)
     return target
+
+
+async def recorded_session(settings: Settings, given: str) -> str:
+    """The session id `given` names, once the store shows turns recorded under it (else NothingToExport):
+    asked of the store alone, so a mistyped id is said before seconds of imports, not after them."""
+    store = await open_store(settings)
+    try:
+        resolved = await resolve_session_id(store, given)
+        if not await store.list_turns(session_id=resolved, limit=1):
+            raise NothingToExport(resolved)
+    finally:
+        await store.close()
+    return resolved
 
 
 def _ours_to_replace(target: Path, session_id: str) -> bool:

@@ -24,6 +24,7 @@ from core.config import Settings
 from core.notebook_safety import step_hazard
 from core.redact import Redactor
 from core.steps import safe_file_stem
+from core.turn_records import NothingToExport
 
 REVIEW_WARNING = (
     "> **⚠️ Review every cell before you run it.** The code below was written by an AI model during a "
@@ -348,17 +349,13 @@ def _chart_owners(turns: list[dict], chart_bytes: dict[str, bytes]) -> dict[str,
 # --- from a session --------------------------------------------------------------------------
 
 
-class NothingToExport(LookupError):
-    """The session has no recorded turns; the message is one sentence for a person."""
-
-
 async def session_notebook(
     *, store: Any, sandbox: Any, settings: Settings, session_id: str, default_dataset: str | None = None
 ) -> bytes:
     """The .ipynb bytes of a session, from any store and sandbox (the CLI needs no model or Analyst)."""
     turns = await store.list_turns(session_id=session_id)
     if not turns:
-        raise NothingToExport(f"Session {session_id} has no recorded questions to export.")
+        raise NothingToExport(session_id)
     turns = Redactor(settings.secret_values()).data(turns)  # records are redacted; this makes sure
     charts: dict[str, bytes] = {}
     for path in chart_paths(turns):

@@ -12,6 +12,7 @@ from contextlib import AbstractAsyncContextManager
 from typing import Protocol
 
 from core.config import Settings
+from core.sandbox import is_valid_session_id
 from core.store_base import HISTORY_VERSION, HeldLock, LockLost, LockTimeout, StoreUnavailable
 
 # What the store implementations share lives in core/store_base.py (so they never import this module,
@@ -116,3 +117,17 @@ async def open_store(settings: Settings) -> SessionStore:
         )
     await store.ping()
     return store
+
+
+async def resolve_session_id(store: SessionStore, given: str) -> str:
+    """The session id `given` names: an id the store holds turns under (a full session id, or a schedule's
+    `schedule:ID` that `audit` prints), else the terminal session of that `--session` key (`datathread
+    chat`/`ask` print the key), so either works wherever an id is asked. Over the store alone: `export`
+    and `audit --session` look a session up before they import the notebook and core stacks."""
+    if await store.list_turns(session_id=given, limit=1):
+        return given
+    valid = is_valid_session_id(given)
+    terminal = session_id_for("terminal", (given,))
+    if not valid or await store.list_turns(session_id=terminal, limit=1):
+        return terminal
+    return given

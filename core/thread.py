@@ -24,7 +24,7 @@ from core.notebook import NothingToExport, session_notebook
 from core.sandbox import is_valid_session_id
 from core.schedules import Clock, utc_now
 from core.schedules_store import ScheduleBook
-from core.sessions import SessionStore, StoreUnavailable, session_id_for
+from core.sessions import SessionStore, StoreUnavailable, resolve_session_id, session_id_for
 from core.verified import VerifiedLibrary
 from core.warehouse import Warehouse
 
@@ -275,19 +275,6 @@ class Threads:
     def schedules(self, *, clock: Clock = utc_now) -> ScheduleBook:
         """The schedule book over this store."""
         return ScheduleBook.from_settings(self._store, self.settings, clock=clock)
-
-
-async def resolve_session_id(store: SessionStore, given: str) -> str:
-    """The session id `given` names: an id the store holds turns under (a full session id, or a schedule's
-    `schedule:ID` that `audit` prints), else the terminal session of that `--session` key (`datathread
-    chat`/`ask` print the key), so either works wherever an id is asked."""
-    if await store.list_turns(session_id=given, limit=1):
-        return given
-    valid = is_valid_session_id(given)
-    terminal = session_id_for("terminal", (given,))
-    if not valid or await store.list_turns(session_id=terminal, limit=1):
-        return terminal
-    return given
 
 
 def _pointer_id(surface: str, base: tuple[str, ...]) -> str:

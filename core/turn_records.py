@@ -37,6 +37,14 @@ def turn_record(message: IncomingMessage, outcome: TurnOutcome, started: float, 
     }
 
 
+class NothingToExport(LookupError):
+    """The session has no recorded turns; the message is one sentence for a person. Beside the records,
+    not in core/notebook.py, so `datathread export` can say it before importing the notebook stack."""
+
+    def __init__(self, session_id: str):
+        super().__init__(f"Session {session_id} has no recorded questions to export.")
+
+
 def is_model_error(exc: Exception) -> bool:
     """An error of the model API (after the SDK's retries), as opposed to a bug of ours."""
     import anthropic

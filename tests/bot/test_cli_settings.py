@@ -261,7 +261,7 @@ def test_serve_refuses_half_a_slack_or_teams_setup_at_start(given, missing, tmp_
     app id: /api/messages in loopback-only mode); now `serve` says which is missing before it listens."""
     monkeypatch.chdir(tmp_path)
     env = {"ANTHROPIC_API_KEY": "sk-ant-test-000000", "DATATHREAD_HOME": str(tmp_path / "home"), **given}
-    result = CliRunner().invoke(app, ["serve", "--port", "1"], env=env)
+    result = CliRunner().invoke(app, ["serve", "--port", "0"], env=env)
     line = one_sentence(result.output)
     assert result.exit_code == 2 and f"but {missing} is not" in line, line
 

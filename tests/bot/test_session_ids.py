@@ -7,9 +7,8 @@ import time
 
 import pytest
 
-from core.sessions import session_id_for
+from core.sessions import resolve_session_id, session_id_for
 from core.store_sqlite import SqliteStore
-from core.thread import resolve_session_id
 
 SLACK_ID = session_id_for("slack", ("T1", "C1", "1.0"))
 KEYED = session_id_for("terminal", ("abc",))
