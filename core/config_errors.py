@@ -3,6 +3,7 @@ what is wrong with it — pydantic's own report is a paragraph of its internals.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import get_args
 
 from pydantic import SecretStr
@@ -40,7 +41,9 @@ def describe_setting_error(error: dict, fields: dict[str, FieldInfo]) -> str:
         return f"{message}."
     value = error.get("input")
     hidden = where in HIDDEN_VALUES or where in _secret_names(fields)
-    shown = f"={value}" if isinstance(value, str | int | float) and not hidden else ""
+    shown = f"={value}" if isinstance(value, str | int | float | Path) and not hidden else ""
+    if shown and field is not None and value == field.default:  # not set: which value failed, and why
+        shown = f" (default {value if not isinstance(value, Path) or value.is_absolute() else f'./{value}'})"
     if error.get("type") == "value_error":
         return f"{where}{shown} {message.removeprefix(repr(value) + ' ')}."
     return f"Invalid setting {where}{shown}: {message}."

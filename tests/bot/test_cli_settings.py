@@ -188,6 +188,30 @@ def test_home_not_writable_by_this_user(tmp_path):
     assert not (parent / "home").exists()
 
 
+def test_the_default_home_not_writable_is_named_by_its_path(tmp_path):
+    """No DATATHREAD_HOME, and ./.datathread is another user's: the sentence said only "DATATHREAD_HOME
+    is not writable by this user", leaving a newcomer who never set it to guess which folder that is."""
+    home = tmp_path / ".datathread"
+    home.mkdir(mode=0o755)
+    prefix = closed_to_this_user(home, 0o555)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC", "DATATHREAD"))}
+    env |= {"ANTHROPIC_API_KEY": "sk-ant-test-000000"}
+    try:
+        result = subprocess.run(
+            [*prefix, DATATHREAD, "ask", "hi"],
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=tmp_path,
+            timeout=60,
+        )
+    finally:
+        home.chmod(0o755)
+    assert result.returncode == 2, result.stderr
+    line = one_sentence(result.stderr)
+    assert line == "error: DATATHREAD_HOME (default ./.datathread) is not writable by this user.", line
+
+
 @pytest.mark.parametrize("part", HOME_PARTS)
 def test_a_part_of_home_another_user_made_is_one_sentence(part, tmp_path):
     """`sudo datathread chat` once, then an ordinary run: `logs/`, `warehouse/`… belong to root. That

@@ -149,7 +149,9 @@ def test_a_bad_default_home_is_named_by_its_variable(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("DATATHREAD_HOME", raising=False)
     (tmp_path / ".datathread").write_text("a file where the default home would be")
-    with pytest.raises(ConfigError, match=r"^DATATHREAD_HOME exists and is not a directory\.$"):
+    with pytest.raises(
+        ConfigError, match=r"^DATATHREAD_HOME \(default \./\.datathread\) exists and is not a directory\.$"
+    ):
         load_settings(_env_file=None)
 
 
