@@ -37,7 +37,7 @@ if TYPE_CHECKING:  # imported where used: every other command starts without YAM
 
 err = Console(stderr=True, soft_wrap=True)
 
-# Completes "questions in a row failed because …" when a model fault stops the run.
+# Completes "Stopped after N questions failed because …" when a model fault stops the run.
 FAULT_CAUSES = {
     ModelFault.UNREACHABLE: "the Claude API could not be reached",
     ModelFault.NO_REPLY: "the Claude API did not answer in time",
@@ -108,12 +108,15 @@ def eval_command(
 
 
 def stopped_sentence(report: EvalReport, output: Path | None) -> str:
-    """Why the run stopped and what to do, in one sentence (the JSON report keeps what was asked)."""
-    from core.eval_runner import STOP_AFTER
+    """Why the run stopped and what to do, in one sentence (the JSON report keeps what was asked).
 
+    The count is of the failures printed above it, not the streak that stopped the run (STOP_AFTER):
+    the questions already running when the streak is seen finish too, so with `--concurrency 4` a
+    rejected key printed six failures, then "Stopped after 3 questions in a row failed"."""
+    failed = sum(q.fault == report.stopped_by for q in report.questions)
     resume = f", then `--resume` from {output}" if output else ""
     return (
-        f"Stopped after {STOP_AFTER} questions in a row failed because {FAULT_CAUSES[report.stopped_by]}: "
+        f"Stopped after {failed} questions failed because {FAULT_CAUSES[report.stopped_by]}: "
         f"check the model settings with `datathread doctor`{resume}."
     )
 
