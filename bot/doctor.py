@@ -77,5 +77,7 @@ def start_protections_probe(settings: Settings) -> Awaitable[dict[str, str]]:
     from core.sandbox_preview import start_preview
     from core.secret_files import secret_files
 
-    masked = [str(Path(m).resolve()) for m in secret_files(settings)]
+    # Each step masks the secret files there when it starts (core/isolation_root.py): listing a .env
+    # that does not exist read as if the checkout had one, holding secrets.
+    masked = [str(Path(m).resolve()) for m in secret_files(settings) if Path(m).is_file()]
     return start_preview(settings.isolation or "best", masked=masked, timeout_s=SAFETY_TIMEOUT_S)
