@@ -41,15 +41,19 @@ class AuditFormat(StrEnum):
     csv = "csv"
 
 
-async def _analyst(settings: Settings):
+async def _analyst(settings: Settings, *, no_model: str = ""):
+    """The core for `chat` and `ask`; with `no_model` (why there is none), for answers without the model."""
     try:
-        require_model(settings)
+        if not no_model:
+            require_model(settings)
         check_sandbox(settings)
         from core.analyst import Analyst  # after the checks: a missing key is told without 2 s of imports
+        from core.model import NoModel
 
         # The fork server starts with the first step: a rejected key or a question without steps
         # answers without waiting for it (about 2 s of start-up and imports).
-        return await Analyst.create(settings, start_sandbox=False)
+        model = NoModel(no_model) if no_model else None
+        return await Analyst.create(settings, model=model, start_sandbox=False)
     except ConfigError as exc:
         die(str(exc))
     except Exception as exc:  # a part failed to start: one sentence, not a traceback
@@ -89,6 +93,7 @@ def ask(
     if not question.strip():  # it printed chat's help, with chat's keys, and exit code 0
         die('The question is empty: ask one, e.g. datathread ask "How many flights left JFK in 2013?"')
     settings = settings_or_exit()
+    no_model = _without_model(settings, question)
     setup_log(settings, log_level)
     from bot.terminal import WaitingStatus
     from bot.terminal_chat import run_interruptibly
@@ -100,7 +105,7 @@ def ask(
     answered: list[bool] = []
 
     async def one_turn() -> None:
-        answered.append(await _ask(settings, question, key, status))
+        answered.append(await _ask(settings, question, key, status, no_model=no_model))
 
     with asyncio.Runner() as runner:
         try:
@@ -115,14 +120,30 @@ def ask(
     raise typer.Exit(0 if answered[0] else 1)
 
 
-async def _ask(settings: Settings, question: str, session: list[str], status: WaitingStatus) -> bool:
+def _without_model(settings: Settings, question: str) -> str:
+    """'' when the model is configured; else why not, for `help` (answered without the model, as in
+    chat, so it needs no key); any other question ends here with that sentence, before the core loads."""
+    try:
+        require_model(settings)
+        return ""
+    except ConfigError as exc:
+        from core.help import is_local
+
+        if not is_local(question):
+            die(str(exc))
+        return str(exc)
+
+
+async def _ask(
+    settings: Settings, question: str, session: list[str], status: WaitingStatus, *, no_model: str = ""
+) -> bool:
     """One turn in the session `session[0]` names (a new one when empty); sets `session[0]` to its key."""
     from bot.terminal import FAULT_HINT, format_footer, printable
     from bot.terminal_chat import session_key
     from bot.terminal_images import save_for_user
     from core.events import IncomingMessage
 
-    analyst = await _analyst(settings)
+    analyst = await _analyst(settings, no_model=no_model)
     try:
         key = await session_key(analyst, settings, session[0] or None, err.print)
         session[0] = key[0]
@@ -168,8 +189,8 @@ def doctor() -> None:
 
 @app.command()
 def serve(
-    host: str = typer.Option("127.0.0.1", "--host"),
-    port: int = typer.Option(3000, "--port", min=0, max=65535),
+    host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on (0.0.0.0: every interface)."),
+    port: int = typer.Option(3000, "--port", min=0, max=65535, help="Port to listen on."),
     log_level: str = log_level_option("INFO"),
 ) -> None:
     """Serve Slack (/slack/events), Teams (/api/messages) and /healthz over HTTP."""
@@ -269,12 +290,16 @@ def slack(
 
 @app.command()
 def audit(
-    session: str = typer.Option(None, "--session"),
-    user: str = typer.Option(None, "--user"),
-    channel: str = typer.Option(None, "--channel"),
+    session: str = typer.Option(
+        None, "--session", help="Only this session: its id (as listed here) or a chat/ask --session key."
+    ),
+    user: str = typer.Option(
+        None, "--user", help="Only turns of this user id, as listed here (Slack U…; local in the terminal)."
+    ),
+    channel: str = typer.Option(None, "--channel", help="Only turns of this channel or conversation id."),
     since_hours: float = typer.Option(None, "--since-hours", help="Only turns of the last N hours."),
     fmt: AuditFormat = typer.Option(AuditFormat.jsonl, "--format", help="jsonl (one turn a line) or csv."),
-    limit: int = typer.Option(1000, "--limit"),
+    limit: int = typer.Option(1000, "--limit", help="At most this many turns, the newest."),
 ) -> None:
     """List recorded turns and steps (who, where, question, SQL/code, rows, outcome) as JSON lines or CSV."""
     from bot.audit import print_audit

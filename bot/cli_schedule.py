@@ -27,6 +27,7 @@ app = typer.Typer(
     help="Scheduled answers: post a question's answer on a cron schedule.", no_args_is_help=True
 )
 T = TypeVar("T")
+ID_HELP = "The schedule's id, as `add` printed it and `list` shows it."
 
 
 def _settings() -> Settings:
@@ -95,8 +96,8 @@ def add(
 @app.command("list")
 def list_schedules(
     as_json: bool = typer.Option(False, "--json", help="A JSON list (for scripts)."),
-    channel: str = typer.Option(None, "--channel"),
-    owner: str = typer.Option(None, "--owner"),
+    channel: str = typer.Option(None, "--channel", help="Only the schedules posting to this channel id."),
+    owner: str = typer.Option(None, "--owner", help="Only the schedules run as this user id."),
 ) -> None:
     """Every schedule of the workspace (the admin listing), or those of one channel or owner."""
     from rich.table import Column, Table
@@ -132,14 +133,14 @@ def list_schedules(
 
 
 @app.command("pause")
-def pause(schedule_id: str = typer.Argument(..., metavar="ID")) -> None:
+def pause(schedule_id: str = typer.Argument(..., metavar="ID", help=ID_HELP)) -> None:
     """Stop running a schedule until it is resumed."""
     schedule = _with_book(_settings(), lambda book: book.pause(schedule_id, by="terminal"))
     Console().print(f"Paused {schedule.id}.")
 
 
 @app.command("resume")
-def resume(schedule_id: str = typer.Argument(..., metavar="ID")) -> None:
+def resume(schedule_id: str = typer.Argument(..., metavar="ID", help=ID_HELP)) -> None:
     """Run a paused schedule again from its next occurrence (missed ones are not replayed)."""
     from core.schedules import iso
 
@@ -152,7 +153,7 @@ def resume(schedule_id: str = typer.Argument(..., metavar="ID")) -> None:
 
 
 @app.command("remove")
-def remove(schedule_id: str = typer.Argument(..., metavar="ID")) -> None:
+def remove(schedule_id: str = typer.Argument(..., metavar="ID", help=ID_HELP)) -> None:
     """Delete a schedule."""
     schedule = _with_book(_settings(), lambda book: book.remove(schedule_id, by="terminal"))
     Console().print(f"Removed {schedule.id}.")
@@ -160,7 +161,7 @@ def remove(schedule_id: str = typer.Argument(..., metavar="ID")) -> None:
 
 @app.command("run-now")
 def run_now(
-    schedule_id: str = typer.Argument(..., metavar="ID"),
+    schedule_id: str = typer.Argument(..., metavar="ID", help=ID_HELP),
     log_level: str = log_level_option(),
 ) -> None:
     """Run one occurrence now and post it where the schedule says; exit 1 if the run failed."""

@@ -20,7 +20,7 @@ from typing import Any, Protocol
 
 import anthropic
 
-from core.config import Settings, require_model
+from core.config import ConfigError, Settings, require_model
 from core.events import ModelFault
 
 TextSink = Callable[[str], Awaitable[None]]
@@ -49,6 +49,24 @@ class ModelClient(Protocol):
 
     async def close(self) -> None:
         """Release the HTTP client."""
+
+
+class NoModel:
+    """The ModelClient where none is configured and only answers that need no model are asked for
+    (`datathread ask help` without a key, as `help` is answered in chat): a call would be a bug, and
+    fails with the sentence saying what to set rather than inside the SDK."""
+
+    def __init__(self, reason: str):
+        self.reason = reason
+
+    async def create(self, **params: Any) -> Any:
+        raise ConfigError(self.reason)
+
+    async def stream(self, on_text: TextSink, **params: Any) -> Any:
+        raise ConfigError(self.reason)
+
+    async def close(self) -> None:
+        return None
 
 
 class AnthropicModel:

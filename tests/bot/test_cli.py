@@ -6,6 +6,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import click
+import typer.main
+
+from bot.cli import app
 from tests.fakes.anthropic_api import error, text, tool
 from tests.fakes.cli import invoke, run
 
@@ -45,6 +49,27 @@ def test_ask_without_key_is_one_clear_sentence(home):
     assert result.returncode != 0
     assert "ANTHROPIC_API_KEY" in result.stderr and "Traceback" not in result.stderr
     assert len([line for line in result.stderr.splitlines() if line.strip()]) == 1
+
+
+def test_ask_help_answers_without_a_key(home):
+    """`help` is answered without the model, as in chat: `ask help` asked for a key it never needed."""
+    result = invoke(["ask", "help"], home)
+    assert result.returncode == 0, result.stderr
+    assert "Tables I can see:" in result.stdout and "`flights`" in result.stdout
+    assert "ANTHROPIC_API_KEY" not in result.stderr + result.stdout and "Traceback" not in result.stderr
+
+
+def test_every_option_and_argument_says_what_it_is():
+    """`audit --help` listed --session, --user, --channel and --limit with no word on them."""
+
+    def walk(command: click.Command, path: str):
+        for name, sub in getattr(command, "commands", {}).items():
+            yield from walk(sub, f"{path} {name}".strip())
+        for param in command.params:
+            yield path, param
+
+    params = walk(typer.main.get_command(app), "")
+    assert [f"{path} {param.opts[0]}" for path, param in params if not param.help] == []
 
 
 def test_ask_with_rejected_key_fails_with_exit_1_and_a_message(home, fake_model):
