@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import click
 import pytest
@@ -370,6 +371,15 @@ def test_every_log_level_is_the_one_definition():
     for name, option in options.items():
         callback = getattr(option.callback, "__wrapped__", None)  # typer wraps it (functools.update_wrapper)
         assert callback is parse_level and option.help == LOG_LEVEL_HELP, name
+
+
+def test_the_readme_names_the_commands_that_log_on_stderr_by_default():
+    """It said logs reach stderr only with --log-level, while `serve` shows INFO and `eval` ERROR."""
+    readme = " ".join((Path(__file__).parents[2] / "README.md").read_text(encoding="utf-8").split())
+    defaults = {name: option.default for name, option in log_level_options().items() if option.default}
+    assert defaults  # serve and eval
+    for name, level in defaults.items():
+        assert f"`{name}` shows `{level}`" in readme, name
 
 
 @pytest.mark.parametrize("name", sorted(LOG_LEVEL_COMMANDS))
