@@ -51,6 +51,10 @@ class ConnectionStates(logging.Handler):
         ("has been established", "connected"),
         ("Failed to connect", "retrying"),
         ("is no longer active", "lost"),
+        # Slack closed the connection, or it died without a close (its pings unanswered): the client
+        # reconnects by itself, and said so only in the log. A refresh Slack asks for (`disconnect`)
+        # logs none of these: it is routine (every few hours), not a lost connection.
+        ("Reconnecting...", "lost"),
         ("Failed to retrieve WSS URL", "retrying"),
     )
 

@@ -12,7 +12,7 @@ import itertools
 import pytest
 
 from tests.bot.slack_harness import event_body, mention, message, said
-from tests.bot.slack_socket_harness import SocketBot, demo_home, until
+from tests.bot.slack_socket_harness import CONNECTED, SocketBot, demo_home, until
 from tests.fakes.anthropic_api import text
 from tests.fakes.slack_api import TEAM_ID
 from tests.fakes.slack_socket_mode import FakeSocketMode
@@ -100,6 +100,18 @@ def test_ask_over_socket_mode_posts_the_question_and_answers_in_its_thread(
     assert "how many airlines are there?" in question.args["text"]
     root = next(c for c in slack_api.posted["C0002"] if c["text"] == question.args["text"])["ts"]
     assert len(stream_of(slack_api, "C0002", root)) == 1  # answered in the question's thread
+
+
+def test_a_dropped_connection_is_said_and_reconnected_and_the_next_mention_answered(
+    bot, socket_mode, slack_api, model
+):
+    opened = socket_mode.opened
+    socket_mode.drop()  # Slack closes the WebSocket
+    socket_mode.wait_connections(opened + 1)
+    until(lambda: bot.lines()[-2:] == ["Slack: connection lost; reconnecting…", CONNECTED], what="the lines")
+    model.enqueue(text("Still here: 1,458 destinations."))
+    ask(socket_mode, mention("how many destinations?", ts=next(_ts)))
+    answered(slack_api, "1,458 destinations")
 
 
 def test_a_refresh_slack_asks_for_moves_to_a_new_connection_quietly(bot, socket_mode, slack_api, model):
