@@ -6,12 +6,15 @@ https://docs.slack.dev/apis/events-api/using-socket-mode. Turns run on a local r
 The terminal gets one line per connection state (checking tokens, connecting, connected, lost,
 retrying), never the client's tracebacks (those go to the log file). Both tokens are checked first
 (`auth.test`, `apps.connections.open`), so a rejected token ends the command with the reason, exit 2.
+Ctrl-C stops it as it stops `serve`: the first lets running answers finish (and says so), a second
+stops them now, their threads told (`on_ctrl_c`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import signal
 from collections.abc import Callable
 
 from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
@@ -51,6 +54,10 @@ class ConnectionStates(logging.Handler):
         ("has been established", "connected"),
         ("Failed to connect", "retrying"),
         ("is no longer active", "lost"),
+        # Slack closed the connection, or it died without a close (its pings unanswered): the client
+        # reconnects by itself, and said so only in the log. A refresh Slack asks for (`disconnect`)
+        # logs none of these: it is routine (every few hours), not a lost connection.
+        ("Reconnecting...", "lost"),
         ("Failed to retrieve WSS URL", "retrying"),
     )
 
@@ -71,15 +78,10 @@ class ConnectionStates(logging.Handler):
             self.say(self.lines[state])
 
 
-async def run_socket_mode(settings: Settings, console) -> None:
-    """Connect over Socket Mode and serve until interrupted; finish running turns before exiting."""
-    check_socket_settings(settings)
-    require_model(settings)
-    say = lambda text: console.print(text, highlight=False)  # noqa: E731
-    say("Slack: checking SLACK_BOT_TOKEN and SLACK_APP_TOKEN…")
-    me = await check_tokens(settings)
+def connection_states(say: Callable[[str], None], me: dict) -> ConnectionStates:
+    """The terminal's line for each connection state, naming the bot `auth.test` said it is."""
     bot = f"@{me.get('user', 'datathread')} in {me.get('team', 'your workspace')}"
-    states = ConnectionStates(
+    return ConnectionStates(
         say,
         {
             "connected": f"Slack: connected over Socket Mode as {bot}. Ctrl-C to stop.",
@@ -87,6 +89,16 @@ async def run_socket_mode(settings: Settings, console) -> None:
             "lost": "Slack: connection lost; reconnecting…",
         },
     )
+
+
+async def run_socket_mode(settings: Settings, console) -> None:
+    """Connect over Socket Mode and serve until interrupted; finish running turns before exiting."""
+    check_socket_settings(settings)
+    require_model(settings)
+    say = lambda text: console.print(text, highlight=False)  # noqa: E731
+    say("Slack: checking SLACK_BOT_TOKEN and SLACK_APP_TOKEN…")
+    me = await check_tokens(settings)
+    states = connection_states(say, me)
     client_log = logging.getLogger("datathread.slack.socket")
     client_log.setLevel(logging.INFO)
     client_log.addHandler(states)
@@ -99,18 +111,62 @@ async def run_socket_mode(settings: Settings, console) -> None:
     handler = AsyncSocketModeHandler(
         build_bolt_app(state, me), settings.slack_app_token.get_secret_value(), logger=client_log
     )
+    restore = on_ctrl_c(runner, say)
     try:
         say("Slack: connecting…")
         await handler.connect_async()
         state.ready = True
         states.change("connected")
-        await asyncio.Event().wait()  # until Ctrl-C cancels us
+        await asyncio.Event().wait()  # until the first Ctrl-C cancels us
     except asyncio.CancelledError:
-        say("Slack: stopping (finishing running answers)…")
+        # Handled: left counted, it would turn the shutdown's own timeouts (asyncio.timeout) into
+        # cancellations of this task.
+        asyncio.current_task().uncancel()
+        say("Slack: stopping…")
     finally:
-        client_log.removeHandler(states)
-        await handler.close_async()
-        await schedules.stop()
-        await runner.stop(timeout=30)  # unfinished turns: their threads hear that they stopped
-        await slack.stop()
-        await state.analyst.close()
+        try:
+            client_log.removeHandler(states)
+            await handler.close_async()  # no new events from here on
+            await schedules.stop()
+            # unfinished turns: their threads hear that they stopped
+            await runner.stop(timeout=30, say=lambda line: say(f"Slack: {line}."))
+            await slack.stop()
+            await state.analyst.close()
+        finally:
+            restore()
+    say("Slack: stopped.")
+
+
+def on_ctrl_c(runner: LocalRunner, say: Callable[[str], None]) -> Callable[[], None]:
+    """Ctrl-C as `serve` has it (bot/serve_process.py): the first cancels the task serving (which then
+    stops taking events and gives running answers their time, saying so); a second makes the runner
+    stop those answers now, their threads told, and the shutdown still closes what it opened; more
+    are ignored (what is left is bounded). Returns the function that puts the previous handling back.
+
+    asyncio.run's own handling raised KeyboardInterrupt at the second press wherever the shutdown was:
+    the answers were cancelled, but the Slack client, the store and the sandbox were never closed
+    ("Unclosed client session" in the log), and the terminal never said a second press would do that.
+    Counted through the loop (one wakeup byte per signal), so two quick presses are two."""
+    previous = signal.getsignal(signal.SIGINT)
+    if previous == signal.SIG_IGN:  # started with it ignored (nohup, a background job): kept so
+        return lambda: None
+    loop, serving = asyncio.get_running_loop(), asyncio.current_task()
+    presses = 0
+
+    def pressed() -> None:
+        nonlocal presses
+        presses += 1
+        if presses == 1:
+            serving.cancel()
+        elif presses == 2:
+            say("Slack: Ctrl-C again: stopping the running answers now (their threads are told)…")
+            runner.hurry()
+
+    loop.add_signal_handler(signal.SIGINT, pressed)
+
+    def restore() -> None:
+        loop.remove_signal_handler(signal.SIGINT)
+        if previous is not None:  # None: set outside Python, nothing to put back
+            signal.signal(signal.SIGINT, previous)
+
+    return restore

@@ -108,11 +108,18 @@ async def cancel_and_tell(
         await asyncio.wait([asyncio.create_task(tell_lost(handlers, j)) for j in jobs], timeout=grace_s)
 
 
-async def let_finish(tasks: dict[asyncio.Task, TurnJob], timeout: float, hurried: asyncio.Event) -> None:
+async def let_finish(
+    tasks: dict[asyncio.Task, TurnJob],
+    timeout: float,
+    hurried: asyncio.Event,
+    *,
+    say: Callable[[str], None] | None = None,
+) -> None:
     """Stopping: give the jobs running now — and any that start meanwhile (a scheduled run) — up to
     `timeout` seconds to end, or until `hurried` is set (a second Ctrl-C), saying once what it waits
     for: the first Ctrl-C with an answer still being written was followed by up to 30 s of silence,
-    and a second Ctrl-C did not shorten them."""
+    and a second Ctrl-C did not shorten them. `say` is where that goes (default: a log warning, which
+    `serve` shows; `slack --socket` shows its terminal only its own lines)."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
     said = False
@@ -123,11 +130,9 @@ async def let_finish(tasks: dict[asyncio.Task, TurnJob], timeout: float, hurried
         turns = sum(not tasks[task].quick for task in running if task in tasks)
         if turns and not said:
             said = True
-            log.warning(
-                "stopping: waiting up to %g s for %d answer(s) still running; Ctrl-C again stops them "
-                "now (their threads are told)",
-                timeout,
-                turns,
+            (say or log.warning)(
+                f"stopping: waiting up to {timeout:g} s for {turns} answer(s) still running; "
+                "Ctrl-C again stops them now (their threads are told)"
             )
         cut = asyncio.ensure_future(hurried.wait())
         try:
@@ -199,15 +204,15 @@ class LocalRunner:
             log.exception("job %s failed", job.kind)
         return False
 
-    async def stop(self, timeout: float) -> None:
+    async def stop(self, timeout: float, *, say: Callable[[str], None] | None = None) -> None:
         """Shutdown: let jobs finish for `timeout` seconds (or until `hurry`); the rest are cancelled and
-        their threads told."""
+        their threads told. `say`: where the line saying what it waits for goes (see `let_finish`)."""
         hurried = asyncio.Event()
         self._wake = (asyncio.get_running_loop(), hurried)
         if self._hurried:  # before `stop`, or between the check in `hurry` and the line above
             hurried.set()
         try:
-            await let_finish(self.tasks, timeout, hurried)
+            await let_finish(self.tasks, timeout, hurried, say=say)
         finally:
             self._wake = None
         await cancel_and_tell(dict(self.tasks), self.handlers)

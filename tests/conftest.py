@@ -62,6 +62,8 @@ def demo_database() -> Path:
 SLOW_FIRST = (
     "tests/bot/test_terminal_chat.py",
     "tests/bot/test_serve_process.py",
+    "tests/bot/test_slack_socket_mode.py",
+    "tests/bot/test_slack_socket_stop.py",
     "tests/core/test_store.py",
     "tests/core/hostile/test_hostile_quota.py",
     "tests/core/test_isolation.py",

@@ -74,8 +74,15 @@ def test_connection_states_are_one_line_per_change():
             "A new session (s2) has been established",
             "The current session (s2) is no longer active. Failed to send a message",
             "unrelated chatter",
+            "A new session (s3) has been established",
+            "Received CLOSE event from s3. Reconnecting...",  # Slack closed it
+            "The session (s3) seems to be already closed. Reconnecting...",
+            "A new session (s4) has been established",
+            "The session (s4) seems to be stale. Reconnecting... reason: disconnected for 40+ seconds)",
+            "The old session (s4) has been abandoned",  # a refresh Slack asked for: routine, no line
+            "A new session (s5) has been established",
         ):
             log.info(text)
     finally:
         log.removeHandler(states)
-    assert said == ["up", "retrying", "up", "lost"]
+    assert said == ["up", "retrying", "up", "lost", "up", "lost", "up", "lost", "up"]

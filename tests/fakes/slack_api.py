@@ -4,6 +4,7 @@ The real `slack_sdk` clients (and Bolt's) talk to it through `base_url` (`DATATH
 It answers the methods datathread uses with real-shaped responses, including the two-step external
 file upload (`files.getUploadURLExternal` hands out an upload URL on this same server), and a channel's
 history of what was posted into it (`conversations.history`, metadata included when asked for).
+`apps.connections.open` hands out `connections_url` (a fake Socket Mode server's, once attached).
 Switches let a test refuse streaming (`refuse_streaming`), fail any method (`fail_methods`) or answer
 it with an HTTP error (`http_errors`).
 """
@@ -55,6 +56,7 @@ class FakeSlackAPI:
         self.http_errors: dict[str, int] = {}
         self._seen: dict[str, int] = {}
         self.user_tz = "America/Los_Angeles"  # users.info's `tz` for everyone
+        self.connections_url = ""  # apps.connections.open's WebSocket URL (tests/fakes/slack_socket_mode.py)
         self.lock = threading.Lock()
         self._ts = itertools.count(1)
         self._files = itertools.count(1)
@@ -126,6 +128,7 @@ class FakeSlackAPI:
                 "user_id": BOT_USER_ID,
                 "bot_id": BOT_ID,
             },
+            "apps.connections.open": {"url": self.connections_url},
             "chat.postEphemeral": {"message_ts": self.next_ts()},
             "chat.update": {"channel": channel, "ts": args.get("ts"), "text": args.get("text", "")},
             "chat.appendStream": {"channel": channel, "ts": args.get("ts")},

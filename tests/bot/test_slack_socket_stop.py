@@ -1,0 +1,65 @@
+"""Ctrl-C on `datathread slack --socket` with an answer being written, as `serve` has it: the first
+press says it waits for the answer (and that a second press stops it), the second stops it at once
+and its thread is told, and the process then closes what it opened and exits 0, no traceback.
+A real CLI process of its own (it ends), the fake Socket Mode server and Web API, the scripted model."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from core.analyst import STOPPED
+from tests.bot.slack_harness import event_body, mention, said
+from tests.bot.slack_socket_harness import CONNECTED, SocketBot, demo_home, until
+from tests.fakes.anthropic_api import text
+from tests.fakes.slack_socket_mode import FakeSocketMode
+
+pytestmark = pytest.mark.usefixtures("ctrl_c_as_a_terminal_has_it")
+
+WAITING = (
+    "Slack: stopping: waiting up to 30 s for 1 answer(s) still running; Ctrl-C again stops them now "
+    "(their threads are told)."
+)
+
+
+def test_a_second_ctrl_c_stops_the_running_answer_now_and_its_thread_is_told(tmp_path, model, slack_api):
+    release = threading.Event()
+
+    def slow(body: dict) -> dict:
+        release.wait(60)
+        return text("too late")
+
+    model.enqueue(slow)
+    socket_mode = FakeSocketMode().start().attach(slack_api)
+    bot = SocketBot(demo_home(tmp_path), model, slack_api)
+    try:
+        envelope = socket_mode.event(event_body(mention("a slow one", ts="1700200001.000100")))
+        assert socket_mode.wait_ack(envelope).ack_s < 3
+        until(lambda: len(model.requests) == 1, what="the answer being written")
+        bot.ctrl_c()
+        until(lambda: WAITING in bot.lines(), what="the first Ctrl-C's line")
+        assert bot.proc.poll() is None  # it waits for the answer
+        pressed = time.monotonic()
+        bot.ctrl_c()
+        code = bot.proc.wait(timeout=30)
+        took = time.monotonic() - pressed
+        until(lambda: socket_mode.open_connections() == [], what="its connection closed")
+    finally:
+        release.set()
+        bot.stop()
+        socket_mode.stop()
+    assert code == 0, bot.lines()
+    assert took < 15, f"stopped {took:.1f} s after the second Ctrl-C"  # not the rest of the 30 s
+    assert bot.lines()[bot.lines().index(CONNECTED) + 1 :] == [
+        "Slack: stopping…",
+        WAITING,
+        "Slack: Ctrl-C again: stopping the running answers now (their threads are told)…",
+        "Slack: stopped.",
+    ]
+    assert bot.out.text == ""
+    assert said(slack_api, STOPPED[:40]) == 1  # the thread heard, once
+    assert said(slack_api, "too late") == 0
+    # Everything it opened was closed: asyncio's "Unclosed client session" was an ERROR in the log.
+    assert "ERROR" not in bot.log() and "Traceback" not in bot.log(), bot.log()
