@@ -24,13 +24,15 @@ from botframework.connector.auth import (
     ServiceClientCredentialsFactory,
 )
 
+from bot.teams_connector import BoundedAuthentication
 from core.config import ConfigError, Settings
 
 log = logging.getLogger("datathread.teams")
 
 
 class TeamsAdapter(CloudAdapterBase):
-    """botbuilder's cloud adapter as is: proactive turns, send/update through the connector client."""
+    """botbuilder's cloud adapter as is: proactive turns, send/update through the connector client
+    (each client bounded in time: `bot/teams_connector.py`)."""
 
 
 # How long a request's token check may take, key fetch included, before the request is refused.
@@ -174,7 +176,7 @@ async def authenticate(
 def build_bot(settings: Settings) -> TeamsBot:
     """Settings, authentication and adapter for this process's Teams turns."""
     auth = build_auth(settings)
-    return TeamsBot(settings, auth, TeamsAdapter(auth))
+    return TeamsBot(settings, auth, TeamsAdapter(BoundedAuthentication(auth)))
 
 
 def half_configured(settings: Settings) -> str:

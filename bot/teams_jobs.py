@@ -19,6 +19,7 @@ from botbuilder.schema import Activity, ActivityTypes
 from bot import teams_render as render
 from bot.surface import AppState
 from bot.teams_auth import TeamsBot
+from bot.teams_connector import ConnectorFailed
 from bot.teams_progress import TeamsOut, TeamsSink
 from core.events import ConfirmRequest, IncomingMessage
 from core.notebook import NothingToExport
@@ -54,7 +55,8 @@ async def run_lost(bot: TeamsBot, state: AppState, job: TurnJob) -> None:
     activity = Activity().deserialize(job.payload["activity"])
     text = STORE_UNREACHABLE if job.payload.get(WHY) == STORE_DOWN else STOPPED
     if activity.type == ActivityTypes.message and (activity.text or "").strip():
-        await _continue(bot, activity, lambda out: out.send(text))
+        # short: at shutdown this has TELL_LOST_S in all, and a silent Bot Connector must not take them
+        await _continue(bot, activity, lambda out: out.send(text, short=True))
 
 
 async def _continue(bot: TeamsBot, activity: Activity, work) -> None:
@@ -65,6 +67,8 @@ async def _continue(bot: TeamsBot, activity: Activity, work) -> None:
         out = TeamsOut(connector=connector, reference=reference)
         try:
             await work(out)
+        except ConnectorFailed as exc:  # a reply outside a turn's answer (welcome, a card's reply)
+            log.warning("teams: a reply did not reach conversation %s: %s", reference.conversation.id, exc)
         finally:  # msrest's async ConnectorClient has no close(): __aexit__ closes its requests.Session
             await connector.__aexit__(None, None, None)
 
@@ -151,8 +155,8 @@ async def _answer(state: AppState, activity: Activity, text: str, out: TeamsOut)
         is_direct=is_personal(activity),
         user_tz=activity.local_timezone or "",  # Teams sends the client's IANA zone with each message
     )
-    await out.typing()
     sink = TeamsSink(threads=threads, links=state.links, out=out, personal=is_personal(activity))
+    await sink.typing()
     await state.analyst.handle(message, sink, confirm=_confirmer(threads, out, _user_id(activity)))
 
 

@@ -13,14 +13,19 @@ PROGRESS_MIN_INTERVAL_S: Teams throttles bots that post or edit faster.
 from __future__ import annotations
 
 import logging
+import uuid
 from dataclasses import dataclass, field
+from urllib.parse import urlsplit
 
 from botbuilder.core import TurnContext
 from botbuilder.schema import Activity, ActivityTypes, ConversationReference, Entity
 
+from bot import teams_connector as bf
 from bot import teams_render as render
 from bot.files import FileLinks
+from bot.teams_connector import ConnectorFailed
 from bot.transcript import Change, StepLine, Throttle, Transcript
+from core.analyst import STOPPED as TURN_STOPPED
 from core.events import AnswerDelta, ArtifactReady, TurnEvent, TurnFinished
 from core.thread import Threads
 
@@ -51,53 +56,76 @@ class StreamInfo(Entity):
 
 @dataclass
 class TeamsOut:
-    """Sends and edits activities in the one conversation a question came from (connector client)."""
+    """Sends and edits activities in the one conversation a question came from (connector client).
+    Every call is bounded (`bot/teams_connector.py`) and raises `ConnectorFailed`: a short one (typing,
+    streaming, the progress card and its edits) waits PROGRESS_TIMEOUT_S and is never retried; a
+    message waits SEND_TIMEOUT_S and is tried once more when Teams refuses it as transient."""
 
     connector: object  # botframework.connector.aio.ConnectorClient
     reference: ConversationReference
+
+    @property
+    def host(self) -> str:
+        """The Bot Connector's host, for the log (smba.trafficmanager.net in Teams)."""
+        return urlsplit(self.reference.service_url or "").hostname or ""
 
     def _address(self, activity: Activity) -> Activity:
         TurnContext.apply_conversation_reference(activity, self.reference)
         activity.reply_to_id = None  # post into the conversation (a channel thread is its own id)
         return activity
 
+    async def _post(self, activity: Activity, *, short: bool) -> str:
+        conversations = self.connector.conversations  # type: ignore[attr-defined]
+        conversation, activity = self.reference.conversation.id, self._address(activity)
+        response = await bf.call(
+            lambda timeout: conversations.send_to_conversation(conversation, activity, timeout=timeout),
+            read_s=bf.PROGRESS_TIMEOUT_S if short else bf.SEND_TIMEOUT_S,
+            retry=not short,
+            host=self.host,
+        )
+        return getattr(response, "id", "") or ""
+
     async def send(
-        self, text: str = "", *, attachments: list[dict] | None = None, entities: list | None = None
+        self,
+        text: str = "",
+        *,
+        attachments: list[dict] | None = None,
+        entities: list | None = None,
+        short: bool = False,
     ) -> str:
-        """Post a message (Markdown text and/or attachments); returns its activity id."""
+        """Post a message (Markdown text and/or attachments); returns its activity id. `short`: bounded
+        and tried like progress (a progress card; a sentence while the process stops)."""
         activity = Activity(type=ActivityTypes.message, text=text or None, text_format="markdown")
         if attachments:
             activity.attachments = attachments
         if entities:
             activity.entities = entities
-        response = await self.connector.conversations.send_to_conversation(  # type: ignore[attr-defined]
-            self.reference.conversation.id, self._address(activity)
-        )
-        return getattr(response, "id", "") or ""
+        return await self._post(activity, short=short)
 
     async def update(self, activity_id: str, *, attachments: list[dict], text: str = "") -> None:
-        """Edit a message we sent, in place."""
-        activity = Activity(
-            type=ActivityTypes.message, id=activity_id, text=text or None, attachments=attachments
+        """Edit a message we sent, in place (progress: bounded, never retried)."""
+        activity = self._address(
+            Activity(type=ActivityTypes.message, id=activity_id, text=text or None, attachments=attachments)
         )
-        await self.connector.conversations.update_activity(  # type: ignore[attr-defined]
-            self.reference.conversation.id, activity_id, self._address(activity)
+        conversations = self.connector.conversations  # type: ignore[attr-defined]
+        conversation = self.reference.conversation.id
+        await bf.call(
+            lambda timeout: conversations.update_activity(
+                conversation, activity_id, activity, timeout=timeout
+            ),
+            read_s=bf.PROGRESS_TIMEOUT_S,
+            retry=False,
+            host=self.host,
         )
 
     async def stream(self, text: str, *, sequence: int, stream_id: str = "") -> str:
         """One streaming update: all the text so far; the first one's id is the stream's id."""
         info = StreamInfo(stream_type="streaming", stream_id=stream_id, stream_sequence=sequence)
-        activity = Activity(type=ActivityTypes.typing, text=text, entities=[info])
-        response = await self.connector.conversations.send_to_conversation(  # type: ignore[attr-defined]
-            self.reference.conversation.id, self._address(activity)
-        )
-        return getattr(response, "id", "") or ""
+        return await self._post(Activity(type=ActivityTypes.typing, text=text, entities=[info]), short=True)
 
     async def typing(self) -> None:
         """Show 'datathread is typing…' while the first step starts."""
-        await self.connector.conversations.send_to_conversation(  # type: ignore[attr-defined]
-            self.reference.conversation.id, self._address(Activity(type=ActivityTypes.typing))
-        )
+        await self._post(Activity(type=ActivityTypes.typing), short=True)
 
 
 MARKS = {"running": "⏳", "done": "✅", "failed": "⚠️"}
@@ -120,12 +148,35 @@ class TeamsSink:
     stream_id: str = ""
     sequence: int = 0
     no_stream: bool = False  # Teams refused a streaming update: stop trying for this turn
+    # A progress call failed: no more this turn. Each waits up to PROGRESS_TIMEOUT_S on a silent Bot
+    # Connector, and the turn waits with it; the answer is still sent.
+    no_progress: bool = False
+
+    @property
+    def conversation(self) -> str:
+        return self.out.reference.conversation.id
 
     async def __call__(self, event: TurnEvent) -> None:
         try:
             await self._on(event)
+        except ConnectorFailed as exc:  # a chart or file offer that did not arrive: said, the turn goes on
+            log.warning("teams: %s did not reach conversation %s: %s", event.kind, self.conversation, exc)
         except Exception:  # rendering must never break the turn itself
             log.exception("teams: could not render %s", event.kind)
+
+    async def typing(self) -> None:
+        """'datathread is typing…' while the first step starts (decoration: a failure stops progress)."""
+        try:
+            await self.out.typing()
+        except ConnectorFailed as exc:
+            self._progress_failed(exc)
+
+    def _progress_failed(self, exc: ConnectorFailed) -> None:
+        if not self.no_progress:
+            log.warning(
+                "teams: no more progress updates this turn in conversation %s: %s", self.conversation, exc
+            )
+        self.no_progress = self.no_stream = True
 
     async def _on(self, event: TurnEvent) -> None:
         if isinstance(event, AnswerDelta):
@@ -140,13 +191,19 @@ class TeamsSink:
             await self._finish(event)  # type: ignore[arg-type]
 
     async def _show_progress(self, *, force: bool = False, answer: str = "") -> None:
+        if self.no_progress:
+            return
         lines = [progress_line(row) for row in self.transcript.rows() if isinstance(row, StepLine)]
         card = render.progress_card(lines, status=self.transcript.status(), answer=answer)
-        if not self.progress_id:
-            self.progress_id = await self.out.send(attachments=[card])
-        elif force or self.throttle.wait_s() == 0:
-            await self.out.update(self.progress_id, attachments=[card])
-        else:
+        try:
+            if not self.progress_id:
+                self.progress_id = await self.out.send(attachments=[card], short=True)
+            elif force or self.throttle.wait_s() == 0:
+                await self.out.update(self.progress_id, attachments=[card])
+            else:
+                return
+        except ConnectorFailed as exc:
+            self._progress_failed(exc)
             return
         self.throttle.mark()
 
@@ -165,8 +222,11 @@ class TeamsSink:
             self.throttle.mark()
             try:
                 first = await self.out.stream(text, sequence=self.sequence, stream_id=self.stream_id)
-            except Exception as exc:  # refused (tenant policy, an old client): the answer still comes whole
-                log.info("teams: streaming refused (%s); the answer comes when it is done", exc)
+            except ConnectorFailed as exc:  # the answer still comes whole
+                if exc.status is None:  # no answer: the Bot Connector is slow or gone, not picky
+                    self._progress_failed(exc)
+                else:  # refused (tenant policy, an old client)
+                    log.info("teams: streaming refused (%s); the answer comes when it is done", exc)
                 self.no_stream = True
                 return
             self.stream_id = self.stream_id or first
@@ -198,13 +258,29 @@ class TeamsSink:
         if self.progress_id:
             try:
                 await self._show_progress(force=True)
-            except Exception as exc:  # a last progress edit refused (throttled) must not cost the answer
-                log.warning("Teams refused the last progress update: %s", exc)
+            except Exception as exc:  # a last progress card that fails to render must not cost the answer
+                log.warning("teams: could not draw the last progress card: %s", exc)
+        failure = self.transcript.failure
+        try:
+            await self._send_answer(event)
+        except ConnectorFailed as exc:  # the one line that says a person got no answer, and why
+            error_id = failure.error_id if failure is not None and failure.error_id else uuid.uuid4().hex[:8]
+            log.warning(
+                "teams: the answer did not reach its conversation error_id=%s turn=%s conversation=%s: %s",
+                error_id,
+                event.turn_id,
+                self.conversation,
+                exc,
+            )
+
+    async def _send_answer(self, event: TurnFinished) -> None:
         # The message that ends a turn also closes its stream, if one was started.
         final = [StreamInfo(stream_type="final", stream_id=self.stream_id)] if self.stream_id else None
         failure = self.transcript.failure
         if failure is not None:
-            await self._send_final(final, render.failure_text(failure.message, failure.error_id))
+            # A turn stopped by Ctrl-C or a shutdown says so within the runner's grace, short like progress
+            short = failure.message == TURN_STOPPED
+            await self._send_final(final, render.failure_text(failure.message, failure.error_id), short=short)
             return
         text, tables = render.to_teams_markdown(self.transcript.answer or "(no answer)")
         card = render.answer_card(
@@ -218,13 +294,16 @@ class TeamsSink:
 
     async def _send_final(self, final: list | None, text: str, **extra) -> None:
         """The answer (or failure) always arrives: if Teams refuses it as the stream's end (a stream
-        open past Teams' two minutes, a throttled update), it is sent again as a plain message."""
+        open past Teams' two minutes, a throttled update), it is sent again as a plain message. Not
+        when the Bot Connector did not answer: Teams may have posted it, and it would wait again."""
         if final is None:
             await self.out.send(text, **extra)
             return
         try:
             await self.out.send(text, entities=final, **extra)
-        except Exception as exc:  # the connector's error types vary; the answer must not be lost
+        except ConnectorFailed as exc:
+            if exc.status is None:
+                raise
             log.warning("Teams refused the stream's final message (%s); sending it as a new message", exc)
             await self.out.send(text, **extra)
 

@@ -14,6 +14,7 @@ import json
 import threading
 import time
 import urllib.parse
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler
 from typing import Any
@@ -56,6 +57,12 @@ class FakeConnector:
         self.counter = 0
         self.refuse_status = 0  # answer every POST with this HTTP status (403: bot removed, 404: gone)
         self.refuse_stream_end = False  # refuse a message that ends a stream (Teams: stream timed out)
+        # (method, activity) -> (status, headers) to refuse that call with (a 503, a 429 + Retry-After), or None
+        self.refuse_when: Callable[[str, dict], tuple[int, dict] | None] | None = None
+        # (method, activity) -> seconds to sit on that call before answering: a slow Bot Connector, or,
+        # past the bot's timeout, one that accepts the connection and never answers; stop() ends the wait
+        self.stall: Callable[[str, dict], float] | None = None
+        self._stopping = threading.Event()
         self.key = signing_key()
         self.kid = "fake-key-1"
         self.server = LoopbackServer(("127.0.0.1", 0), self._handler())
@@ -76,6 +83,7 @@ class FakeConnector:
         return self
 
     def stop(self) -> None:
+        self._stopping.set()
         self.server.shutdown()
         self.server.server_close()
 
@@ -152,8 +160,27 @@ class FakeConnector:
                 else:
                     self._reply(404, {"error": "not found"})
 
+            def _held_or_refused(self, method: str, body: dict) -> bool:
+                """Sit on the call for `stall`'s seconds; True when `refuse_when` refused it (answered)."""
+                if fake.stall is not None and (seconds := fake.stall(method, body)) > 0:
+                    fake._stopping.wait(seconds)
+                refusal = fake.refuse_when(method, body) if fake.refuse_when is not None else None
+                if refusal is None:
+                    return False
+                status, headers = refusal
+                data = json.dumps({"error": {"code": "Throttled", "message": f"HTTP {status}"}}).encode()
+                self.send_response(status)
+                for name, value in {"content-type": "application/json", **headers}.items():
+                    self.send_header(name, value)
+                self.send_header("content-length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+                return True
+
             def do_POST(self) -> None:
                 body = json.loads(self._body() or b"{}")
+                if self._held_or_refused("POST", body):
+                    return
                 if fake.refuse_status:
                     error = {
                         "code": "ConversationNotFound",
@@ -175,6 +202,9 @@ class FakeConnector:
                         fake.uploads[urllib.parse.unquote(self.path[len("/upload/") :])] = raw
                     self._reply(201, {"id": "uploaded"})
                     return
-                self._reply(200, fake._record("PUT", self.path, json.loads(raw or b"{}"), dict(self.headers)))
+                body = json.loads(raw or b"{}")
+                if self._held_or_refused("PUT", body):
+                    return
+                self._reply(200, fake._record("PUT", self.path, body, dict(self.headers)))
 
         return Handler

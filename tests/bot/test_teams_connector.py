@@ -1,0 +1,257 @@
+"""A Bot Connector that is silent, slow or refusing, end to end: real activities POSTed to
+`/api/messages` of the real app, the real botframework-connector client (msrest over `requests`)
+posting to a black hole (`tests/fakes/black_hole.py`) or to the fake Bot Connector told to stall or
+refuse. The bot's timeouts are shortened here (bot/teams_connector.py's module constants) so each
+test takes seconds; what they guard is that a turn ends, its thread's lock is freed, the next
+question answers, the app stops promptly, and the operator reads one line that says why.
+
+Before: msrest's 100 s per call (400 s for a progress edit, urllib3 retrying a PUT three times), and
+Retry-After slept in full."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from datetime import UTC, datetime, timedelta
+
+import pytest
+import requests
+from msrest.exceptions import ClientRequestError
+
+from bot import teams_connector
+from bot.server import create_app
+from core.schedules import new_schedule
+from core.schedules_store import ScheduleBook
+from core.schedules_tick import tick
+from tests.bot.teams_harness import THREAD, activity, serve_teams
+from tests.fakes.anthropic_api import text, tool
+from tests.fakes.black_hole import BlackHole
+from tests.fakes.bot_connector import FakeConnector
+from tests.fakes.clock import Clock
+
+PROGRESS_S, SEND_S = 0.5, 1.0
+TWO_STEPS = [tool("run_sql", {"sql": "SELECT 42 AS n"}), tool("run_sql", {"sql": "SELECT 43 AS n"})]
+
+
+@pytest.fixture(autouse=True)
+def short_timeouts(monkeypatch):
+    monkeypatch.setattr(teams_connector, "CONNECT_TIMEOUT_S", PROGRESS_S)
+    monkeypatch.setattr(teams_connector, "PROGRESS_TIMEOUT_S", PROGRESS_S)
+    monkeypatch.setattr(teams_connector, "SEND_TIMEOUT_S", SEND_S)
+    monkeypatch.setattr(teams_connector, "RETRY_AFTER_MAX_S", 2.0)
+
+
+@pytest.fixture
+def hole():
+    black_hole = BlackHole().start()
+    yield black_hole
+    black_hole.stop()
+
+
+def teams_lines(caplog) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.name == "datathread.teams"]
+
+
+def tracebacks(caplog) -> list[str]:
+    return [
+        r.getMessage() for r in caplog.records if r.exc_info and r.name.startswith(("datathread", "core"))
+    ]
+
+
+async def finished(teams, within: float) -> float:
+    """Wait for every job; how long it took (fails past `within`: a hang, not a slow test)."""
+    started = time.monotonic()
+    await asyncio.wait_for(teams.state.runner.drain(), within)
+    return time.monotonic() - started
+
+
+async def test_a_service_url_that_never_answers_ends_the_turn_frees_the_thread_and_lets_the_app_stop(
+    settings, fake_model, hole, caplog
+):
+    """The connection is taken and nothing comes back. Was: the typing indicator waited 100 s, then
+    the job died with a traceback naming no conversation; stopping the app meanwhile took 40 s."""
+    caplog.set_level(logging.INFO)
+    async with serve_teams(settings) as teams:
+        fake_model.enqueue(*TWO_STEPS, text("Forty-two."))
+        assert (await teams.post(activity(hole.url, "how many flights?"))).status_code == 202
+        took = await finished(teams, within=8)
+        # typing, then the final send: each waited its timeout once; progress stopped after the first
+        assert took < PROGRESS_S + SEND_S + 3, took
+        assert len(fake_model.requests) == 3  # the turn ran: its answer is in the thread's history
+        lines = teams_lines(caplog)
+        assert sum("no more progress updates" in line for line in lines) == 1, lines
+        [lost] = [line for line in lines if "answer did not reach" in line]
+        assert f"conversation={THREAD}" in lost and "error_id=" in lost
+        assert lost.endswith(f"the Bot Connector at 127.0.0.1 did not answer within {SEND_S:g} s")
+        assert not tracebacks(caplog)
+        # the thread's lock is free: the next question, through a working Bot Connector, answers
+        fake_model.enqueue(text("Forty-three."))
+        sent = await asyncio.wait_for(teams.say("and now?"), 10)
+        assert sent[-1]["text"] == "Forty-three."
+        assert "how many flights?" in str(fake_model.requests[-1]["messages"])  # the first turn was kept
+        # stopping while a turn talks to the black hole does not wait for it
+        fake_model.enqueue(text("Never seen."))
+        await teams.post(activity(hole.url, "one more?"))
+        await asyncio.sleep(0.1)
+        stopping = time.monotonic()
+    assert time.monotonic() - stopping < PROGRESS_S + SEND_S + 3
+
+
+@pytest.mark.parametrize(
+    "stop_after_s,told",
+    [
+        pytest.param(0.1, "a reply did not reach conversation", id="before-the-turn"),  # run_lost
+        pytest.param(PROGRESS_S + 0.5, "the answer did not reach", id="while-the-model-writes"),
+    ],
+)
+async def test_stopping_now_tells_a_silent_conversation_within_the_short_timeout(
+    settings, fake_model, hole, caplog, stop_after_s, told
+):
+    """A second Ctrl-C stops answers now, and each thread is told so within the runner's 10 s (the
+    turn's own "stopped" sentence, or `run_lost`'s for a turn not yet begun). That sentence waits the
+    short timeout: a silent Bot Connector neither takes those 10 s nor leaves a thread in the pool that
+    the process's exit then waits for (it did: 52 s after a double Ctrl-C under `datathread serve`)."""
+    caplog.set_level(logging.INFO)
+    async with serve_teams(settings) as teams:
+        fake_model.enqueue(lambda body: time.sleep(2) or text("Too late."))  # still being written
+        await teams.post(activity(hole.url, "how many flights?"))
+        await asyncio.sleep(stop_after_s)
+        teams.state.runner.hurry()
+        stopping = time.monotonic()
+    assert time.monotonic() - stopping < PROGRESS_S + 1.5
+    [line] = [line for line in teams_lines(caplog) if told in line]
+    assert THREAD in line and line.endswith(f"did not answer within {PROGRESS_S:g} s")
+
+
+@pytest.mark.parametrize(
+    "stall_s,refusal",
+    [pytest.param(60, None, id="silent"), pytest.param(0, (429, {"Retry-After": "60"}), id="429")],
+)
+async def test_a_progress_edit_that_fails_costs_the_turn_one_try_not_the_answer(
+    teams, fake_model, caplog, stall_s, refusal
+):
+    """Was: a silent edit took 100 s and urllib3 tried it three times more (400 s, per edit); a 429
+    with Retry-After: 60 slept 3 × 60 s. Now the first failed edit ends progress for the turn."""
+    caplog.set_level(logging.INFO)
+    edits: list[float] = []
+
+    def stall(method: str, body: dict) -> float:
+        if method != "PUT":
+            return 0
+        edits.append(time.monotonic())
+        return stall_s
+
+    teams.connector.stall = stall
+    teams.connector.refuse_when = lambda method, body: refusal if method == "PUT" else None
+    fake_model.enqueue(*TWO_STEPS, text("Forty-two."))
+    started = time.monotonic()
+    sent = await asyncio.wait_for(teams.say("how many flights?"), 8)
+    assert time.monotonic() - started < PROGRESS_S + 3
+    assert sent[-1]["text"] == "Forty-two."
+    assert len(edits) == 1  # tried once, then no more this turn
+    lines = teams_lines(caplog)
+    assert sum("no more progress updates" in line for line in lines) == 1, lines
+    assert not any("answer did not reach" in line for line in lines) and not tracebacks(caplog)
+
+
+async def test_an_answer_refused_with_429_is_sent_again_after_its_retry_after(teams, fake_model):
+    """Teams' rate limit: back off and retry (https://learn.microsoft.com/microsoftteams/platform/bots/
+    how-to/rate-limit). Was: a POST got no retry from msrest's urllib3 policy; the answer was lost."""
+    refused: list[float] = []
+
+    def once(method: str, body: dict):
+        if body.get("type") == "message" and body.get("text") == "Forty-two." and not refused:
+            refused.append(time.monotonic())
+            return 429, {"Retry-After": "1"}
+        return None
+
+    teams.connector.refuse_when = once
+    fake_model.enqueue(text("Forty-two."))
+    sent = await asyncio.wait_for(teams.say("how many flights?"), 8)
+    assert [m["text"] for m in sent if m.get("text") == "Forty-two."] == ["Forty-two."]  # once, not twice
+    assert refused and time.monotonic() - refused[0] >= 1.0
+
+
+async def test_a_bot_connector_answering_503_ends_the_turn_in_one_line(teams, fake_model, caplog):
+    """A 503 asking for a minute's wait: nothing to show anyone, so the turn ends at once, says why in
+    one line (no traceback per event as before) and the thread's next question answers."""
+    caplog.set_level(logging.INFO)
+    teams.connector.refuse_when = lambda method, body: (
+        (503, {"Retry-After": "60"}) if body.get("type") == "message" else None
+    )
+    fake_model.enqueue(*TWO_STEPS, text("Forty-two."))
+    started = time.monotonic()
+    await asyncio.wait_for(teams.say("how many flights?"), 8)
+    assert time.monotonic() - started < 3
+    lines = teams_lines(caplog)
+    [lost] = [line for line in lines if "answer did not reach" in line]
+    assert (
+        lost.endswith("the Bot Connector at 127.0.0.1 answered HTTP 503, asked to wait 60 s")
+        and f"conversation={THREAD}" in lost
+    )
+    assert not tracebacks(caplog)
+    teams.connector.refuse_when = None
+    fake_model.enqueue(text("Forty-three."))
+    assert (await asyncio.wait_for(teams.say("and now?"), 8))[-1]["text"] == "Forty-three."
+
+
+async def test_a_scheduled_run_into_a_thread_the_bot_left_still_pauses_its_schedule(settings, fake_model):
+    """A refusal keeps its HTTP status for the scheduler: 403 (the bot was removed from the team)
+    pauses the schedule instead of failing it again every week."""
+    connector = FakeConnector().start()
+    app = create_app(settings.model_copy(update={"teams_service_url": connector.url + "/"}))
+    state = app.state.datathread
+    clock = Clock(datetime(2031, 11, 24, 7, 59, tzinfo=UTC))  # Monday 08:59 in Berlin
+    try:
+        async with app.router.lifespan_context(app):
+            book = ScheduleBook.from_settings(state.analyst.store, state.settings, clock=clock)
+            s = new_schedule(
+                cron="0 9 * * mon",
+                tz="Europe/Berlin",
+                surface="teams",
+                channel="19:general@thread.tacv2",
+                thread="1700000000001",
+                question="how many flights?",
+                owner="aad-ada",
+                team_id="tenant-1",
+                now=clock(),
+            )
+            await book.add(s)
+            connector.refuse_status = 403
+            clock.advance(minutes=1, seconds=2)
+            await tick(book, state.runner.submit, grace=timedelta(minutes=10))
+            await asyncio.wait_for(state.runner.drain(), 8)
+            paused = await book.get(s.id)
+    finally:
+        connector.stop()
+    assert paused.paused and "HTTP 403" in paused.paused_reason
+    assert not fake_model.requests
+
+
+def refused() -> requests.exceptions.ConnectionError:
+    """What `requests` raises for a closed port: its ConnectionError over the OS error."""
+    try:
+        try:
+            raise ConnectionRefusedError(111, "Connection refused")
+        except OSError as exc:
+            raise requests.exceptions.ConnectionError(exc) from exc
+    except requests.exceptions.ConnectionError as exc:
+        return exc
+
+
+@pytest.mark.parametrize(
+    "exc,why",
+    [
+        (requests.exceptions.ReadTimeout(), "the Bot Connector did not answer within 2 s"),
+        (
+            requests.exceptions.ConnectTimeout(),
+            f"the Bot Connector could not be reached within {PROGRESS_S:g} s",
+        ),
+        (refused(), "the Bot Connector could not be reached (connection refused)"),
+        (ValueError("x"), "the Bot Connector call failed (ValueError)"),
+    ],
+)
+def test_what_a_failed_call_is_called_in_the_log(exc, why):
+    wrapped = ClientRequestError("Error occurred in request.", exc)  # how msrest raises them
+    assert str(teams_connector.failure(wrapped, 2.0)) == why
