@@ -163,9 +163,13 @@ def on_ctrl_c(runner: LocalRunner, say: Callable[[str], None]) -> Callable[[], N
             runner.hurry()
 
     loop.add_signal_handler(signal.SIGINT, pressed)
+    # A service manager's stop (systemd, Docker: SIGTERM) is a first Ctrl-C, as for `serve`: it killed
+    # the process at once, and the threads with an answer running never heard of it.
+    loop.add_signal_handler(signal.SIGTERM, pressed)
 
     def restore() -> None:
         loop.remove_signal_handler(signal.SIGINT)
+        loop.remove_signal_handler(signal.SIGTERM)
         if previous is not None:  # None: set outside Python, nothing to put back
             signal.signal(signal.SIGINT, previous)
 
