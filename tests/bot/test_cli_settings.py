@@ -157,6 +157,22 @@ def closed_to_this_user(path, user_mode: int) -> list[str]:
     return ["setpriv", "--inh-caps=-all", "--bounding-set=-all"]
 
 
+def ask_where_closed(closed, user_mode: int, env: dict, *, cwd) -> subprocess.CompletedProcess:
+    """`datathread ask hi` (with a key, `env` and no other ANTHROPIC_/DATATHREAD_ variable) where
+    `closed` is one this user cannot write (`closed_to_this_user`); opened again (0755) after."""
+    prefix = closed_to_this_user(closed, user_mode)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC", "DATATHREAD"))} | {
+        "ANTHROPIC_API_KEY": "sk-ant-test-000000",
+        **env,
+    }
+    try:
+        return subprocess.run(
+            [*prefix, DATATHREAD, "ask", "hi"], capture_output=True, text=True, env=env, cwd=cwd, timeout=60
+        )
+    finally:
+        closed.chmod(0o755)
+
+
 def run_below_a_closed_directory(
     tmp_path, name: str, *, mode: int, user_mode: int, home: str, command: list[str]
 ):
@@ -194,20 +210,7 @@ def test_the_default_home_not_writable_is_named_by_its_path(tmp_path):
     is not writable by this user", leaving a newcomer who never set it to guess which folder that is."""
     home = tmp_path / ".datathread"
     home.mkdir(mode=0o755)
-    prefix = closed_to_this_user(home, 0o555)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC", "DATATHREAD"))}
-    env |= {"ANTHROPIC_API_KEY": "sk-ant-test-000000"}
-    try:
-        result = subprocess.run(
-            [*prefix, DATATHREAD, "ask", "hi"],
-            capture_output=True,
-            text=True,
-            env=env,
-            cwd=tmp_path,
-            timeout=60,
-        )
-    finally:
-        home.chmod(0o755)
+    result = ask_where_closed(home, 0o555, {}, cwd=tmp_path)
     assert result.returncode == 2, result.stderr
     line = one_sentence(result.stderr)
     assert line == "error: DATATHREAD_HOME (default ./.datathread) is not writable by this user.", line
@@ -222,24 +225,9 @@ def test_a_part_of_home_another_user_made_is_one_sentence(part, tmp_path):
     home = tmp_path / "home"
     closed = home / part
     closed.mkdir(parents=True)
-    prefix = closed_to_this_user(closed, 0o555)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC", "DATATHREAD"))}
-    env |= {
-        "ANTHROPIC_API_KEY": "sk-ant-test-000000",
-        "ANTHROPIC_BASE_URL": "http://127.0.0.1:9",  # nothing answers: the old code went on to ask it
-        "DATATHREAD_HOME": str(home),
-    }
-    try:
-        result = subprocess.run(
-            [*prefix, DATATHREAD, "ask", "hi"],
-            capture_output=True,
-            text=True,
-            env=env,
-            cwd=tmp_path,
-            timeout=60,
-        )
-    finally:
-        closed.chmod(0o755)
+    # nothing answers at ANTHROPIC_BASE_URL: the old code went on to ask it
+    env = {"ANTHROPIC_BASE_URL": "http://127.0.0.1:9", "DATATHREAD_HOME": str(home)}
+    result = ask_where_closed(closed, 0o555, env, cwd=tmp_path)
     assert result.returncode == 2, result.stderr
     line = one_sentence(result.stderr)
     assert "DATATHREAD_HOME" in line and f"has a {part}/ folder this user cannot write" in line, line

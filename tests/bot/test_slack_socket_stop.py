@@ -5,6 +5,7 @@ A real CLI process of its own (it ends), the fake Socket Mode server and Web API
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import threading
 import time
@@ -25,20 +26,33 @@ WAITING = (
 )
 
 
-def test_a_second_ctrl_c_stops_the_running_answer_now_and_its_thread_is_told(tmp_path, model, slack_api):
+@contextlib.contextmanager
+def answering_slowly(tmp_path, model, slack_api, answer: str, *, ts: str):
+    """A `slack --socket` process of its own writing an answer to a mention (the model holds it until
+    `release` is set): yields (bot, the Socket Mode fake, release); stops both however the test ends."""
     release = threading.Event()
 
     def slow(body: dict) -> dict:
         release.wait(60)
-        return text("too late")
+        return text(answer)
 
     model.enqueue(slow)
     socket_mode = FakeSocketMode().start().attach(slack_api)
     bot = SocketBot(demo_home(tmp_path), model, slack_api)
     try:
-        envelope = socket_mode.event(event_body(mention("a slow one", ts="1700200001.000100")))
+        envelope = socket_mode.event(event_body(mention("a slow one", ts=ts)))
         assert socket_mode.wait_ack(envelope).ack_s < 3
         until(lambda: len(model.requests) == 1, what="the answer being written")
+        yield bot, socket_mode, release
+    finally:
+        release.set()
+        bot.stop()
+        socket_mode.stop()
+
+
+def test_a_second_ctrl_c_stops_the_running_answer_now_and_its_thread_is_told(tmp_path, model, slack_api):
+    slow = answering_slowly(tmp_path, model, slack_api, "too late", ts="1700200001.000100")
+    with slow as (bot, socket_mode, _):
         bot.ctrl_c()
         until(lambda: WAITING in bot.lines(), what="the first Ctrl-C's line")
         assert bot.proc.poll() is None  # it waits for the answer
@@ -47,10 +61,6 @@ def test_a_second_ctrl_c_stops_the_running_answer_now_and_its_thread_is_told(tmp
         code = bot.proc.wait(timeout=30)
         took = time.monotonic() - pressed
         until(lambda: socket_mode.open_connections() == [], what="its connection closed")
-    finally:
-        release.set()
-        bot.stop()
-        socket_mode.stop()
     assert code == 0, bot.lines()
     assert took < 15, f"stopped {took:.1f} s after the second Ctrl-C"  # not the rest of the 30 s
     assert bot.lines()[bot.lines().index(CONNECTED) + 1 :] == [
@@ -69,31 +79,16 @@ def test_a_second_ctrl_c_stops_the_running_answer_now_and_its_thread_is_told(tmp
 def test_sigterm_lets_the_running_answer_finish_and_stops_cleanly(tmp_path, model, slack_api):
     """systemd and Docker stop a service with SIGTERM: it killed `slack --socket` at once, the answer
     being written lost without a word to its thread. Now it is a first Ctrl-C, as for `serve`."""
-    release = threading.Event()
-
-    def slow(body: dict) -> dict:
-        release.wait(60)
-        return text("Finished after the stop.")
-
-    model.enqueue(slow)
-    socket_mode = FakeSocketMode().start().attach(slack_api)
-    bot = SocketBot(demo_home(tmp_path), model, slack_api)
-    try:
-        envelope = socket_mode.event(event_body(mention("a slow one", ts="1700200002.000100")))
-        assert socket_mode.wait_ack(envelope).ack_s < 3
-        until(lambda: len(model.requests) == 1, what="the answer being written")
+    answer = "Finished after the stop."
+    with answering_slowly(tmp_path, model, slack_api, answer, ts="1700200002.000100") as (bot, _, release):
         stopped_before = said(slack_api, STOPPED[:40])  # the Web API fake is the module's
         bot.proc.send_signal(signal.SIGTERM)
         until(lambda: WAITING in bot.lines(), what="SIGTERM's line")
         assert bot.proc.poll() is None  # it waits for the answer
         release.set()
         code = bot.proc.wait(timeout=30)
-    finally:
-        release.set()
-        bot.stop()
-        socket_mode.stop()
     assert code == 0, bot.lines()
     assert bot.lines()[-1] == "Slack: stopped.", bot.lines()
-    assert said(slack_api, "Finished after the stop.") == 1
+    assert said(slack_api, answer) == 1
     assert said(slack_api, STOPPED[:40]) == stopped_before  # not stopped: it finished
     assert "ERROR" not in bot.log() and "Traceback" not in bot.log(), bot.log()
