@@ -20,6 +20,7 @@ from bot.cli_common import (
     app,
     check_output_file,
     check_sandbox,
+    checked_or_exit,
     die,
     err,
     log_level_option,
@@ -200,10 +201,7 @@ def serve(
     settings.isolation = settings.isolation or "strict"  # a shared service refuses unisolated steps
     # What a user can get wrong and this process can check at once, before seconds of imports (Slack,
     # Teams, the core) and the app's start-up: a missing key, a port in use, a host not of this machine.
-    try:
-        require_model(settings)
-    except ConfigError as exc:
-        die(str(exc))
+    checked_or_exit(settings, require_model)
     if problem := listen_problem(host, port):
         die(problem)
     check_sandbox(settings)  # a back end this host lacks: one sentence now, not a worker's traceback
@@ -269,11 +267,8 @@ def slack(
     from bot.slack_socket import SlackUnreachable, check_socket_settings, run_socket_mode
 
     settings = settings_or_exit()
-    try:  # a missing token or key is said first, not after the sandbox and the demo data are built
-        check_socket_settings(settings)
-        require_model(settings)
-    except ConfigError as exc:
-        die(str(exc))
+    # a missing token or key is said first, not after the sandbox and the demo data are built
+    checked_or_exit(settings, check_socket_settings, require_model)
     setup_log(settings, log_level)
     check_sandbox(settings)
     if problem := asyncio.run(_start_problem(settings)):

@@ -7,7 +7,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import typer
@@ -77,6 +77,16 @@ def log_level_option(default: str | None = None):
 def setup_log(settings: Settings, level: str | None = None) -> None:
     """Logs to DATATHREAD_HOME/logs/datathread.log; on stderr too at `level` (bot/log_setup.py)."""
     setup_logging(settings, level)
+
+
+def checked_or_exit(settings: Settings, *checks: Callable[[Settings], None]) -> None:
+    """Each check (`require_model`, …) in turn; the first ConfigError is its sentence and exit 2. Called
+    before a command's heavy imports and start-up, so what a user got wrong is said at once."""
+    try:
+        for check in checks:
+            check(settings)
+    except ConfigError as exc:
+        die(str(exc))
 
 
 def check_sandbox(settings: Settings) -> None:

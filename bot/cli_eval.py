@@ -20,6 +20,7 @@ from bot.cli_common import (
     app,
     check_output_file,
     check_sandbox,
+    checked_or_exit,
     die,
     log_level_option,
     settings_or_exit,
@@ -89,10 +90,8 @@ def eval_command(
         die(
             f"--demo is written for the demo DuckDB warehouse, not {settings.warehouse}: give a suite of your own."
         )
-    try:  # before any import of the core, the sandbox's start or the demo warehouse's build (seconds)
-        require_model(settings)
-    except ConfigError as exc:
-        die(str(exc))
+    # before any import of the core, the sandbox's start or the demo warehouse's build (seconds)
+    checked_or_exit(settings, require_model)
     check_sandbox(settings)
     setup_log(settings, log_level)
     report = asyncio.run(_run(settings, suite, path, done, output, concurrency, timeout))

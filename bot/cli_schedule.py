@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, TypeVar
 import typer
 from rich.console import Console
 
-from bot.cli_common import check_sandbox, die, log_level_option, settings_or_exit, setup_log
+from bot.cli_common import check_sandbox, checked_or_exit, die, log_level_option, settings_or_exit, setup_log
 
 if TYPE_CHECKING:  # imported when a command runs: `datathread --help` need not load the core
     from core.config import Settings
@@ -165,7 +165,7 @@ def run_now(
     log_level: str = log_level_option(),
 ) -> None:
     """Run one occurrence now and post it where the schedule says; exit 1 if the run failed."""
-    from core.config import ConfigError, require_model
+    from core.config import require_model
     from core.schedules import ScheduleError, UnknownSchedule
     from core.sessions import StoreUnavailable
 
@@ -173,10 +173,7 @@ def run_now(
     setup_log(settings, log_level)  # a failed run's records go to the log file (and stderr if asked)
     # Everything a user can get wrong, before the sandbox and the model start: the id, then the settings.
     schedule = _with_book(settings, lambda book: book.get(schedule_id))
-    try:
-        require_model(settings)
-    except ConfigError as exc:
-        _fail(str(exc))
+    checked_or_exit(settings, require_model)
     if problem := poster_problem(settings, schedule.surface):
         _fail(problem)
     check_sandbox(settings)

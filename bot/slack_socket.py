@@ -25,7 +25,7 @@ from bot.slack_identity import SLACK_TOKENS, SlackUnreachable, call_slack
 from bot.surface import AppState
 from bot.teams_auth import build_bot
 from core.analyst import Analyst
-from core.config import ConfigError, Settings, require_model
+from core.config import ConfigError, Settings
 from core.runner import LocalRunner
 
 log = logging.getLogger("datathread.slack")
@@ -92,9 +92,8 @@ def connection_states(say: Callable[[str], None], me: dict) -> ConnectionStates:
 
 
 async def run_socket_mode(settings: Settings, console) -> None:
-    """Connect over Socket Mode and serve until interrupted; finish running turns before exiting."""
-    check_socket_settings(settings)
-    require_model(settings)
+    """Connect over Socket Mode and serve until interrupted; finish running turns before exiting. The
+    tokens' and the model key's presence are checked by the caller first (`datathread slack`)."""
     say = lambda text: console.print(text, highlight=False)  # noqa: E731
     say("Slack: checking SLACK_BOT_TOKEN and SLACK_APP_TOKEN…")
     me = await check_tokens(settings)
