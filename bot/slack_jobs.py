@@ -18,11 +18,11 @@ from bot.slack_confirm import build_confirmer
 from bot.slack_progress import SlackProgress, SlackTarget
 from bot.surface import AppState
 from core.events import IncomingMessage
-from core.notebook import NothingToExport
 from core.runner import STORE_DOWN, STORE_DOWN_TEXT, WHY, TurnJob
 from core.runner_worker import lost_kind
 from core.sessions import session_id_for
 from core.thread import Threads
+from core.turn_records import NothingToExport
 
 log = logging.getLogger("datathread.slack")
 

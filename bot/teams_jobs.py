@@ -22,10 +22,10 @@ from bot.teams_auth import TeamsBot
 from bot.teams_connector import ConnectorFailed
 from bot.teams_progress import TeamsOut, TeamsSink
 from core.events import ConfirmRequest, IncomingMessage
-from core.notebook import NothingToExport
 from core.runner import STORE_DOWN, STORE_DOWN_TEXT, WHY, TurnJob
 from core.schedules_tool import from_answer, propose_new
 from core.thread import CONFIRM_EXPIRED, CONFIRM_NOT_YOURS, ConfirmAnswer, ConfirmResult, Threads
+from core.turn_records import NothingToExport
 
 log = logging.getLogger("datathread.teams")
 

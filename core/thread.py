@@ -20,11 +20,12 @@ from core.config import Settings
 from core.confirm import CONFIRM_TIMEOUT_S, ask, give_answer, wait_for_answer
 from core.csv_cells import neutralise_csv
 from core.events import AnswerReady, ArtifactReady, EventSink
-from core.notebook import NothingToExport, session_notebook
+from core.notebook import session_notebook
 from core.sandbox import is_valid_session_id
 from core.schedules import Clock, utc_now
 from core.schedules_store import ScheduleBook
 from core.sessions import SessionStore, StoreUnavailable, resolve_session_id, session_id_for
+from core.turn_records import NothingToExport
 from core.verified import VerifiedLibrary
 from core.warehouse import Warehouse
 
