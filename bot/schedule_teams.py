@@ -25,6 +25,7 @@ from botbuilder.schema import (
 
 from bot.surface import AppState
 from bot.teams_auth import TeamsBot
+from bot.teams_connector import ConnectorFailed
 from bot.teams_progress import TeamsOut, TeamsSink
 from core.events import IncomingMessage
 from core.schedules import Schedule
@@ -114,7 +115,8 @@ class TeamsSchedulePoster:
             log.warning(
                 "schedule %s: Teams post failed (%s, HTTP %s)", schedule.id, type(exc).__name__, status
             )
-            error = f"HTTP {status}" if status else type(exc).__name__
+            why = exc.why if isinstance(exc, ConnectorFailed) else type(exc).__name__  # sign-in: its sentence
+            error = f"HTTP {status}" if status else why
             return RunResult(ok=False, error=error, gone=status in GONE_STATUS, turn_id=turn_id)
         if not outcome_box:
             return RunResult(ok=False, error="the turn did not run", turn_id=turn_id)

@@ -25,6 +25,7 @@ from botframework.connector.auth import (
 )
 
 from bot.teams_connector import BoundedAuthentication
+from bot.teams_login import SignedIn
 from core.config import ConfigError, Settings
 
 log = logging.getLogger("datathread.teams")
@@ -106,18 +107,22 @@ def credentials_factory(settings: Settings) -> ServiceClientCredentialsFactory:
     return PasswordServiceClientCredentialFactory(app_id, password, "")
 
 
-def build_auth(settings: Settings) -> BotFrameworkAuthentication:
+def build_auth(settings: Settings, *, login_url: str = "") -> BotFrameworkAuthentication:
     """Public-cloud Bot Framework authentication; DATATHREAD_BOT_OPENID_METADATA_URL overrides where the
-    channel's signing keys are fetched (botbuilder's BotOpenIdMetadata setting)."""
-    factory = credentials_factory(settings)
-    if not settings.bot_openid_metadata_url:
+    channel's signing keys are fetched (botbuilder's BotOpenIdMetadata setting), `login_url` where the
+    bot signs in to send (botbuilder's ToChannelFromBotLoginUrl: a private cloud, a test's fake).
+    Credentials are signed in off the event loop and kept for the process (`bot/teams_login.py`)."""
+    factory = SignedIn(credentials_factory(settings))
+    if not settings.bot_openid_metadata_url and not login_url:
         return BotFrameworkAuthenticationFactory.create(credential_factory=factory)
     return BotFrameworkAuthenticationFactory.create(
-        to_channel_from_bot_login_url=AuthenticationConstants.TO_CHANNEL_FROM_BOT_LOGIN_URL_PREFIX,
+        to_channel_from_bot_login_url=login_url
+        or AuthenticationConstants.TO_CHANNEL_FROM_BOT_LOGIN_URL_PREFIX,
         to_channel_from_bot_oauth_scope=AuthenticationConstants.TO_CHANNEL_FROM_BOT_OAUTH_SCOPE,
         to_bot_from_channel_token_issuer=AuthenticationConstants.TO_BOT_FROM_CHANNEL_TOKEN_ISSUER,
         oauth_url=AuthenticationConstants.OAUTH_URL,
-        to_bot_from_channel_open_id_metadata_url=settings.bot_openid_metadata_url,
+        to_bot_from_channel_open_id_metadata_url=settings.bot_openid_metadata_url
+        or AuthenticationConstants.TO_BOT_FROM_CHANNEL_OPENID_METADATA_URL,
         to_bot_from_emulator_open_id_metadata_url=AuthenticationConstants.TO_BOT_FROM_EMULATOR_OPENID_METADATA_URL,
         caller_id=CallerIdConstants.public_azure_channel,
         credential_factory=factory,
@@ -173,9 +178,9 @@ async def authenticate(
     return True
 
 
-def build_bot(settings: Settings) -> TeamsBot:
+def build_bot(settings: Settings, *, login_url: str = "") -> TeamsBot:
     """Settings, authentication and adapter for this process's Teams turns."""
-    auth = build_auth(settings)
+    auth = build_auth(settings, login_url=login_url)
     return TeamsBot(settings, auth, TeamsAdapter(BoundedAuthentication(auth)))
 
 

@@ -72,7 +72,10 @@ async def _continue(bot: TeamsBot, activity: Activity, work) -> None:
         finally:  # msrest's async ConnectorClient has no close(): __aexit__ closes its requests.Session
             await connector.__aexit__(None, None, None)
 
-    await bot.adapter.continue_conversation(reference, logic, bot_app_id=bot.app_id)
+    try:
+        await bot.adapter.continue_conversation(reference, logic, bot_app_id=bot.app_id)
+    except ConnectorFailed as exc:  # no connector at all: signing in to send failed (bot/teams_login.py)
+        log.warning("teams: nothing could be sent to conversation %s: %s", reference.conversation.id, exc)
 
 
 async def dispatch(state: AppState, activity: Activity, out: TeamsOut) -> None:

@@ -138,15 +138,29 @@ class LocalSandbox:
                 )
             assert self._proc.stdout is not None
             line = await asyncio.wait_for(self._proc.stdout.readline(), timeout=120)
-            ready = (
-                json.loads(line) if line.strip() else {"error": "The sandbox fork server failed to start."}
-            )
+            ready = json.loads(line) if line.strip() else {}
             if not ready.get("ready"):
-                await self._proc.wait()
-                raise RuntimeError(ready.get("error") or "The sandbox fork server failed to start.")
+                status = await self._proc.wait()
+                raise RuntimeError(ready.get("error") or self._start_failure(status))
             self.backend = ready.get("backend", "")
             self._zygote_protections = ready.get("protections", {})
             self._log_protections()
+
+    def _start_failure(self, status: int) -> str:
+        """The fork server ended before saying it was ready: say how it ended, and put the end of its
+        log (a traceback, a kill by the OOM killer leaves none) in the bot's log, since the private
+        directory that holds it is removed with the sandbox."""
+        how = f"killed by signal {-status}" if status < 0 else f"exit status {status}"
+        with contextlib.suppress(OSError):
+            assert self._socket_dir is not None
+            tail = (self._socket_dir / "zygote.log").read_text(errors="replace").strip().splitlines()[-20:]
+            if tail:
+                log.error(
+                    "the sandbox fork server ended at start (%s); the end of its log:\n%s",
+                    how,
+                    "\n".join(tail),
+                )
+        return f"The sandbox fork server failed to start ({how})."
 
     def _log_protections(self) -> None:
         off = {k: v for k, v in self._zygote_protections.items() if not v.startswith("on")}

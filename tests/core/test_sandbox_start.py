@@ -1,0 +1,36 @@
+"""A fork server that ends before it is ready: the error says how it ended, and the end of its log —
+kept in its private directory, which goes with the sandbox — reaches the bot's log. (Once, a test
+worker's fork server died at start and all that was left was "failed to start".) The fork server here is
+a stand-in executable: what is under test is the bot's side of a child that dies."""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+import pytest
+
+from core.sandbox_local import LocalSandbox
+
+
+@pytest.mark.parametrize(
+    "ending,how", [("exit 3", "exit status 3"), ("kill -9 $$", "killed by signal 9")], ids=["exits", "killed"]
+)
+async def test_a_fork_server_dying_at_start_says_how_and_logs_its_last_words(
+    tmp_path, monkeypatch, caplog, ending, how
+):
+    fake = tmp_path / "python"
+    fake.write_text(
+        f"#!/bin/sh\necho 'Traceback (most recent call last):' >&2\necho 'MemoryError: boom' >&2\n{ending}\n"
+    )
+    fake.chmod(0o755)
+    monkeypatch.setattr(sys, "executable", str(fake))
+    sandbox = LocalSandbox(workspaces=tmp_path / "ws")
+    try:
+        with caplog.at_level(logging.ERROR), pytest.raises(RuntimeError) as failed:
+            await sandbox.start()
+    finally:
+        await sandbox.close()
+    assert str(failed.value) == f"The sandbox fork server failed to start ({how})."
+    said = [r.getMessage() for r in caplog.records if "fork server ended at start" in r.getMessage()]
+    assert len(said) == 1 and how in said[0] and said[0].endswith("MemoryError: boom"), said
