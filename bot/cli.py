@@ -29,6 +29,7 @@ from bot.cli_common import (
     writing,
 )
 from bot.cli_schedule import app as schedule_app
+from bot.surface_settings import require_socket_tokens, slack_half_configured, teams_half_configured
 from core.config import ConfigError, Settings, require_model
 
 if TYPE_CHECKING:
@@ -202,15 +203,14 @@ def serve(
     # What a user can get wrong and this process can check at once, before seconds of imports (Slack,
     # Teams, the core) and the app's start-up: a missing key, a port in use, a host not of this machine.
     checked_or_exit(settings, require_model)
+    if problem := slack_half_configured(settings) or teams_half_configured(settings):
+        die(problem)
     if problem := listen_problem(host, port):
         die(problem)
     check_sandbox(settings)  # a back end this host lacks: one sentence now, not a worker's traceback
-    from bot import slack_app, teams_auth
     from bot.serve_process import serve as run_server
     from bot.server import create_app, hurry, stopping
 
-    if problem := slack_app.half_configured(settings) or teams_auth.half_configured(settings):
-        die(problem)
     setup_log(settings, log_level)
     try:  # a bad Teams setting: one sentence, not a traceback
         asgi = create_app(settings, freeze_heap=True)
@@ -264,11 +264,11 @@ def slack(
     """Run the Slack app over Socket Mode."""
     if not socket:
         die("Use `datathread slack --socket`, or `datathread serve` for HTTP events.")
-    from bot.slack_socket import SlackUnreachable, check_socket_settings, run_socket_mode
-
     settings = settings_or_exit()
-    # a missing token or key is said first, not after the sandbox and the demo data are built
-    checked_or_exit(settings, check_socket_settings, require_model)
+    # a missing token or key is said first, not after Socket Mode's imports, the sandbox and the demo data
+    checked_or_exit(settings, require_socket_tokens, require_model)
+    from bot.slack_socket import SlackUnreachable, run_socket_mode
+
     setup_log(settings, log_level)
     check_sandbox(settings)
     if problem := asyncio.run(_start_problem(settings)):

@@ -196,7 +196,7 @@ def poster_problem(settings: Settings, surface: str) -> str:
     if surface == "teams" and not settings.microsoft_app_id:
         return "This schedule posts to Teams: set MICROSOFT_APP_ID and MICROSOFT_APP_PASSWORD to run it from here."
     if surface == "teams":
-        from bot.teams_auth import half_configured
+        from bot.surface_settings import teams_half_configured
 
-        return half_configured(settings)
+        return teams_half_configured(settings)
     return ""

@@ -39,6 +39,7 @@ from bot.slack_jobs import (
     run_turn,
 )
 from bot.surface import AppState
+from bot.surface_settings import slack_half_configured
 from core.runner import TurnJob
 from core.schedules_parse import is_schedule_command
 from core.thread import CONFIRM_NOT_YOURS, ConfirmAnswer, ConfirmResult
@@ -239,7 +240,7 @@ class SlackSurface:
     def routes(self) -> list[Route]:
         s = self.state.settings
         if not (s.slack_bot_token and s.slack_signing_secret):
-            if problem := half_configured(s):  # `serve` refuses it; a Modal web endpoint says it here
+            if problem := slack_half_configured(s):  # `serve` refuses it; a Modal web endpoint says it here
                 log.error("%s", problem)
             return [Route("/slack/events", _not_configured, methods=["POST"])]
         app = build_bolt_app(self.state)
@@ -258,26 +259,6 @@ class SlackSurface:
     async def stop(self) -> None:
         """Close the shared Slack HTTP session."""
         await self.client.close()
-
-
-def half_configured(settings) -> str:
-    """Why Slack over HTTP cannot work with one of its two settings given and not the other, or ''.
-
-    Without the signing secret no request to /slack/events can be verified, so every one was refused
-    with a 503 while `serve` had started as if all were well; without the token none can be answered."""
-    token, secret = bool(settings.slack_bot_token), bool(settings.slack_signing_secret)
-    if token and not secret:
-        return (
-            "SLACK_BOT_TOKEN is set but SLACK_SIGNING_SECRET is not, so Slack's requests could not be "
-            "verified and none would be answered: set it (the app's Basic Information page), run "
-            "`datathread slack --socket` instead, or unset SLACK_BOT_TOKEN to serve Teams only."
-        )
-    if secret and not token:
-        return (
-            "SLACK_SIGNING_SECRET is set but SLACK_BOT_TOKEN is not, so no answer could be posted: set "
-            "the bot token (xoxb-…, the app's OAuth & Permissions page), or unset SLACK_SIGNING_SECRET."
-        )
-    return ""
 
 
 async def _not_configured(request: Request) -> PlainTextResponse:

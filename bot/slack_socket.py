@@ -25,19 +25,11 @@ from bot.slack_identity import SLACK_TOKENS, SlackUnreachable, call_slack
 from bot.surface import AppState
 from bot.teams_auth import build_bot
 from core.analyst import Analyst
-from core.config import ConfigError, Settings
+from core.config import Settings
 from core.runner import LocalRunner
 
 log = logging.getLogger("datathread.slack")
 __all__ = ["SLACK_TOKENS", "SlackUnreachable", "call_slack"]  # their home was here: doctor and tests
-
-
-def check_socket_settings(settings: Settings) -> None:
-    """Fail fast, in one sentence, when a token Socket Mode needs is missing."""
-    if not settings.slack_bot_token:
-        raise ConfigError("Set SLACK_BOT_TOKEN (xoxb-…) to run the Slack app.")
-    if not settings.slack_app_token:
-        raise ConfigError("Set SLACK_APP_TOKEN (xapp-…, scope connections:write) for Socket Mode.")
 
 
 async def check_tokens(settings: Settings) -> dict:

@@ -182,21 +182,3 @@ def build_bot(settings: Settings, *, login_url: str = "") -> TeamsBot:
     """Settings, authentication and adapter for this process's Teams turns."""
     auth = build_auth(settings, login_url=login_url)
     return TeamsBot(settings, auth, TeamsAdapter(BoundedAuthentication(auth)))
-
-
-def half_configured(settings: Settings) -> str:
-    """Why Teams cannot work with its app id and password not given together, or ''.
-
-    An app id without its password (MultiTenant or SingleTenant) started `serve` as if all were well,
-    and every answer then failed to sign in; a password without an app id left /api/messages in its
-    loopback-only mode, which doctor reported as "not configured". A managed identity has no password."""
-    app_id, password = bool(settings.microsoft_app_id), bool(settings.microsoft_app_password)
-    if app_id and not password and (settings.microsoft_app_type or "").lower() != "userassignedmsi":
-        return (
-            "MICROSOFT_APP_ID is set but MICROSOFT_APP_PASSWORD is not, so no answer could be sent to "
-            "Teams: set the client secret of the Azure Bot's app registration, or unset MICROSOFT_APP_ID "
-            "to serve Slack only."
-        )
-    if password and not app_id:
-        return "MICROSOFT_APP_PASSWORD is set but MICROSOFT_APP_ID is not: set the Azure Bot's app id too."
-    return ""
