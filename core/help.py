@@ -30,7 +30,11 @@ GENERIC_EXAMPLES = (
     "Give me the top 10 rows of {table} by the biggest numeric column, as a CSV.",
 )
 SURFACE_TIPS = {
-    "terminal": "Ctrl-C stops an answer in progress (a second Ctrl-C quits); Ctrl-D quits.",
+    # one tip for `chat` and `ask` (both are the terminal surface): ask's help once named only chat's keys
+    "terminal": (
+        "In `datathread chat`, Ctrl-C stops an answer in progress (a second Ctrl-C quits) and Ctrl-D quits; "
+        "`datathread ask --session ID …` follows up on a session in one go."
+    ),
     "slack": "Mention me in a channel and reply in the thread for follow-ups; `/ask [private] …` asks in one go.",
     "teams": "Mention me in a channel and reply in the thread for follow-ups; in a chat, `new` starts over.",
 }

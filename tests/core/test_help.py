@@ -35,6 +35,13 @@ def test_help_lists_at_most_some_tables_and_generic_examples_for_other_warehouse
     assert "/ask" in body and "Ctrl-C" not in body
 
 
+def test_the_terminal_tip_fits_both_chat_and_ask():
+    """`ask help` ended with chat's keys alone ("Ctrl-D quits"), meaningless to a one-shot command."""
+    body = help_text("terminal", ["t"])
+    assert "In `datathread chat`, Ctrl-C stops an answer" in body
+    assert "`datathread ask --session ID …` follows up" in body
+
+
 @pytest.mark.parametrize(
     ("tables", "words"),
     [(None, "could not list the tables"), ([], "can't see any tables")],
