@@ -169,8 +169,12 @@ def _confirmer(threads: Threads, out: TeamsOut, asker: str):
     async def confirm(request: ConfirmRequest) -> bool:
         key = f"{request.turn_id}:{request.step_id}"
 
-        async def show() -> bool:
-            await out.send(attachments=[render.confirm_card(request.prompt, key, request.yes)])
+        async def show() -> bool:  # a card that cannot be shown means no, as on Slack, in one log line
+            try:
+                await out.send(attachments=[render.confirm_card(request.prompt, key, request.yes)])
+            except ConnectorFailed as exc:
+                log.warning("teams: could not ask for confirmation in conversation %s: %s", _where(out), exc)
+                return False
             return True
 
         answer = await threads.await_confirmation(key, asker=asker, show=show)
@@ -179,6 +183,10 @@ def _confirmer(threads: Threads, out: TeamsOut, asker: str):
         return bool(answer)
 
     return confirm
+
+
+def _where(out: TeamsOut) -> str:
+    return out.reference.conversation.id if out.reference and out.reference.conversation else "?"
 
 
 async def _card_action(state: AppState, activity: Activity, value: dict, out: TeamsOut) -> None:

@@ -8,6 +8,7 @@ import pytest
 from botbuilder.schema import Activity
 
 from bot import teams_jobs
+from bot.teams_connector import ConnectorFailed
 from core.events import ConfirmRequest
 
 
@@ -68,6 +69,34 @@ async def test_confirm_round_trip_through_the_store(settings, tmp_path, answer, 
     assert await asyncio.wait_for(waiting, 5) is expected
     await teams_jobs._card_action(state, ada, action, out)
     assert "expired" in out.sent[-1][0]
+
+
+async def test_a_run_cancel_card_that_cannot_be_sent_means_no_in_one_log_line(settings, tmp_path, caplog):
+    """The card's send failing (a silent or refusing Bot Connector) raised out of the confirmation: a
+    schedule proposal ended on the core's "Something went wrong", a BigQuery step as a silent no."""
+    import logging
+
+    from core.access import AccessPolicy
+    from core.store_sqlite import SqliteStore
+    from core.thread import Threads
+
+    class RefusingOut(Out):
+        reference = None
+
+        async def send(self, text: str = "", *, attachments: list | None = None) -> str:
+            raise ConnectorFailed("the Bot Connector at 127.0.0.1 did not answer within 10 s")
+
+    threads = Threads(settings, SqliteStore(tmp_path / "s.db"), _NoFiles(), AccessPolicy())
+    confirm = teams_jobs._confirmer(threads, RefusingOut(), "aad-ada")
+    with caplog.at_level(logging.WARNING, logger="datathread.teams"):
+        answer = await asyncio.wait_for(
+            confirm(ConfirmRequest(turn_id="t1", step_id="s1", prompt="Scan?")), 5
+        )
+    assert answer is False
+    assert [r.getMessage() for r in caplog.records] == [
+        "teams: could not ask for confirmation in conversation ?: "
+        "the Bot Connector at 127.0.0.1 did not answer within 10 s"
+    ]
 
 
 class _NoFiles:
