@@ -173,7 +173,8 @@ def _confirmer(threads: Threads, out: TeamsOut, asker: str):
             try:
                 await out.send(attachments=[render.confirm_card(request.prompt, key, request.yes)])
             except ConnectorFailed as exc:
-                log.warning("teams: could not ask for confirmation in conversation %s: %s", _where(out), exc)
+                where = out.reference.conversation.id
+                log.warning("teams: could not ask for confirmation in conversation %s: %s", where, exc)
                 return False
             return True
 
@@ -183,10 +184,6 @@ def _confirmer(threads: Threads, out: TeamsOut, asker: str):
         return bool(answer)
 
     return confirm
-
-
-def _where(out: TeamsOut) -> str:
-    return out.reference.conversation.id if out.reference and out.reference.conversation else "?"
 
 
 async def _card_action(state: AppState, activity: Activity, value: dict, out: TeamsOut) -> None:

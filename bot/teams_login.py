@@ -19,7 +19,6 @@ five minutes (msal's margin) refreshes it there, bounded by the same timeout.
 from __future__ import annotations
 
 import asyncio
-import logging
 
 import requests
 from botframework.connector.auth import MicrosoftAppCredentials, ServiceClientCredentialsFactory
@@ -28,8 +27,6 @@ from msrest.authentication import Authentication
 
 from bot.teams_connector import ConnectorFailed
 from core.wording import os_reason
-
-log = logging.getLogger("datathread.teams")
 
 # Read at each use: tests shorten it. Microsoft's login answers in well under a second; this only
 # decides how soon a silent one is given up on (each of msal's requests, and a whole sign-in).

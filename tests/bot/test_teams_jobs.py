@@ -75,13 +75,14 @@ async def test_a_run_cancel_card_that_cannot_be_sent_means_no_in_one_log_line(se
     """The card's send failing (a silent or refusing Bot Connector) raised out of the confirmation: a
     schedule proposal ended on the core's "Something went wrong", a BigQuery step as a silent no."""
     import logging
+    from types import SimpleNamespace
 
     from core.access import AccessPolicy
     from core.store_sqlite import SqliteStore
     from core.thread import Threads
 
     class RefusingOut(Out):
-        reference = None
+        reference = SimpleNamespace(conversation=SimpleNamespace(id="19:general@thread.tacv2"))
 
         async def send(self, text: str = "", *, attachments: list | None = None) -> str:
             raise ConnectorFailed("the Bot Connector at 127.0.0.1 did not answer within 10 s")
@@ -94,7 +95,7 @@ async def test_a_run_cancel_card_that_cannot_be_sent_means_no_in_one_log_line(se
         )
     assert answer is False
     assert [r.getMessage() for r in caplog.records] == [
-        "teams: could not ask for confirmation in conversation ?: "
+        "teams: could not ask for confirmation in conversation 19:general@thread.tacv2: "
         "the Bot Connector at 127.0.0.1 did not answer within 10 s"
     ]
 
