@@ -7,18 +7,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from core.config import Settings, split_list
+from core.config_types import parse_channel_datasets
 from core.events import IncomingMessage
 from core.policy import TableAllowlist
-
-
-def parse_channel_datasets(value: str) -> dict[str, tuple[str, ...]]:
-    """'C1=finance.*|shared.*;C2=ops.*' → {'C1': ('finance.*', 'shared.*'), 'C2': ('ops.*',)}."""
-    out: dict[str, tuple[str, ...]] = {}
-    for entry in value.split(";"):
-        if "=" in entry:
-            channel, patterns = entry.split("=", 1)
-            out[channel.strip()] = tuple(p.strip() for p in patterns.split("|") if p.strip())
-    return out
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,9 @@ from core.config_data import ModelSettings, WarehouseSettings
 from core.config_errors import describe_setting_error, is_secret
 from core.config_sandbox import SandboxSettings
 from core.config_types import (
+    CHANNEL_DATASETS_EXAMPLE,
     AppType,
+    ChannelDatasets,
     Guid,
     HttpUrl,
     SlashCommand,
@@ -165,10 +167,11 @@ class Settings(SandboxSettings, WarehouseSettings, ModelSettings, BaseSettings):
         validation_alias=_env("DATATHREAD_ADMIN_USERS"),
         description="Comma-separated user ids exempt from rate limits, who may confirm anyone's queries.",
     )
-    channel_datasets: str = Field(
+    channel_datasets: ChannelDatasets = Field(
         "",
         validation_alias=_env("DATATHREAD_CHANNEL_DATASETS"),
-        description="Per-channel dataset allowlists: 'C123=finance.*|shared.*;C456=ops.*'.",
+        description="Per-channel dataset allowlists, replacing the default for that channel, in the "
+        f"format of DATATHREAD_BIGQUERY_DATASETS: '{CHANNEL_DATASETS_EXAMPLE}'.",
     )
     user_turns_per_hour: int = Field(
         60,

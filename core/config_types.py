@@ -194,3 +194,40 @@ ExistingFile = Annotated[Path, AfterValidator(check_existing_file)]
 def split_list(value: str) -> tuple[str, ...]:
     """Comma-separated setting → tuple of trimmed, non-empty items."""
     return tuple(item.strip() for item in value.split(",") if item.strip())
+
+
+CHANNEL_DATASETS_EXAMPLE = "C123=myproj.finance|myproj.shared_*;C456=myproj.ops"
+
+
+def parse_channel_datasets(value: str) -> dict[str, tuple[str, ...]]:
+    """'C1=proj.finance|proj.shared_*;C2=proj.ops' → {'C1': ('proj.finance', 'proj.shared_*'), ...}.
+
+    Strict, because each way this went wrong widened or silently kept access: an entry that was not
+    `CHANNEL=patterns` was dropped (that channel kept the default datasets), and `C1=` gave C1 an empty
+    allowlist, which means every dataset of GCP_PROJECT — wider than the default it meant to narrow."""
+    out: dict[str, tuple[str, ...]] = {}
+    for entry in value.split(";"):
+        if not entry.strip():
+            continue  # a trailing or doubled ';'
+        channel, sep, listed = entry.partition("=")
+        channel = channel.strip()
+        patterns = tuple(p.strip() for p in listed.split("|") if p.strip())
+        if not sep or not channel:
+            raise ValueError(f"{entry.strip()!r} is not CHANNEL=patterns (e.g. {CHANNEL_DATASETS_EXAMPLE})")
+        if not patterns:
+            raise ValueError(
+                f"gives channel {channel} no datasets, which would mean all of them (to keep a channel "
+                "out, leave it out of DATATHREAD_ALLOWED_CHANNELS)"
+            )
+        if channel in out:
+            raise ValueError(f"names channel {channel} twice")
+        out[channel] = patterns
+    return out
+
+
+def check_channel_datasets(value: str) -> str:
+    parse_channel_datasets(value)
+    return value
+
+
+ChannelDatasets = Annotated[str, AfterValidator(check_channel_datasets)]

@@ -49,6 +49,9 @@ BAD = [
     ({"DATATHREAD_TABLE_NOTES": "/nonexistent/notes.yml"}, "DATATHREAD_TABLE_NOTES"),
     ({"SLACK_BOT_TOKEN": "hello"}, "SLACK_BOT_TOKEN"),
     ({"SLACK_APP_TOKEN": "xoxb-where-the-app-token-goes"}, "SLACK_APP_TOKEN"),
+    # `C1=` was an empty allowlist (every dataset of GCP_PROJECT); an entry without `=` was dropped unsaid
+    ({"DATATHREAD_CHANNEL_DATASETS": "C1="}, "DATATHREAD_CHANNEL_DATASETS"),
+    ({"DATATHREAD_CHANNEL_DATASETS": "myproj.finance"}, "DATATHREAD_CHANNEL_DATASETS"),
 ]
 
 

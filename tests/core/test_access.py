@@ -7,7 +7,8 @@ import re
 
 import pytest
 
-from core.access import AccessPolicy, parse_channel_datasets
+from core.access import AccessPolicy
+from core.config_types import parse_channel_datasets
 from core.events import IncomingMessage
 from core.policy import TableAllowlist
 from tests.fakes.anthropic_api import text
@@ -31,12 +32,26 @@ def msg(user="U1", channel="C1", team="T1", surface="slack", text_="hi", direct=
         ("", {}),
         ("C1=finance.*", {"C1": ("finance.*",)}),
         ("C1=finance.*|shared.*;C2=ops.*", {"C1": ("finance.*", "shared.*"), "C2": ("ops.*",)}),
-        (" C1 = finance.* | ; C2=", {"C1": ("finance.*",), "C2": ()}),
-        ("garbage;C3=a.b", {"C3": ("a.b",)}),
+        (" C1 = finance.* | ; C2=b.c;", {"C1": ("finance.*",), "C2": ("b.c",)}),
     ],
 )
 def test_parse_channel_datasets(value, expected):
     assert parse_channel_datasets(value) == expected
+
+
+@pytest.mark.parametrize(
+    ("value", "words"),
+    [
+        ("garbage;C3=a.b", "'garbage' is not CHANNEL=patterns"),  # was dropped: C3 alone was narrowed
+        ("=a.b", "'=a.b' is not CHANNEL=patterns"),
+        ("C1=finance.*;C2=", "gives channel C2 no datasets"),  # was an empty allowlist: every dataset
+        ("C1= | ", "gives channel C1 no datasets"),
+        ("C1=a.b;C1=c.d", "names channel C1 twice"),  # the second silently replaced the first
+    ],
+)
+def test_a_channel_datasets_value_that_would_widen_or_drop_access_is_refused(value, words):
+    with pytest.raises(ValueError, match=re.escape(words)):
+        parse_channel_datasets(value)
 
 
 POLICY = AccessPolicy(
