@@ -112,9 +112,13 @@ def check_sandbox(settings: Settings) -> None:
 def check_output_file(path: Path) -> None:
     """End the command in one sentence (exit 2) when a file cannot be written at `path` (`-o`, `--output`),
     before any work: `eval --output` used to ask every question first, then fail in a traceback."""
-    if path.is_dir():
+    try:  # `-o /root/x` as another user, a name over 255 bytes: stat fails, and Path.exists() raises that
+        is_dir, exists = path.is_dir(), path.exists()
+    except OSError as exc:
+        die(f"{path} cannot be written: {(exc.strerror or str(exc)).lower()}")
+    if is_dir:
         die(f"{path} is a directory: name a file inside it")
-    if path.exists():  # written in place: opening it to append changes nothing, and proves it writable
+    if exists:  # written in place: opening it to append changes nothing, and proves it writable
         try:  # (without blocking: a FIFO with no reader would wait here for one)
             os.close(os.open(path, os.O_WRONLY | os.O_APPEND | os.O_NONBLOCK))
         except OSError:

@@ -36,7 +36,7 @@ def where_to(raw: str | None) -> tuple[Path | None, Path]:
     if not raw.strip():
         _fail("-o is empty: name a notebook file, a folder to put it in, or - for stdout.", 2)
     path = Path(raw)
-    if raw.endswith(("/", os.sep)) or path.is_dir():
+    if raw.endswith(("/", os.sep)) or _is_dir(path):
         try:
             check_writable_dir(path)
         except ValueError as exc:
@@ -44,6 +44,15 @@ def where_to(raw: str | None) -> tuple[Path | None, Path]:
         return None, path
     check_output_file(path)
     return path, path.parent
+
+
+def _is_dir(path: Path) -> bool:
+    """Path.is_dir, except that a path this user cannot reach is not a folder to write into here:
+    `check_output_file` then says so (it raised PermissionError for `-o /root/x.ipynb`)."""
+    try:
+        return path.is_dir()
+    except OSError:
+        return False
 
 
 async def export_session(

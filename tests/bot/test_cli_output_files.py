@@ -83,3 +83,32 @@ def test_an_unwritable_folder_is_one_sentence(place):
     result = CliRunner().invoke(app, ["teams-package", "-o", str(closed / "t.zip")], env=APP)
     assert result.exit_code == 2, result.output
     assert "is not writable by this user" in one_line(result.output)
+
+
+@pytest.mark.parametrize("command", ["teams-package", "export"])
+def test_a_path_that_cannot_even_be_looked_at_is_one_sentence(command, place):
+    """Path.is_dir()/exists() raise what stat says unless it is "no such file": a 300-byte name
+    (ENAMETOOLONG) here, and, as an ordinary user, a folder they may not enter (EACCES, below) were
+    tracebacks from `export -o` and `teams-package -o`."""
+    target = place / ("n" * 300 + ".zip")
+    args = [command, *(["some-session"] if command == "export" else []), "-o", str(target)]
+    result = CliRunner().invoke(app, args, env=APP)
+    assert result.exit_code == 2, result.output
+    assert one_line(result.output) == f"error: {target} cannot be written: file name too long"
+
+
+@pytest.mark.skipif(
+    os.geteuid() == 0, reason="root enters any folder: checked as an ordinary user by .ci/run"
+)
+@pytest.mark.parametrize("command", ["teams-package", "export"])
+def test_a_folder_this_user_cannot_enter_is_one_sentence(command, place):
+    shut = place / "shut"
+    shut.mkdir(mode=0o000)
+    target = shut / "inner" / "x.zip"
+    args = [command, *(["some-session"] if command == "export" else []), "-o", str(target)]
+    try:
+        result = CliRunner().invoke(app, args, env=APP)
+    finally:
+        shut.chmod(0o700)
+    assert result.exit_code == 2, result.output
+    assert one_line(result.output) == f"error: {target} cannot be written: permission denied"
