@@ -7,8 +7,10 @@ timestamped WARNING beside it; the file keeps warnings and errors (with error id
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import logging.handlers
+import os
 import sys
 from pathlib import Path
 
@@ -57,9 +59,18 @@ def log_file(settings: Settings) -> Path:
 
 
 def setup_logging(settings: Settings, console_level: str | None) -> Path:
-    """File handler at WARNING (or lower if asked); a stderr handler only for `console_level`."""
+    """File handler at WARNING (or lower if asked); a stderr handler only for `console_level`.
+
+    The logs are this user's alone (folder 0700, file 0600): at INFO and DEBUG they hold people's
+    questions and the SDKs' request options, and the state home around them is 0711 (sandboxed steps
+    pass through it to their workspaces) — the log was 0644, readable by every user of the host."""
     path = log_file(settings)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    with contextlib.suppress(OSError):  # made by an earlier version (0755), or not ours: as it is
+        os.chmod(path.parent, 0o700)
+    with contextlib.suppress(OSError):
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600))
+        os.chmod(path, 0o600)
     root = logging.getLogger()
     for handler in [h for h in root.handlers if getattr(h, "datathread", False)]:
         root.removeHandler(handler)  # set up twice in one process (tests): replace, don't stack

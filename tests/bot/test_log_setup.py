@@ -1,0 +1,45 @@
+"""The log file (bot/log_setup.py): this user's alone. It holds people's questions at INFO and DEBUG,
+and sat at 0644 in a state home that is 0711 (steps pass through it to their workspaces), so every user
+of the host could read it (found by a newcomer trial: `su nobody -c "grep -c 'how many flights' …"`)."""
+
+from __future__ import annotations
+
+import logging
+import stat
+
+import pytest
+
+from bot.log_setup import log_file, setup_logging
+
+
+@pytest.fixture
+def restored_logging():
+    root = logging.getLogger()
+    before, level = list(root.handlers), root.level
+    yield
+    for handler in [h for h in root.handlers if h not in before]:
+        root.removeHandler(handler)
+        handler.close()
+    root.setLevel(level)
+
+
+def mode(path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+@pytest.mark.parametrize("earlier", [False, True], ids=["new-home", "logs-made-by-an-earlier-version"])
+def test_the_log_and_its_rotations_are_readable_by_this_user_only(settings, restored_logging, earlier):
+    path = log_file(settings)
+    if earlier:  # an existing 0755 folder and 0644 file, as the last version left them
+        path.parent.mkdir(parents=True, mode=0o755)
+        path.parent.chmod(0o755)
+        path.write_text("an older line\n")
+        path.chmod(0o644)
+    assert setup_logging(settings, "INFO") == path
+    logging.getLogger("datathread.test").info("a person's question: how many flights left JFK?")
+    assert mode(path.parent) == 0o700 and mode(path) == 0o600
+    assert "how many flights" in path.read_text()
+    rotating = next(h for h in logging.getLogger().handlers if getattr(h, "baseFilename", "") == str(path))
+    rotating.doRollover()  # the next file is made by the handler itself, with the process's umask
+    assert sorted(p.name for p in path.parent.iterdir()) == ["datathread.log", "datathread.log.1"]
+    assert mode(path.parent) == 0o700  # what keeps every rotation private, whatever its own mode
