@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from core.config import PLACEHOLDER_KEY, Settings, placeholder_key, provider_missing
 from core.s3 import parse_roots
+from core.wording import os_reason
 
 CHECK_TIMEOUT_S = 2.5  # each network call's own timeout
 Status = Literal["ok", "fail", "off", "unchecked"]
@@ -143,8 +144,9 @@ async def check_model(settings: Settings) -> Check:
             response = await client.get(f"{base}/v1/models/{quote(settings.model, safe='')}", headers=headers)
         except httpx.TimeoutException:
             return Check("model", "fail", f"{label}: Claude took too long to answer ({base}).")
-        except httpx.HTTPError:
-            return Check("model", "fail", f"{label}: I could not reach the Claude API at {base}.")
+        except httpx.HTTPError as exc:
+            reason = f" ({os_reason(exc)})" if os_reason(exc) else ""
+            return Check("model", "fail", f"{label}: I could not reach the Claude API at {base}{reason}.")
     if response.status_code != 200:
         return Check("model", "fail", f"{label}: {model_status_sentence(response.status_code)}")
     return Check("model", "ok", f"{label} (key and model accepted at {base})")

@@ -11,7 +11,7 @@ from typing import Literal
 
 from pydantic import AliasChoices, BaseModel, Field, SecretStr
 
-from core.config_types import ExistingFile, HttpUrl, ModelId
+from core.config_types import ExistingFile, HeaderSecret, HttpUrl, ModelId
 
 _env = AliasChoices  # a field's environment variable names (the contract's)
 
@@ -19,7 +19,7 @@ _env = AliasChoices  # a field's environment variable names (the contract's)
 class ModelSettings(BaseModel):
     """Claude: credentials, provider, and the limits of one turn."""
 
-    anthropic_api_key: SecretStr | None = Field(
+    anthropic_api_key: HeaderSecret | None = Field(
         None,
         validation_alias=_env("ANTHROPIC_API_KEY"),
         description="Claude API key (the one thing you must bring).",

@@ -3,6 +3,7 @@ what is wrong with it — pydantic's own report is a paragraph of its internals.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 from typing import get_args
 
@@ -11,9 +12,16 @@ from pydantic.fields import FieldInfo
 
 
 def is_secret(field: FieldInfo) -> bool:
-    """A setting held as `SecretStr` (optional or not): stripped of surrounding space when read, and
-    never echoed in an error."""
-    return SecretStr in (field.annotation, *get_args(field.annotation))
+    """A setting held as `SecretStr` (optional or not, checked by a validator or not): stripped of
+    surrounding space when read, and never echoed in an error."""
+    return any(kind is SecretStr for kind in _kinds(field.annotation))
+
+
+def _kinds(annotation: object) -> Iterator[object]:
+    """The annotation and everything inside it: `Annotated[SecretStr, …] | None` holds SecretStr."""
+    yield annotation
+    for inner in get_args(annotation):
+        yield from _kinds(inner)
 
 
 HIDDEN_VALUES = ("REDIS_URL",)  # may carry a password: never echoed

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Annotated
 from urllib.parse import urlsplit
 
-from pydantic import AfterValidator, BeforeValidator
+from pydantic import AfterValidator, BeforeValidator, SecretStr
 
 GUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
 DOMAIN = re.compile(r"^(?=.{4,253}$)([a-zA-Z0-9-]{1,63}\.)+[a-zA-Z]{2,63}$")
@@ -159,6 +159,20 @@ def check_existing_file(value: Path) -> Path:
     return path
 
 
+def check_header_secret(value: SecretStr) -> SecretStr:
+    """A key travels in an HTTP header, so a character a header cannot carry is a copying mistake: a
+    non-ASCII one (a typographic quote, a letter copied with it) made `ask` say "could not reach the
+    Claude API" and `doctor` print a raw UnicodeEncodeError; a space or quote inside, a key the API
+    refuses. (Surrounding whitespace is already dropped; the key itself is never echoed.)"""
+    key = value.get_secret_value()
+    if not key.isascii():
+        raise ValueError("contains a character that is not ASCII (a typographic quote?): copy the key again")
+    if any(c.isspace() or c in "\"'" for c in key):
+        raise ValueError("contains a space or a quote inside it: copy the key again")
+    return value
+
+
+HeaderSecret = Annotated[SecretStr, AfterValidator(check_header_secret)]
 HttpUrl = Annotated[str, AfterValidator(check_http_url)]
 RedisUrl = Annotated[str, AfterValidator(check_redis_url)]
 SlashCommand = Annotated[str, AfterValidator(check_slash_command)]

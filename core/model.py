@@ -22,6 +22,7 @@ import anthropic
 
 from core.config import ConfigError, Settings, require_model
 from core.events import ModelFault
+from core.wording import os_reason
 
 TextSink = Callable[[str], Awaitable[None]]
 
@@ -174,8 +175,11 @@ def describe_model_error(exc: Exception) -> str:
         return f"Claude did not start answering within {exc.seconds:g} s. Please try again."
     if isinstance(exc, anthropic.APITimeoutError):
         return "Claude took too long to answer. Please try again."
-    if isinstance(exc, anthropic.APIConnectionError):
-        return "I could not reach the Claude API. Please try again shortly."
+    if isinstance(exc, anthropic.APIConnectionError):  # with the network's reason: a DNS failure, a refusal
+        reason = os_reason(exc)
+        return (
+            f"I could not reach the Claude API{f' ({reason})' if reason else ''}. Please try again shortly."
+        )
     if isinstance(exc, anthropic.BadRequestError):
         return _bad_request(api_error_message(exc))
     for kind, sentence, _ in STATUS_ERRORS:

@@ -246,6 +246,32 @@ def test_a_bad_secret_is_named_but_never_echoed(tmp_path, monkeypatch):
     assert "4242" not in result.output
 
 
+@pytest.mark.parametrize(
+    ("key", "words"),
+    [
+        ("sk-ant-api03-4242\u00fc\u00f1", "contains a character that is not ASCII (a typographic quote?)"),
+        ("sk-ant-api03-4242 copied with prose", "contains a space or a quote inside it"),
+        ('"sk-ant-api03-4242"', "contains a space or a quote inside it"),  # quoted in the environment
+    ],
+    ids=["non-ascii", "space", "quotes"],
+)
+def test_a_key_no_http_header_can_carry_is_refused_without_being_echoed(key, words, tmp_path, monkeypatch):
+    """It went out as a header: "could not reach the Claude API" from `ask`, a raw UnicodeEncodeError
+    from `doctor`. Its name and what is wrong, never the key (SecretStr behind a validator was echoed
+    at first: the secret check did not look inside Annotated)."""
+    monkeypatch.chdir(tmp_path)
+    for command in (["ask", "hi"], ["doctor"]):
+        env = {"ANTHROPIC_API_KEY": key, "DATATHREAD_HOME": str(tmp_path / "home")}
+        result = CliRunner().invoke(app, command, env=env)
+        line = one_sentence(result.output)
+        assert result.exit_code == 2 and line == f"error: ANTHROPIC_API_KEY {words}: copy the key again.", (
+            line
+        )
+        assert "4242" not in result.output
+    padded = load_settings(_env_file=None, anthropic_api_key="  sk-ant-api03-ok\n")  # still trimmed
+    assert padded.anthropic_api_key.get_secret_value() == "sk-ant-api03-ok"
+
+
 def test_a_link_secret_too_short_to_sign_safely_is_refused_without_being_echoed(tmp_path, monkeypatch):
     """A download link is an HMAC under DATATHREAD_LINK_SECRET: a word-long key can be recovered from
     one link offline, and then every workspace file could be fetched. 32 characters (what the docs

@@ -157,3 +157,15 @@ def _bad_request(message: str):
 )
 def test_only_set_up_failures_are_model_faults(exc, fault):
     assert model_fault(exc) == fault
+
+
+async def test_an_unreachable_api_is_said_with_the_networks_reason():
+    """The real SDK against a port nothing listens on: the sentence said only "could not reach", and
+    the reason (a DNS failure, a refusal) was in no log line below DEBUG."""
+    client = anthropic.AsyncAnthropic(api_key="sk-ant-test", base_url="http://127.0.0.1:9", max_retries=0)
+    with pytest.raises(anthropic.APIConnectionError) as failed:
+        await client.messages.create(model="m", max_tokens=1, messages=[{"role": "user", "content": "hi"}])
+    await client.close()
+    assert describe_model_error(failed.value) == (
+        "I could not reach the Claude API (connection refused). Please try again shortly."
+    )
