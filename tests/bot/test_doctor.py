@@ -17,9 +17,9 @@ from typer.testing import CliRunner
 
 from bot.cli import app
 from bot.doctor import CHECK_TIMEOUT_S, SAFETY_TIMEOUT_S
-from tests.fakes.bigquery_api import API, Answer, FakeBigQuery
+from tests.fakes.bigquery_api import API, Answer, FakeBigQuery, service_account_key
 from tests.fakes.black_hole import BlackHole
-from tests.fakes.redis_server import RedisServer
+from tests.fakes.redis_server import RedisServer, free_port
 from tests.fakes.slack_api import FakeSlackAPI
 
 KEY = "sk-ant-doctor-000001"
@@ -142,6 +142,27 @@ def test_each_broken_part_fails_on_its_own_line_within_one_timeout(
     assert rows["s3"][0] == "FAIL" and "missing-bucket" in rows["s3"][1]
     assert rows["teams"][0] == "FAIL" and "11111111-2222-3333-4444-555555555555" in rows["teams"][1]
     assert elapsed < SAFETY_TIMEOUT_S + 10  # parallel: about one timeout, not the sum of them
+
+
+def test_an_unreachable_bigquery_is_said_with_its_cause(tmp_path, monkeypatch):
+    """The key's token endpoint refuses connections: google's retry went on for 600 s, so the check was
+    cut by the safety timeout and said "no answer within 5 s" (in 3.3 s, from a DNS failure). Now the
+    product's bounded retry gives up first and its sentence names the cause."""
+    monkeypatch.chdir(tmp_path)
+    closed = f"http://127.0.0.1:{free_port()}"
+    key = service_account_key(tmp_path / "key.json", f"{closed}/token")
+    env = {
+        "DATATHREAD_WAREHOUSE": "bigquery",
+        "GCP_PROJECT": "bill",
+        "GOOGLE_APPLICATION_CREDENTIALS": str(key),
+        "DATATHREAD_BIGQUERY_API_URL": closed,
+    }
+    code, rows, elapsed = doctor(tmp_path, env)
+    status, detail = rows["warehouse"]
+    assert code == 1 and status == "FAIL", rows
+    assert detail.startswith("bigquery, project bill: Could not reach BigQuery within 2.5 s:"), detail
+    assert "onnection refused" in detail, detail
+    assert elapsed < SAFETY_TIMEOUT_S + 10
 
 
 def test_at_80_columns_no_detail_is_cut(tmp_path, monkeypatch):
