@@ -29,6 +29,11 @@ GENERIC_EXAMPLES = (
     "Summarize {table} by month, and chart it.",
     "Give me the top 10 rows of {table} by the biggest numeric column, as a CSV.",
 )
+UNLISTED_EXAMPLES = (
+    "What tables are there, and what is in them?",
+    "Which table is the biggest, and what does one of its rows look like?",
+    "Summarize a table you name by month, and chart it.",
+)
 SURFACE_TIPS = {
     # one tip for `chat` and `ask` (both are the terminal surface): ask's help once named only chat's keys
     "terminal": (
@@ -75,9 +80,14 @@ def help_text(surface: str, tables: list[str] | None) -> str:
 
 
 def example_questions(tables: list[str]) -> list[str]:
-    if not tables or set(DEMO_TABLES) <= {t.rsplit(".", 1)[-1] for t in tables}:
+    """The demo's questions over the demo's tables; else questions about the first table seen; with
+    no table seen (none allowed, or listing failed) none that name one — a BigQuery bot whose listing
+    failed offered questions about 2013's flights."""
+    if tables and set(DEMO_TABLES) <= {t.rsplit(".", 1)[-1] for t in tables}:
         return list(DEMO_EXAMPLES)
-    return [q.format(table=f"`{tables[0]}`") for q in GENERIC_EXAMPLES]
+    if tables:
+        return [q.format(table=f"`{tables[0]}`") for q in GENERIC_EXAMPLES]
+    return list(UNLISTED_EXAMPLES)
 
 
 async def _table_names(warehouse: Warehouse, allowlist: TableAllowlist) -> list[str] | None:

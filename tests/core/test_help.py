@@ -47,7 +47,9 @@ def test_the_terminal_tip_fits_both_chat_and_ask():
     [(None, "could not list the tables"), ([], "can't see any tables")],
 )
 def test_help_says_when_no_tables_are_visible(tables, words):
-    assert words in help_text("teams", tables)
+    body = help_text("teams", tables)
+    assert words in body
+    assert "flights" not in body and "What tables are there, and what is in them?" in body  # no demo
 
 
 async def test_the_analyst_answers_help_and_empty_messages_without_the_model(analyst, fake_model, recorder):
