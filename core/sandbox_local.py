@@ -169,10 +169,18 @@ class LocalSandbox:
             log.error("%s", self.refused_reason())
         elif off:
             log.warning(
-                "sandbox protections OFF on this host: %s (set DATATHREAD_ISOLATION=strict to refuse steps "
-                "without network and filesystem isolation)",
+                "sandbox protections OFF on this host: %s (%s)",
                 "; ".join(f"{k}: {v.split('— ', 1)[-1]}" for k, v in off.items()),
+                self._off_advice(off),
             )
+
+    def _off_advice(self, off: dict[str, str]) -> str:
+        """What the operator can do about what is OFF. `serve` runs strict already, and strict asks only
+        for network and filesystem isolation: advising it there, for a uid or cgroup row, misled."""
+        required = " and ".join(isolation_backends.REQUIRED_FOR_STRICT)
+        if self.isolation_policy != "strict":
+            return f"set DATATHREAD_ISOLATION=strict to refuse steps without {required} isolation"
+        return f"DATATHREAD_ISOLATION=strict needs only {required} isolation, which is on; docs/SECURITY.md says what each OFF row means"
 
     def _pid_namespace(self) -> bool:
         return self._zygote_protections.get("leftover processes", "").startswith("on — own PID namespace")

@@ -34,3 +34,18 @@ async def test_a_fork_server_dying_at_start_says_how_and_logs_its_last_words(
     assert str(failed.value) == f"The sandbox fork server failed to start ({how})."
     said = [r.getMessage() for r in caplog.records if "fork server ended at start" in r.getMessage()]
     assert len(said) == 1 and how in said[0] and said[0].endswith("MemoryError: boom"), said
+
+
+@pytest.mark.parametrize(
+    "policy,advice",
+    [
+        ("best", "set DATATHREAD_ISOLATION=strict to refuse steps without network and filesystem isolation"),
+        ("strict", "DATATHREAD_ISOLATION=strict needs only network and filesystem isolation, which is on"),
+    ],
+)
+def test_the_protections_off_warning_advises_what_fits_the_policy(tmp_path, policy, advice):
+    """`serve` runs strict, and its start logged "set DATATHREAD_ISOLATION=strict" under a uid and a
+    cgroup row that strict does not cover."""
+    sandbox = LocalSandbox(workspaces=tmp_path / "ws", isolation_policy=policy)
+    off = {"uid": "OFF — steps run as the bot's own uid", "cgroups": "OFF — no writable cgroup"}
+    assert sandbox._off_advice(off).startswith(advice)
