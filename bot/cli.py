@@ -294,15 +294,17 @@ def audit(
     channel: str = typer.Option(None, "--channel", help="Only turns of this channel or conversation id."),
     since_hours: float = typer.Option(None, "--since-hours", help="Only turns of the last N hours."),
     fmt: AuditFormat = typer.Option(AuditFormat.jsonl, "--format", help="jsonl (one turn a line) or csv."),
-    limit: int = typer.Option(1000, "--limit", help="At most this many turns, the newest."),
+    limit: int = typer.Option(1000, "--limit", min=1, help="At most this many turns, the newest."),
 ) -> None:
     """List recorded turns and steps (who, where, question, SQL/code, rows, outcome) as JSON lines or CSV."""
     from bot.audit import print_audit
     from core.sessions import StoreUnavailable
 
+    if since_hours is not None and not since_hours > 0:  # -1 and 0 listed nothing, or everything, unsaid
+        die("--since-hours takes a number of hours back from now, more than 0 (e.g. 24).")
     settings = settings_or_exit()
     try:
-        asyncio.run(
+        matched = asyncio.run(
             print_audit(
                 settings,
                 session=session,
@@ -315,6 +317,9 @@ def audit(
         )
     except StoreUnavailable as exc:  # a Redis that is down or wants a password: its sentence, no traceback
         die(str(exc))
+    if not matched:  # said on stderr: stdout stays what a pipe reads (nothing, or the CSV header)
+        filtered = session or user or channel or since_hours
+        err.print(f"No recorded turns{' match these filters' if filtered else ' yet'}.", markup=False)
 
 
 @app.command()

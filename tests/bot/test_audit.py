@@ -176,3 +176,40 @@ async def test_csv_neutralises_formulas_from_questions_and_steps(settings, paylo
     await print_audit(settings, session=None, user=None, channel=None, since_hours=None, fmt="jsonl",
                       limit=10, out=jsonl)  # fmt: skip
     assert json.loads(jsonl.getvalue().splitlines()[0])["question"] == payload
+
+
+@pytest.mark.parametrize(
+    "args,code,said",
+    [
+        ([], 0, "No recorded turns yet."),
+        (["--user", "U9"], 0, "No recorded turns match these filters."),
+        (
+            ["--since-hours", "-1"],
+            2,
+            "error: --since-hours takes a number of hours back from now, more than 0",
+        ),
+        (
+            ["--since-hours", "0"],
+            2,
+            "error: --since-hours takes a number of hours back from now, more than 0",
+        ),
+    ],
+    ids=["empty", "filtered", "negative-hours", "zero-hours"],
+)
+def test_audit_says_when_nothing_matches_and_refuses_a_window_of_no_time(
+    tmp_path, monkeypatch, args, code, said
+):
+    """An empty audit printed nothing at all; `--since-hours -1` and `--limit 0` were taken and listed
+    nothing, exit 0. stdout stays what a pipe reads: the sentences go to stderr."""
+    from typer.testing import CliRunner
+
+    from bot.cli import app
+
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(app, ["audit", *args], env={"DATATHREAD_HOME": str(tmp_path / "home")})
+    assert result.exit_code == code, result.output
+    assert result.stdout == "" and result.stderr.strip().startswith(said), result.stderr
+    limited = CliRunner().invoke(
+        app, ["audit", "--limit", "0"], env={"DATATHREAD_HOME": str(tmp_path / "home")}
+    )
+    assert limited.exit_code == 2 and "--limit" in limited.output
