@@ -354,7 +354,7 @@ def test_audit_format_accepts_only_supported_values(tmp_path, monkeypatch):
     assert result.exit_code == 2 and "--format" in result.output and "jsonl" in result.output
     result = CliRunner().invoke(app, ["audit", "--format", "csv"], env=env)
     assert result.exit_code == 0, result.output
-    assert result.output.splitlines()[0].startswith("turn_id,")
+    assert result.stdout.splitlines()[0].startswith("turn_id,")  # the CSV is stdout; a note may go to stderr
 
 
 # Every command with --log-level, and arguments that take it to the command's first sentence.
