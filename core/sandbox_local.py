@@ -164,7 +164,15 @@ class LocalSandbox:
 
     def _log_protections(self) -> None:
         off = {k: v for k, v in self._zygote_protections.items() if not v.startswith("on")}
-        log.info("sandbox ready, isolation back end %r: %s", self.backend, self._zygote_protections)
+        # one short line at INFO (serve's terminal); the whole report (~1.5 KB on one line) at DEBUG
+        on = sum(state.startswith("on") for state in self._zygote_protections.values())
+        log.info(
+            "sandbox ready, isolation back end %r: %d of %d protections on",
+            self.backend,
+            on,
+            len(self._zygote_protections),
+        )
+        log.debug("sandbox protections: %s", self._zygote_protections)
         if self.refused_reason():
             log.error("%s", self.refused_reason())
         elif off:
