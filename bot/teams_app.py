@@ -95,7 +95,10 @@ class TeamsSurface:
                 extra=ENDPOINT_NOTICE,
             )
         else:
-            log.info("Teams: app %s (%s)", self.bot.app_id, self.state.settings.microsoft_app_type)
+            settings = self.state.settings  # said by the web process only, as the notice above
+            log.info(
+                "Teams: app %s (%s)", self.bot.app_id, settings.microsoft_app_type, extra=ENDPOINT_NOTICE
+            )
 
     async def stop(self) -> None:
         return None
