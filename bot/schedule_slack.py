@@ -4,7 +4,8 @@ answer and footer — under the schedule owner's identity.
 
 A channel that is gone or no longer has the bot (`channel_not_found`, `not_in_channel`,
 `is_archived`: https://docs.slack.dev/reference/methods/chat.postMessage#errors) makes the run `gone`,
-which pauses the schedule.
+which pauses the schedule. A Slack that does not answer (`bot/slack_client.py` bounds every call) fails the
+run in one log line and one sentence, no traceback; the run's notices are then not tried against it.
 
 Creating one from Slack: `/ask schedule weekly mon 09:00 …` (parsed without the model) and the
 asker's time zone from `users.info` (scope `users:read`), which turns also carry for `create_schedule`.
@@ -13,12 +14,13 @@ asker's time zone from `users.info` (scope `users:read`), which turns also carry
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from slack_sdk.errors import SlackApiError
+from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot import slack_render as render
+from bot.slack_client import SlackCallFailed, quick
 from bot.slack_confirm import build_confirmer
 from bot.slack_progress import SlackProgress, SlackTarget
 from bot.surface import AppState
@@ -40,10 +42,12 @@ GONE_ERRORS = frozenset(
 
 @dataclass
 class SlackSchedulePoster:
-    """Posts scheduled runs with one Web API client (the bot token, DATATHREAD_SLACK_API_URL)."""
+    """Posts one occurrence's runs with one Web API client (the bot token, DATATHREAD_SLACK_API_URL).
+    `unreachable`: why Slack did not answer this occurrence's last header, if it did not."""
 
     client: AsyncWebClient
     analyst: Analyst
+    unreachable: str = field(default="", init=False)
 
     async def run(self, schedule: Schedule, *, turn_id: str, note: str) -> RunResult:
         try:
@@ -53,6 +57,13 @@ class SlackSchedulePoster:
         except SlackApiError as exc:
             error = str(exc.response.get("error", "error"))
             return RunResult(ok=False, error=error, gone=error in GONE_ERRORS, turn_id=turn_id)
+        except SlackCallFailed as exc:
+            self.unreachable = str(exc)
+            log.warning(
+                "schedule %s: run %s not posted in %s: %s", schedule.id, turn_id, schedule.channel, exc
+            )
+            return RunResult(ok=False, error=self.unreachable, turn_id=turn_id)
+        self.unreachable = ""
         thread_ts = schedule.thread or header["ts"]
         target = SlackTarget(
             channel=schedule.channel, thread_ts=thread_ts, team_id=schedule.team_id, user_id=schedule.owner
@@ -68,9 +79,18 @@ class SlackSchedulePoster:
         sink = SlackProgress(self.client, target, self.analyst.threads.read_artifact)
         # No confirmer: nobody is there to click Run, so a query over the cost cap is not run.
         outcome = await self.analyst.handle(message, sink, turn_id=turn_id)
+        if sink.lost:  # answered, but nobody saw it: not a run that worked
+            return RunResult(ok=False, error=f"the answer was not posted: {sink.lost}", turn_id=turn_id)
         return RunResult(ok=outcome.ok, error=outcome.error or "", turn_id=turn_id)
 
+    def _not_again(self) -> None:
+        """A notice to a Slack that just did not answer would wait as long again, for nobody: the
+        caller's log line says it was not posted, and why."""
+        if self.unreachable:
+            raise SlackCallFailed(f"not tried: {self.unreachable} moments ago")
+
     async def post_notice(self, schedule: Schedule, text: str) -> None:
+        self._not_again()
         await self.client.chat_postMessage(
             channel=schedule.channel, thread_ts=schedule.thread or None, text=render.escape(text)
         )
@@ -78,6 +98,7 @@ class SlackSchedulePoster:
     async def tell_owner(self, schedule: Schedule, text: str) -> None:
         """A direct message (posting to a user id opens the DM with the app: chat:write suffices)."""
         if schedule.owner.startswith(("U", "W")):
+            self._not_again()
             await self.client.chat_postMessage(channel=schedule.owner, text=render.escape(text))
         else:  # a schedule made in the terminal has no Slack owner to write to
             log.warning("schedule %s: %s", schedule.id, text)
@@ -90,13 +111,15 @@ JOB_SCHEDULE_ANSWER = "slack.schedule_answer"  # "Schedule…" under an answer
 
 async def slack_user_tz(client: AsyncWebClient, threads: Threads, team: str, user: str) -> str:
     """The person's IANA time zone from `users.info` (https://docs.slack.dev/reference/methods/users.info),
-    kept a day by the core so a busy thread does not call Slack on every turn; "" when unknown."""
+    kept a day by the core so a busy thread does not call Slack on every turn; "" when unknown. It is
+    decoration: a refusal, a Slack that cannot be reached or answers late (PROGRESS_TIMEOUT_S) is one
+    log line, and the caller goes on with the default time zone."""
 
     async def lookup() -> str | None:
         try:
-            return str((await client.users_info(user=user))["user"].get("tz") or "")
-        except (SlackApiError, KeyError, TypeError) as exc:
-            log.info("users.info for %s failed: %s", user, exc)
+            return str((await quick(client).users_info(user=user))["user"].get("tz") or "")
+        except (SlackClientError, KeyError, TypeError, AttributeError) as exc:
+            log.info("users.info for %s failed (the default time zone applies): %s", user, exc)
             return None
 
     return await threads.user_timezone(f"slack:{team}:{user}", lookup)
@@ -152,4 +175,7 @@ async def _propose(
 
 
 async def _tell(client: AsyncWebClient, p: dict, sentence: str) -> None:
-    await client.chat_postEphemeral(channel=p["channel"], user=p["user"], text=render.escape(sentence))
+    try:
+        await client.chat_postEphemeral(channel=p["channel"], user=p["user"], text=render.escape(sentence))
+    except SlackClientError as exc:
+        log.warning("the schedule reply for %s in %s did not reach them: %s", p["user"], p["channel"], exc)

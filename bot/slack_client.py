@@ -1,21 +1,53 @@
-"""The Slack Web API client: built from settings, one per process, closed at shutdown; and answers
-through a command's response_url on its connections."""
+"""The Slack Web API client: built from settings, one per process, closed at shutdown, every call
+bounded in time; and answers through a command's response_url on its connections.
+
+Why bounded here: slack_sdk's `timeout` (30 s) applies only to a session it makes itself, one per
+call. The process's client shares one aiohttp session (`SharedClient`), and a bare session waits
+aiohttp's default 5 minutes: measured with a Web API that took the connection and never answered,
+`schedule run-now` sat silent 300 s and then printed a traceback; under `serve` and `slack --socket`
+one such call held its turn (and the thread's session lock) as long. So every call goes through
+`BoundedWebClient`, whose `timeout` bounds the whole call, retries and Retry-After waits included, on
+any session; a timed-out call is never repeated (Slack may have posted it). A call that fails without
+Slack's answer raises `SlackCallFailed` — a `SlackClientError`, so whatever already handles Slack's
+refusals handles it too — whose message is one line for the log. As for Teams' Bot Connector
+(`bot/teams_connector.py`): a message someone should read waits SEND_TIMEOUT_S; decoration (the time
+zone lookup, "is thinking…", progress and its edits) waits PROGRESS_TIMEOUT_S through `quick(client)`.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import copy
 import logging
 from urllib.parse import urlsplit
 
 import aiohttp
-from slack_sdk.http_retry.builtin_async_handlers import AsyncRateLimitErrorRetryHandler
+from slack_sdk.errors import SlackClientError
+from slack_sdk.http_retry.builtin_async_handlers import (
+    AsyncConnectionErrorRetryHandler,
+    AsyncRateLimitErrorRetryHandler,
+)
 from slack_sdk.web.async_client import AsyncWebClient
+from slack_sdk.web.async_slack_response import AsyncSlackResponse
 from slack_sdk.webhook.async_client import AsyncWebhookClient
 
 from core.config import Settings
 from core.wording import os_reason
 
 log = logging.getLogger("datathread.slack")
+# The clients' own logger. slack_sdk logs its requests, and each retry at INFO, when that logger's own
+# level lets DEBUG through (its NOTSET default does): under `serve` each failed call was two lines, the
+# SDK's "A retry handler found…" and ours. Our line says what was lost and why.
+SDK_LOG = logging.getLogger("datathread.slack.sdk")
+SDK_LOG.setLevel(logging.INFO)
+
+# Module constants, read when a client is built (`quick`: at each call): tests shorten them. There is
+# no setting: Slack answers in well under a second; these only decide how soon a silent one is given up.
+CONNECT_TIMEOUT_S = 5.0  # to open the connection
+PROGRESS_TIMEOUT_S = 5.0  # decoration: time zone, status, progress and its edits; the turn goes on
+SEND_TIMEOUT_S = 10.0  # a message someone should read: the answer, a header, a notice, a reply
+RETRY_AFTER_MAX_S = 5.0  # a call refused with HTTP 429 waits at most this long for its next try
+UPLOAD_MIN_BYTES_PER_S = 1_000_000  # a file's upload: its three calls' bounds plus a second per MB
 
 # A response_url's whole POST; Slack answers one in well under a second. The webhook client's own
 # timeout covers only a session it makes itself: on the shared one, aiohttp's 5-minute default held
@@ -23,12 +55,93 @@ log = logging.getLogger("datathread.slack")
 RESPONSE_URL_TIMEOUT_S = 10.0
 
 
+class SlackCallFailed(SlackClientError):
+    """A Web API call that got no answer from Slack: not in time, or no connection. Its message is
+    one line for the log and for `schedule run-now` (no token, no URL path)."""
+
+
+def call_failure(exc: BaseException, base_url: str, what: str, waited_s: float) -> SlackCallFailed:
+    """What went wrong with a call (`what`: the Web API method, or the upload), in words an operator
+    can act on."""
+    host = urlsplit(base_url).hostname or "?"
+    if isinstance(exc, TimeoutError):  # asyncio's bound, or aiohttp's own read or connect timeout
+        return SlackCallFailed(f"Slack at {host} did not answer {what} within {waited_s:g} s")
+    return SlackCallFailed(f"could not reach Slack at {host}: {os_reason(exc) or type(exc).__name__}")
+
+
+# slack_sdk's one more try of a dropped connection (a stale keep-alive one) or a refused connect, but
+# not of a read or connect that timed out (its default retries those too: ServerTimeoutError is a
+# ServerConnectionError): Slack may have taken that call, and a message would be posted twice.
+NOT_TIMEOUTS = [aiohttp.ServerDisconnectedError, aiohttp.ClientOSError]
+
+
+class _RateLimitRetry(AsyncRateLimitErrorRetryHandler):
+    """A 429 is tried again after its Retry-After only when that is short: a longer wait would only
+    run into the call's bound, and the refusal (`ratelimited`) says more than a timeout would."""
+
+    async def _can_retry_async(self, *, state, request, response=None, error=None) -> bool:
+        if response is None or response.status_code != 429:
+            return False
+        said = next((v for k, v in response.headers.items() if k.lower() == "retry-after"), ["1"])
+        try:
+            return float(said[0]) <= RETRY_AFTER_MAX_S
+        except (TypeError, ValueError, IndexError):
+            return False
+
+
+class BoundedWebClient(AsyncWebClient):
+    """slack_sdk's client whose `timeout` bounds each whole call on any session (see the module's
+    docstring); a failure without Slack's answer raises `SlackCallFailed`. Every Web API method goes
+    through `api_call`; `files_upload_v2` makes three calls, the middle one the file's bytes."""
+
+    async def api_call(self, api_method: str, **kwargs) -> AsyncSlackResponse:
+        try:
+            async with asyncio.timeout(self.timeout):
+                return await super().api_call(api_method, **kwargs)
+        except (aiohttp.ClientError, OSError) as exc:  # TimeoutError is an OSError
+            raise call_failure(exc, self.base_url, api_method, self.timeout) from None
+
+    async def files_upload_v2(self, **kwargs) -> AsyncSlackResponse:
+        """Bounded by its three calls and its size (at UPLOAD_MIN_BYTES_PER_S)."""
+        data = kwargs.get("file") if isinstance(kwargs.get("file"), bytes) else kwargs.get("content") or ""
+        bound = 3 * self.timeout + len(data) / UPLOAD_MIN_BYTES_PER_S
+        try:
+            async with asyncio.timeout(bound):
+                return await super().files_upload_v2(**kwargs)
+        except (aiohttp.ClientError, OSError) as exc:
+            raise call_failure(exc, self.base_url, "a file's upload", round(bound, 1)) from None
+
+
+def quick(client: AsyncWebClient) -> AsyncWebClient:
+    """The same client (token, session) for decoration: its calls wait at most PROGRESS_TIMEOUT_S."""
+    bounded = copy.copy(client)
+    bounded.timeout = min(client.timeout, PROGRESS_TIMEOUT_S)
+    return bounded
+
+
 def build_client(settings: Settings, session: aiohttp.ClientSession | None = None) -> AsyncWebClient:
-    """The Web API client: the bot token, `DATATHREAD_SLACK_API_URL`, retries on HTTP 429."""
+    """The Web API client: the bot token, `DATATHREAD_SLACK_API_URL`, every call bounded by
+    SEND_TIMEOUT_S, one retry of a dropped connection, retries on HTTP 429 with a short Retry-After."""
     token = settings.slack_bot_token.get_secret_value() if settings.slack_bot_token else None
-    client = AsyncWebClient(token=token, base_url=settings.slack_api_url, session=session)
-    client.retry_handlers.append(AsyncRateLimitErrorRetryHandler(max_retry_count=2))
-    return client
+    return BoundedWebClient(
+        token=token,
+        base_url=settings.slack_api_url,
+        session=session,
+        logger=SDK_LOG,
+        timeout=SEND_TIMEOUT_S,  # type: ignore[arg-type]  # slack_sdk says int; a float works
+        retry_handlers=[
+            AsyncConnectionErrorRetryHandler(error_types=NOT_TIMEOUTS),
+            _RateLimitRetry(max_retry_count=2),
+        ],
+    )
+
+
+def bounded_session() -> aiohttp.ClientSession:
+    """The shared session: its connect and read timeouts bound what `BoundedWebClient` does not
+    wrap (a response_url's POST has its own bound too); no total, so a large upload is not cut."""
+    return aiohttp.ClientSession(
+        timeout=aiohttp.ClientTimeout(total=None, sock_connect=CONNECT_TIMEOUT_S, sock_read=SEND_TIMEOUT_S)
+    )
 
 
 class SharedClient:
@@ -42,7 +155,7 @@ class SharedClient:
     def get(self) -> AsyncWebClient:
         client = self._client
         if client is None or client.session is None or client.session.closed:
-            client = self._client = build_client(self.settings, aiohttp.ClientSession())
+            client = self._client = build_client(self.settings, bounded_session())
         return client
 
     async def close(self) -> None:

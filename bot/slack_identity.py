@@ -10,10 +10,12 @@ delivered to (https://docs.slack.dev/apis/events-api/#authorizations), which is 
 the identity for (to strip the bot's own mention, to ignore its own messages).
 
 `serve` checks the bot token before it starts with one bounded `auth.test` (`bot_token_problem`).
+The bound is the whole check's, retries included: slack_sdk's `timeout` is each attempt's.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 
 import aiohttp
@@ -23,6 +25,7 @@ from slack_bolt.context.async_context import AsyncBoltContext
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
+from bot.slack_client import SDK_LOG
 from core.config import ConfigError, Settings
 
 TOKEN_CHECK_TIMEOUT_S = 10  # each check's whole call; Slack answers auth.test in well under a second
@@ -46,12 +49,16 @@ async def call_slack(settings: Settings, name: str, field: str, method: str, kin
     """One Web API call with one token; a rejection is a ConfigError naming the variable and Slack's reason."""
     token = getattr(settings, field)
     client = AsyncWebClient(
-        token=token.get_secret_value(), base_url=settings.slack_api_url, timeout=TOKEN_CHECK_TIMEOUT_S
+        token=token.get_secret_value(),
+        base_url=settings.slack_api_url,
+        timeout=TOKEN_CHECK_TIMEOUT_S,
+        logger=SDK_LOG,  # no INFO line of its own per retry: the check says the outcome
     )
     kwargs = {"app_token": token.get_secret_value()} if method == "apps_connections_open" else {}
     unreachable = f"Could not reach Slack at {settings.slack_api_url}"
     try:
-        return dict((await getattr(client, method)(**kwargs)).data)
+        async with asyncio.timeout(TOKEN_CHECK_TIMEOUT_S):  # slack_sdk's timeout is per attempt
+            return dict((await getattr(client, method)(**kwargs)).data)
     except SlackApiError as exc:
         reason = exc.response.get("error", "rejected")
         if reason in SLACK_SIDE_ERRORS or exc.response.status_code >= 500:
@@ -104,16 +111,18 @@ def delivered_to(body: dict) -> str | None:
     return None
 
 
-async def bot_token_problem(settings: Settings, warn: Callable[[str], None]) -> str | None:
-    """`serve`'s start: one `auth.test` (bounded by the token check's timeout). A token Slack rejects
+async def bot_token_problem(settings: Settings, say: Callable[[str], None]) -> str | None:
+    """`serve`'s start: one `auth.test`, TOKEN_CHECK_TIMEOUT_S at most, said first through `say` (as
+    Socket Mode says its check), since a silent Slack keeps it that long. A token Slack rejects
     (`invalid_auth`, `not_authed`, a revoked one…) is the sentence `serve` stops with: every answer
-    would fail. An unreachable Slack is told in one line through `warn`, and `serve` starts anyway: it
+    would fail. An unreachable Slack is told in one line through `say`, and `serve` starts anyway: it
     also serves Teams and /healthz, nothing in its acks waits on Slack, and a supervisor that restarts a
     service that will not start would only add a restart loop to a network outage."""
+    say("Slack: checking SLACK_BOT_TOKEN…")
     try:
         await call_slack(settings, *SLACK_TOKENS[0])
     except ConfigError as exc:
         return str(exc)
     except SlackUnreachable as exc:
-        warn(f"warning: SLACK_BOT_TOKEN not checked: {exc} Serving anyway.")
+        say(f"warning: SLACK_BOT_TOKEN not checked: {exc} Serving anyway.")
     return None

@@ -13,7 +13,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot import slack_render as render
 from bot.schedule_slack import slack_user_tz
-from bot.slack_client import SharedClient, answer_via_response_url
+from bot.slack_client import SharedClient, SlackCallFailed, answer_via_response_url
 from bot.slack_confirm import build_confirmer
 from bot.slack_progress import SlackProgress, SlackTarget
 from bot.surface import AppState
@@ -79,6 +79,11 @@ async def run_turn(state: AppState, client: AsyncWebClient, p: dict) -> None:
         except SlackApiError as exc:
             log.info("slash command in %s: cannot post (%s); answering privately", p["channel"], exc)
             private, note = True, NOT_IN_CHANNEL
+        except SlackCallFailed as exc:  # its response_url may still reach the person
+            log.warning(
+                "slash command in %s: question not posted (%s); answering privately", p["channel"], exc
+            )
+            private = True
     key = (p["team"], p["channel"], thread_ts if not private else f"private:{p['user']}")
     target = SlackTarget(
         channel=p["channel"],

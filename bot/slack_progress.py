@@ -10,6 +10,12 @@ https://docs.slack.dev/apis/web-api/rate-limits). Private answers (`/ask private
 In the stream, Claude's text shows as it is written (`bot/slack_stream.py` decides what can be shown
 without ever taking a piece back): the first words at once, then at most one append per
 `TEXT_MIN_INTERVAL_S` (chat.appendStream is Tier 4, shared by every turn in the workspace).
+
+Every call is bounded (`bot/slack_client.py`). Progress — the status, the stream's start, its task
+updates and text while Claude writes, the status message's edits — is decoration: it waits at most
+PROGRESS_TIMEOUT_S, and the first one Slack does not answer ends progress for the turn (one log line;
+the turn goes on, and its answer comes whole at the end). The answer waits SEND_TIMEOUT_S; one that
+does not reach Slack is one log line saying whose answer was lost, where, and why (`lost`).
 """
 
 from __future__ import annotations
@@ -24,7 +30,7 @@ from slack_sdk.models.messages.chunk import TaskUpdateChunk
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot import slack_render as render
-from bot.slack_client import answer_via_response_url
+from bot.slack_client import SlackCallFailed, answer_via_response_url, quick
 from bot.slack_stream import StreamedText, render_parts
 from bot.transcript import WORKING, Change, StepLine, Throttle, Transcript, format_bytes
 from core.events import AnswerDelta, ArtifactReady, TurnEvent, TurnFinished
@@ -57,6 +63,7 @@ class SlackProgress:
 
     def __init__(self, client: AsyncWebClient, target: SlackTarget, read_file, *, min_update_s: float = 1.0):
         self.client = client
+        self.quick = quick(client)  # progress: decoration, a shorter bound
         self.target = target
         self.read_file = read_file  # async (ArtifactReady) -> bytes
         self.mode = "ephemeral" if target.private else "stream"
@@ -71,12 +78,25 @@ class SlackProgress:
         self._text_pending: asyncio.Task | None = None
         self._text_waiting = False  # the pending send is still sleeping (cancelling it loses nothing)
         self._appending = asyncio.Lock()  # text and task updates reach the stream in the order they happened
+        self.no_progress = False  # Slack did not answer a progress call: no more of them this turn
+        self.lost = ""  # why the answer did not reach Slack, if it did not
 
     async def __call__(self, event: TurnEvent) -> None:
         try:
             await self._on(event)
         except SlackClientError as exc:  # Slack trouble must not abort the turn; the log says why
-            log.warning("slack progress: %s failed: %s", event.kind, exc)
+            if isinstance(event, TurnFinished):  # the one line that says a person got no answer
+                self.lost, t = str(exc), self.target
+                where = f"{t.user_id} in {t.channel} (thread {t.thread_ts or '-'}, turn {event.turn_id})"
+                log.warning("slack: the answer for %s did not reach Slack: %s", where, exc)
+            else:
+                log.warning("slack progress: %s failed: %s", event.kind, exc)
+
+    def _progress_failed(self, exc: SlackCallFailed) -> None:
+        if not self.no_progress:
+            where = f"{self.target.channel} (thread {self.target.thread_ts or '-'})"
+            log.warning("slack: no more progress updates this turn in %s: %s", where, exc)
+        self.no_progress = True
 
     async def _on(self, event: TurnEvent) -> None:
         if isinstance(event, AnswerDelta):
@@ -95,14 +115,20 @@ class SlackProgress:
     # --- progress ------------------------------------------------------------------------------
     async def _start(self) -> None:
         t = self.target
-        with contextlib.suppress(SlackClientError):  # only AI-app threads accept a status
-            await self.client.assistant_threads_setStatus(
+        try:
+            await self.quick.assistant_threads_setStatus(
                 channel_id=t.channel, thread_ts=t.thread_ts, status="is thinking…"
             )
+        except SlackCallFailed as exc:
+            self._progress_failed(exc)
+        except SlackClientError:  # only AI-app threads accept a status
+            pass
+        if self.mode == "stream" and self.no_progress:
+            self.mode = "update"  # no status message either: the answer comes as messages
         if self.mode != "stream":
             return
         try:
-            resp = await self.client.chat_startStream(
+            resp = await self.quick.chat_startStream(
                 channel=t.channel,
                 thread_ts=t.thread_ts,
                 recipient_team_id=t.team_id,
@@ -110,15 +136,17 @@ class SlackProgress:
                 task_display_mode="timeline",
             )
             self.stream_ts = resp["ts"]
+        except SlackCallFailed as exc:
+            self.mode = "update"
+            self._progress_failed(exc)
         except SlackApiError as exc:
             log.info("streaming refused (%s); falling back to chat.update", exc.response.get("error"))
             self.mode = "update"
-            resp = await self.client.chat_postMessage(
-                channel=t.channel, thread_ts=t.thread_ts, text=":hourglass_flowing_sand: Working on it…"
-            )
-            self.status_ts = resp["ts"]
+            await self._post_status(":hourglass_flowing_sand: Working on it…")
 
     async def _step(self, line: StepLine) -> None:
+        if self.no_progress:
+            return
         if self.mode == "stream" and self.stream_ts:
             self.text.close()  # a step runs: the text before it is complete, and shows before the step
             await self._send_text()
@@ -132,9 +160,11 @@ class SlackProgress:
             )
             try:
                 async with self._appending:
-                    await self.client.chat_appendStream(
+                    await self.quick.chat_appendStream(
                         channel=self.target.channel, ts=self.stream_ts, chunks=[chunk.to_dict()]
                     )
+            except SlackCallFailed as exc:
+                return self._progress_failed(exc)
             except SlackApiError as exc:
                 log.info("stream append refused (%s); switching to chat.update", exc.response.get("error"))
                 await self._abandon_stream()
@@ -143,8 +173,8 @@ class SlackProgress:
 
     # --- the answer's text, as Claude writes it -------------------------------------------------------
     async def _text(self, delta: AnswerDelta) -> None:
-        if self.mode != "stream" or not self.stream_ts:
-            return  # the fallback message shows the whole answer when it is done
+        if self.mode != "stream" or not self.stream_ts or self.no_progress:
+            return  # the fallback message (or the stream's end) shows the whole answer when it is done
         self.text.add(delta.call, delta.text)
         wait = self.text_throttle.wait_s()
         if wait == 0:
@@ -162,7 +192,7 @@ class SlackProgress:
             finally:
                 self._text_waiting = False
         async with self._appending:
-            if self.mode != "stream" or not self.stream_ts:
+            if self.mode != "stream" or not self.stream_ts or self.no_progress:
                 return
             new = self.text.ready()
             if not new:
@@ -170,10 +200,12 @@ class SlackProgress:
             self.text_throttle.mark()
             try:
                 for piece in render.split_rendered(new, render.STREAM_LIMIT):
-                    await self.client.chat_appendStream(
+                    await self.quick.chat_appendStream(
                         channel=self.target.channel, ts=self.stream_ts, markdown_text=piece
                     )
                     self.text.delivered(piece)  # counted only once Slack has it: never skipped
+            except SlackCallFailed as exc:  # the rest comes with the stream's end
+                self._progress_failed(exc)
             except SlackApiError as exc:
                 log.info("stream append refused (%s); switching to chat.update", exc.response.get("error"))
                 self.text = StreamedText()  # the answer is posted whole
@@ -181,14 +213,21 @@ class SlackProgress:
 
     async def _abandon_stream(self) -> None:
         self.mode, self.stream_ts = "update", None
-        resp = await self.client.chat_postMessage(
-            channel=self.target.channel,
-            thread_ts=self.target.thread_ts,
-            text=WORKING_LINE,
-        )
+        await self._post_status(WORKING_LINE)
+
+    async def _post_status(self, text: str) -> None:
+        """The status message the fallback edits (progress: without it, the answer comes as messages)."""
+        try:
+            resp = await self.quick.chat_postMessage(
+                channel=self.target.channel, thread_ts=self.target.thread_ts, text=text
+            )
+        except SlackCallFailed as exc:
+            return self._progress_failed(exc)
         self.status_ts = resp["ts"]
 
     def _schedule_update(self) -> None:
+        if self.no_progress or not self.status_ts:
+            return
         if self._pending is None or self._pending.done():
             self._pending = asyncio.create_task(self._flush_status())
 
@@ -198,8 +237,14 @@ class SlackProgress:
             await asyncio.sleep(wait)
         self.throttle.mark()
         text = "\n".join([WORKING_LINE, *(status_line(row) for row in self.transcript.rows())])
-        with contextlib.suppress(SlackClientError):
-            await self.client.chat_update(channel=self.target.channel, ts=self.status_ts, text=text[:3000])
+        if self.no_progress:
+            return
+        try:
+            await self.quick.chat_update(channel=self.target.channel, ts=self.status_ts, text=text[:3000])
+        except SlackCallFailed as exc:
+            self._progress_failed(exc)
+        except SlackClientError:
+            pass
 
     # --- files ---------------------------------------------------------------------------------
     async def _upload(self, artifact: ArtifactReady) -> None:
@@ -309,6 +354,8 @@ def status_line(row: StepLine | str) -> str:
 
 
 def _why(exc: Exception) -> str:
+    if isinstance(exc, SlackCallFailed):
+        return "Slack did not take it in time"
     if isinstance(exc, SlackApiError):
         return str(exc.response.get("error", "Slack refused it"))
     return type(exc).__name__

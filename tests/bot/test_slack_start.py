@@ -23,6 +23,7 @@ from tests.fakes.redis_server import free_port
 
 DATATHREAD = str(Path(sys.executable).parent / "datathread")
 TOKEN = SecretStr("xoxb-any")
+CHECKING = "Slack: checking SLACK_BOT_TOKEN…"  # said first: a silent Slack keeps the check 10 s
 
 
 def serve_env(home: Path, slack_url: str, model_url: str = "http://127.0.0.1:9") -> dict:
@@ -52,9 +53,10 @@ def test_serve_stops_at_start_on_a_bot_token_slack_rejects(reason, api, tmp_path
         timeout=60,  # it used to start and serve on
     )
     assert result.returncode == 2, result.stderr
-    assert result.stderr.strip() == (
-        f"error: Slack rejected SLACK_BOT_TOKEN ({reason}); it must be a bot token (xoxb-…) of this app."
-    )
+    assert result.stderr.strip().splitlines() == [
+        CHECKING,
+        f"error: Slack rejected SLACK_BOT_TOKEN ({reason}); it must be a bot token (xoxb-…) of this app.",
+    ]
     assert api.methods() == ["auth.test"]
 
 
@@ -68,8 +70,9 @@ def test_serve_starts_when_slack_is_unreachable_and_says_so_in_one_line(tmp_path
         replica.stop()
     said = [line for line in lines if "SLACK_BOT_TOKEN" in line]
     assert said == [
+        CHECKING,
         f"warning: SLACK_BOT_TOKEN not checked: Could not reach Slack at {closed} (ClientConnectorError); "
-        "check the network or DATATHREAD_SLACK_API_URL. Serving anyway."
+        "check the network or DATATHREAD_SLACK_API_URL. Serving anyway.",
     ], lines
     assert not any("Traceback" in line for line in lines), lines
 
@@ -85,7 +88,8 @@ async def test_the_token_check_gives_up_on_a_slack_that_never_answers(settings, 
         assert time.monotonic() - started < 3
     finally:
         hole.stop()
-    assert len(warned) == 1 and "TimeoutError" in warned[0] and warned[0].endswith("Serving anyway."), warned
+    assert len(warned) == 2 and warned[0] == CHECKING, warned
+    assert "TimeoutError" in warned[1] and warned[1].endswith("Serving anyway."), warned
 
 
 @pytest.mark.parametrize("reason", ["ratelimited", "internal_error"])
@@ -94,7 +98,7 @@ async def test_slacks_own_trouble_at_start_is_not_a_rejected_token(reason, setti
     checked = settings.model_copy(update={"slack_api_url": api.url, "slack_bot_token": TOKEN})
     warned: list[str] = []
     assert await slack_identity.bot_token_problem(checked, warned.append) is None
-    assert len(warned) == 1 and f"(it answered {reason})" in warned[0], warned
+    assert len(warned) == 2 and warned[0] == CHECKING and f"(it answered {reason})" in warned[1], warned
 
 
 async def test_the_first_ack_does_not_wait_for_a_slow_slack(settings, api, fake_model):

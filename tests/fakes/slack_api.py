@@ -5,8 +5,9 @@ It answers the methods datathread uses with real-shaped responses, including the
 file upload (`files.getUploadURLExternal` hands out an upload URL on this same server), and a channel's
 history of what was posted into it (`conversations.history`, metadata included when asked for).
 `apps.connections.open` hands out `connections_url` (a fake Socket Mode server's, once attached).
-Switches let a test refuse streaming (`refuse_streaming`), fail any method (`fail_methods`) or answer
-it with an HTTP error (`http_errors`).
+Switches let a test refuse streaming (`refuse_streaming`), fail any method (`fail_methods`), answer
+it with an HTTP error (`http_errors`), take it and never answer (`silent`), or close the connection
+without an answer (`dropped`).
 """
 
 from __future__ import annotations
@@ -54,6 +55,9 @@ class FakeSlackAPI:
         self.rate_limited: dict[str, set[int]] = {}
         # method (or a response_url's path, "/response/…") → the HTTP error status it answers, in text
         self.http_errors: dict[str, int] = {}
+        self.silent: set[str] = set()  # methods taken and never answered (until `stop`)
+        self.dropped: dict[str, float] = {}  # method → seconds after which its connection closes, unanswered
+        self._stopping = threading.Event()
         self._seen: dict[str, int] = {}
         self.user_tz = "America/Los_Angeles"  # users.info's `tz` for everyone
         self.connections_url = ""  # apps.connections.open's WebSocket URL (tests/fakes/slack_socket_mode.py)
@@ -74,6 +78,7 @@ class FakeSlackAPI:
         return self
 
     def stop(self) -> None:
+        self._stopping.set()  # a silent method's handler lets go of its connection
         self.server.shutdown()
         self.server.server_close()
 
@@ -225,6 +230,10 @@ class FakeSlackAPI:
                     return
                 with fake.lock:
                     fake.calls.append(Call(method=method, args=args, token=token))
+                if method in fake.silent or method in fake.dropped:  # taken; no answer ever comes
+                    fake._stopping.wait(None if method in fake.silent else fake.dropped[method])
+                    self.close_connection = True
+                    return
                 if method in fake.http_errors:  # taken, and failed inside Slack
                     self._send(fake.http_errors[method], b"internal_error", "text/plain")
                     return

@@ -1,0 +1,156 @@
+"""A Slack Web API that is slow, silent or unreachable, as an operator meets it: every call is bounded
+(`bot/slack_client.py`), decoration (the asker's time zone, "is thinking…", progress) gives up first
+and the turn goes on, and a lost answer or post is one log line saying what was lost and why — never
+a traceback, never a turn held for aiohttp's 5-minute default.
+
+The real app under uvicorn with signed requests, the real slack_sdk client, and the real `schedule
+run-now` command; the fakes are the network: the fake Slack Web API with methods that never answer
+(`silent`) or close the connection unanswered (`dropped`), and a black hole. The bounds are shortened
+through the module's constants (10 s and 5 s in production)."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+import pytest
+from pydantic import SecretStr
+
+from bot import slack_client, slack_identity
+from tests.bot.slack_harness import mention, serve, until
+from tests.fakes.anthropic_api import text
+from tests.fakes.black_hole import BlackHole
+from tests.fakes.cli import invoke
+
+SEND_S, PROGRESS_S = 1.0, 0.5
+
+
+@pytest.fixture
+def short_bounds(monkeypatch):
+    monkeypatch.setattr(slack_client, "SEND_TIMEOUT_S", SEND_S, raising=False)
+    monkeypatch.setattr(slack_client, "PROGRESS_TIMEOUT_S", PROGRESS_S, raising=False)
+    monkeypatch.setattr(slack_client, "CONNECT_TIMEOUT_S", SEND_S, raising=False)
+
+
+def lines(caplog, needle: str) -> list[str]:
+    return [r.getMessage() for r in caplog.records if needle in r.getMessage()]
+
+
+@pytest.mark.parametrize("fails", ["dropped", "silent"])
+async def test_a_time_zone_lookup_that_fails_does_not_drop_the_question(
+    settings, api, fake_model, caplog, short_bounds, monkeypatch, fails
+):
+    """`users.info` closing its connection unanswered killed the turn (`job slack.message failed` and an
+    80-line traceback, nobody answered); one that never answered held it 300 s. The time zone is
+    decoration: one log line, the default applies, the question is answered."""
+    if fails == "dropped":  # slack_sdk tries a dropped connection again after 0.5-1.5 s: let it
+        api.dropped["users.info"] = 0
+        monkeypatch.setattr(slack_client, "PROGRESS_TIMEOUT_S", 3.0, raising=False)
+        monkeypatch.setattr(slack_client, "SEND_TIMEOUT_S", 3.0, raising=False)
+    else:
+        api.silent.add("users.info")
+    fake_model.enqueue(text("There were 336,776 flights in 2013."))
+    async with serve(settings, api) as slack:
+        with caplog.at_level(logging.INFO):
+            started = time.monotonic()
+            assert (
+                await slack.event(mention("how many flights?", ts="1700000001.000100"))
+            ).status_code == 200
+            await until(lambda: any("336,776" in shown for shown in api.shown()), timeout=30)
+            took = time.monotonic() - started
+    assert api.of("users.info"), api.methods()
+    why = {
+        "dropped": "could not reach Slack at 127.0.0.1: ServerDisconnectedError",
+        "silent": f"did not answer users.info within {PROGRESS_S:g} s",
+    }
+    told = lines(caplog, "users.info for U0001 failed")
+    assert len(told) == 1 and why[fails] in told[0] and "default time zone" in told[0], told
+    assert not [r for r in caplog.records if r.exc_info]  # a line, not a traceback
+    assert took < 15, f"the answer took {took:.1f} s"
+
+
+async def test_a_silent_slack_costs_a_turn_seconds_and_one_line_for_its_lost_answer(
+    settings, api, fake_model, caplog, short_bounds
+):
+    """Slack takes the connection and never answers a post: the turn waited aiohttp's 300 s on the
+    first one (holding the thread's session lock). Now progress gives up after PROGRESS_TIMEOUT_S,
+    once, and the answer after SEND_TIMEOUT_S — one line each, saying what was lost and why."""
+    api.silent |= {"assistant.threads.setStatus", "chat.startStream", "chat.postMessage"}
+    fake_model.enqueue(text("There were 336,776 flights in 2013."))
+    async with serve(settings, api) as slack:
+        with caplog.at_level(logging.INFO):
+            started = time.monotonic()
+            assert (
+                await slack.event(mention("how many flights?", ts="1700000002.000100"))
+            ).status_code == 200
+            await until(lambda: lines(caplog, "did not reach Slack"), timeout=30)
+            took = time.monotonic() - started
+            await slack.drain()
+    assert fake_model.requests, "the turn ran"
+    assert lines(caplog, "no more progress updates") == [
+        "slack: no more progress updates this turn in C0001 (thread 1700000002.000100): "
+        f"Slack at 127.0.0.1 did not answer assistant.threads.setStatus within {PROGRESS_S:g} s"
+    ]
+    [lost] = lines(caplog, "did not reach Slack")
+    assert lost.startswith("slack: the answer for U0001 in C0001 (thread 1700000002.000100, turn "), lost
+    assert lost.endswith(
+        f"did not reach Slack: Slack at 127.0.0.1 did not answer chat.postMessage within {SEND_S:g} s"
+    )
+    assert not [r for r in caplog.records if r.exc_info]
+    assert took < 15, f"the lost answer took {took:.1f} s to tell"
+
+
+def test_run_now_against_a_silent_slack_ends_in_one_sentence(home, fake_model, short_bounds):
+    """`schedule run-now` with a Web API that took the connection and never answered: silent 300 s,
+    then a CancelledError→TimeoutError traceback ("run … crashed"), then the same again for the retry
+    and each notice. Now: each header waits SEND_TIMEOUT_S, the notices are not tried against a Slack
+    that just did not answer, one sentence and exit 1, and the log has lines, not tracebacks."""
+    hole = BlackHole().start()
+    sid = invoke(
+        ["schedule", "add", "--cron", "0 9 * * mon", "--surface", "slack", "--channel", "C777", "how many?"],
+        home,
+    ).stdout.strip()
+    env = {
+        "ANTHROPIC_API_KEY": "sk-ant-dummy-123456",
+        "ANTHROPIC_BASE_URL": fake_model.url,
+        "SLACK_BOT_TOKEN": "xoxb-1-2-x",
+        "DATATHREAD_SLACK_API_URL": f"{hole.url}/api/",
+    }
+    done: list = []
+    runner = threading.Thread(target=lambda: done.append(invoke(["schedule", "run-now", sid], home, env=env)))
+    started = time.monotonic()
+    runner.start()
+    try:
+        runner.join(timeout=60)
+        took = time.monotonic() - started
+    finally:
+        hole.stop()  # an old client still waiting is let go: its connection closes
+        runner.join(timeout=30)
+    assert done and took < 60, f"run-now still running after {took:.0f} s"
+    result = done[0]
+    assert result.returncode == 1, result.stderr
+    assert result.stderr == (
+        f"error: The run failed: Slack at 127.0.0.1 did not answer chat.postMessage within {SEND_S:g} s.\n"
+    )
+    log = (home / "logs" / "datathread.log").read_text()
+    assert "Traceback" not in log, log
+    assert log.count(f"schedule {sid}: run s{sid}-") == 2, log  # the run and its retry, a line each
+    assert "could not post a notice: not tried: Slack at 127.0.0.1 did not answer" in log, log
+    assert not fake_model.requests  # no header, no turn
+
+
+async def test_the_token_check_is_bounded_as_a_whole_not_per_attempt(settings, api, monkeypatch):
+    """slack_sdk's timeout is each attempt's, and it tries a dropped connection once more: auth.test
+    closing its connection unanswered after 0.9 s took 0.9 s, a pause, and 0.9 s again under a 1 s
+    bound (`serve` was silent 12.5 s at start against a Slack that never answered, "10 s at most")."""
+    monkeypatch.setattr(slack_identity, "TOKEN_CHECK_TIMEOUT_S", 1.0)
+    api.dropped["auth.test"] = 0.9
+    checked = settings.model_copy(update={"slack_api_url": api.url, "slack_bot_token": SecretStr("xoxb-any")})
+    said: list[str] = []
+    started = time.monotonic()
+    assert await slack_identity.bot_token_problem(checked, said.append) is None
+    took = time.monotonic() - started
+    assert said[0] == "Slack: checking SLACK_BOT_TOKEN…", said  # first: the check may take its bound
+    assert len(said) == 2 and "TimeoutError" in said[1] and said[1].endswith("Serving anyway."), said
+    assert took < 1.8, f"the check took {took:.1f} s under a 1 s bound"
