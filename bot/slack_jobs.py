@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 
-from slack_sdk.errors import SlackApiError
+from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot import slack_render as render
@@ -155,7 +155,17 @@ async def find_question(client: AsyncWebClient, threads: Threads, p: dict) -> st
 
 async def tell_stopped(state: AppState, client: AsyncWebClient, p: dict) -> None:
     """The worker running this turn died: say so where the answer would have gone — for a slash
-    command, the thread under its question (posted now if the worker died before Slack took it)."""
+    command, the thread under its question (posted now if the worker died before Slack took it).
+    A Slack that refuses or does not answer that too is one log line (it was the runner's traceback)."""
+    try:
+        await _tell_stopped(state, client, p)
+    except SlackClientError as exc:
+        log.warning(
+            "slack: could not tell %s in %s that the answer stopped: %s", p.get("user"), p.get("channel"), exc
+        )
+
+
+async def _tell_stopped(state: AppState, client: AsyncWebClient, p: dict) -> None:
     if p.get(WHY) == STORE_DOWN:
         return await tell_store_down(client, p)
     if p.get("private"):

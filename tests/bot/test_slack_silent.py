@@ -154,3 +154,29 @@ async def test_the_token_check_is_bounded_as_a_whole_not_per_attempt(settings, a
     assert said[0] == "Slack: checking SLACK_BOT_TOKEN…", said  # first: the check may take its bound
     assert len(said) == 2 and "TimeoutError" in said[1] and said[1].endswith("Serving anyway."), said
     assert took < 1.8, f"the check took {took:.1f} s under a 1 s bound"
+
+
+@pytest.mark.parametrize("fails", ["refused", "silent"])
+async def test_telling_a_thread_its_answer_stopped_is_one_line_when_slack_fails_that_too(
+    settings, api, caplog, short_bounds, fails
+):
+    """The worker running a turn died, and Slack refused (or never answered) the "I stopped" message as
+    well: the runner logged `could not tell a slack.turn job's thread that it stopped` with a traceback."""
+    from bot.slack_jobs import tell_stopped
+
+    if fails == "refused":
+        api.fail_methods["chat.postMessage"] = "channel_not_found"
+    else:
+        api.silent.add("chat.postMessage")
+    configured = settings.model_copy(
+        update={"slack_bot_token": SecretStr("xoxb-test"), "slack_api_url": api.url}
+    )
+    client = slack_client.build_client(configured, slack_client.bounded_session())
+    lost = {"channel": "C1", "user": "U1", "thread_ts": "1700000001.000100"}
+    try:
+        with caplog.at_level(logging.WARNING):
+            await tell_stopped(None, client, lost)  # raised before: the runner's traceback
+    finally:
+        await client.session.close()
+    said = lines(caplog, "that the answer stopped")
+    assert len(said) == 1 and said[0].startswith("slack: could not tell U1 in C1"), said
