@@ -208,16 +208,17 @@ def serve(
     if problem := listen_problem(host, port):
         die(problem)
     check_sandbox(settings)  # a back end this host lacks: one sentence now, not a worker's traceback
+    setup_log(settings, log_level)
+    # before the app's imports (~2 s): its first words are "checking SLACK_BOT_TOKEN…", not silence
+    if problem := asyncio.run(_start_problem(settings, slack_token=True)):
+        die(problem)
     from bot.serve_process import serve as run_server
     from bot.server import create_app, hurry, stopping
 
-    setup_log(settings, log_level)
     try:  # a bad Teams setting: one sentence, not a traceback
         asgi = create_app(settings, freeze_heap=True)
     except ConfigError as exc:
         die(str(exc))
-    if problem := asyncio.run(_start_problem(settings, slack_token=True)):
-        die(problem)
     run_server(
         asgi,
         host=host,
