@@ -49,7 +49,10 @@ def inline_image(png: bytes, protocol: Protocol_, *, name: str = "chart.png") ->
 
 
 def save_for_user(data: bytes, home: Path, session_id: str, name: str, env: Mapping[str, str]) -> Path:
-    """Write an attachment where the invoking user can open it; returns its path."""
+    """Write an attachment where the invoking user, and only they, can open it; returns its path.
+    Owner-only (folders 0700, files 0600): query results can hold anything the warehouse does, and the
+    state home around them is 0711 — at 0755/0644 every user of the host could list the sessions and
+    read each CSV. Under sudo they belong to the person behind it."""
     folder = home.resolve() / "attachments" / session_id
     folder.mkdir(parents=True, exist_ok=True)
     target = folder / Path(name).name
@@ -57,7 +60,7 @@ def save_for_user(data: bytes, home: Path, session_id: str, name: str, env: Mapp
     tmp.write_bytes(data)
     os.replace(tmp, target)
     owner = _sudo_owner(env)
-    for path, mode in ((home.resolve() / "attachments", 0o755), (folder, 0o755), (target, 0o644)):
+    for path, mode in ((home.resolve() / "attachments", 0o700), (folder, 0o700), (target, 0o600)):
         os.chmod(path, mode)
         if owner is not None:
             with contextlib.suppress(OSError):

@@ -51,13 +51,16 @@ def test_escape_sequences_carry_the_png():
     assert base64.b64decode("".join(c.split(";", 1)[1] for c in chunks)) == big
 
 
-def test_saved_files_are_readable_by_the_invoking_user(tmp_path):
+def test_saved_files_are_readable_by_the_invoking_user_only(tmp_path):
+    """They were 0644 in 0755 folders inside a 0711 home: any user of the host listed the sessions and
+    read each CSV of query results (found by a newcomer trial, `su nobody -c "cat …/top3.csv"`)."""
     home = tmp_path / "home"
-    home.mkdir(mode=0o700)
+    home.mkdir(mode=0o711)
     path = save_for_user(PNG, home, "sess1", "sub/../chart.png", {})
     assert path == home.resolve() / "attachments" / "sess1" / "chart.png" and path.read_bytes() == PNG
-    assert stat.S_IMODE(path.stat().st_mode) == 0o644
-    assert stat.S_IMODE(path.parent.stat().st_mode) == 0o755
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
+    assert stat.S_IMODE(path.parent.parent.stat().st_mode) == 0o700
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="chown to the sudo user needs root")
