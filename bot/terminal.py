@@ -199,7 +199,7 @@ class TerminalRenderer:
         path = self.workspace_root / event.session_id / event.path
         if self.read is None or self.home is None:
             self.files.append(path)
-            self._print(f"[cyan]📎 {escape(event.title)}[/] → {path}")
+            self._print(f"[cyan]📎 {escape(event.title)}[/] → {escape(str(path))}", whole=True)
             return
         try:
             data = await self.read(event)
@@ -208,19 +208,19 @@ class TerminalRenderer:
             return
         path = save_for_user(data, self.home, event.session_id, event.path, self.env)
         self.files.append(path)
-        self._print(f"[cyan]📎 {escape(event.title)}[/] → {path}")
+        self._print(f"[cyan]📎 {escape(event.title)}[/] → {escape(str(path))}", whole=True)
         protocol = image_protocol(self.env) if self.console.is_terminal else None
         if protocol and path.suffix.lower() == ".png":
             self._stop()  # the escape must not interleave with the spinner's redraws
             self.console.file.write(inline_image(data, protocol, name=path.name))
             self.console.file.flush()
 
-    def _print(self, text: str) -> None:
+    def _print(self, text: str, *, whole: bool = False) -> None:
+        """`whole`: one line however long (soft wrap: the terminal folds it for the eye, a copy gets it
+        whole) — a file's path was cut by a real line break at 80 columns, and could not be pasted."""
         text = printable(text)
-        if self.status is not None:
-            self.status.console.print(text)
-        else:
-            self.console.print(text)
+        console = self.status.console if self.status is not None else self.console
+        console.print(text, soft_wrap=whole)
 
 
 class WaitingStatus:

@@ -93,6 +93,27 @@ async def test_a_chart_is_drawn_inline_on_kitty_and_named_by_path_elsewhere(tmp_
         assert ("\x1b_Ga=T,f=100" in text) is inline
 
 
+async def test_an_attachments_path_is_one_line_at_80_columns(tmp_path):
+    """At 80 columns (a terminal, or piped) the path came out with a real line break in it, so it could
+    not be copied and pasted."""
+
+    async def read(artifact: ArtifactReady) -> bytes:
+        return b"carrier,delayed\nEV,15644\n"
+
+    name = "delayed_departures_by_carrier_for_the_whole_of_2013.csv"
+    event = ArtifactReady(
+        turn_id="t", session_id="te-ad94506e12f7f8e08ca41e4f", path=name, title="Delays", name=name,
+        size=24, mime="text/csv",
+    )  # fmt: skip
+    out = io.StringIO()
+    console = Console(file=out, width=80)
+    renderer = TerminalRenderer(console, tmp_path / "ws", live=False, read=read, home=tmp_path, env={})
+    await renderer(event)
+    saved = tmp_path.resolve() / "attachments" / event.session_id / name
+    assert len(str(saved)) > 80 and saved.exists()
+    assert out.getvalue() == f"📎 Delays → {saved}\n"
+
+
 def test_the_status_line_shows_the_time_waited():
     status = Elapsed("Thinking…")
     status.since -= 12.4
