@@ -156,7 +156,7 @@ def supervise(
     try:
         raw = json.loads(data)
     except ValueError:
-        return None
+        return ended_early(prepared.status)
     result = StepResult.untrusted(raw, request)
     no_room = not result.ok and any(os.strerror(e) in result.error for e in (errno.EFBIG, errno.ENOSPC))
     if hard_quota and no_room and not (landing or over) and start.largest > step_bytes > held + 2**16:
@@ -214,6 +214,22 @@ def _land(layer: workspace_overlay.Layer, limit: Quota, start: Usage, stream) ->
     return full or budget.refused > 0, ""
 
 
+def ended_early(status: int | None) -> StepResult | None:
+    """No result came back. A runner that ended by itself (`os._exit`, a library calling exit) is said
+    as such: it was reported as most likely out of memory, and the model told to use less data. A
+    kill (the memory limit, a signal) stays None: the bot's own message names the limits."""
+    if status is None or not os.WIFEXITED(status):
+        return None
+    return StepResult(
+        ok=False,
+        error=(
+            f"The step's code ended its own process (exit status {os.WEXITSTATUS(status)}: os._exit, or "
+            "a library calling exit) before it could return a result, so what it printed was lost. Let "
+            "the code finish normally."
+        ),
+    )
+
+
 def _watch(
     prepared: step_processes.Prepared,
     workspace: Path,
@@ -254,7 +270,7 @@ def _watch(
                         f"The step's result was larger than {MAX_RESULT_BYTES // 2**20} MB and was refused.",
                     )
             if exited in ready:
-                os.waitpid(pid, 0)
+                prepared.status = os.waitpid(pid, 0)[1]
                 reaped = True
                 if pipe_open:
                     _drain(read_end, data)  # what is there now: a leftover holding the pipe is not waited for

@@ -90,6 +90,7 @@ class Prepared:
     subreaper: bool = False  # no PID namespace: this process collects what the step leaves (`end`)
     refusal: str = ""  # set where a protection the back end reported could not be prepared
     reaped: bool = False
+    status: int | None = None  # the runner's wait status, once reaped by the supervisor's watch
     mounts: bool = False  # own mount namespace made (`prepare` makes each part once)
     pid_namespace: bool = False  # PID namespace unshared for this process's next children
 

@@ -90,9 +90,11 @@ async def test_network_is_unreachable_where_reported(sandbox):
         ("x = bytearray(2 * 1024 ** 3)", {}, "MemoryError"),
         ("open('big.bin', 'wb').write(b'0' * 3 * 1024 * 1024)", {"file_mb": 1}, "File too large"),
         ("import os\nos.kill(os.getpid(), 9)", {}, "ended without a result"),
+        # said as what it was, not "most likely it hit the memory limit … work on less data"
+        ("import os\nprint('bye', flush=True)\nos._exit(0)", {}, "ended its own process (exit status 0"),
         ("fs = [open('f%d' % i, 'w') for i in range(1000)]", {}, "Too many open files"),
     ],
-    ids=["wall-time", "memory", "file-size", "crash", "open-files"],
+    ids=["wall-time", "memory", "file-size", "crash", "own-exit", "open-files"],
 )
 async def test_a_step_that_breaks_a_limit_is_reported_and_the_next_works(sandbox, code, extra, message):
     broken = await sandbox.run(step(code, **extra))
