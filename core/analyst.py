@@ -293,7 +293,12 @@ class Analyst:
         await self.store.save_history(outcome.session_id, self.redactor.data(history))
         outcome.steps, outcome.answer, outcome.stats = state.steps, state.answer, state.stats()
         outcome.ok = error is None
-        await self.store.record_turn(self._turn_record(message, outcome, started, error))
+        on = (state.answer, state.steps, outcome.stats, history, self.parts.warehouse, example)
+        receipt = None if error else await turn_receipt(*on)
+        record = self._turn_record(message, outcome, started, error)
+        if receipt is not None and receipt.unsupported:  # the exported notebook flags them as the receipt did
+            record["unsupported"] = list(receipt.unsupported)
+        await self.store.record_turn(record)
         if error:
             # A stop is no error: no id that would match no log line.
             outcome.error_id = outcome.error_id or ("" if error == STOPPED else uuid.uuid4().hex[:8])
@@ -306,11 +311,7 @@ class Analyst:
                 ok=outcome.ok,
                 stats=outcome.stats,
                 steps=tuple(outcome.steps),
-                receipt=None
-                if error
-                else await turn_receipt(
-                    state.answer, state.steps, outcome.stats, history, self.parts.warehouse, example
-                ),
+                receipt=receipt,
             )
         )
 

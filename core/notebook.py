@@ -303,6 +303,8 @@ def _answer(turn: dict, attached: list[str]) -> str:
     if not turn.get("ok", True) and turn.get("error"):
         answer = (answer + "\n\n" if answer else "") + f"*This turn failed: {turn['error']}*"
     text = "**Answer**\n\n" + (answer or "*(no answer)*")
+    if unsupported := turn.get("unsupported"):  # the receipt's flag, kept with the turn
+        text += "\n\n⚠ *Not from any query in this turn:* " + ", ".join(str(n) for n in unsupported)
     if attached:
         text += "\n\nFiles attached in the thread: " + ", ".join(f"`{a}`" for a in attached)
     return text

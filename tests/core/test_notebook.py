@@ -316,3 +316,22 @@ async def test_exported_notebook_never_carries_the_bots_secrets(settings, tmp_pa
     finally:
         await store.close()
     assert key not in data.decode() and token not in data.decode() and b"[redacted]" in data
+
+
+async def test_an_answers_numbers_from_no_query_are_flagged_in_the_notebook_too(
+    analyst, fake_model, recorder
+):
+    """The receipt under the answer flagged a number the model wrote that no step returned; the exported
+    notebook carried the same answer as fact (found by a newcomer trial: "United … (27,261)", while the
+    notebook's own query printed 12195)."""
+    fake_model.enqueue(
+        tool("run_sql", {"sql": "SELECT 42 AS answer"}),
+        text("The answer is 42, and United had 27,261 delayed departures."),
+    )
+    done = await analyst.handle(_ask("what is the answer?"), recorder)
+    assert done.ok, done.error
+    [finished] = [e for e in recorder.events if type(e).__name__ == "TurnFinished"]
+    assert finished.receipt.unsupported == ("27,261",)
+    nb = nbformat.reads((await analyst.threads.export_notebook(done.session_id)).decode(), as_version=4)
+    [answer] = [c.source for c in nb.cells if c.cell_type == "markdown" and c.source.startswith("**Answer**")]
+    assert answer.endswith("⚠ *Not from any query in this turn:* 27,261"), answer
