@@ -265,8 +265,10 @@ async def _run_tools(
     """Run one message's tool calls, concurrently where their files allow; results in the calls' order."""
     first = len(state.steps)
     done: list[tuple[dict, StepRecord, ArtifactReady | None] | None] = [None] * len(tool_uses)
+    begun: dict[int, float] = {}
 
     async def run(i: int) -> dict:
+        begun[i] = time.perf_counter()
         step_id = f"{state.turn_id}-{first + i + 1}"
         done[i] = await _run_tool(tool_uses[i], step_id, ctx, state.turn_id, sink, truncated=truncated)
         return done[i][0]
@@ -274,12 +276,28 @@ async def _run_tools(
     try:
         footprints = [footprint(b["name"], b.get("input")) for b in tool_uses]
         return await run_concurrently(footprints, run, limit=limit)
-    finally:  # what finished is recorded in the calls' order, even when the batch was interrupted
-        for item in done:
+    finally:  # recorded in the calls' order, even when the batch was interrupted (a stopped turn):
+        for i, item in enumerate(done):  # a step stopped mid-way too — its code ran, the audit shows it
             if item is not None:
                 state.steps.append(item[1])
                 if item[2] is not None:
                     state.artifacts.append(item[2])
+            elif i in begun:
+                step_id = f"{state.turn_id}-{first + i + 1}"
+                state.steps.append(_stopped(tool_uses[i], step_id, time.perf_counter() - begun[i]))
+
+
+def _stopped(block: dict, step_id: str, ran_s: float) -> StepRecord:
+    raw = block.get("input")
+    return StepRecord(
+        step_id=step_id,
+        tool=block["name"],
+        input=raw if isinstance(raw, dict) else {"raw": raw},
+        ok=False,
+        summary="stopped",
+        duration_s=round(ran_s, 3),
+        error="Stopped before it finished: the turn was stopped.",
+    )
 
 
 async def _run_tool(

@@ -3,6 +3,7 @@ sandbox processes and real files."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 
 import pandas as pd
@@ -312,3 +313,25 @@ async def test_describe_table_shows_its_columns_and_three_sample_rows(analyst, f
     sample = described.split("Sample rows:\n", 1)[1].splitlines()
     assert sample[0].split() == ["carrier", "name"] and len(sample) == 4  # the header, three rows
     assert all(len(line.split()) >= 2 for line in sample[1:])
+
+
+async def test_a_step_stopped_with_its_turn_is_in_the_audit(analyst, fake_model, recorder):
+    """Ctrl-C (or SIGTERM) during a running step: the turn was recorded without the step, so code that
+    had run in the sandbox for seconds left no trace in `datathread audit`."""
+    import asyncio
+
+    fake_model.enqueue(tool("run_python", {"code": "import time\ntime.sleep(30)"}), text("unused"))
+    turn = asyncio.create_task(analyst.handle(ask("sleep please", key="stopped-step"), recorder))
+    for _ in range(600):  # until the step is under way
+        if any(type(e).__name__ == "StepStarted" for e in recorder.events):
+            break
+        await asyncio.sleep(0.05)
+    await asyncio.sleep(0.5)
+    turn.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await turn
+    [record] = [t for t in await analyst.store.list_turns(limit=10) if t["question"] == "sleep please"]
+    [step] = record["steps"]
+    assert step["tool"] == "run_python" and "time.sleep(30)" in step["input"]["code"]
+    assert step["ok"] is False and step["error"] == "Stopped before it finished: the turn was stopped."
+    assert 0.4 < step["duration_s"] < 10
