@@ -232,6 +232,12 @@ def _run_python(request: StepRequest, workspace: Path) -> StepResult:
             exec(compile(request.code, "step.py", "exec"), scope)
         except SystemExit as exc:
             ok, error = exc.code in (0, None), "" if exc.code in (0, None) else f"SystemExit({exc.code})"
+        except MemoryError:  # the traceback ends in a bare "MemoryError": say which limit, and what helps
+            ok = False
+            error = _user_traceback() + (
+                f"\n(The step's memory limit is {request.memory_mb} MB: work on less data at once, "
+                "or let SQL aggregate before pandas.)"
+            )
         except BaseException:
             ok = False
             error = _user_traceback()

@@ -87,7 +87,7 @@ async def test_network_is_unreachable_where_reported(sandbox):
     ("code", "extra", "message"),
     [
         ("while True:\n    pass", {"timeout_s": 1}, "time limit"),  # only the clock ends it: 1 s
-        ("x = bytearray(2 * 1024 ** 3)", {}, "MemoryError"),
+        ("x = bytearray(2 * 1024 ** 3)", {}, "MemoryError\n(The step's memory limit is 512 MB"),
         ("open('big.bin', 'wb').write(b'0' * 3 * 1024 * 1024)", {"file_mb": 1}, "File too large"),
         ("import os\nos.kill(os.getpid(), 9)", {}, "ended without a result"),
         # said as what it was, not "most likely it hit the memory limit … work on less data"
