@@ -212,7 +212,10 @@ async def test_a_step_stopped_at_its_time_limit_or_failing_keeps_what_it_wrote(s
     sid = session()
     ws = sandbox.workspace(sid)
     slow = "open('before.txt', 'w').write('kept')\nimport time\ntime.sleep(60)"
-    result = await step(sandbox, sid, slow, timeout_s=2)
+    # 4 s: the limit counts from when the bot was told the step's pid, set-up included (measuring the
+    # workspace, mounting its layer); at 2 s a loaded machine (`make test` as an ordinary user, 3 workers
+    # on 2 cores) once stopped the userns step before its first line had written anything
+    result = await step(sandbox, sid, slow, timeout_s=4)
     assert not result.ok and "step time limit" in result.error, result
     assert (ws / "before.txt").read_text() == "kept"
     result = await step(sandbox, sid, "open('partial.txt', 'w').write('p')\nraise ValueError('boom')")
