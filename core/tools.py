@@ -127,6 +127,9 @@ def describe_step(result: StepResult, *, what: str) -> ToolOutcome:
     if not result.ok:
         detail = result.error or "The step failed."
         out = (f"stdout:\n{result.output}\n" if result.output else "") + f"error:\n{detail}"
+        if result.files:  # a partial file counts against the workspace quota until it is deleted
+            left = ", ".join(f"{f['path']} ({f['size']:,} bytes)" for f in result.files[:20])
+            out += f"\nFiles it left or changed before failing: {left}"
         return ToolOutcome(
             content=out,
             is_error=True,

@@ -335,3 +335,15 @@ async def test_a_step_stopped_with_its_turn_is_in_the_audit(analyst, fake_model,
     assert step["tool"] == "run_python" and "time.sleep(30)" in step["input"]["code"]
     assert step["ok"] is False and step["error"] == "Stopped before it finished: the turn was stopped."
     assert 0.4 < step["duration_s"] < 10
+
+
+async def test_a_failed_step_tells_the_model_the_files_it_left(analyst, fake_model, recorder):
+    """A step that failed part-way (a 5 GB write stopped at the file-size limit) left a 1 GB file the
+    model was never told of, holding half the workspace quota."""
+    code = "open('partial.bin', 'wb').write(b'x' * 1000)\nraise ValueError('boom')"
+    fake_model.enqueue(tool("run_python", {"code": code}), text("It failed."))
+    done = await analyst.handle(ask("write it", key="left-files"), recorder)
+    assert done.ok, done.error
+    result = fake_model.last_tool_results(-1)[0]
+    assert result.get("is_error") and "ValueError: boom" in result["content"]
+    assert result["content"].endswith("Files it left or changed before failing: partial.bin (1,000 bytes)")
