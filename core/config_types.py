@@ -144,10 +144,23 @@ def check_state_home(value: Path) -> Path:
             usable = False
         if not usable:
             raise ValueError(
-                f"has a {part}/ folder this user cannot write ({inside.absolute()}; made by another user, "
-                "a sudo run perhaps): give it back with chown, or set DATATHREAD_HOME elsewhere"
+                f"has a {part}/ folder this user cannot write ({inside.absolute()}; {_whose(inside)})"
             )
     return path
+
+
+def _whose(folder: Path) -> str:
+    """What to do about a part this user cannot write: theirs but read-only (chmod), or another user's
+    (chown) — it guessed "another user" for a folder the user had made read-only themselves."""
+    try:
+        mine = folder.stat().st_uid == os.geteuid()
+    except OSError:
+        mine = False
+    if mine:
+        return "it is read-only: make it writable with chmod u+w, or set DATATHREAD_HOME elsewhere"
+    return (
+        "made by another user, a sudo run perhaps: give it back with chown, or set DATATHREAD_HOME elsewhere"
+    )
 
 
 def check_existing_file(value: Path) -> Path:

@@ -21,6 +21,8 @@ from core.config_types import HOME_PARTS
 from tests.fakes.anthropic_api import text
 from tests.fakes.cli import DATATHREAD, run
 
+ROOT = os.geteuid() == 0
+
 COMMANDS = [
     ["ask", "hi"],
     ["chat"],
@@ -235,6 +237,36 @@ def test_a_part_of_home_another_user_made_is_one_sentence(part, tmp_path):
     line = one_sentence(result.stderr)
     assert "DATATHREAD_HOME" in line and f"has a {part}/ folder this user cannot write" in line, line
     assert sorted(p.name for p in home.iterdir()) == [part]  # refused before anything was made
+    # root's run closed it by giving it to nobody; an ordinary user's by chmod: each is told its remedy
+    remedy = "made by another user, a sudo run perhaps: give it back with chown" if ROOT else "chmod u+w"
+    assert remedy in line, line
+
+
+def test_a_part_of_home_this_user_made_read_only_says_chmod_not_chown(tmp_path):
+    """It guessed "made by another user, a sudo run perhaps" for the user's own read-only folder."""
+    home = tmp_path / "home"
+    closed = home / "logs"
+    closed.mkdir(parents=True)
+    closed.chmod(0o555)  # this user's own; as root, its overrides are dropped so that 0555 holds
+    prefix = ["setpriv", "--inh-caps=-all", "--bounding-set=-all"] if ROOT else []
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC", "DATATHREAD"))}
+    env |= {"ANTHROPIC_API_KEY": "sk-ant-test-000000", "DATATHREAD_HOME": str(home)}
+    try:
+        result = subprocess.run(
+            [*prefix, DATATHREAD, "ask", "hi"],
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=tmp_path,
+            timeout=60,
+        )
+    finally:
+        closed.chmod(0o755)
+    assert result.returncode == 2, result.stderr
+    line = one_sentence(result.stderr)
+    assert line.endswith(
+        "logs; it is read-only: make it writable with chmod u+w, or set DATATHREAD_HOME elsewhere)."
+    ), line
 
 
 def test_a_bad_secret_is_named_but_never_echoed(tmp_path, monkeypatch):
