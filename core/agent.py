@@ -264,13 +264,13 @@ async def _run_tools(
 ) -> list[dict]:
     """Run one message's tool calls, concurrently where their files allow; results in the calls' order."""
     first = len(state.steps)
+    step_ids = [f"{state.turn_id}-{first + i + 1}" for i in range(len(tool_uses))]
     done: list[tuple[dict, StepRecord, ArtifactReady | None] | None] = [None] * len(tool_uses)
     begun: dict[int, float] = {}
 
     async def run(i: int) -> dict:
         begun[i] = time.perf_counter()
-        step_id = f"{state.turn_id}-{first + i + 1}"
-        done[i] = await _run_tool(tool_uses[i], step_id, ctx, state.turn_id, sink, truncated=truncated)
+        done[i] = await _run_tool(tool_uses[i], step_ids[i], ctx, state.turn_id, sink, truncated=truncated)
         return done[i][0]
 
     try:
@@ -283,8 +283,7 @@ async def _run_tools(
                 if item[2] is not None:
                     state.artifacts.append(item[2])
             elif i in begun:
-                step_id = f"{state.turn_id}-{first + i + 1}"
-                state.steps.append(_stopped(tool_uses[i], step_id, time.perf_counter() - begun[i]))
+                state.steps.append(_stopped(tool_uses[i], step_ids[i], time.perf_counter() - begun[i]))
 
 
 def _stopped(block: dict, step_id: str, ran_s: float) -> StepRecord:

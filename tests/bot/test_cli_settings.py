@@ -151,21 +151,23 @@ def test_home_that_is_a_file_and_redis_url_in_subprocesses(home):
         assert words in one_sentence(result.stderr)
 
 
-def closed_to_this_user(path, user_mode: int) -> list[str]:
+def closed_to_this_user(path, user_mode: int, *, own: bool = False) -> list[str]:
     """Make `path` one this user cannot write: as an ordinary user chmodded to `user_mode`; as root
-    given to nobody, and the returned command prefix drops root's override capabilities (setpriv),
-    because root may go anywhere."""
-    if os.geteuid() != 0:
+    given to nobody (`own`: kept, and chmodded too), and the returned command prefix drops root's
+    override capabilities (setpriv), because root may go anywhere."""
+    if os.geteuid() != 0 or own:
         path.chmod(user_mode)
-        return []
-    os.chown(path, 65534, 65534)
-    return ["setpriv", "--inh-caps=-all", "--bounding-set=-all"]
+    else:
+        os.chown(path, 65534, 65534)
+    return ["setpriv", "--inh-caps=-all", "--bounding-set=-all"] if os.geteuid() == 0 else []
 
 
-def ask_where_closed(closed, user_mode: int, env: dict, *, cwd) -> subprocess.CompletedProcess:
+def ask_where_closed(
+    closed, user_mode: int, env: dict, *, cwd, own: bool = False
+) -> subprocess.CompletedProcess:
     """`datathread ask hi` (with a key, `env` and no other ANTHROPIC_/DATATHREAD_ variable) where
     `closed` is one this user cannot write (`closed_to_this_user`); opened again (0755) after."""
-    prefix = closed_to_this_user(closed, user_mode)
+    prefix = closed_to_this_user(closed, user_mode, own=own)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC", "DATATHREAD"))} | {
         "ANTHROPIC_API_KEY": "sk-ant-test-000000",
         **env,
@@ -247,21 +249,8 @@ def test_a_part_of_home_this_user_made_read_only_says_chmod_not_chown(tmp_path):
     home = tmp_path / "home"
     closed = home / "logs"
     closed.mkdir(parents=True)
-    closed.chmod(0o555)  # this user's own; as root, its overrides are dropped so that 0555 holds
-    prefix = ["setpriv", "--inh-caps=-all", "--bounding-set=-all"] if ROOT else []
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC", "DATATHREAD"))}
-    env |= {"ANTHROPIC_API_KEY": "sk-ant-test-000000", "DATATHREAD_HOME": str(home)}
-    try:
-        result = subprocess.run(
-            [*prefix, DATATHREAD, "ask", "hi"],
-            capture_output=True,
-            text=True,
-            env=env,
-            cwd=tmp_path,
-            timeout=60,
-        )
-    finally:
-        closed.chmod(0o755)
+    # this user's own, 0555; as root too, with its overrides dropped so that 0555 holds
+    result = ask_where_closed(closed, 0o555, {"DATATHREAD_HOME": str(home)}, cwd=tmp_path, own=True)
     assert result.returncode == 2, result.stderr
     line = one_sentence(result.stderr)
     assert line.endswith(
