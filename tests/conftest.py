@@ -223,11 +223,14 @@ def recorder() -> Recorder:
 
 @pytest.fixture
 def ctrl_c_as_a_terminal_has_it():
-    """Ctrl-C as an interactive terminal has it: Python's handler in this process, the default in the
-    `datathread` subprocesses a test starts. A suite started as a background job (`make test &`,
-    `nohup`, a CI runner's) inherits SIGINT ignored, which an exec keeps: the product then rightly
-    ignores Ctrl-C, and a Ctrl-C test would fail for a reason that is not the product's. Earlier tests
-    may leave another handler (a server's) behind."""
+    """Ctrl-C and a closing window as an interactive terminal has them: Python's SIGINT handler in this
+    process, the default SIGINT and SIGHUP in the `datathread` subprocesses a test starts. A suite
+    started as a background job (`make test &`, `nohup`, a CI runner's) inherits SIGINT ignored, and
+    under `nohup` SIGHUP too, which an exec keeps: the product then rightly ignores them (see
+    test_terminal_chat.py's nohup test), and a Ctrl-C or closed-terminal test would fail — hang 60 s
+    — for a reason that is not the product's. Earlier tests may leave another handler (a server's)."""
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    previous_hup = signal.signal(signal.SIGHUP, signal.SIG_DFL)
     yield
     signal.signal(signal.SIGINT, previous)
+    signal.signal(signal.SIGHUP, previous_hup)

@@ -158,6 +158,32 @@ def test_a_closed_terminal_or_sigterm_mid_turn_keeps_the_question(sig, home, fak
     assert asked["ok"] is False and "stopped" in asked["error"]
 
 
+def test_chat_started_under_nohup_carries_on_when_its_terminal_closes(home, fake_model):
+    """`nohup datathread chat < questions.txt &` asks that a closed terminal not end it: SIGHUP arrives
+    ignored, and chat keeps it so — the turn in progress answers and chat goes on to the next line."""
+    fake_model.enqueue(
+        tool("run_python", {"code": "import time\ntime.sleep(1.5)\nprint('slept')"}),
+        text("Answered despite the closed terminal."),
+    )
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)  # as nohup starts it (the fixture restores the handler)
+    proc = start_chat(home, fake_model.url, "nohup")
+    output = Output(proc.stdout)
+    try:
+        ask_until_its_step_runs(proc, "the question asked")
+        proc.send_signal(signal.SIGHUP)
+        proc.stdin.close()  # the next line: the end of the input, so chat quits once the answer is out
+        proc.wait(timeout=60)
+        err = proc.stderr.read()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    out = output.finished()
+    assert proc.returncode == 0, err
+    assert "Answered despite the closed terminal." in out
+    (asked,) = asyncio.run(recorded_turns(home))
+    assert asked["ok"] is True
+
+
 def test_ask_stopped_by_sigterm_keeps_the_question_and_says_so(home, fake_model):
     """`timeout 60 datathread ask …` (SIGTERM) ended `ask` at once, silently, and the question was
     neither in the session's history nor in the audit: now it is stopped as chat's turns are."""
