@@ -28,6 +28,7 @@ from core.config_types import (
     AppType,
     ChannelDatasets,
     Guid,
+    HeaderSecret,
     HttpUrl,
     SlashCommand,
     TenantId,
@@ -58,13 +59,13 @@ class Settings(SandboxSettings, WarehouseSettings, ModelSettings, BaseSettings):
     model_config = SettingsConfigDict(env_file=".env", extra="ignore", allow_inf_nan=False)
 
     # --- Slack -------------------------------------------------------------------------------
-    slack_bot_token: SecretStr | None = Field(
+    slack_bot_token: HeaderSecret | None = Field(
         None, validation_alias=_env("SLACK_BOT_TOKEN"), description="Slack bot token (xoxb-…)."
     )
-    slack_signing_secret: SecretStr | None = Field(
+    slack_signing_secret: HeaderSecret | None = Field(
         None, validation_alias=_env("SLACK_SIGNING_SECRET"), description="Slack signing secret (HTTP events)."
     )
-    slack_app_token: SecretStr | None = Field(
+    slack_app_token: HeaderSecret | None = Field(
         None,
         validation_alias=_env("SLACK_APP_TOKEN"),
         description="Slack app-level token (xapp-…, connections:write) for Socket Mode.",

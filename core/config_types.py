@@ -173,15 +173,16 @@ def check_existing_file(value: Path) -> Path:
 
 
 def check_header_secret(value: SecretStr) -> SecretStr:
-    """A key travels in an HTTP header, so a character a header cannot carry is a copying mistake: a
-    non-ASCII one (a typographic quote, a letter copied with it) made `ask` say "could not reach the
-    Claude API" and `doctor` print a raw UnicodeEncodeError; a space or quote inside, a key the API
-    refuses. (Surrounding whitespace is already dropped; the key itself is never echoed.)"""
+    """A key or token travels in an HTTP header, so a character a header cannot carry is a copying
+    mistake: a non-ASCII one (a typographic quote, a letter copied with it) made `ask` say "could not
+    reach the Claude API" and `doctor` print a raw UnicodeEncodeError; a space or quote inside, one the
+    service refuses. No Slack token or signing secret has such characters either. (Surrounding
+    whitespace is already dropped; the secret itself is never echoed.)"""
     key = value.get_secret_value()
     if not key.isascii():
-        raise ValueError("contains a character that is not ASCII (a typographic quote?): copy the key again")
+        raise ValueError("contains a character that is not ASCII (a typographic quote?): copy it again")
     if any(c.isspace() or c in "\"'" for c in key):
-        raise ValueError("contains a space or a quote inside it: copy the key again")
+        raise ValueError("contains a space or a quote inside it: copy it again")
     return value
 
 

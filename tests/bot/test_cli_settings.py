@@ -285,12 +285,28 @@ def test_a_key_no_http_header_can_carry_is_refused_without_being_echoed(key, wor
         env = {"ANTHROPIC_API_KEY": key, "DATATHREAD_HOME": str(tmp_path / "home")}
         result = CliRunner().invoke(app, command, env=env)
         line = one_sentence(result.output)
-        assert result.exit_code == 2 and line == f"error: ANTHROPIC_API_KEY {words}: copy the key again.", (
-            line
-        )
+        assert result.exit_code == 2 and line == f"error: ANTHROPIC_API_KEY {words}: copy it again.", line
         assert "4242" not in result.output
     padded = load_settings(_env_file=None, anthropic_api_key="  sk-ant-api03-ok\n")  # still trimmed
     assert padded.anthropic_api_key.get_secret_value() == "sk-ant-api03-ok"
+
+
+@pytest.mark.parametrize("name", ["SLACK_BOT_TOKEN", "SLACK_APP_TOKEN", "SLACK_SIGNING_SECRET"])
+def test_a_slack_secret_no_http_header_can_carry_is_refused_without_being_echoed(name, tmp_path, monkeypatch):
+    """A token pasted with a typographic quote or a letter of the prose around it passed the prefix
+    check and failed only inside aiohttp, at the first call; a signing secret so, as every request's
+    signature refused."""
+    monkeypatch.chdir(tmp_path)
+    prefix = {"SLACK_BOT_TOKEN": "xoxb-", "SLACK_APP_TOKEN": "xapp-"}.get(name, "")
+    env = {"ANTHROPIC_API_KEY": "sk-ant-test-000000", "DATATHREAD_HOME": str(tmp_path / "home")}
+    for value, words in [
+        (f"{prefix}4242\u2019", "contains a character that is not ASCII (a typographic quote?)"),
+        (f"{prefix}4242 and", "contains a space or a quote inside it"),
+    ]:
+        result = CliRunner().invoke(app, ["doctor"], env={**env, name: value})
+        line = one_sentence(result.output)
+        assert result.exit_code == 2 and line == f"error: {name} {words}: copy it again.", line
+        assert "4242" not in result.output
 
 
 def test_a_link_secret_too_short_to_sign_safely_is_refused_without_being_echoed(tmp_path, monkeypatch):
