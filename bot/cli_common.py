@@ -46,7 +46,9 @@ def warn_unknown_settings(env_file: object) -> None:
 
 
 def die(message: str, code: int = 2):
-    err.print(f"[red]error:[/] {message}")
+    """One sentence on stderr, then exit. The sentence is plain text: one quoting a value ("[redacted]",
+    a cron field in brackets) lost the bracketed part to rich's markup."""
+    err.print(f"[red]error:[/] {escape(message)}")
     raise typer.Exit(code)
 
 

@@ -19,10 +19,12 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Column, Table
 
 from bot.doctor_checks import ALL_CHECKS, CHECK_TIMEOUT_S, Check, preload
 from core.config import Settings
+from core.redact import Redactor
 
 SAFETY_TIMEOUT_S = 2 * CHECK_TIMEOUT_S  # a whole check (two calls at most)
 STATUS_MARKUP = {
@@ -47,8 +49,11 @@ async def run_doctor(settings: Settings, console: Console) -> int:
     table = Table(
         Column("part", no_wrap=True), Column("status", no_wrap=True), Column("detail", overflow="fold")
     )
+    # Details are plain text (errors quote services, a masked login reads "[redacted]"): escaped, so rich
+    # does not take a bracketed word for markup and drop it. Redacted once more on the way out.
+    redact = Redactor(settings.secret_values()).text
     for check in checks:
-        table.add_row(check.part, STATUS_MARKUP[check.status], check.detail)
+        table.add_row(check.part, STATUS_MARKUP[check.status], escape(redact(check.detail)))
     for name, state in protections.items():
         mark = "[green]on[/]" if state.startswith("on") else "[red]OFF[/]"
         table.add_row(f"  protection: {name}", mark, state.split("— ", 1)[-1])

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from core.config import PLACEHOLDER_KEY, Settings, placeholder_key, provider_missing
+from core.redact import without_login
 from core.s3 import parse_roots
 from core.wording import os_reason
 
@@ -135,6 +136,7 @@ async def check_model(settings: Settings) -> Check:
 
     assert settings.anthropic_api_key is not None
     base = str(settings.anthropic_base_url or ANTHROPIC_URL).rstrip("/")
+    shown = without_login(base)  # a proxy's password in the URL is not for the screen
     headers = {
         "x-api-key": settings.anthropic_api_key.get_secret_value(),
         "anthropic-version": ANTHROPIC_VERSION,
@@ -143,13 +145,13 @@ async def check_model(settings: Settings) -> Check:
         try:  # models.retrieve: key, model name and endpoint in one GET
             response = await client.get(f"{base}/v1/models/{quote(settings.model, safe='')}", headers=headers)
         except httpx.TimeoutException:
-            return Check("model", "fail", f"{label}: Claude took too long to answer ({base}).")
+            return Check("model", "fail", f"{label}: Claude took too long to answer ({shown}).")
         except httpx.HTTPError as exc:
             reason = f" ({os_reason(exc)})" if os_reason(exc) else ""
-            return Check("model", "fail", f"{label}: I could not reach the Claude API at {base}{reason}.")
+            return Check("model", "fail", f"{label}: I could not reach the Claude API at {shown}{reason}.")
     if response.status_code != 200:
         return Check("model", "fail", f"{label}: {model_status_sentence(response.status_code)}")
-    return Check("model", "ok", f"{label} (key and model accepted at {base})")
+    return Check("model", "ok", f"{label} (key and model accepted at {shown})")
 
 
 async def check_store(settings: Settings) -> Check:

@@ -11,7 +11,7 @@ from typing import Literal
 
 from pydantic import AliasChoices, BaseModel, Field, SecretStr
 
-from core.config_types import ExistingFile, HeaderSecret, HttpUrl, ModelId
+from core.config_types import ExistingFile, HeaderSecret, HttpUrl, HttpUrlWithLogin, ModelId
 
 _env = AliasChoices  # a field's environment variable names (the contract's)
 
@@ -24,7 +24,7 @@ class ModelSettings(BaseModel):
         validation_alias=_env("ANTHROPIC_API_KEY"),
         description="Claude API key (the one thing you must bring).",
     )
-    anthropic_base_url: HttpUrl | None = Field(
+    anthropic_base_url: HttpUrlWithLogin | None = Field(
         None,
         validation_alias=_env("ANTHROPIC_BASE_URL"),
         description="Messages API endpoint (a proxy or gateway).",

@@ -10,6 +10,8 @@ from typing import get_args
 from pydantic import SecretStr
 from pydantic.fields import FieldInfo
 
+from core.redact import without_login
+
 
 def is_secret(field: FieldInfo) -> bool:
     """A setting held as `SecretStr` (optional or not, checked by a validator or not): stripped of
@@ -49,6 +51,8 @@ def describe_setting_error(error: dict, fields: dict[str, FieldInfo]) -> str:
         return f"{message}."
     value = error.get("input")
     hidden = where in HIDDEN_VALUES or where in _secret_names(fields)
+    if isinstance(value, str):
+        value = without_login(value)  # a URL's password is no more for the screen than a secret is
     shown = f"={value}" if isinstance(value, str | int | float | Path) and not hidden else ""
     if shown and field is not None and value == field.default:  # not set: which value failed, and why
         shown = f" (default {value if not isinstance(value, Path) or value.is_absolute() else f'./{value}'})"

@@ -22,6 +22,18 @@ APP_TYPES = ("SingleTenant", "MultiTenant", "UserAssignedMSI")
 
 
 def check_http_url(value: str) -> str:
+    """An http(s) URL without a login: none of the services these settings name takes one (Slack,
+    Teams, S3 and BigQuery take their tokens in headers; the public URL goes into every download
+    link), and aiohttp refused a Slack URL with one in a raw ValueError. (Never echoed: it may hold
+    a password.)"""
+    url = check_http_url_with_login(value)
+    if "@" in urlsplit(url).netloc:
+        raise ValueError("holds a user name or password (user:password@): leave them out")
+    return url
+
+
+def check_http_url_with_login(value: str) -> str:
+    """An http(s) URL that may carry a login: ANTHROPIC_BASE_URL may be a proxy that wants one."""
     parts = urlsplit(value.strip())
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ValueError("is not an http(s) URL (expected e.g. https://host/path)")
@@ -188,6 +200,7 @@ def check_header_secret(value: SecretStr) -> SecretStr:
 
 HeaderSecret = Annotated[SecretStr, AfterValidator(check_header_secret)]
 HttpUrl = Annotated[str, AfterValidator(check_http_url)]
+HttpUrlWithLogin = Annotated[str, AfterValidator(check_http_url_with_login)]
 RedisUrl = Annotated[str, AfterValidator(check_redis_url)]
 SlashCommand = Annotated[str, AfterValidator(check_slash_command)]
 Guid = Annotated[str, AfterValidator(check_guid)]

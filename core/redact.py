@@ -1,7 +1,8 @@
 """Secrets hygiene: every secret the bot holds is replaced before text reaches logs, chat or records.
 
 Known secret values (from settings) are replaced exactly; token-shaped strings (Slack, Anthropic,
-AWS, Google keys, JWTs, private keys) are replaced by pattern, in case one arrives from elsewhere.
+AWS, Google keys, JWTs, private keys) and the logins of URLs are replaced by pattern, in case one
+arrives from elsewhere.
 """
 
 from __future__ import annotations
@@ -22,6 +23,9 @@ _TOKENS = re.compile(
     r"|AKIA[0-9A-Z]{16}|AIza[0-9A-Za-z_-]{30,}|ya29\.[0-9A-Za-z_-]{20,}"
     r"|eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{5,})"
 )
+# The login part of a URL (`https://user:password@proxy/`, `https://token@host/`): a proxy's password in
+# ANTHROPIC_BASE_URL reached stderr in httpx's request line, the SDK's debug records and doctor's table.
+_URL_LOGIN = re.compile(r"(?<=://)[^\s/@]+@")
 _KEY_BEGIN = re.compile(r"-----BEGIN [A-Z ]{0,40}PRIVATE KEY-----")
 _KEY_END = re.compile(r"-----END [A-Z ]{0,40}PRIVATE KEY-----")
 _KEY_BODY = re.compile(r"[A-Za-z0-9+/=\s:,-]*+")  # base64 lines and PEM headers of a cut-off key
@@ -63,6 +67,11 @@ CLIP_NOTE = "\n… [clipped]"
 SECRET_MARGIN = 4096  # longer than any secret or token we redact by value
 
 
+def without_login(url: str) -> str:
+    """`url` as it may be shown: its user name and password, if any, replaced."""
+    return _URL_LOGIN.sub(MASK + "@", url)
+
+
 def clip(text: str, limit: int) -> str:
     """``text`` cut to at most ``limit`` characters, ending with a note when it was cut."""
     return text if len(text) <= limit else text[: max(0, limit - len(CLIP_NOTE))] + CLIP_NOTE
@@ -97,7 +106,7 @@ class Redactor:
         for secret in self.secrets:
             if secret in value:
                 value = value.replace(secret, MASK)
-        return _TOKENS.sub(MASK, _mask_private_keys(value))
+        return _TOKENS.sub(MASK, _URL_LOGIN.sub(MASK + "@", _mask_private_keys(value)))
 
     def data(self, value: Any) -> Any:
         if isinstance(value, str):

@@ -309,6 +309,27 @@ def test_a_slack_secret_no_http_header_can_carry_is_refused_without_being_echoed
         assert "4242" not in result.output
 
 
+@pytest.mark.parametrize(
+    "name", ["DATATHREAD_SLACK_API_URL", "DATATHREAD_PUBLIC_URL", "DATATHREAD_TEAMS_SERVICE_URL"]
+)
+def test_a_login_in_a_service_url_is_refused_without_being_echoed(name, tmp_path, monkeypatch):
+    """None of these services takes a login in its URL: Slack's failed inside aiohttp ("Cannot combine
+    AUTHORIZATION header with … credentials encoded in URL"), and the public URL would have put the
+    password into every download link. (ANTHROPIC_BASE_URL may carry one: a gateway's.)"""
+    monkeypatch.chdir(tmp_path)
+    env = {"ANTHROPIC_API_KEY": "sk-ant-test-000000", "DATATHREAD_HOME": str(tmp_path / "home")}
+    result = CliRunner().invoke(app, ["doctor"], env={**env, name: "https://x:pw4242@example.com/api/"})
+    line = one_sentence(result.output)
+    assert result.exit_code == 2, line
+    assert line == (
+        f"error: {name}=https://[redacted]@example.com/api/ holds a user name or password "
+        "(user:password@): leave them out."
+    ), line
+    assert "pw4242" not in result.output
+    proxied = load_settings(_env_file=None, anthropic_base_url="https://x:pw4242@gateway.example/")
+    assert proxied.anthropic_base_url == "https://x:pw4242@gateway.example/"
+
+
 def test_a_link_secret_too_short_to_sign_safely_is_refused_without_being_echoed(tmp_path, monkeypatch):
     """A download link is an HMAC under DATATHREAD_LINK_SECRET: a word-long key can be recovered from
     one link offline, and then every workspace file could be fetched. 32 characters (what the docs

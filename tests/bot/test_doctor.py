@@ -177,6 +177,32 @@ def test_at_80_columns_no_detail_is_cut(tmp_path, monkeypatch):
     assert "DATATHREAD_MODEL_PROVIDER=bedrock/vertex" in details, result.output
 
 
+def test_a_proxy_login_in_the_claude_url_is_used_but_never_shown(tmp_path, monkeypatch, fake_model):
+    """ANTHROPIC_BASE_URL=http://user:password@proxy/ is how some gateways take a login: doctor printed the
+    password in its table, reached or not."""
+    monkeypatch.chdir(tmp_path)
+    fake_model.api_keys = {KEY}
+    host = fake_model.url.split("//", 1)[1]
+    for url, status in [
+        (f"http://proxyuser:PROXYPASS99@{host}", "ok"),
+        ("http://proxyuser:PROXYPASS99@127.0.0.1:9", "FAIL"),
+    ]:
+        result = CliRunner().invoke(
+            app,
+            ["doctor"],
+            env={
+                "DATATHREAD_HOME": str(tmp_path / "home"),
+                "COLUMNS": "250",
+                "ANTHROPIC_API_KEY": KEY,
+                "ANTHROPIC_BASE_URL": url,
+                "DATATHREAD_MODEL": "claude-test",
+            },
+        )
+        model = next(line for line in result.output.splitlines() if line.strip("│ ").startswith("model"))
+        assert status in model and "http://[redacted]@" in model, model
+        assert "PROXYPASS99" not in result.output
+
+
 def test_an_unknown_model_is_named(tmp_path, monkeypatch, fake_model):
     monkeypatch.chdir(tmp_path)
     code, rows, _ = doctor(

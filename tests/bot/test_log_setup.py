@@ -43,3 +43,21 @@ def test_the_log_and_its_rotations_are_readable_by_this_user_only(settings, rest
     rotating.doRollover()  # the next file is made by the handler itself, with the process's umask
     assert sorted(p.name for p in path.parent.iterdir()) == ["datathread.log", "datathread.log.1"]
     assert mode(path.parent) == 0o700  # what keeps every rotation private, whatever its own mode
+
+
+def test_a_proxy_login_in_the_claude_url_never_reaches_the_terminal_or_the_log(tmp_path, fake_model):
+    """A gateway that takes its login in ANTHROPIC_BASE_URL (user:password@): the answer comes through
+    it, and httpx's request line and the SDK's debug records, which printed the password on stderr and
+    into the log (at `serve`'s default INFO too), show "[redacted]@" instead."""
+    from tests.fakes.anthropic_api import text
+    from tests.fakes.cli import run
+
+    fake_model.enqueue(text("Through the proxy."))
+    home = tmp_path / "home"
+    url = fake_model.url.replace("http://", "http://proxyuser:PROXYPASS99@")
+    env = {"ANTHROPIC_API_KEY": "sk-ant-test-000000", "ANTHROPIC_BASE_URL": url}
+    result = run(["ask", "a question", "--log-level", "debug"], home, env=env)
+    assert result.returncode == 0 and "Through the proxy." in result.stdout, result.stderr
+    logged = (home / "logs" / "datathread.log").read_text()
+    assert "[redacted]@127.0.0.1" in result.stderr and "[redacted]@127.0.0.1" in logged, result.stderr
+    assert "PROXYPASS99" not in result.stderr + result.stdout + logged

@@ -66,6 +66,13 @@ KEY = "-----BEGIN RSA PRIVATE KEY-----\nMIIEabc+/=\nQQQ\n-----END RSA PRIVATE KE
         ("eyJ" * 20, "eyJ" * 20),  # no dots: not a JWT
         ("token=xoxb-123456789-abcdefghij&x=1", f"token={MASK}&x=1"),
         ("(AKIAABCDEFGHIJKLMNOP)", f"({MASK})"),
+        # a URL's login (a proxy's password in ANTHROPIC_BASE_URL reached httpx's request line)
+        (
+            'POST http://proxyuser:PROXYPASS99@127.0.0.1:34321/v1 "200 OK"',
+            f'POST http://{MASK}@127.0.0.1:34321/v1 "200 OK"',
+        ),
+        ("https://ghp_token@github.com/a", f"https://{MASK}@github.com/a"),
+        ("mail a@b.example, http://host/p@th?x=a@b", "mail a@b.example, http://host/p@th?x=a@b"),  # no login
     ],
 )
 def test_redactor_keys_and_tokens(raw: str, expected: str):
@@ -80,6 +87,7 @@ ADVERSARIAL = {  # shapes that made the old patterns quadratic (400 KB took 60 s
     "tokens too short": "xoxb-1234 ",
     "Google key prefixes": "AIza",
     "OAuth prefixes": "ya29.",
+    "URL schemes without a login": "a://b",
 }
 
 
