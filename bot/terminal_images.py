@@ -55,10 +55,7 @@ def save_for_user(data: bytes, home: Path, session_id: str, name: str, env: Mapp
     read each CSV. Under sudo they belong to the person behind it."""
     folder = home.resolve() / "attachments" / session_id
     folder.mkdir(parents=True, exist_ok=True)
-    target = folder / Path(name).name
-    tmp = target.with_name(f".{target.name}.tmp{os.getpid()}")
-    tmp.write_bytes(data)
-    os.replace(tmp, target)
+    target = _place(data, folder, Path(name).name)
     owner = _sudo_owner(env)
     for path, mode in ((home.resolve() / "attachments", 0o700), (folder, 0o700), (target, 0o600)):
         os.chmod(path, mode)
@@ -66,6 +63,31 @@ def save_for_user(data: bytes, home: Path, session_id: str, name: str, env: Mapp
             with contextlib.suppress(OSError):
                 os.chown(path, *owner)
     return target
+
+
+def _place(data: bytes, folder: Path, name: str) -> Path:
+    """Write `data` as `name` in `folder`, or as `stem-2.ext`, `stem-3.ext`… when a different file has
+    that name: a later answer attaching `top3.csv` again replaced the earlier one, so a path printed
+    under an earlier answer silently held other data. The same bytes again keep the earlier path.
+    Each name is claimed with O_EXCL: two `ask`s of one session at once cannot take the same one."""
+    first = Path(name)
+    for n in range(1, 10_000):
+        target = folder / (name if n == 1 else f"{first.stem}-{n}{first.suffix}")
+        try:
+            fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:
+            with contextlib.suppress(OSError):
+                if target.stat().st_size == len(data) and target.read_bytes() == data:
+                    return target
+            continue
+        try:
+            with os.fdopen(fd, "wb") as out:
+                out.write(data)
+        except BaseException:
+            target.unlink(missing_ok=True)  # no half-written file under a name a later answer would skip
+            raise
+        return target
+    raise FileExistsError(f"{folder} holds too many files named like {name}")
 
 
 def _sudo_owner(env: Mapping[str, str]) -> tuple[int, int] | None:

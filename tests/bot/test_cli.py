@@ -44,6 +44,27 @@ def test_ask_prints_answer_and_attached_file_paths(home, fake_model):
     assert "Traceback" not in result.stderr
 
 
+def test_a_later_answer_attaching_the_same_name_keeps_the_earlier_file(home, fake_model):
+    """ "only the top 3, as a CSV", then later the bottom 2 saved and attached as `top3` again: the
+    second answer's file replaced the first at the path printed under the first answer, which then
+    held other data without a word. Now each keeps its own path; the same bytes again, the same path."""
+    env = {"ANTHROPIC_API_KEY": "sk-ant-dummy-123456", "ANTHROPIC_BASE_URL": fake_model.url}
+    by_origin = "SELECT origin, count(*) AS n FROM flights GROUP BY 1 ORDER BY n {} LIMIT {}"
+    paths = []
+    for order, limit in [("DESC", 3), ("ASC", 2), ("DESC", 3)]:
+        fake_model.enqueue(
+            tool("query_warehouse", {"sql": by_origin.format(order, limit), "save_as": "top3"}),
+            tool("attach_file", {"path": "top3.parquet", "title": "Top 3"}),
+            text("Attached."),
+        )
+        result = invoke(["ask", "only the top 3, as a CSV", "--session", "top3"], home, env=env)
+        assert result.returncode == 0, result.stderr
+        paths.append(Path(result.stdout.strip().splitlines()[-1]))
+    assert [p.name for p in paths] == ["top3.csv", "top3-2.csv", "top3.csv"]
+    assert paths[0].read_text().splitlines()[1:] == ['"EWR",120835', '"JFK",111279', '"LGA",104662']
+    assert paths[1].read_text().splitlines()[1:] == ['"LGA",104662', '"JFK",111279']
+
+
 def test_ask_without_key_is_one_clear_sentence(home):
     result = run(["ask", "hi"], home)
     assert result.returncode != 0
