@@ -298,6 +298,9 @@ class SlackProgress:
         if failure is not None:
             body = render.failure_text(failure.message, failure.error_id)
         if self.mode == "stream" and self.stream_ts:
+            for line in self.transcript.cut_short:  # its task card: an error, not a spinner forever
+                await self._step(line)
+        if self.mode == "stream" and self.stream_ts:
             try:
                 async with self._appending:
                     return await self._finish_stream(body, footer)

@@ -67,6 +67,7 @@ class Transcript:
     notes: list[str] = field(default_factory=list)  # for the person, below the answer
     finished: TurnFinished | None = None
     last: StepLine | None = None  # the step the latest event touched
+    cut_short: list[StepLine] = field(default_factory=list)  # steps still running when the turn ended
 
     def apply(self, event: TurnEvent) -> Change:
         if isinstance(event, TurnStarted):
@@ -95,8 +96,16 @@ class Transcript:
             self.failure = event
         elif isinstance(event, TurnFinished):
             self.finished = event
+            self._cut_short()
             return Change.FINISHED
         return Change.NOTHING
+
+    def _cut_short(self) -> None:
+        """A turn stopped (Ctrl-C, a shutdown) or failed mid-step ends without that step's finish: it
+        kept spinning "running" in the thread after the turn had said it stopped."""
+        self.cut_short = [line for line in self.steps.values() if line.status == "running"]
+        for line in self.cut_short:
+            line.status, line.outcome = "failed", "stopped before it finished"
 
     def _put(self, line: StepLine) -> None:
         if line.step_id not in self.steps:

@@ -15,7 +15,7 @@ import pytest
 from core.analyst import STOPPED
 from tests.bot.slack_harness import event_body, mention, said
 from tests.bot.slack_socket_harness import CONNECTED, SocketBot, demo_home, until
-from tests.fakes.anthropic_api import text
+from tests.fakes.anthropic_api import text, tool
 from tests.fakes.slack_socket_mode import FakeSocketMode
 
 pytestmark = pytest.mark.usefixtures("ctrl_c_as_a_terminal_has_it")
@@ -36,13 +36,14 @@ def answering_slowly(tmp_path, model, slack_api, answer: str, *, ts: str):
         release.wait(60)
         return text(answer)
 
+    asked = len(model.requests)  # the model fake is the module's: earlier tests' requests are there too
     model.enqueue(slow)
     socket_mode = FakeSocketMode().start().attach(slack_api)
     bot = SocketBot(demo_home(tmp_path), model, slack_api)
     try:
         envelope = socket_mode.event(event_body(mention("a slow one", ts=ts)))
         assert socket_mode.wait_ack(envelope).ack_s < 3
-        until(lambda: len(model.requests) == 1, what="the answer being written")
+        until(lambda: len(model.requests) == asked + 1, what="the answer being written")
         yield bot, socket_mode, release
     finally:
         release.set()
@@ -74,6 +75,38 @@ def test_a_second_ctrl_c_stops_the_running_answer_now_and_its_thread_is_told(tmp
     assert said(slack_api, "too late") == 0
     # Everything it opened was closed: asyncio's "Unclosed client session" was an ERROR in the log.
     assert "ERROR" not in bot.log() and "Traceback" not in bot.log(), bot.log()
+
+
+def test_a_step_stopped_with_its_answer_is_an_error_in_the_thread_not_a_spinner(tmp_path, model, slack_api):
+    """The thread heard that its answer stopped, but the task card of the step that was running kept
+    its "in progress" spinner for good: the turn ended without that step's finish."""
+    model.enqueue(tool("run_python", {"code": "import time\nprint('started', flush=True)\ntime.sleep(120)"}))
+    socket_mode = FakeSocketMode().start().attach(slack_api)
+    bot = SocketBot(demo_home(tmp_path), model, slack_api)
+    try:
+        envelope = socket_mode.event(event_body(mention("a long step", ts="1700200003.000100")))
+        assert socket_mode.wait_ack(envelope).ack_s < 3
+        until(lambda: any(c["status"] == "in_progress" for c in task_chunks(slack_api)), what="the step")
+        bot.ctrl_c()
+        until(lambda: WAITING in bot.lines(), what="the first Ctrl-C's line")
+        bot.ctrl_c()
+        assert bot.proc.wait(timeout=30) == 0, bot.lines()
+    finally:
+        bot.stop()
+        socket_mode.stop()
+    (step_id,) = {c["id"] for c in task_chunks(slack_api) if c["title"] == "Running Python"}
+    statuses = [c["status"] for c in task_chunks(slack_api) if c["id"] == step_id]
+    assert statuses[0] == "in_progress" and statuses[-1] == "error", statuses
+    assert said(slack_api, STOPPED[:40]) >= 1
+
+
+def task_chunks(api) -> list[dict]:
+    return [
+        c
+        for call in api.of("chat.appendStream")
+        for c in call.args.get("chunks", [])
+        if c["type"] == "task_update"
+    ]
 
 
 def test_sigterm_lets_the_running_answer_finish_and_stops_cleanly(tmp_path, model, slack_api):

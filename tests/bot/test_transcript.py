@@ -75,6 +75,19 @@ def test_a_failed_turn_keeps_its_failure_and_says_stopped():
     assert t.failure is not None and t.failure.message == "Nope." and t.status() == "Stopped"
 
 
+def test_a_step_still_running_when_the_turn_ends_is_drawn_as_stopped():
+    """A turn stopped mid-step (Ctrl-C, a shutdown) ends without that step's finish: its line kept
+    "running" — a spinner in the Slack thread — under the sentence that said the answer stopped."""
+    t = Transcript()
+    t.apply(StepStarted(turn_id="t", step_id="a", tool="query_warehouse", title="Querying", detail="x"))
+    t.apply(StepFinished(turn_id="t", record=record("a")))
+    t.apply(StepStarted(turn_id="t", step_id="b", tool="run_python", title="Running Python", detail="y"))
+    t.apply(TurnFailed(turn_id="t", error_id="", message="This answer was stopped before it finished."))
+    t.apply(TurnFinished(turn_id="t", session_id="s", ok=False, stats=TurnStats()))
+    assert [(line.step_id, line.status) for line in t.rows()] == [("a", "done"), ("b", "failed")]
+    assert t.cut_short == [t.steps["b"]] and t.steps["b"].outcome == "stopped before it finished"
+
+
 def test_step_outcome_brief_and_bytes():
     assert (
         step_outcome(record("a", rows=1234, bytes_scanned=1_500_000, duration_s=2.0))
