@@ -86,15 +86,29 @@ async def export_session(
 
 async def recorded_session(settings: Settings, given: str) -> str:
     """The session id `given` names, once the store shows turns recorded under it (else NothingToExport):
-    asked of the store alone, so a mistyped id is said before seconds of imports, not after them."""
+    asked of the store alone, so a mistyped id is said before seconds of imports, not after them.
+
+    The sentence names where it looked: run in another folder than the one chatted in (its own
+    ./.datathread), "Session s1 has no recorded questions" suggested a session that exists, and the
+    look made an empty state home there. A home that does not exist is not made: nothing is in it."""
+    if not settings.redis_url and not settings.home.exists():
+        raise NothingToExport(given, where=str(settings.home.resolve()))
     store = await open_store(settings)
     try:
         resolved = await resolve_session_id(store, given)
         if not await store.list_turns(session_id=resolved, limit=1):
-            raise NothingToExport(resolved)
+            raise NothingToExport(given, where=_where(settings))
     finally:
         await store.close()
     return resolved
+
+
+def _where(settings: Settings) -> str:
+    if settings.redis_url:
+        from core.store_redis import redis_where
+
+        return f"the Redis at {redis_where(settings.redis_url)}"
+    return str(settings.home.resolve())
 
 
 def _ours_to_replace(target: Path, session_id: str) -> bool:

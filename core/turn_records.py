@@ -41,8 +41,14 @@ class NothingToExport(LookupError):
     """The session has no recorded turns; the message is one sentence for a person. Beside the records,
     not in core/notebook.py, so `datathread export` can say it before importing the notebook stack."""
 
-    def __init__(self, session_id: str):
-        super().__init__(f"Session {session_id} has no recorded questions to export.")
+    def __init__(self, session_id: str, *, where: str = ""):
+        if where:  # the command line, which may have looked in another folder's state than meant
+            super().__init__(
+                f"No questions recorded under session {session_id} in {where}: `datathread audit` lists "
+                "the sessions there (run export where you chatted, or set DATATHREAD_HOME)."
+            )
+        else:
+            super().__init__(f"Session {session_id} has no recorded questions to export.")
 
 
 def is_model_error(exc: Exception) -> bool:

@@ -86,7 +86,7 @@ def taken_port():
         (["serve"], {}, 2, "No Claude API key"),
         (["serve", "--host", "no-such-host.invalid"], KEY, 2, "is not a name or address"),
         (["eval", "--demo"], {}, 2, "No Claude API key"),
-        (["export", "nosuch"], {}, 1, "Session nosuch has no recorded questions to export."),
+        (["export", "nosuch"], {}, 1, "No questions recorded under session nosuch in "),
         (["schedule", "run-now", "nosuch"], KEY, 2, "No schedule has the id 'nosuch'"),
         (["serve"], {**KEY, "SLACK_BOT_TOKEN": "xoxb-1"}, 2, "SLACK_SIGNING_SECRET is not"),
         (["serve"], {**KEY, "MICROSOFT_APP_PASSWORD": "pw"}, 2, "MICROSOFT_APP_ID is not"),
@@ -112,6 +112,18 @@ def test_a_mistake_is_said_before_the_heavy_work(args, env, code, words, home):
     assert words in one_sentence(result)
     assert imported == [], f"imported {imported} before saying it"
     assert not (home / "warehouse").exists()  # the demo warehouse was not built
+
+
+def test_export_where_nothing_was_asked_names_the_place_and_makes_no_state_there(home):
+    """Run in another folder than the one chatted in: "Session s1 has no recorded questions" suggested a
+    session that exists, and the look left an empty state home behind in that folder."""
+    result, _ = run_probed(["export", "s1"], home, {})
+    assert result.returncode == 1, result.stderr
+    assert one_sentence(result) == (
+        f"error: No questions recorded under session s1 in {home.resolve()}: `datathread audit` lists the "
+        "sessions there (run export where you chatted, or set DATATHREAD_HOME)."
+    )
+    assert not home.exists()
 
 
 def test_a_port_in_use_is_said_before_the_app_is_built(home, taken_port):

@@ -239,7 +239,8 @@ async def test_export_session_without_turns_fails_in_one_sentence(settings, tmp_
         await export_session(settings, "te-nothing-here", tmp_path / "x.ipynb")
     assert exc.value.exit_code == 1
     err = capsys.readouterr().err
-    assert "te-nothing-here has no recorded questions to export" in err and "Traceback" not in err
+    assert f"No questions recorded under session te-nothing-here in {settings.home.resolve()}" in err
+    assert "Traceback" not in err
     assert not (tmp_path / "x.ipynb").exists()
 
 
