@@ -21,6 +21,7 @@ from core.policy import TableAllowlist, check_python, check_sql
 from core.redact import redact_clipped
 from core.sandbox import Sandbox, StepRequest, StepResult
 from core.warehouse import QueryContext, Warehouse
+from core.wording import counted
 
 if TYPE_CHECKING:
     from core.s3 import S3Source
@@ -139,7 +140,7 @@ def describe_step(result: StepResult, *, what: str) -> ToolOutcome:
     parts: list[str] = []
     if result.saved_as:
         schema = ", ".join(f"{c['name']} {c['type']}" for c in result.columns[:60])
-        parts.append(f"Saved {result.rows:,} rows to '{result.saved_as}'. Columns: {schema}.")
+        parts.append(f"Saved {counted(result.rows or 0, 'row')} to '{result.saved_as}'. Columns: {schema}.")
         parts.append(f"Preview (first rows):\n{result.preview}")
         if (result.rows or 0) > result.preview.count("\n"):
             parts.append(f"(Preview only. The full result is in '{result.saved_as}'.)")
@@ -150,7 +151,7 @@ def describe_step(result: StepResult, *, what: str) -> ToolOutcome:
         parts.append("New or changed files: " + ", ".join(new))
     if not parts:
         parts.append("Done (no output). Use print() to see values.")
-    rows = f"{result.rows:,} rows" if result.rows is not None else ""
+    rows = counted(result.rows, "row") if result.rows is not None else ""  # the audit said "1 rows"
     summary = ", ".join(x for x in (what, rows, f"{result.duration_s:.2f}s") if x)
     return ToolOutcome(
         content="\n".join(parts),
@@ -169,7 +170,7 @@ async def list_tables(args: ListTablesInput, ctx: ToolContext) -> ToolOutcome:
     if not tables:
         return ToolOutcome(content="No tables are available to you here.", summary="no tables")
     lines = [
-        f"- {t['name']} ({t['rows']:,} rows){': ' + t['description'] if t.get('description') else ''}"
+        f"- {t['name']} ({counted(t['rows'], 'row')}){': ' + t['description'] if t.get('description') else ''}"
         for t in tables
     ]
     return ToolOutcome(content="\n".join(lines), summary=f"{len(tables)} tables")

@@ -95,7 +95,7 @@ def test_two_replicas_share_one_truth(cluster, fake_model):
         sent = fake_model.requests[-2]["messages"]
         assert "what is the answer?" in json.dumps(sent[0])  # the history is there
         result = fake_model.last_tool_results(-1)[0]
-        assert not result.get("is_error") and "Saved 1 rows" in result["content"]  # the file is there
+        assert not result.get("is_error") and "Saved 1 row " in result["content"]  # the file is there
 
     def kill_a_then_answer(body: dict) -> dict:
         # Replica a dies mid-turn (web process and turn workers). Any replica's worker may be running the

@@ -40,7 +40,7 @@ async def test_a_turn_submitted_in_the_web_process_runs_in_a_worker(settings, ap
         assert resp.status_code == 200
         await until(lambda: said(api, "It is 42.") > 0)
         result = fake_model.last_tool_results(-1)[0]
-        assert not result.get("is_error") and "Saved 1 rows" in result["content"]  # the step ran there
+        assert not result.get("is_error") and "Saved 1 row " in result["content"]  # the step ran there
         assert api.of("chat.startStream")[0].args["thread_ts"] == "1700000001.000100"  # the question's thread
         await workers.drain(timeout=30)  # waits for the jobs, not for the workers to end
         assert workers.pids() == [pid]

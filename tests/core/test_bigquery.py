@@ -326,7 +326,7 @@ async def test_allowed_queries_through_the_tool_path(parts, fake_bq):
     )
     outcome = await call_tool("query_warehouse", {"sql": shadow, "save_as": "shadow"}, ctx)
     assert not outcome.is_error, outcome.content
-    assert "Saved 1 rows to 'shadow.parquet'" in outcome.content
+    assert "Saved 1 row to 'shadow.parquet'" in outcome.content
     assert read_parquet(settings, "shadow.parquet") == {"id": [7]}
     cached = await call_tool("query_warehouse", {"sql": "SELECT count(*) n FROM `bill.shop.orders`"}, ctx)
     assert not cached.is_error and "cache hit: yes" in cached.content and cached.bytes_scanned == 0
@@ -531,7 +531,7 @@ async def test_end_to_end_turn_on_bigquery(tmp_path, fake_bq, fake_model, record
         await analyst.close()
     assert outcome.ok, outcome.error
     listing = fake_model.last_tool_results(1)[0]["content"]
-    assert listing == "- bill.shop.customers (1 rows)\n- bill.shop.orders (3 rows): One row per order."
+    assert listing == "- bill.shop.customers (1 row)\n- bill.shop.orders (3 rows): One row per order."
     assert "Partitioned by DAY" in fake_model.last_tool_results(2)[0]["content"]
     query_result = fake_model.last_tool_results(3)[0]
     assert (

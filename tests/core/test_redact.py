@@ -242,5 +242,5 @@ async def test_a_flood_of_key_markers_in_column_names_is_clipped_then_redacted(a
     outcome = await analyst.handle(message, recorder)
     assert outcome.ok, outcome.error
     seen = fake_model.requests[2]["messages"][-1]["content"][0]["content"]
-    assert seen.startswith("Saved 1 rows") and MASK in seen  # the step really returned the columns
+    assert seen.startswith("Saved 1 row ") and MASK in seen  # the step really returned the columns
     assert marker not in seen and len(seen) <= MIN_CONTENT_CHARS

@@ -190,7 +190,7 @@ async def test_load_then_run_sql_through_the_real_tool_path(s3_settings, fake_mo
         assert not (ws / "huge.csv").exists()
         totals = pd.read_parquet(ws / "totals.parquet")
         assert totals.to_dict("records")[0] == {"region": "north", "total": 17}
-        assert "Saved 1 rows" in fake_model.last_tool_results(3)[1]["content"]
+        assert "Saved 1 row " in fake_model.last_tool_results(3)[1]["content"]
         assert "7" in fake_model.last_tool_results(3)[1]["content"]
         # the bot downloaded with its credentials; the sandbox's environment never had them
         zygote = analyst.parts.sandbox._proc.pid

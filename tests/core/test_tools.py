@@ -82,3 +82,20 @@ async def test_a_refused_attachment_names_a_bounded_list_of_files(analyst, fake_
     body = refusal["content"] if isinstance(refusal["content"], str) else refusal["content"][0]["text"]
     assert "No file 'missing.csv'" in body and "part_000.txt" in body
     assert body.count("part_") == LISTED_FILES and f"(and {100 - LISTED_FILES} more" in body
+
+
+async def test_a_one_row_result_is_one_row_in_its_summary_and_to_the_model(analyst, fake_model, recorder):
+    """The audit's step summary said "query, 1 rows" (a newcomer trial): counted like every other count."""
+    from core.events import IncomingMessage
+    from tests.fakes.anthropic_api import text, tool
+
+    fake_model.enqueue(
+        tool("query_warehouse", {"sql": "SELECT count(*) AS n FROM flights", "save_as": "total"}), text("ok")
+    )
+    message = IncomingMessage(text="how many flights?", surface="api", thread_key=("one-row",))
+    outcome = await analyst.handle(message, recorder)
+    assert outcome.ok, outcome.error
+    (finished,) = recorder.of("step_finished")
+    assert ", 1 row, " in finished.record.summary, finished.record.summary
+    sent = fake_model.requests[-1]["messages"][-1]["content"][0]["content"]
+    assert "Saved 1 row to 'total.parquet'" in str(sent), sent
