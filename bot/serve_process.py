@@ -53,7 +53,10 @@ class Server(uvicorn.Server):
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
         await super().shutdown(sockets=sockets)
-        if self.force_exit:  # uvicorn skipped the app's shutdown: the app still closes what it opened
+        # uvicorn skipped the app's shutdown (a second Ctrl-C before it got there): the app still closes
+        # what it opened. Not when it had already run it (the second Ctrl-C came during it): "Waiting
+        # for application shutdown" was then said, and done, twice.
+        if self.force_exit and not self.lifespan.shutdown_event.is_set():
             await self.lifespan.shutdown()
 
 

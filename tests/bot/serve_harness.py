@@ -21,7 +21,7 @@ CLI = Path(sys.executable).with_name("datathread")
 class Replica:
     """One `datathread serve` subprocess."""
 
-    def __init__(self, env: dict, workdir: Path):
+    def __init__(self, env: dict, workdir: Path, *, log_level: str = "WARNING"):
         self.port = free_port()
         self.log = workdir / f"replica-{self.port}.log"
         with open(self.log, "wb") as out:
@@ -34,7 +34,7 @@ class Replica:
                     "--port",
                     str(self.port),
                     "--log-level",
-                    "WARNING",
+                    log_level,
                 ],
                 env=env,
                 cwd=workdir,

@@ -197,7 +197,7 @@ def test_a_second_ctrl_c_stops_a_running_answer_now_and_its_thread_is_told(home,
         SLACK_BOT_TOKEN="xoxb-test-token-000000",
         SLACK_SIGNING_SECRET=SECRET,
     )
-    served = Replica(env, tmp_path)
+    served = Replica(env, tmp_path, log_level="INFO")  # serve's default: uvicorn's lines show
     try:
         served.wait_ready()
         assert served.post(event_body(mention("slow one", ts="1700000700.000100"))).status_code == 200
@@ -218,6 +218,8 @@ def test_a_second_ctrl_c_stops_a_running_answer_now_and_its_thread_is_told(home,
     assert not any("Traceback" in line or "ERROR" in line for line in lines), lines
     assert said(api, TURN_STOPPED[:40]) == 1  # the thread heard, once
     assert said(api, "too late") == 0
+    # the second press came during the app's shutdown: it was not run (and said) a second time
+    assert sum("Waiting for application shutdown" in line for line in lines) == 1, lines
 
 
 def until(predicate, timeout: float = 90) -> None:
