@@ -186,20 +186,32 @@ def _fixed_hour(expr: str) -> bool:
     return hours != ["*"] and len(hours) < 24
 
 
+def _repeat_of_earlier(at: datetime) -> bool:
+    """True when `at` is the second time its wall-clock time happens that night (the clocks went back
+    and 02:30 comes round again). Not just the run before it: `*/30 2 * * *` goes 02:00, 02:30 and
+    then 02:00 again, so the repeat must be known from the zone, not from the previous occurrence."""
+    zone = at.tzinfo
+    wall = at.replace(tzinfo=None)
+    first = wall.replace(tzinfo=zone, fold=0).astimezone(UTC)
+    is_real = first.astimezone(zone).replace(tzinfo=None) == wall  # not a time the spring change skips
+    return is_real and first < at.astimezone(UTC)
+
+
 def occurrences(expr: str, tz: str, after: datetime, until: datetime, *, limit: int = 100_000):
-    """Occurrences in (after, until], aware datetimes in the zone, oldest first (at most `limit`)."""
+    """Occurrences in (after, until], aware datetimes in the zone, oldest first (at most `limit`).
+
+    A job with fixed hours runs each wall-clock time once: in the hour the autumn change repeats, the
+    second pass is left out (`*/30 2 * * *` runs at 02:00 and 02:30 once each, not four times). A
+    wildcard-hour job runs in real time through both passes, as docs/SCHEDULES.md promises."""
     zone = ZoneInfo(tz)
     it = croniter(expr, after.astimezone(zone))
     fixed = _fixed_hour(expr)
-    seen_wall = after.astimezone(zone).replace(tzinfo=None)
     for _ in range(limit):
         at: datetime = it.get_next(datetime)
         if at > until:
             return
-        wall = at.replace(tzinfo=None)
-        if fixed and seen_wall == wall:  # 02:30 again after the clocks went back: once is enough
+        if fixed and _repeat_of_earlier(at):
             continue
-        seen_wall = wall
         yield at
 
 

@@ -160,3 +160,52 @@ def test_new_york_spring_forward_and_fall_back_for_a_fixed_time():
     assert spring == ["2026-03-08T03:00:00-04:00", "2026-03-09T02:30:00-04:00"]
     autumn = _run("30 1 * * *", "America/New_York", datetime(2026, 10, 31, 12, tzinfo=UTC), 2)
     assert autumn == ["2026-11-01T01:30:00-04:00", "2026-11-02T01:30:00-05:00"]
+
+
+@pytest.mark.parametrize(
+    ("expr", "night"),
+    [
+        # every half hour of 02:xx: the repeat came back after 02:30 as a 02:00 (four runs that night)
+        ("*/30 2 * * *", ["02:00:00+02:00", "02:30:00+02:00"]),
+        # several listed hours with several minutes: only the doubled hour's wall times are held back
+        (
+            "0,30 1-3 * * *",
+            ["01:00:00+02:00", "01:30:00+02:00", "02:00:00+02:00", "02:30:00+02:00", "03:00:00+01:00", "03:30:00+01:00"],
+        ),
+        ("15,45 2,14 * * *", ["02:15:00+02:00", "02:45:00+02:00", "14:15:00+01:00", "14:45:00+01:00"]),
+    ],
+)  # fmt: skip
+def test_berlin_fall_back_runs_each_fixed_wall_clock_time_once_for_multi_minute_jobs(expr, night):
+    start = datetime(2027, 10, 30, 22, tzinfo=UTC)  # midnight in Berlin; the clocks go back at 03:00
+    runs = _run(expr, "Europe/Berlin", start, 1)
+    assert [r for r in runs if r.startswith("2027-10-31")] == [f"2027-10-31T{t}" for t in night]
+
+
+def test_a_cursor_on_the_first_pass_does_not_bring_the_repeated_half_hours_back():
+    """The tick resumes from the last occurrence it handled, 02:30 on the first pass."""
+    cursor = datetime.fromisoformat("2027-10-31T02:30:00+02:00")
+    assert iso(next_occurrence("*/30 2 * * *", "Europe/Berlin", cursor)) == "2027-11-01T02:00:00+01:00"
+
+
+@pytest.mark.parametrize(
+    ("expr", "night"),
+    [
+        # 02:00 and 02:30 do not exist that night: one run at the next valid minute, not two
+        ("*/30 2 * * *", ["03:00:00+02:00"]),
+        ("0,30 1-3 * * *", ["01:00:00+01:00", "01:30:00+01:00", "03:00:00+02:00", "03:30:00+02:00"]),
+    ],
+)
+def test_berlin_spring_forward_runs_a_multi_minute_fixed_hour_job_once_in_the_missing_hour(expr, night):
+    start = datetime(2027, 3, 27, 23, tzinfo=UTC)  # midnight in Berlin; the clocks jump 02:00 → 03:00
+    runs = _run(expr, "Europe/Berlin", start, 1)
+    assert [r for r in runs if r.startswith("2027-03-28")] == [f"2027-03-28T{t}" for t in night]
+
+
+def test_wildcard_hour_jobs_still_run_every_real_half_hour_through_the_fall_back():
+    runs = _run("*/30 * * * *", "Europe/Berlin", datetime(2027, 10, 30, 23, 45, tzinfo=UTC), 0.08)
+    assert runs == [
+        "2027-10-31T02:00:00+02:00",
+        "2027-10-31T02:30:00+02:00",
+        "2027-10-31T02:00:00+01:00",
+        "2027-10-31T02:30:00+01:00",
+    ]
