@@ -163,11 +163,56 @@ def check_cron(expr: str) -> str:
             f"Invalid cron expression {expr!r}: use five fields, minute hour day month weekday "
             "(e.g. '0 9 * * mon')."
         )
+    if not expr.startswith("@"):
+        _check_fields(expr)
     try:
         croniter(expr, datetime(2026, 1, 1, tzinfo=UTC)).get_next(datetime)  # one that never fires fails
-    except (CroniterBadCronError, CroniterBadDateError, ValueError, KeyError) as exc:
+    except CroniterBadDateError:
+        raise ScheduleError(f"Invalid cron expression {expr!r}: {_never_why(expr)}.") from None
+    except (CroniterBadCronError, ValueError, KeyError) as exc:
         raise ScheduleError(f"Invalid cron expression {expr!r}: {str(exc).rstrip('.')}.") from None
     return expr
+
+
+# What each of the five fields takes, in the words a person checks their expression against.
+FIELDS = (
+    ("a minute", "first", "0–59"),
+    ("an hour", "second", "0–23"),
+    ("a day of the month", "third", "1–31"),
+    ("a month", "fourth", "1–12 or jan–dec"),
+    ("a weekday", "fifth", "0–7 or mon–sun"),
+)
+MONTHS = (
+    "January", "February", "March", "April", "May", "June",
+    "July", "August", "September", "October", "November", "December",
+)  # fmt: skip
+
+
+def _check_fields(expr: str) -> None:
+    """ScheduleError naming the first field croniter cannot read and what it takes: croniter's own
+    words ("[61 9 * * *] is not acceptable, out of range.") named neither. Each field is read alone,
+    the others '*', so the one at fault is the one named."""
+    parts = expr.split()
+    for i, (what, which, takes) in enumerate(FIELDS):
+        alone = " ".join(part if j == i else "*" for j, part in enumerate(parts))
+        try:
+            croniter(alone)
+        except (CroniterBadCronError, ValueError, KeyError):
+            raise ScheduleError(
+                f"Invalid cron expression {expr!r}: {parts[i]!r} is not {what} (the {which} field takes "
+                f"{takes})."
+            ) from None
+
+
+def _never_why(expr: str) -> str:
+    """Why an expression of valid fields never fires: "February has no day 31", or in general words."""
+    _, _, days, months, weekdays = croniter(expr).expanded
+    if weekdays == ["*"] and days != ["*"] and months != ["*"] and all(isinstance(d, int) for d in days):
+        names = [MONTHS[m - 1] for m in months]
+        have = "has" if len(names) == 1 else "have"
+        listed = " or ".join(str(d) for d in days)
+        return f"{' and '.join(names)} {have} no day {listed}, so it would never run"
+    return "it never matches a real date, so it would never run"
 
 
 def check_tz(name: str) -> str:

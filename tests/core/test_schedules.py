@@ -59,6 +59,27 @@ def test_invalid_cron_expressions_fail_in_one_sentence(expr, says):
     assert says in message and message.endswith(".") and "\n" not in message
 
 
+@pytest.mark.parametrize(
+    ("expr", "says"),
+    [
+        ("61 9 * * *", "'61' is not a minute (the first field takes 0–59)."),
+        ("0 25 * * *", "'25' is not an hour (the second field takes 0–23)."),
+        ("0 9 32 * *", "'32' is not a day of the month (the third field takes 1–31)."),
+        ("0 9 * 13 *", "'13' is not a month (the fourth field takes 1–12 or jan–dec)."),
+        ("0 9 * * mo", "'mo' is not a weekday (the fifth field takes 0–7 or mon–sun)."),
+        ("*/0 * * * *", "'*/0' is not a minute (the first field takes 0–59)."),
+        ("0 9 31 2 *", "February has no day 31, so it would never run."),
+        ("0 9 31 4,6 *", "April and June have no day 31, so it would never run."),
+    ],
+)
+def test_cron_mistakes_name_the_field_and_what_it_takes(expr, says):
+    """croniter's words were the message: "[61 9 * * *] is not acceptable, out of range." and, for a
+    date that never comes, "failed to find next date."."""
+    with pytest.raises(ScheduleError) as info:
+        check_cron(expr)
+    assert str(info.value) == f"Invalid cron expression {expr!r}: {says}"
+
+
 def test_time_zones_are_iana_names():
     assert check_tz(" Europe/Berlin ") == "Europe/Berlin"
     for bad in ("Europe/Berln", "CEST+1", "", "../etc/passwd"):
