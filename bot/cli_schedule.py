@@ -70,11 +70,12 @@ def add(
     sql: str = typer.Option("", "--sql", help="Verified SQL the runs should start from."),
 ) -> None:
     """Create a schedule; prints its id."""
-    from core.schedules import new_schedule
+    from core.schedules import check_verified_sql, new_schedule
 
     settings = _settings()
 
     async def work(book: ScheduleBook) -> str:
+        verified = check_verified_sql(sql, dialect=settings.warehouse)
         schedule = new_schedule(
             cron=cron,
             tz=tz or settings.default_tz,
@@ -85,7 +86,7 @@ def add(
             owner=owner,
             team_id=team,
             thread=thread,
-            sql=sql,
+            sql=verified,
         )
         await book.add(schedule, by="terminal", trusted=True)
         return schedule.id

@@ -9,6 +9,7 @@ runs once when that wall-clock time happens twice (a job with a wildcard hour ru
 
 from __future__ import annotations
 
+import re
 import uuid
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields
@@ -19,6 +20,7 @@ from zoneinfo import ZoneInfo
 from croniter import CroniterBadCronError, CroniterBadDateError, croniter
 
 from core.config_types import close_time_zone, time_zone_named
+from core.policy import check_sql
 
 Surface = Literal["slack", "teams"]
 SURFACES: tuple[str, ...] = ("slack", "teams")
@@ -117,10 +119,10 @@ def new_schedule(
 ) -> Schedule:
     """A validated schedule whose first run is the first occurrence after `now`."""
     cron, tz = check_cron(cron), check_tz(tz)
+    typed, surface = surface, surface.strip().lower()  # like --tz: `SLACK` is slack
     if surface not in SURFACES:
-        raise ScheduleError(f"Unknown surface {surface!r}: use slack or teams.")
-    if not channel.strip():
-        raise ScheduleError("A schedule needs a channel to post in.")
+        raise ScheduleError(f"Unknown surface {typed!r}: use slack or teams.")
+    check_where(surface, channel.strip(), thread.strip())
     if not question.strip():
         raise ScheduleError("A schedule needs a question to ask.")
     stamp = now.astimezone(UTC).isoformat()
@@ -139,6 +141,47 @@ def new_schedule(
         created_at=stamp,
         cursor=stamp,
     )
+
+
+# What the ids a schedule posts with look like: a name or an id of the other surface could only fail
+# at the first run, days later and in nobody's sight. Slack: https://docs.slack.dev/reference/objects/conversation-object
+# (C…/G…/D…), a message's `ts` is seconds.microseconds. Teams conversation ids are `<kind>:<…>`
+# (19:…@thread.tacv2 for a channel, a:… or 29:… elsewhere): only a shape that cannot be one is refused.
+SLACK_CHANNEL = re.compile(r"[CGD][A-Z0-9]+")
+SLACK_TS = re.compile(r"\d+\.\d+")
+TEAMS_CONVERSATION = re.compile(r"[0-9A-Za-z]+:\S+")
+
+
+def check_where(surface: str, channel: str, thread: str) -> None:
+    """ScheduleError in one sentence when the channel or thread cannot be one of the surface's ids."""
+    if not channel:
+        raise ScheduleError("A schedule needs a channel to post in.")
+    if surface == "slack" and not SLACK_CHANNEL.fullmatch(channel):
+        raise ScheduleError(
+            f"Slack needs the channel's id, not {channel!r}: it looks like C0123ABCD and is at the "
+            "bottom of the channel's details (click the channel's name)."
+        )
+    if surface == "teams" and not TEAMS_CONVERSATION.fullmatch(channel):
+        raise ScheduleError(
+            f"Teams needs the conversation id, not {channel!r}: a channel's looks like "
+            "19:…@thread.tacv2 and is in the link that 'Get link to channel' gives."
+        )
+    if surface == "slack" and thread and not SLACK_TS.fullmatch(thread):
+        raise ScheduleError(
+            f"Slack needs the thread's ts, not {thread!r}: it looks like 1712345678.123456 (the ts of "
+            "the thread's first message)."
+        )
+
+
+def check_verified_sql(sql: str, *, dialect: str) -> str:
+    """The SQL a schedule's runs start from, if the read-only policy lets it run; ScheduleError
+    otherwise. Runs hand it to the model, whose query is checked then — too late for the person who
+    typed `--sql "DROP TABLE flights"` and was told nothing. No allowlist here: the owner's applies
+    when a run queries."""
+    sql = sql.strip()
+    if sql and not (verdict := check_sql(sql, dialect=dialect)).allowed:
+        raise ScheduleError(f"The verified SQL would be refused when the schedule runs: {verdict.reason}")
+    return sql
 
 
 NICKNAMES = ("@hourly", "@daily", "@midnight", "@weekly", "@monthly", "@yearly", "@annually")

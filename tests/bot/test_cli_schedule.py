@@ -64,6 +64,19 @@ def test_add_list_pause_resume_remove(home):
         ([*ADD[:3], "0 25 * * *", *ADD[4:], "--channel", "C1", "q"], "Invalid cron expression '0 25 * * *'"),
         ([*ADD[:5], "Europe/Berln", *ADD[6:], "--channel", "C1", "q"], "Unknown time zone 'Europe/Berln'"),
         ([*ADD[:-1], "discord", "--channel", "C1", "q"], "Unknown surface 'discord'"),
+        # values that could only fail at the first run, days later: refused when typed
+        ([*ADD, "--channel", "#general", "q"], "Slack needs the channel's id, not '#general'"),
+        ([*ADD, "--channel", "general", "q"], "it looks like C0123ABCD"),
+        ([*ADD[:-1], "teams", "--channel", "C0001", "q"], "Teams needs the conversation id, not 'C0001'"),
+        ([*ADD, "--channel", "C1", "--thread", "notats", "q"], "Slack needs the thread's ts, not 'notats'"),
+        (
+            [*ADD, "--channel", "C1", "--sql", "DROP TABLE flights", "q"],
+            "The verified SQL would be refused when the schedule runs: Only one read-only query",
+        ),
+        (
+            [*ADD[:3], "61 9 * * *", *ADD[4:], "--channel", "C1", "q"],
+            "'61' is not a minute (the first field takes 0–59).",
+        ),
         (["schedule", "pause", "nope"], "No schedule has the id 'nope'"),
         (["schedule", "resume", "nope"], "No schedule has the id 'nope'"),
         (["schedule", "remove", "nope"], "No schedule has the id 'nope'"),
@@ -166,6 +179,14 @@ def test_a_run_slack_cannot_take_is_one_sentence_and_a_line_in_the_log(home, fak
     log = (home / "logs" / "datathread.log").read_text()
     assert "Traceback" not in log, log
     assert log.count("not posted in C777: could not reach Slack at 127.0.0.1: connection refused") == 2, log
+
+
+def test_add_takes_a_surface_in_any_case_like_a_time_zone(home):
+    """`--surface SLACK` was "Unknown surface 'SLACK'" while `--tz europe/berlin` was fine."""
+    sid = ok(invoke([*ADD[:-1], "SLACK", "--channel", "C1", "q"], home)).strip()
+    other = ok(invoke([*ADD[:-1], "Teams", "--channel", "19:x@thread.tacv2", "q"], home)).strip()
+    listed = {s["id"]: s["surface"] for s in json.loads(ok(invoke(["schedule", "list", "--json"], home)))}
+    assert listed == {sid: "slack", other: "teams"}
 
 
 def test_add_takes_a_time_zone_as_people_type_it(home):

@@ -127,6 +127,49 @@ def test_new_schedule_validates_everything_and_starts_after_now():
             new_schedule(**{**kwargs, **bad}, now=NOW)
 
 
+@pytest.mark.parametrize(
+    ("surface", "channel", "thread", "says"),
+    [
+        ("slack", "#general", "", "Slack needs the channel's id, not '#general'"),
+        ("slack", "c0123abcd", "", "it looks like C0123ABCD"),
+        ("slack", "U0123ABCD", "", "Slack needs the channel's id"),  # a person, not a conversation
+        ("teams", "C0001", "", "Teams needs the conversation id, not 'C0001'"),
+        ("teams", "General", "", "a channel's looks like 19:…@thread.tacv2"),
+        ("slack", "C0123ABCD", "notats", "Slack needs the thread's ts, not 'notats'"),
+        ("slack", "C0123ABCD", "1712345678", "it looks like 1712345678.123456"),
+    ],
+)
+def test_a_channel_or_thread_that_cannot_be_the_surfaces_id_is_refused_at_once(
+    surface, channel, thread, says
+):
+    """`schedule add` took '#general' (a name) and 'notats': they failed only at the first run."""
+    with pytest.raises(ScheduleError) as info:
+        new_schedule(
+            cron="0 9 * * *", tz="UTC", surface=surface, channel=channel, thread=thread, question="q", now=NOW
+        )
+    assert says in str(info.value) and str(info.value).endswith(".")
+
+
+@pytest.mark.parametrize(
+    ("surface", "channel", "thread"),
+    [
+        ("slack", "C0123ABCD", ""),
+        ("slack", "G01ABC", "1712345678.123456"),
+        ("slack", "D024BE91L", ""),
+        ("teams", "19:general@thread.tacv2", "1700000000001"),
+        ("teams", "19:meeting_abc@thread.v2", ""),
+        ("teams", "a:1personal-chat-ada", ""),
+        ("SLACK", "C1", ""),  # the surface in any case, like the time zone
+        (" Teams ", "19:x@thread.skype", ""),
+    ],
+)
+def test_real_ids_of_each_surface_are_taken(surface, channel, thread):
+    s = new_schedule(
+        cron="0 9 * * *", tz="UTC", surface=surface, channel=channel, thread=thread, question="q", now=NOW
+    )
+    assert (s.surface, s.channel, s.thread) == (surface.strip().lower(), channel, thread)
+
+
 def test_paused_schedules_have_no_next_run():
     s = new_schedule(cron="0 9 * * *", tz="UTC", surface="teams", channel="19:x", question="q", now=NOW)
     s.paused = True
