@@ -185,7 +185,9 @@ def run_now(
     except (ScheduleError, UnknownSchedule, StoreUnavailable) as exc:
         _fail(str(exc).strip("'\""))
     if not result.ok:
-        _fail(f"The run failed: {result.error}.", code=1)
+        from core.schedules_run import reason_words
+
+        _fail(f"The run failed: {reason_words(result.error)}.", code=1)
     Console().print(f"Posted the run of {schedule_id} (turn {result.turn_id}).")
 
 

@@ -10,6 +10,7 @@ decides what happens.
 from __future__ import annotations
 
 import logging
+import re
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
@@ -82,7 +83,9 @@ async def run_occurrence(
     note = run_header(schedule, skipped=due.skipped)
     result = await _attempt(poster, schedule, turn_id=base, note=note)
     if not result.ok and not result.gone:
-        await _notice(poster, schedule, f"This scheduled run failed ({result.error}). Retrying once.")
+        await _notice(
+            poster, schedule, f"This scheduled run failed: {reason_words(result.error)}. Retrying once."
+        )
         result = await _attempt(poster, schedule, turn_id=f"{base}-retry", note=note)
     await _settle(book, poster, schedule, due, result)
     return result
@@ -94,6 +97,19 @@ async def _attempt(poster: SchedulePoster, schedule: Schedule, *, turn_id: str, 
     except Exception as exc:  # a surface bug must count as a failed run, not kill the scheduler
         log.exception("schedule %s: run %s crashed", schedule.id, turn_id)
         return RunResult(ok=False, error=failure_words(exc, surface=schedule.surface), turn_id=turn_id)
+
+
+# Retry advice at the end of a reason ("… Please try again shortly."): the run's own sentence says
+# what happens next, and "please try again" next to "I'll try again next time" told two things.
+_ADVICE = re.compile(r"(?:(?<=[.!?])\s+|\s*;\s*)(?:please\s+)?(?:try|ask)\s+again\b[^.!?]*[.!?]?$", re.I)
+
+
+def reason_words(error: str) -> str:
+    """A run's failure reason as a clause to put after a colon: one line, no retry advice and no
+    closing full stop — the reason is often a sentence of its own ("I could not reach the Claude API
+    (connection refused). Please try again shortly."), and in brackets it read "(… shortly.)."."""
+    text = _ADVICE.sub("", " ".join(error.split()))
+    return text.rstrip(" .") or "no reason was given"
 
 
 def failure_words(exc: BaseException, *, surface: str) -> str:
@@ -117,20 +133,20 @@ async def _settle(
     if result.ok:
         await book.update(schedule.id, failures=0, runs=schedule.runs + 1, last_run=stamp, last_outcome="ok")
         return
+    why = reason_words(result.error)
     if result.gone:
-        reason = f"the channel is gone or I was removed from it ({result.error})"
-        await book.update(schedule.id, last_run=stamp, last_outcome=f"failed: {result.error}")
+        reason = f"the channel is gone or I was removed from it ({why})"
+        await book.update(schedule.id, last_run=stamp, last_outcome=f"failed: {why}")
         paused = await book.pause(schedule.id, reason=reason, by="datathread")
         await _tell(poster, paused, f"I paused your schedule {paused.describe()}: {reason}.")
         return
     failures = schedule.failures + 1
-    updated = await book.update(
-        schedule.id, failures=failures, last_run=stamp, last_outcome=f"failed: {result.error}"
-    )
+    updated = await book.update(schedule.id, failures=failures, last_run=stamp, last_outcome=f"failed: {why}")
     if failures < MAX_FAILURES:
-        await _notice(poster, updated, f"The retry failed too ({result.error}). I'll try again next time.")
+        text = f"The retry failed too: {why}. I'll try again at the next scheduled time."
+        await _notice(poster, updated, text)
         return
-    reason = f"{failures} runs in a row failed (last: {result.error})"
+    reason = f"{failures} runs in a row failed; the last one: {why}"
     paused = await book.pause(schedule.id, reason=reason, by="datathread")
     text = (
         f"I paused your schedule {paused.describe()} because {reason}. "

@@ -181,6 +181,31 @@ def test_a_run_slack_cannot_take_is_one_sentence_and_a_line_in_the_log(home, fak
     assert log.count("not posted in C777: could not reach Slack at 127.0.0.1: connection refused") == 2, log
 
 
+def test_a_reason_that_is_a_sentence_reads_well_in_the_terminal_and_the_channel(home):
+    """Claude unreachable: the terminal said "… (connection refused). Please try again shortly.." and the
+    channel "The retry failed too (I could not reach … Please try again shortly.). I'll try again next
+    time." — two full stops, brackets in brackets, and two contradicting instructions."""
+    api = FakeSlackAPI().start()
+    try:
+        sid = ok(invoke([*ADD, "--channel", "C777", "how many flights?"], home)).strip()
+        env = {
+            "ANTHROPIC_API_KEY": "sk-ant-dummy-123456",
+            "ANTHROPIC_BASE_URL": "http://127.0.0.1:9",  # the discard port: refused
+            "SLACK_BOT_TOKEN": "xoxb-test-token-000000",
+            "DATATHREAD_SLACK_API_URL": api.url,
+        }
+        failed = invoke(["schedule", "run-now", sid], home, env=env)
+        why = "I could not reach the Claude API (connection refused)"
+        assert failed.returncode == 1 and failed.stderr == f"error: The run failed: {why}.\n", failed.stderr
+        notices = [
+            c.args["text"] for c in api.of("chat.postMessage") if "Scheduled report" not in c.args["text"]
+        ]
+        assert f"This scheduled run failed: {why}. Retrying once." in notices, notices
+        assert f"The retry failed too: {why}. I'll try again at the next scheduled time." in notices, notices
+    finally:
+        api.stop()
+
+
 def test_add_takes_a_surface_in_any_case_like_a_time_zone(home):
     """`--surface SLACK` was "Unknown surface 'SLACK'" while `--tz europe/berlin` was fine."""
     sid = ok(invoke([*ADD[:-1], "SLACK", "--channel", "C1", "q"], home)).strip()
