@@ -69,15 +69,17 @@ def run_header(schedule: Schedule, *, skipped: int = 0) -> str:
 
 
 async def run_occurrence(
-    book: ScheduleBook, poster: SchedulePoster, due: DueRun, *, force: bool = False
+    book: ScheduleBook, poster: SchedulePoster, due: DueRun, *, manual: bool = False
 ) -> RunResult | None:
     """Run one claimed occurrence with one retry; count failures, pause when it must. None if the
-    schedule was removed, or paused after the claim (`force`: run-now runs a paused one too)."""
+    schedule was removed, or paused after the claim. `manual` is an operator's `run-now`: it runs a
+    paused schedule too, and its outcome is recorded but not counted — a test run must not bring a
+    schedule closer to its automatic pause (nor clear the count the scheduled runs built)."""
     try:
         schedule = await book.get(due.schedule_id)
     except UnknownSchedule:
         return None
-    if schedule.paused and not force:
+    if schedule.paused and not manual:
         return None
     base = f"s{schedule.id}-{int(_epoch(due.occurrence))}"
     note = run_header(schedule, skipped=due.skipped)
@@ -87,7 +89,7 @@ async def run_occurrence(
             poster, schedule, f"This scheduled run failed: {reason_words(result.error)}. Retrying once."
         )
         result = await _attempt(poster, schedule, turn_id=f"{base}-retry", note=note)
-    await _settle(book, poster, schedule, due, result)
+    await _settle(book, poster, schedule, result, manual=manual)
     return result
 
 
@@ -127,11 +129,12 @@ def failure_words(exc: BaseException, *, surface: str) -> str:
 
 
 async def _settle(
-    book: ScheduleBook, poster: SchedulePoster, schedule: Schedule, due: DueRun, result: RunResult
+    book: ScheduleBook, poster: SchedulePoster, schedule: Schedule, result: RunResult, *, manual: bool
 ) -> None:
     stamp = iso(book.now())
     if result.ok:
-        await book.update(schedule.id, failures=0, runs=schedule.runs + 1, last_run=stamp, last_outcome="ok")
+        counted = {} if manual else {"failures": 0}
+        await book.update(schedule.id, runs=schedule.runs + 1, last_run=stamp, last_outcome="ok", **counted)
         return
     why = reason_words(result.error)
     if result.gone:
@@ -140,11 +143,11 @@ async def _settle(
         paused = await book.pause(schedule.id, reason=reason, by="datathread")
         await _tell(poster, paused, f"I paused your schedule {paused.describe()}: {reason}.")
         return
-    failures = schedule.failures + 1
+    failures = schedule.failures + (0 if manual else 1)
     updated = await book.update(schedule.id, failures=failures, last_run=stamp, last_outcome=f"failed: {why}")
-    if failures < MAX_FAILURES:
-        text = f"The retry failed too: {why}. I'll try again at the next scheduled time."
-        await _notice(poster, updated, text)
+    if manual or failures < MAX_FAILURES:  # a run-now's schedule may be paused: no next time to promise
+        then = "" if manual else " I'll try again at the next scheduled time."
+        await _notice(poster, updated, f"The retry failed too: {why}.{then}")
         return
     reason = f"{failures} runs in a row failed; the last one: {why}"
     paused = await book.pause(schedule.id, reason=reason, by="datathread")

@@ -201,7 +201,30 @@ def test_a_reason_that_is_a_sentence_reads_well_in_the_terminal_and_the_channel(
             c.args["text"] for c in api.of("chat.postMessage") if "Scheduled report" not in c.args["text"]
         ]
         assert f"This scheduled run failed: {why}. Retrying once." in notices, notices
-        assert f"The retry failed too: {why}. I'll try again at the next scheduled time." in notices, notices
+        assert f"The retry failed too: {why}." in notices, notices  # run-now: no next time to promise
+    finally:
+        api.stop()
+
+
+def test_a_failed_run_now_is_recorded_but_does_not_count_towards_the_pause(home):
+    """An operator's test run counted: one failed `run-now` was "failures 1" of the 3 that pause a
+    schedule, and three of them paused it. Its outcome is recorded; the count is the scheduled runs'."""
+    api = FakeSlackAPI().start()
+    try:
+        sid = ok(invoke([*ADD, "--channel", "C777", "how many flights?"], home)).strip()
+        env = {
+            "ANTHROPIC_API_KEY": "sk-ant-dummy-123456",
+            "ANTHROPIC_BASE_URL": "http://127.0.0.1:9",  # the discard port: refused
+            "SLACK_BOT_TOKEN": "xoxb-test-token-000000",
+            "DATATHREAD_SLACK_API_URL": api.url,
+        }
+        for _ in range(3):
+            assert invoke(["schedule", "run-now", sid], home, env=env).returncode == 1
+        [listed] = json.loads(ok(invoke(["schedule", "list", "--json"], home)))
+        assert (listed["failures"], listed["paused"]) == (0, False), listed
+        assert listed["last_outcome"] == "failed: I could not reach the Claude API (connection refused)"
+        assert listed["last_run"] and listed["runs"] == 0
+        assert not [c for c in api.of("chat.postMessage") if "paused" in c.args["text"]]
     finally:
         api.stop()
 

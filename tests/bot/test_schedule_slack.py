@@ -106,6 +106,7 @@ async def test_failures_retry_once_and_three_in_a_row_pause_and_tell_the_owner(s
             # the model's reason is a sentence with brackets of its own: after a colon, not in brackets
             why = "The Claude API rejected the request as invalid (scripted failure)"
             assert f"This scheduled run failed: {why}. Retrying once." in in_thread, in_thread
+            assert f"The retry failed too: {why}. I'll try again at the next scheduled time." in in_thread
             assert f"I paused this schedule: 3 runs in a row failed; the last one: {why}." in in_thread
             assert not [t for t in in_thread if ".)" in t or "))" in t or ".." in t], in_thread
             dm = [p for p in posts if p["channel"] == "U0001"]
