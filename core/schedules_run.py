@@ -83,6 +83,10 @@ async def run_occurrence(
         return None
     base = f"s{schedule.id}-{int(_epoch(due.occurrence))}"
     note = run_header(schedule, skipped=due.skipped)
+    # Where, never what: the question stays out of INFO lines, as a turn's own log lines keep it out.
+    where = f"{schedule.surface} channel {schedule.channel}"
+    where += f" thread {schedule.thread}" if schedule.thread else ""
+    log.info("schedule %s: run %s started in %s%s", schedule.id, base, where, " (run-now)" if manual else "")
     result = await _attempt(poster, schedule, turn_id=base, note=note)
     if not result.ok and not result.gone:
         await _notice(
@@ -132,18 +136,24 @@ async def _settle(
     book: ScheduleBook, poster: SchedulePoster, schedule: Schedule, result: RunResult, *, manual: bool
 ) -> None:
     stamp = iso(book.now())
+    run = f"schedule {schedule.id}: run {result.turn_id}"
     if result.ok:
+        log.info("%s ok", run)
         counted = {} if manual else {"failures": 0}
         await book.update(schedule.id, runs=schedule.runs + 1, last_run=stamp, last_outcome="ok", **counted)
         return
     why = reason_words(result.error)
     if result.gone:
         reason = f"the channel is gone or I was removed from it ({why})"
+        log.warning("%s failed: %s; paused: the channel is gone or I was removed from it", run, why)
         await book.update(schedule.id, last_run=stamp, last_outcome=f"failed: {why}")
         paused = await book.pause(schedule.id, reason=reason, by="datathread")
         await _tell(poster, paused, f"I paused your schedule {paused.describe()}: {reason}.")
         return
     failures = schedule.failures + (0 if manual else 1)
+    counted = "run-now, not counted" if manual else f"failure {failures} of {MAX_FAILURES} before a pause"
+    paused_too = "" if manual or failures < MAX_FAILURES else "; paused"
+    log.warning("%s failed: %s; %s%s", run, why, counted, paused_too)
     updated = await book.update(schedule.id, failures=failures, last_run=stamp, last_outcome=f"failed: {why}")
     if manual or failures < MAX_FAILURES:  # a run-now's schedule may be paused: no next time to promise
         then = "" if manual else " I'll try again at the next scheduled time."
