@@ -138,6 +138,26 @@ def test_the_listing_at_80_columns_shows_whole_ids(home):
     assert sid in listing, listing
 
 
+def test_the_listing_at_80_columns_shows_when_where_and_the_whole_question(home):
+    """At 80 columns the eight-column table cut everything but the id: "2026-1…", "Europ…", "quest…"."""
+    question = "weekly delays by carrier, with the top ten routes and a chart of each, every Monday"
+    sid = ok(invoke([*ADD, "--channel", "C0123ABCD", question], home)).strip()
+    teams = ["--channel", "19:abcdefabcdef@thread.tacv2", "--thread", "1700000000001", "flights by origin"]
+    other = ok(invoke([*ADD[:5], "America/New_York", *ADD[6:-1], "teams", *teams], home)).strip()
+    listed = {s["id"]: s for s in json.loads(ok(invoke(["schedule", "list", "--json"], home)))}
+    listing = ok(invoke(["schedule", "list"], home, env={"COLUMNS": "80"}))
+    assert max(len(line) for line in listing.splitlines()) <= 80, listing
+    words = listing.replace(",", " ").split()
+    for schedule_id, zone, asked in (
+        (sid, "Europe/Berlin", question),
+        (other, "America/New_York", "flights by origin"),
+    ):
+        next_run = listed[schedule_id]["next_run"]
+        for part in (schedule_id, zone, next_run[:10], next_run[11:16]):  # the date and the time
+            assert part in words, (part, listing)
+        assert set(asked.replace(",", " ").split()) <= set(words), listing  # no word cut
+
+
 def test_run_now_checks_the_id_first_then_what_it_needs_to_post(home, fake_model):
     """An unknown id was found only after the model key was required (a ConfigError traceback without
     one) and the sandbox had started; a Slack schedule without SLACK_BOT_TOKEN was answered, then failed
