@@ -70,11 +70,12 @@ def add(
     sql: str = typer.Option("", "--sql", help="Verified SQL the runs should start from."),
 ) -> None:
     """Create a schedule; prints its id."""
-    from core.schedules import new_schedule
+    from core.schedules import check_verified_sql, new_schedule
 
     settings = _settings()
 
     async def work(book: ScheduleBook) -> str:
+        verified = check_verified_sql(sql, dialect=settings.warehouse)
         schedule = new_schedule(
             cron=cron,
             tz=tz or settings.default_tz,
@@ -85,7 +86,7 @@ def add(
             owner=owner,
             team_id=team,
             thread=thread,
-            sql=sql,
+            sql=verified,
         )
         await book.add(schedule, by="terminal", trusted=True)
         return schedule.id
@@ -100,8 +101,6 @@ def list_schedules(
     owner: str = typer.Option(None, "--owner", help="Only the schedules run as this user id."),
 ) -> None:
     """Every schedule of the workspace (the admin listing), or those of one channel or owner."""
-    from rich.table import Column, Table
-
     from core.schedules_store import to_listing
 
     settings = _settings()
@@ -114,22 +113,44 @@ def list_schedules(
     if as_json:
         sys.stdout.write(json.dumps(rows, indent=2) + "\n")
         return
-    # The id is what every other subcommand takes: never cut (at 80 columns it showed as "0772c5…").
-    ids = Column("id", no_wrap=True, min_width=max((len(r["id"]) for r in rows), default=2))
-    table = Table(ids, "cron", "tz", "surface", "channel", "next run", "state", "question")
+    Console().print(listing_table(rows) if rows else "No schedules yet: `datathread schedule add --help`.")
+
+
+def listing_table(rows: list[dict]):
+    """The schedules as a table that reads at 80 columns: eight columns each cut to "2026-1…",
+    "Europ…" and "quest…" there. Now five, with what belongs together stacked in one cell (when: the
+    cron above its zone; where: the surface above the channel), the next run as a short date and time,
+    and only the question — the one long text — wrapping; the id is never cut (every other
+    subcommand takes it whole)."""
+    from rich import box
+    from rich.table import Column, Table
+    from rich.text import Text
+
+    ids = Column("id", no_wrap=True, min_width=max(len(r["id"]) for r in rows))
+    table = Table(
+        ids,
+        Column("next run", no_wrap=True),
+        Column("when", min_width=max(len(r["tz"]) for r in rows)),  # a zone is a word: whole
+        Column("where", overflow="fold"),  # a Teams id has no spaces to wrap at
+        Column("question", ratio=1, min_width=16),
+        box=box.SIMPLE_HEAD,
+        show_edge=False,
+    )
     for r in rows:
-        state = f"paused: {r['paused_reason']}" if r["paused"] else "active"
+        question = r["question"] + (f"\n(paused: {r['paused_reason']})" if r["paused"] else "")
         table.add_row(
             r["id"],
-            r["cron"],
-            r["tz"],
-            r["surface"],
-            r["channel"],
-            r["next_run"] or "—",
-            state,
-            r["question"],
+            _short_time(r["next_run"]) if r["next_run"] else "paused",
+            f"{r['cron']}\n{r['tz']}",
+            f"{r['surface']}\n{r['channel']}" + (f"\nthread {r['thread']}" if r["thread"] else ""),
+            Text(question),  # people's words, not rich markup: "[red]" stays as typed
         )
-    Console().print(table if rows else "No schedules yet: `datathread schedule add --help`.")
+    return table
+
+
+def _short_time(stamp: str) -> str:
+    """'2026-11-30T09:00:00+01:00' → '2026-11-30\n09:00' (the zone is in the next column)."""
+    return stamp[:10] + "\n" + stamp[11:16]
 
 
 @app.command("pause")
@@ -184,7 +205,9 @@ def run_now(
     except (ScheduleError, UnknownSchedule, StoreUnavailable) as exc:
         _fail(str(exc).strip("'\""))
     if not result.ok:
-        _fail(f"The run failed: {result.error}.", code=1)
+        from core.schedules_run import reason_words
+
+        _fail(f"The run failed: {reason_words(result.error)}.", code=1)
     Console().print(f"Posted the run of {schedule_id} (turn {result.turn_id}).")
 
 

@@ -55,11 +55,11 @@ class Schedules:
             return TeamsSchedulePoster(bot=self.teams, state=self.state)
         return SlackSchedulePoster(client=self.slack.get(), analyst=self.state.analyst)
 
-    async def run_due(self, due: DueRun, *, force: bool = False) -> RunResult | None:
-        """Run one claimed occurrence with the poster of the schedule's surface."""
+    async def run_due(self, due: DueRun, *, manual: bool = False) -> RunResult | None:
+        """Run one claimed occurrence with the poster of the schedule's surface (`manual`: run-now)."""
         book = self.state.threads.schedules()
         schedule = await book.get(due.schedule_id)
-        return await run_occurrence(book, self.poster(schedule.surface), due, force=force)
+        return await run_occurrence(book, self.poster(schedule.surface), due, manual=manual)
 
     def register_jobs(self) -> None:
         """Name the `schedule.run` handler on the runner (here, and on remote workers)."""
@@ -142,7 +142,7 @@ async def run_once(settings: Settings, schedule_id: str) -> RunResult:
     try:
         book = state.threads.schedules()
         await book.get(schedule_id)  # unknown id: one sentence before anything is posted
-        result = await schedules.run_due(DueRun(schedule_id, iso(book.now())), force=True)
+        result = await schedules.run_due(DueRun(schedule_id, iso(book.now())), manual=True)
     finally:
         await slack.close()
         await analyst.close()

@@ -9,6 +9,7 @@ runs once when that wall-clock time happens twice (a job with a wildcard hour ru
 
 from __future__ import annotations
 
+import re
 import uuid
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields
@@ -19,6 +20,7 @@ from zoneinfo import ZoneInfo
 from croniter import CroniterBadCronError, CroniterBadDateError, croniter
 
 from core.config_types import close_time_zone, time_zone_named
+from core.policy import check_sql
 
 Surface = Literal["slack", "teams"]
 SURFACES: tuple[str, ...] = ("slack", "teams")
@@ -117,10 +119,10 @@ def new_schedule(
 ) -> Schedule:
     """A validated schedule whose first run is the first occurrence after `now`."""
     cron, tz = check_cron(cron), check_tz(tz)
+    typed, surface = surface, surface.strip().lower()  # like --tz: `SLACK` is slack
     if surface not in SURFACES:
-        raise ScheduleError(f"Unknown surface {surface!r}: use slack or teams.")
-    if not channel.strip():
-        raise ScheduleError("A schedule needs a channel to post in.")
+        raise ScheduleError(f"Unknown surface {typed!r}: use slack or teams.")
+    check_where(surface, channel.strip(), thread.strip())
     if not question.strip():
         raise ScheduleError("A schedule needs a question to ask.")
     stamp = now.astimezone(UTC).isoformat()
@@ -139,6 +141,47 @@ def new_schedule(
         created_at=stamp,
         cursor=stamp,
     )
+
+
+# What the ids a schedule posts with look like: a name or an id of the other surface could only fail
+# at the first run, days later and in nobody's sight. Slack: https://docs.slack.dev/reference/objects/conversation-object
+# (C…/G…/D…), a message's `ts` is seconds.microseconds. Teams conversation ids are `<kind>:<…>`
+# (19:…@thread.tacv2 for a channel, a:… or 29:… elsewhere): only a shape that cannot be one is refused.
+SLACK_CHANNEL = re.compile(r"[CGD][A-Z0-9]+")
+SLACK_TS = re.compile(r"\d+\.\d+")
+TEAMS_CONVERSATION = re.compile(r"[0-9A-Za-z]+:\S+")
+
+
+def check_where(surface: str, channel: str, thread: str) -> None:
+    """ScheduleError in one sentence when the channel or thread cannot be one of the surface's ids."""
+    if not channel:
+        raise ScheduleError("A schedule needs a channel to post in.")
+    if surface == "slack" and not SLACK_CHANNEL.fullmatch(channel):
+        raise ScheduleError(
+            f"Slack needs the channel's id, not {channel!r}: it looks like C0123ABCD and is at the "
+            "bottom of the channel's details (click the channel's name)."
+        )
+    if surface == "teams" and not TEAMS_CONVERSATION.fullmatch(channel):
+        raise ScheduleError(
+            f"Teams needs the conversation id, not {channel!r}: a channel's looks like "
+            "19:…@thread.tacv2 and is in the link that 'Get link to channel' gives."
+        )
+    if surface == "slack" and thread and not SLACK_TS.fullmatch(thread):
+        raise ScheduleError(
+            f"Slack needs the thread's ts, not {thread!r}: it looks like 1712345678.123456 (the ts of "
+            "the thread's first message)."
+        )
+
+
+def check_verified_sql(sql: str, *, dialect: str) -> str:
+    """The SQL a schedule's runs start from, if the read-only policy lets it run; ScheduleError
+    otherwise. Runs hand it to the model, whose query is checked then — too late for the person who
+    typed `--sql "DROP TABLE flights"` and was told nothing. No allowlist here: the owner's applies
+    when a run queries."""
+    sql = sql.strip()
+    if sql and not (verdict := check_sql(sql, dialect=dialect)).allowed:
+        raise ScheduleError(f"The verified SQL would be refused when the schedule runs: {verdict.reason}")
+    return sql
 
 
 NICKNAMES = ("@hourly", "@daily", "@midnight", "@weekly", "@monthly", "@yearly", "@annually")
@@ -163,11 +206,56 @@ def check_cron(expr: str) -> str:
             f"Invalid cron expression {expr!r}: use five fields, minute hour day month weekday "
             "(e.g. '0 9 * * mon')."
         )
+    if not expr.startswith("@"):
+        _check_fields(expr)
     try:
         croniter(expr, datetime(2026, 1, 1, tzinfo=UTC)).get_next(datetime)  # one that never fires fails
-    except (CroniterBadCronError, CroniterBadDateError, ValueError, KeyError) as exc:
+    except CroniterBadDateError:
+        raise ScheduleError(f"Invalid cron expression {expr!r}: {_never_why(expr)}.") from None
+    except (CroniterBadCronError, ValueError, KeyError) as exc:
         raise ScheduleError(f"Invalid cron expression {expr!r}: {str(exc).rstrip('.')}.") from None
     return expr
+
+
+# What each of the five fields takes, in the words a person checks their expression against.
+FIELDS = (
+    ("a minute", "first", "0–59"),
+    ("an hour", "second", "0–23"),
+    ("a day of the month", "third", "1–31"),
+    ("a month", "fourth", "1–12 or jan–dec"),
+    ("a weekday", "fifth", "0–7 or mon–sun"),
+)
+MONTHS = (
+    "January", "February", "March", "April", "May", "June",
+    "July", "August", "September", "October", "November", "December",
+)  # fmt: skip
+
+
+def _check_fields(expr: str) -> None:
+    """ScheduleError naming the first field croniter cannot read and what it takes: croniter's own
+    words ("[61 9 * * *] is not acceptable, out of range.") named neither. Each field is read alone,
+    the others '*', so the one at fault is the one named."""
+    parts = expr.split()
+    for i, (what, which, takes) in enumerate(FIELDS):
+        alone = " ".join(part if j == i else "*" for j, part in enumerate(parts))
+        try:
+            croniter(alone)
+        except (CroniterBadCronError, ValueError, KeyError):
+            raise ScheduleError(
+                f"Invalid cron expression {expr!r}: {parts[i]!r} is not {what} (the {which} field takes "
+                f"{takes})."
+            ) from None
+
+
+def _never_why(expr: str) -> str:
+    """Why an expression of valid fields never fires: "February has no day 31", or in general words."""
+    _, _, days, months, weekdays = croniter(expr).expanded
+    if weekdays == ["*"] and days != ["*"] and months != ["*"] and all(isinstance(d, int) for d in days):
+        names = [MONTHS[m - 1] for m in months]
+        have = "has" if len(names) == 1 else "have"
+        listed = " or ".join(str(d) for d in days)
+        return f"{' and '.join(names)} {have} no day {listed}, so it would never run"
+    return "it never matches a real date, so it would never run"
 
 
 def check_tz(name: str) -> str:
@@ -186,20 +274,32 @@ def _fixed_hour(expr: str) -> bool:
     return hours != ["*"] and len(hours) < 24
 
 
+def _repeat_of_earlier(at: datetime) -> bool:
+    """True when `at` is the second time its wall-clock time happens that night (the clocks went back
+    and 02:30 comes round again). Not just the run before it: `*/30 2 * * *` goes 02:00, 02:30 and
+    then 02:00 again, so the repeat must be known from the zone, not from the previous occurrence."""
+    zone = at.tzinfo
+    wall = at.replace(tzinfo=None)
+    first = wall.replace(tzinfo=zone, fold=0).astimezone(UTC)
+    is_real = first.astimezone(zone).replace(tzinfo=None) == wall  # not a time the spring change skips
+    return is_real and first < at.astimezone(UTC)
+
+
 def occurrences(expr: str, tz: str, after: datetime, until: datetime, *, limit: int = 100_000):
-    """Occurrences in (after, until], aware datetimes in the zone, oldest first (at most `limit`)."""
+    """Occurrences in (after, until], aware datetimes in the zone, oldest first (at most `limit`).
+
+    A job with fixed hours runs each wall-clock time once: in the hour the autumn change repeats, the
+    second pass is left out (`*/30 2 * * *` runs at 02:00 and 02:30 once each, not four times). A
+    wildcard-hour job runs in real time through both passes, as docs/SCHEDULES.md promises."""
     zone = ZoneInfo(tz)
     it = croniter(expr, after.astimezone(zone))
     fixed = _fixed_hour(expr)
-    seen_wall = after.astimezone(zone).replace(tzinfo=None)
     for _ in range(limit):
         at: datetime = it.get_next(datetime)
         if at > until:
             return
-        wall = at.replace(tzinfo=None)
-        if fixed and seen_wall == wall:  # 02:30 again after the clocks went back: once is enough
+        if fixed and _repeat_of_earlier(at):
             continue
-        seen_wall = wall
         yield at
 
 

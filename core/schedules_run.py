@@ -10,6 +10,7 @@ decides what happens.
 from __future__ import annotations
 
 import logging
+import re
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
@@ -68,23 +69,31 @@ def run_header(schedule: Schedule, *, skipped: int = 0) -> str:
 
 
 async def run_occurrence(
-    book: ScheduleBook, poster: SchedulePoster, due: DueRun, *, force: bool = False
+    book: ScheduleBook, poster: SchedulePoster, due: DueRun, *, manual: bool = False
 ) -> RunResult | None:
     """Run one claimed occurrence with one retry; count failures, pause when it must. None if the
-    schedule was removed, or paused after the claim (`force`: run-now runs a paused one too)."""
+    schedule was removed, or paused after the claim. `manual` is an operator's `run-now`: it runs a
+    paused schedule too, and its outcome is recorded but not counted — a test run must not bring a
+    schedule closer to its automatic pause (nor clear the count the scheduled runs built)."""
     try:
         schedule = await book.get(due.schedule_id)
     except UnknownSchedule:
         return None
-    if schedule.paused and not force:
+    if schedule.paused and not manual:
         return None
     base = f"s{schedule.id}-{int(_epoch(due.occurrence))}"
     note = run_header(schedule, skipped=due.skipped)
+    # Where, never what: the question stays out of INFO lines, as a turn's own log lines keep it out.
+    where = f"{schedule.surface} channel {schedule.channel}"
+    where += f" thread {schedule.thread}" if schedule.thread else ""
+    log.info("schedule %s: run %s started in %s%s", schedule.id, base, where, " (run-now)" if manual else "")
     result = await _attempt(poster, schedule, turn_id=base, note=note)
     if not result.ok and not result.gone:
-        await _notice(poster, schedule, f"This scheduled run failed ({result.error}). Retrying once.")
+        await _notice(
+            poster, schedule, f"This scheduled run failed: {reason_words(result.error)}. Retrying once."
+        )
         result = await _attempt(poster, schedule, turn_id=f"{base}-retry", note=note)
-    await _settle(book, poster, schedule, due, result)
+    await _settle(book, poster, schedule, result, manual=manual)
     return result
 
 
@@ -94,6 +103,19 @@ async def _attempt(poster: SchedulePoster, schedule: Schedule, *, turn_id: str, 
     except Exception as exc:  # a surface bug must count as a failed run, not kill the scheduler
         log.exception("schedule %s: run %s crashed", schedule.id, turn_id)
         return RunResult(ok=False, error=failure_words(exc, surface=schedule.surface), turn_id=turn_id)
+
+
+# Retry advice at the end of a reason ("… Please try again shortly."): the run's own sentence says
+# what happens next, and "please try again" next to "I'll try again next time" told two things.
+_ADVICE = re.compile(r"(?:(?<=[.!?])\s+|\s*;\s*)(?:please\s+)?(?:try|ask)\s+again\b[^.!?]*[.!?]?$", re.I)
+
+
+def reason_words(error: str) -> str:
+    """A run's failure reason as a clause to put after a colon: one line, no retry advice and no
+    closing full stop — the reason is often a sentence of its own ("I could not reach the Claude API
+    (connection refused). Please try again shortly."), and in brackets it read "(… shortly.)."."""
+    text = _ADVICE.sub("", " ".join(error.split()))
+    return text.rstrip(" .") or "no reason was given"
 
 
 def failure_words(exc: BaseException, *, surface: str) -> str:
@@ -111,26 +133,33 @@ def failure_words(exc: BaseException, *, surface: str) -> str:
 
 
 async def _settle(
-    book: ScheduleBook, poster: SchedulePoster, schedule: Schedule, due: DueRun, result: RunResult
+    book: ScheduleBook, poster: SchedulePoster, schedule: Schedule, result: RunResult, *, manual: bool
 ) -> None:
     stamp = iso(book.now())
+    run = f"schedule {schedule.id}: run {result.turn_id}"
     if result.ok:
-        await book.update(schedule.id, failures=0, runs=schedule.runs + 1, last_run=stamp, last_outcome="ok")
+        log.info("%s ok", run)
+        counted = {} if manual else {"failures": 0}
+        await book.update(schedule.id, runs=schedule.runs + 1, last_run=stamp, last_outcome="ok", **counted)
         return
+    why = reason_words(result.error)
     if result.gone:
-        reason = f"the channel is gone or I was removed from it ({result.error})"
-        await book.update(schedule.id, last_run=stamp, last_outcome=f"failed: {result.error}")
+        reason = f"the channel is gone or I was removed from it ({why})"
+        log.warning("%s failed: %s; paused: the channel is gone or I was removed from it", run, why)
+        await book.update(schedule.id, last_run=stamp, last_outcome=f"failed: {why}")
         paused = await book.pause(schedule.id, reason=reason, by="datathread")
         await _tell(poster, paused, f"I paused your schedule {paused.describe()}: {reason}.")
         return
-    failures = schedule.failures + 1
-    updated = await book.update(
-        schedule.id, failures=failures, last_run=stamp, last_outcome=f"failed: {result.error}"
-    )
-    if failures < MAX_FAILURES:
-        await _notice(poster, updated, f"The retry failed too ({result.error}). I'll try again next time.")
+    failures = schedule.failures + (0 if manual else 1)
+    counted = "run-now, not counted" if manual else f"failure {failures} of {MAX_FAILURES} before a pause"
+    paused_too = "" if manual or failures < MAX_FAILURES else "; paused"
+    log.warning("%s failed: %s; %s%s", run, why, counted, paused_too)
+    updated = await book.update(schedule.id, failures=failures, last_run=stamp, last_outcome=f"failed: {why}")
+    if manual or failures < MAX_FAILURES:  # a run-now's schedule may be paused: no next time to promise
+        then = "" if manual else " I'll try again at the next scheduled time."
+        await _notice(poster, updated, f"The retry failed too: {why}.{then}")
         return
-    reason = f"{failures} runs in a row failed (last: {result.error})"
+    reason = f"{failures} runs in a row failed; the last one: {why}"
     paused = await book.pause(schedule.id, reason=reason, by="datathread")
     text = (
         f"I paused your schedule {paused.describe()} because {reason}. "

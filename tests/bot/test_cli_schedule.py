@@ -64,6 +64,19 @@ def test_add_list_pause_resume_remove(home):
         ([*ADD[:3], "0 25 * * *", *ADD[4:], "--channel", "C1", "q"], "Invalid cron expression '0 25 * * *'"),
         ([*ADD[:5], "Europe/Berln", *ADD[6:], "--channel", "C1", "q"], "Unknown time zone 'Europe/Berln'"),
         ([*ADD[:-1], "discord", "--channel", "C1", "q"], "Unknown surface 'discord'"),
+        # values that could only fail at the first run, days later: refused when typed
+        ([*ADD, "--channel", "#general", "q"], "Slack needs the channel's id, not '#general'"),
+        ([*ADD, "--channel", "general", "q"], "it looks like C0123ABCD"),
+        ([*ADD[:-1], "teams", "--channel", "C0001", "q"], "Teams needs the conversation id, not 'C0001'"),
+        ([*ADD, "--channel", "C1", "--thread", "notats", "q"], "Slack needs the thread's ts, not 'notats'"),
+        (
+            [*ADD, "--channel", "C1", "--sql", "DROP TABLE flights", "q"],
+            "The verified SQL would be refused when the schedule runs: Only one read-only query",
+        ),
+        (
+            [*ADD[:3], "61 9 * * *", *ADD[4:], "--channel", "C1", "q"],
+            "'61' is not a minute (the first field takes 0–59).",
+        ),
         (["schedule", "pause", "nope"], "No schedule has the id 'nope'"),
         (["schedule", "resume", "nope"], "No schedule has the id 'nope'"),
         (["schedule", "remove", "nope"], "No schedule has the id 'nope'"),
@@ -125,6 +138,26 @@ def test_the_listing_at_80_columns_shows_whole_ids(home):
     assert sid in listing, listing
 
 
+def test_the_listing_at_80_columns_shows_when_where_and_the_whole_question(home):
+    """At 80 columns the eight-column table cut everything but the id: "2026-1…", "Europ…", "quest…"."""
+    question = "weekly delays by carrier, with the top ten routes and a chart of each, every Monday"
+    sid = ok(invoke([*ADD, "--channel", "C0123ABCD", question], home)).strip()
+    teams = ["--channel", "19:abcdefabcdef@thread.tacv2", "--thread", "1700000000001", "flights by origin"]
+    other = ok(invoke([*ADD[:5], "America/New_York", *ADD[6:-1], "teams", *teams], home)).strip()
+    listed = {s["id"]: s for s in json.loads(ok(invoke(["schedule", "list", "--json"], home)))}
+    listing = ok(invoke(["schedule", "list"], home, env={"COLUMNS": "80"}))
+    assert max(len(line) for line in listing.splitlines()) <= 80, listing
+    words = listing.replace(",", " ").split()
+    for schedule_id, zone, asked in (
+        (sid, "Europe/Berlin", question),
+        (other, "America/New_York", "flights by origin"),
+    ):
+        next_run = listed[schedule_id]["next_run"]
+        for part in (schedule_id, zone, next_run[:10], next_run[11:16]):  # the date and the time
+            assert part in words, (part, listing)
+        assert set(asked.replace(",", " ").split()) <= set(words), listing  # no word cut
+
+
 def test_run_now_checks_the_id_first_then_what_it_needs_to_post(home, fake_model):
     """An unknown id was found only after the model key was required (a ConfigError traceback without
     one) and the sandbox had started; a Slack schedule without SLACK_BOT_TOKEN was answered, then failed
@@ -166,6 +199,62 @@ def test_a_run_slack_cannot_take_is_one_sentence_and_a_line_in_the_log(home, fak
     log = (home / "logs" / "datathread.log").read_text()
     assert "Traceback" not in log, log
     assert log.count("not posted in C777: could not reach Slack at 127.0.0.1: connection refused") == 2, log
+
+
+def test_a_reason_that_is_a_sentence_reads_well_in_the_terminal_and_the_channel(home):
+    """Claude unreachable: the terminal said "… (connection refused). Please try again shortly.." and the
+    channel "The retry failed too (I could not reach … Please try again shortly.). I'll try again next
+    time." — two full stops, brackets in brackets, and two contradicting instructions."""
+    api = FakeSlackAPI().start()
+    try:
+        sid = ok(invoke([*ADD, "--channel", "C777", "how many flights?"], home)).strip()
+        env = {
+            "ANTHROPIC_API_KEY": "sk-ant-dummy-123456",
+            "ANTHROPIC_BASE_URL": "http://127.0.0.1:9",  # the discard port: refused
+            "SLACK_BOT_TOKEN": "xoxb-test-token-000000",
+            "DATATHREAD_SLACK_API_URL": api.url,
+        }
+        failed = invoke(["schedule", "run-now", sid], home, env=env)
+        why = "I could not reach the Claude API (connection refused)"
+        assert failed.returncode == 1 and failed.stderr == f"error: The run failed: {why}.\n", failed.stderr
+        notices = [
+            c.args["text"] for c in api.of("chat.postMessage") if "Scheduled report" not in c.args["text"]
+        ]
+        assert f"This scheduled run failed: {why}. Retrying once." in notices, notices
+        assert f"The retry failed too: {why}." in notices, notices  # run-now: no next time to promise
+    finally:
+        api.stop()
+
+
+def test_a_failed_run_now_is_recorded_but_does_not_count_towards_the_pause(home):
+    """An operator's test run counted: one failed `run-now` was "failures 1" of the 3 that pause a
+    schedule, and three of them paused it. Its outcome is recorded; the count is the scheduled runs'."""
+    api = FakeSlackAPI().start()
+    try:
+        sid = ok(invoke([*ADD, "--channel", "C777", "how many flights?"], home)).strip()
+        env = {
+            "ANTHROPIC_API_KEY": "sk-ant-dummy-123456",
+            "ANTHROPIC_BASE_URL": "http://127.0.0.1:9",  # the discard port: refused
+            "SLACK_BOT_TOKEN": "xoxb-test-token-000000",
+            "DATATHREAD_SLACK_API_URL": api.url,
+        }
+        for _ in range(3):
+            assert invoke(["schedule", "run-now", sid], home, env=env).returncode == 1
+        [listed] = json.loads(ok(invoke(["schedule", "list", "--json"], home)))
+        assert (listed["failures"], listed["paused"]) == (0, False), listed
+        assert listed["last_outcome"] == "failed: I could not reach the Claude API (connection refused)"
+        assert listed["last_run"] and listed["runs"] == 0
+        assert not [c for c in api.of("chat.postMessage") if "paused" in c.args["text"]]
+    finally:
+        api.stop()
+
+
+def test_add_takes_a_surface_in_any_case_like_a_time_zone(home):
+    """`--surface SLACK` was "Unknown surface 'SLACK'" while `--tz europe/berlin` was fine."""
+    sid = ok(invoke([*ADD[:-1], "SLACK", "--channel", "C1", "q"], home)).strip()
+    other = ok(invoke([*ADD[:-1], "Teams", "--channel", "19:x@thread.tacv2", "q"], home)).strip()
+    listed = {s["id"]: s["surface"] for s in json.loads(ok(invoke(["schedule", "list", "--json"], home)))}
+    assert listed == {sid: "slack", other: "teams"}
 
 
 def test_add_takes_a_time_zone_as_people_type_it(home):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from datetime import UTC, datetime, timedelta
 
 from bot import slack_render
@@ -103,6 +104,12 @@ async def test_failures_retry_once_and_three_in_a_row_pause_and_tell_the_owner(s
             assert sum("Retrying once" in t for t in in_thread) == 3
             assert sum("The retry failed too" in t for t in in_thread) == 2
             assert any("I paused this schedule: 3 runs in a row failed" in t for t in in_thread)
+            # the model's reason is a sentence with brackets of its own: after a colon, not in brackets
+            why = "The Claude API rejected the request as invalid (scripted failure)"
+            assert f"This scheduled run failed: {why}. Retrying once." in in_thread, in_thread
+            assert f"The retry failed too: {why}. I'll try again at the next scheduled time." in in_thread
+            assert f"I paused this schedule: 3 runs in a row failed; the last one: {why}." in in_thread
+            assert not [t for t in in_thread if ".)" in t or "))" in t or ".." in t], in_thread
             dm = [p for p in posts if p["channel"] == "U0001"]
             assert len(dm) == 1 and f"datathread schedule resume {sid}" in dm[0]["text"]
             s = await book.get(sid)
@@ -219,3 +226,47 @@ async def test_schedule_under_an_answer_reposts_its_question_after_create(settin
             assert f"Created schedule {s.id}" in api.of("chat.postEphemeral")[-1].args["text"]
     finally:
         api.stop()
+
+
+async def test_a_scheduled_run_is_a_line_when_it_starts_and_one_with_its_outcome(
+    settings, fake_model, caplog
+):
+    """Under `serve`, a scheduled run wrote nothing at INFO (only httpx's lines): nobody could tell from
+    the log that it ran, or why it failed. Where it posts, never the question (a turn's lines keep
+    questions out too)."""
+    caplog.set_level(logging.INFO, logger="datathread.schedules")
+    api = FakeSlackAPI().start()
+    clock = Clock(MONDAY_0859_BERLIN)
+    try:
+        async with serve(settings, api) as harness:
+            book, sid = await setup(harness, clock, cron="0 9 * * *")
+            monday = int(datetime(2031, 11, 24, 8, tzinfo=UTC).timestamp())
+            fake_model.enqueue(text("F9 had the highest average delay."))
+            await occur(harness, book, clock, minutes=1, seconds=3)
+            assert _schedule_lines(caplog) == [
+                ("INFO", f"schedule {sid}: run s{sid}-{monday} started in slack channel C0042"),
+                ("INFO", f"schedule {sid}: run s{sid}-{monday} ok"),
+            ]
+            caplog.clear()
+            for _ in range(3):
+                fake_model.enqueue(*[error(400, "invalid_request_error", "scripted failure")] * 2)
+                await occur(harness, book, clock, days=1)
+            why = "The Claude API rejected the request as invalid (scripted failure)"
+            tuesday, thursday = monday + 86400, monday + 3 * 86400
+            lines = _schedule_lines(caplog)
+            assert ("INFO", f"schedule {sid}: run s{sid}-{tuesday} started in slack channel C0042") in lines
+            assert (
+                "WARNING",
+                f"schedule {sid}: run s{sid}-{tuesday}-retry failed: {why}; failure 1 of 3 before a pause",
+            ) in lines
+            assert (
+                "WARNING",
+                f"schedule {sid}: run s{sid}-{thursday}-retry failed: {why}; failure 3 of 3 before a pause; paused",
+            ) in lines
+            assert not [m for _, m in lines if "delays by carrier" in m]  # the question stays out
+    finally:
+        api.stop()
+
+
+def _schedule_lines(caplog) -> list[tuple[str, str]]:
+    return [(r.levelname, r.getMessage()) for r in caplog.records if r.name == "datathread.schedules"]

@@ -59,6 +59,27 @@ def test_invalid_cron_expressions_fail_in_one_sentence(expr, says):
     assert says in message and message.endswith(".") and "\n" not in message
 
 
+@pytest.mark.parametrize(
+    ("expr", "says"),
+    [
+        ("61 9 * * *", "'61' is not a minute (the first field takes 0–59)."),
+        ("0 25 * * *", "'25' is not an hour (the second field takes 0–23)."),
+        ("0 9 32 * *", "'32' is not a day of the month (the third field takes 1–31)."),
+        ("0 9 * 13 *", "'13' is not a month (the fourth field takes 1–12 or jan–dec)."),
+        ("0 9 * * mo", "'mo' is not a weekday (the fifth field takes 0–7 or mon–sun)."),
+        ("*/0 * * * *", "'*/0' is not a minute (the first field takes 0–59)."),
+        ("0 9 31 2 *", "February has no day 31, so it would never run."),
+        ("0 9 31 4,6 *", "April and June have no day 31, so it would never run."),
+    ],
+)
+def test_cron_mistakes_name_the_field_and_what_it_takes(expr, says):
+    """croniter's words were the message: "[61 9 * * *] is not acceptable, out of range." and, for a
+    date that never comes, "failed to find next date."."""
+    with pytest.raises(ScheduleError) as info:
+        check_cron(expr)
+    assert str(info.value) == f"Invalid cron expression {expr!r}: {says}"
+
+
 def test_time_zones_are_iana_names():
     assert check_tz(" Europe/Berlin ") == "Europe/Berlin"
     for bad in ("Europe/Berln", "CEST+1", "", "../etc/passwd"):
@@ -104,6 +125,49 @@ def test_new_schedule_validates_everything_and_starts_after_now():
         kwargs = {"cron": "0 9 * * mon", "tz": "UTC", "surface": "slack", "channel": "C1", "question": "q"}
         with pytest.raises(ScheduleError):
             new_schedule(**{**kwargs, **bad}, now=NOW)
+
+
+@pytest.mark.parametrize(
+    ("surface", "channel", "thread", "says"),
+    [
+        ("slack", "#general", "", "Slack needs the channel's id, not '#general'"),
+        ("slack", "c0123abcd", "", "it looks like C0123ABCD"),
+        ("slack", "U0123ABCD", "", "Slack needs the channel's id"),  # a person, not a conversation
+        ("teams", "C0001", "", "Teams needs the conversation id, not 'C0001'"),
+        ("teams", "General", "", "a channel's looks like 19:…@thread.tacv2"),
+        ("slack", "C0123ABCD", "notats", "Slack needs the thread's ts, not 'notats'"),
+        ("slack", "C0123ABCD", "1712345678", "it looks like 1712345678.123456"),
+    ],
+)
+def test_a_channel_or_thread_that_cannot_be_the_surfaces_id_is_refused_at_once(
+    surface, channel, thread, says
+):
+    """`schedule add` took '#general' (a name) and 'notats': they failed only at the first run."""
+    with pytest.raises(ScheduleError) as info:
+        new_schedule(
+            cron="0 9 * * *", tz="UTC", surface=surface, channel=channel, thread=thread, question="q", now=NOW
+        )
+    assert says in str(info.value) and str(info.value).endswith(".")
+
+
+@pytest.mark.parametrize(
+    ("surface", "channel", "thread"),
+    [
+        ("slack", "C0123ABCD", ""),
+        ("slack", "G01ABC", "1712345678.123456"),
+        ("slack", "D024BE91L", ""),
+        ("teams", "19:general@thread.tacv2", "1700000000001"),
+        ("teams", "19:meeting_abc@thread.v2", ""),
+        ("teams", "a:1personal-chat-ada", ""),
+        ("SLACK", "C1", ""),  # the surface in any case, like the time zone
+        (" Teams ", "19:x@thread.skype", ""),
+    ],
+)
+def test_real_ids_of_each_surface_are_taken(surface, channel, thread):
+    s = new_schedule(
+        cron="0 9 * * *", tz="UTC", surface=surface, channel=channel, thread=thread, question="q", now=NOW
+    )
+    assert (s.surface, s.channel, s.thread) == (surface.strip().lower(), channel, thread)
 
 
 def test_paused_schedules_have_no_next_run():
@@ -160,3 +224,52 @@ def test_new_york_spring_forward_and_fall_back_for_a_fixed_time():
     assert spring == ["2026-03-08T03:00:00-04:00", "2026-03-09T02:30:00-04:00"]
     autumn = _run("30 1 * * *", "America/New_York", datetime(2026, 10, 31, 12, tzinfo=UTC), 2)
     assert autumn == ["2026-11-01T01:30:00-04:00", "2026-11-02T01:30:00-05:00"]
+
+
+@pytest.mark.parametrize(
+    ("expr", "night"),
+    [
+        # every half hour of 02:xx: the repeat came back after 02:30 as a 02:00 (four runs that night)
+        ("*/30 2 * * *", ["02:00:00+02:00", "02:30:00+02:00"]),
+        # several listed hours with several minutes: only the doubled hour's wall times are held back
+        (
+            "0,30 1-3 * * *",
+            ["01:00:00+02:00", "01:30:00+02:00", "02:00:00+02:00", "02:30:00+02:00", "03:00:00+01:00", "03:30:00+01:00"],
+        ),
+        ("15,45 2,14 * * *", ["02:15:00+02:00", "02:45:00+02:00", "14:15:00+01:00", "14:45:00+01:00"]),
+    ],
+)  # fmt: skip
+def test_berlin_fall_back_runs_each_fixed_wall_clock_time_once_for_multi_minute_jobs(expr, night):
+    start = datetime(2027, 10, 30, 22, tzinfo=UTC)  # midnight in Berlin; the clocks go back at 03:00
+    runs = _run(expr, "Europe/Berlin", start, 1)
+    assert [r for r in runs if r.startswith("2027-10-31")] == [f"2027-10-31T{t}" for t in night]
+
+
+def test_a_cursor_on_the_first_pass_does_not_bring_the_repeated_half_hours_back():
+    """The tick resumes from the last occurrence it handled, 02:30 on the first pass."""
+    cursor = datetime.fromisoformat("2027-10-31T02:30:00+02:00")
+    assert iso(next_occurrence("*/30 2 * * *", "Europe/Berlin", cursor)) == "2027-11-01T02:00:00+01:00"
+
+
+@pytest.mark.parametrize(
+    ("expr", "night"),
+    [
+        # 02:00 and 02:30 do not exist that night: one run at the next valid minute, not two
+        ("*/30 2 * * *", ["03:00:00+02:00"]),
+        ("0,30 1-3 * * *", ["01:00:00+01:00", "01:30:00+01:00", "03:00:00+02:00", "03:30:00+02:00"]),
+    ],
+)
+def test_berlin_spring_forward_runs_a_multi_minute_fixed_hour_job_once_in_the_missing_hour(expr, night):
+    start = datetime(2027, 3, 27, 23, tzinfo=UTC)  # midnight in Berlin; the clocks jump 02:00 → 03:00
+    runs = _run(expr, "Europe/Berlin", start, 1)
+    assert [r for r in runs if r.startswith("2027-03-28")] == [f"2027-03-28T{t}" for t in night]
+
+
+def test_wildcard_hour_jobs_still_run_every_real_half_hour_through_the_fall_back():
+    runs = _run("*/30 * * * *", "Europe/Berlin", datetime(2027, 10, 30, 23, 45, tzinfo=UTC), 0.08)
+    assert runs == [
+        "2027-10-31T02:00:00+02:00",
+        "2027-10-31T02:30:00+02:00",
+        "2027-10-31T02:00:00+01:00",
+        "2027-10-31T02:30:00+01:00",
+    ]
