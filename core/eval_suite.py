@@ -132,16 +132,54 @@ def expected_rows(value: Any) -> tuple[list[str], list[tuple]]:
 def load_suite(path: Path) -> EvalSuite:
     """Read and validate a suite file; every problem is a `SuiteError` with one sentence."""
     try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise SuiteError(f"There is no suite file at {path}.") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise SuiteError(f"Cannot read the suite {path}: {exc}.") from None
+    try:
+        raw = yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark else ""
-        raise SuiteError(f"The suite {path} is not valid YAML{where}.") from None
+        raise SuiteError(f"The suite {path} is not valid YAML{_yaml_problem(text, exc)}.") from None
     return parse_suite(raw, source=str(path))
+
+
+def _yaml_problem(text: str, exc: yaml.YAMLError) -> str:
+    """Where a YAML error starts, for the person who wrote the suite (PyYAML's own words are parser
+    jargon). PyYAML marks where it gave up, which for an unclosed quote is past the end of the file
+    ("line 5" of a 4-line suite) or the next quote, lines below; the quote is what to point at."""
+    problem, context = getattr(exc, "problem_mark", None), getattr(exc, "context_mark", None)
+    if problem is None:
+        return ""
+    if context is not None and "quoted scalar" in (getattr(exc, "context", None) or ""):
+        return f": the quote opened at line {context.line + 1} is never closed"
+    line = min(problem.line + 1, max(1, len(text.splitlines())))  # at the end: the last line, not past it
+    opened = _quote_closed_at(text, line, before=problem.index)
+    if opened is not None:
+        return (
+            f" at line {line}: the quote opened at line {opened} only closes there,"
+            f" so line {opened} lacks its closing quote"
+        )
+    tab = " (a tab: YAML indents with spaces)" if "'\\t'" in (getattr(exc, "problem", None) or "") else ""
+    return f" at line {line}{tab}"
+
+
+def _quote_closed_at(text: str, line: int, *, before: int) -> int | None:
+    """The line where a quoted value that closes on `line` (1-based), just before offset `before`,
+    opened, when that is an earlier line — in a suite, almost always a quote left open that the next
+    quote closed — or None."""
+    last = None
+    try:
+        for token in yaml.scan(text, Loader=yaml.SafeLoader):
+            if token.end_mark.index > before:
+                break
+            last = token
+    except yaml.YAMLError:
+        pass
+    if not isinstance(last, yaml.ScalarToken) or last.style not in ("'", '"'):
+        return None
+    opened, closed = last.start_mark.line + 1, last.end_mark.line + 1
+    return opened if opened < closed == line else None
 
 
 def parse_suite(raw: Any, *, source: str = "the suite") -> EvalSuite:

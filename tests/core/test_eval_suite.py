@@ -81,6 +81,34 @@ def test_whole_suite_problems_read_as_sentences_not_pydantic(tmp_path, text, sen
     assert str(caught.value) == f"In {path}: {sentence}"
 
 
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        (  # PyYAML gives up at the end of the stream: it said "at line 5" of this 4-line file
+            'questions:\n  - id: a\n    question: "How many flights?\n    gold_sql: SELECT 1\n',
+            ": the quote opened at line 3 is never closed.",
+        ),
+        (
+            "questions:\n  - id: a\n    question: 'How many flights?\n    gold_sql: SELECT 1\n",
+            ": the quote opened at line 3 is never closed.",
+        ),
+        (  # the next question's opening quote closed it: the error surfaces lines below the cause
+            'questions:\n  - id: a\n    question: "How many\n    gold_sql: SELECT 1\n'
+            '  - id: b\n    question: "Which?"\n    gold_sql: SELECT 2\n',
+            " at line 6: the quote opened at line 3 only closes there, so line 3 lacks its closing quote.",
+        ),
+        ("questions: [\n", " at line 1."),  # not line 2 of a 1-line file
+        ("questions:\n\t- id: a\n", " at line 2 (a tab: YAML indents with spaces)."),
+        ("questions:\n  - id: a\n   question: x\n", " at line 3."),
+    ],
+)
+def test_invalid_yaml_points_at_the_line_where_the_problem_starts(tmp_path, text, problem):
+    path = write(tmp_path, text)
+    with pytest.raises(SuiteError) as caught:
+        load_suite(path)
+    assert str(caught.value) == f"The suite {path} is not valid YAML{problem}"
+
+
 def test_a_missing_file_is_one_sentence(tmp_path):
     with pytest.raises(SuiteError, match="There is no suite file"):
         load_suite(tmp_path / "nope.yaml")
