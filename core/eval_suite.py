@@ -8,6 +8,7 @@ under `defaults:`. Every problem with a suite becomes one `SuiteError` sentence 
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -199,24 +200,66 @@ def parse_suite(raw: Any, *, source: str = "the suite") -> EvalSuite:
         raise SuiteError(_first_problem(exc, raw, source)) from None
 
 
+# pydantic's error types in a suite author's words: its own messages ("Input should be greater than or
+# equal to 0") read as a second sentence glued to the key ("tolerance Input should be …").
+MUST = {
+    "greater_than_equal": "must be {ge:g} or more",
+    "greater_than": "must be more than {gt:g}",
+    "less_than_equal": "must be {le:g} or less",
+    "less_than": "must be less than {lt:g}",
+    "bool_type": "must be true or false",
+    "bool_parsing": "must be true or false",
+    "float_type": "must be a number",
+    "float_parsing": "must be a number",
+    "int_type": "must be a whole number",
+    "int_parsing": "must be a whole number",
+    "int_from_float": "must be a whole number",
+    "string_type": "must be text",
+    "string_too_short": "must not be empty",
+    "list_type": "must be a list",
+    "dict_type": "must be a mapping (`key: value` lines)",
+    "model_type": "must be a mapping (`key: value` lines)",
+}
+UNION_MEMBERS = {"str", "int", "float", "bool"}  # pydantic adds the member tried to a union's loc: id.str
+
+
 def _first_problem(exc: ValidationError, raw: dict, source: str) -> str:
-    """The first validation error as a sentence that names the question it is about."""
-    error = exc.errors()[0]
+    """The first validation error as a sentence that names the question it is about and the key."""
+    errors = exc.errors()
+    error = errors[0]
     loc = list(error["loc"])
-    where = source
+    where, item = source, None
     if len(loc) >= 2 and loc[0] == "questions" and isinstance(loc[1], int):
         item = raw["questions"][loc[1]] if loc[1] < len(raw.get("questions") or []) else None
         name = item.get("id") if isinstance(item, dict) else None
         where = f"question {loc[1] + 1}" + (f" ({name!r})" if name else "") + f" of {source}"
         loc = loc[2:]
-    field = ".".join(str(p) for p in loc)
-    message = error["msg"].removeprefix("Value error, ")
-    if error["type"] == "missing":
-        message = "is missing"
-    elif error["type"] == "extra_forbidden":
-        message = "is not a known key"
+    if loc and loc[-1] in UNION_MEMBERS:  # every member failed: what any of them would take
+        tried = [e for e in errors if e["loc"][:-1] == error["loc"][:-1] and e["loc"][-1] in UNION_MEMBERS]
+        loc, message = loc[:-1], " or ".join(_must(e).removeprefix("must be ") for e in tried)
+        message = message if message.startswith("must") else f"must be {message}"
+    else:
+        message = _must(error)
+    field = " ".join(f"item {p + 1}" if isinstance(p, int) else str(p) for p in loc)
+    if where != source and loc and loc[0] not in (item or {}) and loc[0] in (raw.get("defaults") or {}):
+        field += " (under `defaults:`)"  # the question inherited it: that is where to change it
+    if error["type"] == "value_error" and not message.startswith("must"):
+        field = ""  # our validators' sentences name what they are about ("the id 'a' is used twice")
     elif loc == ["questions"] and error["type"] == "too_short":  # pydantic's "List should have at least…"
         field, message = "", "there are no questions: add at least one under `questions:`"
-    elif loc == ["questions"] and error["type"] == "value_error":  # the sentence names what it is about
-        field = ""
+    elif not field:
+        field = "it"  # the question itself: "it must be a mapping"
     return f"In {where}: {field + ' ' if field else ''}{message}.".replace("..", ".")
+
+
+def _must(error: dict) -> str:
+    """One pydantic error as the rest of a sentence that starts with the key."""
+    kind, ctx = error["type"], error.get("ctx") or {}
+    if kind == "missing":
+        return "is missing"
+    if kind == "extra_forbidden":
+        return "is not a known key"
+    if kind in MUST:
+        return MUST[kind].format(**ctx)
+    message = error["msg"].removeprefix("Value error, ")
+    return re.sub(r"^(Input|Value|String|List) should ", "must ", message)  # a type not in MUST yet
