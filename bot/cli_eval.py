@@ -133,7 +133,7 @@ def stopped_sentence(report: EvalReport, output: Path | None) -> str:
     failed = sum(q.fault == report.stopped_by for q in report.questions)
     resume = f", then `--resume` from {output}" if output else ""
     return (
-        f"Stopped after {failed} questions failed because {FAULT_CAUSES[report.stopped_by]}: "
+        f"Stopped after {counted(failed, 'question')} failed because {FAULT_CAUSES[report.stopped_by]}: "
         f"check the model settings with `datathread doctor`{resume}."
     )
 
@@ -287,7 +287,7 @@ async def _ask(
     from core.eval_report import save_report
 
     if done:
-        err.print(f"Resuming: {len(done)} questions already scored in {output}.")
+        err.print(f"Resuming: {counted(len(done), 'question')} already scored in {output}.")
 
     async def progress(result: QuestionResult, so_far: EvalReport) -> None:
         mark = {"correct": "[green]✓[/]", "wrong": "[red]✗[/]", "error": "[yellow]![/]"}[result.status]
@@ -316,7 +316,7 @@ def results_table(report: EvalReport) -> Table:
     table = Table(
         title=f"{report.suite}: accuracy {report.accuracy:.1%} ({t.correct}/{t.questions})",
         caption=(
-            f"{t.model_calls} model calls · {t.input_tokens + t.output_tokens:,} tokens · "
+            f"{counted(t.model_calls, 'model call')} · {counted(t.input_tokens + t.output_tokens, 'token')} · "
             f"{format_cost(t.cost_usd)} est. · {format_bytes(t.bytes_scanned)} scanned · "
             f"latency mean {t.latency_s_mean:.1f}s, max {t.latency_s_max:.1f}s · wall {t.wall_s:.1f}s"
         ),

@@ -17,6 +17,7 @@ from typing import Literal
 from pydantic import BaseModel, Field, ValidationError
 
 from core.events import ModelFault
+from core.wording import counted
 
 Status = Literal["correct", "wrong", "error"]
 StopSignal = Literal["SIGINT", "SIGTERM", "SIGHUP"]  # Ctrl-C; `timeout`, a logout; a closed terminal
@@ -150,7 +151,7 @@ def to_markdown(report: EvalReport) -> str:
         f"## Eval: {report.suite}",
         "",
         f"**Accuracy {report.accuracy:.1%}** ({t.correct}/{t.questions} correct, {t.wrong} wrong, "
-        f"{t.errors} errors) · model `{report.model}` · warehouse {report.warehouse} · {report.started_at}",
+        f"{counted(t.errors, 'error')}) · model `{report.model}` · warehouse {report.warehouse} · {report.started_at}",
         "",
         "| model calls | tokens in / out (cache read) | cost (est.) | bytes scanned | latency mean / p50 / max | wall |",
         "| --- | --- | --- | --- | --- | --- |",
