@@ -4,12 +4,17 @@ Exit codes are for CI: 0, or 1 when `--min-accuracy` is given and missed, 2 for 
 (one sentence, no traceback) — a model set-up that failed questions in a row included: that stops the
 run (core/eval_runner.py) rather than score a suite's worth of one error as the bot's accuracy. The JSON
 report (`--output`) is rewritten after every question, so `--resume` picks an interrupted run up where
-it stopped. Scoring and the report: core/eval_*.py.
+it stopped. Ctrl-C, SIGTERM or a closed terminal stops the run where it is (`Stopper`): the report
+keeps what was scored, marked partial (`stopped_by`), and one line says how far it got and the command
+that finishes it. Scoring and the report: core/eval_*.py.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import shlex
+import signal
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -29,11 +34,13 @@ from bot.cli_common import (
 )
 from core.config import ConfigError, Settings, require_model
 from core.events import ModelFault
+from core.wording import counted
 
 if TYPE_CHECKING:  # imported where used: every other command starts without YAML and the eval stack
     from rich.table import Table
 
     from core.eval_report import EvalReport, QuestionResult
+    from core.eval_runner import EvalRunner
     from core.eval_suite import EvalSuite
 
 err = Console(stderr=True, soft_wrap=True)
@@ -51,6 +58,7 @@ FAULT_CAUSES = {
 
 @app.command("eval")
 def eval_command(
+    ctx: typer.Context,
     suite_path: Path = typer.Argument(None, metavar="SUITE.yaml", help="The suite to run."),
     demo: bool = typer.Option(False, "--demo", help="Run the suite shipped for the demo warehouse."),
     output: Path = typer.Option(None, "--output", "-o", help="Write the JSON report here."),
@@ -94,9 +102,19 @@ def eval_command(
     checked_or_exit(settings, require_model)
     check_sandbox(settings)
     setup_log(settings, log_level)
-    report = asyncio.run(_run(settings, suite, path, done, output, concurrency, timeout))
-    if report.stopped_by:  # no table, no Markdown: an accuracy the bot never had a chance at
-        die(stopped_sentence(report, output))
+    stopper = Stopper()
+    try:
+        report = asyncio.run(_run(settings, suite, path, done, output, concurrency, timeout, stopper))
+    except KeyboardInterrupt:  # a second Ctrl-C: the report holds the questions scored until the first
+        err.print("Stopped without waiting for the questions under way.")
+        raise typer.Exit(130) from None
+    if report is not None and report.stopped_by in FAULT_CAUSES:  # no table, no Markdown: an accuracy
+        die(stopped_sentence(report, output))  # the bot never had a chance at
+    if stopper.signal is not None and (report is None or report.stopped_by):
+        with contextlib.suppress(OSError):  # a closed terminal (SIGHUP) takes the line with it
+            err.print(interrupted_sentence(report, _resume_command(ctx, output)), markup=False)
+        raise typer.Exit(128 + stopper.signal)
+    assert report is not None  # only a signal stops the run before it starts
     Console().print(results_table(report))
     if markdown:
         with writing(markdown):
@@ -115,9 +133,98 @@ def stopped_sentence(report: EvalReport, output: Path | None) -> str:
     failed = sum(q.fault == report.stopped_by for q in report.questions)
     resume = f", then `--resume` from {output}" if output else ""
     return (
-        f"Stopped after {failed} questions failed because {FAULT_CAUSES[report.stopped_by]}: "
+        f"Stopped after {counted(failed, 'question')} failed because {FAULT_CAUSES[report.stopped_by]}: "
         f"check the model settings with `datathread doctor`{resume}."
     )
+
+
+def interrupted_sentence(report: EvalReport | None, resume: str | None) -> str:
+    """How far a stopped run got and `resume`, the command that finishes it (None: nothing to resume)."""
+    if report is None:
+        return "Stopped before any question was asked."
+    total = counted(report.totals.questions, "question")
+    if resume is None:
+        return f"Stopped after {len(report.questions)} of {total} (without --output, nothing to resume)."
+    return f"Stopped after {len(report.questions)} of {total}: `{resume}` finishes the run."
+
+
+def _resume_command(ctx: typer.Context, output: Path | None) -> str | None:
+    """This command as given (the suite, its `--only` questions, outputs and settings) with `--resume`,
+    ready to paste; None without `--output`, the report a resume reads."""
+    if output is None:
+        return None
+    args = ["datathread", ctx.info_name or "eval"]
+    for param in ctx.command.params:
+        source = ctx.get_parameter_source(param.name)
+        if param.name in ("resume", "log_level") or source is None or source.name.startswith("DEFAULT"):
+            continue
+        value, flag = ctx.params[param.name], max(param.opts, key=len)  # --output, not -o
+        if param.param_type_name == "argument":
+            args.append(str(value))
+        elif getattr(param, "is_flag", False):
+            args.append(flag)
+        else:
+            args += [part for item in (value if param.multiple else [value]) for part in (flag, str(item))]
+    return shlex.join([*args, "--resume"])
+
+
+class Stopper:
+    """The first Ctrl-C, SIGTERM (`timeout`, a logout) or closed terminal (SIGHUP) stops the run where
+    it is — `EvalRunner.stop`, or the start when no question is asked yet — and the command ends with
+    128 + the signal; a second Ctrl-C ends it without waiting for the questions under way to wind down.
+
+    Without it, asyncio's Ctrl-C cancelled the whole run and SIGTERM killed it: nothing was said, and
+    the report was left as after the last question, with no sign that it was partial. A signal the
+    process started with ignored (`nohup`, a background job) stays ignored."""
+
+    def __init__(self) -> None:
+        self.signal: signal.Signals | None = None
+        self.runner: EvalRunner | None = None
+        self._starting: asyncio.Task | None = None
+        self._previous: dict[signal.Signals, object] = {}
+
+    @contextlib.contextmanager
+    def handling(self):
+        """The loop's signal handlers while the run lasts, then what was there before."""
+        loop = asyncio.get_running_loop()
+        self._starting = asyncio.current_task()
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            if (previous := signal.getsignal(sig)) != signal.SIG_IGN:
+                self._previous[sig] = previous
+                loop.add_signal_handler(sig, self._on_signal, sig)
+        try:
+            yield self
+        finally:
+            for sig, previous in self._previous.items():
+                loop.remove_signal_handler(sig)
+                if previous is not None:  # None: set outside Python, nothing to put back
+                    signal.signal(sig, previous)
+
+    def _on_signal(self, sig: signal.Signals) -> None:
+        if self.signal is not None:
+            if sig == signal.SIGINT:
+                raise KeyboardInterrupt  # a loop callback's KeyboardInterrupt leaves asyncio.run
+            return
+        self.signal = sig
+        if self.runner is not None:
+            self.runner.stop(sig.name)
+        elif self._starting is not None:
+            self._starting.cancel()
+
+    def attach(self, runner: EvalRunner) -> EvalRunner:
+        """The runner a signal stops from now on; stopped at once if a signal came during the start
+        (whose cancellation the start may have taken for its own and carried on)."""
+        self.runner = runner
+        if self.signal is not None:
+            runner.stop(self.signal.name)
+        return runner
+
+    def stopped_the_start(self) -> bool:
+        """True when the cancellation being handled is this stop's, during the start (the task goes on)."""
+        if self.signal is None or self.runner is not None or self._starting is None:
+            return False
+        self._starting.uncancel()
+        return True
 
 
 def _suite_path(suite_path: Path | None, demo: bool) -> Path:
@@ -145,19 +252,42 @@ async def _run(
     output: Path | None,
     concurrency: int,
     timeout: float,
-) -> EvalReport:
+    stopper: Stopper,
+) -> EvalReport | None:
+    """The run's report, None when a signal stopped it before any question was asked."""
+    with stopper.handling():
+        try:
+            parts = await _parts(settings)
+        except asyncio.CancelledError:
+            if stopper.stopped_the_start():
+                return None
+            raise
+        return await _ask(stopper.attach(_new_runner(parts, concurrency, timeout)), suite, path, done, output)
+
+
+async def _parts(settings: Settings):
     from core.analyst import build_parts
-    from core.eval_report import save_report
-    from core.eval_runner import EvalRunner
     from core.sessions import StoreUnavailable
 
     try:
-        parts = await build_parts(settings)
+        return await build_parts(settings)
     except (ConfigError, StoreUnavailable) as exc:
         die(str(exc))
-    runner = EvalRunner(parts, concurrency=concurrency, question_timeout_s=timeout)
+
+
+def _new_runner(parts, concurrency: int, timeout: float) -> EvalRunner:
+    from core.eval_runner import EvalRunner
+
+    return EvalRunner(parts, concurrency=concurrency, question_timeout_s=timeout)
+
+
+async def _ask(
+    runner: EvalRunner, suite: EvalSuite, path: Path, done: list[QuestionResult], output: Path | None
+) -> EvalReport:
+    from core.eval_report import save_report
+
     if done:
-        err.print(f"Resuming: {len(done)} questions already scored in {output}.")
+        err.print(f"Resuming: {counted(len(done), 'question')} already scored in {output}.")
 
     async def progress(result: QuestionResult, so_far: EvalReport) -> None:
         mark = {"correct": "[green]✓[/]", "wrong": "[red]✗[/]", "error": "[yellow]![/]"}[result.status]
@@ -186,7 +316,7 @@ def results_table(report: EvalReport) -> Table:
     table = Table(
         title=f"{report.suite}: accuracy {report.accuracy:.1%} ({t.correct}/{t.questions})",
         caption=(
-            f"{t.model_calls} model calls · {t.input_tokens + t.output_tokens:,} tokens · "
+            f"{counted(t.model_calls, 'model call')} · {counted(t.input_tokens + t.output_tokens, 'token')} · "
             f"{format_cost(t.cost_usd)} est. · {format_bytes(t.bytes_scanned)} scanned · "
             f"latency mean {t.latency_s_mean:.1f}s, max {t.latency_s_max:.1f}s · wall {t.wall_s:.1f}s"
         ),

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from core.eval_suite import ScoringRules
+from core.wording import counted
 
 MAX_COMPARE_ROWS = 100_000  # beyond this a result is not a plausible answer to compare cell by cell
 MAX_PAIRWISE = 2_000  # rows matched one by one when sorting alone cannot pair them within tolerance
@@ -164,11 +165,13 @@ def compare(gold: ResultSet, got: ResultSet | None, rules: ScoringRules) -> Verd
         gold_rows, got_rows = _distinct(gold_rows), _distinct(got_rows)
     gold_n, got_n = ResultSet(gold.columns, gold_rows), ResultSet(got.columns, got_rows)
     if len(gold_rows) != len(got_rows):
-        return Verdict(False, f"expected {len(gold_rows):,} rows, got {len(got_rows):,}")
+        return Verdict(False, f"expected {counted(len(gold_rows), 'row')}, got {len(got_rows):,}")
     if len(got.columns) < len(gold.columns):
-        return Verdict(False, f"expected {len(gold.columns)} columns, got {len(got.columns)}")
+        return Verdict(False, f"expected {counted(len(gold.columns), 'column')}, got {len(got.columns)}")
     if not rules.extra_columns and len(got.columns) != len(gold.columns):
-        return Verdict(False, f"expected exactly {len(gold.columns)} columns, got {len(got.columns)}")
+        return Verdict(
+            False, f"expected exactly {counted(len(gold.columns), 'column')}, got {len(got.columns)}"
+        )
     if not gold_rows:
         return Verdict(True, "both results are empty")
     missing, assignments = _assignments(gold_n, got_n, rules.tolerance)

@@ -2,8 +2,10 @@
 
 The JSON shape is a contract: a top-level `accuracy` (0–1, correct / questions in the suite; a question
 that errored counts as not correct) and `questions: [{id, correct, ...}]`. The file is rewritten after
-every question, so an interrupted run can be resumed from it (`--resume`). A run stopped because the
-model's set-up failed question after question (`stopped_by`) lists only the questions it asked.
+every question, so an interrupted run can be resumed from it (`--resume`). A run that stopped early —
+the model's set-up failed question after question, or a signal (Ctrl-C, SIGTERM) ended it — names why
+in `stopped_by` and lists only the questions it scored: such a report is partial, its `accuracy` still
+over the whole suite (a question never asked is not correct), as `totals.questions` says.
 """
 
 from __future__ import annotations
@@ -15,8 +17,10 @@ from typing import Literal
 from pydantic import BaseModel, Field, ValidationError
 
 from core.events import ModelFault
+from core.wording import counted
 
 Status = Literal["correct", "wrong", "error"]
+StopSignal = Literal["SIGINT", "SIGTERM", "SIGHUP"]  # Ctrl-C; `timeout`, a logout; a closed terminal
 
 
 class QuestionResult(BaseModel):
@@ -69,7 +73,8 @@ class EvalReport(BaseModel):
     model: str
     warehouse: str
     started_at: str
-    stopped_by: ModelFault | None = None  # the run stopped early: this fault failed questions in a row
+    # The run stopped early, the report is partial: this fault failed questions in a row, or a signal.
+    stopped_by: ModelFault | StopSignal | None = None
     accuracy: float = 0.0
     totals: Totals = Field(default_factory=Totals)
     questions: list[QuestionResult] = Field(default_factory=list)
@@ -146,7 +151,7 @@ def to_markdown(report: EvalReport) -> str:
         f"## Eval: {report.suite}",
         "",
         f"**Accuracy {report.accuracy:.1%}** ({t.correct}/{t.questions} correct, {t.wrong} wrong, "
-        f"{t.errors} errors) · model `{report.model}` · warehouse {report.warehouse} · {report.started_at}",
+        f"{counted(t.errors, 'error')}) · model `{report.model}` · warehouse {report.warehouse} · {report.started_at}",
         "",
         "| model calls | tokens in / out (cache read) | cost (est.) | bytes scanned | latency mean / p50 / max | wall |",
         "| --- | --- | --- | --- | --- | --- |",

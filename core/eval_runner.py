@@ -10,6 +10,10 @@ be for anyone who cannot answer the prompt. Turn rate limits are for people and 
 A question's failure is its own record — except when `STOP_AFTER` questions in a row fail with the same
 `ModelFault` (the key rejected, the API unreachable, …): then every other question would fail that way
 too, so the run asks no more (`report.stopped_by`); the questions already running finish.
+
+`stop()` (Ctrl-C, SIGTERM) ends the run at once instead: the questions under way are cancelled — their
+turns saved and recorded as stopped, as a person's would be — and the report keeps those already scored,
+with `stopped_by` naming what stopped it, so `--resume` asks the rest.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ from datetime import UTC, datetime
 
 from core.analyst import Analyst, Parts
 from core.eval_compare import MAX_COMPARE_ROWS, ResultSet, Verdict, compare
-from core.eval_report import EvalReport, QuestionResult
+from core.eval_report import EvalReport, QuestionResult, StopSignal
 from core.eval_suite import EvalQuestion, EvalSuite, expected_rows
 from core.events import IncomingMessage, ModelFault, TurnEvent, TurnOutcome
 from core.final_result import final_query
@@ -63,6 +67,15 @@ class EvalRunner:
         self.concurrency = max(1, concurrency)
         self.question_timeout_s = question_timeout_s
         self.run_id = uuid.uuid4().hex[:10]
+        self.stopped_by: StopSignal | None = None  # set by stop()
+        self._asking: list[asyncio.Task] = []  # the questions of the run under way
+
+    def stop(self, reason: StopSignal) -> None:
+        """End the run now (see the module docstring); `run` returns the report so far. The first
+        reason is kept: a second signal changes nothing."""
+        self.stopped_by = self.stopped_by or reason
+        for task in self._asking:
+            task.cancel()
 
     async def close(self) -> None:
         await self.analyst.close()
@@ -90,7 +103,7 @@ class EvalRunner:
 
         async def one(question: EvalQuestion) -> None:
             async with slots:
-                if report.stopped_by:
+                if report.stopped_by or self.stopped_by:
                     return
                 result = await self.run_question(question)
             results[question.key] = result
@@ -102,7 +115,22 @@ class EvalRunner:
                 report.finish(suite_size=len(suite.questions), wall_s=time.perf_counter() - started)
                 await on_result(result, report)
 
-        await asyncio.gather(*(one(q) for q in suite.questions if q.key not in results))
+        # Tasks awaited with wait(), not gather(): gather ends at the first child cancelled — a question
+        # still waiting for its slot — while the one under way is still saving its stopped turn, and
+        # the store closed under it. Whatever ends the run, no question outlives it.
+        tasks = [asyncio.create_task(one(q)) for q in suite.questions if q.key not in results]
+        self._asking = tasks
+        try:
+            if tasks:
+                await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+        finally:
+            self._asking = []
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+        if failed := next((t.exception() for t in tasks if not t.cancelled() and t.exception()), None):
+            raise failed
+        report.stopped_by = report.stopped_by or self.stopped_by
         report.questions = [results[q.key] for q in suite.questions if q.key in results]
         return report.finish(suite_size=len(suite.questions), wall_s=time.perf_counter() - started)
 

@@ -8,6 +8,7 @@ under `defaults:`. Every problem with a suite becomes one `SuiteError` sentence 
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -132,16 +133,54 @@ def expected_rows(value: Any) -> tuple[list[str], list[tuple]]:
 def load_suite(path: Path) -> EvalSuite:
     """Read and validate a suite file; every problem is a `SuiteError` with one sentence."""
     try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise SuiteError(f"There is no suite file at {path}.") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise SuiteError(f"Cannot read the suite {path}: {exc}.") from None
+    try:
+        raw = yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark else ""
-        raise SuiteError(f"The suite {path} is not valid YAML{where}.") from None
+        raise SuiteError(f"The suite {path} is not valid YAML{_yaml_problem(text, exc)}.") from None
     return parse_suite(raw, source=str(path))
+
+
+def _yaml_problem(text: str, exc: yaml.YAMLError) -> str:
+    """Where a YAML error starts, for the person who wrote the suite (PyYAML's own words are parser
+    jargon). PyYAML marks where it gave up, which for an unclosed quote is past the end of the file
+    ("line 5" of a 4-line suite) or the next quote, lines below; the quote is what to point at."""
+    problem, context = getattr(exc, "problem_mark", None), getattr(exc, "context_mark", None)
+    if problem is None:
+        return ""
+    if context is not None and "quoted scalar" in (getattr(exc, "context", None) or ""):
+        return f": the quote opened at line {context.line + 1} is never closed"
+    line = min(problem.line + 1, max(1, len(text.splitlines())))  # at the end: the last line, not past it
+    opened = _quote_closed_at(text, line, before=problem.index)
+    if opened is not None:
+        return (
+            f" at line {line}: the quote opened at line {opened} only closes there,"
+            f" so line {opened} lacks its closing quote"
+        )
+    tab = " (a tab: YAML indents with spaces)" if "'\\t'" in (getattr(exc, "problem", None) or "") else ""
+    return f" at line {line}{tab}"
+
+
+def _quote_closed_at(text: str, line: int, *, before: int) -> int | None:
+    """The line where a quoted value that closes on `line` (1-based), just before offset `before`,
+    opened, when that is an earlier line — in a suite, almost always a quote left open that the next
+    quote closed — or None."""
+    last = None
+    try:
+        for token in yaml.scan(text, Loader=yaml.SafeLoader):
+            if token.end_mark.index > before:
+                break
+            last = token
+    except yaml.YAMLError:
+        pass
+    if not isinstance(last, yaml.ScalarToken) or last.style not in ("'", '"'):
+        return None
+    opened, closed = last.start_mark.line + 1, last.end_mark.line + 1
+    return opened if opened < closed == line else None
 
 
 def parse_suite(raw: Any, *, source: str = "the suite") -> EvalSuite:
@@ -161,24 +200,66 @@ def parse_suite(raw: Any, *, source: str = "the suite") -> EvalSuite:
         raise SuiteError(_first_problem(exc, raw, source)) from None
 
 
+# pydantic's error types in a suite author's words: its own messages ("Input should be greater than or
+# equal to 0") read as a second sentence glued to the key ("tolerance Input should be …").
+MUST = {
+    "greater_than_equal": "must be {ge:g} or more",
+    "greater_than": "must be more than {gt:g}",
+    "less_than_equal": "must be {le:g} or less",
+    "less_than": "must be less than {lt:g}",
+    "bool_type": "must be true or false",
+    "bool_parsing": "must be true or false",
+    "float_type": "must be a number",
+    "float_parsing": "must be a number",
+    "int_type": "must be a whole number",
+    "int_parsing": "must be a whole number",
+    "int_from_float": "must be a whole number",
+    "string_type": "must be text",
+    "string_too_short": "must not be empty",
+    "list_type": "must be a list",
+    "dict_type": "must be a mapping (`key: value` lines)",
+    "model_type": "must be a mapping (`key: value` lines)",
+}
+UNION_MEMBERS = {"str", "int", "float", "bool"}  # pydantic adds the member tried to a union's loc: id.str
+
+
 def _first_problem(exc: ValidationError, raw: dict, source: str) -> str:
-    """The first validation error as a sentence that names the question it is about."""
-    error = exc.errors()[0]
+    """The first validation error as a sentence that names the question it is about and the key."""
+    errors = exc.errors()
+    error = errors[0]
     loc = list(error["loc"])
-    where = source
+    where, item = source, None
     if len(loc) >= 2 and loc[0] == "questions" and isinstance(loc[1], int):
         item = raw["questions"][loc[1]] if loc[1] < len(raw.get("questions") or []) else None
         name = item.get("id") if isinstance(item, dict) else None
         where = f"question {loc[1] + 1}" + (f" ({name!r})" if name else "") + f" of {source}"
         loc = loc[2:]
-    field = ".".join(str(p) for p in loc)
-    message = error["msg"].removeprefix("Value error, ")
-    if error["type"] == "missing":
-        message = "is missing"
-    elif error["type"] == "extra_forbidden":
-        message = "is not a known key"
+    if loc and loc[-1] in UNION_MEMBERS:  # every member failed: what any of them would take
+        tried = [e for e in errors if e["loc"][:-1] == error["loc"][:-1] and e["loc"][-1] in UNION_MEMBERS]
+        loc, message = loc[:-1], " or ".join(_must(e).removeprefix("must be ") for e in tried)
+        message = message if message.startswith("must") else f"must be {message}"
+    else:
+        message = _must(error)
+    field = " ".join(f"item {p + 1}" if isinstance(p, int) else str(p) for p in loc)
+    if where != source and loc and loc[0] not in (item or {}) and loc[0] in (raw.get("defaults") or {}):
+        field += " (under `defaults:`)"  # the question inherited it: that is where to change it
+    if error["type"] == "value_error" and not message.startswith("must"):
+        field = ""  # our validators' sentences name what they are about ("the id 'a' is used twice")
     elif loc == ["questions"] and error["type"] == "too_short":  # pydantic's "List should have at least…"
         field, message = "", "there are no questions: add at least one under `questions:`"
-    elif loc == ["questions"] and error["type"] == "value_error":  # the sentence names what it is about
-        field = ""
+    elif not field:
+        field = "it"  # the question itself: "it must be a mapping"
     return f"In {where}: {field + ' ' if field else ''}{message}.".replace("..", ".")
+
+
+def _must(error: dict) -> str:
+    """One pydantic error as the rest of a sentence that starts with the key."""
+    kind, ctx = error["type"], error.get("ctx") or {}
+    if kind == "missing":
+        return "is missing"
+    if kind == "extra_forbidden":
+        return "is not a known key"
+    if kind in MUST:
+        return MUST[kind].format(**ctx)
+    message = error["msg"].removeprefix("Value error, ")
+    return re.sub(r"^(Input|Value|String|List) should ", "must ", message)  # a type not in MUST yet

@@ -127,3 +127,24 @@ def test_an_unreachable_model_stops_the_demo_early_with_one_sentence(home, tmp_p
     assert report["stopped_by"] == "unreachable"
     assert 3 <= len(failed) == len(report["questions"]) < report["totals"]["questions"]  # not the whole suite
     assert all(q["fault"] == "unreachable" for q in report["questions"])
+
+
+def test_counts_of_one_are_singular(home, fake_model, tmp_path):
+    """The totals said "1 model calls", the Markdown "1 errors" and a resume "1 questions"."""
+    env = {"ANTHROPIC_API_KEY": "sk-ant-dummy-123456", "ANTHROPIC_BASE_URL": fake_model.url}
+    suite = tmp_path / "suite.yaml"
+    suite.write_text(
+        "questions:\n"
+        "  - {id: airlines, question: 'How many airlines are there?', expected: 16}\n"  # one call: no query
+        "  - {id: broken, question: 'Never asked', gold_sql: SELECT no_such_column FROM flights}\n"
+    )
+    report_path, md_path = tmp_path / "report.json", tmp_path / "report.md"
+    fake_model.enqueue(by_question({}))
+    args = ["eval", str(suite), "--output", str(report_path), "--markdown", str(md_path)]
+    result = invoke(args, home, env=env)
+    assert result.returncode == 0, result.stderr
+    assert "1 model call ·" in result.stdout, result.stdout  # the table's caption
+    assert "(0/2 correct, 1 wrong, 1 error)" in md_path.read_text()
+    again = invoke([*args, "--resume"], home, env=env)
+    assert again.returncode == 0, again.stderr
+    assert f"Resuming: 1 question already scored in {report_path}." in again.stderr

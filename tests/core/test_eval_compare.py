@@ -115,6 +115,15 @@ CASES = [
     ),
     ("date equals ISO text", rs("d", (dt.date(2013, 11, 27),)), rs("d", ("2013-11-27",)), {}, True, ""),
     ("multiset: duplicates count", rs("a", (1,), (1,)), rs("a", (1,)), {}, False, "expected 2 rows, got 1"),
+    ("one row, in the singular", rs("a", (1,)), rs("a", (1,), (2,)), {}, False, "expected 1 row, got 2"),
+    (
+        "one column, in the singular",
+        rs("a", (1,)),
+        rs("a b", (1, 2)),
+        {"extra_columns": False},
+        False,
+        "expected exactly 1 column, got 2",
+    ),
     (
         "distinct: duplicates ignored",
         rs("a", (1,), (1,), (2,)),

@@ -3,6 +3,8 @@ answers each question with a right or a deliberately wrong query."""
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from core.analyst import build_parts
@@ -10,7 +12,7 @@ from core.eval_report import EvalReport, QuestionResult
 from core.eval_runner import STOP_AFTER, EvalRunner
 from core.eval_suite import parse_suite
 from core.events import ModelFault
-from tests.fakes.anthropic_api import error
+from tests.fakes.anthropic_api import error, tool
 from tests.fakes.anthropic_scripts import by_question, model_error
 
 
@@ -206,3 +208,23 @@ async def test_failures_of_the_questions_themselves_never_stop_the_run(runner, f
     key = ModelFault.KEY_REJECTED
     assert faults == [key, key, None, key, key, None, key, key] + [None] * 4
     assert [r.status for r in report.questions[-4:]] == ["wrong"] * 4  # answered, with no query to score
+
+
+async def test_stop_ends_the_run_once_the_questions_under_way_are_saved_as_stopped(runner, fake_model):
+    """Ctrl-C (`datathread eval` calls stop()) must not wait for the questions under way, nor leave them
+    behind: run() returned as soon as a question still waiting for its slot was cancelled, while the
+    ones under way were still saving their stopped turns, and the CLI closed the store under them."""
+    endless = tool("run_python", {"code": "import time\nwhile True:\n    time.sleep(0.1)\n"})
+    fake_model.enqueue(*[endless] * 2)
+    runner.concurrency = 2
+    run = asyncio.create_task(runner.run(_twelve(), suite_name="t"))
+    while len(fake_model.requests) < 2:
+        await asyncio.sleep(0.05)
+    await asyncio.sleep(1.0)  # both steps under way
+    runner.stop("SIGINT")
+    report = await asyncio.wait_for(run, 60)
+    assert report.stopped_by == "SIGINT" and report.questions == [] and report.totals.questions == 12
+    turns = await runner.parts.store.list_turns(
+        session_id=None, user_id=None, channel_id=None, since=None, limit=10
+    )
+    assert len(turns) == 2 and all("stopped" in t["error"] for t in turns), turns

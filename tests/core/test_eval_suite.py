@@ -81,6 +81,34 @@ def test_whole_suite_problems_read_as_sentences_not_pydantic(tmp_path, text, sen
     assert str(caught.value) == f"In {path}: {sentence}"
 
 
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        (  # PyYAML gives up at the end of the stream: it said "at line 5" of this 4-line file
+            'questions:\n  - id: a\n    question: "How many flights?\n    gold_sql: SELECT 1\n',
+            ": the quote opened at line 3 is never closed.",
+        ),
+        (
+            "questions:\n  - id: a\n    question: 'How many flights?\n    gold_sql: SELECT 1\n",
+            ": the quote opened at line 3 is never closed.",
+        ),
+        (  # the next question's opening quote closed it: the error surfaces lines below the cause
+            'questions:\n  - id: a\n    question: "How many\n    gold_sql: SELECT 1\n'
+            '  - id: b\n    question: "Which?"\n    gold_sql: SELECT 2\n',
+            " at line 6: the quote opened at line 3 only closes there, so line 3 lacks its closing quote.",
+        ),
+        ("questions: [\n", " at line 1."),  # not line 2 of a 1-line file
+        ("questions:\n\t- id: a\n", " at line 2 (a tab: YAML indents with spaces)."),
+        ("questions:\n  - id: a\n   question: x\n", " at line 3."),
+    ],
+)
+def test_invalid_yaml_points_at_the_line_where_the_problem_starts(tmp_path, text, problem):
+    path = write(tmp_path, text)
+    with pytest.raises(SuiteError) as caught:
+        load_suite(path)
+    assert str(caught.value) == f"The suite {path} is not valid YAML{problem}"
+
+
 def test_a_missing_file_is_one_sentence(tmp_path):
     with pytest.raises(SuiteError, match="There is no suite file"):
         load_suite(tmp_path / "nope.yaml")
@@ -129,3 +157,45 @@ def test_every_demo_gold_sql_returns_rows_on_the_demo_warehouse(home):
 def test_the_demo_suite_ships_in_the_package():
     # hatch includes every file under a package folder; the suite must sit inside `core/`.
     assert DEMO_SUITE.is_relative_to(Path(__file__).resolve().parents[2] / "core")
+
+
+Q = "questions:\n  - {id: a, question: q, gold_sql: x"
+
+
+@pytest.mark.parametrize(
+    ("text", "sentence"),
+    [
+        (Q + ", tolerance: -1}", "question 1 ('a') of {path}: tolerance must be 0 or more."),
+        (Q + ", tolerance: 2}", "question 1 ('a') of {path}: tolerance must be less than 1."),
+        (Q + ", tolerance: lots}", "question 1 ('a') of {path}: tolerance must be a number."),
+        (Q + ", ordered: maybe}", "question 1 ('a') of {path}: ordered must be true or false."),
+        (Q + ", ordered: true, order_by: n}", "question 1 ('a') of {path}: order_by must be a list."),
+        (
+            Q + ", ordered: true, order_by: [[n]]}",
+            "question 1 ('a') of {path}: order_by item 1 must be text.",
+        ),
+        (Q + ", question: [q]}", "question 1 ('a') of {path}: question must be text."),
+        (Q + ", question: ''}", "question 1 ('a') of {path}: question must not be empty."),
+        (  # a union: pydantic's loc was `id.str`, its message the string member's alone
+            "questions:\n  - {id: [1], question: q, gold_sql: x}",
+            "question 1 ([1]) of {path}: id must be text or a whole number.",
+        ),
+        ("questions:\n  - just text", "question 1 of {path}: it must be a mapping (`key: value` lines)."),
+        ("questions: 3", "{path}: questions must be a list."),
+        ("name: [x]\n" + Q + "}", "{path}: name must be text."),
+        (  # the question inherited the value: the sentence says where it was set
+            "defaults: {tolerance: -1}\n" + Q + "}",
+            "question 1 ('a') of {path}: tolerance (under `defaults:`) must be 0 or more.",
+        ),
+        (  # our validator's sentence names its key: not "expected expected mixes …"
+            "questions:\n  - {id: a, question: q, expected: [[1, 2], 3]}",
+            "question 1 ('a') of {path}: expected mixes rows and single values.",
+        ),
+    ],
+)
+def test_invalid_values_read_as_one_sentence_about_the_key(tmp_path, text, sentence):
+    """pydantic's own message was glued to the key: "tolerance Input should be greater than or equal to 0"."""
+    path = write(tmp_path, text)
+    with pytest.raises(SuiteError) as caught:
+        load_suite(path)
+    assert str(caught.value) == "In " + sentence.format(path=path)
