@@ -78,6 +78,7 @@ SLOW_FIRST = (
     "tests/core/hostile/test_hostile_python.py",
     "tests/core/test_workspace_overlay.py",
     "tests/bot/test_cli_schedule.py",
+    "tests/bot/test_cli_eval_stop.py",
     "tests/bot/test_cli_checks_first.py",
     "tests/core/test_sandbox_listing.py",
     "tests/core/test_spare_failures.py",
