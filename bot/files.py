@@ -9,10 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import functools
 import hashlib
 import hmac
-import logging
 import mimetypes
 import secrets
 import time
@@ -25,8 +23,7 @@ from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
 
 from core.config import Settings
-
-log = logging.getLogger("datathread.files")
+from core.sessions import StoreUnavailable
 
 
 @dataclass
@@ -65,17 +62,14 @@ class LinkSigner:
         return base64.urlsafe_b64encode(digest).decode().rstrip("=")
 
 
-def build_signer(settings: Settings) -> LinkSigner:
-    """The signer for these settings; without DATATHREAD_LINK_SECRET a random per-process secret."""
+def build_signer(settings: Settings, kept: bytes) -> LinkSigner:
+    """The signer for these settings: DATATHREAD_LINK_SECRET when set, else `kept`, the secret the
+    bot's processes share through the session store (`Threads.kept_secret`). It was a random secret
+    per process: the turn worker signed each link and the web process, with a secret of its own,
+    refused every one ("bad signature") — Teams channel files and "Export notebook" never worked."""
     if settings.link_secret is not None and settings.link_secret.get_secret_value():
-        secret = settings.link_secret.get_secret_value().encode()
-    else:
-        secret = secrets.token_bytes(32)
-        log.warning(
-            "DATATHREAD_LINK_SECRET is not set: using a random secret, so download links stop "
-            "working when this process restarts (and across replicas)."
-        )
-    return LinkSigner(secret=secret, public_url=settings.public_url, ttl_s=settings.link_ttl_seconds)
+        kept = settings.link_secret.get_secret_value().encode()
+    return LinkSigner(secret=kept, public_url=settings.public_url, ttl_s=settings.link_ttl_seconds)
 
 
 @dataclass
@@ -84,16 +78,20 @@ class FileLinks:
 
     settings: Settings
     read: Callable[[str, str], Awaitable[bytes]]  # a workspace file's bytes (through the thread seam)
+    kept_secret: Callable[[str], Awaitable[bytes]]  # the store's shared secret (through the thread seam)
+    _signer: LinkSigner | None = None
 
-    @functools.cached_property
-    def signer(self) -> LinkSigner:
-        """The app's one signer, created on first use (so a random secret is only warned about if used)."""
-        return build_signer(self.settings)
+    async def signer(self) -> LinkSigner:
+        """The app's one signer, built on first use (the store is asked once per process)."""
+        if self._signer is None:
+            kept = b"" if self.settings.link_secret is not None else await self.kept_secret("download-links")
+            self._signer = build_signer(self.settings, kept)
+        return self._signer
 
     async def download_link(self, session_id: str, path: str, data: bytes | None = None) -> str:
         """A time-limited URL for a workspace file: S3 presigned when a bucket is set, else our own."""
         if not self.settings.files_bucket:
-            return self.signer.sign(session_id, path)
+            return (await self.signer()).sign(session_id, path)
         if data is None:
             data = await self.read(session_id, path)
         return await asyncio.to_thread(_presign_s3, self.settings, session_id, path, data)
@@ -111,7 +109,11 @@ class FileLinks:
     async def _serve(self, request: Request) -> Response:
         session_id = request.path_params["session_id"]
         path = request.path_params["path"]
-        problem = self.signer.check(
+        try:
+            signer = await self.signer()
+        except StoreUnavailable:
+            return PlainTextResponse("Links cannot be checked right now; try again shortly.", status_code=503)
+        problem = signer.check(
             session_id, path, request.query_params.get("exp", ""), request.query_params.get("sig", "")
         )
         if problem:

@@ -39,7 +39,7 @@ class AppState:
     links: FileLinks = field(init=False)
 
     def __post_init__(self) -> None:
-        self.links = FileLinks(self.settings, read=self._read_file)
+        self.links = FileLinks(self.settings, read=self._read_file, kept_secret=self._kept_secret)
 
     @property
     def threads(self) -> Threads:
@@ -50,3 +50,6 @@ class AppState:
 
     async def _read_file(self, session_id: str, path: str) -> bytes:
         return await self.threads.read_file(session_id, path)
+
+    async def _kept_secret(self, name: str) -> bytes:
+        return await self.threads.kept_secret(name)

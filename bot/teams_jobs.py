@@ -249,12 +249,13 @@ async def _file_consent(state: AppState, activity: Activity, out: TeamsOut) -> N
     """The person accepted (or declined) a CSV in personal chat: upload it to their OneDrive.
     https://learn.microsoft.com/microsoftteams/platform/bots/how-to/bots-filesv4"""
     value = activity.value if isinstance(activity.value, dict) else {}
-    context = value.get("context") or {}
+    context = value.get("context")
+    context = context if isinstance(context, dict) else {}  # a context that is not ours: an expired offer
     session_id, path = str(context.get("session_id", "")), str(context.get("path", ""))
     if value.get("action") != "accept":
         await out.send(f"OK, I won't upload {path.rsplit('/', 1)[-1]}.")
         return
-    problem = state.links.signer.check(
+    problem = (await state.links.signer()).check(
         session_id, path, str(context.get("exp", "")), str(context.get("sig", ""))
     )
     info = value.get("uploadInfo") or {}

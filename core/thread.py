@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import secrets
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -65,6 +66,9 @@ class WorkspaceFiles(Protocol):
     async def write_file(self, session_id: str, path: str, data: bytes) -> None: ...
 
 
+KEPT_SECRET_TTL_S = 10 * 365 * 86_400  # a kept secret lives as long as the store does, in practice
+
+
 @dataclass
 class Threads:
     """Conversation operations for surfaces, over one store and one set of workspaces."""
@@ -98,6 +102,18 @@ class Threads:
         except (StoreUnavailable, TimeoutError):
             return False
         return True
+
+    async def kept_secret(self, name: str) -> bytes:
+        """A random secret every process of this bot shares through the session store: made by the first
+        that asks, kept for years (SET NX, so two asking at once agree). The web process and its turn
+        workers sign and check each other's download links with it, and links outlive a restart; with
+        Redis, every replica shares it. Whoever can read the store can read what the links serve."""
+        key = f"secret:{name}"
+        await self._store.set_once(key, secrets.token_urlsafe(32), ttl_s=KEPT_SECRET_TTL_S)
+        kept = await self._store.get_value(key)
+        if not kept:  # expired between the two calls, after years: the next call makes a new one
+            raise StoreUnavailable(f"the kept secret {name!r} could not be read back")
+        return kept.encode()
 
     # --- incoming events ---------------------------------------------------------------------------
     async def claim(self, key: str) -> bool:

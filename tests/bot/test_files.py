@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 import urllib.parse
 
 import boto3
@@ -10,7 +9,7 @@ import pytest
 from moto import mock_aws
 from pydantic import SecretStr
 
-from bot.files import FileLinks, LinkSigner, build_signer
+from bot.files import FileLinks, LinkSigner
 
 
 def parts(url: str) -> tuple[str, str, str, str]:
@@ -51,12 +50,25 @@ def test_link_check(change, at, expected):
     assert got == expected
 
 
-def test_random_secret_when_unset_is_logged(settings, caplog):
-    with caplog.at_level(logging.WARNING, logger="datathread.files"):
-        a, b = build_signer(settings), build_signer(settings)
-    assert a.secret != b.secret and "stop working" in caplog.text
-    fixed = settings.model_copy(update={"link_secret": SecretStr("s3cret-value")})
-    assert build_signer(fixed).secret == build_signer(fixed).secret == b"s3cret-value"
+async def test_without_a_configured_secret_every_process_signs_with_the_one_kept_in_the_store(settings):
+    """Two processes over one store (the web process and a turn worker, or a restart) each open it
+    themselves: they get the same kept secret, so one's links pass the other's check; a configured
+    DATATHREAD_LINK_SECRET is used as it is. (End to end through `serve`'s worker:
+    tests/bot/test_serve_process.py.)"""
+    from core.sandbox_factory import open_threads
+
+    async def signer_of(configured) -> LinkSigner:
+        async with open_threads(configured) as threads:
+            return await FileLinks(configured, read=_never_read, kept_secret=threads.kept_secret).signer()
+
+    web, worker = await signer_of(settings), await signer_of(settings)
+    assert len(web.secret) >= 32 and web.secret == worker.secret
+    session, path, exp, sig = parts(worker.sign("te-abc", "delays.csv"))
+    assert web.check(session, path, exp, sig) is None
+    fixed = settings.model_copy(update={"link_secret": SecretStr("s3cret-value" * 3)})
+    assert (await signer_of(fixed)).secret == b"s3cret-value" * 3
+    other = settings.model_copy(update={"home": settings.home.parent / "another-home"})
+    assert (await signer_of(other)).secret != web.secret  # another store, another secret
 
 
 async def test_s3_presigned_link(settings):
@@ -65,7 +77,7 @@ async def test_s3_presigned_link(settings):
         configured = settings.model_copy(
             update={"files_bucket": "dt-files/exports", "aws_region": "us-east-1"}
         )
-        links = FileLinks(configured, read=_never_read)
+        links = FileLinks(configured, read=_never_read, kept_secret=_no_secret)
         url = await links.download_link("te-abc", "delays.csv", b"carrier\nF9\n")
         split = urllib.parse.urlsplit(url)
         assert "dt-files" in split.netloc + split.path and "Expires" in split.query
@@ -79,3 +91,7 @@ async def test_s3_presigned_link(settings):
 
 async def _never_read(session_id: str, path: str) -> bytes:
     raise AssertionError("the bytes were given: nothing to read")
+
+
+async def _no_secret(name: str) -> bytes:
+    raise AssertionError("S3 presigns: no link secret is needed")

@@ -5,10 +5,12 @@ way the process ends with no traceback and no "worker crashed" error."""
 from __future__ import annotations
 
 import os
+import re
 import signal
 import threading
 import time
 
+import httpx
 import pytest
 
 from core.analyst import STOPPED as TURN_STOPPED
@@ -227,3 +229,50 @@ def until(predicate, timeout: float = 90) -> None:
     while not predicate():
         assert time.monotonic() < deadline, "timed out"
         time.sleep(0.05)
+
+
+def test_a_teams_download_link_made_by_a_turn_worker_opens_from_the_web_process(home, fake_model, tmp_path):
+    """A Teams channel gets a CSV as a signed link. The turn worker signed it with a random secret of its
+    own process and the web process checked it with another: every link, and every "Export notebook",
+    answered 403 "bad signature" under the default settings. Now both take the secret kept in the
+    session store, and a link works from a restarted process too."""
+    from tests.bot.teams_harness import activity
+    from tests.fakes.anthropic_api import tool
+    from tests.fakes.bot_connector import FakeConnector
+
+    connector = FakeConnector().start()
+    fake_model.enqueue(
+        tool(
+            "query_warehouse",
+            {"sql": "SELECT carrier, count(*) AS n FROM flights GROUP BY 1", "save_as": "o"},
+        ),
+        tool("attach_file", {"path": "o.parquet", "title": "Flights by carrier"}),
+        text("Attached."),
+    )
+    env = serve_env(fake_model, home, DATATHREAD_MODEL="claude-test")
+    served = Replica(env, tmp_path)
+    try:
+        served.wait_ready()
+        asked = httpx.post(
+            f"{served.url}/api/messages", json=activity(connector.url, "flights by carrier as a CSV")
+        )
+        assert asked.status_code == 202, asked.text
+        until(lambda: any("/files/" in a.get("text", "") for a in connector.sent()))
+        (link,) = re.findall(
+            r"\((http[^)\s]+/files/[^)\s]+)\)",
+            next(a["text"] for a in connector.sent() if "/files/" in a.get("text", "")),
+        )
+        path = link.split("/files/", 1)[1]
+        got = httpx.get(f"{served.url}/files/{path}", timeout=10)
+        assert got.status_code == 200, got.text
+        assert got.content.decode().splitlines()[0].replace('"', "") == "carrier,n"
+        served.stop()
+        again = Replica(env, tmp_path)  # a restart: the link outlives it
+        try:
+            again.wait_ready()
+            assert httpx.get(f"{again.url}/files/{path}", timeout=10).status_code == 200
+        finally:
+            again.stop()
+    finally:
+        served.stop()
+        connector.stop()

@@ -73,7 +73,7 @@ async def test_channel_thread_chart_csv_link_answer_and_follow_up(teams, fake_mo
     assert got.content.decode().splitlines()[1].startswith("F9,")
     tampered = local_path(url).replace("delays.csv", "delays.png")
     assert (await teams.client.get(tampered)).status_code == 403
-    signer = teams.state.links.signer
+    signer = await teams.state.links.signer()
     real_clock, signer.clock = signer.clock, lambda: time.time() + 121
     assert (await teams.client.get(local_path(url))).status_code == 410
     signer.clock = real_clock
@@ -180,6 +180,12 @@ async def test_personal_chat_reset_csv_consent_and_failure(teams, fake_model, se
     assert uploaded.decode().splitlines() == ["answer,formula", "42,'=1+2"]  # the formula cell made inert
     assert consent["content"]["sizeInBytes"] == len(uploaded)  # the card declared what was uploaded
     assert "file.info" in teams.connector.sent()[-1]["attachments"][0]["contentType"]
+    # an accept whose context is not the one we sent (not even an object): an expired offer, not a
+    # traceback in the log and silence in the chat
+    stray = {**invoke, "id": f"{invoke['id']}-2", "value": {**invoke["value"], "context": "notadict"}}
+    assert (await teams.post(stray)).status_code == 200
+    await teams.state.runner.drain(timeout=30)
+    assert teams.connector.sent()[-1]["text"].startswith("That file offer has expired")
     # a failing turn: a short sentence with an error id, never a traceback
     fake_model.enqueue(error(400, "invalid_request_error", "bad request"))
     failed = await teams.say("this will fail", conversation=CHAT)
