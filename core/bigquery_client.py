@@ -82,9 +82,11 @@ def build_credentials(settings: Settings) -> tuple[Any, str | None]:
     try:
         return google.auth.default(scopes=SCOPES)
     except DefaultCredentialsError:
+        # A newcomer sets both: the project as well, when it is missing too (else the next run stops on it)
+        also = "" if settings.gcp_project else " (and GCP_PROJECT, the project that runs and pays for queries)"
         raise ConfigError(
             "No Google credentials for BigQuery: set GCP_SERVICE_ACCOUNT_JSON or "
-            "GOOGLE_APPLICATION_CREDENTIALS, or run where application default credentials exist."
+            f"GOOGLE_APPLICATION_CREDENTIALS{also}, or run where application default credentials exist."
         ) from None
 
 

@@ -604,7 +604,11 @@ def test_a_settings_file_that_cannot_be_read_is_one_sentence(tmp_path, monkeypat
             {"REDIS_URL": "redis://127.0.0.1:9/0"},
             "error: Redis at 127.0.0.1:9 is not reachable: connection refused.",
         ),
-        ({"DATATHREAD_WAREHOUSE": "bigquery"}, "error: No Google credentials for BigQuery"),
+        (  # GCP_PROJECT unset too: said at once, not at the next run
+            {"DATATHREAD_WAREHOUSE": "bigquery"},
+            "error: No Google credentials for BigQuery: set GCP_SERVICE_ACCOUNT_JSON or "
+            "GOOGLE_APPLICATION_CREDENTIALS (and GCP_PROJECT, the project that runs and pays for queries)",
+        ),
     ],
 )
 def test_a_part_the_server_cannot_start_is_one_sentence_before_it_serves(
