@@ -41,10 +41,15 @@ def aws(monkeypatch):
         yield
 
 
-def doctor(tmp_path, env: dict) -> tuple[int, dict[str, tuple[str, str]], float]:
+def doctor_run(tmp_path, env: dict):
+    """`datathread doctor` in process with a home under `tmp_path`, wide enough for whole rows."""
     base = {"DATATHREAD_HOME": str(tmp_path / "home"), "COLUMNS": "250", "AWS_REGION": "us-east-1"}
+    return CliRunner().invoke(app, ["doctor"], env={**base, **env})
+
+
+def doctor(tmp_path, env: dict) -> tuple[int, dict[str, tuple[str, str]], float]:
     started = time.monotonic()
-    result = CliRunner().invoke(app, ["doctor"], env={**base, **env})
+    result = doctor_run(tmp_path, env)
     elapsed = time.monotonic() - started
     assert "Traceback" not in result.output
     rows = {}
@@ -187,17 +192,8 @@ def test_a_proxy_login_in_the_claude_url_is_used_but_never_shown(tmp_path, monke
         (f"http://proxyuser:PROXYPASS99@{host}", "ok"),
         ("http://proxyuser:PROXYPASS99@127.0.0.1:9", "FAIL"),
     ]:
-        result = CliRunner().invoke(
-            app,
-            ["doctor"],
-            env={
-                "DATATHREAD_HOME": str(tmp_path / "home"),
-                "COLUMNS": "250",
-                "ANTHROPIC_API_KEY": KEY,
-                "ANTHROPIC_BASE_URL": url,
-                "DATATHREAD_MODEL": "claude-test",
-            },
-        )
+        env = {"ANTHROPIC_API_KEY": KEY, "ANTHROPIC_BASE_URL": url, "DATATHREAD_MODEL": "claude-test"}
+        result = doctor_run(tmp_path, env)
         model = next(line for line in result.output.splitlines() if line.strip("│ ").startswith("model"))
         assert status in model and "http://[redacted]@" in model, model
         assert "PROXYPASS99" not in result.output
