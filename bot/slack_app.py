@@ -119,7 +119,7 @@ async def run_message(state: AppState, client: AsyncWebClient, p: dict) -> None:
         return  # Slack's retry (X-Slack-Retry-Num) of an event already taken
     if not await threads.claim(f"slack:msg:{p['channel']}:{p['ts']}"):
         return  # the other half of an app_mention + message pair
-    keys = ("team", "channel", "user", "text", "thread_ts")
+    keys = ("team", "channel", "user", "text", "thread_ts", "ts")  # ts: names the answer's stream
     await run_turn(state, client, {**{k: p[k] for k in keys}, "is_direct": bool(p.get("is_direct"))})
 
 

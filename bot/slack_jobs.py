@@ -6,6 +6,7 @@ they need from it: the process's shared Web API client, the core through `state.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 
 from slack_sdk.errors import SlackApiError, SlackClientError
@@ -20,7 +21,7 @@ from bot.surface import AppState
 from core.events import IncomingMessage
 from core.runner import STORE_DOWN, STORE_DOWN_TEXT, WHY, TurnJob
 from core.runner_worker import lost_kind
-from core.sessions import session_id_for
+from core.sessions import StoreUnavailable, session_id_for
 from core.thread import Threads
 from core.turn_records import NothingToExport
 
@@ -103,11 +104,32 @@ async def run_turn(state: AppState, client: AsyncWebClient, p: dict) -> None:
         is_direct=bool(p.get("is_direct")),
         user_tz=await slack_user_tz(client, threads, p["team"], p["user"]),
     )
-    sink = SlackProgress(client, target, threads.read_artifact)
+    sink = SlackProgress(client, target, threads.read_artifact, on_stream=_stream_noter(threads, p))
     if note:
         sink.notes.append(note.strip("_"))
     confirm = build_confirmer(client, target, threads)
     await state.analyst.handle(message, sink, confirm=confirm)
+
+
+def _stream_key(p: dict) -> str | None:
+    """What names a turn's answer stream for its lost handler: the slash command's job, or the message."""
+    if p.get("job"):
+        return f"slack:stream:{p['job']}"
+    return f"slack:stream:{p['channel']}:{p['ts']}" if p.get("ts") else None
+
+
+def _stream_noter(threads: Threads, p: dict):
+    """Keeps the answer stream's ts: if this worker dies, the lost handler ends that stream with the
+    notice (it was left open — "is typing" for good — while the notice came as a message below it)."""
+    key = _stream_key(p)
+    if key is None:
+        return None
+
+    async def noted(ts: str) -> None:
+        with contextlib.suppress(StoreUnavailable):  # the turn says so itself when it saves
+            await threads.note(key, ts)
+
+    return noted
 
 
 async def post_question(client: AsyncWebClient, threads: Threads, p: dict) -> str:
@@ -180,6 +202,12 @@ async def _tell_stopped(state: AppState, client: AsyncWebClient, p: dict) -> Non
         except SlackApiError:  # not a member of the channel: the answer would have been private
             await client.chat_postEphemeral(channel=p["channel"], user=p["user"], text=STOPPED)
             return
+    if (key := _stream_key(p)) and (stream := await state.threads.noted(key)):
+        try:  # the answer's stream, left open by the worker that died: ended with the notice
+            await client.chat_stopStream(channel=p["channel"], ts=stream, markdown_text=STOPPED)
+            return
+        except SlackApiError as exc:  # no longer streaming (Slack ended it): the notice as a message
+            log.info("slack: the stream %s could not be ended (%s); posting the notice", stream, exc)
     await client.chat_postMessage(channel=p["channel"], thread_ts=thread_ts or None, text=STOPPED)
 
 

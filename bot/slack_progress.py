@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass
 
 from slack_sdk.errors import SlackApiError, SlackClientError
@@ -61,8 +62,17 @@ class SlackTarget:
 class SlackProgress:
     """An EventSink for one turn in one Slack thread."""
 
-    def __init__(self, client: AsyncWebClient, target: SlackTarget, read_file, *, min_update_s: float = 1.0):
+    def __init__(
+        self,
+        client: AsyncWebClient,
+        target: SlackTarget,
+        read_file,
+        *,
+        min_update_s: float = 1.0,
+        on_stream: Callable[[str], Awaitable[None]] | None = None,
+    ):
         self.client = client
+        self.on_stream = on_stream  # told the stream's ts once it starts (for whoever ends it if we die)
         self.quick = quick(client)  # progress: decoration, a shorter bound
         self.target = target
         self.read_file = read_file  # async (ArtifactReady) -> bytes
@@ -136,6 +146,8 @@ class SlackProgress:
                 task_display_mode="timeline",
             )
             self.stream_ts = resp["ts"]
+            if self.on_stream is not None:
+                await self.on_stream(self.stream_ts)
         except SlackCallFailed as exc:
             self.mode = "update"
             self._progress_failed(exc)

@@ -84,10 +84,19 @@ async def test_a_worker_killed_mid_turn_leaves_a_message_and_the_thread_works(se
         await slack.event(mention("first question", ts="1700000100.000100"))
         await until(lambda: said(api, STOPPED[:40]) >= 2)
         await asyncio.sleep(0.5)  # a third report would show by now
-        stopped = [c.args.get("thread_ts") for c in api.calls if STOPPED[:40] in json.dumps(c.args)]
-        # each where its answer would have gone: the mention's thread, and the thread under the /ask
-        # question (not the channel's top level)
-        assert sorted(stopped) == sorted(["1700000100.000100", roots["<@U0001> asked: second question"]])
+        # each where its answer would have gone — the mention's thread, and the thread under the /ask
+        # question (not the channel's top level) — as the end of the answer's stream the dead worker
+        # had started: that stream was left open ("is typing" for good) with the notice below it
+        expected = ["1700000100.000100", roots["<@U0001> asked: second question"]]
+        assert sorted(c.args["thread_ts"] for c in api.of("chat.startStream")) == sorted(expected)
+        ended = {c.args["ts"]: c.args.get("markdown_text", "") for c in api.of("chat.stopStream")}
+        for thread in expected:  # the fake keeps each stream as a message (no text) in its thread
+            (stream,) = [
+                m["ts"] for m in api.posted["C0001"] if m.get("thread_ts") == thread and not m["text"]
+            ]
+            assert STOPPED[:40] in ended.get(stream, ""), (thread, ended)
+        notices = [c for c in api.of("chat.postMessage") if STOPPED[:40] in json.dumps(c.args)]
+        assert notices == []  # not as a message below the open stream
         assert said(api, "never delivered") == 0
         await until(lambda: len(workers.pids()) == 1 and workers.pids() != [victim])
 
