@@ -5,6 +5,8 @@ something the bot would run itself. Each entry's SQL goes through the read-only 
 model's own queries (core/policy.py), in the warehouse's dialect: a `DELETE`, two statements or a
 `read_csv('/etc/passwd')` offered as verified would teach the model what it may not do. The table
 allowlist is not applied here — it depends on who asks, and applies when the model runs its query.
+A misspelled key, a table list written as one string, the same entry twice or a YAML syntax error is
+refused too, naming the entry (or the line), rather than loaded as something other than what was meant.
 
 Format::
 
@@ -17,6 +19,8 @@ Format::
 
 from __future__ import annotations
 
+import difflib
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,6 +28,9 @@ import yaml
 
 from core.config import ConfigError
 from core.policy import check_sql
+from core.wording import os_words
+
+KEYS = ("question", "sql", "verified_by", "tables")
 
 
 @dataclass(frozen=True)
@@ -39,14 +46,72 @@ class CuratedEntry:
 def read_curated(path: Path, dialect: str) -> list[CuratedEntry]:
     """The file's entries, checked; ConfigError in one sentence naming the entry at the first mistake."""
     items = _queries(_parse(path), path)
-    return [_entry(item, f"Entry {n} of {path}", dialect) for n, item in enumerate(items, 1)]
+    out: list[CuratedEntry] = []
+    seen: dict[tuple[str, str], int] = {}  # the same question and SQL twice: one id, listed twice
+    for n, item in enumerate(items, 1):
+        entry = _entry(item, f"Entry {n} of {path}", dialect)
+        first = seen.setdefault((entry.question, entry.sql), n)
+        if first != n:
+            raise ConfigError(
+                f"Entries {first} and {n} of {path} are the same verified query "
+                f'("{_short(entry.question)}"); keep one of them.'
+            )
+        out.append(entry)
+    return out
 
 
 def _parse(path: Path) -> object:
     try:
-        return yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as exc:
-        raise ConfigError(f"The verified queries file {path} cannot be read: {type(exc).__name__}.") from None
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        why = os_words(exc) or type(exc).__name__
+        raise ConfigError(f"The verified queries file {path} cannot be read: {why}.") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            f"The verified queries file {path} is not UTF-8 text (byte {exc.start + 1})."
+        ) from None
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError(
+            f"The verified queries file {path} is not valid YAML{_yaml_problem(text, exc)}."
+        ) from None
+
+
+def _yaml_problem(text: str, exc: yaml.YAMLError) -> str:
+    """Where PyYAML gave up and what it found there, in words: its token names ("<block end>") put
+    plainly, without its excerpt of the file. It marks an unclosed quote (and a flow list left open)
+    past the end of the file: the quote's own line is the one to point at."""
+    problem, context = getattr(exc, "problem", None), getattr(exc, "context", None)
+    mark, opened = getattr(exc, "problem_mark", None), getattr(exc, "context_mark", None)
+    if opened is not None and "quoted scalar" in (context or ""):
+        return f": the quote opened at line {opened.line + 1}, column {opened.column + 1} is never closed"
+    if mark is None:
+        return f": {(str(exc).splitlines() or [type(exc).__name__])[0]}"
+    what = _TOKEN.sub(lambda m: _TOKENS.get(m[1], m[1]), problem or "unexpected text")
+    what = what.replace("found '?'", 'found a "key:"')
+    what += next((hint for words, hint in _HINTS.items() if words in (problem or "")), "")
+    if mark.line >= len(text.splitlines()):
+        return f" at the end of the file: {what}"
+    return f" at line {mark.line + 1}, column {mark.column + 1}: {what}"
+
+
+_HINTS = {  # what usually causes PyYAML's complaint
+    "block": "; check the indentation",
+    "mapping values are not allowed": ' (a value containing ": " needs quotes)',
+    "'\\t'": "; YAML indents with spaces, not tabs",
+}
+_TOKEN = re.compile(r"'?<([a-z ]+)>'?")
+_TOKENS = {
+    "block end": "the end of an indented block",
+    "block sequence start": 'a list item ("- ")',
+    "block entry": 'a list item ("- ")',
+    "block mapping start": 'a "key: value"',
+    "stream end": "the end of the file",
+    "document start": 'a new document ("---")',
+    "flow sequence end": 'a closing "]"',
+    "flow mapping end": 'a closing "}"',
+}
 
 
 def _queries(raw: object, path: Path) -> list:
@@ -57,19 +122,46 @@ def _queries(raw: object, path: Path) -> list:
 
 
 def _entry(item: object, name: str, dialect: str) -> CuratedEntry:
-    if not isinstance(item, dict) or not item.get("question") or not item.get("sql"):
+    if not isinstance(item, dict):
         raise ConfigError(f"{name} needs a `question` and an `sql`.")
-    question, sql = str(item["question"]).strip(), str(item["sql"]).strip()
-    name = f'{name} ("{_short(question)}")'
+    if item.get("question") and not isinstance(item["question"], (dict, list)):
+        name = f'{name} ("{_short(str(item["question"]).strip())}")'
+    unknown = [str(k) for k in item if k not in KEYS]
+    if unknown:  # a misspelled `verified_by` was ignored, and the entry said it was verified by the file
+        close = difflib.get_close_matches(unknown[0], KEYS, n=1)
+        hint = f" (did you mean `{close[0]}`?)" if close else ""
+        raise ConfigError(f"{name} has an unknown key `{unknown[0]}`{hint}; the keys are {', '.join(KEYS)}.")
+    if not item.get("question") or not item.get("sql"):
+        raise ConfigError(f"{name} needs a `question` and an `sql`.")
+    question = _text(item, "question", name)
+    sql = _text(item, "sql", name)
     verdict = check_sql(sql, dialect=dialect)
     if not verdict.allowed:
         raise ConfigError(f"{name} has SQL the bot would refuse to run: {verdict.reason}")
     return CuratedEntry(
         question=question,
         sql=sql,
-        tables=tuple(str(t) for t in item.get("tables") or ()),
-        verified_by=str(item.get("verified_by") or ""),
+        tables=_tables(item.get("tables"), name),
+        verified_by=_text(item, "verified_by", name) if item.get("verified_by") is not None else "",
     )
+
+
+def _text(item: dict, key: str, name: str) -> str:
+    value = item.get(key)
+    if isinstance(value, (dict, list)):
+        raise ConfigError(f"{name} has a {type(value).__name__} as `{key}`; it should be text.")
+    return str(value).strip()
+
+
+def _tables(value: object, name: str) -> tuple[str, ...]:
+    """A list of names, or one string of them (`tables: flights` was split into f, l, i, g, h, t, s)."""
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        value = value.split(",")
+    if not isinstance(value, list) or any(isinstance(t, (dict, list)) for t in value):
+        raise ConfigError(f"{name} has `tables` that are not a list of table names, like [flights, weather].")
+    return tuple(t for t in (str(t).strip() for t in value) if t)
 
 
 def _short(question: str, limit: int = 60) -> str:

@@ -59,3 +59,80 @@ def test_a_refused_entry_stops_ask_before_the_model_sees_it(home, fake_model):
     (line,) = [line for line in result.stderr.splitlines() if line.strip()]
     assert '("How many flights were there in total?")' in line and "DELETE changes data" in line, line
     assert fake_model.requests == []
+
+
+ENTRY = (
+    "queries:\n  - question: Flights from JFK?\n    sql: SELECT count(*) FROM flights WHERE origin = 'JFK'\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("tables", "read"),
+    [
+        ("flights", ("flights",)),  # was split into f, l, i, g, h, t, s
+        ("flights, weather", ("flights", "weather")),
+        ("[flights, weather]", ("flights", "weather")),
+        ("[]", ("flights",)),  # none named: read from the SQL
+    ],
+)
+def test_tables_as_one_string_are_table_names_not_letters(tmp_path, tables, read):
+    (query,) = load_curated(write(tmp_path, ENTRY + f"    tables: {tables}\n"), "duckdb")
+    assert query.tables == read
+
+
+@pytest.mark.parametrize(
+    ("extra", "said"),
+    [
+        (
+            "    verfied_by: me\n",
+            "has an unknown key `verfied_by` (did you mean `verified_by`?); the keys are ",
+        ),
+        ("    tables: {flights: 1}\n", "has `tables` that are not a list of table names"),
+        ("    verified_by: [a, b]\n", "has a list as `verified_by`; it should be text."),
+    ],
+)
+def test_a_mistake_in_an_entry_is_named(tmp_path, extra, said):
+    path = write(tmp_path, ENTRY + extra)
+    with pytest.raises(ConfigError) as caught:
+        load_curated(path, "duckdb")
+    assert str(caught.value).startswith(f'Entry 1 of {path} ("Flights from JFK?") {said}'), caught.value
+
+
+def test_the_same_entry_twice_is_refused_naming_both(tmp_path):
+    """Both loaded, with the same id: listed twice, and `show`/`remove` could only ever mean one."""
+    other = "  - question: Flights from LGA?\n    sql: SELECT count(*) FROM flights WHERE origin = 'LGA'\n"
+    path = write(tmp_path, ENTRY + other + ENTRY.removeprefix("queries:\n"))
+    with pytest.raises(
+        ConfigError, match=r'^Entries 1 and 3 of .* are the same verified query \("Flights from JFK\?"\)'
+    ):
+        load_curated(path, "duckdb")
+
+
+@pytest.mark.parametrize(
+    ("body", "said"),
+    [
+        (
+            "queries:\n  - question: How many: flights\n    sql: SELECT 1\n",
+            ' at line 2, column 23: mapping values are not allowed here (a value containing ": " needs quotes).',
+        ),
+        (
+            'queries:\n  - question: "oops\n    sql: SELECT 1\n',
+            ": the quote opened at line 2, column 15 is never closed.",
+        ),
+        (
+            "queries:\n\t- question: x\n",
+            " at line 2, column 1: found character '\\t' that cannot start any token; YAML indents with spaces, not tabs.",
+        ),
+        (
+            "queries:\n  - question: x\n    sql: SELECT 1\n   - question: y\n",
+            ' at line 4, column 4: expected the end of an indented block, but found a list item ("- "); check the indentation.',
+        ),
+        ("queries: [a, b\n", " at the end of the file: expected ',' or ']', but got the end of the file."),
+    ],
+)
+def test_bad_yaml_says_where_and_what_in_words(tmp_path, body, said):
+    """It said `cannot be read: ScannerError.`: no line, nothing a person could act on."""
+    path = write(tmp_path, body)
+    with pytest.raises(ConfigError) as caught:
+        load_curated(path, "duckdb")
+    assert str(caught.value) == f"The verified queries file {path} is not valid YAML{said}"
