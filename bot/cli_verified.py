@@ -41,8 +41,9 @@ async def _with_library(settings: Settings, work):
         await store.close()
 
 
-def _when(at: float) -> str:
-    return time.strftime("%Y-%m-%d %H:%M", time.gmtime(at))
+def _when(at: float | None) -> str:
+    """UTC, as stored; "—" for a curated entry that gives no date (its file's time is no such date)."""
+    return time.strftime("%Y-%m-%d %H:%M", time.gmtime(at)) if at else "—"
 
 
 @verified_app.callback(invoke_without_command=True)
@@ -105,7 +106,8 @@ def show(entry_id: str = typer.Argument(..., help="The id from `datathread verif
     console = Console()
     if isinstance(entry, VerifiedQuery):
         console.print(f"[bold]{entry.question}[/]")
-        console.print(f"verified by {entry.verified_by} ({entry.source}) on {_when(entry.verified_at)}")
+        on = f" on {_when(entry.verified_at)}" if entry.verified_at else ""
+        console.print(f"verified by {entry.verified_by} ({entry.source}){on}")
         console.print(
             f"tables: {', '.join(entry.tables) or '—'}"
             + (f" · turn {entry.turn_id}" if entry.turn_id else "")

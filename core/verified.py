@@ -49,7 +49,7 @@ class VerifiedQuery:
     sql: str
     tables: tuple[str, ...]
     verified_by: str
-    verified_at: float
+    verified_at: float | None  # None: a curated entry that gives no `verified_on` (no date is claimed)
     source: Source
     turn_id: str = ""
     session_id: str = ""
@@ -98,7 +98,7 @@ def load_curated(path: Path | None, dialect: str) -> list[VerifiedQuery]:
             sql=entry.sql,
             tables=entry.tables or tables_in_sql(entry.sql, dialect),
             verified_by=entry.verified_by or path.name,
-            verified_at=path.stat().st_mtime,
+            verified_at=entry.verified_at,
             source="file",
         )
         for entry in read_curated(path, dialect)
@@ -114,11 +114,11 @@ def curated_path(table_notes: Path | None) -> Path | None:
 
 def example_block(query: VerifiedQuery) -> dict:
     """The worked example the model gets next to the question (a text block of the user message)."""
-    when = time.strftime("%Y-%m-%d", time.gmtime(query.verified_at))
+    on = time.strftime(" on %Y-%m-%d", time.gmtime(query.verified_at)) if query.verified_at else ""
     return {
         "type": "text",
         "text": (
-            f"(A verified query for a similar question, verified by {query.verified_by} on {when}. Use it "
+            f"(A verified query for a similar question, verified by {query.verified_by}{on}. Use it "
             "as a worked example if it fits this question; adapt it where the question differs.)\n"
             f"Verified question: {query.question}\n```sql\n{query.sql}\n```"
         ),
@@ -250,7 +250,7 @@ class VerifiedLibrary:
         match = closest(
             question,
             (
-                Candidate(id=q.id, question=q.question, tables=q.tables, verified_at=q.verified_at)
+                Candidate(id=q.id, question=q.question, tables=q.tables, verified_at=q.verified_at or 0.0)
                 for q in queries.values()
             ),
         )

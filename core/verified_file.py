@@ -5,7 +5,9 @@ something the bot would run itself. Each entry's SQL goes through the read-only 
 model's own queries (core/policy.py), in the warehouse's dialect: a `DELETE`, two statements or a
 `read_csv('/etc/passwd')` offered as verified would teach the model what it may not do. The table
 allowlist is not applied here — it depends on who asks, and applies when the model runs its query.
-A misspelled key, a table list written as one string, the same entry twice or a YAML syntax error is
+An entry claims a date only when it gives one (`verified_on`): the file's modification time is when
+it was last saved, copied or checked out — "verified today" to the model after every deploy. A
+misspelled key, a table list written as one string, the same entry twice or a YAML syntax error is
 refused too, naming the entry (or the line), rather than loaded as something other than what was meant.
 
 Format::
@@ -14,13 +16,17 @@ Format::
       - question: How many flights left JFK in 2013?
         sql: SELECT count(*) FROM flights WHERE origin = 'JFK'
         verified_by: data-team          # optional (default: the file's name)
+        verified_on: 2026-03-02         # optional; without it no date is claimed
         tables: [flights]               # optional: read from the SQL when missing
 """
 
 from __future__ import annotations
 
+import contextlib
+import datetime as dt
 import difflib
 import re
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,7 +36,7 @@ from core.config import ConfigError
 from core.policy import check_sql
 from core.wording import os_words
 
-KEYS = ("question", "sql", "verified_by", "tables")
+KEYS = ("question", "sql", "verified_by", "verified_on", "tables")
 
 
 @dataclass(frozen=True)
@@ -41,6 +47,7 @@ class CuratedEntry:
     sql: str
     tables: tuple[str, ...]
     verified_by: str
+    verified_at: float | None  # UTC midnight of `verified_on`; None: the file does not say
 
 
 def read_curated(path: Path, dialect: str) -> list[CuratedEntry]:
@@ -143,6 +150,7 @@ def _entry(item: object, name: str, dialect: str) -> CuratedEntry:
         sql=sql,
         tables=_tables(item.get("tables"), name),
         verified_by=_text(item, "verified_by", name) if item.get("verified_by") is not None else "",
+        verified_at=_when(item.get("verified_on"), name),
     )
 
 
@@ -162,6 +170,24 @@ def _tables(value: object, name: str) -> tuple[str, ...]:
     if not isinstance(value, list) or any(isinstance(t, (dict, list)) for t in value):
         raise ConfigError(f"{name} has `tables` that are not a list of table names, like [flights, weather].")
     return tuple(t for t in (str(t).strip() for t in value) if t)
+
+
+def _when(value: object, name: str) -> float | None:
+    """`verified_on` as a timestamp: a date (UTC midnight), or a date and time (without a zone: UTC)."""
+    if value is None:
+        return None
+    if isinstance(value, str):  # quoted, or with a time YAML does not read itself
+        with contextlib.suppress(ValueError):
+            value = dt.datetime.fromisoformat(value.strip())
+    if isinstance(value, dt.datetime):
+        at = (value if value.tzinfo else value.replace(tzinfo=dt.UTC)).timestamp()
+    elif isinstance(value, dt.date):
+        at = dt.datetime(value.year, value.month, value.day, tzinfo=dt.UTC).timestamp()
+    else:
+        raise ConfigError(f"{name} has a `verified_on` that is not a date: write it as 2026-03-02.")
+    if at > time.time() + 86400:  # a day's grace for time zones: "verified" in the future is no date
+        raise ConfigError(f"{name} has a `verified_on` in the future ({value}).")
+    return at
 
 
 def _short(question: str, limit: int = 60) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 
 from core.store_sqlite import SqliteStore
 from core.verified import VerifiedLibrary
@@ -63,3 +64,34 @@ def test_an_empty_list_is_an_empty_json_list(home):
     listed = invoke(["verified", "list", "--json"], home)
     assert listed.returncode == 0, listed.stderr
     assert json.loads(listed.stdout) == []
+
+
+def curated(home, body: str) -> dict:
+    """A table notes file with `verified_queries.yaml` beside it; the environment naming it."""
+    notes = home.parent / "notes"
+    notes.mkdir(exist_ok=True)
+    (notes / "notes.yaml").write_text("tables: {}\n")
+    (notes / "verified_queries.yaml").write_text(body)
+    return {"DATATHREAD_TABLE_NOTES": str(notes / "notes.yaml")}
+
+
+def test_curated_entries_are_listed_with_their_own_date_or_none(home):
+    """They were "verified on" the moment the file was last written — today, for a fresh checkout."""
+    env = curated(
+        home,
+        "queries:\n"
+        f"  - question: Flights from JFK?\n    sql: {SQL}\n    verified_by: data-team\n    verified_on: 2025-03-02\n"
+        "  - question: Flights from LGA?\n    sql: SELECT count(*) FROM flights WHERE origin = 'LGA'\n",
+    )
+    today = time.strftime("%Y-%m-%d", time.gmtime())
+    listed = invoke(["verified", "list", "--json"], home, env=env)
+    assert listed.returncode == 0, listed.stderr
+    dated, undated = json.loads(listed.stdout)
+    assert time.strftime("%Y-%m-%d", time.gmtime(dated["verified_at"])) == "2025-03-02"
+    assert undated["verified_at"] is None
+    table = invoke(["verified", "list"], home, env={**env, "COLUMNS": "200"})
+    assert "2025-03-02" in table.stdout and today not in table.stdout
+    shown = invoke(["verified", "show", undated["id"]], home, env=env)
+    assert shown.returncode == 0 and "verified by verified_queries.yaml (file)\n" in shown.stdout, (
+        shown.stdout
+    )

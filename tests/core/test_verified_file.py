@@ -3,10 +3,12 @@ start-up with one sentence naming the entry, instead of loading something other 
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from core.config import ConfigError
-from core.verified import load_curated
+from core.verified import example_block, load_curated
 from tests.fakes.anthropic_api import text
 from tests.fakes.cli import invoke
 
@@ -136,3 +138,41 @@ def test_bad_yaml_says_where_and_what_in_words(tmp_path, body, said):
     with pytest.raises(ConfigError) as caught:
         load_curated(path, "duckdb")
     assert str(caught.value) == f"The verified queries file {path} is not valid YAML{said}"
+
+
+TODAY = time.strftime("%Y-%m-%d", time.gmtime())
+
+
+def test_an_entry_without_a_date_claims_none(tmp_path):
+    """File entries were "verified on" the file's modification time — today, after any checkout or
+    copy — and the model was told so. Without `verified_on` no date is claimed, to the model or in lists."""
+    (query,) = load_curated(write(tmp_path, ENTRY + "    verified_by: data-team\n"), "duckdb")
+    assert query.verified_at is None
+    said = example_block(query)["text"]
+    assert "verified by data-team. Use it" in said and TODAY not in said
+
+
+@pytest.mark.parametrize(
+    ("written", "day"),
+    [
+        ("2025-03-02", "2025-03-02"),
+        ("'2025-03-02'", "2025-03-02"),
+        ("2025-03-02T23:30:00-05:00", "2025-03-03"),
+    ],
+)
+def test_verified_on_is_the_date_the_model_is_told(tmp_path, written, day):
+    (query,) = load_curated(write(tmp_path, ENTRY + f"    verified_on: {written}\n"), "duckdb")
+    assert time.strftime("%Y-%m-%d", time.gmtime(query.verified_at)) == day
+    assert f"on {day}. Use it" in example_block(query)["text"]
+
+
+@pytest.mark.parametrize(
+    ("written", "said"),
+    [("last week", "that is not a date: write it as 2026-03-02"), ("2999-01-01", "in the future")],
+)
+def test_a_verified_on_that_is_no_true_date_is_refused(tmp_path, written, said):
+    path = write(tmp_path, ENTRY + f"    verified_on: {written}\n")
+    with pytest.raises(
+        ConfigError, match=f'^Entry 1 of .* \\("Flights from JFK\\?"\\) has a `verified_on` {said}'
+    ):
+        load_curated(path, "duckdb")
