@@ -73,8 +73,11 @@ def list_entries(
         typer.echo(json.dumps([asdict(entry) for entry in entries], indent=2))
         return
     table = Table(title=f"{len(entries)} verified queries and corrections")
-    for column in ("id", "kind", "question", "tables / correction", "by", "when"):
-        table.add_column(column)
+    # The id is what `show` and `remove` take: never cut ("v-d7df3316…") or folded. The rest wrap, and
+    # a word too long for its column folds rather than losing its end to an ellipsis.
+    table.add_column("id", no_wrap=True, min_width=max((len(e.id) for e in entries), default=2))
+    for column in ("kind", "question", "tables / correction", "by", "when"):
+        table.add_column(column, overflow="fold")
     for e in entries:
         if isinstance(e, VerifiedQuery):
             table.add_row(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import time
 
 from core.store_sqlite import SqliteStore
@@ -95,3 +96,22 @@ def test_curated_entries_are_listed_with_their_own_date_or_none(home):
     assert shown.returncode == 0 and "verified by verified_queries.yaml (file)\n" in shown.stdout, (
         shown.stdout
     )
+
+
+def test_the_id_is_never_cut_in_an_80_column_terminal(home):
+    """At 80 columns the id column read `v-d7df3316…`, and `verified show v-d7df3316` found nothing."""
+    query_id, correction_id = asyncio.run(seed(home))
+    env = curated(
+        home,
+        "queries:\n  - question: Which carriers had the most departure delays of over an hour from each"
+        " New York airport in 2013, by month?\n    sql: SELECT carrier, origin, month, count(*) FROM flights"
+        " WHERE dep_delay > 60 GROUP BY ALL\n    verified_by: analytics-engineering\n    verified_on: 2025-03-02\n",
+    )
+    table = invoke(["verified", "list"], home, env={**env, "COLUMNS": "80"})
+    assert table.returncode == 0, table.stderr
+    assert max(len(line) for line in table.stdout.splitlines()) <= 80
+    ids = re.findall(r"\b[fvc]-[0-9a-f]{10}\b", table.stdout)
+    assert ids[1:] == [query_id, correction_id] and len(ids) == 3, table.stdout
+    assert "…" not in table.stdout  # nothing else is cut either: a long word folds
+    for entry_id in ids:
+        assert invoke(["verified", "show", entry_id], home, env=env).returncode == 0
