@@ -17,6 +17,7 @@ from rich.console import Console
 
 from bot.cli_common import app, die, settings_or_exit
 from core.config import ConfigError, Settings
+from core.wording import counted
 
 if TYPE_CHECKING:  # imported where used: every other command starts without the SQL parser
     from core.verified import VerifiedLibrary
@@ -46,6 +47,17 @@ def _when(at: float | None) -> str:
     return time.strftime("%Y-%m-%d %H:%M", time.gmtime(at)) if at else "—"
 
 
+def _title(entries: list, *, corrections_only: bool) -> str:
+    """ "1 verified query and 2 corrections", through `counted` (it said "1 verified queries and corrections")."""
+    from core.verified import Correction
+
+    fixes = sum(isinstance(e, Correction) for e in entries)
+    if corrections_only:
+        return counted(fixes, "correction")
+    queries = counted(len(entries) - fixes, "verified query", "verified queries")
+    return f"{queries} and {counted(fixes, 'correction')}"
+
+
 @verified_app.callback(invoke_without_command=True)
 def verified_default(ctx: typer.Context) -> None:
     """List verified queries and corrections (same as `datathread verified list`)."""
@@ -72,7 +84,7 @@ def list_entries(
     if as_json:  # a list, as `schedule list --json`: `[]` when there are none (JSON lines printed nothing)
         typer.echo(json.dumps([asdict(entry) for entry in entries], indent=2))
         return
-    table = Table(title=f"{len(entries)} verified queries and corrections")
+    table = Table(title=_title(entries, corrections_only=corrections))
     # The id is what `show` and `remove` take: never cut ("v-d7df3316…") or folded. The rest wrap, and
     # a word too long for its column folds rather than losing its end to an ellipsis.
     table.add_column("id", no_wrap=True, min_width=max((len(e.id) for e in entries), default=2))

@@ -115,3 +115,16 @@ def test_the_id_is_never_cut_in_an_80_column_terminal(home):
     assert "…" not in table.stdout  # nothing else is cut either: a long word folds
     for entry_id in ids:
         assert invoke(["verified", "show", entry_id], home, env=env).returncode == 0
+
+
+def test_the_title_counts_in_words(home):
+    """It read "1 verified queries and corrections"."""
+    asyncio.run(seed(home))
+
+    def title(*args: str) -> str:
+        return (
+            invoke(["verified", "list", *args], home, env={"COLUMNS": "200"}).stdout.splitlines()[0].strip()
+        )
+
+    assert title() == "1 verified query and 1 correction"
+    assert title("--corrections") == "1 correction"
