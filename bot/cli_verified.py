@@ -17,6 +17,7 @@ from rich.console import Console
 
 from bot.cli_common import app, die, settings_or_exit
 from core.config import ConfigError, Settings
+from core.wording import counted
 
 if TYPE_CHECKING:  # imported where used: every other command starts without the SQL parser
     from core.verified import VerifiedLibrary
@@ -41,8 +42,20 @@ async def _with_library(settings: Settings, work):
         await store.close()
 
 
-def _when(at: float) -> str:
-    return time.strftime("%Y-%m-%d %H:%M", time.gmtime(at))
+def _when(at: float | None) -> str:
+    """UTC, as stored; "—" for a curated entry that gives no date (its file's time is no such date)."""
+    return time.strftime("%Y-%m-%d %H:%M", time.gmtime(at)) if at else "—"
+
+
+def _title(entries: list, *, corrections_only: bool) -> str:
+    """ "1 verified query and 2 corrections", through `counted` (it said "1 verified queries and corrections")."""
+    from core.verified import Correction
+
+    fixes = sum(isinstance(e, Correction) for e in entries)
+    if corrections_only:
+        return counted(fixes, "correction")
+    queries = counted(len(entries) - fixes, "verified query", "verified queries")
+    return f"{queries} and {counted(fixes, 'correction')}"
 
 
 @verified_app.callback(invoke_without_command=True)
@@ -71,9 +84,12 @@ def list_entries(
     if as_json:  # a list, as `schedule list --json`: `[]` when there are none (JSON lines printed nothing)
         typer.echo(json.dumps([asdict(entry) for entry in entries], indent=2))
         return
-    table = Table(title=f"{len(entries)} verified queries and corrections")
-    for column in ("id", "kind", "question", "tables / correction", "by", "when"):
-        table.add_column(column)
+    table = Table(title=_title(entries, corrections_only=corrections))
+    # The id is what `show` and `remove` take: never cut ("v-d7df3316…") or folded. The rest wrap, and
+    # a word too long for its column folds rather than losing its end to an ellipsis.
+    table.add_column("id", no_wrap=True, min_width=max((len(e.id) for e in entries), default=2))
+    for column in ("kind", "question", "tables / correction", "by", "when"):
+        table.add_column(column, overflow="fold")
     for e in entries:
         if isinstance(e, VerifiedQuery):
             table.add_row(
@@ -105,7 +121,8 @@ def show(entry_id: str = typer.Argument(..., help="The id from `datathread verif
     console = Console()
     if isinstance(entry, VerifiedQuery):
         console.print(f"[bold]{entry.question}[/]")
-        console.print(f"verified by {entry.verified_by} ({entry.source}) on {_when(entry.verified_at)}")
+        on = f" on {_when(entry.verified_at)}" if entry.verified_at else ""
+        console.print(f"verified by {entry.verified_by} ({entry.source}){on}")
         console.print(
             f"tables: {', '.join(entry.tables) or '—'}"
             + (f" · turn {entry.turn_id}" if entry.turn_id else "")

@@ -7,13 +7,7 @@ verified one (`core/verified_match.py`), the model's request carries that SQL as
 A 👎 asks in the thread what was wrong; the same person's next message there is recorded as a
 correction (and answered as a follow-up), and a query verified from that turn stops being offered.
 
-Curated file::
-
-    queries:
-      - question: How many flights left JFK in 2013?
-        sql: SELECT count(*) FROM flights WHERE origin = 'JFK'
-        verified_by: data-team          # optional
-        tables: [flights]               # optional: read from the SQL when missing
+The curated file's format and checks: core/verified_file.py.
 
 Entries are documents of the session store's `verified` collection (its record primitives), shared by
 every replica.
@@ -27,11 +21,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Literal
 
-import yaml
-
-from core.config import ConfigError
 from core.final_result import final_query
 from core.sessions import SessionStore
+from core.verified_file import read_curated
 from core.verified_match import Candidate, closest
 
 CURATED_FILE = "verified_queries.yaml"
@@ -57,7 +49,7 @@ class VerifiedQuery:
     sql: str
     tables: tuple[str, ...]
     verified_by: str
-    verified_at: float
+    verified_at: float | None  # None: a curated entry that gives no `verified_on` (no date is claimed)
     source: Source
     turn_id: str = ""
     session_id: str = ""
@@ -96,34 +88,21 @@ def _entry_id(prefix: str, *parts: str) -> str:
 
 
 def load_curated(path: Path | None, dialect: str) -> list[VerifiedQuery]:
-    """Verified queries from a curated YAML file; a broken file is one sentence (ConfigError)."""
+    """Verified queries from the curated file (checked in core/verified_file.py); [] when there is none."""
     if path is None or not path.exists():
         return []
-    try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    except (OSError, yaml.YAMLError) as exc:
-        raise ConfigError(f"The verified queries file {path} cannot be read: {type(exc).__name__}.") from None
-    items = raw.get("queries") if isinstance(raw, dict) else None
-    if not isinstance(items, list):
-        raise ConfigError(f"The verified queries file {path} needs a top-level `queries:` list.")
-    out = []
-    for n, item in enumerate(items, 1):
-        if not isinstance(item, dict) or not item.get("question") or not item.get("sql"):
-            raise ConfigError(f"Entry {n} of {path} needs a `question` and an `sql`.")
-        question, sql = str(item["question"]).strip(), str(item["sql"]).strip()
-        tables = item.get("tables") or tables_in_sql(sql, dialect)
-        out.append(
-            VerifiedQuery(
-                id=_entry_id("f-", question, sql),
-                question=question,
-                sql=sql,
-                tables=tuple(str(t) for t in tables),
-                verified_by=str(item.get("verified_by") or path.name),
-                verified_at=path.stat().st_mtime,
-                source="file",
-            )
+    return [
+        VerifiedQuery(
+            id=_entry_id("f-", entry.question, entry.sql),
+            question=entry.question,
+            sql=entry.sql,
+            tables=entry.tables or tables_in_sql(entry.sql, dialect),
+            verified_by=entry.verified_by or path.name,
+            verified_at=entry.verified_at,
+            source="file",
         )
-    return out
+        for entry in read_curated(path, dialect)
+    ]
 
 
 def curated_path(table_notes: Path | None) -> Path | None:
@@ -135,11 +114,11 @@ def curated_path(table_notes: Path | None) -> Path | None:
 
 def example_block(query: VerifiedQuery) -> dict:
     """The worked example the model gets next to the question (a text block of the user message)."""
-    when = time.strftime("%Y-%m-%d", time.gmtime(query.verified_at))
+    on = time.strftime(" on %Y-%m-%d", time.gmtime(query.verified_at)) if query.verified_at else ""
     return {
         "type": "text",
         "text": (
-            f"(A verified query for a similar question, verified by {query.verified_by} on {when}. Use it "
+            f"(A verified query for a similar question, verified by {query.verified_by}{on}. Use it "
             "as a worked example if it fits this question; adapt it where the question differs.)\n"
             f"Verified question: {query.question}\n```sql\n{query.sql}\n```"
         ),
@@ -271,7 +250,7 @@ class VerifiedLibrary:
         match = closest(
             question,
             (
-                Candidate(id=q.id, question=q.question, tables=q.tables, verified_at=q.verified_at)
+                Candidate(id=q.id, question=q.question, tables=q.tables, verified_at=q.verified_at or 0.0)
                 for q in queries.values()
             ),
         )

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
+import time
 
 from core.store_sqlite import SqliteStore
 from core.verified import VerifiedLibrary
@@ -63,3 +65,66 @@ def test_an_empty_list_is_an_empty_json_list(home):
     listed = invoke(["verified", "list", "--json"], home)
     assert listed.returncode == 0, listed.stderr
     assert json.loads(listed.stdout) == []
+
+
+def curated(home, body: str) -> dict:
+    """A table notes file with `verified_queries.yaml` beside it; the environment naming it."""
+    notes = home.parent / "notes"
+    notes.mkdir(exist_ok=True)
+    (notes / "notes.yaml").write_text("tables: {}\n")
+    (notes / "verified_queries.yaml").write_text(body)
+    return {"DATATHREAD_TABLE_NOTES": str(notes / "notes.yaml")}
+
+
+def test_curated_entries_are_listed_with_their_own_date_or_none(home):
+    """They were "verified on" the moment the file was last written — today, for a fresh checkout."""
+    env = curated(
+        home,
+        "queries:\n"
+        f"  - question: Flights from JFK?\n    sql: {SQL}\n    verified_by: data-team\n    verified_on: 2025-03-02\n"
+        "  - question: Flights from LGA?\n    sql: SELECT count(*) FROM flights WHERE origin = 'LGA'\n",
+    )
+    today = time.strftime("%Y-%m-%d", time.gmtime())
+    listed = invoke(["verified", "list", "--json"], home, env=env)
+    assert listed.returncode == 0, listed.stderr
+    dated, undated = json.loads(listed.stdout)
+    assert time.strftime("%Y-%m-%d", time.gmtime(dated["verified_at"])) == "2025-03-02"
+    assert undated["verified_at"] is None
+    table = invoke(["verified", "list"], home, env={**env, "COLUMNS": "200"})
+    assert "2025-03-02" in table.stdout and today not in table.stdout
+    shown = invoke(["verified", "show", undated["id"]], home, env=env)
+    assert shown.returncode == 0 and "verified by verified_queries.yaml (file)\n" in shown.stdout, (
+        shown.stdout
+    )
+
+
+def test_the_id_is_never_cut_in_an_80_column_terminal(home):
+    """At 80 columns the id column read `v-d7df3316…`, and `verified show v-d7df3316` found nothing."""
+    query_id, correction_id = asyncio.run(seed(home))
+    env = curated(
+        home,
+        "queries:\n  - question: Which carriers had the most departure delays of over an hour from each"
+        " New York airport in 2013, by month?\n    sql: SELECT carrier, origin, month, count(*) FROM flights"
+        " WHERE dep_delay > 60 GROUP BY ALL\n    verified_by: analytics-engineering\n    verified_on: 2025-03-02\n",
+    )
+    table = invoke(["verified", "list"], home, env={**env, "COLUMNS": "80"})
+    assert table.returncode == 0, table.stderr
+    assert max(len(line) for line in table.stdout.splitlines()) <= 80
+    ids = re.findall(r"\b[fvc]-[0-9a-f]{10}\b", table.stdout)
+    assert ids[1:] == [query_id, correction_id] and len(ids) == 3, table.stdout
+    assert "…" not in table.stdout  # nothing else is cut either: a long word folds
+    for entry_id in ids:
+        assert invoke(["verified", "show", entry_id], home, env=env).returncode == 0
+
+
+def test_the_title_counts_in_words(home):
+    """It read "1 verified queries and corrections"."""
+    asyncio.run(seed(home))
+
+    def title(*args: str) -> str:
+        return (
+            invoke(["verified", "list", *args], home, env={"COLUMNS": "200"}).stdout.splitlines()[0].strip()
+        )
+
+    assert title() == "1 verified query and 1 correction"
+    assert title("--corrections") == "1 correction"
