@@ -3,9 +3,9 @@ and one sentence per kind of failure, for the session store, the job queue and `
 
 from __future__ import annotations
 
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, unquote, urlsplit
 
-from redis.exceptions import AuthenticationError
+from redis.exceptions import AuthenticationError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from core.wording import os_reason
@@ -19,6 +19,35 @@ def redis_where(url: str) -> str:
     if parts.scheme == "unix":  # doctor said "localhost:6379" for a Unix socket
         return parts.path
     return f"{parts.hostname or 'localhost'}:{parts.port or 6379}"
+
+
+def redis_database(url: str) -> int:
+    """The database number a (checked) REDIS_URL selects: `?db=`, else the path's, else 0."""
+    parts = urlsplit(url)
+    if given := parse_qs(parts.query).get("db"):
+        return int(given[0])
+    path = unquote(parts.path).strip("/") if parts.scheme != "unix" else ""
+    return int(path) if path else 0
+
+
+def is_missing_database(exc: BaseException) -> bool:
+    """Redis refused to SELECT the URL's database: past its `databases` setting, or past any int."""
+    text = str(exc).lower()
+    return isinstance(exc, ResponseError) and (
+        "db index is out of range" in text or "value is out of range" in text
+    )
+
+
+def missing_database(url: str, databases: int | None) -> str:
+    """The sentence for a database the Redis does not have (`databases`: how many it has, when known). It
+    read "Redis at … is not reachable: DB index is out of range.": Redis answered; the number is wrong."""
+    allows = f" (its `databases` setting allows 0–{databases - 1})" if databases else ""
+    where = (
+        "?db= in REDIS_URL"
+        if parse_qs(urlsplit(url).query).get("db")
+        else "the number at the end of REDIS_URL"
+    )
+    return f"Redis at {redis_where(url)} has no database {redis_database(url)}{allows}: change {where}."
 
 
 def redis_failure(url: str, exc: BaseException | None) -> str:
@@ -35,6 +64,8 @@ def redis_failure(url: str, exc: BaseException | None) -> str:
             else f"{parts.scheme}://:PASSWORD@{where}/0"
         )
         return f"Redis at {where} needs a password: put it in REDIS_URL ({example})."
+    if exc is not None and is_missing_database(exc):
+        return missing_database(url, None)
     silent = exc is None or isinstance(exc, (TimeoutError, RedisTimeoutError))
     reason = f"it did not answer within {PING_DEADLINE_S:g} s" if exc is None else redis_reason(exc)
     return f"Redis at {where} is not reachable: {reason}{tls_hint(url) if silent else ''}."

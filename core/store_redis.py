@@ -34,6 +34,8 @@ from redis.exceptions import LockNotOwnedError, RedisError, WatchError
 from core.lock_keeper import LockKeeper
 from core.redis_words import (  # noqa: F401  (re-exported: the runners and doctor import them from here)
     PING_DEADLINE_S,
+    is_missing_database,
+    missing_database,
     redis_failure,
     redis_reason,
     redis_where,
@@ -108,9 +110,29 @@ class RedisStore:
         that takes connections and never answers (a proxy, a firewall, the wrong service) was three
         tries × the 5 s read timeout, 17 s of silence, before its sentence."""
         try:
-            await asyncio.wait_for(self._call(self.r.ping()), PING_DEADLINE_S)
+            await asyncio.wait_for(self.r.ping(), PING_DEADLINE_S)
         except TimeoutError:
             raise StoreUnavailable(redis_failure(self._url, None)) from None
+        except RedisError as exc:
+            if is_missing_database(exc):  # the sentence says which numbers it has
+                raise StoreUnavailable(missing_database(self._url, await self._databases())) from None
+            raise StoreUnavailable(redis_failure(self._url, exc)) from None
+
+    async def _databases(self) -> int | None:
+        """How many databases this Redis has (`CONFIG GET databases`, asked on database 0), for the
+        sentence about one it lacks; None where CONFIG is not allowed (managed Redis often renames it)."""
+        pool = self.r.connection_pool
+        probe = aioredis.Redis.from_pool(
+            type(pool)(connection_class=pool.connection_class, **{**pool.connection_kwargs, "db": 0})
+        )
+        try:
+            async with asyncio.timeout(1):
+                return int((await probe.config_get("databases"))["databases"])
+        except (RedisError, OSError, TimeoutError, KeyError, ValueError):
+            return None
+        finally:
+            with contextlib.suppress(RedisError, OSError):
+                await probe.aclose()
 
     async def close(self) -> None:
         """Stop lock keepers and pending lock releases, and release the connection pool."""
