@@ -21,6 +21,15 @@ def redis_where(url: str) -> str:
     return f"{parts.hostname or 'localhost'}:{parts.port or 6379}"
 
 
+def redis_address(url: str) -> str:
+    """`host:port/db` of a Redis URL (`/path?db=N` for a socket): where sessions live, for sentences that
+    name it, never with its password. Two tenants of one Redis differ only by the number."""
+    parts = urlsplit(url)
+    if parts.scheme == "unix":
+        return f"{parts.path}?db={redis_database(url)}"
+    return f"{redis_where(url)}/{redis_database(url)}"
+
+
 def redis_database(url: str) -> int:
     """The database number a (checked) REDIS_URL selects: `?db=`, else the path's, else 0."""
     parts = urlsplit(url)
