@@ -393,6 +393,9 @@ async def test_redis_killed_mid_turn_fails_clearly_and_history_stays_valid(setti
         second = await analyst.handle(ask("and now?"), recorder)
         assert not second.ok
         assert second.error.startswith("I can't use my session store right now (Redis at 127.0.0.1:")
+        assert second.error.endswith(
+            ": connection refused), so this answer was not saved; please try again shortly."
+        )  # was "connection refused.), so": the embedded sentence kept its full stop
         assert "try again" in second.error and "Traceback" not in second.error
         assert recorder.of("failed")[-1].error_id == second.error_id
 
