@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal, get_args, get_origin
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from pydantic import AfterValidator, BeforeValidator, SecretStr
@@ -137,6 +137,23 @@ def to_app_type(value: object) -> object:
                 return known
         raise ValueError(f"{value!r} is not one of {', '.join(APP_TYPES)}")
     return value
+
+
+def literal_choices(annotation: object) -> tuple[str, ...]:
+    """The words a `Literal[...]` setting takes (inside `| None` or `Annotated` too); () for any other."""
+    if get_origin(annotation) is Literal:
+        return tuple(c for c in get_args(annotation) if isinstance(c, str))
+    return tuple(c for inner in get_args(annotation) for c in literal_choices(inner))
+
+
+def as_choice_spelled(annotation: object, value: object) -> object:
+    """`value` as the one choice of a `Literal` setting it matches in any case and without surrounding
+    space (`STRICT`, `Modal `), spelled as the contract spells it; else unchanged, for the field's own
+    check to refuse. Choices that differ only by case would be ambiguous: those stay exact."""
+    if not isinstance(value, str):
+        return value
+    matches = [c for c in literal_choices(annotation) if c.casefold() == value.strip().casefold()]
+    return matches[0] if len(matches) == 1 else value
 
 
 def time_zone_named(value: str) -> str | None:

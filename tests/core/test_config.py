@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from core.config import ConfigError, Settings, load_settings, require_model, split_list
+from core.config_types import literal_choices
 from core.sandbox import is_valid_session_id
 from core.sessions import session_id_for
 from core.steps import safe_file_stem
@@ -358,3 +359,31 @@ def test_a_redis_url_as_redis_py_reads_it_is_taken_as_given(url, monkeypatch, tm
     monkeypatch.setenv("REDIS_URL", url)
     monkeypatch.setenv("DATATHREAD_HOME", str(tmp_path))
     assert load_settings(_env_file=None).redis_url == url
+
+
+CHOICES = [
+    (str(f.validation_alias.choices[0]), choice)
+    for f in Settings.model_fields.values()
+    for choice in literal_choices(f.annotation)
+]
+
+
+@pytest.mark.parametrize(("name", "choice"), CHOICES, ids=[f"{n}={c}" for n, c in CHOICES])
+def test_every_choice_setting_takes_its_words_in_any_case(name, choice, monkeypatch, tmp_path):
+    """DATATHREAD_ISOLATION=STRICT was refused ("should be 'strict'…") while --log-level and a schedule's
+    --tz take any case; stored as the contract spells it, so the code's comparisons hold."""
+    monkeypatch.setenv(name, f" {choice.upper()} ")
+    monkeypatch.setenv("DATATHREAD_HOME", str(tmp_path))
+    monkeypatch.setenv("GCP_PROJECT", "p")  # what bigquery and vertex need besides
+    monkeypatch.setenv("ANTHROPIC_VERTEX_PROJECT_ID", "p")
+    field = next(k for k, f in Settings.model_fields.items() if f.validation_alias.choices[0] == name)
+    assert getattr(load_settings(_env_file=None), field) == choice
+
+
+def test_the_choice_settings_are_all_found():
+    assert {
+        "DATATHREAD_ISOLATION",
+        "DATATHREAD_SANDBOX",
+        "DATATHREAD_WAREHOUSE",
+        "DATATHREAD_MODEL_PROVIDER",
+    } <= {name for name, _ in CHOICES}
