@@ -1,0 +1,55 @@
+"""`datathread audit`: the command line of the audit trail (bot/audit.py writes it). Registered on the
+shared app by bot/cli.py, where `--help` lists it after `slack`."""
+
+from __future__ import annotations
+
+import asyncio
+from enum import StrEnum
+
+import typer
+
+from bot.cli_common import app, die, err, settings_or_exit
+
+
+class AuditFormat(StrEnum):
+    jsonl = "jsonl"
+    csv = "csv"
+
+
+@app.command()
+def audit(
+    session: str = typer.Option(
+        None, "--session", help="Only this session: its id (as listed here) or a chat/ask --session key."
+    ),
+    user: str = typer.Option(
+        None, "--user", help="Only turns of this user id, as listed here (Slack U…; local in the terminal)."
+    ),
+    channel: str = typer.Option(None, "--channel", help="Only turns of this channel or conversation id."),
+    since_hours: float = typer.Option(None, "--since-hours", help="Only turns of the last N hours."),
+    fmt: AuditFormat = typer.Option(AuditFormat.jsonl, "--format", help="jsonl (one turn a line) or csv."),
+    limit: int = typer.Option(1000, "--limit", min=1, help="At most this many turns, the newest."),
+) -> None:
+    """List recorded turns and steps (who, where, question, SQL/code, rows, outcome) as JSON lines or CSV."""
+    from bot.audit import print_audit
+    from core.sessions import StoreUnavailable
+
+    if since_hours is not None and not since_hours > 0:  # -1 and 0 listed nothing, or everything, unsaid
+        die("--since-hours takes a number of hours back from now, more than 0 (e.g. 24).")
+    settings = settings_or_exit()
+    try:
+        matched = asyncio.run(
+            print_audit(
+                settings,
+                session=session,
+                user=user,
+                channel=channel,
+                since_hours=since_hours,
+                fmt=fmt.value,
+                limit=limit,
+            )
+        )
+    except StoreUnavailable as exc:  # a Redis that is down or wants a password: its sentence, no traceback
+        die(str(exc))
+    if not matched:  # said on stderr: stdout stays what a pipe reads (nothing, or the CSV header)
+        filtered = session or user or channel or since_hours
+        err.print(f"No recorded turns{' match these filters' if filtered else ' yet'}.", markup=False)
