@@ -10,6 +10,8 @@ import typer
 
 from bot.cli_common import app, die, err, settings_or_exit
 
+MAX_HOURS = 876_600  # 100 years: further back than any record, and `inf` or 1e308 meant "since ever", unsaid
+
 
 class AuditFormat(StrEnum):
     jsonl = "jsonl"
@@ -27,14 +29,20 @@ def audit(
     channel: str = typer.Option(None, "--channel", help="Only turns of this channel or conversation id."),
     since_hours: float = typer.Option(None, "--since-hours", help="Only turns of the last N hours."),
     fmt: AuditFormat = typer.Option(AuditFormat.jsonl, "--format", help="jsonl (one turn a line) or csv."),
-    limit: int = typer.Option(1000, "--limit", min=1, help="At most this many turns, the newest."),
+    limit: int = typer.Option(
+        1000, "--limit", min=1, help="At most this many turns, the newest (any larger number: all of them)."
+    ),
 ) -> None:
     """List recorded turns and steps (who, where, question, SQL/code, rows, outcome) as JSON lines or CSV."""
     from bot.audit import print_audit
     from core.sessions import StoreUnavailable
 
-    if since_hours is not None and not since_hours > 0:  # -1 and 0 listed nothing, or everything, unsaid
-        die("--since-hours takes a number of hours back from now, more than 0 (e.g. 24).")
+    # -1 and 0 listed nothing, or everything, unsaid; so did inf and 1e308 (nan fails both comparisons)
+    if since_hours is not None and not 0 < since_hours <= MAX_HOURS:
+        die(
+            f"--since-hours takes a number of hours back from now, more than 0 and at most {MAX_HOURS:,} "
+            "(100 years), e.g. 24."
+        )
     settings = settings_or_exit()
     try:
         matched = asyncio.run(

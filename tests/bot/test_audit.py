@@ -178,6 +178,12 @@ async def test_csv_neutralises_formulas_from_questions_and_steps(settings, paylo
     assert json.loads(jsonl.getvalue().splitlines()[0])["question"] == payload
 
 
+HOURS = (
+    "error: --since-hours takes a number of hours back from now, more than 0 and at most 876,600 (100 years), "
+    "e.g. 24."
+)
+
+
 @pytest.mark.parametrize(
     "args,code,said",
     [
@@ -193,8 +199,12 @@ async def test_csv_neutralises_formulas_from_questions_and_steps(settings, paylo
             2,
             "error: --since-hours takes a number of hours back from now, more than 0",
         ),
+        (["--since-hours", "inf"], 2, HOURS),  # was every turn, unsaid
+        (["--since-hours", "1e308"], 2, HOURS),  # 1e308 hours back is -inf too
+        (["--since-hours", "876601"], 2, HOURS),  # past 100 years
+        (["--since-hours", "nan"], 2, HOURS),
     ],
-    ids=["empty", "filtered", "negative-hours", "zero-hours"],
+    ids=["empty", "filtered", "negative-hours", "zero-hours", "inf-hours", "1e308-hours", "century", "nan"],
 )
 def test_audit_says_when_nothing_matches_and_refuses_a_window_of_no_time(
     tmp_path, monkeypatch, args, code, said
@@ -213,3 +223,16 @@ def test_audit_says_when_nothing_matches_and_refuses_a_window_of_no_time(
         app, ["audit", "--limit", "0"], env={"DATATHREAD_HOME": str(tmp_path / "home")}
     )
     assert limited.exit_code == 2 and "--limit" in limited.output
+
+
+def test_a_limit_past_any_count_lists_every_turn(recorded):
+    """`--limit 99999999999999999999` was a traceback ("Python int too large to convert to SQLite
+    INTEGER"): any number of turns a person may want is all of them."""
+    from typer.testing import CliRunner
+
+    from bot.cli import app
+
+    env = {"DATATHREAD_HOME": str(recorded.home)}
+    result = CliRunner().invoke(app, ["audit", "--limit", "99999999999999999999"], env=env)
+    assert result.exit_code == 0, result.output
+    assert [json.loads(line)["turn_id"] for line in result.stdout.splitlines()] == ["c", "b", "a"]
