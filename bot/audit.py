@@ -88,18 +88,22 @@ async def print_audit(
     limit: int,
     out=None,
 ) -> int:
-    """Write matching turn records to `out` (stdout); returns how many turns matched."""
+    """Write matching turn records to `out` (stdout); returns how many turns matched. A DATATHREAD_HOME
+    that does not exist has none, and is not made by looking (it was: an empty state home in whatever
+    folder `audit` ran in)."""
     out = out or sys.stdout
-    store = await open_store(settings)
-    try:
-        since = time.time() - since_hours * 3600 if since_hours else None
-        if session:  # a full session id or a terminal `--session` key
-            session = await resolve_session_id(store, session)
-        turns = await store.list_turns(
-            session_id=session, user_id=user, channel_id=channel, since=since, limit=limit
-        )
-    finally:
-        await store.close()
+    turns: list[dict] = []
+    if settings.redis_url or settings.home.exists():
+        store = await open_store(settings)
+        try:
+            since = time.time() - since_hours * 3600 if since_hours else None
+            if session:  # a full session id or a terminal `--session` key
+                session = await resolve_session_id(store, session)
+            turns = await store.list_turns(
+                session_id=session, user_id=user, channel_id=channel, since=since, limit=limit
+            )
+        finally:
+            await store.close()
     turns = Redactor(settings.secret_values()).data(turns)
     if fmt == "csv":
         writer = csv.DictWriter(out, fieldnames=CSV_FIELDS)

@@ -35,7 +35,7 @@ def audit(
 ) -> None:
     """List recorded turns and steps (who, where, question, SQL/code, rows, outcome) as JSON lines or CSV."""
     from bot.audit import print_audit
-    from core.sessions import StoreUnavailable
+    from core.sessions import StoreUnavailable, store_place
 
     # -1 and 0 listed nothing, or everything, unsaid; so did inf and 1e308 (nan fails both comparisons)
     if since_hours is not None and not 0 < since_hours <= MAX_HOURS:
@@ -59,5 +59,9 @@ def audit(
     except StoreUnavailable as exc:  # a Redis that is down or wants a password: its sentence, no traceback
         die(str(exc))
     if not matched:  # said on stderr: stdout stays what a pipe reads (nothing, or the CSV header)
-        filtered = session or user or channel or since_hours
-        err.print(f"No recorded turns{' match these filters' if filtered else ' yet'}.", markup=False)
+        filtered = session or user or channel or since_hours  # where it looked: run in another folder
+        # than the one chatted in, "No recorded turns yet." read as if there were none anywhere
+        where = store_place(settings)
+        err.print(
+            f"No recorded turns in {where}{' match these filters' if filtered else ' yet'}.", markup=False
+        )

@@ -187,8 +187,8 @@ HOURS = (
 @pytest.mark.parametrize(
     "args,code,said",
     [
-        ([], 0, "No recorded turns yet."),
-        (["--user", "U9"], 0, "No recorded turns match these filters."),
+        ([], 0, "No recorded turns in {home} yet."),  # where it looked: run in another folder, say
+        (["--user", "U9"], 0, "No recorded turns in {home} match these filters."),
         (
             ["--since-hours", "-1"],
             2,
@@ -218,6 +218,7 @@ def test_audit_says_when_nothing_matches_and_refuses_a_window_of_no_time(
     monkeypatch.chdir(tmp_path)
     result = CliRunner().invoke(app, ["audit", *args], env={"DATATHREAD_HOME": str(tmp_path / "home")})
     assert result.exit_code == code, result.output
+    said = said.format(home=tmp_path / "home")
     assert result.stdout == "" and result.stderr.strip().startswith(said), result.stderr
     limited = CliRunner().invoke(
         app, ["audit", "--limit", "0"], env={"DATATHREAD_HOME": str(tmp_path / "home")}
@@ -236,3 +237,23 @@ def test_a_limit_past_any_count_lists_every_turn(recorded):
     result = CliRunner().invoke(app, ["audit", "--limit", "99999999999999999999"], env=env)
     assert result.exit_code == 0, result.output
     assert [json.loads(line)["turn_id"] for line in result.stdout.splitlines()] == ["c", "b", "a"]
+
+
+@pytest.mark.parametrize(("fmt", "printed"), [("jsonl", ""), ("csv", ",".join(CSV_FIELDS) + "\n")])
+def test_a_home_that_does_not_exist_lists_nothing_and_is_not_made(tmp_path, monkeypatch, fmt, printed):
+    """`audit` made DATATHREAD_HOME and a state database in it, to find nothing there: it prints the
+    empty result an empty home gives (nothing, or the CSV header) and makes nothing."""
+    from typer.testing import CliRunner
+
+    from bot.cli import app
+
+    monkeypatch.chdir(tmp_path)
+    results = []
+    for home in (tmp_path / "nowhere", tmp_path / "empty"):
+        if home.name == "empty":
+            home.mkdir()
+        result = CliRunner().invoke(app, ["audit", "--format", fmt], env={"DATATHREAD_HOME": str(home)})
+        assert result.exit_code == 0, result.output
+        results.append((result.stdout.replace("\r\n", "\n"), result.stderr.replace(str(home), "HOME")))
+    assert results[0] == results[1] == (printed, "No recorded turns in HOME yet.\n")
+    assert not (tmp_path / "nowhere").exists()
