@@ -321,20 +321,37 @@ from bot import cli_eval, cli_verified  # noqa: E402, F401  (each registers its 
 
 
 def main() -> None:
-    """The console script. A reader that stops early (`datathread audit | head -3`) closes the pipe,
-    and the next write to stdout fails: inside a command click turns that into a quiet exit 1, but
-    output still buffered when the command ends is written by the interpreter's flush at exit, which
-    prints "Exception ignored … BrokenPipeError". So stdout is flushed here, and on a closed pipe it is
-    pointed at devnull, leaving that last flush nothing to fail on; once for every command.
+    """The console script. A reader that stops early (`datathread audit | head -1`) closes the pipe, and
+    the next write to stdout fails. That is no failure of the command: the reader took what it wanted.
+    So the command ends quietly with the code it had — 0 for a listing cut short, a failure's own code
+    for a failure — never 1 for the pipe alone. (coreutils die of SIGPIPE there, 141, which `set -o
+    pipefail` counts as a failed pipeline; click and Python exit 1, a failure's code with nothing said,
+    which a script could not tell from a real one.) It shows two ways: a write inside the command (more
+    output than stdout's buffer), which click ends with exit 1 after putting a quiet wrapper in place of
+    sys.stdout; or output still buffered when the command ends, flushed here (at the interpreter's exit
+    it printed "Exception ignored … BrokenPipeError"). Either way stdout is then pointed at devnull,
+    leaving the last flush at exit nothing to fail on. Once for every command.
     https://docs.python.org/3/library/signal.html#note-on-sigpipe"""
+    stdout = sys.stdout
     try:
         try:
             app()
         finally:
             sys.stdout.flush()
-    except BrokenPipeError:
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        sys.exit(1)  # as click's own exit on a closed pipe, and Python's
+    except BrokenPipeError as exc:  # the command ended; its last output met the closed pipe
+        _quiet_stdout()
+        ended = exc.__context__  # the command's own exit, which the failed flush replaced
+        sys.exit(ended.code if isinstance(ended, SystemExit) else 0)
+    except SystemExit as exc:
+        if exc.code == 1 and sys.stdout is not stdout:  # click's exit for the closed pipe, mid-command
+            _quiet_stdout()
+            sys.exit(0)
+        raise
+
+
+def _quiet_stdout() -> None:
+    """stdout to devnull: what is still buffered for the gone reader is dropped without a word."""
+    os.dup2(os.open(os.devnull, os.O_WRONLY), (sys.__stdout__ or sys.stdout).fileno())
 
 
 if __name__ == "__main__":

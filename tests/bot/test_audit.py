@@ -7,6 +7,7 @@ import io
 import json
 import os
 import subprocess
+import sys
 import time
 from datetime import UTC, datetime
 
@@ -139,7 +140,61 @@ def test_a_reader_that_stops_early_ends_the_command_quietly(recorded):
         stderr = proc.communicate(timeout=60)[1].decode()
     finally:
         proc.kill()
-    assert stderr == "" and proc.returncode == 1  # 1: as Python and click end on a closed pipe
+    assert stderr == "" and proc.returncode == 0  # the reader chose to stop: no failure (bot/cli.py main)
+
+
+def quiet_env(home) -> dict:
+    """A user's shell: no settings of ours, no PYTHONUNBUFFERED (a real pipe is block-buffered)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC", "DATATHREAD", "SLACK"))}
+    env.pop("PYTHONUNBUFFERED", None)
+    return {**env, "DATATHREAD_HOME": str(home)}
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "csv"])
+async def test_a_listing_cut_short_by_head_is_no_failure_of_the_pipeline(settings, fmt):
+    """`datathread audit | head -1` under `set -o pipefail` failed (exit 1, nothing said): a write in the
+    middle of the listing met the closed pipe, and click ends a command so with 1. A reader that took
+    what it wanted is no failure; coreutils' 141 (SIGPIPE) would fail the pipeline too."""
+    store = await open_store(settings)
+    for n in range(40):  # ~1 MB: far past the pipe's buffer, so `head` is gone mid-listing
+        await store.record_turn(
+            turn(f"t{n}", user="U1", channel="C1", session="s", age_h=n / 100, steps=[])
+            | {"question": "q" * 25_000}
+        )
+    await store.close()
+    shell = f"set -o pipefail; {DATATHREAD} audit --format {fmt} | head -1 | cut -c1-12"
+    done = subprocess.run(
+        ["bash", "-c", shell], capture_output=True, text=True, env=quiet_env(settings.home), timeout=60
+    )
+    assert (done.returncode, done.stderr) == (0, "")
+    assert done.stdout == ('{"turn_id": \n' if fmt == "jsonl" else "turn_id,star\n")
+
+
+def test_a_failure_keeps_its_code_when_the_reader_is_gone_too(tmp_path):
+    """Only the pipe is forgiven: a command that failed after writing ends with its own code (the flush of
+    its output replaced its exit, and the code was 1 whatever the command had said)."""
+    script = (
+        "import typer, bot.cli\n"
+        "app = typer.Typer()\n"
+        "@app.command()\n"
+        "def failing():\n"
+        "    print('some output')\n"
+        "    raise typer.Exit(3)\n"
+        "bot.cli.app = app\n"
+        "bot.cli.main()\n"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=quiet_env(tmp_path),
+    )
+    proc.stdout.close()
+    try:
+        stderr = proc.communicate(timeout=60)[1].decode()
+    finally:
+        proc.kill()
+    assert (proc.returncode, stderr) == (3, "")
 
 
 def test_audit_rows_turn_without_steps_gets_one_row():
