@@ -35,11 +35,18 @@ CSV_FIELDS = (
     "duration_s",
     "step_ok",
     "feedback",
+    # appended, so a sheet or script reading the columns above by position still works: why a turn
+    # failed, the id the person was shown (and the log line's), and what people said was wrong
+    "error",
+    "error_id",
+    "corrections",
 )
 
 
 def audit_rows(turns: list[dict]) -> list[dict]:
-    """One flat row per step (a turn without steps still gets one row), for CSV."""
+    """One flat row per step (a turn without steps still gets one row), for CSV; the turn's own columns
+    (question, outcome, error, feedback, corrections) repeat on each of its steps' rows, so a filter on
+    one column keeps whole turns."""
     rows = []
     for turn in turns:
         steps = turn.get("steps") or [{}]
@@ -63,6 +70,9 @@ def audit_rows(turns: list[dict]) -> list[dict]:
                     "duration_s": step.get("duration_s", ""),
                     "step_ok": step.get("ok", ""),
                     "feedback": json.dumps(turn.get("feedback") or {}),
+                    "error": turn.get("error") or "",
+                    "error_id": turn.get("error_id") or "",
+                    "corrections": json.dumps(turn.get("corrections") or []),
                 }
             )
     return rows

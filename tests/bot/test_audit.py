@@ -312,3 +312,53 @@ def test_a_home_that_does_not_exist_lists_nothing_and_is_not_made(tmp_path, monk
         results.append((result.stdout.replace("\r\n", "\n"), result.stderr.replace(str(home), "HOME")))
     assert results[0] == results[1] == (printed, "No recorded turns in HOME yet.\n")
     assert not (tmp_path / "nowhere").exists()
+
+
+async def test_csv_has_the_error_its_id_and_the_corrections_after_the_old_columns(
+    settings, fake_model, recorder
+):
+    """The CSV had no error, no error id and no corrections: filtering failures, or finding the turn of
+    "error id 1a2b3c4d" a thread showed, needed the JSON lines — which had no id either. Both failure
+    paths keep the id the person was shown: a model error, and a turn stopped at the step limit."""
+    from core.analyst import Analyst
+    from core.events import IncomingMessage
+    from tests.fakes.anthropic_api import error, text
+
+    analyst = await Analyst.create(settings.model_copy(update={"max_steps": 1}))
+    try:
+        fake_model.enqueue(error(400, "invalid_request_error", "scripted refusal"))
+        fake_model.enqueue(*[text("Still working…", stop_reason="pause_turn") for _ in range(3)])
+        failed = [
+            await analyst.handle(IncomingMessage(text=q, surface="terminal", thread_key=(q,)), recorder)
+            for q in ("refused?", "too long?")
+        ]
+    finally:
+        await analyst.close()
+    store = await open_store(settings)
+    corrected = turn("b", user="U2", channel="C1", session="s2", age_h=0.5, steps=[])
+    await store.record_turn({**corrected, "corrections": [{"by": "U2", "text": "wrong year", "at": 1.0}]})
+    await store.close()
+    assert all(not o.ok and len(o.error_id) == 8 for o in failed)
+    out = io.StringIO()
+    await print_audit(settings, session=None, user=None, channel=None, since_hours=None, fmt="csv",
+                      limit=10, out=out)  # fmt: skip
+    rows = list(csv.DictReader(io.StringIO(out.getvalue())))
+    assert CSV_FIELDS[:17] == OLD_CSV_FIELDS and CSV_FIELDS[17:] == ("error", "error_id", "corrections")
+    assert [(r["question"], r["error"], r["error_id"]) for r in rows[1:]] == [
+        (asked, o.error, o.error_id) for asked, o in zip(("refused?", "too long?"), failed, strict=True)
+    ]
+    assert "more than 1 step" in rows[2]["error"]
+    assert (rows[0]["error"], rows[0]["error_id"]) == ("", "")
+    assert json.loads(rows[0]["corrections"]) == [{"by": "U2", "text": "wrong year", "at": 1.0}]
+    jsonl = io.StringIO()
+    await print_audit(settings, session=None, user=None, channel=None, since_hours=None, fmt="jsonl",
+                      limit=10, out=jsonl)  # fmt: skip
+    assert [json.loads(line).get("error_id") for line in jsonl.getvalue().splitlines()][1:] == [
+        o.error_id for o in failed
+    ]
+
+
+OLD_CSV_FIELDS = (
+    "turn_id", "started", "surface", "team_id", "channel_id", "user_id", "session_id", "ok", "question",
+    "step", "tool", "input", "rows", "bytes_scanned", "duration_s", "step_ok", "feedback",
+)  # fmt: skip
