@@ -35,11 +35,18 @@ CSV_FIELDS = (
     "duration_s",
     "step_ok",
     "feedback",
+    # appended, so a sheet or script reading the columns above by position still works: why a turn
+    # failed, the id the person was shown (and the log line's), and what people said was wrong
+    "error",
+    "error_id",
+    "corrections",
 )
 
 
 def audit_rows(turns: list[dict]) -> list[dict]:
-    """One flat row per step (a turn without steps still gets one row), for CSV."""
+    """One flat row per step (a turn without steps still gets one row), for CSV; the turn's own columns
+    (question, outcome, error, feedback, corrections) repeat on each of its steps' rows, so a filter on
+    one column keeps whole turns."""
     rows = []
     for turn in turns:
         steps = turn.get("steps") or [{}]
@@ -63,6 +70,9 @@ def audit_rows(turns: list[dict]) -> list[dict]:
                     "duration_s": step.get("duration_s", ""),
                     "step_ok": step.get("ok", ""),
                     "feedback": json.dumps(turn.get("feedback") or {}),
+                    "error": turn.get("error") or "",
+                    "error_id": turn.get("error_id") or "",
+                    "corrections": json.dumps(turn.get("corrections") or []),
                 }
             )
     return rows
@@ -88,18 +98,22 @@ async def print_audit(
     limit: int,
     out=None,
 ) -> int:
-    """Write matching turn records to `out` (stdout); returns how many turns matched."""
+    """Write matching turn records to `out` (stdout); returns how many turns matched. A DATATHREAD_HOME
+    that does not exist has none, and is not made by looking (it was: an empty state home in whatever
+    folder `audit` ran in)."""
     out = out or sys.stdout
-    store = await open_store(settings)
-    try:
-        since = time.time() - since_hours * 3600 if since_hours else None
-        if session:  # a full session id or a terminal `--session` key
-            session = await resolve_session_id(store, session)
-        turns = await store.list_turns(
-            session_id=session, user_id=user, channel_id=channel, since=since, limit=limit
-        )
-    finally:
-        await store.close()
+    turns: list[dict] = []
+    if settings.redis_url or settings.home.exists():
+        store = await open_store(settings)
+        try:
+            since = time.time() - since_hours * 3600 if since_hours else None
+            if session:  # a full session id or a terminal `--session` key
+                session = await resolve_session_id(store, session)
+            turns = await store.list_turns(
+                session_id=session, user_id=user, channel_id=channel, since=since, limit=limit
+            )
+        finally:
+            await store.close()
     turns = Redactor(settings.secret_values()).data(turns)
     if fmt == "csv":
         writer = csv.DictWriter(out, fieldnames=CSV_FIELDS)

@@ -9,7 +9,6 @@ import asyncio
 import contextlib
 import os
 import sys
-from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -36,11 +35,6 @@ if TYPE_CHECKING:
     from bot.terminal import WaitingStatus
 
 app.add_typer(schedule_app, name="schedule")
-
-
-class AuditFormat(StrEnum):
-    jsonl = "jsonl"
-    csv = "csv"
 
 
 async def _analyst(settings: Settings, *, no_model: str = ""):
@@ -284,43 +278,7 @@ def slack(
         err.print("Slack: stopped.")
 
 
-@app.command()
-def audit(
-    session: str = typer.Option(
-        None, "--session", help="Only this session: its id (as listed here) or a chat/ask --session key."
-    ),
-    user: str = typer.Option(
-        None, "--user", help="Only turns of this user id, as listed here (Slack U…; local in the terminal)."
-    ),
-    channel: str = typer.Option(None, "--channel", help="Only turns of this channel or conversation id."),
-    since_hours: float = typer.Option(None, "--since-hours", help="Only turns of the last N hours."),
-    fmt: AuditFormat = typer.Option(AuditFormat.jsonl, "--format", help="jsonl (one turn a line) or csv."),
-    limit: int = typer.Option(1000, "--limit", min=1, help="At most this many turns, the newest."),
-) -> None:
-    """List recorded turns and steps (who, where, question, SQL/code, rows, outcome) as JSON lines or CSV."""
-    from bot.audit import print_audit
-    from core.sessions import StoreUnavailable
-
-    if since_hours is not None and not since_hours > 0:  # -1 and 0 listed nothing, or everything, unsaid
-        die("--since-hours takes a number of hours back from now, more than 0 (e.g. 24).")
-    settings = settings_or_exit()
-    try:
-        matched = asyncio.run(
-            print_audit(
-                settings,
-                session=session,
-                user=user,
-                channel=channel,
-                since_hours=since_hours,
-                fmt=fmt.value,
-                limit=limit,
-            )
-        )
-    except StoreUnavailable as exc:  # a Redis that is down or wants a password: its sentence, no traceback
-        die(str(exc))
-    if not matched:  # said on stderr: stdout stays what a pipe reads (nothing, or the CSV header)
-        filtered = session or user or channel or since_hours
-        err.print(f"No recorded turns{' match these filters' if filtered else ' yet'}.", markup=False)
+from bot import cli_audit  # noqa: E402, F401  (registers `audit` here, after `slack`, as --help lists it)
 
 
 @app.command()
@@ -363,20 +321,37 @@ from bot import cli_eval, cli_verified  # noqa: E402, F401  (each registers its 
 
 
 def main() -> None:
-    """The console script. A reader that stops early (`datathread audit | head -3`) closes the pipe,
-    and the next write to stdout fails: inside a command click turns that into a quiet exit 1, but
-    output still buffered when the command ends is written by the interpreter's flush at exit, which
-    prints "Exception ignored … BrokenPipeError". So stdout is flushed here, and on a closed pipe it is
-    pointed at devnull, leaving that last flush nothing to fail on; once for every command.
+    """The console script. A reader that stops early (`datathread audit | head -1`) closes the pipe, and
+    the next write to stdout fails. That is no failure of the command: the reader took what it wanted.
+    So the command ends quietly with the code it had — 0 for a listing cut short, a failure's own code
+    for a failure — never 1 for the pipe alone. (coreutils die of SIGPIPE there, 141, which `set -o
+    pipefail` counts as a failed pipeline; click and Python exit 1, a failure's code with nothing said,
+    which a script could not tell from a real one.) It shows two ways: a write inside the command (more
+    output than stdout's buffer), which click ends with exit 1 after putting a quiet wrapper in place of
+    sys.stdout; or output still buffered when the command ends, flushed here (at the interpreter's exit
+    it printed "Exception ignored … BrokenPipeError"). Either way stdout is then pointed at devnull,
+    leaving the last flush at exit nothing to fail on. Once for every command.
     https://docs.python.org/3/library/signal.html#note-on-sigpipe"""
+    stdout = sys.stdout
     try:
         try:
             app()
         finally:
             sys.stdout.flush()
-    except BrokenPipeError:
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        sys.exit(1)  # as click's own exit on a closed pipe, and Python's
+    except BrokenPipeError as exc:  # the command ended; its last output met the closed pipe
+        _quiet_stdout()
+        ended = exc.__context__  # the command's own exit, which the failed flush replaced
+        sys.exit(ended.code if isinstance(ended, SystemExit) else 0)
+    except SystemExit as exc:
+        if exc.code == 1 and sys.stdout is not stdout:  # click's exit for the closed pipe, mid-command
+            _quiet_stdout()
+            sys.exit(0)
+        raise
+
+
+def _quiet_stdout() -> None:
+    """stdout to devnull: what is still buffered for the gone reader is dropped without a word."""
+    os.dup2(os.open(os.devnull, os.O_WRONLY), (sys.__stdout__ or sys.stdout).fileno())
 
 
 if __name__ == "__main__":

@@ -24,7 +24,7 @@ from rich.text import Text
 
 from core.config import Settings
 from core.events import IncomingMessage
-from core.sessions import StoreUnavailable
+from core.sessions import StoreUnavailable, store_place
 
 PROMPT = "[bold green]› [/]"
 CONTINUATION_PROMPT = "[dim]… [/]"
@@ -68,9 +68,8 @@ async def session_key(analyst, settings: Settings, session: str | None, say) -> 
         return (session,)
     if key is not None:
         return key
-    home = settings.home.resolve()
     say(
-        f"No session {session} in {home} yet: starting a new one with that name.",
+        f"No session {session} in {store_place(settings)} yet: starting a new one with that name.",
         markup=False,
         soft_wrap=True,
     )

@@ -292,7 +292,9 @@ class Analyst:
         )
         await self.store.save_history(outcome.session_id, self.redactor.data(history))
         outcome.steps, outcome.answer, outcome.stats = state.steps, state.answer, state.stats()
-        outcome.ok = error is None
+        outcome.ok, outcome.error = error is None, error or ""
+        # The id before the record, which keeps it for `audit`. A stop is no error: no id without a log line.
+        outcome.error_id = outcome.error_id or ("" if error in (None, STOPPED) else uuid.uuid4().hex[:8])
         on = (state.answer, state.steps, outcome.stats, history, self.parts.warehouse, example)
         receipt = None if error else await turn_receipt(*on)
         record = self._turn_record(message, outcome, started, error)
@@ -300,9 +302,6 @@ class Analyst:
             record["unsupported"] = list(receipt.unsupported)
         await self.store.record_turn(record)
         if error:
-            # A stop is no error: no id that would match no log line.
-            outcome.error_id = outcome.error_id or ("" if error == STOPPED else uuid.uuid4().hex[:8])
-            outcome.error = error
             await emit(TurnFailed(outcome.turn_id, outcome.error_id, error, fault=outcome.fault))
         await emit(
             TurnFinished(

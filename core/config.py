@@ -33,6 +33,7 @@ from core.config_types import (
     SlashCommand,
     TenantId,
     TimeZone,
+    as_choice_spelled,
     check_existing_file,
     split_list,  # noqa: F401  (re-exported: settings modules read lists with it)
 )
@@ -233,6 +234,13 @@ class Settings(SandboxSettings, WarehouseSettings, ModelSettings, BaseSettings):
         if empty and info.field_name and cls.model_fields[info.field_name].default is None:
             return None
         return value
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _choice_in_any_case(cls, value: object, info: ValidationInfo) -> object:
+        """DATATHREAD_ISOLATION=STRICT was refused ("should be 'strict'…") while `--log-level` and a
+        schedule's `--tz` take any case: every choice among fixed words is matched in any case."""
+        return as_choice_spelled(cls.model_fields[str(info.field_name)].annotation, value)
 
     @field_validator("*", mode="before")
     @classmethod

@@ -10,8 +10,8 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
-from typing import Annotated
-from urllib.parse import urlsplit
+from typing import Annotated, Literal, get_args, get_origin
+from urllib.parse import parse_qs, unquote, urlsplit
 
 from pydantic import AfterValidator, BeforeValidator, SecretStr
 
@@ -40,14 +40,72 @@ def check_http_url_with_login(value: str) -> str:
     return value.strip()
 
 
+REDIS_EXAMPLE = "expected redis://host:6379/0, rediss://… or unix:///path"
+REDIS_DB = re.compile(r"[0-9]+")
+
+
 def check_redis_url(value: str) -> str:
-    # The value may hold a password: never echo it back.
-    parts = urlsplit(value.strip())
-    if parts.scheme in ("redis", "rediss") and parts.hostname:
-        return value.strip()
+    """A URL redis-py connects with as written. A port out of range was a 66-line traceback from the
+    first command that opened the store (`doctor`: "FAIL ValueError"); a database that is not a number
+    (`/abc`, `/0/1`) redis-py quietly reads as database 0, or as another (`/1/2` is 12): on a shared
+    Redis, another tenant's. Nothing of the value is echoed: it may hold a password, and a password with
+    an unescaped `/`, `#` or `@` spills into the host, port or path."""
+    url = value.strip()
+    parts = urlsplit(url)
     if parts.scheme == "unix" and parts.path:
-        return value.strip()
-    raise ValueError("is not a Redis URL (expected redis://host:6379/0, rediss://… or unix:///path)")
+        _check_redis_query(parts.query, path_db=None)
+    elif parts.scheme in ("redis", "rediss") and parts.hostname:
+        try:
+            port = parts.port
+        except ValueError:  # not a number, or past 65535
+            port = 0
+        if port == 0:  # redis-py takes port 0 as "no port": 6379
+            raise ValueError("has a port that is not a number from 1 to 65535 (e.g. host:6379)")
+        path = unquote(parts.path).strip("/")  # redis-py reads `/0/` as 0 too
+        if path and not REDIS_DB.fullmatch(path):
+            raise ValueError(
+                "ends in something that is not a database number (redis-py would quietly use another "
+                "database: 0 for /abc): end it with /0, or another number"
+            )
+        _check_redis_query(parts.query, path_db=int(path) if path else None)
+    else:
+        raise ValueError(f"is not a Redis URL ({REDIS_EXAMPLE})")
+    _check_redis_options(url)
+    return url
+
+
+def _check_redis_query(query: str, *, path_db: int | None) -> None:
+    """`?db=` picks the database (the only way for `unix://`): a number, given once, and not against
+    the path's. redis-py takes the first of two `?db=` and lets `?db=` win over the path, silently."""
+    given = parse_qs(query)
+    if twice := next((name for name, values in given.items() if len(values) > 1), None):
+        raise ValueError(f"gives ?{twice}= twice: keep one")
+    if "db" not in given:
+        return
+    if not REDIS_DB.fullmatch(given["db"][0]):
+        raise ValueError("has a ?db= that is not a database number (e.g. ?db=0)")
+    if path_db is not None and int(given["db"][0]) != path_db:
+        raise ValueError("names one database at the end of its path and another in ?db=: keep one")
+
+
+def _check_redis_options(url: str) -> None:
+    """The connection redis-py would make of the URL's `?name=value` options, built (not connected):
+    an option it does not know or cannot read failed later, at the first command, in a traceback."""
+    from redis.asyncio.connection import ConnectionPool
+    from redis.exceptions import RedisError
+
+    try:
+        ConnectionPool.from_url(url).make_connection()
+    except TypeError as exc:  # "…__init__() got an unexpected keyword argument 'name'"
+        name = re.search(r"argument '(\w+)'", str(exc))
+        option = f"?{name.group(1)}=" if name else "an option"
+        raise ValueError(f"has {option}, which redis-py does not take here: remove it") from None
+    except ValueError as exc:  # "Invalid value for 'name' in connection URL."
+        name = re.search(r"'(\w+)'", str(exc))
+        option = f"?{name.group(1)}=" if name else "an option"
+        raise ValueError(f"has a value of {option} that redis-py cannot read") from None
+    except RedisError:  # "protocol must be either 2 or 3": redis-py's words may quote the value
+        raise ValueError("has an option whose value redis-py refuses") from None
 
 
 def check_slash_command(value: str) -> str:
@@ -79,6 +137,23 @@ def to_app_type(value: object) -> object:
                 return known
         raise ValueError(f"{value!r} is not one of {', '.join(APP_TYPES)}")
     return value
+
+
+def literal_choices(annotation: object) -> tuple[str, ...]:
+    """The words a `Literal[...]` setting takes (inside `| None` or `Annotated` too); () for any other."""
+    if get_origin(annotation) is Literal:
+        return tuple(c for c in get_args(annotation) if isinstance(c, str))
+    return tuple(c for inner in get_args(annotation) for c in literal_choices(inner))
+
+
+def as_choice_spelled(annotation: object, value: object) -> object:
+    """`value` as the one choice of a `Literal` setting it matches in any case and without surrounding
+    space (`STRICT`, `Modal `), spelled as the contract spells it; else unchanged, for the field's own
+    check to refuse. Choices that differ only by case would be ambiguous: those stay exact."""
+    if not isinstance(value, str):
+        return value
+    matches = [c for c in literal_choices(annotation) if c.casefold() == value.strip().casefold()]
+    return matches[0] if len(matches) == 1 else value
 
 
 def time_zone_named(value: str) -> str | None:

@@ -103,6 +103,17 @@ class SessionStore(Protocol):
         """Release connections."""
 
 
+def store_place(settings: Settings) -> str:
+    """Where the sessions are, for a sentence: the state folder, or the Redis (host:port/db, never its
+    password) when REDIS_URL is set — "No session X in /path/home" sent people to a folder that was
+    not where their sessions lived."""
+    if settings.redis_url:
+        from core.redis_words import redis_address
+
+        return f"the Redis at {redis_address(settings.redis_url)}"
+    return str(settings.home.resolve())
+
+
 async def open_store(settings: Settings) -> SessionStore:
     """The store the settings ask for: Redis when REDIS_URL is set, else the embedded SQLite file."""
     if settings.redis_url:

@@ -22,7 +22,6 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import TypeVar
-from urllib.parse import parse_qs, urlsplit
 
 import redis
 import redis.asyncio as aioredis
@@ -30,13 +29,20 @@ import redis.lock
 from redis.asyncio.lock import Lock
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
-from redis.exceptions import AuthenticationError, LockNotOwnedError, RedisError, WatchError
-from redis.exceptions import TimeoutError as RedisTimeoutError
+from redis.exceptions import LockNotOwnedError, RedisError, WatchError
 
 from core.lock_keeper import LockKeeper
+from core.redis_words import (  # noqa: F401  (re-exported: the runners and doctor import them from here)
+    PING_DEADLINE_S,
+    is_missing_database,
+    missing_database,
+    redis_failure,
+    redis_reason,
+    redis_where,
+    tls_hint,
+)
 from core.store_base import HISTORY_VERSION, HeldLock, LockTimeout, StoreUnavailable
 from core.store_sqlite import merge_meta
-from core.wording import os_reason
 
 log = logging.getLogger("datathread.store")
 T = TypeVar("T")
@@ -58,17 +64,6 @@ redis.call('PEXPIRE', KEYS[1], window)
 return -1
 """
 _TURN_INDEXES = (("session_id", "s"), ("user_id", "u"), ("channel_id", "c"))
-
-
-PING_DEADLINE_S = 3.0  # for the start-up and health pings: long enough for a cold cross-region link
-
-
-def redis_where(url: str) -> str:
-    """`host:port` of a Redis URL (the socket's path for `unix://`), for messages: never its password."""
-    parts = urlsplit(url)
-    if parts.scheme == "unix":  # doctor said "localhost:6379" for a Unix socket
-        return parts.path
-    return f"{parts.hostname or 'localhost'}:{parts.port or 6379}"
 
 
 def fail_fast_client(url: str, *, socket_timeout: float | None = None) -> aioredis.Redis:
@@ -115,9 +110,29 @@ class RedisStore:
         that takes connections and never answers (a proxy, a firewall, the wrong service) was three
         tries × the 5 s read timeout, 17 s of silence, before its sentence."""
         try:
-            await asyncio.wait_for(self._call(self.r.ping()), PING_DEADLINE_S)
+            await asyncio.wait_for(self.r.ping(), PING_DEADLINE_S)
         except TimeoutError:
             raise StoreUnavailable(redis_failure(self._url, None)) from None
+        except RedisError as exc:
+            if is_missing_database(exc):  # the sentence says which numbers it has
+                raise StoreUnavailable(missing_database(self._url, await self._databases())) from None
+            raise StoreUnavailable(redis_failure(self._url, exc)) from None
+
+    async def _databases(self) -> int | None:
+        """How many databases this Redis has (`CONFIG GET databases`, asked on database 0), for the
+        sentence about one it lacks; None where CONFIG is not allowed (managed Redis often renames it)."""
+        pool = self.r.connection_pool
+        probe = aioredis.Redis.from_pool(
+            type(pool)(connection_class=pool.connection_class, **{**pool.connection_kwargs, "db": 0})
+        )
+        try:
+            async with asyncio.timeout(1):
+                return int((await probe.config_get("databases"))["databases"])
+        except (RedisError, OSError, TimeoutError, KeyError, ValueError):
+            return None
+        finally:
+            with contextlib.suppress(RedisError, OSError):
+                await probe.aclose()
 
     async def close(self) -> None:
         """Stop lock keepers and pending lock releases, and release the connection pool."""
@@ -348,44 +363,6 @@ class RedisStore:
                 pipe.srem(self._k("di", kind), record_id)
                 deleted, _ = await pipe.execute()
         return bool(deleted)
-
-
-def redis_failure(url: str, exc: BaseException | None) -> str:
-    """The sentence for a Redis at `url` that failed with `exc` (None: the ping deadline passed). A
-    password problem is said as one ("not reachable: HELLO must be called…" sent people to the network),
-    never with the password; a `rediss://` that gets no answer is most often TLS against a plain server."""
-    where, parts = redis_where(url), urlsplit(url)
-    if isinstance(exc, AuthenticationError):
-        if parts.password or parse_qs(parts.query).get("password"):
-            return f"Redis at {where} refused the password in REDIS_URL."
-        example = (
-            f"unix://{where}?password=PASSWORD"
-            if parts.scheme == "unix"
-            else f"{parts.scheme}://:PASSWORD@{where}/0"
-        )
-        return f"Redis at {where} needs a password: put it in REDIS_URL ({example})."
-    silent = exc is None or isinstance(exc, (TimeoutError, RedisTimeoutError))
-    reason = f"it did not answer within {PING_DEADLINE_S:g} s" if exc is None else redis_reason(exc)
-    return f"Redis at {where} is not reachable: {reason}{tls_hint(url) if silent else ''}."
-
-
-def tls_hint(url: str) -> str:
-    """For a `rediss://` Redis that never answered: TLS to a plain server waits out any deadline."""
-    if urlsplit(url).scheme != "rediss":
-        return ""
-    return " (REDIS_URL says rediss://, TLS: if that server does not speak TLS, use redis://)"
-
-
-def redis_reason(exc: BaseException) -> str:
-    """A few words on why Redis failed, without redis-py's multi-sentence connection text."""
-    if isinstance(exc, AuthenticationError):  # its text is the server's, about HELLO and AUTH
-        return "it wants a password that REDIS_URL does not give, or refused the one it gives"
-    if isinstance(exc, (TimeoutError, RedisTimeoutError)):
-        return "it did not answer in time"
-    if reason := os_reason(exc):
-        return reason
-    first = str(exc).split(". ")[0].split("\n")[0].strip().rstrip(".")
-    return first or type(exc).__name__
 
 
 def _ms(seconds: float) -> int:

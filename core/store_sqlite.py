@@ -39,6 +39,7 @@ CREATE TABLE IF NOT EXISTS records (kind TEXT, id TEXT, data TEXT, PRIMARY KEY (
 """
 
 log = logging.getLogger("datathread.store")
+SQLITE_MAX_INT = 2**63 - 1
 
 
 class SqliteStore:
@@ -296,6 +297,10 @@ class SqliteStore:
         since: float | None = None,
         limit: int = 1000,
     ) -> list[dict]:
+        """As the Redis store: `limit` past SQLite's integers (`audit --limit 99999999999999999999`, an
+        OverflowError) is all of them, and 0 or less none (LIMIT -1 was all)."""
+        if limit <= 0:
+            return []
         clauses, args = [], []
         for column, value in (("session_id", session_id), ("user_id", user_id), ("channel_id", channel_id)):
             if value is not None:
@@ -306,7 +311,7 @@ class SqliteStore:
             args.append(since)
         where = ("WHERE " + " AND ".join(clauses)) if clauses else ""
         sql = f"SELECT data FROM (SELECT data, started FROM turns {where} ORDER BY started DESC LIMIT ?) ORDER BY started"
-        rows = await self._run(lambda con: con.execute(sql, (*args, limit)).fetchall())
+        rows = await self._run(lambda con: con.execute(sql, (*args, min(limit, SQLITE_MAX_INT))).fetchall())
         return [json.loads(r[0]) for r in rows]
 
     # --- records (small documents by collection: schedules) ------------------------------------

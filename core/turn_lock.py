@@ -10,6 +10,7 @@ import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 
 from core.sessions import HeldLock, LockLost, LockTimeout, SessionStore, StoreUnavailable
+from core.wording import embedded
 
 # Stopped while it waited: it never ran, so — unlike a stopped answer — nothing of it is in the history.
 NOT_STARTED = (
@@ -61,7 +62,7 @@ def store_failure(
             logging.ERROR,
             "",
         )
-    why, detail = (f" ({exc})", "") if surface == "terminal" else ("", str(exc))
+    why, detail = (f" ({embedded(str(exc))})", "") if surface == "terminal" else ("", str(exc))
     what = (
         ", so this answer was not saved; please try again"
         if ran

@@ -28,6 +28,7 @@ def turn_record(message: IncomingMessage, outcome: TurnOutcome, started: float, 
         "answer": outcome.answer,
         "ok": outcome.ok,
         "error": error or "",
+        "error_id": outcome.error_id,  # the id the person was shown, and the log line's
         "started": started,
         "finished": time.time(),
         "stats": asdict(outcome.stats),

@@ -36,3 +36,11 @@ def os_reason(exc: BaseException) -> str | None:
     """The first operating-system reason in `exc`'s chain ("name or service not known"), or None.
     Libraries wrap it: redis-py, aiohttp (the Slack and Teams SDKs), requests under google-auth."""
     return next((words for cause in causes(exc) if (words := os_words(cause))), None)
+
+
+def embedded(sentence: str) -> str:
+    """A sentence set inside another, in parentheses or after a colon, without its own full stop: "(Redis
+    at … is not reachable: connection refused.), so this answer…" read as two sentences glued. An
+    ellipsis or a question mark stays."""
+    text = sentence.strip()
+    return text[:-1] if text.endswith(".") and not text.endswith("..") else text

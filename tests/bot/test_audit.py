@@ -7,6 +7,7 @@ import io
 import json
 import os
 import subprocess
+import sys
 import time
 from datetime import UTC, datetime
 
@@ -139,7 +140,61 @@ def test_a_reader_that_stops_early_ends_the_command_quietly(recorded):
         stderr = proc.communicate(timeout=60)[1].decode()
     finally:
         proc.kill()
-    assert stderr == "" and proc.returncode == 1  # 1: as Python and click end on a closed pipe
+    assert stderr == "" and proc.returncode == 0  # the reader chose to stop: no failure (bot/cli.py main)
+
+
+def quiet_env(home) -> dict:
+    """A user's shell: no settings of ours, no PYTHONUNBUFFERED (a real pipe is block-buffered)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC", "DATATHREAD", "SLACK"))}
+    env.pop("PYTHONUNBUFFERED", None)
+    return {**env, "DATATHREAD_HOME": str(home)}
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "csv"])
+async def test_a_listing_cut_short_by_head_is_no_failure_of_the_pipeline(settings, fmt):
+    """`datathread audit | head -1` under `set -o pipefail` failed (exit 1, nothing said): a write in the
+    middle of the listing met the closed pipe, and click ends a command so with 1. A reader that took
+    what it wanted is no failure; coreutils' 141 (SIGPIPE) would fail the pipeline too."""
+    store = await open_store(settings)
+    for n in range(40):  # ~1 MB: far past the pipe's buffer, so `head` is gone mid-listing
+        await store.record_turn(
+            turn(f"t{n}", user="U1", channel="C1", session="s", age_h=n / 100, steps=[])
+            | {"question": "q" * 25_000}
+        )
+    await store.close()
+    shell = f"set -o pipefail; {DATATHREAD} audit --format {fmt} | head -1 | cut -c1-12"
+    done = subprocess.run(
+        ["bash", "-c", shell], capture_output=True, text=True, env=quiet_env(settings.home), timeout=60
+    )
+    assert (done.returncode, done.stderr) == (0, "")
+    assert done.stdout == ('{"turn_id": \n' if fmt == "jsonl" else "turn_id,star\n")
+
+
+def test_a_failure_keeps_its_code_when_the_reader_is_gone_too(tmp_path):
+    """Only the pipe is forgiven: a command that failed after writing ends with its own code (the flush of
+    its output replaced its exit, and the code was 1 whatever the command had said)."""
+    script = (
+        "import typer, bot.cli\n"
+        "app = typer.Typer()\n"
+        "@app.command()\n"
+        "def failing():\n"
+        "    print('some output')\n"
+        "    raise typer.Exit(3)\n"
+        "bot.cli.app = app\n"
+        "bot.cli.main()\n"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=quiet_env(tmp_path),
+    )
+    proc.stdout.close()
+    try:
+        stderr = proc.communicate(timeout=60)[1].decode()
+    finally:
+        proc.kill()
+    assert (proc.returncode, stderr) == (3, "")
 
 
 def test_audit_rows_turn_without_steps_gets_one_row():
@@ -178,11 +233,17 @@ async def test_csv_neutralises_formulas_from_questions_and_steps(settings, paylo
     assert json.loads(jsonl.getvalue().splitlines()[0])["question"] == payload
 
 
+HOURS = (
+    "error: --since-hours takes a number of hours back from now, more than 0 and at most 876,600 (100 years), "
+    "e.g. 24."
+)
+
+
 @pytest.mark.parametrize(
     "args,code,said",
     [
-        ([], 0, "No recorded turns yet."),
-        (["--user", "U9"], 0, "No recorded turns match these filters."),
+        ([], 0, "No recorded turns in {home} yet."),  # where it looked: run in another folder, say
+        (["--user", "U9"], 0, "No recorded turns in {home} match these filters."),
         (
             ["--since-hours", "-1"],
             2,
@@ -193,8 +254,12 @@ async def test_csv_neutralises_formulas_from_questions_and_steps(settings, paylo
             2,
             "error: --since-hours takes a number of hours back from now, more than 0",
         ),
+        (["--since-hours", "inf"], 2, HOURS),  # was every turn, unsaid
+        (["--since-hours", "1e308"], 2, HOURS),  # 1e308 hours back is -inf too
+        (["--since-hours", "876601"], 2, HOURS),  # past 100 years
+        (["--since-hours", "nan"], 2, HOURS),
     ],
-    ids=["empty", "filtered", "negative-hours", "zero-hours"],
+    ids=["empty", "filtered", "negative-hours", "zero-hours", "inf-hours", "1e308-hours", "century", "nan"],
 )
 def test_audit_says_when_nothing_matches_and_refuses_a_window_of_no_time(
     tmp_path, monkeypatch, args, code, said
@@ -208,8 +273,92 @@ def test_audit_says_when_nothing_matches_and_refuses_a_window_of_no_time(
     monkeypatch.chdir(tmp_path)
     result = CliRunner().invoke(app, ["audit", *args], env={"DATATHREAD_HOME": str(tmp_path / "home")})
     assert result.exit_code == code, result.output
+    said = said.format(home=tmp_path / "home")
     assert result.stdout == "" and result.stderr.strip().startswith(said), result.stderr
     limited = CliRunner().invoke(
         app, ["audit", "--limit", "0"], env={"DATATHREAD_HOME": str(tmp_path / "home")}
     )
     assert limited.exit_code == 2 and "--limit" in limited.output
+
+
+def test_a_limit_past_any_count_lists_every_turn(recorded):
+    """`--limit 99999999999999999999` was a traceback ("Python int too large to convert to SQLite
+    INTEGER"): any number of turns a person may want is all of them."""
+    from typer.testing import CliRunner
+
+    from bot.cli import app
+
+    env = {"DATATHREAD_HOME": str(recorded.home)}
+    result = CliRunner().invoke(app, ["audit", "--limit", "99999999999999999999"], env=env)
+    assert result.exit_code == 0, result.output
+    assert [json.loads(line)["turn_id"] for line in result.stdout.splitlines()] == ["c", "b", "a"]
+
+
+@pytest.mark.parametrize(("fmt", "printed"), [("jsonl", ""), ("csv", ",".join(CSV_FIELDS) + "\n")])
+def test_a_home_that_does_not_exist_lists_nothing_and_is_not_made(tmp_path, monkeypatch, fmt, printed):
+    """`audit` made DATATHREAD_HOME and a state database in it, to find nothing there: it prints the
+    empty result an empty home gives (nothing, or the CSV header) and makes nothing."""
+    from typer.testing import CliRunner
+
+    from bot.cli import app
+
+    monkeypatch.chdir(tmp_path)
+    results = []
+    for home in (tmp_path / "nowhere", tmp_path / "empty"):
+        if home.name == "empty":
+            home.mkdir()
+        result = CliRunner().invoke(app, ["audit", "--format", fmt], env={"DATATHREAD_HOME": str(home)})
+        assert result.exit_code == 0, result.output
+        results.append((result.stdout.replace("\r\n", "\n"), result.stderr.replace(str(home), "HOME")))
+    assert results[0] == results[1] == (printed, "No recorded turns in HOME yet.\n")
+    assert not (tmp_path / "nowhere").exists()
+
+
+async def test_csv_has_the_error_its_id_and_the_corrections_after_the_old_columns(
+    settings, fake_model, recorder
+):
+    """The CSV had no error, no error id and no corrections: filtering failures, or finding the turn of
+    "error id 1a2b3c4d" a thread showed, needed the JSON lines — which had no id either. Both failure
+    paths keep the id the person was shown: a model error, and a turn stopped at the step limit."""
+    from core.analyst import Analyst
+    from core.events import IncomingMessage
+    from tests.fakes.anthropic_api import error, text
+
+    analyst = await Analyst.create(settings.model_copy(update={"max_steps": 1}))
+    try:
+        fake_model.enqueue(error(400, "invalid_request_error", "scripted refusal"))
+        fake_model.enqueue(*[text("Still working…", stop_reason="pause_turn") for _ in range(3)])
+        failed = [
+            await analyst.handle(IncomingMessage(text=q, surface="terminal", thread_key=(q,)), recorder)
+            for q in ("refused?", "too long?")
+        ]
+    finally:
+        await analyst.close()
+    store = await open_store(settings)
+    corrected = turn("b", user="U2", channel="C1", session="s2", age_h=0.5, steps=[])
+    await store.record_turn({**corrected, "corrections": [{"by": "U2", "text": "wrong year", "at": 1.0}]})
+    await store.close()
+    assert all(not o.ok and len(o.error_id) == 8 for o in failed)
+    out = io.StringIO()
+    await print_audit(settings, session=None, user=None, channel=None, since_hours=None, fmt="csv",
+                      limit=10, out=out)  # fmt: skip
+    rows = list(csv.DictReader(io.StringIO(out.getvalue())))
+    assert CSV_FIELDS[:17] == OLD_CSV_FIELDS and CSV_FIELDS[17:] == ("error", "error_id", "corrections")
+    assert [(r["question"], r["error"], r["error_id"]) for r in rows[1:]] == [
+        (asked, o.error, o.error_id) for asked, o in zip(("refused?", "too long?"), failed, strict=True)
+    ]
+    assert "more than 1 step" in rows[2]["error"]
+    assert (rows[0]["error"], rows[0]["error_id"]) == ("", "")
+    assert json.loads(rows[0]["corrections"]) == [{"by": "U2", "text": "wrong year", "at": 1.0}]
+    jsonl = io.StringIO()
+    await print_audit(settings, session=None, user=None, channel=None, since_hours=None, fmt="jsonl",
+                      limit=10, out=jsonl)  # fmt: skip
+    assert [json.loads(line).get("error_id") for line in jsonl.getvalue().splitlines()][1:] == [
+        o.error_id for o in failed
+    ]
+
+
+OLD_CSV_FIELDS = (
+    "turn_id", "started", "surface", "team_id", "channel_id", "user_id", "session_id", "ok", "question",
+    "step", "tool", "input", "rows", "bytes_scanned", "duration_s", "step_ok", "feedback",
+)  # fmt: skip

@@ -161,3 +161,25 @@ async def test_a_store_gone_while_looking_up_the_session_is_a_sentence_and_the_s
         server.stop()
     assert key == ("sales",)
     assert len(said) == 1 and said[0].startswith("Could not look up session sales: Redis at 127.0.0.1:"), said
+
+
+def test_an_unknown_session_on_redis_names_the_redis_not_the_home(home, fake_model):
+    """With REDIS_URL set, "No session sales in /…/home yet" named a folder the sessions are not in: it
+    names the Redis and its database (two tenants of one Redis differ only there), never the password."""
+    from tests.fakes.redis_server import RedisServer
+
+    server = RedisServer(password="s3cret-pw-000000").start()
+    url = f"redis://:s3cret-pw-000000@127.0.0.1:{server.port}/3"
+    env = {**KEY, "ANTHROPIC_BASE_URL": fake_model.url, "REDIS_URL": url}
+    fake_model.enqueue(text("First answer."), text("Resumed."))
+    try:
+        first = invoke(["ask", "how many flights?", "--session", "sales"], home, env=env)
+        again = invoke(["ask", "and by month?", "--session", "sales"], home, env=env)
+    finally:
+        server.stop()
+    assert first.returncode == 0 and again.returncode == 0, first.stderr + again.stderr
+    said = (
+        f"No session sales in the Redis at 127.0.0.1:{server.port}/3 yet: starting a new one with that name."
+    )
+    assert said in first.stderr and "s3cret" not in first.stderr + first.stdout
+    assert "No session" not in again.stderr  # resumed from Redis

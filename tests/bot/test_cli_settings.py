@@ -35,6 +35,8 @@ COMMANDS = [
 ]
 BAD = [
     ({"REDIS_URL": "notaurl"}, "REDIS_URL"),
+    ({"REDIS_URL": "redis://:hunter2@127.0.0.1:99999/0"}, "REDIS_URL"),  # was a traceback, exit 1
+    ({"REDIS_URL": "redis://127.0.0.1:6379/abc"}, "REDIS_URL"),  # was database 0, unsaid
     ({"DATATHREAD_HOME": "/dev/null"}, "DATATHREAD_HOME"),
     ({"DATATHREAD_HOME": ""}, "DATATHREAD_HOME"),  # was the working directory, state scattered there
     ({"DATATHREAD_MODEL": ""}, "DATATHREAD_MODEL"),  # was the model id "": "model not found" at each question
@@ -144,11 +146,12 @@ def test_home_that_is_a_file_and_redis_url_in_subprocesses(home):
     afile.write_text("not a directory")
     for command, env, words in [
         (["ask", "hi"], {"REDIS_URL": "notaurl"}, "REDIS_URL is not a Redis URL"),
+        (["ask", "hi"], {"REDIS_URL": "redis://:hunter2@127.0.0.1:99999/0"}, "REDIS_URL has a port"),
         (["chat"], {"DATATHREAD_HOME": str(afile)}, "exists and is not a directory"),
     ]:
         result = run(command, home, env={"ANTHROPIC_API_KEY": "sk-ant-test-000000", **env})
         assert result.returncode == 2, result.stderr
-        assert words in one_sentence(result.stderr)
+        assert words in one_sentence(result.stderr) and "hunter2" not in result.stderr
 
 
 def closed_to_this_user(path, user_mode: int, *, own: bool = False) -> list[str]:

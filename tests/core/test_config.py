@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from core.config import ConfigError, Settings, load_settings, require_model, split_list
+from core.config_types import literal_choices
 from core.sandbox import is_valid_session_id
 from core.sessions import session_id_for
 from core.steps import safe_file_stem
@@ -285,3 +286,104 @@ def test_a_single_tenant_bot_without_its_tenant_is_told_so_without_calling_a_giv
     with pytest.raises(ConfigError) as info:
         load_settings(_env_file=None)
     assert str(info.value).startswith(f"MICROSOFT_APP_TYPE=SingleTenant{said} needs MICROSOFT_APP_TENANT_ID;")
+
+
+PORT = "REDIS_URL has a port that is not a number from 1 to 65535 (e.g. host:6379)."
+NOT_A_DB = (
+    "REDIS_URL ends in something that is not a database number (redis-py would quietly use another "
+    "database: 0 for /abc): end it with /0, or another number."
+)
+
+
+@pytest.mark.parametrize(
+    ("url", "sentence"),
+    [
+        ("redis://:hunter2@127.0.0.1:99999/0", PORT),  # was a 66-line traceback from `redis_where`
+        ("redis://:hunter2@127.0.0.1:0/0", PORT),  # redis-py connected to 6379 instead
+        ("redis://:hunter2@127.0.0.1:6x79/0", PORT),
+        ("redis://:hunter2@127.0.0.1:6379/abc", NOT_A_DB),  # redis-py used database 0, unsaid
+        ("redis://:hunter2@127.0.0.1:6379/1/2", NOT_A_DB),  # redis-py used database 12
+        ("redis://:hunter2@127.0.0.1:6379/1_0", NOT_A_DB),  # int() reads it as 10
+        ("redis://:hunter2@127.0.0.1:6379/-1", NOT_A_DB),
+        (
+            "redis://:hunter2@h:6379/0?db=abc",
+            "REDIS_URL has a ?db= that is not a database number (e.g. ?db=0).",
+        ),
+        (
+            "redis://:hunter2@h:6379/0?db=3",  # redis-py let ?db= win, unsaid
+            "REDIS_URL names one database at the end of its path and another in ?db=: keep one.",
+        ),
+        ("redis://:hunter2@h:6379?db=1&db=2", "REDIS_URL gives ?db= twice: keep one."),
+        (
+            "unix:///run/redis.sock?password=hunter2&db=x",
+            "REDIS_URL has a ?db= that is not a database number (e.g. ?db=0).",
+        ),
+        (
+            "redis://:hunter2@h:6379/0?colour=blue",  # a TypeError at the first command
+            "REDIS_URL has ?colour=, which redis-py does not take here: remove it.",
+        ),
+        (
+            "redis://:hunter2@h:6379/0?ssl_cert_reqs=none",  # a TLS option without TLS
+            "REDIS_URL has ?ssl_cert_reqs=, which redis-py does not take here: remove it.",
+        ),
+        (
+            "redis://:hunter2@h:6379/0?socket_timeout=soon",
+            "REDIS_URL has a value of ?socket_timeout= that redis-py cannot read.",
+        ),
+        ("redis://:hunter2@h:6379/0?protocol=9", "REDIS_URL has an option whose value redis-py refuses."),
+    ],
+)
+def test_a_redis_url_redis_py_would_misread_is_refused_in_a_sentence(url, sentence, monkeypatch, tmp_path):
+    """Each one either failed later in a traceback or connected somewhere else than it says (another
+    database, another port): on a shared Redis, another tenant's data. The password is never shown."""
+    monkeypatch.setenv("REDIS_URL", url)
+    monkeypatch.setenv("DATATHREAD_HOME", str(tmp_path))
+    with pytest.raises(ConfigError) as info:
+        load_settings(_env_file=None)
+    assert str(info.value) == sentence and "hunter2" not in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "redis://:hunter2@127.0.0.1:6379/15",
+        "redis://cache.internal",
+        "redis://cache.internal/",
+        "redis://cache.internal/3?db=3",
+        "rediss://user:hunter2@cache.internal:6380/2?ssl_cert_reqs=none",
+        "unix:///run/redis.sock?db=2&password=hunter2",
+        "redis://cache.internal:6379/0?socket_timeout=5&protocol=3",
+    ],
+)
+def test_a_redis_url_as_redis_py_reads_it_is_taken_as_given(url, monkeypatch, tmp_path):
+    monkeypatch.setenv("REDIS_URL", url)
+    monkeypatch.setenv("DATATHREAD_HOME", str(tmp_path))
+    assert load_settings(_env_file=None).redis_url == url
+
+
+CHOICES = [
+    (str(f.validation_alias.choices[0]), choice)
+    for f in Settings.model_fields.values()
+    for choice in literal_choices(f.annotation)
+]
+
+
+@pytest.mark.parametrize(("name", "choice"), CHOICES, ids=[f"{n}={c}" for n, c in CHOICES])
+def test_every_choice_setting_takes_its_words_in_any_case(name, choice, monkeypatch, tmp_path):
+    """DATATHREAD_ISOLATION=STRICT was refused ("should be 'strict'…") while --log-level and a schedule's
+    --tz take any case; stored as the contract spells it, so the code's comparisons hold."""
+    monkeypatch.setenv(name, f" {choice.upper()} ")
+    monkeypatch.setenv("DATATHREAD_HOME", str(tmp_path))
+    monkeypatch.setenv("GCP_PROJECT", "p")  # what bigquery and vertex need besides
+    monkeypatch.setenv("ANTHROPIC_VERTEX_PROJECT_ID", "p")
+    field = next(k for k, f in Settings.model_fields.items() if f.validation_alias.choices[0] == name)
+    assert getattr(load_settings(_env_file=None), field) == choice
+
+
+def test_the_choice_settings_are_all_found():
+    assert {
+        "DATATHREAD_ISOLATION",
+        "DATATHREAD_SANDBOX",
+        "DATATHREAD_WAREHOUSE",
+        "DATATHREAD_MODEL_PROVIDER",
+    } <= {name for name, _ in CHOICES}

@@ -337,6 +337,16 @@ async def test_turn_records_filters_and_feedback(make_store):
     assert (await b.get_turn("t2"))["answer"] == "replaced" and len(await b.list_turns()) == 3
 
 
+async def test_a_limit_past_any_count_lists_all_and_none_lists_none(make_store):
+    """`audit --limit 99999999999999999999` was "OverflowError: Python int too large to convert to SQLite
+    INTEGER"; and SQLite read LIMIT -1 as no limit where Redis listed nothing."""
+    store = make_store()
+    for n in range(3):
+        await store.record_turn({"turn_id": f"t{n}", "session_id": "s", "started": time.time() + n})
+    assert [t["turn_id"] for t in await store.list_turns(limit=10**20)] == ["t0", "t1", "t2"]
+    assert await store.list_turns(limit=0) == [] and await store.list_turns(limit=-1) == []
+
+
 # --- Redis failure behaviour ----------------------------------------------------------------------
 
 
@@ -393,6 +403,9 @@ async def test_redis_killed_mid_turn_fails_clearly_and_history_stays_valid(setti
         second = await analyst.handle(ask("and now?"), recorder)
         assert not second.ok
         assert second.error.startswith("I can't use my session store right now (Redis at 127.0.0.1:")
+        assert second.error.endswith(
+            ": connection refused), so this answer was not saved; please try again shortly."
+        )  # was "connection refused.), so": the embedded sentence kept its full stop
         assert "try again" in second.error and "Traceback" not in second.error
         assert recorder.of("failed")[-1].error_id == second.error_id
 

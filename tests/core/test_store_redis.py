@@ -83,3 +83,44 @@ def test_a_command_says_it_in_one_line(locked, tmp_path):
     assert result.output.strip().startswith(f"error: Redis at 127.0.0.1:{locked.port} needs a password"), (
         result.output
     )
+
+
+@pytest.fixture(scope="module")
+def plain():
+    server = RedisServer().start()
+    yield server
+    server.stop()
+
+
+@pytest.mark.parametrize(
+    ("path", "change"),
+    [("/99", "the number at the end of REDIS_URL"), ("?db=99", "?db= in REDIS_URL")],
+)
+async def test_a_database_the_server_lacks_is_said_as_that(settings, plain, path, change):
+    """Was "Redis at … is not reachable: DB index is out of range.", in `doctor` too: Redis answered, the
+    number is wrong, and which numbers it has is one CONFIG GET away."""
+    url = f"redis://127.0.0.1:{plain.port}{path}"
+    message = await failure(settings, url)
+    check = await check_store(settings.model_copy(update={"redis_url": url}))
+    sentence = (
+        f"Redis at 127.0.0.1:{plain.port} has no database 99 (its `databases` setting allows 0–15): "
+        f"change {change}."
+    )
+    assert message == sentence and (check.status, check.detail) == ("fail", sentence)
+
+
+async def test_a_missing_database_behind_a_password_never_shows_it_nor_needs_config(settings, locked):
+    """A user who may not run CONFIG (a managed Redis renames it) still hears which database is missing."""
+    import redis
+
+    admin = redis.Redis(port=locked.port, password=PASSWORD)
+    admin.execute_command("ACL", "SETUSER", "app", "on", ">app-pw-000000", "~*", "+@all", "-config")
+    admin.close()
+    for credentials, where in (
+        (f":{PASSWORD}@", " (its `databases` setting allows 0–15)"),
+        ("app:app-pw-000000@", ""),
+    ):
+        message = await failure(settings, f"redis://{credentials}127.0.0.1:{locked.port}/16")
+        assert message == (
+            f"Redis at 127.0.0.1:{locked.port} has no database 16{where}: change the number at the end of REDIS_URL."
+        )

@@ -44,3 +44,22 @@ def test_the_operating_systems_reason_is_found_down_a_libraries_chain():
     assert os_reason(wrapped(socket.gaierror(-2, "Name or service not known"))) == "name or service not known"
     assert os_reason(RuntimeError("no OS error here")) is None
     assert os_words(OSError("a library's OSError with a message only")) is None  # no errno, no strerror
+
+
+@pytest.mark.parametrize(
+    ("sentence", "inside"),
+    [
+        (
+            "Redis at h:1 is not reachable: connection refused.",
+            "Redis at h:1 is not reachable: connection refused",
+        ),
+        ("no full stop", "no full stop"),
+        ("Wait...", "Wait..."),
+        ("Is it up?", "Is it up?"),
+        (" trailing space. ", "trailing space"),
+    ],
+)
+def test_an_embedded_sentence_loses_its_full_stop_only(sentence, inside):
+    from core.wording import embedded
+
+    assert embedded(sentence) == inside
