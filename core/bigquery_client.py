@@ -83,7 +83,9 @@ def build_credentials(settings: Settings) -> tuple[Any, str | None]:
         return google.auth.default(scopes=SCOPES)
     except DefaultCredentialsError:
         # A newcomer sets both: the project as well, when it is missing too (else the next run stops on it)
-        also = "" if settings.gcp_project else " (and GCP_PROJECT, the project that runs and pays for queries)"
+        also = (
+            "" if settings.gcp_project else " (and GCP_PROJECT, the project that runs and pays for queries)"
+        )
         raise ConfigError(
             "No Google credentials for BigQuery: set GCP_SERVICE_ACCOUNT_JSON or "
             f"GOOGLE_APPLICATION_CREDENTIALS{also}, or run where application default credentials exist."
