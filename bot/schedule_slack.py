@@ -20,6 +20,7 @@ from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot import slack_render as render
+from bot.slack_access import refused_click
 from bot.slack_client import SlackCallFailed, quick
 from bot.slack_confirm import build_confirmer
 from bot.slack_progress import SlackProgress, SlackTarget
@@ -134,6 +135,8 @@ async def schedule_command(ack, submit, command: dict, text: str) -> None:
 
 async def run_schedule_command(state: AppState, client: AsyncWebClient, p: dict) -> None:
     """Parse the command, ask Create / Cancel (only the asker sees the buttons), create on yes."""
+    if await refused_click(state.threads, client, p):
+        return
     try:
         command = parse_schedule_command(p["text"])
     except ScheduleError as exc:
@@ -144,6 +147,8 @@ async def run_schedule_command(state: AppState, client: AsyncWebClient, p: dict)
 async def run_schedule_answer(state: AppState, client: AsyncWebClient, p: dict) -> None:
     """ "Schedule…" under an answer: its question (and final warehouse SQL) on the chosen cadence, in
     this channel, confirmed with Create / Cancel like every other way of creating a schedule."""
+    if await refused_click(state.threads, client, p):
+        return
     turn_id, _, cron = p["value"].partition(" ")
     record = await state.threads.turn(turn_id, channel_id=p["channel"])
     if record is None or not cron:

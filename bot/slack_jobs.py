@@ -14,6 +14,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot import slack_render as render
 from bot.schedule_slack import slack_user_tz
+from bot.slack_access import refused_click
 from bot.slack_client import SharedClient, SlackCallFailed, answer_via_response_url
 from bot.slack_confirm import build_confirmer
 from bot.slack_progress import SlackProgress, SlackTarget
@@ -251,6 +252,8 @@ async def tell_message_stopped(state: AppState, client: AsyncWebClient, p: dict)
 async def run_action(state: AppState, client: AsyncWebClient, p: dict) -> None:
     """A footer button: Show SQL & code, or 👍/👎. Replies are ephemeral to the person who clicked."""
     threads = state.threads
+    if await refused_click(threads, client, p):
+        return
     record = await threads.turn(p["value"], channel_id=p["channel"])
     if record is None:
         messages = render.answer_messages("I no longer have the details of that answer.")
@@ -265,6 +268,8 @@ async def run_action(state: AppState, client: AsyncWebClient, p: dict) -> None:
 
 async def run_export(state: AppState, client: AsyncWebClient, p: dict) -> None:
     """Export the thread's session as a notebook and upload it into the thread."""
+    if await refused_click(state.threads, client, p):
+        return
     record = await state.threads.turn(p["value"], channel_id=p["channel"])
     if record is None:
         await _ephemeral(client, p, {"text": "I no longer have that conversation."})

@@ -163,6 +163,20 @@ async def _answer(state: AppState, activity: Activity, text: str, out: TeamsOut)
     await state.analyst.handle(message, sink, confirm=_confirmer(threads, out, _user_id(activity)))
 
 
+def _person(activity: Activity) -> IncomingMessage:
+    """Who acted on a card, where, in the terms access rules are checked in (a card skipped them: a
+    person outside the allowlists saw an answer's SQL, saved verified queries, exported the thread)."""
+    return IncomingMessage(
+        text="",
+        surface="teams",
+        thread_key=(activity.conversation.id if activity.conversation else "",),
+        user_id=_user_id(activity),
+        channel_id=_channel_id(activity),
+        team_id=tenant_of(activity),
+        is_direct=is_personal(activity),
+    )
+
+
 def _confirmer(threads: Threads, out: TeamsOut, asker: str):
     """Ask with a Run/Cancel card; the answer arrives through the store (any replica may get the click)."""
 
@@ -188,6 +202,9 @@ def _confirmer(threads: Threads, out: TeamsOut, asker: str):
 
 async def _card_action(state: AppState, activity: Activity, value: dict, out: TeamsOut) -> None:
     threads = state.threads
+    if denial := threads.refused(_person(activity)):  # a card's buttons meet the rules a question does
+        await out.send(denial)
+        return
     action = value.get(render.ACTION_KEY)
     if action == "confirm":
         answer = ConfirmAnswer.RUN if value.get("answer") == "run" else ConfirmAnswer.CANCEL

@@ -20,7 +20,7 @@ from core.access import AccessPolicy
 from core.config import Settings
 from core.confirm import CONFIRM_TIMEOUT_S, ask, give_answer, wait_for_answer
 from core.csv_cells import neutralise_csv
-from core.events import AnswerReady, ArtifactReady, EventSink
+from core.events import AnswerReady, ArtifactReady, EventSink, IncomingMessage
 from core.notebook import session_notebook
 from core.sandbox import is_valid_session_id
 from core.schedules import Clock, utc_now
@@ -186,6 +186,12 @@ class Threads:
         if self._warehouse is None:
             return []
         return await self._warehouse.list_tables(self._access.datasets)
+
+    def refused(self, who: IncomingMessage) -> str | None:
+        """Why `who` may not ask here (the sentence for them), or None: the rules a question meets,
+        for what is done with an answer — its buttons and cards skipped them, so a person outside the
+        allowlists saw its SQL, saved verified queries for everyone and exported the thread."""
+        return self._access.check(who)
 
     # --- recorded turns -----------------------------------------------------------------------------
     async def turn(self, turn_id: str, *, channel_id: str) -> dict | None:

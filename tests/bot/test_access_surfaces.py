@@ -102,3 +102,69 @@ async def test_teams_denies_users_and_rate_limits_channels(settings, fake_model)
         ("aad-ada", False),
     ]
     assert all(r["surface"] == "teams" for r in records)
+
+
+async def test_a_slack_user_outside_the_allowlist_cannot_act_on_an_answer_either(
+    settings, fake_model, slack_api
+):
+    """The buttons under an answer skipped the access rules: a person not on DATATHREAD_ALLOWED_USERS saw
+    its SQL, saved it as a verified query that later answers start from, exported the thread into the
+    channel, and could schedule it. Now each button says what a refused question says, privately."""
+    from bot import slack_render as render
+
+    allowed = settings.model_copy(update={"allowed_users": "U0001"})
+    fake_model.enqueue(text("16 airlines."))
+    async with serve(allowed, slack_api) as slack:
+        await slack.event(mention("how many airlines?", ts="1700000201.000100"))
+        await slack.drain()
+        stream = slack_api.of("chat.stopStream")[-1].args
+        turn_id = stream["blocks"][1]["elements"][0]["value"]
+        before = len(slack_api.calls)
+        for action in (render.ACTION_SHOW_SQL, render.ACTION_FEEDBACK_UP, render.ACTION_EXPORT):
+            await slack.click(action, turn_id, thread_ts="1700000201.000100", user="U0003")
+        await slack.select(
+            render.ACTION_SCHEDULE, f"{turn_id} 0 9 * * mon", thread_ts="1700000201.000100", user="U0003"
+        )
+        await slack.drain()
+        after = slack_api.calls[before:]
+        assert [c.method for c in after] == ["chat.postEphemeral"] * 4, [c.method for c in after]
+        assert all("not on the list of people" in c.args["text"] and c.args["user"] == "U0003" for c in after)
+        record = await slack.state.threads.turn(turn_id, channel_id="C0001")
+        assert not record["feedback"]  # no vote, so no verified query either
+        # the asker's buttons still work
+        await slack.click(render.ACTION_SHOW_SQL, turn_id, thread_ts="1700000201.000100", user="U0001")
+        await slack.drain()
+        assert "not on the list" not in slack_api.calls[-1].args.get("text", "")
+
+
+async def test_a_teams_user_outside_the_allowlist_cannot_act_on_an_answer_either(settings, fake_model):
+    connector = FakeConnector().start()
+    allowed = settings.model_copy(update={"allowed_users": "aad-ada"})
+    app = create_app(allowed)
+    fake_model.enqueue(text("16 airlines."))
+    try:
+        async with app.router.lifespan_context(app):
+            state = app.state.datathread
+            async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as http:
+
+                async def say(body: dict) -> list[dict]:
+                    before = len(connector.sent())
+                    assert (await http.post("/api/messages", json=body)).status_code == 202
+                    await state.runner.drain(timeout=60)
+                    return connector.sent()[before:]
+
+                await say(activity(connector.url, "how many airlines?"))
+                (turn,) = await audit_lines(allowed)
+                for value in ({"datathread": "show_steps"}, {"datathread": "feedback", "value": "up"},
+                              {"datathread": "export_notebook"}):  # fmt: skip
+                    click = activity(
+                        connector.url, conversation=THREAD, value={**value, "turn_id": turn["turn_id"]}
+                    )
+                    click["from"] = {"id": "29:eve", "name": "Eve", "aadObjectId": "aad-eve"}
+                    (reply,) = await say(click)
+                    assert "not on the list of people" in reply["text"], reply
+                assert not (await state.threads.turn(turn["turn_id"], channel_id=turn["channel_id"]))[
+                    "feedback"
+                ]
+    finally:
+        connector.stop()
