@@ -14,12 +14,13 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot import slack_render as render
 from bot.schedule_slack import slack_user_tz
-from bot.slack_access import refused_click
+from bot.slack_access import clicker, refused_click
 from bot.slack_client import SharedClient, SlackCallFailed, answer_via_response_url
 from bot.slack_confirm import build_confirmer
 from bot.slack_progress import SlackProgress, SlackTarget
 from bot.surface import AppState
 from core.events import IncomingMessage
+from core.help import is_local
 from core.runner import STORE_DOWN, STORE_DOWN_TEXT, WHY, TurnJob
 from core.runner_worker import lost_kind
 from core.sessions import StoreUnavailable, session_id_for
@@ -75,6 +76,8 @@ async def run_turn(state: AppState, client: AsyncWebClient, p: dict) -> None:
     """One question → one turn, with progress, files and the answer in the thread."""
     threads = state.threads
     private, thread_ts, note = bool(p.get("private")), p.get("thread_ts") or "", ""
+    if p.get("slash") and (is_local(p["text"]) or threads.refused(clicker(p))):
+        private = True  # help, or a refusal: for the person alone, not posted as a question in the channel
     if p.get("slash") and not private:
         try:  # the question becomes the thread root, so follow-ups in its thread continue the session
             thread_ts = await post_question(client, threads, p)

@@ -303,7 +303,7 @@ class SlackProgress:
             render.footer_blocks(
                 done.turn_id, asdict(done.stats), receipt=self.transcript.receipt(), with_export=with_export
             )
-            if done.ok
+            if done.ok and done.receipt is not None  # help has none: its buttons could only say "no longer"
             else []
         )
         failure = self.transcript.failure

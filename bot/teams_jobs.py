@@ -142,7 +142,8 @@ def _user_id(activity: Activity) -> str:
 def _channel_id(activity: Activity) -> str:
     data = activity.channel_data if isinstance(activity.channel_data, dict) else {}
     channel = (data.get("channel") or {}).get("id")
-    return channel or activity.conversation.id.split(";", 1)[0]
+    conversation = activity.conversation.id if activity.conversation else ""  # an invoke may carry none
+    return channel or conversation.split(";", 1)[0]
 
 
 async def _answer(state: AppState, activity: Activity, text: str, out: TeamsOut) -> None:

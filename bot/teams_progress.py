@@ -283,14 +283,19 @@ class TeamsSink:
             await self._send_final(final, render.failure_text(failure.message, failure.error_id), short=short)
             return
         text, tables = render.to_teams_markdown(self.transcript.answer or "(no answer)")
-        card = render.answer_card(
-            event.turn_id, tables, self.transcript.receipt(), schedulable=not self.personal
+        card = (  # help has no receipt, and no actions: they could only say the answer is gone
+            render.answer_card(
+                event.turn_id, tables, self.transcript.receipt(), schedulable=not self.personal
+            )
+            if event.receipt is not None or tables
+            else None
         )
         # A long answer goes out in several messages, the first closing the stream, the card on the last.
         first, *rest = render.split_message(text)
-        await self._send_final(final, first, attachments=None if rest else [card])
+        cards = [card] if card is not None else None
+        await self._send_final(final, first, attachments=None if rest else cards)
         for n, part in enumerate(rest, start=1):
-            await self.out.send(part, attachments=[card] if n == len(rest) else None)
+            await self.out.send(part, attachments=cards if n == len(rest) else None)
 
     async def _send_final(self, final: list | None, text: str, **extra) -> None:
         """The answer (or failure) always arrives: if Teams refuses it as the stream's end (a stream

@@ -131,6 +131,13 @@ async def test_a_slack_user_outside_the_allowlist_cannot_act_on_an_answer_either
         assert all("not on the list of people" in c.args["text"] and c.args["user"] == "U0003" for c in after)
         record = await slack.state.threads.turn(turn_id, channel_id="C0001")
         assert not record["feedback"]  # no vote, so no verified query either
+        # a refused /ask is said to the person alone: it posted "<@U0003> asked: …" in the channel first
+        before = len(slack_api.calls)
+        await slack.command("how many flights?", user="U0003")
+        await slack.drain()
+        after = slack_api.calls[before:]
+        assert not [c for c in after if c.method == "chat.postMessage"], [c.method for c in after]
+        assert "not on the list of people" in json.dumps([c.args for c in after])
         # the asker's buttons still work
         await slack.click(render.ACTION_SHOW_SQL, turn_id, thread_ts="1700000201.000100", user="U0001")
         await slack.drain()
