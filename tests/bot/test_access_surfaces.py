@@ -12,7 +12,7 @@ import pytest
 from bot.audit import print_audit
 from bot.server import create_app
 from tests.bot.slack_harness import mention, serve
-from tests.bot.teams_harness import THREAD, activity
+from tests.bot.teams_harness import THREAD, activity, serve_teams
 from tests.fakes.anthropic_api import text
 from tests.fakes.bot_connector import FakeConnector
 from tests.fakes.slack_api import FakeSlackAPI
@@ -145,33 +145,20 @@ async def test_a_slack_user_outside_the_allowlist_cannot_act_on_an_answer_either
 
 
 async def test_a_teams_user_outside_the_allowlist_cannot_act_on_an_answer_either(settings, fake_model):
-    connector = FakeConnector().start()
     allowed = settings.model_copy(update={"allowed_users": "aad-ada"})
-    app = create_app(allowed)
     fake_model.enqueue(text("16 airlines."))
-    try:
-        async with app.router.lifespan_context(app):
-            state = app.state.datathread
-            async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as http:
-
-                async def say(body: dict) -> list[dict]:
-                    before = len(connector.sent())
-                    assert (await http.post("/api/messages", json=body)).status_code == 202
-                    await state.runner.drain(timeout=60)
-                    return connector.sent()[before:]
-
-                await say(activity(connector.url, "how many airlines?"))
-                (turn,) = await audit_lines(allowed)
-                for value in ({"datathread": "show_steps"}, {"datathread": "feedback", "value": "up"},
-                              {"datathread": "export_notebook"}):  # fmt: skip
-                    click = activity(
-                        connector.url, conversation=THREAD, value={**value, "turn_id": turn["turn_id"]}
-                    )
-                    click["from"] = {"id": "29:eve", "name": "Eve", "aadObjectId": "aad-eve"}
-                    (reply,) = await say(click)
-                    assert "not on the list of people" in reply["text"], reply
-                assert not (await state.threads.turn(turn["turn_id"], channel_id=turn["channel_id"]))[
-                    "feedback"
-                ]
-    finally:
-        connector.stop()
+    async with serve_teams(allowed) as teams:
+        await teams.say("how many airlines?")
+        (turn,) = await audit_lines(allowed)
+        for value in ({"datathread": "show_steps"}, {"datathread": "feedback", "value": "up"},
+                      {"datathread": "export_notebook"}):  # fmt: skip
+            click = activity(teams.connector.url, value={**value, "turn_id": turn["turn_id"]})
+            click["from"] = {"id": "29:eve", "name": "Eve", "aadObjectId": "aad-eve"}
+            before = len(teams.connector.sent())
+            await teams.post(click)
+            await teams.state.runner.drain(timeout=60)
+            (reply,) = teams.connector.sent()[before:]
+            assert "not on the list of people" in reply["text"], reply
+        assert not (await teams.state.threads.turn(turn["turn_id"], channel_id=turn["channel_id"]))[
+            "feedback"
+        ]
