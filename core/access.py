@@ -46,6 +46,7 @@ class AccessPolicy:
     admins: frozenset[str] = frozenset()
     datasets: TableAllowlist = field(default_factory=TableAllowlist)
     channel_datasets: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    table_parts: int = 3  # the parts of a table's full name: project.dataset.table; DuckDB's main.table
 
     @classmethod
     def from_settings(cls, settings: Settings) -> AccessPolicy:
@@ -56,8 +57,9 @@ class AccessPolicy:
             channels=frozenset(split_list(settings.allowed_channels)),
             users=frozenset(split_list(settings.allowed_users)),
             admins=frozenset(split_list(settings.admin_users)),
-            datasets=TableAllowlist(patterns=tuple(_dataset_pattern(p) for p in base)),
+            datasets=TableAllowlist(patterns=tuple(_dataset_pattern(p, 3) for p in base)),
             channel_datasets=parse_channel_datasets(settings.channel_datasets),
+            table_parts=2 if settings.warehouse == "duckdb" else 3,
         )
 
     def is_admin(self, user_id: str) -> bool:
@@ -79,14 +81,17 @@ class AccessPolicy:
         """The tables this conversation may see: the channel's datasets when set, else the default."""
         patterns = self.channel_datasets.get(message.channel_id)
         if patterns is not None:
-            return TableAllowlist(patterns=tuple(_dataset_pattern(p) for p in patterns))
+            return TableAllowlist(patterns=tuple(_dataset_pattern(p, self.table_parts) for p in patterns))
         return self.datasets
 
 
-def _dataset_pattern(entry: str) -> str:
-    """'proj.dataset' means every table of it; an explicit table or pattern stays as written."""
+def _dataset_pattern(entry: str, table_parts: int) -> str:
+    """An entry that names a table (as many parts as the warehouse's full names: `proj.dataset.table`,
+    or DuckDB's `main.airlines`) or ends in `*` stays as written; a shorter one means every table under
+    it (`proj.dataset` → `proj.dataset.*`, DuckDB's `main` → `main.*`). With one rule for both, DuckDB's
+    `main.airlines` became `main.airlines.*`, which matches no table: the channel saw nothing."""
     entry = entry.strip().lower()
-    return entry if entry.endswith("*") or entry.count(".") >= 2 else f"{entry}.*"
+    return entry if entry.endswith("*") or entry.count(".") >= table_parts - 1 else f"{entry}.*"
 
 
 async def rate_limited(

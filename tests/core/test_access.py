@@ -12,7 +12,7 @@ from core.access import AccessPolicy
 from core.config_types import parse_channel_datasets
 from core.events import IncomingMessage
 from core.policy import TableAllowlist
-from tests.fakes.anthropic_api import text
+from tests.fakes.anthropic_api import text, tool
 
 
 def msg(user="U1", channel="C1", team="T1", surface="slack", text_="hi", direct=False) -> IncomingMessage:
@@ -120,6 +120,52 @@ def test_from_settings(settings):
     policy = AccessPolicy.from_settings(s)
     assert policy.channels == {"C1", "C2"} and policy.is_admin("UA") and not policy.is_admin("U1")
     assert policy.channel_datasets == {"C1": ("finance.*",)}
+
+
+@pytest.mark.parametrize(
+    ("warehouse", "entry", "allowed", "refused"),
+    [
+        ("duckdb", "main.airlines", ["main.airlines"], ["main.flights", "main.airlines_old"]),  # a table
+        ("duckdb", "main", ["main.airlines", "main.flights"], ["other.flights"]),  # a schema: all of it
+        ("duckdb", "main.air*", ["main.airlines", "main.airports"], ["main.flights"]),
+        ("bigquery", "proj.fin", ["proj.fin.ledger", "proj.fin.fx"], ["proj.ops.tickets", "proj.fin"]),
+        ("bigquery", "proj.fin.ledger", ["proj.fin.ledger"], ["proj.fin.fx"]),  # a table
+        ("bigquery", "proj", ["proj.fin.ledger"], ["other.fin.ledger"]),  # a project: all of it
+    ],
+)
+def test_a_channel_entry_that_names_a_table_allows_that_table(settings, warehouse, entry, allowed, refused):
+    """DuckDB's `C3=main.airlines`, the obvious way to name one table, became `main.airlines.*`, which
+    matches nothing: the channel silently saw no table. An entry as long as the warehouse's full table
+    names is that table; a shorter one is every table under it."""
+    s = settings.model_copy(update={"warehouse": warehouse, "channel_datasets": f"C3={entry}"})
+    allowlist = AccessPolicy.from_settings(s).allowlist_for(msg(channel="C3"))
+    assert [t for t in allowed if allowlist.allows(t)] == allowed
+    assert [t for t in refused if allowlist.allows(t)] == []
+
+
+async def test_a_channel_given_one_duckdb_table_can_list_and_query_it_and_nothing_else(
+    settings, fake_model, recorder
+):
+    from core.analyst import Analyst
+
+    analyst = await Analyst.create(settings.model_copy(update={"channel_datasets": "C3=main.airlines"}))
+    fake_model.enqueue(
+        tool("list_tables", {}),
+        tool("query_warehouse", {"sql": "SELECT count(*) AS n FROM airlines"}),
+        tool("query_warehouse", {"sql": "SELECT count(*) AS n FROM flights"}),
+        text("There are 16 airlines."),
+    )
+    try:
+        outcome = await analyst.handle(msg(channel="C3", text_="how many airlines?"), recorder)
+    finally:
+        await analyst.close()
+    assert outcome.ok, outcome.error
+    listed, counted, refused = (fake_model.last_tool_results(i)[0] for i in (1, 2, 3))
+    assert listed["content"].startswith("- airlines (16 rows)") and "flights" not in listed["content"]
+    assert [s.ok for s in outcome.steps] == [True, True, False] and "Table `main.flights`" in refused[
+        "content"
+    ]
+    assert "16" in counted["content"]
 
 
 async def test_denials_and_rate_limits_through_the_core(analyst, fake_model, recorder, settings, caplog):
