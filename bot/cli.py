@@ -157,7 +157,8 @@ async def _ask(
     finally:
         await analyst.close()
     if not outcome.ok:
-        err.print(f"error: {printable(outcome.error)} (error id {outcome.error_id})", markup=False)
+        said = f" (error id {outcome.error_id})" if outcome.error_id else ""  # a refusal has none
+        err.print(f"error: {printable(outcome.error)}{said}", markup=False)
         if outcome.fault:
             err.print(FAULT_HINT, markup=False)
         err.print(f"session: {key[0]}")

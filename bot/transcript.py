@@ -9,6 +9,7 @@ agree on titles (the tool's own, carried by `StepStarted`), outcomes and wording
 from __future__ import annotations
 
 import enum
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -134,7 +135,7 @@ class Transcript:
 def step_outcome(record: StepRecord) -> str:
     """One line per finished step: rows, bytes scanned and time, or the error in brief."""
     if not record.ok:
-        return brief(record.error or record.summary, 150) or "failed"
+        return brief(python_error(record.error) or record.summary, 150) or "failed"
     parts = []
     if record.rows is not None:
         parts.append(counted(record.rows, "row"))
@@ -142,6 +143,25 @@ def step_outcome(record: StepRecord) -> str:
         parts.append(f"{format_bytes(record.bytes_scanned)} scanned")
     parts.append(f"{record.duration_s:.1f} s")
     return " · ".join(parts)
+
+
+# A frame of a Python traceback ('  File "step.py", line 2, in <module>'; a SyntaxError's has no "in").
+_FRAME = re.compile(r'^\s*File "[^"]*", line \d+')
+
+
+def python_error(text: str) -> str:
+    """A Python step's error as people read it: the exception after the traceback's last frame
+    (`ZeroDivisionError: division by zero`, and any line the sandbox added after it). The traceback
+    is for the model, which gets all of it; squeezed onto a task card's one line, its frames filled
+    the space and the exception fell off the end. Text without a traceback comes back as it is."""
+    lines = (text or "").splitlines()
+    frames = [n for n, line in enumerate(lines) if _FRAME.match(line)]
+    if not frames:
+        return text
+    after = lines[frames[-1] + 1 :]
+    while after and (not after[0].strip() or after[0][0].isspace()):  # the frame's code and ^^^ marks
+        after.pop(0)
+    return "\n".join(after) or text
 
 
 def brief(text: str, limit: int = 180) -> str:

@@ -1,15 +1,39 @@
-"""Access control: which teams, channels and users may ask, who is an admin, and which datasets a
-channel may see. Denials are short sentences for the person, never silence.
+"""Access control: which teams, channels and users may ask, who is an admin, how many questions an
+hour they may ask, and which datasets a channel may see. Refusals are short sentences for the
+person, never silence.
 """
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from core.config import Settings, split_list
 from core.config_types import parse_channel_datasets
 from core.events import IncomingMessage
 from core.policy import TableAllowlist
+from core.turn_records import in_words
+
+log = logging.getLogger("datathread.turn")
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """A question refused on purpose: not allowed here, or over an hourly limit.
+
+    Expected, not a fault, so it carries no error id: an id exists so that a person's report leads to
+    a log line with what they were not shown, and a refusal's sentence is its whole reason. Shown with
+    an id it read like a failure of the bot. The refusal is still in the audit trail (who, where, the
+    sentence) and in an INFO log line, which also names the setting behind it (`setting`)."""
+
+    text: str
+    setting: str = ""
+    retry_after_s: float | None = None
+
+
+class RateCounter(Protocol):
+    async def hit_rate(self, key: str, *, limit: int, window_s: float) -> float | None: ...
 
 
 @dataclass(frozen=True)
@@ -22,6 +46,7 @@ class AccessPolicy:
     admins: frozenset[str] = frozenset()
     datasets: TableAllowlist = field(default_factory=TableAllowlist)
     channel_datasets: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    table_parts: int = 3  # the parts of a table's full name: project.dataset.table; DuckDB's main.table
 
     @classmethod
     def from_settings(cls, settings: Settings) -> AccessPolicy:
@@ -32,8 +57,9 @@ class AccessPolicy:
             channels=frozenset(split_list(settings.allowed_channels)),
             users=frozenset(split_list(settings.allowed_users)),
             admins=frozenset(split_list(settings.admin_users)),
-            datasets=TableAllowlist(patterns=tuple(_dataset_pattern(p) for p in base)),
+            datasets=TableAllowlist(patterns=tuple(_dataset_pattern(p, 3) for p in base)),
             channel_datasets=parse_channel_datasets(settings.channel_datasets),
+            table_parts=2 if settings.warehouse == "duckdb" else 3,
         )
 
     def is_admin(self, user_id: str) -> bool:
@@ -55,11 +81,56 @@ class AccessPolicy:
         """The tables this conversation may see: the channel's datasets when set, else the default."""
         patterns = self.channel_datasets.get(message.channel_id)
         if patterns is not None:
-            return TableAllowlist(patterns=tuple(_dataset_pattern(p) for p in patterns))
+            return TableAllowlist(patterns=tuple(_dataset_pattern(p, self.table_parts) for p in patterns))
         return self.datasets
 
 
-def _dataset_pattern(entry: str) -> str:
-    """'proj.dataset' means every table of it; an explicit table or pattern stays as written."""
+def _dataset_pattern(entry: str, table_parts: int) -> str:
+    """An entry that names a table (as many parts as the warehouse's full names: `proj.dataset.table`,
+    or DuckDB's `main.airlines`) or ends in `*` stays as written; a shorter one means every table under
+    it (`proj.dataset` → `proj.dataset.*`, DuckDB's `main` → `main.*`). With one rule for both, DuckDB's
+    `main.airlines` became `main.airlines.*`, which matches no table: the channel saw nothing."""
     entry = entry.strip().lower()
-    return entry if entry.endswith("*") or entry.count(".") >= 2 else f"{entry}.*"
+    return entry if entry.endswith("*") or entry.count(".") >= table_parts - 1 else f"{entry}.*"
+
+
+async def rate_limited(
+    store: RateCounter, settings: Settings, message: IncomingMessage, *, admin: bool
+) -> Refusal | None:
+    """None while the asker and the channel are under their hourly limits (admins have none).
+
+    In Slack and Teams the sentence says the limit and when to come back, and that an admin sets it:
+    people there cannot act on a variable name. In the terminal whoever reads it runs the bot, so it
+    names the setting that raises it."""
+    if admin:
+        return None
+    limits = (
+        ("user", message.user_id, settings.user_turns_per_hour, "DATATHREAD_USER_TURNS_PER_HOUR"),
+        ("channel", message.channel_id, settings.channel_turns_per_hour, "DATATHREAD_CHANNEL_TURNS_PER_HOUR"),
+    )
+    for scope, who, limit, setting in limits:
+        key = f"{scope}:{message.surface}:{who}"
+        if limit > 0 and (wait := await store.hit_rate(key, limit=limit, window_s=3600)) is not None:
+            per = "person" if scope == "user" else "channel"
+            if message.surface == "terminal":
+                said = f"You've reached the limit of questions for now ({limit} an hour per {per}, set by {setting})"
+            elif scope == "user":
+                said = f"You've reached the limit of questions for now: {limit} an hour per person, set by an admin"
+            else:
+                said = f"This channel has reached the limit of questions for now: {limit} an hour, set by an admin"
+            return Refusal(f"{said}. Try again in {in_words(wait)}.", f"{setting}={limit}", wait)
+    return None
+
+
+def log_refusal(message: IncomingMessage, turn_id: str, session_id: str, refusal: Refusal) -> None:
+    """The operator's line for a refusal: who, where, the sentence and the setting behind it."""
+    log.info(
+        "turn refused turn=%s session=%s surface=%s channel=%s user=%s: %s%s",
+        turn_id,
+        session_id,
+        message.surface,
+        message.channel_id,
+        message.user_id,
+        refusal.text,
+        f" ({refusal.setting})" if refusal.setting else "",
+    )

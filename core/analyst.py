@@ -2,7 +2,8 @@
 
 `Analyst.handle` maps the thread to a session, checks access and rate limits, takes the session lock,
 runs the tool loop over the stored history, saves a valid history and the turn record, and turns
-every failure into a short human message with an error id that matches the log line.
+every failure into a short human message: a fault's with an error id that matches the log line, an
+expected refusal's (not allowed here, over an hourly limit) without one.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import time
 import uuid
 
 from core import history as hist
-from core.access import AccessPolicy
+from core.access import AccessPolicy, Refusal, log_refusal, rate_limited
 from core.agent import LoopLimits, TurnAborted, TurnState, build_system, build_tools, run_loop
 from core.config import Settings
 from core.events import (
@@ -44,7 +45,7 @@ from core.sessions import HeldLock, LockLost, LockTimeout, StoreUnavailable, ses
 from core.thread import Threads
 from core.tools import ToolContext
 from core.turn_lock import NOT_STARTED, StoppedWaiting, store_failure, turn_lock
-from core.turn_records import in_words, is_model_error, log_failure, turn_record
+from core.turn_records import is_model_error, log_failure, turn_record
 from core.verified import VerifiedLibrary, VerifiedQuery, curated_path, load_curated
 from core.warehouse import QueryContext
 
@@ -120,16 +121,13 @@ class Analyst:
         await emit(TurnStarted(turn_id=turn_id, session_id=session_id, question=message.text))
         denial = self.access.check(message)
         if denial:
-            return await self._fail(outcome, emit, denial, message, log_level=logging.INFO)
+            return await self._fail(outcome, emit, denial, message, refusal=Refusal(denial))
         if is_local(message.text):  # help or an empty message: answered here, no model call, no lock
             return await self._answer_locally(message, outcome, emit)
         try:
-            limited = await self._rate_limited(message)
-            if limited is not None:
-                wait, text = limited
-                return await self._fail(
-                    outcome, emit, text, message, retry_after=wait, log_level=logging.INFO
-                )
+            admin = self.access.is_admin(message.user_id)
+            if limited := await rate_limited(self.store, self.settings, message, admin=admin):
+                return await self._fail(outcome, emit, limited.text, message, refusal=limited)
 
             async def waiting() -> None:
                 await emit(Waiting(turn_id=turn_id))
@@ -341,32 +339,6 @@ class Analyst:
     ) -> dict:
         return self.redactor.data(turn_record(message, outcome, started, error))
 
-    async def _rate_limited(self, message: IncomingMessage) -> tuple[float, str] | None:
-        """None while the asker and the channel are under their hourly limits; else the seconds to
-        wait and the sentence, which names the setting (whoever runs the bot can raise it)."""
-        s = self.settings
-        if self.access.is_admin(message.user_id):
-            return None
-        limits = (
-            ("user", message.user_id, s.user_turns_per_hour, "person", "DATATHREAD_USER_TURNS_PER_HOUR"),
-            (
-                "channel",
-                message.channel_id,
-                s.channel_turns_per_hour,
-                "channel",
-                "DATATHREAD_CHANNEL_TURNS_PER_HOUR",
-            ),
-        )
-        for scope, who, limit, per, setting in limits:
-            if limit > 0:
-                key = f"{scope}:{message.surface}:{who}"
-                if (wait := await self.store.hit_rate(key, limit=limit, window_s=3600)) is not None:
-                    return wait, (
-                        f"You've reached the limit of questions for now ({limit} an hour per {per}, "
-                        f"set by {setting}). Try again in {in_words(wait)}."
-                    )
-        return None
-
     async def _fail(
         self,
         outcome: TurnOutcome,
@@ -375,20 +347,26 @@ class Analyst:
         message: IncomingMessage,
         *,
         exc: BaseException | None = None,
-        retry_after: float | None = None,
         log_level: int = logging.ERROR,
         detail: str = "",
+        refusal: Refusal | None = None,
     ) -> TurnOutcome:
-        outcome.error_id = log_failure(
-            exc, message, outcome.turn_id, outcome.session_id, level=log_level, text=text, detail=detail
-        )
+        if refusal is not None:  # expected, not a fault: no error id (see core/access.py)
+            log_refusal(message, outcome.turn_id, outcome.session_id, refusal)
+        else:
+            outcome.error_id = log_failure(
+                exc, message, outcome.turn_id, outcome.session_id, level=log_level, text=text, detail=detail
+            )
         outcome.error = text
         # Refused and failed requests belong in the audit trail too; the store may be the thing that failed.
         with contextlib.suppress(Exception):
             await self.store.record_turn(self._turn_record(message, outcome, time.time(), text))
         await emit(
             TurnFailed(
-                turn_id=outcome.turn_id, error_id=outcome.error_id, message=text, retry_after_s=retry_after
+                turn_id=outcome.turn_id,
+                error_id=outcome.error_id,
+                message=text,
+                retry_after_s=refusal.retry_after_s if refusal else None,
             )
         )
         await emit(

@@ -172,8 +172,10 @@ class Settings(SandboxSettings, WarehouseSettings, ModelSettings, BaseSettings):
     channel_datasets: ChannelDatasets = Field(
         "",
         validation_alias=_env("DATATHREAD_CHANNEL_DATASETS"),
-        description="Per-channel dataset allowlists, replacing the default for that channel, in the "
-        f"format of DATATHREAD_BIGQUERY_DATASETS: '{CHANNEL_DATASETS_EXAMPLE}'.",
+        description="Per-channel table allowlists, replacing the default for that channel: "
+        f"'{CHANNEL_DATASETS_EXAMPLE}'. An entry is a table by its full name (`main.airlines` in DuckDB, "
+        "`proj.dataset.table` in BigQuery), a schema or dataset meaning every table of it (`main`, "
+        "`proj.dataset`), or a pattern (`proj.shared_*`).",
     )
     user_turns_per_hour: int = Field(
         60,

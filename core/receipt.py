@@ -6,12 +6,13 @@ produced by a query in this turn rather than remembered by the model. `build_rec
 from the turn's step records; `receipt_line` says it in one line that every surface draws as is.
 
 The numerals check (`unsupported_numbers`) is deliberately simple, and its limits are these: it
-compares the numbers written in the answer with every number in what the turn's steps returned to
-the model (and the question), allowing for rounding, thousands separators, percent and
-thousand/million/billion scales. It ignores small integers (0–10: "top 3", list numbers), years
-and parts of dates and times. It cannot tell a right number from a coincidentally equal one, and it
-marks honest arithmetic the model did itself (a sum of two results) — which is the point: such
-numbers should come from a query.
+compares the numbers written in the answer with every number the thread gave the model (its
+questions, and what its steps returned, earlier turns' included), allowing for rounding, thousands
+separators, percent and thousand/million/billion scales. It ignores small integers (0–10: "top 3",
+list numbers), years and parts of dates and times. It cannot tell a right number from a
+coincidentally equal one, and it marks honest arithmetic the model did itself (a sum of two results)
+— which is the point: such numbers should come from a query. An answer that ran no step at all is
+judged the same way; it is where a remembered table of figures would otherwise pass unmarked.
 """
 
 from __future__ import annotations
@@ -54,8 +55,10 @@ def build_receipt(
     fresh_as_of: datetime | None = None,
     verified_by: str = "",
 ) -> Receipt:
-    """The receipt of a finished turn. `evidence` is what the steps returned to the model (and the
-    question); `tables` what the policy saw each query read (in order, repeats allowed)."""
+    """The receipt of a finished turn. `evidence` is what the thread's steps returned to the model and
+    its questions; `tables` what the policy saw each query read (in order, repeats allowed). An answer
+    with no step is judged too: a number it writes that no question or earlier result holds was
+    remembered or made up, and says so."""
     queries = [s for s in steps if s.ok and s.tool in QUERY_TOOLS]
     return Receipt(
         tables=tuple(dict.fromkeys(tables)),
@@ -65,7 +68,9 @@ def build_receipt(
         wall_s=stats.duration_s,
         fresh_as_of=fresh_as_of,
         verified_by=verified_by,
-        unsupported=unsupported_numbers(answer, evidence) if steps else (),
+        # Judged whether or not a step ran: a turn with no query is exactly where a remembered table
+        # of figures hides, and numbers from the question or earlier turns' results are in `evidence`.
+        unsupported=unsupported_numbers(answer, evidence),
     )
 
 

@@ -1,6 +1,7 @@
 """Turn records and failure log lines: what the audit trail keeps and what the log says about a turn.
 
-Every failure shown to people carries an `error_id`; the log line with the same id has the details.
+Every fault shown to people carries an `error_id`; the log line with the same id has the details. An
+expected refusal (not allowed here, over an hourly limit: core/access.py) has none.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ def turn_record(message: IncomingMessage, outcome: TurnOutcome, started: float, 
         "answer": outcome.answer,
         "ok": outcome.ok,
         "error": error or "",
-        "error_id": outcome.error_id,  # the id the person was shown, and the log line's
+        "error_id": outcome.error_id,  # the id the person was shown, and the log line's ("" for a refusal)
         "started": started,
         "finished": time.time(),
         "stats": asdict(outcome.stats),

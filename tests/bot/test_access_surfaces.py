@@ -59,6 +59,12 @@ async def test_slack_denies_channels_and_rate_limits_users_with_a_short_reason(
         shown = seen_by_people(slack_api)
         assert "answer one" in shown and "answer two" in shown
         assert "reached the limit of questions" in shown and "Try again in" in shown
+        # in people's words: no variable name they cannot set, no error id on an expected refusal
+        assert (
+            ":warning: You've reached the limit of questions for now: 2 an hour per person, set by an admin."
+            in shown
+        )
+        assert "DATATHREAD_" not in shown and "error id" not in shown
 
     records = await audit_lines(limited)
     by_question = {r["question"]: r for r in records}
@@ -92,6 +98,8 @@ async def test_teams_denies_users_and_rate_limits_channels(settings, fake_model)
                 assert "teams answer" in await say(activity(connector.url, "flights by month?"))
                 limited_reply = await say(activity(connector.url, "and by day?"))
                 assert "reached the limit of questions" in limited_reply and "Try again in" in limited_reply
+                assert "set by an admin" in limited_reply and "DATATHREAD_" not in limited_reply
+                assert "error id" not in limited_reply
                 assert len(fake_model.requests) == 1
     finally:
         connector.stop()

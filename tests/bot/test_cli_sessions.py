@@ -139,6 +139,7 @@ def test_the_hourly_limit_names_the_setting_that_controls_it(limits, says, home,
     limited = invoke(["ask", "second"], home, env=env)
     assert limited.returncode == 1
     assert "You've reached the limit of questions for now" in limited.stderr and says in limited.stderr
+    assert "error id" not in limited.stderr  # an expected refusal, not a fault to look up
     assert len(fake_model.requests) == 1
 
 

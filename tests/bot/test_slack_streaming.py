@@ -77,6 +77,21 @@ async def test_text_before_a_step_shows_before_the_step_and_the_answer_after_it(
     assert shown == "Let me work that out.\n\nIt is **42**."
 
 
+async def test_a_python_error_shows_on_its_task_card_as_the_exception_and_claude_gets_the_traceback(
+    slack, model
+):
+    """The task card read "error: Traceback (most recent call last): File "step.py", line 2, in
+    <module> ZeroDivisionError: division by zero": frames a person cannot act on."""
+    model.enqueue(tool("run_python", {"code": "x = 1\nx / 0"}), text("Dividing by zero failed."))
+    await slack.event(mention("divide one by zero", ts="301.2"))
+    await slack.drain()
+    chunks = [c for a in slack.api.of("chat.appendStream") for c in a.args.get("chunks") or []]
+    failed = [c for c in chunks if c["status"] == "error"]
+    assert [c["output"] for c in failed] == ["ZeroDivisionError: division by zero"]
+    sent = model.last_tool_results()[0]["content"]
+    assert 'Traceback (most recent call last):\n  File "step.py", line 2' in sent, sent
+
+
 async def test_streamed_pieces_can_never_ping_or_link_anywhere(slack, model):
     hostile = "Sure <!here> and <@U0BOSS> see [the docs](!channel) or [this](slack://open) & <https://x.io|y>"
     model.enqueue(text(hostile))

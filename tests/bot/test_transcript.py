@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from bot.transcript import WORKING, Change, StepLine, Throttle, Transcript, brief, format_bytes, step_outcome
 from core.events import (
     AnswerReady,
@@ -86,6 +88,44 @@ def test_a_step_still_running_when_the_turn_ends_is_drawn_as_stopped():
     t.apply(TurnFinished(turn_id="t", session_id="s", ok=False, stats=TurnStats()))
     assert [(line.step_id, line.status) for line in t.rows()] == [("a", "done"), ("b", "failed")]
     assert t.cut_short == [t.steps["b"]] and t.steps["b"].outcome == "stopped before it finished"
+
+
+TRACEBACK = 'error:\nTraceback (most recent call last):\n  File "step.py", line 2, in <module>\n'
+MEMORY_HINT = (
+    "(The step's memory limit is 512 MB: work on less data at once, or let SQL aggregate before pandas.)"
+)
+
+
+@pytest.mark.parametrize(
+    ("error", "shown"),
+    [
+        (TRACEBACK + "ZeroDivisionError: division by zero", "ZeroDivisionError: division by zero"),
+        (  # what it printed first, the line of code and Python's ^^^ marks: all for the model
+            "stdout:\nloading\n" + TRACEBACK + "    df['nope']\n    ~~^^^^^^^^\nKeyError: 'nope'",
+            "KeyError: 'nope'",
+        ),
+        (
+            'error:\nTraceback (most recent call last):\n  File "step.py", line 1\n    print(1\n         ^\n'
+            "SyntaxError: '(' was never closed",
+            "SyntaxError: '(' was never closed",
+        ),
+        (  # an exception raised while handling another: the last one
+            TRACEBACK + "KeyError: 'a'\n\nDuring handling of the above exception, another exception "
+            'occurred:\n\nTraceback (most recent call last):\n  File "step.py", line 4, in <module>\n'
+            "ValueError: no a",
+            "ValueError: no a",
+        ),
+        (TRACEBACK + "MemoryError\n" + MEMORY_HINT, brief("MemoryError " + MEMORY_HINT, 150)),
+        (
+            "error:\nCatalog Error: Table with name nope does not exist!",
+            "error: Catalog Error: Table with name nope does not exist!",
+        ),  # no traceback: as it was
+    ],
+)
+def test_a_failed_python_step_shows_its_exception_not_the_traceback(error, shown):
+    """A Python step's card read "error: Traceback (most recent call last): File "step.py", line 2, in
+    <module> ZeroDivisionError: …": the frames are for the model, the person needs the exception."""
+    assert step_outcome(record("a", ok=False, tool="run_python", error=error)) == shown
 
 
 def test_step_outcome_brief_and_bytes():

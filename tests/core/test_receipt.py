@@ -80,9 +80,13 @@ def test_the_receipt_gathers_tables_rows_bytes_and_calls_from_the_turn():
     )
 
 
-def test_an_answer_without_steps_is_not_judged_and_recent_data_shows_the_time():
-    receipt = build_receipt("There are 16 airlines.", [], TurnStats(model_calls=1, duration_s=0.8))
-    assert receipt.unsupported == () and receipt_line(receipt) == "1 model call · 0.8 s"
+def test_an_answer_without_steps_is_judged_too_and_recent_data_shows_the_time():
+    stats = TurnStats(model_calls=1, duration_s=0.8)
+    receipt = build_receipt("There are 1,458 airports.", [], stats, evidence=["How many airports?"])
+    assert receipt.unsupported == ("1,458",)
+    assert receipt_line(receipt) == "1 model call · 0.8 s · ⚠ not from any query in this turn: 1,458"
+    earlier = build_receipt("There are 1,458 airports.", [], stats, evidence=["rows: 1\nn\n1458\n"])
+    assert earlier.unsupported == () and receipt_line(earlier) == "1 model call · 0.8 s"
     fresh = Receipt(
         tables=("flights",), rows=1, fresh_as_of=datetime(2026, 11, 23, 8, 5, tzinfo=UTC), wall_s=1
     )

@@ -9,6 +9,7 @@ import json
 import pandas as pd
 
 from core.events import IncomingMessage
+from core.receipt import receipt_line
 from tests.fakes.anthropic_api import error, text, tool
 from tests.fakes.scenarios import CHART, DELAYS, assert_valid
 
@@ -298,6 +299,31 @@ async def test_the_receipt_says_what_the_answer_stands_on_and_marks_invented_num
     assert (receipt.tables, receipt.rows, receipt.model_calls) == (("flights",), 1, 2)
     assert receipt.fresh_as_of is not None  # the demo warehouse file's time
     assert receipt.unsupported == ("40,000",)  # 111,279 came from the query; 40,000 from nowhere
+
+
+async def test_numbers_written_without_any_query_are_marked_unless_the_thread_gave_them(
+    analyst, fake_model, recorder
+):
+    """A turn that ran no step went unjudged, so a made-up table of figures carried a clean receipt
+    while the same table after one unrelated query was marked. Numbers the question or an earlier
+    turn's result gave the model are still fair sources for a follow-up answered without a query."""
+    invented = "| origin | flights |\n|---|--:|\n| EWR | 120,835 |\n| JFK | 111,279 |"
+    fake_model.enqueue(text(f"The busiest origins:\n\n{invented}"))
+    outcome = await analyst.handle(ask("busiest origins?", key="no-query"), recorder)
+    receipt = recorder.of("turn_finished")[-1].receipt
+    assert outcome.ok and (receipt.model_calls, receipt.tables) == (1, ())
+    assert receipt.unsupported == ("120,835", "111,279")
+    assert receipt_line(receipt).endswith("⚠ not from any query in this turn: 120,835, 111,279")
+
+    fake_model.enqueue(
+        tool("query_warehouse", {"sql": "SELECT count(*) AS n FROM flights WHERE origin = 'JFK'"}),
+        text("111,279 flights left JFK."),
+    )
+    await analyst.handle(ask("How many flights left JFK?", key="no-query"), recorder)
+    fake_model.enqueue(text("JFK's 111,279 flights are about a third of all 336,776."))
+    await analyst.handle(ask("What share of the 336,776 flights is that?", key="no-query"), recorder)
+    follow_up = recorder.of("turn_finished")[-1].receipt
+    assert follow_up.model_calls == 1 and follow_up.unsupported == ()  # earlier result and question
 
 
 async def test_a_failed_turn_has_no_receipt(analyst, fake_model, recorder):
