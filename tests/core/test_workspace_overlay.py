@@ -167,17 +167,22 @@ async def test_a_burst_of_files_stops_exactly_at_the_quota(sandbox):
         quota_bytes, quota_files = sandbox.workspace_bytes, sandbox.workspace_files
         sandbox.workspace_bytes, sandbox.workspace_files = saved
     used_bytes, used_files = usage(ws)
+    if sandbox.backend not in HARD:
+        # A watchdog (landlock, none) stops the step at its next 0.1 s tick; a step quicker than a tick
+        # (4 MB in 65 ms as an ordinary user on a fast machine) is caught by the check after it
+        # (LocalSandbox._within_quota), in its own words. Either way it failed for its quota.
+        caught = ("filled the thread's workspace past its limit", "over its 3 MB limit")
+        assert not result.ok and any(words in result.error for words in caught), result
+        return
     assert not result.ok and "filled the thread's workspace past its limit" in result.error, result
-    if sandbox.backend in HARD:
-        assert used_bytes <= quota_bytes and used_files <= quota_files, (used_bytes, used_files)
-        # the message says what the step had and what to do
-        assert (
-            "could add at most 3.0 MB" in result.error
-            and f"{quota_files - before_files:,} files" in result.error
-        )
-        assert "Delete files you no longer need" in result.error
-        # and the room it had was used, not refused early
-        assert used_bytes > quota_bytes - 200_000 or used_files == quota_files, (used_bytes, used_files)
+    assert used_bytes <= quota_bytes and used_files <= quota_files, (used_bytes, used_files)
+    # the message says what the step had and what to do
+    assert (
+        "could add at most 3.0 MB" in result.error and f"{quota_files - before_files:,} files" in result.error
+    )
+    assert "Delete files you no longer need" in result.error
+    # and the room it had was used, not refused early
+    assert used_bytes > quota_bytes - 200_000 or used_files == quota_files, (used_bytes, used_files)
 
 
 @module_loop
