@@ -201,6 +201,16 @@ def test_a_run_slack_cannot_take_is_one_sentence_and_a_line_in_the_log(home, fak
     assert log.count("not posted in C777: could not reach Slack at 127.0.0.1: connection refused") == 2, log
 
 
+def claude_refused(api: FakeSlackAPI) -> dict:
+    """A run-now's settings: Slack the fake `api`, Claude at the discard port (connection refused)."""
+    return {
+        "ANTHROPIC_API_KEY": "sk-ant-dummy-123456",
+        "ANTHROPIC_BASE_URL": "http://127.0.0.1:9",
+        "SLACK_BOT_TOKEN": "xoxb-test-token-000000",
+        "DATATHREAD_SLACK_API_URL": api.url,
+    }
+
+
 def test_a_reason_that_is_a_sentence_reads_well_in_the_terminal_and_the_channel(home):
     """Claude unreachable: the terminal said "… (connection refused). Please try again shortly.." and the
     channel "The retry failed too (I could not reach … Please try again shortly.). I'll try again next
@@ -208,12 +218,7 @@ def test_a_reason_that_is_a_sentence_reads_well_in_the_terminal_and_the_channel(
     api = FakeSlackAPI().start()
     try:
         sid = ok(invoke([*ADD, "--channel", "C777", "how many flights?"], home)).strip()
-        env = {
-            "ANTHROPIC_API_KEY": "sk-ant-dummy-123456",
-            "ANTHROPIC_BASE_URL": "http://127.0.0.1:9",  # the discard port: refused
-            "SLACK_BOT_TOKEN": "xoxb-test-token-000000",
-            "DATATHREAD_SLACK_API_URL": api.url,
-        }
+        env = claude_refused(api)
         failed = invoke(["schedule", "run-now", sid], home, env=env)
         why = "I could not reach the Claude API (connection refused)"
         assert failed.returncode == 1 and failed.stderr == f"error: The run failed: {why}.\n", failed.stderr
@@ -232,12 +237,7 @@ def test_a_failed_run_now_is_recorded_but_does_not_count_towards_the_pause(home)
     api = FakeSlackAPI().start()
     try:
         sid = ok(invoke([*ADD, "--channel", "C777", "how many flights?"], home)).strip()
-        env = {
-            "ANTHROPIC_API_KEY": "sk-ant-dummy-123456",
-            "ANTHROPIC_BASE_URL": "http://127.0.0.1:9",  # the discard port: refused
-            "SLACK_BOT_TOKEN": "xoxb-test-token-000000",
-            "DATATHREAD_SLACK_API_URL": api.url,
-        }
+        env = claude_refused(api)
         for _ in range(3):
             assert invoke(["schedule", "run-now", sid], home, env=env).returncode == 1
         [listed] = json.loads(ok(invoke(["schedule", "list", "--json"], home)))
