@@ -33,7 +33,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from bot import slack_render as render
 from bot.slack_client import SlackCallFailed, answer_via_response_url, quick
 from bot.slack_stream import StreamedText, render_parts
-from bot.transcript import WORKING, Change, StepLine, Throttle, Transcript, format_bytes
+from bot.transcript import WAITING, WORKING, Change, StepLine, Throttle, Transcript, format_bytes
 from core.events import AnswerDelta, ArtifactReady, TurnEvent, TurnFinished
 
 log = logging.getLogger("datathread.slack")
@@ -112,7 +112,10 @@ class SlackProgress:
         if isinstance(event, AnswerDelta):
             await self._text(event)
             return
+        was_waiting = self.transcript.waiting
         change = self.transcript.apply(event)
+        if change is Change.WAITING or was_waiting != self.transcript.waiting:
+            await self._wait_shown(self.transcript.waiting)
         if change is Change.STARTED:
             await self._start()
         elif change is Change.STEP and self.transcript.last is not None:
@@ -156,6 +159,17 @@ class SlackProgress:
             self.mode = "update"
             await self._post_status(":hourglass_flowing_sand: Working on it…")
 
+    async def _wait_shown(self, waiting: bool) -> None:
+        """While the thread's previous question is answered, a task card says this one waits (the
+        stream sat empty until then); done once its own work starts. The status message says it too."""
+        if self.no_progress:
+            return
+        if self.mode == "stream" and self.stream_ts:
+            status = "in_progress" if waiting else "complete"
+            await self._task(TaskUpdateChunk(id="waiting", title=WAITING, status=status))
+        if self.mode == "update":
+            self._schedule_update()
+
     async def _step(self, line: StepLine) -> None:
         if self.no_progress:
             return
@@ -163,25 +177,30 @@ class SlackProgress:
             self.text.close()  # a step runs: the text before it is complete, and shows before the step
             await self._send_text()
             details = render.inert(line.detail) if line.status == "running" else ""
-            chunk = TaskUpdateChunk(  # slack-sdk's model of the chunk; empty fields are left out
-                id=line.step_id,
-                title=render.inert(line.title),
-                status=STREAM_STATUS[line.status],
-                details=details or None,
-                output=render.inert(line.outcome) or None,
+            await self._task(  # slack-sdk's model of the chunk; empty fields are left out
+                TaskUpdateChunk(
+                    id=line.step_id,
+                    title=render.inert(line.title),
+                    status=STREAM_STATUS[line.status],
+                    details=details or None,
+                    output=render.inert(line.outcome) or None,
+                )
             )
-            try:
-                async with self._appending:
-                    await self.quick.chat_appendStream(
-                        channel=self.target.channel, ts=self.stream_ts, chunks=[chunk.to_dict()]
-                    )
-            except SlackCallFailed as exc:
-                return self._progress_failed(exc)
-            except SlackApiError as exc:
-                log.info("stream append refused (%s); switching to chat.update", exc.response.get("error"))
-                await self._abandon_stream()
         if self.mode == "update":
             self._schedule_update()
+
+    async def _task(self, chunk: TaskUpdateChunk) -> None:
+        """One task card's update into the stream; a refused append moves the turn to chat.update."""
+        try:
+            async with self._appending:
+                await self.quick.chat_appendStream(
+                    channel=self.target.channel, ts=self.stream_ts, chunks=[chunk.to_dict()]
+                )
+        except SlackCallFailed as exc:
+            self._progress_failed(exc)
+        except SlackApiError as exc:
+            log.info("stream append refused (%s); switching to chat.update", exc.response.get("error"))
+            await self._abandon_stream()
 
     # --- the answer's text, as Claude writes it -------------------------------------------------------
     async def _text(self, delta: AnswerDelta) -> None:
@@ -248,7 +267,8 @@ class SlackProgress:
         if wait > 0:
             await asyncio.sleep(wait)
         self.throttle.mark()
-        text = "\n".join([WORKING_LINE, *(status_line(row) for row in self.transcript.rows())])
+        head = f":hourglass_flowing_sand: {self.transcript.status()}"  # working, or waiting its turn
+        text = "\n".join([head, *(status_line(row) for row in self.transcript.rows())])
         if self.no_progress:
             return
         try:

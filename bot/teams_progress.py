@@ -183,7 +183,7 @@ class TeamsSink:
             await self._stream(event)
             return
         change = self.transcript.apply(event)
-        if change in (Change.THINKING, Change.STEP):
+        if change in (Change.THINKING, Change.STEP, Change.WAITING):
             await self._show_progress()
         elif change is Change.ARTIFACT:
             await self._deliver(event)  # type: ignore[arg-type]

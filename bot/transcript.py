@@ -26,11 +26,15 @@ from core.events import (
     TurnFailed,
     TurnFinished,
     TurnStarted,
+    Waiting,
 )
 from core.receipt import receipt_line
 from core.wording import counted
 
 WORKING = "Working on it…"
+# A question asked while the thread's previous one is still being answered waits for it (the session
+# lock): said, or its message sat empty until the first answer ended.
+WAITING = "Waiting for the previous question in this thread to finish…"
 DEFAULT_THINKING = Thinking(turn_id="").text  # the core's "still thinking" ping carries no remark
 
 
@@ -38,6 +42,7 @@ class Change(enum.Enum):
     """What an event changed, i.e. what a surface has to draw next."""
 
     NOTHING = "nothing"
+    WAITING = "waiting"  # the turn waits for the thread's previous one
     STARTED = "started"
     THINKING = "thinking"  # the model is working; maybe a remark was added
     STEP = "step"  # `last` started or finished
@@ -69,8 +74,15 @@ class Transcript:
     finished: TurnFinished | None = None
     last: StepLine | None = None  # the step the latest event touched
     cut_short: list[StepLine] = field(default_factory=list)  # steps still running when the turn ended
+    waiting: bool = False  # for the thread's previous turn, until this one's model call starts
 
     def apply(self, event: TurnEvent) -> Change:
+        if isinstance(event, Waiting):
+            self.waiting = True
+            return Change.WAITING
+        self.waiting = self.waiting and isinstance(
+            event, TurnStarted | ArtifactReady
+        )  # anything else: it ran
         if isinstance(event, TurnStarted):
             return Change.STARTED
         if isinstance(event, Thinking):
@@ -125,7 +137,7 @@ class Transcript:
     def status(self) -> str:
         """The headline of a progress message: working, done (steps and time) or stopped."""
         if self.finished is None:
-            return WORKING
+            return WAITING if self.waiting else WORKING
         if not self.finished.ok:
             return "Stopped"
         s = self.finished.stats

@@ -4,6 +4,9 @@ Web API. What is appended is in order, complete, inert, and never has to be take
 
 from __future__ import annotations
 
+import asyncio
+import threading
+
 import pytest
 import pytest_asyncio
 
@@ -134,3 +137,47 @@ async def test_an_append_held_back_by_slack_still_lands_and_nothing_is_skipped(s
     await slack.event(mention("count to forty", ts="304.1"))
     await slack.drain()
     assert "".join(a.args["markdown_text"] for a in text_appends(slack.api)) == answer
+
+
+async def test_a_second_question_in_a_busy_thread_says_it_waits_for_the_first(slack, model):
+    """Two mentions in one thread a moment apart: the second waits for the first (the session lock), and
+    its stream sat open and empty all that time. Now a task card says it waits, done once it runs."""
+    release = threading.Event()
+
+    def slow(body: dict) -> dict:
+        release.wait(30)
+        return text("First answer.")
+
+    asked = len(model.requests)  # the module's model: earlier tests' requests are there too
+    model.enqueue(slow, text("Second answer."))
+    await slack.event(mention("first question", ts="310.1"))
+    await until_requests(model, asked + 1)  # the first holds the thread
+    await slack.event(mention("second question", ts="310.2", thread_ts="310.1"))
+
+    def waiting_cards() -> list[dict]:
+        return [
+            c
+            for call in slack.api.of("chat.appendStream")
+            for c in call.args.get("chunks", [])
+            if c["id"] == "waiting"
+        ]
+
+    for _ in range(200):
+        if waiting_cards():
+            break
+        await asyncio.sleep(0.05)
+    assert [c["status"] for c in waiting_cards()] == ["in_progress"]
+    assert "Waiting for the previous question" in waiting_cards()[0]["title"]
+    release.set()
+    await slack.drain()
+    assert [c["status"] for c in waiting_cards()] == ["in_progress", "complete"]
+    shown = "".join(slack.api.shown())
+    assert "First answer." in shown and "Second answer." in shown
+
+
+async def until_requests(model, n: int) -> None:
+    for _ in range(200):
+        if len(model.requests) >= n:
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"fewer than {n} model requests")

@@ -4,7 +4,17 @@ from __future__ import annotations
 
 import pytest
 
-from bot.transcript import WORKING, Change, StepLine, Throttle, Transcript, brief, format_bytes, step_outcome
+from bot.transcript import (
+    WAITING,
+    WORKING,
+    Change,
+    StepLine,
+    Throttle,
+    Transcript,
+    brief,
+    format_bytes,
+    step_outcome,
+)
 from core.events import (
     AnswerReady,
     ArtifactReady,
@@ -16,6 +26,7 @@ from core.events import (
     TurnFinished,
     TurnStarted,
     TurnStats,
+    Waiting,
 )
 
 
@@ -126,6 +137,16 @@ def test_a_failed_python_step_shows_its_exception_not_the_traceback(error, shown
     """A Python step's card read "error: Traceback (most recent call last): File "step.py", line 2, in
     <module> ZeroDivisionError: …": the frames are for the model, the person needs the exception."""
     assert step_outcome(record("a", ok=False, tool="run_python", error=error)) == shown
+
+
+def test_a_turn_waiting_for_its_threads_previous_one_says_so_until_it_runs():
+    """The status line (Slack's status message, Teams' card) said "Working on it…" — or a stream sat
+    empty — while the question only waited for the thread's previous one."""
+    t = Transcript()
+    t.apply(TurnStarted(turn_id="t", session_id="s", question="q"))
+    assert t.apply(Waiting(turn_id="t")) is Change.WAITING and t.waiting and t.status() == WAITING
+    t.apply(Thinking(turn_id="t"))  # its model call starts: it runs now
+    assert not t.waiting and t.status() == WORKING
 
 
 def test_step_outcome_brief_and_bytes():
