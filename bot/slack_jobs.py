@@ -206,7 +206,11 @@ async def _tell_stopped(state: AppState, client: AsyncWebClient, p: dict) -> Non
         except SlackApiError:  # not a member of the channel: the answer would have been private
             await client.chat_postEphemeral(channel=p["channel"], user=p["user"], text=STOPPED)
             return
-    if (key := _stream_key(p)) and (stream := await state.threads.noted(key)):
+    stream = None
+    if key := _stream_key(p):
+        with contextlib.suppress(StoreUnavailable):  # then the notice comes as a message, as before
+            stream = await state.threads.noted(key)
+    if stream:
         try:  # the answer's stream, left open by the worker that died: ended with the notice
             await client.chat_stopStream(channel=p["channel"], ts=stream, markdown_text=STOPPED)
             return
