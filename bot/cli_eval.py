@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import shlex
 import signal
 from pathlib import Path
@@ -181,24 +182,16 @@ class Stopper:
         self.signal: signal.Signals | None = None
         self.runner: EvalRunner | None = None
         self._starting: asyncio.Task | None = None
-        self._previous: dict[signal.Signals, object] = {}
 
     @contextlib.contextmanager
     def handling(self):
         """The loop's signal handlers while the run lasts, then what was there before."""
-        loop = asyncio.get_running_loop()
+        from bot.stop_signals import STOP_SIGNALS, loop_signal_handlers
+
         self._starting = asyncio.current_task()
-        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-            if (previous := signal.getsignal(sig)) != signal.SIG_IGN:
-                self._previous[sig] = previous
-                loop.add_signal_handler(sig, self._on_signal, sig)
-        try:
+        handlers = {sig: functools.partial(self._on_signal, sig) for sig in STOP_SIGNALS}
+        with loop_signal_handlers(asyncio.get_running_loop(), handlers):
             yield self
-        finally:
-            for sig, previous in self._previous.items():
-                loop.remove_signal_handler(sig)
-                if previous is not None:  # None: set outside Python, nothing to put back
-                    signal.signal(sig, previous)
 
     def _on_signal(self, sig: signal.Signals) -> None:
         if self.signal is not None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import re
 import select
 import signal
@@ -22,6 +23,7 @@ from typing import Any
 from rich.console import Console
 from rich.text import Text
 
+from bot.stop_signals import loop_signal_handlers
 from core.config import Settings
 from core.events import IncomingMessage
 from core.sessions import StoreUnavailable, store_place
@@ -149,10 +151,9 @@ def run_interruptibly(
     """Run `coro` on the runner's loop; the first Ctrl-C cancels it (`on_stop` says so at once; returns
     False once it has wound down), a second one raises KeyboardInterrupt. True when it finished by itself.
 
-    Ctrl-C is counted through the loop's signal handler, which sees every SIGINT the process receives
-    (one byte each through the wakeup fd), where a plain `signal.signal` handler runs once for any
-    number of signals that arrive before the interpreter gets to it — two quick presses on a busy
-    machine were one. A press while the stopped turn still winds down is the second press.
+    Ctrl-C is counted through the loop's signal handler (`bot/stop_signals.py`), which sees every press:
+    two quick presses on a busy machine were one. A press while the stopped turn still winds down is
+    the second press.
 
     A closed terminal (SIGHUP) or a SIGTERM (`timeout`, a logout) stops `coro` the same way, lets it wind
     down, then ends the process (SystemExit 128 + the signal): they killed it at once, and the question
@@ -177,22 +178,17 @@ def run_interruptibly(
             ended_by = signum
             task.cancel()
 
-    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
-    if previous[signal.SIGINT] != signal.SIG_IGN:  # started with it ignored (nohup, a background job): kept
-        loop.add_signal_handler(signal.SIGINT, on_sigint)
-    for sig in (signal.SIGTERM, signal.SIGHUP):
-        if previous[sig] != signal.SIG_IGN:
-            loop.add_signal_handler(sig, on_end, sig)
-    try:
-        loop.run_until_complete(task)
-        finished = interrupts == 0 and ended_by is None
-    except asyncio.CancelledError:
-        finished = False
-    finally:
-        for sig, handler in previous.items():
-            loop.remove_signal_handler(sig)
-            if handler is not None:  # None: set outside Python, nothing to put back
-                signal.signal(sig, handler)  # what it was (SIGINT: usually Python's KeyboardInterrupt)
+    handlers = {
+        signal.SIGINT: on_sigint,
+        signal.SIGTERM: functools.partial(on_end, signal.SIGTERM),
+        signal.SIGHUP: functools.partial(on_end, signal.SIGHUP),
+    }
+    with loop_signal_handlers(loop, handlers):
+        try:
+            loop.run_until_complete(task)
+            finished = interrupts == 0 and ended_by is None
+        except asyncio.CancelledError:
+            finished = False
     if ended_by is not None:
         raise SystemExit(128 + ended_by)
     return finished
