@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from core.config import Settings
 from core.csv_cells import neutralise_cell
 from core.redact import Redactor
-from core.sessions import open_store, resolve_session_id
+from core.sessions import open_store, resolve_session_id, store_exists
 
 CSV_FIELDS = (
     "turn_id",
@@ -103,7 +103,7 @@ async def print_audit(
     folder `audit` ran in)."""
     out = out or sys.stdout
     turns: list[dict] = []
-    if settings.redis_url or settings.home.exists():
+    if store_exists(settings):
         store = await open_store(settings)
         try:
             since = time.time() - since_hours * 3600 if since_hours else None

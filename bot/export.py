@@ -18,7 +18,7 @@ from rich.markup import escape
 from bot.cli_common import check_output_file, writing
 from core.config import Settings
 from core.config_types import check_writable_dir
-from core.sessions import StoreUnavailable, open_store, resolve_session_id
+from core.sessions import StoreUnavailable, open_store, resolve_session_id, store_exists, store_place
 from core.turn_records import NothingToExport
 
 STDOUT = Path("-")
@@ -91,24 +91,16 @@ async def recorded_session(settings: Settings, given: str) -> str:
     The sentence names where it looked: run in another folder than the one chatted in (its own
     ./.datathread), "Session s1 has no recorded questions" suggested a session that exists, and the
     look made an empty state home there. A home that does not exist is not made: nothing is in it."""
-    if not settings.redis_url and not settings.home.exists():
-        raise NothingToExport(given, where=str(settings.home.resolve()))
+    if not store_exists(settings):
+        raise NothingToExport(given, where=store_place(settings))
     store = await open_store(settings)
     try:
         resolved = await resolve_session_id(store, given)
         if not await store.list_turns(session_id=resolved, limit=1):
-            raise NothingToExport(given, where=_where(settings))
+            raise NothingToExport(given, where=store_place(settings))
     finally:
         await store.close()
     return resolved
-
-
-def _where(settings: Settings) -> str:
-    if settings.redis_url:
-        from core.store_redis import redis_where
-
-        return f"the Redis at {redis_where(settings.redis_url)}"
-    return str(settings.home.resolve())
 
 
 def _ours_to_replace(target: Path, session_id: str) -> bool:

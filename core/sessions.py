@@ -114,6 +114,13 @@ def store_place(settings: Settings) -> str:
     return str(settings.home.resolve())
 
 
+def store_exists(settings: Settings) -> bool:
+    """Whether there can be sessions to read: a Redis, or a state home already made. Commands that only
+    read (`audit`, `export`) look no further without one — opening the SQLite store would make an empty
+    home in whatever folder they ran in."""
+    return bool(settings.redis_url) or settings.home.exists()
+
+
 async def open_store(settings: Settings) -> SessionStore:
     """The store the settings ask for: Redis when REDIS_URL is set, else the embedded SQLite file."""
     if settings.redis_url:
