@@ -80,9 +80,8 @@ class Transcript:
         if isinstance(event, Waiting):
             self.waiting = True
             return Change.WAITING
-        self.waiting = self.waiting and isinstance(
-            event, TurnStarted | ArtifactReady
-        )  # anything else: it ran
+        # Any event but these means the turn runs now: it waits no more.
+        self.waiting = self.waiting and isinstance(event, TurnStarted | ArtifactReady)
         if isinstance(event, TurnStarted):
             return Change.STARTED
         if isinstance(event, Thinking):
