@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import fcntl
 import os
-import signal
 from pathlib import Path
 
 import pytest
 
 from tests.fakes.anthropic_api import FakeAnthropic
+from tests.fakes.cli import terminal_signals
 from tests.shared_sandbox import SandboxLender
 
 # Never let a test talk to a real service by accident.
@@ -224,14 +224,7 @@ def recorder() -> Recorder:
 
 @pytest.fixture
 def ctrl_c_as_a_terminal_has_it():
-    """Ctrl-C and a closing window as an interactive terminal has them: Python's SIGINT handler in this
-    process, the default SIGINT and SIGHUP in the `datathread` subprocesses a test starts. A suite
-    started as a background job (`make test &`, `nohup`, a CI runner's) inherits SIGINT ignored, and
-    under `nohup` SIGHUP too, which an exec keeps: the product then rightly ignores them (see
-    test_terminal_chat.py's nohup test), and a Ctrl-C or closed-terminal test would fail — hang 60 s
-    — for a reason that is not the product's. Earlier tests may leave another handler (a server's)."""
-    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
-    previous_hup = signal.signal(signal.SIGHUP, signal.SIG_DFL)
-    yield
-    signal.signal(signal.SIGINT, previous)
-    signal.signal(signal.SIGHUP, previous_hup)
+    """Ctrl-C and a closing window as an interactive terminal has them, for the whole test
+    (tests/fakes/cli.py's `terminal_signals` says why). Earlier tests may leave another handler (a server's)."""
+    with terminal_signals():
+        yield

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from tests.conftest import demo_database
 from tests.fakes.anthropic_api import FakeAnthropic
-from tests.fakes.cli import spawn
+from tests.fakes.cli import spawn, terminal_signals
 from tests.fakes.process_output import Output
 from tests.fakes.slack_api import FakeSlackAPI
 
@@ -40,7 +40,8 @@ class SocketBot:
             "DATATHREAD_SLACK_API_URL": api.url,
             "DATATHREAD_MODEL": "claude-test",
         }
-        self.proc = spawn(["slack", "--socket"], home, model.url, env=env)
+        with terminal_signals():  # stopped with Ctrl-C, even when the suite runs as a background job
+            self.proc = spawn(["slack", "--socket"], home, model.url, env=env)
         self.out, self.err = Output(self.proc.stdout), Output(self.proc.stderr)
         try:
             self.err.wait_for(CONNECTED, timeout=START_S)

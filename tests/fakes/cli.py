@@ -6,8 +6,10 @@ test after the entry point itself has been exercised, since each process start c
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 
 DATATHREAD = str(Path(sys.executable).parent / "datathread")
@@ -17,6 +19,23 @@ _OURS = ("ANTHROPIC", "DATATHREAD", "SLACK")
 def _env(home: Path, env: dict | None) -> dict:
     base = {"DATATHREAD_HOME": str(home), "DATATHREAD_STEP_TIMEOUT": "20", "DATATHREAD_MODEL_RETRIES": "0"}
     return {**base, **(env or {})}
+
+
+@contextmanager
+def terminal_signals():
+    """Ctrl-C and a closing window as an interactive terminal has them, for this process and the
+    subprocesses started meanwhile: Python's SIGINT handler here, the default SIGINT and SIGHUP after
+    their exec. A suite started as a background job (`make test &`, `nohup`, a CI runner's) inherits
+    SIGINT ignored, and under `nohup` SIGHUP too, which an exec keeps: the product then rightly
+    ignores them (test_terminal_chat.py's nohup test), and a test that stops its process with Ctrl-C
+    waits out its timeout for a reason that is not the product's."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    previous_hup = signal.signal(signal.SIGHUP, signal.SIG_DFL)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        signal.signal(signal.SIGHUP, previous_hup)
 
 
 def spawn(
