@@ -57,7 +57,7 @@ class AccessPolicy:
             channels=frozenset(split_list(settings.allowed_channels)),
             users=frozenset(split_list(settings.allowed_users)),
             admins=frozenset(split_list(settings.admin_users)),
-            datasets=TableAllowlist(patterns=tuple(_dataset_pattern(p, 3) for p in base)),
+            datasets=TableAllowlist(patterns=tuple(q for p in base for q in _dataset_patterns(p, 3))),
             channel_datasets=parse_channel_datasets(settings.channel_datasets),
             table_parts=2 if settings.warehouse == "duckdb" else 3,
         )
@@ -81,17 +81,27 @@ class AccessPolicy:
         """The tables this conversation may see: the channel's datasets when set, else the default."""
         patterns = self.channel_datasets.get(message.channel_id)
         if patterns is not None:
-            return TableAllowlist(patterns=tuple(_dataset_pattern(p, self.table_parts) for p in patterns))
+            return TableAllowlist(
+                patterns=tuple(q for p in patterns for q in _dataset_patterns(p, self.table_parts))
+            )
         return self.datasets
 
 
-def _dataset_pattern(entry: str, table_parts: int) -> str:
-    """An entry that names a table (as many parts as the warehouse's full names: `proj.dataset.table`,
-    or DuckDB's `main.airlines`) or ends in `*` stays as written; a shorter one means every table under
-    it (`proj.dataset` → `proj.dataset.*`, DuckDB's `main` → `main.*`). With one rule for both, DuckDB's
-    `main.airlines` became `main.airlines.*`, which matches no table: the channel saw nothing."""
+def _dataset_patterns(entry: str, table_parts: int) -> tuple[str, ...]:
+    """The patterns one allowlist entry stands for. An entry that names a table (as many parts as the
+    warehouse's full names: `proj.dataset.table`, or DuckDB's `main.airlines`) or ends in `*` stays as
+    written; a shorter one means every table under it (`proj.dataset` → `proj.dataset.*`, DuckDB's
+    `main` → `main.*`). With one rule for both, DuckDB's `main.airlines` became `main.airlines.*`,
+    which matches no table: the channel saw nothing.
+
+    In DuckDB, whose tables live in `main` unless a schema is named, a name without a dot is also a
+    table (or pattern) there: `C3=airlines` meant only a schema `airlines`, and `C3=air*` only names
+    starting with `air` before any dot — neither matched a table, and the channel silently saw none."""
     entry = entry.strip().lower()
-    return entry if entry.endswith("*") or entry.count(".") >= table_parts - 1 else f"{entry}.*"
+    written = entry if entry.endswith("*") or entry.count(".") >= table_parts - 1 else f"{entry}.*"
+    if table_parts == 2 and "." not in entry and entry != "main":
+        return (written, f"main.{entry}")
+    return (written,)
 
 
 async def rate_limited(

@@ -175,7 +175,8 @@ class Settings(SandboxSettings, WarehouseSettings, ModelSettings, BaseSettings):
         description="Per-channel table allowlists, replacing the default for that channel: "
         f"'{CHANNEL_DATASETS_EXAMPLE}'. An entry is a table by its full name (`main.airlines` in DuckDB, "
         "`proj.dataset.table` in BigQuery), a schema or dataset meaning every table of it (`main`, "
-        "`proj.dataset`), or a pattern (`proj.shared_*`).",
+        "`proj.dataset`), or a pattern (`proj.shared_*`); in DuckDB a name without a schema (`airlines`, "
+        "`air*`) is also a table of `main`.",
     )
     user_turns_per_hour: int = Field(
         60,

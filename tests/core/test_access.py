@@ -128,6 +128,9 @@ def test_from_settings(settings):
         ("duckdb", "main.airlines", ["main.airlines"], ["main.flights", "main.airlines_old"]),  # a table
         ("duckdb", "main", ["main.airlines", "main.flights"], ["other.flights"]),  # a schema: all of it
         ("duckdb", "main.air*", ["main.airlines", "main.airports"], ["main.flights"]),
+        ("duckdb", "airlines", ["main.airlines", "airlines.carriers"], ["main.flights", "main.airlines_old"]),
+        ("duckdb", "air*", ["main.airlines", "main.airports"], ["main.flights", "other.flights"]),
+        ("duckdb", "MAIN", ["main.airlines", "main.flights"], ["other.flights"]),
         ("bigquery", "proj.fin", ["proj.fin.ledger", "proj.fin.fx"], ["proj.ops.tickets", "proj.fin"]),
         ("bigquery", "proj.fin.ledger", ["proj.fin.ledger"], ["proj.fin.fx"]),  # a table
         ("bigquery", "proj", ["proj.fin.ledger"], ["other.fin.ledger"]),  # a project: all of it
@@ -136,7 +139,8 @@ def test_from_settings(settings):
 def test_a_channel_entry_that_names_a_table_allows_that_table(settings, warehouse, entry, allowed, refused):
     """DuckDB's `C3=main.airlines`, the obvious way to name one table, became `main.airlines.*`, which
     matches nothing: the channel silently saw no table. An entry as long as the warehouse's full table
-    names is that table; a shorter one is every table under it."""
+    names is that table; a shorter one is every table under it. DuckDB's `C3=airlines` and `C3=air*`
+    (no schema, as its SQL names tables) are also tables of `main`: they matched nothing either."""
     s = settings.model_copy(update={"warehouse": warehouse, "channel_datasets": f"C3={entry}"})
     allowlist = AccessPolicy.from_settings(s).allowlist_for(msg(channel="C3"))
     assert [t for t in allowed if allowlist.allows(t)] == allowed
