@@ -26,7 +26,7 @@ from slack_sdk.models.blocks import (
 )
 
 from bot.markdown import blocks, pack
-from bot.transcript import format_bytes
+from bot.transcript import format_bytes, recorded_steps
 from core.schedules import ANSWER_CADENCES
 from core.wording import counted
 
@@ -308,16 +308,9 @@ def _button(text: str, action_id: str, value: str, style: str | None = None) -> 
 
 
 def steps_messages(record: Mapping) -> list[dict]:
-    """Every query and code step of a turn, for the person who clicked 'Show SQL & code'."""
-    steps = record.get("steps") or []
-    if not steps:
-        return answer_messages("This answer didn't run any queries or code.")
-    parts = []
-    for n, step in enumerate(steps, 1):
-        source = step["input"].get("sql") or step["input"].get("code") or ""
-        head = f"**{n}. {step['tool']}** — {step.get('summary') or step.get('error') or ''}".strip()
-        parts.append(head + (f"\n\n```\n{source}\n```" if source else ""))
-    return answer_messages("\n\n".join(parts))
+    """Every query and code step of a turn, for the person who clicked 'Show SQL & code' (the
+    `markdown` block makes step text inert: entities for `<`, `>`, `&`)."""
+    return answer_messages(recorded_steps(record, escape=str, max_code=MARKDOWN_LIMIT // 2))
 
 
 def confirm_blocks(prompt: str, token: str, yes: str = "Run it") -> list[dict]:

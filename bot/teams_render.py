@@ -20,6 +20,7 @@ from botbuilder.schema.teams import FileConsentCard, FileInfoCard
 from botbuilder.schema.teams.additional_properties import ContentType
 
 from bot.markdown import blocks, pack
+from bot.transcript import recorded_steps
 from core.schedules import ANSWER_CADENCES
 
 ADAPTIVE = CardFactory.content_types.adaptive_card
@@ -313,20 +314,7 @@ def steps_markdown(record: dict | None) -> str:
     """The SQL and code of a recorded turn, as Markdown code blocks (for 'Show SQL & code')."""
     if not record:
         return "I can't find that answer any more."
-    steps = record.get("steps") or []
-    if not steps:
-        return "That answer did not run any SQL or code."
-    parts = []
-    for n, step in enumerate(steps, 1):
-        data = step.get("input") or {}
-        code, lang = (data.get("sql"), "sql") if data.get("sql") else (data.get("code"), "python")
-        mark = "✓" if step.get("ok") else "✗"
-        head = f"**{n}. {step.get('tool')}** {mark} {inert(_clip(step.get('summary', ''), 200))}"
-        if code:
-            parts.append(f"{head}\n\n```{lang}\n{_clip(code, MAX_CODE_CHARS)}\n```")
-        else:
-            parts.append(f"{head} `{_clip(data, 200)}`")
-    return "\n\n".join(parts)
+    return recorded_steps(record, escape=inert, max_code=MAX_CODE_CHARS)
 
 
 def failure_text(message: str, error_id: str) -> str:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import enum
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -96,7 +96,7 @@ class Transcript:
             return Change.STEP
         if isinstance(event, StepFinished):
             rec = event.record
-            line = self.steps.get(rec.step_id) or StepLine(rec.step_id, rec.tool)
+            line = self.steps.get(rec.step_id) or StepLine(rec.step_id, rec.title or rec.tool)
             line.status, line.outcome = ("done" if rec.ok else "failed"), step_outcome(rec)
             self._put(line)
             return Change.STEP
@@ -154,6 +154,53 @@ def step_outcome(record: StepRecord) -> str:
         parts.append(f"{format_bytes(record.bytes_scanned)} scanned")
     parts.append(f"{record.duration_s:.1f} s")
     return " · ".join(parts)
+
+
+NO_STEPS = "This answer didn't run any queries or code."
+CODE_LANG = {"sql": "sql", "code": "python"}  # the step inputs that are code, and their fences' language
+
+
+def recorded_steps(record: Mapping, *, escape: Callable[[str], str], max_code: int) -> str:
+    """A recorded turn's steps in Markdown, for 'Show SQL & code': each as its task card showed it
+    (title, ✓ or ✗, rows · scanned · time or the error in brief), then its SQL or code. Slack and
+    Teams each had their own, and Slack's named steps by tool (`query_warehouse`) with the model's
+    summary where the cards had said "Querying the warehouse" and "16 rows · 0.2 s". `escape` makes
+    step text inert on the surface; code (in a fence) is cut at `max_code` characters."""
+    steps = record.get("steps") or []
+    if not steps:
+        return NO_STEPS
+    parts = []
+    for n, step in enumerate(steps, 1):
+        done = _as_record(step)
+        head = f"**{n}. {escape(done.title or done.tool)}** {'✓' if done.ok else '✗'} {escape(step_outcome(done))}"
+        lang = next((CODE_LANG[k] for k in CODE_LANG if isinstance(done.input.get(k), str)), "")
+        if lang:
+            code = done.input["sql" if lang == "sql" else "code"]
+            cut = code if len(code) <= max_code else code[: max_code - 1] + "…"
+            parts.append(f"{head}\n\n```{lang}\n{cut}\n```")
+        else:
+            detail = next(
+                (v for k in ("table", "path", "name") if isinstance(v := done.input.get(k), str)), ""
+            )
+            parts.append(head + (f" · `{escape(brief(detail, 200))}`" if detail else ""))
+    return "\n\n".join(parts)
+
+
+def _as_record(step: Mapping) -> StepRecord:
+    """A stored step (a dict, perhaps from before a field existed) as the record it was made from."""
+    raw = step.get("input")
+    return StepRecord(
+        step_id=str(step.get("step_id", "")),
+        tool=str(step.get("tool", "")),
+        title=str(step.get("title") or ""),
+        input=raw if isinstance(raw, dict) else {},
+        ok=bool(step.get("ok", True)),
+        summary=str(step.get("summary") or ""),
+        duration_s=float(step.get("duration_s") or 0.0),
+        rows=step.get("rows"),
+        bytes_scanned=step.get("bytes_scanned"),
+        error=str(step.get("error") or ""),
+    )
 
 
 # A frame of a Python traceback ('  File "step.py", line 2, in <module>'; a SyntaxError's has no "in").

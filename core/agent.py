@@ -283,14 +283,22 @@ async def _run_tools(
                 if item[2] is not None:
                     state.artifacts.append(item[2])
             elif i in begun:
-                state.steps.append(_stopped(tool_uses[i], step_ids[i], time.perf_counter() - begun[i]))
+                title = _title(ctx, tool_uses[i]["name"])
+                state.steps.append(_stopped(tool_uses[i], step_ids[i], title, time.perf_counter() - begun[i]))
 
 
-def _stopped(block: dict, step_id: str, ran_s: float) -> StepRecord:
+def _title(ctx: ToolContext, name: str) -> str:
+    """A tool's title for people ("Querying the warehouse"), or what the model asked for, named."""
+    tool = ctx.tools.get(name)
+    return tool.title if tool else f"Unknown tool {name}"
+
+
+def _stopped(block: dict, step_id: str, title: str, ran_s: float) -> StepRecord:
     raw = block.get("input")
     return StepRecord(
         step_id=step_id,
         tool=block["name"],
+        title=title,
         input=raw if isinstance(raw, dict) else {"raw": raw},
         ok=False,
         summary="stopped",
@@ -303,13 +311,13 @@ async def _run_tool(
     block: dict, step_id: str, ctx: ToolContext, turn_id: str, sink: EventSink, *, truncated: bool
 ) -> tuple[dict, StepRecord, ArtifactReady | None]:
     name, raw = block["name"], block.get("input")
-    tool = ctx.tools.get(name)
+    title = _title(ctx, name)
     await sink(
         StepStarted(
             turn_id=turn_id,
             step_id=step_id,
             tool=name,
-            title=tool.title if tool else f"Unknown tool {name}",
+            title=title,
             detail=step_detail(name, raw if isinstance(raw, dict) else {}),
         )
     )
@@ -324,6 +332,7 @@ async def _run_tool(
     record = StepRecord(
         step_id=step_id,
         tool=name,
+        title=title,
         input=raw if isinstance(raw, dict) else {"raw": raw},
         ok=not outcome.is_error,
         summary=outcome.summary,

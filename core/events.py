@@ -54,6 +54,7 @@ class StepRecord:
     files: tuple[str, ...] = ()
     error: str = ""
     tables: tuple[str, ...] = ()  # what the policy saw a query read (tables, or workspace files)
+    title: str = ""  # the tool's title, as its task card said it ("Querying the warehouse")
 
 
 @dataclass(frozen=True)

@@ -147,8 +147,10 @@ async def test_mention_progress_files_answer_follow_up_and_buttons(slack, model)
     await slack.drain()
     shown, thanks = api.of("chat.postEphemeral")
     assert shown.args["user"] == "U0002" and shown.args["thread_ts"] == "100.1"
-    text_shown = json.dumps(shown.args["blocks"])
+    text_shown = json.dumps(shown.args["blocks"], ensure_ascii=False)
     assert "GROUP BY carrier" in text_shown and "read_parquet" in text_shown
+    # named and measured as the task cards named them, not by tool name and the model's summary
+    assert "**1. Querying the warehouse** ✓ 16 rows · " in text_shown and "query_warehouse" not in text_shown
     record = await slack.state.analyst.store.get_turn(turn_id)
     assert record["feedback"] == {"U0002": "down"}
 

@@ -113,16 +113,37 @@ def test_format_bytes(n: int, text: str) -> None:
 def test_steps_messages_show_every_query_and_code_step() -> None:
     record = {
         "steps": [
-            {"tool": "query_warehouse", "input": {"sql": "SELECT 1"}, "summary": "1 row"},
-            {"tool": "run_python", "input": {"code": "print(2)"}, "summary": "ok"},
-            {"tool": "list_tables", "input": {}, "summary": "5 tables"},
+            {
+                "tool": "query_warehouse",
+                "title": "Querying the warehouse",
+                "input": {"sql": "SELECT 1"},
+                "ok": True,
+                "summary": "1 row",
+                "rows": 1,
+                "duration_s": 0.21,
+            },
+            {
+                "tool": "run_python",
+                "input": {"code": "print(2)"},
+                "ok": True,
+                "summary": "ok",
+                "duration_s": 1.0,
+            },
+            {
+                "tool": "describe_table",
+                "input": {"table": "flights"},
+                "ok": False,
+                "summary": "no such table",
+            },
         ]
     }
     text = "\n".join(
         b["text"] for m in r.steps_messages(record) for b in m["blocks"] if b["type"] == "markdown"
     )
-    assert "**1. query_warehouse** — 1 row\n\n```\nSELECT 1\n```" in text
-    assert "```\nprint(2)\n```" in text and "**3. list_tables** — 5 tables" in text
+    assert "**1. Querying the warehouse** ✓ 1 row · 0.2 s\n\n```\nSELECT 1\n```" in text  # Slack: no language
+    # a record from before steps kept their title is named by its tool
+    assert "**2. run_python** ✓ 1.0 s\n\n```\nprint(2)\n```" in text
+    assert "**3. describe_table** ✗ no such table · `flights`" in text
 
 
 @pytest.mark.parametrize(

@@ -107,6 +107,9 @@ async def test_channel_thread_chart_csv_link_answer_and_follow_up(teams, fake_mo
     # card actions: Show SQL & code, feedback
     steps = await teams.say("", value=actions["Show SQL & code"])
     assert "```sql" in steps[-1]["text"] and "GROUP BY carrier" in steps[-1]["text"]
+    assert (
+        "**1. Querying the warehouse** ✓ " in steps[-1]["text"] and "query_warehouse" not in steps[-1]["text"]
+    )
     await teams.say("", value=actions["👍"])
     record = await teams.state.analyst.store.get_turn(turn_id)
     assert record["feedback"] and "up" in dumps(record["feedback"])

@@ -61,16 +61,40 @@ def test_the_answer_card_carries_the_receipt_under_the_tables():
 def test_steps_markdown():
     record = {
         "steps": [
-            {"tool": "query_warehouse", "input": {"sql": "SELECT 1"}, "ok": True, "summary": "1 row"},
-            {"tool": "run_python", "input": {"code": "print(1)"}, "ok": False, "summary": "boom"},
-            {"tool": "list_tables", "input": {}, "ok": True, "summary": "5 tables"},
+            {
+                "tool": "query_warehouse",
+                "title": "Querying the warehouse",
+                "input": {"sql": "SELECT 1"},
+                "ok": True,
+                "summary": "1 row",
+                "rows": 1,
+                "duration_s": 0.2,
+            },
+            {
+                "tool": "run_python",
+                "title": "Running Python",
+                "input": {"code": "print(1)"},
+                "ok": False,
+                "summary": "failed",
+                "error": 'Traceback (most recent call last):\n  File "step.py", line 1, in <module>\nValueError: boom',
+            },
+            {
+                "tool": "list_tables",
+                "title": "Listing tables",
+                "input": {},
+                "ok": True,
+                "summary": "5 tables",
+            },
         ]
     }
     md = r.steps_markdown(record)
-    assert "```sql\nSELECT 1\n```" in md and "```python\nprint(1)\n```" in md and "✗ boom" in md
-    assert r.steps_markdown(None).startswith("I can't find") and "did not run" in r.steps_markdown(
-        {"steps": []}
-    )
+    assert "**1. Querying the warehouse** ✓ 1 row · 0.2 s\n\n```sql\nSELECT 1\n```" in md
+    assert (
+        "**2. Running Python** ✗ ValueError: boom\n\n```python\nprint(1)\n```" in md
+    )  # as the task card said it
+    assert "**3. Listing tables** ✓ 0.0 s" in md
+    assert r.steps_markdown(None).startswith("I can't find")
+    assert r.steps_markdown({"steps": []}) == "This answer didn't run any queries or code."
 
 
 def test_failure_confirm_and_link():
@@ -97,9 +121,15 @@ def test_model_text_is_inert_in_teams_messages(source, expected):
 
 def test_step_errors_and_failures_are_inert_in_teams():
     steps = r.steps_markdown(
-        {"steps": [{"tool": "run_python", "ok": False, "summary": "<!here> <at>x</at>"}]}
+        {
+            "steps": [
+                {"tool": "run_python", "title": "<at>t</at>", "ok": False, "summary": "<!here> <at>x</at>"}
+            ]
+        }
     )
-    assert "<!here>" not in steps and "<at>" not in steps and "&lt;!here&gt;" in steps
+    assert (
+        "<!here>" not in steps and "<at>" not in steps and "&lt;!here&gt;" in steps and "&lt;at&gt;t" in steps
+    )
     assert r.failure_text("<@U1> broke", "e1").startswith("Sorry — &lt;@U1&gt; broke")
 
 
