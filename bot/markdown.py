@@ -26,6 +26,9 @@ class Block:
     lang: str = ""
     header: tuple[str, ...] = ()
     rows: tuple[tuple[str, ...], ...] = ()
+    align: tuple[
+        str, ...
+    ] = ()  # a table's columns as its delimiter row set them: "left", "center", "right" or ""
 
 
 def blocks(markdown: str) -> list[Block]:
@@ -75,9 +78,12 @@ def _table(tokens: list[Token]) -> Block:
     header: list[str] = []
     rows: list[list[str]] = []
     row: list[str] = []
+    align: list[str] = []
     in_head = False
     for token in tokens:
-        if token.type == "thead_open":
+        if token.type == "th_open":  # `|:-:|` → style="text-align:center"
+            align.append(str(token.attrGet("style") or "").removeprefix("text-align:"))
+        elif token.type == "thead_open":
             in_head = True
         elif token.type == "thead_close":
             in_head = False
@@ -90,7 +96,7 @@ def _table(tokens: list[Token]) -> Block:
                 header = row
             else:
                 rows.append(row)
-    return Block("table", header=tuple(header), rows=tuple(tuple(r) for r in rows))
+    return Block("table", header=tuple(header), rows=tuple(tuple(r) for r in rows), align=tuple(align))
 
 
 def pack(pieces: Iterable[str], limit: int, size: Callable[[str], int] = len) -> list[str]:

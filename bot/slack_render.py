@@ -13,7 +13,7 @@ big is cut at line boundaries and its fences/header are repeated, so every piece
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from slack_sdk.models.blocks import (
@@ -59,7 +59,8 @@ def to_units(markdown: str) -> list[Unit]:
     units = []
     for block in blocks(markdown):
         if block.kind == "table":
-            units.append(Unit("table", table_text(list(block.header), [list(r) for r in block.rows])))
+            rows = [list(r) for r in block.rows]
+            units.append(Unit("table", table_text(list(block.header), rows, align=block.align)))
         else:
             units.append(Unit(block.kind, block.text))
     return units
@@ -70,11 +71,16 @@ def table_to_text(lines: list[str], *, max_rows: int = TABLE_PREVIEW_ROWS) -> st
     tables = [b for b in blocks("\n".join(lines)) if b.kind == "table"]
     if not tables:
         return ""
-    return table_text(list(tables[0].header), [list(r) for r in tables[0].rows], max_rows=max_rows)
+    table = tables[0]
+    return table_text(list(table.header), [list(r) for r in table.rows], max_rows=max_rows, align=table.align)
 
 
-def table_text(header: list[str], body: list[list[str]], *, max_rows: int = TABLE_PREVIEW_ROWS) -> str:
-    """A table as aligned monospace text, at most `max_rows` rows plus a 'more rows' note."""
+def table_text(
+    header: list[str], body: list[list[str]], *, max_rows: int = TABLE_PREVIEW_ROWS, align: Sequence[str] = ()
+) -> str:
+    """A table as aligned monospace text, at most `max_rows` rows plus a 'more rows' note. Columns are
+    aligned as the table's delimiter row says (`:-:` centred, `-:` right, `:-` left), else numbers
+    right and text left."""
     header, body = [_plain(c) for c in header], [[_plain(c) for c in r] for r in body]
     hidden = max(0, len(body) - max_rows)
     body = body[:max_rows]
@@ -82,10 +88,13 @@ def table_text(header: list[str], body: list[list[str]], *, max_rows: int = TABL
     grid = [r + [""] * (width - len(r)) for r in [header, *body]]
     sizes = [max(len(r[c]) for r in grid) for c in range(width)]
     numeric = [all(_is_number(r[c]) for r in grid[1:] if r[c]) and len(grid) > 1 for c in range(width)]
+    how = [
+        (align[c] if c < len(align) and align[c] else "right" if numeric[c] else "left") for c in range(width)
+    ]
+    place = {"left": str.ljust, "center": str.center, "right": str.rjust}
 
     def fmt(row: list[str]) -> str:
-        cells = [v.rjust(sizes[c]) if numeric[c] else v.ljust(sizes[c]) for c, v in enumerate(row)]
-        return "  ".join(cells).rstrip()
+        return "  ".join(place.get(how[c], str.ljust)(v, sizes[c]) for c, v in enumerate(row)).rstrip()
 
     out = [fmt(grid[0]), "  ".join("-" * s for s in sizes), *(fmt(r) for r in grid[1:])]
     if hidden:

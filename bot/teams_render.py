@@ -37,6 +37,7 @@ MAX_CODE_CHARS = 3000
 class Table:
     header: list[str]
     rows: list[list[str]] = field(default_factory=list)
+    align: list[str] = field(default_factory=list)  # per column: "left", "center", "right" or "" (as set)
 
 
 MAX_STREAMED_CHARS = 20_000  # the tail of a long answer while it streams onto a card (cards cap ~28 KB)
@@ -62,7 +63,8 @@ def to_teams_markdown(text: str) -> tuple[str, list[Table]]:
         if block.kind == "code":
             out += [f"```{block.lang}", *block.text.split("\n"), "```"]
         elif block.kind == "table":
-            tables.append(Table(header=list(block.header), rows=[list(r) for r in block.rows]))
+            rows = [list(r) for r in block.rows]
+            tables.append(Table(header=list(block.header), rows=rows, align=list(block.align)))
             out.append(f"*(table {len(tables)} below)*")
         else:
             for line in block.text.split("\n"):
@@ -177,6 +179,12 @@ def _clip(value: object, limit: int = MAX_CELL_CHARS) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+def _column(align: str) -> dict:
+    """A Table column, its cells aligned as the Markdown table's delimiter row said (`:-:`, `-:`)."""
+    side = {"left": "Left", "center": "Center", "right": "Right"}.get(align)
+    return {"width": 1, "horizontalCellContentAlignment": side} if side else {"width": 1}
+
+
 def table_element(
     table: Table, *, max_rows: int = MAX_TABLE_ROWS, max_cols: int = MAX_TABLE_COLS
 ) -> list[dict]:
@@ -208,7 +216,7 @@ def table_element(
         "type": "Table",
         "firstRowAsHeader": True,
         "gridStyle": "accent",
-        "columns": [{"width": 1} for _ in cols],
+        "columns": [_column(table.align[c] if c < len(table.align) else "") for c in range(len(cols))],
         "rows": [row(cols, header=True), *(row(r) for r in body_rows)],
     }
     dropped = []

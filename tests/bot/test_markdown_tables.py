@@ -51,8 +51,38 @@ def test_the_terminal_renders_the_table_as_a_table(markdown, header, rows):
         ("```sql\nSELECT 1\n```", [Block("code", "SELECT 1", lang="sql")]),
         ("```\nunclosed", [Block("code", "unclosed")]),
         ("a | b without a separator", [Block("text", "a | b without a separator")]),
-        ("|a|b|\n|-|-:|\n|1|2|", [Block("table", header=("a", "b"), rows=(("1", "2"),))]),
+        (
+            "|a|b|\n|-|-:|\n|1|2|",
+            [Block("table", header=("a", "b"), rows=(("1", "2"),), align=("", "right"))],
+        ),
     ],
 )
 def test_blocks(markdown, expected):
     assert blocks(markdown) == expected
+
+
+ALIGNED = "|name|n|mid|\n|:-|-:|:-:|\n|x|10|ab|\n|long name|2|c|\n|z|3|wide cell|"
+
+
+def test_every_surface_aligns_columns_as_the_delimiter_row_says():
+    """`:-:` is a centred column, `-:` a right one: Slack's preview right-aligned every `:-:` column
+    of numbers and left-aligned one of text, and Teams' card aligned nothing."""
+    (unit,) = slack_render.to_units(ALIGNED)
+    assert unit.text.splitlines()[2:] == [
+        "x          10      ab",
+        "long name   2      c",
+        "z           3  wide cell",
+    ]
+    _, (table,) = teams_render.to_teams_markdown(ALIGNED)
+    columns = teams_render.table_element(table)[0]["columns"]
+    assert [c.get("horizontalCellContentAlignment") for c in columns] == ["Left", "Right", "Center"]
+    out = io.StringIO()
+    Console(file=out, width=60, color_system=None).print(Markdown(ALIGNED))
+    assert "long name   2      c" in out.getvalue()  # the terminal: rich reads the same delimiter row
+
+
+def test_without_a_delimiter_alignment_numbers_go_right_and_text_left():
+    (unit,) = slack_render.to_units("|name|n|\n|-|-|\n|x|10|\n|long name|2|")
+    assert unit.text.splitlines()[2:] == ["x          10", "long name   2"]
+    _, (table,) = teams_render.to_teams_markdown("|name|n|\n|-|-|\n|x|10|")
+    assert teams_render.table_element(table)[0]["columns"] == [{"width": 1}, {"width": 1}]
