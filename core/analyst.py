@@ -107,7 +107,17 @@ class Analyst:
         confirm: Confirmer | None = None,
         turn_id: str | None = None,
     ) -> TurnOutcome:
-        """Answer one message in its session. Never raises: failures become a TurnFailed event."""
+        """Answer one message in its session. Never raises: failures become a TurnFailed event.
+
+        The outcome's answer and error are redacted as its events are: `ask` printed the answer from
+        the outcome, and a key the model had repeated reached the terminal that chat masked."""
+        outcome = await self._handle(message, sink, confirm=confirm, turn_id=turn_id)
+        outcome.answer, outcome.error = self.redactor.text(outcome.answer), self.redactor.text(outcome.error)
+        return outcome
+
+    async def _handle(
+        self, message: IncomingMessage, sink: EventSink, *, confirm: Confirmer | None, turn_id: str | None
+    ) -> TurnOutcome:
         session_id = self.session_id(message)
         turn_id = turn_id or uuid.uuid4().hex[:12]
         outcome = TurnOutcome(turn_id=turn_id, session_id=session_id, ok=False)

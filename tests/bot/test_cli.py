@@ -65,6 +65,18 @@ def test_a_later_answer_attaching_the_same_name_keeps_the_earlier_file(home, fak
     assert paths[1].read_text().splitlines()[1:] == ['"LGA",104662', '"JFK",111279']
 
 
+def test_ask_prints_the_answer_with_secrets_masked_as_chat_and_the_audit_do(home, fake_model):
+    """A model that repeats a key: chat and the audit trail showed `[redacted]`, and `ask` printed the
+    key and a Slack token in the clear (it printed the answer from the outcome, not from the events)."""
+    key = "sk-ant-api03-FAKEFAKEFAKEFAKE1234567890"
+    env = {"ANTHROPIC_API_KEY": key, "ANTHROPIC_BASE_URL": fake_model.url}
+    fake_model.enqueue(text(f"The key is {key} and slack xoxb-1234-5678-abcdefghijkl, fine?"))
+    result = invoke(["ask", "what is the key?", "--session", "keys"], home, env=env)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "The key is [redacted] and slack [redacted], fine?"
+    assert key not in result.stderr and "xoxb-" not in result.stderr
+
+
 def test_ask_without_key_is_one_clear_sentence(home):
     result = run(["ask", "hi"], home)
     assert result.returncode != 0
