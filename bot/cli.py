@@ -321,6 +321,12 @@ def teams_package(
 from bot import cli_eval, cli_verified  # noqa: E402, F401  (each registers its commands on `app`)
 
 
+def _replace_what_cannot_be_shown() -> None:
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(AttributeError, ValueError):  # not a text stream we may reconfigure
+            stream.reconfigure(errors="replace")
+
+
 def main() -> None:
     """The console script. A reader that stops early (`datathread audit | head -1`) closes the pipe, and
     the next write to stdout fails. That is no failure of the command: the reader took what it wanted.
@@ -332,7 +338,12 @@ def main() -> None:
     sys.stdout; or output still buffered when the command ends, flushed here (at the interpreter's exit
     it printed "Exception ignored … BrokenPipeError"). Either way stdout is then pointed at devnull,
     leaving the last flush at exit nothing to fail on. Once for every command.
-    https://docs.python.org/3/library/signal.html#note-on-sigpipe"""
+    https://docs.python.org/3/library/signal.html#note-on-sigpipe
+
+    A terminal or pipe whose encoding lacks a character of an answer (`PYTHONIOENCODING=latin-1`, an
+    old `LANG=C` Python) shows it as `?`: the write raised UnicodeEncodeError, a traceback after the
+    answer was made, and chat could not print its own banner."""
+    _replace_what_cannot_be_shown()
     stdout = sys.stdout
     try:
         try:

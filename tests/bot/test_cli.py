@@ -77,6 +77,20 @@ def test_ask_prints_the_answer_with_secrets_masked_as_chat_and_the_audit_do(home
     assert key not in result.stderr and "xoxb-" not in result.stderr
 
 
+def test_an_answer_the_terminal_cannot_encode_is_shown_with_question_marks(home, fake_model):
+    """A terminal (or pipe) that is not UTF-8: the answer had been made, then printing it raised
+    UnicodeEncodeError — a traceback, exit 1, the answer lost. Characters it cannot show become `?`."""
+    fake_model.enqueue(text("Ready \U0001f680 — 16 carriers."))
+    env = {
+        "ANTHROPIC_BASE_URL": fake_model.url,
+        "ANTHROPIC_API_KEY": "sk-ant-dummy-123456",
+        "PYTHONIOENCODING": "ascii",
+    }
+    result = run(["ask", "how many carriers?", "--session", "ascii"], home, env=env)
+    assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr
+    assert result.stdout == "Ready ? ? 16 carriers.\n"
+
+
 def test_ask_without_key_is_one_clear_sentence(home):
     result = run(["ask", "hi"], home)
     assert result.returncode != 0
