@@ -154,11 +154,23 @@ def _catalog_name(database: str) -> str:
 
 
 def save_arrow(table, workspace: Path, stem: str) -> str:
-    """Write an Arrow table as `<stem>.parquet` in the workspace; returns the relative name."""
+    """Write an Arrow table as `<stem>.parquet` in the workspace; returns the relative name.
+
+    Written beside it under a dot-name (which no listing shows) and renamed into place: a step stopped
+    at its time limit keeps what it wrote, and a result written in place then was half a file that
+    had replaced the earlier, good result of the same name. A stopped write leaves only its dot-name,
+    which the next write of that name replaces."""
     import pyarrow.parquet as pq
 
     name = f"{stem}.parquet"
-    pq.write_table(table, workspace / name, compression="zstd")
+    partial = workspace / f".{name}.partial"
+    try:
+        pq.write_table(table, partial, compression="zstd")
+        os.replace(partial, workspace / name)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            partial.unlink()
+        raise
     return name
 
 

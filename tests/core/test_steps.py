@@ -30,3 +30,33 @@ def test_unnamed_results_never_overwrite_each_other(tmp_path, monkeypatch):
         None,
     )
     assert named.saved_as == "three.parquet"
+
+
+def test_a_result_stopped_while_written_leaves_the_earlier_result_of_its_name_whole(tmp_path, monkeypatch):
+    """`save_as="res"`, then a second query saving as `res` stopped at the time limit while its parquet
+    was being written: the step keeps what it wrote, and the half-written file had replaced the first
+    result ("No magic bytes found at end of file 'res.parquet'" for every later read)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    first = pa.table({"n": [1, 2, 3]})
+    assert steps.save_arrow(first, tmp_path, "res") == "res.parquet"
+    real_write = pq.write_table
+
+    def stopped_mid_way(table, where, **kwargs):
+        with open(where, "wb") as out:
+            out.write(b"PAR1 half a file")
+        raise TimeoutError("the step's time limit")
+
+    monkeypatch.setattr(pq, "write_table", stopped_mid_way)
+    try:
+        steps.save_arrow(pa.table({"n": list(range(10))}), tmp_path, "res")
+    except TimeoutError:
+        pass
+    else:
+        raise AssertionError("the write was not stopped")
+    monkeypatch.setattr(pq, "write_table", real_write)
+    assert pq.read_table(tmp_path / "res.parquet").equals(first)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["res.parquet"]  # nothing half-written left
+    assert steps.save_arrow(pa.table({"n": [7]}), tmp_path, "res") == "res.parquet"  # a later write lands
+    assert pq.read_table(tmp_path / "res.parquet").column("n").to_pylist() == [7]
