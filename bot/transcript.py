@@ -9,7 +9,6 @@ agree on titles (the tool's own, carried by `StepStarted`), outcomes and wording
 from __future__ import annotations
 
 import enum
-import re
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -29,7 +28,7 @@ from core.events import (
     Waiting,
 )
 from core.receipt import receipt_line
-from core.wording import counted
+from core.wording import counted, step_error
 
 WORKING = "Working on it…"
 # A question asked while the thread's previous one is still being answered waits for it (the session
@@ -146,7 +145,7 @@ class Transcript:
 def step_outcome(record: StepRecord) -> str:
     """One line per finished step: rows, bytes scanned and time, or the error in brief."""
     if not record.ok:
-        return brief(python_error(record.error) or record.summary, 150) or "failed"
+        return brief(step_error(record.error) or record.summary, 150) or "failed"
     parts = []
     if record.rows is not None:
         parts.append(counted(record.rows, "row"))
@@ -201,25 +200,6 @@ def _as_record(step: Mapping) -> StepRecord:
         bytes_scanned=step.get("bytes_scanned"),
         error=str(step.get("error") or ""),
     )
-
-
-# A frame of a Python traceback ('  File "step.py", line 2, in <module>'; a SyntaxError's has no "in").
-_FRAME = re.compile(r'^\s*File "[^"]*", line \d+')
-
-
-def python_error(text: str) -> str:
-    """A Python step's error as people read it: the exception after the traceback's last frame
-    (`ZeroDivisionError: division by zero`, and any line the sandbox added after it). The traceback
-    is for the model, which gets all of it; squeezed onto a task card's one line, its frames filled
-    the space and the exception fell off the end. Text without a traceback comes back as it is."""
-    lines = (text or "").splitlines()
-    frames = [n for n, line in enumerate(lines) if _FRAME.match(line)]
-    if not frames:
-        return text
-    after = lines[frames[-1] + 1 :]
-    while after and (not after[0].strip() or after[0][0].isspace()):  # the frame's code and ^^^ marks
-        after.pop(0)
-    return "\n".join(after) or text
 
 
 def brief(text: str, limit: int = 180) -> str:

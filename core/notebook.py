@@ -25,6 +25,7 @@ from core.notebook_safety import step_hazard
 from core.redact import Redactor
 from core.steps import safe_file_stem
 from core.turn_records import NothingToExport
+from core.wording import step_error
 
 REVIEW_WARNING = (
     "> **⚠️ Review every cell before you run it.** The code below was written by an AI model during a "
@@ -293,9 +294,12 @@ def _commented_out(source: str, step: dict, hazard: str) -> str:
 
 
 def _skipped(step: dict) -> str:
-    error = (step.get("error") or step.get("summary") or "it failed").strip().splitlines()
-    last = error[-1][:200] if error else "it failed"
-    return f"*Skipped a failed `{step.get('tool')}` step of the thread:* `{last}`"
+    """A failed step's note: what went wrong in one line — the exception of a Python traceback, the
+    first line of a SQL error (its last line was DuckDB's list of candidate columns)."""
+    said = step_error((step.get("error") or step.get("summary") or "").strip())
+    lines = [x.strip() for x in said.splitlines() if x.strip() and not x.startswith("Traceback")]
+    line = (lines[0] if lines else "it failed")[:200]
+    return f"*Skipped a failed `{step.get('tool')}` step of the thread:* `{line}`"
 
 
 def _answer(turn: dict, attached: list[str]) -> str:

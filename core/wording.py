@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 from collections.abc import Iterator
 
 
@@ -44,3 +45,23 @@ def embedded(sentence: str) -> str:
     ellipsis or a question mark stays."""
     text = sentence.strip()
     return text[:-1] if text.endswith(".") and not text.endswith("..") else text
+
+
+# A frame of a Python traceback ('  File "step.py", line 2, in <module>'; a SyntaxError's has no "in").
+_FRAME = re.compile(r'^\s*File "[^"]*", line \d+')
+
+
+def step_error(text: str) -> str:
+    """A Python step's error as people read it: the exception after the traceback's last frame
+    (`ZeroDivisionError: division by zero`, and any line the sandbox added after it). The traceback
+    is for the model, which gets all of it; squeezed onto a task card's one line, its frames filled
+    the space and the exception fell off the end. Any other error (a SQL step's: its first line says
+    what is wrong, the lines after it list candidates) comes back as it is."""
+    lines = (text or "").splitlines()
+    frames = [n for n, line in enumerate(lines) if _FRAME.match(line)]
+    if not frames:
+        return text
+    after = lines[frames[-1] + 1 :]
+    while after and (not after[0].strip() or after[0][0].isspace()):  # the frame's code and ^^^ marks
+        after.pop(0)
+    return "\n".join(after) or text

@@ -87,6 +87,14 @@ TURNS = [
             _step(
                 "t1-4", "run_python", {"code": "1/0"}, ok=False, error="Traceback\nZeroDivisionError: boom"
             ),
+            _step(
+                "t1-4b",
+                "run_sql",
+                {"sql": "SELECT nonexistent FROM 'f.parquet'"},
+                ok=False,
+                error='Binder Error: Referenced column "nonexistent" not found in FROM clause!\n'
+                'Candidate bindings: "dest", "distance"\n\nLINE 1: SELECT nonexistent FROM ...',
+            ),
             _step("t1-5", "run_python", {"code": "plot()"}, files=["c.png", "c.csv"]),
             _step("t1-6", "run_python", {"code": "replot()"}, files=["c.png"]),
             _step("t1-7", "attach_file", {"path": "./x.parquet"}, files=["x.csv"]),
@@ -113,6 +121,9 @@ def test_build_notebook_shape_duckdb() -> None:
     assert code[3:5] == ["plot()", "replot()"]  # verbatim, the failed step left out
     assert "pc.write_csv(pq.read_table('x.parquet'), 'x.csv')" in code[5]
     assert "ZeroDivisionError: boom" in text_ and "1/0" not in "\n".join(code)
+    # a failed SQL step is noted by what went wrong, not by DuckDB's last line (candidate columns)
+    assert '`Binder Error: Referenced column "nonexistent" not found in FROM clause!`' in text_
+    assert "Candidate bindings" not in text_ and "nonexistent FROM" not in "\n".join(code)
     assert "`x.csv`, `c.png`" in text_  # attachments listed with the answer
     assert (
         "## 1. Question" in text_ and "## 2." not in text_
