@@ -183,7 +183,7 @@ class TerminalRenderer:
             await self._attachment(event)  # type: ignore[arg-type]
         elif isinstance(event, AnswerReady):
             self._stop()
-            self.console.print(Markdown(printable(event.text)))
+            self._print_answer(event.text)
         elif isinstance(event, TurnFailed):
             self._stop()
             error_id = f" [dim](error id {event.error_id})[/]" if event.error_id else ""
@@ -194,6 +194,19 @@ class TerminalRenderer:
             self._stop()
             if footer := format_footer(event):  # type: ignore[arg-type]
                 self.console.print(f"[dim]{escape(footer)}[/]")
+
+    def _print_answer(self, text: str) -> None:
+        """The answer as Markdown. rich pads each line of it to the console's width: on a terminal
+        that is invisible, but `datathread chat < questions > answers.txt` wrote every line padded
+        with spaces to 80 columns, so output that is not a terminal is printed without them."""
+        answer = Markdown(printable(text))
+        if self.console.is_terminal:
+            self.console.print(answer)
+            return
+        with self.console.capture() as captured:
+            self.console.print(answer)
+        lines = "\n".join(line.rstrip() for line in captured.get().split("\n"))
+        self.console.print(lines, markup=False, highlight=False, soft_wrap=True, end="")
 
     async def _attachment(self, event: ArtifactReady) -> None:
         path = self.workspace_root / event.session_id / event.path

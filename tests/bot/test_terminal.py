@@ -159,3 +159,15 @@ async def test_no_footer_under_an_answer_that_asked_claude_nothing_and_one_that_
     stats = TurnStats(steps=1, rows=1, input_tokens=50, output_tokens=10, model_calls=1, duration_s=0.25)
     await renderer(TurnFinished(turn_id="t", session_id="s", ok=True, stats=stats))
     assert console.export_text().strip() == "1 step · 1 row · 0.2 s · 60 tokens (0 cached)"
+
+
+async def test_an_answer_written_to_a_file_or_pipe_has_no_padding(tmp_path):
+    """`datathread chat < questions > answers.txt`: rich pads every line of the Markdown answer to the
+    console's width, so each line of the file ended in spaces up to column 80."""
+    from core.events import AnswerReady
+
+    out = io.StringIO()
+    console = Console(file=out, width=80)  # not a terminal: a file or a pipe
+    renderer = TerminalRenderer(console, tmp_path, live=False)
+    await renderer(AnswerReady(turn_id="t", text="**EV** had the most delayed departures.\n\n- one\n- two"))
+    assert out.getvalue() == "EV had the most delayed departures.\n\n • one\n • two\n"
