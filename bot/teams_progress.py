@@ -23,6 +23,7 @@ from botbuilder.schema import Activity, ActivityTypes, ConversationReference, En
 from bot import teams_connector as bf
 from bot import teams_render as render
 from bot.files import FileLinks
+from bot.teams_answer_cards import answer_cards, size
 from bot.teams_connector import ConnectorFailed
 from bot.transcript import Change, StepLine, Throttle, Transcript
 from core.analyst import STOPPED as TURN_STOPPED
@@ -283,19 +284,21 @@ class TeamsSink:
             await self._send_final(final, render.failure_text(failure.message, failure.error_id), short=short)
             return
         text, tables = render.to_teams_markdown(self.transcript.answer or "(no answer)")
-        card = (  # help has no receipt, and no actions: they could only say the answer is gone
-            render.answer_card(
-                event.turn_id, tables, self.transcript.receipt(), schedulable=not self.personal
-            )
+        cards = (  # help has no receipt, and no actions: they could only say the answer is gone
+            answer_cards(event.turn_id, tables, self.transcript.receipt(), schedulable=not self.personal)
             if event.receipt is not None or tables
-            else None
+            else []
         )
-        # A long answer goes out in several messages, the first closing the stream, the card on the last.
-        first, *rest = render.split_message(text)
-        cards = [card] if card is not None else None
-        await self._send_final(final, first, attachments=None if rest else cards)
-        for n, part in enumerate(rest, start=1):
-            await self.out.send(part, attachments=cards if n == len(rest) else None)
+        # A long answer goes out in several messages, the first closing the stream; the first card
+        # rides on the last when both fit one message, any other card comes in a message of its own.
+        *parts, last = render.split_message(text)
+        ride = cards[:1] if cards and size(last) + size(cards[0]) <= render.MAX_MESSAGE_BYTES else []
+        messages = [(part, None) for part in parts] + [(last, ride or None)]
+        messages += [("", [c]) for c in cards[len(ride) :]]
+        (first, attachments), *rest = messages
+        await self._send_final(final, first, attachments=attachments)
+        for part, attachments in rest:
+            await self.out.send(part, attachments=attachments)
 
     async def _send_final(self, final: list | None, text: str, **extra) -> None:
         """The answer (or failure) always arrives: if Teams refuses it as the stream's end (a stream

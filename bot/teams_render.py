@@ -38,6 +38,7 @@ class Table:
     header: list[str]
     rows: list[list[str]] = field(default_factory=list)
     align: list[str] = field(default_factory=list)  # per column: "left", "center", "right" or "" (as set)
+    max_rows: int = MAX_TABLE_ROWS  # rows shown on its card (fewer when the card must fit a message)
 
 
 MAX_STREAMED_CHARS = 20_000  # the tail of a long answer while it streams onto a card (cards cap ~28 KB)
@@ -185,10 +186,9 @@ def _column(align: str) -> dict:
     return {"width": 1, "horizontalCellContentAlignment": side} if side else {"width": 1}
 
 
-def table_element(
-    table: Table, *, max_rows: int = MAX_TABLE_ROWS, max_cols: int = MAX_TABLE_COLS
-) -> list[dict]:
+def table_element(table: Table, *, max_rows: int | None = None, max_cols: int = MAX_TABLE_COLS) -> list[dict]:
     """An Adaptive Card Table (v1.5) for `table`, capped, plus a note of what was left out."""
+    max_rows = table.max_rows if max_rows is None else max_rows
     cols = table.header[:max_cols]
     body_rows = table.rows[:max_rows]
 

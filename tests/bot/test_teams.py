@@ -343,6 +343,31 @@ async def test_a_long_personal_answer_stays_within_what_the_connector_accepts(te
     assert [bool(cards([m])) for m in messages] == [False] * (len(messages) - 1) + [True]
 
 
+async def test_an_answer_whose_tables_exceed_one_message_arrives_whole_over_several_cards(teams, fake_model):
+    """Two tables of 8 columns and 20 rows of 80-character cells: one card of them is over 40 KB, the
+    Bot Connector refused the answer's message (413) and the person got neither its text nor its
+    tables. Now the text arrives, each table on a card within a message's size (fewer rows where one
+    alone is too large, and a note says how many more), the receipt and actions on the last card."""
+    from bot.teams_render import MAX_MESSAGE_BYTES
+
+    def table(name: str) -> str:
+        head = "| " + " | ".join(f"{name}{c}" for c in range(8)) + " |\n|" + "---|" * 8
+        body = ["| " + " | ".join(f"{r:02d}{c}" + "x" * 77 for c in range(8)) + " |" for r in range(20)]
+        return "\n".join([head, *body])
+
+    fake_model.enqueue(text(f"Both tables follow.\n\n{table('a')}\n\n{table('b')}\n\nThat is all."))
+    sent = await teams.say("show me both tables", conversation=THREAD)
+    answer = [m for m in sent if m["type"] == "message" and "Both tables follow." in (m.get("text") or "")]
+    assert answer and "That is all." in answer[0]["text"]
+    shown = [c for c in cards(sent) if any(e.get("type") == "Table" for e in c["body"])]
+    tables = [e for c in shown for e in c["body"] if e.get("type") == "Table"]
+    assert [t["rows"][0]["cells"][0]["items"][0]["text"] for t in tables] == ["a0", "b0"]
+    assert all(len(dumps(c).encode()) <= MAX_MESSAGE_BYTES for c in shown)
+    notes = [e["text"] for c in shown for e in c["body"] if e.get("text", "").startswith("Not shown")]
+    assert len(notes) == 2 and all(n.endswith("more rows.") for n in notes)  # 20 rows do not fit a card
+    assert [bool(c.get("actions")) for c in shown] == [False, True]  # the actions close the answer
+
+
 async def test_channel_answer_streams_onto_the_progress_card(teams, fake_model):
     """Teams streams only in one-on-one chats: in a channel the text so far is shown on the progress
     card, edited in place (throttled); the answer then comes as its own message, as before."""

@@ -57,6 +57,9 @@ class FakeConnector:
         self.counter = 0
         self.refuse_status = 0  # answer every POST with this HTTP status (403: bot removed, 404: gone)
         self.refuse_stream_end = False  # refuse a message that ends a stream (Teams: stream timed out)
+        # The Bot Connector refuses an activity over about 28 KB, text, attachments and envelope together
+        # (https://learn.microsoft.com/microsoftteams/platform/bots/how-to/format-your-bot-messages)
+        self.max_body_bytes = 28_000
         # (method, activity) -> (status, headers) to refuse that call with (a 503, a 429 + Retry-After), or None
         self.refuse_when: Callable[[str, dict], tuple[int, dict] | None] | None = None
         # (method, activity) -> seconds to sit on that call before answering: a slow Bot Connector, or,
@@ -178,7 +181,12 @@ class FakeConnector:
                 return True
 
             def do_POST(self) -> None:
-                body = json.loads(self._body() or b"{}")
+                raw = self._body()
+                if len(raw) > fake.max_body_bytes:
+                    error = {"code": "MessageSizeTooBig", "message": "Message size too big"}
+                    self._reply(413, {"error": error})
+                    return
+                body = json.loads(raw or b"{}")
                 if self._held_or_refused("POST", body):
                     return
                 if fake.refuse_status:
