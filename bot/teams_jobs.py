@@ -271,7 +271,7 @@ async def _file_consent(state: AppState, activity: Activity, out: TeamsOut) -> N
     context = context if isinstance(context, dict) else {}  # a context that is not ours: an expired offer
     session_id, path = str(context.get("session_id", "")), str(context.get("path", ""))
     if value.get("action") != "accept":
-        await out.send(f"OK, I won't upload {path.rsplit('/', 1)[-1]}.")
+        await out.send(f"OK, I won't upload {path.rsplit('/', 1)[-1] or 'the file'}.")
         return
     problem = (await state.links.signer()).check(
         session_id, path, str(context.get("exp", "")), str(context.get("sig", ""))
@@ -286,10 +286,14 @@ async def _file_consent(state: AppState, activity: Activity, out: TeamsOut) -> N
         await out.send(f"I couldn't upload {path.rsplit('/', 1)[-1]}: {exc}.")
         return
     headers = {"Content-Range": f"bytes 0-{len(data) - 1}/{len(data)}"}
-    async with httpx.AsyncClient(timeout=60) as client:
-        response = await client.put(info["uploadUrl"], content=data, headers=headers)
-    if response.status_code >= 300:
-        log.warning("teams: file upload failed with HTTP %s", response.status_code)
+    try:
+        async with httpx.AsyncClient(timeout=60) as client:
+            response = await client.put(info["uploadUrl"], content=data, headers=headers)
+        refused = f"HTTP {response.status_code}" if response.status_code >= 300 else ""
+    except httpx.HTTPError as exc:  # OneDrive out of reach or silent: said like a refusal, not a traceback
+        refused = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    if refused:
+        log.warning("teams: file upload failed (%s)", refused)
         await out.send("I couldn't upload the file to your OneDrive. Please try again.")
         return
     await out.send(attachments=[render.file_info_card(info)])

@@ -189,6 +189,21 @@ async def test_personal_chat_reset_csv_consent_and_failure(teams, fake_model, se
     assert (await teams.post(stray)).status_code == 200
     await teams.state.runner.drain(timeout=30)
     assert teams.connector.sent()[-1]["text"].startswith("That file offer has expired")
+    # OneDrive out of reach: a sentence in the chat, not silence and a traceback in the log
+    unreachable = {
+        **invoke["value"],
+        "uploadInfo": {**invoke["value"]["uploadInfo"], "uploadUrl": "http://127.0.0.1:9/u"},
+    }
+    assert (await teams.post({**invoke, "id": f"{invoke['id']}-3", "value": unreachable})).status_code == 200
+    await teams.state.runner.drain(timeout=30)
+    assert (
+        teams.connector.sent()[-1]["text"] == "I couldn't upload the file to your OneDrive. Please try again."
+    )
+    # a decline whose context is not ours names no empty file
+    declined = {**invoke, "id": f"{invoke['id']}-4", "value": {"type": "fileUpload", "action": "decline"}}
+    assert (await teams.post(declined)).status_code == 200
+    await teams.state.runner.drain(timeout=30)
+    assert teams.connector.sent()[-1]["text"] == "OK, I won't upload the file."
     # a failing turn: a short sentence with an error id, never a traceback
     fake_model.enqueue(error(400, "invalid_request_error", "bad request"))
     failed = await teams.say("this will fail", conversation=CHAT)
