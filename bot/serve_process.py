@@ -1,10 +1,10 @@
 """The `datathread serve` process: uvicorn, told two things about stopping that it cannot know itself.
 
 Why a subclass of uvicorn's server rather than `uvicorn.run`:
-- The app must hear of a stop signal when it arrives, not when uvicorn reaches the app's shutdown.
-  SIGTERM to the process group (`timeout`, systemd, `docker stop`) also ends the turn workers' fork
-  template, and with it the workers, a moment before the shutdown reaches the app: without this, the
-  app took that for a crash, logged an ERROR and started a worker again on the way out.
+- The app must hear of a stop signal when it arrives, not when uvicorn reaches the app's shutdown:
+  from then on a turn worker that ends is no crash to log and restart (a worker killed by the same
+  signal, or by an OOM killer meanwhile). The workers and their fork template ignore the SIGTERM sent
+  to the process group (`timeout`, systemd, `docker stop`): the app stops them in order.
 - A second Ctrl-C makes uvicorn skip the app's shutdown (its "force quit": open connections are not
   waited for). The app's shutdown then ran anyway, as a task cancelled while the event loop closed,
   and a task it awaited (the scheduler loop) raised that cancellation as an ERROR traceback. Here the

@@ -121,23 +121,27 @@ async def start_worker(module: str, *, limit: int) -> ForkedWorker:
 
 
 def _start_template() -> None:
-    """Start the template (if it is not running) with Ctrl-C ignored in it.
+    """Start the template (if it is not running) with Ctrl-C and SIGTERM ignored in it.
 
-    It shares the web process's process group, so a Ctrl-C in the terminal reaches it too. The
-    library ignores SIGINT in it only once its imports are done: a Ctrl-C during those seconds of
-    `serve`'s start killed it with a KeyboardInterrupt traceback, and the web process's start failed
-    with an EOFError traceback of its own. The template ends when this process does (it needs no
-    Ctrl-C), and an ignored signal is what an exec keeps (a blocked one is not: the library's spawn
-    clears the mask). So SIGINT is ignored here for the moment of the spawn — a Ctrl-C in those
-    milliseconds is lost; the next one works. Signal handlers can only be set in the main thread;
-    elsewhere the library starts the template as before."""
+    It shares the web process's process group, so a Ctrl-C in the terminal reaches it too, and so
+    does the SIGTERM `timeout`, systemd and `docker stop` send the whole group. The library ignores
+    SIGINT in it only once its imports are done: a Ctrl-C during those seconds of `serve`'s start
+    killed it with a KeyboardInterrupt traceback, and the web process's start failed with an EOFError
+    traceback of its own. A SIGTERM ended it at once, and the workers with it (they die with their
+    template): the answers being written were lost, and their threads' locks stayed taken until the
+    TTL, so a question asked again after the restart waited that long. The template ends when this
+    process does (it needs neither signal), and an ignored signal is what an exec keeps (a blocked one
+    is not: the library's spawn clears the mask). So both are ignored here for the moment of the spawn
+    — one arriving in those milliseconds is lost to this process too; the next one works. Signal
+    handlers can only be set in the main thread; elsewhere the library starts the template as before."""
     if threading.current_thread() is not threading.main_thread():
         return
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    previous = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         multiprocessing.forkserver.ensure_running()
     finally:
-        signal.signal(signal.SIGINT, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def _own_file(end: Connection, mode: str):

@@ -224,6 +224,47 @@ def test_a_second_ctrl_c_stops_a_running_answer_now_and_its_thread_is_told(home,
     assert sum("Waiting for application shutdown" in line for line in lines) == 1, lines
 
 
+def test_sigterm_to_the_process_group_lets_a_running_answer_finish(home, fake_model, tmp_path):
+    """`timeout`, systemd and `docker stop` send SIGTERM to the whole process group. It ended the turn
+    workers' fork template at once, and with it the workers: the answer being written was lost ("I
+    stopped before finishing… ask again") and its thread's lock stayed taken, so the question asked
+    again after a restart waited out the lock's TTL (47 s) first. The workers now get their finishing
+    time, as after Ctrl-C: the answer arrives and the process then ends."""
+    api = FakeSlackAPI().start()
+    release = threading.Event()
+
+    def slow(body: dict) -> dict:
+        release.wait(60)
+        return text("Finished after the stop signal.")
+
+    fake_model.enqueue(slow)
+    env = serve_env(
+        fake_model,
+        home,
+        DATATHREAD_SLACK_API_URL=api.url,
+        SLACK_BOT_TOKEN="xoxb-test-token-000000",
+        SLACK_SIGNING_SECRET=SECRET,
+    )
+    served = Replica(env, tmp_path, log_level="INFO")
+    try:
+        served.wait_ready()
+        assert served.post(event_body(mention("slow one", ts="1700000800.000100"))).status_code == 200
+        until(lambda: len(fake_model.requests) == 1)  # the answer is being written
+        offset = served.log.stat().st_size
+        os.killpg(served.proc.pid, signal.SIGTERM)
+        until(lambda: "for 1 answer(s) still running" in served.log.read_text())
+        release.set()
+        code, lines = said_after(served, offset)
+    finally:
+        release.set()
+        served.stop()
+        api.stop()
+    assert code == -signal.SIGTERM, lines
+    assert said(api, "Finished after the stop signal.") == 1
+    assert said(api, TURN_STOPPED[:40]) == 0
+    assert not any("Traceback" in line or "ERROR" in line or "restarting" in line for line in lines), lines
+
+
 def until(predicate, timeout: float = 90) -> None:
     deadline = time.monotonic() + timeout
     while not predicate():
