@@ -171,7 +171,8 @@ def recorded_steps(record: Mapping, *, escape: Callable[[str], str], max_code: i
     parts = []
     for n, step in enumerate(steps, 1):
         done = _as_record(step)
-        head = f"**{n}. {escape(done.title or done.tool)}** {'✓' if done.ok else '✗'} {escape(step_outcome(done))}"
+        title, outcome = _unquoted(done.title or done.tool), _unquoted(step_outcome(done))
+        head = f"**{n}. {escape(title)}** {'✓' if done.ok else '✗'} {escape(outcome)}"
         lang = next((CODE_LANG[k] for k in CODE_LANG if isinstance(done.input.get(k), str)), "")
         if lang:
             code = done.input["sql" if lang == "sql" else "code"]
@@ -181,8 +182,14 @@ def recorded_steps(record: Mapping, *, escape: Callable[[str], str], max_code: i
             detail = next(
                 (v for k in ("table", "path", "name") if isinstance(v := done.input.get(k), str)), ""
             )
-            parts.append(head + (f" · `{escape(brief(detail, 200))}`" if detail else ""))
+            parts.append(head + (f" · `{escape(_unquoted(brief(detail, 200)))}`" if detail else ""))
     return "\n\n".join(parts)
+
+
+def _unquoted(text: str) -> str:
+    """Step text set in a Markdown line: its backticks as quotes. A refusal quotes code (`os`), and
+    cut short mid-quote, the unclosed backtick turned the rest of the message into code."""
+    return text.replace("`", "'")
 
 
 def _as_record(step: Mapping) -> StepRecord:

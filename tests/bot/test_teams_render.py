@@ -95,6 +95,15 @@ def test_steps_markdown():
     assert "**3. Listing tables** ✓ 0.0 s" in md
     assert r.steps_markdown(None).startswith("I can't find")
     assert r.steps_markdown({"steps": []}) == "This answer didn't run any queries or code."
+    refused = {
+        "tool": "run_python",
+        "title": "Running Python",
+        "input": {"code": "import os"},
+        "ok": False,
+        "error": "refused: Line 1: `os` " + "x" * 200 + " `more`",
+    }  # cut mid-quote by its brief
+    head = r.steps_markdown({"steps": [refused]}).split("\n")[0]
+    assert head.startswith("**1. Running Python** ✗ refused: Line 1: 'os' xxx") and "`" not in head
 
 
 def test_failure_confirm_and_link():
