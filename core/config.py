@@ -162,12 +162,16 @@ class Settings(SandboxSettings, WarehouseSettings, ModelSettings, BaseSettings):
         description="Comma-separated channel ids allowed.",
     )
     allowed_users: str = Field(
-        "", validation_alias=_env("DATATHREAD_ALLOWED_USERS"), description="Comma-separated user ids allowed."
+        "",
+        validation_alias=_env("DATATHREAD_ALLOWED_USERS"),
+        description="Comma-separated user ids allowed: Slack's member ids (`U0123ABC`), Teams' Microsoft "
+        "Entra object ids (a GUID: the person's `aadObjectId`, not the `29:…` id of a conversation).",
     )
     admin_users: str = Field(
         "",
         validation_alias=_env("DATATHREAD_ADMIN_USERS"),
-        description="Comma-separated user ids exempt from rate limits, who may confirm anyone's queries.",
+        description="Comma-separated user ids (as DATATHREAD_ALLOWED_USERS) exempt from rate limits, who "
+        "may confirm anyone's queries.",
     )
     channel_datasets: ChannelDatasets = Field(
         "",
