@@ -50,6 +50,7 @@ err = Console(stderr=True, soft_wrap=True)
 FAULT_CAUSES = {
     ModelFault.UNREACHABLE: "the Claude API could not be reached",
     ModelFault.NO_REPLY: "the Claude API did not answer in time",
+    ModelFault.NOT_CLAUDE: "the Claude API's address answered with something that is not a Claude reply",
     ModelFault.KEY_REJECTED: "the Claude API key was rejected",
     ModelFault.MODEL_DENIED: "the Claude API key may not use the configured model",
     ModelFault.MODEL_NOT_FOUND: "the configured Claude model was not found",

@@ -144,6 +144,7 @@ class ModelFault(StrEnum):
 
     UNREACHABLE = "unreachable"  # no connection to the API endpoint
     NO_REPLY = "no_reply"  # connected, but no reply within the deadline (a proxy or firewall black hole)
+    NOT_CLAUDE = "not_claude"  # an answer, but not the Messages API's (a proxy's or a web server's page)
     KEY_REJECTED = "key_rejected"
     MODEL_DENIED = "model_denied"  # the key may not use the configured model
     MODEL_NOT_FOUND = "model_not_found"

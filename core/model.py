@@ -31,6 +31,15 @@ class StreamInterrupted(anthropic.AnthropicError):
     """The model's streamed reply broke off before it was complete; nothing of it is usable."""
 
 
+# What a streamed reply comes as: server-sent events (the API, Vertex), AWS event streams (Bedrock).
+STREAM_TYPES = ("text/event-stream", "application/vnd.amazon.eventstream")
+
+
+class NotAReply(StreamInterrupted):
+    """The endpoint answered 200, but not with a Claude stream (a proxy's or a web server's page): the
+    address is wrong, not the connection, and every later call will get the same."""
+
+
 class ModelDeadline(anthropic.AnthropicError):
     """Claude did not start answering within the call's deadline (retries included)."""
 
@@ -97,6 +106,11 @@ class AnthropicModel:
             stream = await self._within_deadline(
                 opened.enter_async_context(self.client.messages.stream(**params))
             )
+            kind = stream.response.headers.get("content-type", "")
+            if not kind.startswith(STREAM_TYPES):
+                raise NotAReply(
+                    f"the endpoint answered with {kind or 'no content type'}, not a Claude stream"
+                )
             events = aiter(stream)
             while True:
                 try:
@@ -169,6 +183,11 @@ STATUS_ERRORS: tuple[tuple[type[anthropic.APIStatusError], str, ModelFault | Non
 
 def describe_model_error(exc: Exception) -> str:
     """A short sentence for people about a model API failure (after the SDK's own retries)."""
+    if isinstance(exc, NotAReply):
+        return (
+            "The Claude API's address answered with something that is not a Claude reply (a proxy or web "
+            "page, perhaps). An admin needs to check where the model is reached (ANTHROPIC_BASE_URL)."
+        )
     if isinstance(exc, StreamInterrupted):
         return "Claude's reply broke off mid-way (the connection dropped). Please ask again."
     if isinstance(exc, ModelDeadline):
@@ -196,6 +215,8 @@ def model_fault(exc: Exception) -> ModelFault | None:
     made invalid. Typed, so callers that batch turns need not match `describe_model_error`'s text."""
     if isinstance(exc, ModelDeadline | anthropic.APITimeoutError):  # the timeout is a connection error
         return ModelFault.NO_REPLY
+    if isinstance(exc, NotAReply):
+        return ModelFault.NOT_CLAUDE
     if isinstance(exc, anthropic.APIConnectionError):
         return ModelFault.UNREACHABLE
     if isinstance(exc, anthropic.BadRequestError):

@@ -169,3 +169,49 @@ async def test_an_unreachable_api_is_said_with_the_networks_reason():
     assert describe_model_error(failed.value) == (
         "I could not reach the Claude API (connection refused). Please try again shortly."
     )
+
+
+async def test_an_endpoint_answering_a_web_page_is_no_dropped_connection_but_a_set_up_fault():
+    """ANTHROPIC_BASE_URL at a proxy's or web server's page (200, HTML): said as "the reply broke off
+    mid-way (the connection dropped). Please ask again." — which asking again never fixes — with no
+    word on the setting and no fault, so `eval` asked every question and chat pointed nowhere."""
+    import threading
+    from http.server import BaseHTTPRequestHandler
+
+    from tests.fakes.loopback import LoopbackServer
+
+    class Page(BaseHTTPRequestHandler):
+        def log_message(self, *args) -> None:
+            pass
+
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("content-length", 0)))
+            page = b"<html><body>Welcome to nginx!</body></html>"
+            self.send_response(200)
+            self.send_header("content-type", "text/html")
+            self.send_header("content-length", str(len(page)))
+            self.end_headers()
+            self.wfile.write(page)
+
+    server = LoopbackServer(("127.0.0.1", 0), Page)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    settings = load_settings(
+        _env_file=None,
+        anthropic_api_key="sk-ant-test-000000",
+        anthropic_base_url=f"http://127.0.0.1:{server.server_address[1]}",
+        model_retries=0,
+    )
+    model = build_model(settings)
+    try:
+        with pytest.raises(StreamInterrupted) as failed:
+            await model.stream(
+                _ignore, model="m", max_tokens=10, messages=[{"role": "user", "content": "hi"}]
+            )
+    finally:
+        await model.close()
+        server.shutdown()
+    assert model_fault(failed.value) is ModelFault.NOT_CLAUDE
+    assert describe_model_error(failed.value).startswith(
+        "The Claude API's address answered with something that is not a Claude reply"
+    )
+    assert "ANTHROPIC_BASE_URL" in describe_model_error(failed.value)
