@@ -168,6 +168,7 @@ async def _ask(
     # screen or retitle the window (chat shows the same text through `printable` too).
     sys.stdout.write(printable(outcome.answer.rstrip()) + "\n")
     sys.stdout.writelines(f"{path}\n" for path in files)
+    sys.stdout.flush()  # before the receipt on stderr: `2>&1 | less` showed the receipt above the answer
     footer = format_footer(status.finished) if status.finished is not None else ""
     if footer:  # the receipt, as under every answer; on stderr, as the session is
         err.print(footer, markup=False, highlight=False)

@@ -77,18 +77,23 @@ def test_ask_prints_the_answer_with_secrets_masked_as_chat_and_the_audit_do(home
     assert key not in result.stderr and "xoxb-" not in result.stderr
 
 
-def test_an_answer_the_terminal_cannot_encode_is_shown_with_question_marks(home, fake_model):
-    """A terminal (or pipe) that is not UTF-8: the answer had been made, then printing it raised
-    UnicodeEncodeError — a traceback, exit 1, the answer lost. Characters it cannot show become `?`."""
+def test_ask_read_through_a_pipe_that_is_not_utf8_shows_the_answer_first_and_whole(home, fake_model):
+    """`datathread ask … 2>&1 | less` on a terminal that is not UTF-8: the answer had been made, then
+    printing it raised UnicodeEncodeError — a traceback, exit 1, the answer lost; characters it cannot
+    show are now `?`. And stdout, flushed only at exit, came after the receipt and session id that
+    stderr printed at once: the answer now comes first."""
     fake_model.enqueue(text("Ready \U0001f680 — 16 carriers."))
     env = {
         "ANTHROPIC_BASE_URL": fake_model.url,
         "ANTHROPIC_API_KEY": "sk-ant-dummy-123456",
         "PYTHONIOENCODING": "ascii",
+        "PYTHONUNBUFFERED": "",  # stdout into a pipe is block-buffered, as in a user's shell
     }
-    result = run(["ask", "how many carriers?", "--session", "ascii"], home, env=env)
-    assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr
-    assert result.stdout == "Ready ? ? 16 carriers.\n"
+    result = run(["ask", "how many carriers?", "--session", "ascii"], home, env=env, merged=True)
+    assert result.returncode == 0 and "Traceback" not in result.stdout, result.stdout
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith("No session ascii in ") and lines[-1] == "session: ascii", lines
+    assert lines[1] == "Ready ? ? 16 carriers." and "1 model call" in lines[2]  # the receipt, under it
 
 
 def test_ask_without_key_is_one_clear_sentence(home):

@@ -68,13 +68,15 @@ def start_chat(home: Path, fake_url: str, session: str) -> subprocess.Popen:
 
 
 def run(
-    args: list[str], home: Path, *, env: dict | None = None, stdin: str = ""
+    args: list[str], home: Path, *, env: dict | None = None, stdin: str = "", merged: bool = False
 ) -> subprocess.CompletedProcess:
+    """`datathread ARGS` to its end; `merged`: stderr into stdout, as `2>&1 | less` reads them."""
     base = {k: v for k, v in os.environ.items() if not k.startswith(_OURS)}
     return subprocess.run(
         [DATATHREAD, *args],
         input=stdin,
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT if merged else subprocess.PIPE,
         text=True,
         timeout=120,
         env={**base, **_env(home, env)},
