@@ -215,7 +215,10 @@ async def _card_action(state: AppState, activity: Activity, value: dict, out: Te
         elif result is ConfirmResult.ALREADY_ANSWERED:
             await out.send(CONFIRM_EXPIRED)
         else:
-            await out.send("Running it." if answer is ConfirmAnswer.RUN else "Cancelled.")
+            doing = (
+                "Creating it." if value.get("yes") == "Create" else "Running it."
+            )  # a schedule, or a query
+            await out.send(doing if answer is ConfirmAnswer.RUN else "Cancelled.")
         return
     record = await threads.turn(str(value.get("turn_id", "")), channel_id=_channel_id(activity))
     if action == "show_steps":

@@ -312,7 +312,7 @@ def confirm_card(prompt: str, key: str, yes: str = "Run") -> dict:
     return card(
         [{"type": "TextBlock", "text": prompt, "wrap": True}],
         [
-            submit(yes or "Run", "confirm", key=key, answer="run"),
+            submit(yes or "Run", "confirm", key=key, answer="run", yes=yes or "Run"),
             submit("Cancel", "confirm", key=key, answer="cancel"),
         ],
     )

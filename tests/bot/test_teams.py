@@ -273,7 +273,9 @@ async def test_schedule_on_an_answer_card_creates_after_create_and_not_in_person
         DELAYS,
         teams.connector.url,
     )
-    assert any(f"Created schedule {s.id}" in (m.get("text") or "") for m in teams.connector.sent()[before:])
+    said = [m.get("text") or "" for m in teams.connector.sent()[before:]]
+    assert any(f"Created schedule {s.id}" in t for t in said)
+    assert "Creating it." in said and "Running it." not in said  # a schedule is created, not run
 
     fake_model.enqueue(text("Sixteen."))
     personal = cards((await teams.say("how many airlines?", conversation=CHAT))[-1:])[0]
