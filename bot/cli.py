@@ -302,20 +302,33 @@ def export(
         Console(soft_wrap=True).print(str(path), markup=False, highlight=False)
 
 
+PACKAGE = "datathread-teams.zip"
+
+
 @app.command("teams-package")
 def teams_package(
-    output: Path = typer.Option(Path("datathread-teams.zip"), "-o", "--output", help="Zip to write."),
+    output: str = typer.Option(
+        PACKAGE, "-o", "--output", help=f"Zip to write (a folder, `DIR/`, gets {PACKAGE} in it)."
+    ),
 ) -> None:
     """Zip the Teams app package (manifest with MICROSOFT_APP_ID + icons) for sideloading."""
-    from bot.teams_package import build_package
+    from bot.teams_package import build_package, local_only
 
     settings = settings_or_exit()
-    check_output_file(output)
+    # `-o out/` wrote a file named `out` (a Path drops the slash), where `export -o DIR/` fills a folder
+    target = Path(output) / PACKAGE if output.endswith("/") or Path(output).is_dir() else Path(output)
+    check_output_file(target)
     try:
-        with writing(output):
-            path = build_package(settings, output)
+        with writing(target):
+            path = build_package(settings, target)
     except ConfigError as exc:
         die(str(exc))
+    if local_only(settings):
+        err.print(
+            f"warning: DATATHREAD_PUBLIC_URL is {settings.public_url}, which only this machine reaches: "
+            "download links in Teams would point there; set it to the address Teams reaches the bot at.",
+            markup=False,
+        )
     Console().print(str(path))
 
 

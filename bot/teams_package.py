@@ -27,9 +27,16 @@ def render_manifest(settings: Settings, template: str) -> dict:
         raise ConfigError("Set MICROSOFT_APP_ID (the Azure Bot's app id) before building the Teams package.")
     manifest = json.loads(template.replace("${MICROSOFT_APP_ID}", app_id))
     host = urllib.parse.urlsplit(settings.public_url).hostname
-    if host and host not in ("localhost", "127.0.0.1"):
+    if host and not local_only(settings):
         manifest["validDomains"] = sorted({*manifest.get("validDomains", []), host})
     return manifest
+
+
+def local_only(settings: Settings) -> bool:
+    """Whether DATATHREAD_PUBLIC_URL names this machine only (its default, http://localhost:3000): the
+    channel download links it signs would lead every colleague to their own machine."""
+    host = (urllib.parse.urlsplit(settings.public_url).hostname or "").lower()
+    return host in ("localhost", "127.0.0.1", "::1", "0.0.0.0") or host.endswith(".localhost")
 
 
 def check_manifest(manifest: dict, source: Path = TEAMS_DIR) -> None:

@@ -30,6 +30,25 @@ def test_teams_package_zip(tmp_path, monkeypatch):
     assert sizes == {"color.png": (192, 192), "outline.png": (32, 32)}
 
 
+def test_a_folder_gets_the_package_in_it_and_a_local_public_url_is_warned_of(tmp_path, monkeypatch):
+    """`-o out/` wrote a file named `out` (where `export -o DIR/` fills a folder), and a package built
+    with DATATHREAD_PUBLIC_URL still at its default, localhost, was built without a word: every
+    channel download link would then lead colleagues to their own machine."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("MICROSOFT_APP_ID", "11111111-2222-3333-4444-555555555555")
+    monkeypatch.setenv("MICROSOFT_APP_TENANT_ID", "contoso.onmicrosoft.com")
+    monkeypatch.delenv("DATATHREAD_PUBLIC_URL", raising=False)
+    (tmp_path / "existing").mkdir()
+    for given, made in [("out/", "out/datathread-teams.zip"), ("existing", "existing/datathread-teams.zip")]:
+        result = CliRunner().invoke(app, ["teams-package", "-o", given])
+        assert result.exit_code == 0, result.output
+        assert zipfile.is_zipfile(tmp_path / made) and result.stdout.strip() == made
+        assert result.stderr.startswith("warning: DATATHREAD_PUBLIC_URL is http://localhost:3000, which only")
+    monkeypatch.setenv("DATATHREAD_PUBLIC_URL", "https://bot.example.com")
+    result = CliRunner().invoke(app, ["teams-package", "-o", "out/"])
+    assert result.exit_code == 0 and result.stderr == ""
+
+
 def test_teams_package_needs_app_id(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("MICROSOFT_APP_ID", raising=False)
