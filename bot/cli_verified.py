@@ -117,7 +117,7 @@ def show(entry_id: str = typer.Argument(..., help="The id from `datathread verif
 
     entry = asyncio.run(_with_library(settings_or_exit(), work))
     if entry is None:
-        die(f"There is no verified query or correction with id {entry_id}.", 1)
+        die(f"There is no verified query or correction with id {entry_id}.")  # bad input: 2, as schedule's
     console = Console()
     if isinstance(entry, VerifiedQuery):
         console.print(f"[bold]{entry.question}[/]")
@@ -146,5 +146,5 @@ def remove(entry_id: str = typer.Argument(..., help="The id from `datathread ver
             die(str(exc))
 
     if not asyncio.run(_with_library(settings_or_exit(), work)):
-        die(f"There is no verified query or correction with id {entry_id}.", 1)
+        die(f"There is no verified query or correction with id {entry_id}.")  # bad input: 2, as schedule's
     Console().print(f"removed {entry_id}")

@@ -53,11 +53,13 @@ def test_list_show_and_remove(home):
 
     assert invoke(["verified", "remove", query_id], home).returncode == 0
     missing = invoke(["verified", "show", query_id], home)
-    assert (
-        missing.returncode == 1
+    assert (  # an unknown id is bad input, exit 2 as for `schedule remove` (it was 1, a failure's)
+        missing.returncode == 2
         and "no verified query" in missing.stderr
         and "Traceback" not in missing.stderr
     )
+    gone = invoke(["verified", "remove", query_id], home)
+    assert gone.returncode == 2 and "no verified query" in gone.stderr
 
 
 def test_an_empty_list_is_an_empty_json_list(home):
