@@ -206,7 +206,7 @@ class TerminalRenderer:
         with self.console.capture() as captured:
             self.console.print(answer)
         lines = "\n".join(line.rstrip() for line in captured.get().split("\n"))
-        self.console.print(lines, markup=False, highlight=False, soft_wrap=True, end="")
+        self.console.print(lines, markup=False, highlight=False, emoji=False, soft_wrap=True, end="")
 
     async def _attachment(self, event: ArtifactReady) -> None:
         path = self.workspace_root / event.session_id / event.path

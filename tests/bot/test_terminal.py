@@ -171,3 +171,7 @@ async def test_an_answer_written_to_a_file_or_pipe_has_no_padding(tmp_path):
     renderer = TerminalRenderer(console, tmp_path, live=False)
     await renderer(AnswerReady(turn_id="t", text="**EV** had the most delayed departures.\n\n- one\n- two"))
     assert out.getvalue() == "EV had the most delayed departures.\n\n • one\n • two\n"
+    # and what it says stays as written: `:fire:` is no emoji there, as on a terminal
+    out.seek(0), out.truncate()
+    await renderer(AnswerReady(turn_id="t", text="Run `print(':fire:')`, ratio 3:smile:4"))
+    assert out.getvalue() == "Run print(':fire:'), ratio 3:smile:4\n"
