@@ -153,17 +153,26 @@ def _catalog_name(database: str) -> str:
     return Path(database).name.split(".")[0]
 
 
+PARTIAL = ".partial"  # a result being written: `.<name>.parquet.partial`, renamed into place when whole
+
+
 def save_arrow(table, workspace: Path, stem: str) -> str:
     """Write an Arrow table as `<stem>.parquet` in the workspace; returns the relative name.
 
     Written beside it under a dot-name (which no listing shows) and renamed into place: a step stopped
     at its time limit keeps what it wrote, and a result written in place then was half a file that
-    had replaced the earlier, good result of the same name. A stopped write leaves only its dot-name,
-    which the next write of that name replaces."""
+    had replaced the earlier, good result of the same name. A step killed mid-write leaves its
+    dot-name behind, unseen but counted against the workspace's quota: each write first removes
+    those (a session's steps run one at a time, so none of them is being written)."""
     import pyarrow.parquet as pq
 
+    with contextlib.suppress(OSError), os.scandir(workspace) as entries:
+        for entry in entries:
+            if entry.name.startswith(".") and entry.name.endswith(".parquet" + PARTIAL):
+                with contextlib.suppress(OSError):
+                    os.unlink(entry.path)
     name = f"{stem}.parquet"
-    partial = workspace / f".{name}.partial"
+    partial = workspace / f".{name}{PARTIAL}"
     try:
         pq.write_table(table, partial, compression="zstd")
         os.replace(partial, workspace / name)

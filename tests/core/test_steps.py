@@ -60,3 +60,16 @@ def test_a_result_stopped_while_written_leaves_the_earlier_result_of_its_name_wh
     assert sorted(p.name for p in tmp_path.iterdir()) == ["res.parquet"]  # nothing half-written left
     assert steps.save_arrow(pa.table({"n": [7]}), tmp_path, "res") == "res.parquet"  # a later write lands
     assert pq.read_table(tmp_path / "res.parquet").column("n").to_pylist() == [7]
+
+
+def test_what_killed_writes_left_is_removed_by_the_next_write(tmp_path):
+    """A step killed at its time limit mid-write (SIGKILL: no cleanup runs) leaves its dot-name behind:
+    unseen by people and the model, but counted against the workspace's quota — and an unnamed result's
+    name is never written again. The next result written removes every such leftover."""
+    import pyarrow as pa
+
+    for left in (".sql_1764000000_3fa9.parquet.partial", ".res.parquet.partial"):
+        (tmp_path / left).write_bytes(b"PAR1 half" * 1000)
+    (tmp_path / ".keep").write_text("a dot-file of the model's own")
+    assert steps.save_arrow(pa.table({"n": [1]}), tmp_path, "other") == "other.parquet"
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".keep", "other.parquet"]
