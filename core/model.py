@@ -106,11 +106,9 @@ class AnthropicModel:
             stream = await self._within_deadline(
                 opened.enter_async_context(self.client.messages.stream(**params))
             )
-            kind = stream.response.headers.get("content-type", "")
-            if not kind.startswith(STREAM_TYPES):
-                raise NotAReply(
-                    f"the endpoint answered with {kind or 'no content type'}, not a Claude stream"
-                )
+            kind = stream.response.headers.get("content-type", "").strip().lower()
+            if kind and not kind.startswith(STREAM_TYPES):  # none at all: the stream's parse decides
+                raise NotAReply(f"the endpoint answered with {kind}, not a Claude stream")
             events = aiter(stream)
             while True:
                 try:

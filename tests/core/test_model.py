@@ -215,3 +215,29 @@ async def test_an_endpoint_answering_a_web_page_is_no_dropped_connection_but_a_s
         "The Claude API's address answered with something that is not a Claude reply"
     )
     assert "ANTHROPIC_BASE_URL" in describe_model_error(failed.value)
+
+
+@pytest.mark.parametrize("kind", ["Text/Event-Stream; charset=utf-8", ""])
+async def test_a_stream_in_any_case_or_without_a_content_type_is_read_as_a_stream(kind, fake_model):
+    """A gateway that writes the type in capitals, or sends none: the stream is read as before (the
+    check for a web page must not turn working set-ups into set-up faults)."""
+    from tests.fakes.anthropic_api import text
+
+    fake_model.content_type = kind
+    fake_model.enqueue(text("Fine."))
+    settings = load_settings(
+        _env_file=None, anthropic_api_key="sk-ant-test-000000", anthropic_base_url=fake_model.url
+    )
+    model = build_model(settings)
+    said: list[str] = []
+
+    async def collect(piece: str) -> None:
+        said.append(piece)
+
+    try:
+        message = await model.stream(
+            collect, model="m", max_tokens=10, messages=[{"role": "user", "content": "hi"}]
+        )
+    finally:
+        await model.close()
+    assert "".join(said) == "Fine." and message.stop_reason == "end_turn"

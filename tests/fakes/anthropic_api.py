@@ -111,6 +111,7 @@ class FakeAnthropic:
         self.headers: list[dict] = []
         self.models = {"claude-test", "claude-sonnet-5-5"}  # what GET /v1/models/{id} knows
         self.api_keys: set[str] | None = None  # None: any key is accepted
+        self.content_type = "text/event-stream"  # of a streamed reply ("": none sent)
         # Per streamed reply, when (time.monotonic) its first text delta and its last event were sent.
         self.stream_times: list[dict[str, float | None]] = []
         self.lock = threading.Lock()
@@ -213,7 +214,8 @@ class FakeAnthropic:
                 self.protocol_version = "HTTP/1.1"
                 self.close_connection = True
                 self.send_response(200)
-                self.send_header("content-type", "text/event-stream")
+                if fake.content_type:  # a gateway may write it otherwise, or leave it out
+                    self.send_header("content-type", fake.content_type)
                 self.send_header("transfer-encoding", "chunked")
                 self.end_headers()
                 times: dict[str, float | None] = {"first_text": None, "done": None}
