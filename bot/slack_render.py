@@ -319,7 +319,7 @@ def _button(text: str, action_id: str, value: str, style: str | None = None) -> 
 def steps_messages(record: Mapping) -> list[dict]:
     """Every query and code step of a turn, for the person who clicked 'Show SQL & code' (the
     `markdown` block makes step text inert: entities for `<`, `>`, `&`)."""
-    return answer_messages(recorded_steps(record, escape=str, max_code=MARKDOWN_LIMIT // 2))
+    return answer_messages(recorded_steps(record, escape=str))  # all of it, over several messages
 
 
 def confirm_blocks(prompt: str, token: str, yes: str = "Run it") -> list[dict]:

@@ -9,6 +9,7 @@ agree on titles (the tool's own, carried by `StepStarted`), outcomes and wording
 from __future__ import annotations
 
 import enum
+import re
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -159,12 +160,13 @@ NO_STEPS = "This answer didn't run any queries or code."
 CODE_LANG = {"sql": "sql", "code": "python"}  # the step inputs that are code, and their fences' language
 
 
-def recorded_steps(record: Mapping, *, escape: Callable[[str], str], max_code: int) -> str:
+def recorded_steps(record: Mapping, *, escape: Callable[[str], str], max_code: int | None = None) -> str:
     """A recorded turn's steps in Markdown, for 'Show SQL & code': each as its task card showed it
     (title, ✓ or ✗, rows · scanned · time or the error in brief), then its SQL or code. Slack and
     Teams each had their own, and Slack's named steps by tool (`query_warehouse`) with the model's
     summary where the cards had said "Querying the warehouse" and "16 rows · 0.2 s". `escape` makes
-    step text inert on the surface; code (in a fence) is cut at `max_code` characters."""
+    step text inert on the surface; code (in a fence longer than any run of backticks in it, so it
+    cannot close the fence) is cut at `max_code` characters, when given."""
     steps = record.get("steps") or []
     if not steps:
         return NO_STEPS
@@ -176,8 +178,9 @@ def recorded_steps(record: Mapping, *, escape: Callable[[str], str], max_code: i
         lang = next((CODE_LANG[k] for k in CODE_LANG if isinstance(done.input.get(k), str)), "")
         if lang:
             code = done.input["sql" if lang == "sql" else "code"]
-            cut = code if len(code) <= max_code else code[: max_code - 1] + "…"
-            parts.append(f"{head}\n\n```{lang}\n{cut}\n```")
+            cut = code if max_code is None or len(code) <= max_code else code[: max_code - 1] + "…"
+            fence = "`" * max(3, 1 + max((len(run) for run in re.findall("`+", cut)), default=0))
+            parts.append(f"{head}\n\n{fence}{lang}\n{cut}\n{fence}")
         else:
             detail = next(
                 (v for k in ("table", "path", "name") if isinstance(v := done.input.get(k), str)), ""

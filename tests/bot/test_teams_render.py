@@ -104,6 +104,10 @@ def test_steps_markdown():
     }  # cut mid-quote by its brief
     head = r.steps_markdown({"steps": [refused]}).split("\n")[0]
     assert head.startswith("**1. Running Python** ✗ refused: Line 1: 'os' xxx") and "`" not in head
+    # code with a fence of its own cannot close the step's fence: the step's is longer
+    code = "s = '''\n```\n**x**\n'''"
+    fenced = {"tool": "run_python", "title": "Running Python", "input": {"code": code}}
+    assert r.steps_markdown({"steps": [fenced]}).endswith(f"\n\n````python\n{code}\n````")
 
 
 def test_failure_confirm_and_link():
