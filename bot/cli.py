@@ -305,6 +305,15 @@ def export(
 PACKAGE = "datathread-teams.zip"
 
 
+def _is_dir(path: Path) -> bool:
+    """Whether `path` is a folder; a name stat cannot even look at (300 bytes long) is no folder, and
+    check_output_file says why in its sentence."""
+    try:
+        return path.is_dir()
+    except OSError:
+        return False
+
+
 @app.command("teams-package")
 def teams_package(
     output: str = typer.Option(
@@ -316,7 +325,7 @@ def teams_package(
 
     settings = settings_or_exit()
     # `-o out/` wrote a file named `out` (a Path drops the slash), where `export -o DIR/` fills a folder
-    target = Path(output) / PACKAGE if output.endswith("/") or Path(output).is_dir() else Path(output)
+    target = Path(output) / PACKAGE if output.endswith("/") or _is_dir(Path(output)) else Path(output)
     check_output_file(target)
     try:
         with writing(target):
@@ -336,9 +345,9 @@ from bot import cli_eval, cli_verified  # noqa: E402, F401  (each registers its 
 
 
 def _replace_what_cannot_be_shown() -> None:
-    for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(AttributeError, ValueError):  # not a text stream we may reconfigure
-            stream.reconfigure(errors="replace")
+    """stdout only: Python's stderr already writes what it cannot encode as backslash escapes."""
+    with contextlib.suppress(AttributeError, ValueError):  # not a text stream we may reconfigure
+        sys.stdout.reconfigure(errors="replace")
 
 
 def main() -> None:

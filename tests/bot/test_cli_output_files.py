@@ -33,11 +33,10 @@ def place(tmp_path, monkeypatch):
 @pytest.mark.parametrize(
     "command",
     [
-        ["teams-package", "-o", "{out}"],
         ["eval", "--demo", "--output", "{out}"],
         ["eval", "--demo", "--markdown", "{out}"],
     ],
-    ids=["teams-package", "eval-output", "eval-markdown"],
+    ids=["eval-output", "eval-markdown"],  # teams-package, as export, puts its file in a folder given
 )
 def test_a_directory_given_as_the_file_is_one_sentence_before_any_work(command, place, fake_model):
     env = {**APP, "ANTHROPIC_API_KEY": "sk-ant-test-000000", "ANTHROPIC_BASE_URL": fake_model.url}
