@@ -47,9 +47,11 @@ def build_confirmer(client: AsyncWebClient, target: SlackTarget, threads: Thread
             return True
 
         answer = await threads.await_confirmation(token, asker=target.user_id, show=show)
-        note = {True: ":arrow_forward: Running it.", False: ":no_entry_sign: Cancelled."}.get(
-            answer, ":hourglass: No answer, so I didn't run it."
-        )
+        schedule = request.yes == "Create"  # a schedule is created, a query is run
+        note = {
+            True: ":arrow_forward: Creating it." if schedule else ":arrow_forward: Running it.",
+            False: ":no_entry_sign: Cancelled.",
+        }.get(answer, f":hourglass: No answer, so I didn't {'create it' if schedule else 'run it'}.")
         if posted:
             with contextlib.suppress(SlackClientError):
                 await client.chat_update(

@@ -195,7 +195,9 @@ def _confirmer(threads: Threads, out: TeamsOut, asker: str):
 
         answer = await threads.await_confirmation(key, asker=asker, show=show)
         if answer is None:
-            await out.send("No answer, so I skipped that query.")
+            await out.send(
+                f"No answer, so I didn't {'create the schedule' if request.yes == 'Create' else 'run it'}."
+            )
         return bool(answer)
 
     return confirm
@@ -294,7 +296,7 @@ async def _file_consent(state: AppState, activity: Activity, out: TeamsOut) -> N
             response = await client.put(info["uploadUrl"], content=data, headers=headers)
         refused = f"HTTP {response.status_code}" if response.status_code >= 300 else ""
     except httpx.HTTPError as exc:  # OneDrive out of reach or silent: said like a refusal, not a traceback
-        refused = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+        refused = type(exc).__name__  # not its text: the upload URL carries OneDrive's tempauth token
     if refused:
         log.warning("teams: file upload failed (%s)", refused)
         await out.send("I couldn't upload the file to your OneDrive. Please try again.")
