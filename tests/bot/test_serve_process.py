@@ -4,6 +4,7 @@ way the process ends with no traceback and no "worker crashed" error."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
@@ -180,15 +181,16 @@ def test_where_serve_cannot_listen_is_one_sentence_before_anything_starts():
         )
 
 
-def test_a_second_ctrl_c_stops_a_running_answer_now_and_its_thread_is_told(home, fake_model, tmp_path):
-    """The first Ctrl-C gives answers still being written up to 30 s, and says so; a second one stops
-    them now — their threads told once — instead of waiting out the 30 s (it did, in silence)."""
+@contextlib.contextmanager
+def answering_slowly(home, fake_model, tmp_path, reply: str):
+    """`serve` (at INFO, its default: uvicorn's lines show) with a Slack mention's answer being
+    written: the scripted model holds its reply until `release` is set. Yields (served, api, release)."""
     api = FakeSlackAPI().start()
     release = threading.Event()
 
     def slow(body: dict) -> dict:
         release.wait(120)
-        return text("too late")
+        return text(reply)
 
     fake_model.enqueue(slow)
     env = serve_env(
@@ -199,11 +201,22 @@ def test_a_second_ctrl_c_stops_a_running_answer_now_and_its_thread_is_told(home,
         SLACK_BOT_TOKEN="xoxb-test-token-000000",
         SLACK_SIGNING_SECRET=SECRET,
     )
-    served = Replica(env, tmp_path, log_level="INFO")  # serve's default: uvicorn's lines show
+    served = Replica(env, tmp_path, log_level="INFO")
     try:
         served.wait_ready()
         assert served.post(event_body(mention("slow one", ts="1700000700.000100"))).status_code == 200
         until(lambda: len(fake_model.requests) == 1)  # the answer is being written
+        yield served, api, release
+    finally:
+        release.set()
+        served.stop()
+        api.stop()
+
+
+def test_a_second_ctrl_c_stops_a_running_answer_now_and_its_thread_is_told(home, fake_model, tmp_path):
+    """The first Ctrl-C gives answers still being written up to 30 s, and says so; a second one stops
+    them now — their threads told once — instead of waiting out the 30 s (it did, in silence)."""
+    with answering_slowly(home, fake_model, tmp_path, "too late") as (served, api, _):
         offset = served.log.stat().st_size
         os.killpg(served.proc.pid, signal.SIGINT)
         until(lambda: "for 1 answer(s) still running" in served.log.read_text())
@@ -211,10 +224,6 @@ def test_a_second_ctrl_c_stops_a_running_answer_now_and_its_thread_is_told(home,
         os.killpg(served.proc.pid, signal.SIGINT)
         code, lines = said_after(served, offset)
         took = time.monotonic() - pressed
-    finally:
-        release.set()
-        served.stop()
-        api.stop()
     assert code == 0, lines
     assert took < 15, f"stopped {took:.1f} s after the second Ctrl-C"  # was the rest of 30 s
     assert not any("Traceback" in line or "ERROR" in line for line in lines), lines
@@ -230,35 +239,16 @@ def test_sigterm_to_the_process_group_lets_a_running_answer_finish(home, fake_mo
     stopped before finishing… ask again") and its thread's lock stayed taken, so the question asked
     again after a restart waited out the lock's TTL (47 s) first. The workers now get their finishing
     time, as after Ctrl-C: the answer arrives and the process then ends."""
-    api = FakeSlackAPI().start()
-    release = threading.Event()
-
-    def slow(body: dict) -> dict:
-        release.wait(60)
-        return text("Finished after the stop signal.")
-
-    fake_model.enqueue(slow)
-    env = serve_env(
-        fake_model,
-        home,
-        DATATHREAD_SLACK_API_URL=api.url,
-        SLACK_BOT_TOKEN="xoxb-test-token-000000",
-        SLACK_SIGNING_SECRET=SECRET,
-    )
-    served = Replica(env, tmp_path, log_level="INFO")
-    try:
-        served.wait_ready()
-        assert served.post(event_body(mention("slow one", ts="1700000800.000100"))).status_code == 200
-        until(lambda: len(fake_model.requests) == 1)  # the answer is being written
+    with answering_slowly(home, fake_model, tmp_path, "Finished after the stop signal.") as (
+        served,
+        api,
+        release,
+    ):
         offset = served.log.stat().st_size
         os.killpg(served.proc.pid, signal.SIGTERM)
         until(lambda: "for 1 answer(s) still running" in served.log.read_text())
         release.set()
         code, lines = said_after(served, offset)
-    finally:
-        release.set()
-        served.stop()
-        api.stop()
     assert code == -signal.SIGTERM, lines
     assert said(api, "Finished after the stop signal.") == 1
     assert said(api, TURN_STOPPED[:40]) == 0
