@@ -162,6 +162,7 @@ async def authenticate(
             log.warning("refused an unauthenticated Bot Framework request (no MICROSOFT_APP_ID): %s", reason)
         return reason is None
     if not header:
+        log.warning("refused a Bot Framework request: no Authorization header (not from Teams)")
         return False
     try:
         await bot.auth_loop.check(bot.auth, activity, header)
@@ -173,7 +174,7 @@ async def authenticate(
         )
         return False
     except Exception as exc:  # PermissionError, jwt errors, unknown keys: all mean "not from Teams"
-        log.warning("refused a Bot Framework request: %s", type(exc).__name__)
+        log.warning("refused a Bot Framework request: %s", refusal_words(exc))
         return False
     return True
 
@@ -182,3 +183,16 @@ def build_bot(settings: Settings, *, login_url: str = "") -> TeamsBot:
     """Settings, authentication and adapter for this process's Teams turns."""
     auth = build_auth(settings, login_url=login_url)
     return TeamsBot(settings, auth, TeamsAdapter(BoundedAuthentication(auth)))
+
+
+def refusal_words(exc: Exception) -> str:
+    """Why a token was refused, for the operator: the SDK's reason on one line ("Invalid AppId passed
+    on token: …", "Invalid audience."), and, when the token was made for another app, the setting to
+    check. It logged only "PermissionError", and an admin with the wrong MICROSOFT_APP_ID (every
+    message from Teams refused) had nothing to go on. The reason quotes the token's claims at most,
+    never the token."""
+    said = " ".join(str(exc).split())[:200]
+    words = f"{type(exc).__name__}: {said}" if said else type(exc).__name__
+    if "appid" in said.lower() or "audience" in said.lower():
+        words += " (the token was made for another app: is MICROSOFT_APP_ID the Azure Bot's app id?)"
+    return words

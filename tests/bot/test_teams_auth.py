@@ -44,7 +44,9 @@ def connector():
 
 
 @pytest.mark.parametrize("app_type,tenant", [("MultiTenant", None), ("SingleTenant", "tenant-1")])
-async def test_auth_refuses_bad_tokens_and_accepts_a_channel_token(settings, connector, app_type, tenant):
+async def test_auth_refuses_bad_tokens_and_accepts_a_channel_token(
+    settings, connector, app_type, tenant, caplog
+):
     configured = settings.model_copy(
         update={
             "microsoft_app_id": APP_ID,
@@ -86,6 +88,11 @@ async def test_auth_refuses_bad_tokens_and_accepts_a_channel_token(settings, con
         good = connector.token(app_id=APP_ID, service_url=connector.url)
         response = await client.post("/api/messages", json=body, headers={"authorization": f"Bearer {good}"})
     assert response.status_code == 202
+    # each refusal says why in the log: a token for another app names the setting to check
+    refused = [r.getMessage() for r in caplog.records if "refused a Bot Framework request" in r.getMessage()]
+    assert len(refused) == len(bad_headers) and "no Authorization header" in refused[0]
+    assert "is MICROSOFT_APP_ID the Azure Bot's app id?" in refused[4], refused[4]
+    assert not any(line.endswith("PermissionError") for line in refused), refused
     assert [j.kind for j in runner.jobs] == ["teams.turn"]
     assert runner.jobs[0].payload["activity"]["text"].endswith("how many flights?")
 
