@@ -191,11 +191,11 @@ class TeamsSink:
         elif change is Change.FINISHED:
             await self._finish(event)  # type: ignore[arg-type]
 
-    async def _show_progress(self, *, force: bool = False, answer: str = "") -> None:
+    async def _show_progress(self, *, force: bool = False, answer: str = "", status: str = "") -> None:
         if self.no_progress:
             return
         lines = [progress_line(row) for row in self.transcript.rows() if isinstance(row, StepLine)]
-        card = render.progress_card(lines, status=self.transcript.status(), answer=answer)
+        card = render.progress_card(lines, status=status or self.transcript.status(), answer=answer)
         try:
             if not self.progress_id:
                 self.progress_id = await self.out.send(attachments=[card], short=True)
@@ -273,6 +273,9 @@ class TeamsSink:
                 self.conversation,
                 exc,
             )
+            if self.progress_id:  # the card said "Done", and nothing followed: it says what happened
+                said = f"⚠️ Teams did not take the answer, so it is not here. Please ask again (error id {error_id})."
+                await self._show_progress(force=True, status=said)
 
     async def _send_answer(self, event: TurnFinished) -> None:
         # The message that ends a turn also closes its stream, if one was started.

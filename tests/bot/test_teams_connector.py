@@ -255,3 +255,20 @@ def refused() -> requests.exceptions.ConnectionError:
 def test_what_a_failed_call_is_called_in_the_log(exc, why):
     wrapped = ClientRequestError("Error occurred in request.", exc)  # how msrest raises them
     assert str(teams_connector.failure(wrapped, 2.0)) == why
+
+
+async def test_an_answer_teams_will_not_take_leaves_the_card_saying_so_not_done(teams, fake_model, caplog):
+    """The progress card said "Done — 2 steps" and nothing followed when Teams refused the answer's
+    message (a 429 asking for longer than the bot waits, a 413): the card now says the answer did not
+    arrive, with the error id of the log line."""
+    teams.connector.refuse_when = lambda method, body: (
+        (429, {"Retry-After": "60"}) if "Forty-two." in (body.get("text") or "") else None
+    )
+    fake_model.enqueue(*TWO_STEPS, text("Forty-two."))
+    await asyncio.wait_for(teams.say("how many flights?"), 8)
+    [lost] = [line for line in teams_lines(caplog) if "answer did not reach" in line]
+    error_id = lost.split("error_id=", 1)[1].split()[0]
+    last = teams.connector.updates()[-1].body["attachments"][0]["content"]["body"][0]["text"]
+    assert (
+        last == f"⚠️ Teams did not take the answer, so it is not here. Please ask again (error id {error_id})."
+    )
