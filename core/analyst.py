@@ -271,7 +271,7 @@ class Analyst:
             return STOPPED
         except Exception as exc:
             if is_model_error(exc):  # expected operation, not a bug: log the sentence, not a traceback
-                error, level = describe_model_error(exc), logging.WARNING
+                error, level = describe_model_error(exc, message.surface), logging.WARNING
                 outcome.fault = model_fault(exc)
             else:  # a bug: log the traceback; the turn so far is still saved below
                 error, level = "Something went wrong on my side while answering.", logging.ERROR

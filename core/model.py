@@ -179,8 +179,19 @@ STATUS_ERRORS: tuple[tuple[type[anthropic.APIStatusError], str, ModelFault | Non
 )
 
 
-def describe_model_error(exc: Exception) -> str:
-    """A short sentence for people about a model API failure (after the SDK's own retries)."""
+def describe_model_error(exc: Exception, surface: str = "") -> str:
+    """A short sentence for people about a model API failure (after the SDK's own retries). In the
+    terminal whoever reads it runs the bot, and has sessions, not threads: "An admin needs to check
+    ANTHROPIC_API_KEY" and "Start a new thread" were addressed to someone else, about something else."""
+    said = _model_error_words(exc)
+    if surface == "terminal":
+        said = said.replace("An admin needs to check ", "Check ").replace(
+            "Start a new thread.", "Start a new session: datathread chat, without --session."
+        )
+    return said
+
+
+def _model_error_words(exc: Exception) -> str:
     if isinstance(exc, NotAReply):
         return (
             "The Claude API's address answered with something that is not a Claude reply (a proxy or web "

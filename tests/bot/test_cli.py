@@ -133,6 +133,8 @@ def test_ask_with_rejected_key_fails_with_exit_1_and_a_message(home, fake_model)
     )
     assert result.returncode == 1
     assert "API key was rejected" in result.stderr and "Traceback" not in result.stderr
+    # the terminal's reader runs the bot: told to check the key, not that "an admin needs to"
+    assert "The Claude API key was rejected. Check ANTHROPIC_API_KEY." in result.stderr
     assert "sk-ant-wrong-123456" not in result.stderr + result.stdout
 
 

@@ -54,6 +54,23 @@ def test_model_errors_become_one_human_sentence(exc, words):
     assert words in sentence and "\n" not in sentence
 
 
+@pytest.mark.parametrize(
+    ("surface", "key", "too_long"),
+    [
+        ("slack", "An admin needs to check ANTHROPIC_API_KEY.", "Start a new thread."),
+        ("teams", "An admin needs to check ANTHROPIC_API_KEY.", "Start a new thread."),
+        ("terminal", "Check ANTHROPIC_API_KEY.", "Start a new session: datathread chat, without --session."),
+    ],
+)
+def test_the_terminal_is_told_what_to_check_and_to_start_a_session(surface, key, too_long):
+    """In the terminal whoever reads the sentence runs the bot and has sessions: "An admin needs to
+    check ANTHROPIC_API_KEY" and "Start a new thread" spoke to someone else, of something it lacks."""
+    rejected = describe_model_error(_status_error(anthropic.AuthenticationError, 401), surface)
+    assert rejected == f"The Claude API key was rejected. {key}"
+    long_ = describe_model_error(_status_error(anthropic.ContentTooLargeError, 413), surface)
+    assert long_ == f"This conversation is too long for Claude. {too_long}"
+
+
 def _api_error(cls, status: int, kind: str, message: str):
     request = httpx2.Request("POST", "http://x/v1/messages")
     body = {"type": "error", "error": {"type": kind, "message": message}}
