@@ -180,6 +180,12 @@ def _clip(value: object, limit: int = MAX_CELL_CHARS) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+def _cell(text: str) -> str:
+    """A table cell as a card's TextBlock shows it: its Markdown is a subset without code spans, so
+    `x<y` showed its backticks; bold and italics stay."""
+    return text.replace("`", "")
+
+
 def _column(align: str) -> dict:
     """A Table column, its cells aligned as the Markdown table's delimiter row said (`:-:`, `-:`)."""
     side = {"left": "Left", "center": "Center", "right": "Right"}.get(align)
@@ -202,7 +208,7 @@ def table_element(table: Table, *, max_rows: int | None = None, max_cols: int = 
                     "items": [
                         {
                             "type": "TextBlock",
-                            "text": _clip(c),
+                            "text": _clip(_cell(c)),
                             "wrap": True,
                             "weight": "Bolder" if header else "Default",
                         }

@@ -86,3 +86,11 @@ def test_without_a_delimiter_alignment_numbers_go_right_and_text_left():
     assert unit.text.splitlines()[2:] == ["x          10", "long name   2"]
     _, (table,) = teams_render.to_teams_markdown("|name|n|\n|-|-|\n|x|10|")
     assert teams_render.table_element(table)[0]["columns"] == [{"width": 1}, {"width": 1}]
+
+
+def test_code_in_a_table_cell_shows_without_its_backticks_on_a_teams_card():
+    """A card's TextBlock renders no code spans: `` `x<y` `` in a cell showed its backticks (Slack's
+    preview and the terminal drop them already)."""
+    _, (table,) = teams_render.to_teams_markdown("|expr|n|\n|-|-|\n|`x<y`|**3**|")
+    row = teams_render.table_element(table)[0]["rows"][1]
+    assert [c["items"][0]["text"] for c in row["cells"]] == ["x<y", "**3**"]
