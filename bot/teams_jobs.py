@@ -217,10 +217,10 @@ async def _card_action(state: AppState, activity: Activity, value: dict, out: Te
         elif result is ConfirmResult.ALREADY_ANSWERED:
             await out.send(CONFIRM_EXPIRED)
         else:
-            doing = (
-                "Creating it." if value.get("yes") == "Create" else "Running it."
-            )  # a schedule, or a query
-            await out.send(doing if answer is ConfirmAnswer.RUN else "Cancelled.")
+            if answer is ConfirmAnswer.CANCEL:
+                await out.send("Cancelled.")
+            else:  # a schedule's card says Create (its card carries the word), a query's Run
+                await out.send("Creating it." if value.get("yes") == "Create" else "Running it.")
         return
     record = await threads.turn(str(value.get("turn_id", "")), channel_id=_channel_id(activity))
     if action == "show_steps":
