@@ -38,6 +38,9 @@ CONNECT_TIMEOUT_S = 5.0  # to open the connection
 PROGRESS_TIMEOUT_S = 5.0  # typing, streaming and progress-card edits: decoration, the turn goes on
 SEND_TIMEOUT_S = 10.0  # a message someone should read: the answer, a chart, a card, a reply
 RETRY_AFTER_MAX_S = 5.0  # a refused message waits at most this long for its one retry
+# The answer itself waits longer: without it the person has nothing, and Teams' throttling asks for
+# seconds to tens of seconds (https://learn.microsoft.com/microsoftteams/platform/bots/how-to/rate-limit).
+ANSWER_RETRY_AFTER_MAX_S = 30.0
 TRANSIENT = frozenset({412, 429, 502, 503, 504})  # Teams says: retry these
 
 
@@ -131,16 +134,23 @@ def _retry_after(value: str | None) -> float | None:
 
 
 async def call(
-    request: Callable[[tuple[float, float]], Awaitable[T]], *, read_s: float, retry: bool, host: str = ""
+    request: Callable[[tuple[float, float]], Awaitable[T]],
+    *,
+    read_s: float,
+    retry: bool,
+    host: str = "",
+    answer: bool = False,
 ) -> T:
     """Run `request(timeout)`; raise `ConnectorFailed`. With `retry`, a transient refusal is tried once
-    more, after its Retry-After (1 s without one) — unless that is longer than RETRY_AFTER_MAX_S."""
+    more, after its Retry-After (1 s without one) — unless that is longer than RETRY_AFTER_MAX_S, or
+    for the `answer` itself ANSWER_RETRY_AFTER_MAX_S."""
     try:
         return await request(timeout(read_s))
     except Exception as exc:
         failed = failure(exc, read_s, host)
     wait = 1.0 if failed.retry_after_s is None else failed.retry_after_s
-    if not (retry and failed.transient and wait <= RETRY_AFTER_MAX_S):
+    patience = ANSWER_RETRY_AFTER_MAX_S if answer else RETRY_AFTER_MAX_S
+    if not (retry and failed.transient and wait <= patience):
         raise failed
     await asyncio.sleep(wait)
     try:

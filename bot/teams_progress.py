@@ -75,7 +75,7 @@ class TeamsOut:
         activity.reply_to_id = None  # post into the conversation (a channel thread is its own id)
         return activity
 
-    async def _post(self, activity: Activity, *, short: bool) -> str:
+    async def _post(self, activity: Activity, *, short: bool, answer: bool = False) -> str:
         conversations = self.connector.conversations  # type: ignore[attr-defined]
         conversation, activity = self.reference.conversation.id, self._address(activity)
         response = await bf.call(
@@ -83,6 +83,7 @@ class TeamsOut:
             read_s=bf.PROGRESS_TIMEOUT_S if short else bf.SEND_TIMEOUT_S,
             retry=not short,
             host=self.host,
+            answer=answer,
         )
         return getattr(response, "id", "") or ""
 
@@ -93,15 +94,17 @@ class TeamsOut:
         attachments: list[dict] | None = None,
         entities: list | None = None,
         short: bool = False,
+        answer: bool = False,
     ) -> str:
         """Post a message (Markdown text and/or attachments); returns its activity id. `short`: bounded
-        and tried like progress (a progress card; a sentence while the process stops)."""
+        and tried like progress (a progress card; a sentence while the process stops). `answer`: the
+        answer itself, which waits out a longer Retry-After (bot/teams_connector.py)."""
         activity = Activity(type=ActivityTypes.message, text=text or None, text_format="markdown")
         if attachments:
             activity.attachments = attachments
         if entities:
             activity.entities = entities
-        return await self._post(activity, short=short)
+        return await self._post(activity, short=short, answer=answer)
 
     async def update(self, activity_id: str, *, attachments: list[dict], text: str = "") -> None:
         """Edit a message we sent, in place (progress: bounded, never retried)."""
@@ -299,9 +302,9 @@ class TeamsSink:
         messages = [(part, None) for part in parts] + [(last, ride or None)]
         messages += [("", [c]) for c in cards[len(ride) :]]
         (first, attachments), *rest = messages
-        await self._send_final(final, first, attachments=attachments)
+        await self._send_final(final, first, attachments=attachments, answer=True)
         for part, attachments in rest:
-            await self.out.send(part, attachments=attachments)
+            await self.out.send(part, attachments=attachments, answer=True)
 
     async def _send_final(self, final: list | None, text: str, **extra) -> None:
         """The answer (or failure) always arrives: if Teams refuses it as the stream's end (a stream

@@ -272,3 +272,21 @@ async def test_an_answer_teams_will_not_take_leaves_the_card_saying_so_not_done(
     assert (
         last == f"⚠️ Teams did not take the answer, so it is not here. Please ask again (error id {error_id})."
     )
+
+
+async def test_the_answer_waits_out_a_longer_retry_after_than_other_messages(teams, fake_model):
+    """A 429 asking for 3 s (longer than other messages wait, 2 s here): the answer was dropped and the
+    person got nothing. The answer itself waits up to ANSWER_RETRY_AFTER_MAX_S, then arrives once."""
+    refused: list[float] = []
+
+    def once(method: str, body: dict):
+        if body.get("type") == "message" and body.get("text") == "Forty-two." and not refused:
+            refused.append(time.monotonic())
+            return 429, {"Retry-After": "3"}
+        return None
+
+    teams.connector.refuse_when = once
+    fake_model.enqueue(text("Forty-two."))
+    sent = await asyncio.wait_for(teams.say("how many flights?"), 12)
+    assert [m["text"] for m in sent if m.get("text") == "Forty-two."] == ["Forty-two."]
+    assert refused and time.monotonic() - refused[0] >= 3.0
