@@ -15,7 +15,8 @@ connect and read timeout (`config.connection.timeout`, handed to `requests`) and
 (`config.retry_policy`). Callers pass a shorter timeout per call for progress, and decide themselves
 what is worth a second try (`call`): a message refused with 412/429/502/503/504 — Teams' transient
 codes, https://learn.microsoft.com/microsoftteams/platform/bots/how-to/rate-limit — once more, after
-its `Retry-After` when that is short; never a call that timed out (Teams may have posted it).
+its `Retry-After` when that is short (5 s; the answer itself 30 s: without it the person has
+nothing); never a call that timed out (Teams may have posted it).
 """
 
 from __future__ import annotations
