@@ -140,6 +140,8 @@ class Transcript:
         if not self.finished.ok:
             return "Stopped"
         s = self.finished.stats
+        if not s.steps:  # an answer from what Claude knew already: "Done — 0 steps" read like a fault
+            return f"Done in {s.duration_s:.1f} s"
         return f"Done — {counted(s.steps, 'step')} in {s.duration_s:.1f} s"
 
 

@@ -81,6 +81,13 @@ def test_the_fold_keeps_titles_order_outcomes_answer_and_status():
     assert t.status() == "Done — 2 steps in 1.2 s"
 
 
+def test_an_answer_without_steps_is_done_without_counting_none():
+    """A text-only answer left its Teams progress card saying "Done — 0 steps in 2.1 s"."""
+    t = Transcript()
+    t.apply(TurnFinished(turn_id="t", session_id="s", ok=True, stats=TurnStats(duration_s=2.14)))
+    assert t.status() == "Done in 2.1 s"
+
+
 def test_a_failed_turn_keeps_its_failure_and_says_stopped():
     t = Transcript()
     t.apply(TurnFailed(turn_id="t", error_id="e1", message="Nope."))
