@@ -154,6 +154,7 @@ def _catalog_name(database: str) -> str:
 
 
 PARTIAL = ".partial"  # a result being written: `.<name>.parquet.partial`, renamed into place when whole
+STALE_PARTIAL_S = 120.0  # untouched this long: a write that was killed, not one still going
 
 
 def save_arrow(table, workspace: Path, stem: str) -> str:
@@ -163,14 +164,17 @@ def save_arrow(table, workspace: Path, stem: str) -> str:
     at its time limit keeps what it wrote, and a result written in place then was half a file that
     had replaced the earlier, good result of the same name. A step killed mid-write leaves its
     dot-name behind, unseen but counted against the workspace's quota: each write first removes
-    those (a session's steps run one at a time, so none of them is being written)."""
+    those nobody has written to for STALE_PARTIAL_S (on Modal two steps of a session may write at
+    once, each to its own name: a fresh one is another step's, still being written)."""
     import pyarrow.parquet as pq
 
+    stale = time.time() - STALE_PARTIAL_S
     with contextlib.suppress(OSError), os.scandir(workspace) as entries:
         for entry in entries:
             if entry.name.startswith(".") and entry.name.endswith(".parquet" + PARTIAL):
                 with contextlib.suppress(OSError):
-                    os.unlink(entry.path)
+                    if entry.stat(follow_symlinks=False).st_mtime < stale:
+                        os.unlink(entry.path)
     name = f"{stem}.parquet"
     partial = workspace / f".{name}{PARTIAL}"
     try:

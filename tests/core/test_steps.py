@@ -65,11 +65,19 @@ def test_a_result_stopped_while_written_leaves_the_earlier_result_of_its_name_wh
 def test_what_killed_writes_left_is_removed_by_the_next_write(tmp_path):
     """A step killed at its time limit mid-write (SIGKILL: no cleanup runs) leaves its dot-name behind:
     unseen by people and the model, but counted against the workspace's quota — and an unnamed result's
-    name is never written again. The next result written removes every such leftover."""
+    name is never written again. The next result written removes every such leftover that nobody has
+    written to for a while (a fresh one may be another step's, on Modal)."""
+    import os
+    import time
+
     import pyarrow as pa
 
     for left in (".sql_1764000000_3fa9.parquet.partial", ".res.parquet.partial"):
         (tmp_path / left).write_bytes(b"PAR1 half" * 1000)
+        killed = time.time() - steps.STALE_PARTIAL_S - 5
+        os.utime(tmp_path / left, (killed, killed))
+    # on Modal another step of the session may be writing its own result right now: left alone
+    (tmp_path / ".busy.parquet.partial").write_bytes(b"PAR1 being written")
     (tmp_path / ".keep").write_text("a dot-file of the model's own")
     assert steps.save_arrow(pa.table({"n": [1]}), tmp_path, "other") == "other.parquet"
-    assert sorted(p.name for p in tmp_path.iterdir()) == [".keep", "other.parquet"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".busy.parquet.partial", ".keep", "other.parquet"]
