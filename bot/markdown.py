@@ -26,9 +26,8 @@ class Block:
     lang: str = ""
     header: tuple[str, ...] = ()
     rows: tuple[tuple[str, ...], ...] = ()
-    align: tuple[
-        str, ...
-    ] = ()  # a table's columns as its delimiter row set them: "left", "center", "right" or ""
+    # A table's columns as its delimiter row set them: "left", "center", "right" or "" (unset).
+    align: tuple[str, ...] = ()
 
 
 def blocks(markdown: str) -> list[Block]:
