@@ -23,6 +23,7 @@ from bot.cli_common import (
     die,
     err,
     log_level_option,
+    names_a_folder,
     settings_or_exit,
     setup_log,
     writing,
@@ -305,15 +306,6 @@ def export(
 PACKAGE = "datathread-teams.zip"
 
 
-def _is_dir(path: Path) -> bool:
-    """Whether `path` is a folder; a name stat cannot even look at (300 bytes long) is no folder, and
-    check_output_file says why in its sentence."""
-    try:
-        return path.is_dir()
-    except OSError:
-        return False
-
-
 @app.command("teams-package")
 def teams_package(
     output: str = typer.Option(
@@ -324,8 +316,7 @@ def teams_package(
     from bot.teams_package import build_package, local_only
 
     settings = settings_or_exit()
-    # `-o out/` wrote a file named `out` (a Path drops the slash), where `export -o DIR/` fills a folder
-    target = Path(output) / PACKAGE if output.endswith("/") or _is_dir(Path(output)) else Path(output)
+    target = Path(output) / PACKAGE if names_a_folder(output) else Path(output)  # as `export -o DIR/`
     check_output_file(target)
     try:
         with writing(target):

@@ -111,6 +111,19 @@ def check_sandbox(settings: Settings) -> None:
         die(f"{unavailable}; see `datathread doctor` for what it allows.")
 
 
+def names_a_folder(raw: str) -> bool:
+    """Whether `-o RAW` names a folder to put a command's default file in: one that exists, or a path
+    ending in / (as `cp` reads them; a Path drops the slash, so `-o out/` wrote a file named `out`). A
+    path this user cannot even look at (`/root/x`, a 300-byte name) is no folder: `check_output_file`
+    then says why in its sentence (Path.is_dir raised PermissionError, ENAMETOOLONG)."""
+    if raw.endswith(("/", os.sep)):
+        return True
+    try:
+        return Path(raw).is_dir()
+    except OSError:
+        return False
+
+
 def check_output_file(path: Path) -> None:
     """End the command in one sentence (exit 2) when a file cannot be written at `path` (`-o`, `--output`),
     before any work: `eval --output` used to ask every question first, then fail in a traceback."""

@@ -6,7 +6,6 @@ an analyst who inherits a thread can export it from any machine that shares the 
 
 from __future__ import annotations
 
-import os
 import re
 import sys
 from pathlib import Path
@@ -15,7 +14,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from bot.cli_common import check_output_file, writing
+from bot.cli_common import check_output_file, names_a_folder, writing
 from core.config import Settings
 from core.config_types import check_writable_dir
 from core.sessions import StoreUnavailable, open_store, resolve_session_id, store_exists, store_place
@@ -36,7 +35,7 @@ def where_to(raw: str | None) -> tuple[Path | None, Path]:
     if not raw.strip():
         _fail("-o is empty: name a notebook file, a folder to put it in, or - for stdout.", 2)
     path = Path(raw)
-    if raw.endswith(("/", os.sep)) or _is_dir(path):
+    if names_a_folder(raw):
         try:
             check_writable_dir(path)
         except ValueError as exc:
@@ -44,15 +43,6 @@ def where_to(raw: str | None) -> tuple[Path | None, Path]:
         return None, path
     check_output_file(path)
     return path, path.parent
-
-
-def _is_dir(path: Path) -> bool:
-    """Path.is_dir, except that a path this user cannot reach is not a folder to write into here:
-    `check_output_file` then says so (it raised PermissionError for `-o /root/x.ipynb`)."""
-    try:
-        return path.is_dir()
-    except OSError:
-        return False
 
 
 async def export_session(
