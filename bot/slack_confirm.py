@@ -15,6 +15,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot import slack_render as render
 from bot.slack_progress import SlackTarget
+from bot.transcript import confirmation_said
 from core.events import Confirmer, ConfirmRequest
 from core.thread import Threads
 
@@ -47,11 +48,8 @@ def build_confirmer(client: AsyncWebClient, target: SlackTarget, threads: Thread
             return True
 
         answer = await threads.await_confirmation(token, asker=target.user_id, show=show)
-        schedule = request.yes == "Create"  # a schedule is created, a query is run
-        note = {
-            True: ":arrow_forward: Creating it." if schedule else ":arrow_forward: Running it.",
-            False: ":no_entry_sign: Cancelled.",
-        }.get(answer, f":hourglass: No answer, so I didn't {'create it' if schedule else 'run it'}.")
+        mark = {True: ":arrow_forward:", False: ":no_entry_sign:"}.get(answer, ":hourglass:")
+        note = f"{mark} {confirmation_said(request.yes, answer)}"
         if posted:
             with contextlib.suppress(SlackClientError):
                 await client.chat_update(

@@ -21,6 +21,7 @@ from bot.surface import AppState
 from bot.teams_auth import TeamsBot
 from bot.teams_connector import ConnectorFailed
 from bot.teams_progress import TeamsOut, TeamsSink
+from bot.transcript import confirmation_said
 from core.events import ConfirmRequest, IncomingMessage
 from core.runner import STORE_DOWN, STORE_DOWN_TEXT, WHY, TurnJob
 from core.schedules_tool import from_answer, propose_new
@@ -195,9 +196,7 @@ def _confirmer(threads: Threads, out: TeamsOut, asker: str):
 
         answer = await threads.await_confirmation(key, asker=asker, show=show)
         if answer is None:
-            await out.send(
-                f"No answer, so I didn't {'create the schedule' if request.yes == 'Create' else 'run it'}."
-            )
+            await out.send(confirmation_said(request.yes, None))
         return bool(answer)
 
     return confirm
@@ -217,10 +216,8 @@ async def _card_action(state: AppState, activity: Activity, value: dict, out: Te
         elif result is ConfirmResult.ALREADY_ANSWERED:
             await out.send(CONFIRM_EXPIRED)
         else:
-            if answer is ConfirmAnswer.CANCEL:
-                await out.send("Cancelled.")
-            else:  # a schedule's card says Create (its card carries the word), a query's Run
-                await out.send("Creating it." if value.get("yes") == "Create" else "Running it.")
+            # the card carries its yes button's word: a schedule's says Create, a query's Run
+            await out.send(confirmation_said(str(value.get("yes", "")), answer is ConfirmAnswer.RUN))
         return
     record = await threads.turn(str(value.get("turn_id", "")), channel_id=_channel_id(activity))
     if action == "show_steps":

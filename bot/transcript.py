@@ -158,6 +158,17 @@ def step_outcome(record: StepRecord) -> str:
     return " · ".join(parts)
 
 
+def confirmation_said(yes: str, answer: bool | None) -> str:
+    """What a confirmation's asker is told once it is answered (`answer` None: it never was). A
+    schedule, whose yes button says Create, is created; a query is run."""
+    creates = yes == "Create"
+    if answer is None:
+        return f"No answer, so I didn't {'create the schedule' if creates else 'run it'}."
+    if not answer:
+        return "Cancelled."
+    return "Creating it." if creates else "Running it."
+
+
 NO_STEPS = "This answer didn't run any queries or code."
 CODE_LANG = {"sql": "sql", "code": "python"}  # the step inputs that are code, and their fences' language
 

@@ -12,6 +12,7 @@ from bot.transcript import (
     Throttle,
     Transcript,
     brief,
+    confirmation_said,
     format_bytes,
     step_outcome,
 )
@@ -178,3 +179,18 @@ def test_throttle_allows_one_redraw_per_interval():
     assert throttle.wait_s() == 0.75
     now[0] += 1
     assert throttle.wait_s() == 0
+
+
+@pytest.mark.parametrize(
+    ("yes", "answer", "said"),
+    [
+        ("", True, "Running it."),
+        ("Create", True, "Creating it."),
+        ("Create", False, "Cancelled."),
+        ("", None, "No answer, so I didn't run it."),
+        ("Create", None, "No answer, so I didn't create the schedule."),
+    ],
+)
+def test_a_confirmation_is_answered_in_the_words_of_what_it_asked(yes, answer, said):
+    """Slack and Teams say the same: a schedule (its button says Create) is created, not "run"."""
+    assert confirmation_said(yes, answer) == said
