@@ -26,6 +26,7 @@ from botframework.connector.auth import (
 
 from bot.teams_connector import BoundedAuthentication
 from bot.teams_login import SignedIn
+from bot.transcript import brief
 from core.config import ConfigError, Settings
 
 log = logging.getLogger("datathread.teams")
@@ -191,7 +192,7 @@ def refusal_words(exc: Exception) -> str:
     check. It logged only "PermissionError", and an admin with the wrong MICROSOFT_APP_ID (every
     message from Teams refused) had nothing to go on. The reason quotes the token's claims at most,
     never the token."""
-    said = " ".join(str(exc).split())[:200]
+    said = brief(str(exc), 200)
     words = f"{type(exc).__name__}: {said}" if said else type(exc).__name__
     if "appid" in said.lower() or "audience" in said.lower():
         words += " (the token was made for another app: is MICROSOFT_APP_ID the Azure Bot's app id?)"
