@@ -29,6 +29,7 @@ from core.events import (
     Waiting,
 )
 from core.receipt import receipt_line
+from core.tools import step_detail
 from core.wording import counted, step_error
 
 WORKING = "Working on it…"
@@ -195,9 +196,7 @@ def recorded_steps(record: Mapping, *, escape: Callable[[str], str], max_code: i
             fence = "`" * max(3, 1 + max((len(run) for run in re.findall("`+", cut)), default=0))
             parts.append(f"{head}\n\n{fence}{lang}\n{cut}\n{fence}")
         else:
-            detail = next(
-                (v for k in ("table", "path", "name") if isinstance(v := done.input.get(k), str)), ""
-            )
+            detail = step_detail(done.tool, done.input)  # what its task card showed: table, path or input
             parts.append(head + (f" · `{escape(_unquoted(brief(detail, 200)))}`" if detail else ""))
     return "\n\n".join(parts)
 
