@@ -334,7 +334,7 @@ def steps_markdown(record: dict | None) -> str:
 def failure_text(message: str, error_id: str) -> str:
     """What a person sees when a turn fails: the short reason and an id to quote, never a traceback."""
     message = inert(message)
-    return f"Sorry — {message} (error id `{error_id}`)" if error_id else f"Sorry — {message}"
+    return f"⚠️ {message} (error id `{error_id}`)" if error_id else f"⚠️ {message}"
 
 
 def image_attachment(name: str, data: bytes, mime: str = "image/png") -> dict:

@@ -207,7 +207,7 @@ async def test_personal_chat_reset_csv_consent_and_failure(teams, fake_model, se
     # a failing turn: a short sentence with an error id, never a traceback
     fake_model.enqueue(error(400, "invalid_request_error", "bad request"))
     failed = await teams.say("this will fail", conversation=CHAT)
-    assert failed[-1]["text"].startswith("Sorry — ") and "error id" in failed[-1]["text"]
+    assert failed[-1]["text"].startswith("⚠️ ") and "error id" in failed[-1]["text"]
     assert "Traceback" not in failed[-1]["text"]
     # eight idle hours later the chat starts a fresh session by itself
     chat = Activity().deserialize(activity(teams.connector.url, "x", conversation=CHAT))

@@ -111,7 +111,7 @@ def test_steps_markdown():
 
 
 def test_failure_confirm_and_link():
-    assert r.failure_text("It broke.", "ab12") == "Sorry — It broke. (error id `ab12`)"
+    assert r.failure_text("It broke.", "ab12") == "⚠️ It broke. (error id `ab12`)"
     confirm = r.confirm_card("Scan 2 TB?", "t:s")
     assert [a["data"]["answer"] for a in confirm["content"]["actions"]] == ["run", "cancel"]
     assert "valid for 2 minutes" in r.link_text("x.csv", "https://u", 120)
@@ -143,7 +143,7 @@ def test_step_errors_and_failures_are_inert_in_teams():
     assert (
         "<!here>" not in steps and "<at>" not in steps and "&lt;!here&gt;" in steps and "&lt;at&gt;t" in steps
     )
-    assert r.failure_text("<@U1> broke", "e1").startswith("Sorry — &lt;@U1&gt; broke")
+    assert r.failure_text("<@U1> broke", "e1").startswith("⚠️ &lt;@U1&gt; broke")
 
 
 def test_a_kilobytes_long_fence_line_is_split_and_never_loops():
