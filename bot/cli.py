@@ -311,6 +311,11 @@ def teams_package(
     output: str = typer.Option(
         PACKAGE, "-o", "--output", help=f"Zip to write (a folder, `DIR/`, gets {PACKAGE} in it)."
     ),
+    app_version: str | None = typer.Option(
+        None,
+        "--app-version",
+        help="The app's version, e.g. 1.0.1: higher than the uploaded one, to update it.",
+    ),
 ) -> None:
     """Zip the Teams app package (manifest with MICROSOFT_APP_ID + icons) for sideloading."""
     from bot.teams_package import build_package, local_only
@@ -320,7 +325,7 @@ def teams_package(
     check_output_file(target)
     try:
         with writing(target):
-            path = build_package(settings, target)
+            path = build_package(settings, target, app_version=app_version)
     except ConfigError as exc:
         die(str(exc))
     if local_only(settings):

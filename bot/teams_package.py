@@ -10,6 +10,7 @@ before anything is written, so Teams never gets a package it rejects.
 from __future__ import annotations
 
 import json
+import re
 import urllib.parse
 import zipfile
 from pathlib import Path
@@ -20,12 +21,18 @@ TEAMS_DIR = Path(__file__).resolve().parent.parent / "teams"
 ICONS = ("color.png", "outline.png")
 
 
-def render_manifest(settings: Settings, template: str) -> dict:
-    """The manifest with the app id (bot id = app id) and our public host as a valid domain."""
+def render_manifest(settings: Settings, template: str, app_version: str | None = None) -> dict:
+    """The manifest with the app id (bot id = app id), our public host as a valid domain and, when
+    given, the app's version: Teams takes a package as an update of an uploaded app only when its
+    version is higher, and the template's is always the same."""
     app_id = (settings.microsoft_app_id or "").strip()
     if not app_id:
         raise ConfigError("Set MICROSOFT_APP_ID (the Azure Bot's app id) before building the Teams package.")
     manifest = json.loads(template.replace("${MICROSOFT_APP_ID}", app_id))
+    if app_version is not None:
+        if not re.fullmatch(r"\d{1,9}\.\d{1,9}\.\d{1,9}", app_version.strip()):
+            raise ConfigError(f"--app-version must be three numbers such as 1.0.1, not {app_version!r}.")
+        manifest["version"] = app_version.strip()
     host = urllib.parse.urlsplit(settings.public_url).hostname
     if host and not local_only(settings):
         manifest["validDomains"] = sorted({*manifest.get("validDomains", []), host})
@@ -60,9 +67,11 @@ def check_manifest(manifest: dict, source: Path = TEAMS_DIR) -> None:
         )
 
 
-def build_package(settings: Settings, output: Path, *, source: Path = TEAMS_DIR) -> Path:
+def build_package(
+    settings: Settings, output: Path, *, source: Path = TEAMS_DIR, app_version: str | None = None
+) -> Path:
     """Write the zip Teams accepts for 'Upload a custom app': manifest.json and icons at the root."""
-    manifest = render_manifest(settings, (source / "manifest.json").read_text())
+    manifest = render_manifest(settings, (source / "manifest.json").read_text(), app_version)
     check_manifest(manifest, source)
     output.parent.mkdir(parents=True, exist_ok=True)
     with zipfile.ZipFile(output, "w", zipfile.ZIP_DEFLATED) as zf:

@@ -30,6 +30,22 @@ def test_teams_package_zip(tmp_path, monkeypatch):
     assert sizes == {"color.png": (192, 192), "outline.png": (32, 32)}
 
 
+def test_a_rebuilt_package_can_carry_a_higher_version_to_update_the_uploaded_app(tmp_path, monkeypatch):
+    """Teams takes a package as an update only with a higher version; the template's was always 1.0.0."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("MICROSOFT_APP_ID", "11111111-2222-3333-4444-555555555555")
+    monkeypatch.setenv("MICROSOFT_APP_TENANT_ID", "contoso.onmicrosoft.com")
+    monkeypatch.setenv("DATATHREAD_PUBLIC_URL", "https://bot.example.com")
+    result = CliRunner().invoke(app, ["teams-package", "--app-version", "1.0.1"])
+    assert result.exit_code == 0, result.output
+    with zipfile.ZipFile(tmp_path / "datathread-teams.zip") as zf:
+        assert json.loads(zf.read("manifest.json"))["version"] == "1.0.1"
+    for bad in ("1.1", "v2.0.0", "1.0.0-beta"):
+        result = CliRunner().invoke(app, ["teams-package", "-o", "bad.zip", "--app-version", bad])
+        assert result.exit_code == 2 and "--app-version must be three numbers" in result.stderr
+        assert len(result.stderr.strip().splitlines()) == 1 and not (tmp_path / "bad.zip").exists()
+
+
 def test_a_folder_gets_the_package_in_it_and_a_local_public_url_is_warned_of(tmp_path, monkeypatch):
     """`-o out/` wrote a file named `out` (where `export -o DIR/` fills a folder), and a package built
     with DATATHREAD_PUBLIC_URL still at its default, localhost, was built without a word: every
