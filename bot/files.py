@@ -96,6 +96,13 @@ class FileLinks:
             data = await self.read(session_id, path)
         return await asyncio.to_thread(_presign_s3, self.settings, session_id, path, data)
 
+    async def offer(self, session_id: str, path: str) -> dict[str, str]:
+        """The context a platform echoes back when a person answers one offer of a file (Teams' file
+        consent): signed like a link, with an id of its own so that the offer is taken once however
+        often its card is clicked (`offer` need not be signed: it only tells offers apart)."""
+        context = (await self.signer()).params(session_id, path)
+        return {**context, "session_id": session_id, "path": path, "offer": secrets.token_hex(8)}
+
     def routes(self) -> list[Route]:
         """`GET /files/<session>/<path>?exp&sig` for bot/server.py."""
         return [Route("/files/{session_id}/{path:path}", self._serve, methods=["GET"])]

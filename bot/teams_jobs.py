@@ -266,14 +266,17 @@ async def _export_notebook(state: AppState, record: dict, out: TeamsOut) -> None
 
 
 async def _file_consent(state: AppState, activity: Activity, out: TeamsOut) -> None:
-    """The person accepted (or declined) a CSV in personal chat: upload it to their OneDrive.
+    """The person accepted (or declined) a CSV in personal chat: upload it to their OneDrive, once per
+    offer (the card stays clickable: a second Accept made a second copy). Where OneDrive refuses, a new
+    offer comes with the sentence, as the spent one cannot be taken again.
     https://learn.microsoft.com/microsoftteams/platform/bots/how-to/bots-filesv4"""
     value = activity.value if isinstance(activity.value, dict) else {}
     context = value.get("context")
     context = context if isinstance(context, dict) else {}  # a context that is not ours: an expired offer
     session_id, path = str(context.get("session_id", "")), str(context.get("path", ""))
+    name = render.inert(path.rsplit("/", 1)[-1])
     if value.get("action") != "accept":
-        await out.send(f"OK, I won't upload {path.rsplit('/', 1)[-1] or 'the file'}.")
+        await out.send(f"OK, I won't upload {name or 'the file'}.")
         return
     problem = (await state.links.signer()).check(
         session_id, path, str(context.get("exp", "")), str(context.get("sig", ""))
@@ -282,10 +285,13 @@ async def _file_consent(state: AppState, activity: Activity, out: TeamsOut) -> N
     if problem or not info.get("uploadUrl"):
         await out.send("That file offer has expired; ask again and I'll make a new one.")
         return
+    if not await state.threads.claim(f"teams-offer:{context.get('sig')}:{context.get('offer', '')}"):
+        await out.send(f"I've already uploaded {name} to your OneDrive for that offer.")
+        return
     try:
         data = await state.threads.read_file(session_id, path)
     except (OSError, ValueError) as exc:  # gone, or a CSV that cannot be made spreadsheet-safe
-        await out.send(f"I couldn't upload {path.rsplit('/', 1)[-1]}: {exc}.")
+        await out.send(f"I couldn't upload {name}: {exc}.")
         return
     headers = {"Content-Range": f"bytes 0-{len(data) - 1}/{len(data)}"}
     try:
@@ -296,6 +302,9 @@ async def _file_consent(state: AppState, activity: Activity, out: TeamsOut) -> N
         refused = type(exc).__name__  # not its text: the upload URL carries OneDrive's tempauth token
     if refused:
         log.warning("teams: file upload failed (%s)", refused)
-        await out.send("I couldn't upload the file to your OneDrive. Please try again.")
+        again = render.file_consent_card(name, len(data), await state.links.offer(session_id, path))
+        await out.send(
+            f"I couldn't upload {name} to your OneDrive; accept this one to try again.", attachments=[again]
+        )
         return
     await out.send(attachments=[render.file_info_card(info)])

@@ -250,8 +250,7 @@ class TeamsSink:
             except (OSError, ValueError) as exc:
                 await self.out.send(f"I couldn't offer {render.inert(artifact.name)}: {exc}.")
                 return
-            context = (await self.links.signer()).params(artifact.session_id, artifact.path)
-            context.update(session_id=artifact.session_id, path=artifact.path)
+            context = await self.links.offer(artifact.session_id, artifact.path)
             await self.out.send(attachments=[render.file_consent_card(artifact.name, size, context)])
         else:
             url = await self.links.download_link(artifact.session_id, artifact.path)

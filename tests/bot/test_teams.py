@@ -183,22 +183,39 @@ async def test_personal_chat_reset_csv_consent_and_failure(teams, fake_model, se
     assert uploaded.decode().splitlines() == ["answer,formula", "42,'=1+2"]  # the formula cell made inert
     assert consent["content"]["sizeInBytes"] == len(uploaded)  # the card declared what was uploaded
     assert "file.info" in teams.connector.sent()[-1]["attachments"][0]["contentType"]
+    # the card stays clickable: a second Accept of the same offer uploads nothing more
+    teams.connector.uploads.clear()
+    again = {**invoke, "id": f"{invoke['id']}-again"}
+    assert (await teams.post(again)).status_code == 200
+    await teams.state.runner.drain(timeout=30)
+    assert not teams.connector.uploads
+    assert (
+        teams.connector.sent()[-1]["text"]
+        == "I've already uploaded answer.csv to your OneDrive for that offer."
+    )
     # an accept whose context is not the one we sent (not even an object): an expired offer, not a
     # traceback in the log and silence in the chat
     stray = {**invoke, "id": f"{invoke['id']}-2", "value": {**invoke["value"], "context": "notadict"}}
     assert (await teams.post(stray)).status_code == 200
     await teams.state.runner.drain(timeout=30)
     assert teams.connector.sent()[-1]["text"].startswith("That file offer has expired")
-    # OneDrive out of reach: a sentence in the chat, not silence and a traceback in the log
+    # OneDrive out of reach (another offer of the file): a sentence and a new offer in the chat, not
+    # silence and a traceback in the log; accepting the new offer uploads the file
     unreachable = {
         **invoke["value"],
+        "context": {**consent["content"]["acceptContext"], "offer": "second"},
         "uploadInfo": {**invoke["value"]["uploadInfo"], "uploadUrl": "http://127.0.0.1:9/u"},
     }
     assert (await teams.post({**invoke, "id": f"{invoke['id']}-3", "value": unreachable})).status_code == 200
     await teams.state.runner.drain(timeout=30)
-    assert (
-        teams.connector.sent()[-1]["text"] == "I couldn't upload the file to your OneDrive. Please try again."
-    )
+    retry = teams.connector.sent()[-1]
+    assert retry["text"] == "I couldn't upload answer.csv to your OneDrive; accept this one to try again."
+    offer = retry["attachments"][0]["content"]
+    assert offer["sizeInBytes"] == len(uploaded) and offer["acceptContext"]["offer"] not in ("second", "")
+    retried = {**invoke["value"], "context": offer["acceptContext"]}
+    assert (await teams.post({**invoke, "id": f"{invoke['id']}-5", "value": retried})).status_code == 200
+    await teams.state.runner.drain(timeout=30)
+    assert teams.connector.uploads["answer.csv"] == uploaded
     # a decline whose context is not ours names no empty file
     declined = {**invoke, "id": f"{invoke['id']}-4", "value": {"type": "fileUpload", "action": "decline"}}
     assert (await teams.post(declined)).status_code == 200
