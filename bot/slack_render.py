@@ -176,7 +176,14 @@ def unit_mrkdwn(unit: Unit) -> str:
     """One unit as mrkdwn: code and tables fenced (Slack ignores language hints), text converted."""
     if unit.kind == "text":
         return to_mrkdwn(unit.text)
-    return f"```\n{escape(unit.text)}\n```"
+    return _fenced(escape(unit.text))
+
+
+def _fenced(code: str) -> str:
+    """A code block Slack draws as one: a run of three backticks inside the code (a Markdown string,
+    say) closed the fence early and broke the rest of the answer, and Slack's mrkdwn knows no longer
+    fences, so such a run is split by a zero-width space."""
+    return "```\n" + code.replace("```", "`\u200b``") + "\n```"
 
 
 def unit_markdown(unit: Unit) -> str:
@@ -184,7 +191,7 @@ def unit_markdown(unit: Unit) -> str:
     `&` outside code become entities (Markdown shows them as the characters; Slack parses no control
     sequence from them), and only web and mail links stay links."""
     if unit.kind != "text":
-        return f"```\n{_defuse(unit.text)}\n```"
+        return _fenced(_defuse(unit.text))
     keep: list[str] = []
 
     def stash(value: str) -> str:
