@@ -210,7 +210,9 @@ def describe(
     elif backend == "seatbelt":
         on["network"] = "Seatbelt profile denies all network access"
     elif has_seccomp:
-        on["network"] = "seccomp refuses creating sockets (no IP, no Unix sockets)"
+        on["network"] = (
+            "seccomp refuses sockets: no new ones, a socketpair reaches only itself (no IP, no Unix sockets)"
+        )
     else:
         off["network"] = "no namespace or seccomp here: sandboxed code may reach the network"
     if namespaces:

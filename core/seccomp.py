@@ -5,7 +5,11 @@ fail with EPERM (the step sees an ordinary OSError), an unknown architecture ABI
 What is refused and why:
 
 - `socket` — no new sockets of any family: no network over IP, no host Unix sockets (database
-  servers, the Docker socket), no netlink. `socketpair` (asyncio's self-pipe) stays allowed.
+  servers, the Docker socket), no netlink. `socketpair` (asyncio's self-pipe) stays allowed, and
+  because its datagram sockets can be aimed at any Unix socket of the host (syslog's /dev/log, a
+  service's socket; an abstract name), `connect`, `bind`, `listen`, `accept`, `sendmsg`/`sendmmsg`
+  (a filter cannot read their address) and `sendto` with an address are refused too: a pair talks
+  only to itself.
 - `ptrace`, `process_vm_readv/writev`, `pidfd_getfd` — no reading other processes' memory or
   taking their descriptors (the supervisor's connection to the bot).
 - `mount`, `umount2`, `pivot_root`, `chroot`, the new mount API — the step's filesystem is fixed.
@@ -34,6 +38,13 @@ _LD_W_ABS, _JEQ, _JSET, _RET = 0x20, 0x15, 0x45, 0x06
 # name -> (x86_64, aarch64) syscall numbers.
 SYSCALLS: dict[str, tuple[int, int]] = {
     "socket": (41, 198),
+    "connect": (42, 203),
+    "bind": (49, 200),
+    "listen": (50, 201),
+    "accept": (43, 202),
+    "accept4": (288, 242),
+    "sendmsg": (46, 211),
+    "sendmmsg": (307, 269),
     "ptrace": (101, 117),
     "process_vm_readv": (310, 270),
     "process_vm_writev": (311, 271),
@@ -87,6 +98,7 @@ SYSCALLS: dict[str, tuple[int, int]] = {
     "name_to_handle_at": (303, 264),
 }
 CLONE, CLONE3 = (56, 220), (435, 435)
+SENDTO = (44, 206)  # refused with an address (args[5], its length, not 0): a pair's own send() is sendto
 STEP_DENIED = tuple(SYSCALLS)
 NAMESPACE_DENIED = ("unshare", "setns")  # what a host without user namespaces refuses (tests)
 _ARCHES = {
@@ -127,6 +139,14 @@ def build_filter(
         prog += [_insn(0x35, 0, 1, 0x40000000), _insn(_RET, 0, 0, eperm)]  # jge
     for name in denied:
         prog += [_insn(_JEQ, 0, 1, SYSCALLS[name][column]), _insn(_RET, 0, 0, eperm)]
+    if "socket" in denied:  # sendto(fd, buf, len, flags, addr, addrlen): refused when addrlen is not 0
+        prog += [
+            _insn(_JEQ, 0, 3, SENDTO[column]),
+            _insn(_LD_W_ABS, 0, 0, 56),  # args[5] (low 32 bits; socklen_t is 32 bits)
+            _insn(_JEQ, 1, 0, 0),
+            _insn(_RET, 0, 0, eperm),
+            _insn(_LD_W_ABS, 0, 0, 0),  # the syscall number again, for the checks below
+        ]
     if deny_new_namespaces:
         # clone3 passes its flags in memory a filter cannot read: ENOSYS makes libc fall back to clone.
         prog += [_insn(_JEQ, 0, 1, CLONE3[column]), _insn(_RET, 0, 0, SECCOMP_RET_ERRNO | errno.ENOSYS)]

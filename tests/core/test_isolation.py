@@ -582,13 +582,18 @@ def test_the_seccomp_program_refuses_the_listed_calls_on_both_architectures():
             "for fam in (socket.AF_INET, socket.AF_UNIX):\n"
             "    try:\n        socket.socket(fam); print('socket')\n    except PermissionError:\n        pass\n"
             "print(libc.unshare(0x10000000), libc.shmget(0, 4096, 0o1600), libc.ptrace(0, 0, 0, 0))\n"
-            "socket.socketpair(); pid = os.fork()\nif pid == 0: os._exit(0)\nprint(os.waitpid(pid, 0)[1])"
+            "socket.socketpair(); pid = os.fork()\nif pid == 0: os._exit(0)\nprint(os.waitpid(pid, 0)[1])\n"
+            # a pair talks only to itself: no address for it to send to, connect to or bind
+            "a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)\n"
+            "for aim in (lambda: a.sendto(b'x', '/dev/log'), lambda: a.connect('\\0x'), lambda: a.bind('\\0x')):\n"
+            "    try:\n        aim(); print('reached')\n    except PermissionError:\n        print('refused')\n"
+            "a.send(b'y'); print(b.recv(1).decode())"
         )
         import subprocess
         import sys
 
         out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
-        assert out.stdout.split() == ["-1", "-1", "-1", "0"], out.stderr
+        assert out.stdout.split() == ["-1", "-1", "-1", "0", "refused", "refused", "refused", "y"], out.stderr
 
 
 @pytest.mark.parametrize(

@@ -245,6 +245,42 @@ async def test_root_and_userns_steps_have_their_own_namespaces_hostname_and_run(
         assert lines[lines.index(ns) + 1] != os.readlink(f"/proc/self/ns/{ns}"), ns
 
 
+# seccomp refused socket(), but a socketpair's datagram socket can be aimed at any Unix socket path of
+# the host by sendto or connect: on the Landlock and none back ends (the host's filesystem in view) a
+# step delivered datagrams to a service's socket (syslog's /dev/log, journald's, any listener).
+HOST_SOCKET_SEND = (
+    "import socket\n"
+    "a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)\n"
+    "for how in ('sendto', 'connect'):\n"
+    "    try:\n"
+    "        if how == 'sendto':\n            a.sendto(b'FROM-A-STEP', '@PATH@')\n"
+    "        else:\n            a.connect('@PATH@'); a.send(b'FROM-A-STEP')\n"
+    "        print(how, 'delivered')\n"
+    "    except OSError as e:\n        print(how, 'refused', type(e).__name__)\n"
+    "a.send(b'x'); print('pair', b.recv(1))\n"
+)
+
+
+async def test_a_step_cannot_send_to_a_unix_socket_of_the_host(env: Env):
+    path = f"/tmp/datathread-hostile-{uuid.uuid4().hex[:8]}.sock"
+    host = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    host.bind(path)
+    os.chmod(path, 0o777)  # any uid may send: only the sandbox stands in the way
+    host.settimeout(0.5)
+    heard = []
+    try:
+        code = HOST_SOCKET_SEND.replace("@PATH@", path)
+        result = await env.ctx.sandbox.run(StepRequest(kind="python", session_id=ATTACKER, code=code))
+        with contextlib.suppress(TimeoutError):
+            heard.append(host.recv(100))
+    finally:
+        host.close()
+        os.unlink(path)
+    assert result.ok, result
+    assert not heard and "delivered" not in result.output, (heard, result.output)
+    assert "pair b'x'" in result.output  # the pair itself still works (asyncio's self-pipe is one)
+
+
 async def test_zz_nothing_changed_outside_the_workspace(env: Env):
     """Runs last (file order): this module's cases left the home, canary, victim and warehouse intact."""
     check_nothing_changed_outside_the_workspace(env)
@@ -254,11 +290,12 @@ async def test_zz_nothing_changed_outside_the_workspace(env: Env):
 # socket(), but socketpair + bind + connect(AF_UNSPEC) gives a step an addressable datagram socket. The
 # root back end's steps shared the fork server's network namespace, so a step of one session could hand
 # data to a concurrent step of another (the red team's covert channel). Each step's own namespace
-# (root, userns) or Landlock's scope (landlock, ABI ≥ 6) keeps the name to the step.
+# (root, userns) or Landlock's scope (landlock, ABI ≥ 6) keeps the name to the step; and seccomp now
+# refuses bind, connect and sendto with an address on every back end (none included).
 ABSTRACT_LISTEN = (
     "import ctypes, socket\n"
     "a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)\nb.close()\n"
-    "a.bind('\\0@NAME@')\n"
+    "try:\n    a.bind('\\0@NAME@')\nexcept OSError as e:\n    print('nothing: bind', e)\n    raise SystemExit\n"
     "unspec = (ctypes.c_ushort * 8)(0)\n"
     "ctypes.CDLL(None, use_errno=True).connect(a.fileno(), ctypes.byref(unspec), 16)\n"
     "a.settimeout(4)\n"
@@ -274,10 +311,10 @@ ABSTRACT_SEND = (
 
 
 async def test_steps_of_two_sessions_cannot_meet_on_an_abstract_unix_socket(env: Env):
-    from core import landlock
+    from core import seccomp
 
-    if env.backend == "none" or (env.backend == "landlock" and landlock.abi_version() < 6):
-        return  # no such isolation on this back end or kernel (its protections rows say so)
+    if env.backend == "none" and not seccomp.supported():
+        return  # nothing stands in the way there (its protections rows say so)
     name = f"datathread-test-{uuid.uuid4().hex[:8]}"
     listen = StepRequest(
         kind="python", session_id=VICTIM, code=ABSTRACT_LISTEN.replace("@NAME@", name), timeout_s=15
