@@ -152,7 +152,7 @@ async def _ask(
             try:
                 data = await analyst.threads.read_artifact(a)
             except (OSError, ValueError) as exc:  # gone, or a CSV that cannot be made spreadsheet-safe
-                err.print(f"not saved: {a.path} ({exc})")
+                err.print(printable(f"not saved: {a.path} ({exc})"), markup=False)
                 continue
             files.append(save_for_user(data, settings.home, a.session_id, a.path, os.environ))
     finally:
@@ -168,7 +168,7 @@ async def _ask(
     # The model's text, never its control characters: an escape sequence in an answer would clear the
     # screen or retitle the window (chat shows the same text through `printable` too).
     sys.stdout.write(printable(outcome.answer.rstrip()) + "\n")
-    sys.stdout.writelines(f"{path}\n" for path in files)
+    sys.stdout.writelines(f"{printable(str(path))}\n" for path in files)
     sys.stdout.flush()  # before the receipt on stderr: `2>&1 | less` showed the receipt above the answer
     footer = format_footer(status.finished) if status.finished is not None else ""
     if footer:  # the receipt, as under every answer; on stderr, as the session is

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import mimetypes
+import re
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import PurePosixPath
@@ -31,7 +32,11 @@ MAX_ATTACHMENT_BYTES = 50 * 1024 * 1024
 MIN_CONTENT_CHARS = 64_000
 MAX_SUMMARY_CHARS = 300
 LISTED_FILES = 30  # file names a refused attach_file lists (a workspace may hold 100,000)
-ATTACHABLE = {"png", "jpg", "jpeg", "svg", "csv", "parquet", "txt", "json", "xlsx", "pdf", "md", "html"}
+# Not .xlsx: its formula cells (`=HYPERLINK(…)`) would open live in Excel, and only CSV's are neutralised.
+ATTACHABLE = {"png", "jpg", "jpeg", "svg", "csv", "parquet", "txt", "json", "pdf", "md", "html"}
+# A newline or an escape sequence in a file's name: `ask` printed it as given (a cleared screen, a
+# retitled window, a second "path" line for the scripts that read ask's output); no surface wants one.
+_CONTROL_CHARS = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 
 class ToolInput(BaseModel):
@@ -241,6 +246,8 @@ async def attach_file(args: AttachFileInput, ctx: ToolContext) -> ToolOutcome:
     path = PurePosixPath(args.path.strip().removeprefix("./"))
     if path.is_absolute() or ".." in path.parts or not path.parts:
         return refused(f"'{args.path}' is not a relative path inside the workspace.")
+    if _CONTROL_CHARS.search(args.path):
+        return refused(f"{args.path!r} has control characters in its name: save it under a plain name.")
     files = {f["path"]: f for f in await ctx.sandbox.list_files(ctx.session_id)}
     name = str(path)
     if name not in files:

@@ -99,3 +99,27 @@ async def test_a_one_row_result_is_one_row_in_its_summary_and_to_the_model(analy
     assert ", 1 row, " in finished.record.summary, finished.record.summary
     sent = fake_model.requests[-1]["messages"][-1]["content"][0]["content"]
     assert "Saved 1 row to 'total.parquet'" in str(sent), sent
+
+
+async def test_a_workbook_or_a_name_with_control_characters_is_not_attached(analyst, fake_model, recorder):
+    """A red-team trial: a step's .xlsx kept its live formula cells (only CSVs are neutralised), and a
+    file named with an escape sequence and newlines was printed as given by `ask` (a cleared screen, a
+    retitled window, fake path lines)."""
+    from core.events import IncomingMessage
+    from tests.fakes.anthropic_api import text, tool
+
+    odd = "r\x1b]0;PWNED\x07\x1b[2J\nFAKE-LINE\nx.csv"
+    make = f"import pandas as pd\npd.DataFrame({{'a': [1]}}).to_excel('report.xlsx')\nopen({odd!r}, 'w').write('a\\n1\\n')"
+    fake_model.enqueue(
+        tool("run_python", {"code": make}),
+        tool("attach_file", {"path": "report.xlsx"}),
+        tool("attach_file", {"path": odd}),
+        text("ok"),
+    )
+    message = IncomingMessage(text="attach them", surface="api", thread_key=("odd-files",))
+    outcome = await analyst.handle(message, recorder)
+    assert outcome.ok, outcome.error
+    assert not recorder.of("artifact")
+    bodies = [str(request["messages"][-1]["content"][0]["content"]) for request in fake_model.requests[-2:]]
+    assert "Files of type .xlsx are not attached" in bodies[0]
+    assert "has control characters in its name" in bodies[1] and "\x1b" not in bodies[1]
