@@ -94,21 +94,32 @@ def checked_or_exit(settings: Settings, *checks: Callable[[Settings], None]) -> 
 def check_sandbox(settings: Settings) -> None:
     """A sandbox that cannot start here, in one sentence and exit 2 before anything starts: Modal
     without credentials (it failed at the first step, in the Modal client), or DATATHREAD_ISOLATION
-    naming a back end this host lacks (probed in throw-away children, as `doctor` does)."""
+    naming a back end this host lacks (probed in throw-away children, as `doctor` does). Steps that
+    would run unconfined (DATATHREAD_ISOLATION=none, or a host that allows no isolation) are warned of
+    on stderr: the terminal is where the person who runs them is."""
     if settings.sandbox == "modal":
         from core.modal_credentials import missing_credentials
 
         if problem := missing_credentials(os.environ, Path.home()):
             die(problem)
         return
-    if settings.isolation in (None, "strict", "best"):
+    if settings.isolation == "strict":  # steps without isolation are refused, and say so
         return
     from core.isolation_backends import preview
     from core.secret_files import secret_files
 
-    unavailable = preview(settings.isolation, masked=secret_files(settings)).missing.get("back end", "")
+    # ~50 ms of probes in throw-away children; the log said it, but chat and ask show no log
+    unavailable = preview(settings.isolation or "best", masked=secret_files(settings)).missing.get(
+        "back end", ""
+    )
     if unavailable.startswith("DATATHREAD_ISOLATION="):
         die(f"{unavailable}; see `datathread doctor` for what it allows.")
+    if unavailable:
+        err.print(
+            "warning: steps run without a sandbox here: model-written code can read and change whatever "
+            "you can (`datathread doctor` says why).",
+            markup=False,
+        )
 
 
 def names_a_folder(raw: str) -> bool:

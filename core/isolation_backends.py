@@ -204,7 +204,7 @@ def describe(
         "seatbelt": "macOS Seatbelt profile per step",
     }.get(backend, "")
     if backend == "none":
-        off["back end"] = "none: this host allows no namespaces, Landlock or Seatbelt; steps run unconfined"
+        off["back end"] = "none: no namespaces, Landlock or Seatbelt in use; steps run unconfined"
     if namespaces:
         on["network"] = "own network namespace with no interfaces (no network at all)"
     elif backend == "seatbelt":

@@ -111,6 +111,16 @@ def test_ask_help_answers_without_a_key(home):
     assert "ANTHROPIC_API_KEY" not in result.stderr + result.stdout and "Traceback" not in result.stderr
 
 
+def test_steps_without_a_sandbox_are_said_on_the_terminal(home):
+    """DATATHREAD_ISOLATION=none (or a host that allows no isolation) ran model code unconfined with
+    nothing on the terminal: the warning went to the log file only, which chat and ask do not show."""
+    unconfined = invoke(["ask", "help"], home, env={"DATATHREAD_ISOLATION": "none"})
+    assert unconfined.returncode == 0, unconfined.stderr
+    assert unconfined.stderr.startswith("warning: steps run without a sandbox here")
+    assert unconfined.stderr.count("warning") == 1  # then only the session line, as always
+    assert "warning" not in invoke(["ask", "help"], home).stderr  # the default back end isolates steps
+
+
 def test_every_option_and_argument_says_what_it_is():
     """`audit --help` listed --session, --user, --channel and --limit with no word on them."""
 
