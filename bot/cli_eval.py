@@ -91,6 +91,7 @@ def eval_command(
     for written in (output, markdown):
         if written is not None:
             check_output_file(written)
+    _check_distinct(path, output, markdown)
     try:
         done = load_done(output) if resume and output else []
     except ValueError as exc:
@@ -124,6 +125,19 @@ def eval_command(
     if min_accuracy is not None and report.accuracy < min_accuracy:
         err.print(f"Accuracy {report.accuracy:.1%} is below the minimum of {min_accuracy:.1%}.")
         raise typer.Exit(1)
+
+
+def _check_distinct(suite: Path, output: Path | None, markdown: Path | None) -> None:
+    """`--output` or `--markdown` naming the suite itself (or each other) overwrote the suite with the
+    report, and the next run failed on it: a suite written by hand was lost."""
+    if output is not None and _same(output, suite) or markdown is not None and _same(markdown, suite):
+        die(f"The report would overwrite the suite {suite}: give --output/--markdown another file.")
+    if output is not None and markdown is not None and _same(output, markdown):
+        die(f"--output and --markdown both name {output}: give each its own file.")
+
+
+def _same(a: Path, b: Path) -> bool:
+    return a.resolve() == b.resolve()
 
 
 def stopped_sentence(report: EvalReport, output: Path | None) -> str:

@@ -17,7 +17,7 @@ from typing import Literal
 from pydantic import BaseModel, Field, ValidationError
 
 from core.events import ModelFault
-from core.wording import counted
+from core.wording import counted, os_words
 
 Status = Literal["correct", "wrong", "error"]
 StopSignal = Literal["SIGINT", "SIGTERM", "SIGHUP"]  # Ctrl-C; `timeout`, a logout; a closed terminal
@@ -125,10 +125,10 @@ def load_done(path: Path) -> list[QuestionResult]:
         report = EvalReport.model_validate_json(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         return []
-    except (OSError, ValueError, ValidationError) as exc:
-        raise ValueError(
-            f"cannot resume from {path}: it is not a report of `datathread eval` ({exc})"
-        ) from None
+    except OSError as exc:  # a folder, no permission: the reason in words, not an errno tuple
+        raise ValueError(f"cannot resume from {path}: {os_words(exc) or type(exc).__name__}.") from None
+    except (ValueError, ValidationError):  # pydantic's multi-line report was printed whole
+        raise ValueError(f"cannot resume from {path}: it is not a report of `datathread eval`.") from None
     return [r for r in report.questions if r.status != "error"]
 
 

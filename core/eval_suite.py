@@ -15,6 +15,8 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from core.wording import os_words
+
 DEMO_SUITE = Path(__file__).resolve().parent / "eval_suites" / "demo.yaml"
 
 Scalar = str | int | float | bool | None
@@ -136,8 +138,10 @@ def load_suite(path: Path) -> EvalSuite:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise SuiteError(f"There is no suite file at {path}.") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise SuiteError(f"Cannot read the suite {path}: {exc}.") from None
+    except OSError as exc:  # a folder, no permission: the reason in words, not "[Errno 21] …"
+        raise SuiteError(f"Cannot read the suite {path}: {os_words(exc) or type(exc).__name__}.") from None
+    except UnicodeDecodeError:
+        raise SuiteError(f"Cannot read the suite {path}: it is not UTF-8 text.") from None
     try:
         raw = yaml.safe_load(text)
     except yaml.YAMLError as exc:

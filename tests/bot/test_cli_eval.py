@@ -89,6 +89,33 @@ def test_a_missing_suite_and_a_bad_resume_exit_2(home, tmp_path):
     not_a_report.write_text("{}")
     resumed = invoke(["eval", "--demo", "--resume", "--output", str(not_a_report)], home)
     assert resumed.returncode == 2 and "cannot resume from" in resumed.stderr
+    # one sentence each, not pydantic's report over three lines or "[Errno 21] Is a directory: '…'"
+    not_a_report.write_text("not json")
+    resumed = invoke(["eval", "--demo", "--resume", "--output", str(not_a_report)], home)
+    assert (
+        resumed.stderr
+        == f"error: cannot resume from {not_a_report}: it is not a report of `datathread eval`.\n"
+    )
+    folder = invoke(["eval", str(tmp_path)], home)
+    assert (
+        folder.returncode == 2
+        and folder.stderr == f"error: Cannot read the suite {tmp_path}: is a directory.\n"
+    )
+
+
+def test_a_report_never_overwrites_its_suite(home, tmp_path):
+    """`--output SUITE.yaml` replaced the suite written by hand with the JSON report (a newcomer trial)."""
+    suite = tmp_path / "mine.yaml"
+    suite.write_text(SUITE)
+    for args in (
+        ["--output", str(suite)],
+        ["--markdown", str(suite)],
+        ["-o", "r.json", "--markdown", "r.json"],
+    ):
+        result = invoke(["eval", str(suite), *args], home)
+        assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1, result.stderr
+        assert "overwrite the suite" in result.stderr or "both name r.json" in result.stderr
+    assert suite.read_text() == SUITE
 
 
 def test_demo_refuses_a_bigquery_warehouse_in_one_sentence(home):
