@@ -17,7 +17,15 @@ from typing import TYPE_CHECKING, TypeVar
 import typer
 from rich.console import Console
 
-from bot.cli_common import check_sandbox, checked_or_exit, die, log_level_option, settings_or_exit, setup_log
+from bot.cli_common import (
+    check_sandbox,
+    checked_or_exit,
+    die,
+    err,
+    log_level_option,
+    settings_or_exit,
+    setup_log,
+)
 
 if TYPE_CHECKING:  # imported when a command runs: `datathread --help` need not load the core
     from core.config import Settings
@@ -70,9 +78,14 @@ def add(
     sql: str = typer.Option("", "--sql", help="Verified SQL the runs should start from."),
 ) -> None:
     """Create a schedule; prints its id."""
+    from bot.surface_settings import POSTING_SETTINGS, SURFACE_NAMES, poster_problem
     from core.schedules import check_verified_sql, new_schedule
 
     settings = _settings()
+    if tz is not None and not tz.strip():  # an unset $TZ in a script: it became UTC without a word
+        _fail(
+            "--tz is empty: give an IANA time zone such as Europe/Berlin, or leave it out for DATATHREAD_DEFAULT_TZ."
+        )
 
     async def work(book: ScheduleBook) -> str:
         verified = check_verified_sql(sql, dialect=settings.warehouse)
@@ -92,6 +105,12 @@ def add(
         return schedule.id
 
     sys.stdout.write(_with_book(settings, work) + "\n")
+    if poster_problem(settings, surface):  # created all the same: the runs may be posted from elsewhere
+        err.print(
+            f"warning: {SURFACE_NAMES.get(surface, surface)} is not configured here: the process that runs "
+            f"schedules (serve, slack --socket) needs {POSTING_SETTINGS.get(surface, 'its settings')} to post this one.",
+            markup=False,
+        )
 
 
 @app.command("list")
@@ -195,6 +214,8 @@ def run_now(
     # Everything a user can get wrong, before the sandbox and the model start: the id, then the settings.
     schedule = _with_book(settings, lambda book: book.get(schedule_id))
     checked_or_exit(settings, require_model)
+    from bot.surface_settings import poster_problem
+
     if problem := poster_problem(settings, schedule.surface):
         _fail(problem)
     check_sandbox(settings)
@@ -209,17 +230,3 @@ def run_now(
 
         _fail(f"The run failed: {reason_words(result.error)}.", code=1)
     Console().print(f"Posted the run of {schedule_id} (turn {result.turn_id}).")
-
-
-def poster_problem(settings: Settings, surface: str) -> str:
-    """Why a run of this surface could not be posted from here, or '': without the token the answer
-    was computed, then failed to post with a traceback (Slack) or a sign-in error (Teams)."""
-    if surface == "slack" and not settings.slack_bot_token:
-        return "This schedule posts to Slack: set SLACK_BOT_TOKEN (xoxb-…) to run it from here."
-    if surface == "teams" and not settings.microsoft_app_id:
-        return "This schedule posts to Teams: set MICROSOFT_APP_ID and MICROSOFT_APP_PASSWORD to run it from here."
-    if surface == "teams":
-        from bot.surface_settings import teams_half_configured
-
-        return teams_half_configured(settings)
-    return ""

@@ -24,6 +24,7 @@ from bot.schedule_slack import (
 from bot.schedule_teams import TeamsSchedulePoster
 from bot.slack_client import SharedClient
 from bot.surface import AppState
+from bot.surface_settings import POSTING_SETTINGS, postable_surfaces
 from bot.teams_auth import TeamsBot, build_bot
 from core.config import Settings
 from core.runner import TurnJob
@@ -96,6 +97,8 @@ class Schedules:
                 self.state.runner.submit,
                 grace=timedelta(seconds=settings.schedule_grace_s),
                 stop=stop,
+                surfaces=postable_surfaces(settings),
+                needs=POSTING_SETTINGS,
             ),
             name=SCHEDULER_TASK,
         )
@@ -123,7 +126,8 @@ async def tick_once(settings: Settings, spawn: Spawn, *, clock: Clock = utc_now)
     store = await open_store(settings)
     try:
         book = ScheduleBook.from_settings(store, settings, clock=clock)
-        return await tick(book, submit, grace=timedelta(seconds=settings.schedule_grace_s))
+        grace = timedelta(seconds=settings.schedule_grace_s)
+        return await tick(book, submit, grace=grace, surfaces=postable_surfaces(settings))
     finally:
         await store.close()
 

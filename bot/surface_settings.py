@@ -54,3 +54,27 @@ def require_socket_tokens(settings: Settings) -> None:
         raise ConfigError("Set SLACK_BOT_TOKEN (xoxb-…) to run the Slack app.")
     if not settings.slack_app_token:
         raise ConfigError("Set SLACK_APP_TOKEN (xapp-…, scope connections:write) for Socket Mode.")
+
+
+# What a process needs to post a scheduled run to each surface (its runs' answers and their files).
+POSTING_SETTINGS = {"slack": "SLACK_BOT_TOKEN", "teams": "MICROSOFT_APP_ID and MICROSOFT_APP_PASSWORD"}
+SURFACE_NAMES = {"slack": "Slack", "teams": "Teams"}
+
+
+def poster_problem(settings: Settings, surface: str) -> str:
+    """Why a run of this surface could not be posted from here, or '': without the token the answer
+    was computed, then failed to post with a traceback (Slack) or a sign-in error (Teams)."""
+    if surface == "slack" and not settings.slack_bot_token:
+        return "This schedule posts to Slack: set SLACK_BOT_TOKEN (xoxb-…) to run it from here."
+    if surface == "teams" and not settings.microsoft_app_id:
+        return "This schedule posts to Teams: set MICROSOFT_APP_ID and MICROSOFT_APP_PASSWORD to run it from here."
+    if surface == "teams":
+        return teams_half_configured(settings)
+    return ""
+
+
+def postable_surfaces(settings: Settings) -> frozenset[str]:
+    """The surfaces whose scheduled runs this process can post: the scheduler claims only those. A
+    replica without SLACK_BOT_TOKEN claimed every Slack run, failed to post it three times (at
+    slack.com, without a token) and paused the schedule for the replicas that could."""
+    return frozenset(surface for surface in POSTING_SETTINGS if not poster_problem(settings, surface))

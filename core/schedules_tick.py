@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 import logging
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection, Mapping
 from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta
 
@@ -48,14 +48,25 @@ class DueRun:
 
 
 async def claim_due(
-    book: ScheduleBook, *, grace: timedelta, replica: str = "", now: datetime | None = None
+    book: ScheduleBook,
+    *,
+    grace: timedelta,
+    replica: str = "",
+    now: datetime | None = None,
+    surfaces: Collection[str] | None = None,
+    unpostable: Callable[[Schedule], None] = lambda schedule: None,
 ) -> list[DueRun]:
-    """Claim every occurrence due by `now`; returns the ones this replica won and should run."""
+    """Claim every occurrence due by `now`; returns the ones this replica won and should run. With
+    `surfaces`, only schedules posting there: the others are left (not claimed, not counted) to a
+    replica that can post them, and each is handed to `unpostable` to be told of."""
     now = now or book.now()
     replica = replica or uuid.uuid4().hex[:8]
     won: list[DueRun] = []
     for schedule in await book.list():
         if schedule.paused:
+            continue
+        if surfaces is not None and schedule.surface not in surfaces:
+            unpostable(schedule)
             continue
         due = await _claim_one(book, schedule, now=now, grace=grace, replica=replica)
         if due is not None:
@@ -90,9 +101,13 @@ async def tick(
     grace: timedelta,
     replica: str = "",
     now: datetime | None = None,
+    surfaces: Collection[str] | None = None,
+    unpostable: Callable[[Schedule], None] = lambda schedule: None,
 ) -> list[DueRun]:
     """Claim what is due and hand each run to the runner (locally a task, on Modal a spawned function)."""
-    won = await claim_due(book, grace=grace, replica=replica, now=now)
+    won = await claim_due(
+        book, grace=grace, replica=replica, now=now, surfaces=surfaces, unpostable=unpostable
+    )
     for due in won:
         await submit(due.to_job())
     return won
@@ -105,14 +120,31 @@ async def run_scheduler(
     grace: timedelta,
     stop: asyncio.Event,
     interval_s: float = TICK_S,
+    surfaces: Collection[str] | None = None,
+    needs: Mapping[str, str] | None = None,
 ) -> None:
-    """Tick until `stop` is set (the loop inside `datathread serve` and `slack --socket`)."""
+    """Tick until `stop` is set (the loop inside `datathread serve` and `slack --socket`). Schedules
+    of a surface not in `surfaces` are left to another replica, said once per schedule with what this
+    process would need (`needs`: surface -> settings)."""
     replica = uuid.uuid4().hex[:8]
+    told: set[str] = set()
+
+    def unpostable(schedule: Schedule) -> None:
+        if schedule.id not in told:
+            told.add(schedule.id)
+            log.warning(
+                "schedule %s posts to %s, which is not configured in this process (%s): its runs are "
+                "left to a replica that has it",
+                schedule.id,
+                schedule.surface,
+                (needs or {}).get(schedule.surface, "its settings"),
+            )
+
     # A store outage is one line when it starts and one when it ends, not a line every tick.
     outage = Outage(log, "The session store (schedules)", first_s=interval_s, max_s=interval_s)
     while not stop.is_set():
         try:
-            await tick(book, submit, grace=grace, replica=replica)
+            await tick(book, submit, grace=grace, replica=replica, surfaces=surfaces, unpostable=unpostable)
             outage.recovered()
         except StoreUnavailable as exc:
             outage.failed(str(exc))

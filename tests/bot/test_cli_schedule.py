@@ -64,6 +64,8 @@ def test_add_list_pause_resume_remove(home):
         ([*ADD[:3], "0 25 * * *", *ADD[4:], "--channel", "C1", "q"], "Invalid cron expression '0 25 * * *'"),
         ([*ADD[:5], "Europe/Berln", *ADD[6:], "--channel", "C1", "q"], "Unknown time zone 'Europe/Berln'"),
         ([*ADD[:-1], "discord", "--channel", "C1", "q"], "Unknown surface 'discord'"),
+        # an unset $TZ in a script (`--tz "$TZ"`) became UTC without a word
+        ([*ADD[:5], "", *ADD[6:], "--channel", "C1", "q"], "--tz is empty: give an IANA time zone"),
         # values that could only fail at the first run, days later: refused when typed
         ([*ADD, "--channel", "#general", "q"], "Slack needs the channel's id, not '#general'"),
         ([*ADD, "--channel", "general", "q"], "it looks like C0123ABCD"),
@@ -93,6 +95,36 @@ def test_bad_input_is_one_sentence_and_exit_2(tmp_path, args, says):
     assert says in result.stderr and "Traceback" not in result.output
     assert isinstance(result.exception, SystemExit)  # typer.Exit(2), not a crash
     assert len(result.stderr.strip().splitlines()) == 1 and not result.stdout
+
+
+def test_a_schedule_for_a_surface_not_configured_here_is_created_with_a_warning(home):
+    """`schedule add --surface slack` without SLACK_BOT_TOKEN said nothing; the runs then failed to post
+    (and, before the scheduler left them to a replica that can post them, paused the schedule)."""
+    added = invoke([*ADD, "--channel", "C123", "q"], home)
+    assert added.returncode == 0 and len(added.stdout.strip()) == 10
+    assert added.stderr == (
+        "warning: Slack is not configured here: the process that runs schedules (serve, slack --socket) "
+        "needs SLACK_BOT_TOKEN to post this one.\n"
+    )
+    configured = invoke([*ADD, "--channel", "C123", "q"], home, env={"SLACK_BOT_TOKEN": "xoxb-1-2-abc"})
+    assert configured.returncode == 0 and configured.stderr == ""
+
+
+def test_only_the_surfaces_this_process_can_post_to_are_scheduled_here():
+    from bot.surface_settings import postable_surfaces
+    from core.config import load_settings
+
+    assert postable_surfaces(load_settings(_env_file=None)) == frozenset()
+    slack = load_settings(_env_file=None, slack_bot_token="xoxb-1", slack_signing_secret="s")
+    assert postable_surfaces(slack) == {"slack"}
+    both = load_settings(
+        _env_file=None,
+        slack_bot_token="xoxb-1",
+        microsoft_app_id="11111111-2222-3333-4444-555555555555",
+        microsoft_app_password="pw",
+        microsoft_app_tenant_id="contoso.onmicrosoft.com",
+    )
+    assert postable_surfaces(both) == {"slack", "teams"}
 
 
 def test_run_now_posts_the_answer_where_the_schedule_says(home, fake_model):

@@ -95,6 +95,46 @@ async def test_paused_schedules_are_not_claimed_and_resume_does_not_replay(make_
     assert len(await claim_due(book, grace=GRACE)) == 1
 
 
+async def test_a_replica_that_cannot_post_to_a_surface_leaves_its_runs_to_one_that_can(make_store, caplog):
+    """A `serve` without SLACK_BOT_TOKEN claimed every Slack run, failed to post it three times and
+    paused the schedule for the replicas that could post it (a newcomer trial)."""
+    clock = Clock(MONDAY_0659)
+    store = make_store()
+    teams_only, both = ScheduleBook(store, clock=clock), ScheduleBook(store, clock=clock)
+    slack_id = await add(teams_only, "0 7 * * mon")
+    teams_id = await add(teams_only, "0 7 * * mon", surface="teams", channel="19:abc@thread.tacv2")
+    clock.advance(minutes=1)
+    left: list[str] = []
+    won = await claim_due(teams_only, grace=GRACE, surfaces={"teams"}, unpostable=lambda s: left.append(s.id))
+    assert [d.schedule_id for d in won] == [teams_id] and left == [slack_id]
+    [due] = await claim_due(both, grace=GRACE, surfaces={"slack", "teams"})
+    assert due.schedule_id == slack_id and not (await both.get(slack_id)).paused
+    # the loop says so once per schedule, naming what this process lacks, however often it ticks
+    stop = asyncio.Event()
+
+    async def never(job: TurnJob) -> None:
+        raise AssertionError(job)
+
+    clock.advance(days=7)
+    with caplog.at_level(logging.WARNING, logger="datathread.schedules"):
+        loop = asyncio.create_task(
+            run_scheduler(
+                teams_only,
+                never,
+                grace=GRACE,
+                stop=stop,
+                interval_s=0.01,
+                surfaces=set(),
+                needs={"slack": "SLACK_BOT_TOKEN"},
+            )
+        )
+        await asyncio.sleep(0.3)
+        stop.set()
+        await asyncio.wait_for(loop, 5)
+    said = [r.getMessage() for r in caplog.records if "not configured in this process" in r.getMessage()]
+    assert len(said) == 2 and any(slack_id in m and "SLACK_BOT_TOKEN" in m for m in said), said
+
+
 async def test_tick_submits_runner_jobs_and_the_loop_stops_cleanly(make_store):
     clock = Clock(MONDAY_0659)
     book = ScheduleBook(make_store(), clock=clock)
