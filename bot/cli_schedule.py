@@ -228,5 +228,10 @@ def run_now(
     if not result.ok:
         from core.schedules_run import reason_words
 
-        _fail(f"The run failed: {reason_words(result.error)}.", code=1)
+        paused = (
+            f"; the schedule is now paused (`datathread schedule resume {schedule_id}`)"
+            if result.paused
+            else ""
+        )
+        _fail(f"The run failed: {reason_words(result.error)}{paused}.", code=1)
     Console().print(f"Posted the run of {schedule_id} (turn {result.turn_id}).")

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import logging
 import re
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Protocol
 
@@ -27,12 +28,16 @@ MAX_FAILURES = 3
 
 @dataclass(frozen=True)
 class RunResult:
-    """What one attempt did: `gone` = the channel or conversation no longer takes the bot's posts."""
+    """What one attempt did: `gone` = the channel or conversation no longer takes the bot's posts;
+    `lasting` = a failure no retry can change (the owner may not use datathread here); `paused` = the
+    schedule was paused because of it (`run-now` says so)."""
 
     ok: bool
     error: str = ""
     gone: bool = False
     turn_id: str = ""
+    lasting: bool = False
+    paused: bool = False
 
 
 class SchedulePoster(Protocol):
@@ -69,12 +74,20 @@ def run_header(schedule: Schedule, *, skipped: int = 0) -> str:
 
 
 async def run_occurrence(
-    book: ScheduleBook, poster: SchedulePoster, due: DueRun, *, manual: bool = False
+    book: ScheduleBook,
+    poster: SchedulePoster,
+    due: DueRun,
+    *,
+    manual: bool = False,
+    refused: Callable[[Schedule], str | None] = lambda schedule: None,
 ) -> RunResult | None:
     """Run one claimed occurrence with one retry; count failures, pause when it must. None if the
     schedule was removed, or paused after the claim. `manual` is an operator's `run-now`: it runs a
     paused schedule too, and its outcome is recorded but not counted — a test run must not bring a
-    schedule closer to its automatic pause (nor clear the count the scheduled runs built)."""
+    schedule closer to its automatic pause (nor clear the count the scheduled runs built).
+
+    `refused(schedule)`: why its owner may not ask here now (the access rules), checked before anything
+    is posted: the run posted its header, then a refusal addressed to "you", then retried all of it."""
     try:
         schedule = await book.get(due.schedule_id)
     except UnknownSchedule:
@@ -87,14 +100,18 @@ async def run_occurrence(
     where = f"{schedule.surface} channel {schedule.channel}"
     where += f" thread {schedule.thread}" if schedule.thread else ""
     log.info("schedule %s: run %s started in %s%s", schedule.id, base, where, " (run-now)" if manual else "")
+    if refused(schedule):
+        owner = f"its owner {schedule.owner}" if schedule.owner else "a schedule without an owner"
+        why = f"datathread's access rules no longer let {owner} ask here"
+        result = RunResult(ok=False, error=why, turn_id=base, lasting=True)
+        return await _settle(book, poster, schedule, result, manual=manual)
     result = await _attempt(poster, schedule, turn_id=base, note=note)
     if not result.ok and not result.gone:
         await _notice(
             poster, schedule, f"This scheduled run failed: {reason_words(result.error)}. Retrying once."
         )
         result = await _attempt(poster, schedule, turn_id=f"{base}-retry", note=note)
-    await _settle(book, poster, schedule, result, manual=manual)
-    return result
+    return await _settle(book, poster, schedule, result, manual=manual)
 
 
 async def _attempt(poster: SchedulePoster, schedule: Schedule, *, turn_id: str, note: str) -> RunResult:
@@ -134,22 +151,24 @@ def failure_words(exc: BaseException, *, surface: str) -> str:
 
 async def _settle(
     book: ScheduleBook, poster: SchedulePoster, schedule: Schedule, result: RunResult, *, manual: bool
-) -> None:
+) -> RunResult:
     stamp = iso(book.now())
     run = f"schedule {schedule.id}: run {result.turn_id}"
     if result.ok:
         log.info("%s ok", run)
         counted = {} if manual else {"failures": 0}
         await book.update(schedule.id, runs=schedule.runs + 1, last_run=stamp, last_outcome="ok", **counted)
-        return
+        return result
     why = reason_words(result.error)
-    if result.gone:
-        reason = f"the channel is gone or I was removed from it ({why})"
-        log.warning("%s failed: %s; paused: the channel is gone or I was removed from it", run, why)
+    if result.gone or result.lasting:  # no later run can do better: paused now, run-now included
+        reason = f"the channel is gone or I was removed from it ({why})" if result.gone else why
+        log.warning("%s failed: %s; paused", run, reason)
         await book.update(schedule.id, last_run=stamp, last_outcome=f"failed: {why}")
         paused = await book.pause(schedule.id, reason=reason, by="datathread")
+        if result.lasting:  # the channel is there to be told, once
+            await _notice(poster, paused, f"I paused this schedule: {reason}.")
         await _tell(poster, paused, f"I paused your schedule {paused.describe()}: {reason}.")
-        return
+        return replace(result, paused=True)
     failures = schedule.failures + (0 if manual else 1)
     counted = "run-now, not counted" if manual else f"failure {failures} of {MAX_FAILURES} before a pause"
     paused_too = "" if manual or failures < MAX_FAILURES else "; paused"
@@ -158,7 +177,7 @@ async def _settle(
     if manual or failures < MAX_FAILURES:  # a run-now's schedule may be paused: no next time to promise
         then = "" if manual else " I'll try again at the next scheduled time."
         await _notice(poster, updated, f"The retry failed too: {why}.{then}")
-        return
+        return result
     reason = f"{failures} runs in a row failed; the last one: {why}"
     paused = await book.pause(schedule.id, reason=reason, by="datathread")
     text = (
@@ -167,6 +186,7 @@ async def _settle(
     )
     await _notice(poster, paused, f"I paused this schedule: {reason}.")
     await _tell(poster, paused, text)
+    return replace(result, paused=True)
 
 
 async def _notice(poster: SchedulePoster, schedule: Schedule, text: str) -> None:

@@ -281,6 +281,23 @@ def test_a_failed_run_now_is_recorded_but_does_not_count_towards_the_pause(home)
         api.stop()
 
 
+def test_a_run_now_into_a_channel_that_is_gone_says_the_schedule_is_paused(home):
+    """It printed "The run failed: channel_not_found." and nothing of the pause it had caused."""
+    api = FakeSlackAPI().start()
+    try:
+        sid = ok(invoke([*ADD, "--channel", "C777", "how many flights?"], home)).strip()
+        api.fail_methods["chat.postMessage"] = "channel_not_found"
+        failed = invoke(["schedule", "run-now", sid], home, env=claude_refused(api))
+        assert failed.returncode == 1 and failed.stderr == (
+            "error: The run failed: channel_not_found; the schedule is now paused "
+            f"(`datathread schedule resume {sid}`).\n"
+        )
+        [listed] = json.loads(ok(invoke(["schedule", "list", "--json"], home)))
+        assert listed["paused"] is True
+    finally:
+        api.stop()
+
+
 def test_add_takes_a_surface_in_any_case_like_a_time_zone(home):
     """`--surface SLACK` was "Unknown surface 'SLACK'" while `--tz europe/berlin` was fine."""
     sid = ok(invoke([*ADD[:-1], "SLACK", "--channel", "C1", "q"], home)).strip()

@@ -29,7 +29,7 @@ df.to_csv('delays.csv', index=False)
 MONDAY_0859_BERLIN = datetime(2031, 11, 24, 7, 59, tzinfo=UTC)
 
 
-async def setup(harness, clock: Clock, **kw) -> tuple[ScheduleBook, str]:
+async def setup(harness, clock: Clock, *, trusted: bool = False, **kw) -> tuple[ScheduleBook, str]:
     book = ScheduleBook.from_settings(harness.state.analyst.store, harness.state.settings, clock=clock)
     args = {"cron": "0 9 * * mon", "tz": "Europe/Berlin", "surface": "slack", "channel": "C0042"}
     s = new_schedule(
@@ -39,7 +39,7 @@ async def setup(harness, clock: Clock, **kw) -> tuple[ScheduleBook, str]:
         team_id=TEAM_ID,
         now=clock(),
     )
-    await book.add(s)
+    await book.add(s, trusted=trusted)  # trusted: added from the terminal, past the access rules
     return book, s.id
 
 
@@ -136,6 +136,27 @@ async def test_a_channel_that_is_gone_pauses_the_schedule_without_a_retry(settin
                 t["event"] for t in await harness.state.analyst.store.list_turns(session_id=f"schedule:{sid}")
             ]
             assert events == ["created", "paused"]
+    finally:
+        api.stop()
+
+
+async def test_an_owner_the_access_rules_refuse_pauses_the_schedule_before_anything_is_posted(
+    settings, fake_model
+):
+    """A run for an owner outside DATATHREAD_ALLOWED_USERS posted its header, then "You're not on the
+    list…" (to nobody in particular), then did both again as a retry (a newcomer trial)."""
+    api = FakeSlackAPI().start()
+    clock = Clock(MONDAY_0859_BERLIN)
+    try:
+        async with serve(settings.model_copy(update={"allowed_users": "U0GOOD"}), api) as harness:
+            book, sid = await setup(harness, clock, trusted=True)
+            await occur(harness, book, clock, minutes=1)
+            s = await book.get(sid)
+            reason = "datathread's access rules no longer let its owner U0001 ask here"
+            assert s.paused and s.paused_reason == reason
+            posted = [c.args["text"] for c in api.of("chat.postMessage") if c.args["channel"] == "C0042"]
+            assert posted == [f"I paused this schedule: {reason}."]  # no header, no retry, no "you"
+            assert not fake_model.requests
     finally:
         api.stop()
 
