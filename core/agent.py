@@ -340,7 +340,7 @@ async def _run_tool(
         rows=outcome.rows,
         bytes_scanned=outcome.bytes_scanned,
         files=outcome.files,
-        error=outcome.content[:2000] if outcome.is_error else "",
+        error=(outcome.error or outcome.content)[:2000] if outcome.is_error else "",
         tables=outcome.tables,
     )
     await sink(StepFinished(turn_id=turn_id, record=record))

@@ -25,7 +25,7 @@ from core.notebook_safety import step_hazard
 from core.redact import Redactor
 from core.steps import safe_file_stem
 from core.turn_records import NothingToExport
-from core.wording import step_error
+from core.wording import error_line
 
 REVIEW_WARNING = (
     "> **⚠️ Review every cell before you run it.** The code below was written by an AI model during a "
@@ -296,9 +296,7 @@ def _commented_out(source: str, step: dict, hazard: str) -> str:
 def _skipped(step: dict) -> str:
     """A failed step's note: what went wrong in one line — the exception of a Python traceback, the
     first line of a SQL error (its last line was DuckDB's list of candidate columns)."""
-    said = step_error((step.get("error") or step.get("summary") or "").strip())
-    lines = [x.strip() for x in said.splitlines() if x.strip() and not x.startswith("Traceback")]
-    line = (lines[0] if lines else "it failed")[:200]
+    line = error_line(step.get("error") or step.get("summary") or "") or "it failed"
     return f"*Skipped a failed `{step.get('tool')}` step of the thread:* `{line}`"
 
 

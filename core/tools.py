@@ -22,7 +22,7 @@ from core.policy import TableAllowlist, check_python, check_sql
 from core.redact import redact_clipped
 from core.sandbox import Sandbox, StepRequest, StepResult
 from core.warehouse import QueryContext, Warehouse
-from core.wording import counted
+from core.wording import counted, error_line
 
 if TYPE_CHECKING:
     from core.s3 import S3Source
@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 MAX_ATTACHMENT_BYTES = 50 * 1024 * 1024
 MIN_CONTENT_CHARS = 64_000
 MAX_SUMMARY_CHARS = 300
+MAX_ERROR_CHARS = 2000  # a step record keeps this much of its error (audit, notebook, Show SQL & code)
 LISTED_FILES = 30  # file names a refused attach_file lists (a workspace may hold 100,000)
 # Not .xlsx: its formula cells (`=HYPERLINK(…)`) would open live in Excel, and only CSV's are neutralised.
 ATTACHABLE = {"png", "jpg", "jpeg", "svg", "csv", "parquet", "txt", "json", "pdf", "md", "html"}
@@ -122,10 +123,13 @@ class ToolOutcome:
     files: tuple[str, ...] = ()
     artifact: ArtifactReady | None = None
     tables: tuple[str, ...] = ()  # what a query read, as the policy saw it (for receipts)
+    error: str = ""  # what went wrong, for people: a step's error without its output and labels
 
 
 def refused(reason: str) -> ToolOutcome:
-    return ToolOutcome(content=reason, is_error=True, summary="refused: " + reason.split(".")[0][:80])
+    return ToolOutcome(
+        content=reason, is_error=True, summary="refused: " + reason.split(".")[0][:80], error=reason
+    )
 
 
 def describe_step(result: StepResult, *, what: str) -> ToolOutcome:
@@ -139,8 +143,9 @@ def describe_step(result: StepResult, *, what: str) -> ToolOutcome:
         return ToolOutcome(
             content=out,
             is_error=True,
-            summary=f"failed: {detail.splitlines()[-1][:100]}",
+            summary=f"failed: {error_line(detail, 100) or 'the step failed'}",
             files=tuple(f["path"] for f in result.files),
+            error=detail,
         )
     parts: list[str] = []
     if result.saved_as:
@@ -357,6 +362,7 @@ async def call_tool(name: str, raw_input: object, ctx: ToolContext) -> ToolOutco
     # redacted, so a secret in data or code never comes back to the model.
     outcome.content = redact_clipped(outcome.content, content_limit(ctx), ctx.redact)
     outcome.summary = redact_clipped(outcome.summary, MAX_SUMMARY_CHARS, ctx.redact)
+    outcome.error = redact_clipped(outcome.error, MAX_ERROR_CHARS, ctx.redact)
     return outcome
 
 

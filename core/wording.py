@@ -65,3 +65,13 @@ def step_error(text: str) -> str:
     while after and (not after[0].strip() or after[0][0].isspace()):  # the frame's code and ^^^ marks
         after.pop(0)
     return "\n".join(after) or text
+
+
+def error_line(text: str, limit: int = 200) -> str:
+    """The one line that says what went wrong in a step's error: the exception of a Python traceback
+    (`step_error`), else the first line (a SQL error's; DuckDB's candidate names follow it). The audit's
+    summary kept the last line ("Did you mean "pg_sequences"?"); the notebook's note the first of the
+    model's view ("error:")."""
+    lines = [x.strip() for x in step_error(text.strip()).splitlines()]
+    lines = [x for x in lines if x and x != "error:" and not x.startswith("Traceback")]
+    return (lines[0] if lines else "")[:limit]

@@ -347,3 +347,24 @@ async def test_an_answers_numbers_from_no_query_are_flagged_in_the_notebook_too(
     nb = nbformat.reads((await analyst.threads.export_notebook(done.session_id)).decode(), as_version=4)
     [answer] = [c.source for c in nb.cells if c.cell_type == "markdown" and c.source.startswith("**Answer**")]
     assert answer.endswith("⚠ *Not from any query in this turn:* 27,261"), answer
+
+
+async def test_a_failed_query_is_noted_by_its_error_in_the_notebook_and_the_audit(
+    analyst, fake_model, recorder
+):
+    """A real failed step's record held the model's view of it ("error:\\n…"): the notebook's note read
+    `error:` and the audit's summary DuckDB's last line (`Did you mean "pg_sequences"?`)."""
+    fake_model.enqueue(tool("query_warehouse", {"sql": "SELECT * FROM nosuch", "save_as": "x"}), text("No."))
+    message = IncomingMessage(text="rows of nosuch", surface="api", thread_key=("failed-note",))
+    outcome = await analyst.handle(message, recorder)
+    assert outcome.ok, outcome.error
+    [finished] = recorder.of("step_finished")
+    assert finished.record.summary.startswith(
+        "failed: CatalogException: Catalog Error: Table with name nosuch"
+    )
+    assert finished.record.error.startswith("CatalogException: Catalog Error: Table with name nosuch")
+    notebook = (await analyst.threads.export_notebook(outcome.session_id)).decode()
+    assert (
+        "step of the thread:* `CatalogException: Catalog Error: Table with name nosuch does not exist!`"
+        in notebook
+    )
