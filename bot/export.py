@@ -52,6 +52,12 @@ async def export_session(
     `session_id` may also be a terminal `--session` key. By default `<key>.ipynb` in `folder` (the cwd)
     for the key `chat` printed (`sales.ipynb`, not the 27-character id it stands for), else `<session
     id>.ipynb`. A missing session or store ends the command with one sentence and exit code 1."""
+    if session_id.startswith("schedule:"):  # audit's records of a schedule: its notebook was Q&A of events
+        _fail(
+            f"{session_id} is a schedule's record of changes, not a thread: each run is a thread of its "
+            "own (`datathread audit --channel CHANNEL` lists their sessions).",
+            2,
+        )
     try:
         resolved = await recorded_session(settings, session_id)
         from core.sandbox_factory import open_threads  # the notebook and core stacks: seconds of imports

@@ -81,3 +81,15 @@ def test_an_empty_output_is_one_sentence(home):
         refused.stderr.strip()
         == "error: -o is empty: name a notebook file, a folder to put it in, or - for stdout."
     )
+
+
+def test_a_schedules_record_is_not_exported_as_a_thread(home):
+    """SCHEDULES.md names `schedule:ID` sessions (in audit): exported, its created/paused events came out
+    as questions and answers in `schedule:ID.ipynb`."""
+    sid = invoke(
+        ["schedule", "add", "--cron", "0 9 * * mon", "--surface", "slack", "--channel", "C1", "q"], home
+    )
+    assert sid.returncode == 0, sid.stderr
+    result = invoke(["export", f"schedule:{sid.stdout.strip()}"], home)
+    assert result.returncode == 2 and "is a schedule's record of changes, not a thread" in result.stderr
+    assert not list(home.parent.glob("*.ipynb"))
