@@ -132,6 +132,9 @@ def list_schedules(
     if as_json:
         sys.stdout.write(json.dumps(rows, indent=2) + "\n")
         return
+    if not rows and (channel or owner):  # "No schedules yet" when there were some, for another channel
+        Console().print("No schedules match: `datathread schedule list` shows them all.")
+        return
     Console().print(listing_table(rows) if rows else "No schedules yet: `datathread schedule add --help`.")
 
 
@@ -175,8 +178,17 @@ def _short_time(stamp: str) -> str:
 @app.command("pause")
 def pause(schedule_id: str = typer.Argument(..., metavar="ID", help=ID_HELP)) -> None:
     """Stop running a schedule until it is resumed."""
-    schedule = _with_book(_settings(), lambda book: book.pause(schedule_id, by="terminal"))
-    Console().print(f"Paused {schedule.id}.")
+
+    async def work(book: ScheduleBook):  # once: a second pause was "Paused" again and a second audit event
+        schedule = await book.get(schedule_id)
+        return (schedule, False) if schedule.paused else (await book.pause(schedule_id, by="terminal"), True)
+
+    schedule, changed = _with_book(_settings(), work)
+    Console().print(
+        f"Paused {schedule.id}."
+        if changed
+        else f"{schedule.id} is already paused ({schedule.paused_reason})."
+    )
 
 
 @app.command("resume")
@@ -185,11 +197,15 @@ def resume(schedule_id: str = typer.Argument(..., metavar="ID", help=ID_HELP)) -
     from core.schedules import iso
 
     async def work(book: ScheduleBook):
-        schedule = await book.resume(schedule_id, by="terminal")
-        return schedule, schedule.next_run(book.now())
+        schedule = await book.get(schedule_id)
+        changed = schedule.paused
+        if changed:  # resuming a running one wrote a "resumed" event and cleared its failure count
+            schedule = await book.resume(schedule_id, by="terminal")
+        return schedule, schedule.next_run(book.now()), changed
 
-    schedule, upcoming = _with_book(_settings(), work)
-    Console().print(f"Resumed {schedule.id}; next run {iso(upcoming)}.")
+    schedule, upcoming, changed = _with_book(_settings(), work)
+    said = f"Resumed {schedule.id}" if changed else f"{schedule.id} is not paused"
+    Console().print(f"{said}; next run {iso(upcoming)}.")
 
 
 @app.command("remove")

@@ -49,12 +49,19 @@ def test_add_list_pause_resume_remove(home):
     assert listed[1]["surface"] == "teams" and listed[1]["thread"] == "1700"
 
     assert ok(invoke(["schedule", "pause", sid], home)).strip() == f"Paused {sid}."
+    assert (
+        ok(invoke(["schedule", "pause", sid], home)).strip() == f"{sid} is already paused (paused by hand)."
+    )
+    assert ok(invoke(["schedule", "list", "--channel", "CNOPE"], home)).startswith("No schedules match")
     paused = json.loads(ok(invoke(["schedule", "list", "--json", "--channel", "C123"], home)))
     assert [(s["id"], s["paused"], s["next_run"]) for s in paused] == [(sid, True, None)]
     assert f"Resumed {sid}; next run " in ok(invoke(["schedule", "resume", sid], home))
+    assert f"{sid} is not paused; next run " in ok(invoke(["schedule", "resume", sid], home))
     assert ok(invoke(["schedule", "remove", sid], home)).strip() == f"Removed {sid}."
     assert [s["id"] for s in json.loads(ok(invoke(["schedule", "list", "--json"], home)))] == [other]
-    assert "weekly delays" in ok(invoke(["audit"], home))  # the changes are in the audit trail
+    audit = ok(invoke(["audit"], home))
+    assert "weekly delays" in audit  # the changes are in the audit trail, each once
+    assert audit.count('"paused"') == 1 and audit.count('"resumed"') == 1, audit
 
 
 @pytest.mark.parametrize(
