@@ -154,12 +154,17 @@ async def _settle(
 ) -> RunResult:
     stamp = iso(book.now())
     run = f"schedule {schedule.id}: run {result.turn_id}"
+    # Each run in the schedule's own record (`audit --session schedule:ID`): a run that failed before
+    # its turn ran (Slack unreachable, the channel gone) was in the log file only.
+    kind = "run-now" if manual else "run"
     if result.ok:
         log.info("%s ok", run)
         counted = {} if manual else {"failures": 0}
         await book.update(schedule.id, runs=schedule.runs + 1, last_run=stamp, last_outcome="ok", **counted)
+        await book.audit("ran", schedule, by="datathread", note=f"{kind} {result.turn_id}")
         return result
     why = reason_words(result.error)
+    await book.audit("failed", schedule, by="datathread", note=f"{kind} {result.turn_id}: {why}", ok=False)
     if result.gone or result.lasting:  # no later run can do better: paused now, run-now included
         reason = f"the channel is gone or I was removed from it ({why})" if result.gone else why
         log.warning("%s failed: %s; paused", run, reason)

@@ -151,7 +151,9 @@ class ScheduleBook:
         await self.audit("removed", schedule, by=by)
         return schedule
 
-    async def audit(self, event: str, schedule: Schedule, *, by: str = "", note: str = "") -> None:
+    async def audit(
+        self, event: str, schedule: Schedule, *, by: str = "", note: str = "", ok: bool = True
+    ) -> None:
         """A record in the audit trail (`datathread audit` lists it with the turns)."""
         now = time.time()
         await self.store.record_turn(
@@ -167,8 +169,8 @@ class ScheduleBook:
                 "user_id": by or schedule.owner,
                 "question": schedule.question,
                 "answer": note,
-                "ok": True,
-                "error": "",
+                "ok": ok,
+                "error": "" if ok else note,
                 "started": now,
                 "finished": now,
                 "cron": schedule.cron,

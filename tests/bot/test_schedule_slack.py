@@ -81,6 +81,8 @@ async def test_a_scheduled_run_posts_chart_and_csv_in_a_new_thread_of_its_channe
             assert [r.get("event") for r in records if r.get("kind") == "schedule"] == ["created"]
             [turn] = [r for r in records if r.get("kind") != "schedule"]
             assert turn["turn_id"].startswith(f"s{sid}-") and turn["channel_id"] == "C0042" and turn["ok"]
+            own = await harness.state.analyst.store.list_turns(session_id=f"schedule:{sid}")
+            assert [r["answer"] for r in own if r.get("event") == "ran"] == [f"run {turn['turn_id']}"]
             # the next week's run is due, not before
             api.clear()
             await occur(harness, book, clock, days=6)
@@ -135,7 +137,7 @@ async def test_a_channel_that_is_gone_pauses_the_schedule_without_a_retry(settin
             events = [
                 t["event"] for t in await harness.state.analyst.store.list_turns(session_id=f"schedule:{sid}")
             ]
-            assert events == ["created", "paused"]
+            assert events == ["created", "failed", "paused"]  # the run that could not post is recorded
     finally:
         api.stop()
 
