@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import tempfile
 import time
 from dataclasses import asdict
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import typer
@@ -27,24 +29,33 @@ app.add_typer(verified_app, name="verified")
 
 
 async def _with_library(settings: Settings, work):
-    from core.sessions import StoreUnavailable, open_store
+    """`work(library)` over the store, or — where no state home exists yet — an empty store of its own:
+    listing what was verified made an empty home (and a database) in whatever folder it ran in."""
+    from core.sessions import StoreUnavailable, open_store, store_exists
+    from core.store_sqlite import SqliteStore
     from core.verified import VerifiedLibrary, curated_path, load_curated
 
     dialect = "bigquery" if settings.warehouse == "bigquery" else "duckdb"
-    try:
-        curated = load_curated(curated_path(settings.table_notes), dialect)
-        store = await open_store(settings)
-    except (ConfigError, StoreUnavailable) as exc:
-        die(str(exc))
-    try:
-        return await work(VerifiedLibrary(store, dialect=dialect, curated=curated))
-    finally:
-        await store.close()
+    with tempfile.TemporaryDirectory(prefix="datathread-verified-") as scratch:
+        try:
+            curated = load_curated(curated_path(settings.table_notes), dialect)
+            exists = store_exists(settings)
+            store = await open_store(settings) if exists else SqliteStore(Path(scratch) / "empty.sqlite3")
+        except (ConfigError, StoreUnavailable) as exc:
+            die(str(exc))
+        try:
+            return await work(VerifiedLibrary(store, dialect=dialect, curated=curated))
+        finally:
+            await store.close()
 
 
 def _when(at: float | None) -> str:
-    """UTC, as stored; "—" for a curated entry that gives no date (its file's time is no such date)."""
-    return time.strftime("%Y-%m-%d %H:%M", time.gmtime(at)) if at else "—"
+    """UTC, as stored; "—" for a curated entry that gives no date (its file's time is no such date). A
+    date without a time (a curated `verified_on: 2026-03-02`) is shown as the date: "00:00" was none."""
+    if not at:
+        return "—"
+    shown = time.strftime("%Y-%m-%d %H:%M", time.gmtime(at))
+    return shown.removesuffix(" 00:00")
 
 
 def _title(entries: list, *, corrections_only: bool) -> str:
@@ -83,6 +94,10 @@ def list_entries(
         entries = [e for e in entries if isinstance(e, Correction)]
     if as_json:  # a list, as `schedule list --json`: `[]` when there are none (JSON lines printed nothing)
         typer.echo(json.dumps([asdict(entry) for entry in entries], indent=2))
+        return
+    if not entries:  # a sentence, as `schedule list` and `audit` say it (it was an empty table)
+        what = "corrections" if corrections else "verified queries or corrections"
+        typer.echo(f"No {what} yet: 👍 on a good answer saves one (docs/VERIFIED.md).")
         return
     table = Table(title=_title(entries, corrections_only=corrections))
     # The id is what `show` and `remove` take: never cut ("v-d7df3316…") or folded. The rest wrap, and

@@ -69,6 +69,16 @@ def test_an_empty_list_is_an_empty_json_list(home):
     assert json.loads(listed.stdout) == []
 
 
+def test_nothing_verified_is_a_sentence_and_makes_no_home(tmp_path):
+    """An empty table was printed; and listing made an empty state home (and database) in the folder."""
+    home = tmp_path / "nothing-here"
+    listed = invoke(["verified", "list"], home)
+    assert listed.returncode == 0, listed.stderr
+    assert listed.stdout.startswith("No verified queries or corrections yet")
+    assert invoke(["verified", "show", "v-1"], home).returncode == 2
+    assert not home.exists()
+
+
 def curated(home, body: str) -> dict:
     """A table notes file with `verified_queries.yaml` beside it; the environment naming it."""
     notes = home.parent / "notes"
@@ -94,6 +104,7 @@ def test_curated_entries_are_listed_with_their_own_date_or_none(home):
     assert undated["verified_at"] is None
     table = invoke(["verified", "list"], home, env={**env, "COLUMNS": "200"})
     assert "2025-03-02" in table.stdout and today not in table.stdout
+    assert "2025-03-02 00:00" not in table.stdout  # a date, not a time nobody gave
     shown = invoke(["verified", "show", undated["id"]], home, env=env)
     assert shown.returncode == 0 and "verified by verified_queries.yaml (file)\n" in shown.stdout, (
         shown.stdout
