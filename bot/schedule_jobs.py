@@ -27,10 +27,9 @@ from bot.surface import AppState
 from bot.surface_settings import POSTING_SETTINGS, postable_surfaces
 from bot.teams_auth import TeamsBot, build_bot
 from core.config import Settings
-from core.events import IncomingMessage
 from core.runner import TurnJob
 from core.runner_modal import Spawn
-from core.schedules import Clock, Schedule, UnknownSchedule, iso, utc_now
+from core.schedules import Clock, UnknownSchedule, iso, utc_now
 from core.schedules_run import RunResult, SchedulePoster, run_occurrence
 from core.schedules_store import ScheduleBook
 from core.schedules_tick import JOB_SCHEDULE_RUN, DueRun, run_scheduler, tick
@@ -61,20 +60,7 @@ class Schedules:
         """Run one claimed occurrence with the poster of the schedule's surface (`manual`: run-now)."""
         book = self.state.threads.schedules()
         schedule = await book.get(due.schedule_id)
-        poster = self.poster(schedule.surface)
-        return await run_occurrence(book, poster, due, manual=manual, refused=self._owner_refused)
-
-    def _owner_refused(self, schedule: Schedule) -> str | None:
-        """Why the schedule's owner may not ask in its channel now (the rules a question meets)."""
-        who = IncomingMessage(
-            text=schedule.question,
-            surface=schedule.surface,
-            thread_key=(schedule.team_id, schedule.channel),
-            user_id=schedule.owner,
-            channel_id=schedule.channel,
-            team_id=schedule.team_id,
-        )
-        return self.state.threads.refused(who)
+        return await run_occurrence(book, self.poster(schedule.surface), due, manual=manual)
 
     def register_jobs(self) -> None:
         """Name the `schedule.run` handler on the runner (here, and on remote workers)."""

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Protocol
@@ -79,15 +78,14 @@ async def run_occurrence(
     due: DueRun,
     *,
     manual: bool = False,
-    refused: Callable[[Schedule], str | None] = lambda schedule: None,
 ) -> RunResult | None:
     """Run one claimed occurrence with one retry; count failures, pause when it must. None if the
     schedule was removed, or paused after the claim. `manual` is an operator's `run-now`: it runs a
     paused schedule too, and its outcome is recorded but not counted — a test run must not bring a
     schedule closer to its automatic pause (nor clear the count the scheduled runs built).
 
-    `refused(schedule)`: why its owner may not ask here now (the access rules), checked before anything
-    is posted: the run posted its header, then a refusal addressed to "you", then retried all of it."""
+    The owner's access is checked before anything is posted: a refused run posted its header, then a
+    refusal addressed to "you", then retried both; it pauses the schedule now."""
     try:
         schedule = await book.get(due.schedule_id)
     except UnknownSchedule:
@@ -100,7 +98,7 @@ async def run_occurrence(
     where = f"{schedule.surface} channel {schedule.channel}"
     where += f" thread {schedule.thread}" if schedule.thread else ""
     log.info("schedule %s: run %s started in %s%s", schedule.id, base, where, " (run-now)" if manual else "")
-    if refused(schedule):
+    if book.owner_refused(schedule):
         owner = f"its owner {schedule.owner}" if schedule.owner else "a schedule without an owner"
         why = f"datathread's access rules no longer let {owner} ask here"
         result = RunResult(ok=False, error=why, turn_id=base, lasting=True)

@@ -91,9 +91,10 @@ class ScheduleBook:
         await self.audit("created", schedule, by=by or schedule.owner)
         return schedule
 
-    def check_may_create(self, schedule: Schedule) -> None:
-        """ScheduleError unless the access settings let the creator ask in that channel."""
-        denial = self.access.check(
+    def owner_refused(self, schedule: Schedule) -> str | None:
+        """Why the access settings do not let the schedule's owner ask in its channel (the sentence for
+        them), or None: checked when it is created, and before each run posts anything."""
+        return self.access.check(
             IncomingMessage(
                 text=schedule.question,
                 surface=schedule.surface,
@@ -103,7 +104,10 @@ class ScheduleBook:
                 team_id=schedule.team_id,
             )
         )
-        if denial:
+
+    def check_may_create(self, schedule: Schedule) -> None:
+        """ScheduleError unless the access settings let the creator ask in that channel."""
+        if denial := self.owner_refused(schedule):
             raise ScheduleError(denial)
 
     async def check_caps(self, schedule: Schedule) -> None:
