@@ -17,6 +17,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
+from bot.retention import WorkspaceSweeper
 from bot.schedule_jobs import Schedules
 from bot.slack_app import SlackSurface
 from bot.surface import AppState, Surface
@@ -37,7 +38,7 @@ def build_surfaces(state: AppState) -> list[Surface]:
     slack = SlackSurface(state)
     teams = TeamsSurface(state)
     schedules = Schedules(state, slack=slack.client, teams=teams.bot)
-    return [slack, teams, state.links, schedules]
+    return [slack, teams, state.links, schedules, WorkspaceSweeper(state)]
 
 
 def create_app(

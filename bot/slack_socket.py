@@ -19,6 +19,7 @@ from collections.abc import Callable
 
 from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 
+from bot.retention import WorkspaceSweeper
 from bot.schedule_jobs import Schedules
 from bot.slack_app import SlackSurface, build_bolt_app
 from bot.slack_identity import SLACK_TOKENS, SlackUnreachable, call_slack
@@ -97,8 +98,10 @@ async def run_socket_mode(settings: Settings, console) -> None:
     state = AppState(settings=settings, runner=runner, analyst=await Analyst.create(settings))
     slack = SlackSurface(state)
     schedules = Schedules(state, slack=slack.client, teams=build_bot(settings))
+    sweeper = WorkspaceSweeper(state)
     await slack.start()
     await schedules.start()  # the scheduler loop runs here too
+    await sweeper.start()  # and the sweep of idle workspaces
     handler = AsyncSocketModeHandler(
         build_bolt_app(state, me), settings.slack_app_token.get_secret_value(), logger=client_log
     )
@@ -118,6 +121,7 @@ async def run_socket_mode(settings: Settings, console) -> None:
         try:
             client_log.removeHandler(states)
             await handler.close_async()  # no new events from here on
+            await sweeper.stop()
             await schedules.stop()
             # unfinished turns: their threads hear that they stopped
             await runner.stop(timeout=30, say=lambda line: say(f"Slack: {line}."))

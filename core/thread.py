@@ -29,6 +29,7 @@ from core.sessions import SessionStore, StoreUnavailable, resolve_session_id, se
 from core.turn_records import NothingToExport
 from core.verified import VerifiedLibrary
 from core.warehouse import Warehouse
+from core.workspace_retention import idle_workspaces, remove_workspace
 
 USER_TZ_TTL_S = 86400.0  # a person's time zone is looked up at most once a day
 NOTE_TTL_S = 86400.0  # how long a job's note (where its answer goes) is kept for its lost handler
@@ -180,6 +181,21 @@ class Threads:
         return await _for_people(
             artifact.path, await self._files.read_file(artifact.session_id, artifact.path)
         )
+
+    async def forget_idle_workspaces(self, *, now: float | None = None) -> list[str]:
+        """Remove the local workspaces nobody has written to for DATATHREAD_HISTORY_TTL_DAYS and whose
+        history the store no longer keeps (core/workspace_retention.py); returns their session ids."""
+        if self.settings.sandbox != "local":  # Modal's are in its Volume
+            return []
+        root, idle_s = self.settings.workspaces_dir, self.settings.history_ttl_days * 86_400
+        idle = await asyncio.to_thread(idle_workspaces, root, idle_s=idle_s, now=now or time.time())
+        removed = []
+        for session_id in idle:
+            if await self._store.load_history(session_id):  # still a conversation: its files are its
+                continue
+            if await asyncio.to_thread(remove_workspace, root, session_id):
+                removed.append(session_id)
+        return removed
 
     async def list_tables(self) -> list[dict]:
         """The tables people may ask about by default (App Home, help), or [] without a warehouse."""

@@ -1,0 +1,66 @@
+"""The serving process's sweep of idle workspaces: once a minute after start-up, then hourly, the files
+of threads forgotten by the store are removed (core/workspace_retention.py says which and why).
+
+A surface of its own (no routes) so that `bot/server.py` lists it with the others and stops it in order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+
+from starlette.routing import Route
+
+from bot.surface import AppState
+from core.sessions import StoreUnavailable
+
+log = logging.getLogger("datathread.retention")
+
+FIRST_SWEEP_S = 60.0  # not during start-up, which has enough to do
+SWEEP_EVERY_S = 3600.0
+
+
+class WorkspaceSweeper:
+    """Removes idle workspaces while the app serves; every replica may run one (removal is idempotent)."""
+
+    def __init__(self, state: AppState, *, first_s: float = FIRST_SWEEP_S, every_s: float = SWEEP_EVERY_S):
+        self.state = state
+        self.first_s, self.every_s = first_s, every_s
+        self._stop = asyncio.Event()
+        self._task: asyncio.Task | None = None
+
+    def routes(self) -> list[Route]:
+        return []
+
+    async def start(self) -> None:
+        settings = self.state.settings
+        if settings.sandbox == "local":  # Modal's workspaces are in its Volume
+            self._task = asyncio.create_task(self._loop(), name="datathread-workspace-sweep")
+
+    async def stop(self) -> None:
+        self._stop.set()
+        if self._task is not None:
+            await asyncio.wait({self._task}, timeout=5)
+            self._task.cancel()
+
+    async def _loop(self) -> None:
+        wait = self.first_s
+        while not await self._stopped_within(wait):
+            wait = self.every_s
+            try:
+                removed = await self.state.threads.forget_idle_workspaces()
+            except StoreUnavailable as exc:  # the next sweep tries again
+                log.warning("the idle-workspace sweep waits for the session store: %s", exc)
+                continue
+            except Exception:  # a sweep must never end the app
+                log.exception("the idle-workspace sweep failed")
+                continue
+            if removed:
+                days = self.state.settings.history_ttl_days
+                log.info("removed %d workspace(s) of threads idle for more than %d days", len(removed), days)
+
+    async def _stopped_within(self, seconds: float) -> bool:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._stop.wait(), timeout=seconds)
+        return self._stop.is_set()

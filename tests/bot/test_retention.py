@@ -1,0 +1,31 @@
+"""The serving process sweeps idle workspaces by itself, and stops at once when the app stops."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from bot.retention import WorkspaceSweeper
+from bot.surface import AppState
+from core.analyst import Analyst
+from core.runner import LocalRunner
+from tests.fakes.workspaces import aged_workspace
+
+
+async def test_the_sweeper_removes_forgotten_workspaces_while_the_app_serves(settings):
+    forgotten = aged_workspace(settings.workspaces_dir, "sl-forgotten", age_days=45)
+    kept = aged_workspace(settings.workspaces_dir, "sl-kept", age_days=1)
+    analyst = await Analyst.create(settings, start_sandbox=False)
+    sweeper = WorkspaceSweeper(AppState(settings, LocalRunner(), analyst), first_s=0.01, every_s=0.05)
+    try:
+        await sweeper.start()
+        for _ in range(200):
+            if not forgotten.exists():
+                break
+            await asyncio.sleep(0.05)
+        assert not forgotten.exists() and kept.exists()
+    finally:
+        started = time.monotonic()
+        await sweeper.stop()
+        assert time.monotonic() - started < 1  # a stop does not wait out the hour
+        await analyst.close()

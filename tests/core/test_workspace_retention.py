@@ -1,0 +1,48 @@
+"""Idle workspaces are forgotten: files of a thread nobody wrote to for DATATHREAD_HISTORY_TTL_DAYS and
+whose history the store let go are removed; everything else stays. A real SQLite store and real files."""
+
+from __future__ import annotations
+
+import os
+import time
+
+from core.sandbox_factory import open_threads
+from tests.fakes.workspaces import DAY, aged_workspace
+
+
+async def test_only_idle_and_forgotten_workspaces_are_removed(settings, tmp_path):
+    root = settings.workspaces_dir
+    victim = tmp_path / "outside.txt"
+    victim.write_text("not the sandbox's")
+    forgotten = aged_workspace(
+        root, "sl-forgotten", age_days=31, files={"a.parquet": b"x", "deep/b.csv": b"y"}
+    )
+    (forgotten / "deep").chmod(0o500)  # a step left a folder it cannot write to any more
+    (forgotten / "link").symlink_to(victim)  # removed as a link, never followed
+    os.utime(forgotten, (time.time() - 31 * DAY,) * 2, follow_symlinks=False)
+    os.utime(forgotten / "link", (time.time() - 31 * DAY,) * 2, follow_symlinks=False)
+    talking = aged_workspace(root, "sl-talking", age_days=31)  # no step wrote lately, but asked again today
+    recent = aged_workspace(root, "sl-recent", age_days=2)
+    stray = aged_workspace(root, "not a session", age_days=90)  # not a session's name: not ours to judge
+    async with open_threads(settings) as threads:
+        await threads._store.save_history("sl-talking", [{"role": "user", "content": "and now?"}])
+        assert await threads.forget_idle_workspaces() == ["sl-forgotten"]
+        assert await threads.forget_idle_workspaces() == []  # a second sweep finds nothing more
+    assert not forgotten.exists() and victim.read_text() == "not the sandbox's"
+    assert talking.exists() and recent.exists() and stray.exists()
+
+
+async def test_a_new_file_at_the_top_keeps_an_old_aged_workspace(settings):
+    ws = aged_workspace(settings.workspaces_dir, "sl-old", age_days=40)
+    (ws / "new_chart.png").write_bytes(b"\x89PNG")  # written now
+    async with open_threads(settings) as threads:
+        assert await threads.forget_idle_workspaces() == []
+    assert ws.exists()
+
+
+async def test_modal_workspaces_are_not_this_processs_to_sweep(settings):
+    aged_workspace(settings.workspaces_dir, "sl-old", age_days=40)
+    modal = settings.model_copy(update={"sandbox": "modal"})
+    async with open_threads(modal) as threads:
+        assert await threads.forget_idle_workspaces() == []
+    assert (settings.workspaces_dir / "sl-old").exists()
