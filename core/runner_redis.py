@@ -67,6 +67,9 @@ def _decode(stream: str, entry_id, fields: dict | None) -> Taken:
     return Taken(stream=stream, entry_id=key, job=job)
 
 
+SOCKET_TIMEOUT_S = 5.0  # > the longest blocking read (`take`'s block_ms), < a stop's patience
+
+
 class RedisJobs:
     """The two job streams of one Redis (the store's `REDIS_URL`)."""
 
@@ -74,8 +77,10 @@ class RedisJobs:
         self.url = url
         # `put` runs inside the platform's ack, so it has its own deadline (`PUT_DEADLINE_S`): a Redis
         # that drops packets took 3 connect attempts of 2 s, and one that accepts and never answers
-        # held the ack for ever. Short retries here; the worker's loop has its own back-off.
-        self.r = fail_fast_client(url)
+        # held the ack for ever. Short retries here; the worker's loop has its own back-off. Every call
+        # answers within SOCKET_TIMEOUT_S (a take blocks far shorter): a Redis that stopped answering
+        # held a worker's `take` for ever, and with it the worker's and `serve`'s stop.
+        self.r = fail_fast_client(url, socket_timeout=SOCKET_TIMEOUT_S)
         self._settle = self.r.register_script(_SETTLE)
 
     async def prepare(self) -> None:

@@ -171,7 +171,16 @@ class Worker:
                     if outage.down or not prepared:  # a restarted Redis may have lost the group
                         await jobs.prepare()
                         prepared = True
-                    found = await jobs.take(consumer, turns=self.busy < self.slots, block_ms=500)
+                    take = asyncio.ensure_future(
+                        jobs.take(consumer, turns=self.busy < self.slots, block_ms=500)
+                    )
+                    await asyncio.wait({take, closed}, return_when=asyncio.FIRST_COMPLETED)
+                    if not take.done():  # told to stop while Redis is slow to answer: stop now
+                        take.cancel()
+                        with contextlib.suppress(asyncio.CancelledError, RedisError, OSError):
+                            await take
+                        break
+                    found = take.result()
                 except (RedisError, OSError) as exc:  # the entries wait in the stream: retry, quietly
                     pause = outage.failed(redis_reason(exc))
                     await asyncio.wait({closed}, timeout=pause)

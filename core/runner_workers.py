@@ -208,7 +208,8 @@ class WorkerRunner:
         if self._tells:
             await asyncio.wait(set(self._tells), timeout=TELL_LOST_S)
         if self.redis is not None:
-            await self.redis.close()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.redis.close(), TELL_LOST_S)
 
     async def _tell_unfinished(self, procs: list[_Proc], killed: list[_Proc]) -> None:
         if self.redis is None:
@@ -216,11 +217,18 @@ class WorkerRunner:
             self._backlog = []
         else:
             left = []
-            for p in killed:
-                with contextlib.suppress(Exception):  # Redis gone: another replica's sweep finds them
-                    for taken in await self.redis.take_over(p.name, f"{self._host}-supervisor"):
-                        if await self.redis.settle(taken) and taken.job is not None:
-                            left.append(taken.job)
+            try:  # bounded: the job queue's client waits as long as Redis does (it blocks on reads), and
+                async with asyncio.timeout(TELL_LOST_S):  # a Redis that stopped answering held the stop
+                    for p in killed:  # forever, a second Ctrl-C included
+                        with contextlib.suppress(Exception):  # Redis gone: another replica's sweep finds them
+                            for taken in await self.redis.take_over(p.name, f"{self._host}-supervisor"):
+                                if await self.redis.settle(taken) and taken.job is not None:
+                                    left.append(taken.job)
+            except TimeoutError:
+                log.warning(
+                    "Redis did not answer while stopping: the jobs the stopped workers held are left in its "
+                    "stream for another replica's workers"
+                )
         if left:
             log.warning("stopping with %d job(s) no worker finished; telling their threads", len(left))
             tells = [asyncio.create_task(tell_lost(self.handlers, job)) for job in left]

@@ -253,3 +253,19 @@ async def test_a_burst_of_health_probes_against_a_stalled_store_shares_one_check
         assert took < 2.5, f"the burst took {took:.1f} s"
         assert during - before <= 1, (before, during)
         assert await healthz_status(app) == 200
+
+
+async def test_serve_stops_while_its_redis_takes_connections_and_never_answers(settings, api, redis_server):
+    """A Redis that stopped answering (SIGSTOP: the kernel still accepts) held `serve`'s stop for ever,
+    a second Ctrl-C included: the turn worker waited in its job queue's read, and the web process, once
+    it had killed the worker, in taking over the worker's jobs. Every such wait is bounded now."""
+    on_redis = settings.model_copy(update={"turn_workers": 1, "redis_url": redis_server.url})
+    serving = serve(on_redis, api)
+    await serving.__aenter__()
+    redis_server.proc.send_signal(signal.SIGSTOP)
+    try:
+        started = asyncio.get_running_loop().time()
+        await asyncio.wait_for(serving.__aexit__(None, None, None), 45)
+        assert asyncio.get_running_loop().time() - started < 25  # (about 2 s here: the worker stops its read)
+    finally:
+        redis_server.proc.send_signal(signal.SIGCONT)
