@@ -7,15 +7,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import threading
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 from core.config import PLACEHOLDER_KEY, Settings, placeholder_key, provider_missing
+from core.daemon_thread import in_daemon_thread
 from core.redact import without_login
-from core.s3 import parse_roots
+from core.s3 import parse_roots, refuse_web_pages
 from core.wording import os_reason
 
 CHECK_TIMEOUT_S = 2.5  # each network call's own timeout
@@ -36,27 +35,6 @@ def buckets(settings: Settings) -> list[str]:
 
 BOT_FRAMEWORK_SCOPE = "https://api.botframework.com/.default"
 LOGIN_URL = "https://login.microsoftonline.com"
-
-
-async def in_daemon_thread(fn: Callable[[], Any]) -> Any:
-    """Run blocking `fn` off the loop in a thread that never delays the process's exit."""
-    loop = asyncio.get_running_loop()
-    done: asyncio.Future = loop.create_future()
-
-    def settle(result: Any, error: BaseException | None) -> None:
-        if not done.done():
-            done.set_exception(error) if error else done.set_result(result)
-
-    def work() -> None:
-        try:
-            result, error = fn(), None
-        except BaseException as exc:
-            result, error = None, exc
-        with contextlib.suppress(RuntimeError):  # the loop closed after a timeout: nobody waits
-            loop.call_soon_threadsafe(settle, result, error)
-
-    threading.Thread(target=work, daemon=True, name="doctor-check").start()
-    return await done
 
 
 async def new_http_client() -> Any:
@@ -280,9 +258,11 @@ async def check_s3(settings: Settings) -> Check:
         config = Config(
             connect_timeout=CHECK_TIMEOUT_S, read_timeout=CHECK_TIMEOUT_S, retries={"max_attempts": 1}
         )
-        return boto3.session.Session().client(
+        made = boto3.session.Session().client(
             "s3", endpoint_url=settings.s3_endpoint_url, region_name=settings.aws_region, config=config
         )
+        made.meta.events.register("after-call.s3", refuse_web_pages)  # a proxy's page was "reachable"
+        return made
 
     s3 = await in_daemon_thread(client)
     asking = names[0]

@@ -2,21 +2,33 @@
 
 The bot downloads with its own credentials (environment or instance role, as boto3 finds them) and
 places the bytes in a workspace through the sandbox; credentials never enter the sandbox. boto3 is
-blocking, so every call runs in a worker thread.
+blocking, so every call runs in a daemon thread with a deadline for the whole call (core/daemon_thread.py):
+an endpoint that never answered held a step for 180 s (boto's 60 s read timeout, three tries), one that
+dripped its answer for ever, and either kept the process alive after Ctrl-C. An endpoint that answers
+with a web page (a proxy's login) is said to be one, not listed as "0 files" or loaded as data.
 """
 
 from __future__ import annotations
 
-import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from core.config import Settings, split_list
+from core.daemon_thread import within
+from core.wording import os_reason
+
+T = TypeVar("T")
+
+
+CONNECT_TIMEOUT_S, READ_TIMEOUT_S = 5.0, 20.0  # per connection and per read, two tries in all
+DEADLINE_S = 120.0  # one whole call (a listing, a download of up to DATATHREAD_S3_MAX_FILE_MB)
 
 
 class S3Refusal(Exception):
-    """A request the policy refuses (outside the allowed prefixes, too large); one sentence for the model."""
+    """A request the policy refuses (outside the allowed prefixes, too large), or S3 out of reach; one
+    sentence for the model."""
 
 
 @dataclass(frozen=True)
@@ -66,9 +78,17 @@ def parse_uri(uri: str) -> tuple[str, str]:
 class S3Source:
     """Read-only access to the configured buckets/prefixes, with a per-file size cap."""
 
-    def __init__(self, roots: tuple[S3Root, ...], *, max_bytes: int, client_factory: Any):
+    def __init__(
+        self,
+        roots: tuple[S3Root, ...],
+        *,
+        max_bytes: int,
+        client_factory: Any,
+        deadline_s: float = DEADLINE_S,
+    ):
         self.roots = roots
         self.max_bytes = max_bytes
+        self.deadline_s = deadline_s
         self._client_factory = client_factory
         self._client: Any = None
 
@@ -81,12 +101,20 @@ class S3Source:
 
         def client() -> Any:
             import boto3
+            from botocore.config import Config
 
-            return boto3.session.Session().client(
-                "s3", endpoint_url=settings.s3_endpoint_url, region_name=settings.aws_region
+            timeouts = Config(
+                connect_timeout=CONNECT_TIMEOUT_S, read_timeout=READ_TIMEOUT_S, retries={"max_attempts": 2}
             )
+            made = boto3.session.Session().client(
+                "s3", endpoint_url=settings.s3_endpoint_url, region_name=settings.aws_region, config=timeouts
+            )
+            made.meta.events.register("after-call.s3", refuse_web_pages)
+            return made
 
-        return cls(roots, max_bytes=settings.s3_max_file_mb * 1024 * 1024, client_factory=client)
+        max_bytes = settings.s3_max_file_mb * 1024 * 1024
+        deadline_s = min(DEADLINE_S, settings.step_timeout)  # a call to S3 takes no longer than a step may
+        return cls(roots, max_bytes=max_bytes, client_factory=client, deadline_s=deadline_s)
 
     @property
     def client(self) -> Any:
@@ -118,10 +146,28 @@ class S3Source:
             places = [(r.bucket, r.prefix) for r in self.roots]
         out: list[S3Object] = []
         for bucket, key in places:
-            out += await asyncio.to_thread(self._list_sync, bucket, key, limit - len(out))
+            left = limit - len(out)
+            out += await self._call(lambda b=bucket, k=key, n=left: self._list_sync(b, k, n), bucket)
             if len(out) >= limit:
                 break
         return out
+
+    async def _call(self, fn: Callable[[], T], bucket: str) -> T:
+        """One blocking S3 call, bounded as a whole; its failures as one sentence (S3Refusal)."""
+        try:
+            return await within(fn, self.deadline_s, name="datathread-s3")
+        except TimeoutError:
+            raise S3Refusal(
+                f"S3 ({self._place(bucket)}) did not answer within {self.deadline_s:g} s."
+            ) from None
+        except (S3Refusal, KeyError, ValueError):
+            raise
+        except Exception as exc:  # botocore's errors: the reason in words, never the endpoint's token
+            raise S3Refusal(f"Could not read from S3 ({self._place(bucket)}): {_reason(exc)}.") from None
+
+    def _place(self, bucket: str) -> str:
+        endpoint = getattr(getattr(self._client, "meta", None), "endpoint_url", "") or ""
+        return f"bucket {bucket}" + (f" at {endpoint}" if endpoint else "")
 
     def _list_sync(self, bucket: str, prefix: str, limit: int) -> list[S3Object]:
         out: list[S3Object] = []
@@ -137,7 +183,7 @@ class S3Source:
         """The object's key and bytes; refuses before downloading when it is over the size cap."""
         bucket, key = parse_uri(uri)
         self.check(bucket, key)
-        head = await asyncio.to_thread(self.client.head_object, Bucket=bucket, Key=key)
+        head = await self._call(lambda: self.client.head_object(Bucket=bucket, Key=key), bucket)
         size = int(head["ContentLength"])
         if size > self.max_bytes:
             raise S3Refusal(
@@ -147,7 +193,7 @@ class S3Source:
         if size == 0:
             return key, b""
         # Range caps the download even if the object grew after the HEAD.
-        body = await asyncio.to_thread(self._get_sync, bucket, key)
+        body = await self._call(lambda: self._get_sync(bucket, key), bucket)
         if len(body) > self.max_bytes:
             raise S3Refusal(f"s3://{bucket}/{key} is over the {_mb(self.max_bytes)} limit for loading files.")
         return key, body
@@ -156,6 +202,36 @@ class S3Source:
         reply = self.client.get_object(Bucket=bucket, Key=key, Range=f"bytes=0-{self.max_bytes}")
         with reply["Body"] as body:
             return body.read()
+
+
+def refuse_web_pages(http_response: Any, model: Any, **_: Any) -> None:
+    """botocore's hook after every S3 call: a web page (a proxy's login, a captive portal) answered 200,
+    and was parsed as an empty listing or saved as the file. No file the tools load is a web page."""
+    kind = (http_response.headers.get("content-type") or "").lower()
+    if kind.startswith("text/html"):
+        raise S3Refusal(
+            f"The S3 endpoint answered {model.name} with a web page, not an S3 reply (a proxy or a login "
+            "page, perhaps): an admin needs to check DATATHREAD_S3_ENDPOINT_URL and the network."
+        )
+
+
+def _reason(exc: Exception) -> str:
+    """What went wrong, without botocore's class names and URLs (a presigned one carries a token)."""
+    from botocore.exceptions import (
+        ClientError,
+        ConnectTimeoutError,
+        EndpointConnectionError,
+        ReadTimeoutError,
+    )
+
+    if isinstance(exc, ClientError):
+        error = exc.response.get("Error", {})
+        return f"{error.get('Code', 'error')} ({error.get('Message', '').rstrip('.') or 'no message'})"
+    if isinstance(exc, ReadTimeoutError | ConnectTimeoutError):
+        return "it did not answer in time"
+    if isinstance(exc, EndpointConnectionError):
+        return os_reason(exc) or "it could not be reached"
+    return os_reason(exc) or type(exc).__name__
 
 
 def _mb(size: int) -> str:

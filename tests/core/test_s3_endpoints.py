@@ -1,0 +1,121 @@
+"""S3 endpoints that misbehave, over real HTTP on loopback (the real boto3 client, no moto): one that
+never answers, one that drips its answer, one that answers with a web page. Each ends in one sentence
+within the deadline, and leaves no thread the process would wait for at exit."""
+
+from __future__ import annotations
+
+import http.server
+import socket
+import threading
+import time
+
+import pytest
+
+from core.s3 import S3Refusal, S3Source
+from tests.fakes.black_hole import BlackHole
+from tests.fakes.web_page import WebPage
+
+
+class _Drip(http.server.BaseHTTPRequestHandler):
+    """Headers at once, then one byte of the body every 0.2 s, for ever."""
+
+    def do_GET(self) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "application/xml")
+        self.send_header("Content-Length", "100000")
+        self.end_headers()
+        try:
+            while True:
+                self.wfile.write(b" ")
+                self.wfile.flush()
+                time.sleep(0.2)
+        except OSError:
+            pass
+
+    def log_message(self, *args) -> None:
+        pass
+
+
+@pytest.fixture
+def serving():
+    servers = []
+
+    def start(handler) -> str:
+        server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        server.daemon_threads = True
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        servers.append(server)
+        return f"http://127.0.0.1:{server.server_address[1]}"
+
+    yield start
+    for server in servers:
+        server.shutdown()
+        server.server_close()
+
+
+def source(settings, monkeypatch, endpoint: str) -> S3Source:
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIATESTTESTTEST")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "never-in-a-sentence")
+    configured = settings.model_copy(
+        update={
+            "s3_buckets": "data-lake/sales",
+            "s3_endpoint_url": endpoint,
+            "aws_region": "us-east-1",
+            "step_timeout": 2,
+        }
+    )
+    return S3Source.from_settings(configured)
+
+
+async def test_an_endpoint_that_never_answers_is_a_sentence_within_the_deadline(settings, monkeypatch):
+    """It held `list_files` for 180 s (boto's 60 s read timeout, three tries) and the process after Ctrl-C."""
+    hole = BlackHole().start()
+    try:
+        started = time.monotonic()
+        with pytest.raises(
+            S3Refusal, match=r"^S3 \(bucket data-lake at http://127.0.0.1:\d+\) did not answer within 2 s\.$"
+        ):
+            await source(settings, monkeypatch, hole.url).list()
+        assert time.monotonic() - started < 4
+    finally:
+        hole.stop()
+    assert not [t for t in threading.enumerate() if t.name == "datathread-s3" and not t.daemon]
+
+
+async def test_an_endpoint_that_drips_its_answer_is_cut_at_the_deadline(settings, monkeypatch, serving):
+    """A byte every 0.2 s never trips a per-read timeout: the download ran for ever."""
+    s3 = source(settings, monkeypatch, serving(_Drip))
+    started = time.monotonic()
+    with pytest.raises(S3Refusal, match="did not answer within 2 s"):
+        await s3.list()
+    assert time.monotonic() - started < 4
+
+
+async def test_a_web_page_is_not_an_empty_listing_nor_the_file(settings, monkeypatch):
+    """A proxy's login page (200, text/html) was listed as "0 files", loaded as the CSV itself, and
+    reported by doctor as the bucket "reachable"."""
+    from bot.doctor_checks import check_s3
+
+    page = WebPage().start()
+    try:
+        s3 = source(settings, monkeypatch, page.url)
+        for call in (s3.list(), s3.fetch("s3://data-lake/sales/a.csv")):
+            with pytest.raises(S3Refusal, match="with a web page, not an S3 reply") as refused:
+                await call
+            assert "DATATHREAD_S3_ENDPOINT_URL" in str(refused.value) and "never-in" not in str(refused.value)
+        checked = await check_s3(
+            settings.model_copy(update={"s3_buckets": "data-lake", "s3_endpoint_url": page.url})
+        )
+        assert checked.status == "fail" and "web page" in checked.detail, checked
+    finally:
+        page.stop()
+
+
+async def test_a_closed_port_says_why(settings, monkeypatch):
+    with socket.socket() as probe:  # a port nobody listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    with pytest.raises(
+        S3Refusal, match=r"Could not read from S3 \(bucket data-lake at .*\): connection refused\.$"
+    ):
+        await source(settings, monkeypatch, f"http://127.0.0.1:{port}").list()
