@@ -1,7 +1,9 @@
-"""The serving process's sweep of idle workspaces: once a minute after start-up, then hourly, the files
-of threads forgotten by the store are removed (core/workspace_retention.py says which and why).
+"""The serving process's sweep of idle workspaces: a minute after start-up, then every hour, the files
+of threads the store has forgotten are removed (core/workspace_retention.py says which and why).
 
 A surface of its own (no routes) so that `bot/server.py` lists it with the others and stops it in order.
+It runs where the scheduler loop runs (DATATHREAD_SCHEDULER_LOOP): in `serve`'s web process and in
+`slack --socket`, not in every turn worker, which build the same app.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ class WorkspaceSweeper:
 
     async def start(self) -> None:
         settings = self.state.settings
-        if settings.sandbox == "local":  # Modal's workspaces are in its Volume
+        if settings.sandbox == "local" and settings.scheduler_loop:  # not on Modal, not in turn workers
             self._task = asyncio.create_task(self._loop(), name="datathread-workspace-sweep")
 
     async def stop(self) -> None:

@@ -25,11 +25,11 @@ from core.notebook import session_notebook
 from core.sandbox import is_valid_session_id
 from core.schedules import Clock, utc_now
 from core.schedules_store import ScheduleBook
-from core.sessions import SessionStore, StoreUnavailable, resolve_session_id, session_id_for
+from core.sessions import LockTimeout, SessionStore, StoreUnavailable, resolve_session_id, session_id_for
 from core.turn_records import NothingToExport
 from core.verified import VerifiedLibrary
 from core.warehouse import Warehouse
-from core.workspace_retention import idle_workspaces, remove_workspace
+from core.workspace_retention import delete, idle_workspaces, is_idle, set_aside
 
 USER_TZ_TTL_S = 86400.0  # a person's time zone is looked up at most once a day
 NOTE_TTL_S = 86400.0  # how long a job's note (where its answer goes) is kept for its lost handler
@@ -184,16 +184,25 @@ class Threads:
 
     async def forget_idle_workspaces(self, *, now: float | None = None) -> list[str]:
         """Remove the local workspaces nobody has written to for DATATHREAD_HISTORY_TTL_DAYS and whose
-        history the store no longer keeps (core/workspace_retention.py); returns their session ids."""
+        history the store no longer keeps (core/workspace_retention.py); returns their session ids.
+        Each is checked again under its session lock (taken without waiting: a thread in use is
+        skipped) and renamed out of the way before it is deleted."""
         if self.settings.sandbox != "local":  # Modal's are in its Volume
             return []
         root, idle_s = self.settings.workspaces_dir, self.settings.history_ttl_days * 86_400
-        idle = await asyncio.to_thread(idle_workspaces, root, idle_s=idle_s, now=now or time.time())
+        now = now or time.time()
         removed = []
-        for session_id in idle:
-            if await self._store.load_history(session_id):  # still a conversation: its files are its
+        for session_id in await asyncio.to_thread(idle_workspaces, root, idle_s=idle_s, now=now):
+            try:
+                async with self._store.lock(session_id, ttl_s=60, wait_s=0):
+                    if await self._store.load_history(session_id):  # still a conversation
+                        continue
+                    if not await asyncio.to_thread(is_idle, root, session_id, idle_s=idle_s, now=now):
+                        continue
+                    aside = await asyncio.to_thread(set_aside, root, session_id)
+            except LockTimeout:  # a turn of it is running
                 continue
-            if await asyncio.to_thread(remove_workspace, root, session_id):
+            if aside is not None and await asyncio.to_thread(delete, aside):
                 removed.append(session_id)
         return removed
 

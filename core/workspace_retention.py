@@ -7,23 +7,33 @@ one person opening new threads could add gigabytes an hour (each workspace may h
 DATATHREAD_WORKSPACE_MB). Both conditions, not age alone: a thread asked again today keeps its files
 even if no step has written since, and a thread whose files changed recently keeps them too.
 
+What makes it safe (`core/thread.py` runs it):
+- only folders datathread made (a session id for a name, and the `.tmp` folder every workspace gets):
+  a folder of someone else's under a shared DATATHREAD_HOME is never judged;
+- the thread's session lock is held (without waiting) while idleness and history are checked again and
+  the folder is renamed out of the way, so no turn of it runs meanwhile and none can start in it;
+- the renamed folder is deleted by `shutil.rmtree`, which works through directory descriptors and never
+  follows a link; what it cannot delete (a folder a step made read-only, as an ordinary user) stays,
+  said once in the log, rather than being chmod-ed by path.
+
 "Written to" is the newest modification time of the workspace and of what sits at its top (results,
-charts and exports live there; a step's scratch is below). Local workspaces only: on Modal they are in
-the Volume, which this process does not hold.
+charts and exports live there). Local workspaces only: on Modal they are in the Volume.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import secrets
 import shutil
-import stat
-import sys
 from pathlib import Path
 
 from core.sandbox import is_valid_session_id
 
 log = logging.getLogger("datathread.retention")
+
+MARK = ".tmp"  # every workspace has it (core/isolation_session.py); a folder without it is not ours
+REMOVING = ".removing-"  # a renamed workspace on its way out: not a session id, so never judged again
 
 
 def idle_workspaces(root: Path, *, idle_s: float, now: float) -> list[str]:
@@ -32,49 +42,47 @@ def idle_workspaces(root: Path, *, idle_s: float, now: float) -> list[str]:
         entries = list(os.scandir(root))
     except FileNotFoundError:
         return []
-    idle = []
-    for entry in entries:
-        if not is_valid_session_id(entry.name) or not entry.is_dir(follow_symlinks=False):
-            continue
-        if now - last_written(Path(entry.path)) > idle_s:
-            idle.append(entry.name)
-    return sorted(idle)
+    return sorted(entry.name for entry in entries if is_idle(root, entry.name, idle_s=idle_s, now=now))
+
+
+def is_idle(root: Path, session_id: str, *, idle_s: float, now: float) -> bool:
+    """Whether `root/session_id` is a workspace of ours that nobody has written to for `idle_s`."""
+    workspace = root / session_id
+    if not is_valid_session_id(session_id) or workspace.is_symlink() or not (workspace / MARK).is_dir():
+        return False
+    return now - last_written(workspace) > idle_s
 
 
 def last_written(workspace: Path) -> float:
-    """The newest modification time of the workspace and its top-level entries (not following links)."""
-    newest = workspace.lstat().st_mtime
+    """The newest modification time of the workspace and its top-level entries (not following links);
+    infinity when it cannot be read or vanished meanwhile (another replica removed it): not idle."""
     try:
+        newest = workspace.lstat().st_mtime
         with os.scandir(workspace) as entries:
             for entry in entries:
-                try:
-                    newest = max(newest, entry.stat(follow_symlinks=False).st_mtime)
-                except FileNotFoundError:  # removed while we looked: it was written just now
-                    return float("inf")
-    except OSError:  # unreadable: treated as in use
+                newest = max(newest, entry.stat(follow_symlinks=False).st_mtime)
+    except OSError:
         return float("inf")
     return newest
 
 
-def remove_workspace(root: Path, session_id: str) -> bool:
-    """Delete one workspace (links are removed, never followed); False if something stayed."""
-    target = root / session_id
-    if not is_valid_session_id(session_id) or target.is_symlink() or not target.is_dir():
-        return False
-
-    def writable_and_again(function, path, _exc) -> None:  # a step made a folder read-only
-        parent = os.path.dirname(path)
-        os.chmod(parent, stat.S_IRWXU)
-        if os.path.isdir(path) and not os.path.islink(path):
-            os.chmod(path, stat.S_IRWXU)
-        function(path)
-
-    again = {"onexc" if sys.version_info >= (3, 12) else "onerror": writable_and_again}
+def set_aside(root: Path, session_id: str) -> Path | None:
+    """Rename the workspace out of the way (atomic, same folder); None if it is gone already."""
+    aside = root / f"{REMOVING}{session_id}-{secrets.token_hex(4)}"
     try:
-        shutil.rmtree(target, **again)
+        os.rename(root / session_id, aside)
     except FileNotFoundError:
-        pass  # another replica sharing the workspaces removed it first
-    except OSError as exc:
-        log.warning("could not remove the idle workspace %s: %s", session_id, exc)
+        return None
+    return aside
+
+
+def delete(aside: Path) -> bool:
+    """Delete a set-aside workspace; False (and one log line) when something in it stayed."""
+    try:
+        shutil.rmtree(aside)
+    except FileNotFoundError:
+        return True
+    except Exception as exc:  # a read-only folder, a tree too deep for rmtree: the rest go on
+        log.warning("could not remove all of the idle workspace %s: %s", aside.name, exc)
         return False
     return True

@@ -29,3 +29,18 @@ async def test_the_sweeper_removes_forgotten_workspaces_while_the_app_serves(set
         await sweeper.stop()
         assert time.monotonic() - started < 1  # a stop does not wait out the hour
         await analyst.close()
+
+
+async def test_turn_workers_do_not_sweep(settings):
+    """Each turn worker builds the same app: N+1 sweepers per host raced each other over the same files."""
+    forgotten = aged_workspace(settings.workspaces_dir, "sl-forgotten", age_days=45)
+    worker_settings = settings.model_copy(update={"scheduler_loop": False})  # as bot/turn_worker.py has it
+    analyst = await Analyst.create(worker_settings, start_sandbox=False)
+    sweeper = WorkspaceSweeper(AppState(worker_settings, LocalRunner(), analyst), first_s=0.01, every_s=0.05)
+    try:
+        await sweeper.start()
+        await asyncio.sleep(0.3)
+        assert forgotten.exists()
+    finally:
+        await sweeper.stop()
+        await analyst.close()

@@ -24,15 +24,30 @@ async def test_only_idle_and_forgotten_workspaces_are_removed(settings, tmp_path
     talking = aged_workspace(root, "sl-talking", age_days=31)  # no step wrote lately, but asked again today
     recent = aged_workspace(root, "sl-recent", age_days=2)
     stray = aged_workspace(root, "not a session", age_days=90)  # not a session's name: not ours to judge
+    # a folder of someone else's under a shared DATATHREAD_HOME (`~/workspaces/project`): no `.tmp`
+    theirs = aged_workspace(root, "project", age_days=90, ours=False)
+    in_use = aged_workspace(root, "sl-in-use", age_days=31)  # its first turn runs (no history yet)
     async with open_threads(settings) as threads:
         await threads._store.save_history("sl-talking", [{"role": "user", "content": "and now?"}])
-        assert await threads.forget_idle_workspaces() == ["sl-forgotten"]
-        assert await threads.forget_idle_workspaces() == []  # a second sweep finds nothing more
-    assert not forgotten.exists() and victim.read_text() == "not the sandbox's"
-    assert talking.exists() and recent.exists() and stray.exists()
+        async with threads._store.lock("sl-in-use"):
+            assert await threads.forget_idle_workspaces() == ["sl-forgotten"]
+        assert await threads.forget_idle_workspaces() == ["sl-in-use"]  # its turn is over
+        assert await threads.forget_idle_workspaces() == []  # a third sweep finds nothing more
+    assert not forgotten.exists() and not in_use.exists() and victim.read_text() == "not the sandbox's"
+    assert talking.exists() and recent.exists() and stray.exists() and theirs.exists()
+    assert sorted(p.name for p in root.iterdir()) == ["not a session", "project", "sl-recent", "sl-talking"]
 
 
-async def test_a_new_file_at_the_top_keeps_an_old_aged_workspace(settings):
+def test_a_workspace_another_replica_removed_meanwhile_is_not_idle(tmp_path):
+    """Two sweepers at once: the one that found a workspace gone crashed on it and swept no further."""
+    from core.workspace_retention import idle_workspaces, is_idle
+
+    assert not is_idle(tmp_path, "sl-gone", idle_s=1, now=time.time())
+    aged_workspace(tmp_path, "sl-old", age_days=3)
+    assert idle_workspaces(tmp_path, idle_s=DAY, now=time.time()) == ["sl-old"]
+
+
+async def test_a_new_file_at_the_top_keeps_an_old_workspace(settings):
     ws = aged_workspace(settings.workspaces_dir, "sl-old", age_days=40)
     (ws / "new_chart.png").write_bytes(b"\x89PNG")  # written now
     async with open_threads(settings) as threads:

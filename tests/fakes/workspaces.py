@@ -10,11 +10,14 @@ DAY = 86_400
 
 
 def aged_workspace(
-    root: Path, session_id: str, *, age_days: float, files: dict[str, bytes] | None = None
+    root: Path, session_id: str, *, age_days: float, files: dict[str, bytes] | None = None, ours: bool = True
 ) -> Path:
-    """A workspace holding `files`, everything in it last written `age_days` ago."""
+    """A workspace holding `files`, everything in it last written `age_days` ago (`ours`: made by
+    datathread, with the `.tmp` folder every workspace gets)."""
     ws = root / session_id
     ws.mkdir(parents=True)
+    if ours:
+        (ws / ".tmp").mkdir()  # as every workspace has (core/isolation_session.py)
     for name, data in (files or {"result.parquet": b"PAR1"}).items():
         (ws / name).parent.mkdir(parents=True, exist_ok=True)
         (ws / name).write_bytes(data)
