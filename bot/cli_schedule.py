@@ -102,13 +102,21 @@ def add(
             sql=verified,
         )
         await book.add(schedule, by="terminal", trusted=True)
-        return schedule.id
+        return schedule, book.owner_refused(schedule)
 
-    sys.stdout.write(_with_book(settings, work) + "\n")
-    if poster_problem(settings, surface):  # created all the same: the runs may be posted from elsewhere
+    schedule, refused = _with_book(settings, work)
+    sys.stdout.write(schedule.id + "\n")
+    where = schedule.surface  # as stored: `--surface Slack` is slack
+    if poster_problem(settings, where):  # created all the same: the runs may be posted from elsewhere
         err.print(
-            f"warning: {SURFACE_NAMES.get(surface, surface)} is not configured here: the process that runs "
-            f"schedules (serve, slack --socket) needs {POSTING_SETTINGS.get(surface, 'its settings')} to post this one.",
+            f"warning: {SURFACE_NAMES.get(where, where)} is not configured here: the process that runs "
+            f"schedules (serve, slack --socket) needs {POSTING_SETTINGS.get(where, 'its settings')} to post this one.",
+            markup=False,
+        )
+    if refused:  # the terminal is trusted, its runs are not: the first would pause the schedule
+        err.print(
+            f"warning: the access settings do not let {schedule.owner or 'a schedule without --owner'} ask in "
+            f"{schedule.channel}, so its first run will pause it: give --owner someone they allow.",
             markup=False,
         )
 

@@ -183,7 +183,7 @@ def _fenced(code: str) -> str:
     """A code block Slack draws as one: a run of three backticks inside the code (a Markdown string,
     say) closed the fence early and broke the rest of the answer, and Slack's mrkdwn knows no longer
     fences, so such a run is split by a zero-width space."""
-    return "```\n" + code.replace("```", "`\u200b``") + "\n```"
+    return "```\n" + re.sub(r"`(?=`)", "`\u200b", code) + "\n```"  # no two backticks side by side
 
 
 def unit_markdown(unit: Unit) -> str:

@@ -99,8 +99,8 @@ async def run_occurrence(
     where += f" thread {schedule.thread}" if schedule.thread else ""
     log.info("schedule %s: run %s started in %s%s", schedule.id, base, where, " (run-now)" if manual else "")
     if book.owner_refused(schedule):
-        owner = f"its owner {schedule.owner}" if schedule.owner else "a schedule without an owner"
-        why = f"datathread's access rules no longer let {owner} ask here"
+        owner = f"its owner ({schedule.owner})" if schedule.owner else "a schedule without an owner"
+        why = f"datathread's access settings do not let {owner} ask in this channel"
         result = RunResult(ok=False, error=why, turn_id=base, lasting=True)
         return await _settle(book, poster, schedule, result, manual=manual)
     result = await _attempt(poster, schedule, turn_id=base, note=note)
@@ -166,7 +166,9 @@ async def _settle(
     if result.gone or result.lasting:  # no later run can do better: paused now, run-now included
         reason = f"the channel is gone or I was removed from it ({why})" if result.gone else why
         log.warning("%s failed: %s; paused", run, reason)
-        await book.update(schedule.id, last_run=stamp, last_outcome=f"failed: {why}")
+        updated = await book.update(schedule.id, last_run=stamp, last_outcome=f"failed: {why}")
+        if updated.paused:  # a run-now of a paused schedule: paused already, its owner told then
+            return replace(result, paused=True)
         paused = await book.pause(schedule.id, reason=reason, by="datathread")
         if result.lasting:  # the channel is there to be told, once
             await _notice(poster, paused, f"I paused this schedule: {reason}.")

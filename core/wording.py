@@ -72,6 +72,9 @@ def error_line(text: str, limit: int = 200) -> str:
     (`step_error`), else the first line (a SQL error's; DuckDB's candidate names follow it). The audit's
     summary kept the last line ("Did you mean "pg_sequences"?"); the notebook's note the first of the
     model's view ("error:")."""
-    lines = [x.strip() for x in step_error(text.strip()).splitlines()]
+    text = text.strip()
+    if text.startswith("stdout:") and "\nerror:\n" in text:  # a record made before records kept the error
+        text = text.rsplit("\nerror:\n", 1)[1]
+    lines = [x.strip() for x in step_error(text).splitlines()]
     lines = [x for x in lines if x and x != "error:" and not x.startswith("Traceback")]
     return (lines[0] if lines else "")[:limit]

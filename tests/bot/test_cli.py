@@ -118,7 +118,10 @@ def test_steps_without_a_sandbox_are_said_on_the_terminal(home):
     assert unconfined.returncode == 0, unconfined.stderr
     assert unconfined.stderr.startswith("warning: steps run without a sandbox here")
     assert unconfined.stderr.count("warning") == 1  # then only the session line, as always
-    assert "warning" not in invoke(["ask", "help"], home).stderr  # the default back end isolates steps
+    from core.isolation_backends import preview
+
+    if "back end" not in preview("best", masked=[]).missing:  # this host isolates steps by default
+        assert "warning" not in invoke(["ask", "help"], home).stderr
 
 
 def test_every_option_and_argument_says_what_it_is():

@@ -115,6 +115,16 @@ def test_a_schedule_for_a_surface_not_configured_here_is_created_with_a_warning(
     )
     configured = invoke([*ADD, "--channel", "C123", "q"], home, env={"SLACK_BOT_TOKEN": "xoxb-1-2-abc"})
     assert configured.returncode == 0 and configured.stderr == ""
+    capitalised = invoke([*ADD[:-1], "Slack", "--channel", "C123", "q"], home)  # any case is taken
+    assert capitalised.returncode == 0 and capitalised.stderr.startswith("warning: Slack is not configured")
+    # the terminal is trusted, a run is not: an owner the access settings refuse would pause it at once
+    allowed = {"SLACK_BOT_TOKEN": "xoxb-1-2-abc", "DATATHREAD_ALLOWED_USERS": "U0GOOD"}
+    refused = invoke([*ADD, "--channel", "C123", "--owner", "U0BAD", "q"], home, env=allowed)
+    assert refused.returncode == 0 and refused.stderr == (
+        "warning: the access settings do not let U0BAD ask in C123, so its first run will pause it: "
+        "give --owner someone they allow.\n"
+    )
+    assert invoke([*ADD, "--channel", "C123", "--owner", "U0GOOD", "q"], home, env=allowed).stderr == ""
 
 
 def test_only_the_surfaces_this_process_can_post_to_are_scheduled_here():

@@ -154,7 +154,7 @@ async def test_an_owner_the_access_rules_refuse_pauses_the_schedule_before_anyth
             book, sid = await setup(harness, clock, trusted=True)
             await occur(harness, book, clock, minutes=1)
             s = await book.get(sid)
-            reason = "datathread's access rules no longer let its owner U0001 ask here"
+            reason = "datathread's access settings do not let its owner (U0001) ask in this channel"
             assert s.paused and s.paused_reason == reason
             posted = [c.args["text"] for c in api.of("chat.postMessage") if c.args["channel"] == "C0042"]
             assert posted == [f"I paused this schedule: {reason}."]  # no header, no retry, no "you"

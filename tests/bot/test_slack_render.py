@@ -250,9 +250,10 @@ def test_streamed_markdown_keeps_web_links_and_code_but_escapes_the_rest() -> No
 
 @pytest.mark.parametrize("render", [r.unit_mrkdwn, r.unit_markdown])
 def test_backticks_inside_code_do_not_close_its_block(render) -> None:
-    out = render(r.Unit("code", 'note = """\n```sql\nSELECT 1\n```\n"""'))
-    assert out.startswith("```\n") and out.endswith("\n```") and out.count("```") == 2
-    assert out.replace("\u200b", "")[4:-4] == 'note = """\n```sql\nSELECT 1\n```\n"""'  # only split
+    code = 'note = """\n```sql\nSELECT 1\n```\n"""\nfour = "````"; six = "``````"'
+    out = render(r.Unit("code", code))
+    assert out.startswith("```\n") and out.endswith("\n```") and out.count("```") == 2, out
+    assert out.replace("\u200b", "")[4:-4] == code  # only split
 
 
 def test_the_footer_says_one_row_in_the_singular():

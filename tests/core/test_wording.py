@@ -63,3 +63,20 @@ def test_an_embedded_sentence_loses_its_full_stop_only(sentence, inside):
     from core.wording import embedded
 
     assert embedded(sentence) == inside
+
+
+@pytest.mark.parametrize(
+    ("error", "line"),
+    [
+        ("CatalogException: Table nosuch does not exist!\nDid you mean \"pg_sequences\"?", "CatalogException: Table nosuch does not exist!"),
+        ('Traceback (most recent call last):\n  File "step.py", line 1, in <module>\n    1/0\nZeroDivisionError: division by zero', "ZeroDivisionError: division by zero"),
+        # records saved before a step's record kept its error alone: the model's view of it
+        ("error:\nBinder Error: no column x", "Binder Error: no column x"),
+        ("stdout:\nerror: in my output\nrows 3\n\nerror:\nThe step was stopped after 3 s.", "The step was stopped after 3 s."),
+        ("", ""),
+    ],
+)  # fmt: skip
+def test_the_line_that_says_what_went_wrong(error, line):
+    from core.wording import error_line
+
+    assert error_line(error) == line
