@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import re
+import time
 
 import httpx
 from botbuilder.core import TurnContext
@@ -285,8 +286,13 @@ async def _file_consent(state: AppState, activity: Activity, out: TeamsOut) -> N
     if problem or not info.get("uploadUrl"):
         await out.send("That file offer has expired; ask again and I'll make a new one.")
         return
-    if not await state.threads.claim(f"teams-offer:{context.get('sig')}:{context.get('offer', '')}"):
-        await out.send(f"I've already uploaded {name} to your OneDrive for that offer.")
+    offer = f"teams-offer:{context.get('sig')}:{context.get('offer', '')}"
+    lives_s = max(60.0, float(context.get("exp", 0)) - time.time() + 60)  # as long as the offer can be used
+    if not await state.threads.claim(offer, ttl_s=lives_s):
+        if await state.threads.noted(offer) == "uploaded":
+            await out.send(f"I've already uploaded {name} to your OneDrive for that offer.")
+        else:  # still under way, or it failed and a newer card came with the sentence
+            await out.send(f"That offer of {name} was already taken; accept the newest one I sent.")
         return
     try:
         data = await state.threads.read_file(session_id, path)
@@ -307,4 +313,5 @@ async def _file_consent(state: AppState, activity: Activity, out: TeamsOut) -> N
             f"I couldn't upload {name} to your OneDrive; accept this one to try again.", attachments=[again]
         )
         return
+    await state.threads.note(offer, "uploaded")
     await out.send(attachments=[render.file_info_card(info)])

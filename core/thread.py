@@ -117,10 +117,10 @@ class Threads:
         return kept.encode()
 
     # --- incoming events ---------------------------------------------------------------------------
-    async def claim(self, key: str) -> bool:
-        """True the first time `key` (a platform event or message id) is seen, across replicas and
-        retries; False for a duplicate that must be dropped."""
-        return await self._store.first_seen(key)
+    async def claim(self, key: str, *, ttl_s: float = 3600.0) -> bool:
+        """True the first time `key` (a platform event or message id) is seen within `ttl_s`, across
+        replicas and retries; False for a duplicate that must be dropped."""
+        return await self._store.first_seen(key, ttl_s=ttl_s)
 
     async def is_known(self, surface: str, thread_key: tuple[str, ...]) -> bool:
         """True when datathread has already taken part in this thread (a follow-up without a mention)."""

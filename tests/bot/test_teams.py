@@ -210,6 +210,12 @@ async def test_personal_chat_reset_csv_consent_and_failure(teams, fake_model, se
     await teams.state.runner.drain(timeout=30)
     retry = teams.connector.sent()[-1]
     assert retry["text"] == "I couldn't upload answer.csv to your OneDrive; accept this one to try again."
+    # the failed card clicked again: not "already uploaded", which it was not
+    assert (await teams.post({**invoke, "id": f"{invoke['id']}-3b", "value": unreachable})).status_code == 200
+    await teams.state.runner.drain(timeout=30)
+    assert teams.connector.sent()[-1]["text"] == (
+        "That offer of answer.csv was already taken; accept the newest one I sent."
+    )
     offer = retry["attachments"][0]["content"]
     assert offer["sizeInBytes"] == len(uploaded) and offer["acceptContext"]["offer"] not in ("second", "")
     retried = {**invoke["value"], "context": offer["acceptContext"]}
