@@ -53,7 +53,10 @@ def blocks(markdown: str) -> list[Block]:
             i = close
         else:
             text = "\n".join(lines[start:end]).strip("\n")
-            if out and out[-1].kind == "text" and start == last_end:
+            # A list's extent takes in the blank line after it: "- b\n\nSo overall" looked adjacent,
+            # was joined with one newline, and the paragraph became part of the list's last item.
+            blank_before = start > 0 and not lines[start - 1].strip()
+            if out and out[-1].kind == "text" and start == last_end and not blank_before:
                 out[-1] = Block("text", f"{out[-1].text}\n{text}")
             elif text.strip():
                 out.append(Block("text", text))

@@ -48,6 +48,9 @@ def test_the_terminal_renders_the_table_as_a_table(markdown, header, rows):
     [
         ("one\n\ntwo", [Block("text", "one"), Block("text", "two")]),
         ("# Title\nBody\n- a", [Block("text", "# Title\nBody\n- a")]),
+        # a paragraph after a list stays a paragraph (it was joined to the list's last item)
+        ("- a\n- b\n\nSo b.", [Block("text", "- a\n- b"), Block("text", "So b.")]),
+        ("1. one\n\n> quote", [Block("text", "1. one"), Block("text", "> quote")]),
         ("```sql\nSELECT 1\n```", [Block("code", "SELECT 1", lang="sql")]),
         ("```\nunclosed", [Block("code", "unclosed")]),
         ("a | b without a separator", [Block("text", "a | b without a separator")]),
