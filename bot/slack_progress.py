@@ -40,8 +40,8 @@ log = logging.getLogger("datathread.slack")
 
 UPLOAD_LIMIT_BYTES = 200 * 1024 * 1024  # well under Slack's 1 GB; bigger results belong in the warehouse
 WORKING_LINE = f":hourglass_flowing_sand: {WORKING}"
+CONTINUED = "_(Slack stopped taking this message: the answer follows below.)_"
 STREAM_STATUS = {"running": "in_progress", "done": "complete", "failed": "error"}
-ICONS = {"running": ":hourglass_flowing_sand:", "done": ":white_check_mark:", "failed": ":x:"}
 TEXT_MIN_INTERVAL_S = 0.5  # between two appends of streamed text (the first words go at once)
 
 
@@ -193,6 +193,8 @@ class SlackProgress:
         """One task card's update into the stream; a refused append moves the turn to chat.update."""
         try:
             async with self._appending:
+                if self.mode != "stream" or not self.stream_ts:  # abandoned while this one waited its turn
+                    return
                 await self.quick.chat_appendStream(
                     channel=self.target.channel, ts=self.stream_ts, chunks=[chunk.to_dict()]
                 )
@@ -243,8 +245,16 @@ class SlackProgress:
                 await self._abandon_stream()
 
     async def _abandon_stream(self) -> None:
-        self.mode, self.stream_ts = "update", None
+        await self._stop_abandoned()
         await self._post_status(WORKING_LINE)
+
+    async def _stop_abandoned(self) -> None:
+        """Close the stream Slack stopped taking (left open, it was "is typing…" for good) before the
+        answer comes another way."""
+        ts, self.mode, self.stream_ts = self.stream_ts, "update", None
+        if ts:
+            with contextlib.suppress(SlackCallFailed, SlackApiError):  # bounded; the answer comes anyway
+                await self.quick.chat_stopStream(channel=self.target.channel, ts=ts, markdown_text=CONTINUED)
 
     async def _post_status(self, text: str) -> None:
         """The status message the fallback edits (progress: without it, the answer comes as messages)."""
@@ -268,7 +278,7 @@ class SlackProgress:
             await asyncio.sleep(wait)
         self.throttle.mark()
         head = f":hourglass_flowing_sand: {self.transcript.status()}"  # working, or waiting its turn
-        text = "\n".join([head, *(status_line(row) for row in self.transcript.rows())])
+        text = "\n".join([head, *(render.status_line(row) for row in self.transcript.rows())])
         if self.no_progress:
             return
         try:
@@ -338,7 +348,8 @@ class SlackProgress:
                     return await self._finish_stream(body, footer)
             except SlackApiError as exc:
                 log.info("stream finish refused (%s); posting the answer instead", exc.response.get("error"))
-                self.mode, self.status_ts = "update", None
+                await self._stop_abandoned()
+                self.status_ts = None
         await self._finish_messages(body, footer)
 
     async def _finish_stream(self, body: str, footer: list[dict]) -> None:
@@ -378,14 +389,6 @@ class SlackProgress:
                 await self.client.chat_update(channel=t.channel, ts=self.status_ts, **msg)
             else:
                 await self.client.chat_postMessage(channel=t.channel, thread_ts=t.thread_ts, **msg)
-
-
-def status_line(row: StepLine | str) -> str:
-    """A line of the edited status message: a step with its icon and outcome, or the model's remark."""
-    if isinstance(row, str):
-        return f"_{render.inert(row)}_"
-    outcome = f" — {render.inert(row.outcome)}" if row.outcome else ""
-    return f"{ICONS[row.status]} {render.inert(row.title)}{outcome}"
 
 
 def _why(exc: Exception) -> str:

@@ -26,7 +26,7 @@ from slack_sdk.models.blocks import (
 )
 
 from bot.markdown import blocks, pack
-from bot.transcript import format_bytes, recorded_steps
+from bot.transcript import StepLine, format_bytes, recorded_steps
 from core.schedules import ANSWER_CADENCES
 from core.wording import counted
 
@@ -386,3 +386,14 @@ EXAMPLE_QUESTIONS = (
 def suggested_prompts() -> list[dict]:
     """Prompts shown when someone opens a DM with datathread (assistant.threads.setSuggestedPrompts)."""
     return [{"title": q.split("?")[0][:60], "message": q} for q in EXAMPLE_QUESTIONS[:4]]
+
+
+ICONS = {"running": ":hourglass_flowing_sand:", "done": ":white_check_mark:", "failed": ":x:"}
+
+
+def status_line(row: StepLine | str) -> str:
+    """A line of the edited status message: a step with its icon and outcome, or the model's remark."""
+    if isinstance(row, str):
+        return f"_{inert(row)}_"
+    outcome = f" — {inert(row.outcome)}" if row.outcome else ""
+    return f"{ICONS[row.status]} {inert(row.title)}{outcome}"

@@ -181,3 +181,27 @@ async def until_requests(model, n: int) -> None:
             return
         await asyncio.sleep(0.05)
     raise AssertionError(f"fewer than {n} model requests")
+
+
+async def test_a_stream_slack_stops_taking_is_closed_before_the_answer_comes_below_it(slack, model):
+    """Slack refused an append mid-answer (msg_too_long, a 429 past the SDK's retries): the stream was
+    left open with its half-written text "is typing…" for good, the answer came again as a message
+    below it, and a task card queued meanwhile was sent with no `ts` at all."""
+
+    def refuse_from_now(body: dict) -> dict:
+        slack.api.fail_methods["chat.appendStream"] = "msg_too_long"
+        return text("There are **3** airports.")
+
+    model.enqueue(tool("list_tables", {}, say="Counting airports."), refuse_from_now)
+    await slack.event(mention("how many airports?", ts="320.1"))
+    await slack.drain()
+    slack.api.fail_methods.pop("chat.appendStream", None)
+    appends = slack.api.of("chat.appendStream")
+    assert appends and all(call.args.get("ts") == appends[0].args["ts"] for call in appends)
+    stops = slack.api.of("chat.stopStream")
+    assert [s.args["ts"] for s in stops] == [appends[0].args["ts"]]  # the stream is closed, with a note
+    assert "the answer follows below" in stops[0].args["markdown_text"]
+    posted = [
+        c for c in slack.api.of("chat.postMessage") if "There are **3** airports." in c.args.get("text", "")
+    ]
+    assert len(posted) == 1  # the answer, once, as a message below the stream
