@@ -128,10 +128,11 @@ class SlackProgress:
     # --- progress ------------------------------------------------------------------------------
     async def _start(self) -> None:
         t = self.target
-        try:
-            await self.quick.assistant_threads_setStatus(
-                channel_id=t.channel, thread_ts=t.thread_ts, status="is thinking…"
-            )
+        try:  # a thread's status only: a private answer or a slash command's has no thread ("")
+            if t.thread_ts:
+                await self.quick.assistant_threads_setStatus(
+                    channel_id=t.channel, thread_ts=t.thread_ts, status="is thinking…"
+                )
         except SlackCallFailed as exc:
             self._progress_failed(exc)
         except SlackClientError:  # only AI-app threads accept a status

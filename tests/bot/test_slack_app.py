@@ -199,6 +199,7 @@ async def test_dm_and_slash_commands(slack, model):
     assert "Working on it" in resp.text
     await slack.drain()
     assert not api.of("chat.startStream") and not api.of("chat.postMessage")
+    assert not api.of("assistant.threads.setStatus")  # no thread to give a status (was thread_ts "")
     answer = [c for c in api.calls if c.method.startswith("/response/")][-1].args  # via the response_url
     assert answer["response_type"] == "ephemeral" and "Only you see this." in json.dumps(answer["blocks"])
     assert "how many planes?" in json.dumps(model.requests[-1]["messages"])
