@@ -42,7 +42,7 @@ from bot.surface import AppState
 from bot.surface_settings import slack_half_configured
 from core.runner import TurnJob
 from core.schedules_parse import is_schedule_command
-from core.thread import CONFIRM_NOT_YOURS, ConfirmAnswer, ConfirmResult
+from core.thread import CONFIRM_EXPIRED, CONFIRM_NOT_YOURS, ConfirmAnswer, ConfirmResult
 
 log = logging.getLogger("datathread.slack")
 
@@ -210,6 +210,10 @@ def build_bolt_app(state: AppState, identity: dict | None = None) -> AsyncApp:
         )
         if result is ConfirmResult.NOT_YOURS:
             await respond(text=CONFIRM_NOT_YOURS, response_type="ephemeral", replace_original=False)
+        elif result is ConfirmResult.ALREADY_ANSWERED:  # a second click, after a restart or the timeout:
+            await respond(
+                text=CONFIRM_EXPIRED, response_type="ephemeral", replace_original=False
+            )  # not silence
 
     @app.event("app_home_opened")
     async def on_home(event: dict) -> None:

@@ -13,6 +13,7 @@ from bot import slack_render
 from core.schedules import ANSWER_CADENCES, new_schedule
 from core.schedules_store import ScheduleBook
 from core.schedules_tick import tick
+from core.thread import CONFIRM_EXPIRED
 from tests.bot.slack_harness import serve
 from tests.fakes.anthropic_api import error, text, tool
 from tests.fakes.clock import Clock
@@ -201,6 +202,13 @@ async def test_slash_schedule_asks_create_or_cancel_in_the_askers_time_zone(sett
             )
             assert f"Created schedule {s.id}" in api.of("chat.postEphemeral")[-1].args["text"]
             assert not fake_model.requests  # parsed without the model
+            # the ephemeral buttons stay: a second click is told, not met with silence (nor a second one)
+            await harness.click(
+                slack_render.ACTION_CONFIRM_RUN, create["value"], channel="C0042", user="U0001"
+            )
+            await harness.drain()
+            late = [c.args for c in api.calls if c.method.startswith("/response/")]
+            assert late and late[-1]["text"] == CONFIRM_EXPIRED and len(await book.list()) == 1
 
             api.clear()
             await harness.command("schedule whenever delays")
