@@ -40,6 +40,19 @@ class NotAReply(StreamInterrupted):
     address is wrong, not the connection, and every later call will get the same."""
 
 
+class ReplyStalled(StreamInterrupted):
+    """The reply started and then nothing came for `seconds` (a gateway's keep-alive pings only), or it
+    went on past the most one reply may take: the turn ends instead of waiting for ever."""
+
+    def __init__(self, why: str):
+        super().__init__(why)
+        self.why = why
+
+
+STALL_S = 120.0  # the longest silence between two events of a reply (pings do not count)
+MAX_REPLY_S = 600.0  # the longest one reply may stream
+
+
 class ModelDeadline(anthropic.AnthropicError):
     """Claude did not start answering within the call's deadline (retries included)."""
 
@@ -82,9 +95,17 @@ class NoModel:
 class AnthropicModel:
     """ModelClient over an `AsyncAnthropic`-shaped client (Anthropic, Bedrock or Vertex)."""
 
-    def __init__(self, client: Any, *, deadline_s: float | None = None):
+    def __init__(
+        self,
+        client: Any,
+        *,
+        deadline_s: float | None = None,
+        stall_s: float = STALL_S,
+        max_reply_s: float = MAX_REPLY_S,
+    ):
         self.client = client
         self.deadline_s = deadline_s  # until the reply starts, retries included; None = the SDK's own
+        self.stall_s, self.max_reply_s = stall_s, max_reply_s  # once it streams (ReplyStalled)
 
     async def _within_deadline(self, pending: Awaitable[Any]) -> Any:
         try:
@@ -110,11 +131,21 @@ class AnthropicModel:
             if kind and not kind.startswith(STREAM_TYPES):  # none at all: the stream's parse decides
                 raise NotAReply(f"the endpoint answered with {kind}, not a Claude stream")
             events = aiter(stream)
+            ends = asyncio.get_running_loop().time() + self.max_reply_s
             while True:
+                # a stream of keep-alive pings (the SDK reads and drops them) never trips a read timeout
+                left = ends - asyncio.get_running_loop().time()
                 try:
-                    event = await anext(events)
+                    async with asyncio.timeout(min(self.stall_s, max(left, 0))):
+                        event = await anext(events)
                 except StopAsyncIteration:
                     break
+                except TimeoutError:
+                    over = left <= self.stall_s
+                    why = (
+                        f"went on past {self.max_reply_s:g} s" if over else f"stopped for {self.stall_s:g} s"
+                    )
+                    raise ReplyStalled(why) from None
                 except anthropic.APIStatusError:
                     raise  # an `error` event (overloaded mid-stream): described like any status error
                 except Exception as exc:  # reading the stream failed (only SDK code runs in this `try`)
@@ -197,6 +228,8 @@ def _model_error_words(exc: Exception) -> str:
             "The Claude API's address answered with something that is not a Claude reply (a proxy or web "
             "page, perhaps). An admin needs to check where the model is reached (ANTHROPIC_BASE_URL)."
         )
+    if isinstance(exc, ReplyStalled):
+        return f"Claude's reply {exc.why} without finishing, so I stopped waiting. Please ask again."
     if isinstance(exc, StreamInterrupted):
         return "Claude's reply broke off mid-way (the connection dropped). Please ask again."
     if isinstance(exc, ModelDeadline):

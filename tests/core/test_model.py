@@ -258,3 +258,78 @@ async def test_a_stream_in_any_case_or_without_a_content_type_is_read_as_a_strea
     finally:
         await model.close()
     assert "".join(said) == "Fine." and message.stop_reason == "end_turn"
+
+
+def _endless_stream(every: bytes):
+    """A loopback Messages API whose reply starts, then sends `every` every 0.05 s and never ends."""
+    import json
+    import threading
+    from http.server import BaseHTTPRequestHandler
+
+    from tests.fakes.loopback import LoopbackServer
+
+    start = {"type": "message_start", "message": {"id": "m1", "type": "message", "role": "assistant",
+             "model": "m", "content": [], "stop_reason": None, "stop_sequence": None,
+             "usage": {"input_tokens": 1, "output_tokens": 1}}}  # fmt: skip
+    block = {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}
+
+    class Endless(BaseHTTPRequestHandler):
+        def log_message(self, *args) -> None:
+            pass
+
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("content-length", 0)))
+            self.send_response(200)
+            self.send_header("content-type", "text/event-stream")
+            self.end_headers()
+            try:
+                for event in (start, block):
+                    self.wfile.write(f"event: {event['type']}\ndata: {json.dumps(event)}\n\n".encode())
+                while True:
+                    self.wfile.write(every)
+                    self.wfile.flush()
+                    time.sleep(0.05)
+            except OSError:
+                pass
+
+    server = LoopbackServer(("127.0.0.1", 0), Endless)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+PING = b'event: ping\ndata: {"type": "ping"}\n\n'
+WORD = b'event: content_block_delta\ndata: {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "on "}}\n\n'
+
+
+@pytest.mark.parametrize(("every", "why"), [(PING, "stopped for 0.5 s"), (WORD, "went on past 1.5 s")])
+async def test_a_reply_that_never_finishes_ends_the_call(every, why):
+    """A gateway's keep-alive pings, or a reply that streams on and on: the read timeout never fires
+    (bytes keep coming), and `ask` ran until `timeout` killed it at 300 s."""
+    from core.model import ReplyStalled
+
+    server = _endless_stream(every)
+    settings = load_settings(
+        _env_file=None,
+        anthropic_api_key="sk-ant-test-000000",
+        anthropic_base_url=f"http://127.0.0.1:{server.server_address[1]}",
+        model_retries=0,
+    )
+    model = build_model(settings)
+    model.stall_s, model.max_reply_s = 0.5, 1.5
+    heard: list[str] = []
+
+    async def hear(text: str) -> None:
+        heard.append(text)
+
+    started = time.monotonic()
+    try:
+        with pytest.raises(ReplyStalled) as stalled:
+            await model.stream(hear, model="m", max_tokens=10, messages=[{"role": "user", "content": "hi"}])
+    finally:
+        await model.close()
+        server.shutdown()
+    assert time.monotonic() - started < 5 and stalled.value.why == why
+    assert describe_model_error(stalled.value) == (
+        f"Claude's reply {why} without finishing, so I stopped waiting. Please ask again."
+    )
+    assert (every is WORD) == bool(heard)  # the words that came were passed on as they came
