@@ -9,19 +9,18 @@ tests). The billing project (`GCP_PROJECT`) runs the jobs; the data may live in 
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import binascii
-import contextlib
+import functools
 import json
 import re
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
 from core.config import ConfigError, Settings
+from core.daemon_thread import in_daemon_thread, within
 
 SCOPES = ("https://www.googleapis.com/auth/bigquery",)
 T = TypeVar("T")
@@ -233,30 +232,29 @@ def bounded(seconds: float, *, job: bool = False):
     return (DEFAULT_JOB_RETRY if job else DEFAULT_RETRY).with_timeout(max(seconds, 0.1))
 
 
-async def off_loop(call: Callable[..., T], *args: Any) -> T:
-    """Run a blocking client call in a daemon thread of its own and await it. Not `asyncio.to_thread`:
-    its pool's threads are joined at exit, so a Ctrl-C'd `ask` waited out a call still retrying."""
-    loop = asyncio.get_running_loop()
-    done: asyncio.Future = loop.create_future()
+DRY_RUN_S = 20.0  # a dry run answers in well under a second; one that does not, BigQuery is not there
+ANSWER_GRACE_S = 5.0  # past its own limits, a call still running is dripping: given up
 
-    def settle(result: Any, error: BaseException | None) -> None:
-        if done.done():  # the awaiting step was cancelled meanwhile
-            return
-        if error is not None:
-            done.set_exception(error)
-        else:
-            done.set_result(result)
 
-    def run() -> None:
-        try:
-            outcome, error = call(*args), None
-        except BaseException as exc:
-            outcome, error = None, exc
-        with contextlib.suppress(RuntimeError):  # the loop is gone (the process is stopping)
-            loop.call_soon_threadsafe(settle, outcome, error)
+class NoAnswer(TimeoutError):
+    """A call still running past its own limits (`off_loop`'s deadline): BigQuery's address answers a
+    byte at a time, or not at all, and google's per-read timeout never fires."""
 
-    threading.Thread(target=run, name="bigquery", daemon=True).start()
-    return await done
+    def __init__(self, seconds: float):
+        super().__init__(f"no answer within {seconds:g} s")
+        self.seconds = seconds
+
+
+async def off_loop(call: Callable[..., T], *args: Any, deadline_s: float | None = None) -> T:
+    """Run a blocking client call in a daemon thread of its own and await it (core/daemon_thread.py: a
+    Ctrl-C'd `ask` waited out a call still retrying), given up after `deadline_s` (NoAnswer)."""
+    run = functools.partial(call, *args)
+    if deadline_s is None:
+        return await in_daemon_thread(run, name="bigquery")
+    try:
+        return await within(run, deadline_s, name="bigquery")
+    except TimeoutError:
+        raise NoAnswer(deadline_s) from None
 
 
 def _network_reason(exc: BaseException) -> str:
@@ -270,6 +268,8 @@ def describe_error(exc: BaseException, *, timeout_s: float | None = None) -> str
     """A BigQuery failure in plain, actionable words for the model (never a traceback)."""
     from google.api_core import exceptions as gexc
 
+    if isinstance(exc, NoAnswer):
+        return f"BigQuery did not answer within {exc.seconds:g} s. Try again shortly."
     if isinstance(exc, gexc.RetryError):  # every try failed to reach it, for as long as `bounded` let it
         cause = exc.cause if exc.cause is not None else exc
         if isinstance(cause, gexc.GoogleAPICallError):
@@ -281,6 +281,11 @@ def describe_error(exc: BaseException, *, timeout_s: float | None = None) -> str
         return (
             f"The query did not finish{limit} and was cancelled. Narrow it (fewer columns, a partition "
             "filter, pre-aggregation) and try again."
+        )
+    if isinstance(exc, json.JSONDecodeError):  # a 200 with a proxy's or web server's page
+        return (
+            "BigQuery's address answered with something that is not a BigQuery reply (a proxy or web page, "
+            "perhaps): an admin needs to check DATATHREAD_BIGQUERY_API_URL and the network."
         )
     if not isinstance(exc, gexc.GoogleAPICallError):
         return f"Could not reach BigQuery: {_network_reason(exc)}. Try again shortly."
@@ -301,3 +306,20 @@ def describe_error(exc: BaseException, *, timeout_s: float | None = None) -> str
     if exc.code == 400:
         return f"BigQuery rejected the query: {detail} Fix the SQL (BigQuery standard SQL) and try again."
     return f"BigQuery error ({exc.code} {reason}): {detail}".strip()
+
+
+def service_errors() -> tuple[type[BaseException], ...]:
+    """What BigQuery, its transport or its credentials raise (a bug of ours stays a bug)."""
+    import requests
+    from google.api_core import exceptions as gexc
+    from google.auth import exceptions as auth
+
+    return (gexc.GoogleAPIError, auth.GoogleAuthError, requests.RequestException, OSError)
+
+
+def is_timeout(exc: BaseException) -> bool:
+    import concurrent.futures
+
+    from google.api_core import exceptions as gexc
+
+    return isinstance(exc, TimeoutError | concurrent.futures.TimeoutError | gexc.DeadlineExceeded)

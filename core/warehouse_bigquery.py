@@ -21,7 +21,18 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from core.bigquery_client import ClientConfig, bounded, build_client, describe_error, off_loop, resolve_config
+from core.bigquery_client import (
+    ANSWER_GRACE_S,
+    DRY_RUN_S,
+    ClientConfig,
+    bounded,
+    build_client,
+    describe_error,
+    is_timeout,
+    off_loop,
+    resolve_config,
+    service_errors,
+)
 from core.bigquery_cost import (
     MIN_BILLED_BYTES,
     budgets,
@@ -175,8 +186,8 @@ class BigQueryWarehouse:
         if hit and hit[0] > time.monotonic():
             return hit[1]
         try:
-            value = await off_loop(build)
-        except _service_errors() as exc:  # unreachable, refused, quota: one sentence for the model
+            value = await off_loop(build, deadline_s=CALL_S + ANSWER_GRACE_S)
+        except service_errors() as exc:  # unreachable, refused, quota: one sentence for the model
             raise LookupError(describe_error(exc, timeout_s=CALL_S)) from None
         self._cache[key] = (time.monotonic() + self.metadata_ttl, value)
         return value
@@ -208,7 +219,8 @@ class BigQueryWarehouse:
         if not verdict.allowed:
             return _refuse(verdict.reason)
         dry_started = time.monotonic()
-        dry = await off_loop(self._dry_run, sql, ctx.timeout_s)
+        dry_s = min(ctx.timeout_s, DRY_RUN_S)  # seconds for BigQuery: one dead was a whole step's wait
+        dry = await off_loop(self._dry_run, sql, dry_s, deadline_s=dry_s + ANSWER_GRACE_S)
         # The step's time limit covers the dry run and the job together (not each: twice the limit).
         run_s = max(ctx.timeout_s - (time.monotonic() - dry_started), 1.0)
         if (dry.statement_type or "").upper() != "SELECT":
@@ -243,7 +255,9 @@ class BigQueryWarehouse:
             room = min(room, budget.limit - used)
         billed = 0
         try:
-            job, table = await off_loop(self._run_job, sql, max(room, MIN_BILLED_BYTES), ctx, run_s)
+            job, table = await off_loop(
+                self._run_job, sql, max(room, MIN_BILLED_BYTES), ctx, run_s, deadline_s=run_s + ANSWER_GRACE_S
+            )
             billed = int(job.total_bytes_billed or 0)
         finally:
             await self._settle(ctx, reserved, billed - estimate)
@@ -291,7 +305,7 @@ class BigQueryWarehouse:
         try:
             rows = job.result(timeout=left(), retry=bounded(left()), job_retry=bounded(left(), job=True))
         except Exception as exc:
-            if _is_timeout(exc):
+            if is_timeout(exc):
                 self._cancel(job)
             raise
         if (rows.total_rows or 0) > MAX_RESULT_ROWS:
@@ -370,23 +384,6 @@ class ResultTooLarge(Exception):
 
 def _refuse(reason: str) -> StepResult:
     return StepResult(ok=False, error=reason)
-
-
-def _service_errors() -> tuple[type[BaseException], ...]:
-    """What BigQuery, its transport or its credentials raise (a bug of ours stays a bug)."""
-    import requests
-    from google.api_core import exceptions as gexc
-    from google.auth import exceptions as auth
-
-    return (gexc.GoogleAPIError, auth.GoogleAuthError, requests.RequestException, OSError)
-
-
-def _is_timeout(exc: BaseException) -> bool:
-    import concurrent.futures
-
-    from google.api_core import exceptions as gexc
-
-    return isinstance(exc, TimeoutError | concurrent.futures.TimeoutError | gexc.DeadlineExceeded)
 
 
 def _qualify_dataset(dataset: str | None, project: str | None) -> str | None:

@@ -50,3 +50,92 @@ async def test_listing_tables_fails_within_its_bound_in_one_sentence(warehouse, 
     with pytest.raises(LookupError, match=r"^Could not reach BigQuery within .*: Connection refused\."):
         await asyncio.wait_for(warehouse.list_tables(TableAllowlist()), 60)
     assert time.monotonic() - started < 6
+
+
+class _Odd:
+    """A token endpoint that works, and a BigQuery API that answers a web page or drips its answer."""
+
+    def __init__(self, kind: str):
+        import http.server
+        import json
+        import threading
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *args) -> None:
+                pass
+
+            def do_GET(self) -> None:
+                self.do_POST()
+
+            def do_POST(self) -> None:
+                self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                if self.path.startswith("/token"):
+                    body = json.dumps(
+                        {"access_token": "t", "expires_in": 3600, "token_type": "Bearer"}
+                    ).encode()
+                    self.send_response(200)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(body)))
+                    self.end_headers()
+                    self.wfile.write(body)
+                    return
+                page = b"<html><body>Corporate proxy login</body></html>"
+                self.send_response(200)
+                self.send_header("Content-Type", "text/html" if kind == "page" else "application/json")
+                self.send_header("Content-Length", str(len(page) if kind == "page" else 100_000))
+                self.end_headers()
+                try:
+                    if kind == "page":
+                        self.wfile.write(page)
+                        return
+                    for _ in range(600):  # a byte every 0.1 s: no per-read timeout ever fires
+                        self.wfile.write(b" ")
+                        self.wfile.flush()
+                        time.sleep(0.1)
+                except OSError:
+                    pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+
+
+@pytest.fixture
+async def odd_warehouse(tmp_path, request):
+    odd = _Odd(request.param)
+    settings = load_settings(
+        _env_file=None,
+        warehouse="bigquery",
+        gcp_project="bill",
+        google_application_credentials=service_account_key(tmp_path / "key.json", f"{odd.url}/token"),
+        bigquery_api_url=odd.url,
+        home=tmp_path / "home",
+    )
+    built = BigQueryWarehouse.from_settings(settings, LocalSandbox(workspaces=settings.workspaces_dir))
+    yield built
+    await built.close()
+    odd.server.shutdown()
+
+
+@pytest.mark.parametrize("odd_warehouse", ["drip"], indirect=True)
+async def test_an_api_that_drips_its_answer_is_given_up_at_the_steps_limit(odd_warehouse, monkeypatch):
+    """A byte every 0.1 s never trips google's per-read timeout: list_tables ran past 300 s."""
+    from core import warehouse_bigquery
+
+    monkeypatch.setattr(warehouse_bigquery, "ANSWER_GRACE_S", 0.5)
+    monkeypatch.setattr(warehouse_bigquery, "CALL_S", 1.0)
+    started = time.monotonic()
+    result = await asyncio.wait_for(odd_warehouse.query("SELECT 1", None, qctx(None, timeout_s=1.0)), 60)
+    assert not result.ok and result.error == "BigQuery did not answer within 1.5 s. Try again shortly."
+    with pytest.raises(LookupError, match=r"^BigQuery did not answer within 1\.5 s\."):
+        await asyncio.wait_for(odd_warehouse.list_tables(TableAllowlist()), 60)
+    assert time.monotonic() - started < 8
+
+
+@pytest.mark.parametrize("odd_warehouse", ["page"], indirect=True)
+async def test_a_web_page_at_the_apis_address_is_said_to_be_one(odd_warehouse):
+    """It was "Could not reach BigQuery: Expecting value: line 1 column 1 (char 0)"."""
+    result = await asyncio.wait_for(odd_warehouse.query("SELECT 1", None, qctx(None, timeout_s=5.0)), 60)
+    assert not result.ok and result.error.startswith("BigQuery's address answered with something that is not")
+    assert "DATATHREAD_BIGQUERY_API_URL" in result.error
