@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from core.config import ConfigError, Settings
-from core.daemon_thread import in_daemon_thread, within
+from core.daemon_thread import CallDeadline, in_daemon_thread, within
 
 SCOPES = ("https://www.googleapis.com/auth/bigquery",)
 T = TypeVar("T")
@@ -253,7 +253,7 @@ async def off_loop(call: Callable[..., T], *args: Any, deadline_s: float | None 
         return await in_daemon_thread(run, name="bigquery")
     try:
         return await within(run, deadline_s, name="bigquery")
-    except TimeoutError:
+    except CallDeadline:
         raise NoAnswer(deadline_s) from None
 
 

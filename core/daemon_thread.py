@@ -38,7 +38,17 @@ async def in_daemon_thread(fn: Callable[[], T], *, name: str = "datathread-block
     return await done
 
 
+class CallDeadline(TimeoutError):
+    """The whole call took longer than its deadline (not a timeout the call raised itself)."""
+
+
 async def within(fn: Callable[[], T], deadline_s: float, *, name: str = "datathread-blocking") -> T:
-    """`in_daemon_thread(fn)`, given up after `deadline_s` (TimeoutError): a server that drips its answer
-    never trips a client's per-read timeout, so the whole call needs one."""
-    return await asyncio.wait_for(in_daemon_thread(fn, name=name), deadline_s)
+    """`in_daemon_thread(fn)`, given up after `deadline_s` (CallDeadline): a server that drips its answer
+    never trips a client's per-read timeout, so the whole call needs one. A TimeoutError `fn` raises
+    itself (a query job's own limit) comes through as it is."""
+    call = asyncio.ensure_future(in_daemon_thread(fn, name=name))
+    done, _ = await asyncio.wait({call}, timeout=deadline_s)
+    if not done:
+        call.cancel()
+        raise CallDeadline(f"no answer within {deadline_s:g} s")
+    return call.result()

@@ -16,7 +16,7 @@ from datetime import datetime
 from typing import Any, TypeVar
 
 from core.config import Settings, split_list
-from core.daemon_thread import within
+from core.daemon_thread import CallDeadline, within
 from core.wording import os_reason
 
 T = TypeVar("T")
@@ -156,7 +156,7 @@ class S3Source:
         """One blocking S3 call, bounded as a whole; its failures as one sentence (S3Refusal)."""
         try:
             return await within(fn, self.deadline_s, name="datathread-s3")
-        except TimeoutError:
+        except CallDeadline:
             raise S3Refusal(
                 f"S3 ({self._place(bucket)}) did not answer within {self.deadline_s:g} s."
             ) from None
