@@ -436,25 +436,33 @@ def _files_containing(roots, needle: bytes, *, since: float = 0.0) -> list[str]:
     """Regular files under `roots` holding `needle`; only those written at or after `since` are read
     (a needle made during the test can only be in a file written during it, and a shared /tmp may
     hold gigabytes of other people's files)."""
+    import contextlib
     import os
     import stat
 
+    def files_under(root: str):  # not os.walk: on 3.11 it recurses, and a deep tree in /tmp broke it
+        stack = [root]
+        while stack:
+            with contextlib.suppress(OSError), os.scandir(stack.pop()) as entries:
+                for entry in entries:
+                    if entry.is_dir(follow_symlinks=False):
+                        stack.append(entry.path)
+                    else:
+                        yield entry.path
+
     found = []
-    for root in roots:
-        for directory, _, files in os.walk(root):
-            for name in files:
-                path = os.path.join(directory, name)
-                try:
-                    st = os.lstat(path)
-                    if (
-                        stat.S_ISREG(st.st_mode)
-                        and st.st_mtime >= since
-                        and st.st_size < 5_000_000
-                        and needle in Path(path).read_bytes()
-                    ):
-                        found.append(path)
-                except OSError:
-                    continue
+    for path in (found_path for root in roots for found_path in files_under(root)):
+        try:
+            st = os.lstat(path)
+            if (
+                stat.S_ISREG(st.st_mode)
+                and st.st_mtime >= since
+                and st.st_size < 5_000_000
+                and needle in Path(path).read_bytes()
+            ):
+                found.append(path)
+        except OSError:
+            continue
     return found
 
 
