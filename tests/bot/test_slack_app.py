@@ -132,6 +132,8 @@ async def test_mention_progress_files_answer_follow_up_and_buttons(slack, model)
         message("mine", ts="100.5", thread_ts="100.1", bot_id=BOT_ID, user=BOT_USER_ID),
         message("edit", ts="100.6", thread_ts="100.1", subtype="message_changed"),
         message("hi", ts="100.7", thread_ts="100.1", subtype="channel_join"),
+        # in our thread but to a colleague: a team discussing the answer got one answer per remark
+        message("<@U0002> can you check this with finance?", ts="100.8", thread_ts="100.1"),
     ):
         assert (await slack.event(ignored)).status_code == 200
     await slack.event(message("only the top 3", ts="100.2", thread_ts="100.1"))
