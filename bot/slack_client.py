@@ -22,7 +22,7 @@ import logging
 from urllib.parse import urlsplit
 
 import aiohttp
-from slack_sdk.errors import SlackClientError
+from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.http_retry.builtin_async_handlers import (
     AsyncConnectionErrorRetryHandler,
     AsyncRateLimitErrorRetryHandler,
@@ -58,6 +58,16 @@ RESPONSE_URL_TIMEOUT_S = 10.0
 class SlackCallFailed(SlackClientError):
     """A Web API call that got no answer from Slack: not in time, or no connection. Its message is
     one line for the log and for `schedule run-now` (no token, no URL path)."""
+
+
+def failure_words(exc: BaseException) -> str:
+    """A Slack call's failure in one line, for the log and a note: the error code Slack gave
+    (`not_in_channel`), not the SDK's two-line message with the URL and the whole response."""
+    if isinstance(exc, SlackCallFailed):
+        return str(exc)
+    if isinstance(exc, SlackApiError):
+        return str(exc.response.get("error") or "Slack refused it")
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
 
 
 def call_failure(exc: BaseException, base_url: str, what: str, waited_s: float) -> SlackCallFailed:

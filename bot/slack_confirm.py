@@ -14,6 +14,7 @@ from slack_sdk.errors import SlackClientError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot import slack_render as render
+from bot.slack_client import failure_words
 from bot.slack_progress import SlackTarget
 from bot.transcript import confirmation_said
 from core.events import Confirmer, ConfirmRequest
@@ -43,7 +44,7 @@ def build_confirmer(client: AsyncWebClient, target: SlackTarget, threads: Thread
                     )
                     posted.append(resp["ts"])
             except SlackClientError as exc:
-                log.warning("could not ask for confirmation: %s", exc)
+                log.warning("could not ask for confirmation: %s", failure_words(exc))
                 return False
             return True
 

@@ -15,7 +15,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from bot import slack_render as render
 from bot.schedule_slack import slack_user_tz
 from bot.slack_access import clicker, refused_click
-from bot.slack_client import SharedClient, SlackCallFailed, answer_via_response_url
+from bot.slack_client import SharedClient, SlackCallFailed, answer_via_response_url, failure_words
 from bot.slack_confirm import build_confirmer
 from bot.slack_progress import SlackProgress, SlackTarget
 from bot.surface import AppState
@@ -82,7 +82,9 @@ async def run_turn(state: AppState, client: AsyncWebClient, p: dict) -> None:
         try:  # the question becomes the thread root, so follow-ups in its thread continue the session
             thread_ts = await post_question(client, threads, p)
         except SlackApiError as exc:
-            log.info("slash command in %s: cannot post (%s); answering privately", p["channel"], exc)
+            log.info(
+                "slash command in %s: cannot post (%s); answering privately", p["channel"], failure_words(exc)
+            )
             private, note = True, NOT_IN_CHANNEL
         except SlackCallFailed as exc:  # its response_url may still reach the person
             log.warning(
@@ -167,7 +169,7 @@ async def find_question(client: AsyncWebClient, threads: Threads, p: dict) -> st
             channel=p["channel"], limit=RECENT_MESSAGES, include_all_metadata=True
         )
     except SlackApiError as exc:  # cannot look: posting the question again beats silence
-        log.info("cannot look for the question of job %s in %s: %s", job, p["channel"], exc)
+        log.info("cannot look for the question of job %s in %s: %s", job, p["channel"], failure_words(exc))
         return None
     for message in recent.get("messages") or []:
         metadata = message.get("metadata") or {}
@@ -215,7 +217,9 @@ async def _tell_stopped(state: AppState, client: AsyncWebClient, p: dict) -> Non
             await client.chat_stopStream(channel=p["channel"], ts=stream, markdown_text=STOPPED)
             return
         except SlackApiError as exc:  # no longer streaming (Slack ended it): the notice as a message
-            log.info("slack: the stream %s could not be ended (%s); posting the notice", stream, exc)
+            log.info(
+                "slack: the stream %s could not be ended (%s); posting the notice", stream, failure_words(exc)
+            )
     await client.chat_postMessage(channel=p["channel"], thread_ts=thread_ts or None, text=STOPPED)
 
 

@@ -31,7 +31,7 @@ from slack_sdk.models.messages.chunk import TaskUpdateChunk
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot import slack_render as render
-from bot.slack_client import SlackCallFailed, answer_via_response_url, quick
+from bot.slack_client import SlackCallFailed, answer_via_response_url, failure_words, quick
 from bot.slack_stream import StreamedText, render_parts
 from bot.transcript import WAITING, WORKING, Change, StepLine, Throttle, Transcript, format_bytes
 from core.events import AnswerDelta, ArtifactReady, TurnEvent, TurnFinished
@@ -96,11 +96,11 @@ class SlackProgress:
             await self._on(event)
         except SlackClientError as exc:  # Slack trouble must not abort the turn; the log says why
             if isinstance(event, TurnFinished):  # the one line that says a person got no answer
-                self.lost, t = str(exc), self.target
+                self.lost, t = failure_words(exc), self.target
                 where = f"{t.user_id} in {t.channel} (thread {t.thread_ts or '-'}, turn {event.turn_id})"
-                log.warning("slack: the answer for %s did not reach Slack: %s", where, exc)
+                log.warning("slack: the answer for %s did not reach Slack: %s", where, self.lost)
             else:
-                log.warning("slack progress: %s failed: %s", event.kind, exc)
+                log.warning("slack progress: %s failed: %s", event.kind, failure_words(exc))
 
     def _progress_failed(self, exc: SlackCallFailed) -> None:
         if not self.no_progress:
@@ -312,8 +312,8 @@ class SlackProgress:
                 title=artifact.title or artifact.name,
             )
         except (SlackClientError, OSError, ValueError) as exc:
-            log.warning("upload of %s failed: %s", artifact.name, exc)
-            self.notes.append(f"I couldn't upload `{artifact.name}` ({_why(exc)}).")
+            log.warning("upload of %s failed: %s", artifact.name, failure_words(exc))
+            self.notes.append(f"I couldn't upload `{artifact.name}` ({failure_words(exc)}).")
 
     # --- the end -------------------------------------------------------------------------------
     async def _finish(self, done: TurnFinished) -> None:
@@ -390,11 +390,3 @@ class SlackProgress:
                 await self.client.chat_update(channel=t.channel, ts=self.status_ts, **msg)
             else:
                 await self.client.chat_postMessage(channel=t.channel, thread_ts=t.thread_ts, **msg)
-
-
-def _why(exc: Exception) -> str:
-    if isinstance(exc, SlackCallFailed):
-        return "Slack did not take it in time"
-    if isinstance(exc, SlackApiError):
-        return str(exc.response.get("error", "Slack refused it"))
-    return type(exc).__name__

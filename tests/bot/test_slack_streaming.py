@@ -205,3 +205,22 @@ async def test_a_stream_slack_stops_taking_is_closed_before_the_answer_comes_bel
         c for c in slack.api.of("chat.postMessage") if "There are **3** airports." in c.args.get("text", "")
     ]
     assert len(posted) == 1  # the answer, once, as a message below the stream
+
+
+async def test_an_upload_slack_refuses_is_one_log_line_and_a_note_in_its_words(slack, model, caplog):
+    """The log said Slack's refusal over two lines ("The request to the Slack API failed. (url: …)" and
+    "The server responded with: {…}"); SLACK.md promises one line per loss."""
+    import logging
+
+    slack.api.fail_methods["files.completeUploadExternal"] = "not_in_channel"
+    code = "import pandas as pd\npd.DataFrame({'a': [1]}).to_csv('al.csv', index=False)"
+    model.enqueue(
+        tool("run_python", {"code": code}), tool("attach_file", {"path": "al.csv"}), text("Attached.")
+    )
+    with caplog.at_level(logging.WARNING, logger="datathread.slack"):
+        await slack.event(mention("a csv please", ts="330.1"))
+        await slack.drain()
+    slack.api.fail_methods.pop("files.completeUploadExternal", None)
+    said = [r.getMessage() for r in caplog.records if "upload of al.csv failed" in r.getMessage()]
+    assert said == ["upload of al.csv failed: not_in_channel"]
+    assert "I couldn't upload `al.csv` (not_in_channel)." in "".join(slack.api.shown())
