@@ -60,6 +60,13 @@ async def call_slack(settings: Settings, name: str, field: str, method: str, kin
         async with asyncio.timeout(TOKEN_CHECK_TIMEOUT_S):  # slack_sdk's timeout is per attempt
             return dict((await getattr(client, method)(**kwargs)).data)
     except SlackApiError as exc:
+        if not isinstance(exc.response.data, dict) or "error" not in exc.response.data:
+            # no Slack reply at all (a proxy's or web server's page, HTML): the address is wrong, not the
+            # token — "Slack rejected SLACK_BOT_TOKEN" had people replace a good one
+            raise SlackUnreachable(
+                f"{unreachable}: it answered with something that is not a Slack reply (a proxy or web page, "
+                "perhaps); check DATATHREAD_SLACK_API_URL and the network."
+            ) from None
         reason = exc.response.get("error", "rejected")
         if reason in SLACK_SIDE_ERRORS or exc.response.status_code >= 500:
             raise SlackUnreachable(f"{unreachable} (it answered {reason}); try again shortly.") from None

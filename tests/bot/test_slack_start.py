@@ -116,3 +116,19 @@ async def test_the_first_ack_does_not_wait_for_a_slow_slack(settings, api, fake_
     assert not api.of("auth.test")
     assert not fake_model.requests  # `help` was recognised: the mention was stripped
     assert any("I answer questions about your data" in shown for shown in api.shown()), api.shown()
+
+
+async def test_a_web_page_at_slacks_address_is_not_a_rejected_token(settings):
+    """A proxy's login page (200, HTML) at DATATHREAD_SLACK_API_URL was "Slack rejected SLACK_BOT_TOKEN
+    (rejected)": people replaced a good token; `slack --socket` and doctor stopped on it (exit 2)."""
+    from tests.fakes.web_page import WebPage
+
+    page = WebPage().start()
+    try:
+        checked = settings.model_copy(update={"slack_api_url": page.url + "/api/", "slack_bot_token": TOKEN})
+        warned: list[str] = []
+        assert await slack_identity.bot_token_problem(checked, warned.append) is None  # serves anyway
+    finally:
+        page.stop()
+    assert "not a Slack reply" in warned[1] and "DATATHREAD_SLACK_API_URL" in warned[1], warned
+    assert "rejected" not in warned[1]
