@@ -23,7 +23,7 @@ from rich.markup import escape
 from rich.table import Column, Table
 
 from bot.doctor_checks import ALL_CHECKS, CHECK_TIMEOUT_S, Check, preload
-from core.config import Settings
+from core.config import ConfigError, Settings
 from core.redact import Redactor
 
 SAFETY_TIMEOUT_S = 2 * CHECK_TIMEOUT_S  # a whole check (two calls at most)
@@ -69,8 +69,10 @@ async def _bounded(part: str, check: Callable[[Settings], Awaitable[Check]], set
             return await check(settings)
     except TimeoutError:
         return Check(part, "fail", f"no answer within {SAFETY_TIMEOUT_S:g} s")
-    except Exception as exc:
+    except Exception as exc:  # a sentence of ours (ConfigError) as it is; anything else with its kind
         reason = str(exc).splitlines()[0] if str(exc) else ""
+        if isinstance(exc, ConfigError) and reason:
+            return Check(part, "fail", reason)
         return Check(part, "fail", f"{type(exc).__name__}: {reason}".rstrip(": "))
 
 

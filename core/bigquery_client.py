@@ -260,6 +260,8 @@ async def off_loop(call: Callable[..., T], *args: Any, deadline_s: float | None 
 def _network_reason(exc: BaseException) -> str:
     """The innermost reason of a transport failure, in a few words ("Connection refused")."""
     text = str(exc)
+    if re.search(r"(?i)read timed out|timed out", text) and "Errno" not in text:  # urllib3's pool text
+        return "it did not answer in time"
     found = re.findall(r"\[Errno -?\d+\] ([^'\")\]]+)", text)
     return (found[-1] if found else text[:160]).strip().rstrip(".")
 

@@ -241,6 +241,12 @@ def _model_error_words(exc: Exception) -> str:
         return (
             f"I could not reach the Claude API{f' ({reason})' if reason else ''}. Please try again shortly."
         )
+    if isinstance(exc, anthropic.APIStatusError) and _is_web_page(exc):  # not the API's own error (JSON)
+        return (
+            f"The Claude API's address answered HTTP {exc.status_code} with a web page, not a Claude reply: a "
+            "proxy or gateway on the way, or Claude having trouble. Please try again shortly; if it lasts, "
+            "`datathread doctor` checks ANTHROPIC_BASE_URL."
+        )
     if isinstance(exc, anthropic.BadRequestError):
         return _bad_request(api_error_message(exc))
     for kind, sentence, _ in STATUS_ERRORS:
@@ -249,6 +255,12 @@ def _model_error_words(exc: Exception) -> str:
     if isinstance(exc, anthropic.APIStatusError):
         return f"The Claude API failed (HTTP {exc.status_code}). Please try again shortly."
     return "Something went wrong while talking to Claude."
+
+
+def _is_web_page(exc: anthropic.APIStatusError) -> bool:
+    response = getattr(exc, "response", None)
+    kind = response.headers.get("content-type", "") if response is not None else ""
+    return kind.strip().lower().startswith("text/html")
 
 
 def model_fault(exc: Exception) -> ModelFault | None:

@@ -95,5 +95,7 @@ def redis_reason(exc: BaseException) -> str:
         return "it did not answer in time"
     if reason := os_reason(exc):
         return reason
+    if "Protocol Error" in str(exc):  # "Protocol Error: b'HTTP/1.1 200 OK'": another service is there
+        return "what answers there does not speak Redis (a web server, perhaps): check the host and port"
     first = str(exc).split(". ")[0].split("\n")[0].strip().rstrip(".")
     return first or type(exc).__name__

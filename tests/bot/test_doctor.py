@@ -309,3 +309,20 @@ def test_modal_without_credentials_is_named_at_once(tmp_path, monkeypatch):
     code, rows, _ = doctor(tmp_path, env)
     assert code == 1 and rows["modal"][0] == "FAIL", rows
     assert "MODAL_TOKEN_ID and MODAL_TOKEN_SECRET" in rows["modal"][1]
+
+
+async def test_a_check_that_stops_on_a_sentence_of_ours_shows_it_without_a_class_name():
+    """A malformed key file read "ConfigError: GOOGLE_APPLICATION_CREDENTIALS (…) is not a … key file."."""
+    from bot.doctor import _bounded
+    from core.config import ConfigError, load_settings
+
+    async def refuses(settings):
+        raise ConfigError("GOOGLE_APPLICATION_CREDENTIALS (/k.json) is not a service-account JSON key file.")
+
+    async def crashes(settings):
+        raise KeyError("x")
+
+    settings = load_settings(_env_file=None)
+    said = await _bounded("warehouse", refuses, settings)
+    assert said.detail == "GOOGLE_APPLICATION_CREDENTIALS (/k.json) is not a service-account JSON key file."
+    assert (await _bounded("warehouse", crashes, settings)).detail == "KeyError: 'x'"  # a bug shows its kind

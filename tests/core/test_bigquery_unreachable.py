@@ -139,3 +139,12 @@ async def test_a_web_page_at_the_apis_address_is_said_to_be_one(odd_warehouse):
     result = await asyncio.wait_for(odd_warehouse.query("SELECT 1", None, qctx(None, timeout_s=5.0)), 60)
     assert not result.ok and result.error.startswith("BigQuery's address answered with something that is not")
     assert "DATATHREAD_BIGQUERY_API_URL" in result.error
+
+
+def test_a_read_timeout_is_said_in_words_not_in_urllib3s():
+    """Doctor and tool errors read "HTTPConnectionPool(host='127.0.0.1', port=7001): Read timed out.
+    (read timeout=2.5)"."""
+    from core.bigquery_client import describe_error
+
+    exc = OSError("HTTPConnectionPool(host='127.0.0.1', port=7001): Read timed out. (read timeout=2.5)")
+    assert describe_error(exc) == "Could not reach BigQuery: it did not answer in time. Try again shortly."

@@ -333,3 +333,34 @@ async def test_a_reply_that_never_finishes_ends_the_call(every, why):
         f"Claude's reply {why} without finishing, so I stopped waiting. Please ask again."
     )
     assert (every is WORD) == bool(heard)  # the words that came were passed on as they came
+
+
+def test_a_web_page_answering_with_an_error_status_is_not_blamed_on_claude():
+    """A proxy's HTML 503 was "The Claude API had an internal error." with no hint at the address."""
+    request = httpx2.Request("POST", "http://x/v1/messages")
+    page = httpx2.Response(
+        503, request=request, headers={"content-type": "text/html"}, text="<html>down</html>"
+    )
+    sentence = describe_model_error(anthropic.InternalServerError("down", response=page, body=None))
+    assert sentence.startswith(
+        "The Claude API's address answered HTTP 503 with a web page, not a Claude reply"
+    )
+    assert "datathread doctor" in sentence and "internal error" not in sentence
+    own = httpx2.Response(500, request=request, headers={"content-type": "application/json"})
+    assert "internal error" in describe_model_error(
+        anthropic.InternalServerError("x", response=own, body=None)
+    )
+
+
+@pytest.mark.parametrize(
+    ("exc", "words"),
+    [
+        (Exception("Protocol Error: b'HTTP/1.1 200 OK'"), "does not speak Redis (a web server, perhaps)"),
+    ],
+)
+def test_something_else_at_redis_address_is_said_so(exc, words):
+    from core.redis_words import redis_failure
+
+    assert words in redis_failure("redis://127.0.0.1:7003/0", exc) and "b'HTTP" not in redis_failure(
+        "redis://127.0.0.1:7003/0", exc
+    )
