@@ -103,7 +103,7 @@ def confirmation_prompt(schedule: Schedule, now) -> str:
     where = "this thread" if schedule.thread else f"a new thread in {schedule.channel} each time"
     return (
         f"Create this schedule? `{schedule.cron}` ({schedule.tz}), posting in {where}: "
-        f"“{schedule.question}”. First run {iso(first) if first else '—'}."
+        f"“{schedule.question}”. First run {first.strftime('%a %-d %b %Y, %H:%M') if first else '—'}."
     )
 
 

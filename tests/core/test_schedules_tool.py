@@ -3,6 +3,8 @@ whose, the person confirms (Create / Cancel) before anything exists, and refusal
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from core.events import ConfirmRequest, IncomingMessage
@@ -49,6 +51,7 @@ async def test_confirm_creates_and_cancel_does_not(analyst, fake_model, recorder
     [asked] = confirm.asked
     assert asked.yes == "Create"
     assert asked.prompt.startswith("Create this schedule? `0 9 * * mon` (America/New_York)")
+    assert re.search(r"First run Mon \d{1,2} \w{3} 20\d\d, 09:00\.$", asked.prompt), asked.prompt  # not ISO
     [s] = await ScheduleBook(analyst.store).list()
     where = (s.surface, s.channel, s.thread, s.owner, s.team_id, s.tz)
     assert where == ("slack", "C1", "", "U1", "T1", "America/New_York")
