@@ -76,8 +76,8 @@ async def run_turn(state: AppState, client: AsyncWebClient, p: dict) -> None:
     """One question → one turn, with progress, files and the answer in the thread."""
     threads = state.threads
     private, thread_ts, note = bool(p.get("private")), p.get("thread_ts") or "", ""
-    if p.get("slash") and (is_local(p["text"]) or threads.refused(clicker(p))):
-        private = True  # help, or a refusal: for the person alone, not posted as a question in the channel
+    if (p.get("slash") and is_local(p["text"])) or threads.refused(clicker(p)):
+        private = True  # help, or a refusal: for the person alone (a mention's refusal was streamed publicly)
     if p.get("slash") and not private:
         try:  # the question becomes the thread root, so follow-ups in its thread continue the session
             thread_ts = await post_question(client, threads, p)

@@ -51,6 +51,9 @@ async def test_slack_denies_channels_and_rate_limits_users_with_a_short_reason(
         await slack.drain()
         assert "isn't enabled in this channel" in seen_by_people(slack_api)
         assert not fake_model.requests  # a denied request never reaches the model
+        # to the person alone, as /ask's refusals are: it was streamed into the channel's thread
+        [told] = [c for c in slack_api.of("chat.postEphemeral") if "isn't enabled" in json.dumps(c.args)]
+        assert told.args["user"] == "U0001" and not slack_api.of("chat.startStream")
 
         for i in (2, 3, 4):
             await slack.event(mention(f"question {i}", ts=f"170000000{i}.000100"))
