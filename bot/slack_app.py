@@ -115,6 +115,7 @@ async def admit(
         "event_id": body.get("event_id", ""),
         "follow_up_only": not mentioned and event.get("channel_type") != "im",
         "is_direct": event.get("channel_type") == "im",
+        "files": [str(f.get("name") or "a file") for f in event.get("files") or []][:5],
     }
     await state.runner.submit(TurnJob(kind=JOB_MESSAGE, payload=payload))
 
@@ -129,7 +130,8 @@ async def run_message(state: AppState, client: AsyncWebClient, p: dict) -> None:
     if not await threads.claim(f"slack:msg:{p['channel']}:{p['ts']}"):
         return  # the other half of an app_mention + message pair
     keys = ("team", "channel", "user", "text", "thread_ts", "ts")  # ts: names the answer's stream
-    await run_turn(state, client, {**{k: p[k] for k in keys}, "is_direct": bool(p.get("is_direct"))})
+    extra = {"is_direct": bool(p.get("is_direct")), "files": p.get("files") or []}
+    await run_turn(state, client, {**{k: p[k] for k in keys}, **extra})
 
 
 class _BoltNotices(logging.Filter):

@@ -113,6 +113,12 @@ async def run_turn(state: AppState, client: AsyncWebClient, p: dict) -> None:
     sink = SlackProgress(client, target, threads.read_artifact, on_stream=_stream_noter(threads, p))
     if note:
         sink.notes.append(note.strip("_"))
+    if p.get("files"):  # they were silently left out of the question
+        names = ", ".join(f"`{render.inert(name)}`" for name in p["files"])
+        sink.notes.append(
+            f"I can't read files attached in Slack ({names}): put the data in the warehouse, or in an S3 "
+            "bucket I may read, and ask again."
+        )
     confirm = build_confirmer(client, target, threads)
     await state.analyst.handle(message, sink, confirm=confirm)
 
