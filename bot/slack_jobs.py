@@ -20,7 +20,7 @@ from bot.slack_confirm import build_confirmer
 from bot.slack_progress import SlackProgress, SlackTarget
 from bot.surface import AppState
 from core.events import IncomingMessage
-from core.help import is_local
+from core.help import FRESH_START, RESET_WORDS, is_local
 from core.runner import STORE_DOWN, STORE_DOWN_TEXT, WHY, TurnJob
 from core.runner_worker import lost_kind
 from core.sessions import StoreUnavailable, session_id_for
@@ -91,7 +91,18 @@ async def run_turn(state: AppState, client: AsyncWebClient, p: dict) -> None:
                 "slash command in %s: question not posted (%s); answering privately", p["channel"], exc
             )
             private = True
-    key = (p["team"], p["channel"], thread_ts if not private else f"private:{p['user']}")
+    if p.get("is_direct") and not p.get("slash") and thread_ts == p.get("ts"):
+        # A DM's Messages tab: people type follow-ups top-level, and each one began a new conversation.
+        # One session per DM instead (a fresh one after 8 idle hours, or on `reset`), as Teams chats.
+        base = (p["team"], p["channel"], "dm")
+        if p["text"].lower().strip(" .!") in RESET_WORDS:
+            await threads.reset("slack", base)
+            with contextlib.suppress(SlackClientError):
+                await client.chat_postMessage(channel=p["channel"], text=FRESH_START)
+            return
+        key = await threads.current_key("slack", base, idle_reset=True)
+    else:
+        key = (p["team"], p["channel"], thread_ts if not private else f"private:{p['user']}")
     target = SlackTarget(
         channel=p["channel"],
         thread_ts=thread_ts,

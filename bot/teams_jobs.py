@@ -24,6 +24,7 @@ from bot.teams_connector import ConnectorFailed
 from bot.teams_progress import TeamsOut, TeamsSink
 from bot.transcript import confirmation_said
 from core.events import ConfirmRequest, IncomingMessage
+from core.help import FRESH_START, RESET_WORDS
 from core.runner import STORE_DOWN, STORE_DOWN_TEXT, WHY, TurnJob
 from core.schedules_tool import from_answer, propose_new
 from core.thread import CONFIRM_EXPIRED, CONFIRM_NOT_YOURS, ConfirmAnswer, ConfirmResult, Threads
@@ -31,7 +32,6 @@ from core.turn_records import NothingToExport
 
 log = logging.getLogger("datathread.teams")
 
-RESET_WORDS = {"new", "reset", "/new", "/reset", "new chat", "start over"}
 STOPPED = (
     "I stopped before finishing this answer (the process running it ended). "
     "Please ask again — the conversation still works."
@@ -97,7 +97,7 @@ async def dispatch(state: AppState, activity: Activity, out: TeamsOut) -> None:
     text = question_text(activity)
     if text.lower().strip(" .!") in RESET_WORDS:
         await state.threads.reset("teams", _base(activity))
-        await out.send("Started a fresh conversation — earlier questions here are forgotten.")
+        await out.send(FRESH_START)
     else:  # `help` and an empty message too: the core answers those without the model
         await _answer(state, activity, text, out)
 

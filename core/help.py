@@ -16,6 +16,8 @@ from core.warehouse import DEMO_TABLES, Warehouse
 log = logging.getLogger("datathread.help")
 
 HELP_WORDS = frozenset({"help", "/help", "?", "-h", "--help"})
+RESET_WORDS = frozenset({"new", "reset", "/new", "/reset", "new chat", "start over"})  # a chat starts afresh
+FRESH_START = "Started a fresh conversation — earlier questions here are forgotten."
 LISTED_TABLES = 15
 TABLES_TIMEOUT_S = 5.0
 

@@ -178,6 +178,19 @@ async def test_dm_and_slash_commands(slack, model):
     await slack.event(message("how many airports?", ts="300.1", channel="D0001", channel_type="im"))
     await slack.drain()
     assert api.of("chat.startStream")[0].args["channel"] == "D0001"
+    # the Messages tab: a follow-up typed top-level continues the DM's conversation (it began a new one)
+    model.enqueue(text("And 5 of them are in NY."))
+    await slack.event(message("and in NY?", ts="300.3", channel="D0001", channel_type="im"))
+    await slack.drain()
+    assert "how many airports?" in json.dumps(model.requests[-1]["messages"])
+    # `reset` starts afresh: the next question comes alone
+    await slack.event(message("reset", ts="300.4", channel="D0001", channel_type="im"))
+    await slack.drain()
+    assert "fresh conversation" in api.of("chat.postMessage")[-1].args["text"]
+    model.enqueue(text("Fresh."))
+    await slack.event(message("how many planes?", ts="300.5", channel="D0001", channel_type="im"))
+    await slack.drain()
+    assert "airports" not in json.dumps(model.requests[-1]["messages"])
 
     # /ask: acknowledged at once, the question posted as the thread root, the answer in its thread
     api.clear()
