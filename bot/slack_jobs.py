@@ -24,7 +24,7 @@ from core.help import FRESH_START, RESET_WORDS, is_local
 from core.runner import STORE_DOWN, STORE_DOWN_TEXT, WHY, TurnJob
 from core.runner_worker import lost_kind
 from core.sessions import StoreUnavailable, session_id_for
-from core.thread import Threads
+from core.thread import NOTEBOOK_NAME, NOTEBOOK_TITLE, Threads
 from core.turn_records import NothingToExport
 
 log = logging.getLogger("datathread.slack")
@@ -316,8 +316,8 @@ async def run_export(state: AppState, client: AsyncWebClient, p: dict) -> None:
         channel=p["channel"],
         thread_ts=p.get("thread_ts") or None,
         file=data,
-        filename=f"datathread-{session_id}.ipynb",
-        title="This thread as a notebook",
+        filename=NOTEBOOK_NAME,  # as "export this as a notebook" names it: one export, two ways to ask
+        title=NOTEBOOK_TITLE,
     )
 
 

@@ -27,7 +27,14 @@ from core.events import ConfirmRequest, IncomingMessage
 from core.help import FRESH_START, RESET_WORDS
 from core.runner import STORE_DOWN, STORE_DOWN_TEXT, WHY, TurnJob
 from core.schedules_tool import from_answer, propose_new
-from core.thread import CONFIRM_EXPIRED, CONFIRM_NOT_YOURS, ConfirmAnswer, ConfirmResult, Threads
+from core.thread import (
+    CONFIRM_EXPIRED,
+    CONFIRM_NOT_YOURS,
+    NOTEBOOK_NAME,
+    ConfirmAnswer,
+    ConfirmResult,
+    Threads,
+)
 from core.turn_records import NothingToExport
 
 log = logging.getLogger("datathread.teams")
@@ -263,7 +270,7 @@ async def _export_notebook(state: AppState, record: dict, out: TeamsOut) -> None
         await out.send(str(exc))
         return
     url = await state.links.download_link(session_id, path, data)
-    await out.send(render.link_text("notebook.ipynb", url, state.settings.link_ttl_seconds))
+    await out.send(render.link_text(NOTEBOOK_NAME, url, state.settings.link_ttl_seconds))
 
 
 async def _file_consent(state: AppState, activity: Activity, out: TeamsOut) -> None:

@@ -34,7 +34,8 @@ from core.workspace_retention import delete, idle_workspaces, is_idle, set_aside
 USER_TZ_TTL_S = 86400.0  # a person's time zone is looked up at most once a day
 NOTE_TTL_S = 86400.0  # how long a job's note (where its answer goes) is kept for its lost handler
 IDLE_RESET_S = 8 * 3600  # a chat idle this long starts a fresh conversation (next generation)
-NOTEBOOK_NAME = "thread.ipynb"
+NOTEBOOK_NAME = "thread.ipynb"  # what an exported notebook is called, from a button or a question
+NOTEBOOK_TITLE = "This thread as a Jupyter notebook"
 CONFIRM_NOT_YOURS = "Only the person who asked (or an admin) can answer this."
 CONFIRM_EXPIRED = "That question has already been answered or has expired."
 NOTHING_TO_EXPORT = "There's nothing to export yet — ask me a data question in this thread first."
@@ -266,7 +267,7 @@ class Threads:
                 session_id=session_id,
                 path=NOTEBOOK_NAME,
                 name=NOTEBOOK_NAME,
-                title="This thread as a Jupyter notebook",
+                title=NOTEBOOK_TITLE,
                 size=len(data),
                 mime="application/x-ipynb+json",
             )

@@ -353,6 +353,10 @@ async def test_app_home_prompts_export_and_confirmation(slack, model):
     await slack.drain()
     done = api.of("files.completeUploadExternal")[0].args
     assert done["thread_ts"] == "700.1" and done["channel_id"] == "C0001"
+    # named as "export this as a notebook" names it (it was datathread-<session id>.ipynb here)
+    assert [f["title"] for f in json.loads(done["files"])] == ["This thread as a Jupyter notebook"]
+    [asked_for] = api.of("files.getUploadURLExternal")
+    assert asked_for.args["filename"] == "thread.ipynb"
     notebook = json.loads(next(iter(api.uploads.values())))
     assert "SELECT count(*) AS n FROM flights" in json.dumps(notebook["cells"])
 
