@@ -60,13 +60,24 @@ class SlackCallFailed(SlackClientError):
     one line for the log and for `schedule run-now` (no token, no URL path)."""
 
 
-def failure_words(exc: BaseException) -> str:
-    """A Slack call's failure in one line, for the log and a note: the error code Slack gave
-    (`not_in_channel`), not the SDK's two-line message with the URL and the whole response."""
+# Slack's error codes as a note in the thread says them (the log keeps the code).
+SAID_TO_PEOPLE = {
+    "not_in_channel": "I'm not a member of this channel",
+    "channel_not_found": "I can't see this channel",
+    "is_archived": "the channel is archived",
+    "ratelimited": "Slack asked me to slow down",
+    "file_upload_size_exceeded": "it is too large for Slack",
+}
+
+
+def failure_words(exc: BaseException, *, for_people: bool = False) -> str:
+    """A Slack call's failure in one line, for the log (Slack's error code, `not_in_channel`, not the
+    SDK's two-line message with the URL and the whole response) or, `for_people`, in words."""
     if isinstance(exc, SlackCallFailed):
         return str(exc)
     if isinstance(exc, SlackApiError):
-        return str(exc.response.get("error") or "Slack refused it")
+        code = str(exc.response.get("error") or "Slack refused it")
+        return SAID_TO_PEOPLE.get(code, code) if for_people else code
     return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
 
 

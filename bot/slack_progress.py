@@ -313,7 +313,7 @@ class SlackProgress:
             )
         except (SlackClientError, OSError, ValueError) as exc:
             log.warning("upload of %s failed: %s", artifact.name, failure_words(exc))
-            self.notes.append(f"I couldn't upload `{artifact.name}` ({failure_words(exc)}).")
+            self.notes.append(f"I couldn't upload `{artifact.name}` ({failure_words(exc, for_people=True)}).")
 
     # --- the end -------------------------------------------------------------------------------
     async def _finish(self, done: TurnFinished) -> None:

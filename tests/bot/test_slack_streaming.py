@@ -223,7 +223,7 @@ async def test_an_upload_slack_refuses_is_one_log_line_and_a_note_in_its_words(s
     slack.api.fail_methods.pop("files.completeUploadExternal", None)
     said = [r.getMessage() for r in caplog.records if "upload of al.csv failed" in r.getMessage()]
     assert said == ["upload of al.csv failed: not_in_channel"]
-    assert "I couldn't upload `al.csv` (not_in_channel)." in "".join(slack.api.shown())
+    assert "I couldn't upload `al.csv` (I'm not a member of this channel)." in "".join(slack.api.shown())
 
 
 async def test_a_file_attached_to_the_question_is_said_to_be_unread(slack, model):
