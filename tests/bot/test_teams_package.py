@@ -14,11 +14,16 @@ from bot.cli import app
 from bot.teams_package import TEAMS_DIR
 
 
-def test_teams_package_zip(tmp_path, monkeypatch):
+def configured(tmp_path, monkeypatch) -> None:
+    """In `tmp_path`, with an app id, its tenant and a public host."""
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("MICROSOFT_APP_ID", "11111111-2222-3333-4444-555555555555")
     monkeypatch.setenv("MICROSOFT_APP_TENANT_ID", "contoso.onmicrosoft.com")
     monkeypatch.setenv("DATATHREAD_PUBLIC_URL", "https://bot.example.com")
+
+
+def test_teams_package_zip(tmp_path, monkeypatch):
+    configured(tmp_path, monkeypatch)
     result = CliRunner().invoke(app, ["teams-package", "-o", "out/app.zip"])
     assert result.exit_code == 0, result.output
     with zipfile.ZipFile(tmp_path / "out" / "app.zip") as zf:
@@ -32,10 +37,7 @@ def test_teams_package_zip(tmp_path, monkeypatch):
 
 def test_a_rebuilt_package_can_carry_a_higher_version_to_update_the_uploaded_app(tmp_path, monkeypatch):
     """Teams takes a package as an update only with a higher version; the template's was always 1.0.0."""
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("MICROSOFT_APP_ID", "11111111-2222-3333-4444-555555555555")
-    monkeypatch.setenv("MICROSOFT_APP_TENANT_ID", "contoso.onmicrosoft.com")
-    monkeypatch.setenv("DATATHREAD_PUBLIC_URL", "https://bot.example.com")
+    configured(tmp_path, monkeypatch)
     result = CliRunner().invoke(app, ["teams-package", "--app-version", "1.0.1"])
     assert result.exit_code == 0, result.output
     with zipfile.ZipFile(tmp_path / "datathread-teams.zip") as zf:

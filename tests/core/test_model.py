@@ -188,6 +188,17 @@ async def test_an_unreachable_api_is_said_with_the_networks_reason():
     )
 
 
+def _model_at(server):
+    """The real SDK client at a loopback server of the test's, without retries."""
+    settings = load_settings(
+        _env_file=None,
+        anthropic_api_key="sk-ant-test-000000",
+        anthropic_base_url=f"http://127.0.0.1:{server.server_address[1]}",
+        model_retries=0,
+    )
+    return build_model(settings)
+
+
 async def test_an_endpoint_answering_a_web_page_is_no_dropped_connection_but_a_set_up_fault():
     """ANTHROPIC_BASE_URL at a proxy's or web server's page (200, HTML): said as "the reply broke off
     mid-way (the connection dropped). Please ask again." — which asking again never fixes — with no
@@ -212,13 +223,7 @@ async def test_an_endpoint_answering_a_web_page_is_no_dropped_connection_but_a_s
 
     server = LoopbackServer(("127.0.0.1", 0), Page)
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    settings = load_settings(
-        _env_file=None,
-        anthropic_api_key="sk-ant-test-000000",
-        anthropic_base_url=f"http://127.0.0.1:{server.server_address[1]}",
-        model_retries=0,
-    )
-    model = build_model(settings)
+    model = _model_at(server)
     try:
         with pytest.raises(StreamInterrupted) as failed:
             await model.stream(
@@ -308,13 +313,7 @@ async def test_a_reply_that_never_finishes_ends_the_call(every, why):
     from core.model import ReplyStalled
 
     server = _endless_stream(every)
-    settings = load_settings(
-        _env_file=None,
-        anthropic_api_key="sk-ant-test-000000",
-        anthropic_base_url=f"http://127.0.0.1:{server.server_address[1]}",
-        model_retries=0,
-    )
-    model = build_model(settings)
+    model = _model_at(server)
     model.stall_s, model.max_reply_s = 0.5, 1.5
     heard: list[str] = []
 
