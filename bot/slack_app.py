@@ -63,10 +63,12 @@ def is_ignored(event: dict, bot_user_id: str | None) -> bool:
 
 
 def addressed_to_someone_else(text: str, bot_user_id: str | None) -> bool:
-    """Whether a message @-mentions people but not the bot: in a thread datathread answered, every
-    message was taken as a follow-up, and a team discussing the answer got one answer per remark."""
-    users = set(re.findall(r"<@([A-Z0-9]+)(?:\|[^>]*)?>", text))
-    return bool(users) and bot_user_id not in users
+    """Whether a message starts by @-mentioning someone other than the bot ("<@U2> can you check this
+    with finance?"): in a thread datathread answered, every message was taken as a follow-up, and a
+    team discussing the answer got one answer per remark. A mention further on ("split it by month,
+    as <@U2> asked") is still a question for the bot."""
+    first = re.match(r"\s*<@([A-Z0-9]+)(?:\|[^>]*)?>", text)
+    return first is not None and first.group(1) != bot_user_id
 
 
 def strip_mention(text: str, bot_user_id: str | None) -> str:
@@ -103,7 +105,11 @@ async def admit(
         return
     if not mentioned and event.get("channel_type") != "im" and not event.get("thread_ts"):
         return  # a channel message without a mention is not for us
-    if not mentioned and addressed_to_someone_else(event.get("text", ""), bot_user_id):
+    if (
+        not mentioned
+        and event.get("channel_type") != "im"
+        and addressed_to_someone_else(event.get("text", ""), bot_user_id)
+    ):
         return  # "<@U2> can you check this with finance?" in our thread: theirs, not a question for us
     payload = {
         "team": body.get("team_id") or event.get("team", ""),

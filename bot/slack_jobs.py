@@ -20,7 +20,7 @@ from bot.slack_confirm import build_confirmer
 from bot.slack_progress import SlackProgress, SlackTarget
 from bot.surface import AppState
 from core.events import IncomingMessage
-from core.help import FRESH_START, RESET_WORDS, is_local
+from core.help import FRESH_START, is_local, is_reset
 from core.runner import STORE_DOWN, STORE_DOWN_TEXT, WHY, TurnJob
 from core.runner_worker import lost_kind
 from core.sessions import StoreUnavailable, session_id_for
@@ -91,11 +91,11 @@ async def run_turn(state: AppState, client: AsyncWebClient, p: dict) -> None:
                 "slash command in %s: question not posted (%s); answering privately", p["channel"], exc
             )
             private = True
-    if p.get("is_direct") and not p.get("slash") and thread_ts == p.get("ts"):
-        # A DM's Messages tab: people type follow-ups top-level, and each one began a new conversation.
-        # One session per DM instead (a fresh one after 8 idle hours, or on `reset`), as Teams chats.
+    if p.get("is_direct") and not p.get("slash"):
+        # A DM is one conversation, typed top-level (the Messages tab, where each message began a new
+        # one) or in the thread under an answer; a fresh one after 8 idle hours or `reset`, as Teams chats.
         base = (p["team"], p["channel"], "dm")
-        if p["text"].lower().strip(" .!") in RESET_WORDS:
+        if is_reset(p["text"]):
             await threads.reset("slack", base)
             with contextlib.suppress(SlackClientError):
                 await client.chat_postMessage(channel=p["channel"], text=FRESH_START)

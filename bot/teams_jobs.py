@@ -24,7 +24,7 @@ from bot.teams_connector import ConnectorFailed
 from bot.teams_progress import TeamsOut, TeamsSink
 from bot.transcript import confirmation_said
 from core.events import ConfirmRequest, IncomingMessage
-from core.help import FRESH_START, RESET_WORDS
+from core.help import FRESH_START, is_reset
 from core.runner import STORE_DOWN, STORE_DOWN_TEXT, WHY, TurnJob
 from core.schedules_tool import from_answer, propose_new
 from core.thread import (
@@ -102,7 +102,7 @@ async def dispatch(state: AppState, activity: Activity, out: TeamsOut) -> None:
     if activity.type != ActivityTypes.message:
         return
     text = question_text(activity)
-    if text.lower().strip(" .!") in RESET_WORDS:
+    if is_reset(text):
         await state.threads.reset("teams", _base(activity))
         await out.send(FRESH_START)
     else:  # `help` and an empty message too: the core answers those without the model

@@ -47,6 +47,11 @@ SURFACE_TIPS = {
 }
 
 
+def is_reset(text: str) -> bool:
+    """True for a message asking a chat to start afresh (`reset`, `new chat`…)."""
+    return text.lower().strip(" .!") in RESET_WORDS
+
+
 def is_local(text: str) -> bool:
     """True for messages answered here: empty, whitespace, or a help word."""
     return not text.strip() or text.strip().lower() in HELP_WORDS

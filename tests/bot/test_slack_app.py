@@ -183,6 +183,10 @@ async def test_dm_and_slash_commands(slack, model):
     await slack.event(message("and in NY?", ts="300.3", channel="D0001", channel_type="im"))
     await slack.drain()
     assert "how many airports?" in json.dumps(model.requests[-1]["messages"])
+    model.enqueue(text("And 3 in NJ."))  # a reply in the thread under an answer: the same conversation
+    await slack.event(message("and NJ?", ts="300.31", thread_ts="300.3", channel="D0001", channel_type="im"))
+    await slack.drain()
+    assert "how many airports?" in json.dumps(model.requests[-1]["messages"])
     # `reset` starts afresh: the next question comes alone
     await slack.event(message("reset", ts="300.4", channel="D0001", channel_type="im"))
     await slack.drain()
