@@ -67,7 +67,9 @@ def _decode(stream: str, entry_id, fields: dict | None) -> Taken:
     return Taken(stream=stream, entry_id=key, job=job)
 
 
-SOCKET_TIMEOUT_S = 5.0  # > the longest blocking read (`take`'s block_ms), < a stop's patience
+# > the longest blocking read (`take`'s block_ms) and a Redis's own pauses (a fork for BGSAVE): a read
+# cut by it may lose entries Redis already gave this worker (they are then reported lost, not run)
+SOCKET_TIMEOUT_S = 30.0
 
 
 class RedisJobs:
@@ -78,8 +80,8 @@ class RedisJobs:
         # `put` runs inside the platform's ack, so it has its own deadline (`PUT_DEADLINE_S`): a Redis
         # that drops packets took 3 connect attempts of 2 s, and one that accepts and never answers
         # held the ack for ever. Short retries here; the worker's loop has its own back-off. Every call
-        # answers within SOCKET_TIMEOUT_S (a take blocks far shorter): a Redis that stopped answering
-        # held a worker's `take` for ever, and with it the worker's and `serve`'s stop.
+        # answers within SOCKET_TIMEOUT_S: a Redis that stopped answering held a worker's `take` for
+        # ever, and a stopping worker's read is dropped sooner than that (core/runner_worker.py).
         self.r = fail_fast_client(url, socket_timeout=SOCKET_TIMEOUT_S)
         self._settle = self.r.register_script(_SETTLE)
 

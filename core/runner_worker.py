@@ -43,6 +43,7 @@ log = logging.getLogger("datathread.workers")
 
 # The parent's word for a second Ctrl-C: stop now, telling the threads of the jobs still running.
 HURRY_SIGNAL = signal.SIGUSR1
+TAKE_GRACE_S = 2.0  # a stopping worker waits this long for its read of the job queue (it blocks 0.5 s)
 FINISH_S = 30.0  # how long a stopping worker lets the jobs it holds finish (the parent may say otherwise)
 
 
@@ -175,7 +176,9 @@ class Worker:
                         jobs.take(consumer, turns=self.busy < self.slots, block_ms=500)
                     )
                     await asyncio.wait({take, closed}, return_when=asyncio.FIRST_COMPLETED)
-                    if not take.done():  # told to stop while Redis is slow to answer: stop now
+                    if not take.done():  # told to stop: a read of a Redis that answers ends within its
+                        await asyncio.wait({take}, timeout=TAKE_GRACE_S)  # block (what it took runs)
+                    if not take.done():  # one that stopped answering: its read is dropped, the stop goes on
                         take.cancel()
                         with contextlib.suppress(asyncio.CancelledError, RedisError, OSError):
                             await take
