@@ -49,8 +49,11 @@ class ReplyStalled(StreamInterrupted):
         self.why = why
 
 
-STALL_S = 120.0  # the longest silence between two events of a reply (pings do not count)
-MAX_REPLY_S = 600.0  # the longest one reply may stream
+# The longest silence between two events of a reply (pings do not count), and the longest one reply may
+# stream: at least these, and more for a reply allowed more tokens — the API sends a tool's input one
+# whole key at a time, so a long `code` is silence until it is written (at ~15 tokens/s, a slow model).
+STALL_S, MAX_REPLY_S = 120.0, 600.0
+SLOWEST_TOKENS_PER_S = 15.0
 
 
 class ModelDeadline(anthropic.AnthropicError):
@@ -131,21 +134,23 @@ class AnthropicModel:
             if kind and not kind.startswith(STREAM_TYPES):  # none at all: the stream's parse decides
                 raise NotAReply(f"the endpoint answered with {kind}, not a Claude stream")
             events = aiter(stream)
-            ends = asyncio.get_running_loop().time() + self.max_reply_s
+            allowed_s = float(params.get("max_tokens") or 0) / SLOWEST_TOKENS_PER_S
+            stall_s, max_reply_s = max(self.stall_s, allowed_s), max(self.max_reply_s, 1.5 * allowed_s)
+            ends = asyncio.get_running_loop().time() + max_reply_s
             while True:
                 # a stream of keep-alive pings (the SDK reads and drops them) never trips a read timeout
                 left = ends - asyncio.get_running_loop().time()
                 try:
-                    async with asyncio.timeout(min(self.stall_s, max(left, 0))):
+                    async with asyncio.timeout(min(stall_s, max(left, 0))):
                         event = await anext(events)
                 except StopAsyncIteration:
                     break
                 except TimeoutError:
-                    over = left <= self.stall_s
-                    why = (
-                        f"went on past {self.max_reply_s:g} s" if over else f"stopped for {self.stall_s:g} s"
-                    )
-                    raise ReplyStalled(why) from None
+                    over = left <= stall_s
+                    limit = round(max_reply_s if over else stall_s, 1)
+                    raise ReplyStalled(
+                        f"went on past {limit:g} s" if over else f"stopped for {limit:g} s"
+                    ) from None
                 except anthropic.APIStatusError:
                     raise  # an `error` event (overloaded mid-stream): described like any status error
                 except Exception as exc:  # reading the stream failed (only SDK code runs in this `try`)
