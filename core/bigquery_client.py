@@ -234,6 +234,7 @@ def bounded(seconds: float, *, job: bool = False):
 
 DRY_RUN_S = 20.0  # a dry run answers in well under a second; one that does not, BigQuery is not there
 ANSWER_GRACE_S = 5.0  # past its own limits, a call still running is dripping: given up
+LISTING_S = 120.0  # a whole listing (many metadata calls) or a result's download (up to 5 M rows)
 
 
 class NoAnswer(TimeoutError):
@@ -245,10 +246,10 @@ class NoAnswer(TimeoutError):
         self.seconds = seconds
 
 
-async def off_loop(call: Callable[..., T], *args: Any, deadline_s: float | None = None) -> T:
+async def off_loop(call: Callable[..., T], *args: Any, deadline_s: float | None = None, **kwargs: Any) -> T:
     """Run a blocking client call in a daemon thread of its own and await it (core/daemon_thread.py: a
     Ctrl-C'd `ask` waited out a call still retrying), given up after `deadline_s` (NoAnswer)."""
-    run = functools.partial(call, *args)
+    run = functools.partial(call, *args, **kwargs)
     if deadline_s is None:
         return await in_daemon_thread(run, name="bigquery")
     try:

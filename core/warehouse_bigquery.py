@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import io
+import sys
 import time
 import uuid
 from collections.abc import Sequence
@@ -24,7 +25,9 @@ from typing import Any
 from core.bigquery_client import (
     ANSWER_GRACE_S,
     DRY_RUN_S,
+    LISTING_S,
     ClientConfig,
+    NoAnswer,
     bounded,
     build_client,
     describe_error,
@@ -186,7 +189,7 @@ class BigQueryWarehouse:
         if hit and hit[0] > time.monotonic():
             return hit[1]
         try:
-            value = await off_loop(build, deadline_s=CALL_S + ANSWER_GRACE_S)
+            value = await off_loop(build, deadline_s=LISTING_S)  # a listing is many calls of CALL_S each
         except service_errors() as exc:  # unreachable, refused, quota: one sentence for the model
             raise LookupError(describe_error(exc, timeout_s=CALL_S)) from None
         self._cache[key] = (time.monotonic() + self.metadata_ttl, value)
@@ -253,14 +256,18 @@ class BigQueryWarehouse:
                 await self._settle(ctx, reserved, -estimate)
                 return _refuse(over_budget_message(budget, used, estimate, lim.price_per_tib))
             room = min(room, budget.limit - used)
-        billed = 0
+        billed, answered = 0, False
         try:
-            job, table = await off_loop(
+            job, rows = await off_loop(
                 self._run_job, sql, max(room, MIN_BILLED_BYTES), ctx, run_s, deadline_s=run_s + ANSWER_GRACE_S
             )
-            billed = int(job.total_bytes_billed or 0)
-        finally:
-            await self._settle(ctx, reserved, billed - estimate)
+            billed, answered = int(job.total_bytes_billed or 0), True
+        finally:  # no answer: the job may have run and been billed, so the reservation stands
+            if answered or not isinstance(sys.exc_info()[1], NoAnswer):
+                await self._settle(ctx, reserved, billed - estimate)
+        table = await off_loop(
+            rows.to_arrow, create_bqstorage_client=self.use_storage_api, deadline_s=LISTING_S
+        )
         return await self._save(table, job, billed, save_as, ctx)
 
     @staticmethod
@@ -310,7 +317,7 @@ class BigQueryWarehouse:
             raise
         if (rows.total_rows or 0) > MAX_RESULT_ROWS:
             raise ResultTooLarge(rows.total_rows)
-        return job, rows.to_arrow(create_bqstorage_client=self.use_storage_api)
+        return job, rows
 
     def _cancel(self, job) -> None:
         # stop the slots: a timed-out job would otherwise keep running (and billing)
