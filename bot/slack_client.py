@@ -78,6 +78,8 @@ def failure_words(exc: BaseException, *, for_people: bool = False) -> str:
     if isinstance(exc, SlackApiError):
         code = str(exc.response.get("error") or "Slack refused it")
         return SAID_TO_PEOPLE.get(code, code) if for_people else code
+    if isinstance(exc, OSError):  # its reason, never its file name (a host path of the workspace)
+        return os_reason(exc) or type(exc).__name__
     return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
 
 

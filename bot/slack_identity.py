@@ -60,6 +60,10 @@ async def call_slack(settings: Settings, name: str, field: str, method: str, kin
         async with asyncio.timeout(TOKEN_CHECK_TIMEOUT_S):  # slack_sdk's timeout is per attempt
             return dict((await getattr(client, method)(**kwargs)).data)
     except SlackApiError as exc:
+        if exc.response.status_code >= 500:  # Slack's own trouble, whatever its page says
+            raise SlackUnreachable(
+                f"{unreachable} (it answered HTTP {exc.response.status_code}); try again shortly."
+            ) from None
         if not isinstance(exc.response.data, dict) or "error" not in exc.response.data:
             # no Slack reply at all (a proxy's or web server's page, HTML): the address is wrong, not the
             # token — "Slack rejected SLACK_BOT_TOKEN" had people replace a good one

@@ -253,9 +253,10 @@ class SlackProgress:
         """Close the stream Slack stopped taking (left open, it was "is typing…" for good) before the
         answer comes another way."""
         ts, self.mode, self.stream_ts = self.stream_ts, "update", None
-        if ts:
+        for note in (CONTINUED, None) if ts else ():  # the note may be refused as the text was
             with contextlib.suppress(SlackCallFailed, SlackApiError):  # bounded; the answer comes anyway
-                await self.quick.chat_stopStream(channel=self.target.channel, ts=ts, markdown_text=CONTINUED)
+                await self.quick.chat_stopStream(channel=self.target.channel, ts=ts, markdown_text=note)
+                return
 
     async def _post_status(self, text: str) -> None:
         """The status message the fallback edits (progress: without it, the answer comes as messages)."""

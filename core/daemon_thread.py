@@ -47,8 +47,11 @@ async def within(fn: Callable[[], T], deadline_s: float, *, name: str = "datathr
     never trips a client's per-read timeout, so the whole call needs one. A TimeoutError `fn` raises
     itself (a query job's own limit) comes through as it is."""
     call = asyncio.ensure_future(in_daemon_thread(fn, name=name))
-    done, _ = await asyncio.wait({call}, timeout=deadline_s)
+    try:
+        done, _ = await asyncio.wait({call}, timeout=deadline_s)
+    finally:  # given up, or the caller cancelled: nobody will read its outcome
+        if not call.done():
+            call.cancel()
     if not done:
-        call.cancel()
         raise CallDeadline(f"no answer within {deadline_s:g} s")
     return call.result()

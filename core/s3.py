@@ -208,7 +208,8 @@ def refuse_web_pages(http_response: Any, model: Any, **_: Any) -> None:
     """botocore's hook after every S3 call: a web page (a proxy's login, a captive portal) answered 200,
     and was parsed as an empty listing or saved as the file. No file the tools load is a web page."""
     kind = (http_response.headers.get("content-type") or "").lower()
-    if kind.startswith("text/html"):
+    an_object = model.name in ("HeadObject", "GetObject") and http_response.headers.get("etag")
+    if kind.startswith("text/html") and not an_object:  # an object's type is its owner's to set
         raise S3Refusal(
             f"The S3 endpoint answered {model.name} with a web page, not an S3 reply (a proxy or a login "
             "page, perhaps): an admin needs to check DATATHREAD_S3_ENDPOINT_URL and the network."

@@ -199,3 +199,12 @@ async def test_load_then_run_sql_through_the_real_tool_path(s3_settings, fake_mo
         assert b"PATH=" in environ and b"moto-secret" not in environ and b"AWS_" not in environ
     finally:
         await analyst.close()
+
+
+async def test_an_object_its_owner_typed_as_html_still_loads(s3_settings):
+    """The check for a proxy's web page read an object's own content type (the uploader's to set):
+    a CSV stored as text/html was refused with "check DATATHREAD_S3_ENDPOINT_URL"."""
+    client = boto3.client("s3", endpoint_url=ENDPOINT, region_name="us-east-1")
+    client.put_object(Bucket="data-lake", Key="sales/typed.csv", Body=SALES_CSV, ContentType="text/html")
+    key, data = await S3Source.from_settings(s3_settings).fetch("s3://data-lake/sales/typed.csv")
+    assert (key, data) == ("sales/typed.csv", SALES_CSV)

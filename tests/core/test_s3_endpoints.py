@@ -119,3 +119,36 @@ async def test_a_closed_port_says_why(settings, monkeypatch):
         S3Refusal, match=r"Could not read from S3 \(bucket data-lake at .*\): connection refused\.$"
     ):
         await source(settings, monkeypatch, f"http://127.0.0.1:{port}").list()
+
+
+async def test_a_caller_given_up_on_leaves_no_task_behind():
+    """`within`'s inner task outlived a cancelled caller, and its late failure was logged as "Task
+    exception was never retrieved" with a traceback."""
+    import asyncio
+    import contextlib
+    import gc
+
+    from core.daemon_thread import within
+
+    late = threading.Event()
+
+    def slow() -> None:
+        late.wait(5)
+        raise ValueError("late")
+
+    loop = asyncio.get_running_loop()
+    unretrieved: list[dict] = []
+    loop.set_exception_handler(lambda _, context: unretrieved.append(context))
+    try:
+        caller = asyncio.create_task(within(slow, 10))
+        await asyncio.sleep(0.05)
+        caller.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await caller
+        late.set()
+        await asyncio.sleep(0.2)
+        gc.collect()
+        await asyncio.sleep(0)
+    finally:
+        loop.set_exception_handler(None)
+    assert not unretrieved, unretrieved
