@@ -18,7 +18,7 @@ from pydantic import Field
 from core.config import Settings
 from core.events import Confirmer, ConfirmRequest, IncomingMessage
 from core.final_result import final_query
-from core.schedules import Schedule, ScheduleError, iso, new_schedule
+from core.schedules import Schedule, ScheduleError, new_schedule
 from core.schedules_store import ScheduleBook
 from core.tools import Tool, ToolContext, ToolInput, ToolOutcome, refused
 
@@ -97,13 +97,18 @@ class ScheduleDesk:
         )
 
 
+def said_date(moment) -> str:
+    """A run's time as people read it, in the schedule's own zone: 'Mon 30 Nov 2026, 09:00'."""
+    return moment.strftime("%a %-d %b %Y, %H:%M") if moment else "—"
+
+
 def confirmation_prompt(schedule: Schedule, now) -> str:
     """'Create this schedule? Every run of `0 9 * * mon` (Europe/Berlin) in C1 … first run …'."""
     first = schedule.next_run(now)
     where = "this thread" if schedule.thread else f"a new thread in {schedule.channel} each time"
     return (
         f"Create this schedule? `{schedule.cron}` ({schedule.tz}), posting in {where}: "
-        f"“{schedule.question}”. First run {first.strftime('%a %-d %b %Y, %H:%M') if first else '—'}."
+        f"“{schedule.question}”. First run {said_date(first)}."
     )
 
 
@@ -125,7 +130,7 @@ async def propose(
         return None, "Not created: the person cancelled or did not answer."
     await book.add(schedule, by=schedule.owner, trusted=True)  # checked above, before asking
     first = schedule.next_run(book.now())
-    return schedule, f"Created schedule {schedule.id}; first run {iso(first) if first else '—'}."
+    return schedule, f"Created schedule {schedule.id}; first run {said_date(first)}."
 
 
 async def propose_new(book: ScheduleBook, confirm: Confirmer | None, **fields: str) -> str:

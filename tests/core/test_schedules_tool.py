@@ -57,6 +57,9 @@ async def test_confirm_creates_and_cancel_does_not(analyst, fake_model, recorder
     assert where == ("slack", "C1", "", "U1", "T1", "America/New_York")
     result = fake_model.last_tool_results()[0]
     assert f"Created schedule {s.id}; first run " in json_text(result) and not result.get("is_error")
+    assert re.search(
+        r"first run Mon \d{1,2} \w{3} 20\d\d, 09:00\.", json_text(result)
+    )  # as the prompt said it
 
     fake_model.enqueue(
         tool("create_schedule", {"cron": "30 7 * * *", "question": "flights yesterday", "same_thread": True}),
