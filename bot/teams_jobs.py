@@ -299,7 +299,9 @@ async def _file_consent(state: AppState, activity: Activity, out: TeamsOut) -> N
         if await state.threads.noted(offer) == "uploaded":
             await out.send(f"I've already uploaded {name} to your OneDrive for that offer.")
         else:  # still under way, or it failed and a newer card came with the sentence
-            await out.send(f"That offer of {name} was already taken; accept the newest one I sent.")
+            await out.send(
+                f"That offer of {name} was already used: accept a newer card if I sent one, or ask again."
+            )
         return
     try:
         data = await state.threads.read_file(session_id, path)
@@ -320,5 +322,5 @@ async def _file_consent(state: AppState, activity: Activity, out: TeamsOut) -> N
             f"I couldn't upload {name} to your OneDrive; accept this one to try again.", attachments=[again]
         )
         return
-    await state.threads.note(offer, "uploaded")
+    await state.threads.note(offer, "uploaded", ttl_s=lives_s)  # as long as the claim is kept
     await out.send(attachments=[render.file_info_card(info)])

@@ -162,10 +162,10 @@ class Threads:
         await self._store.set_once(f"tz:{key}", tz, ttl_s=USER_TZ_TTL_S)
         return tz
 
-    async def note(self, key: str, value: str) -> None:
+    async def note(self, key: str, value: str, *, ttl_s: float = NOTE_TTL_S) -> None:
         """Keep one small fact about a running job for whoever handles it if its worker dies (e.g. the
         thread a slash command's answer goes to), across processes and replicas; the first note stays."""
-        await self._store.set_once(f"note:{key}", value, ttl_s=NOTE_TTL_S)
+        await self._store.set_once(f"note:{key}", value, ttl_s=ttl_s)
 
     async def noted(self, key: str) -> str | None:
         """The fact `note` kept under `key`, or None."""

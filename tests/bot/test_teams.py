@@ -214,7 +214,7 @@ async def test_personal_chat_reset_csv_consent_and_failure(teams, fake_model, se
     assert (await teams.post({**invoke, "id": f"{invoke['id']}-3b", "value": unreachable})).status_code == 200
     await teams.state.runner.drain(timeout=30)
     assert teams.connector.sent()[-1]["text"] == (
-        "That offer of answer.csv was already taken; accept the newest one I sent."
+        "That offer of answer.csv was already used: accept a newer card if I sent one, or ask again."
     )
     offer = retry["attachments"][0]["content"]
     assert offer["sizeInBytes"] == len(uploaded) and offer["acceptContext"]["offer"] not in ("second", "")
