@@ -260,3 +260,11 @@ def test_the_footer_says_one_row_in_the_singular():
     assert (
         r.stats_line({"steps": 1, "rows": 1, "duration_s": 0.4}) == "1 step · 1 row · 0.4 s"
     )  # was "1 rows"
+
+
+def test_an_os_error_is_said_without_its_file_name():
+    """A step that removed its file before the upload put the host's workspace path in the channel."""
+    from bot.slack_client import failure_words
+
+    gone = FileNotFoundError(2, "No such file or directory", "/srv/home/workspaces/sl-abc/x.csv")
+    assert failure_words(gone, for_people=True) == "no such file or directory"

@@ -234,11 +234,3 @@ async def test_a_file_attached_to_the_question_is_said_to_be_unread(slack, model
     await slack.drain()
     shown = "".join(slack.api.shown())
     assert "I can't read files attached in Slack (`mine.csv`)" in shown
-
-
-def test_an_os_error_is_said_without_its_file_name():
-    """A step that removed its file before the upload put the host's workspace path in the channel."""
-    from bot.slack_client import failure_words
-
-    gone = FileNotFoundError(2, "No such file or directory", "/srv/home/workspaces/sl-abc/x.csv")
-    assert failure_words(gone, for_people=True) == "no such file or directory"
