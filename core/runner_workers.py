@@ -217,9 +217,9 @@ class WorkerRunner:
             self._backlog = []
         else:
             left = []
-            try:  # bounded: the job queue's client waits as long as Redis does (it blocks on reads), and
-                async with asyncio.timeout(TELL_LOST_S):  # a Redis that stopped answering held the stop
-                    for p in killed:  # forever, a second Ctrl-C included
+            try:  # bounded as a whole: a Redis that stopped answering held the stop for ever (a second
+                async with asyncio.timeout(TELL_LOST_S):  # Ctrl-C included); each call here may wait
+                    for p in killed:  # its socket timeout, with retries, once per killed worker
                         with contextlib.suppress(Exception):  # Redis gone: another replica's sweep finds them
                             for taken in await self.redis.take_over(p.name, f"{self._host}-supervisor"):
                                 if await self.redis.settle(taken) and taken.job is not None:
