@@ -317,7 +317,8 @@ async def _file_consent(state: AppState, activity: Activity, out: TeamsOut) -> N
         refused = type(exc).__name__  # not its text: the upload URL carries OneDrive's tempauth token
     if refused:
         log.warning("teams: file upload failed (%s)", refused)
-        again = render.file_consent_card(name, len(data), await state.links.offer(session_id, path))
+        offered = path.rsplit("/", 1)[-1]  # the file's own name on the card, as the first offer had it
+        again = render.file_consent_card(offered, len(data), await state.links.offer(session_id, path))
         await out.send(
             f"I couldn't upload {name} to your OneDrive; accept this one to try again.", attachments=[again]
         )
