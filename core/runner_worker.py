@@ -18,7 +18,7 @@ import os
 import signal
 import sys
 from collections.abc import Awaitable, Callable
-from typing import BinaryIO
+from typing import BinaryIO, TypeVar
 
 from redis.exceptions import RedisError
 
@@ -43,6 +43,7 @@ log = logging.getLogger("datathread.workers")
 
 # The parent's word for a second Ctrl-C: stop now, telling the threads of the jobs still running.
 HURRY_SIGNAL = signal.SIGUSR1
+T = TypeVar("T")
 TAKE_GRACE_S = 2.0  # a stopping worker waits this long for its read of the job queue (it blocks 0.5 s)
 FINISH_S = 30.0  # how long a stopping worker lets the jobs it holds finish (the parent may say otherwise)
 
@@ -170,20 +171,14 @@ class Worker:
             while not closed.done():
                 try:
                     if outage.down or not prepared:  # a restarted Redis may have lost the group
-                        await jobs.prepare()
+                        if not (await _unless_stopping(jobs.prepare(), closed))[0]:
+                            break
                         prepared = True
-                    take = asyncio.ensure_future(
-                        jobs.take(consumer, turns=self.busy < self.slots, block_ms=500)
+                    taken_in_time, found = await _unless_stopping(
+                        jobs.take(consumer, turns=self.busy < self.slots, block_ms=500), closed
                     )
-                    await asyncio.wait({take, closed}, return_when=asyncio.FIRST_COMPLETED)
-                    if not take.done():  # told to stop: a read of a Redis that answers ends within its
-                        await asyncio.wait({take}, timeout=TAKE_GRACE_S)  # block (what it took runs)
-                    if not take.done():  # one that stopped answering: its read is dropped, the stop goes on
-                        take.cancel()
-                        with contextlib.suppress(asyncio.CancelledError, RedisError, OSError):
-                            await take
+                    if not taken_in_time:
                         break
-                    found = take.result()
                 except (RedisError, OSError) as exc:  # the entries wait in the stream: retry, quietly
                     pause = outage.failed(redis_reason(exc))
                     await asyncio.wait({closed}, timeout=pause)
@@ -224,3 +219,19 @@ async def report_lost(jobs: RedisJobs, taken: Taken) -> bool:
     if reported and lost is not None:
         log.warning("a %s job stopped with its worker; telling the thread", lost.payload["job"]["kind"])
     return reported
+
+
+async def _unless_stopping(call: Awaitable[T], closed: asyncio.Task) -> tuple[bool, T | None]:
+    """`(True, call's result)`, or `(False, None)` when the worker is told to stop before Redis answers:
+    a Redis that answers does within TAKE_GRACE_S (a take blocks 0.5 s; what it took then runs), one that
+    stopped answering has its call dropped — it held the worker's stop, and `serve`'s, for ever."""
+    task = asyncio.ensure_future(call)
+    await asyncio.wait({task, closed}, return_when=asyncio.FIRST_COMPLETED)
+    if not task.done():
+        await asyncio.wait({task}, timeout=TAKE_GRACE_S)
+    if not task.done():
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError, RedisError, OSError):
+            await task
+        return False, None
+    return True, task.result()
