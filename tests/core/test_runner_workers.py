@@ -114,3 +114,26 @@ def test_a_killed_web_process_leaves_no_worker_and_no_template(settings):
     while any(map(_alive, [*workers, *template])):
         assert time.monotonic() < deadline, "a worker or the template outlived the web process"
         time.sleep(0.05)
+
+
+async def test_a_stopping_worker_waits_briefly_for_redis_then_drops_the_call():
+    """Any Redis call of a stopping worker — its read of the queue, and the queue's preparation, which
+    comes after the worker says it is ready — is dropped when Redis does not answer; one that answers
+    within the grace is kept (what a read took then runs)."""
+    from core import runner_worker
+
+    closed = asyncio.get_running_loop().create_future()
+    closed.set_result(b"")  # stdin closed: the parent wants the worker to stop
+
+    async def frozen() -> str:
+        await asyncio.sleep(3600)
+        return "never"
+
+    async def quick() -> str:
+        await asyncio.sleep(0.1)
+        return "taken"
+
+    started = time.monotonic()
+    assert await runner_worker._unless_stopping(frozen(), closed) == (False, None)
+    assert time.monotonic() - started < runner_worker.TAKE_GRACE_S + 1
+    assert await runner_worker._unless_stopping(quick(), closed) == (True, "taken")
