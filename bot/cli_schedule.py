@@ -26,6 +26,7 @@ from bot.cli_common import (
     settings_or_exit,
     setup_log,
 )
+from bot.surface_settings import POSTING_SETTINGS, SURFACE_NAMES, poster_problem
 
 if TYPE_CHECKING:  # imported when a command runs: `datathread --help` need not load the core
     from core.config import Settings
@@ -78,7 +79,6 @@ def add(
     sql: str = typer.Option("", "--sql", help="Verified SQL the runs should start from."),
 ) -> None:
     """Create a schedule; prints its id."""
-    from bot.surface_settings import POSTING_SETTINGS, SURFACE_NAMES, poster_problem
     from core.schedules import check_verified_sql, new_schedule
 
     settings = _settings()
@@ -238,8 +238,6 @@ def run_now(
     # Everything a user can get wrong, before the sandbox and the model start: the id, then the settings.
     schedule = _with_book(settings, lambda book: book.get(schedule_id))
     checked_or_exit(settings, require_model)
-    from bot.surface_settings import poster_problem
-
     if problem := poster_problem(settings, schedule.surface):
         _fail(problem)
     check_sandbox(settings)

@@ -73,11 +73,7 @@ def run_header(schedule: Schedule, *, skipped: int = 0) -> str:
 
 
 async def run_occurrence(
-    book: ScheduleBook,
-    poster: SchedulePoster,
-    due: DueRun,
-    *,
-    manual: bool = False,
+    book: ScheduleBook, poster: SchedulePoster, due: DueRun, *, manual: bool = False
 ) -> RunResult | None:
     """Run one claimed occurrence with one retry; count failures, pause when it must. None if the
     schedule was removed, or paused after the claim. `manual` is an operator's `run-now`: it runs a
