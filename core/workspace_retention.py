@@ -22,6 +22,7 @@ charts and exports live there). Local workspaces only: on Modal they are in the 
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import secrets
@@ -77,12 +78,48 @@ def set_aside(root: Path, session_id: str) -> Path | None:
 
 
 def delete(aside: Path) -> bool:
-    """Delete a set-aside workspace; False (and one log line) when something in it stayed."""
-    try:
-        shutil.rmtree(aside)
-    except FileNotFoundError:
-        return True
-    except Exception as exc:  # a read-only folder, a tree too deep for rmtree: the rest go on
-        log.warning("could not remove all of the idle workspace %s: %s", aside.name, exc)
+    """Delete a set-aside workspace; False (and one log line) when something in it stayed. A folder a
+    step made read-only cannot be emptied by an ordinary user: its folders are made writable (through
+    descriptors, never following a link) and the deletion is tried once more."""
+    for attempt in (1, 2):
+        try:
+            shutil.rmtree(aside)
+            return True
+        except FileNotFoundError:
+            return True
+        except PermissionError:
+            if attempt == 1:
+                writable_folders(aside)
+                continue
+            failure: Exception = PermissionError("a folder stayed read-only")
+        except Exception as exc:  # a tree too deep for rmtree: the rest go on
+            failure = exc
+        log.warning("could not remove all of the idle workspace %s: %s", aside.name, failure)
         return False
-    return True
+    return False
+
+
+def writable_folders(top: Path) -> None:
+    """Give the owner rwx on `top` and every folder under it. Each is opened with O_PATH|O_NOFOLLOW|
+    O_DIRECTORY (a link is refused, not followed) and changed through /proc/self/fd, which names the
+    folder opened, whatever was put at its path since. What cannot be opened or changed is left."""
+    flags = os.O_PATH | os.O_NOFOLLOW | os.O_DIRECTORY | os.O_CLOEXEC
+    pending = [os.open(top, flags)]
+    while pending:
+        folder = pending.pop()
+        try:
+            here = f"/proc/self/fd/{folder}"
+            os.chmod(here, 0o700)
+            listing = os.open(here, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+            try:
+                with os.scandir(listing) as entries:
+                    names = [entry.name for entry in entries if entry.is_dir(follow_symlinks=False)]
+                for name in names:
+                    with contextlib.suppress(OSError):
+                        pending.append(os.open(name, flags, dir_fd=listing))
+            finally:
+                os.close(listing)
+        except OSError:
+            pass
+        finally:
+            os.close(folder)

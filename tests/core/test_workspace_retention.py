@@ -17,7 +17,12 @@ async def test_only_idle_and_forgotten_workspaces_are_removed(settings, tmp_path
     forgotten = aged_workspace(
         root, "sl-forgotten", age_days=31, files={"a.parquet": b"x", "deep/b.csv": b"y"}
     )
-    (forgotten / "deep").chmod(0o500)  # a step left a folder it cannot write to any more
+    outside = tmp_path / "outside"
+    outside.mkdir(mode=0o750)
+    (forgotten / "deep" / "escape").symlink_to(outside)  # a link to a folder: never made writable
+    os.utime(forgotten / "deep", (time.time() - 31 * DAY,) * 2)
+    (forgotten / "deep").chmod(0o500)  # a step left a folder it cannot write to any more (an ordinary
+    # user's rmtree cannot empty it: its folders are made writable first, through descriptors)
     (forgotten / "link").symlink_to(victim)  # removed as a link, never followed
     os.utime(forgotten, (time.time() - 31 * DAY,) * 2, follow_symlinks=False)
     os.utime(forgotten / "link", (time.time() - 31 * DAY,) * 2, follow_symlinks=False)
@@ -34,6 +39,7 @@ async def test_only_idle_and_forgotten_workspaces_are_removed(settings, tmp_path
         assert await threads.forget_idle_workspaces() == ["sl-in-use"]  # its turn is over
         assert await threads.forget_idle_workspaces() == []  # a third sweep finds nothing more
     assert not forgotten.exists() and not in_use.exists() and victim.read_text() == "not the sandbox's"
+    assert outside.is_dir() and outside.stat().st_mode & 0o777 == 0o750
     assert talking.exists() and recent.exists() and stray.exists() and theirs.exists()
     assert sorted(p.name for p in root.iterdir()) == ["not a session", "project", "sl-recent", "sl-talking"]
 
