@@ -380,11 +380,16 @@ asyncio.run(main())
 """
     bot = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
     zygote = int(bot.stdout.readline())
-    time.sleep(1.0)  # the step is running now, and the next spare has prepared its runner and init
-    steps = [p for p in os.listdir("/proc") if p.isdigit() and _ppid(p) == zygote]
+    # Wait (not a fixed sleep: a loaded CI machine took over a second) until the step is running:
+    # the fork server's children have children of their own (the step's supervisor, init, runner).
+    deadline = time.monotonic() + 30
+    while True:
+        steps = [p for p in os.listdir("/proc") if p.isdigit() and _ppid(p) == zygote]
+        family = _descendants(zygote)
+        if (steps and len(family) > 2 * len(steps)) or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
     assert steps, "the step should be running"
-    # Every descendant: the running step's supervisor, init and runner, the spare's prepared ones.
-    family = _descendants(zygote)
     assert len(family) > 2 * len(steps), family  # more than the fork server's own children
     bot.send_signal(signal.SIGKILL)
     bot.wait()
