@@ -23,7 +23,8 @@ from bot import slack_render as render
 from bot.slack_access import refused_click
 from bot.slack_client import SlackCallFailed, quick
 from bot.slack_confirm import build_confirmer
-from bot.slack_progress import SlackProgress, SlackTarget
+from bot.slack_progress import SlackProgress
+from bot.slack_target import SlackTarget
 from bot.surface import AppState
 from core.analyst import Analyst
 from core.events import IncomingMessage

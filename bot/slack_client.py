@@ -65,9 +65,34 @@ SAID_TO_PEOPLE = {
     "not_in_channel": "I'm not a member of this channel",
     "channel_not_found": "I can't see this channel",
     "is_archived": "the channel is archived",
+    "restricted_action": "posting in this channel is restricted",
+    "restricted_action_read_only_channel": "this channel is read-only",
+    "restricted_action_thread_only_channel": "this channel takes replies in threads only",
+    "restricted_action_non_threadable_channel": "this channel takes no replies in threads",
     "ratelimited": "Slack asked me to slow down",
     "file_upload_size_exceeded": "it is too large for Slack",
 }
+# Refusals that say the bot cannot post where it was asked (chat.postMessage's errors,
+# https://docs.slack.dev/reference/methods/chat.postMessage#errors), as opposed to refusing one message.
+CANNOT_POST_HERE = frozenset(
+    {
+        "not_in_channel",
+        "channel_not_found",
+        "is_archived",
+        "restricted_action",
+        "restricted_action_read_only_channel",
+        "restricted_action_thread_only_channel",
+        "restricted_action_non_threadable_channel",
+        "cannot_reply_to_message",
+        "team_access_not_granted",
+        "ekm_access_denied",
+    }
+)
+
+
+def cannot_post_here(exc: BaseException) -> bool:
+    """Slack refused because of where the message was to go, not what it said."""
+    return isinstance(exc, SlackApiError) and exc.response.get("error") in CANNOT_POST_HERE
 
 
 def failure_words(exc: BaseException, *, for_people: bool = False) -> str:

@@ -15,7 +15,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot import slack_render as render
 from bot.slack_client import failure_words
-from bot.slack_progress import SlackTarget
+from bot.slack_target import SlackTarget
 from bot.transcript import confirmation_said
 from core.events import Confirmer, ConfirmRequest
 from core.thread import Threads

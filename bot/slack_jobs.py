@@ -17,7 +17,8 @@ from bot.schedule_slack import slack_user_tz
 from bot.slack_access import clicker, refused_click
 from bot.slack_client import SharedClient, SlackCallFailed, answer_via_response_url, failure_words
 from bot.slack_confirm import build_confirmer
-from bot.slack_progress import SlackProgress, SlackTarget
+from bot.slack_progress import SlackProgress
+from bot.slack_target import SlackTarget
 from bot.surface import AppState
 from core.events import IncomingMessage
 from core.help import FRESH_START, is_local, is_reset

@@ -24,39 +24,26 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 
 from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.models.messages.chunk import TaskUpdateChunk
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot import slack_render as render
-from bot.slack_client import SlackCallFailed, answer_via_response_url, failure_words, quick
+from bot.slack_client import SlackCallFailed, answer_via_response_url, cannot_post_here, failure_words, quick
+from bot.slack_files import share_file
 from bot.slack_stream import StreamedText, render_parts
-from bot.transcript import WAITING, WORKING, Change, StepLine, Throttle, Transcript, format_bytes
-from core.events import AnswerDelta, ArtifactReady, TurnEvent, TurnFinished
+from bot.slack_target import SlackTarget, privately
+from bot.transcript import WAITING, WORKING, Change, StepLine, Throttle, Transcript
+from core.events import AnswerDelta, ArtifactReady, NobodyListening, Thinking, TurnEvent, TurnFinished
 
 log = logging.getLogger("datathread.slack")
 
-UPLOAD_LIMIT_BYTES = 200 * 1024 * 1024  # well under Slack's 1 GB; bigger results belong in the warehouse
 WORKING_LINE = f":hourglass_flowing_sand: {WORKING}"
 CONTINUED = "_(Slack stopped taking this message: the answer follows below.)_"
 STREAM_STATUS = {"running": "in_progress", "done": "complete", "failed": "error"}
 TEXT_MIN_INTERVAL_S = 0.5  # between two appends of streamed text (the first words go at once)
-
-
-@dataclass(frozen=True)
-class SlackTarget:
-    """Where a turn answers: the channel and thread, and who asked (recipient of the stream)."""
-
-    channel: str
-    thread_ts: str
-    team_id: str
-    user_id: str
-    private: bool = False
-    # A slash command's response_url: answers the person even where the bot is not a member
-    # (https://docs.slack.dev/interactivity/handling-user-interaction#message_responses).
-    response_url: str = ""
 
 
 class SlackProgress:
@@ -109,6 +96,8 @@ class SlackProgress:
         self.no_progress = True
 
     async def _on(self, event: TurnEvent) -> None:
+        if self.target.unheard and isinstance(event, Thinking):
+            raise NobodyListening(self.target.unheard)
         if isinstance(event, AnswerDelta):
             await self._text(event)
             return
@@ -156,9 +145,20 @@ class SlackProgress:
             self.mode = "update"
             self._progress_failed(exc)
         except SlackApiError as exc:
+            if cannot_post_here(exc):
+                return await self._answer_privately(exc)
             log.info("streaming refused (%s); falling back to chat.update", exc.response.get("error"))
             self.mode = "update"
-            await self._post_status(":hourglass_flowing_sand: Working on it…")
+            try:
+                await self._post_status(":hourglass_flowing_sand: Working on it…")
+            except SlackApiError as refused:
+                if not cannot_post_here(refused):
+                    raise
+                await self._answer_privately(refused)
+
+    async def _answer_privately(self, refused: SlackApiError) -> None:
+        self.target, self.mode = await privately(self.quick, self.target, refused, WORKING_LINE), "ephemeral"
+        self.notes.append(f"I can't post here ({self.target.refused_here}), so only you can see this answer.")
 
     async def _wait_shown(self, waiting: bool) -> None:
         """While the thread's previous question is answered, a task card says this one waits (the
@@ -292,32 +292,22 @@ class SlackProgress:
 
     # --- files ---------------------------------------------------------------------------------
     async def _upload(self, artifact: ArtifactReady) -> None:
-        if self.target.private:
-            self.notes.append(
-                f"`{artifact.name}` isn't shared in private answers; ask without `private` to get it."
-            )
-            return
-        if artifact.size > UPLOAD_LIMIT_BYTES:
-            self.notes.append(
-                f"`{artifact.name}` is {format_bytes(artifact.size)}, too large to upload "
-                f"(limit {format_bytes(UPLOAD_LIMIT_BYTES)}). Ask for a smaller extract."
-            )
-            return
-        try:
-            # Uploaded as is: any conversion (parquet -> CSV) happens inside the sandbox (core/tools.py attach_file).
-            await self.client.files_upload_v2(
-                channel=self.target.channel,
-                thread_ts=self.target.thread_ts,
-                file=await self.read_file(artifact),
-                filename=artifact.name,
-                title=artifact.title or artifact.name,
-            )
-        except (SlackClientError, OSError, ValueError) as exc:
-            log.warning("upload of %s failed: %s", artifact.name, failure_words(exc))
-            self.notes.append(f"I couldn't upload `{artifact.name}` ({failure_words(exc, for_people=True)}).")
+        t = self.target
+        if note := await share_file(
+            self.client,
+            artifact,
+            self.read_file,
+            channel=t.channel,
+            thread_ts=t.thread_ts,
+            private=t.private,
+            refused_here=t.refused_here,
+        ):
+            self.notes.append(note)
 
     # --- the end -------------------------------------------------------------------------------
     async def _finish(self, done: TurnFinished) -> None:
+        if self.target.unheard:  # said in the log when it was found; Slack would refuse this too
+            return
         if self._pending and not self._pending.done():
             self._pending.cancel()
         if self._text_pending and not self._text_pending.done():
@@ -386,7 +376,9 @@ class SlackProgress:
                     blocks=msg.get("blocks"),
                 )
             elif self.mode == "ephemeral":
-                await self.client.chat_postEphemeral(channel=t.channel, user=t.user_id, **msg)
+                await self.client.chat_postEphemeral(
+                    channel=t.channel, user=t.user_id, thread_ts=t.thread_ts or None, **msg
+                )
             elif n == 0 and self.status_ts:
                 await self.client.chat_update(channel=t.channel, ts=self.status_ts, **msg)
             else:

@@ -21,6 +21,7 @@ from core.events import (
     AnswerReady,
     ArtifactReady,
     EventSink,
+    NobodyListening,
     StepFinished,
     StepRecord,
     StepStarted,
@@ -142,7 +143,7 @@ def _to_param(block: Any) -> dict:
 
 
 class TurnAborted(Exception):
-    """The loop cannot go on (token budget); the message is for people."""
+    """The loop cannot go on (token budget, or `NobodyListening`); the message is for people."""
 
 
 async def run_loop(
@@ -169,7 +170,7 @@ async def run_loop(
         }
         if force_answer:
             params["tool_choice"] = {"type": "none"}
-        await sink(Thinking(turn_id=state.turn_id))
+        await _think(sink, Thinking(turn_id=state.turn_id))
         response = await model.stream(_delta_sink(sink, state.turn_id, state.model_calls + 1), **params)
         state.model_calls += 1
         _add_usage(state, response)
@@ -190,7 +191,7 @@ async def run_loop(
         if tool_uses and reason in ("tool_use", "max_tokens"):
             final = reason == "tool_use" and is_answer_with_attachments(text, tool_uses)
             if text and not final:
-                await sink(Thinking(turn_id=state.turn_id, text=text.splitlines()[0][:200]))
+                await _think(sink, Thinking(turn_id=state.turn_id, text=text.splitlines()[0][:200]))
             truncated = reason == "max_tokens"
             results = await _run_tools(
                 tool_uses, ctx, state, sink, truncated=truncated, limit=limits.parallel_tools
@@ -213,6 +214,14 @@ async def run_loop(
             state.answer = text or "I have no answer to give for that."
         await sink(AnswerReady(turn_id=state.turn_id, text=state.answer))
         return state
+
+
+async def _think(sink: EventSink, event: Thinking) -> None:
+    """The one event a sink may answer with "stop" (`NobodyListening`): before the calls that cost."""
+    try:
+        await sink(event)
+    except NobodyListening as exc:
+        raise TurnAborted(str(exc)) from None
 
 
 def _delta_sink(sink: EventSink, turn_id: str, call: int):

@@ -226,6 +226,15 @@ TurnEvent = (
 )
 
 EventSink = Callable[[TurnEvent], Awaitable[None]]
+
+
+class NobodyListening(Exception):
+    """What an EventSink raises, on a `Thinking` event, once nothing it shows can reach anyone (the
+    channel refuses the bot's messages, even the asker's private ones): the turn stops before its
+    next model call, instead of paying for an answer nobody will see, and is saved with this
+    sentence as its failure."""
+
+
 Confirmer = Callable[[ConfirmRequest], Awaitable[bool]]
 
 

@@ -367,7 +367,7 @@ async def test_app_home_prompts_export_and_confirmation(slack, model):
     # Confirmation: Run/Cancel buttons in the thread; the click resolves the waiting step
     from bot.slack_client import build_client
     from bot.slack_confirm import build_confirmer
-    from bot.slack_progress import SlackTarget
+    from bot.slack_target import SlackTarget
     from core.events import ConfirmRequest
 
     target = SlackTarget(channel="C0001", thread_ts="700.1", team_id="T0001", user_id="U0001")

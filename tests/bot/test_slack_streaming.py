@@ -5,6 +5,7 @@ Web API. What is appended is in order, complete, inert, and never has to be take
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 
 import pytest
@@ -234,3 +235,56 @@ async def test_a_file_attached_to_the_question_is_said_to_be_unread(slack, model
     await slack.drain()
     shown = "".join(slack.api.shown())
     assert "I can't read files attached in Slack (`mine.csv`)" in shown
+
+
+async def test_a_channel_that_refuses_the_bot_gets_the_answer_to_the_asker_alone(slack, model):
+    """A mention in a read-only or announcement channel: Slack refuses the bot's messages there, and
+    the turn ran its model calls and steps and posted nothing (one log line). Now the asker is told at
+    once, privately, and gets the answer privately, with a note for each file it could not share."""
+    for method in ("chat.startStream", "chat.postMessage"):
+        slack.api.fail_methods[method] = "restricted_action"
+    code = "import pandas as pd\npd.DataFrame({'a': [1]}).to_csv('al.csv', index=False)"
+    model.enqueue(
+        tool("run_python", {"code": code}), tool("attach_file", {"path": "al.csv"}), text("Done: 1 row.")
+    )
+    try:
+        await slack.event(mention("a csv please", ts="350.1"))
+        await slack.drain()
+    finally:
+        slack.api.fail_methods.clear()
+    private = slack.api.of("chat.postEphemeral")
+    assert [c.args["thread_ts"] for c in private] == ["350.1", "350.1"]  # in the thread, to the asker
+    assert all(c.args["user"] == "U0001" for c in private)
+    assert "I can't post here (posting in this channel is restricted)" in private[0].args["text"]
+    answer = json.dumps(private[1].args)
+    assert "Done: 1 row." in answer and "only you can see this answer" in answer
+    assert "I can't share `al.csv` here" in answer
+    assert not slack.api.of("files.completeUploadExternal")  # it would have gone into the channel
+
+
+async def test_a_channel_refusing_even_the_asker_stops_the_turn_before_any_model_call(slack, model, caplog):
+    """The bot was removed from the channel (or it was archived) between the mention and the answer:
+    nothing can reach anyone, and the turn paid for every model call and step anyway. Now it stops
+    before the first, says why in one log line, and the thread works again once the bot is back."""
+    import logging
+
+    asked = len(model.requests)
+    for method in ("chat.startStream", "chat.postMessage", "chat.postEphemeral"):
+        slack.api.fail_methods[method] = "not_in_channel"
+    model.enqueue(text("Nobody would see this."))
+    try:
+        with caplog.at_level(logging.WARNING, logger="datathread.slack"):
+            await slack.event(mention("how many flights?", ts="351.1"))
+            await slack.drain()
+    finally:
+        slack.api.fail_methods.clear()
+    assert len(model.requests) == asked
+    said = [r.getMessage() for r in caplog.records if r.name == "datathread.slack"]
+    assert said == [
+        "slack: U0001 in C0001 gets no answer: Slack refuses my messages there (not_in_channel, "
+        "not_in_channel); stopping the turn"
+    ]
+    slack.api.clear()
+    await slack.event(message("and now?", ts="351.2", thread_ts="351.1"))
+    await slack.drain()
+    assert "Nobody would see this." in "".join(slack.api.shown())  # the session goes on

@@ -1,0 +1,65 @@
+"""Where a turn answers in Slack, and where it answers when Slack refuses the bot's messages there.
+
+A channel can refuse the bot (read-only and announcement channels, a channel that was archived or
+the bot left): the answer then goes to the asker alone, as a slash command's does where the bot is
+not a member; where even that is refused, nobody would see the answer, and the turn stops before
+it pays for model calls (`core.events.NobodyListening`).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, replace
+
+from slack_sdk.errors import SlackApiError
+
+from bot.slack_client import SlackCallFailed, cannot_post_here, failure_words
+
+log = logging.getLogger("datathread.slack")
+
+
+@dataclass(frozen=True)
+class SlackTarget:
+    """Where a turn answers: the channel and thread, and who asked (recipient of the stream)."""
+
+    channel: str
+    thread_ts: str
+    team_id: str
+    user_id: str
+    private: bool = False
+    # A slash command's response_url: answers the person even where the bot is not a member
+    # (https://docs.slack.dev/interactivity/handling-user-interaction#message_responses).
+    response_url: str = ""
+    refused_here: str = ""  # why Slack refuses the bot's messages here, in words (the answer is private)
+    unheard: str = ""  # why not even the asker can be told: the turn stops
+
+
+async def privately(quick, target: SlackTarget, refused: SlackApiError, working: str) -> SlackTarget:
+    """The target once Slack refused the bot's messages here (`refused`): the asker alone, told so at
+    once (`working`: the status line), or nobody (`unheard`) when that is refused too. `quick`: the
+    progress client (its calls bounded); a Slack that does not answer leaves the answer private."""
+    why = failure_words(refused, for_people=True)
+    log.info("slack: cannot post in %s (%s); answering privately", target.channel, failure_words(refused))
+    private = replace(target, private=True, refused_here=why)
+    try:
+        await quick.chat_postEphemeral(
+            channel=target.channel,
+            user=target.user_id,
+            thread_ts=target.thread_ts or None,
+            text=f"{working} I can't post here ({why}): I'll answer you privately.",
+        )
+    except SlackCallFailed:
+        pass  # the answer still goes, bounded by its own call
+    except SlackApiError as exc:
+        if not cannot_post_here(exc):
+            raise
+        log.warning(
+            "slack: %s in %s gets no answer: Slack refuses my messages there (%s, %s); stopping the turn",
+            target.user_id,
+            target.channel,
+            failure_words(refused),
+            failure_words(exc),
+        )
+        why_not = f"Slack refuses my messages in this channel, even to you ({failure_words(exc)})."
+        return replace(private, unheard=why_not)
+    return private
