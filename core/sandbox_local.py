@@ -14,10 +14,8 @@ import json
 import logging
 import os
 import resource
-import shutil
 import signal
 import sys
-import tempfile
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -25,6 +23,7 @@ from pathlib import Path
 from core import cgroups, isolation, isolation_backends, isolation_session, isolation_supervisor
 from core.sandbox import StepRequest, StepResult, is_valid_session_id
 from core.workspace_paths import make_parents, read_inside, resolve_in_workspace, write_inside
+from core.zygote_folder import ZygoteFolder
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +62,7 @@ class LocalSandbox:
         # removed by `close`. Never made again under a name that was in use: once removed, another user
         # could create it in /tmp first, and a mkdir that accepts an existing directory would then put
         # the socket steps travel through in theirs.
-        self._socket_dir: Path | None = None
+        self._folder: ZygoteFolder | None = None
         self.isolation_policy = isolation_policy
         self.refuse_namespaces = refuse_namespaces
         self.backend = ""  # chosen by the fork server at start
@@ -76,8 +75,8 @@ class LocalSandbox:
 
     @property
     def _socket(self) -> str:
-        assert self._socket_dir is not None, "the fork server has not been started"
-        return str(self._socket_dir / "zygote.sock")
+        assert self._folder is not None, "the fork server has not been started"
+        return str(self._folder.path / "zygote.sock")
 
     def workspace(self, session_id: str) -> Path:
         """The session's directory, created with owner-only permissions."""
@@ -100,8 +99,8 @@ class LocalSandbox:
         async with self._start_lock:
             if self._proc and self._proc.returncode is None:
                 return
-            if self._socket_dir is None:  # mkdtemp: a new name, made 0700 by this process, or an error
-                self._socket_dir = Path(tempfile.mkdtemp(prefix="datathread-zygote-"))
+            if self._folder is None:  # a new name, made 0700 by this process, or an error
+                self._folder = await asyncio.to_thread(ZygoteFolder.make)
             cmd = [
                 sys.executable,
                 "-m",
@@ -123,10 +122,10 @@ class LocalSandbox:
             root = str(Path(__file__).resolve().parent.parent)
             if not isolation.host_root():
                 isolation.protect_bot_process()
-            mpl = self._socket_dir / "matplotlib"
+            mpl = self._folder.path / "matplotlib"
             mpl.mkdir(exist_ok=True)
             # Library chatter (matplotlib's font cache, warnings) goes to a file, never the terminal.
-            with open(self._socket_dir / "zygote.log", "ab") as chatter:
+            with open(self._folder.path / "zygote.log", "ab") as chatter:
                 self._proc = await asyncio.create_subprocess_exec(
                     *cmd,
                     stdout=asyncio.subprocess.PIPE,
@@ -152,8 +151,8 @@ class LocalSandbox:
         directory that holds it is removed with the sandbox."""
         how = f"killed by signal {-status}" if status < 0 else f"exit status {status}"
         with contextlib.suppress(OSError):
-            assert self._socket_dir is not None
-            tail = (self._socket_dir / "zygote.log").read_text(errors="replace").strip().splitlines()[-20:]
+            assert self._folder is not None
+            tail = (self._folder.path / "zygote.log").read_text(errors="replace").strip().splitlines()[-20:]
             if tail:
                 log.error(
                     "the sandbox fork server ended at start (%s); the end of its log:\n%s",
@@ -351,9 +350,9 @@ class LocalSandbox:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(self._proc.pid, signal.SIGKILL)
             await self._proc.wait()
-        if self._socket_dir is not None:
-            shutil.rmtree(self._socket_dir, ignore_errors=True)
-            self._socket_dir = None
+        if self._folder is not None:
+            self._folder.remove()
+            self._folder = None
 
 
 def _listing(workspace: Path, limit: int) -> list[dict]:

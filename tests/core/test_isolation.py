@@ -359,8 +359,9 @@ def test_scrubbed_env_drops_secrets(monkeypatch):
     assert env["PYTHONPATH"] == "/code" and env["HOME"] == "/nonexistent"
 
 
-def test_a_killed_bot_leaves_no_fork_server_or_step_behind(tmp_path):
-    """SIGKILL of the bot (no cleanup code runs) takes its fork server and running steps with it."""
+def test_a_killed_bot_leaves_no_fork_server_or_step_behind(tmp_path, monkeypatch):
+    """SIGKILL of the bot (no cleanup code runs) takes its fork server and running steps with it, and
+    the next sandbox to start removes the fork server's folder it left (it stayed in /tmp for good)."""
     import signal
     import subprocess
     import sys
@@ -374,12 +375,16 @@ from core.sandbox import StepRequest
 async def main():
     sb = LocalSandbox(workspaces=Path({str(tmp_path / "ws")!r}))
     await sb.start()
-    print(sb._proc.pid, flush=True)
+    print(sb._proc.pid, sb._folder.path, flush=True)
     await sb.run(StepRequest(kind="python", session_id="orphan", code="import time; time.sleep(60)", timeout_s=60))
 asyncio.run(main())
 """
-    bot = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
-    zygote = int(bot.stdout.readline())
+    temp = tmp_path / "tmp"  # the bot's temp folder, where its fork server's folder goes
+    temp.mkdir()
+    env = {**os.environ, "TMPDIR": str(temp)}
+    bot = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, env=env)
+    pid, folder = bot.stdout.readline().split()
+    zygote = int(pid)
     # Wait (not a fixed sleep: a loaded CI machine took over a second) until the step is running:
     # the fork server's children have children of their own (the step's supervisor, init, runner).
     deadline = time.monotonic() + 30
@@ -397,6 +402,11 @@ asyncio.run(main())
     while time.monotonic() < deadline and any(_alive(p) for p in [zygote, *family]):
         time.sleep(0.05)
     assert not [p for p in [zygote, *family] if _alive(p)]
+    from core import zygote_folder
+
+    assert Path(folder).parent == temp and Path(folder).is_dir()
+    monkeypatch.setattr(zygote_folder, "GRACE_S", 0.0)  # it is seconds old
+    assert zygote_folder.sweep_left_behind(temp) == 1 and not Path(folder).exists()
 
 
 def _descendants(pid: int) -> list[int]:

@@ -34,7 +34,7 @@ def with_hook(monkeypatch, name: str, value: str) -> None:
 
 
 def log_of(sb) -> str:
-    return (sb._socket_dir / "zygote.log").read_text(errors="replace")
+    return (sb._folder.path / "zygote.log").read_text(errors="replace")
 
 
 @pytest_asyncio.fixture

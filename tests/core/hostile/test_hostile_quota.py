@@ -101,7 +101,7 @@ async def test_the_workspace_quota_holds_while_a_step_runs(env: Env, flood: str,
     finally:
         sandbox.workspace_bytes, sandbox.workspace_files = saved
         shutil.rmtree(env.ws / "flood", ignore_errors=True)
-    log = sandbox._socket_dir / "zygote.log"
+    log = sandbox._folder.path / "zygote.log"
     assert failed and "filled the thread's workspace past its limit" in text, (text, log.read_text()[-2000:])
     if env.backend in ("root", "userns"):  # a hard limit: exactly the quota, whatever the step did
         assert landed_bytes <= quota_bytes and landed_files <= quota_files, (landed_bytes, landed_files)
