@@ -580,3 +580,25 @@ async def test_a_network_gone_after_the_dry_run_fails_the_query_within_the_step_
     assert not result.ok
     assert result.error.startswith("Could not reach BigQuery within 2 s: Connection refused"), result.error
     assert took < 5, f"{took:.1f} s"
+
+
+async def test_a_job_that_never_answers_keeps_its_reservation_and_a_refused_one_releases_it(
+    parts, fake_bq, monkeypatch
+):
+    """Past the dry run, a job insert BigQuery took but never answered may have run and been billed:
+    its estimate stays counted in the budgets. One BigQuery refused billed nothing: released."""
+    from core import warehouse_bigquery
+
+    monkeypatch.setattr(warehouse_bigquery, "ANSWER_GRACE_S", 0.5)
+    warehouse, _, store, _ = parts
+    warehouse.limits = dataclasses.replace(warehouse.limits, per_user_day=10 * 10**9)
+    daily = next(b for b in warehouse._budgets(qctx(store)) if b.name == "your daily budget")
+    fake_bq.on_query(ORDERS, Answer(ORDERS_SCHEMA, [], 3 * 10**9, run_silent_s=4.0))
+    silent = await asyncio.wait_for(warehouse.query(ORDERS, None, qctx(store, timeout_s=1.0)), 30)
+    assert not silent.ok and "did not answer" in silent.error, silent.error
+    assert await store.add_usage(daily.key, 0, ttl_s=86400) == 3 * 10**9
+    fake_bq.answers.clear()
+    refused = "SELECT status FROM `bill.shop.orders`"
+    fake_bq.on_query(refused, Answer(ORDERS_SCHEMA, [], 2 * 10**9, run_error=(400, "invalidQuery", "no")))
+    assert not (await warehouse.query(refused, None, qctx(store, turn_id="t2"))).ok
+    assert await store.add_usage(daily.key, 0, ttl_s=86400) == 3 * 10**9

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from dataclasses import dataclass, field
 from urllib.parse import parse_qs, urlparse
 
@@ -62,6 +63,7 @@ class Answer:
     run_error: tuple[int, str, str] | None = None  # same, but only for the real run (after the dry run)
     run_unreachable: bool = False  # the real run's insert meets a refused connection (the network went)
     pending: bool = False  # the job never finishes (timeouts)
+    run_silent_s: float = 0.0  # the real run's insert is taken, and answered only after this long
     page_size: int = 1000
 
 
@@ -164,6 +166,8 @@ class FakeBigQuery:
             return self._error(*answer.error)
         if answer.run_error and not config.get("dryRun"):
             return self._error(*answer.run_error)
+        if answer.run_silent_s and not config.get("dryRun"):
+            time.sleep(answer.run_silent_s)  # the caller's thread: as a connection that holds its answer
         if answer.run_unreachable and not config.get("dryRun"):
             raise requests.ConnectionError(
                 "Failed to establish a new connection: [Errno 111] Connection refused"
