@@ -27,7 +27,6 @@ from core.bigquery_client import (
     DRY_RUN_S,
     LISTING_S,
     ClientConfig,
-    NoAnswer,
     bounded,
     build_client,
     describe_error,
@@ -262,8 +261,9 @@ class BigQueryWarehouse:
                 self._run_job, sql, max(room, MIN_BILLED_BYTES), ctx, run_s, deadline_s=run_s + ANSWER_GRACE_S
             )
             billed, answered = int(job.total_bytes_billed or 0), True
-        finally:  # no answer: the job may have run and been billed, so the reservation stands
-            if answered or not isinstance(sys.exc_info()[1], NoAnswer):
+        finally:  # no answer, or stopped at the time limit: it may have been billed (a cancelled job
+            # is billed for what it processed), so the reservation stands; a refusal billed nothing
+            if answered or not is_timeout(sys.exc_info()[1]):
                 await self._settle(ctx, reserved, billed - estimate)
         table = await off_loop(
             rows.to_arrow, create_bqstorage_client=self.use_storage_api, deadline_s=LISTING_S

@@ -368,12 +368,16 @@ async def test_bigquery_errors_come_back_as_plain_words(parts, fake_bq, status, 
     assert "Traceback" not in result.error and "http://" not in result.error
 
 
-async def test_timeout_cancels_the_job(parts, fake_bq):
+async def test_timeout_cancels_the_job_and_its_estimate_stays_counted(parts, fake_bq):
+    """A cancelled job may still be billed (BigQuery bills what it processed before the cancel): the
+    budgets keep its estimate, where they counted nothing and a person could run timed-out queries
+    at the cap all day."""
     warehouse, _, store, _ = parts
-    fake_bq.on_query(ORDERS, Answer(ORDERS_SCHEMA, [], pending=True))
+    fake_bq.on_query(ORDERS, Answer(ORDERS_SCHEMA, [], 3 * 10**9, pending=True))
     result = await warehouse.query(ORDERS, None, qctx(store, timeout_s=1.0))
     assert not result.ok and "did not finish within 1 s" in result.error
     assert fake_bq.cancelled == [fake_bq.runs()[0]["jobReference"]["jobId"]]
+    assert await store.add_usage("bq:turn:turn1", 0, ttl_s=60) == 3 * 10**9
 
 
 async def test_discovery_is_free_allowlisted_and_cached(tmp_path, fake_bq):
