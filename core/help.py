@@ -80,7 +80,8 @@ def help_text(surface: str, tables: list[str] | None) -> str:
         shown = ", ".join(f"`{t}`" for t in tables[:LISTED_TABLES])
         more = f" and {len(tables) - LISTED_TABLES} more" if len(tables) > LISTED_TABLES else ""
         lines.append(f"**Tables I can see:** {shown}{more}.")
-    lines += ["", "**Try:**", *(f"- {q}" for q in example_questions(tables or []))]
+    if tables != []:  # none allowed here: questions about tables would only be refused
+        lines += ["", "**Try:**", *(f"- {q}" for q in example_questions(tables or []))]
     if surface in SURFACE_TIPS:
         lines += ["", SURFACE_TIPS[surface]]
     return "\n".join(lines)
