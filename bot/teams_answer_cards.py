@@ -17,8 +17,9 @@ from bot.teams_render import MAX_MESSAGE_BYTES, Table, answer_card, card, table_
 
 
 def size(value: object) -> int:
-    """Bytes of JSON, as the Bot Connector receives an attachment or a text."""
-    return len(json.dumps(value, ensure_ascii=False).encode())
+    """Bytes of JSON, as the Bot Connector receives an attachment or a text (ASCII escapes: the
+    connector client's `json.dumps` writes "é" as 6 bytes)."""
+    return len(json.dumps(value))
 
 
 def answer_cards(

@@ -11,6 +11,7 @@ https://learn.microsoft.com/microsoftteams/platform/task-modules-and-cards/cards
 from __future__ import annotations
 
 import base64
+import json
 import re
 from dataclasses import dataclass, field
 
@@ -41,10 +42,10 @@ class Table:
     max_rows: int = MAX_TABLE_ROWS  # rows shown on its card (fewer when the card must fit a message)
 
 
-MAX_STREAMED_CHARS = 20_000  # the tail of a long answer while it streams onto a card (cards cap ~28 KB)
-# The text of one message or streaming update, in UTF-8 bytes: the Bot Connector refuses an activity
-# over about 28 KB (text, card and envelope together), so a longer answer goes out in several messages.
-# https://learn.microsoft.com/microsoftteams/platform/bots/how-to/format-your-bot-messages
+MAX_STREAMED_BYTES = 16_000  # the tail of a long answer while it streams onto a card (cards cap ~28 KB)
+# The text of one message or streaming update, in bytes as it is sent: the Bot Connector refuses an
+# activity over about 28 KB (text, card and envelope together), so a longer answer goes out in several
+# messages. https://learn.microsoft.com/microsoftteams/platform/bots/how-to/format-your-bot-messages
 MAX_MESSAGE_BYTES = 20_000
 _HEADING = re.compile(r"^\s{0,3}#{1,6}\s+(.*?)\s*#*\s*$")
 
@@ -93,11 +94,24 @@ def split_message(text: str, limit: int = MAX_MESSAGE_BYTES) -> list[str]:
 
 
 def _size(text: str) -> int:
-    return len(text.encode())
+    """Bytes of `text` in the activity as the connector client sends it: JSON with ASCII escapes
+    ("é" and "東" take 6 bytes, an emoji 12, a quote or a line break 2). Counted as UTF-8, an answer
+    in Japanese went out at twice its measure and the connector refused it whole (413)."""
+    return len(json.dumps(text)) - 2
 
 
 def _head(text: str, limit: int) -> str:
-    return text.encode()[:limit].decode(errors="ignore")
+    """The longest start of `text` whose size is at most `limit`."""
+    low, high = 0, len(text)
+    while low < high:
+        mid = (low + high + 1) // 2
+        low, high = (mid, high) if _size(text[:mid]) <= limit else (low, mid - 1)
+    return text[:low]
+
+
+def _tail(text: str, limit: int) -> str:
+    """The longest end of `text` whose size is at most `limit`."""
+    return _head(text[::-1], limit)[::-1]
 
 
 def _units(text: str) -> list[str]:
@@ -268,7 +282,7 @@ def progress_card(lines: list[str], *, status: str, answer: str = "") -> dict:
     body += [{"type": "TextBlock", "text": line, "wrap": True, "spacing": "Small"} for line in lines[-12:]]
     if answer:
         body.append(
-            {"type": "TextBlock", "text": answer[-MAX_STREAMED_CHARS:], "wrap": True, "separator": True}
+            {"type": "TextBlock", "text": _tail(answer, MAX_STREAMED_BYTES), "wrap": True, "separator": True}
         )
     return card(body)
 

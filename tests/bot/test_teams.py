@@ -10,6 +10,8 @@ import re
 import time
 import urllib.parse
 
+import pytest
+
 from tests.bot.teams_harness import ADA, BOT, CHAT, THREAD, activity
 from tests.fakes.anthropic_api import error, text, tool
 
@@ -381,6 +383,29 @@ async def test_a_long_personal_answer_stays_within_what_the_connector_accepts(te
     assert stream_info(messages[0])["streamType"] == "final"
     assert "\n\n".join(m["text"] for m in messages) == "\n\n".join(paragraphs)  # whole, in order
     assert [bool(cards([m])) for m in messages] == [False] * (len(messages) - 1) + [True]
+
+
+@pytest.mark.parametrize("conversation", ["chat", "thread"])
+async def test_an_answer_in_japanese_arrives_whole_in_messages_the_connector_accepts(
+    teams, fake_model, conversation
+):
+    """The size of a message was counted in UTF-8 bytes, but the connector client sends JSON with ASCII
+    escapes ("東" is 6 bytes, not 3): a 15 KB answer in Japanese went out at 30 KB, the Bot Connector
+    refused it (413) and the person got no answer; in a channel the progress card's edits grew past
+    the cap too. Now each message, update and card edit is measured as it is sent."""
+    paragraphs = ["東京の遅延は「夕方」に集中しています。" * 40 + f" {i}" for i in range(12)]
+    answer = "\n\n".join(paragraphs)
+    assert len(answer.encode()) < 28_000 < len(json.dumps(answer))  # fits as UTF-8, not as sent
+    fake_model.token_delay_s = 0.02
+    fake_model.enqueue(text(answer))
+    before = len(teams.connector.updates())
+    sent = await teams.say("遅延はいつ多い？", conversation=CHAT if conversation == "chat" else THREAD)
+    messages = [m for m in sent if m["type"] == "message" and m.get("text") and "遅延" in m["text"]]
+    assert len(messages) >= 2 and "\n\n".join(m["text"] for m in messages) == answer  # whole, in order
+    for one in [*sent, *(c.body for c in teams.connector.updates()[before:])]:
+        assert len(json.dumps(one)) <= 28_000  # the fake refuses more (413), as the connector does
+    assert not [m for m in sent if "did not take" in dumps(m)]
+    assert cards([messages[-1]])[0]["actions"]
 
 
 async def test_an_answer_whose_tables_exceed_one_message_arrives_whole_over_several_cards(teams, fake_model):

@@ -210,6 +210,10 @@ class FakeConnector:
                         fake.uploads[urllib.parse.unquote(self.path[len("/upload/") :])] = raw
                     self._reply(201, {"id": "uploaded"})
                     return
+                if len(raw) > fake.max_body_bytes:  # an update is an activity too
+                    error = {"code": "MessageSizeTooBig", "message": "Message size too big"}
+                    self._reply(413, {"error": error})
+                    return
                 body = json.loads(raw or b"{}")
                 if self._held_or_refused("PUT", body):
                     return
