@@ -76,7 +76,7 @@ class LocalSandbox:
     @property
     def _socket(self) -> str:
         assert self._folder is not None, "the fork server has not been started"
-        return str(self._folder.path / "zygote.sock")
+        return self._folder.socket
 
     def workspace(self, session_id: str) -> Path:
         """The session's directory, created with owner-only permissions."""

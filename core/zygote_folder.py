@@ -22,6 +22,10 @@ from pathlib import Path
 PREFIX = "datathread-zygote-"
 LOCK = "owner.lock"
 GRACE_S = 10.0  # a younger folder is left alone: its bot may be between making it and locking it
+# A Unix socket's path is at most 107 bytes on Linux (103 on macOS): under a longer TMPDIR the fork
+# server failed to start ("AF_UNIX path too long"), so the folder then goes in /tmp.
+SOCKET_PATH_MAX = 100
+SOCKET_NAME = "zygote.sock"
 
 
 @dataclass
@@ -32,11 +36,18 @@ class ZygoteFolder:
     @classmethod
     def make(cls, base: Path | None = None) -> ZygoteFolder:
         """A new folder, locked for this process's life; first, the ones dead bots left are removed."""
+        base = Path(base or tempfile.gettempdir())
+        if len(f"{base}/{PREFIX}12345678/{SOCKET_NAME}".encode()) > SOCKET_PATH_MAX:
+            base = Path("/tmp")
         sweep_left_behind(base)
         path = Path(tempfile.mkdtemp(prefix=PREFIX, dir=base))
         fd = os.open(path / LOCK, os.O_CREAT | os.O_RDWR | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
         fcntl.flock(fd, fcntl.LOCK_EX)
         return cls(path, fd)
+
+    @property
+    def socket(self) -> str:
+        return str(self.path / SOCKET_NAME)
 
     def remove(self) -> None:
         shutil.rmtree(self.path, ignore_errors=True)

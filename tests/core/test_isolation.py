@@ -379,8 +379,10 @@ async def main():
     await sb.run(StepRequest(kind="python", session_id="orphan", code="import time; time.sleep(60)", timeout_s=60))
 asyncio.run(main())
 """
-    temp = tmp_path / "tmp"  # the bot's temp folder, where its fork server's folder goes
-    temp.mkdir()
+    import tempfile
+
+    # the bot's temp folder, where its fork server's folder goes (short: a socket's path must fit)
+    temp = Path(tempfile.mkdtemp(prefix="dt-killed-", dir="/tmp"))
     env = {**os.environ, "TMPDIR": str(temp)}
     bot = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, env=env)
     pid, folder = bot.stdout.readline().split()
@@ -407,6 +409,7 @@ asyncio.run(main())
     assert Path(folder).parent == temp and Path(folder).is_dir()
     monkeypatch.setattr(zygote_folder, "GRACE_S", 0.0)  # it is seconds old
     assert zygote_folder.sweep_left_behind(temp) == 1 and not Path(folder).exists()
+    temp.rmdir()
 
 
 def _descendants(pid: int) -> list[int]:

@@ -79,3 +79,14 @@ def test_another_users_folder_is_left_alone(tmp_path, no_grace):
     (theirs / LOCK).touch()
     os.chown(theirs, 65534, 65534)
     assert sweep_left_behind(tmp_path) == 0 and (theirs / LOCK).exists()
+
+
+def test_under_a_temp_folder_too_long_for_a_socket_the_folder_goes_in_tmp(tmp_path):
+    """The fork server failed to start under a long TMPDIR: "AF_UNIX path too long"."""
+    long = tmp_path / ("x" * 90)
+    long.mkdir()
+    folder = ZygoteFolder.make(long)
+    try:
+        assert folder.path.parent == Path("/tmp") and len(folder.socket.encode()) < 108
+    finally:
+        folder.remove()
