@@ -78,7 +78,7 @@ class ModelSettings(BaseModel):
         400_000,
         gt=0,
         validation_alias=_env("DATATHREAD_TURN_TOKEN_BUDGET"),
-        description="Input + output tokens one turn may spend.",
+        description="Tokens one turn may spend: input (cache reads and writes included) and output.",
     )
 
 

@@ -70,3 +70,22 @@ async def test_a_limit_of_one_step_is_said_in_the_singular(settings, fake_model,
     finally:
         await analyst.close()
     assert not outcome.ok and "needed more than 1 step without reaching an answer" in outcome.error
+
+
+async def test_cached_tokens_count_against_the_token_budget(settings, fake_model, recorder):
+    """The real API reports a cached context as cache reads, input_tokens near zero: the budget
+    counted input + output only, and a turn of 17 calls spent 2.6 M tokens against 400,000."""
+    analyst = await Analyst.create(settings.model_copy(update={"turn_token_budget": 400_000}))
+    cached = {
+        "input_tokens": 3,
+        "output_tokens": 200,
+        "cache_read_input_tokens": 150_000,
+        "cache_creation_input_tokens": 4_000,
+    }
+    try:
+        fake_model.enqueue(*[{**tool("list_tables"), "usage": cached} for _ in range(20)])
+        outcome = await analyst.handle(ask("which tables?"), recorder)
+    finally:
+        await analyst.close()
+    assert not outcome.ok and "token budget" in outcome.error
+    assert len(fake_model.requests) == 3  # 154 k, 308 k, then 462 k: over
