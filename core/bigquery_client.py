@@ -320,6 +320,37 @@ def service_errors() -> tuple[type[BaseException], ...]:
     return (gexc.GoogleAPIError, auth.GoogleAuthError, requests.RequestException, OSError)
 
 
+MAX_RESULT_ROWS = 5_000_000  # results travel through the bot: aggregate in SQL beyond this
+
+
+class ResultTooLarge(Exception):
+    """The result has more rows than the bot will download (`args`: rows, bytes the job billed)."""
+
+    def __init__(self, rows: int, billed: int = 0):
+        super().__init__(rows, billed)
+        self.billed = billed
+
+    def __str__(self) -> str:
+        return (
+            f"The result has {self.args[0]:,} rows, more than the {MAX_RESULT_ROWS:,} rows the bot downloads. "
+            "Aggregate or filter in SQL."
+        )
+
+
+def billed_by_failed(exc: BaseException) -> int | None:
+    """What a query job that ended in `exc` billed, where that is known: a result too large to download
+    ran and billed; a job BigQuery refused billed nothing. Otherwise (no answer, stopped at the time
+    limit or by the person, the connection cut) it may have run, and a cancelled job is billed for
+    what it processed: None, and its estimate stays counted in the budgets."""
+    from google.api_core import exceptions as gexc
+
+    if isinstance(exc, ResultTooLarge):
+        return exc.billed
+    if isinstance(exc, gexc.GoogleAPICallError) and not is_timeout(exc):
+        return 0
+    return None
+
+
 def is_timeout(exc: BaseException) -> bool:
     import concurrent.futures
 

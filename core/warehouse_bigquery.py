@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import io
-import sys
 import time
 import uuid
 from collections.abc import Sequence
@@ -26,7 +25,10 @@ from core.bigquery_client import (
     ANSWER_GRACE_S,
     DRY_RUN_S,
     LISTING_S,
+    MAX_RESULT_ROWS,
     ClientConfig,
+    ResultTooLarge,
+    billed_by_failed,
     bounded,
     build_client,
     describe_error,
@@ -54,8 +56,6 @@ from core.sandbox import Sandbox, StepResult
 from core.steps import default_stem, safe_file_stem
 from core.table_notes import TableNotes, load_table_notes
 from core.warehouse import QueryContext
-
-MAX_RESULT_ROWS = 5_000_000  # results travel through the bot: aggregate in SQL beyond this
 
 
 @dataclass(frozen=True)
@@ -255,15 +255,17 @@ class BigQueryWarehouse:
                 await self._settle(ctx, reserved, -estimate)
                 return _refuse(over_budget_message(budget, used, estimate, lim.price_per_tib))
             room = min(room, budget.limit - used)
-        billed, answered = 0, False
+        billed: int | None = None  # unknown: the reservation stands (see billed_by_failed)
         try:
             job, rows = await off_loop(
                 self._run_job, sql, max(room, MIN_BILLED_BYTES), ctx, run_s, deadline_s=run_s + ANSWER_GRACE_S
             )
-            billed, answered = int(job.total_bytes_billed or 0), True
-        finally:  # no answer, or stopped at the time limit: it may have been billed (a cancelled job
-            # is billed for what it processed), so the reservation stands; a refusal billed nothing
-            if answered or not is_timeout(sys.exc_info()[1]):
+            billed = int(job.total_bytes_billed or 0)
+        except BaseException as exc:
+            billed = billed_by_failed(exc)
+            raise
+        finally:
+            if billed is not None:
                 await self._settle(ctx, reserved, billed - estimate)
         table = await off_loop(
             rows.to_arrow, create_bqstorage_client=self.use_storage_api, deadline_s=LISTING_S
@@ -316,7 +318,7 @@ class BigQueryWarehouse:
                 self._cancel(job)
             raise
         if (rows.total_rows or 0) > MAX_RESULT_ROWS:
-            raise ResultTooLarge(rows.total_rows)
+            raise ResultTooLarge(rows.total_rows, int(job.total_bytes_billed or 0))
         return job, rows
 
     def _cancel(self, job) -> None:
@@ -377,16 +379,6 @@ class BigQueryWarehouse:
     async def close(self) -> None:
         """Close the HTTP session of the client."""
         await asyncio.to_thread(self.client.close)
-
-
-class ResultTooLarge(Exception):
-    """The result has more rows than the bot will download."""
-
-    def __str__(self) -> str:
-        return (
-            f"The result has {self.args[0]:,} rows, more than the {MAX_RESULT_ROWS:,} rows the bot downloads. "
-            "Aggregate or filter in SQL."
-        )
 
 
 def _refuse(reason: str) -> StepResult:

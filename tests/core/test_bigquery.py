@@ -606,3 +606,28 @@ async def test_a_job_that_never_answers_keeps_its_reservation_and_a_refused_one_
     fake_bq.on_query(refused, Answer(ORDERS_SCHEMA, [], 2 * 10**9, run_error=(400, "invalidQuery", "no")))
     assert not (await warehouse.query(refused, None, qctx(store, turn_id="t2"))).ok
     assert await store.add_usage(daily.key, 0, ttl_s=86400) == 3 * 10**9
+
+
+async def test_a_result_too_large_to_download_and_a_stopped_query_stay_counted(parts, fake_bq, monkeypatch):
+    """A result over the download limit ran and billed, then its bytes were given back to the budgets
+    (the model could repeat it without end); a turn stopped mid-query gave its reservation back too."""
+    from core import warehouse_bigquery
+
+    warehouse, _, store, _ = parts
+    monkeypatch.setattr(warehouse_bigquery, "MAX_RESULT_ROWS", 2)
+    rows = [[i, 1.0, "paid"] for i in range(3)]
+    fake_bq.on_query(ORDERS, Answer(ORDERS_SCHEMA, rows, 9 * 10**9, bytes_billed=8 * 10**9))
+    big = await warehouse.query(ORDERS, None, qctx(store))
+    assert not big.ok and "The result has 3 rows, more than the" in big.error
+    assert await store.add_usage("bq:turn:turn1", 0, ttl_s=60) == 8 * 10**9  # what it billed
+    fake_bq.answers.clear()
+    fake_bq.on_query(ORDERS, Answer(ORDERS_SCHEMA, [], 3 * 10**9, pending=True))
+    stopped = asyncio.create_task(warehouse.query(ORDERS, None, qctx(store, turn_id="t2", timeout_s=5.0)))
+    for _ in range(100):
+        if fake_bq.runs()[1:]:
+            break
+        await asyncio.sleep(0.05)
+    stopped.cancel()  # Ctrl-C, a Stop, an eval question's time limit
+    with pytest.raises(asyncio.CancelledError):
+        await stopped
+    assert await store.add_usage("bq:turn:t2", 0, ttl_s=60) == 3 * 10**9
