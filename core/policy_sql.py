@@ -222,7 +222,18 @@ def _table_refs(root: exp.Expression, ctx: _Ctx) -> list[_Ref]:
             name in _BLOCKED_FUNCS or name.startswith(_BLOCKED_PREFIXES) or name.endswith("_scan")
         ):
             raise _Refusal("function", _function_msg(name, ctx))
+        if ctx.dialect == "bigquery" and "." in name and name.split(".")[0] not in _BIGQUERY_NAMESPACES:
+            raise _Refusal(
+                "function",
+                f"Function {name}() is not available: AI., ML., user and remote functions can call models "
+                "or services billed apart from the query's bytes (past every cap); compute it in SQL or "
+                "Python instead.",
+            )
     return refs
+
+
+# BigQuery's own dotted functions that only compute (SAFE. and NET. parse as functions of their own).
+_BIGQUERY_NAMESPACES = frozenset({"hll_count", "keys", "aead", "deterministic_encrypt", "kll_quantiles"})
 
 
 def _table_function(func: exp.Func, ctx: _Ctx) -> list[_Ref]:

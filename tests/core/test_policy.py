@@ -121,6 +121,20 @@ BIGQUERY = [
     ("CALL proj.ds.my_proc()", "refused:call", None),
     ("SELECT * FROM EXTERNAL_QUERY('conn', 'SELECT 1')", "refused:function", None),
     ("SELECT * FROM ML.PREDICT(MODEL `proj.ds.m`, TABLE `proj.ds.tbl`)", "refused:function", None),
+    # Vertex AI per row (billed apart from bytes, past every cap), user and remote functions: refused
+    (
+        "SELECT AI.GENERATE(('sum up', x), connection_id=>'us.c', endpoint=>'gemini') FROM ds.tbl",
+        "refused:function",
+        None,
+    ),
+    ("SELECT AI.SCORE(x) FROM ds.tbl", "refused:function", None),
+    ("SELECT AI.EMBED(x) FROM ds.tbl", "refused:function", None),
+    ("SELECT `otherproj.ds.fn`(x) FROM ds.tbl", "refused:function", None),
+    ("SELECT otherproj.ds.fn(x) FROM ds.tbl", "refused:function", None),
+    ("SELECT ds.fn(x) FROM ds.tbl", "refused:function", None),
+    # BigQuery's own dotted functions still work
+    ("SELECT HLL_COUNT.MERGE(x) FROM ds.tbl", "select", ("proj.ds.tbl",)),
+    ("SELECT SAFE.DIVIDE(1, 0), NET.HOST('https://a.b/c')", "select", ()),
     ("SELECT * FROM proj.ds.my_tvf(1)", "refused:function", None),
     ("EXPLAIN SELECT 1", "refused:statement", None),
     ("ASSERT (SELECT COUNT(*) FROM ds.tbl) > 0", "refused:statement", None),
