@@ -250,9 +250,11 @@ def _attach_cell(step: dict, args: dict, attached: list[str]) -> Any:
     if PurePosixPath(path).suffix.lower() == ".parquet":
         csv_name = next(iter(step.get("files") or ()), str(PurePosixPath(path).with_suffix(".csv")))
         attached.append(csv_name)
+        folder = str(PurePosixPath(csv_name).parent)
+        makedirs = f"os.makedirs({folder!r}, exist_ok=True)\n" if folder != "." else ""
         return v4.new_code_cell(
             f"# attach_file: the bot converts parquet to CSV before uploading it\n"
-            f"pc.write_csv(pq.read_table({path!r}), {csv_name!r})"
+            f"{makedirs}pc.write_csv(pq.read_table({path!r}), {csv_name!r})"
         )
     attached.append(next(iter(step.get("files") or ()), path))
     return None

@@ -241,10 +241,12 @@ def _request(ctx: ToolContext, kind, code: str, save_as: str | None) -> StepRequ
 
 # Result rows are untrusted text: cells that would run as spreadsheet formulas are neutralised.
 _CONVERT = """
-import pyarrow.parquet as pq, pyarrow.csv as pc
+import os, pyarrow.parquet as pq, pyarrow.csv as pc
 from core.csv_cells import neutralise_table
+os.makedirs(os.path.dirname({dst!r}) or ".", exist_ok=True)
 pc.write_csv(neutralise_table(pq.read_table({src!r})), {dst!r})
 """
+CONVERTED = "attachments"  # where a parquet's CSV goes when its own name is taken
 
 
 async def attach_file(args: AttachFileInput, ctx: ToolContext) -> ToolOutcome:
@@ -266,6 +268,8 @@ async def attach_file(args: AttachFileInput, ctx: ToolContext) -> ToolOutcome:
         return refused(f"No file '{name}' in the workspace. Files: {listing}{more}.")
     if path.suffix.lower() == ".parquet":
         csv_name = str(path.with_suffix(".csv"))
+        if csv_name in files:  # the model's own CSV of that name (a summary, say): never overwritten
+            csv_name = str(CONVERTED / path.with_suffix(".csv"))
         code = _CONVERT.format(src=name, dst=csv_name)
         result = await ctx.sandbox.run(_request(ctx, "python", code, None))
         if not result.ok:

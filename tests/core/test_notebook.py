@@ -135,6 +135,23 @@ def test_build_notebook_shape_duckdb() -> None:
     assert chart_paths(TURNS) == ["c.png"]
 
 
+def test_a_conversion_into_the_attachments_folder_makes_the_folder_when_rerun() -> None:
+    """attach_file converts x.parquet into attachments/x.csv where x.csv is the model's own: the
+    notebook's cell must make that folder, or Run All stops there."""
+    turns = [
+        {
+            **TURNS[0],
+            "steps": [_step("t1-1", "attach_file", {"path": "x.parquet"}, files=["attachments/x.csv"])],
+        }
+    ]
+    nb = build_notebook(turns, warehouse="duckdb", dialect="duckdb", gcp_project=None, chart_bytes={})
+    code = [c.source for c in nb.cells if c.cell_type == "code"]
+    assert (
+        "os.makedirs('attachments', exist_ok=True)\npc.write_csv(pq.read_table('x.parquet'), 'attachments/x.csv')"
+        in code[1]
+    )
+
+
 def test_build_notebook_bigquery_reads_reader_credentials() -> None:
     nb = build_notebook(
         TURNS[:1],

@@ -123,3 +123,36 @@ async def test_a_workbook_or_a_name_with_control_characters_is_not_attached(anal
     bodies = [str(request["messages"][-1]["content"][0]["content"]) for request in fake_model.requests[-2:]]
     assert "Files of type .xlsx are not attached" in bodies[0]
     assert "has control characters in its name" in bodies[1] and "\x1b" not in bodies[1]
+
+
+async def test_attaching_a_parquet_never_overwrites_the_models_own_csv_of_that_name(
+    analyst, fake_model, recorder, settings
+):
+    """The model wrote carriers.csv (rounded, with a total row) and attached it, then attached
+    carriers.parquet: its conversion replaced carriers.csv, and both attachments were the raw file."""
+    from core.events import IncomingMessage
+    from tests.fakes.anthropic_api import text, tool
+
+    summary = "open('carriers.csv', 'w').write('carrier,n\\nUA,58665\\nALL,58665\\n')"
+    fake_model.enqueue(
+        tool(
+            "query_warehouse",
+            {"sql": "SELECT carrier, count(*) AS n FROM flights GROUP BY 1", "save_as": "carriers"},
+        ),
+        tool("run_python", {"code": summary}),
+        tool("attach_file", {"path": "carriers.csv", "title": "summary"}),
+        tool("attach_file", {"path": "carriers.parquet", "title": "raw"}),
+        text("attached"),
+    )
+    message = IncomingMessage(text="carriers as csv", surface="api", thread_key=("csv-twice",))
+    outcome = await analyst.handle(message, recorder)
+    assert outcome.ok, outcome.error
+    artifacts = recorder.of("artifact")
+    assert [(a.path, a.name, a.title) for a in artifacts] == [
+        ("carriers.csv", "carriers.csv", "summary"),
+        ("attachments/carriers.csv", "carriers.csv", "raw"),
+    ]
+    workspace = settings.workspaces_dir / outcome.session_id
+    assert (workspace / "carriers.csv").read_text() == "carrier,n\nUA,58665\nALL,58665\n"  # untouched
+    raw = (workspace / "attachments" / "carriers.csv").read_text().splitlines()
+    assert raw[0] == '"carrier","n"' and len(raw) == 17  # 16 carriers
