@@ -40,7 +40,15 @@ CSV_FIELDS = (
     "error",
     "error_id",
     "corrections",
+    # then what the turn spent: the step's bytes billed, the turn's model calls and tokens
+    "bytes_billed",
+    "model_calls",
+    "input_tokens",
+    "output_tokens",
+    "cache_read_tokens",
+    "cache_write_tokens",
 )
+SPENT = ("model_calls", "input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens")
 
 
 def audit_rows(turns: list[dict]) -> list[dict]:
@@ -73,6 +81,8 @@ def audit_rows(turns: list[dict]) -> list[dict]:
                     "error": turn.get("error") or "",
                     "error_id": turn.get("error_id") or "",
                     "corrections": json.dumps(turn.get("corrections") or []),
+                    "bytes_billed": step.get("bytes_billed", ""),
+                    **{key: (turn.get("stats") or {}).get(key, "") for key in SPENT},
                 }
             )
     return rows

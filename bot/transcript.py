@@ -220,6 +220,7 @@ def _as_record(step: Mapping) -> StepRecord:
         duration_s=float(step.get("duration_s") or 0.0),
         rows=step.get("rows"),
         bytes_scanned=step.get("bytes_scanned"),
+        bytes_billed=step.get("bytes_billed"),
         error=str(step.get("error") or ""),
     )
 

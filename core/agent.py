@@ -351,6 +351,7 @@ async def _run_tool(
         duration_s=round(time.perf_counter() - started, 3),
         rows=outcome.rows,
         bytes_scanned=outcome.bytes_scanned,
+        bytes_billed=outcome.bytes_billed,
         files=outcome.files,
         error=(outcome.error or outcome.content)[:2000] if outcome.is_error else "",
         tables=outcome.tables,

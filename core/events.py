@@ -50,11 +50,12 @@ class StepRecord:
     summary: str
     duration_s: float
     rows: int | None = None
-    bytes_scanned: int | None = None
+    bytes_scanned: int | None = None  # processed, as the warehouse reports it
     files: tuple[str, ...] = ()
     error: str = ""
     tables: tuple[str, ...] = ()  # what the policy saw a query read (tables, or workspace files)
     title: str = ""  # the tool's title, as its task card said it ("Querying the warehouse")
+    bytes_billed: int | None = None  # what the warehouse billed (BigQuery: 10 MB at least; 0 from cache)
 
 
 @dataclass(frozen=True)

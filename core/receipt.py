@@ -63,7 +63,7 @@ def build_receipt(
     return Receipt(
         tables=tuple(dict.fromkeys(tables)),
         rows=sum(s.rows or 0 for s in queries),
-        bytes_billed=sum(s.bytes_scanned or 0 for s in queries if s.tool == "query_warehouse"),
+        bytes_billed=sum(s.bytes_billed or 0 for s in queries),  # billed, not processed: 10 MB minimum
         model_calls=stats.model_calls,
         wall_s=stats.duration_s,
         fresh_as_of=fresh_as_of,

@@ -62,6 +62,7 @@ class StepResult:
     duration_s: float = 0.0
     killed: bool = False
     bytes_scanned: int | None = None
+    bytes_billed: int | None = None  # set by the warehouse itself, never by a step's own result
 
     def to_dict(self) -> dict:
         return asdict(self)

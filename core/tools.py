@@ -120,6 +120,7 @@ class ToolOutcome:
     summary: str = ""
     rows: int | None = None
     bytes_scanned: int | None = None
+    bytes_billed: int | None = None
     files: tuple[str, ...] = ()
     artifact: ArtifactReady | None = None
     tables: tuple[str, ...] = ()  # what a query read, as the policy saw it (for receipts)
@@ -168,6 +169,7 @@ def describe_step(result: StepResult, *, what: str) -> ToolOutcome:
         summary=summary,
         rows=result.rows,
         bytes_scanned=result.bytes_scanned,
+        bytes_billed=result.bytes_billed,
         files=tuple(f["path"] for f in result.files),
     )
 

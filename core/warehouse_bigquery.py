@@ -374,6 +374,7 @@ class BigQueryWarehouse:
             saved_as=name,
             files=[{"path": name, "size": len(data), "kind": "parquet"}],
             bytes_scanned=processed,
+            bytes_billed=billed,
         )
 
     async def close(self) -> None:

@@ -104,6 +104,18 @@ async def test_csv_one_row_per_step(recorded):
     assert abs(started.replace(tzinfo=UTC).timestamp() - (time.time() - 360)) < 60  # in UTC
 
 
+def test_csv_rows_say_what_each_turn_spent():
+    """The CSV had no column for what a turn cost: no bytes billed, model calls or tokens."""
+    spent = {"model_calls": 4, "input_tokens": 12, "output_tokens": 900, "cache_read_tokens": 40_000,
+             "cache_write_tokens": 3_000}  # fmt: skip
+    record = turn("q", user="U1", channel="C1", session="s9", age_h=0, steps=[
+        {**STEP, "tool": "query_warehouse", "bytes_scanned": 123, "bytes_billed": 10_485_760}])  # fmt: skip
+    [row] = audit_rows([{**record, "stats": spent}])
+    assert row["bytes_scanned"] == 123 and row["bytes_billed"] == 10_485_760
+    assert {key: row[key] for key in spent} == spent
+    assert CSV_FIELDS[-6:] == ("bytes_billed", *spent)  # after the older columns, which keep their places
+
+
 async def test_a_schedule_session_as_audit_prints_it(recorded):
     """SCHEDULES.md: `datathread audit --session schedule:ID` lists a schedule's trail. The id holds a
     `:` (not a valid directory name), so it was hashed as a terminal `--session` key: nothing printed."""
@@ -343,7 +355,7 @@ async def test_csv_has_the_error_its_id_and_the_corrections_after_the_old_column
     await print_audit(settings, session=None, user=None, channel=None, since_hours=None, fmt="csv",
                       limit=10, out=out)  # fmt: skip
     rows = list(csv.DictReader(io.StringIO(out.getvalue())))
-    assert CSV_FIELDS[:17] == OLD_CSV_FIELDS and CSV_FIELDS[17:] == ("error", "error_id", "corrections")
+    assert CSV_FIELDS[:17] == OLD_CSV_FIELDS and CSV_FIELDS[17:20] == ("error", "error_id", "corrections")
     assert [(r["question"], r["error"], r["error_id"]) for r in rows[1:]] == [
         (asked, o.error, o.error_id) for asked, o in zip(("refused?", "too long?"), failed, strict=True)
     ]

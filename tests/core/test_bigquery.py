@@ -518,7 +518,14 @@ async def test_end_to_end_turn_on_bigquery(tmp_path, fake_bq, fake_model, record
     sql = "SELECT status, SUM(amount) AS total FROM `bill.shop.orders` GROUP BY status"
     schema = [{"name": "status", "type": "STRING"}, {"name": "total", "type": "FLOAT"}]
     fake_bq.on_query(
-        sql, Answer(schema, [["paid", 13.75], ["refunded", 20.0]], 5 * 10**9, referenced=["bill.shop.orders"])
+        sql,
+        Answer(
+            schema,
+            [["paid", 13.75], ["refunded", 20.0]],
+            5 * 10**9,
+            bytes_billed=6 * 10**9,  # not what it processed: the receipt says what was billed
+            referenced=["bill.shop.orders"],
+        ),
     )
     fake_model.enqueue(
         tool("list_tables", {}),
@@ -548,7 +555,7 @@ async def test_end_to_end_turn_on_bigquery(tmp_path, fake_bq, fake_model, record
     query_result = fake_model.last_tool_results(3)[0]
     assert (
         "Saved 2 rows to 'totals.parquet'" in query_result["content"]
-        and "billed 5.0 GB" in query_result["content"]
+        and "billed 6.0 GB" in query_result["content"]
     )
     refusal = fake_model.last_tool_results(4)[0]
     assert refusal["is_error"] and "bill.secret.salaries" in refusal["content"]
@@ -557,6 +564,7 @@ async def test_end_to_end_turn_on_bigquery(tmp_path, fake_bq, fake_model, record
     assert len(asked) == 1 and asked[0].turn_id == outcome.turn_id and "5.0 GB" in asked[0].prompt
     finished = recorder.of("turn_finished")[0]
     assert finished.stats.bytes_scanned == 5 * 10**9
+    assert finished.receipt.bytes_billed == 6 * 10**9  # it summed bytes processed as "billed"
     assert fake_bq.runs()[0]["configuration"]["labels"]["surface"] == "terminal"
     assert "BigQuery" in fake_model.requests[0]["system"][0]["text"]
 

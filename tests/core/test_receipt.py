@@ -46,8 +46,16 @@ def test_numbers_no_step_produced_are_marked(answer, flagged):
 
 def test_the_receipt_gathers_tables_rows_bytes_and_calls_from_the_turn():
     steps = [
-        StepRecord(
-            "s1", "query_warehouse", {"sql": "…"}, True, "3 rows", 1.0, rows=3, bytes_scanned=2_400_000_000
+        StepRecord(  # billed, not processed: BigQuery bills 10 MB at least, and nothing from its cache
+            "s1",
+            "query_warehouse",
+            {"sql": "…"},
+            True,
+            "3 rows",
+            1.0,
+            rows=3,
+            bytes_scanned=2_000_000_000,
+            bytes_billed=2_400_000_000,
         ),
         StepRecord("s2", "run_sql", {"sql": "…"}, True, "1 row", 0.2, rows=1),
         StepRecord("s3", "run_sql", {"sql": "…"}, False, "error", 0.1, rows=99),  # failed: not counted
