@@ -36,14 +36,26 @@ def no_grace(monkeypatch):
     monkeypatch.setattr(zygote_folder, "GRACE_S", 0.0)
 
 
-def test_a_killed_bots_folder_goes_and_a_live_ones_stays(tmp_path, no_grace):
-    live, live_folder = holder(tmp_path)
-    killed, killed_folder = holder(tmp_path)
+@pytest.fixture
+def short(tmp_path):
+    """A temp folder short enough for a socket's path (pytest's own may not be: the folder then goes
+    in /tmp, see the last test)."""
+    import shutil
+    import tempfile
+
+    base = Path(tempfile.mkdtemp(prefix="dtz-", dir="/tmp"))
+    yield base
+    shutil.rmtree(base, ignore_errors=True)
+
+
+def test_a_killed_bots_folder_goes_and_a_live_ones_stays(short, no_grace):
+    live, live_folder = holder(short)
+    killed, killed_folder = holder(short)
     try:
         killed.send_signal(signal.SIGKILL)  # no cleanup code runs
         killed.wait()
         assert killed_folder.is_dir() and live_folder.is_dir()
-        mine = ZygoteFolder.make(tmp_path)  # the next sandbox to start
+        mine = ZygoteFolder.make(short)  # the next sandbox to start
         assert not killed_folder.exists()
         assert live_folder.is_dir() and (live_folder / LOCK).exists()
         mine.remove()
@@ -51,7 +63,7 @@ def test_a_killed_bots_folder_goes_and_a_live_ones_stays(tmp_path, no_grace):
     finally:
         live.kill()
         live.wait()
-    assert sweep_left_behind(tmp_path) == 1 and not list(tmp_path.iterdir())  # once its bot died too
+    assert sweep_left_behind(short) == 1 and not list(short.iterdir())  # once its bot died too
 
 
 def test_a_young_folder_an_older_versions_and_a_link_are_left_alone(tmp_path):
