@@ -4,7 +4,8 @@ Why not pandas: `to_pandas` + `DataFrame.to_string` on ten rows cost a step chil
 ~15 ms of SQL work (a fork of the fork server touching pandas' formatting machinery, page by page),
 on every SQL, warehouse and BigQuery step. Arrow gives the values as Python objects in microseconds,
 and a table of ten rows needs no more than `str.rjust`. It also shows numbers as they are: pandas
-rounds floats to 6 significant digits (1234567.891 became 1.234568e+06); here they keep 10.
+rounds floats to 6 significant digits (1234567.891 became 1.234568e+06); here they keep 15 (all a
+float64 holds for certain: 10 turned 12,345,678,901 into 1.23456789e+10, and a total's cents went).
 
 Shape (the model and `core/tools.py` rely on it): a header line, then one line per row, joined by
 newlines — so the number of newlines is the number of rows shown. Numbers are right-aligned, text
@@ -18,7 +19,8 @@ import decimal
 import math
 
 MAX_CELL = 60  # characters of one cell
-FLOAT_DIGITS = 10  # significant digits of a float
+FLOAT_DIGITS = 15  # significant digits of a float (all a float64 holds exactly; 0.1 + 0.2 shows 0.3)
+DECIMAL_PLACES = 9  # a decimal's places shown as they are; past this, trailing zeros go (BIGNUMERIC's 38)
 NULL = "NULL"
 _CONTROL = {i: f"\\x{i:02x}" for i in (*range(32), 127)} | {10: "\\n", 13: "\\r", 9: "\\t"}
 
@@ -71,7 +73,9 @@ def cell(value) -> str:
         text = "true" if value else "false"
     elif isinstance(value, float):
         text = _float(value)
-    elif isinstance(value, datetime.datetime | datetime.date | datetime.time | decimal.Decimal | int):
+    elif isinstance(value, decimal.Decimal):
+        text = _decimal(value)
+    elif isinstance(value, datetime.datetime | datetime.date | datetime.time | int):
         text = str(value)
     elif isinstance(value, bytes):
         text = value.hex() if len(value) <= MAX_CELL // 2 else value[: MAX_CELL // 2].hex() + "…"
@@ -87,7 +91,21 @@ def _float(value: float) -> str:
         return "NaN"
     if math.isinf(value):
         return "inf" if value > 0 else "-inf"
+    if value.is_integer() and abs(value) < 2**53:  # a count or a sum of whole units: every digit
+        return str(int(value)) if value or math.copysign(1, value) > 0 else "-0"
     return f"{value:.{FLOAT_DIGITS}g}"
+
+
+def _decimal(value: decimal.Decimal) -> str:
+    """Positional, never scientific (NUMERIC's zero was `0E-9`, 0.0000005 `5.00E-7`); the places a
+    column's scale gives, up to DECIMAL_PLACES, past which trailing zeros go."""
+    if not value.is_finite():
+        return str(value)
+    text = format(value, "f")
+    whole, _, places = text.partition(".")
+    if len(places) > DECIMAL_PLACES:
+        places = places.rstrip("0") or "0"
+    return f"{whole}.{places}" if places else whole
 
 
 def _nested(value) -> str:

@@ -22,6 +22,15 @@ from core.preview import MAX_CELL, NULL, cell, preview_table
         (True, "true"),
         (0.1 + 0.2, "0.3"),
         (1234567.891, "1234567.891"),  # pandas showed 1.234568e+06
+        (123456789.125, "123456789.125"),  # 10 digits showed 123456789.1: the cents went
+        (12345678901.0, "12345678901"),  # and 1.23456789e+10: one flight off in a count
+        (98765432109.87, "98765432109.87"),
+        (3.0, "3"),
+        (-0.0, "-0"),
+        (decimal.Decimal("0E-9"), "0.000000000"),  # NUMERIC's zero, not 0E-9
+        (decimal.Decimal("-5.00E-7"), "-0.000000500"),
+        (decimal.Decimal("1.5" + "0" * 37), "1.5"),  # BIGNUMERIC's scale of 38
+        (decimal.Decimal("12345678901234567890123.456"), "12345678901234567890123.456"),
         (2.5e-12, "2.5e-12"),
         (float("nan"), "NaN"),
         (float("-inf"), "-inf"),
