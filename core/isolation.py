@@ -42,7 +42,11 @@ PR_SET_CHILD_SUBREAPER = 36
 CAPABILITY_VERSION_3 = 0x20080522  # _LINUX_CAPABILITY_VERSION_3: two 32-bit words per set
 
 # Environment variables a sandbox process may see; everything else (tokens, keys) is dropped.
-SAFE_ENV = ("PATH", "LANG", "LC_ALL", "TZ", "PYTHONPATH", "VIRTUAL_ENV")
+SAFE_ENV = ("PATH", "LANG", "LC_ALL", "PYTHONPATH", "VIRTUAL_ENV")
+# Steps run in UTC wherever the bot runs: DuckDB casts a TIMESTAMPTZ to a date in the process's zone,
+# so the same question's daily totals differed between a host in New York and one in UTC (and from
+# the exported notebook run elsewhere).
+STEP_TZ = "UTC"
 
 MAX_PROCS = 64  # processes one step may run at once (per-session uid and cgroup)
 _libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
@@ -75,6 +79,7 @@ def scrubbed_env(extra: dict[str, str] | None = None) -> dict[str, str]:
         MKL_NUM_THREADS="1",
         PYTHONDONTWRITEBYTECODE="1",
         PYTHONUNBUFFERED="1",
+        TZ=STEP_TZ,
     )
     env.update(extra or {})
     return env

@@ -136,7 +136,11 @@ def _setup_code(session_id: str, bigquery: bool, gcp_project: str | None, datase
     lines = [
         "# Setup: a working directory for the thread's files, and the warehouse client.",
         "import os",
+        "import time",
         "from pathlib import Path",
+        "",
+        "os.environ['TZ'] = 'UTC'  # as the bot's steps ran: the same day boundaries, the same totals",
+        "time.tzset()",
         "",
         "import duckdb",
         "import pandas as pd",
@@ -173,7 +177,9 @@ def _setup_code(session_id: str, bigquery: bool, gcp_project: str | None, datase
             "if not WAREHOUSE_PATH.exists():",
             '    raise FileNotFoundError(f"No DuckDB warehouse at {WAREHOUSE_PATH}: set DATATHREAD_WAREHOUSE_PATH.")',
             "warehouse = duckdb.connect(str(WAREHOUSE_PATH), read_only=True)",
+            "warehouse.execute(\"SET TimeZone = 'UTC'\")",
         ]
+    lines += ["duckdb.execute(\"SET TimeZone = 'UTC'\")  # run_sql's connection"]
     lines += [
         "",
         "",

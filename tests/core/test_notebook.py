@@ -114,6 +114,8 @@ def test_build_notebook_shape_duckdb() -> None:
     text_ = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
     assert "DATATHREAD_WAREHOUSE_PATH" in text_ and "on 2023-11-14" in text_ and "te-abc-work" in text_
     assert "duckdb.connect(str(WAREHOUSE_PATH), read_only=True)" in code[0] and "bigquery" not in code[0]
+    # in UTC, as the bot's steps ran: a reader in New York got other daily totals than the thread's
+    assert "os.environ['TZ'] = 'UTC'" in code[0] and "warehouse.execute(\"SET TimeZone = 'UTC'\")" in code[0]
     assert "result = warehouse.sql(" in code[1]
     assert "save_parquet(result, '2013_delays.parquet')" in code[1]  # safe_file_stem's name
     assert '\'SELECT """x""" AS a\'' in code[1]  # SQL with triple quotes stays exact

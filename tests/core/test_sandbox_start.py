@@ -49,3 +49,23 @@ def test_the_protections_off_warning_advises_what_fits_the_policy(tmp_path, poli
     sandbox = LocalSandbox(workspaces=tmp_path / "ws", isolation_policy=policy)
     off = {"uid": "OFF — steps run as the bot's own uid", "cgroups": "OFF — no writable cgroup"}
     assert sandbox._off_advice(off).startswith(advice)
+
+
+async def test_steps_run_in_utc_whatever_the_hosts_time_zone(tmp_path, monkeypatch):
+    """A bot started in New York cast `TIMESTAMPTZ` to New York dates: the daily totals of one question
+    differed from a bot in UTC, and from the exported notebook run anywhere else."""
+    from core.sandbox import StepRequest
+
+    monkeypatch.setenv("TZ", "America/New_York")
+    sandbox = LocalSandbox(workspaces=tmp_path / "ws")
+    await sandbox.start()
+    try:
+        sql = "SELECT (TIMESTAMPTZ '2013-01-01 03:00:00+00')::DATE AS day, current_setting('TimeZone') AS tz"
+        result = await sandbox.run(StepRequest(kind="sql", session_id="tz", code=sql, timeout_s=30))
+        assert result.ok, result.error
+        assert result.preview.splitlines()[1].split() == ["2013-01-01", "UTC"]
+        code = "import time, datetime\nprint(time.strftime('%Z'), datetime.datetime.fromtimestamp(0).hour)"
+        python = await sandbox.run(StepRequest(kind="python", session_id="tz", code=code, timeout_s=30))
+        assert python.ok and python.output.split() == ["UTC", "0"], python
+    finally:
+        await sandbox.close()
