@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+from core.bigquery_cost import format_bytes
 from core.config import ConfigError, Settings
 from core.daemon_thread import CallDeadline, in_daemon_thread, within
 
@@ -335,6 +336,31 @@ class ResultTooLarge(Exception):
             f"The result has {self.args[0]:,} rows, more than the {MAX_RESULT_ROWS:,} rows the bot downloads. "
             "Aggregate or filter in SQL."
         )
+
+
+class ResultUnsaved(Exception):
+    """The query ran (and billed), but its result could not be made a parquet file: a type Arrow cannot
+    hold as BigQuery sent it (INTERVAL, a BIGNUMERIC past Arrow's decimals). It was "Could not reach
+    BigQuery … Try again shortly": the model ran it again, billed again, and the person heard BigQuery
+    was down."""
+
+    def __init__(self, billed: int, cause: BaseException):
+        super().__init__(billed, cause)
+        self.billed, self.cause = billed, cause
+
+    def __str__(self) -> str:
+        reason = (str(self.cause).strip().splitlines() or [type(self.cause).__name__])[0][:200]
+        return (
+            f"BigQuery ran the query ({format_bytes(self.billed)} billed), but its result could not be saved: "
+            f"{reason}. Cast the column it names in SQL (to STRING, or INTERVAL to seconds) and run it again."
+        )
+
+
+def is_unsavable(exc: BaseException) -> bool:
+    """An error of the result's conversion (Arrow, parquet), not of BigQuery or the network."""
+    if isinstance(exc, json.JSONDecodeError):  # a proxy's page instead of a result page
+        return False
+    return isinstance(exc, ValueError | TypeError | NotImplementedError | ArithmeticError)
 
 
 def billed_by_failed(exc: BaseException) -> int | None:

@@ -28,11 +28,13 @@ from core.bigquery_client import (
     MAX_RESULT_ROWS,
     ClientConfig,
     ResultTooLarge,
+    ResultUnsaved,
     billed_by_failed,
     bounded,
     build_client,
     describe_error,
     is_timeout,
+    is_unsavable,
     off_loop,
     resolve_config,
     service_errors,
@@ -200,7 +202,7 @@ class BigQueryWarehouse:
         started = time.perf_counter()
         try:
             result = await self._query(sql, save_as, ctx)
-        except ResultTooLarge as exc:
+        except (ResultTooLarge, ResultUnsaved) as exc:
             result = StepResult(ok=False, error=str(exc))
         except Exception as exc:  # BigQuery and transport errors: words for the model, no traceback
             result = StepResult(ok=False, error=describe_error(exc, timeout_s=ctx.timeout_s))
@@ -267,10 +269,13 @@ class BigQueryWarehouse:
         finally:
             if billed is not None:
                 await self._settle(ctx, reserved, billed - estimate)
-        table = await off_loop(
-            rows.to_arrow, create_bqstorage_client=self.use_storage_api, deadline_s=LISTING_S
-        )
-        return await self._save(table, job, billed, save_as, ctx)
+        try:
+            table = await off_loop(
+                rows.to_arrow, create_bqstorage_client=self.use_storage_api, deadline_s=LISTING_S
+            )
+            return await self._save(table, job, billed, save_as, ctx)
+        except Exception as exc:
+            raise ResultUnsaved(billed, exc) if is_unsavable(exc) else exc from None
 
     @staticmethod
     async def _settle(ctx: QueryContext, budgets_: list, delta: int) -> None:

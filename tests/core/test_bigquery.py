@@ -639,3 +639,19 @@ async def test_a_result_too_large_to_download_and_a_stopped_query_stay_counted(p
     with pytest.raises(asyncio.CancelledError):
         await stopped
     assert await store.add_usage("bq:turn:t2", 0, ttl_s=60) == 3 * 10**9
+
+
+async def test_a_result_that_cannot_be_saved_is_said_to_have_run_not_that_bigquery_is_down(parts, fake_bq):
+    """An INTERVAL column (`ts1 - ts2`) ran and billed, then failed in Arrow: the model was told "Could
+    not reach BigQuery … Try again shortly", ran it again (billed again), and the person heard
+    BigQuery was down."""
+    warehouse, _, store, _ = parts
+    sql = "SELECT TIMESTAMP '2026-01-02' - TIMESTAMP '2026-01-01' AS gap FROM `bill.shop.orders`"
+    schema = [{"name": "gap", "type": "INTERVAL", "mode": "NULLABLE"}]
+    fake_bq.on_query(sql, Answer(schema, [["0-0 1 0:0:0"]], 3 * 10**6, bytes_billed=10 * 2**20))
+    result = await warehouse.query(sql, None, qctx(store))
+    assert not result.ok
+    assert result.error.startswith(
+        "BigQuery ran the query (10.5 MB billed), but its result could not be saved: "
+    )
+    assert "Cast the column" in result.error and "reach" not in result.error
