@@ -62,6 +62,9 @@ class CapDecision:
     message: str = ""
 
 
+CONFIRMED_MARGIN_PCT = 10  # a confirmed query may bill this much over the estimate the person saw
+
+
 def decide(
     estimate: int,
     *,
@@ -71,8 +74,10 @@ def decide(
 ) -> CapDecision:
     """Compare a dry-run estimate with the caps; the message tells the model how to narrow the query.
 
-    `maximum_bytes_billed` is the hard cap (never below BigQuery's 10 MB minimum, or every small
-    query would fail), so a job can never bill more than the person agreed to, whatever the estimate.
+    `maximum_bytes_billed` bounds what the job may bill whatever the estimate said (an external table
+    dry-runs at 0 bytes): a query run without asking, by the soft cap (it was the hard cap, so a
+    0-byte estimate could bill 100 GB without anyone asked); a confirmed one, by what the person was
+    shown plus CONFIRMED_MARGIN_PCT. Never below BigQuery's 10 MB minimum, or every small query would fail.
     """
     limit = max(hard_cap, MIN_BILLED_BYTES)
     words = format_cost(estimate, price_per_tib)
@@ -86,13 +91,9 @@ def decide(
             "(e.g. a date range), or query a smaller table.",
         )
     if estimate > soft_cap:
-        return CapDecision(
-            "confirm",
-            estimate,
-            limit,
-            f"This query will scan {words}. Run it?",
-        )
-    return CapDecision("run", estimate, limit)
+        agreed = max(estimate - (-estimate * CONFIRMED_MARGIN_PCT // 100), MIN_BILLED_BYTES)
+        return CapDecision("confirm", estimate, min(limit, agreed), f"This query will scan {words}. Run it?")
+    return CapDecision("run", estimate, max(min(soft_cap, hard_cap), MIN_BILLED_BYTES))
 
 
 def sanitise_label(value: str, *, key: bool = False) -> str:

@@ -107,7 +107,7 @@ async def test_dry_run_then_run_to_parquet_with_cap_labels_and_pages(parts, fake
     dry, run = fake_bq.inserts
     assert dry["configuration"]["dryRun"] is True and dry["configuration"]["query"]["useQueryCache"] is False
     job = run["configuration"]
-    assert job["query"]["maximumBytesBilled"] == str(100 * 10**9)
+    assert job["query"]["maximumBytesBilled"] == str(10 * 10**9)  # the soft cap: it was not asked
     assert job["query"]["defaultDataset"] == {"projectId": "bill", "datasetId": "shop"}
     assert job["labels"] == {
         "app": "datathread",

@@ -59,18 +59,22 @@ def test_billed_bytes_rounds_up_to_mb_with_the_10_mb_minimum():
 
 
 @pytest.mark.parametrize(
-    ("estimate", "action"),
+    ("estimate", "action", "cap"),
     [
-        (0, "run"),
-        (10 * 10**9, "run"),
-        (10 * 10**9 + 1, "confirm"),
-        (100 * 10**9, "confirm"),
-        (100 * 10**9 + 1, "refuse"),
+        # run without asking: never more than the soft cap (an external table dry-runs at 0 bytes and
+        # could bill up to the hard cap, 100 GB, with nobody asked)
+        (0, "run", 10 * 10**9),
+        (10 * 10**9, "run", 10 * 10**9),
+        # asked: what the person was shown, and 10 % more, within the hard cap
+        (10 * 10**9 + 1, "confirm", 11 * 10**9 + 2),
+        (50 * 10**9, "confirm", 55 * 10**9),
+        (100 * 10**9, "confirm", 100 * 10**9),
+        (100 * 10**9 + 1, "refuse", 100 * 10**9),
     ],
 )
-def test_decide_bands(estimate, action):
+def test_decide_bands(estimate, action, cap):
     d = decide(estimate, soft_cap=10 * 10**9, hard_cap=100 * 10**9)
-    assert d.action == action and d.maximum_bytes_billed == 100 * 10**9
+    assert d.action == action and d.maximum_bytes_billed == cap
 
 
 def test_tiny_hard_cap_still_allows_the_billing_minimum():
