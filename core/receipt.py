@@ -35,14 +35,25 @@ if TYPE_CHECKING:
 
 # A number as people write it: 336,776 · 12.5 · -3 · 45% · 1.2M · 3.4 million. Not part of a word,
 # an identifier, a date (2013-01-01), a time (14:02) or a version (1.2.3).
+# Markdown's underscores (`_40,000_`, but not an identifier's: `delay_15`) and a unit after a slash
+# (`12,500/month`) do not hide one; a number never stops inside another (`$12,500/month` was "12").
 _WRITTEN = re.compile(
-    r"(?<![\w.:/-])(?P<sign>[-−])?(?P<num>\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?)"
-    r"(?:\s?(?P<scale>%|percent\b|[kKMB]\b|bn\b|thousand\b|million\b|billion\b))?"
-    r"(?![\w:/]|[.-]\d)"
+    r"(?<![.:/-])(?<![^\W_])(?<![^\W_]_)(?P<sign>[-−])?(?P<num>\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?)"
+    r"(?:\s?(?P<scale>%|percent\b|[kKMB]\b|bn\b|mn\b|thousand\b|million\b|billion\b))?"
+    r"(?![^\W_]|_[^\W_]|:|/\d|[.,-]\d)"
 )
 # Every number in machine output, however it is separated (CSV commas included).
 _RAW = re.compile(r"-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
-_SCALES = {"k": 1e3, "thousand": 1e3, "M": 1e6, "million": 1e6, "B": 1e9, "bn": 1e9, "billion": 1e9}
+_SCALES = {
+    "k": 1e3,
+    "thousand": 1e3,
+    "M": 1e6,
+    "mn": 1e6,
+    "million": 1e6,
+    "B": 1e9,
+    "bn": 1e9,
+    "billion": 1e9,
+}
 
 
 def build_receipt(

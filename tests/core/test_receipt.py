@@ -24,6 +24,8 @@ PREVIEW = "rows: 3\ncarrier,n,share\nUA,58665,0.1742\nB6,54635,0.16223\nEV,54173
         "The top 3 carriers in 2013 were UA, B6 and EV.",  # small integers and years are not judged
         "Between 2013-01-01 and 14:05 nothing else ran.",  # parts of dates and times are not judged
         "| carrier | n |\n|---|--:|\n| UA | 58,665 |\n| EV | 54,173 |",  # a Markdown table
+        "UA flew 58,665/year.",  # a unit after a slash: "58,665/year" was flagged as "58"
+        "Column `n_58665` and dep_delay_15 are names, not figures.",  # an identifier's digits
     ],
 )
 def test_numbers_taken_from_the_steps_are_supported(answer):
@@ -38,6 +40,10 @@ def test_numbers_taken_from_the_steps_are_supported(answer):
         ("UA's share is 21%.", ("21%",)),
         ("UA flew 1.2 million flights and B6 54635.", ("1.2 million",)),
         ("Delays averaged 12.5 minutes, 12.5 again.", ("12.5",)),  # reported once
+        ("UA flew _61,000_ flights.", ("61,000",)),  # in italics: it passed unjudged
+        ("UA flew __61,000__ flights.", ("61,000",)),
+        ("UA flew 61,000/year.", ("61,000",)),  # whole, not "61"
+        ("UA flew 1.2mn flights.", ("1.2mn",)),
     ],
 )
 def test_numbers_no_step_produced_are_marked(answer, flagged):
