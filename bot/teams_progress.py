@@ -1,6 +1,5 @@
 """Rendering one turn's events into a Teams conversation: typing, one progress card updated in place,
-charts inline, CSVs as file-consent cards (personal chat) or expiring links (channels, group chats),
-then the answer with its actions — or a short failure message with an error id.
+charts and CSVs as they are made (bot/teams_files.py), then the answer with its actions — or a short failure message with an error id.
 
 The answer's text shows while Claude writes it. In a personal chat through Teams' streaming protocol
 (typing activities with a `streaminfo` entity: `streamType` streaming, a growing `streamSequence`,
@@ -25,6 +24,7 @@ from bot import teams_render as render
 from bot.files import FileLinks
 from bot.teams_answer_cards import answer_cards, size
 from bot.teams_connector import ConnectorFailed
+from bot.teams_files import deliver
 from bot.transcript import Change, StepLine, Throttle, Transcript
 from core.analyst import STOPPED as TURN_STOPPED
 from core.events import AnswerDelta, ArtifactReady, TurnEvent, TurnFinished
@@ -32,7 +32,6 @@ from core.thread import Threads
 
 log = logging.getLogger("datathread.teams")
 
-MAX_INLINE_IMAGE = 1_000_000  # Teams shows base64 images up to about 1 MB
 PROGRESS_MIN_INTERVAL_S = 1.0  # Teams throttles bots that edit a message many times a second
 
 
@@ -155,6 +154,7 @@ class TeamsSink:
     # A progress call failed: no more this turn. Each waits up to PROGRESS_TIMEOUT_S on a silent Bot
     # Connector, and the turn waits with it; the answer is still sent.
     no_progress: bool = False
+    notes: list[str] = field(default_factory=list)  # what the answer adds: files that did not arrive
 
     @property
     def conversation(self) -> str:
@@ -239,23 +239,10 @@ class TeamsSink:
         self.shown = text
 
     async def _deliver(self, artifact: ArtifactReady) -> None:
-        if artifact.mime.startswith("image/") and artifact.size <= MAX_INLINE_IMAGE:
-            data = await self.threads.read_artifact(artifact)
-            await self.out.send(
-                artifact.title, attachments=[render.image_attachment(artifact.name, data, artifact.mime)]
-            )
-        elif self.personal and not artifact.mime.startswith("image/"):
-            try:  # the size of the bytes the upload will send: a CSV's formula cells are made safe first
-                size = len(await self.threads.read_artifact(artifact))
-            except (OSError, ValueError) as exc:
-                await self.out.send(f"I couldn't offer {render.inert(artifact.name)}: {exc}.")
-                return
-            context = await self.links.offer(artifact.session_id, artifact.path)
-            await self.out.send(attachments=[render.file_consent_card(artifact.name, size, context)])
-        else:
-            url = await self.links.download_link(artifact.session_id, artifact.path)
-            ttl = self.links.settings.link_ttl_seconds
-            await self.out.send(render.link_text(artifact.title or artifact.name, url, ttl))
+        if note := await deliver(
+            self.out, artifact, threads=self.threads, links=self.links, personal=self.personal
+        ):
+            self.notes.append(note)
 
     async def _finish(self, event: TurnFinished) -> None:
         if self.progress_id:
@@ -286,9 +273,11 @@ class TeamsSink:
         if failure is not None:
             # A turn stopped by Ctrl-C or a shutdown says so within the runner's grace, short like progress
             short = failure.message == TURN_STOPPED
-            await self._send_final(final, render.failure_text(failure.message, failure.error_id), short=short)
+            said = render.failure_text(failure.message, failure.error_id) + self._notes()
+            await self._send_final(final, said, short=short)
             return
         text, tables = render.to_teams_markdown(self.transcript.answer or "(no answer)")
+        text += self._notes()
         cards = (  # help has no receipt, and no actions: they could only say the answer is gone
             answer_cards(event.turn_id, tables, self.transcript.receipt(), schedulable=not self.personal)
             if event.receipt is not None or tables
@@ -304,6 +293,10 @@ class TeamsSink:
         await self._send_final(final, first, attachments=attachments, answer=True)
         for part, attachments in rest:
             await self.out.send(part, attachments=attachments, answer=True)
+
+    def _notes(self) -> str:
+        """The answer's notes (files that did not arrive, attachments not read), in italics below it."""
+        return "".join(f"\n\n_{note}_" for note in self.notes)
 
     async def _send_final(self, final: list | None, text: str, **extra) -> None:
         """The answer (or failure) always arrives: if Teams refuses it as the stream's end (a stream

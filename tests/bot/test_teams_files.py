@@ -1,0 +1,86 @@
+"""A turn's files in Teams, end to end: real charts (matplotlib), the real app and botbuilder client,
+the fake Bot Connector refusing what the real one refuses (an activity over 28 KB: 413)."""
+
+from __future__ import annotations
+
+import base64
+import json
+import urllib.parse
+
+import pytest
+
+from tests.bot.teams_harness import CHAT, THREAD
+from tests.fakes.anthropic_api import text, tool
+
+SCATTER = """
+import numpy as np, matplotlib
+matplotlib.use('Agg')
+import matplotlib.pyplot as plt
+rng = np.random.default_rng(7)
+plt.figure(figsize=(8, 6)); plt.scatter(rng.normal(size=3000), rng.normal(size=3000), s=4, alpha=0.5)
+plt.savefig('scatter.png', dpi=100)
+"""
+SMALL = """
+import matplotlib
+matplotlib.use('Agg')
+import matplotlib.pyplot as plt
+plt.figure(figsize=(2, 1.5)); plt.plot([1, 2, 3]); plt.savefig('small.png', dpi=40)
+"""
+
+
+def local_path(url: str) -> str:
+    parts = urllib.parse.urlsplit(url)
+    return f"{parts.path}?{parts.query}"
+
+
+def attachments(sent: list[dict]) -> list[dict]:
+    return [a for m in sent for a in m.get("attachments") or []]
+
+
+def chart_script(code: str, name: str, *, small: bool = False) -> list:
+    also = [("attach_file", {"path": "small.png"})] if small else []
+    return [
+        tool("run_python", {"code": code + (SMALL if small else "")}),
+        tool("attach_file", {"path": name, "title": "Delays scatter"}, more=also),
+        text("The chart above shows the spread."),
+    ]
+
+
+@pytest.mark.parametrize("conversation", [THREAD, CHAT], ids=["channel thread", "personal chat"])
+async def test_a_chart_too_large_to_send_inline_comes_as_a_card_from_a_signed_link(
+    teams, fake_model, settings, conversation
+):
+    """A 3,000-point scatter is over 40 KB: sent as a data URI its message was refused (413) and the
+    person read "the chart above" under nothing. Now it comes on a card that shows it from a signed
+    link, with a button to open it; the link serves the real PNG. A small chart still comes inline."""
+    fake_model.enqueue(*chart_script(SCATTER, "scatter.png", small=True))
+    sent = await teams.say("scatter of delays", conversation=conversation)
+    session_dir = next(settings.workspaces_dir.iterdir())
+    png = (session_dir / "scatter.png").read_bytes()
+    assert len(png) > 40_000 and png[:4] == b"\x89PNG"
+    assert all(len(json.dumps(m)) <= teams.connector.max_body_bytes for m in sent)
+    [chart] = [a["content"] for a in attachments(sent) if "Open chart" in json.dumps(a)]
+    image = next(e for e in chart["body"] if e["type"] == "Image")
+    [button] = chart["actions"]
+    assert button == {"type": "Action.OpenUrl", "title": "Open chart", "url": image["url"]}
+    assert image["url"].startswith(settings.public_url + "/files/")
+    got = await teams.client.get(local_path(image["url"]))
+    assert got.status_code == 200 and got.content == png and got.headers["content-type"] == "image/png"
+    assert "Delays scatter" in json.dumps(chart)
+    [inline] = [a for a in attachments(sent) if a["contentType"] == "image/png"]
+    small = (session_dir / "small.png").read_bytes()
+    assert base64.b64decode(inline["contentUrl"].split(",", 1)[1]) == small
+    answer = sent[-1]["text"]
+    assert answer.startswith("The chart above") and "couldn't attach" not in answer
+
+
+async def test_a_chart_teams_refuses_is_named_in_the_answer(teams, fake_model):
+    """Where no way of sending the chart works, the answer says so in one sentence, never silence."""
+
+    def refuse_charts(method: str, body: dict) -> tuple[int, dict] | None:
+        return (403, {}) if "Open chart" in json.dumps(body.get("attachments") or []) else None
+
+    teams.connector.refuse_when = refuse_charts
+    fake_model.enqueue(*chart_script(SCATTER, "scatter.png"))
+    sent = await teams.say("scatter of delays")
+    assert sent[-1]["text"].endswith("_I couldn't attach `scatter.png` (Teams refused it, HTTP 403)._")
