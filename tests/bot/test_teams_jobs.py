@@ -71,6 +71,37 @@ async def test_confirm_round_trip_through_the_store(settings, tmp_path, answer, 
     assert "expired" in out.sent[-1][0]
 
 
+async def test_a_click_nobody_waits_for_any_more_says_it_expired(settings, tmp_path, monkeypatch):
+    """A Run click on a card whose turn is gone (the process restarted while it waited) or never
+    existed here said "Running it." and nothing ran; now it gets the sentence Slack gives a late click."""
+    from types import SimpleNamespace
+
+    from core import confirm as confirming
+    from core.access import AccessPolicy
+    from core.store_sqlite import SqliteStore
+    from core.thread import CONFIRM_EXPIRED, Threads
+
+    monkeypatch.setattr(confirming, "BEAT_S", 0.1)
+    monkeypatch.setattr(confirming, "ASKING_S", 0.2)
+    threads = Threads(settings, SqliteStore(tmp_path / "s.db"), _NoFiles(), AccessPolicy())
+    out, state = Out(), SimpleNamespace(threads=threads)
+    ada = Activity().deserialize({"type": "message", "from": {"id": "29:ada", "aadObjectId": "aad-ada"}})
+    unknown = {"datathread": "confirm", "key": "no-such-turn:s1", "answer": "run", "yes": "Run"}
+    await teams_jobs._card_action(state, ada, unknown, out)
+    assert out.sent[-1][0] == CONFIRM_EXPIRED
+    # asked, then the process waiting for it ended: the card is still there, its turn is not
+    confirm = teams_jobs._confirmer(threads, out, "aad-ada")
+    waiting = asyncio.create_task(confirm(ConfirmRequest(turn_id="t1", step_id="s1", prompt="Scan 2 TB?")))
+    while not out.sent[-1][1]:
+        await asyncio.sleep(0.01)
+    run = out.sent[-1][1][0]["content"]["actions"][0]["data"]
+    await asyncio.sleep(0.3)
+    waiting.cancel()
+    await asyncio.sleep(0.5)  # past the last mark the waiting turn left
+    await teams_jobs._card_action(state, ada, run, out)
+    assert out.sent[-1][0] == CONFIRM_EXPIRED
+
+
 async def test_a_run_cancel_card_that_cannot_be_sent_means_no_in_one_log_line(settings, tmp_path, caplog):
     """The card's send failing (a silent or refusing Bot Connector) raised out of the confirmation: a
     schedule proposal ended on the core's "Something went wrong", a BigQuery step as a silent no."""
