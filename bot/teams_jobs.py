@@ -21,6 +21,7 @@ from bot import teams_render as render
 from bot.surface import AppState
 from bot.teams_auth import TeamsBot
 from bot.teams_connector import ConnectorFailed
+from bot.teams_files import unread_attachments
 from bot.teams_progress import TeamsOut, TeamsSink
 from bot.transcript import confirmation_said
 from core.events import ConfirmRequest, IncomingMessage
@@ -169,6 +170,8 @@ async def _answer(state: AppState, activity: Activity, text: str, out: TeamsOut)
         user_tz=activity.local_timezone or "",  # Teams sends the client's IANA zone with each message
     )
     sink = TeamsSink(threads=threads, links=state.links, out=out, personal=is_personal(activity))
+    if note := unread_attachments(activity.attachments):
+        sink.notes.append(note)
     await sink.typing()
     await state.analyst.handle(message, sink, confirm=_confirmer(threads, out, _user_id(activity)))
 
