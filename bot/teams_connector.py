@@ -60,6 +60,22 @@ class ConnectorFailed(Exception):
         """Refused without being posted, in a way Teams says to retry."""
         return self.status in TRANSIENT
 
+    @property
+    def gone(self) -> bool:
+        """Refused because the bot cannot post in this conversation at all: removed from it, blocked,
+        the conversation deleted (403/404: BotNotInConversationRoster, ConversationNotFound,
+        Forbidden). Not a refused stream update: Teams answers those 403 too (ContentStream…)."""
+        return self.status in (403, 404) and not self.code.startswith("ContentStream")
+
+    @property
+    def code(self) -> str:
+        """The Bot Connector's error code from the refusal's body, "" without one."""
+        try:
+            error = self.response.json().get("error") or {}  # type: ignore[attr-defined]
+        except Exception:  # no body, not JSON, not an object: no code
+            return ""
+        return str(error.get("code") or "") if isinstance(error, dict) else ""
+
 
 def timeout(read_s: float) -> tuple[float, float]:
     """`requests`' (connect, read) timeout for a call that may wait `read_s` for its answer."""

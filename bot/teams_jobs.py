@@ -21,7 +21,7 @@ from bot import teams_render as render
 from bot.surface import AppState
 from bot.teams_auth import TeamsBot
 from bot.teams_connector import ConnectorFailed
-from bot.teams_files import unread_attachments
+from bot.teams_files import refusal_words, unread_attachments
 from bot.teams_progress import TeamsOut, TeamsSink
 from bot.transcript import confirmation_said
 from core.events import ConfirmRequest, IncomingMessage
@@ -55,7 +55,25 @@ WELCOME = (
 async def run_job(bot: TeamsBot, state: AppState, job: TurnJob) -> None:
     """Continue the activity's conversation proactively and handle the activity in it."""
     activity = Activity().deserialize(job.payload["activity"])
-    await _continue(bot, activity, lambda out: dispatch(state, activity, out))
+
+    async def work(out: TeamsOut) -> None:
+        try:
+            await dispatch(state, activity, out)
+        except ConnectorFailed as exc:  # a reply to a card click or a command: logged by _continue
+            await _not_sent(out, exc)
+            raise
+
+    await _continue(bot, activity, work)
+
+
+async def _not_sent(out: TeamsOut, exc: ConnectorFailed) -> None:
+    """A reply Teams did not take (too large, refused, no answer) is said in one sentence where Teams
+    takes any: "Show SQL & code" on a large turn did nothing at all. Not where the bot was removed
+    (403/404): nothing reaches that conversation."""
+    if exc.gone:
+        return
+    with contextlib.suppress(ConnectorFailed):
+        await out.send(f"I couldn't send my reply here ({refusal_words(exc)}).", short=True)
 
 
 async def run_lost(bot: TeamsBot, state: AppState, job: TurnJob) -> None:
@@ -231,8 +249,9 @@ async def _card_action(state: AppState, activity: Activity, value: dict, out: Te
             await out.send(confirmation_said(str(value.get("yes", "")), answer is ConfirmAnswer.RUN))
         return
     record = await threads.turn(str(value.get("turn_id", "")), channel_id=_channel_id(activity))
-    if action == "show_steps":
-        await out.send(render.steps_markdown(record))
+    if action == "show_steps":  # twelve steps of long SQL are more than one Teams message takes
+        for part in render.split_message(render.steps_markdown(record)):
+            await out.send(part)
     elif action == "feedback" and record is not None:
         vote = "up" if value.get("value") == "up" else "down"
         await out.send(await threads.vote(record, user_id=_user_id(activity), value=vote))

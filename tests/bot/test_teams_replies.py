@@ -1,0 +1,53 @@
+"""Replies to card clicks in Teams, end to end (real app, real botbuilder client, the fake Bot
+Connector refusing what the real one refuses): each arrives within what one message may carry, and
+one that Teams does not take is said in a sentence, not only logged."""
+
+from __future__ import annotations
+
+import json
+
+from tests.bot.teams_harness import THREAD
+from tests.fakes.anthropic_api import text, tool
+
+
+def long_sql(i: int) -> str:
+    """A real query of about 2.5 KB (a long IN list): a turn's worth of them is over 28 KB."""
+    carriers = ", ".join(f"'Q{i:02d}{n:04d}'" for n in range(260))
+    return f"SELECT count(*) AS n_{i} FROM flights WHERE carrier NOT IN ({carriers})"
+
+
+async def test_show_sql_and_code_of_a_large_turn_arrives_in_several_messages(teams, fake_model):
+    """Twelve steps of 2.5 KB SQL are one 30 KB message: the Bot Connector refused it (413) and the
+    click did nothing but a log line. Now the steps come split like a long answer, every query whole."""
+    queries = [long_sql(i) for i in range(12)]
+    assert len(json.dumps("\n".join(queries))) > 28_000
+    fake_model.enqueue(
+        tool(
+            "query_warehouse",
+            {"sql": queries[0]},
+            more=[("query_warehouse", {"sql": q}) for q in queries[1:]],
+        ),
+        text("All twelve counts are 336776."),
+    )
+    answer = (await teams.say("count flights twelve ways", conversation=THREAD))[-1]
+    card = next(a["content"] for a in answer["attachments"] if "adaptive" in a["contentType"])
+    show = next(a["data"] for a in card["actions"] if a["title"] == "Show SQL & code")
+    steps = [m for m in await teams.say("", value=show) if m.get("text")]
+    assert len(steps) >= 2 and all(len(json.dumps(m)) <= teams.connector.max_body_bytes for m in steps)
+    shown = "\n".join(m["text"] for m in steps)
+    assert all(q in shown for q in queries)
+    assert all(m["text"].count("```") % 2 == 0 for m in steps)  # no code block cut open
+
+
+async def test_a_reply_teams_refuses_is_said_in_one_sentence(teams, fake_model):
+    """A reply to a click that Teams refuses (here HTTP 500 for the steps) was only logged; the person
+    clicked and saw nothing. Now a short sentence says the reply did not arrive."""
+    fake_model.enqueue(tool("query_warehouse", {"sql": "SELECT 1 AS one"}), text("One."))
+    answer = (await teams.say("one?", conversation=THREAD))[-1]
+    card = next(a["content"] for a in answer["attachments"] if "adaptive" in a["contentType"])
+    show = next(a["data"] for a in card["actions"] if a["title"] == "Show SQL & code")
+    teams.connector.refuse_when = lambda method, body: (
+        (500, {}) if "```sql" in (body.get("text") or "") else None
+    )
+    sent = await teams.say("", value=show)
+    assert [m["text"] for m in sent] == ["I couldn't send my reply here (Teams refused it, HTTP 500)."]
