@@ -40,6 +40,8 @@ async def deliver(out, artifact: ArtifactReady, *, threads: Threads, links: File
             ttl = links.settings.link_ttl_seconds
             await out.send(render.link_text(artifact.title or name, url, ttl))
     except ConnectorFailed as exc:
+        if exc.gone:  # nothing reaches this conversation: the sink stops the turn (no note to add)
+            raise
         log.warning("teams: %s did not reach conversation %s: %s", name, _where(out), exc)
         return f"I couldn't attach `{render.inert(name)}` ({refusal_words(exc)})."
     except (OSError, ValueError) as exc:  # gone, or a CSV that cannot be made spreadsheet-safe

@@ -27,7 +27,7 @@ from bot.teams_connector import ConnectorFailed
 from bot.teams_files import deliver
 from bot.transcript import Change, StepLine, Throttle, Transcript
 from core.analyst import STOPPED as TURN_STOPPED
-from core.events import AnswerDelta, ArtifactReady, TurnEvent, TurnFinished
+from core.events import AnswerDelta, ArtifactReady, NobodyListening, Thinking, TurnEvent, TurnFinished
 from core.thread import Threads
 
 log = logging.getLogger("datathread.teams")
@@ -155,16 +155,22 @@ class TeamsSink:
     # Connector, and the turn waits with it; the answer is still sent.
     no_progress: bool = False
     notes: list[str] = field(default_factory=list)  # what the answer adds: files that did not arrive
+    # Why nothing can reach this conversation (the bot was removed from it, or it was deleted): the
+    # turn stops before its next model call instead of paying for an answer nobody will see.
+    unheard: str = ""
 
     @property
     def conversation(self) -> str:
         return self.out.reference.conversation.id
 
     async def __call__(self, event: TurnEvent) -> None:
+        if self.unheard and isinstance(event, Thinking):
+            raise NobodyListening(self.unheard)
         try:
             await self._on(event)
-        except ConnectorFailed as exc:  # a chart or file offer that did not arrive: said, the turn goes on
+        except ConnectorFailed as exc:  # a file that did not arrive: said, the turn goes on
             log.warning("teams: %s did not reach conversation %s: %s", event.kind, self.conversation, exc)
+            self._heard(exc)
         except Exception:  # rendering must never break the turn itself
             log.exception("teams: could not render %s", event.kind)
 
@@ -181,6 +187,16 @@ class TeamsSink:
                 "teams: no more progress updates this turn in conversation %s: %s", self.conversation, exc
             )
         self.no_progress = self.no_stream = True
+        self._heard(exc)
+
+    def _heard(self, exc: ConnectorFailed) -> None:
+        """After a refusal that means the bot cannot post here at all (403/404: removed from the team or
+        chat, the conversation deleted), nobody is listening: the turn stops at its next model call."""
+        if exc.gone and not self.unheard:
+            log.warning(
+                "teams: stopping the turn in conversation %s: nothing reaches it (%s)", self.conversation, exc
+            )
+            self.unheard = f"Teams refuses my messages in this conversation ({exc.code or exc.why})."
 
     async def _on(self, event: TurnEvent) -> None:
         if isinstance(event, AnswerDelta):
@@ -231,6 +247,7 @@ class TeamsSink:
                     self._progress_failed(exc)
                 else:  # refused (tenant policy, an old client)
                     log.info("teams: streaming refused (%s); the answer comes when it is done", exc)
+                    self._heard(exc)
                 self.no_stream = True
                 return
             self.stream_id = self.stream_id or first
@@ -245,6 +262,8 @@ class TeamsSink:
             self.notes.append(note)
 
     async def _finish(self, event: TurnFinished) -> None:
+        if self.unheard:  # said in the log when it was found; Teams would refuse this too
+            return
         if self.progress_id:
             try:
                 await self._show_progress(force=True)

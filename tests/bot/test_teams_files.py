@@ -78,12 +78,12 @@ async def test_a_chart_teams_refuses_is_named_in_the_answer(teams, fake_model):
     """Where no way of sending the chart works, the answer says so in one sentence, never silence."""
 
     def refuse_charts(method: str, body: dict) -> tuple[int, dict] | None:
-        return (403, {}) if "Open chart" in json.dumps(body.get("attachments") or []) else None
+        return (400, {}) if "Open chart" in json.dumps(body.get("attachments") or []) else None
 
     teams.connector.refuse_when = refuse_charts
     fake_model.enqueue(*chart_script(SCATTER, "scatter.png"))
     sent = await teams.say("scatter of delays")
-    assert sent[-1]["text"].endswith("_I couldn't attach `scatter.png` (Teams refused it, HTTP 403)._")
+    assert sent[-1]["text"].endswith("_I couldn't attach `scatter.png` (Teams refused it, HTTP 400)._")
 
 
 async def test_files_attached_to_a_question_are_said_to_be_unread(teams, fake_model):

@@ -51,3 +51,35 @@ async def test_a_reply_teams_refuses_is_said_in_one_sentence(teams, fake_model):
     )
     sent = await teams.say("", value=show)
     assert [m["text"] for m in sent] == ["I couldn't send my reply here (Teams refused it, HTTP 500)."]
+
+
+def five_steps_then_an_answer() -> list:
+    return [tool("query_warehouse", {"sql": f"SELECT {i} AS step"}) for i in range(5)] + [text("Done.")]
+
+
+async def test_a_turn_where_the_bot_was_removed_stops_before_paying_for_the_model(teams, fake_model):
+    """Every Bot Connector call answered 403 (the bot was removed from the team) and the turn still
+    made all its model calls and steps for an answer nobody could see. Now it stops at the first."""
+    teams.connector.refuse_status = 403
+    fake_model.enqueue(*five_steps_then_an_answer())
+    assert await teams.say("how many flights?", conversation=THREAD) == []
+    assert len(fake_model.requests) == 0
+
+
+async def test_a_bot_removed_mid_turn_stops_at_its_next_model_call(teams, fake_model, monkeypatch):
+    """Removed while the turn runs: the first refused progress edit (404, ConversationNotFound) stops
+    the turn before its next model call; the steps after it never run."""
+    from bot import teams_progress
+
+    monkeypatch.setattr(teams_progress, "PROGRESS_MIN_INTERVAL_S", 0.0)  # every step edits the card
+
+    def removed_at_the_first_edit(method: str, body: dict) -> None:
+        if method == "PUT":
+            teams.connector.refuse_status = 404
+
+    teams.connector.refuse_when = removed_at_the_first_edit
+    fake_model.enqueue(*five_steps_then_an_answer())
+    await teams.say("how many flights?", conversation=THREAD)
+    assert 1 <= len(fake_model.requests) <= 2  # of six
+    [record] = await teams.state.analyst.store.list_turns()
+    assert "Teams refuses my messages in this conversation" in json.dumps(record)

@@ -55,7 +55,9 @@ class FakeConnector:
         self.uploads: dict[str, bytes] = {}
         self.lock = threading.Lock()
         self.counter = 0
-        self.refuse_status = 0  # answer every POST with this HTTP status (403: bot removed, 404: gone)
+        self.refuse_status = (
+            0  # answer every POST and PUT with this HTTP status (403: bot removed, 404: gone)
+        )
         self.refuse_stream_end = False  # refuse a message that ends a stream (Teams: stream timed out)
         # The Bot Connector refuses an activity over about 28 KB, text, attachments and envelope together
         # (https://learn.microsoft.com/microsoftteams/platform/bots/how-to/format-your-bot-messages)
@@ -216,6 +218,13 @@ class FakeConnector:
                     return
                 body = json.loads(raw or b"{}")
                 if self._held_or_refused("PUT", body):
+                    return
+                if fake.refuse_status:  # an edit in a conversation the bot left is refused too
+                    error = {
+                        "code": "BotNotInConversationRoster",
+                        "message": "The bot is not part of the roster",
+                    }
+                    self._reply(fake.refuse_status, {"error": error})
                     return
                 self._reply(200, fake._record("PUT", self.path, body, dict(self.headers)))
 
