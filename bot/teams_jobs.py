@@ -48,7 +48,8 @@ STORE_UNREACHABLE = STORE_DOWN_TEXT
 WELCOME = (
     "Hi, I'm **datathread**. Ask me data questions here and I'll query the warehouse, run the analysis "
     "and reply with the answer, charts and CSVs. Try: *which carriers had the most delayed departures? "
-    "chart it*, then follow up in the same thread: *only the top 3, as a CSV*. In channels, @-mention me."
+    "chart it*, then follow up: *only the top 3, as a CSV*. In channels and group chats I only see "
+    "messages that @-mention me, so mention me in the thread for each follow-up too."
 )
 
 

@@ -43,7 +43,12 @@ SURFACE_TIPS = {
         "`datathread ask --session ID …` follows up on a session in one go."
     ),
     "slack": "Mention me in a channel and reply in the thread for follow-ups; `/ask [private] …` asks in one go.",
-    "teams": "Mention me in a channel and reply in the thread for follow-ups; in a chat, `new` starts over.",
+    # Teams gives a bot only the channel and group-chat messages that @-mention it (the app asks for no
+    # ChannelMessage.Read.Group): a follow-up in the thread without a mention never reached it.
+    "teams": (
+        "In channels and group chats I only see messages that @-mention me: mention me again in the "
+        "thread to follow up; in a chat, `new` starts over."
+    ),
 }
 
 

@@ -476,3 +476,17 @@ async def test_an_answer_refused_as_the_streams_end_is_sent_as_a_plain_message(t
     final = sent[-1]
     assert final["type"] == "message" and final["text"] == STREAMED and not stream_info(final)
     assert cards([final])[0]["actions"]
+
+
+async def test_help_and_welcome_say_to_mention_me_for_follow_ups_in_channels(teams, fake_model):
+    """Teams sends a bot only the channel messages that @-mention it: "reply in the thread" led people
+    to follow-ups the bot never received. Help and the welcome say to mention it in the thread."""
+    added = activity(teams.connector.url)
+    added.update(type="conversationUpdate", membersAdded=[BOT])
+    assert (await teams.post(added)).status_code == 202
+    await teams.state.runner.drain(timeout=30)
+    welcome = teams.connector.sent()[-1]["text"]
+    shown = (await teams.say("help"))[-1]["text"]
+    for said in (welcome, shown):
+        assert "reply in the thread" not in said.lower() and "@-mention me" in said
+        assert "mention me in the thread" in said or "mention me again in the thread" in said
