@@ -66,6 +66,8 @@ async def _image(out, artifact: ArtifactReady, *, threads: Threads, links: FileL
 async def _offer(out, artifact: ArtifactReady, *, threads: Threads, links: FileLinks) -> None:
     # the size of the bytes the upload will send: a CSV's formula cells are made safe first
     length = len(await threads.read_artifact(artifact))
+    if not length:  # OneDrive takes no empty range (the upload said `bytes 0--1/0`): nothing to offer
+        raise ValueError("it is empty, so there is nothing to upload")
     context = await links.offer(artifact.session_id, artifact.path)
     await out.send(attachments=[render.file_consent_card(artifact.name, length, context)])
 

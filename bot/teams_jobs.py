@@ -331,6 +331,9 @@ async def _file_consent(state: AppState, activity: Activity, out: TeamsOut) -> N
     except (OSError, ValueError) as exc:  # gone, or a CSV that cannot be made spreadsheet-safe
         await out.send(f"I couldn't upload {name}: {exc}.")
         return
+    if not data:  # an offer made before empty files stopped being offered: no valid range to send
+        await out.send(f"{name} is empty, so there is nothing to upload.")
+        return
     headers = {"Content-Range": f"bytes 0-{len(data) - 1}/{len(data)}"}
     try:
         async with httpx.AsyncClient(timeout=60) as client:

@@ -122,3 +122,38 @@ async def test_files_attached_to_a_question_are_said_to_be_unread(teams, fake_mo
     formatted = activity(teams.connector.url, "how many carriers?", conversation=CHAT)
     formatted["attachments"] = [html]
     assert (await say(formatted))[-1]["text"] == "Sixteen."
+
+
+async def test_an_empty_file_is_not_offered_for_upload_in_personal_chat(teams, fake_model, settings):
+    """A 0-byte file was offered, and accepting it sent OneDrive `Content-Range: bytes 0--1/0`, which
+    it refuses. Now the answer says it is empty instead of offering it; an older offer of one, accepted,
+    gets the same sentence rather than an invalid upload."""
+    from tests.bot.teams_harness import activity
+
+    fake_model.enqueue(
+        tool("run_python", {"code": "open('empty.csv', 'w').close()"}),
+        tool("attach_file", {"path": "empty.csv"}),
+        text("Attached."),
+    )
+    sent = await teams.say("an empty csv please", conversation=CHAT)
+    assert not [a for a in attachments(sent) if "file.consent" in a["contentType"]]
+    assert sent[-1]["text"] == (
+        "Attached.\n\n_I couldn't attach `empty.csv` (it is empty, so there is nothing to upload)._"
+    )
+    session_id = next(settings.workspaces_dir.iterdir()).name
+    context = await teams.state.links.offer(session_id, "empty.csv")  # as an older card carried it
+    invoke = activity(teams.connector.url, conversation=CHAT)
+    invoke.update(
+        type="invoke",
+        name="fileConsent/invoke",
+        value={
+            "type": "fileUpload",
+            "action": "accept",
+            "context": context,
+            "uploadInfo": {"uploadUrl": f"{teams.connector.url}/upload/empty.csv", "name": "empty.csv"},
+        },
+    )
+    assert (await teams.post(invoke)).status_code == 200
+    await teams.state.runner.drain(timeout=30)
+    assert not teams.connector.uploads
+    assert teams.connector.sent()[-1]["text"] == "empty.csv is empty, so there is nothing to upload."

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 import threading
 import time
 import urllib.parse
@@ -111,6 +112,15 @@ class FakeConnector:
         with self.lock:
             return [c for c in self.calls if c.method == "PUT"]
 
+    @staticmethod
+    def valid_range(header: str, length: int) -> bool:
+        """OneDrive's upload session takes `bytes <first>-<last>/<total>` covering the bytes sent."""
+        found = re.fullmatch(r"bytes (\d+)-(\d+)/(\d+)", header.strip())
+        if not found:
+            return False
+        first, last, total = map(int, found.groups())
+        return first <= last < total and last - first + 1 == length
+
     def token(self, *, app_id: str, service_url: str, ttl_s: int = 600, **claims: Any) -> str:
         """A channel-issued JWT as Teams would send it, signed by this fake's key."""
         now = int(time.time())
@@ -208,6 +218,11 @@ class FakeConnector:
             def do_PUT(self) -> None:
                 raw = self._body()
                 if self.path.startswith("/upload/"):
+                    if not fake.valid_range(self.headers.get("Content-Range", ""), len(raw)):
+                        self._reply(
+                            400, {"error": {"code": "invalidRange", "message": "Invalid Content-Range"}}
+                        )
+                        return
                     with fake.lock:
                         fake.uploads[urllib.parse.unquote(self.path[len("/upload/") :])] = raw
                     self._reply(201, {"id": "uploaded"})
