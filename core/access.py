@@ -69,10 +69,13 @@ class AccessPolicy:
         """None when the message may be answered; else a short explanation for the person."""
         if message.surface == "terminal" or self.is_admin(message.user_id):
             return None
+        teams = message.surface == "teams"  # a tenant and chats, not a workspace and channels
         if self.teams and message.team_id not in self.teams:
-            return "datathread isn't enabled for this workspace. Ask your admin to add it."
+            where = "your organization's Teams" if teams else "this workspace"
+            return f"datathread isn't enabled for {where}. Ask your admin to add it."
         if self.channels and message.channel_id not in self.channels and not message.is_direct:
-            return "datathread isn't enabled in this channel. Ask an admin to add it, or message me directly."
+            where = "this channel or chat" if teams else "this channel"
+            return f"datathread isn't enabled in {where}. Ask an admin to add it, or message me directly."
         if self.users and message.user_id not in self.users:
             return "You're not on the list of people who can use datathread yet. Ask an admin for access."
         return None

@@ -40,6 +40,11 @@ ASK_WHAT_WAS_WRONG = (
     "Sorry about that. What was wrong? Reply in this thread and I'll record it as a correction "
     "(and try again with it)."
 )
+# Teams delivers a channel's or group chat's replies to the bot only when they @-mention it.
+ASK_WHAT_WAS_WRONG_TEAMS = (
+    "Sorry about that. What was wrong? Tell me in this thread (in a channel or group chat, @-mention me) "
+    "and I'll record it as a correction (and try again with it)."
+)
 
 
 @dataclass(frozen=True)
@@ -176,7 +181,7 @@ class VerifiedLibrary:
             await self.store.put_record(
                 COLLECTION, pending_id, {"kind": "pending", "turn_id": turn["turn_id"]}
             )
-            return ASK_WHAT_WAS_WRONG
+            return ASK_WHAT_WAS_WRONG_TEAMS if turn.get("surface") == "teams" else ASK_WHAT_WAS_WRONG
         if value == "verify" and not is_admin:
             return ADMINS_ONLY
         saved = await self.verify_turn(turn, by=user_id, source="admin" if value == "verify" else "vote")

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from bot import slack_render as render
-from core.verified import ASK_WHAT_WAS_WRONG, SAVED
+from core.verified import ASK_WHAT_WAS_WRONG_TEAMS, SAVED
 from tests.bot.slack_harness import mention, message, serve
 from tests.bot.teams_harness import THREAD
 from tests.fakes.anthropic_api import text, tool
@@ -80,7 +80,8 @@ async def test_teams_votes_feed_verified_queries_and_corrections(teams, fake_mod
     blocks = first_request_of(fake_model, "how many flights departed JFK in 2013")["messages"][-1]["content"]
     assert JFK in blocks[1]["text"]
 
-    assert (await teams.say("", value=actions["👎"]))[-1]["text"] == ASK_WHAT_WAS_WRONG
+    # Teams delivers replies in a channel only with an @-mention: it said "Reply in this thread"
+    assert (await teams.say("", value=actions["👎"]))[-1]["text"] == ASK_WHAT_WAS_WRONG_TEAMS
     fake_model.enqueue(text("Noted; departed flights only."))
     await teams.say("it should count departed flights only")
     (correction,) = await teams.state.analyst.verified.corrections()

@@ -76,7 +76,9 @@ POLICY = AccessPolicy(
         (msg(user="U9"), "not on the list of people"),
         (msg(user="ADMIN", team="T9", channel="C9"), None),  # admins pass every allowlist
         (msg(user="U9", surface="terminal"), None),  # the local terminal is the operator
-        (msg(user="U1", surface="teams", team="T9"), "isn't enabled for this workspace"),
+        # Teams has a tenant and chats: it said "this workspace", and "this channel" to a group chat
+        (msg(user="U1", surface="teams", team="T9"), "isn't enabled for your organization's Teams"),
+        (msg(user="U1", surface="teams", channel="19:chat"), "isn't enabled in this channel or chat"),
     ],
 )
 def test_access_check(message, denied_with):
