@@ -75,6 +75,12 @@ class LoopLimits:
     max_tokens: int = 4096
     token_budget: int = 400_000
     parallel_tools: int = 4  # tool calls of one message running at once (per session: one turn at a time)
+    calls_per_message: int = 8  # tool calls of one message that run; the rest are answered "not run"
+    calls_per_step: int = 4  # with max_steps, the tool calls a whole turn may make
+
+    @property
+    def max_calls(self) -> int:
+        return self.max_steps * self.calls_per_step
 
 
 @dataclass
@@ -193,9 +199,15 @@ async def run_loop(
             if text and not final:
                 await _think(sink, Thinking(turn_id=state.turn_id, text=text.splitlines()[0][:200]))
             truncated = reason == "max_tokens"
+            # The step limit counts rounds, and one message can hold any number of calls (2 rounds made
+            # 183 steps): a message runs at most `calls_per_message`, a turn at most `max_calls`.
+            room = max(0, min(limits.calls_per_message, limits.max_calls - len(state.steps)))
             results = await _run_tools(
-                tool_uses, ctx, state, sink, truncated=truncated, limit=limits.parallel_tools
+                tool_uses[:room], ctx, state, sink, truncated=truncated, limit=limits.parallel_tools
             )
+            results += [
+                _not_run(b, limits, turn_full=room < limits.calls_per_message) for b in tool_uses[room:]
+            ]
             state.messages.append({"role": "user", "content": results})
             if final and not any(r.get("is_error") for r in results):
                 state.answer = _move_answer_after_results(state.messages)
@@ -297,6 +309,21 @@ async def _run_tools(
             elif i in begun:
                 title = _title(ctx, tool_uses[i]["name"])
                 state.steps.append(_stopped(tool_uses[i], step_ids[i], title, time.perf_counter() - begun[i]))
+
+
+def _not_run(block: dict, limits: LoopLimits, *, turn_full: bool) -> dict:
+    """The result of a call over the limits: said to the model, so the history stays valid."""
+    why = (
+        f"this turn has made its {limits.max_calls} tool calls: answer with what you have"
+        if turn_full
+        else f"at most {limits.calls_per_message} tool calls of one message run: send the rest in your next one"
+    )
+    return {
+        "type": "tool_result",
+        "tool_use_id": block["id"],
+        "content": f"Not run: {why}.",
+        "is_error": True,
+    }
 
 
 def _title(ctx: ToolContext, name: str) -> str:

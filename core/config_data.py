@@ -60,7 +60,7 @@ class ModelSettings(BaseModel):
         16,
         gt=0,
         validation_alias=_env("DATATHREAD_MAX_STEPS"),
-        description="Tool rounds (and pauses) per turn before Claude must answer.",
+        description="Tool rounds (and pauses) per turn before Claude must answer; a turn makes at most 4 times as many tool calls.",
     )
     model_retries: int = Field(
         2,

@@ -89,3 +89,29 @@ async def test_cached_tokens_count_against_the_token_budget(settings, fake_model
         await analyst.close()
     assert not outcome.ok and "token budget" in outcome.error
     assert len(fake_model.requests) == 3  # 154 k, 308 k, then 462 k: over
+
+
+async def test_a_message_of_many_tool_calls_runs_only_so_many_and_a_turn_only_so_many(
+    settings, fake_model, recorder
+):
+    """The step limit counts rounds, and a message may hold any number of calls: with
+    DATATHREAD_MAX_STEPS=2 one turn ran 183 steps. A message now runs at most 8 calls (the rest are
+    answered "not run", so the history stays valid), a turn at most max_steps × 4 (here 8)."""
+    analyst = await Analyst.create(settings.model_copy(update={"max_steps": 2}))
+
+    def many() -> dict:
+        return tool("list_tables", more=[("list_tables", {})] * 29)
+
+    try:
+        fake_model.enqueue(many(), many(), text("Done."))
+        outcome = await analyst.handle(ask("which tables?"), recorder)
+        history = await analyst.store.load_history(outcome.session_id)
+    finally:
+        await analyst.close()
+    assert outcome.ok and len(recorder.of("step_finished")) == 8
+    first = fake_model.last_tool_results(1)
+    assert len(first) == 30 and sum(bool(r.get("is_error")) for r in first) == 22
+    assert "at most 8 tool calls of one message run" in first[-1]["content"]
+    second = fake_model.last_tool_results(2)
+    assert len(second) == 30 and all("this turn has made its 8 tool calls" in r["content"] for r in second)
+    assert_valid(history)
