@@ -83,7 +83,9 @@ class SlackSchedulePoster:
         outcome = await self.analyst.handle(message, sink, turn_id=turn_id)
         if sink.lost:  # answered, but nobody saw it: not a run that worked
             return RunResult(ok=False, error=f"the answer was not posted: {sink.lost}", turn_id=turn_id)
-        return RunResult(ok=outcome.ok, error=outcome.error or "", turn_id=turn_id)
+        return RunResult(
+            ok=outcome.ok, error=outcome.error or "", turn_id=turn_id, retry=not outcome.at_limit
+        )
 
     def _not_again(self) -> None:
         """A notice to a Slack that just did not answer would wait as long again, for nobody: the

@@ -121,7 +121,9 @@ class TeamsSchedulePoster:
         if not outcome_box:
             return RunResult(ok=False, error="the turn did not run", turn_id=turn_id)
         outcome = outcome_box[0]
-        return RunResult(ok=outcome.ok, error=outcome.error or "", turn_id=turn_id)
+        return RunResult(
+            ok=outcome.ok, error=outcome.error or "", turn_id=turn_id, retry=not outcome.at_limit
+        )
 
     async def post_notice(self, schedule: Schedule, text: str) -> None:
         async def send(out: TeamsOut) -> None:

@@ -266,6 +266,7 @@ class Analyst:
             )
             return None
         except TurnAborted as exc:
+            outcome.at_limit = True
             return str(exc)
         except asyncio.CancelledError:  # the person stopped it (Ctrl-C): keep what we have, then re-raise
             return STOPPED

@@ -250,6 +250,9 @@ class TurnOutcome:
     error: str = ""
     error_id: str = ""
     fault: ModelFault | None = None  # set when the model's set-up, not this question, failed the turn
+    # Stopped at its own limits (token budget, tool calls): asked again, it would spend as much and
+    # stop the same way (a schedule does not retry it).
+    at_limit: bool = False
     artifacts: list[ArtifactReady] = field(default_factory=list)
     steps: list[StepRecord] = field(default_factory=list)
     stats: TurnStats = field(default_factory=TurnStats)

@@ -37,6 +37,7 @@ class RunResult:
     turn_id: str = ""
     lasting: bool = False
     paused: bool = False
+    retry: bool = True  # False: the turn stopped at its own limits, and a retry would only spend again
 
 
 class SchedulePoster(Protocol):
@@ -100,12 +101,13 @@ async def run_occurrence(
         result = RunResult(ok=False, error=why, turn_id=base, lasting=True)
         return await _settle(book, poster, schedule, result, manual=manual)
     result = await _attempt(poster, schedule, turn_id=base, note=note)
-    if not result.ok and not result.gone:
+    retried = not result.ok and not result.gone and result.retry
+    if retried:
         await _notice(
             poster, schedule, f"This scheduled run failed: {reason_words(result.error)}. Retrying once."
         )
         result = await _attempt(poster, schedule, turn_id=f"{base}-retry", note=note)
-    return await _settle(book, poster, schedule, result, manual=manual)
+    return await _settle(book, poster, schedule, result, manual=manual, retried=retried)
 
 
 async def _attempt(poster: SchedulePoster, schedule: Schedule, *, turn_id: str, note: str) -> RunResult:
@@ -144,7 +146,13 @@ def failure_words(exc: BaseException, *, surface: str) -> str:
 
 
 async def _settle(
-    book: ScheduleBook, poster: SchedulePoster, schedule: Schedule, result: RunResult, *, manual: bool
+    book: ScheduleBook,
+    poster: SchedulePoster,
+    schedule: Schedule,
+    result: RunResult,
+    *,
+    manual: bool,
+    retried: bool = True,
 ) -> RunResult:
     stamp = iso(book.now())
     run = f"schedule {schedule.id}: run {result.turn_id}"
@@ -177,7 +185,8 @@ async def _settle(
     updated = await book.update(schedule.id, failures=failures, last_run=stamp, last_outcome=f"failed: {why}")
     if manual or failures < MAX_FAILURES:  # a run-now's schedule may be paused: no next time to promise
         then = "" if manual else " I'll try again at the next scheduled time."
-        await _notice(poster, updated, f"The retry failed too: {why}.{then}")
+        said = f"The retry failed too: {why}." if retried else f"This scheduled run failed: {why}."
+        await _notice(poster, updated, f"{said}{then}")
         return result
     reason = f"{failures} runs in a row failed; the last one: {why}"
     paused = await book.pause(schedule.id, reason=reason, by="datathread")

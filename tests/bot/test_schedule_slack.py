@@ -124,6 +124,29 @@ async def test_failures_retry_once_and_three_in_a_row_pause_and_tell_the_owner(s
         api.stop()
 
 
+async def test_a_run_stopped_at_its_own_limits_is_not_retried(settings, fake_model):
+    """A run that spent its token budget was retried at once, and spent it again: twice the most a
+    turn may cost, every occurrence. It is counted as a failure, and waits for the next occurrence."""
+    api = FakeSlackAPI().start()
+    clock = Clock(MONDAY_0859_BERLIN)
+    try:
+        async with serve(settings.model_copy(update={"turn_token_budget": 1}), api) as harness:
+            book, sid = await setup(harness, clock, thread="1700000000.000001")
+            fake_model.enqueue(*[tool("list_tables") for _ in range(4)])
+            await occur(harness, book, clock, minutes=1)
+            assert len(fake_model.requests) == 1  # no second turn
+            assert (await book.get(sid)).failures == 1
+            in_thread = [c.args["text"] for c in api.of("chat.postMessage") if c.args.get("thread_ts")]
+            assert not [t for t in in_thread if "Retrying once" in t or "The retry failed too" in t]
+            assert any(
+                t.startswith("This scheduled run failed: This question used up its token budget")
+                and t.endswith("I'll try again at the next scheduled time.")
+                for t in in_thread
+            ), in_thread
+    finally:
+        api.stop()
+
+
 async def test_a_channel_that_is_gone_pauses_the_schedule_without_a_retry(settings, fake_model):
     api = FakeSlackAPI().start()
     clock = Clock(MONDAY_0859_BERLIN)
