@@ -177,7 +177,13 @@ async def run_loop(
         if force_answer:
             params["tool_choice"] = {"type": "none"}
         await _think(sink, Thinking(turn_id=state.turn_id))
-        response = await model.stream(_delta_sink(sink, state.turn_id, state.model_calls + 1), **params)
+        try:
+            response = await model.stream(_delta_sink(sink, state.turn_id, state.model_calls + 1), **params)
+        except Exception as exc:  # a reply that began and broke was billed: it counts (receipt, budget)
+            if (partial := getattr(exc, "partial", None)) is not None:
+                state.model_calls += 1
+                _add_usage(state, partial)
+            raise
         state.model_calls += 1
         _add_usage(state, response)
         content = [_to_param(b) for b in response.content]

@@ -133,38 +133,56 @@ class AnthropicModel:
             kind = stream.response.headers.get("content-type", "").strip().lower()
             if kind and not kind.startswith(STREAM_TYPES):  # none at all: the stream's parse decides
                 raise NotAReply(f"the endpoint answered with {kind}, not a Claude stream")
-            events = aiter(stream)
-            allowed_s = float(params.get("max_tokens") or 0) / SLOWEST_TOKENS_PER_S
-            stall_s, max_reply_s = max(self.stall_s, allowed_s), max(self.max_reply_s, 1.5 * allowed_s)
-            ends = asyncio.get_running_loop().time() + max_reply_s
-            while True:
-                # a stream of keep-alive pings (the SDK reads and drops them) never trips a read timeout
-                left = ends - asyncio.get_running_loop().time()
-                try:
-                    async with asyncio.timeout(min(stall_s, max(left, 0))):
-                        event = await anext(events)
-                except StopAsyncIteration:
-                    break
-                except TimeoutError:
-                    over = left <= stall_s
-                    limit = round(max_reply_s if over else stall_s, 1)
-                    raise ReplyStalled(
-                        f"went on past {limit:g} s" if over else f"stopped for {limit:g} s"
-                    ) from None
-                except anthropic.APIStatusError:
-                    raise  # an `error` event (overloaded mid-stream): described like any status error
-                except Exception as exc:  # reading the stream failed (only SDK code runs in this `try`)
-                    raise StreamInterrupted(f"the reply stream broke: {type(exc).__name__}") from exc
-                if event.type == "text":
-                    await on_text(event.text)
-                elif event.type == "message_stop":
-                    message = event.message
-        if message is None or message.stop_reason is None:
-            raise StreamInterrupted("the reply stream ended before the message was complete")
+            try:
+                message = await self._read(stream, on_text, params)
+                if message is None or message.stop_reason is None:
+                    raise StreamInterrupted("the reply stream ended before the message was complete")
+            except Exception as exc:  # begun, then broken: its input was billed all the same
+                exc.partial = _snapshot(stream)  # type: ignore[attr-defined]  # counted by core/agent.py
+                raise
+        return message
+
+    async def _read(self, stream: Any, on_text: TextSink, params: dict) -> Any:
+        """The stream's events until its end: text to `on_text`; the final message, if it came."""
+        message = None
+        events = aiter(stream)
+        allowed_s = float(params.get("max_tokens") or 0) / SLOWEST_TOKENS_PER_S
+        stall_s, max_reply_s = max(self.stall_s, allowed_s), max(self.max_reply_s, 1.5 * allowed_s)
+        ends = asyncio.get_running_loop().time() + max_reply_s
+        while True:
+            # a stream of keep-alive pings (the SDK reads and drops them) never trips a read timeout
+            left = ends - asyncio.get_running_loop().time()
+            try:
+                async with asyncio.timeout(min(stall_s, max(left, 0))):
+                    event = await anext(events)
+            except StopAsyncIteration:
+                break
+            except TimeoutError:
+                over = left <= stall_s
+                limit = round(max_reply_s if over else stall_s, 1)
+                raise ReplyStalled(
+                    f"went on past {limit:g} s" if over else f"stopped for {limit:g} s"
+                ) from None
+            except anthropic.APIStatusError:
+                raise  # an `error` event (overloaded mid-stream): described like any status error
+            except Exception as exc:  # reading the stream failed (only SDK code runs in this `try`)
+                raise StreamInterrupted(f"the reply stream broke: {type(exc).__name__}") from exc
+            if event.type == "text":
+                await on_text(event.text)
+            elif event.type == "message_stop":
+                message = event.message
         return message
 
     async def close(self) -> None:
         await self.client.close()
+
+
+def _snapshot(stream: Any) -> Any:
+    """The message so far of a stream that began (its usage: the input tokens billed), or None."""
+    try:
+        return stream.current_message_snapshot
+    except Exception:  # no message_start yet: nothing was billed
+        return None
 
 
 def build_model(settings: Settings) -> AnthropicModel:

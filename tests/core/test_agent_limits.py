@@ -115,3 +115,19 @@ async def test_a_message_of_many_tool_calls_runs_only_so_many_and_a_turn_only_so
     second = fake_model.last_tool_results(2)
     assert len(second) == 30 and all("this turn has made its 8 tool calls" in r["content"] for r in second)
     assert_valid(history)
+
+
+async def test_a_reply_that_broke_off_still_counts_its_call_and_tokens(settings, fake_model, recorder):
+    """A stream that broke mid-reply was billed (its input, at least), yet the turn counted neither the
+    call nor its tokens: the receipt, the audit and the token budget missed it."""
+    from tests.fakes.anthropic_api import cut
+
+    analyst = await Analyst.create(settings)
+    try:
+        fake_model.enqueue(cut(text("The busiest airport was EWR with many departures"), after=7))
+        outcome = await analyst.handle(ask("busiest airport?"), recorder)
+    finally:
+        await analyst.close()
+    assert not outcome.ok and "broke off" in outcome.error
+    assert outcome.stats.model_calls == 1
+    assert outcome.stats.input_tokens + outcome.stats.cache_read_tokens > 0
