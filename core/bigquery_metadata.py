@@ -38,7 +38,9 @@ def list_tables(client, allow: TableAllowlist, notes: TableNotes, default_projec
     for full in sorted(names):
         table = client.get_table(full, **per_call())
         description = table.description or notes.headline(full)
-        out.append({"name": full, "rows": table.num_rows or 0, "description": description})
+        # A view has no row count (BigQuery gives none): None, never "0 rows" (it read as empty).
+        rows = table.num_rows if table.table_type != "VIEW" else None
+        out.append({"name": full, "rows": rows, "description": description})
     return out
 
 
@@ -72,7 +74,10 @@ def describe(client, full: str, asked: str, notes: TableNotes) -> str:
     except gexc.GoogleAPICallError as exc:
         raise LookupError(describe_error(exc)) from None
     size = f", {format_bytes(t.num_bytes)}" if t.num_bytes is not None else ""
-    lines = [f"Table `{full}` ({(t.table_type or 'TABLE').lower()}) — {t.num_rows or 0:,} rows{size}."]
+    counted_rows = (
+        f"{t.num_rows:,} rows" if t.num_rows is not None and t.table_type != "VIEW" else "rows not counted"
+    )
+    lines = [f"Table `{full}` ({(t.table_type or 'TABLE').lower()}) — {counted_rows}{size}."]
     if t.description:
         lines.append(t.description.strip())
     lines += layout_lines(t)

@@ -182,7 +182,8 @@ async def list_tables(args: ListTablesInput, ctx: ToolContext) -> ToolOutcome:
     if not tables:
         return ToolOutcome(content="No tables are available to you here.", summary="no tables")
     lines = [
-        f"- {t['name']} ({counted(t['rows'], 'row')}){': ' + t['description'] if t.get('description') else ''}"
+        f"- {t['name']} ({counted(t['rows'], 'row') if t.get('rows') is not None else 'a view'})"
+        + (f": {t['description']}" if t.get("description") else "")
         for t in tables
     ]
     return ToolOutcome(content="\n".join(lines), summary=f"{len(tables)} tables")

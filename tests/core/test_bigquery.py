@@ -569,6 +569,25 @@ async def test_end_to_end_turn_on_bigquery(tmp_path, fake_bq, fake_model, record
     assert "BigQuery" in fake_model.requests[0]["system"][0]["text"]
 
 
+async def test_a_view_is_listed_and_described_as_a_view_not_as_empty(tmp_path, fake_bq):
+    """BigQuery gives a view no row count: list_tables said "daily_revenue (0 rows)" and describe
+    "(view) — 0 rows", and the model treated the view as empty."""
+    from tests.fakes.bigquery_api import FakeTable
+
+    fake_bq.add_table(
+        FakeTable("bill", "shop", "daily_revenue", [{"name": "day", "type": "DATE"}], table_type="VIEW")
+    )
+    settings = bq_settings(tmp_path, bigquery_default_dataset="bill.shop")
+    warehouse = BigQueryWarehouse.from_settings(settings, LocalSandbox(workspaces=settings.workspaces_dir))
+    try:
+        listed = {t["name"]: t["rows"] for t in await warehouse.list_tables(TableAllowlist(("bill.shop.*",)))}
+        assert listed["bill.shop.daily_revenue"] is None and listed["bill.shop.orders"] == 3
+        described = await warehouse.describe_table("daily_revenue", TableAllowlist(("bill.shop.*",)))
+        assert "(view) — rows not counted" in described and "0 rows" not in described
+    finally:
+        await warehouse.close()
+
+
 async def test_freshness_is_the_oldest_last_modified_time_of_the_tables_read(parts, fake_bq):
     """For answer receipts: a metadata call per table (cached), unknown tables left out, never an error."""
     warehouse, *_ = parts

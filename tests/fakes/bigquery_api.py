@@ -39,8 +39,11 @@ class FakeTable:
             "tableReference": ref,
             "type": self.table_type,
             "schema": {"fields": self.schema},
-            "numRows": str(len(self.rows)),
-            "numBytes": str(1000 * len(self.rows)),
+            **(
+                {}
+                if self.table_type == "VIEW"
+                else {"numRows": str(len(self.rows)), "numBytes": str(1000 * len(self.rows))}
+            ),
             **self.extra,
         }
         if self.description:
