@@ -80,6 +80,7 @@ def build_notebook(
     gcp_project: str | None,
     chart_bytes: dict[str, bytes] | None,
     default_dataset: str | None = None,
+    max_bytes_billed: int | None = None,
 ) -> nbformat.NotebookNode:
     """The notebook of a thread: intro, setup, then per turn the question, its steps and the answer.
     `chart_bytes` (workspace path → PNG) become outputs of the Python cell that last wrote them."""
@@ -88,7 +89,7 @@ def build_notebook(
     charts = _chart_owners(turns, chart_bytes or {})
     cells = [
         v4.new_markdown_cell(_intro(session_id, turns, bigquery, dialect)),
-        v4.new_code_cell(_setup_code(session_id, bigquery, gcp_project, default_dataset)),
+        v4.new_code_cell(_setup_code(session_id, bigquery, gcp_project, default_dataset, max_bytes_billed)),
     ]
     number = 0
     for turn in turns:
@@ -132,7 +133,13 @@ def _intro(session_id: str, turns: list[dict], bigquery: bool, dialect: str) -> 
     )
 
 
-def _setup_code(session_id: str, bigquery: bool, gcp_project: str | None, dataset: str | None) -> str:
+def _setup_code(
+    session_id: str,
+    bigquery: bool,
+    gcp_project: str | None,
+    dataset: str | None,
+    max_bytes_billed: int | None,
+) -> str:
     lines = [
         "# Setup: a working directory for the thread's files, and the warehouse client.",
         "import os",
@@ -168,9 +175,13 @@ def _setup_code(session_id: str, bigquery: bool, gcp_project: str | None, datase
             "from google.cloud import bigquery",
             "",
             f'client = bigquery.Client(project=os.environ.get("GCP_PROJECT") or {gcp_project!r})',
-            f"job_config = bigquery.QueryJobConfig(default_dataset={dataset!r})"
-            if dataset
-            else "job_config = bigquery.QueryJobConfig()",
+            "# Run All re-runs every query of the thread: each may bill at most the bot's own cap per query.",
+            "job_config = bigquery.QueryJobConfig("
+            + ", ".join(
+                ([f"default_dataset={dataset!r}"] if dataset else [])
+                + ([f"maximum_bytes_billed={max_bytes_billed}"] if max_bytes_billed else [])
+            )
+            + ")",
         ]
     else:
         lines += [
@@ -382,5 +393,6 @@ async def session_notebook(
         gcp_project=settings.gcp_project,
         chart_bytes=charts,
         default_dataset=default_dataset,
+        max_bytes_billed=settings.query_hard_cap_bytes if settings.warehouse == "bigquery" else None,
     )
     return nbformat.writes(nb).encode()

@@ -294,6 +294,30 @@ def test_export_uses_the_warehouse_default_dataset(warehouse, project, dataset, 
     assert configured_default_dataset(settings) == expected
 
 
+async def test_a_bigquery_notebook_caps_every_query_it_reruns(tmp_path) -> None:
+    """Run All re-runs every query of the thread, including ones a person confirmed over the soft cap,
+    and its job config had no cap at all: each may now bill at most the bot's hard cap."""
+    from core.config import load_settings
+    from core.notebook import session_notebook
+    from core.sessions import open_store
+
+    settings = load_settings(
+        _env_file=None,
+        warehouse="bigquery",
+        gcp_project="acme",
+        home=tmp_path,
+        query_hard_cap_bytes=5 * 10**9,
+    )
+    store = await open_store(settings)
+    try:
+        await store.record_turn({**TURNS[0], "turn_id": "t1", "steps": TURNS[0]["steps"][:3]})
+        raw = await session_notebook(store=store, sandbox=None, settings=settings, session_id="te-abc")
+    finally:
+        await store.close()
+    setup = nbformat.reads(raw.decode(), as_version=4).cells[1].source
+    assert "job_config = bigquery.QueryJobConfig(maximum_bytes_billed=5000000000)" in setup
+
+
 HOSTILE_TURN = {
     "session_id": "te-hostile",
     "question": "totals please",
