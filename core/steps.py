@@ -187,8 +187,26 @@ def save_arrow(table, workspace: Path, stem: str) -> str:
     return name
 
 
+def unique_names(names: list[str]) -> list[str]:
+    """Column names made unique as DuckDB reads them back (`a, a_1, A_2`: case does not tell them
+    apart): `SELECT 1 AS a, 2 AS a` saved a file pandas and the CSV conversion then refused
+    ("Multiple matches for FieldRef")."""
+    seen: set[str] = set()
+    out = []
+    for name in names:
+        unique, n = name, 0
+        while unique.lower() in seen:
+            n += 1
+            unique = f"{name}_{n}"
+        seen.add(unique.lower())
+        out.append(unique)
+    return out
+
+
 def describe_arrow(table, request: StepRequest, workspace: Path, unnamed: str) -> StepResult:
     """Save a result table and describe it: file, rows, schema, bounded preview."""
+    if len({n.lower() for n in table.column_names}) < table.num_columns:
+        table = table.rename_columns(unique_names(table.column_names))
     stem = safe_file_stem(request.save_as, unnamed)
     saved = save_arrow(table, workspace, stem)
     return StepResult(

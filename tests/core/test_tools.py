@@ -156,3 +156,30 @@ async def test_attaching_a_parquet_never_overwrites_the_models_own_csv_of_that_n
     assert (workspace / "carriers.csv").read_text() == "carrier,n\nUA,58665\nALL,58665\n"  # untouched
     raw = (workspace / "attachments" / "carriers.csv").read_text().splitlines()
     assert raw[0] == '"carrier","n"' and len(raw) == 17  # 16 carriers
+
+
+async def test_a_result_with_duplicate_column_names_is_saved_with_unique_ones(
+    analyst, fake_model, recorder, settings
+):
+    """`SELECT 1 AS a, 2 AS a` saved a file that pandas and the CSV conversion then refused ("Multiple
+    matches for FieldRef"), while the preview showed `a a`."""
+    from core.events import IncomingMessage
+    from tests.fakes.anthropic_api import text, tool
+
+    fake_model.enqueue(
+        tool(
+            "query_warehouse", {"sql": "SELECT 1 AS a, 2 AS a, 3 AS A FROM flights LIMIT 1", "save_as": "dup"}
+        ),
+        tool(
+            "run_python", {"code": "import pandas as pd\nprint(list(pd.read_parquet('dup.parquet').columns))"}
+        ),
+        tool("attach_file", {"path": "dup.parquet"}),
+        text("attached"),
+    )
+    message = IncomingMessage(text="dup columns", surface="api", thread_key=("dup",))
+    outcome = await analyst.handle(message, recorder)
+    assert outcome.ok, outcome.error
+    assert "Columns: a int32, a_1 int32, A_2 int32." in fake_model.last_tool_results(1)[0]["content"]
+    assert "['a', 'a_1', 'A_2']" in fake_model.last_tool_results(2)[0]["content"]
+    csv_text = (settings.workspaces_dir / outcome.session_id / "dup.csv").read_text()
+    assert csv_text.splitlines() == ['"a","a_1","A_2"', "1,2,3"]
