@@ -43,6 +43,8 @@ def neutralise_table(table: Any) -> Any:
         kind = column.type
         if pa.types.is_dictionary(kind):
             column, kind = column.cast(kind.value_type), kind.value_type
+        if pa.types.is_nested(kind) or pa.types.is_binary(kind) or pa.types.is_large_binary(kind):
+            column, kind = _as_text(column), pa.string()
         if pa.types.is_string(kind) or pa.types.is_large_string(kind):
             risky = pc.and_(
                 pc.match_substring_regex(column, _FORMULA_REGEX),
@@ -52,6 +54,23 @@ def neutralise_table(table: Any) -> Any:
             column = pc.if_else(risky, pc.binary_join_element_wise(quote, column, empty), column)
         columns.append(column)
     return pa.table(columns, names=table.column_names)
+
+
+def _as_text(column: Any) -> Any:
+    """A column a CSV cannot hold, as text: lists, structs and maps as JSON (the conversion failed with
+    "Unsupported Type:list"), bytes as hex (written raw, they were invalid UTF-8 in the file)."""
+    import json
+
+    import pyarrow as pa
+
+    def text(value: Any) -> str | None:
+        if value is None:
+            return None
+        if isinstance(value, bytes):
+            return value.hex()
+        return json.dumps(value, default=str, ensure_ascii=False)
+
+    return pa.array([text(v) for v in column.to_pylist()], pa.string())
 
 
 MAX_CSV_BYTES = 50 * 2**20  # what may be attached at most (core/tools.py); larger is refused here too

@@ -151,6 +151,8 @@ def describe_step(result: StepResult, *, what: str) -> ToolOutcome:
     parts: list[str] = []
     if result.saved_as:
         schema = ", ".join(f"{c['name']} {c['type']}" for c in result.columns[:60])
+        if len(result.columns) > 60:  # a 70-column result never named c60-c69
+            schema += f" and {len(result.columns) - 60} more (read the file for all)"
         parts.append(f"Saved {counted(result.rows or 0, 'row')} to '{result.saved_as}'. Columns: {schema}.")
         parts.append(f"Preview (first rows):\n{result.preview}")
         if (result.rows or 0) > result.preview.count("\n"):

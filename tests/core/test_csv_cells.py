@@ -110,3 +110,27 @@ def test_neutralise_csv_refuses_what_it_cannot_check():
         neutralise_csv(b"=1\n" * 100, limit=99)
     with pytest.raises(ValueError, match="could not be checked"):
         neutralise_csv(b'a\n"' + b"x" * 200_000 + b'"\n')  # past the csv module's field limit
+
+
+def test_lists_structs_maps_and_bytes_become_text_a_csv_can_hold():
+    """Attaching a result with a list or struct column failed ("Unsupported Type:list"), and bytes
+    were written raw, invalid UTF-8 in the file."""
+    import io
+
+    import pyarrow.csv as pc
+
+    table = pa.table(
+        {
+            "tags": [["a", "b"], None],
+            "pair": [{"k": 1, "v": "x"}, {"k": 2, "v": "=cmd"}],
+            "blob": [b"\x00\xff", None],
+            "n": [-5, 3],
+        }
+    )
+    out = io.BytesIO()
+    pc.write_csv(neutralise_table(table), out)
+    assert out.getvalue().decode().splitlines() == [
+        '"tags","pair","blob","n"',
+        '"[""a"", ""b""]","{""k"": 1, ""v"": ""x""}","00ff",-5',
+        ',"{""k"": 2, ""v"": ""=cmd""}",,3',
+    ]

@@ -183,3 +183,18 @@ async def test_a_result_with_duplicate_column_names_is_saved_with_unique_ones(
     assert "['a', 'a_1', 'A_2']" in fake_model.last_tool_results(2)[0]["content"]
     csv_text = (settings.workspaces_dir / outcome.session_id / "dup.csv").read_text()
     assert csv_text.splitlines() == ['"a","a_1","A_2"', "1,2,3"]
+
+
+async def test_a_wide_result_says_how_many_columns_it_did_not_name(analyst, fake_model, recorder):
+    """A 70-column result listed 60 and never said there were more."""
+    from core.events import IncomingMessage
+    from tests.fakes.anthropic_api import text, tool
+
+    sql = "SELECT " + ", ".join(f"{i} AS c{i}" for i in range(70))
+    fake_model.enqueue(tool("run_sql", {"sql": sql, "save_as": "wide"}), text("ok"))
+    outcome = await analyst.handle(
+        IncomingMessage(text="wide", surface="api", thread_key=("wide",)), recorder
+    )
+    assert outcome.ok, outcome.error
+    content = fake_model.last_tool_results(1)[0]["content"]
+    assert "c59 int32 and 10 more (read the file for all)." in content
