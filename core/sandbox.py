@@ -157,6 +157,12 @@ def _files(value: Any) -> list[dict]:
     return out
 
 
+class WorkspaceFull(OSError):
+    """A file the bot was to place in a workspace (a warehouse result, an S3 object, a notebook) would
+    take it past its quota: those were written past it (6.9 MB into a 1 MB workspace), where a step's
+    own writes never go. The message is for the model and people."""
+
+
 class Sandbox(Protocol):
     """Runs steps in a session's workspace and reads files back out of it."""
 
@@ -170,7 +176,8 @@ class Sandbox(Protocol):
         """Bytes of a workspace file (for uploads); raises FileNotFoundError/PermissionError."""
 
     async def write_file(self, session_id: str, path: str, data: bytes) -> None:
-        """Place a file the bot fetched (warehouse result, S3 object) into a workspace."""
+        """Place a file the bot fetched (warehouse result, S3 object) into a workspace, within its
+        quota (WorkspaceFull)."""
 
     async def list_files(self, session_id: str) -> list[dict]:
         """Files of a workspace, for prompts and exports."""

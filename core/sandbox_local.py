@@ -21,7 +21,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 from core import cgroups, isolation, isolation_backends, isolation_session, isolation_supervisor
-from core.sandbox import StepRequest, StepResult, is_valid_session_id
+from core.sandbox import StepRequest, StepResult, WorkspaceFull, is_valid_session_id
 from core.workspace_paths import make_parents, read_inside, resolve_in_workspace, write_inside
 from core.zygote_folder import ZygoteFolder
 
@@ -337,8 +337,21 @@ class LocalSandbox:
         # as the workspace itself does — also before the fork server has started.
         uid = isolation_session.sandbox_uid(workspace) if self._per_session_uid() else None
         owner = (uid, uid) if uid is not None else None
+        await self._room_for(workspace, full, len(data))
         await asyncio.to_thread(make_parents, workspace, full, owner)
         await asyncio.to_thread(write_inside, workspace, full, data, owner)
+
+    async def _room_for(self, workspace: Path, full: Path, size: int) -> None:
+        """Raise WorkspaceFull unless `size` more bytes (less the file they replace) fit the quota."""
+        usage = await asyncio.to_thread(isolation_supervisor.measure, workspace)
+        with contextlib.suppress(OSError):
+            size -= full.lstat().st_size  # a result saved again under its name replaces the old one
+        if usage.unwalkable or usage.bytes + size > self.workspace_bytes:
+            raise WorkspaceFull(
+                f"The result ({size / 2**20:,.1f} MB) would take the thread's workspace past its "
+                f"{self.workspace_bytes / 2**20:,.0f} MB limit ({usage.bytes / 2**20:,.1f} MB used): delete "
+                "files you no longer need (os.remove in run_python), or fetch less."
+            )
 
     async def list_files(self, session_id: str) -> list[dict]:
         """The workspace's files (at most its file quota), walked in a thread: a workspace of 100,000

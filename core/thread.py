@@ -22,7 +22,7 @@ from core.confirm import CONFIRM_TIMEOUT_S, ask, give_answer, wait_for_answer
 from core.csv_cells import neutralise_csv
 from core.events import AnswerReady, ArtifactReady, EventSink, IncomingMessage
 from core.notebook import session_notebook
-from core.sandbox import is_valid_session_id
+from core.sandbox import WorkspaceFull, is_valid_session_id
 from core.schedules import Clock, utc_now
 from core.schedules_store import ScheduleBook
 from core.sessions import LockTimeout, SessionStore, StoreUnavailable, resolve_session_id, session_id_for
@@ -261,6 +261,9 @@ class Threads:
         except NothingToExport:
             await emit(AnswerReady(turn_id=turn_id, text=NOTHING_TO_EXPORT))
             return NOTHING_TO_EXPORT
+        except WorkspaceFull as exc:
+            await emit(AnswerReady(turn_id=turn_id, text=str(exc)))
+            return str(exc)
         await emit(
             ArtifactReady(
                 turn_id=turn_id,

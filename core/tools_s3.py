@@ -12,7 +12,7 @@ from pathlib import PurePosixPath
 from pydantic import Field
 
 from core.s3 import S3Refusal, parse_uri
-from core.sandbox import StepRequest
+from core.sandbox import StepRequest, WorkspaceFull
 from core.steps import safe_file_stem
 from core.tools import Tool, ToolContext, ToolInput, ToolOutcome, refused
 
@@ -80,7 +80,10 @@ async def load_file(args: LoadFileInput, ctx: ToolContext) -> ToolOutcome:
         return refused(str(exc))
     stem = safe_file_stem(args.save_as, default=safe_file_stem(PurePosixPath(key).stem, "s3_file"))
     name = f"{stem}.{ext}"
-    await ctx.sandbox.write_file(ctx.session_id, name, data)
+    try:
+        await ctx.sandbox.write_file(ctx.session_id, name, data)
+    except WorkspaceFull as exc:
+        return refused(str(exc))
     if ext == "xlsx":  # DuckDB can't read Excel; convert inside the sandbox, not in the bot
         converted = await ctx.sandbox.run(_step(ctx, _EXCEL.format(src=name, dst=f"{stem}.parquet")))
         if not converted.ok:

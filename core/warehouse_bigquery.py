@@ -54,7 +54,7 @@ from core.confirm import CONFIRM_TIMEOUT_S
 from core.events import ConfirmRequest
 from core.policy import TableAllowlist, check_sql
 from core.preview import preview_table
-from core.sandbox import Sandbox, StepResult
+from core.sandbox import Sandbox, StepResult, WorkspaceFull
 from core.steps import default_stem, safe_file_stem
 from core.table_notes import TableNotes, load_table_notes
 from core.warehouse import QueryContext
@@ -202,7 +202,7 @@ class BigQueryWarehouse:
         started = time.perf_counter()
         try:
             result = await self._query(sql, save_as, ctx)
-        except (ResultTooLarge, ResultUnsaved) as exc:
+        except (ResultTooLarge, ResultUnsaved, WorkspaceFull) as exc:
             result = StepResult(ok=False, error=str(exc))
         except Exception as exc:  # BigQuery and transport errors: words for the model, no traceback
             result = StepResult(ok=False, error=describe_error(exc, timeout_s=ctx.timeout_s))

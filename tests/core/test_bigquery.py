@@ -674,3 +674,14 @@ async def test_a_result_that_cannot_be_saved_is_said_to_have_run_not_that_bigque
         "BigQuery ran the query (10.5 MB billed), but its result could not be saved: "
     )
     assert "Cast the column" in result.error and "reach" not in result.error
+
+
+async def test_a_result_that_would_fill_the_workspace_is_refused_in_words(parts, fake_bq):
+    """A BigQuery result was written past the workspace's quota (a step's own writes never are)."""
+    warehouse, sandbox, store, settings = parts
+    sandbox.workspace_bytes = 2_000
+    rows = [[i, i * 1.5, "paid" * 20] for i in range(500)]
+    fake_bq.on_query(ORDERS, Answer(ORDERS_SCHEMA, rows, 10**6))
+    result = await warehouse.query(ORDERS, "orders", qctx(store))
+    assert not result.ok and "would take the thread's workspace past its" in result.error, result.error
+    assert not (settings.workspaces_dir / "s1" / "orders.parquet").exists()

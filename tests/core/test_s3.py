@@ -208,3 +208,29 @@ async def test_an_object_its_owner_typed_as_html_still_loads(s3_settings):
     client.put_object(Bucket="data-lake", Key="sales/typed.csv", Body=SALES_CSV, ContentType="text/html")
     key, data = await S3Source.from_settings(s3_settings).fetch("s3://data-lake/sales/typed.csv")
     assert (key, data) == ("sales/typed.csv", SALES_CSV)
+
+
+async def test_a_loaded_object_that_would_fill_the_workspace_is_refused(s3_settings, fake_model, recorder):
+    """Files the bot writes itself (S3 objects, BigQuery results) skipped the workspace quota a step's
+    own writes keep: 6.9 MB went into a 1 MB workspace."""
+    from core.analyst import Analyst
+
+    client = boto3.client("s3", endpoint_url=ENDPOINT, region_name="us-east-1")
+    client.put_object(Bucket="data-lake", Key="sales/part.csv", Body=b"a\n" + b"1\n" * 300_000)  # 600 KB
+    analyst = await Analyst.create(s3_settings.model_copy(update={"workspace_mb": 1}))
+    try:
+        fake_model.enqueue(
+            tool("load_file", {"uri": "s3://data-lake/sales/part.csv", "save_as": "first"}),
+            tool("load_file", {"uri": "s3://data-lake/sales/part.csv", "save_as": "second"}),
+            text("Loaded what fitted."),
+        )
+        message = IncomingMessage(text="load both", surface="terminal", thread_key=("s3-full",), user_id="u1")
+        outcome = await analyst.handle(message, recorder)
+    finally:
+        await analyst.close()
+    assert outcome.ok, outcome.error
+    assert not fake_model.last_tool_results(1)[0].get("is_error")
+    second = fake_model.last_tool_results(2)[0]
+    assert second["is_error"] and "would take the thread's workspace past its 1 MB limit" in second["content"]
+    workspace = s3_settings.workspaces_dir / outcome.session_id
+    assert (workspace / "first.csv").exists() and not (workspace / "second.csv").exists()
