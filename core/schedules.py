@@ -214,7 +214,23 @@ def check_cron(expr: str) -> str:
         raise ScheduleError(f"Invalid cron expression {expr!r}: {_never_why(expr)}.") from None
     except (CroniterBadCronError, ValueError, KeyError) as exc:
         raise ScheduleError(f"Invalid cron expression {expr!r}: {str(exc).rstrip('.')}.") from None
+    if (gap := _shortest_gap_min(expr)) < MIN_GAP_MIN:
+        raise ScheduleError(
+            f"{expr!r} would run again {gap} minute{'s' if gap != 1 else ''} after a run: a scheduled answer "
+            f"runs at most every {MIN_GAP_MIN} minutes (each run is a whole answer: model calls and queries)."
+        )
     return expr
+
+
+MIN_GAP_MIN = 15  # `* * * * *` was taken: 1,440 answers a day, past any rate limit for an admin
+
+
+def _shortest_gap_min(expr: str) -> int:
+    """The shortest time between two runs, in minutes, over its first 200 runs (enough to meet every
+    gap of an hour's and a day's pattern)."""
+    it = croniter(expr, datetime(2026, 1, 5, tzinfo=UTC))
+    runs = [it.get_next(datetime) for _ in range(200)]
+    return min(int((b - a).total_seconds() // 60) for a, b in zip(runs, runs[1:], strict=False))
 
 
 # What each of the five fields takes, in the words a person checks their expression against.

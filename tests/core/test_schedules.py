@@ -273,3 +273,24 @@ def test_wildcard_hour_jobs_still_run_every_real_half_hour_through_the_fall_back
         "2027-10-31T02:00:00+01:00",
         "2027-10-31T02:30:00+01:00",
     ]
+
+
+@pytest.mark.parametrize(
+    ("expr", "gap"),
+    [
+        ("* * * * *", "1 minute"),
+        ("*/5 9 * * *", "5 minutes"),
+        ("0,59 * * * *", "1 minute"),
+        ("0,10 9 * * mon", "10 minutes"),
+    ],
+)
+def test_a_schedule_more_often_than_every_15_minutes_is_refused(expr, gap):
+    """`* * * * *` was taken: 1,440 answers a day (model calls and queries each), past any rate
+    limit for an admin, and the owner's hourly limit spent by the schedule alone."""
+    with pytest.raises(ScheduleError) as info:
+        check_cron(expr)
+    assert str(info.value) == (
+        f"{expr!r} would run again {gap} after a run: a scheduled answer runs at most every 15 minutes "
+        "(each run is a whole answer: model calls and queries)."
+    )
+    assert check_cron("*/15 * * * *") == "*/15 * * * *" and check_cron("0 9-17 * * *") == "0 9-17 * * *"

@@ -34,14 +34,16 @@ async def test_two_replicas_claim_each_occurrence_exactly_once(make_store):
     clock = Clock(MONDAY_0659)
     a = ScheduleBook(make_store(), clock=clock)
     b = ScheduleBook(make_store(), clock=clock)
-    ids = [await add(a, "* * * * *") for _ in range(6)] + [await add(a, "*/2 * * * *") for _ in range(4)]
+    # the most frequent schedules allowed (every 15 minutes), and every half hour
+    ids = [await add(a, "*/15 * * * *") for _ in range(6)] + [await add(a, "*/30 * * * *") for _ in range(4)]
     won: list[DueRun] = []
-    for _ in range(6):  # six minutes of ticks, both replicas racing on every tick
-        clock.advance(minutes=1)
+    clock.advance(minutes=1)
+    for _ in range(6):  # six quarter-hours of ticks (07:00 … 08:15), both replicas racing on every tick
         for result in await asyncio.gather(
             claim_due(a, grace=GRACE, replica="a"), claim_due(b, grace=GRACE, replica="b")
         ):
             won += result
+        clock.advance(minutes=15)
     runs = [(d.schedule_id, d.occurrence) for d in won]
     assert len(runs) == len(set(runs))  # nobody ran an occurrence twice
     assert len(runs) == 6 * 6 + 4 * 3  # and every occurrence ran
@@ -85,7 +87,7 @@ async def test_downtime_skips_missed_occurrences_and_runs_only_a_recent_one(make
 async def test_paused_schedules_are_not_claimed_and_resume_does_not_replay(make_store):
     clock = Clock(MONDAY_0659)
     book = ScheduleBook(make_store(), clock=clock)
-    sid = await add(book, "*/5 * * * *")
+    sid = await add(book, "*/15 * * * *")
     await book.pause(sid)
     clock.advance(hours=2)
     assert await claim_due(book, grace=GRACE) == []
