@@ -26,6 +26,7 @@ from bot.cli_common import (
     names_a_folder,
     settings_or_exit,
     setup_log,
+    warn_local_links,
     writing,
 )
 from bot.cli_schedule import app as schedule_app
@@ -202,6 +203,7 @@ def serve(
     checked_or_exit(settings, require_model)
     if problem := slack_half_configured(settings) or teams_half_configured(settings):
         die(problem)
+    warn_local_links(settings)
     if problem := listen_problem(host, port):
         die(problem)
     check_sandbox(settings)  # a back end this host lacks: one sentence now, not a worker's traceback
@@ -318,7 +320,7 @@ def teams_package(
     ),
 ) -> None:
     """Zip the Teams app package (manifest with MICROSOFT_APP_ID + icons) for sideloading."""
-    from bot.teams_package import build_package, local_only
+    from bot.teams_package import build_package
 
     settings = settings_or_exit()
     target = Path(output) / PACKAGE if names_a_folder(output) else Path(output)  # as `export -o DIR/`
@@ -328,12 +330,7 @@ def teams_package(
             path = build_package(settings, target, app_version=app_version)
     except ConfigError as exc:
         die(str(exc))
-    if local_only(settings):
-        err.print(
-            f"warning: DATATHREAD_PUBLIC_URL is {settings.public_url}, which only this machine reaches: "
-            "download links in Teams would point there; set it to the address Teams reaches the bot at.",
-            markup=False,
-        )
+    warn_local_links(settings, always=True)
     Console().print(str(path))
 
 

@@ -164,3 +164,17 @@ def writing(path: Path) -> Iterator[None]:
         yield
     except OSError as exc:
         die(f"could not write {path}: {exc.strerror or exc}")
+
+
+def warn_local_links(settings, *, always: bool = False) -> None:
+    """Teams' channel downloads (CSVs, notebooks, large charts) are links signed with
+    DATATHREAD_PUBLIC_URL: left at its default they lead every colleague to their own machine, and
+    only `teams-package` said so. `serve` says it too when Teams is configured."""
+    from bot.teams_package import local_only
+
+    if (always or settings.microsoft_app_id) and local_only(settings):
+        err.print(
+            f"warning: DATATHREAD_PUBLIC_URL is {settings.public_url}, which only this machine reaches: "
+            "download links in Teams would point there; set it to the address Teams reaches the bot at.",
+            markup=False,
+        )

@@ -140,3 +140,23 @@ def test_run_now_without_a_key_is_said_before_the_scheduler_stack(home):
     assert result.returncode == 2, result.stderr
     assert "No Claude API key" in one_sentence(result)
     assert imported == [] and not (home / "warehouse").exists()
+
+
+def test_serve_with_teams_warns_when_its_download_links_lead_to_this_machine(home, taken_port):
+    """Teams' channel downloads are links signed with DATATHREAD_PUBLIC_URL; left at its default
+    (http://localhost:3000) they lead every colleague to their own machine, and only teams-package
+    said so."""
+    teams = {
+        "MICROSOFT_APP_ID": "00000000-0000-0000-0000-000000000001",
+        "MICROSOFT_APP_PASSWORD": "pw",
+        "MICROSOFT_APP_TENANT_ID": "00000000-0000-0000-0000-000000000002",
+    }
+    result, _ = run_probed(["serve", "--port", str(taken_port)], home, {**KEY, **teams})
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert result.returncode == 2 and len(lines) == 2, result.stderr
+    assert lines[0].startswith(
+        "warning: DATATHREAD_PUBLIC_URL is http://localhost:3000, which only this machine"
+    )
+    public = {"DATATHREAD_PUBLIC_URL": "https://bot.example.com"}
+    result, _ = run_probed(["serve", "--port", str(taken_port)], home, {**KEY, **teams, **public})
+    assert "warning" not in result.stderr and f"port {taken_port}" in one_sentence(result)
