@@ -203,10 +203,36 @@ def unique_names(names: list[str]) -> list[str]:
     return out
 
 
+def interval_text(value) -> str | None:
+    """An interval as DuckDB writes one (`1 year 2 months 3 days 04:05:06`): parquet cannot hold
+    Arrow's month-day-nano intervals, and a step selecting `ts1 - ts2` failed to save its result."""
+    if value is None:
+        return None
+    months, days, nanos = value.months, value.days, value.nanoseconds
+    years, months = divmod(months, 12) if months >= 0 else (-((-months) // 12), -((-months) % 12))
+    parts = [
+        f"{n} {unit}{'s' if abs(n) != 1 else ''}"
+        for n, unit in ((years, "year"), (months, "month"), (days, "day"))
+        if n
+    ]
+    if nanos or not parts:
+        sign, nanos = ("-" if nanos < 0 else ""), abs(nanos)
+        seconds, fraction = divmod(nanos, 10**9)
+        clock = f"{seconds // 3600:02d}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
+        parts.append(sign + clock + (f".{fraction:09d}".rstrip("0") if fraction else ""))
+    return " ".join(parts)
+
+
 def describe_arrow(table, request: StepRequest, workspace: Path, unnamed: str) -> StepResult:
     """Save a result table and describe it: file, rows, schema, bounded preview."""
+    import pyarrow as pa
+
     if len({n.lower() for n in table.column_names}) < table.num_columns:
         table = table.rename_columns(unique_names(table.column_names))
+    for i, field in enumerate(table.schema):
+        if pa.types.is_interval(field.type):  # as text: parquet has no such type
+            text = pa.array([interval_text(v) for v in table.column(i).to_pylist()], pa.string())
+            table = table.set_column(i, field.name, text)
     stem = safe_file_stem(request.save_as, unnamed)
     saved = save_arrow(table, workspace, stem)
     return StepResult(

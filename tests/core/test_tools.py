@@ -198,3 +198,24 @@ async def test_a_wide_result_says_how_many_columns_it_did_not_name(analyst, fake
     assert outcome.ok, outcome.error
     content = fake_model.last_tool_results(1)[0]["content"]
     assert "c59 int32 and 10 more (read the file for all)." in content
+
+
+async def test_an_interval_result_is_saved_as_text(analyst, fake_model, recorder, settings):
+    """`ts1 - ts2` (an INTERVAL) failed the whole step: parquet has no month-day-nano interval."""
+    from core.events import IncomingMessage
+    from tests.fakes.anthropic_api import text, tool
+
+    sql = "SELECT TIMESTAMP '2026-01-02 03:04:05' - TIMESTAMP '2026-01-01' AS gap, INTERVAL 14 MONTH AS span"
+    fake_model.enqueue(
+        tool("run_sql", {"sql": sql, "save_as": "gaps"}),
+        tool(
+            "run_python",
+            {"code": "import pandas as pd\nprint(pd.read_parquet('gaps.parquet').iloc[0].tolist())"},
+        ),
+        text("ok"),
+    )
+    outcome = await analyst.handle(IncomingMessage(text="gap", surface="api", thread_key=("gap",)), recorder)
+    assert outcome.ok, outcome.error
+    saved = fake_model.last_tool_results(1)[0]
+    assert not saved.get("is_error") and "Columns: gap string, span string." in saved["content"]
+    assert "['1 day 03:04:05', '1 year 2 months']" in fake_model.last_tool_results(2)[0]["content"]
