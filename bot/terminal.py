@@ -17,12 +17,12 @@ from pathlib import Path
 
 from rich.console import Console
 from rich.live import Live
-from rich.markdown import Markdown
 from rich.markup import escape
 from rich.status import Status
 from rich.text import Text
 
 from bot.terminal_images import image_protocol, inline_image, save_for_user
+from bot.terminal_markdown import AnswerMarkdown
 from bot.transcript import Change, Transcript
 from bot.transcript import brief as transcript_brief
 from core.events import (
@@ -153,7 +153,7 @@ class TerminalRenderer:
         elif time.monotonic() - self.drawn_at < TEXT_REDRAW_S:
             return
         lines = self.written.splitlines()[-max(self.console.height - 2, 1) :]
-        self.writing.update(Markdown(printable("\n".join(lines))), refresh=True)
+        self.writing.update(AnswerMarkdown(printable("\n".join(lines))), refresh=True)
         self.drawn_at = time.monotonic()
 
     def _stop_writing(self) -> None:
@@ -199,7 +199,7 @@ class TerminalRenderer:
         """The answer as Markdown. rich pads each line of it to the console's width: on a terminal
         that is invisible, but `datathread chat < questions > answers.txt` wrote every line padded
         with spaces to 80 columns, so output that is not a terminal is printed without them."""
-        answer = Markdown(printable(text))
+        answer = AnswerMarkdown(printable(text))
         if self.console.is_terminal:
             self.console.print(answer)
             return

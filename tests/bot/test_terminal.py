@@ -175,3 +175,19 @@ async def test_an_answer_written_to_a_file_or_pipe_has_no_padding(tmp_path):
     out.seek(0), out.truncate()
     await renderer(AnswerReady(turn_id="t", text="Run `print(':fire:')`, ratio 3:smile:4"))
     assert out.getvalue() == "Run print(':fire:'), ratio 3:smile:4\n"
+
+
+async def test_a_table_wider_than_the_terminal_keeps_every_digit(tmp_path):
+    """A nine-column revenue table at 80 columns showed `1,234,…`: rich cut the cells it squeezed."""
+    from core.events import AnswerReady
+
+    out = io.StringIO()
+    console = Console(file=out, width=80)
+    renderer = TerminalRenderer(console, tmp_path, live=False)
+    header = "| carrier | " + " | ".join(f"q{i}" for i in range(8)) + " |\n|---|" + "---:|" * 8
+    row = "| UA | " + " | ".join(f"{i}1,234,567" for i in range(8)) + " |"
+    await renderer(AnswerReady(turn_id="t", text=f"{header}\n{row}"))
+    shown = out.getvalue()
+    assert "…" not in shown
+    written = header + row  # a cell's digits may fold onto the next line, never go
+    assert sorted(c for c in shown if c.isdigit()) == sorted(c for c in written if c.isdigit())
