@@ -306,10 +306,12 @@ class SlackProgress:
 
     # --- the end -------------------------------------------------------------------------------
     async def _finish(self, done: TurnFinished) -> None:
-        if self.target.unheard:  # said in the log when it was found; Slack would refuse this too
-            return
         if self._pending and not self._pending.done():
             self._pending.cancel()
+        if self.target.unheard:  # said in the log when it was found; Slack would refuse this too
+            if self._text_pending and not self._text_pending.done():
+                self._text_pending.cancel()
+            return
         if self._text_pending and not self._text_pending.done():
             if self._text_waiting:  # not sent yet: the end of the stream sends it
                 self._text_pending.cancel()

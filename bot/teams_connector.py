@@ -43,6 +43,10 @@ RETRY_AFTER_MAX_S = 5.0  # a refused message waits at most this long for its one
 # seconds to tens of seconds (https://learn.microsoft.com/microsoftteams/platform/bots/how-to/rate-limit).
 ANSWER_RETRY_AFTER_MAX_S = 30.0
 TRANSIENT = frozenset({412, 429, 502, 503, 504})  # Teams says: retry these
+# The Bot Connector's codes for "this bot cannot post in this conversation at all".
+GONE_CODES = frozenset(
+    {"BotNotInConversationRoster", "ConversationNotFound", "ConversationBlockedByUser", "BotDisabledByAdmin"}
+)
 
 
 class ConnectorFailed(Exception):
@@ -63,9 +67,10 @@ class ConnectorFailed(Exception):
     @property
     def gone(self) -> bool:
         """Refused because the bot cannot post in this conversation at all: removed from it, blocked,
-        the conversation deleted (403/404: BotNotInConversationRoster, ConversationNotFound,
-        Forbidden). Not a refused stream update: Teams answers those 403 too (ContentStream…)."""
-        return self.status in (403, 404) and not self.code.startswith("ContentStream")
+        the conversation deleted (403/404 with one of GONE_CODES). Not any 403/404: a refused stream
+        update is 403 too (ContentStream…), and an edit of a message someone deleted is 403/404 (the
+        turn was stopped and its answer dropped in a conversation that still works)."""
+        return self.status in (403, 404) and self.code in GONE_CODES
 
     @property
     def code(self) -> str:

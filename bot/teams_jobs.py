@@ -71,7 +71,7 @@ async def _not_sent(out: TeamsOut, exc: ConnectorFailed) -> None:
     """A reply Teams did not take (too large, refused, no answer) is said in one sentence where Teams
     takes any: "Show SQL & code" on a large turn did nothing at all. Not where the bot was removed
     (403/404): nothing reaches that conversation."""
-    if exc.gone:
+    if exc.gone or exc.status is None:  # removed; or no answer in time, and it may have arrived
         return
     with contextlib.suppress(ConnectorFailed):
         await out.send(f"I couldn't send my reply here ({refusal_words(exc)}).", short=True)

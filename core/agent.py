@@ -179,7 +179,7 @@ async def run_loop(
         await _think(sink, Thinking(turn_id=state.turn_id))
         try:
             response = await model.stream(_delta_sink(sink, state.turn_id, state.model_calls + 1), **params)
-        except Exception as exc:  # a reply that began and broke was billed: it counts (receipt, budget)
+        except BaseException as exc:  # a reply that began was billed, broken or stopped: it counts
             if (partial := getattr(exc, "partial", None)) is not None:
                 state.model_calls += 1
                 _add_usage(state, partial)
@@ -254,10 +254,12 @@ def _delta_sink(sink: EventSink, turn_id: str, call: int):
 
 def _check_limits(state: TurnState, limits: LoopLimits, *, forced: bool) -> None:
     """Stop a turn that spent its token budget, or still did not answer when told to (after the step limit)."""
-    # Every token counted, cached ones too: with a cache breakpoint on every request nearly the whole
-    # context is cache reads, `input_tokens` stays near zero, and a budget of input + output alone
-    # never stopped a turn (17 calls of a 150k-token context: 2.6 M tokens against 400,000).
-    spent = sum(state.usage.values())
+    # Cached tokens counted too, at their price: with a cache breakpoint on every request nearly the
+    # whole context is cache reads and `input_tokens` stays near zero, so input + output alone never
+    # stopped a turn; counted whole, a long legitimate turn would (reads cost a tenth of input).
+    u = state.usage
+    spent = u["input_tokens"] + u["output_tokens"] + u["cache_read_input_tokens"] // 10
+    spent += u["cache_creation_input_tokens"] * 5 // 4
     if spent > limits.token_budget:
         raise TurnAborted("This question used up its token budget before finishing. Try a narrower question.")
     if forced:

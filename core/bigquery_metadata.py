@@ -39,7 +39,7 @@ def list_tables(client, allow: TableAllowlist, notes: TableNotes, default_projec
         table = client.get_table(full, **per_call())
         description = table.description or notes.headline(full)
         # A view has no row count (BigQuery gives none): None, never "0 rows" (it read as empty).
-        rows = table.num_rows if table.table_type != "VIEW" else None
+        rows = table.num_rows if table.table_type not in ("VIEW", "EXTERNAL") else None
         out.append({"name": full, "rows": rows, "description": description})
     return out
 

@@ -78,7 +78,7 @@ class ModelSettings(BaseModel):
         400_000,
         gt=0,
         validation_alias=_env("DATATHREAD_TURN_TOKEN_BUDGET"),
-        description="Tokens one turn may spend: input (cache reads and writes included) and output.",
+        description="Tokens one turn may spend: input and output, cache reads at a tenth and cache writes at 1.25 (their price).",
     )
 
 

@@ -27,7 +27,7 @@ _NUMBER = re.compile(_NUMBER_LIKE)
 
 def neutralise_cell(value: Any) -> Any:
     """``value`` made inert for a spreadsheet: text starting like a formula gets a leading quote."""
-    if isinstance(value, str) and value.startswith(FORMULA_STARTS) and not _NUMBER.match(value):
+    if isinstance(value, str) and value.startswith(FORMULA_STARTS) and not _NUMBER.fullmatch(value):
         return "'" + value
     return value
 
@@ -116,7 +116,7 @@ def neutralise_csv(data: bytes, *, limit: int = MAX_CSV_BYTES, delimiter: str = 
     changed = quote_all = False
     for row in rows:
         for i, cell in enumerate(row):
-            if cell.startswith(FORMULA_STARTS) and not _NUMBER.match(cell):
+            if cell.startswith(FORMULA_STARTS) and not _NUMBER.fullmatch(cell):
                 row[i] = "'" + cell
                 changed = True
             if _HIDDEN_START.search(row[i]):

@@ -137,7 +137,7 @@ class AnthropicModel:
                 message = await self._read(stream, on_text, params)
                 if message is None or message.stop_reason is None:
                     raise StreamInterrupted("the reply stream ended before the message was complete")
-            except Exception as exc:  # begun, then broken: its input was billed all the same
+            except BaseException as exc:  # begun, then broken or stopped: its input was billed all the same
                 exc.partial = _snapshot(stream)  # type: ignore[attr-defined]  # counted by core/agent.py
                 raise
         return message

@@ -63,6 +63,7 @@ class LocalSandbox:
         # could create it in /tmp first, and a mkdir that accepts an existing directory would then put
         # the socket steps travel through in theirs.
         self._folder: ZygoteFolder | None = None
+        self._writing: dict[str, asyncio.Lock] = {}  # per session: the quota check and the write together
         self.isolation_policy = isolation_policy
         self.refuse_namespaces = refuse_namespaces
         self.backend = ""  # chosen by the fork server at start
@@ -337,16 +338,19 @@ class LocalSandbox:
         # as the workspace itself does — also before the fork server has started.
         uid = isolation_session.sandbox_uid(workspace) if self._per_session_uid() else None
         owner = (uid, uid) if uid is not None else None
-        await self._room_for(workspace, full, len(data))
-        await asyncio.to_thread(make_parents, workspace, full, owner)
-        await asyncio.to_thread(write_inside, workspace, full, data, owner)
+        # under the session's lock: two results of one message, each fitting alone, both passed the check
+        async with self._writing.setdefault(session_id, asyncio.Lock()):
+            await self._room_for(workspace, full, len(data))
+            await asyncio.to_thread(make_parents, workspace, full, owner)
+            await asyncio.to_thread(write_inside, workspace, full, data, owner)
 
     async def _room_for(self, workspace: Path, full: Path, size: int) -> None:
         """Raise WorkspaceFull unless `size` more bytes (less the file they replace) fit the quota."""
         usage = await asyncio.to_thread(isolation_supervisor.measure, workspace)
+        grows = size
         with contextlib.suppress(OSError):
-            size -= full.lstat().st_size  # a result saved again under its name replaces the old one
-        if usage.unwalkable or usage.bytes + size > self.workspace_bytes:
+            grows -= full.lstat().st_size  # a result saved again under its name replaces the old one
+        if usage.unwalkable or usage.bytes + grows > self.workspace_bytes:
             raise WorkspaceFull(
                 f"The result ({size / 2**20:,.1f} MB) would take the thread's workspace past its "
                 f"{self.workspace_bytes / 2**20:,.0f} MB limit ({usage.bytes / 2**20:,.1f} MB used): delete "

@@ -184,7 +184,7 @@ async def list_tables(args: ListTablesInput, ctx: ToolContext) -> ToolOutcome:
     if not tables:
         return ToolOutcome(content="No tables are available to you here.", summary="no tables")
     lines = [
-        f"- {t['name']} ({counted(t['rows'], 'row') if t.get('rows') is not None else 'a view'})"
+        f"- {t['name']} ({counted(t['rows'], 'row') if t.get('rows') is not None else 'rows not counted'})"
         + (f": {t['description']}" if t.get("description") else "")
         for t in tables
     ]

@@ -275,3 +275,28 @@ async def test_an_answer_teams_will_not_take_leaves_the_card_saying_so_not_done(
     assert (
         last == f"⚠️ Teams did not take the answer, so it is not here. Please ask again (error id {error_id})."
     )
+
+
+async def test_a_progress_card_someone_deleted_does_not_stop_the_turn(teams, fake_model):
+    """Editing a progress card a moderator deleted is refused 403/404 (not "BotNotInConversationRoster"):
+    that counted as the bot removed, the turn stopped at its next model call and its answer was
+    dropped, in a conversation that still works."""
+    edits: list[str] = []
+
+    def refuse_edits(method: str, body: dict):
+        if method == "PUT":
+            edits.append(method)
+            return (403, {})
+        return None
+
+    slow = tool("run_python", {"code": "import time; time.sleep(2.5)"})  # past the edits' throttle
+    asked = len(fake_model.requests)
+    fake_model.enqueue(slow, *TWO_STEPS, text("There are 5 tables."))
+    teams.connector.refuse_when = refuse_edits
+    try:
+        sent = await teams.say("how many tables?")
+    finally:
+        teams.connector.refuse_when = None
+    assert edits  # an edit was refused mid-turn
+    assert any("There are 5 tables." in (m.get("text") or "") for m in sent), sent
+    assert len(fake_model.requests) - asked == 4  # every model call of the turn was made

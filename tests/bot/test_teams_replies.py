@@ -21,11 +21,12 @@ async def test_show_sql_and_code_of_a_large_turn_arrives_in_several_messages(tea
     click did nothing but a log line. Now the steps come split like a long answer, every query whole."""
     queries = [long_sql(i) for i in range(12)]
     assert len(json.dumps("\n".join(queries))) > 28_000
-    fake_model.enqueue(
-        tool(
-            "query_warehouse",
-            {"sql": queries[0]},
-            more=[("query_warehouse", {"sql": q}) for q in queries[1:]],
+    fake_model.enqueue(  # two messages of six (a message runs at most 8 calls)
+        *(
+            tool(
+                "query_warehouse", {"sql": half[0]}, more=[("query_warehouse", {"sql": q}) for q in half[1:]]
+            )
+            for half in (queries[:6], queries[6:])
         ),
         text("All twelve counts are 336776."),
     )

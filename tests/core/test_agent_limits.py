@@ -74,8 +74,9 @@ async def test_a_limit_of_one_step_is_said_in_the_singular(settings, fake_model,
 
 async def test_cached_tokens_count_against_the_token_budget(settings, fake_model, recorder):
     """The real API reports a cached context as cache reads, input_tokens near zero: the budget
-    counted input + output only, and a turn of 17 calls spent 2.6 M tokens against 400,000."""
-    analyst = await Analyst.create(settings.model_copy(update={"turn_token_budget": 400_000}))
+    counted input + output only, and never stopped a turn. Cache reads count at a tenth and writes
+    at 1.25 (their price): 20,203 a call here."""
+    analyst = await Analyst.create(settings.model_copy(update={"turn_token_budget": 50_000}))
     cached = {
         "input_tokens": 3,
         "output_tokens": 200,
@@ -88,7 +89,7 @@ async def test_cached_tokens_count_against_the_token_budget(settings, fake_model
     finally:
         await analyst.close()
     assert not outcome.ok and "token budget" in outcome.error
-    assert len(fake_model.requests) == 3  # 154 k, 308 k, then 462 k: over
+    assert len(fake_model.requests) == 3  # 20 k, 40 k, then 61 k: over (input + output alone: 0.6 k)
 
 
 async def test_a_message_of_many_tool_calls_runs_only_so_many_and_a_turn_only_so_many(

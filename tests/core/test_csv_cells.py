@@ -35,6 +35,7 @@ CASES = [
     ("@jetblue", "'@jetblue"),
     ("-1+1", "'-1+1"),
     ("-5%A1", "'-5%A1"),
+    ("-1\n", "'-1\n"),  # not a number: Python's `$` matched before the newline (Arrow's did not)
 ]
 
 
