@@ -9,6 +9,7 @@ runs once when that wall-clock time happens twice (a job with a wildcard hour ru
 
 from __future__ import annotations
 
+import functools
 import re
 import uuid
 from collections.abc import Callable
@@ -214,17 +215,26 @@ def check_cron(expr: str) -> str:
         raise ScheduleError(f"Invalid cron expression {expr!r}: {_never_why(expr)}.") from None
     except (CroniterBadCronError, ValueError, KeyError) as exc:
         raise ScheduleError(f"Invalid cron expression {expr!r}: {str(exc).rstrip('.')}.") from None
-    if (gap := _shortest_gap_min(expr)) < MIN_GAP_MIN:
-        raise ScheduleError(
-            f"{expr!r} would run again {gap} minute{'s' if gap != 1 else ''} after a run: a scheduled answer "
-            f"runs at most every {MIN_GAP_MIN} minutes (each run is a whole answer: model calls and queries)."
-        )
+    if problem := too_often(expr):
+        raise ScheduleError(problem)
     return expr
+
+
+def too_often(expr: str) -> str:
+    """Why `expr` runs more often than a schedule may (checked when one is made, and when one made
+    before the limit comes due), or ""."""
+    if (gap := _shortest_gap_min(expr)) >= MIN_GAP_MIN:
+        return ""
+    return (
+        f"{expr!r} would run again {gap} minute{'s' if gap != 1 else ''} after a run: a scheduled answer "
+        f"runs at most every {MIN_GAP_MIN} minutes (each run is a whole answer: model calls and queries)."
+    )
 
 
 MIN_GAP_MIN = 15  # `* * * * *` was taken: 1,440 answers a day, past any rate limit for an admin
 
 
+@functools.lru_cache(maxsize=256)  # every tick asks of every schedule
 def _shortest_gap_min(expr: str) -> int:
     """The shortest time between two runs, in minutes, over its first 200 runs (enough to meet every
     gap of an hour's and a day's pattern)."""

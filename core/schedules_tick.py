@@ -19,7 +19,7 @@ from datetime import datetime, timedelta
 
 from core.outage import Outage
 from core.runner import TurnJob
-from core.schedules import Schedule, iso, occurrences
+from core.schedules import Schedule, iso, occurrences, too_often
 from core.schedules_store import ScheduleBook
 from core.store_base import StoreUnavailable
 
@@ -64,6 +64,10 @@ async def claim_due(
     won: list[DueRun] = []
     for schedule in await book.list():
         if schedule.paused:
+            continue
+        if problem := too_often(schedule.cron):  # made before the limit: paused, not run
+            log.warning("schedule %s: paused: %s", schedule.id, problem)
+            await book.pause(schedule.id, reason=problem, by="datathread")
             continue
         if surfaces is not None and schedule.surface not in surfaces:
             unpostable(schedule)

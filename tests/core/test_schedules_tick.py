@@ -202,3 +202,19 @@ async def _until(condition, timeout: float = 10) -> None:
     while not condition():
         assert asyncio.get_running_loop().time() < deadline, "timed out"
         await asyncio.sleep(0.02)
+
+
+async def test_a_schedule_made_before_the_15_minute_limit_is_paused_not_run(make_store):
+    """`* * * * *` schedules stored before the limit kept making 1,440 answers a day."""
+    import dataclasses
+
+    clock = Clock(MONDAY_0659)
+    book = ScheduleBook(make_store(), clock=clock)
+    sid = await add(book, "*/15 * * * *")
+    stored = await book.get(sid)
+    await book.store.put_record("schedule", sid, dataclasses.replace(stored, cron="* * * * *").to_dict())
+    assert (await book.get(sid)).cron == "* * * * *"
+    clock.advance(minutes=2)
+    assert await claim_due(book, grace=GRACE) == []
+    paused = await book.get(sid)
+    assert paused.paused and "would run again 1 minute after a run" in paused.paused_reason
