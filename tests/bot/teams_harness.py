@@ -57,6 +57,19 @@ def activity(
     return body
 
 
+def consent_invoke(service_url: str, context: object, name: str, **upload: str) -> dict:
+    """The invoke Teams sends when the person accepts a file-consent card in personal chat: where to
+    upload `name` (`upload`: more of uploadInfo's fields, as Teams fills them)."""
+    invoke = activity(service_url, conversation=CHAT)
+    info = {"uploadUrl": f"{service_url}/upload/{name}", "name": name, **upload}
+    invoke.update(
+        type="invoke",
+        name="fileConsent/invoke",
+        value={"type": "fileUpload", "action": "accept", "context": context, "uploadInfo": info},
+    )
+    return invoke
+
+
 @dataclass
 class Teams:
     app: Starlette

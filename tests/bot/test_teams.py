@@ -12,7 +12,7 @@ import urllib.parse
 
 import pytest
 
-from tests.bot.teams_harness import ADA, BOT, CHAT, THREAD, activity
+from tests.bot.teams_harness import ADA, BOT, CHAT, THREAD, activity, consent_invoke
 from tests.fakes.anthropic_api import error, text, tool
 
 DELAYS = (
@@ -160,23 +160,13 @@ async def test_personal_chat_reset_csv_consent_and_failure(teams, fake_model, se
     assert len(fake_model.requests[-4]["messages"]) == 1  # reset: the old turn is not in the history
     # personal chat: the CSV comes as a file-consent card; accepting uploads the real bytes
     consent = next(a for m in sent for a in m.get("attachments") or [] if "file.consent" in a["contentType"])
-    upload_url = f"{teams.connector.url}/upload/answer.csv"
-    invoke = activity(teams.connector.url, conversation=CHAT)
-    invoke.update(
-        type="invoke",
-        name="fileConsent/invoke",
-        value={
-            "type": "fileUpload",
-            "action": "accept",
-            "context": consent["content"]["acceptContext"],
-            "uploadInfo": {
-                "uploadUrl": upload_url,
-                "contentUrl": "https://onedrive/answer.csv",
-                "name": "answer.csv",
-                "uniqueId": "u1",
-                "fileType": "csv",
-            },
-        },
+    invoke = consent_invoke(
+        teams.connector.url,
+        consent["content"]["acceptContext"],
+        "answer.csv",
+        contentUrl="https://onedrive/answer.csv",
+        uniqueId="u1",
+        fileType="csv",
     )
     response = await teams.post(invoke)
     assert response.status_code == 200

@@ -9,7 +9,7 @@ import urllib.parse
 
 import pytest
 
-from tests.bot.teams_harness import CHAT, THREAD
+from tests.bot.teams_harness import CHAT, THREAD, consent_invoke
 from tests.fakes.anthropic_api import text, tool
 
 SCATTER = """
@@ -128,7 +128,6 @@ async def test_an_empty_file_is_not_offered_for_upload_in_personal_chat(teams, f
     """A 0-byte file was offered, and accepting it sent OneDrive `Content-Range: bytes 0--1/0`, which
     it refuses. Now the answer says it is empty instead of offering it; an older offer of one, accepted,
     gets the same sentence rather than an invalid upload."""
-    from tests.bot.teams_harness import activity
 
     fake_model.enqueue(
         tool("run_python", {"code": "open('empty.csv', 'w').close()"}),
@@ -142,18 +141,7 @@ async def test_an_empty_file_is_not_offered_for_upload_in_personal_chat(teams, f
     )
     session_id = next(settings.workspaces_dir.iterdir()).name
     context = await teams.state.links.offer(session_id, "empty.csv")  # as an older card carried it
-    invoke = activity(teams.connector.url, conversation=CHAT)
-    invoke.update(
-        type="invoke",
-        name="fileConsent/invoke",
-        value={
-            "type": "fileUpload",
-            "action": "accept",
-            "context": context,
-            "uploadInfo": {"uploadUrl": f"{teams.connector.url}/upload/empty.csv", "name": "empty.csv"},
-        },
-    )
-    assert (await teams.post(invoke)).status_code == 200
+    assert (await teams.post(consent_invoke(teams.connector.url, context, "empty.csv"))).status_code == 200
     await teams.state.runner.drain(timeout=30)
     assert not teams.connector.uploads
     assert teams.connector.sent()[-1]["text"] == "empty.csv is empty, so there is nothing to upload."
