@@ -9,6 +9,7 @@ chat is one session per *generation* — `new`/`reset` or 8 idle hours start the
 from __future__ import annotations
 
 import contextlib
+import html
 import logging
 import re
 import time
@@ -135,6 +136,8 @@ def question_text(activity: Activity) -> str:
     if activity.entities and activity.recipient:
         with contextlib.suppress(KeyError, TypeError, AttributeError):  # malformed entity: keep raw text
             text = TurnContext.remove_recipient_mention(activity) or ""
+    if (activity.text_format or "").lower() in ("xml", "html"):  # `<p>reset</p>`, `&amp;`: as written
+        text = html.unescape(re.sub(r"<(?!/?at\b)[^>]*>", " ", text))
     text = re.sub(r"<at>(.*?)</at>", r"\1", text)  # other people's mentions keep their names
     return re.sub(r"\s+", " ", text).strip()
 

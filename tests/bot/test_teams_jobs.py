@@ -41,6 +41,23 @@ def test_question_text(text, entities, expected):
     assert teams_jobs.question_text(Activity().deserialize(body)) == expected
 
 
+@pytest.mark.parametrize(
+    "text,expected",
+    [
+        ("<p>how many flights&nbsp;&amp; carriers?</p>", "how many flights & carriers?"),
+        ("<p>reset</p>", "reset"),
+        ("<div><at>Bob</at> says a &lt; b</div>", "Bob says a < b"),
+    ],
+)
+def test_question_text_of_a_message_sent_as_html(text, expected):
+    """`textFormat: xml` reached the model verbatim (`<p>…&nbsp;&amp;…</p>`), and `<p>reset</p>` was no
+    reset; a plain message keeps its `<` and `&` as typed (above)."""
+    body = {"type": "message", "text": text, "textFormat": "xml", "recipient": {"id": "28:bot"}}
+    assert teams_jobs.question_text(Activity().deserialize(body)) == expected
+    plain = {**body, "textFormat": "plain", "text": "is a < b & c?"}
+    assert teams_jobs.question_text(Activity().deserialize(plain)) == "is a < b & c?"
+
+
 @pytest.mark.parametrize("answer,expected", [("run", True), ("cancel", False)])
 async def test_confirm_round_trip_through_the_store(settings, tmp_path, answer, expected):
     """The click may reach another process than the waiting turn: the answer travels via the store."""
