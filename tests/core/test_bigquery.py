@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import io
+import threading
+import time
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -67,6 +69,15 @@ def fake_bq():
         fake.register(mock)
         fake.mock = mock
         yield fake
+        # no call of the bot's may outlive its test: one that did sent its next request into the next
+        # test's fake (a KeyError there, under load)
+        for _ in range(200):
+            if not [t for t in threading.enumerate() if t.name == "bigquery"]:
+                break
+            time.sleep(0.05)
+        assert not [t for t in threading.enumerate() if t.name == "bigquery"], (
+            "a BigQuery call outlived its test"
+        )
     assert not fake.bugs
 
 
@@ -624,10 +635,18 @@ async def test_a_job_that_never_answers_keeps_its_reservation_and_a_refused_one_
     warehouse, _, store, _ = parts
     warehouse.limits = dataclasses.replace(warehouse.limits, per_user_day=10 * 10**9)
     daily = next(b for b in warehouse._budgets(qctx(store)) if b.name == "your daily budget")
-    fake_bq.on_query(ORDERS, Answer(ORDERS_SCHEMA, [], 3 * 10**9, run_silent_s=4.0))
-    silent = await asyncio.wait_for(warehouse.query(ORDERS, None, qctx(store, timeout_s=1.0)), 30)
-    assert not silent.ok and "did not answer" in silent.error, silent.error
-    assert await store.add_usage(daily.key, 0, ttl_s=86400) == 3 * 10**9
+    held = threading.Event()
+    fake_bq.on_query(ORDERS, Answer(ORDERS_SCHEMA, [], 3 * 10**9, held=held))
+    try:
+        silent = await asyncio.wait_for(warehouse.query(ORDERS, None, qctx(store, timeout_s=1.0)), 30)
+        assert not silent.ok and "did not answer" in silent.error, silent.error
+        assert await store.add_usage(daily.key, 0, ttl_s=86400) == 3 * 10**9
+    finally:  # the abandoned call's thread ends here, not in a later test's fake
+        held.set()
+        for _ in range(200):
+            if not [t for t in threading.enumerate() if t.name == "bigquery"]:
+                break
+            await asyncio.sleep(0.05)
     fake_bq.answers.clear()
     refused = "SELECT status FROM `bill.shop.orders`"
     fake_bq.on_query(refused, Answer(ORDERS_SCHEMA, [], 2 * 10**9, run_error=(400, "invalidQuery", "no")))
@@ -648,7 +667,7 @@ async def test_a_result_too_large_to_download_and_a_stopped_query_stay_counted(p
     assert not big.ok and "The result has 3 rows, more than the" in big.error
     assert await store.add_usage("bq:turn:turn1", 0, ttl_s=60) == 8 * 10**9  # what it billed
     fake_bq.answers.clear()
-    fake_bq.on_query(ORDERS, Answer(ORDERS_SCHEMA, [], 3 * 10**9, pending=True))
+    running = fake_bq.on_query(ORDERS, Answer(ORDERS_SCHEMA, [], 3 * 10**9, pending=True))
     stopped = asyncio.create_task(warehouse.query(ORDERS, None, qctx(store, turn_id="t2", timeout_s=5.0)))
     for _ in range(100):
         if fake_bq.runs()[1:]:
@@ -658,6 +677,11 @@ async def test_a_result_too_large_to_download_and_a_stopped_query_stay_counted(p
     with pytest.raises(asyncio.CancelledError):
         await stopped
     assert await store.add_usage("bq:turn:t2", 0, ttl_s=60) == 3 * 10**9
+    running.pending = False  # the abandoned call's thread ends here, not in a later test's fake
+    for _ in range(200):
+        if not [t for t in threading.enumerate() if t.name == "bigquery"]:
+            break
+        await asyncio.sleep(0.05)
 
 
 async def test_a_result_that_cannot_be_saved_is_said_to_have_run_not_that_bigquery_is_down(parts, fake_bq):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import re
-import time
+import threading
 from dataclasses import dataclass, field
 from urllib.parse import parse_qs, urlparse
 
@@ -66,7 +66,10 @@ class Answer:
     run_error: tuple[int, str, str] | None = None  # same, but only for the real run (after the dry run)
     run_unreachable: bool = False  # the real run's insert meets a refused connection (the network went)
     pending: bool = False  # the job never finishes (timeouts)
-    run_silent_s: float = 0.0  # the real run's insert is taken, and answered only after this long
+    # The real run's insert is taken and held (as a connection that never answers) until `released`,
+    # then the connection drops: a test releases it before it ends, so no thread of the bot's outlives
+    # it (one that woke later sent its next call into the next test's fake).
+    held: threading.Event | None = None
     page_size: int = 1000
 
 
@@ -169,8 +172,9 @@ class FakeBigQuery:
             return self._error(*answer.error)
         if answer.run_error and not config.get("dryRun"):
             return self._error(*answer.run_error)
-        if answer.run_silent_s and not config.get("dryRun"):
-            time.sleep(answer.run_silent_s)  # the caller's thread: as a connection that holds its answer
+        if answer.held is not None and not config.get("dryRun"):
+            answer.held.wait(30)  # in the caller's thread
+            raise requests.ConnectionError("scripted: the held connection dropped")
         if answer.run_unreachable and not config.get("dryRun"):
             raise requests.ConnectionError(
                 "Failed to establish a new connection: [Errno 111] Connection refused"
