@@ -220,7 +220,10 @@ async def test_a_step_stopped_at_its_time_limit_or_failing_keeps_what_it_wrote(s
     # 4 s: the limit counts from when the bot was told the step's pid, set-up included (measuring the
     # workspace, mounting its layer); at 2 s a loaded machine (`make test` as an ordinary user, 3 workers
     # on 2 cores) once stopped the userns step before its first line had written anything
-    result = await step(sandbox, sid, slow, timeout_s=4)
+    for limit in (4, 20):  # and CI's ordinary-user pass once took the first 4 s before that line ran
+        result = await step(sandbox, sid, slow, timeout_s=limit)
+        if (ws / "before.txt").exists():
+            break
     assert not result.ok and "step time limit" in result.error, result
     assert (ws / "before.txt").read_text() == "kept"
     result = await step(sandbox, sid, "open('partial.txt', 'w').write('p')\nraise ValueError('boom')")
