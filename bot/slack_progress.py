@@ -309,9 +309,7 @@ class SlackProgress:
         if self._pending and not self._pending.done():
             self._pending.cancel()
         if self.target.unheard:  # said in the log when it was found; Slack would refuse this too
-            if self._text_pending and not self._text_pending.done():
-                self._text_pending.cancel()
-            return
+            return  # (no text pending: an unheard turn answers privately, and private answers don't stream)
         if self._text_pending and not self._text_pending.done():
             if self._text_waiting:  # not sent yet: the end of the stream sends it
                 self._text_pending.cancel()
