@@ -6,6 +6,7 @@ person, never silence.
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -33,7 +34,9 @@ class Refusal:
 
 
 class RateCounter(Protocol):
-    async def hit_rate(self, key: str, *, limit: int, window_s: float) -> float | None: ...
+    async def hit_rates(
+        self, limits: Sequence[tuple[str, int]], *, window_s: float
+    ) -> tuple[int, float] | None: ...
 
 
 @dataclass(frozen=True)
@@ -114,25 +117,41 @@ async def rate_limited(
 
     In Slack and Teams the sentence says the limit and when to come back, and that an admin sets it:
     people there cannot act on a variable name. In the terminal whoever reads it runs the bot, so it
-    names the setting that raises it."""
+    names the setting that raises it.
+
+    Both limits count a question in one step, or neither does: counted one after the other, a person
+    refused by a full channel had spent one of their own questions on nothing."""
     if admin:
         return None
-    limits = (
-        ("user", message.user_id, settings.user_turns_per_hour, "DATATHREAD_USER_TURNS_PER_HOUR"),
-        ("channel", message.channel_id, settings.channel_turns_per_hour, "DATATHREAD_CHANNEL_TURNS_PER_HOUR"),
-    )
-    for scope, who, limit, setting in limits:
-        key = f"{scope}:{message.surface}:{who}"
-        if limit > 0 and (wait := await store.hit_rate(key, limit=limit, window_s=3600)) is not None:
-            per = "person" if scope == "user" else "channel"
-            if message.surface == "terminal":
-                said = f"You've reached the limit of questions for now ({limit} an hour per {per}, set by {setting})"
-            elif scope == "user":
-                said = f"You've reached the limit of questions for now: {limit} an hour per person, set by an admin"
-            else:
-                said = f"This channel has reached the limit of questions for now: {limit} an hour, set by an admin"
-            return Refusal(f"{said}. Try again in {in_words(wait)}.", f"{setting}={limit}", wait)
-    return None
+    limits = [
+        (scope, who, limit, setting)
+        for scope, who, limit, setting in (
+            ("user", message.user_id, settings.user_turns_per_hour, "DATATHREAD_USER_TURNS_PER_HOUR"),
+            (
+                "channel",
+                message.channel_id,
+                settings.channel_turns_per_hour,
+                "DATATHREAD_CHANNEL_TURNS_PER_HOUR",
+            ),
+        )
+        if limit > 0
+    ]
+    if not limits:
+        return None
+    keys = [(f"{scope}:{message.surface}:{who}", limit) for scope, who, limit, _ in limits]
+    refused = await store.hit_rates(keys, window_s=3600)
+    if refused is None:
+        return None
+    index, wait = refused
+    scope, _, limit, setting = limits[index]
+    per = "person" if scope == "user" else "channel"
+    if message.surface == "terminal":
+        said = f"You've reached the limit of questions for now ({limit} an hour per {per}, set by {setting})"
+    elif scope == "user":
+        said = f"You've reached the limit of questions for now: {limit} an hour per person, set by an admin"
+    else:
+        said = f"This channel has reached the limit of questions for now: {limit} an hour, set by an admin"
+    return Refusal(f"{said}. Try again in {in_words(wait)}.", f"{setting}={limit}", wait)
 
 
 def log_refusal(message: IncomingMessage, turn_id: str, session_id: str, refusal: Refusal) -> None:

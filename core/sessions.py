@@ -8,6 +8,7 @@ lets many replicas share one truth.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Protocol
 
@@ -55,8 +56,11 @@ class SessionStore(Protocol):
     async def get_value(self, key: str) -> str | None:
         """The value `set_once` stored under `key`, or None (unset or expired)."""
 
-    async def hit_rate(self, key: str, *, limit: int, window_s: float) -> float | None:
-        """Count one hit in a sliding window; None if allowed, else seconds until it would be."""
+    async def hit_rates(
+        self, limits: Sequence[tuple[str, int]], *, window_s: float
+    ) -> tuple[int, float] | None:
+        """One hit in several windows (key, limit), counted in all or none: None if every one admits
+        it, else (index of the first that is full, seconds until it would admit it)."""
 
     async def add_usage(self, key: str, amount: int, *, ttl_s: float) -> int:
         """Add to a counter that expires `ttl_s` after it was created; returns the new total (budgets)."""

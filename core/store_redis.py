@@ -20,7 +20,7 @@ import json
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from typing import TypeVar
 
 import redis
@@ -47,21 +47,27 @@ from core.store_sqlite import merge_meta
 log = logging.getLogger("datathread.store")
 T = TypeVar("T")
 
-# Sliding window on the server's clock (replicas' clocks may differ): prune, count, then admit or
-# return the milliseconds until the oldest hit in the window leaves it.
+# Sliding windows on the server's clock (replicas' clocks may differ), several at once: prune and
+# count each; the first that is full refuses ({its 1-based index, milliseconds until its oldest hit
+# leaves it}) and none is counted; otherwise every one counts the hit ({0, -1}).
 _HIT = """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local window, limit = tonumber(ARGV[1]), tonumber(ARGV[2])
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - window)
-local count = redis.call('ZCARD', KEYS[1])
-if count >= limit then
-  local oldest = redis.call('ZRANGE', KEYS[1], count - limit, count - limit, 'WITHSCORES')
-  return math.max(0, tonumber(oldest[2]) + window - now)
+local window, member = tonumber(ARGV[1]), ARGV[2]
+for i, key in ipairs(KEYS) do
+  local limit = tonumber(ARGV[i + 2])
+  redis.call('ZREMRANGEBYSCORE', key, '-inf', now - window)
+  local count = redis.call('ZCARD', key)
+  if count >= limit then
+    local oldest = redis.call('ZRANGE', key, count - limit, count - limit, 'WITHSCORES')
+    return {i, math.max(0, tonumber(oldest[2]) + window - now)}
+  end
 end
-redis.call('ZADD', KEYS[1], now, ARGV[3])
-redis.call('PEXPIRE', KEYS[1], window)
-return -1
+for _, key in ipairs(KEYS) do
+  redis.call('ZADD', key, now, member)
+  redis.call('PEXPIRE', key, window)
+end
+return {0, -1}
 """
 _TURN_INDEXES = (("session_id", "s"), ("user_id", "u"), ("channel_id", "c"))
 
@@ -261,11 +267,14 @@ class RedisStore:
         raw = await self._call(self.r.get(self._k("v", key)))
         return raw.decode() if raw is not None else None
 
-    async def hit_rate(self, key: str, *, limit: int, window_s: float) -> float | None:
-        """Count one hit in a sliding window (one Lua script); None if allowed, else seconds to wait."""
-        member = uuid.uuid4().hex
-        wait_ms = await self._call(self._hit(keys=[self._k("r", key)], args=[_ms(window_s), limit, member]))
-        return None if int(wait_ms) < 0 else int(wait_ms) / 1000
+    async def hit_rates(
+        self, limits: Sequence[tuple[str, int]], *, window_s: float
+    ) -> tuple[int, float] | None:
+        """One hit in several sliding windows at once (one Lua script): counted in all or in none."""
+        keys = [self._k("r", key) for key, _ in limits]
+        args = [_ms(window_s), uuid.uuid4().hex, *(limit for _, limit in limits)]
+        index, wait_ms = await self._call(self._hit(keys=keys, args=args))
+        return None if int(index) == 0 else (int(index) - 1, int(wait_ms) / 1000)
 
     async def add_usage(self, key: str, amount: int, *, ttl_s: float) -> int:
         """INCRBY plus PEXPIRE NX in one MULTI: the expiry is set once, when the counter is created."""

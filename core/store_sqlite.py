@@ -16,7 +16,7 @@ import sqlite3
 import threading
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 
 from core.disk_errors import write_failure
@@ -232,14 +232,17 @@ class SqliteStore:
         )
         return row[0] if row else None
 
-    async def hit_rate(self, key: str, *, limit: int, window_s: float) -> float | None:
+    async def hit_rates(
+        self, limits: Sequence[tuple[str, int]], *, window_s: float
+    ) -> tuple[int, float] | None:
         def q(con):
             now = time.time()
-            con.execute("DELETE FROM hits WHERE key=? AND at<?", (key, now - window_s))
-            rows = con.execute("SELECT at FROM hits WHERE key=? ORDER BY at", (key,)).fetchall()
-            if len(rows) >= limit:
-                return max(0.0, rows[len(rows) - limit][0] + window_s - now)
-            con.execute("INSERT INTO hits VALUES (?,?)", (key, now))
+            for i, (key, limit) in enumerate(limits):
+                con.execute("DELETE FROM hits WHERE key=? AND at<?", (key, now - window_s))
+                rows = con.execute("SELECT at FROM hits WHERE key=? ORDER BY at", (key,)).fetchall()
+                if len(rows) >= limit:
+                    return i, max(0.0, rows[len(rows) - limit][0] + window_s - now)
+            con.executemany("INSERT INTO hits VALUES (?,?)", [(key, now) for key, _ in limits])
             return None
 
         return await self._run(q)

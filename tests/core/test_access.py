@@ -222,3 +222,19 @@ async def test_denials_and_rate_limits_through_the_core(analyst, fake_model, rec
     refused = {t["question"]: t["error"] for t in turns if not t["ok"]}
     assert set(refused) == {"q3", "q5"} and all("Try again in" in e for e in refused.values())
     assert all(t["error_id"] == "" for t in turns if not t["ok"])  # no id shown, none kept
+
+
+async def test_a_full_channel_does_not_spend_the_askers_own_questions(
+    analyst, fake_model, recorder, settings
+):
+    """Refused by the channel's limit, a person keeps their own hourly questions for elsewhere (the
+    person's limit was counted before the channel's, so the refusal spent one of theirs)."""
+    analyst.access = AccessPolicy()
+    analyst.settings = settings.model_copy(update={"user_turns_per_hour": 1, "channel_turns_per_hour": 1})
+    fake_model.enqueue(text("one"), text("two"))
+    assert (await analyst.handle(msg(user="U1", channel="C1", text_="q1"), recorder)).ok
+    full = await analyst.handle(msg(user="U2", channel="C1", text_="q2"), recorder)
+    assert full.error.startswith("This channel has reached the limit of questions for now: 1 an hour")
+    elsewhere = await analyst.handle(msg(user="U2", channel="C2", text_="q3"), recorder)
+    assert elsewhere.ok, elsewhere.error
+    assert len(fake_model.requests) == 2

@@ -280,17 +280,37 @@ async def test_confirmation_answer_travels_between_replicas(make_store):
     assert await give_answer(click_side, "t4:s1", run=False, user_id="U9", admin=True) == "ok"  # an admin may
 
 
+async def hit_rate(store, key: str, limit: int) -> float | None:
+    """One window: None if admitted, else the seconds to wait."""
+    refused = await store.hit_rates([(key, limit)], window_s=0.8)
+    return None if refused is None else refused[1]
+
+
 async def test_hit_rate_sliding_window_and_retry_after(make_store):
     a, b = make_store(), make_store()
-    assert await a.hit_rate("user:u1", limit=2, window_s=0.8) is None
+    assert await hit_rate(a, "user:u1", 2) is None
     await asyncio.sleep(0.3)
-    assert await b.hit_rate("user:u1", limit=2, window_s=0.8) is None
-    wait = await a.hit_rate("user:u1", limit=2, window_s=0.8)
+    assert await hit_rate(b, "user:u1", 2) is None
+    wait = await hit_rate(a, "user:u1", 2)
     assert wait is not None and 0.3 < wait <= 0.55, wait  # until the first hit leaves the window
-    assert await a.hit_rate("user:u2", limit=2, window_s=0.8) is None  # keys are independent
+    assert await hit_rate(a, "user:u2", 2) is None  # keys are independent
     await asyncio.sleep(wait + 0.05)
-    assert await b.hit_rate("user:u1", limit=2, window_s=0.8) is None  # first hit slid out
-    assert await b.hit_rate("user:u1", limit=2, window_s=0.8) is not None  # refused hits don't count
+    assert await hit_rate(b, "user:u1", 2) is None  # first hit slid out
+    assert await hit_rate(b, "user:u1", 2) is not None  # refused hits don't count
+
+
+async def test_a_hit_in_several_windows_counts_in_all_or_none(make_store):
+    """A person's and a channel's limit in one step: a full channel refuses the question without
+    spending one of the person's (counted one after the other, it did)."""
+    a, b = make_store(), make_store()
+    both = [("user:u1", 2), ("channel:c1", 1)]
+    assert await a.hit_rates(both, window_s=60) is None  # counted in both
+    index, wait = await b.hit_rates(both, window_s=60)
+    assert index == 1 and 59 < wait <= 60  # the channel is full
+    assert await a.hit_rates([("user:u1", 2)], window_s=60) is None  # the refusal took none of u1's
+    index, _ = await b.hit_rates([("user:u1", 2), ("channel:c2", 5)], window_s=60)
+    assert index == 0  # now u1 is full: the first full window is named, and c2 counted nothing
+    assert await a.hit_rates([("channel:c2", 1)], window_s=60) is None
 
 
 async def test_add_usage_expires_from_creation(make_store):
