@@ -1,6 +1,6 @@
 """The tool loop: one bounded conversation with Claude per turn, emitting events as it goes.
 
-Loop state is a dataclass; the loop stops at `end_turn`, `refusal`, the step limit or the token
+Loop state is a dataclass (`core/turn_state.py`), one message's tool calls a round (`core/tool_round.py`); the loop stops at `end_turn`, `refusal`, the step limit or the token
 budget, whatever the stop reason (a model that keeps pausing is bounded like one that keeps calling
 tools). Tool calls of one message run concurrently where they touch different files
 (`core/tool_batch.py`) and are answered in one message, in their original order. A message that holds
@@ -11,26 +11,14 @@ call just to say "here they are". The cached prefix (tools + system prompt) is b
 from __future__ import annotations
 
 import copy
-import time
-from dataclasses import dataclass, field
 from typing import Any
 
 from core import history as hist
-from core.events import (
-    AnswerDelta,
-    AnswerReady,
-    ArtifactReady,
-    EventSink,
-    NobodyListening,
-    StepFinished,
-    StepRecord,
-    StepStarted,
-    Thinking,
-    TurnStats,
-)
+from core.events import AnswerDelta, AnswerReady, EventSink, NobodyListening, Thinking
 from core.model import ModelClient
-from core.tool_batch import footprint, run_concurrently
-from core.tools import TOOLS, Tool, ToolContext, call_tool, refused, step_detail, tool_specs
+from core.tool_round import not_run, run_tools
+from core.tools import TOOLS, Tool, ToolContext, tool_specs
+from core.turn_state import LoopLimits, TurnState, weighted_tokens
 from core.wording import counted
 
 CACHE = {"type": "ephemeral"}
@@ -67,51 +55,6 @@ How you answer:
 - Be concise: this is a chat thread. Use Markdown (bold, lists, tables, code); no headings above ###.
 - If the question is ambiguous, make a sensible assumption, say which, and answer.
 """
-
-
-@dataclass
-class LoopLimits:
-    max_steps: int = 16
-    max_tokens: int = 4096
-    token_budget: int = 400_000
-    parallel_tools: int = 4  # tool calls of one message running at once (per session: one turn at a time)
-    calls_per_message: int = 8  # tool calls of one message that run; the rest are answered "not run"
-    calls_per_step: int = 4  # with max_steps, the tool calls a whole turn may make
-
-    @property
-    def max_calls(self) -> int:
-        return self.max_steps * self.calls_per_step
-
-
-@dataclass
-class TurnState:
-    """Everything one turn accumulates; the loop's only mutable state."""
-
-    turn_id: str
-    messages: list[dict]
-    model_calls: int = 0
-    steps: list[StepRecord] = field(default_factory=list)
-    artifacts: list[ArtifactReady] = field(default_factory=list)
-    usage: dict[str, int] = field(
-        default_factory=lambda: dict.fromkeys(
-            ("input_tokens", "output_tokens", "cache_read_input_tokens", "cache_creation_input_tokens"), 0
-        )
-    )
-    answer: str = ""
-    started: float = field(default_factory=time.perf_counter)
-
-    def stats(self) -> TurnStats:
-        return TurnStats(
-            steps=len(self.steps),
-            rows=sum(s.rows or 0 for s in self.steps if s.tool in ("query_warehouse", "run_sql")),
-            bytes_scanned=sum(s.bytes_scanned or 0 for s in self.steps),
-            input_tokens=self.usage["input_tokens"],
-            output_tokens=self.usage["output_tokens"],
-            cache_read_tokens=self.usage["cache_read_input_tokens"],
-            cache_write_tokens=self.usage["cache_creation_input_tokens"],
-            model_calls=self.model_calls,
-            duration_s=round(time.perf_counter() - self.started, 3),
-        )
 
 
 def build_system(warehouse_notes: str) -> list[dict]:
@@ -182,10 +125,10 @@ async def run_loop(
         except BaseException as exc:  # a reply that began was billed, broken or stopped: it counts
             if (partial := getattr(exc, "partial", None)) is not None:
                 state.model_calls += 1
-                _add_usage(state, partial)
+                state.add_usage(partial)
             raise
         state.model_calls += 1
-        _add_usage(state, response)
+        state.add_usage(response)
         content = [_to_param(b) for b in response.content]
         reason = response.stop_reason
         if reason == "refusal":
@@ -208,11 +151,11 @@ async def run_loop(
             # The step limit counts rounds, and one message can hold any number of calls (2 rounds made
             # 183 steps): a message runs at most `calls_per_message`, a turn at most `max_calls`.
             room = max(0, min(limits.calls_per_message, limits.max_calls - len(state.steps)))
-            results = await _run_tools(
+            results = await run_tools(
                 tool_uses[:room], ctx, state, sink, truncated=truncated, limit=limits.parallel_tools
             )
             results += [
-                _not_run(b, limits, turn_full=room < limits.calls_per_message) for b in tool_uses[room:]
+                not_run(b, limits, turn_full=room < limits.calls_per_message) for b in tool_uses[room:]
             ]
             state.messages.append({"role": "user", "content": results})
             if final and not any(r.get("is_error") for r in results):
@@ -254,25 +197,13 @@ def _delta_sink(sink: EventSink, turn_id: str, call: int):
 
 def _check_limits(state: TurnState, limits: LoopLimits, *, forced: bool) -> None:
     """Stop a turn that spent its token budget, or still did not answer when told to (after the step limit)."""
-    # Cached tokens counted too, at their price: with a cache breakpoint on every request nearly the
-    # whole context is cache reads and `input_tokens` stays near zero, so input + output alone never
-    # stopped a turn; counted whole, a long legitimate turn would (reads cost a tenth of input).
-    u = state.usage
-    spent = u["input_tokens"] + u["output_tokens"] + u["cache_read_input_tokens"] // 10
-    spent += u["cache_creation_input_tokens"] * 5 // 4
-    if spent > limits.token_budget:
+    if weighted_tokens(state.usage) > limits.token_budget:
         raise TurnAborted("This question used up its token budget before finishing. Try a narrower question.")
     if forced:
         raise TurnAborted(
             f"This question needed more than {counted(limits.max_steps, 'step')} without reaching an answer. "
             "Try a narrower question."
         )
-
-
-def _add_usage(state: TurnState, response: Any) -> None:
-    usage = getattr(response, "usage", None)
-    for key in state.usage:
-        state.usage[key] += int(getattr(usage, key, 0) or 0)
 
 
 def is_answer_with_attachments(text: str, tool_uses: list[dict]) -> bool:
@@ -289,112 +220,3 @@ def _move_answer_after_results(messages: list[dict]) -> str:
     calls["content"] = [b for b in calls["content"] if b["type"] != "text"]
     messages.append({"role": "assistant", "content": texts})
     return "\n".join(b["text"] for b in texts).strip()
-
-
-async def _run_tools(
-    tool_uses: list[dict], ctx: ToolContext, state: TurnState, sink: EventSink, *, truncated: bool, limit: int
-) -> list[dict]:
-    """Run one message's tool calls, concurrently where their files allow; results in the calls' order."""
-    first = len(state.steps)
-    step_ids = [f"{state.turn_id}-{first + i + 1}" for i in range(len(tool_uses))]
-    done: list[tuple[dict, StepRecord, ArtifactReady | None] | None] = [None] * len(tool_uses)
-    begun: dict[int, float] = {}
-
-    async def run(i: int) -> dict:
-        begun[i] = time.perf_counter()
-        done[i] = await _run_tool(tool_uses[i], step_ids[i], ctx, state.turn_id, sink, truncated=truncated)
-        return done[i][0]
-
-    try:
-        footprints = [footprint(b["name"], b.get("input")) for b in tool_uses]
-        return await run_concurrently(footprints, run, limit=limit)
-    finally:  # recorded in the calls' order, even when the batch was interrupted (a stopped turn):
-        for i, item in enumerate(done):  # a step stopped mid-way too — its code ran, the audit shows it
-            if item is not None:
-                state.steps.append(item[1])
-                if item[2] is not None:
-                    state.artifacts.append(item[2])
-            elif i in begun:
-                title = _title(ctx, tool_uses[i]["name"])
-                state.steps.append(_stopped(tool_uses[i], step_ids[i], title, time.perf_counter() - begun[i]))
-
-
-def _not_run(block: dict, limits: LoopLimits, *, turn_full: bool) -> dict:
-    """The result of a call over the limits: said to the model, so the history stays valid."""
-    why = (
-        f"this turn has made its {limits.max_calls} tool calls: answer with what you have"
-        if turn_full
-        else f"at most {limits.calls_per_message} tool calls of one message run: send the rest in your next one"
-    )
-    return {
-        "type": "tool_result",
-        "tool_use_id": block["id"],
-        "content": f"Not run: {why}.",
-        "is_error": True,
-    }
-
-
-def _title(ctx: ToolContext, name: str) -> str:
-    """A tool's title for people ("Querying the warehouse"), or what the model asked for, named."""
-    tool = ctx.tools.get(name)
-    return tool.title if tool else f"Unknown tool {name}"
-
-
-def _stopped(block: dict, step_id: str, title: str, ran_s: float) -> StepRecord:
-    raw = block.get("input")
-    return StepRecord(
-        step_id=step_id,
-        tool=block["name"],
-        title=title,
-        input=raw if isinstance(raw, dict) else {"raw": raw},
-        ok=False,
-        summary="stopped",
-        duration_s=round(ran_s, 3),
-        error="Stopped before it finished: the turn was stopped.",
-    )
-
-
-async def _run_tool(
-    block: dict, step_id: str, ctx: ToolContext, turn_id: str, sink: EventSink, *, truncated: bool
-) -> tuple[dict, StepRecord, ArtifactReady | None]:
-    name, raw = block["name"], block.get("input")
-    title = _title(ctx, name)
-    await sink(
-        StepStarted(
-            turn_id=turn_id,
-            step_id=step_id,
-            tool=name,
-            title=title,
-            detail=step_detail(name, raw if isinstance(raw, dict) else {}),
-        )
-    )
-    started = time.perf_counter()
-    if truncated:
-        outcome = refused(
-            "Your message was cut off at the output limit, so this call's input may be incomplete. "
-            "Send smaller steps (shorter code or SQL)."
-        )
-    else:
-        outcome = await call_tool(name, raw, ctx)
-    record = StepRecord(
-        step_id=step_id,
-        tool=name,
-        title=title,
-        input=raw if isinstance(raw, dict) else {"raw": raw},
-        ok=not outcome.is_error,
-        summary=outcome.summary,
-        duration_s=round(time.perf_counter() - started, 3),
-        rows=outcome.rows,
-        bytes_scanned=outcome.bytes_scanned,
-        bytes_billed=outcome.bytes_billed,
-        files=outcome.files,
-        error=(outcome.error or outcome.content)[:2000] if outcome.is_error else "",
-        tables=outcome.tables,
-    )
-    await sink(StepFinished(turn_id=turn_id, record=record))
-    if outcome.artifact:
-        await sink(outcome.artifact)
-    result = {"type": "tool_result", "tool_use_id": block["id"], "content": outcome.content}
-    if outcome.is_error:
-        result["is_error"] = True
-    return result, record, outcome.artifact

@@ -16,7 +16,7 @@ import uuid
 
 from core import history as hist
 from core.access import AccessPolicy, Refusal, log_refusal, rate_limited
-from core.agent import LoopLimits, TurnAborted, TurnState, build_system, build_tools, run_loop
+from core.agent import TurnAborted, build_system, build_tools, run_loop
 from core.config import Settings
 from core.events import (
     AnswerReady,
@@ -46,6 +46,7 @@ from core.thread import Threads
 from core.tools import ToolContext
 from core.turn_lock import NOT_STARTED, StoppedWaiting, store_failure, turn_lock
 from core.turn_records import is_model_error, log_failure, turn_record
+from core.turn_state import LoopLimits, TurnState
 from core.verified import VerifiedLibrary, VerifiedQuery, curated_path, load_curated
 from core.warehouse import QueryContext
 
