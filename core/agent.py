@@ -10,7 +10,9 @@ call just to say "here they are". The cached prefix (tools + system prompt) is b
 
 from __future__ import annotations
 
+import contextlib
 import copy
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from core import history as hist
@@ -22,6 +24,7 @@ from core.turn_state import LoopLimits, TurnState, weighted_tokens
 from core.wording import counted
 
 CACHE = {"type": "ephemeral"}
+Charge = Callable[[int], Awaitable[str | None]]
 ATTACH = "attach_file"
 
 SYSTEM_PROMPT = """You are datathread, a careful data analyst who answers questions in a chat thread.
@@ -105,8 +108,12 @@ async def run_loop(
     ctx: ToolContext,
     sink: EventSink,
     limits: LoopLimits,
+    charge: Charge | None = None,
 ) -> TurnState:
-    """Drive the model until it answers. Appends to `state.messages`; raises model errors upward."""
+    """Drive the model until it answers. Appends to `state.messages`; raises model errors upward.
+
+    `charge` counts each call's weighted tokens against budgets beyond this turn's (the day's,
+    `core/model_budget.py`); the sentence it returns stops the turn before that call's tools run."""
     tool_rounds = 0
     while True:
         force_answer = tool_rounds >= limits.max_steps
@@ -125,10 +132,13 @@ async def run_loop(
         except BaseException as exc:  # a reply that began was billed, broken or stopped: it counts
             if (partial := getattr(exc, "partial", None)) is not None:
                 state.model_calls += 1
-                state.add_usage(partial)
+                spent = state.add_usage(partial)
+                if charge is not None:
+                    with contextlib.suppress(Exception):
+                        await charge(spent)
             raise
         state.model_calls += 1
-        state.add_usage(response)
+        over = await charge(state.add_usage(response)) if charge is not None else None
         content = [_to_param(b) for b in response.content]
         reason = response.stop_reason
         if reason == "refusal":
@@ -139,12 +149,14 @@ async def run_loop(
         text = "\n".join(b["text"] for b in content if b["type"] == "text").strip()
         tool_uses = [b for b in content if b["type"] == "tool_use"]
 
+        final = reason == "tool_use" and is_answer_with_attachments(text, tool_uses)
+        if over and (reason == "pause_turn" or (tool_uses and not final)):
+            raise TurnAborted(over)  # a budget is spent: no more tools or calls (an answer still goes out)
         if reason == "pause_turn":  # a pause counts as a round: bounded by the same step and token limits
             tool_rounds += 1
             _check_limits(state, limits, forced=force_answer)
             continue
         if tool_uses and reason in ("tool_use", "max_tokens"):
-            final = reason == "tool_use" and is_answer_with_attachments(text, tool_uses)
             if text and not final:
                 await _think(sink, Thinking(turn_id=state.turn_id, text=text.splitlines()[0][:200]))
             truncated = reason == "max_tokens"

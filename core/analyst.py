@@ -33,6 +33,7 @@ from core.events import (
 )
 from core.help import is_local, local_answer
 from core.model import ModelClient, describe_model_error, model_fault
+from core.model_budget import ModelBudgets
 from core.notebook import is_export_request
 from core.receipt import turn_receipt
 from core.redact import Redactor
@@ -137,7 +138,12 @@ class Analyst:
             return await self._answer_locally(message, outcome, emit)
         try:
             admin = self.access.is_admin(message.user_id)
-            if limited := await rate_limited(self.store, self.settings, message, admin=admin):
+            budgets = ModelBudgets.for_message(self.store, self.settings, message, admin=admin)
+            # A spent daily budget first: refused by it, a person keeps their hourly questions.
+            limited = await budgets.refusal() or await rate_limited(
+                self.store, self.settings, message, admin=admin
+            )
+            if limited:
                 return await self._fail(outcome, emit, limited.text, message, refusal=limited)
 
             async def waiting() -> None:
@@ -150,7 +156,7 @@ class Analyst:
                 if is_export_request(message.text):
                     await self._export(message, session_id, outcome, emit)
                 else:
-                    await self._run(message, session_id, outcome, emit, confirm, held)
+                    await self._run(message, session_id, outcome, emit, confirm, held, budgets)
         except StoppedWaiting:  # it never ran: say so, then let the cancellation finish the task
             await self._fail(outcome, emit, NOT_STARTED, message, log_level=logging.INFO)
             raise TurnStopped from None
@@ -187,6 +193,7 @@ class Analyst:
         emit: EventSink,
         confirm: Confirmer | None,
         held: HeldLock,
+        budgets: ModelBudgets,
     ) -> None:
         started = time.time()
         prior = hist.repair(await self.store.load_history(session_id))
@@ -201,7 +208,7 @@ class Analyst:
         question, example = await self.verified.question_blocks(session_id, message.user_id, message.text)
         state = TurnState(turn_id=outcome.turn_id, messages=[*prior, {"role": "user", "content": question}])
         ctx = self._tool_context(message, session_id, outcome.turn_id, confirm)
-        error = await self._drive(state, ctx, message, outcome, emit)
+        error = await self._drive(state, ctx, message, outcome, emit, budgets)
         outcome.stats = state.stats()  # what ran, for the failure's words if saving it fails
         if held.lost:  # another turn may have saved this session meanwhile: never overwrite it
             raise LockLost(session_id)
@@ -249,6 +256,7 @@ class Analyst:
         message: IncomingMessage,
         outcome: TurnOutcome,
         emit: EventSink,
+        budgets: ModelBudgets,
     ) -> str | None:
         """Run the tool loop; returns None on success or the sentence to show people."""
         s = self.settings
@@ -264,6 +272,7 @@ class Analyst:
                 limits=LoopLimits(
                     max_steps=s.max_steps, max_tokens=s.max_tokens, token_budget=s.turn_token_budget
                 ),
+                charge=budgets.charge,
             )
             return None
         except TurnAborted as exc:

@@ -14,6 +14,8 @@ import time
 from dataclasses import dataclass
 from typing import Literal
 
+from core.wording import daily_reset, seconds_to_midnight_utc
+
 TIB = 2**40
 MB = 2**20
 MIN_BILLED_BYTES = 10 * MB  # BigQuery bills at least 10 MB per table a query references
@@ -135,11 +137,6 @@ class Budget:
     resets: str  # for people: "when the turn ends", "at 00:00 UTC (in 3 hours)"
 
 
-def seconds_to_midnight_utc(now: float) -> float:
-    """Seconds until the next 00:00 UTC, when daily budgets reset."""
-    return 86400 - (now % 86400)
-
-
 def budgets(
     *,
     surface: str,
@@ -154,10 +151,7 @@ def budgets(
     """The budgets one query counts against; a limit of 0 (or no id to key on) means no budget."""
     now = time.time() if now is None else now
     day = time.strftime("%Y%m%d", time.gmtime(now))
-    left = seconds_to_midnight_utc(now)
-    hours = left / 3600
-    in_words = f"in {round(hours)} hours" if hours >= 1.5 else f"in {max(1, round(left / 60))} minutes"
-    daily = f"at 00:00 UTC ({in_words})"
+    left, daily = seconds_to_midnight_utc(now), daily_reset(now)
     out: list[Budget] = []
     if per_turn > 0 and turn_id:
         out.append(

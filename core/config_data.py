@@ -80,6 +80,20 @@ class ModelSettings(BaseModel):
         validation_alias=_env("DATATHREAD_TURN_TOKEN_BUDGET"),
         description="Tokens one turn may spend: input and output, cache reads at a tenth and cache writes at 1.25 (their price).",
     )
+    daily_token_budget: int = Field(
+        0,
+        ge=0,
+        validation_alias=_env("DATATHREAD_DAILY_TOKEN_BUDGET"),
+        description="Tokens (counted as DATATHREAD_TURN_TOKEN_BUDGET) all questions together may spend per UTC day, "
+        "across replicas (0 = no limit). Questions are then refused until 00:00 UTC; one in flight stops "
+        "after the model call that spent it.",
+    )
+    user_daily_token_budget: int = Field(
+        0,
+        ge=0,
+        validation_alias=_env("DATATHREAD_USER_DAILY_TOKEN_BUDGET"),
+        description="The same per person per UTC day (0 = no limit; admins have none).",
+    )
 
 
 class WarehouseSettings(BaseModel):

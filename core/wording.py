@@ -1,6 +1,6 @@
-"""Words for people: counts ("1 row", "16 rows" — one helper, so no surface says "1 rows") and the
-operating system's reason inside a library's exception ("connection refused", not its class name or
-its multi-sentence text)."""
+"""Words for people: counts ("1 row", "16 rows" — one helper, so no surface says "1 rows"), when a
+daily budget resets, and the operating system's reason inside a library's exception ("connection
+refused", not its class name or its multi-sentence text)."""
 
 from __future__ import annotations
 
@@ -13,6 +13,19 @@ from collections.abc import Iterator
 def counted(n: int, noun: str, plural: str | None = None) -> str:
     """`n` (with thousands separators) and `noun`, plural unless `n` is exactly 1."""
     return f"{n:,} {noun if n == 1 else plural or noun + 's'}"
+
+
+def seconds_to_midnight_utc(now: float) -> float:
+    """Seconds until the next 00:00 UTC, when daily budgets reset."""
+    return 86400 - (now % 86400)
+
+
+def daily_reset(now: float) -> str:
+    """When a daily budget resets, for people: "at 00:00 UTC (in 3 hours)"."""
+    left = seconds_to_midnight_utc(now)
+    hours = left / 3600
+    in_words = f"in {round(hours)} hours" if hours >= 1.5 else f"in {max(1, round(left / 60))} minutes"
+    return f"at 00:00 UTC ({in_words})"
 
 
 def causes(exc: BaseException) -> Iterator[BaseException]:
