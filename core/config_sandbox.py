@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 from typing import Literal
 
-from pydantic import AliasChoices, BaseModel, Field
+from pydantic import AliasChoices, BaseModel, Field, model_validator
 
 from core.config_types import RedisUrl, StateHome
 
@@ -131,6 +131,18 @@ class SandboxSettings(BaseModel):
         validation_alias=_env("DATATHREAD_MODAL_STEP_MIN_CONTAINERS"),
         description="Warm sandbox containers.",
     )
+    modal_max_containers: int = Field(
+        10,
+        gt=0,
+        validation_alias=_env("DATATHREAD_MODAL_MAX_CONTAINERS"),
+        description="Most web containers, and most turn containers (8 turns each), Modal may start at once.",
+    )
+    modal_step_max_containers: int = Field(
+        20,
+        gt=0,
+        validation_alias=_env("DATATHREAD_MODAL_STEP_MAX_CONTAINERS"),
+        description="Most sandbox containers (one step each) Modal may start at once; further steps wait.",
+    )
     modal_scaledown_window: int = Field(
         300,
         gt=0,
@@ -143,3 +155,27 @@ class SandboxSettings(BaseModel):
         validation_alias=_env("DATATHREAD_MODAL_TURN_TIMEOUT"),
         description="Seconds one turn may run on Modal.",
     )
+
+    @model_validator(mode="after")
+    def _warm_within_max(self) -> SandboxSettings:
+        """Modal refuses a deploy whose warm containers exceed its cap; say which two settings clash."""
+        pairs = (
+            (
+                "DATATHREAD_MODAL_MIN_CONTAINERS",
+                self.modal_min_containers,
+                "DATATHREAD_MODAL_MAX_CONTAINERS",
+                self.modal_max_containers,
+            ),
+            (
+                "DATATHREAD_MODAL_STEP_MIN_CONTAINERS",
+                self.modal_step_min_containers,
+                "DATATHREAD_MODAL_STEP_MAX_CONTAINERS",
+                self.modal_step_max_containers,
+            ),
+        )
+        for low_name, low, high_name, high in pairs:
+            if low > high:
+                raise ValueError(
+                    f"{low_name}={low} is more than {high_name}={high}; lower the first or raise the second"
+                )
+        return self

@@ -49,7 +49,11 @@ image = (
 app = modal.App(SETTINGS.modal_app, image=image)
 volume = modal.Volume.from_name(SETTINGS.modal_volume, create_if_missing=True)
 secrets = [modal.Secret.from_name(name) for name in split_list(SETTINGS.modal_secrets)]
-warm = {"min_containers": SETTINGS.modal_min_containers, "scaledown_window": SETTINGS.modal_scaledown_window}
+warm = {
+    "min_containers": SETTINGS.modal_min_containers,
+    "max_containers": SETTINGS.modal_max_containers,  # a bound on the bill, however many events arrive
+    "scaledown_window": SETTINGS.modal_scaledown_window,
+}
 
 
 @app.cls(
@@ -60,6 +64,7 @@ warm = {"min_containers": SETTINGS.modal_min_containers, "scaledown_window": SET
     memory=(1024, SETTINGS.step_memory_mb + 1024),  # (billed request, hard limit) in MiB
     cpu=(1.0, 2.0),  # (billed request, limit) in cores
     min_containers=SETTINGS.modal_step_min_containers,
+    max_containers=SETTINGS.modal_step_max_containers,  # steps past it queue for a free container
     scaledown_window=SETTINGS.modal_scaledown_window,
 )
 class StepWorker:

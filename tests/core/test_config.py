@@ -288,6 +288,21 @@ def test_a_single_tenant_bot_without_its_tenant_is_told_so_without_calling_a_giv
     assert str(info.value).startswith(f"MICROSOFT_APP_TYPE=SingleTenant{said} needs MICROSOFT_APP_TENANT_ID;")
 
 
+@pytest.mark.parametrize("kind", ["", "STEP_"])
+def test_more_warm_modal_containers_than_the_cap_is_a_bad_setting(monkeypatch, kind):
+    """Modal refuses such a deploy with its own error; here it is one sentence naming both settings."""
+    monkeypatch.setenv(f"DATATHREAD_MODAL_{kind}MIN_CONTAINERS", "3")
+    monkeypatch.setenv(f"DATATHREAD_MODAL_{kind}MAX_CONTAINERS", "2")
+    with pytest.raises(ConfigError) as info:
+        load_settings(_env_file=None)
+    assert str(info.value) == (
+        f"DATATHREAD_MODAL_{kind}MIN_CONTAINERS=3 is more than DATATHREAD_MODAL_{kind}MAX_CONTAINERS=2; "
+        "lower the first or raise the second."
+    )
+    monkeypatch.setenv(f"DATATHREAD_MODAL_{kind}MAX_CONTAINERS", "3")
+    assert getattr(load_settings(_env_file=None), f"modal_{kind.lower()}min_containers") == 3  # equal is fine
+
+
 PORT = "REDIS_URL has a port that is not a number from 1 to 65535 (e.g. host:6379)."
 NOT_A_DB = (
     "REDIS_URL ends in something that is not a database number (redis-py would quietly use another "

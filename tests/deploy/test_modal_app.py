@@ -45,6 +45,14 @@ def service_info(cls):
     return cls._get_class_service_function().info()
 
 
+def autoscaler(function) -> dict[str, int]:
+    """The container bounds a function was declared with. The SDK keeps them only in the settings it
+    sends when deploying (a closure of the function's loader); `info()` does not show them."""
+    load = synchronizer._translate_in(function)._load
+    settings = dict(zip(load.__code__.co_freevars, load.__closure__))["autoscaler_settings"].cell_contents
+    return {"min": settings.min_containers, "max": settings.max_containers}
+
+
 def test_app_declares_web_endpoint_turn_function_and_step_worker(modal_app):
     state = modal_app.app._local_state
     assert set(state.classes) == {"StepWorker", "TurnWorker"}
@@ -68,6 +76,12 @@ def test_app_declares_web_endpoint_turn_function_and_step_worker(modal_app):
     assert step.timeout == int(modal_app.SETTINGS.step_timeout) + 60
     assert step.cpu == (1.0, 2.0) and step.memory_mib == (1024, modal_app.SETTINGS.step_memory_mb + 1024)
     assert modal_app.volume.name == "datathread-workspaces"
+    # Every function that scales with load has a ceiling: containers are the Modal bill.
+    settings = modal_app.SETTINGS
+    assert autoscaler(modal_app.web) == {"min": settings.modal_min_containers, "max": 10}
+    assert autoscaler(modal_app.TurnWorker._get_class_service_function()) == autoscaler(modal_app.web)
+    step_bounds = autoscaler(modal_app.StepWorker._get_class_service_function())
+    assert step_bounds == {"min": settings.modal_step_min_containers, "max": 20}
     image = synchronizer._translate_in(modal_app.image)  # the SDK's inner object holds the build plan
     assert {"core", "bot", "deploy"} <= image._added_python_source_set
 
