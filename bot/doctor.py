@@ -24,6 +24,7 @@ from rich.table import Column, Table
 
 from bot.doctor_checks import ALL_CHECKS, CHECK_TIMEOUT_S, Check, preload
 from core.config import ConfigError, Settings
+from core.model_budget import spend_limits
 from core.redact import Redactor
 
 SAFETY_TIMEOUT_S = 2 * CHECK_TIMEOUT_S  # a whole check (two calls at most)
@@ -36,7 +37,8 @@ STATUS_MARKUP = {
 
 
 async def run_doctor(settings: Settings, console: Console) -> int:
-    """Print one row per part (and the sandbox protections); exit code 1 when a configured part fails."""
+    """Print one row per part (then the sandbox protections and the spending limits); exit code 1 when
+    a configured part fails."""
 
     started = time.monotonic()
     probe = start_protections_probe(settings)  # forks: before any thread (the checks start some)
@@ -57,6 +59,9 @@ async def run_doctor(settings: Settings, console: Console) -> int:
     for name, state in protections.items():
         mark = "[green]on[/]" if state.startswith("on") else "[red]OFF[/]"
         table.add_row(f"  protection: {name}", mark, state.split("— ", 1)[-1])
+    for name, state in spend_limits(settings).items():  # what bounds the bill; off is said as plainly
+        mark = "[green]on[/]" if state.startswith("on") else "[yellow]OFF[/]"
+        table.add_row(f"  limit: {name}", mark, state.split("— ", 1)[-1])
     console.print(table)
     console.print(f"[dim]checked in {time.monotonic() - started:.1f} s[/]")
     return 1 if any(c.status == "fail" for c in checks) else 0

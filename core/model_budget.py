@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from core.access import Refusal
+from core.bigquery_cost import format_bytes
 from core.config import Settings
 from core.events import IncomingMessage
 from core.sessions import StoreUnavailable
@@ -118,3 +119,42 @@ def _day_key(budget: DailyTokens, now: float) -> str:
 
 def _ttl(now: float) -> float:
     return seconds_to_midnight_utc(now) + 60
+
+
+def spend_limits(settings: Settings) -> dict[str, str]:
+    """What bounds the bill, for `doctor`: "on — …" or "off — …" per limit, as the protections read.
+    The daily model budgets are off by default, and that is said plainly."""
+    s = settings
+    hourly = [
+        f"{n} per {who}"
+        for n, who in ((s.user_turns_per_hour, "person"), (s.channel_turns_per_hour, "channel"))
+        if n
+    ]
+    daily = [
+        f"{counted(n, 'token')} {who}"
+        for n, who in ((s.daily_token_budget, "for all questions"), (s.user_daily_token_budget, "per person"))
+        if n
+    ]
+    limits = {
+        "questions an hour": f"on — {', '.join(hourly)}" if hourly else "off — no hourly limit on questions",
+        "model, per question": f"on — {counted(s.turn_token_budget, 'token')}, {counted(s.max_steps, 'step')}",
+        "model, per day": f"on — {', '.join(daily)}"
+        if daily
+        else "off — nothing bounds a day's Claude bill: set DATATHREAD_DAILY_TOKEN_BUDGET (all questions) "
+        "or DATATHREAD_USER_DAILY_TOKEN_BUDGET (per person)",
+    }
+    if s.warehouse == "bigquery":
+        per_day = [
+            f"{format_bytes(n)} {who}"
+            for n, who in (
+                (s.bigquery_user_day_bytes, "per person"),
+                (s.bigquery_channel_day_bytes, "per channel"),
+            )
+            if n
+        ]
+        limits["BigQuery bytes"] = (
+            f"on — {format_bytes(s.query_hard_cap_bytes)} a query"
+            + (f", {format_bytes(s.bigquery_turn_bytes)} a question" if s.bigquery_turn_bytes else "")
+            + (f", {', '.join(per_day)} a day" if per_day else "")
+        )
+    return limits

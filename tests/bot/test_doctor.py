@@ -326,3 +326,41 @@ async def test_a_check_that_stops_on_a_sentence_of_ours_shows_it_without_a_class
     said = await _bounded("warehouse", refuses, settings)
     assert said.detail == "GOOGLE_APPLICATION_CREDENTIALS (/k.json) is not a service-account JSON key file."
     assert (await _bounded("warehouse", crashes, settings)).detail == "KeyError: 'x'"  # a bug shows its kind
+
+
+def test_what_bounds_the_bill_is_listed_and_no_daily_model_budget_is_said_plainly(tmp_path, monkeypatch):
+    """The daily model budgets are off by default: doctor says nothing bounds a day's Claude bill and
+    which settings would; set, it lists them with the hourly, per-question and BigQuery limits."""
+    monkeypatch.chdir(tmp_path)
+    _, rows, _ = doctor(tmp_path, {"ANTHROPIC_API_KEY": ""})
+    assert rows["limit: model, per day"] == (
+        "OFF",
+        "nothing bounds a day's Claude bill: set DATATHREAD_DAILY_TOKEN_BUDGET (all questions) or "
+        "DATATHREAD_USER_DAILY_TOKEN_BUDGET (per person)",
+    )
+    assert rows["limit: questions an hour"] == ("on", "60 per person, 300 per channel")
+    assert "limit: BigQuery bytes" not in rows  # DuckDB bills nothing
+
+    closed = f"http://127.0.0.1:{free_port()}"
+    env = {
+        "ANTHROPIC_API_KEY": "",
+        "DATATHREAD_DAILY_TOKEN_BUDGET": "5000000",
+        "DATATHREAD_USER_DAILY_TOKEN_BUDGET": "400000",
+        "DATATHREAD_USER_TURNS_PER_HOUR": "0",
+        "DATATHREAD_WAREHOUSE": "bigquery",
+        "GCP_PROJECT": "bill",
+        "GOOGLE_APPLICATION_CREDENTIALS": str(service_account_key(tmp_path / "key.json", f"{closed}/token")),
+        "DATATHREAD_BIGQUERY_API_URL": closed,
+        "DATATHREAD_BIGQUERY_USER_DAY_BYTES": "50000000000",
+    }
+    _, rows, _ = doctor(tmp_path, env)
+    assert rows["limit: model, per day"] == (
+        "on",
+        "5,000,000 tokens for all questions, 400,000 tokens per person",
+    )
+    assert rows["limit: questions an hour"] == ("on", "300 per channel")
+    assert rows["limit: model, per question"] == ("on", "400,000 tokens, 16 steps")
+    assert rows["limit: BigQuery bytes"] == (
+        "on",
+        "100 GB a query, 500 GB a question, 50.0 GB per person, 5.0 TB per channel a day",
+    )
