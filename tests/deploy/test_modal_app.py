@@ -49,7 +49,9 @@ def autoscaler(function) -> dict[str, int]:
     """The container bounds a function was declared with. The SDK keeps them only in the settings it
     sends when deploying (a closure of the function's loader); `info()` does not show them."""
     load = synchronizer._translate_in(function)._load
-    settings = dict(zip(load.__code__.co_freevars, load.__closure__))["autoscaler_settings"].cell_contents
+    settings = dict(zip(load.__code__.co_freevars, load.__closure__, strict=True))[
+        "autoscaler_settings"
+    ].cell_contents
     return {"min": settings.min_containers, "max": settings.max_containers}
 
 
