@@ -101,6 +101,12 @@ class SandboxSettings(BaseModel):
         validation_alias=_env("DATATHREAD_HISTORY_TTL_DAYS"),
         description="Days a thread's history is kept; `serve` and `slack --socket` then remove its local workspace once nobody has written to it for as long.",
     )
+    audit_ttl_days: int = Field(
+        90,
+        ge=0,
+        validation_alias=_env("DATATHREAD_AUDIT_TTL_DAYS"),
+        description="Days a turn's record (the audit trail, Show SQL, votes) is kept after it started (0 = for ever).",
+    )
     lock_ttl: float = Field(
         60.0,
         gt=0,

@@ -23,8 +23,9 @@ from dataclasses import dataclass
 import redis
 
 from core.outage import Outage
+from core.redis_client import fail_fast_client
 from core.runner import TurnJob
-from core.store_redis import fail_fast_client, redis_reason, redis_where
+from core.store_redis import redis_reason, redis_where
 
 log = logging.getLogger("datathread.workers")
 

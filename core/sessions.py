@@ -125,17 +125,29 @@ def store_exists(settings: Settings) -> bool:
     return bool(settings.redis_url) or settings.home.exists()
 
 
+def turn_ttl_s(settings: Settings) -> float | None:
+    """How long turn records are kept after they started (None: for ever). Without a limit they
+    grew for good — in Redis, in memory."""
+    return settings.audit_ttl_days * 86400 or None
+
+
 async def open_store(settings: Settings) -> SessionStore:
     """The store the settings ask for: Redis when REDIS_URL is set, else the embedded SQLite file."""
     if settings.redis_url:
         from core.store_redis import RedisStore
 
-        store: SessionStore = RedisStore(settings.redis_url, history_ttl_s=settings.history_ttl_days * 86400)
+        store: SessionStore = RedisStore(
+            settings.redis_url,
+            history_ttl_s=settings.history_ttl_days * 86400,
+            turn_ttl_s=turn_ttl_s(settings),
+        )
     else:
         from core.store_sqlite import SqliteStore
 
         store = SqliteStore(
-            settings.home.resolve() / "state.sqlite3", history_ttl_s=settings.history_ttl_days * 86400
+            settings.home.resolve() / "state.sqlite3",
+            history_ttl_s=settings.history_ttl_days * 86400,
+            turn_ttl_s=turn_ttl_s(settings),
         )
     await store.ping()
     return store

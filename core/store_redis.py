@@ -8,7 +8,7 @@ leaves a half-written history. Keys (all under `dt:`):
     h:<session>  history JSON (TTL)        m:<session>  metadata JSON (TTL)
     l:<session>  lock owner token (PX)     s:<key>      de-dup marker (EX)
     r:<key>      sliding-window hits (zset) u:<key>     usage counter (expires once, from creation)
-    t:<turn>     turn record JSON          ti:<index>   turn ids scored by start time (zsets)
+    t:<turn>     turn record JSON (EXAT)   ti:<index>   turn ids scored by start time (zsets)
     d:<kind>:<id> record JSON (no TTL)     di:<kind>    ids of a kind's records (set)
 """
 
@@ -27,11 +27,10 @@ import redis
 import redis.asyncio as aioredis
 import redis.lock
 from redis.asyncio.lock import Lock
-from redis.asyncio.retry import Retry
-from redis.backoff import ExponentialBackoff
 from redis.exceptions import LockNotOwnedError, RedisError, WatchError
 
 from core.lock_keeper import LockKeeper
+from core.redis_client import fail_fast_client
 from core.redis_words import (  # noqa: F401  (re-exported: the runners and doctor import them from here)
     PING_DEADLINE_S,
     is_missing_database,
@@ -72,24 +71,20 @@ return {0, -1}
 _TURN_INDEXES = (("session_id", "s"), ("user_id", "u"), ("channel_id", "c"))
 
 
-def fail_fast_client(url: str, *, socket_timeout: float | None = None) -> aioredis.Redis:
-    """An asyncio client that gives up on a Redis that is down after a few quick retries: redis-py's
-    default retries back off for ~10 s, longer than a platform's ack or a person waits. The session
-    store and the job queue (`core/runner_redis.py`) share it."""
-    return aioredis.Redis.from_url(
-        url,
-        socket_connect_timeout=2,
-        socket_timeout=socket_timeout,
-        retry=Retry(ExponentialBackoff(cap=0.2, base=0.02), retries=2),
-    )
-
-
 class RedisStore:
     """SessionStore on Redis (redis-py asyncio). Construct cheaply; `ping()` proves it is reachable."""
 
-    def __init__(self, url: str, *, history_ttl_s: float = 30 * 86400, prefix: str = "dt:"):
+    def __init__(
+        self,
+        url: str,
+        *,
+        history_ttl_s: float = 30 * 86400,
+        turn_ttl_s: float | None = None,
+        prefix: str = "dt:",
+    ):
         self.where = redis_where(url)
         self.history_ttl_s = history_ttl_s
+        self.turn_ttl_s = turn_ttl_s  # None: turn records are kept for ever
         self.prefix = prefix
         self.r = fail_fast_client(url, socket_timeout=5)  # then StoreUnavailable
         self._url = url
@@ -162,7 +157,8 @@ class RedisStore:
                             await pipe.unwatch()
                             return None
                         pipe.multi()
-                        pipe.set(key, json.dumps(new, default=str), px=_ms(ttl_s) if ttl_s else None)
+                        blob = json.dumps(new, default=str)  # without a TTL of its own it keeps the key's
+                        pipe.set(key, blob, px=_ms(ttl_s)) if ttl_s else pipe.set(key, blob, keepttl=True)
                         await pipe.execute()
                         return new
                     except WatchError:
@@ -288,17 +284,29 @@ class RedisStore:
 
     # --- turn records --------------------------------------------------------------------------
     async def record_turn(self, record: dict) -> None:
-        """Store (or replace) a turn record and index it by session, user, channel and time."""
+        """Store (or replace) a turn record and index it by session, user, channel and time.
+
+        With a turn TTL the record expires that long after it started, and each index it joins drops
+        what is older and expires when nothing joined it for as long, so nothing grows for good."""
         turn_id = record["turn_id"]
         started = float(record.get("started") or time.time())
         record = {**record, "started": started}
+        ttl = self.turn_ttl_s
+        if ttl is not None and started + ttl <= time.time():
+            return  # already past keeping
+        indexes = [self._k("ti", "all")] + [
+            self._k("ti", f"{tag}:{record[field]}")
+            for field, tag in _TURN_INDEXES
+            if record.get(field) is not None
+        ]
         with self._errors():
             async with self.r.pipeline(transaction=True) as pipe:
-                pipe.set(self._k("t", turn_id), json.dumps(record, default=str))
-                pipe.zadd(self._k("ti", "all"), {turn_id: started})
-                for field, tag in _TURN_INDEXES:
-                    if record.get(field) is not None:
-                        pipe.zadd(self._k("ti", f"{tag}:{record[field]}"), {turn_id: started})
+                pipe.set(self._k("t", turn_id), json.dumps(record, default=str), exat=_at(started, ttl))
+                for index in indexes:
+                    pipe.zadd(index, {turn_id: started})
+                    if ttl is not None:
+                        pipe.zremrangebyscore(index, "-inf", f"({time.time() - ttl}")
+                        pipe.expire(index, int(ttl) + 1)
                 await pipe.execute()
 
     async def get_turn(self, turn_id: str) -> dict | None:
@@ -376,3 +384,8 @@ class RedisStore:
 
 def _ms(seconds: float) -> int:
     return max(1, int(seconds * 1000))
+
+
+def _at(started: float, ttl_s: float | None) -> int | None:
+    """The Unix time a record that started at `started` expires (None: never)."""
+    return None if ttl_s is None else int(started + ttl_s) + 1

@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import math
 import os
 import sqlite3
 import threading
@@ -35,6 +36,7 @@ CREATE INDEX IF NOT EXISTS hits_key ON hits (key, at);
 CREATE TABLE IF NOT EXISTS turns (turn_id TEXT PRIMARY KEY, session_id TEXT, user_id TEXT, channel_id TEXT,
                                   started REAL, data TEXT);
 CREATE INDEX IF NOT EXISTS turns_session ON turns (session_id, started);
+CREATE INDEX IF NOT EXISTS turns_started ON turns (started);
 CREATE TABLE IF NOT EXISTS records (kind TEXT, id TEXT, data TEXT, PRIMARY KEY (kind, id));
 """
 
@@ -45,9 +47,10 @@ SQLITE_MAX_INT = 2**63 - 1
 class SqliteStore:
     """SessionStore on a local SQLite file (WAL mode; one short transaction per call)."""
 
-    def __init__(self, path: Path, *, history_ttl_s: float = 30 * 86400):
+    def __init__(self, path: Path, *, history_ttl_s: float = 30 * 86400, turn_ttl_s: float | None = None):
         self.path = path
         self.history_ttl_s = history_ttl_s
+        self.turn_ttl_s = turn_ttl_s  # None: turn records are kept for ever
         self._local = threading.local()
         self._opened: list[tuple[sqlite3.Connection, threading.Lock]] = []
         self._keepers: set[LockKeeper] = set()
@@ -259,8 +262,11 @@ class SqliteStore:
 
     # --- turn records --------------------------------------------------------------------------
     async def record_turn(self, record: dict) -> None:
-        await self._run(
-            lambda con: con.execute(
+        """Store (or replace) a turn record; records older than the turn TTL go at the same time."""
+
+        def q(con):
+            con.execute("DELETE FROM turns WHERE started<?", (self._oldest_turn(),))
+            con.execute(
                 "INSERT OR REPLACE INTO turns VALUES (?,?,?,?,?,?)",
                 (
                     record["turn_id"],
@@ -271,17 +277,26 @@ class SqliteStore:
                     json.dumps(record, default=str),
                 ),
             )
-        )
+
+        await self._run(q)
+
+    def _oldest_turn(self) -> float:
+        """When the oldest turn record that is kept started (-inf: all are kept)."""
+        return -math.inf if self.turn_ttl_s is None else time.time() - self.turn_ttl_s
 
     async def get_turn(self, turn_id: str) -> dict | None:
         row = await self._run(
-            lambda con: con.execute("SELECT data FROM turns WHERE turn_id=?", (turn_id,)).fetchone()
+            lambda con: con.execute(
+                "SELECT data FROM turns WHERE turn_id=? AND started>=?", (turn_id, self._oldest_turn())
+            ).fetchone()
         )
         return json.loads(row[0]) if row else None
 
     async def set_feedback(self, turn_id: str, *, user_id: str, value: str) -> bool:
         def q(con):
-            row = con.execute("SELECT data FROM turns WHERE turn_id=?", (turn_id,)).fetchone()
+            row = con.execute(
+                "SELECT data FROM turns WHERE turn_id=? AND started>=?", (turn_id, self._oldest_turn())
+            ).fetchone()
             if not row:
                 return False
             data = json.loads(row[0])
@@ -304,7 +319,7 @@ class SqliteStore:
         OverflowError) is all of them, and 0 or less none (LIMIT -1 was all)."""
         if limit <= 0:
             return []
-        clauses, args = [], []
+        clauses, args = ["started>=?"], [self._oldest_turn()]
         for column, value in (("session_id", session_id), ("user_id", user_id), ("channel_id", channel_id)):
             if value is not None:
                 clauses.append(f"{column}=?")
@@ -312,7 +327,7 @@ class SqliteStore:
         if since is not None:
             clauses.append("started>=?")
             args.append(since)
-        where = ("WHERE " + " AND ".join(clauses)) if clauses else ""
+        where = "WHERE " + " AND ".join(clauses)
         sql = f"SELECT data FROM (SELECT data, started FROM turns {where} ORDER BY started DESC LIMIT ?) ORDER BY started"
         rows = await self._run(lambda con: con.execute(sql, (*args, min(limit, SQLITE_MAX_INT))).fetchall())
         return [json.loads(r[0]) for r in rows]

@@ -482,3 +482,37 @@ def test_messages_name_the_redis_server_never_its_password(url, where):
     from core.store_redis import redis_where
 
     assert redis_where(url) == where
+
+
+def turn(turn_id: str, started: float, user: str = "u1") -> dict:
+    return {"turn_id": turn_id, "session_id": "s1", "user_id": user, "channel_id": "c1", "started": started}
+
+
+async def test_turn_records_go_after_the_audit_ttl_and_leave_nothing_behind(make_store):
+    """DATATHREAD_AUDIT_TTL_DAYS: turn records (and, on Redis, the indexes they joined) were kept for
+    ever — in Redis, in memory. A vote keeps the record's expiry (a plain SET had cleared it)."""
+    store, other = make_store(turn_ttl_s=1), make_store(turn_ttl_s=1)
+    now = time.time()
+    await store.record_turn(turn("past", now - 5))  # already older than the TTL: not kept
+    await store.record_turn(turn("t1", now))
+    assert await other.set_feedback("t1", user_id="u2", value="up")
+    assert [t["turn_id"] for t in await other.list_turns(user_id="u1")] == ["t1"]
+    assert await other.get_turn("past") is None
+    await asyncio.sleep(2.2)
+    assert await other.get_turn("t1") is None
+    assert await other.list_turns() == [] and await other.list_turns(session_id="s1") == []
+    assert not await other.set_feedback("t1", user_id="u2", value="down")
+    await store.record_turn(turn("t2", time.time(), user="u9"))
+    if isinstance(store, RedisStore):
+        keys = sorted(k.decode() for k in await store.r.keys("dt:t*"))
+        assert keys == ["dt:t:t2", "dt:ti:all", "dt:ti:c:c1", "dt:ti:s:s1", "dt:ti:u:u9"], keys
+        assert await store.r.zrange("dt:ti:all", 0, -1) == [b"t2"]
+    else:
+        rows = await store._run(lambda con: con.execute("SELECT turn_id FROM turns").fetchall())
+        assert rows == [("t2",)]
+
+
+async def test_without_an_audit_ttl_turn_records_stay(make_store):
+    store = make_store()
+    await store.record_turn(turn("old", time.time() - 400 * 86400))
+    assert [t["turn_id"] for t in await store.list_turns()] == ["old"]
