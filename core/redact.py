@@ -64,6 +64,7 @@ def _mask_private_keys_without_end(text: str, pos: int) -> str:
 
 
 CLIP_NOTE = "\n… [clipped]"
+MIN_CUT = 6  # a secret's beginning this long at a text's end is masked (shorter: ordinary endings)
 SECRET_MARGIN = 4096  # longer than any secret or token we redact by value
 
 
@@ -106,7 +107,22 @@ class Redactor:
         for secret in self.secrets:
             if secret in value:
                 value = value.replace(secret, MASK)
+        value = self._mask_cut_secret(value)
         return _TOKENS.sub(MASK, _URL_LOGIN.sub(MASK + "@", _mask_private_keys(value)))
+
+    def _mask_cut_secret(self, value: str) -> str:
+        """A text cut inside a secret before it was redacted — a step's 100-character summary, a
+        refusal's first sentence, a clipped error — ends with the secret's beginning, which the exact
+        replacement cannot see (the audit kept 18 of a signing secret's 32 characters): masked too."""
+        for secret in self.secrets:
+            if len(secret) <= MIN_CUT:
+                continue
+            head, i = secret[:MIN_CUT], value.find(secret[:MIN_CUT], max(0, len(value) - len(secret) + 1))
+            while i != -1:
+                if secret.startswith(value[i:]):
+                    return value[:i] + MASK
+                i = value.find(head, i + 1)
+        return value
 
     def data(self, value: Any) -> Any:
         if isinstance(value, str):

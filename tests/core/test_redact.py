@@ -11,11 +11,13 @@ import sys
 import time
 
 import pytest
+from pydantic import SecretStr
 
 from core.events import IncomingMessage, StepFinished, StepRecord, TurnFailed
 from core.redact import (
     CLIP_NOTE,
     MASK,
+    MIN_CUT,
     SECRET_MARGIN,
     RedactingFilter,
     Redactor,
@@ -244,3 +246,40 @@ async def test_a_flood_of_key_markers_in_column_names_is_clipped_then_redacted(a
     seen = fake_model.requests[2]["messages"][-1]["content"][0]["content"]
     assert seen.startswith("Saved 1 row ") and MASK in seen  # the step really returned the columns
     assert marker not in seen and len(seen) <= MIN_CONTENT_CHARS
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        ("failed: ValueError: xxx8f3ac0ffee5d4b1e9a", f"failed: ValueError: xxx{MASK}"),  # cut inside it
+        ("refused: Table x8f3ac0ffee", f"refused: Table x{MASK}"),
+        ("the prefix 8f3ac0 alone, then more", "the prefix 8f3ac0 alone, then more"),  # not at the end
+        ("ends with 8f3ac", "ends with 8f3ac"),  # too short a piece to mask ordinary endings
+        ("8f3ac0ffee5d4b1e9a7c2d6e0b4f1a93 then 8f3ac0ffee", f"{MASK} then {MASK}"),
+    ],
+)
+def test_a_text_cut_inside_a_secret_loses_the_secrets_beginning(raw: str, expected: str):
+    assert Redactor(["8f3ac0ffee5d4b1e9a7c2d6e0b4f1a93"]).text(raw) == expected
+
+
+async def test_a_failed_steps_summary_cut_inside_a_secret_keeps_none_of_it(settings, fake_model, recorder):
+    """A step's failure summary is its error cut to 100 characters, then redacted: the audit kept
+    `…x8f3ac0ffee5d4b1e9a` — 18 characters of a signing secret only known by value."""
+    from core.analyst import Analyst
+
+    secret = "8f3ac0ffee5d4b1e9a7c2d6e0b4f1a93"
+    analyst = await Analyst.create(settings.model_copy(update={"slack_signing_secret": SecretStr(secret)}))
+    try:
+        fake_model.enqueue(
+            tool("run_python", {"code": f"raise ValueError('x' * 70 + {secret!r})"}), text("It failed.")
+        )
+        message = IncomingMessage(text="go", surface="terminal", thread_key=("cut",), user_id="u")
+        outcome = await analyst.handle(message, recorder)
+        [step] = outcome.steps
+        assert step.summary.startswith("failed: ValueError: xxx") and step.summary.endswith(MASK), (
+            step.summary
+        )
+        turns = json.dumps(await analyst.store.list_turns(session_id=outcome.session_id))
+        assert secret[:MIN_CUT] not in turns and "xxxxx" in turns
+    finally:
+        await analyst.close()
