@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import os
+import time
 from pathlib import Path
 
 import nbformat
@@ -310,7 +311,10 @@ async def test_a_bigquery_notebook_caps_every_query_it_reruns(tmp_path) -> None:
     )
     store = await open_store(settings)
     try:
-        await store.record_turn({**TURNS[0], "turn_id": "t1", "steps": TURNS[0]["steps"][:3]})
+        # recorded now: the store keeps turn records DATATHREAD_AUDIT_TTL_DAYS after they started
+        await store.record_turn(
+            {**TURNS[0], "turn_id": "t1", "started": time.time(), "steps": TURNS[0]["steps"][:3]}
+        )
         raw = await session_notebook(store=store, sandbox=None, settings=settings, session_id="te-abc")
     finally:
         await store.close()
@@ -363,6 +367,7 @@ async def test_exported_notebook_never_carries_the_bots_secrets(settings, tmp_pa
     key = settings.anthropic_api_key.get_secret_value()
     token = "xoxb-123456789-notebookLEAK"
     turn = {**HOSTILE_TURN, "turn_id": "t-secret", "question": f"use {key}", "answer": f"token {token}"}
+    turn["started"] = time.time()  # kept: within DATATHREAD_AUDIT_TTL_DAYS
     turn["steps"] = [_step("s-1", "run_python", {"code": f"print('{key}')"})]
     store = await open_store(settings)
     try:
