@@ -34,7 +34,13 @@ _OS_ATTRS = frozenset({"path", "makedirs", "mkdir", "listdir", "scandir", "walk"
 _BAD_ATTRS = frozenset({"ctypes", "ctypeslib", "environ", "environb", "getenv", "putenv", "system",
                         "popen", "subprocess", "socket", "os", "sys", "builtins", "importlib",
                         "import_module", "load_library", "cdll", "CDLL", "dlopen", "modules",
-                        "load_extension"})  # fmt: skip
+                        "load_extension",
+                        # the reader's home and what is above the working directory: in the sandbox
+                        # HOME is nowhere, so `Path.home() / '.bashrc'` ran harmlessly there
+                        "home", "expanduser", "expandvars", "parent", "parents",
+                        # unpickling runs code the file chose: pandas/numpy read pickles, HDF5 object
+                        # columns are pickles
+                        "read_pickle", "read_hdf", "HDFStore", "loads"})  # fmt: skip
 _BAD_NAMES = frozenset({"eval", "exec", "compile", "__import__", "globals", "locals", "vars",
                         "breakpoint", "input", "getattr", "setattr", "delattr", "__builtins__",
                         "__loader__", "__spec__", "memoryview", "help"})  # fmt: skip
@@ -110,6 +116,8 @@ class _Finder(ast.NodeVisitor):
 
     def visit_Call(self, node: ast.Call) -> None:
         name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+        if any(k.arg == "allow_pickle" for k in node.keywords):  # np.load(..., allow_pickle=True)
+            self._flag(node, "`allow_pickle` unpickles: the file decides what code runs")
         sql = node.args[0] if node.args else None
         if name in _SQL_CALLS and isinstance(sql, ast.Constant) and isinstance(sql.value, str):
             verdict = check_sql(sql.value, dialect="duckdb", workspace_files=True)

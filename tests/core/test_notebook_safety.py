@@ -49,6 +49,18 @@ HOSTILE_PYTHON = [
     "import os\nos.symlink('/etc', 'etc')",
     "import os\nos.kill(1, 9)",
     "def f(:\n  pass",
+    # harmless in the sandbox (no home, nothing above the workspace), not on the reader's machine
+    "from pathlib import Path\ntry:\n    Path.home().joinpath('.bashrc').open('a').write('alias sudo=x')\n"
+    "except OSError:\n    pass",
+    "import os\nopen(os.path.expanduser('~/.profile'), 'a')",
+    "import os\nopen(os.path.expandvars('$HOME/.profile'), 'a')",
+    "from pathlib import Path\n(Path.cwd().parent / 'x').write_text('')",
+    "from pathlib import Path\nprint(list(Path('.').resolve().parents[1].iterdir()))",
+    # unpickling runs whatever the file says (a step can write the file first)
+    "import pandas as pd\npd.read_pickle('cache.pkl')",
+    "import numpy as np\nnp.load('a.npy', allow_pickle=True)",
+    "import pandas as pd\npd.read_hdf('a.h5')",
+    "import json\nimport pandas as pd\nwith pd.HDFStore('a.h5') as s:\n    pass",
 ]
 SAFE_PYTHON = [
     "import pandas as pd\ndf = pd.read_parquet('delays.parquet')\nprint(df.describe())",
