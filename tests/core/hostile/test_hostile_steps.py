@@ -329,3 +329,24 @@ async def test_steps_of_two_sessions_cannot_meet_on_an_abstract_unix_socket(env:
     assert heard.ok and sent.ok, (heard, sent)
     assert "FROM-THE-OTHER-SESSION" not in heard.output and "nothing" in heard.output, heard.output
     assert "sent" not in sent.output.split(), sent.output
+
+
+async def test_a_step_runs_at_most_64_processes_at_once_on_root_and_userns(env: Env):
+    """On userns the cap was 4096 (RLIMIT_NPROC counted the host user's processes, bot included, so
+    it could not be low); Linux 5.14+ counts them per user namespace, and a userns step has its own.
+    Each process may use the memory limit, so the cap bounds the step's memory too."""
+    if env.backend not in ("root", "userns"):
+        return  # landlock/none share the bot's user: the per-process cap only (the back end row says so)
+    code = (
+        "import os, time\nkids = []\n"
+        "try:\n    for _ in range(100):\n"
+        "        pid = os.fork()\n        if pid == 0:\n            time.sleep(3)\n            os._exit(0)\n"
+        "        kids.append(pid)\nexcept OSError as e:\n    print('refused', type(e).__name__)\n"
+        "print('children', len(kids))\nfor k in kids:\n    os.waitpid(k, 0)\n"
+    )
+    result = await env.ctx.sandbox.run(
+        StepRequest(kind="python", session_id=ATTACKER, code=code, timeout_s=30)
+    )
+    assert result.ok, result
+    children = int(result.output.split("children")[1].split()[0])
+    assert "refused BlockingIOError" in result.output and 50 <= children < 64, result.output
