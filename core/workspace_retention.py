@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import os
 import secrets
 import shutil
@@ -34,6 +35,7 @@ from core.sandbox import is_valid_session_id
 log = logging.getLogger("datathread.retention")
 
 MARK = ".tmp"  # every workspace has it (core/isolation_session.py); a folder without it is not ours
+FUTURE_SLACK_S = 86_400.0  # clocks of replicas sharing a disk may differ; a set date is further off
 REMOVING = ".removing-"  # a renamed workspace on its way out: not a session id, so never judged again
 
 
@@ -51,19 +53,25 @@ def is_idle(root: Path, session_id: str, *, idle_s: float, now: float) -> bool:
     workspace = root / session_id
     if not is_valid_session_id(session_id) or workspace.is_symlink() or not (workspace / MARK).is_dir():
         return False
-    return now - last_written(workspace) > idle_s
+    return now - last_written(workspace, now=now) > idle_s
 
 
-def last_written(workspace: Path) -> float:
+def last_written(workspace: Path, *, now: float) -> float:
     """The newest modification time of the workspace and its top-level entries (not following links);
-    infinity when it cannot be read or vanished meanwhile (another replica removed it): not idle."""
+    infinity when it cannot be read or vanished meanwhile (another replica removed it): not idle.
+
+    A time more than a day ahead of `now` was set, not written (model code may `os.utime` its files to
+    the year 2100, and landing keeps it): it says nothing, so such a workspace could not stay for good."""
+    newest = -math.inf
     try:
-        newest = workspace.lstat().st_mtime
+        times = [workspace.lstat().st_mtime]
         with os.scandir(workspace) as entries:
-            for entry in entries:
-                newest = max(newest, entry.stat(follow_symlinks=False).st_mtime)
+            times += [entry.stat(follow_symlinks=False).st_mtime for entry in entries]
     except OSError:
-        return float("inf")
+        return math.inf
+    for written in times:
+        if written <= now + FUTURE_SLACK_S:
+            newest = max(newest, written)
     return newest
 
 

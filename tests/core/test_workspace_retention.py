@@ -67,3 +67,13 @@ async def test_modal_workspaces_are_not_this_processs_to_sweep(settings):
     async with open_threads(modal) as threads:
         assert await threads.forget_idle_workspaces() == []
     assert (settings.workspaces_dir / "sl-old").exists()
+
+
+async def test_a_file_dated_in_the_future_does_not_keep_a_workspace_for_good(settings):
+    """Model code may `os.utime` its files to the year 2100 (landing keeps the date): the newest time
+    was then always ahead, and the workspace — up to its whole quota — was never swept."""
+    ws = aged_workspace(settings.workspaces_dir, "sl-dated", age_days=40, files={"keep.csv": b"a\n1\n"})
+    os.utime(ws / "keep.csv", (4_102_444_800, 4_102_444_800))  # 2100-01-01
+    async with open_threads(settings) as threads:
+        assert await threads.forget_idle_workspaces() == ["sl-dated"]
+    assert not ws.exists()
