@@ -80,7 +80,9 @@ class Elapsed:
 ReadArtifact = Callable[[ArtifactReady], Awaitable[bytes]]
 # Control characters other than newline and tab: an escape sequence in the model's or a step's text
 # would drive the terminal (clear it, retitle it, rewrite what was printed); rich passes them through.
-_CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+# So would the direction embeddings and overrides: `report\u202egnp.csv` printed as `report…vsc.png`
+# (the marks and isolates right-to-left text uses stay).
+_CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e]")
 
 
 def printable(text: str) -> str:

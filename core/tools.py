@@ -37,7 +37,8 @@ LISTED_FILES = 30  # file names a refused attach_file lists (a workspace may hol
 ATTACHABLE = {"png", "jpg", "jpeg", "svg", "csv", "parquet", "txt", "json", "pdf", "md", "html"}
 # A newline or an escape sequence in a file's name: `ask` printed it as given (a cleared screen, a
 # retitled window, a second "path" line for the scripts that read ask's output); no surface wants one.
-_CONTROL_CHARS = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+# Nor a direction override or an invisible character: `report\u202egnp.csv` reads as `report…vsc.png`.
+_CONTROL_CHARS = re.compile(r"[\x00-\x1f\x7f-\x9f\u061c\u200b\u200e\u200f\u202a-\u202e\u2060-\u2069\ufeff]")
 
 
 class ToolInput(BaseModel):

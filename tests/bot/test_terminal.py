@@ -191,3 +191,14 @@ async def test_a_table_wider_than_the_terminal_keeps_every_digit(tmp_path):
     assert "…" not in shown
     written = header + row  # a cell's digits may fold onto the next line, never go
     assert sorted(c for c in shown if c.isdigit()) == sorted(c for c in written if c.isdigit())
+
+
+def test_direction_overrides_are_not_printed_but_right_to_left_text_is():
+    """A file named `naive_\u202egnp.csv` showed as `naive_vsc.png`: overrides and embeddings print as
+    `?`; the marks and isolates of right-to-left text, and emoji joiners, stay as written."""
+    from bot.terminal import printable
+
+    assert printable("naive_\u202egnp.csv") == "naive_?gnp.csv"
+    assert printable("\u202aa\u202cb\u202d") == "?a?b?"
+    kept = "שלום \u200fעולם\u2067x\u2069 👩\u200d💻"
+    assert printable(kept) == kept

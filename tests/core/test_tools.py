@@ -109,20 +109,26 @@ async def test_a_workbook_or_a_name_with_control_characters_is_not_attached(anal
     from tests.fakes.anthropic_api import text, tool
 
     odd = "r\x1b]0;PWNED\x07\x1b[2J\nFAKE-LINE\nx.csv"
-    make = f"import pandas as pd\npd.DataFrame({{'a': [1]}}).to_excel('report.xlsx')\nopen({odd!r}, 'w').write('a\\n1\\n')"
+    turned = "naive_\u202egnp.csv"  # a right-to-left override: shown as "naive_vsc.png"
+    make = (
+        f"import pandas as pd\npd.DataFrame({{'a': [1]}}).to_excel('report.xlsx')\nopen({odd!r}, 'w').write('a\\n1\\n')"
+        f"\nopen({turned!r}, 'w').write('a\\n1\\n')"
+    )
     fake_model.enqueue(
         tool("run_python", {"code": make}),
         tool("attach_file", {"path": "report.xlsx"}),
         tool("attach_file", {"path": odd}),
+        tool("attach_file", {"path": turned}),
         text("ok"),
     )
     message = IncomingMessage(text="attach them", surface="api", thread_key=("odd-files",))
     outcome = await analyst.handle(message, recorder)
     assert outcome.ok, outcome.error
     assert not recorder.of("artifact")
-    bodies = [str(request["messages"][-1]["content"][0]["content"]) for request in fake_model.requests[-2:]]
+    bodies = [str(request["messages"][-1]["content"][0]["content"]) for request in fake_model.requests[-3:]]
     assert "Files of type .xlsx are not attached" in bodies[0]
     assert "has control characters in its name" in bodies[1] and "\x1b" not in bodies[1]
+    assert "has control characters in its name" in bodies[2]
 
 
 async def test_attaching_a_parquet_never_overwrites_the_models_own_csv_of_that_name(
