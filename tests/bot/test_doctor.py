@@ -211,8 +211,10 @@ def test_an_unknown_model_is_named(tmp_path, monkeypatch, fake_model):
 
 def test_checks_and_the_sandbox_probe_run_at_the_same_time(tmp_path, monkeypatch):
     """Three black-holed parts with 2 s timeouts: each fails on its own line after its own timeout
-    (not the safety net), and together they take about one timeout, not the 6 s they would one after
-    another (the margin is for a loaded machine); the sandbox probe reports alongside."""
+    (not the safety net), and they wait at the same time: each had reached its endpoint before the
+    first one's timeout ran out, so together they take about one timeout, not the 6 s they would one
+    after another; the sandbox probe reports alongside. (Wall time alone, under 5 s, failed on a loaded
+    CI machine at 5.7 s, where the sandbox probe — a child doing real forks — is what takes longest.)"""
     from bot import doctor as doctor_module
     from bot import doctor_checks
     from core.config import load_settings
@@ -253,7 +255,11 @@ def test_checks_and_the_sandbox_probe_run_at_the_same_time(tmp_path, monkeypatch
     assert f"Redis at {redis_at} did not answer within 2 s." in lines["session store"], lines["session store"]
     assert all(hole.connections for hole in holes)  # each check really went out to its endpoint
     assert "protection: back end" in result.output  # the probe's report, from its child process
-    assert elapsed < 5.0, f"{elapsed:.1f} s: the checks ran one after another (3 × 2 s)\n{result.output}"
+    reached = [hole.accepted_at[0] for hole in holes]
+    assert max(reached) - min(reached) < 1.5, f"one check waited for another: reached {reached}"
+    assert elapsed < 6.0, (
+        f"{elapsed:.1f} s: as long as the checks one after another (3 × 2 s)\n{result.output}"
+    )
 
 
 @pytest.mark.parametrize("status", [401, 403, 404, 413, 429, 500, 503, 529])

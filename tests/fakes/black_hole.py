@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import socket
 import threading
+import time
 
 
 class BlackHole:
@@ -14,6 +15,7 @@ class BlackHole:
         self.server = socket.create_server(("127.0.0.1", 0))
         self.server.settimeout(0.2)
         self.connections: list[socket.socket] = []
+        self.accepted_at: list[float] = []  # time.monotonic() of each connection
         self._stopped = threading.Event()
         self._thread = threading.Thread(target=self._accept, daemon=True)
 
@@ -40,4 +42,5 @@ class BlackHole:
                 continue
             except OSError:
                 return
+            self.accepted_at.append(time.monotonic())
             self.connections.append(conn)
