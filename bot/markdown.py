@@ -115,3 +115,24 @@ def pack(pieces: Iterable[str], limit: int, size: Callable[[str], int] = len) ->
             chunks.append(current)
             current = piece
     return [*chunks, current] if current else chunks
+
+
+def plain_text(markdown: str, limit: int = 300) -> str:
+    """The answer's words without Markdown, for notification previews (Slack's `text` beside blocks):
+    "**F9** is worst" showed on phones as typed. Each paragraph, heading, list item and table cell is a
+    line; code keeps its text; links keep their words. Cut at `limit` characters."""
+    lines: list[str] = []
+    for token in _PARSER.parse(markdown.replace("\r\n", "\n")):
+        if token.type == "inline":
+            lines.append("".join(_INLINE_WORDS.get(c.type, c.content) for c in token.children or ()).strip())
+        elif token.type in ("fence", "code_block"):
+            lines.append(token.content.rstrip("\n"))
+    text = "\n".join(line for line in lines if line)
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+
+
+# What an inline token stands for in plain text where it is not its own content (markup, breaks).
+_INLINE_WORDS = {"softbreak": " ", "hardbreak": " ", "image": ""} | {
+    kind: "" for kind in ("strong_open", "strong_close", "em_open", "em_close", "link_open", "link_close",
+                          "s_open", "s_close", "html_inline")
+}  # fmt: skip

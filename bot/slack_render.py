@@ -25,7 +25,7 @@ from slack_sdk.models.blocks import (
     SectionBlock,
 )
 
-from bot.markdown import blocks, pack
+from bot.markdown import blocks, pack, plain_text
 from bot.transcript import StepLine, format_bytes, recorded_steps
 from core.schedules import ANSWER_CADENCES
 from core.wording import counted
@@ -262,10 +262,11 @@ def split_rendered(text: str, limit: int) -> list[str]:
 def answer_messages(markdown: str, footer: list[dict] | None = None) -> list[dict]:
     """The answer as chat messages ({text, blocks}): one `markdown` block of standard Markdown each
     (rendered as the stream renders it: entities for `<`, `>`, `&`, only web and mail links), the
-    footer blocks on the last message; `text`, the notification fallback, is the start of the part."""
+    footer blocks on the last message; `text`, the notification fallback, is the part's plain words."""
     parts = split_units(to_units(markdown), unit_markdown, MARKDOWN_LIMIT) or [" "]
     messages = [
-        {"text": part[:SECTION_LIMIT], "blocks": [MarkdownBlock(text=part).to_dict()]} for part in parts
+        {"text": escape(plain_text(part)) or " ", "blocks": [MarkdownBlock(text=part).to_dict()]}
+        for part in parts
     ]
     messages[-1]["blocks"] += footer or []
     return messages

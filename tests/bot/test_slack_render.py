@@ -96,6 +96,19 @@ def test_answer_messages_respect_block_limits_and_put_the_footer_last() -> None:
     )
 
 
+def test_the_notification_text_of_an_answer_is_its_plain_words() -> None:
+    """Beside the blocks, `text` is what a phone's notification and the channel list show: it was the
+    Markdown as typed ("**F9** is worst", table pipes)."""
+    answer = "**F9** is worst: see [the chart](https://x.example/c).\n\n| carrier | delayed |\n|-|-:|\n| F9 | 1 & 2 |"
+    [message] = r.answer_messages(answer)
+    # (tables reach Slack as aligned text in a code block: their words, without pipes)
+    assert message["text"].startswith("F9 is worst: see the chart.\ncarrier  delayed\n"), message["text"]
+    assert "1 &amp; 2" in message["text"] and not {"*", "|", "`", "["} & set(message["text"])
+    assert message["blocks"][0]["text"].startswith("**F9** is worst")  # the message itself keeps Markdown
+    long = r.answer_messages("word " * 200)[0]["text"]
+    assert len(long) <= 300 and long.endswith("…")
+
+
 def test_stream_chunks_keep_markdown_and_fit_the_stream_limit() -> None:
     markdown = "**bold** [x](http://a)\n\n" + "\n\n".join(["z" * 5000] * 5)
     chunks = r.stream_chunks(markdown)
