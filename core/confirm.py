@@ -6,9 +6,11 @@ store: the click writes it once (first click wins), the waiting turn polls for i
 
 A click is taken only while a turn waits for it: the waiting turn renews a mark in the store every
 BEAT_S (a key per time slot, as the store has no renewable keys), and the question counts as waited
-for ASKING_S from being asked (while its card is being sent). A click on a card nobody waits for any
-more — the process that asked was restarted, or the question timed out longer ago than the answers
-are kept — was taken and said "Running it.", and nothing ran.
+for ASKING_S from being asked (while its card is being sent) unless its turn has begun waiting — then
+only the marks count, so a click within a minute of asking, on a turn whose process has since died,
+is not taken either. A click on a card nobody waits for any more — the process that asked was
+restarted, or the question timed out longer ago than the answers are kept — was taken and said
+"Running it.", and nothing ran.
 """
 
 from __future__ import annotations
@@ -45,7 +47,8 @@ async def _beat(store: SessionStore, token: str, slot: int) -> None:
 
 async def _waited_for(store: SessionStore, token: str) -> bool:
     """Whether a turn still waits for this answer (or is still showing the question)."""
-    if await store.get_value(f"{_key(token)}:asking") is not None:
+    asking = await store.get_value(f"{_key(token)}:asking") is not None
+    if asking and await store.get_value(f"{_key(token)}:began") is None:
         return True
     now = _slot()
     for slot in (now, now - 1, now - 2):
@@ -79,6 +82,8 @@ async def wait_for_answer(
     while True:
         if (slot := _slot()) != beaten:
             await _beat(store, token, slot)
+            if beaten is None:  # from now on the marks alone say whether it still waits
+                await store.set_once(f"{_key(token)}:began", "1", ttl_s=ANSWER_TTL_S)
             beaten = slot
         value = await store.get_value(_key(token))
         if value is not None:

@@ -280,6 +280,24 @@ async def test_confirmation_answer_travels_between_replicas(make_store):
     assert await give_answer(click_side, "t4:s1", run=False, user_id="U9", admin=True) == "ok"  # an admin may
 
 
+async def test_a_click_soon_after_asking_is_refused_once_the_waiting_turn_is_gone(make_store, monkeypatch):
+    """The minute after asking counts as waited for (the card may still be on its way), but a turn
+    that began waiting and then died — its process restarted — left that minute open: a click in it
+    said "Running it." and nothing ran. Once waiting began, only the waiting turn's marks count."""
+    from core import confirm
+
+    monkeypatch.setattr(confirm, "BEAT_S", 0.1)
+    turn_side, click_side = make_store(), make_store()
+    await confirm.ask(turn_side, "t5:s1", asker="U1")  # ASKING_S is still 60 s
+    waiting = asyncio.create_task(confirm.wait_for_answer(turn_side, "t5:s1", timeout_s=60, poll_s=0.02))
+    await asyncio.sleep(0.15)
+    waiting.cancel()  # the process waiting for it is gone
+    await asyncio.sleep(0.45)  # past the three slots its marks cover
+    assert await confirm.give_answer(click_side, "t5:s1", run=True, user_id="U1") == "answered"
+    await confirm.ask(turn_side, "t6:s1", asker="U1")  # asked, its card still being sent: taken
+    assert await confirm.give_answer(click_side, "t6:s1", run=True, user_id="U1") == "ok"
+
+
 async def hit_rate(store, key: str, limit: int) -> float | None:
     """One window: None if admitted, else the seconds to wait."""
     refused = await store.hit_rates([(key, limit)], window_s=0.8)
