@@ -38,6 +38,7 @@ from bot.slack_jobs import (
     register_jobs,
     run_turn,
 )
+from bot.slack_text import decoded
 from bot.surface import AppState
 from bot.surface_settings import slack_half_configured
 from core.runner import TurnJob
@@ -115,7 +116,7 @@ async def admit(
         "team": body.get("team_id") or event.get("team", ""),
         "channel": event["channel"],
         "user": event["user"],
-        "text": strip_mention(event.get("text", ""), bot_user_id) or "help",  # answered locally
+        "text": decoded(strip_mention(event.get("text", ""), bot_user_id)) or "help",  # answered locally
         "thread_ts": event.get("thread_ts") or event["ts"],
         "ts": event["ts"],
         "event_id": body.get("event_id", ""),
@@ -181,7 +182,7 @@ def build_bolt_app(state: AppState, identity: dict | None = None) -> AsyncApp:
 
     @app.command(s.slash_command)
     async def on_command(ack, command: dict) -> None:
-        text = (command.get("text") or "").strip()
+        text = decoded(command.get("text") or "").strip()
         private = bool(re.match(r"(?i)private\b", text))
         text = text[len("private") :].strip() if private else text
         if not text:

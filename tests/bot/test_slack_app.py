@@ -248,6 +248,26 @@ async def test_dm_and_slash_commands(slack, model):
     assert "Ask me a data question" in hint.text
 
 
+async def test_what_people_typed_reaches_the_model_as_they_typed_it(slack, model):
+    """Slack sends `&gt;`, `&amp;`, `<url|label>` and `<#C|name>`: the model got them verbatim and the
+    question posted for `/ask` came back escaped twice (`&amp;gt;`, shown to people as "&gt;")."""
+    typed = "flights with dep_delay > 60 & arr_delay < 0 in #ops, see the query (https://x.example/q?a=1&b=2)"
+    encoded = (
+        "flights with dep_delay &gt; 60 &amp; arr_delay &lt; 0 in <#C0777|ops>, "
+        "see <https://x.example/q?a=1&amp;b=2|the query>"
+    )
+    model.enqueue(text("Mentioned."), text("Slashed."))
+    await slack.event(mention(encoded, ts="330.1"))
+    await slack.drain()
+    assert typed in json.dumps(model.requests[-1]["messages"][-1], ensure_ascii=False)
+    slack.api.clear()
+    await slack.command(encoded)
+    await slack.drain()
+    assert typed in json.dumps(model.requests[-1]["messages"][-1], ensure_ascii=False)
+    root = slack.api.of("chat.postMessage")[0].args["text"]
+    assert "asked: flights with dep_delay &gt; 60 &amp; arr_delay &lt; 0 in #ops" in root, root
+
+
 async def test_signatures_and_ack_latency_with_a_slow_model(slack, model):
     before = len(model.requests)
 
