@@ -31,7 +31,8 @@ from slack_sdk.models.messages.chunk import TaskUpdateChunk
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot import slack_render as render
-from bot.slack_client import SlackCallFailed, answer_via_response_url, cannot_post_here, failure_words, quick
+from bot.slack_answer import post_answer
+from bot.slack_client import SlackCallFailed, cannot_post_here, failure_words, quick
 from bot.slack_files import share_file
 from bot.slack_stream import StreamedText, render_parts
 from bot.slack_target import SlackTarget, privately
@@ -249,13 +250,13 @@ class SlackProgress:
         await self._stop_abandoned()
         await self._post_status(WORKING_LINE)
 
-    async def _stop_abandoned(self) -> None:
+    async def _stop_abandoned(self, note: str | None = CONTINUED) -> None:
         """Close the stream Slack stopped taking (left open, it was "is typing…" for good) before the
         answer comes another way."""
         ts, self.mode, self.stream_ts = self.stream_ts, "update", None
-        for note in (CONTINUED, None) if ts else ():  # the note may be refused as the text was
+        for said in dict.fromkeys((note, None)) if ts else ():  # the note may be refused as the text was
             with contextlib.suppress(SlackCallFailed, SlackApiError):  # bounded; the answer comes anyway
-                await self.quick.chat_stopStream(channel=self.target.channel, ts=ts, markdown_text=note)
+                await self.quick.chat_stopStream(channel=self.target.channel, ts=ts, markdown_text=said)
                 return
 
     async def _post_status(self, text: str) -> None:
@@ -338,6 +339,10 @@ class SlackProgress:
             try:
                 async with self._appending:
                     return await self._finish_stream(body, footer)
+            except _Unstopped as exc:  # the whole answer is in the stream: only the footer comes below
+                log.info("stream stop refused (%s); the footer comes as a message", exc.error)
+                await self._stop_abandoned(note=None)
+                return await self._finish_messages("", footer) if footer else None
             except SlackApiError as exc:
                 log.info("stream finish refused (%s); posting the answer instead", exc.response.get("error"))
                 await self._stop_abandoned()
@@ -358,28 +363,21 @@ class SlackProgress:
             await self.client.chat_appendStream(
                 channel=self.target.channel, ts=self.stream_ts, markdown_text=chunk
             )
-        await self.client.chat_stopStream(
-            channel=self.target.channel, ts=self.stream_ts, blocks=footer or None
-        )
+        try:
+            await self.client.chat_stopStream(
+                channel=self.target.channel, ts=self.stream_ts, blocks=footer or None
+            )
+        except SlackApiError as exc:  # refused after the whole answer was appended: not to be sent twice
+            raise _Unstopped(exc.response.get("error")) from exc
 
     async def _finish_messages(self, body: str, footer: list[dict]) -> None:
-        t = self.target
-        for n, msg in enumerate(render.answer_messages(body, footer)):
-            if self.mode == "ephemeral" and t.response_url:
-                await answer_via_response_url(
-                    self.client,
-                    t.response_url,
-                    what=f"The private answer for {t.user_id} in {t.channel}",
-                    response_type="ephemeral",
-                    replace_original=False,
-                    text=msg.get("text", ""),
-                    blocks=msg.get("blocks"),
-                )
-            elif self.mode == "ephemeral":
-                await self.client.chat_postEphemeral(
-                    channel=t.channel, user=t.user_id, thread_ts=t.thread_ts or None, **msg
-                )
-            elif n == 0 and self.status_ts:
-                await self.client.chat_update(channel=t.channel, ts=self.status_ts, **msg)
-            else:
-                await self.client.chat_postMessage(channel=t.channel, thread_ts=t.thread_ts, **msg)
+        messages = render.answer_messages(body, footer)
+        await post_answer(self.client, self.target, messages, mode=self.mode, status_ts=self.status_ts)
+
+
+class _Unstopped(Exception):
+    """chat.stopStream refused after every chunk of the answer was appended."""
+
+    def __init__(self, error: str | None):
+        super().__init__(error)
+        self.error = error

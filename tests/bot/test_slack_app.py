@@ -221,6 +221,7 @@ async def test_dm_and_slash_commands(slack, model):
     assert not api.of("assistant.threads.setStatus")  # no thread to give a status (was thread_ts "")
     answer = [c for c in api.calls if c.method.startswith("/response/")][-1].args  # via the response_url
     assert answer["response_type"] == "ephemeral" and "Only you see this." in json.dumps(answer["blocks"])
+    assert answer["replace_original"] is True  # in place of "Working on it…", which stayed for good
     assert "how many planes?" in json.dumps(model.requests[-1]["messages"])
     buttons = [e for b in answer["blocks"] if b["type"] == "actions" for e in b["elements"]]
     assert buttons and render.ACTION_EXPORT not in [e["action_id"] for e in buttons]

@@ -288,3 +288,43 @@ async def test_a_channel_refusing_even_the_asker_stops_the_turn_before_any_model
     await slack.event(message("and now?", ts="351.2", thread_ts="351.1"))
     await slack.drain()
     assert "Nobody would see this." in "".join(slack.api.shown())  # the session goes on
+
+
+async def test_a_refused_final_edit_on_the_fallback_path_still_delivers_the_answer(slack, model):
+    """Streaming refused (free workspaces, GovSlack): the answer replaces the status message with
+    chat.update, which every status edit of the turn shares. Refused (a 429 with a long Retry-After),
+    the answer was lost and "Working on it…" stayed for good; now it comes as a message below and the
+    status goes."""
+    slack.api.refuse_streaming = True
+    slack.api.fail_methods["chat.update"] = "ratelimited"
+    try:
+        model.enqueue(text("There are **16** airlines."))
+        await slack.event(mention("how many airlines?", ts="340.1", channel="C0340"))
+        await slack.drain()
+    finally:
+        slack.api.refuse_streaming = False
+        slack.api.fail_methods.pop("chat.update", None)
+    posts = slack.api.of("chat.postMessage")
+    status, answer = posts[0], posts[-1]
+    assert "Working on it" in status.args["text"] and answer.args["thread_ts"] == "340.1"
+    assert "There are **16** airlines." in json.dumps(answer.args["blocks"])
+    [deleted] = slack.api.of("chat.delete")
+    assert deleted.args["ts"] == slack.api.of("chat.update")[-1].args["ts"]  # the status message went
+
+
+async def test_a_refused_stream_stop_does_not_post_the_answer_twice(slack, model):
+    """Every chunk of the answer was appended, then chat.stopStream was refused: the whole answer was
+    posted again below the streamed one. Now only the footer (receipt and buttons) comes below."""
+    slack.api.fail_methods["chat.stopStream"] = "internal_error"
+    try:
+        model.enqueue(tool("list_tables"), text("There are **16** airlines."))
+        await slack.event(mention("how many airlines?", ts="341.1", channel="C0341"))
+        await slack.drain()
+    finally:
+        slack.api.fail_methods.pop("chat.stopStream", None)
+    streamed = "".join(c.args.get("markdown_text", "") for c in text_appends(slack.api))
+    assert "There are **16** airlines." in streamed
+    posted = [c.args for c in slack.api.of("chat.postMessage")]
+    assert not [p for p in posted if "16" in json.dumps(p.get("blocks", []))], posted  # not again
+    [footer] = [p for p in posted if p.get("blocks")]
+    assert footer["thread_ts"] == "341.1" and footer["blocks"][-1]["type"] == "actions"
