@@ -197,9 +197,16 @@ def prepare(
 def _end_with_parent() -> None:
     """A subreaper supervisor whose fork server is gone (the bot killed with SIGKILL takes the fork
     server with it) kills what its step started before it goes: a SIGKILL would leave a detached
-    daemon to init. The runner, forked after this, resets the handler."""
+    daemon to init. The runner, forked after this, ignores SIGTERM.
+
+    The same SIGTERM from anyone else — systemd's stop sends it to every process of the service — is
+    ignored while the fork server lives: the bot ends its steps itself, in order (running answers get
+    their grace). It killed the step at once, and the model was told the step ran out of memory."""
+    parent = os.getppid()
 
     def end(*_):
+        if os.getppid() == parent:  # not the parent's death (the kernel re-parents before it signals)
+            return
         kill_descendants()
         os._exit(1)
 
@@ -231,7 +238,9 @@ def _runner(run: Run, order: int, result_w: int, prime: Prime | None = None) -> 
     """The runner's whole life: hold only its two pipes, wait for the request, run, write the result."""
     code = 0
     try:
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the supervisor's own (`_end_with_parent`)
+        # Not the supervisor's handler (`_end_with_parent`), and not the default either: a service
+        # manager's SIGTERM to every process is for the bot, which stops steps itself.
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
         _close_all_but(order, result_w)  # the listening socket, the spare's pipes: at once
         # fd 1/2 are the fork server's stdout (a pipe the bot stops reading after "ready") and its log:
         # a step writing there directly could block every later step or flood the log.

@@ -166,6 +166,9 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit(2) from None
     args.database = preload()
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # children are reaped automatically
+    # A service manager's stop reaches every process of the service (systemd's SIGTERM): it is for the
+    # bot, which stops this server itself once running steps are done; it dies with the bot anyway.
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
 
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     if os.path.exists(args.socket):

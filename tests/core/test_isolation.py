@@ -7,6 +7,8 @@ import asyncio
 import contextlib
 import json
 import os
+import signal
+import time
 from pathlib import Path
 
 import pytest
@@ -698,3 +700,36 @@ async def test_two_bots_on_one_host_never_kill_each_others_steps(tmp_path):
         assert result.ok and result.output.strip() == "ok", result.error
     finally:
         await asyncio.gather(a.close(), b.close())
+
+
+async def test_a_sigterm_to_every_process_of_the_service_lets_the_step_finish(sandbox):
+    """systemd's stop (KillMode=control-group) sends SIGTERM to every process of the service: the step's
+    supervisor and runner died at once and the model was told the step had probably run out of memory.
+    The bot ends its steps itself, in order; the step's processes ignore a SIGTERM meant for the bot."""
+    fork_server = sandbox._proc.pid
+    running = asyncio.create_task(
+        sandbox.run(
+            StepRequest(
+                kind="python",
+                session_id="sigterm",
+                code="import time\nprint('started', flush=True)\ntime.sleep(2.5)\nprint('finished')",
+                timeout_s=30,
+            )
+        )
+    )
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and len(_descendants(fork_server)) < 2 and not running.done():
+        await asyncio.sleep(0.05)
+    await asyncio.sleep(0.5)  # the step is under way
+    signalled = [pid for pid in [fork_server, *_descendants(fork_server)] if _signal(pid, signal.SIGTERM)]
+    assert len(signalled) >= 2, signalled  # the fork server, the step's supervisor and runner, …
+    result = await running
+    assert result.ok and "finished" in result.output, result
+
+
+def _signal(pid: int, sig: int) -> bool:
+    try:
+        os.kill(pid, sig)
+    except (ProcessLookupError, PermissionError):
+        return False
+    return True
