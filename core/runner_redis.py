@@ -10,6 +10,12 @@ JUSTID: idle time back to 0) from a thread, like session locks; an entry idle fo
 `lost_after_s` belongs to a dead worker, and whoever finds it (XAUTOCLAIM) turns it into a *lost*
 job: not a second run of the turn (it may have posted half an answer), but its surface's message
 that the answer stopped. The replica whose worker died does the same at once for that worker.
+
+A put that misses its deadline (a Redis frozen for a while) may still land once Redis answers again —
+after its thread was told the store was unreachable and to ask again, so the question was answered
+late, or twice. Such a put is withdrawn: a mark under its own id, set as soon as Redis takes it (sent
+while Redis is still frozen, it is read before any worker can look), and a worker never runs a
+withdrawn job.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ import asyncio
 import json
 import logging
 import threading
+import uuid
 from dataclasses import dataclass
 
 import redis
@@ -32,6 +39,8 @@ log = logging.getLogger("datathread.workers")
 GROUP = "workers"
 PUT_DEADLINE_S = 1.0  # queueing a job, inside the platform's ack (Slack: 3 s)
 QUICK, TURNS = "dt:jobs:quick", "dt:jobs:turns"
+WITHDRAWN = "dt:jobs:withdrawn:"  # + a put's id: its thread was told it could not be queued
+WITHDRAW_FOR_S = 600.0  # how long a web process keeps trying to withdraw a put that timed out
 
 
 # XACK answers 1 only to the first to ack a pending entry, so the lost job is queued once; a script,
@@ -51,6 +60,7 @@ class Taken:
     stream: str
     entry_id: str
     job: TurnJob | None  # None: an entry that is not a job (logged and acked)
+    put_id: str = ""  # names its withdrawal mark (entries queued before puts had ids have none)
 
 
 def _decode(stream: str, entry_id, fields: dict | None) -> Taken:
@@ -65,7 +75,8 @@ def _decode(stream: str, entry_id, fields: dict | None) -> Taken:
     except (ValueError, KeyError, TypeError):
         log.warning("dropping a malformed job entry %s", entry_id)
     key = entry_id.decode() if isinstance(entry_id, bytes) else str(entry_id)
-    return Taken(stream=stream, entry_id=key, job=job)
+    put_id = (fields or {}).get(b"put", b"")
+    return Taken(stream=stream, entry_id=key, job=job, put_id=put_id.decode(errors="replace"))
 
 
 # > the longest blocking read (`take`'s block_ms) and a Redis's own pauses (a fork for BGSAVE): a read
@@ -85,6 +96,7 @@ class RedisJobs:
         # ever, and a stopping worker's read is dropped sooner than that (core/runner_worker.py).
         self.r = fail_fast_client(url, socket_timeout=SOCKET_TIMEOUT_S)
         self._settle = self.r.register_script(_SETTLE)
+        self._withdrawing: set[asyncio.Task] = set()
 
     async def prepare(self) -> None:
         """Create the streams and the group once (BUSYGROUP: another replica did)."""
@@ -97,13 +109,36 @@ class RedisJobs:
 
     async def put(self, job: TurnJob) -> None:
         """Queue `job`, or raise a RedisError within `PUT_DEADLINE_S` (Slack wants its ack in 3 s).
-        A put cut at the deadline may still land; the job then runs and its thread also hears the
-        store was slow: better than a lost ack and Slack's retries."""
+        A put cut at the deadline may still land: it is withdrawn (see the module's docstring), as
+        its thread is told it could not be queued."""
+        put_id = uuid.uuid4().hex
         try:
             async with asyncio.timeout(PUT_DEADLINE_S):
-                await self.r.xadd(QUICK if job.quick else TURNS, {"job": json.dumps(job.to_dict())})
+                entry = {"job": json.dumps(job.to_dict()), "put": put_id}
+                await self.r.xadd(QUICK if job.quick else TURNS, entry)
         except TimeoutError:
+            task = asyncio.create_task(self._withdraw(put_id), name="datathread-withdraw-job")
+            self._withdrawing.add(task)
+            task.add_done_callback(self._withdrawing.discard)
             raise redis.TimeoutError(f"no answer within {PUT_DEADLINE_S:g} s") from None
+
+    async def _withdraw(self, put_id: str) -> None:
+        """Mark a timed-out put withdrawn, trying until Redis takes it (or WITHDRAW_FOR_S has passed)."""
+        deadline, pause = asyncio.get_running_loop().time() + WITHDRAW_FOR_S, 0.5
+        while True:
+            try:
+                await self.r.set(WITHDRAWN + put_id, "1", ex=3600)
+                return
+            except (redis.RedisError, OSError) as exc:
+                if asyncio.get_running_loop().time() > deadline:
+                    log.warning("a job that could not be queued was not withdrawn (%s)", redis_reason(exc))
+                    return
+            await asyncio.sleep(pause)
+            pause = min(pause * 2, 10.0)
+
+    async def withdrawn(self, taken: Taken) -> bool:
+        """Whether the web process gave this entry up (its thread was told to ask again)."""
+        return bool(taken.put_id) and bool(await self.r.exists(WITHDRAWN + taken.put_id))
 
     async def take(self, consumer: str, *, turns: bool, block_ms: int) -> list[Taken]:
         """New entries for `consumer`: quick ones always, turns only when it has room for one."""
@@ -152,6 +187,8 @@ class RedisJobs:
         return out
 
     async def close(self) -> None:
+        for task in self._withdrawing:
+            task.cancel()
         await self.r.aclose()
 
 

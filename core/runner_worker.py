@@ -186,7 +186,7 @@ class Worker:
                 outage.recovered()
                 for taken in found:
                     held[taken.entry_id] = taken
-                    if taken.job is None:
+                    if taken.job is None or await _withdrawn(jobs, taken):
                         await self._release(jobs, held, taken)
                         continue
                     self.start(taken.job, lambda t=taken: self._release(jobs, held, t))
@@ -209,6 +209,18 @@ class Worker:
             with contextlib.suppress(Exception):
                 for taken in await jobs.reclaim(consumer, min_idle_ms=int(lost_after_s * 1000)):
                     await report_lost(jobs, taken)
+
+
+async def _withdrawn(jobs: RedisJobs, taken: Taken) -> bool:
+    """A job whose queueing timed out in the web process, landed late: its thread was told to ask
+    again, so it does not run (answered after all, it came late or twice)."""
+    try:
+        gone = await jobs.withdrawn(taken)
+    except (RedisError, OSError):
+        return False  # Redis just answered the take: run it rather than lose it
+    if gone:
+        log.info("not running a %s job queued after its thread was told it could not be", taken.job.kind)
+    return gone
 
 
 async def report_lost(jobs: RedisJobs, taken: Taken) -> bool:
