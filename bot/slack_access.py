@@ -7,9 +7,11 @@ later answers start from, export the thread or schedule it. Every such job asks 
 
 from __future__ import annotations
 
+from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot import slack_render as render
+from bot.slack_client import answer_via_response_url, cannot_post_here
 from core.events import IncomingMessage
 from core.thread import Threads
 
@@ -35,10 +37,28 @@ async def refused_click(threads: Threads, client: AsyncWebClient, p: dict) -> bo
     denial = threads.refused(clicker(p))
     if denial is None:
         return False
-    await client.chat_postEphemeral(
-        channel=p["channel"],
-        user=p["user"],
-        thread_ts=p.get("thread_ts") or None,
-        text=f":warning: {render.escape(denial)}",
-    )
+    await tell_clicker(client, p, {"text": f":warning: {render.escape(denial)}"})
     return True
+
+
+async def tell_clicker(client: AsyncWebClient, p: dict, msg: dict) -> None:
+    """`msg` to the person who clicked alone, in the thread of what they clicked. chat.postEphemeral
+    needs the bot in the channel, but a private `/ask` answer carries buttons where it is not: a click
+    there was refused (`not_in_channel`), a traceback in the log and nothing for the person. The
+    click's own response_url reaches them wherever they clicked (as a slash command's does)."""
+    try:
+        await client.chat_postEphemeral(
+            channel=p["channel"], user=p["user"], thread_ts=p.get("thread_ts") or None, **msg
+        )
+    except SlackApiError as exc:
+        if not (cannot_post_here(exc) and p.get("response_url")):
+            raise
+        await answer_via_response_url(
+            client,
+            p["response_url"],
+            what=f"The reply to {p['user']}'s click in {p['channel']}",
+            response_type="ephemeral",
+            replace_original=False,
+            text=msg.get("text", ""),
+            blocks=msg.get("blocks"),
+        )

@@ -88,6 +88,7 @@ def action_payload(body: dict, action: dict) -> dict:
         "action": action["action_id"],
         "value": action.get("value") or (action.get("selected_option") or {}).get("value", ""),
         "user": body["user"]["id"],
+        "response_url": body.get("response_url", ""),  # reaches the clicker where the bot is no member
         "team": (body.get("team") or {}).get("id", ""),
         "channel": container.get("channel_id") or (body.get("channel") or {}).get("id", ""),
         "thread_ts": container.get("thread_ts")

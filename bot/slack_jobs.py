@@ -14,7 +14,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot import slack_render as render
 from bot.schedule_slack import slack_user_tz
-from bot.slack_access import clicker, refused_click
+from bot.slack_access import clicker, refused_click, tell_clicker
 from bot.slack_client import SharedClient, SlackCallFailed, answer_via_response_url, failure_words
 from bot.slack_confirm import build_confirmer
 from bot.slack_progress import SlackProgress
@@ -292,7 +292,7 @@ async def run_action(state: AppState, client: AsyncWebClient, p: dict) -> None:
         value = "up" if p["action"] == render.ACTION_FEEDBACK_UP else "down"
         messages = render.answer_messages(await threads.vote(record, user_id=p["user"], value=value))
     for msg in messages:
-        await _ephemeral(client, p, msg)
+        await tell_clicker(client, p, msg)
 
 
 async def run_export(state: AppState, client: AsyncWebClient, p: dict) -> None:
@@ -301,17 +301,17 @@ async def run_export(state: AppState, client: AsyncWebClient, p: dict) -> None:
         return
     record = await state.threads.turn(p["value"], channel_id=p["channel"])
     if record is None:
-        await _ephemeral(client, p, {"text": "I no longer have that conversation."})
+        await tell_clicker(client, p, {"text": "I no longer have that conversation."})
         return
     session_id = record["session_id"]
     if p.get("ephemeral") or is_private_session(record):
         # A private answer's session must never be uploaded into the channel for everyone to see.
-        await _ephemeral(client, p, {"text": "Private answers can't be exported into the channel."})
+        await tell_clicker(client, p, {"text": "Private answers can't be exported into the channel."})
         return
     try:
         data = await state.threads.export_notebook(session_id)
     except NothingToExport as exc:
-        await _ephemeral(client, p, {"text": render.escape(str(exc))})
+        await tell_clicker(client, p, {"text": render.escape(str(exc))})
         return
     await client.files_upload_v2(
         channel=p["channel"],
@@ -326,12 +326,6 @@ def is_private_session(record: dict) -> bool:
     """True when the turn belongs to someone's `/ask private` session (keyed `private:<user>`)."""
     key = (record.get("team_id") or "", record.get("channel_id") or "", f"private:{record.get('user_id')}")
     return record.get("session_id") == session_id_for("slack", key)
-
-
-async def _ephemeral(client: AsyncWebClient, p: dict, msg: dict) -> None:
-    await client.chat_postEphemeral(
-        channel=p["channel"], user=p["user"], thread_ts=p.get("thread_ts") or None, **msg
-    )
 
 
 async def publish_home(state: AppState, client: AsyncWebClient, p: dict) -> None:
