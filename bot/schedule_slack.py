@@ -20,7 +20,7 @@ from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot import slack_render as render
-from bot.slack_access import refused_click
+from bot.slack_access import refused_click, tell_clicker
 from bot.slack_client import SlackCallFailed, quick
 from bot.slack_confirm import build_confirmer
 from bot.slack_progress import SlackProgress
@@ -133,6 +133,7 @@ async def schedule_command(ack, submit, command: dict, text: str) -> None:
     """`/ask schedule weekly mon 09:00 …`: ack at once, set it up after (parse, confirm, create)."""
     await ack(text=":spiral_calendar_pad: Setting up your schedule…")
     payload = {"team": command["team_id"], "channel": command["channel_id"], "user": command["user_id"]}
+    payload["response_url"] = command.get("response_url", "")  # where the bot is not a member
     await submit(TurnJob(kind=JOB_SCHEDULE_COMMAND, payload={**payload, "text": text}, quick=True))
 
 
@@ -163,8 +164,12 @@ async def _propose(
     state: AppState, client: AsyncWebClient, p: dict, *, cron: str, question: str, sql: str = ""
 ) -> None:
     threads = state.threads
-    target = SlackTarget(
-        channel=p["channel"], thread_ts="", team_id=p["team"], user_id=p["user"], private=True
+    target = SlackTarget(  # in the thread of the answer whose "Schedule…" was picked, if any
+        channel=p["channel"],
+        thread_ts=p.get("thread_ts") or "",
+        team_id=p["team"],
+        user_id=p["user"],
+        private=True,
     )
     tz = await slack_user_tz(client, threads, p["team"], p["user"]) or state.settings.default_tz
     sentence = await propose_new(
@@ -183,7 +188,9 @@ async def _propose(
 
 
 async def _tell(client: AsyncWebClient, p: dict, sentence: str) -> None:
+    """To the asker alone, where they are: the thread of the answer they scheduled (it landed in the
+    channel, away from it), or through the response_url where the bot may not post."""
     try:
-        await client.chat_postEphemeral(channel=p["channel"], user=p["user"], text=render.escape(sentence))
+        await tell_clicker(client, p, {"text": render.escape(sentence)})
     except SlackClientError as exc:
         log.warning("the schedule reply for %s in %s did not reach them: %s", p["user"], p["channel"], exc)

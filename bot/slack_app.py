@@ -26,6 +26,7 @@ from starlette.routing import Route
 from bot import slack_render as render
 from bot.schedule_slack import JOB_SCHEDULE_ANSWER, schedule_command
 from bot.slack_client import SharedClient
+from bot.slack_confirm import remember_click
 from bot.slack_http import events_endpoint
 from bot.slack_identity import KnownBot
 from bot.slack_jobs import (
@@ -224,6 +225,8 @@ def build_bolt_app(state: AppState, identity: dict | None = None) -> AsyncApp:
         await ack()
         # Straight into the shared store: the turn waiting for it may run in another process.
         run = action["action_id"] == render.ACTION_CONFIRM_RUN
+        if (body.get("container") or {}).get("is_ephemeral"):  # for the turn to replace its buttons
+            await remember_click(state.threads, action["value"], body.get("response_url", ""))
         result = await state.threads.answer_confirmation(
             action["value"], ConfirmAnswer.RUN if run else ConfirmAnswer.CANCEL, user_id=body["user"]["id"]
         )

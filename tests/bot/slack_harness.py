@@ -83,10 +83,19 @@ class Harness:
         return await self.form(fields)
 
     async def click(
-        self, action_id: str, value: str, *, channel: str = "C0001", thread_ts: str = "", user: str = "U0002"
+        self,
+        action_id: str,
+        value: str,
+        *,
+        channel: str = "C0001",
+        thread_ts: str = "",
+        user: str = "U0002",
+        ephemeral: bool = False,
     ):
+        """Click a button; `ephemeral`: on a message only the clicker sees (Slack then sends no
+        `message`, and the container says `is_ephemeral`)."""
         action = {"action_id": action_id, "value": value, "type": "button", "block_id": "b"}
-        return await self._act(action, channel=channel, thread_ts=thread_ts, user=user)
+        return await self._act(action, channel=channel, thread_ts=thread_ts, user=user, ephemeral=ephemeral)
 
     async def select(
         self, action_id: str, value: str, *, channel: str = "C0001", thread_ts: str = "", user: str = "U0002"
@@ -96,7 +105,7 @@ class Harness:
         action = {"action_id": action_id, "type": "static_select", "block_id": "b", "selected_option": option}
         return await self._act(action, channel=channel, thread_ts=thread_ts, user=user)
 
-    async def _act(self, action: dict, *, channel: str, thread_ts: str, user: str):
+    async def _act(self, action: dict, *, channel: str, thread_ts: str, user: str, ephemeral: bool = False):
         payload = {
             "type": "block_actions",
             "team": {"id": TEAM_ID},
@@ -114,6 +123,9 @@ class Harness:
             "message": {"ts": "9.9", "thread_ts": thread_ts},
             "actions": [action],
         }
+        if ephemeral:
+            payload["container"]["is_ephemeral"] = True
+            del payload["message"]
         return await self.form({"payload": json.dumps(payload)})
 
     async def drain(self) -> None:

@@ -225,7 +225,7 @@ async def test_slash_schedule_asks_create_or_cancel_in_the_askers_time_zone(sett
             )
             assert f"Created schedule {s.id}" in api.of("chat.postEphemeral")[-1].args["text"]
             assert not fake_model.requests  # parsed without the model
-            # the ephemeral buttons stay: a second click is told, not met with silence (nor a second one)
+            # a late click (a client still showing the buttons) is told, not met with silence (nor a second one)
             await harness.click(
                 slack_render.ACTION_CONFIRM_RUN, create["value"], channel="C0042", user="U0001"
             )
@@ -263,11 +263,23 @@ async def test_schedule_under_an_answer_reposts_its_question_after_create(settin
             api.clear()
             await harness.select(slack_render.ACTION_SCHEDULE, monday, thread_ts="500.1", user="U0003")
             create, _ = await confirm_buttons(api)  # the job waits for the click: no drain before it
-            prompt = json.dumps(api.of("chat.postEphemeral")[0].args["blocks"])
+            asked = api.of("chat.postEphemeral")[0].args
+            prompt = json.dumps(asked["blocks"])
             assert "`0 9 * * mon` (America/New_York)" in prompt and "delays by carrier" in prompt
+            assert asked["thread_ts"] == "500.1"  # in the answer's thread (it landed in the channel)
             assert await book.list() == []  # nothing exists before Create
-            await harness.click(slack_render.ACTION_CONFIRM_RUN, create["value"], user="U0003")
+            await harness.click(
+                slack_render.ACTION_CONFIRM_RUN,
+                create["value"],
+                thread_ts="500.1",
+                user="U0003",
+                ephemeral=True,
+            )
             await harness.drain()
+            # the question is replaced with its outcome through the click's response_url: no live buttons
+            [replaced] = [c.args for c in api.calls if c.method.startswith("/response/")]
+            assert replaced["replace_original"] is True and "blocks" not in replaced
+            assert "delays by carrier" in replaced["text"] and "Creating it." in replaced["text"]
             [s] = await book.list()
             assert (s.cron, s.tz, s.channel, s.owner, s.question, s.sql) == (
                 "0 9 * * mon",
@@ -277,7 +289,8 @@ async def test_schedule_under_an_answer_reposts_its_question_after_create(settin
                 "delays by carrier",
                 DELAYS,
             )
-            assert f"Created schedule {s.id}" in api.of("chat.postEphemeral")[-1].args["text"]
+            created = api.of("chat.postEphemeral")[-1].args
+            assert f"Created schedule {s.id}" in created["text"] and created["thread_ts"] == "500.1"
     finally:
         api.stop()
 
