@@ -125,6 +125,7 @@ async def admit(
         "follow_up_only": not mentioned and event.get("channel_type") != "im",
         "is_direct": event.get("channel_type") == "im",
         "files": [str(f.get("name") or "a file") for f in event.get("files") or []][:5],
+        "said_nothing": not strip_mention(event.get("text", ""), bot_user_id),  # files alone: not "help"
     }
     await state.runner.submit(TurnJob(kind=JOB_MESSAGE, payload=payload))
 
@@ -139,7 +140,7 @@ async def run_message(state: AppState, client: AsyncWebClient, p: dict) -> None:
     if not await threads.claim(f"slack:msg:{p['channel']}:{p['ts']}"):
         return  # the other half of an app_mention + message pair
     keys = ("team", "channel", "user", "text", "thread_ts", "ts")  # ts: names the answer's stream
-    extra = {"is_direct": bool(p.get("is_direct")), "files": p.get("files") or []}
+    extra = {k: p.get(k) for k in ("is_direct", "files", "said_nothing")}
     await run_turn(state, client, {**{k: p[k] for k in keys}, **extra})
 
 

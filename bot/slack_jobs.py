@@ -76,6 +76,8 @@ def _bind(handler, state: AppState, shared: SharedClient):
 async def run_turn(state: AppState, client: AsyncWebClient, p: dict) -> None:
     """One question → one turn, with progress, files and the answer in the thread."""
     threads = state.threads
+    if p.get("files") and p.get("said_nothing"):  # a screenshot or a CSV alone: not a question
+        return await tell_unread(client, p)
     private, thread_ts, note = bool(p.get("private")), p.get("thread_ts") or "", ""
     if (p.get("slash") and is_local(p["text"])) or threads.refused(clicker(p)):
         private = True  # help, or a refusal: for the person alone (a mention's refusal was streamed publicly)
@@ -113,7 +115,7 @@ async def run_turn(state: AppState, client: AsyncWebClient, p: dict) -> None:
         response_url=p.get("response_url", ""),
     )
     message = IncomingMessage(
-        text=p["text"],
+        text=with_unread(p["text"], p.get("files") or []),
         surface="slack",
         thread_key=key,
         user_id=p["user"],
@@ -125,14 +127,37 @@ async def run_turn(state: AppState, client: AsyncWebClient, p: dict) -> None:
     sink = SlackProgress(client, target, threads.read_artifact, on_stream=_stream_noter(threads, p))
     if note:
         sink.notes.append(note.strip("_"))
-    if p.get("files"):  # they were silently left out of the question
-        names = ", ".join(f"`{render.inert(name)}`" for name in p["files"])
-        sink.notes.append(
-            f"I can't read files attached in Slack ({names}): put the data in the warehouse, or in an S3 "
-            "bucket I may read, and ask again."
-        )
+    if p.get("files"):  # the model was told; this says what to do instead
+        sink.notes.append(unread_note(p["files"]))
     confirm = build_confirmer(client, target, threads)
     await state.analyst.handle(message, sink, confirm=confirm)
+
+
+def unread_note(files: list[str]) -> str:
+    """What the person is told about files attached to their message, which are not read."""
+    names = ", ".join(f"`{render.inert(name)}`" for name in files)
+    return (
+        f"I can't read files attached in Slack ({names}): put the data in the warehouse, or in an S3 "
+        "bucket I may read, and ask again."
+    )
+
+
+def with_unread(text: str, files: list[str]) -> str:
+    """The question as the model gets it: told that files came with it, which it cannot read. It got
+    the words alone ("what's the total in this file?") and answered as if it had looked."""
+    if not files:
+        return text
+    names = ", ".join(f"`{name}`" for name in files)
+    return f"{text}\n\n(I attached files in Slack, which you cannot open or read: {names}.)"
+
+
+async def tell_unread(client: AsyncWebClient, p: dict) -> None:
+    """A message with files and no words (a colleague's screenshot in the thread, a CSV dropped in the
+    DM) got the whole help text and the note: now the note alone, in its thread, and no turn."""
+    with contextlib.suppress(SlackClientError):
+        await client.chat_postMessage(
+            channel=p["channel"], thread_ts=p.get("thread_ts") or None, text=unread_note(p["files"])
+        )
 
 
 def _stream_key(p: dict) -> str | None:
