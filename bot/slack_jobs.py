@@ -50,6 +50,16 @@ NOT_IN_CHANNEL = (
 )
 
 
+def answered_privately(refused: SlackApiError) -> str:
+    """Why a slash command's answer is for the asker alone, in Slack's reason: a read-only channel
+    the bot is a member of was told "I'm not a member of this channel… invite me", which nobody
+    could act on."""
+    if refused.response.get("error") == "not_in_channel":
+        return NOT_IN_CHANNEL
+    why = failure_words(refused, for_people=True)
+    return f"_I can't post in this channel ({why}), so only you can see this answer._"
+
+
 def register_jobs(state: AppState, shared: SharedClient) -> None:
     """Name the handlers of every Slack job kind on the state's runner (here and on remote workers)."""
     handlers = {
@@ -88,7 +98,7 @@ async def run_turn(state: AppState, client: AsyncWebClient, p: dict) -> None:
             log.info(
                 "slash command in %s: cannot post (%s); answering privately", p["channel"], failure_words(exc)
             )
-            private, note = True, NOT_IN_CHANNEL
+            private, note = True, answered_privately(exc)
         except SlackCallFailed as exc:  # its response_url may still reach the person
             log.warning(
                 "slash command in %s: question not posted (%s); answering privately", p["channel"], exc

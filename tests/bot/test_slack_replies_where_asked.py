@@ -122,3 +122,22 @@ async def test_files_without_words_get_the_note_alone(slack, model):
         assert said["text"].startswith(f"I can't read files attached in Slack (`{name}`)")
         assert (said["channel"], said["thread_ts"]) == (event["channel"], event.get("thread_ts", event["ts"]))
     assert len(model.requests) == asked
+
+
+async def test_ask_where_slack_refuses_the_question_says_slacks_reason(slack, model):
+    """`/ask` in a read-only channel the bot is a member of: its answer came privately with "I'm not a
+    member of this channel… Invite me with /invite @datathread", which was not why, and no invitation
+    helps."""
+    api = slack.api
+    for refusal, said in (
+        ("restricted_action_read_only_channel", "I can't post in this channel (this channel is read-only)"),
+        ("not_in_channel", "I'm not a member of this channel"),
+    ):
+        api.clear()
+        api.fail_methods["chat.postMessage"] = refusal
+        model.enqueue(text("336,776 flights."))
+        await slack.command("how many flights?", channel="C0READ")
+        await slack.drain()
+        answer = json.dumps(responses(api)[-1])
+        assert "336,776 flights." in answer and said in answer
+        assert ("/invite" in answer) is (refusal == "not_in_channel")
