@@ -110,8 +110,9 @@ async def run_turn(state: AppState, client: AsyncWebClient, p: dict) -> None:
         base = (p["team"], p["channel"], "dm")
         if is_reset(p["text"]):
             await threads.reset("slack", base)
-            with contextlib.suppress(SlackClientError):
-                await client.chat_postMessage(channel=p["channel"], text=FRESH_START)
+            typed_in = p.get("thread_ts") if p.get("thread_ts") != p.get("ts") else None
+            with contextlib.suppress(SlackClientError):  # where it was typed: top level, or the thread
+                await client.chat_postMessage(channel=p["channel"], thread_ts=typed_in, text=FRESH_START)
             return
         key = await threads.current_key("slack", base, idle_reset=True)
     else:

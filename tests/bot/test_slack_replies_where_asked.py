@@ -141,3 +141,21 @@ async def test_ask_where_slack_refuses_the_question_says_slacks_reason(slack, mo
         answer = json.dumps(responses(api)[-1])
         assert "336,776 flights." in answer and said in answer
         assert ("/invite" in answer) is (refusal == "not_in_channel")
+
+
+async def test_reset_in_the_dms_thread_is_answered_in_that_thread(slack, model):
+    """`reset` typed in the thread under an answer in the DM (the assistant view) was answered at the
+    DM's top level, away from where the person typed; typed top-level, it stays top-level."""
+    api = slack.api
+    model.enqueue(text("1,458 airports."))
+    await slack.event(message("how many airports?", ts="730.1", channel="D0002", channel_type="im"))
+    await slack.drain()
+    for event, thread in (
+        (message("reset", ts="730.2", thread_ts="730.1", channel="D0002", channel_type="im"), "730.1"),
+        (message("reset", ts="730.3", channel="D0002", channel_type="im"), None),
+    ):
+        api.clear()
+        await slack.event(event)
+        await slack.drain()
+        [fresh] = api.of("chat.postMessage")
+        assert "fresh conversation" in fresh.args["text"] and fresh.args.get("thread_ts") == thread
