@@ -22,7 +22,7 @@ from bot.slack_target import SlackTarget
 from bot.surface import AppState
 from core.events import IncomingMessage
 from core.help import FRESH_START, is_local, is_reset
-from core.runner import STORE_DOWN, STORE_DOWN_TEXT, WHY, TurnJob
+from core.runner import ERROR_ID, STORE_DOWN, STORE_DOWN_TEXT, WHY, TurnJob
 from core.runner_worker import lost_kind
 from core.sessions import StoreUnavailable, session_id_for
 from core.thread import NOTEBOOK_NAME, NOTEBOOK_TITLE, Threads
@@ -250,8 +250,9 @@ async def tell_stopped(state: AppState, client: AsyncWebClient, p: dict) -> None
 async def _tell_stopped(state: AppState, client: AsyncWebClient, p: dict) -> None:
     if p.get(WHY) == STORE_DOWN:
         return await tell_store_down(client, p)
+    said = render.failure_text(STOPPED.removeprefix(":warning: "), p.get(ERROR_ID, ""))  # the log line's id
     if p.get("private"):
-        await client.chat_postEphemeral(channel=p["channel"], user=p["user"], text=STOPPED)
+        await client.chat_postEphemeral(channel=p["channel"], user=p["user"], text=said)
         return
     thread_ts = p.get("thread_ts") or ""
     if p.get("slash") and not thread_ts:
@@ -260,7 +261,7 @@ async def _tell_stopped(state: AppState, client: AsyncWebClient, p: dict) -> Non
                 client, state.threads, p
             )
         except SlackApiError:  # not a member of the channel: the answer would have been private
-            await client.chat_postEphemeral(channel=p["channel"], user=p["user"], text=STOPPED)
+            await client.chat_postEphemeral(channel=p["channel"], user=p["user"], text=said)
             return
     stream = None
     if key := _stream_key(p):
@@ -268,13 +269,13 @@ async def _tell_stopped(state: AppState, client: AsyncWebClient, p: dict) -> Non
             stream = await state.threads.noted(key)
     if stream:
         try:  # the answer's stream, left open by the worker that died: ended with the notice
-            await client.chat_stopStream(channel=p["channel"], ts=stream, markdown_text=STOPPED)
+            await client.chat_stopStream(channel=p["channel"], ts=stream, markdown_text=said)
             return
         except SlackApiError as exc:  # no longer streaming (Slack ended it): the notice as a message
             log.info(
                 "slack: the stream %s could not be ended (%s); posting the notice", stream, failure_words(exc)
             )
-    await client.chat_postMessage(channel=p["channel"], thread_ts=thread_ts or None, text=STOPPED)
+    await client.chat_postMessage(channel=p["channel"], thread_ts=thread_ts or None, text=said)
 
 
 async def tell_store_down(client: AsyncWebClient, p: dict) -> None:

@@ -27,7 +27,7 @@ from bot.teams_progress import TeamsOut, TeamsSink
 from bot.transcript import confirmation_said
 from core.events import ConfirmRequest, IncomingMessage
 from core.help import FRESH_START, is_reset
-from core.runner import STORE_DOWN, STORE_DOWN_TEXT, WHY, TurnJob
+from core.runner import ERROR_ID, STORE_DOWN, STORE_DOWN_TEXT, WHY, TurnJob
 from core.schedules_tool import from_answer, propose_new
 from core.thread import (
     CONFIRM_EXPIRED,
@@ -83,7 +83,8 @@ async def run_lost(bot: TeamsBot, state: AppState, job: TurnJob) -> None:
     hears that its answer stopped, or could not start."""
     del state
     activity = Activity().deserialize(job.payload["activity"])
-    text = STORE_UNREACHABLE if job.payload.get(WHY) == STORE_DOWN else STOPPED
+    stopped = f"{STOPPED} (error id `{job.payload[ERROR_ID]}`)" if job.payload.get(ERROR_ID) else STOPPED
+    text = STORE_UNREACHABLE if job.payload.get(WHY) == STORE_DOWN else stopped
     if activity.type == ActivityTypes.message and (activity.text or "").strip():
         # short: at shutdown this has TELL_LOST_S in all, and a silent Bot Connector must not take them
         await _continue(bot, activity, lambda out: out.send(text, short=True))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -46,6 +47,7 @@ LOST = "runner.lost"  # a job whose process ended before it did: its surface say
 LOST_SUFFIX = ".lost"
 TELL_LOST_S = 10.0  # how long telling one thread that its answer stopped may take at shutdown
 WHY = "why"  # the lost handler's payload key saying why the job did not finish (absent: its process ended)
+ERROR_ID = "error_id"  # the lost handler's payload key: the id of the log line saying where it stopped
 STORE_DOWN = "store"  # …because the session store (or Redis under the job queue) was unreachable
 STORE_DOWN_TEXT = (
     "I can't answer right now: my session store is unreachable. Please ask again in a few minutes."
@@ -69,17 +71,39 @@ async def tell_lost(handlers: dict[str, JobHandler], job: TurnJob, *, why: str =
     original = (job.payload.get("job") or {}) if job.kind == LOST else job.to_dict()
     kind = str(original.get("kind", ""))
     handler = handlers.get(lost_kind(kind))
-    if handler is None:
-        if not why:
-            log.warning("a %s job stopped with its process; no one to tell", kind)
-        return
     payload = {**(original.get("payload") or {}), **({WHY: why} if why else {})}
+    if not why:  # the process ended: an id the thread shows and this line carries, and where it was
+        payload[ERROR_ID] = uuid.uuid4().hex[:8]
+        told = "telling its thread" if handler else "no one to tell"
+        log.warning(
+            "a %s job stopped with its process (%s) error_id=%s; %s",
+            kind,
+            job_where(payload),
+            payload[ERROR_ID],
+            told,
+        )
+    if handler is None:
+        return
     try:
         await handler(TurnJob(kind=lost_kind(kind), payload=payload, quick=True))
     except StoreUnavailable as exc:  # the store is down: its sentence, not a traceback
         log.warning("could not tell a %s job's thread that it stopped: %s", kind, exc)
     except Exception:
         log.exception("could not tell a %s job's thread that it stopped", kind)
+
+
+def job_where(payload: dict) -> str:
+    """Where a job's answer was going, for a log line: a Slack job's team, channel, thread and person,
+    a Teams activity's conversation and sender (a lost turn's line named nothing to look for)."""
+    activity = payload.get("activity") if isinstance(payload.get("activity"), dict) else None
+    if activity is not None:
+        parts = {
+            "conversation": (activity.get("conversation") or {}).get("id"),
+            "user": (activity.get("from") or {}).get("aadObjectId") or (activity.get("from") or {}).get("id"),
+        }
+    else:
+        parts = {k: payload.get(k) for k in ("team", "channel", "thread_ts", "user")}
+    return " ".join(f"{k}={v}" for k, v in parts.items() if v) or "no thread"
 
 
 async def tell_store_down(handlers: dict[str, JobHandler], job: TurnJob, exc: Exception) -> None:

@@ -228,9 +228,7 @@ async def report_lost(jobs: RedisJobs, taken: Taken) -> bool:
     itself lost is dropped). True when this call reported it."""
     lost = lost_job(taken.job) if taken.job is not None and taken.job.kind != LOST else None
     reported = await jobs.settle(taken, lost)
-    if reported and lost is not None:
-        log.warning("a %s job stopped with its worker; telling the thread", lost.payload["job"]["kind"])
-    return reported
+    return reported  # telling the thread logs where it was (`tell_lost`)
 
 
 async def _unless_stopping(call: Awaitable[T], closed: asyncio.Task) -> tuple[bool, T | None]:

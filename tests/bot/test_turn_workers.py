@@ -8,7 +8,9 @@ import asyncio
 import contextlib
 import io
 import json
+import logging
 import os
+import re
 import signal
 import threading
 import time
@@ -163,15 +165,19 @@ async def test_teams_hears_when_the_worker_running_its_question_died(settings):
                 assert lost.kind == LOST and lost.quick
                 await Worker(runner, io.BytesIO(), slots=1).run(lost)  # what a live worker does with it
             sent = connector.sent()
-            assert [m["text"] for m in sent] == [TEAMS_STOPPED]
+            assert len(sent) == 1 and re.fullmatch(
+                re.escape(TEAMS_STOPPED) + r" \(error id `[0-9a-f]{8}`\)", sent[0]["text"]
+            )
             assert sent[0]["conversation"]["id"] == THREAD
     finally:
         connector.stop()
 
 
-async def test_a_lost_follow_up_in_a_thread_the_bot_is_not_part_of_stays_silent(settings, api):
+async def test_a_lost_follow_up_in_a_thread_the_bot_is_not_part_of_stays_silent(settings, api, caplog):
     """Slack's lost-message handler: a plain message in a thread datathread never joined would have
-    been ignored, so its lost job says nothing; a mention is told the answer stopped, in its thread."""
+    been ignored, so its lost job says nothing; a mention is told the answer stopped, in its thread,
+    with an error id that the log line saying where it stopped carries too (that line named nothing:
+    an operator could not find which thread, person or turn it was)."""
     from bot.slack_jobs import JOB_MESSAGE
     from core.runner import TurnJob
     from core.runner_worker import Worker, lost_job
@@ -189,9 +195,13 @@ async def test_a_lost_follow_up_in_a_thread_the_bot_is_not_part_of_stays_silent(
         before = len(api.of("chat.postMessage"))
         await Worker(runner, io.BytesIO(), slots=1).run(message("100.2", follow_up_only=True))
         assert len(api.of("chat.postMessage")) == before  # ignored thread: nothing said
-        await Worker(runner, io.BytesIO(), slots=1).run(message("100.3", follow_up_only=False))
+        with caplog.at_level(logging.WARNING, logger="core.runner"):
+            await Worker(runner, io.BytesIO(), slots=1).run(message("100.3", follow_up_only=False))
         posted = api.of("chat.postMessage")[before:]
-        assert [(c.args["text"], c.args["thread_ts"]) for c in posted] == [(STOPPED, "100.1")]
+        assert [c.args["thread_ts"] for c in posted] == ["100.1"]
+        said = re.fullmatch(re.escape(STOPPED) + r" \(error id `([0-9a-f]{8})`\)", posted[0].args["text"])
+        assert said, posted[0].args["text"]
+        assert f"(team=T1 channel=C1 thread_ts=100.1 user=U1) error_id={said.group(1)}" in caplog.text
 
 
 @pytest.mark.parametrize("workers", [1, 0], ids=["in a worker", "in the web process"])
