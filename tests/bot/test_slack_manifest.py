@@ -22,6 +22,7 @@ METHOD_SCOPES: dict[str, set[str]] = {
     "chat_postMessage": {"chat:write"},
     "chat_postEphemeral": {"chat:write"},
     "chat_update": {"chat:write"},
+    "chat_delete": {"chat:write"},  # its own messages (a status the answer could not replace)
     "chat_startStream": {"chat:write"},
     "chat_appendStream": {"chat:write"},
     "chat_stopStream": {"chat:write"},
