@@ -7,10 +7,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from core.bigquery_cost import format_bytes
 from core.config import PLACEHOLDER_KEY, Settings, placeholder_key, provider_missing
 from core.daemon_thread import in_daemon_thread
 from core.redact import without_login
@@ -18,6 +20,7 @@ from core.s3 import parse_roots, refuse_web_pages
 from core.wording import os_reason
 
 CHECK_TIMEOUT_S = 2.5  # each network call's own timeout
+MIN_FREE_BYTES = 200 * 2**20  # less: a step's files, a log rotation or a notebook may not fit
 Status = Literal["ok", "fail", "off", "unchecked"]
 
 
@@ -299,9 +302,27 @@ async def check_modal(settings: Settings) -> Check:
     return Check("modal", "ok" if ok else "fail", detail)
 
 
+async def check_disk(settings: Settings) -> Check:
+    """Free space where workspaces, logs and the SQLite store live: on a full disk doctor said every
+    part was ok, and questions then failed (a step's files, the log) with nothing pointing there."""
+    home = settings.home.resolve()
+    existing = next((p for p in (home, *home.parents) if p.exists()), home)
+    try:
+        free = shutil.disk_usage(existing).free
+    except OSError as exc:
+        return Check("disk", "fail", f"{home}: {os_reason(exc) or exc}")
+    said = f"{format_bytes(free)} free under {home}"
+    if free < MIN_FREE_BYTES:
+        return Check(
+            "disk", "fail", f"only {said}: steps' files, the log and answers will fail; free some space"
+        )
+    return Check("disk", "ok", said)
+
+
 ALL_CHECKS = (
     ("model", check_model),
     ("session store", check_store),
+    ("disk", check_disk),
     ("warehouse", check_warehouse),
     ("slack", check_slack),
     ("teams", check_teams),

@@ -18,6 +18,7 @@ import typer
 
 from core.config import Settings
 from core.redact import install_log_redaction
+from core.wording import os_reason
 
 LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -58,6 +59,34 @@ def log_file(settings: Settings) -> Path:
     return settings.home / "logs" / "datathread.log"
 
 
+class LogFile(logging.handlers.RotatingFileHandler):
+    """The log file, which says once when it cannot be written (a full disk, a removed folder) and
+    once when it can again: logging's default printed a ~90-line "--- Logging error ---" traceback on
+    stderr for every record, four per question on a full disk."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.failing = False
+        self._failed_now = False
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self._failed_now = False
+        super().emit(record)
+        if self.failing and not self._failed_now:
+            self.failing = False
+            sys.stderr.write(f"datathread: the log file {self.baseFilename} is written again\n")
+
+    def handleError(self, record: logging.LogRecord) -> None:
+        self._failed_now = True
+        if not self.failing:
+            self.failing = True
+            why = os_reason(sys.exc_info()[1]) or "it failed"
+            sys.stderr.write(
+                f"datathread: could not write the log file {self.baseFilename} ({why}); "
+                "its records are lost until it can be written again\n"
+            )
+
+
 def setup_logging(settings: Settings, console_level: str | None) -> Path:
     """File handler at WARNING (or lower if asked); a stderr handler only for `console_level`.
 
@@ -76,7 +105,7 @@ def setup_logging(settings: Settings, console_level: str | None) -> Path:
         root.removeHandler(handler)  # set up twice in one process (tests): replace, don't stack
         handler.close()
     file_level = min(logging.WARNING, getattr(logging, console_level or "WARNING"))
-    to_file = logging.handlers.RotatingFileHandler(path, maxBytes=5_000_000, backupCount=3, encoding="utf-8")
+    to_file = LogFile(path, maxBytes=5_000_000, backupCount=3, encoding="utf-8")
     to_file.setLevel(file_level)
     to_file.setFormatter(logging.Formatter(FORMAT))
     handlers: list[logging.Handler] = [to_file]

@@ -371,3 +371,19 @@ def test_what_bounds_the_bill_is_listed_and_no_daily_model_budget_is_said_plainl
         "on",
         "100 GB a query, 500 GB a question, 50.0 GB per person, 5.0 TB per channel a day",
     )
+
+
+def test_a_home_without_room_fails_its_own_row(tmp_path, monkeypatch):
+    """A full disk under DATATHREAD_HOME: doctor said every part was ok (exit 0), and questions then
+    failed on a step's files and the log. The free space is its own row, failing below the minimum."""
+    from bot import doctor_checks
+
+    monkeypatch.chdir(tmp_path)
+    code, rows, _ = doctor(tmp_path, {"ANTHROPIC_API_KEY": ""})
+    status, detail = rows["disk"]
+    assert status == "ok" and detail.endswith(f"free under {tmp_path / 'home'}"), detail
+    monkeypatch.setattr(doctor_checks, "MIN_FREE_BYTES", 2**62)  # more than any disk here has free
+    code, rows, _ = doctor(tmp_path, {"ANTHROPIC_API_KEY": ""})
+    status, detail = rows["disk"]
+    assert code == 1 and status == "FAIL" and detail.startswith("only "), detail
+    assert detail.endswith("steps' files, the log and answers will fail; free some space"), detail

@@ -6,10 +6,13 @@ from __future__ import annotations
 
 import logging
 import stat
+from pathlib import Path
 
 import pytest
 
 from bot.log_setup import log_file, setup_logging
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
@@ -61,3 +64,29 @@ def test_a_proxy_login_in_the_claude_url_never_reaches_the_terminal_or_the_log(t
     logged = (home / "logs" / "datathread.log").read_text()
     assert "[redacted]@127.0.0.1" in result.stderr and "[redacted]@127.0.0.1" in logged, result.stderr
     assert "PROXYPASS99" not in result.stderr + result.stdout + logged
+
+
+def test_a_log_file_that_cannot_be_written_says_so_once_not_a_traceback_per_record(tmp_path):
+    """A full disk under DATATHREAD_HOME: every record became a ~90-line "--- Logging error ---"
+    traceback on stderr (four per question). Now one line says it, and one line when it works again."""
+    from tests.fakes.full_disk import run_python
+
+    code = (
+        "import logging, sys\n"
+        "from bot.log_setup import LogFile\n"
+        f"handler = LogFile({str(tmp_path / 'datathread.log')!r}, maxBytes=10_000_000, backupCount=1)\n"
+        "log = logging.getLogger('x'); log.addHandler(handler); log.propagate = False\n"
+        "for n in range(40):\n"
+        "    log.warning('record %d %s', n, 'x' * 200)\n"
+        "import resource\n"
+        "resource.setrlimit(resource.RLIMIT_FSIZE, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))\n"
+        "log.warning('room again')\n"
+        "handler.close()\n"
+    )
+    done = run_python(code, size=2_000, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    assert "Logging error" not in done.stderr and "Traceback" not in done.stderr, done.stderr
+    lines = done.stderr.splitlines()
+    assert len(lines) == 2 and lines[0].startswith("datathread: could not write the log file"), lines
+    assert "file too large" in lines[0]  # the system's reason (a full disk says "no space left on device")
+    assert lines[1].endswith("is written again") and "room again" in (tmp_path / "datathread.log").read_text()
