@@ -64,8 +64,10 @@ async def export_session(
 
         async with open_threads(settings) as threads:
             data = await threads.export_notebook(resolved)
-    except (NothingToExport, StoreUnavailable) as exc:
+    except NothingToExport as exc:
         _fail(str(exc).strip("'\""))
+    except StoreUnavailable as exc:  # a setting to fix (a Redis down, a password): 2, as every command
+        _fail(str(exc).strip("'\""), 2)
     if output == STDOUT:  # for a pipe (`| jq`, `> x.ipynb`): the notebook alone
         sys.stdout.buffer.write(data)
         sys.stdout.flush()

@@ -93,3 +93,14 @@ def test_a_schedules_record_is_not_exported_as_a_thread(home):
     result = invoke(["export", f"schedule:{sid.stdout.strip()}"], home)
     assert result.returncode == 2 and "is a schedule's record of changes, not a thread" in result.stderr
     assert not list(home.parent.glob("*.ipynb"))
+
+
+def test_an_unreachable_redis_is_a_bad_setting_as_for_every_command(home):
+    """`export` said the same sentence as `audit`, `schedule` and `ask` for a Redis nothing answers,
+    but exited 1 where they exit 2."""
+    from tests.fakes.redis_server import free_port
+
+    nothing = f"redis://127.0.0.1:{free_port()}/0"
+    result = invoke(["export", "te-abc", "-o", "-"], home, env={"REDIS_URL": nothing})
+    assert result.returncode == 2, (result.returncode, result.stderr)
+    assert "Redis at 127.0.0.1" in result.stderr and "Traceback" not in result.stderr
