@@ -229,10 +229,13 @@ class SlackProgress:
         async with self._appending:
             if self.mode != "stream" or not self.stream_ts or self.no_progress:
                 return
+            # Marked before looking, not only when something is sent: inside a code block or a table
+            # nothing can be shown yet, and every token rendered the whole answer again (an 82,000-
+            # character answer held the event loop for 47 s).
+            self.text_throttle.mark()
             new = self.text.ready()
             if not new:
                 return
-            self.text_throttle.mark()
             try:
                 for piece in render.split_rendered(new, render.STREAM_LIMIT):
                     await self.quick.chat_appendStream(

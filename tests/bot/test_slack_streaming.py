@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import threading
 
 import pytest
@@ -328,3 +329,24 @@ async def test_a_refused_stream_stop_does_not_post_the_answer_twice(slack, model
     assert not [p for p in posted if "16" in json.dumps(p.get("blocks", []))], posted  # not again
     [footer] = [p for p in posted if p.get("blocks")]
     assert footer["thread_ts"] == "341.1" and footer["blocks"][-1]["type"] == "actions"
+
+
+async def test_text_that_cannot_be_shown_yet_is_not_rendered_again_for_every_token(slack, model, monkeypatch):
+    """Inside a code block nothing can be shown until it closes, and each token rendered the whole
+    answer again to find that out: an 82,000-character answer held `serve`'s event loop for 47 s. The
+    text throttle now counts a look as an append: at most one look per interval, not one per token."""
+    from bot import slack_stream
+
+    looks = []
+    ready = slack_stream.StreamedText.ready
+    monkeypatch.setattr(slack_stream.StreamedText, "ready", lambda self: looks.append(1) or ready(self))
+    code = "\n".join(f"SELECT origin, dest, count(*) AS n_{i} FROM flights GROUP BY 1, 2" for i in range(100))
+    answer = f"The routes:\n\n```sql\n{code}\n```\n\nDone."
+    tokens = len(re.findall(r"\s*\S+\s*|\s+", answer))
+    model.token_delay_s = 0.003  # ~4 s of writing: past the text throttle's interval many times
+    model.enqueue(text(answer))
+    await slack.event(mention("every route as SQL", ts="342.1", channel="C0342"))
+    await slack.drain()
+    streamed = "".join(c.args.get("markdown_text", "") for c in text_appends(slack.api))
+    assert "n_99 FROM flights" in streamed and streamed.rstrip().endswith("Done.")
+    assert tokens > 1000 and len(looks) < tokens / 20, (len(looks), tokens)
