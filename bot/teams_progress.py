@@ -232,10 +232,12 @@ class TeamsSink:
         if delta.call != self.call and self.streamed:
             self.streamed += "\n\n"
         self.call, self.streamed = delta.call, self.streamed + delta.text
+        if self.throttle.wait_s() > 0:  # before the escaping below, which reads the whole answer: per
+            return  # token it was quadratic in the answer's length, on the serving event loop
         text = render.inert(self.streamed)  # escaping per character: each update extends the last
         if self.personal:  # one streaming update is one activity: the Bot Connector caps its size
             text = render.stream_prefix(text)
-        if text.strip() == self.shown.strip() or self.throttle.wait_s() > 0:
+        if text.strip() == self.shown.strip():
             return
         if self.personal and not self.no_stream:
             self.sequence += 1

@@ -325,11 +325,18 @@ def stream_info(message: dict) -> dict:
     return next((e for e in message.get("entities") or [] if e.get("type") == "streaminfo"), {})
 
 
-async def test_personal_chat_streams_the_answer_as_claude_writes_it(teams, fake_model):
+async def test_personal_chat_streams_the_answer_as_claude_writes_it(teams, fake_model, monkeypatch):
     """Teams' streaming protocol in a one-on-one chat: typing activities with a `streaminfo` entity,
     sequence 1, 2, … under the first one's id, each holding all the text so far, at most about one
-    a second; the answer message with its card closes the stream as `final`."""
+    a second; the answer message with its card closes the stream as `final`. The text so far is
+    escaped only when an update may go: escaped for every token, the work grew with the square of
+    the answer's length, on the serving event loop."""
+    from bot import teams_progress
     from bot.teams_progress import PROGRESS_MIN_INTERVAL_S
+
+    escaped = []
+    inert = teams_progress.render.inert
+    monkeypatch.setattr(teams_progress.render, "inert", lambda text_: escaped.append(1) or inert(text_))
 
     fake_model.token_delay_s = 0.04  # ~100 tokens: about 4 s of writing
     fake_model.enqueue(text(STREAMED))
@@ -348,6 +355,7 @@ async def test_personal_chat_streams_the_answer_as_claude_writes_it(teams, fake_
         assert later.startswith(earlier) and len(later) > len(earlier)  # in order, only growing
     assert STREAMED.startswith(texts[-1])
     assert len(updates) <= elapsed / PROGRESS_MIN_INTERVAL_S + 1  # throttled, not one per token
+    assert len(escaped) <= 2 * len(updates) + 10, (len(escaped), len(updates))  # ~100 tokens
     final = sent[-1]
     assert final["type"] == "message" and final["text"] == STREAMED  # complete
     assert stream_info(final) == {"type": "streaminfo", "streamId": stream_id, "streamType": "final"}
