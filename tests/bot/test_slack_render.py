@@ -195,17 +195,23 @@ def test_action_payload_prefers_the_thread_of_the_clicked_message() -> None:
         "container": {"channel_id": "C1", "message_ts": "2.0", "thread_ts": "1.0"},
     }
     payload = action_payload(body, {"action_id": r.ACTION_SHOW_SQL, "value": "turn1"})
-    assert payload == {
-        "action": r.ACTION_SHOW_SQL,
-        "value": "turn1",
-        "user": "U1",
-        "team": "T1",
-        "channel": "C1",
-        "thread_ts": "1.0",
-        "ephemeral": False,
-    }
+    assert (
+        payload
+        == {
+            "action": r.ACTION_SHOW_SQL,
+            "value": "turn1",
+            "user": "U1",
+            "team": "T1",
+            "channel": "C1",
+            "thread_ts": "1.0",
+            "ephemeral": False,
+            "response_url": "",  # none here; a click's own, where Slack sends one (replies where the bot is no member)
+        }
+    )
     body["container"]["is_ephemeral"] = True  # a click on a private (ephemeral) answer
-    assert action_payload(body, {"action_id": r.ACTION_EXPORT, "value": "turn1"})["ephemeral"] is True
+    body["response_url"] = "https://hooks.slack.com/actions/T1/1/x"
+    clicked = action_payload(body, {"action_id": r.ACTION_EXPORT, "value": "turn1"})
+    assert clicked["ephemeral"] is True and clicked["response_url"] == body["response_url"]
 
 
 # --- inert output: model and step text can never ping, broadcast or link anywhere ------------------
