@@ -7,7 +7,6 @@ or failure — is a `ToolOutcome` the loop turns into a `tool_result` (failures 
 
 from __future__ import annotations
 
-import json
 import mimetypes
 import re
 from collections.abc import Awaitable, Callable, Mapping
@@ -347,11 +346,13 @@ def tool_specs(tools: tuple[Tool, ...] = TOOLS) -> list[dict]:
 
 
 def step_detail(name: str, raw_input: dict) -> str:
-    """The SQL or code of a call, for progress displays."""
+    """The SQL or code of a call, for progress displays; other inputs as `name: value` pairs (a
+    schedule's card read `{"cron": "0 9 * * mon", "question": …}`)."""
     for key in ("sql", "code", "table", "path"):
         if isinstance(raw_input.get(key), str):
             return raw_input[key]
-    return json.dumps(raw_input)[:200] if raw_input else ""
+    pairs = [f"{k}: {v}" for k, v in raw_input.items() if isinstance(v, str | int | float) and str(v)]
+    return " · ".join(pairs)[:200]
 
 
 async def call_tool(name: str, raw_input: object, ctx: ToolContext) -> ToolOutcome:

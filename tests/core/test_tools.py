@@ -225,3 +225,16 @@ async def test_an_interval_result_is_saved_as_text(analyst, fake_model, recorder
     saved = fake_model.last_tool_results(1)[0]
     assert not saved.get("is_error") and "Columns: gap string, span string." in saved["content"]
     assert "['1 day 03:04:05', '1 year 2 months']" in fake_model.last_tool_results(2)[0]["content"]
+
+
+def test_a_steps_detail_is_its_sql_or_code_else_its_inputs_in_words():
+    """A create_schedule card showed `{"cron": "0 9 * * mon", "question": "…"}` as its detail."""
+    from core.tools import step_detail
+
+    assert step_detail("run_sql", {"sql": "SELECT 1", "save_as": "x"}) == "SELECT 1"
+    assert step_detail("describe_table", {"table": "flights"}) == "flights"
+    detail = step_detail(
+        "create_schedule", {"cron": "0 9 * * mon", "question": "delays by carrier", "tz": ""}
+    )
+    assert detail == "cron: 0 9 * * mon · question: delays by carrier"
+    assert step_detail("list_tables", {}) == ""
