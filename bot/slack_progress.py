@@ -34,7 +34,7 @@ from bot import slack_render as render
 from bot.slack_answer import post_answer
 from bot.slack_client import SlackCallFailed, cannot_post_here, failure_words, quick
 from bot.slack_files import share_file
-from bot.slack_stream import StreamedText, render_parts
+from bot.slack_stream import StreamedText, render_parts, task_card
 from bot.slack_target import SlackTarget, privately
 from bot.transcript import WAITING, WORKING, Change, StepLine, Throttle, Transcript
 from core.events import AnswerDelta, ArtifactReady, NobodyListening, Thinking, TurnEvent, TurnFinished
@@ -43,7 +43,6 @@ log = logging.getLogger("datathread.slack")
 
 WORKING_LINE = f":hourglass_flowing_sand: {WORKING}"
 CONTINUED = "_(Slack stopped taking this message: the answer follows below.)_"
-STREAM_STATUS = {"running": "in_progress", "done": "complete", "failed": "error"}
 TEXT_MIN_INTERVAL_S = 0.5  # between two appends of streamed text (the first words go at once)
 
 
@@ -77,6 +76,7 @@ class SlackProgress:
         self._text_waiting = False  # the pending send is still sleeping (cancelling it loses nothing)
         self._appending = asyncio.Lock()  # text and task updates reach the stream in the order they happened
         self.no_progress = False  # Slack did not answer a progress call: no more of them this turn
+        self._shown: dict[str, str] = {}  # each task card's status as Slack last took it
         self.lost = ""  # why the answer did not reach Slack, if it did not
 
     async def __call__(self, event: TurnEvent) -> None:
@@ -178,16 +178,7 @@ class SlackProgress:
         if self.mode == "stream" and self.stream_ts:
             self.text.close()  # a step runs: the text before it is complete, and shows before the step
             await self._send_text()
-            details = render.inert(line.detail) if line.status == "running" else ""
-            await self._task(  # slack-sdk's model of the chunk; empty fields are left out
-                TaskUpdateChunk(
-                    id=line.step_id,
-                    title=render.inert(line.title),
-                    status=STREAM_STATUS[line.status],
-                    details=details or None,
-                    output=render.inert(line.outcome) or None,
-                )
-            )
+            await self._task(task_card(line))
         if self.mode == "update":
             self._schedule_update()
 
@@ -200,6 +191,7 @@ class SlackProgress:
                 await self.quick.chat_appendStream(
                     channel=self.target.channel, ts=self.stream_ts, chunks=[chunk.to_dict()]
                 )
+                self._shown[chunk.id] = chunk.status
         except SlackCallFailed as exc:
             self._progress_failed(exc)
         except SlackApiError as exc:
@@ -336,8 +328,7 @@ class SlackProgress:
         if failure is not None:
             body = render.failure_text(failure.message, failure.error_id)
         if self.mode == "stream" and self.stream_ts:
-            for line in self.transcript.cut_short:  # its task card: an error, not a spinner forever
-                await self._step(line)
+            await self._last_cards()
         if self.mode == "stream" and self.stream_ts:
             try:
                 async with self._appending:
@@ -351,6 +342,21 @@ class SlackProgress:
                 await self._stop_abandoned()
                 self.status_ts = None
         await self._finish_messages(body, footer)
+
+    async def _last_cards(self) -> None:
+        """Each step's card as it ended, where the stream shows otherwise: a step cut short (an error,
+        not a spinner for ever), and the steps after progress stopped (a slow Slack): their cards
+        stayed "in progress" above the answer. Best effort, under the answer's own bound."""
+        for line in list(self.transcript.steps.values()):
+            card = task_card(line)
+            if self._shown.get(card.id) == card.status:
+                continue
+            with contextlib.suppress(SlackClientError):
+                async with self._appending:
+                    await self.client.chat_appendStream(
+                        channel=self.target.channel, ts=self.stream_ts, chunks=[card.to_dict()]
+                    )
+                self._shown[card.id] = card.status
 
     async def _finish_stream(self, body: str, footer: list[dict]) -> None:
         chunks = render.stream_chunks(body)

@@ -12,14 +12,20 @@ block, `[label](` a link whose target decides whether it stays one. So this show
 
 Text of a model call that went on to run steps (a preamble: "Let me check the flights table.") is
 shown too, as the Slack assistant shows text between its tasks; the turn's answer is the last call's.
-Nothing here does I/O: `SlackProgress` sends what `take` returns, at a rate Slack allows.
+A step shows as a task card (`task_card`). Nothing here does I/O: `SlackProgress` sends what `take`
+returns, at a rate Slack allows.
 """
 
 from __future__ import annotations
 
 import re
 
-from bot.slack_render import to_units, unit_markdown
+from slack_sdk.models.messages.chunk import TaskUpdateChunk
+
+from bot.slack_render import inert, to_units, unit_markdown
+from bot.transcript import StepLine
+
+STREAM_STATUS = {"running": "in_progress", "done": "complete", "failed": "error"}
 
 _FENCE = re.compile(r"^ {0,3}(```|~~~)", re.M)
 _BLANK = re.compile(r"\n[ \t]*\n")
@@ -129,3 +135,15 @@ def render_parts(parts: list[str]) -> str:
     """Calls' texts rendered and joined as one stream, a blank line between non-empty ones."""
     rendered = [render(p) for p in parts]
     return "\n\n".join(r for r in rendered if r)
+
+
+def task_card(line: StepLine) -> TaskUpdateChunk:
+    """A step's task card (slack-sdk's model of the chunk; empty fields are left out)."""
+    details = inert(line.detail) if line.status == "running" else ""
+    return TaskUpdateChunk(
+        id=line.step_id,
+        title=inert(line.title),
+        status=STREAM_STATUS[line.status],
+        details=details or None,
+        output=inert(line.outcome) or None,
+    )

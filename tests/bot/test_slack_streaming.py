@@ -350,3 +350,33 @@ async def test_text_that_cannot_be_shown_yet_is_not_rendered_again_for_every_tok
     streamed = "".join(c.args.get("markdown_text", "") for c in text_appends(slack.api))
     assert "n_99 FROM flights" in streamed and streamed.rstrip().endswith("Done.")
     assert tokens > 1000 and len(looks) < tokens / 20, (len(looks), tokens)
+
+
+async def test_cards_left_behind_by_a_slow_slack_end_as_their_steps_did(slack, model, monkeypatch):
+    """A task-card append Slack took longer than the progress bound to answer stopped progress for the
+    turn: that step's card stayed "in progress" and later steps never showed, above a finished answer.
+    At the end each card shows how its step ended."""
+    from bot import slack_client
+
+    monkeypatch.setattr(slack_client, "PROGRESS_TIMEOUT_S", 0.5)
+
+    def answer_once_slack_is_quick(body: dict) -> dict:
+        slack.api.latency_s.pop("chat.appendStream", None)
+        return text("There are 16 airlines.")
+
+    slack.api.latency_s["chat.appendStream"] = 1.0
+    model.enqueue(
+        tool("list_tables"), tool("describe_table", {"table": "airlines"}), answer_once_slack_is_quick
+    )
+    await slack.event(mention("how many airlines?", ts="343.1", channel="C0343"))
+    await slack.drain()
+    last: dict[str, str] = {}
+    for call in slack.api.of("chat.appendStream"):
+        for chunk in call.args.get("chunks") or []:
+            if chunk.get("type") == "task_update":
+                last[chunk["id"]] = chunk["status"]
+    steps = {k: v for k, v in last.items() if k != "waiting"}
+    assert len(steps) == 2 and set(steps.values()) == {"complete"}, last
+    assert "There are 16 airlines." in "".join(
+        c.args.get("markdown_text", "") for c in text_appends(slack.api)
+    )
