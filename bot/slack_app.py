@@ -133,12 +133,15 @@ async def admit(
 async def run_message(state: AppState, client: AsyncWebClient, p: dict) -> None:
     """After the ack: start a turn at most once per message, across retries and replicas."""
     threads = state.threads
-    if p["follow_up_only"] and not await threads.is_known("slack", (p["team"], p["channel"], p["thread_ts"])):
-        return  # a thread datathread is not part of
+    thread = (p["team"], p["channel"], p["thread_ts"])
+    if p["follow_up_only"] and not await threads.follows_up("slack", thread, p["user"]):
+        return  # a thread datathread is not part of, or someone who has not asked it anything there
     if not await threads.claim(f"slack:event:{p['event_id']}"):
         return  # Slack's retry (X-Slack-Retry-Num) of an event already taken
     if not await threads.claim(f"slack:msg:{p['channel']}:{p['ts']}"):
         return  # the other half of an app_mention + message pair
+    if not p["follow_up_only"] and not p.get("is_direct"):
+        await threads.joined("slack", thread, p["user"])
     keys = ("team", "channel", "user", "text", "thread_ts", "ts")  # ts: names the answer's stream
     extra = {k: p.get(k) for k in ("is_direct", "files", "said_nothing")}
     await run_turn(state, client, {**{k: p[k] for k in keys}, **extra})

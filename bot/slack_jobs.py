@@ -310,7 +310,7 @@ async def tell_message_stopped(state: AppState, client: AsyncWebClient, p: dict)
     if p.get(WHY) == STORE_DOWN:
         return await tell_store_down(client, p)
     thread = (p["team"], p["channel"], p["thread_ts"])
-    if p.get("follow_up_only") and not await state.threads.is_known("slack", thread):
+    if p.get("follow_up_only") and not await state.threads.follows_up("slack", thread, p["user"]):
         return
     await tell_stopped(state, client, p)
 

@@ -177,8 +177,10 @@ class Analyst:
         allowlist = self.access.allowlist_for(message)
         outcome.answer = await local_answer(message.text, message.surface, self.parts.warehouse, allowlist)
         outcome.ok = True
-        with contextlib.suppress(StoreUnavailable):  # a thread I answered: follow-ups need no mention
-            await self.store.update_meta(outcome.session_id, surface=message.surface)
+        with contextlib.suppress(StoreUnavailable):  # a thread I answered: their follow-ups need no mention
+            await self.store.update_meta(
+                outcome.session_id, surface=message.surface, participant=message.user_id
+            )
         await emit(AnswerReady(turn_id=outcome.turn_id, text=outcome.answer))
         await emit(
             TurnFinished(turn_id=outcome.turn_id, session_id=outcome.session_id, ok=True, stats=outcome.stats)

@@ -124,8 +124,22 @@ class Threads:
         return await self._store.first_seen(key, ttl_s=ttl_s)
 
     async def is_known(self, surface: str, thread_key: tuple[str, ...]) -> bool:
-        """True when datathread has already taken part in this thread (a follow-up without a mention)."""
+        """True when datathread has already taken part in this thread."""
         return await self._store.get_meta(session_id_for(surface, thread_key)) is not None
+
+    async def follows_up(self, surface: str, thread_key: tuple[str, ...], user_id: str) -> bool:
+        """True when a message without a mention is a follow-up for datathread: it has taken part in
+        this thread and this person has asked it something there. Anyone's reply counted: a
+        colleague's "thanks, that's great!" under an answer started a paid turn ("You're welcome!")."""
+        meta = await self._store.get_meta(session_id_for(surface, thread_key))
+        return meta is not None and user_id in (meta.get("participants") or [])
+
+    async def joined(self, surface: str, thread_key: tuple[str, ...], user_id: str) -> None:
+        """This person asked datathread something in this thread (a mention): their next messages there
+        follow up — from now, not from when their turn starts (a follow-up typed meanwhile was dropped)."""
+        await self._store.update_meta(
+            session_id_for(surface, thread_key), surface=surface, participant=user_id
+        )
 
     async def current_key(
         self, surface: str, base: tuple[str, ...], *, idle_reset: bool, now: float | None = None

@@ -12,7 +12,7 @@ import pytest
 import pytest_asyncio
 
 from bot import slack_render as render
-from tests.bot.slack_harness import mention, message, module_settings, serve
+from tests.bot.slack_harness import mention, message, module_settings, serve, until
 from tests.conftest import DEMO_DB_CACHE
 from tests.fakes.anthropic_api import error, text, tool
 from tests.fakes.slack_api import BOT_ID, BOT_USER_ID, FakeSlackAPI
@@ -267,6 +267,38 @@ async def test_what_people_typed_reaches_the_model_as_they_typed_it(slack, model
     assert typed in json.dumps(model.requests[-1]["messages"][-1], ensure_ascii=False)
     root = slack.api.of("chat.postMessage")[0].args["text"]
     assert "asked: flights with dep_delay &gt; 60 &amp; arr_delay &lt; 0 in #ops" in root, root
+
+
+async def test_replies_without_a_mention_are_followed_up_only_from_people_who_asked_there(slack, model):
+    """Anyone's reply in a thread datathread answered ran a turn: a colleague's "thanks, that's
+    great!" got "You're welcome!" — a paid model call and noise in the thread. A reply without a
+    mention is a follow-up from someone who has asked the bot something there; anyone else mentions
+    it once to join in. A thread answered with help counts too (the asker can then ask)."""
+    model.enqueue(text("There are 16 airlines."))
+    await slack.event(mention("how many airlines?", ts="350.1", channel="C0350"))
+    await slack.drain()
+    asked = len(model.requests)
+    await slack.event(
+        message("thanks, that's great!", ts="350.2", channel="C0350", thread_ts="350.1", user="U0002")
+    )
+    await slack.drain()
+    assert len(model.requests) == asked  # a colleague's remark: no turn
+    model.enqueue(text("By month: …"), text("And by carrier: …"))
+    await slack.event(
+        mention("and by month?", ts="350.3", channel="C0350", thread_ts="350.1") | {"user": "U0002"}
+    )
+    await until(lambda: len(model.requests) == asked + 1)  # the mention taken (not yet answered)
+    await slack.event(
+        message("and by carrier?", ts="350.4", channel="C0350", thread_ts="350.1", user="U0002")
+    )
+    await slack.drain()
+    assert len(model.requests) == asked + 2  # mentioned once, then followed up without a mention
+    await slack.event(mention("", ts="351.1", channel="C0350"))  # help, answered locally
+    await slack.drain()
+    model.enqueue(text("16."))
+    await slack.event(message("how many airlines?", ts="351.2", channel="C0350", thread_ts="351.1"))
+    await slack.drain()
+    assert len(model.requests) == asked + 3
 
 
 async def test_signatures_and_ack_latency_with_a_slow_model(slack, model):
