@@ -11,6 +11,7 @@ import itertools
 import json
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from urllib.parse import urlencode
 
 import httpx
@@ -134,6 +135,18 @@ class Harness:
         otherwise cost the whole timeout."""
         await self.state.runner.drain(timeout=60)
         assert not self.state.runner.tasks, f"jobs still running after 60 s: {self.state.runner.tasks}"
+
+
+def demo_home(tmp_path_factory) -> Path:
+    """A module's DATATHREAD_HOME holding the demo warehouse, copied from the session's cached build."""
+    from core.warehouse import build_demo_database
+    from tests.conftest import DEMO_DB_CACHE
+
+    home = tmp_path_factory.mktemp("slack") / "home"
+    (home / "warehouse").mkdir(parents=True)
+    cached = build_demo_database(DEMO_DB_CACHE / "nycflights13.duckdb")
+    (home / "warehouse" / "nycflights13.duckdb").write_bytes(cached.read_bytes())
+    return home
 
 
 def module_settings(home, model_url: str, **extra):

@@ -11,8 +11,7 @@ import pytest
 import pytest_asyncio
 
 from bot import slack_render as render
-from tests.bot.slack_harness import mention, message, module_settings, serve
-from tests.conftest import DEMO_DB_CACHE
+from tests.bot.slack_harness import demo_home, mention, message, module_settings, serve
 from tests.fakes.anthropic_api import text, tool
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -21,12 +20,7 @@ pytestmark = pytest.mark.asyncio(loop_scope="module")
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def slack(tmp_path_factory, model, slack_api):
     """One `datathread serve` for the module: building the core (sandbox fork server) is the slow part."""
-    from core.warehouse import build_demo_database
-
-    home = tmp_path_factory.mktemp("slack") / "home"
-    (home / "warehouse").mkdir(parents=True)
-    cached = build_demo_database(DEMO_DB_CACHE / "nycflights13.duckdb")
-    (home / "warehouse" / "nycflights13.duckdb").write_bytes(cached.read_bytes())
+    home = demo_home(tmp_path_factory)
     async with serve(module_settings(home, model.url), slack_api) as harness:
         yield harness
 
