@@ -310,22 +310,11 @@ def _set_limits(*, cpu_s: int, memory_mb: int, file_mb: int) -> None:
 
 
 def _process_cap() -> int:
-    """RLIMIT_NPROC for a step: MAX_PROCS where it counts only the step's own processes — a per-session
-    uid, or a user namespace of its own on Linux 5.14 and later (which count a uid's processes per
-    namespace) — else 4096 (it counts every process of the host user the bot runs as, bot included)."""
-    if os.getuid() >= FIRST_SANDBOX_UID:
-        return MAX_PROCS
-    if not uid_map_is_host() and _kernel_at_least(5, 14):
-        return MAX_PROCS  # userns: 4096 children of the memory limit each was the documented 64
-    return 4096
-
-
-def _kernel_at_least(major: int, minor: int) -> bool:
-    release = os.uname().release.split("-")[0].split(".")
-    try:
-        return (int(release[0]), int(release[1])) >= (major, minor)
-    except (IndexError, ValueError):
-        return False
+    """RLIMIT_NPROC for a step: MAX_PROCS where it counts only the session's own processes (a
+    per-session uid), else 4096. On userns every step of the fork server shares one user namespace
+    and uid, so a cap of 64 there was one budget for all sessions: a step's fork bomb left the others
+    unable to start a thread."""
+    return MAX_PROCS if os.getuid() >= FIRST_SANDBOX_UID else 4096
 
 
 def _current_vm_bytes() -> int:
