@@ -65,6 +65,7 @@ def _mask_private_keys_without_end(text: str, pos: int) -> str:
 
 CLIP_NOTE = "\n… [clipped]"
 MIN_CUT = 6  # a secret's beginning this long at a text's end is masked (shorter: ordinary endings)
+_CUT_MARK = re.compile(r"\s*…")
 SECRET_MARGIN = 4096  # longer than any secret or token we redact by value
 
 
@@ -112,16 +113,28 @@ class Redactor:
 
     def _mask_cut_secret(self, value: str) -> str:
         """A text cut inside a secret before it was redacted — a step's 100-character summary, a
-        refusal's first sentence, a clipped error — ends with the secret's beginning, which the exact
-        replacement cannot see (the audit kept 18 of a signing secret's 32 characters): masked too."""
+        refusal's first sentence, output clipped with "… [output cut at N bytes]" after it — has the
+        secret's beginning where it ends or where its cut mark starts, which the exact replacement
+        cannot see (the audit kept 18 of a signing secret's 32 characters): masked too."""
+        if not self.secrets:
+            return value
+        # Where a cut may be: the end, and every "…" (each of our cut marks has one), blank space before it.
+        ends = [len(value)] + [m.start() for m in _CUT_MARK.finditer(value)]
+        for end in sorted(set(ends), reverse=True):  # from the last, so earlier offsets stay right
+            value = self._mask_before(value, end)
+        return value
+
+    def _mask_before(self, value: str, end: int) -> str:
+        """`value` with a secret's beginning that runs up to `end` masked."""
         for secret in self.secrets:
             if len(secret) <= MIN_CUT:
                 continue
-            head, i = secret[:MIN_CUT], value.find(secret[:MIN_CUT], max(0, len(value) - len(secret) + 1))
+            head = secret[:MIN_CUT]
+            i = value.find(head, max(0, end - len(secret) + 1), end)
             while i != -1:
-                if secret.startswith(value[i:]):
-                    return value[:i] + MASK
-                i = value.find(head, i + 1)
+                if secret.startswith(value[i:end]):
+                    return value[:i] + MASK + value[end:]
+                i = value.find(head, i + 1, end)
         return value
 
     def data(self, value: Any) -> Any:

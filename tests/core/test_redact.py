@@ -256,6 +256,10 @@ async def test_a_flood_of_key_markers_in_column_names_is_clipped_then_redacted(a
         ("the prefix 8f3ac0 alone, then more", "the prefix 8f3ac0 alone, then more"),  # not at the end
         ("ends with 8f3ac", "ends with 8f3ac"),  # too short a piece to mask ordinary endings
         ("8f3ac0ffee5d4b1e9a7c2d6e0b4f1a93 then 8f3ac0ffee", f"{MASK} then {MASK}"),
+        # cut with a mark after it: clipped step output, a preview cell (a review found these)
+        ("yy8f3ac0ffee5d4b1e9a7c\n… [output cut at 200 bytes]", f"yy{MASK}\n… [output cut at 200 bytes]"),
+        ("| a cell 8f3ac0ffee5… | next |", f"| a cell {MASK}… | next |"),
+        ("plain … text, 8f3ac … too short", "plain … text, 8f3ac … too short"),
     ],
 )
 def test_a_text_cut_inside_a_secret_loses_the_secrets_beginning(raw: str, expected: str):
