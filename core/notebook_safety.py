@@ -27,7 +27,7 @@ DATA_STACK = frozenset({
     "operator", "csv", "heapq", "bisect", "enum", "warnings", "pprint", "time", "os", "pathlib", "glob",
 })  # fmt: skip
 # What `os.` may reach: path handling and the working directory's own files.
-_OS_ATTRS = frozenset({"path", "makedirs", "mkdir", "listdir", "scandir", "walk", "getcwd", "sep",
+_OS_ATTRS = frozenset({"path", "makedirs", "mkdir", "listdir", "scandir", "walk",
                        "remove", "unlink", "rename", "replace", "stat", "linesep"})  # fmt: skip
 # Attribute names that lead out of the data stack wherever they appear in a chain (np.ctypeslib,
 # pd.io.common.os, df.__class__ …).
@@ -35,12 +35,15 @@ _BAD_ATTRS = frozenset({"ctypes", "ctypeslib", "environ", "environb", "getenv", 
                         "popen", "subprocess", "socket", "os", "sys", "builtins", "importlib",
                         "import_module", "load_library", "cdll", "CDLL", "dlopen", "modules",
                         "load_extension",
-                        # the reader's home and what is above the working directory: in the sandbox
-                        # HOME is nowhere, so `Path.home() / '.bashrc'` ran harmlessly there
-                        "home", "expanduser", "expandvars", "parent", "parents",
+                        # the reader's home and what is above or outside the working directory: in
+                        # the sandbox HOME is nowhere and the root is empty, so `Path.home() /
+                        # '.bashrc'` or `Path(*Path.cwd().parts[:3])` ran harmlessly there
+                        "home", "expanduser", "expandvars", "parent", "parents", "getcwd", "cwd",
+                        "anchor", "parts", "dirname", "abspath", "absolute", "resolve", "realpath",
+                        "sep", "root", "drive",
                         # unpickling runs code the file chose: pandas/numpy read pickles, HDF5 object
                         # columns are pickles
-                        "read_pickle", "read_hdf", "HDFStore", "loads"})  # fmt: skip
+                        "read_pickle", "read_hdf", "HDFStore"})  # fmt: skip
 _BAD_NAMES = frozenset({"eval", "exec", "compile", "__import__", "globals", "locals", "vars",
                         "breakpoint", "input", "getattr", "setattr", "delattr", "__builtins__",
                         "__loader__", "__spec__", "memoryview", "help"})  # fmt: skip

@@ -60,6 +60,12 @@ HOSTILE_PYTHON = [
     "import pandas as pd\npd.read_pickle('cache.pkl')",
     "import numpy as np\nnp.load('a.npy', allow_pickle=True)",
     "import pandas as pd\npd.read_hdf('a.h5')",
+    # the same, reached without `..`, `~` or a literal absolute path (a review found these replayed)
+    "import os\nup = os.path.dirname(os.getcwd())\nopen(os.path.join(up, 'x.txt'), 'w')",
+    "import os\nopen(os.path.join(os.sep, 'tmp', 'x.txt'), 'w')",
+    "from pathlib import Path\nprint(list(Path(Path.cwd().anchor).iterdir()))",
+    "from pathlib import Path\nh = Path(*Path.cwd().parts[:3])\n(h / '.bashrc').open('a').write('x')",
+    "import os\nprint(os.listdir(os.path.abspath('.').rsplit('/', 2)[0]))",
     "import json\nimport pandas as pd\nwith pd.HDFStore('a.h5') as s:\n    pass",
 ]
 SAFE_PYTHON = [
@@ -72,6 +78,7 @@ SAFE_PYTHON = [
     "import json, math, datetime\nprint(json.dumps({'a': math.pi, 'd': str(datetime.date.today())}))",
     "from pathlib import Path\nprint(sorted(p.name for p in Path('.').glob('*.csv')))",
     "print('ratio: 3/4')",
+    "import json\nprint(json.loads('{\"a\": 1}'))",  # json.loads is no unpickling (it was flagged)
 ]
 
 
