@@ -139,11 +139,11 @@ class Analyst:
         try:
             admin = self.access.is_admin(message.user_id)
             budgets = ModelBudgets.for_message(self.store, self.settings, message, admin=admin)
-            # A spent daily budget first: refused by it, a person keeps their hourly questions.
-            limited = await budgets.refusal() or await rate_limited(
-                self.store, self.settings, message, admin=admin
-            )
-            if limited:
+            # A spent daily budget first (refused by it, a person keeps their hourly questions; a
+            # schedule does not retry it at once); an export calls no model, so none stops it.
+            spent = None if is_export_request(message.text) else await budgets.refusal()
+            outcome.at_limit = spent is not None
+            if limited := spent or await rate_limited(self.store, self.settings, message, admin=admin):
                 return await self._fail(outcome, emit, limited.text, message, refusal=limited)
 
             async def waiting() -> None:

@@ -63,7 +63,7 @@ async def test_a_spent_day_stops_the_question_in_flight_and_refuses_the_next(set
         assert_valid(await analyst.store.load_history(stopped.session_id))
 
         refused = await analyst.handle(ask("and now?", user="U2", thread="2.0"), recorder)
-        assert not refused.ok and not refused.error_id
+        assert not refused.ok and not refused.error_id and refused.at_limit  # a schedule would not retry
         assert re.fullmatch(
             r"datathread has used today's model budget, set by an admin\. " + RESETS, refused.error
         )
@@ -150,3 +150,16 @@ async def test_replicas_share_one_day(settings, fake_model, recorder, redis_serv
     finally:
         await first.close()
         await second.close()
+
+
+async def test_a_spent_day_still_exports_a_notebook(settings, fake_model, recorder):
+    """ "export notebook" calls no model: a spent budget refused it with "model budget spent"."""
+    analyst = await Analyst.create(settings.model_copy(update={"daily_token_budget": 1_000}))
+    try:
+        fake_model.enqueue(costly(text("There are 16 airlines.")))
+        assert (await analyst.handle(ask("how many airlines?"), recorder)).ok
+        exported = await analyst.handle(ask("export notebook"), recorder)
+        assert exported.ok, exported.error
+        assert len(fake_model.requests) == 1
+    finally:
+        await analyst.close()
