@@ -44,6 +44,7 @@ log = logging.getLogger("datathread.slack")
 WORKING_LINE = f":hourglass_flowing_sand: {WORKING}"
 CONTINUED = "_(Slack stopped taking this message: the answer follows below.)_"
 TEXT_MIN_INTERVAL_S = 0.5  # between two appends of streamed text (the first words go at once)
+FIRST_WORDS_CHARS = 200  # until this much text is in, a look that shows nothing waits for no interval
 
 
 class SlackProgress:
@@ -221,11 +222,13 @@ class SlackProgress:
         async with self._appending:
             if self.mode != "stream" or not self.stream_ts or self.no_progress:
                 return
-            # Marked before looking, not only when something is sent: inside a code block or a table
-            # nothing can be shown yet, and every token rendered the whole answer again (an 82,000-
-            # character answer held the event loop for 47 s).
-            self.text_throttle.mark()
+            # A look counts as an append, not only a send: inside a code block or a table nothing can be
+            # shown yet, and every token rendered the whole answer again (an 82,000-character answer
+            # held the event loop for 47 s). Not while the first words are a word short of showable:
+            # those go at once.
             new = self.text.ready()
+            if new or self.text.sent or sum(map(len, self.text.calls.values())) > FIRST_WORDS_CHARS:
+                self.text_throttle.mark()
             if not new:
                 return
             try:
