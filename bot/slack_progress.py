@@ -339,7 +339,13 @@ class SlackProgress:
             except _Unstopped as exc:  # the whole answer is in the stream: only the footer comes below
                 log.info("stream stop refused (%s); the footer comes as a message", exc.error)
                 await self._stop_abandoned(note=None)
-                return await self._finish_messages("", footer) if footer else None
+                said = render.escape(self.transcript.receipt() or "The answer above: its details")
+                footer_only = [
+                    {"text": said, "blocks": footer}
+                ]  # no empty answer block, no blank notification
+                return await post_answer(
+                    self.client, self.target, footer_only, mode=self.mode, status_ts=None
+                )
             except SlackApiError as exc:
                 log.info("stream finish refused (%s); posting the answer instead", exc.response.get("error"))
                 await self._stop_abandoned()

@@ -329,6 +329,7 @@ async def test_a_refused_stream_stop_does_not_post_the_answer_twice(slack, model
     assert not [p for p in posted if "16" in json.dumps(p.get("blocks", []))], posted  # not again
     [footer] = [p for p in posted if p.get("blocks")]
     assert footer["thread_ts"] == "341.1" and footer["blocks"][-1]["type"] == "actions"
+    assert "markdown" not in [b["type"] for b in footer["blocks"]] and footer["text"].strip()  # no blank
 
 
 async def test_text_that_cannot_be_shown_yet_is_not_rendered_again_for_every_token(slack, model, monkeypatch):
