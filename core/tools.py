@@ -37,7 +37,9 @@ ATTACHABLE = {"png", "jpg", "jpeg", "svg", "csv", "parquet", "txt", "json", "pdf
 # A newline or an escape sequence in a file's name: `ask` printed it as given (a cleared screen, a
 # retitled window, a second "path" line for the scripts that read ask's output); no surface wants one.
 # Nor a direction override or an invisible character: `report\u202egnp.csv` reads as `report…vsc.png`.
-_CONTROL_CHARS = re.compile(r"[\x00-\x1f\x7f-\x9f\u061c\u200b\u200e\u200f\u202a-\u202e\u2060-\u2069\ufeff]")
+_CONTROL_CHARS = re.compile(
+    r"[\x00-\x1f\x7f-\x9f\u00ad\u061c\u180e\u200b-\u200f\u2028\u2029\u202a-\u202e\u2060-\u2069\ufeff]"
+)  # (and the line separators Python's splitlines breaks at, soft hyphens and joiners: a review)
 
 
 class ToolInput(BaseModel):
