@@ -13,9 +13,10 @@ that the answer stopped. The replica whose worker died does the same at once for
 
 A put that misses its deadline (a Redis frozen for a while) may still land once Redis answers again —
 after its thread was told the store was unreachable and to ask again, so the question was answered
-late, or twice. Such a put is withdrawn: a mark under its own id, set as soon as Redis takes it (sent
-while Redis is still frozen, it is read before any worker can look), and a worker never runs a
-withdrawn job.
+late, or twice. Such a put is withdrawn: its fate key (under its own id) is set to "withdrawn" as soon
+as Redis takes it, and a worker runs a job only if it sets that key to "run" first — one of the two,
+never both (SET NX). An answer already waiting when the deadline passes (a web process whose event
+loop stalled) is still read: only a put Redis did not answer is given up.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ log = logging.getLogger("datathread.workers")
 GROUP = "workers"
 PUT_DEADLINE_S = 1.0  # queueing a job, inside the platform's ack (Slack: 3 s)
 QUICK, TURNS = "dt:jobs:quick", "dt:jobs:turns"
-WITHDRAWN = "dt:jobs:withdrawn:"  # + a put's id: its thread was told it could not be queued
+FATE = "dt:jobs:fate:"  # + a put's id: "run" (a worker took it) or "withdrawn" (its thread was told)
 WITHDRAW_FOR_S = 600.0  # how long a web process keeps trying to withdraw a put that timed out
 
 
@@ -112,22 +113,26 @@ class RedisJobs:
         A put cut at the deadline may still land: it is withdrawn (see the module's docstring), as
         its thread is told it could not be queued."""
         put_id = uuid.uuid4().hex
-        try:
-            async with asyncio.timeout(PUT_DEADLINE_S):
-                entry = {"job": json.dumps(job.to_dict()), "put": put_id}
-                await self.r.xadd(QUICK if job.quick else TURNS, entry)
-        except TimeoutError:
+        entry = {"job": json.dumps(job.to_dict()), "put": put_id}
+        adding = asyncio.ensure_future(self.r.xadd(QUICK if job.quick else TURNS, entry))
+        done, _ = await asyncio.wait({adding}, timeout=PUT_DEADLINE_S)
+        if not done:  # after an event-loop stall the answer may be in the socket, unread: read it
+            done, _ = await asyncio.wait({adding}, timeout=0.05)
+        if not done:
+            adding.cancel()
             task = asyncio.create_task(self._withdraw(put_id), name="datathread-withdraw-job")
             self._withdrawing.add(task)
             task.add_done_callback(self._withdrawing.discard)
-            raise redis.TimeoutError(f"no answer within {PUT_DEADLINE_S:g} s") from None
+            raise redis.TimeoutError(f"no answer within {PUT_DEADLINE_S:g} s")
+        adding.result()  # a RedisError, as it came
 
     async def _withdraw(self, put_id: str) -> None:
         """Mark a timed-out put withdrawn, trying until Redis takes it (or WITHDRAW_FOR_S has passed)."""
         deadline, pause = asyncio.get_running_loop().time() + WITHDRAW_FOR_S, 0.5
         while True:
             try:
-                await self.r.set(WITHDRAWN + put_id, "1", ex=3600)
+                if not await self.r.set(FATE + put_id, "withdrawn", ex=3600, nx=True):
+                    log.warning("a job whose queueing timed out was run anyway: a worker took it first")
                 return
             except (redis.RedisError, OSError) as exc:
                 if asyncio.get_running_loop().time() > deadline:
@@ -136,9 +141,12 @@ class RedisJobs:
             await asyncio.sleep(pause)
             pause = min(pause * 2, 10.0)
 
-    async def withdrawn(self, taken: Taken) -> bool:
-        """Whether the web process gave this entry up (its thread was told to ask again)."""
-        return bool(taken.put_id) and bool(await self.r.exists(WITHDRAWN + taken.put_id))
+    async def may_run(self, taken: Taken) -> bool:
+        """Claim this entry's job for running: False when the web process withdrew it first (its thread
+        was told to ask again). Entries without an id (queued by an older version) run."""
+        if not taken.put_id:
+            return True
+        return bool(await self.r.set(FATE + taken.put_id, "run", ex=3600, nx=True))
 
     async def take(self, consumer: str, *, turns: bool, block_ms: int) -> list[Taken]:
         """New entries for `consumer`: quick ones always, turns only when it has room for one."""

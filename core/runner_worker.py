@@ -215,7 +215,7 @@ async def _withdrawn(jobs: RedisJobs, taken: Taken) -> bool:
     """A job whose queueing timed out in the web process, landed late: its thread was told to ask
     again, so it does not run (answered after all, it came late or twice)."""
     try:
-        gone = await jobs.withdrawn(taken)
+        gone = not await jobs.may_run(taken)
     except (RedisError, OSError):
         return False  # Redis just answered the take: run it rather than lose it
     if gone:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import time
 
 import pytest
 import redis
@@ -43,7 +44,45 @@ async def test_a_put_that_timed_out_in_a_frozen_redis_is_withdrawn_and_never_run
             if len(taken) == 2:
                 break
         assert [t.job.payload["n"] for t in taken] == [1, 2]  # the late put did land
-        assert [await worker.withdrawn(t) for t in taken] == [True, False]
+        assert [await worker.may_run(t) for t in taken] == [False, True]
+        assert not await worker.may_run(taken[1])  # claimed once: a second look does not run it again
     finally:
         await web.close()
         await worker.close()
+
+
+async def test_a_job_a_worker_took_first_is_not_withdrawn_after_it(frozen_redis):
+    """Withdrawing and running are one or the other: a worker that claimed the job first runs it, and
+    the late withdrawal leaves it so (one log line), rather than both happening."""
+    web, worker = RedisJobs(frozen_redis.url), RedisJobs(frozen_redis.url)
+    try:
+        await web.prepare()
+        await web.put(TurnJob(kind="slack.message", payload={"n": 3}))
+        [taken] = await worker.take("w1", turns=True, block_ms=1000)
+        assert await worker.may_run(taken)
+        await web._withdraw(taken.put_id)  # as the web process would after its deadline
+        assert await worker.r.get("dt:jobs:fate:" + taken.put_id) == b"run"
+    finally:
+        await web.close()
+        await worker.close()
+
+
+async def test_an_answer_waiting_after_an_event_loop_stall_is_read_not_given_up(frozen_redis):
+    """The web process's loop blocked past the deadline while Redis answered at once: the put was
+    cancelled and withdrawn though the job was queued (and a worker may have run it), and its thread
+    was told to ask again. An answer already in the socket is read."""
+    web = RedisJobs(frozen_redis.url)
+    try:
+        await web.prepare()
+        putting = asyncio.ensure_future(web.put(TurnJob(kind="slack.message", payload={"n": 4})))
+        looking = redis.Redis.from_url(frozen_redis.url)  # blocking: it does not let the loop run
+        for _ in range(1000):
+            await asyncio.sleep(0)
+            if looking.xlen("dt:jobs:turns"):  # Redis has the XADD: its answer is on the way
+                break
+        time.sleep(1.5)  # the event loop stalls past PUT_DEADLINE_S (1 s) before reading that answer
+        looking.close()
+        await putting  # no TimeoutError
+        assert await web.r.xlen("dt:jobs:turns") == 1 and not web._withdrawing
+    finally:
+        await web.close()
