@@ -244,8 +244,11 @@ class Threads:
 
     async def vote(self, turn: dict, *, user_id: str, value: Literal["up", "down"]) -> str:
         """A 👍/👎 on a recorded turn: recorded as feedback; a 👍 saves a verified query (an admin's
-        counts as verified by an admin), a 👎 asks what was wrong. Returns the sentence for the voter."""
+        counts as verified by an admin), a 👎 asks what was wrong — and the voter's reply in the thread,
+        without a mention, is that answer: they take part in the thread from now (`follows_up`)."""
         await self._store.set_feedback(turn["turn_id"], user_id=user_id, value=value)
+        if value == "down" and turn.get("session_id"):
+            await self._store.update_meta(turn["session_id"], participant=user_id)
         if self._verified is None:
             return "Thanks for the feedback."
         admin = self._access.is_admin(user_id)
