@@ -11,6 +11,7 @@ from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.slack_client import answer_via_response_url, quick
+from bot.slack_render import escape
 from bot.slack_target import SlackTarget
 
 log = logging.getLogger("datathread.slack")
@@ -57,3 +58,9 @@ async def _replace_status(client: AsyncWebClient, t: SlackTarget, status_ts: str
     await client.chat_postMessage(channel=t.channel, thread_ts=t.thread_ts, **msg)
     with contextlib.suppress(SlackClientError):
         await quick(client).chat_delete(channel=t.channel, ts=status_ts)
+
+
+def footer_only(footer: list[dict], receipt: str) -> list[dict]:
+    """The answer's receipt and buttons as a message of their own (the answer is already above, in
+    the stream), with the receipt as its notification text: no empty answer block, no blank one."""
+    return [{"text": escape(receipt or "The answer above: its details"), "blocks": footer}]

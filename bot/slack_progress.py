@@ -31,7 +31,7 @@ from slack_sdk.models.messages.chunk import TaskUpdateChunk
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot import slack_render as render
-from bot.slack_answer import post_answer
+from bot.slack_answer import footer_only, post_answer
 from bot.slack_client import SlackCallFailed, cannot_post_here, failure_words, quick
 from bot.slack_files import share_file
 from bot.slack_stream import StreamedText, render_parts, task_card
@@ -339,13 +339,8 @@ class SlackProgress:
             except _Unstopped as exc:  # the whole answer is in the stream: only the footer comes below
                 log.info("stream stop refused (%s); the footer comes as a message", exc.error)
                 await self._stop_abandoned(note=None)
-                said = render.escape(self.transcript.receipt() or "The answer above: its details")
-                footer_only = [
-                    {"text": said, "blocks": footer}
-                ]  # no empty answer block, no blank notification
-                return await post_answer(
-                    self.client, self.target, footer_only, mode=self.mode, status_ts=None
-                )
+                alone = footer_only(footer, self.transcript.receipt())
+                return await post_answer(self.client, self.target, alone, mode=self.mode, status_ts=None)
             except SlackApiError as exc:
                 log.info("stream finish refused (%s); posting the answer instead", exc.response.get("error"))
                 await self._stop_abandoned()
