@@ -290,7 +290,10 @@ async def test_a_click_soon_after_asking_is_refused_once_the_waiting_turn_is_gon
     turn_side, click_side = make_store(), make_store()
     await confirm.ask(turn_side, "t5:s1", asker="U1")  # ASKING_S is still 60 s
     waiting = asyncio.create_task(confirm.wait_for_answer(turn_side, "t5:s1", timeout_s=60, poll_s=0.02))
-    await asyncio.sleep(0.15)
+    for _ in range(250):  # until it has begun waiting (a loaded machine may take a while to get there)
+        if await click_side.get_value("confirm:t5:s1:began") is not None:
+            break
+        await asyncio.sleep(0.02)
     waiting.cancel()  # the process waiting for it is gone
     await asyncio.sleep(0.45)  # past the three slots its marks cover
     assert await confirm.give_answer(click_side, "t5:s1", run=True, user_id="U1") == "answered"
