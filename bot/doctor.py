@@ -56,12 +56,14 @@ async def run_doctor(settings: Settings, console: Console) -> int:
     redact = Redactor(settings.secret_values()).text
     for check in checks:
         table.add_row(check.part, STATUS_MARKUP[check.status], escape(redact(check.detail)))
-    for name, state in protections.items():
-        mark = "[green]on[/]" if state.startswith("on") else "[red]OFF[/]"
-        table.add_row(f"  protection: {name}", mark, state.split("— ", 1)[-1])
-    for name, state in spend_limits(settings).items():  # what bounds the bill; off is said as plainly
-        mark = "[green]on[/]" if state.startswith("on") else "[yellow]OFF[/]"
-        table.add_row(f"  limit: {name}", mark, state.split("— ", 1)[-1])
+    # The sandbox's protections, then what bounds the bill: "on — …" / "off — …" each, off said plainly.
+    for kind, states, off in (
+        ("protection", protections, "[red]OFF[/]"),
+        ("limit", spend_limits(settings), "[yellow]OFF[/]"),
+    ):
+        for name, state in states.items():
+            mark = "[green]on[/]" if state.startswith("on") else off
+            table.add_row(f"  {kind}: {name}", mark, state.split("— ", 1)[-1])
     console.print(table)
     console.print(f"[dim]checked in {time.monotonic() - started:.1f} s[/]")
     return 1 if any(c.status == "fail" for c in checks) else 0

@@ -114,18 +114,19 @@ async def admit(
         and addressed_to_someone_else(event.get("text", ""), bot_user_id)
     ):
         return  # "<@U2> can you check this with finance?" in our thread: theirs, not a question for us
+    words = strip_mention(event.get("text", ""), bot_user_id)
     payload = {
         "team": body.get("team_id") or event.get("team", ""),
         "channel": event["channel"],
         "user": event["user"],
-        "text": decoded(strip_mention(event.get("text", ""), bot_user_id)) or "help",  # answered locally
+        "text": decoded(words) or "help",  # answered locally
         "thread_ts": event.get("thread_ts") or event["ts"],
         "ts": event["ts"],
         "event_id": body.get("event_id", ""),
         "follow_up_only": not mentioned and event.get("channel_type") != "im",
         "is_direct": event.get("channel_type") == "im",
         "files": [str(f.get("name") or "a file") for f in event.get("files") or []][:5],
-        "said_nothing": not strip_mention(event.get("text", ""), bot_user_id),  # files alone: not "help"
+        "said_nothing": not words,  # files alone: not "help"
     }
     await state.runner.submit(TurnJob(kind=JOB_MESSAGE, payload=payload))
 

@@ -123,19 +123,11 @@ async def rate_limited(
     refused by a full channel had spent one of their own questions on nothing."""
     if admin:
         return None
-    limits = [
-        (scope, who, limit, setting)
-        for scope, who, limit, setting in (
-            ("user", message.user_id, settings.user_turns_per_hour, "DATATHREAD_USER_TURNS_PER_HOUR"),
-            (
-                "channel",
-                message.channel_id,
-                settings.channel_turns_per_hour,
-                "DATATHREAD_CHANNEL_TURNS_PER_HOUR",
-            ),
-        )
-        if limit > 0
-    ]
+    every = (
+        ("user", message.user_id, settings.user_turns_per_hour, "DATATHREAD_USER_TURNS_PER_HOUR"),
+        ("channel", message.channel_id, settings.channel_turns_per_hour, "DATATHREAD_CHANNEL_TURNS_PER_HOUR"),
+    )
+    limits = [limit for limit in every if limit[2] > 0]  # 0 = no limit
     if not limits:
         return None
     keys = [(f"{scope}:{message.surface}:{who}", limit) for scope, who, limit, _ in limits]

@@ -2,7 +2,8 @@
 
 Loop state is a dataclass (`core/turn_state.py`); one message's tool calls are a round
 (`core/tool_round.py`). The loop stops at `end_turn`, `refusal`, the step limit or the token budget,
-whatever the stop reason (a model that keeps pausing is bounded like one that keeps calling tools). Tool calls of one message run concurrently where they touch different files
+whatever the stop reason (a model that keeps pausing is bounded like one that keeps calling tools).
+Tool calls of one message run concurrently where they touch different files
 (`core/tool_batch.py`) and are answered in one message, in their original order. A message that holds
 the answer text together with `attach_file` calls ends the turn once the files are attached: no model
 call just to say "here they are". The cached prefix (tools + system prompt) is byte-for-byte stable.

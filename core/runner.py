@@ -97,9 +97,10 @@ def job_where(payload: dict) -> str:
     a Teams activity's conversation and sender (a lost turn's line named nothing to look for)."""
     activity = payload.get("activity") if isinstance(payload.get("activity"), dict) else None
     if activity is not None:
+        sender = activity.get("from") or {}
         parts = {
             "conversation": (activity.get("conversation") or {}).get("id"),
-            "user": (activity.get("from") or {}).get("aadObjectId") or (activity.get("from") or {}).get("id"),
+            "user": sender.get("aadObjectId") or sender.get("id"),
         }
     else:
         parts = {k: payload.get(k) for k in ("team", "channel", "thread_ts", "user")}
