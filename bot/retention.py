@@ -1,9 +1,11 @@
-"""The serving process's sweep of idle workspaces: a minute after start-up, then every hour, the files
-of threads the store has forgotten are removed (core/workspace_retention.py says which and why).
+"""Sweeps of idle workspaces: the files of threads the store has forgotten are removed
+(core/workspace_retention.py says which and why), locally and in the Modal Volume.
 
-A surface of its own (no routes) so that `bot/server.py` lists it with the others and stops it in order.
-It runs where the scheduler loop runs (DATATHREAD_SCHEDULER_LOOP): in `serve`'s web process and in
-`slack --socket`, not in every turn worker, which build the same app.
+Locally, a surface of its own (no routes) so that `bot/server.py` lists it with the others and stops it
+in order: a minute after start-up, then every hour, where the scheduler loop runs
+(DATATHREAD_SCHEDULER_LOOP): in `serve`'s web process and in `slack --socket`, not in every turn worker,
+which build the same app. On Modal, `sweep_volume` is the body of deploy/modal_app.py's hourly function,
+which mounts the Volume the step workers write to.
 """
 
 from __future__ import annotations
@@ -11,10 +13,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from pathlib import Path
 
 from starlette.routing import Route
 
 from bot.surface import AppState
+from core.config import Settings
+from core.sandbox_factory import open_threads
+from core.sandbox_modal import VolumeHook, call_hook
 from core.sessions import StoreUnavailable
 
 log = logging.getLogger("datathread.retention")
@@ -58,11 +64,29 @@ class WorkspaceSweeper:
             except Exception:  # a sweep must never end the app
                 log.exception("the idle-workspace sweep failed")
                 continue
-            if removed:
-                days = self.state.settings.history_ttl_days
-                log.info("removed %d workspace(s) of threads idle for more than %d days", len(removed), days)
+            said_removed(removed, self.state.settings)
 
     async def _stopped_within(self, seconds: float) -> bool:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._stop.wait(), timeout=seconds)
         return self._stop.is_set()
+
+
+async def sweep_volume(
+    settings: Settings, *, root: Path, reload: VolumeHook, commit: VolumeHook
+) -> list[str]:
+    """One sweep of a mounted Modal Volume: reload (the step workers' commits), remove by the local rules
+    with each renaming committed under the thread's lock, then commit the deletions. Raises
+    StoreUnavailable: without the store, no workspace can be judged forgotten."""
+    await call_hook(reload)
+    async with open_threads(settings) as threads:
+        removed = await threads.forget_idle_workspaces(root=root, publish=lambda: call_hook(commit))
+    await call_hook(commit)
+    said_removed(removed, settings)
+    return removed
+
+
+def said_removed(removed: list[str], settings: Settings) -> None:
+    if removed:
+        days = settings.history_ttl_days
+        log.info("removed %d workspace(s) of threads idle for more than %d days", len(removed), days)

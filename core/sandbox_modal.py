@@ -31,7 +31,8 @@ STEP_WORKER_CLASS = "StepWorker"  # the class name in deploy/modal_app.py; looke
 VolumeHook = Callable[[], Any]  # volume.reload / volume.commit (sync, or `.aio` coroutine functions)
 
 
-async def _call(hook: VolumeHook) -> None:
+async def call_hook(hook: VolumeHook) -> None:
+    """Run a Volume hook, awaiting it when it is a coroutine function (`volume.commit.aio`)."""
     result = hook()
     if inspect.isawaitable(result):
         await result
@@ -53,11 +54,11 @@ async def run_step_in_volume(
     step = to_step_request(request)
     if not is_valid_session_id(step.session_id):
         return StepResult(ok=False, error="Refused: invalid session id.").to_dict()
-    await _call(reload)
+    await call_hook(reload)
     try:
         result = await sandbox.run(step)
     finally:
-        await _call(commit)
+        await call_hook(commit)
     return result.to_dict()
 
 
@@ -103,18 +104,18 @@ class VolumeWorkspaces:
 
     async def read_file(self, session_id: str, path: str) -> bytes:
         """Bytes of a workspace file as last committed (an attachment to upload)."""
-        await _call(self._reload)
+        await call_hook(self._reload)
         return await self.sandbox.read_file(session_id, path)
 
     async def write_file(self, session_id: str, path: str, data: bytes) -> None:
         """Place a file the bot fetched (BigQuery result, S3 object) into the session's directory."""
-        await _call(self._reload)
+        await call_hook(self._reload)
         await self.sandbox.write_file(session_id, path, data)
-        await _call(self._commit)
+        await call_hook(self._commit)
 
     async def list_files(self, session_id: str) -> list[dict]:
         """The session's files, as committed."""
-        await _call(self._reload)
+        await call_hook(self._reload)
         return await self.sandbox.list_files(session_id)
 
     def protections(self) -> dict[str, str]:

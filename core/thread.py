@@ -14,6 +14,7 @@ import secrets
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Literal, Protocol
 
 from core.access import AccessPolicy
@@ -197,14 +198,27 @@ class Threads:
             artifact.path, await self._files.read_file(artifact.session_id, artifact.path)
         )
 
-    async def forget_idle_workspaces(self, *, now: float | None = None) -> list[str]:
-        """Remove the local workspaces nobody has written to for DATATHREAD_HISTORY_TTL_DAYS and whose
+    async def forget_idle_workspaces(
+        self,
+        *,
+        root: Path | None = None,
+        publish: Callable[[], Awaitable[None]] | None = None,
+        now: float | None = None,
+    ) -> list[str]:
+        """Remove the workspaces nobody has written to for DATATHREAD_HISTORY_TTL_DAYS and whose
         history the store no longer keeps (core/workspace_retention.py); returns their session ids.
         Each is checked again under its session lock (taken without waiting: a thread in use is
-        skipped) and renamed out of the way before it is deleted."""
-        if self.settings.sandbox != "local":  # Modal's are in its Volume
-            return []
-        root, idle_s = self.settings.workspaces_dir, self.settings.history_ttl_days * 86_400
+        skipped) and renamed out of the way before it is deleted.
+
+        Without `root`, the local workspaces (none on Modal). With it, a mounted Modal Volume, and
+        `publish` commits it after each renaming, before the lock is let go: a step of that thread
+        starting afterwards in another container reloads a Volume without the folder, instead of
+        writing into a folder a later commit of this container removes."""
+        if root is None:
+            if self.settings.sandbox != "local":  # Modal's are in its Volume, swept by its own function
+                return []
+            root = self.settings.workspaces_dir
+        idle_s = self.settings.history_ttl_days * 86_400
         now = now or time.time()
         removed = []
         for session_id in await asyncio.to_thread(idle_workspaces, root, idle_s=idle_s, now=now):
@@ -215,6 +229,8 @@ class Threads:
                     if not await asyncio.to_thread(is_idle, root, session_id, idle_s=idle_s, now=now):
                         continue
                     aside = await asyncio.to_thread(set_aside, root, session_id)
+                    if aside is not None and publish is not None:
+                        await publish()
             except LockTimeout:  # a turn of it is running
                 continue
             if aside is not None and await asyncio.to_thread(delete, aside):

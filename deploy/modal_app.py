@@ -7,6 +7,7 @@ come from the image's env and the Modal secrets.
 - `web`: the same ASGI app as `datathread serve`; its runner spawns `TurnWorker.run` after the ack.
 - `TurnWorker`: runs one turn per call with the handler the surface registered; holds the secrets.
 - `schedules_tick`: once a minute, claims due scheduled answers and spawns `TurnWorker.run` for each.
+- `sweep_workspaces`: every hour, removes the Volume folders of threads idle past their history.
 - `StepWorker`: runs SQL and Python steps in `/workspace/<session_id>` of the Volume; no network,
   no secrets, the local sandbox's fork server inside (data stack imported once per container).
 """
@@ -17,6 +18,7 @@ from pathlib import Path
 
 import modal
 
+from bot.retention import sweep_volume
 from bot.schedule_jobs import tick_once
 from core.config import load_settings, split_list
 from core.runner_modal import ModalRunner  # noqa: F401  (re-exported: the runner of this deployment)
@@ -141,6 +143,20 @@ async def schedules_tick() -> None:
     """Scheduled answers: claim due occurrences (once across containers, in Redis) and spawn their turns."""
     require_shared_store(SETTINGS)
     await tick_once(SETTINGS, TurnWorker().run.spawn.aio)
+
+
+@app.function(
+    secrets=secrets,
+    volumes={WORKSPACE: volume},
+    schedule=modal.Period(hours=1),
+    timeout=1800,
+    restrict_modal_access=True,  # its own Volume, nothing else of the account
+)
+async def sweep_workspaces() -> None:
+    """The Volume's folders of threads idle past DATATHREAD_HISTORY_TTL_DAYS whose history Redis let go:
+    removed by the local sweep's rules. It only lists, renames and deletes; it never opens a step's file."""
+    require_shared_store(SETTINGS)
+    await sweep_volume(SETTINGS, root=Path(WORKSPACE), reload=volume.reload.aio, commit=volume.commit.aio)
 
 
 @app.local_entrypoint()
