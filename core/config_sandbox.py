@@ -111,7 +111,7 @@ class SandboxSettings(BaseModel):
         60.0,
         gt=0,
         validation_alias=_env("DATATHREAD_LOCK_TTL"),
-        description="Seconds a session lock outlives a replica that died mid-turn (renewed while alive).",
+        description="Seconds a session lock outlives a replica on another host that died mid-turn (renewed while alive; on this host a dead holder is seen at once).",
     )
 
     # --- Modal (production deployment; see docs/MODAL.md) -----------------------------------

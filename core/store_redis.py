@@ -30,6 +30,7 @@ from redis.asyncio.lock import Lock
 from redis.exceptions import LockNotOwnedError, RedisError, WatchError
 
 from core.lock_keeper import LockKeeper
+from core.lock_owner import new_owner, take_lock
 from core.redis_client import fail_fast_client
 from core.redis_words import (  # noqa: F401  (re-exported: the runners and doctor import them from here)
     PING_DEADLINE_S,
@@ -199,11 +200,11 @@ class RedisStore:
         """Exclusive per-session lock: redis-py's Lock (SET NX PX with an owner token; extend and
         release only by the owner, each one atomic script), kept alive from a thread (`LockKeeper`)
         so an event-loop stall cannot let it expire. A holder that dies stops renewing, so its lock
-        expires after `ttl_s`."""
-        name, token = self._k("l", session_id), uuid.uuid4().hex
+        expires after `ttl_s`, or at once when it died on this host (core/lock_owner.py)."""
+        name, token = self._k("l", session_id), new_owner()
         lock = Lock(self.r, name, timeout=ttl_s, sleep=0.05, thread_local=False)
         with self._errors():
-            if not await lock.acquire(blocking_timeout=wait_s, token=token):
+            if not await take_lock(lock, token, wait_s=wait_s):
                 raise LockTimeout(session_id)
         held = HeldLock(ttl_s)
         keeper = self._keeper(name, token, ttl_s, held).start()

@@ -2,7 +2,7 @@
 
 Same behaviour as the Redis store (the same test suite runs against both). Locks are rows with an
 owner token and an expiry, so replicas sharing DATATHREAD_HOME on one host serialise a session's
-turns, and a lock whose owner died simply expires.
+turns, and a lock whose owner died expires (at once when it died on this host: core/lock_owner.py).
 """
 
 from __future__ import annotations
@@ -16,12 +16,12 @@ import os
 import sqlite3
 import threading
 import time
-import uuid
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 
 from core.disk_errors import write_failure
 from core.lock_keeper import LockKeeper
+from core.lock_owner import holder_died, new_owner
 from core.store_base import HISTORY_VERSION, HeldLock, LockTimeout, StoreUnavailable
 
 _SCHEMA = """
@@ -72,6 +72,7 @@ class SqliteStore:
     def _connect(self) -> sqlite3.Connection:
         con = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
         con.execute("PRAGMA busy_timeout=30000")
+        con.create_function("holder_died", 1, holder_died)  # a lock's owner gone: free at once
         return con
 
     def _thread_connection(self) -> tuple[sqlite3.Connection, threading.Lock]:
@@ -154,12 +155,13 @@ class SqliteStore:
     ) -> AsyncIterator[None]:
         """Exclusive per-session lock: a row with an owner token and an expiry, renewed by a
         `LockKeeper` thread (its own connection) so an event-loop stall cannot let it expire."""
-        owner = uuid.uuid4().hex
+        owner = new_owner()
         deadline = time.monotonic() + wait_s
 
         def acquire(con):
             now = time.time()
-            con.execute("DELETE FROM locks WHERE session_id=? AND expires<?", (session_id, now))
+            free = "DELETE FROM locks WHERE session_id=? AND (expires<? OR holder_died(owner))"
+            con.execute(free, (session_id, now))
             cur = con.execute("INSERT OR IGNORE INTO locks VALUES (?,?,?)", (session_id, owner, now + ttl_s))
             return cur.rowcount == 1
 

@@ -4,7 +4,10 @@ throwaway redis-server; then what happens when Redis is unreachable or dies in t
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -12,9 +15,12 @@ from core import history as hist
 from core.events import IncomingMessage
 from core.sessions import LockTimeout, SessionStore, StoreUnavailable, open_store
 from core.store_redis import RedisStore
+from core.store_sqlite import SqliteStore
 from tests.fakes.anthropic_api import text, tool
 from tests.fakes.black_hole import BlackHole
 from tests.fakes.redis_server import RedisServer, free_port
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 def history_is_valid(messages: list[dict]) -> bool:
@@ -121,6 +127,45 @@ async def test_lock_renewed_while_held_then_expires_when_owner_dies(make_store):
         with pytest.raises(LockTimeout):
             async with a.lock("s1", wait_s=0.15):
                 pass
+
+
+HOLDER = """
+import asyncio, sys
+from pathlib import Path
+from core.store_redis import RedisStore
+from core.store_sqlite import SqliteStore
+from core.store_sqlite import SqliteStore
+
+async def main(kind, where):
+    store = SqliteStore(Path(where)) if kind == "sqlite" else RedisStore(where)
+    async with store.lock("s1", ttl_s=60):
+        print("held", flush=True)
+        await asyncio.sleep(600)
+
+asyncio.run(main(*sys.argv[1:]))
+"""
+
+
+async def test_a_holder_killed_on_this_host_frees_its_lock_at_once(make_store):
+    """A replica SIGKILLed mid-turn (the OOM killer, kill -9) held its thread for the lock's whole TTL
+    (60 s): the next question waited behind a process that no longer existed."""
+    store = make_store()
+    where = ["sqlite", str(store.path)] if isinstance(store, SqliteStore) else ["redis", store._url]
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, *where], stdout=subprocess.PIPE, text=True, cwd=REPO
+    )
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        with pytest.raises(LockTimeout):  # alive and holding: it is waited for
+            async with store.lock("s1", ttl_s=5, wait_s=1.5):
+                pass
+        holder.kill()  # not reaped yet: a zombie is as dead as a process that is gone
+        started = time.monotonic()
+        async with store.lock("s1", ttl_s=5, wait_s=30):
+            assert time.monotonic() - started < 5
+    finally:
+        holder.kill()
+        holder.wait()
 
 
 async def test_lock_released_on_exception_and_cancellation(make_store):
