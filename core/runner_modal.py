@@ -8,11 +8,14 @@ callable is injected (`TurnWorker().run.spawn.aio` on Modal, a recording stand-i
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Awaitable, Callable
 
 from core.runner import JobHandler, TurnJob
 
 Spawn = Callable[[dict], Awaitable[object]]
+JOB_ID = "id"  # each spawned job's id: the turn container runs a job Modal gives it twice only once
+JOB_MEMORY_S = 86_400.0  # how long a job's id is remembered (Modal restarts an input within minutes)
 
 
 class ModalRunner:
@@ -28,10 +31,10 @@ class ModalRunner:
         self.kinds.add(kind)
 
     async def submit(self, job: TurnJob) -> None:
-        """Spawn the turn function with the job as plain data; one round trip to Modal, no waiting."""
+        """Spawn the turn function with the job as plain data and an id; one round trip to Modal."""
         if job.kind not in self.kinds:
             raise KeyError(f"no handler registered for job kind {job.kind!r}")
-        await self._spawn(job.to_dict())
+        await self._spawn({**job.to_dict(), JOB_ID: uuid.uuid4().hex})
 
     async def drain(self, timeout: float | None = None) -> None:
         """Nothing to wait for: spawned calls belong to Modal and outlive this container."""

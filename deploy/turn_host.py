@@ -16,8 +16,9 @@ from starlette.applications import Starlette
 
 from bot.server import create_app
 from core.config import ConfigError, Settings
-from core.runner import LocalRunner, TurnJob
-from core.runner_modal import ModalRunner, Spawn
+from core.runner import LocalRunner, TurnJob, tell_lost, tell_store_down
+from core.runner_modal import JOB_ID, JOB_MEMORY_S, ModalRunner, Spawn
+from core.sessions import StoreUnavailable
 
 REDIS_REQUIRED = (
     "The Modal deployment needs REDIS_URL (put it in the Modal secret 'datathread-redis'): turns run in "
@@ -71,10 +72,26 @@ class TurnHost:
         await self._stack.enter_async_context(self.app.router.lifespan_context(self.app))
 
     async def run(self, job: dict) -> None:
-        """Run one spawned job with the handler its surface registered; failures are logged there."""
-        await self.runner.run_now(
-            TurnJob(kind=job["kind"], payload=dict(job.get("payload") or {}), quick=bool(job.get("quick")))
-        )
+        """Run one spawned job with the handler its surface registered; failures are logged there.
+
+        Modal gives an input again when its container stopped under it (a pre-emption, a redeploy's
+        drain): the job is then not run a second time — it may have posted part of an answer, an
+        `/ask` would post its question twice, and a mention's events are claimed already so its
+        stream would stay open. Its thread hears that the answer stopped, unless the first run's
+        turn said so itself as it was cancelled (as for a local turn worker that died)."""
+        turn = TurnJob(kind=job["kind"], payload=dict(job.get("payload") or {}), quick=bool(job.get("quick")))
+        job_id = job.get(JOB_ID)
+        threads = self.app.state.datathread.threads
+        try:
+            again = bool(job_id) and not await threads.claim(f"modal-job:{job_id}", ttl_s=JOB_MEMORY_S)
+            if again and await threads.claim(f"modal-job-told:{job_id}", ttl_s=JOB_MEMORY_S):
+                await tell_lost(self.runner.handlers, turn)  # nobody said it yet: once, whoever is first
+        except StoreUnavailable as exc:  # its thread hears so, as from a local runner
+            return await tell_store_down(self.runner.handlers, turn, exc)
+        if again:
+            return
+        if await self.runner.run_now(turn) and job_id:  # stopped, and its thread was told so
+            await threads.claim(f"modal-job-told:{job_id}", ttl_s=JOB_MEMORY_S)
 
     async def stop(self) -> None:
         """Run the app's shutdown (closes the Analyst: sandbox client, store, model client)."""

@@ -240,7 +240,9 @@ async def test_modal_runner_spawns_plain_job_data_and_refuses_unknown_kinds():
     runner = ModalRunner(spawn)
     runner.register("slack.turn", lambda job: None)  # type: ignore[arg-type,return-value]
     await runner.submit(TurnJob("slack.turn", {"channel": "C1", "text": "hi"}))
+    job_id = spawned[0].pop("id")  # each spawn's own: a job Modal gives again is not run twice
     assert spawned == [{"kind": "slack.turn", "payload": {"channel": "C1", "text": "hi"}, "quick": False}]
+    assert len(job_id) == 32 and int(job_id, 16) >= 0
     with pytest.raises(KeyError):
         await runner.submit(TurnJob("slack.typo"))
     await runner.drain(timeout=1)  # a no-op: spawned calls belong to Modal
