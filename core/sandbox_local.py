@@ -46,10 +46,9 @@ class LocalSandbox:
         isolation_policy: str = "best",
         refuse_namespaces: bool = False,
     ):
-        """`isolation_policy`: "strict" (refuse steps without network and filesystem isolation),
-        "best" (the best back end this host allows, warning for what is OFF) or a back-end name
-        (exactly that one). `refuse_namespaces` makes the fork server behave as on a host that
-        refuses namespaces (tests)."""
+        """`isolation_policy`: "strict" (refuse steps without network and filesystem isolation), "best"
+        (the best back end this host allows, warning for what is OFF) or a back-end name (exactly that
+        one). `refuse_namespaces`: the fork server behaves as on a host refusing namespaces (tests)."""
         self.workspaces = workspaces.resolve()
         self.workspace_bytes = workspace_mb * 2**20
         self.workspace_files = workspace_files
@@ -58,10 +57,9 @@ class LocalSandbox:
         self.masked = [str(Path(m).resolve()) for m in (masked or [])]
         self._proc: asyncio.subprocess.Process | None = None
         self._cgroups = cgroups.detect()  # to remove a session's empty groups after its steps
-        # The fork server's private directory (its socket, log and matplotlib cache): made by `start`,
-        # removed by `close`. Never made again under a name that was in use: once removed, another user
-        # could create it in /tmp first, and a mkdir that accepts an existing directory would then put
-        # the socket steps travel through in theirs.
+        # The fork server's private folder (socket, log, matplotlib cache): made by `start`, removed by
+        # `close`, never made again under a used name (another user could make it in /tmp first, and
+        # a mkdir accepting an existing folder would put the steps' socket in theirs).
         self._folder: ZygoteFolder | None = None
         self._writing: dict[str, asyncio.Lock] = {}  # per session: the quota check and the write together
         self.isolation_policy = isolation_policy
@@ -79,10 +77,13 @@ class LocalSandbox:
         assert self._folder is not None, "the fork server has not been started"
         return self._folder.socket
 
-    def workspace(self, session_id: str) -> Path:
-        """The session's directory, created with owner-only permissions."""
+    def workspace(self, session_id: str, *, make: bool = True) -> Path:
+        """The session's directory, created with owner-only permissions — not by a read (`make=False`): a
+        link to a file of a thread the sweep removed made its folder again, which no sweep then removed."""
         if not is_valid_session_id(session_id):
             raise PermissionError(f"invalid session id {session_id!r}")
+        if not make:
+            return self.workspaces / session_id
         self.workspaces.mkdir(parents=True, exist_ok=True)
         with contextlib.suppress(OSError):
             os.chmod(self.workspaces, 0o711)
@@ -327,7 +328,7 @@ class LocalSandbox:
                 os.kill(pid, signal.SIGKILL)
 
     async def read_file(self, session_id: str, path: str) -> bytes:
-        workspace = self.workspace(session_id)
+        workspace = self.workspace(session_id, make=False)
         full = resolve_in_workspace(workspace, path)
         return await asyncio.to_thread(read_inside, workspace, full)
 
@@ -360,7 +361,7 @@ class LocalSandbox:
     async def list_files(self, session_id: str) -> list[dict]:
         """The workspace's files (at most its file quota), walked in a thread: a workspace of 100,000
         files takes seconds to list, and the event loop serves every other thread meanwhile."""
-        return await asyncio.to_thread(_listing, self.workspace(session_id), self.workspace_files)
+        return await asyncio.to_thread(_listing, self.workspace(session_id, make=False), self.workspace_files)
 
     async def close(self) -> None:
         if self._proc and self._proc.returncode is None:
@@ -373,11 +374,10 @@ class LocalSandbox:
 
 
 def _listing(workspace: Path, limit: int) -> list[dict]:
-    """In a thread, and gentle with the interpreter lock the event loop needs. The walk gives the lock
-    up around every `stat` and takes it straight back, which keeps a waiting thread waiting (CPython's
-    convoy effect: the loop stalled 0.2 s at a time on a busy host), so it also sleeps briefly now and
-    then. One dict per file and nothing else kept; plain strings sorted (one sort of 100,000 (path,
-    stat) tuples is a single C call holding the lock for a tenth of a second)."""
+    """In a thread, gentle with the interpreter lock the event loop needs: the walk gives it up around
+    every `stat` and takes it straight back, which keeps a waiting thread waiting (CPython's convoy
+    effect stalled the loop 0.2 s at a time), so it also sleeps now and then. One dict per file kept;
+    plain strings sorted (one sort of 100,000 (path, stat) tuples holds the lock a tenth of a second)."""
     from core.steps import workspace_files
 
     files: dict[str, int] = {}

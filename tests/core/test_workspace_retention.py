@@ -6,7 +6,10 @@ from __future__ import annotations
 import os
 import time
 
+import pytest
+
 from core.sandbox_factory import open_threads
+from core.sandbox_local import LocalSandbox
 from tests.fakes.workspaces import DAY, aged_workspace
 
 
@@ -77,3 +80,15 @@ async def test_a_file_dated_in_the_future_does_not_keep_a_workspace_for_good(set
     async with open_threads(settings) as threads:
         assert await threads.forget_idle_workspaces() == ["sl-dated"]
     assert not ws.exists()
+
+
+async def test_reading_a_removed_threads_files_does_not_make_its_folder_again(settings):
+    """A file link or a click on a thread the sweep had removed made its folder again (empty, newly
+    written: kept for another DATATHREAD_HISTORY_TTL_DAYS); on Modal a read then committed it."""
+    sandbox = LocalSandbox(workspaces=settings.workspaces_dir)
+    with pytest.raises(FileNotFoundError):
+        await sandbox.read_file("sl-removed", "top.csv")
+    assert await sandbox.list_files("sl-removed") == []
+    assert not (settings.workspaces_dir / "sl-removed").exists()
+    await sandbox.write_file("sl-removed", "new.csv", b"a\n1\n")  # a write makes it, as a step does
+    assert await sandbox.read_file("sl-removed", "new.csv") == b"a\n1\n"
