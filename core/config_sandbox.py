@@ -151,9 +151,10 @@ class SandboxSettings(BaseModel):
     )
     modal_scaledown_window: int = Field(
         300,
-        gt=0,
+        ge=2,
+        le=3600,
         validation_alias=_env("DATATHREAD_MODAL_SCALEDOWN_WINDOW"),
-        description="Seconds an idle container stays up.",
+        description="Seconds an idle container stays up (2 to 3600, Modal's bounds).",
     )
     modal_turn_timeout: int = Field(
         900,

@@ -18,6 +18,7 @@ import inspect
 import logging
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,9 @@ from core.sandbox_local import LocalSandbox
 
 log = logging.getLogger(__name__)
 
+# A Volume (v1) holds at most 500,000 files and directories for every thread together, and its reload
+# and commit slow down with each: one thread may hold a tenth of the local quota.
+VOLUME_WORKSPACE_FILES = 10_000
 STEP_WORKER_CLASS = "StepWorker"  # the class name in deploy/modal_app.py; looked up by name
 
 VolumeHook = Callable[[], Any]  # volume.reload / volume.commit (sync, or `.aio` coroutine functions)
@@ -43,15 +47,57 @@ def to_step_request(data: dict) -> StepRequest:
     return StepRequest(**{k: v for k, v in data.items() if k in StepRequest.__dataclass_fields__})
 
 
+def image_env(settings) -> dict[str, str]:
+    """Settings every container must read as the deployer had them, for the image's environment: the
+    secrets' names (a container that found other secrets than the deploy declared failed to start) and
+    the step worker's limits (it holds no secrets, so the image is the only way they reach it)."""
+    env = {
+        "DATATHREAD_MODAL_SECRETS": settings.modal_secrets,
+        "DATATHREAD_STEP_TIMEOUT": str(settings.step_timeout),
+        "DATATHREAD_STEP_MEMORY_MB": str(settings.step_memory_mb),
+        "DATATHREAD_STEP_FILE_MB": str(settings.step_file_mb),
+        "DATATHREAD_WORKSPACE_MB": str(settings.workspace_mb),
+    }
+    return env | ({"DATATHREAD_ISOLATION": settings.isolation} if settings.isolation else {})
+
+
+@dataclass(frozen=True)
+class StepLimits:
+    """The most one step may ask of a worker container: the deployer's settings, baked into its image."""
+
+    timeout_s: float
+    memory_mb: int
+    file_mb: int
+
+
+def within(step: StepRequest, limits: StepLimits | None) -> StepRequest:
+    """The step with its time, memory and file size no higher than the worker's own: a turn container
+    whose secrets raised DATATHREAD_STEP_TIMEOUT past the function's timeout had its step killed by
+    Modal mid-write, and a higher memory limit than the container's was an out-of-memory kill."""
+    if limits is None:
+        return step
+    return replace(
+        step,
+        timeout_s=min(step.timeout_s, limits.timeout_s),
+        memory_mb=min(step.memory_mb, limits.memory_mb),
+        file_mb=min(step.file_mb, limits.file_mb),
+    )
+
+
 async def run_step_in_volume(
-    request: dict, *, sandbox: LocalSandbox, reload: VolumeHook, commit: VolumeHook
+    request: dict,
+    *,
+    sandbox: LocalSandbox,
+    reload: VolumeHook,
+    commit: VolumeHook,
+    limits: StepLimits | None = None,
 ) -> dict:
     """Reload → run the step in `<volume root>/<session_id>` → commit. The same step code as locally.
 
     Commit runs even when the step failed: a failed step may still have written files the model
     will look at next, and the next step may run in another container.
     """
-    step = to_step_request(request)
+    step = within(to_step_request(request), limits)
     if not is_valid_session_id(step.session_id):
         return StepResult(ok=False, error="Refused: invalid session id.").to_dict()
     await call_hook(reload)
@@ -73,10 +119,20 @@ class VolumeWorkspaces:
         commit: VolumeHook,
         warehouse: Path | None = None,
         network_blocked: bool = False,
+        limits: StepLimits | None = None,
+        workspace_mb: int = 2048,
+        isolation_policy: str = "best",
     ):
-        self.sandbox = LocalSandbox(workspaces=root, warehouse=warehouse)
+        self.sandbox = LocalSandbox(
+            workspaces=root,
+            warehouse=warehouse,
+            workspace_mb=workspace_mb,
+            workspace_files=VOLUME_WORKSPACE_FILES,
+            isolation_policy=isolation_policy,
+        )
         self._reload, self._commit = reload, commit
         self.network_blocked = network_blocked
+        self.limits = limits
 
     @classmethod
     def from_settings(
@@ -89,7 +145,14 @@ class VolumeWorkspaces:
 
             warehouse = build_demo_database(settings.demo_warehouse)
         return cls(
-            root=root, reload=reload, commit=commit, warehouse=warehouse, network_blocked=network_blocked
+            root=root,
+            reload=reload,
+            commit=commit,
+            warehouse=warehouse,
+            network_blocked=network_blocked,
+            limits=StepLimits(settings.step_timeout, settings.step_memory_mb, settings.step_file_mb),
+            workspace_mb=settings.workspace_mb,
+            isolation_policy=settings.isolation or "best",
         )
 
     async def start(self) -> None:
@@ -99,7 +162,7 @@ class VolumeWorkspaces:
     async def run_step(self, request: dict) -> dict:
         """One step, between a Volume reload and commit."""
         return await run_step_in_volume(
-            request, sandbox=self.sandbox, reload=self._reload, commit=self._commit
+            request, sandbox=self.sandbox, reload=self._reload, commit=self._commit, limits=self.limits
         )
 
     async def read_file(self, session_id: str, path: str) -> bytes:

@@ -22,7 +22,7 @@ from bot.retention import sweep_volume
 from bot.schedule_jobs import tick_once
 from core.config import load_settings, split_list
 from core.runner_modal import ModalRunner  # noqa: F401  (re-exported: the runner of this deployment)
-from core.sandbox_modal import STEP_WORKER_CLASS, VolumeWorkspaces
+from core.sandbox_modal import STEP_WORKER_CLASS, VolumeWorkspaces, image_env
 from deploy.turn_host import TurnHost, build_web_app, require_shared_store
 
 PROJECT = Path(__file__).resolve().parent.parent
@@ -44,6 +44,7 @@ image = (
             "DATATHREAD_SCHEDULER_LOOP": "0",  # schedules_tick below is the one scheduler on Modal
             "PYTHONUNBUFFERED": "1",
         }
+        | image_env(SETTINGS)  # the secrets' names and the step limits, as they are where you deploy
     )
     .add_local_python_source("core", "bot", "deploy")
 )
@@ -169,5 +170,9 @@ def smoke() -> None:
         "except OSError:\n    print('network: blocked')\n"
     )
     worker = modal.Cls.from_name(SETTINGS.modal_app, STEP_WORKER_CLASS)()
-    print(worker.run_step.remote({"kind": "python", "session_id": "smoke-test", "code": code}))
+    result = worker.run_step.remote({"kind": "python", "session_id": "smoke-test", "code": code})
+    print(result)
     print(worker.protections.remote())
+    if not result.get("ok") or "network: blocked" not in result.get("output", ""):
+        raise SystemExit("smoke check FAILED: the step did not run, or it reached the network")
+    print("smoke check passed: the step ran, wrote smoke.txt, and had no network")

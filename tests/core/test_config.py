@@ -402,3 +402,13 @@ def test_the_choice_settings_are_all_found():
         "DATATHREAD_WAREHOUSE",
         "DATATHREAD_MODEL_PROVIDER",
     } <= {name for name, _ in CHOICES}
+
+
+@pytest.mark.parametrize("window", ["1", "3601"])
+def test_a_scaledown_window_modal_refuses_is_a_bad_setting(monkeypatch, window):
+    """Modal takes 2 to 3600 s; outside it, importing deploy/modal_app.py failed with Modal's traceback."""
+    monkeypatch.setenv("DATATHREAD_MODAL_SCALEDOWN_WINDOW", window)
+    with pytest.raises(ConfigError) as info:
+        load_settings(_env_file=None)
+    said = str(info.value)
+    assert "DATATHREAD_MODAL_SCALEDOWN_WINDOW" in said and "\n" not in said
