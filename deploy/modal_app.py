@@ -10,6 +10,9 @@ come from the image's env and the Modal secrets.
 - `sweep_workspaces`: every hour, removes the Volume folders of threads idle past their history.
 - `StepWorker`: runs SQL and Python steps in `/workspace/<session_id>` of the Volume; no network,
   no secrets, the local sandbox's fork server inside (data stack imported once per container).
+
+Every container imports this module; the bot's surfaces (Bolt, botbuilder, the Claude SDK) are imported
+inside the functions that serve them, so a step worker's cold start does not pay for them.
 """
 
 from __future__ import annotations
@@ -18,12 +21,9 @@ from pathlib import Path
 
 import modal
 
-from bot.retention import sweep_volume
-from bot.schedule_jobs import tick_once
 from core.config import load_settings, split_list
 from core.runner_modal import ModalRunner  # noqa: F401  (re-exported: the runner of this deployment)
 from core.sandbox_modal import STEP_WORKER_CLASS, VolumeWorkspaces, image_env
-from deploy.turn_host import TurnHost, build_web_app, require_shared_store
 
 PROJECT = Path(__file__).resolve().parent.parent
 WORKSPACE = "/workspace"
@@ -119,6 +119,8 @@ class TurnWorker:
 
     @modal.enter()
     async def start(self) -> None:
+        from deploy.turn_host import TurnHost
+
         self.host = TurnHost(SETTINGS, freeze_heap=True)  # a container serves until it is stopped
         await self.host.start()
 
@@ -136,12 +138,17 @@ class TurnWorker:
 @modal.asgi_app(label=SETTINGS.modal_app)
 def web():
     """POST /slack/events, POST /api/messages, GET /healthz — acks, then spawns TurnWorker.run."""
+    from deploy.turn_host import build_web_app
+
     return build_web_app(SETTINGS, spawn=TurnWorker().run.spawn.aio, freeze_heap=True)
 
 
 @app.function(secrets=secrets, schedule=modal.Period(minutes=1), timeout=120)
 async def schedules_tick() -> None:
     """Scheduled answers: claim due occurrences (once across containers, in Redis) and spawn their turns."""
+    from bot.schedule_jobs import tick_once
+    from deploy.turn_host import require_shared_store
+
     require_shared_store(SETTINGS)
     await tick_once(SETTINGS, TurnWorker().run.spawn.aio)
 
@@ -156,6 +163,9 @@ async def schedules_tick() -> None:
 async def sweep_workspaces() -> None:
     """The Volume's folders of threads idle past DATATHREAD_HISTORY_TTL_DAYS whose history Redis let go:
     removed by the local sweep's rules. It only lists, renames and deletes; it never opens a step's file."""
+    from bot.retention import sweep_volume
+    from deploy.turn_host import require_shared_store
+
     require_shared_store(SETTINGS)
     await sweep_volume(SETTINGS, root=Path(WORKSPACE), reload=volume.reload.aio, commit=volume.commit.aio)
 

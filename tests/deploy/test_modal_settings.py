@@ -18,9 +18,10 @@ from core.sandbox_modal import StepLimits, VolumeWorkspaces
 REPO = Path(__file__).resolve().parents[2]
 
 IMAGE_ENV = """
-import json
+import json, sys
 from modal._utils.async_utils import synchronizer
 import deploy.modal_app as app
+heavy = [m for m in ("anthropic", "slack_bolt", "botbuilder.core", "bot.server") if m in sys.modules]
 
 def env_layers(image):
     load = synchronizer._translate_in(image)._load if not hasattr(image, "_load") else image._load
@@ -39,7 +40,7 @@ def env_layers(image):
 env = {}
 for layer in env_layers(app.image):
     env.update(layer)
-print(json.dumps({"env": env, "secrets": app.web.info().secrets}))
+print(json.dumps({"env": env, "secrets": app.web.info().secrets, "heavy": heavy}))
 """
 
 
@@ -71,6 +72,8 @@ def test_containers_see_the_secret_names_and_step_limits_the_deployer_had():
     assert {k: image.get(k) for k in deployer} == {**deployer, "DATATHREAD_STEP_TIMEOUT": "45.0"}
     container = deployed(image)  # a container: the image's environment, nothing of the deployer's
     assert container["secrets"] == deploy["secrets"]
+    # every container imports the app module: a step worker's cold start paid ~2 s for the bot's surfaces
+    assert container["heavy"] == []
 
 
 async def test_the_step_worker_holds_a_step_to_its_own_limits(tmp_path):
