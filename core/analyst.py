@@ -1,9 +1,9 @@
 """The core's front door: one incoming message → one turn, with events for the surface.
 
 `Analyst.handle` maps the thread to a session, checks access and rate limits, takes the session lock,
-runs the tool loop over the stored history, saves a valid history and the turn record, and turns
-every failure into a short human message: a fault's with an error id that matches the log line, an
-expected refusal's (not allowed here, over an hourly limit) without one.
+runs the tool loop over the stored history, saves a valid history and the turn record, and turns every
+failure into a short human message: a fault's with an error id matching the log line, an expected
+refusal's (not allowed here, over an hourly limit) without one.
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ from core.sessions import HeldLock, LockLost, LockTimeout, StoreUnavailable, ses
 from core.thread import Threads
 from core.tools import ToolContext
 from core.turn_lock import NOT_STARTED, StoppedWaiting, store_failure, turn_lock
-from core.turn_records import is_model_error, log_failure, turn_record
+from core.turn_records import UNFINISHED, is_model_error, log_failure, turn_record
 from core.turn_state import LoopLimits, TurnState
 from core.verified import VerifiedLibrary, VerifiedQuery, curated_path, load_curated
 from core.warehouse import QueryContext
@@ -109,10 +109,9 @@ class Analyst:
         confirm: Confirmer | None = None,
         turn_id: str | None = None,
     ) -> TurnOutcome:
-        """Answer one message in its session. Never raises: failures become a TurnFailed event.
-
-        The outcome's answer and error are redacted as its events are: `ask` printed the answer from
-        the outcome, and a key the model had repeated reached the terminal that chat masked."""
+        """Answer one message in its session. Never raises: failures become a TurnFailed event. The
+        outcome's answer and error are redacted as its events are (`ask` printed the answer from the
+        outcome, and a key the model had repeated reached the terminal that chat masked)."""
         outcome = await self._handle(message, sink, confirm=confirm, turn_id=turn_id)
         outcome.answer, outcome.error = self.redactor.text(outcome.answer), self.redactor.text(outcome.error)
         return outcome
@@ -199,6 +198,8 @@ class Analyst:
     ) -> None:
         started = time.time()
         prior = hist.repair(await self.store.load_history(session_id))
+        # In the audit from now on: a turn whose process dies stays there, unfinished (replaced when it settles)
+        await self.store.record_turn(self._turn_record(message, outcome, started, UNFINISHED))
         await self.store.update_meta(
             session_id,
             surface=message.surface,
@@ -271,9 +272,7 @@ class Analyst:
                 tools=self._tools,
                 ctx=ctx,
                 sink=emit,  # redacts every event (see handle)
-                limits=LoopLimits(
-                    max_steps=s.max_steps, max_tokens=s.max_tokens, token_budget=s.turn_token_budget
-                ),
+                limits=LoopLimits(s.max_steps, s.max_tokens, token_budget=s.turn_token_budget),
                 charge=budgets.charge,
             )
             return None

@@ -16,6 +16,10 @@ from core.events import IncomingMessage, TurnOutcome
 log = logging.getLogger("datathread.turn")
 
 
+# A turn's record until it settles: what the audit keeps of a turn whose process died under it.
+UNFINISHED = "Did not finish: the process answering it ended first (steps it ran may be missing here)."
+
+
 def turn_record(message: IncomingMessage, outcome: TurnOutcome, started: float, error: str | None) -> dict:
     """The audit record of one turn: who, where, question, steps, stats, outcome (not yet redacted)."""
     return {

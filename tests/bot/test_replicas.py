@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from core.turn_records import UNFINISHED
 from tests.bot.serve_harness import Replica
 from tests.bot.slack_harness import SECRET, event_body, mention, said
 from tests.fakes.anthropic_api import text, tool
@@ -124,4 +125,7 @@ def test_two_replicas_share_one_truth(cluster, fake_model):
     import redis as redis_py
 
     with redis_py.Redis.from_url(redis.url) as r:  # the truth they shared was Redis
-        assert len(r.keys("dt:h:*")) == 1 and len(r.keys("dt:t:*")) == 4  # the killed turn left no record
+        records = [json.loads(r.get(key)) for key in r.keys("dt:t:*")]
+        assert len(r.keys("dt:h:*")) == 1 and len(records) == 5
+        # the killed turn is in the audit, unfinished, with the question it never answered
+        assert [t["question"] for t in records if t["error"] == UNFINISHED] == ["one more?"]
