@@ -11,14 +11,9 @@ version) is never judged dead: its lock expires after its TTL, as before.
 
 from __future__ import annotations
 
-import contextlib
 import os
-import time
 import uuid
 from pathlib import Path
-
-from redis.asyncio.lock import Lock
-from redis.exceptions import LockNotOwnedError
 
 
 def new_owner() -> str:
@@ -35,22 +30,6 @@ def holder_died(owner: str) -> bool:
     if len(parts) != 4 or not parts[2].isdigit() or parts[1] != _place():
         return False
     return _started(int(parts[2])) != parts[3]
-
-
-async def take_lock(lock: Lock, token: str, *, wait_s: float) -> bool:
-    """redis-py's `Lock.acquire`, waiting in slices of a second: between them, a holder that died on
-    this host is released by its own token (the library's atomic compare-and-delete), not waited out."""
-    deadline = time.monotonic() + wait_s
-    while not await lock.acquire(
-        blocking_timeout=min(1.0, max(0.0, deadline - time.monotonic())), token=token
-    ):
-        holder = await lock.redis.get(lock.name)
-        if holder is not None and holder_died(holder if isinstance(holder, str) else holder.decode()):
-            with contextlib.suppress(LockNotOwnedError):
-                await lock.do_release(holder)
-        elif time.monotonic() >= deadline:
-            return False
-    return True
 
 
 def _place() -> str | None:

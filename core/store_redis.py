@@ -7,6 +7,7 @@ leaves a half-written history. Keys (all under `dt:`):
 
     h:<session>  history JSON (TTL)        m:<session>  metadata JSON (TTL)
     l:<session>  lock owner token (PX)     s:<key>      de-dup marker (EX)
+    l:<session>:queue, :beats  the lock's waiters in order (zsets; core/lock_queue.py)
     r:<key>      sliding-window hits (zset) u:<key>     usage counter (expires once, from creation)
     t:<turn>     turn record JSON (EXAT)   ti:<index>   turn ids scored by start time (zsets)
     d:<kind>:<id> record JSON (no TTL)     di:<kind>    ids of a kind's records (set)
@@ -30,7 +31,8 @@ from redis.asyncio.lock import Lock
 from redis.exceptions import LockNotOwnedError, RedisError, WatchError
 
 from core.lock_keeper import LockKeeper
-from core.lock_owner import new_owner, take_lock
+from core.lock_owner import new_owner
+from core.lock_queue import redis_take
 from core.redis_client import fail_fast_client
 from core.redis_words import (  # noqa: F401  (re-exported: the runners and doctor import them from here)
     PING_DEADLINE_S,
@@ -200,11 +202,12 @@ class RedisStore:
         """Exclusive per-session lock: redis-py's Lock (SET NX PX with an owner token; extend and
         release only by the owner, each one atomic script), kept alive from a thread (`LockKeeper`)
         so an event-loop stall cannot let it expire. A holder that dies stops renewing, so its lock
-        expires after `ttl_s`, or at once when it died on this host (core/lock_owner.py)."""
+        expires after `ttl_s`, or at once when it died on this host (core/lock_owner.py). Waiters take it
+        in the order they asked (core/lock_queue.py)."""
         name, token = self._k("l", session_id), new_owner()
         lock = Lock(self.r, name, timeout=ttl_s, sleep=0.05, thread_local=False)
         with self._errors():
-            if not await take_lock(lock, token, wait_s=wait_s):
+            if not await redis_take(lock, token, wait_s=wait_s):
                 raise LockTimeout(session_id)
         held = HeldLock(ttl_s)
         keeper = self._keeper(name, token, ttl_s, held).start()

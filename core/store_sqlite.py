@@ -1,8 +1,8 @@
 """The embedded session store: one SQLite file under DATATHREAD_HOME, safe across local processes.
 
-Same behaviour as the Redis store (the same test suite runs against both). Locks are rows with an
-owner token and an expiry, so replicas sharing DATATHREAD_HOME on one host serialise a session's
-turns, and a lock whose owner died expires (at once when it died on this host: core/lock_owner.py).
+Same behaviour as the Redis store (one test suite runs against both). Locks are rows with an owner
+token and an expiry: replicas sharing DATATHREAD_HOME serialise a session's turns in the order they
+asked (core/lock_queue.py); a dead owner's lock expires, at once on this host (core/lock_owner.py).
 """
 
 from __future__ import annotations
@@ -22,12 +22,15 @@ from pathlib import Path
 from core.disk_errors import write_failure
 from core.lock_keeper import LockKeeper
 from core.lock_owner import holder_died, new_owner
+from core.lock_queue import TRY_EVERY_S, sqlite_leave, sqlite_try
 from core.store_base import HISTORY_VERSION, HeldLock, LockTimeout, StoreUnavailable
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS history (session_id TEXT PRIMARY KEY, version INTEGER, messages TEXT, expires REAL);
 CREATE TABLE IF NOT EXISTS meta (session_id TEXT PRIMARY KEY, data TEXT);
 CREATE TABLE IF NOT EXISTS locks (session_id TEXT PRIMARY KEY, owner TEXT, expires REAL);
+CREATE TABLE IF NOT EXISTS waiting (session_id TEXT, owner TEXT, arrived REAL, expires REAL,
+                                    PRIMARY KEY (session_id, owner));
 CREATE TABLE IF NOT EXISTS seen (key TEXT PRIMARY KEY, expires REAL);
 CREATE TABLE IF NOT EXISTS hits (key TEXT, at REAL);
 CREATE TABLE IF NOT EXISTS kv (key TEXT PRIMARY KEY, value TEXT, expires REAL);
@@ -158,17 +161,15 @@ class SqliteStore:
         owner = new_owner()
         deadline = time.monotonic() + wait_s
 
-        def acquire(con):
-            now = time.time()
-            free = "DELETE FROM locks WHERE session_id=? AND (expires<? OR holder_died(owner))"
-            con.execute(free, (session_id, now))
-            cur = con.execute("INSERT OR IGNORE INTO locks VALUES (?,?,?)", (session_id, owner, now + ttl_s))
-            return cur.rowcount == 1
-
-        while not await self._run(acquire):
-            if time.monotonic() > deadline:
-                raise LockTimeout(session_id)
-            await asyncio.sleep(0.05)
+        try:  # in the order turns asked (core/lock_queue.py)
+            while not await self._run(sqlite_try, session_id, owner, ttl_s):
+                if time.monotonic() > deadline:
+                    raise LockTimeout(session_id)
+                await asyncio.sleep(TRY_EVERY_S)
+        except BaseException:
+            with contextlib.suppress(Exception):  # it leaves the queue (else its place lapses)
+                await self._run(sqlite_leave, session_id, owner)
+            raise
         held = HeldLock(ttl_s)
         keeper = self._keeper(session_id, owner, ttl_s, held).start()
         self._keepers.add(keeper)

@@ -168,6 +168,57 @@ async def test_a_holder_killed_on_this_host_frees_its_lock_at_once(make_store):
         holder.wait()
 
 
+async def queued(store: SessionStore) -> int:
+    """How many wait for session s1's lock (the queue of core/lock_queue.py)."""
+    if isinstance(store, SqliteStore):
+        return await store._run(lambda con: con.execute("SELECT count(*) FROM waiting").fetchone()[0])
+    return await store.r.zcard(store._k("l", "s1") + ":queue")
+
+
+async def until_queued(store: SessionStore, count: int) -> None:
+    deadline = time.monotonic() + 20
+    while await queued(store) < count:
+        assert time.monotonic() < deadline, "the waiter never joined the queue"
+        await asyncio.sleep(0.01)
+
+
+async def test_waiters_take_the_lock_in_the_order_they_asked(make_store):
+    """Follow-ups sent while an answer ran were answered in a shuffled order (and saved in it): waiters
+    polled, and whoever polled first after a release won. Three replicas, six waiters."""
+    stores = [make_store() for _ in range(3)]
+    order: list[int] = []
+
+    async def follow_up(n: int) -> None:
+        async with stores[n % 3].lock("s1", ttl_s=5, wait_s=60):
+            order.append(n)
+            await asyncio.sleep(0.01)
+
+    async with stores[0].lock("s1", ttl_s=5):
+        waiters = []
+        for n in range(6):
+            waiters.append(asyncio.create_task(follow_up(n)))
+            await until_queued(stores[0], n + 1)
+    await asyncio.gather(*waiters)
+    assert order == [0, 1, 2, 3, 4, 5]
+    assert await queued(stores[0]) == 0
+
+
+async def test_a_waiter_killed_on_this_host_does_not_hold_up_the_queue(make_store):
+    store = make_store()
+    where = ["sqlite", str(store.path)] if isinstance(store, SqliteStore) else ["redis", store._url]
+    async with store.lock("s1", ttl_s=5):
+        waiter = subprocess.Popen([sys.executable, "-c", HOLDER, *where], stdout=subprocess.PIPE, cwd=REPO)
+        try:
+            await until_queued(store, 1)
+            waiter.kill()
+            waiter.wait()
+        finally:
+            waiter.kill()
+    started = time.monotonic()
+    async with store.lock("s1", ttl_s=5, wait_s=10):  # not behind the dead one for its 15 s
+        assert time.monotonic() - started < 3
+
+
 async def test_lock_released_on_exception_and_cancellation(make_store):
     a, b = make_store(), make_store()
     with pytest.raises(ValueError):

@@ -1,0 +1,118 @@
+"""A session's turns take its lock in the order they asked for it. Waiters used to poll, and whichever
+polled first after a release won: six follow-ups sent while an answer streamed were answered in a
+shuffled order (and saved in it, so "now only June" could run before the question it refines).
+
+Each waiter stands in a queue with its arrival time and a place it renews on every try; only the first
+may take the lock. A waiter that gives up leaves the queue; one whose process died is dropped at once on
+this host (core/lock_owner.py) and after WAIT_BEAT_S anywhere else. The SQLite try runs in the store's
+transaction; the Redis one is one script (the server's clock orders arrivals from every replica).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+
+from redis.asyncio.lock import Lock
+from redis.exceptions import LockNotOwnedError
+
+from core.lock_owner import holder_died
+
+WAIT_BEAT_S = 15.0  # a waiter not heard from for this long has left (renewed every try, ~20 times a second)
+TRY_EVERY_S = 0.05
+
+
+def sqlite_try(con, session_id: str, owner: str, ttl_s: float) -> bool:
+    """One try in the store's transaction: free a lock whose time ran out or whose holder died, drop
+    waiters gone likewise, join the queue (or renew one's place), take the lock only when first."""
+    now = time.time()
+    for table in ("locks", "waiting"):
+        con.execute(
+            f"DELETE FROM {table} WHERE session_id=? AND (expires<? OR holder_died(owner))", (session_id, now)
+        )
+    con.execute(
+        "INSERT INTO waiting VALUES (?,?,?,?) ON CONFLICT (session_id, owner) DO UPDATE SET expires=excluded.expires",
+        (session_id, owner, now, now + WAIT_BEAT_S),
+    )
+    (first,) = con.execute(
+        "SELECT owner FROM waiting WHERE session_id=? ORDER BY arrived, owner LIMIT 1", (session_id,)
+    ).fetchone()
+    if first != owner:
+        return False
+    if (
+        con.execute("INSERT OR IGNORE INTO locks VALUES (?,?,?)", (session_id, owner, now + ttl_s)).rowcount
+        != 1
+    ):
+        return False
+    sqlite_leave(con, session_id, owner)
+    return True
+
+
+def sqlite_leave(con, session_id: str, owner: str) -> None:
+    con.execute("DELETE FROM waiting WHERE session_id=? AND owner=?", (session_id, owner))
+
+
+# KEYS: the lock, the queue (arrival, ms), the waiters' beats (expiry, ms). ARGV: token, lock ms, beat ms.
+# Returns {1} when taken, else {0, the holder or '', the first waiter}.
+_TRY = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+for _, gone in ipairs(redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now)) do
+  redis.call('ZREM', KEYS[2], gone)
+  redis.call('ZREM', KEYS[3], gone)
+end
+redis.call('ZADD', KEYS[2], 'NX', now, ARGV[1])
+redis.call('ZADD', KEYS[3], now + tonumber(ARGV[3]), ARGV[1])
+redis.call('PEXPIRE', KEYS[2], ARGV[3])
+redis.call('PEXPIRE', KEYS[3], ARGV[3])
+local first = redis.call('ZRANGE', KEYS[2], 0, 0)[1]
+if first == ARGV[1] and redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+  redis.call('ZREM', KEYS[2], ARGV[1])
+  redis.call('ZREM', KEYS[3], ARGV[1])
+  return {1}
+end
+return {0, redis.call('GET', KEYS[1]) or '', first}
+"""
+
+
+async def redis_take(lock: Lock, token: str, *, wait_s: float) -> bool:
+    """Take redis-py's `lock` with `token` in queue order within `wait_s`; between tries, a holder or a
+    first waiter that died on this host is let go (the holder by the library's atomic release)."""
+    client, name = lock.redis, lock.name
+    queue, beats = f"{name}:queue", f"{name}:beats"
+    script = client.register_script(_TRY)
+    args = [token, int(lock.timeout * 1000), int(WAIT_BEAT_S * 1000)]
+    deadline = time.monotonic() + wait_s
+    try:
+        while True:
+            answer = await script(keys=[name, queue, beats], args=args)
+            if int(answer[0]) == 1:
+                lock.local.token = token.encode()
+                return True
+            holder, first = (_text(v) for v in answer[1:])
+            if holder and holder_died(holder):
+                with contextlib.suppress(LockNotOwnedError):
+                    await lock.do_release(holder.encode())
+                continue
+            if first != token and holder_died(first):
+                await client.zrem(queue, first)
+                continue
+            if time.monotonic() >= deadline:
+                break
+            await asyncio.sleep(TRY_EVERY_S)
+    except BaseException:
+        await _leave(client, queue, beats, token)
+        raise
+    await _leave(client, queue, beats, token)
+    return False
+
+
+async def _leave(client, queue: str, beats: str, token: str) -> None:
+    with contextlib.suppress(Exception):  # otherwise its place lapses after WAIT_BEAT_S
+        await client.zrem(queue, token)
+        await client.zrem(beats, token)
+
+
+def _text(value: bytes | str) -> str:
+    return value if isinstance(value, str) else value.decode()
