@@ -13,6 +13,7 @@ asker's time zone from `users.info` (scope `users:read`), which turns also carry
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from dataclasses import dataclass, field
 
@@ -33,6 +34,7 @@ from core.schedules import Schedule, ScheduleError
 from core.schedules_parse import parse_schedule_command
 from core.schedules_run import RunResult, turn_question
 from core.schedules_tool import from_answer, propose_new
+from core.sessions import StoreUnavailable
 from core.thread import Threads
 
 log = logging.getLogger("datathread.schedules")
@@ -67,6 +69,9 @@ class SlackSchedulePoster:
             return RunResult(ok=False, error=self.unreachable, turn_id=turn_id)
         self.unreachable = ""
         thread_ts = schedule.thread or header["ts"]
+        threads = self.analyst.threads
+        with contextlib.suppress(StoreUnavailable):  # for `tell_stopped`, if this process dies
+            await threads.note(_thread_key(turn_id), thread_ts)
         target = SlackTarget(
             channel=schedule.channel, thread_ts=thread_ts, team_id=schedule.team_id, user_id=schedule.owner
         )
@@ -78,7 +83,12 @@ class SlackSchedulePoster:
             channel_id=schedule.channel,
             team_id=schedule.team_id,
         )
-        sink = SlackProgress(self.client, target, self.analyst.threads.read_artifact)
+
+        async def noted(ts: str) -> None:
+            with contextlib.suppress(StoreUnavailable):
+                await threads.note(_stream_key(turn_id), ts)
+
+        sink = SlackProgress(self.client, target, threads.read_artifact, on_stream=noted)
         # No confirmer: nobody is there to click Run, so a query over the cost cap is not run.
         outcome = await self.analyst.handle(message, sink, turn_id=turn_id)
         if sink.lost:  # answered, but nobody saw it: not a run that worked
@@ -99,6 +109,26 @@ class SlackSchedulePoster:
             channel=schedule.channel, thread_ts=schedule.thread or None, text=render.escape(text)
         )
 
+    async def tell_stopped(self, schedule: Schedule, turn_ids: tuple[str, ...], text: str) -> None:
+        """The run's process died: its answer's stream (left open, "is typing" for good) ended with the
+        notice, or the notice in the run's thread, or — if no header was posted — in the channel."""
+        threads, said = self.analyst.threads, f":warning: {text}"  # our words: nothing to escape
+        for turn_id in turn_ids:
+            stream = await threads.noted(_stream_key(turn_id))
+            thread = await threads.noted(_thread_key(turn_id))
+            if stream:
+                try:
+                    await self.client.chat_stopStream(channel=schedule.channel, ts=stream, markdown_text=said)
+                    return
+                except SlackApiError as exc:  # ended already (the first attempt's): a message instead
+                    log.info("schedule %s: stream %s not ended: %s", schedule.id, stream, exc)
+            if thread:
+                await self.client.chat_postMessage(channel=schedule.channel, thread_ts=thread, text=said)
+                return
+        await self.client.chat_postMessage(
+            channel=schedule.channel, thread_ts=schedule.thread or None, text=said
+        )
+
     async def tell_owner(self, schedule: Schedule, text: str) -> None:
         """A direct message (posting to a user id opens the DM with the app: chat:write suffices)."""
         if schedule.owner.startswith(("U", "W")):
@@ -106,6 +136,14 @@ class SlackSchedulePoster:
             await self.client.chat_postMessage(channel=schedule.owner, text=render.escape(text))
         else:  # a schedule made in the terminal has no Slack owner to write to
             log.warning("schedule %s: %s", schedule.id, text)
+
+
+def _thread_key(turn_id: str) -> str:
+    return f"slack:schedule-thread:{turn_id}"
+
+
+def _stream_key(turn_id: str) -> str:
+    return f"slack:schedule-stream:{turn_id}"
 
 
 # --- creating from Slack: `/ask schedule …` and the asker's time zone ------------------------------

@@ -131,6 +131,10 @@ class TeamsSchedulePoster:
 
         await self._in_conversation(schedule, text, send)
 
+    async def tell_stopped(self, schedule: Schedule, turn_ids: tuple[str, ...], text: str) -> None:
+        """The run's process died: said in the schedule's channel (or its thread)."""
+        await self.post_notice(schedule, text)
+
     async def tell_owner(self, schedule: Schedule, text: str) -> None:
         """Teams has no DM without the person's own conversation id: say it in the channel, to them."""
         await self.post_notice(schedule, text)

@@ -9,12 +9,15 @@ decides what happens.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import re
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Protocol
 
+from core.runner import TurnStopped
 from core.schedules import Schedule, UnknownSchedule, iso
 from core.schedules_store import ScheduleBook
 from core.schedules_tick import DueRun
@@ -23,6 +26,8 @@ from core.wording import causes, os_words
 log = logging.getLogger("datathread.schedules")
 
 MAX_FAILURES = 3
+# A run whose process ended before it did (killed, a worker that died) or that a shutdown stopped.
+STOPPED_WHY = "it stopped before finishing (the process running it ended)"
 
 
 @dataclass(frozen=True)
@@ -51,6 +56,16 @@ class SchedulePoster(Protocol):
 
     async def tell_owner(self, schedule: Schedule, text: str) -> None:
         """Reach the schedule's owner directly (the schedule was paused)."""
+
+    async def tell_stopped(self, schedule: Schedule, turn_ids: tuple[str, ...], text: str) -> None:
+        """A run whose process ended: `text` where it was answering — the latest of `turn_ids` that
+        left anything (closing its answer's stream), else the schedule's channel."""
+
+
+def attempt_ids(schedule_id: str, occurrence: str) -> tuple[str, str]:
+    """The turn ids of an occurrence's run and of its retry (its turn records start `s<ID>-`)."""
+    base = f"s{schedule_id}-{int(_epoch(occurrence))}"
+    return base, f"{base}-retry"
 
 
 def turn_question(schedule: Schedule) -> str:
@@ -89,7 +104,7 @@ async def run_occurrence(
         return None
     if schedule.paused and not manual:
         return None
-    base = f"s{schedule.id}-{int(_epoch(due.occurrence))}"
+    base, again = attempt_ids(schedule.id, due.occurrence)
     note = run_header(schedule, skipped=due.skipped)
     # Where, never what: the question stays out of INFO lines, as a turn's own log lines keep it out.
     where = f"{schedule.surface} channel {schedule.channel}"
@@ -100,14 +115,51 @@ async def run_occurrence(
         why = f"datathread's access settings do not let {owner} ask in this channel"
         result = RunResult(ok=False, error=why, turn_id=base, lasting=True)
         return await _settle(book, poster, schedule, result, manual=manual)
-    result = await _attempt(poster, schedule, turn_id=base, note=note)
-    retried = not result.ok and not result.gone and result.retry
-    if retried:
-        await _notice(
-            poster, schedule, f"This scheduled run failed: {reason_words(result.error)}. Retrying once."
-        )
-        result = await _attempt(poster, schedule, turn_id=f"{base}-retry", note=note)
+    try:
+        result = await _attempt(poster, schedule, turn_id=base, note=note)
+        retried = not result.ok and not result.gone and result.retry
+        if retried:
+            await _notice(
+                poster, schedule, f"This scheduled run failed: {reason_words(result.error)}. Retrying once."
+            )
+            result = await _attempt(poster, schedule, turn_id=again, note=note)
+    except asyncio.CancelledError as stop:  # a shutdown: recorded, and said unless the turn said it
+        await run_stopped(book, poster, schedule, due, told=isinstance(stop, TurnStopped), manual=manual)
+        raise TurnStopped from None  # its thread was told: the runner must not tell it again
     return await _settle(book, poster, schedule, result, manual=manual, retried=retried)
+
+
+async def run_stopped(
+    book: ScheduleBook,
+    poster: SchedulePoster,
+    schedule: Schedule,
+    due: DueRun,
+    *,
+    error_id: str = "",
+    told: bool = False,
+    manual: bool = False,
+) -> None:
+    """A run that stopped before finishing — its process killed, its worker dead (the runner's lost
+    handler), or cancelled by a shutdown: said where it was answering (its open stream closed with
+    it) unless its turn said so itself, and recorded as failed. Not counted towards the pause: the
+    process failed, not the schedule; the next occurrence runs as usual."""
+    turn_ids = attempt_ids(schedule.id, due.occurrence)
+    if not told:
+        then = "" if manual else " I'll try again at the next scheduled time."
+        said = f"This scheduled run stopped before finishing (the process running it ended).{then}"
+        said += f" (error id `{error_id}`)" if error_id else ""
+        try:
+            await poster.tell_stopped(schedule, turn_ids[::-1], said)
+        except Exception as exc:  # the record below keeps the truth
+            log.warning("schedule %s: could not say that its run stopped: %s", schedule.id, exc)
+    run = f"schedule {schedule.id}: run {turn_ids[0]}"
+    log.warning("%s failed: %s%s", run, STOPPED_WHY, f" error_id={error_id}" if error_id else "")
+    kind = "run-now" if manual else "run"
+    await book.audit(
+        "failed", schedule, by="datathread", note=f"{kind} {turn_ids[0]}: {STOPPED_WHY}", ok=False
+    )
+    with contextlib.suppress(UnknownSchedule):  # removed meanwhile: the audit record above remains
+        await book.update(schedule.id, last_run=iso(book.now()), last_outcome=f"failed: {STOPPED_WHY}")
 
 
 async def _attempt(poster: SchedulePoster, schedule: Schedule, *, turn_id: str, note: str) -> RunResult:
