@@ -32,7 +32,7 @@ from core.events import IncomingMessage
 from core.runner import TurnJob
 from core.schedules import Schedule, ScheduleError
 from core.schedules_parse import parse_schedule_command
-from core.schedules_run import RunResult, turn_question
+from core.schedules_run import RunResult, in_owners_name, turn_question
 from core.schedules_tool import from_answer, propose_new
 from core.sessions import StoreUnavailable
 from core.thread import Threads
@@ -90,11 +90,15 @@ class SlackSchedulePoster:
 
         sink = SlackProgress(self.client, target, threads.read_artifact, on_stream=noted)
         # No confirmer: nobody is there to click Run, so a query over the cost cap is not run.
-        outcome = await self.analyst.handle(message, sink, turn_id=turn_id)
+        outcome = await self.analyst.handle(message, in_owners_name(sink), turn_id=turn_id)
         if sink.lost:  # answered, but nobody saw it: not a run that worked
             return RunResult(ok=False, error=f"the answer was not posted: {sink.lost}", turn_id=turn_id)
         return RunResult(
-            ok=outcome.ok, error=outcome.error or "", turn_id=turn_id, retry=not outcome.at_limit
+            ok=outcome.ok,
+            error=outcome.error or "",
+            turn_id=turn_id,
+            retry=not outcome.at_limit,
+            limited=outcome.limited,
         )
 
     def _not_again(self) -> None:

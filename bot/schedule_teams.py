@@ -29,7 +29,7 @@ from bot.teams_connector import ConnectorFailed
 from bot.teams_progress import TeamsOut, TeamsSink
 from core.events import IncomingMessage
 from core.schedules import Schedule
-from core.schedules_run import RunResult, turn_question
+from core.schedules_run import RunResult, in_owners_name, turn_question
 
 log = logging.getLogger("datathread.schedules")
 
@@ -106,7 +106,9 @@ class TeamsSchedulePoster:
                 team_id=schedule.team_id,
             )
             sink = TeamsSink(threads=self.state.threads, links=self.state.links, out=out, personal=False)
-            outcome_box.append(await self.state.analyst.handle(message, sink, turn_id=turn_id))
+            outcome_box.append(
+                await self.state.analyst.handle(message, in_owners_name(sink), turn_id=turn_id)
+            )
 
         try:
             await self._in_conversation(schedule, note, answer)
@@ -122,7 +124,11 @@ class TeamsSchedulePoster:
             return RunResult(ok=False, error="the turn did not run", turn_id=turn_id)
         outcome = outcome_box[0]
         return RunResult(
-            ok=outcome.ok, error=outcome.error or "", turn_id=turn_id, retry=not outcome.at_limit
+            ok=outcome.ok,
+            error=outcome.error or "",
+            turn_id=turn_id,
+            retry=not outcome.at_limit,
+            limited=outcome.limited,
         )
 
     async def post_notice(self, schedule: Schedule, text: str) -> None:

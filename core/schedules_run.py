@@ -17,6 +17,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Protocol
 
+from core.events import EventSink, TurnEvent, TurnFailed
 from core.runner import TurnStopped
 from core.schedules import Schedule, UnknownSchedule, iso
 from core.schedules_store import ScheduleBook
@@ -43,6 +44,7 @@ class RunResult:
     lasting: bool = False
     paused: bool = False
     retry: bool = True  # False: the turn stopped at its own limits, and a retry would only spend again
+    limited: bool = False  # refused by its owner's daily budget or hourly limit: skipped, not counted
 
 
 class SchedulePoster(Protocol):
@@ -183,6 +185,39 @@ def reason_words(error: str) -> str:
     return text.rstrip(" .") or "no reason was given"
 
 
+# A refusal says "you" to the asker; in a scheduled run nobody asked, and the channel read it as itself.
+_YOU = (
+    (re.compile(r"\byou've used your\b", re.I), "the schedule's owner has used their"),
+    (re.compile(r"\byou've\b", re.I), "the schedule's owner has"),
+    (re.compile(r"\byour\b", re.I), "their"),
+)
+
+
+def owners_limit(refusal: str) -> str:
+    """Why a run was refused by its owner's limits, as a clause: the owner's limit, not "you"."""
+    said = reason_words(refusal)
+    for you, owner in _YOU:
+        said = you.sub(owner, said)
+    return said
+
+
+def skipped_words(refusal: str) -> str:
+    """The channel's one line for a run its owner's limits refused."""
+    return f"Skipped this run: {owners_limit(refusal)}. I'll try again at the next scheduled time."
+
+
+def in_owners_name(sink: EventSink) -> EventSink:
+    """The run's sink, with a refusal by a limit that lifts (it carries `retry_after_s`: the hourly
+    questions, the daily budget) said as the schedule owner's, once, instead of to "you"."""
+
+    async def said(event: TurnEvent) -> None:
+        if isinstance(event, TurnFailed) and event.retry_after_s is not None:
+            event = replace(event, message=skipped_words(event.message), retry_after_s=None)
+        await sink(event)
+
+    return said
+
+
 def failure_words(exc: BaseException, *, surface: str) -> str:
     """Why a run crashed, in words for the channel notice and `run-now` ("ClientConnectorError" told
     nobody that Slack was unreachable); the traceback stays in the log."""
@@ -218,6 +253,12 @@ async def _settle(
         await book.audit("ran", schedule, by="datathread", note=f"{kind} {result.turn_id}")
         return result
     why = reason_words(result.error)
+    if result.limited:  # the owner's limits: said in the run's thread (`in_owners_name`), not counted
+        why = owners_limit(result.error)
+        log.info("%s skipped: %s", run, why)
+        await book.audit("skipped", schedule, by="datathread", note=f"{kind} {result.turn_id}: {why}")
+        await book.update(schedule.id, last_run=stamp, last_outcome=f"skipped: {why}")
+        return result
     await book.audit("failed", schedule, by="datathread", note=f"{kind} {result.turn_id}: {why}", ok=False)
     if result.gone or result.lasting:  # no later run can do better: paused now, run-now included
         reason = f"the channel is gone or I was removed from it ({why})" if result.gone else why

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import time
 from datetime import UTC, datetime, timedelta
 
 from bot import slack_render
@@ -337,3 +338,53 @@ async def test_a_scheduled_run_is_a_line_when_it_starts_and_one_with_its_outcome
 
 def _schedule_lines(caplog) -> list[tuple[str, str]]:
     return [(r.levelname, r.getMessage()) for r in caplog.records if r.name == "datathread.schedules"]
+
+
+async def test_runs_refused_by_the_owners_limits_are_skipped_not_retried_nor_counted(settings, fake_model):
+    """An owner over the hourly question limit: the run was retried at once (refused again, posted
+    twice), the refusal said "You've reached…" to the channel, and three such runs paused the schedule.
+    Now: skipped, said once as the owner's limit, no retry, not counted towards the pause."""
+    api = FakeSlackAPI().start()
+    clock = Clock(MONDAY_0859_BERLIN)
+    try:
+        async with serve(settings.model_copy(update={"user_turns_per_hour": 1}), api) as harness:
+            book, sid = await setup(harness, clock, cron="0 9 * * *")
+            store = harness.state.analyst.store
+            for day in range(4):
+                await store.hit_rates([("user:slack:U0001", 1)], window_s=3600)  # the owner's one question
+                await occur(harness, book, clock, days=1 if day else 0, minutes=0 if day else 1)
+            assert not fake_model.requests
+            s = await book.get(sid)
+            assert (s.failures, s.paused, s.runs) == (0, False, 0)
+            assert s.last_outcome.startswith("skipped: the schedule's owner has reached the limit")
+            shown = api.shown()
+            assert sum("Scheduled report" in m for m in shown) == 4  # one header a run: no retry
+            skipped = [m for m in shown if "Skipped this run" in m]
+            assert len(skipped) == 4, shown
+            assert "the schedule's owner has reached the limit of questions for now" in skipped[0]
+            assert not [m for m in shown if "You've" in m or "Retrying once" in m or "failed" in m]
+            own = await store.list_turns(session_id=f"schedule:{sid}")
+            assert [r["event"] for r in own].count("skipped") == 4
+    finally:
+        api.stop()
+
+
+async def test_a_run_refused_by_the_owners_daily_budget_is_said_as_theirs(settings, fake_model):
+    api = FakeSlackAPI().start()
+    clock = Clock(MONDAY_0859_BERLIN)
+    try:
+        budget = {"user_daily_token_budget": 1000}
+        async with serve(settings.model_copy(update=budget), api) as harness:
+            book, sid = await setup(harness, clock)
+            store = harness.state.analyst.store
+            day = time.strftime("%Y%m%d", time.gmtime())
+            await store.add_usage(f"model:day:{day}:user:slack:U0001", 10**6, ttl_s=86400)
+            await occur(harness, book, clock, minutes=1)
+            assert not fake_model.requests
+            s = await book.get(sid)
+            assert s.failures == 0 and s.last_outcome.startswith("skipped: the schedule's owner has used")
+            [skipped] = [m for m in api.shown() if "Skipped this run" in m]
+            assert "their daily model budget" in skipped and "your" not in skipped.lower()
+            assert not [m for m in api.shown() if "failed" in m or "Retrying" in m]
+    finally:
+        api.stop()
