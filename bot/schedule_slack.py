@@ -53,7 +53,9 @@ class SlackSchedulePoster:
     analyst: Analyst
     unreachable: str = field(default="", init=False)
 
-    async def run(self, schedule: Schedule, *, turn_id: str, note: str) -> RunResult:
+    async def run(self, schedule: Schedule, *, turn_id: str, note: str, thread: str = "") -> RunResult:
+        if thread:  # a retry: in the first attempt's thread, under its "Retrying once"
+            return await self._answer(schedule, turn_id=turn_id, thread_ts=thread)
         try:
             header = await self.client.chat_postMessage(
                 channel=schedule.channel, thread_ts=schedule.thread or None, text=render.escape(note)
@@ -68,7 +70,10 @@ class SlackSchedulePoster:
             )
             return RunResult(ok=False, error=self.unreachable, turn_id=turn_id)
         self.unreachable = ""
-        thread_ts = schedule.thread or header["ts"]
+        return await self._answer(schedule, turn_id=turn_id, thread_ts=schedule.thread or header["ts"])
+
+    async def _answer(self, schedule: Schedule, *, turn_id: str, thread_ts: str) -> RunResult:
+        """The run's turn in its thread, through the same sink as a question."""
         threads = self.analyst.threads
         with contextlib.suppress(StoreUnavailable):  # for `tell_stopped`, if this process dies
             await threads.note(_thread_key(turn_id), thread_ts)
@@ -92,8 +97,10 @@ class SlackSchedulePoster:
         # No confirmer: nobody is there to click Run, so a query over the cost cap is not run.
         outcome = await self.analyst.handle(message, in_owners_name(sink), turn_id=turn_id)
         if sink.lost:  # answered, but nobody saw it: not a run that worked
-            return RunResult(ok=False, error=f"the answer was not posted: {sink.lost}", turn_id=turn_id)
+            why = f"the answer was not posted: {sink.lost}"
+            return RunResult(ok=False, error=why, turn_id=turn_id, thread=thread_ts)
         return RunResult(
+            thread=thread_ts,
             ok=outcome.ok,
             error=outcome.error or "",
             turn_id=turn_id,
@@ -107,10 +114,10 @@ class SlackSchedulePoster:
         if self.unreachable:
             raise SlackCallFailed(f"not tried: {self.unreachable} moments ago")
 
-    async def post_notice(self, schedule: Schedule, text: str) -> None:
+    async def post_notice(self, schedule: Schedule, text: str, *, thread: str = "") -> None:
         self._not_again()
         await self.client.chat_postMessage(
-            channel=schedule.channel, thread_ts=schedule.thread or None, text=render.escape(text)
+            channel=schedule.channel, thread_ts=thread or schedule.thread or None, text=render.escape(text)
         )
 
     async def tell_stopped(self, schedule: Schedule, turn_ids: tuple[str, ...], text: str) -> None:

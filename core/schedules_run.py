@@ -45,16 +45,19 @@ class RunResult:
     paused: bool = False
     retry: bool = True  # False: the turn stopped at its own limits, and a retry would only spend again
     limited: bool = False  # refused by its owner's daily budget or hourly limit: skipped, not counted
+    thread: str = ""  # where the run answered (Slack: its header's ts; Teams: its conversation id)
 
 
 class SchedulePoster(Protocol):
     """A surface's side of a scheduled run."""
 
-    async def run(self, schedule: Schedule, *, turn_id: str, note: str) -> RunResult:
-        """Post the run's header (a new thread, or into the schedule's thread) and run the turn there."""
+    async def run(self, schedule: Schedule, *, turn_id: str, note: str, thread: str = "") -> RunResult:
+        """Post the run's header (a new thread, or into the schedule's thread) and run the turn there;
+        with `thread` (a retry: the first attempt's `RunResult.thread`), no new header: run it there."""
 
-    async def post_notice(self, schedule: Schedule, text: str) -> None:
-        """A short line in the schedule's channel (failures, retries)."""
+    async def post_notice(self, schedule: Schedule, text: str, *, thread: str = "") -> None:
+        """A short line in `thread` (the run's: failures, retries), else the schedule's thread, else the
+        channel's top level (a pause)."""
 
     async def tell_owner(self, schedule: Schedule, text: str) -> None:
         """Reach the schedule's owner directly (the schedule was paused)."""
@@ -120,11 +123,12 @@ async def run_occurrence(
     try:
         result = await _attempt(poster, schedule, turn_id=base, note=note)
         retried = not result.ok and not result.gone and result.retry
-        if retried:
-            await _notice(
-                poster, schedule, f"This scheduled run failed: {reason_words(result.error)}. Retrying once."
-            )
-            result = await _attempt(poster, schedule, turn_id=again, note=note)
+        if retried:  # in the run's thread: a new thread per run flooded the channel's top level
+            said = f"This scheduled run failed: {reason_words(result.error)}. Retrying once."
+            await _notice(poster, schedule, said, thread=result.thread)
+            first = result
+            result = await _attempt(poster, schedule, turn_id=again, note=note, thread=first.thread)
+            result = replace(result, thread=result.thread or first.thread)
     except asyncio.CancelledError as stop:  # a shutdown: recorded, and said unless the turn said it
         await run_stopped(book, poster, schedule, due, told=isinstance(stop, TurnStopped), manual=manual)
         raise TurnStopped from None  # its thread was told: the runner must not tell it again
@@ -164,12 +168,15 @@ async def run_stopped(
         await book.update(schedule.id, last_run=iso(book.now()), last_outcome=f"failed: {STOPPED_WHY}")
 
 
-async def _attempt(poster: SchedulePoster, schedule: Schedule, *, turn_id: str, note: str) -> RunResult:
+async def _attempt(
+    poster: SchedulePoster, schedule: Schedule, *, turn_id: str, note: str, thread: str = ""
+) -> RunResult:
     try:
-        return await poster.run(schedule, turn_id=turn_id, note=note)
+        return await poster.run(schedule, turn_id=turn_id, note=note, thread=thread)
     except Exception as exc:  # a surface bug must count as a failed run, not kill the scheduler
         log.exception("schedule %s: run %s crashed", schedule.id, turn_id)
-        return RunResult(ok=False, error=failure_words(exc, surface=schedule.surface), turn_id=turn_id)
+        why = failure_words(exc, surface=schedule.surface)
+        return RunResult(ok=False, error=why, turn_id=turn_id, thread=thread)
 
 
 # Retry advice at the end of a reason ("… Please try again shortly."): the run's own sentence says
@@ -279,7 +286,7 @@ async def _settle(
     if manual or failures < MAX_FAILURES:  # a run-now's schedule may be paused: no next time to promise
         then = "" if manual else " I'll try again at the next scheduled time."
         said = f"The retry failed too: {why}." if retried else f"This scheduled run failed: {why}."
-        await _notice(poster, updated, f"{said}{then}")
+        await _notice(poster, updated, f"{said}{then}", thread=result.thread)
         return result
     reason = f"{failures} runs in a row failed; the last one: {why}"
     paused = await book.pause(schedule.id, reason=reason, by="datathread")
@@ -292,9 +299,9 @@ async def _settle(
     return replace(result, paused=True)
 
 
-async def _notice(poster: SchedulePoster, schedule: Schedule, text: str) -> None:
+async def _notice(poster: SchedulePoster, schedule: Schedule, text: str, *, thread: str = "") -> None:
     try:
-        await poster.post_notice(schedule, text)
+        await poster.post_notice(schedule, text, thread=thread)
     except Exception as exc:  # the notice is a courtesy; the record keeps the truth
         log.warning("schedule %s: could not post a notice: %s", schedule.id, exc)
 

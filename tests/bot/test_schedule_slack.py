@@ -388,3 +388,31 @@ async def test_a_run_refused_by_the_owners_daily_budget_is_said_as_theirs(settin
             assert not [m for m in api.shown() if "failed" in m or "Retrying" in m]
     finally:
         api.stop()
+
+
+async def test_a_failed_run_of_a_new_thread_schedule_stays_in_its_thread(settings, fake_model):
+    """A failed run in a "new thread per run" schedule posted its header, "failed… Retrying once.", a
+    second header and "the retry failed too" all at the channel's top level. Now the notices and the
+    retry are in the run's thread; only a pause is said at the top level."""
+    api = FakeSlackAPI().start()
+    clock = Clock(MONDAY_0859_BERLIN)
+    try:
+        async with serve(settings, api) as harness:
+            book, sid = await setup(harness, clock, cron="0 9 * * *")
+            for day in range(3):
+                fake_model.enqueue(*[error(400, "invalid_request_error", "scripted failure")] * 2)
+                await occur(harness, book, clock, days=1 if day else 0, minutes=0 if day else 1)
+            posts = [c.args for c in api.of("chat.postMessage") if c.args["channel"] == "C0042"]
+            top = [p["text"] for p in posts if not p.get("thread_ts")]
+            assert len(top) == 4 and all(t.startswith("Scheduled report") for t in top[:3]), top
+            assert top[3].startswith("I paused this schedule: 3 runs in a row failed")
+            in_threads = [p for p in posts if p.get("thread_ts")]
+            assert sum("Retrying once" in p["text"] for p in in_threads) == 3
+            assert sum("The retry failed too" in p["text"] for p in in_threads) == 2
+            # each run's two attempts stream in that run's own thread, where its notices are
+            streams = [c.args["thread_ts"] for c in api.of("chat.startStream")]
+            assert len(streams) == 6 and len(set(streams)) == 3
+            assert {p["thread_ts"] for p in in_threads} == set(streams)
+            assert (await book.get(sid)).paused
+    finally:
+        api.stop()
