@@ -159,6 +159,11 @@ def _stream_key(turn_id: str) -> str:
 
 # --- creating from Slack: `/ask schedule …` and the asker's time zone ------------------------------
 JOB_SCHEDULE_COMMAND = "slack.schedule"
+NOT_MEMBER = (
+    "I'm not in this channel, so I can't post a schedule here — `/invite @datathread`, then try again."
+)
+NOT_MEMBER_ERRORS = frozenset({"not_in_channel", "channel_not_found"})
+CANNOT_ASK = "Not created: Slack did not let me ask you here ({})."
 JOB_SCHEDULE_ANSWER = "slack.schedule_answer"  # "Schedule…" under an answer
 
 
@@ -221,9 +226,10 @@ async def _propose(
         private=True,
     )
     tz = await slack_user_tz(client, threads, p["team"], p["user"]) or state.settings.default_tz
+    refused: list[str] = []
     sentence = await propose_new(
         threads.schedules(),
-        build_confirmer(client, target, threads),
+        build_confirmer(client, target, threads, refused=refused),
         cron=cron,
         tz=tz,
         surface="slack",
@@ -233,6 +239,8 @@ async def _propose(
         team_id=p["team"],
         sql=sql,
     )
+    if refused:  # the Create / Cancel question never reached them: not "cancelled"
+        sentence = NOT_MEMBER if refused[0] in NOT_MEMBER_ERRORS else CANNOT_ASK.format(refused[0])
     await _tell(client, p, sentence)
 
 

@@ -416,3 +416,23 @@ async def test_a_failed_run_of_a_new_thread_schedule_stays_in_its_thread(setting
             assert (await book.get(sid)).paused
     finally:
         api.stop()
+
+
+async def test_slash_schedule_in_a_channel_the_bot_is_not_in_says_so_once(settings, fake_model):
+    """The Create / Cancel question could not be posted (`not_in_channel`), and the person was told
+    "Not created: the person cancelled or did not answer." — they had cancelled nothing."""
+    api = FakeSlackAPI().start()
+    try:
+        async with serve(settings, api) as harness:
+            api.fail_methods["chat.postEphemeral"] = "not_in_channel"
+            await harness.command("schedule daily 09:00 flights", channel="C0099")
+            await harness.drain()
+            replies = [c.args["text"] for c in api.calls if c.method.startswith("/response/")]
+            assert replies == [
+                "I'm not in this channel, so I can't post a schedule here — `/invite @datathread`, "
+                "then try again."
+            ]
+            assert not [m for m in api.shown() if "cancelled" in m]
+            assert await ScheduleBook(harness.state.analyst.store).list() == []
+    finally:
+        api.stop()
