@@ -11,7 +11,8 @@ before writing anything. `/ask schedule …` builds the same draft from a fixed 
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from datetime import UTC
 
 from pydantic import Field
 
@@ -128,6 +129,10 @@ async def propose(
     )
     if not await confirm(request):
         return None, "Not created: the person cancelled or did not answer."
+    # From the click: stamped at drafting, a Create clicked after the promised first run ran that
+    # occurrence at the next tick (or counted it skipped) while saying "first run" was the next one.
+    stamp = book.now().astimezone(UTC).isoformat()
+    schedule = replace(schedule, created_at=stamp, cursor=stamp)
     await book.add(schedule, by=schedule.owner, trusted=True)  # checked above, before asking
     first = schedule.next_run(book.now())
     return schedule, f"Created schedule {schedule.id}; first run {said_date(first)}."
