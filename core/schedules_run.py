@@ -123,6 +123,8 @@ async def run_occurrence(
     try:
         result = await _attempt(poster, schedule, turn_id=base, note=note)
         retried = not result.ok and not result.gone and result.retry
+        # Paused or removed while the first attempt ran: no retry (a removed one's answer still ran).
+        retried = retried and await _still_on(book, schedule.id, manual=manual)
         if retried:  # in the run's thread: a new thread per run flooded the channel's top level
             said = f"This scheduled run failed: {reason_words(result.error)}. Retrying once."
             await _notice(poster, schedule, said, thread=result.thread)
@@ -166,6 +168,24 @@ async def run_stopped(
     )
     with contextlib.suppress(UnknownSchedule):  # removed meanwhile: the audit record above remains
         await book.update(schedule.id, last_run=iso(book.now()), last_outcome=f"failed: {STOPPED_WHY}")
+
+
+async def _still_on(book: ScheduleBook, schedule_id: str, *, manual: bool) -> bool:
+    """Whether the schedule is still there and running (a `run-now` runs a paused one too)."""
+    try:
+        return manual or not (await book.get(schedule_id)).paused
+    except UnknownSchedule:
+        return False
+
+
+async def _recorded(book: ScheduleBook, schedule_id: str, **fields: object) -> Schedule | None:
+    """The run's outcome on the schedule's record; None when it was removed while the run ran (its
+    audit record, written first, is what remains: the run was lost with the record)."""
+    try:
+        return await book.update(schedule_id, **fields)
+    except UnknownSchedule:
+        log.info("schedule %s: removed while its run ran; the audit trail keeps the run", schedule_id)
+        return None
 
 
 async def _attempt(
@@ -256,21 +276,25 @@ async def _settle(
     if result.ok:
         log.info("%s ok", run)
         counted = {} if manual else {"failures": 0}
-        await book.update(schedule.id, runs=schedule.runs + 1, last_run=stamp, last_outcome="ok", **counted)
         await book.audit("ran", schedule, by="datathread", note=f"{kind} {result.turn_id}")
+        await _recorded(
+            book, schedule.id, runs=schedule.runs + 1, last_run=stamp, last_outcome="ok", **counted
+        )
         return result
     why = reason_words(result.error)
     if result.limited:  # the owner's limits: said in the run's thread (`in_owners_name`), not counted
         why = owners_limit(result.error)
         log.info("%s skipped: %s", run, why)
         await book.audit("skipped", schedule, by="datathread", note=f"{kind} {result.turn_id}: {why}")
-        await book.update(schedule.id, last_run=stamp, last_outcome=f"skipped: {why}")
+        await _recorded(book, schedule.id, last_run=stamp, last_outcome=f"skipped: {why}")
         return result
     await book.audit("failed", schedule, by="datathread", note=f"{kind} {result.turn_id}: {why}", ok=False)
     if result.gone or result.lasting:  # no later run can do better: paused now, run-now included
         reason = f"the channel is gone or I was removed from it ({why})" if result.gone else why
         log.warning("%s failed: %s; paused", run, reason)
-        updated = await book.update(schedule.id, last_run=stamp, last_outcome=f"failed: {why}")
+        updated = await _recorded(book, schedule.id, last_run=stamp, last_outcome=f"failed: {why}")
+        if updated is None:
+            return result
         if updated.paused:  # a run-now of a paused schedule: paused already, its owner told then
             return replace(result, paused=True)
         paused = await book.pause(schedule.id, reason=reason, by="datathread")
@@ -282,9 +306,13 @@ async def _settle(
     counted = "run-now, not counted" if manual else f"failure {failures} of {MAX_FAILURES} before a pause"
     paused_too = "" if manual or failures < MAX_FAILURES else "; paused"
     log.warning("%s failed: %s; %s%s", run, why, counted, paused_too)
-    updated = await book.update(schedule.id, failures=failures, last_run=stamp, last_outcome=f"failed: {why}")
-    if manual or failures < MAX_FAILURES:  # a run-now's schedule may be paused: no next time to promise
-        then = "" if manual else " I'll try again at the next scheduled time."
+    updated = await _recorded(
+        book, schedule.id, failures=failures, last_run=stamp, last_outcome=f"failed: {why}"
+    )
+    if updated is None:  # removed meanwhile: no next time to promise, nothing to pause
+        return result
+    if manual or failures < MAX_FAILURES or updated.paused:  # paused meanwhile: nothing to promise
+        then = "" if manual or updated.paused else " I'll try again at the next scheduled time."
         said = f"The retry failed too: {why}." if retried else f"This scheduled run failed: {why}."
         await _notice(poster, updated, f"{said}{then}", thread=result.thread)
         return result

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import threading
 import time
 from datetime import UTC, datetime, timedelta
 
@@ -15,7 +16,7 @@ from core.schedules import ANSWER_CADENCES, new_schedule
 from core.schedules_store import ScheduleBook
 from core.schedules_tick import tick
 from core.thread import CONFIRM_EXPIRED
-from tests.bot.slack_harness import serve
+from tests.bot.slack_harness import serve, until
 from tests.fakes.anthropic_api import error, text, tool
 from tests.fakes.clock import Clock
 from tests.fakes.slack_api import TEAM_ID, FakeSlackAPI
@@ -435,4 +436,44 @@ async def test_slash_schedule_in_a_channel_the_bot_is_not_in_says_so_once(settin
             assert not [m for m in api.shown() if "cancelled" in m]
             assert await ScheduleBook(harness.state.analyst.store).list() == []
     finally:
+        api.stop()
+
+
+async def test_a_schedule_removed_while_its_run_runs_keeps_the_run_in_the_audit_trail(settings, fake_model):
+    """Removed mid-run, the answer still posted but its `ran` record was lost (the record's update
+    raised first); a run failing meanwhile was retried for a schedule that no longer existed."""
+    api = FakeSlackAPI().start()
+    clock = Clock(MONDAY_0859_BERLIN)
+    asked, release = threading.Event(), threading.Event()
+
+    def hold(reply: dict):
+        def answer(body: dict) -> dict:
+            asked.set()
+            release.wait(30)
+            return reply
+
+        return answer
+
+    try:
+        async with serve(settings, api) as harness:
+            store = harness.state.analyst.store
+            for reply, event in (
+                (text("F9 had the highest average delay."), "ran"),
+                (error(400, "invalid_request_error", "scripted failure"), "failed"),
+            ):
+                asked.clear(), release.clear(), api.clear()
+                book, sid = await setup(harness, clock)
+                fake_model.enqueue(hold(reply))
+                clock.advance(days=7 if event == "failed" else 0, minutes=1)
+                await tick(book, harness.state.runner.submit, grace=timedelta(minutes=10))
+                await until(asked.is_set, timeout=60)
+                await book.remove(sid, by="terminal")
+                release.set()
+                await harness.drain()
+                events = [r["event"] for r in await store.list_turns(session_id=f"schedule:{sid}")]
+                assert events[-1] == event and events.count(event) == 1, events
+                assert not [m for m in api.shown() if "Retrying" in m or "try again" in m]
+            assert len(fake_model.requests) == 2  # the failed run was not retried
+    finally:
+        release.set()
         api.stop()
