@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import re
 from dataclasses import dataclass, field
 
 from slack_sdk.errors import SlackApiError, SlackClientError
@@ -31,6 +32,7 @@ from core.analyst import Analyst
 from core.events import IncomingMessage
 from core.runner import TurnJob
 from core.schedules import Schedule, ScheduleError
+from core.schedules_manage import manage, parse_manage
 from core.schedules_parse import parse_schedule_command
 from core.schedules_run import RunResult, in_owners_name, turn_question
 from core.schedules_tool import from_answer, propose_new
@@ -140,13 +142,28 @@ class SlackSchedulePoster:
             channel=schedule.channel, thread_ts=schedule.thread or None, text=said
         )
 
+    def resume_hint(self, schedule: Schedule) -> str:
+        how = f"{self.analyst.settings.slash_command} schedule"
+        return (
+            f"Resume it with `{how} resume {schedule.id}` once it can work again (`{how} list` shows yours)."
+        )
+
     async def tell_owner(self, schedule: Schedule, text: str) -> None:
         """A direct message (posting to a user id opens the DM with the app: chat:write suffices)."""
         if schedule.owner.startswith(("U", "W")):
             self._not_again()
-            await self.client.chat_postMessage(channel=schedule.owner, text=render.escape(text))
+            await self.client.chat_postMessage(channel=schedule.owner, text=slack_text(text))
         else:  # a schedule made in the terminal has no Slack owner to write to
             log.warning("schedule %s: %s", schedule.id, text)
+
+
+CHANNEL_REF = re.compile(r"&lt;#([CG][A-Z0-9]+)&gt;")
+
+
+def slack_text(text: str) -> str:
+    """Our sentence for Slack: escaped (it carries people's questions), but a channel written
+    `<#C…>` shown as the channel's name, not as an id nobody recognises."""
+    return CHANNEL_REF.sub(r"<#\1>", render.escape(text))
 
 
 def _thread_key(turn_id: str) -> str:
@@ -185,7 +202,8 @@ async def slack_user_tz(client: AsyncWebClient, threads: Threads, team: str, use
 
 async def schedule_command(ack, submit, command: dict, text: str) -> None:
     """`/ask schedule weekly mon 09:00 …`: ack at once, set it up after (parse, confirm, create)."""
-    await ack(text=":spiral_calendar_pad: Setting up your schedule…")
+    said = "One moment…" if parse_manage(text) else "Setting up your schedule…"
+    await ack(text=f":spiral_calendar_pad: {said}")
     payload = {"team": command["team_id"], "channel": command["channel_id"], "user": command["user_id"]}
     payload["response_url"] = command.get("response_url", "")  # where the bot is not a member
     await submit(TurnJob(kind=JOB_SCHEDULE_COMMAND, payload={**payload, "text": text}, quick=True))
@@ -195,6 +213,11 @@ async def run_schedule_command(state: AppState, client: AsyncWebClient, p: dict)
     """Parse the command, ask Create / Cancel (only the asker sees the buttons), create on yes."""
     if await refused_click(state.threads, client, p):
         return
+    if (manage_command := parse_manage(p["text"])) is not None:  # list, pause, resume, remove
+        how = f"{state.settings.slash_command} schedule"
+        book = state.threads.schedules()
+        said = await manage(book, manage_command, user=p["user"], channel=p["channel"], how=how)
+        return await _tell(client, p, said)
     try:
         command = parse_schedule_command(p["text"])
     except ScheduleError as exc:
@@ -238,6 +261,7 @@ async def _propose(
         owner=p["user"],
         team_id=p["team"],
         sql=sql,
+        manage_hint=f"`{state.settings.slash_command} schedule list` shows yours.",
     )
     if refused:  # the Create / Cancel question never reached them: not "cancelled"
         sentence = NOT_MEMBER if refused[0] in NOT_MEMBER_ERRORS else CANNOT_ASK.format(refused[0])
@@ -248,6 +272,6 @@ async def _tell(client: AsyncWebClient, p: dict, sentence: str) -> None:
     """To the asker alone, where they are: the thread of the answer they scheduled (it landed in the
     channel, away from it), or through the response_url where the bot may not post."""
     try:
-        await tell_clicker(client, p, {"text": render.escape(sentence)})
+        await tell_clicker(client, p, {"text": slack_text(sentence)})
     except SlackClientError as exc:
         log.warning("the schedule reply for %s in %s did not reach them: %s", p["user"], p["channel"], exc)

@@ -155,6 +155,9 @@ class TeamsSchedulePoster:
                 return await self.post_notice(schedule, text, thread=conversation)
         await self.post_notice(schedule, text)
 
+    def resume_hint(self, schedule: Schedule) -> str:
+        return f"An admin can resume it (`datathread schedule resume {schedule.id}`) once it can work again."
+
     async def tell_owner(self, schedule: Schedule, text: str) -> None:
         """Teams has no DM without the person's own conversation id: say it in the channel, to them."""
         await self.post_notice(schedule, text)

@@ -62,6 +62,9 @@ class SchedulePoster(Protocol):
     async def tell_owner(self, schedule: Schedule, text: str) -> None:
         """Reach the schedule's owner directly (the schedule was paused)."""
 
+    def resume_hint(self, schedule: Schedule) -> str:
+        """How its owner resumes a paused schedule, as a sentence they can act on."""
+
     async def tell_stopped(self, schedule: Schedule, turn_ids: tuple[str, ...], text: str) -> None:
         """A run whose process ended: `text` where it was answering — the latest of `turn_ids` that
         left anything (closing its answer's stream), else the schedule's channel."""
@@ -318,10 +321,7 @@ async def _settle(
         return result
     reason = f"{failures} runs in a row failed; the last one: {why}"
     paused = await book.pause(schedule.id, reason=reason, by="datathread")
-    text = (
-        f"I paused your schedule {paused.describe()} because {reason}. "
-        f"Resume it with `datathread schedule resume {paused.id}` once it can work again."
-    )
+    text = f"I paused your schedule {paused.describe()} because {reason}. {poster.resume_hint(paused)}"
     await _notice(poster, paused, f"I paused this schedule: {reason}.")
     await _tell(poster, paused, text)
     return replace(result, paused=True)

@@ -19,7 +19,7 @@ from pydantic import Field
 from core.config import Settings
 from core.events import Confirmer, ConfirmRequest, IncomingMessage
 from core.final_result import final_query
-from core.schedules import Schedule, ScheduleError, new_schedule
+from core.schedules import OverCap, Schedule, ScheduleError, new_schedule
 from core.schedules_store import ScheduleBook
 from core.tools import Tool, ToolContext, ToolInput, ToolOutcome, refused
 
@@ -138,12 +138,17 @@ async def propose(
     return schedule, f"Created schedule {schedule.id}; first run {said_date(first)}."
 
 
-async def propose_new(book: ScheduleBook, confirm: Confirmer | None, **fields: str) -> str:
+async def propose_new(
+    book: ScheduleBook, confirm: Confirmer | None, *, manage_hint: str = "", **fields: str
+) -> str:
     """Draft a schedule from `new_schedule`'s fields (now: the book's clock), check, ask, create on yes:
-    always one sentence for the person — what surfaces' `/ask schedule` and "Schedule…" share."""
+    always one sentence for the person — what surfaces' `/ask schedule` and "Schedule…" share.
+    `manage_hint`: how the person can free a place when a cap refuses (the surface's own command)."""
     try:
         draft = new_schedule(now=book.now(), **fields)  # type: ignore[arg-type]
         _, sentence = await propose(book, draft, confirm, turn_id=f"sc{uuid.uuid4().hex[:10]}")
+    except OverCap as exc:
+        sentence = f"{exc} {manage_hint}".strip()
     except ScheduleError as exc:
         sentence = str(exc)
     return sentence

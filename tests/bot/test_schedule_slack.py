@@ -116,7 +116,9 @@ async def test_failures_retry_once_and_three_in_a_row_pause_and_tell_the_owner(s
             assert f"I paused this schedule: 3 runs in a row failed; the last one: {why}." in in_thread
             assert not [t for t in in_thread if ".)" in t or "))" in t or ".." in t], in_thread
             dm = [p for p in posts if p["channel"] == "U0001"]
-            assert len(dm) == 1 and f"datathread schedule resume {sid}" in dm[0]["text"]
+            assert len(dm) == 1 and f"Resume it with `/ask schedule resume {sid}`" in dm[0]["text"]
+            assert "in <#C0042>" in dm[0]["text"]  # Slack shows the channel's name
+            assert "datathread schedule" not in dm[0]["text"]  # a terminal they do not have
             s = await book.get(sid)
             assert s.paused and s.paused_reason.startswith("3 runs in a row failed")
             api.clear()
@@ -476,4 +478,49 @@ async def test_a_schedule_removed_while_its_run_runs_keeps_the_run_in_the_audit_
             assert len(fake_model.requests) == 2  # the failed run was not retried
     finally:
         release.set()
+        api.stop()
+
+
+async def test_people_manage_their_schedules_with_the_slash_command(settings, fake_model):
+    """`/ask schedule list` and `/ask schedule remove ID` answered "I couldn't read that schedule":
+    the person who made a schedule in Slack could not see or change it."""
+    api = FakeSlackAPI().start()
+    clock = Clock(MONDAY_0859_BERLIN)
+    try:
+        admin = {"admin_users": "U0ADM", "schedules_per_user": 1}
+        async with serve(settings.model_copy(update=admin), api) as harness:
+            book, sid = await setup(harness, clock)
+
+            async def ask(text: str, user: str = "U0001") -> str:
+                api.clear()
+                ack = await harness.command(text, channel="C0042", user=user)
+                assert ack.status_code == 200
+                await harness.drain()
+                [reply] = api.of("chat.postEphemeral")
+                assert reply.args["user"] == user  # for the asker alone
+                return reply.args["text"]
+
+            listed = await ask("schedule list")
+            assert f"`{sid}`" in listed and "in <#C0042>" in listed and "delays by carrier" in listed
+            assert "You have no schedules" in await ask("schedule list", user="U0002")
+            assert "Only its owner or an admin" in await ask(f"schedule pause {sid}", user="U0002")
+            assert not (await book.get(sid)).paused
+            assert f"Paused schedule `{sid}`" in await ask(f"schedule pause {sid}")
+            assert (await book.get(sid)).paused
+            assert f"Resumed schedule `{sid}`; next run" in await ask(f"schedule resume {sid}")
+            # at the cap, the refusal says how to free a place, in words they can act on
+            over = await ask("schedule daily 07:00 flights")
+            assert over == "You already have 1 active schedule; pause or remove one first. " + (
+                "`/ask schedule list` shows yours."
+            )
+            assert f"`{sid}`" in await ask("schedule list", user="U0ADM")  # an admin sees the channel's
+            assert f"Removed schedule `{sid}`" in await ask(f"schedule remove {sid}", user="U0ADM")
+            assert await book.list() == []
+            assert "No schedule has the id" in await ask(f"schedule remove {sid}")
+            events = [
+                r["event"] for r in await harness.state.analyst.store.list_turns(session_id=f"schedule:{sid}")
+            ]
+            assert events == ["created", "paused", "resumed", "removed"]
+            assert not fake_model.requests
+    finally:
         api.stop()

@@ -77,7 +77,7 @@ REFUSALS = [
     (slack_message("x", thread_key=("T1", "C1", "private:U1")), {}, "cannot be created from here"),
     (slack_message("x"), {"cron": "every monday"}, "Invalid cron expression"),
     (slack_message("x"), {"tz": "Mars/Base"}, "Unknown time zone"),
-    (slack_message("x", user_id="U2"), {}, "You already have 1 active schedules"),  # U2 made one below
+    (slack_message("x", user_id="U2"), {}, "You already have 1 active schedule;"),  # U2 made one below
 ]
 
 
