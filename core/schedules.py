@@ -100,6 +100,8 @@ class Schedule:
         return f"`{self.cron}` ({self.tz}) in {where}"
 
 
+MAX_QUESTION = 2000
+
 # What "Schedule…" under an answer offers on every surface (in the person's own time zone); any
 # other cadence: `/ask schedule`, "@datathread every …", or `datathread schedule add`.
 ANSWER_CADENCES = (
@@ -131,6 +133,11 @@ def new_schedule(
     check_where(surface, channel.strip(), thread.strip())
     if not question.strip():
         raise ScheduleError("A schedule needs a question to ask.")
+    if len(question.strip()) > MAX_QUESTION:  # asked, posted and recorded on every run
+        raise ScheduleError(
+            f"A schedule's question can be at most {MAX_QUESTION:,} characters (this one has "
+            f"{len(question.strip()):,}): shorten it."
+        )
     stamp = now.astimezone(UTC).isoformat()
     return Schedule(
         id=uuid.uuid4().hex[:10],
