@@ -63,7 +63,7 @@ def _with_book(settings: Settings, work: Callable[[ScheduleBook], Awaitable[T]])
     try:
         return asyncio.run(main())
     except (ScheduleError, UnknownSchedule, StoreUnavailable) as exc:
-        _fail(str(exc).strip("'\""))
+        _fail(str(exc))
 
 
 @app.command("add")
@@ -246,7 +246,7 @@ def run_now(
     try:
         result = asyncio.run(run_once(settings, schedule_id))
     except (ScheduleError, UnknownSchedule, StoreUnavailable) as exc:
-        _fail(str(exc).strip("'\""))
+        _fail(str(exc))
     if not result.ok:
         from core.schedules_run import reason_words
 

@@ -27,10 +27,10 @@ from bot.surface import AppState
 from bot.surface_settings import POSTING_SETTINGS, postable_surfaces
 from bot.teams_auth import TeamsBot, build_bot
 from core.config import Settings
-from core.runner import TurnJob
+from core.runner import ERROR_ID, WHY, TurnJob, lost_kind
 from core.runner_modal import Spawn
 from core.schedules import Clock, UnknownSchedule, iso, utc_now
-from core.schedules_run import RunResult, SchedulePoster, run_occurrence
+from core.schedules_run import RunResult, SchedulePoster, run_occurrence, run_stopped
 from core.schedules_store import ScheduleBook
 from core.schedules_tick import JOB_SCHEDULE_RUN, DueRun, run_scheduler, tick
 from core.sessions import open_store
@@ -62,6 +62,24 @@ class Schedules:
         schedule = await book.get(due.schedule_id)
         return await run_occurrence(book, self.poster(schedule.surface), due, manual=manual)
 
+    async def run_lost(self, job: TurnJob) -> None:
+        """A run whose process ended before it did (killed, its worker dead): its channel hears so
+        where the run was answering, and the run is recorded as failed (it was silence, the schedule
+        untouched). A store that is down can record nothing: the runner's log line says so."""
+        if job.payload.get(WHY):
+            log.warning(
+                "schedule %s: its run could not start: %s", job.payload.get("schedule_id"), job.payload[WHY]
+            )
+            return
+        due = DueRun.from_payload(job.payload)
+        book = self.state.threads.schedules()
+        try:
+            schedule = await book.get(due.schedule_id)
+        except UnknownSchedule:  # removed meanwhile: nobody to tell
+            return
+        poster = self.poster(schedule.surface)
+        await run_stopped(book, poster, schedule, due, error_id=str(job.payload.get(ERROR_ID, "")))
+
     def register_jobs(self) -> None:
         """Name the `schedule.run` handler on the runner (here, and on remote workers)."""
 
@@ -70,6 +88,7 @@ class Schedules:
                 await self.run_due(DueRun.from_payload(job.payload))
 
         self.state.runner.register(JOB_SCHEDULE_RUN, handler)
+        self.state.runner.register(lost_kind(JOB_SCHEDULE_RUN), self.run_lost)
 
         async def slash(job: TurnJob) -> None:
             await run_schedule_command(self.state, self.slack.get(), job.payload)

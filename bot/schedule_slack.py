@@ -13,7 +13,9 @@ asker's time zone from `users.info` (scope `users:read`), which turns also carry
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import re
 from dataclasses import dataclass, field
 
 from slack_sdk.errors import SlackApiError, SlackClientError
@@ -30,9 +32,11 @@ from core.analyst import Analyst
 from core.events import IncomingMessage
 from core.runner import TurnJob
 from core.schedules import Schedule, ScheduleError
+from core.schedules_manage import manage, parse_manage
 from core.schedules_parse import parse_schedule_command
-from core.schedules_run import RunResult, turn_question
+from core.schedules_run import RunResult, in_owners_name, turn_question
 from core.schedules_tool import from_answer, propose_new
+from core.sessions import StoreUnavailable
 from core.thread import Threads
 
 log = logging.getLogger("datathread.schedules")
@@ -51,7 +55,9 @@ class SlackSchedulePoster:
     analyst: Analyst
     unreachable: str = field(default="", init=False)
 
-    async def run(self, schedule: Schedule, *, turn_id: str, note: str) -> RunResult:
+    async def run(self, schedule: Schedule, *, turn_id: str, note: str, thread: str = "") -> RunResult:
+        if thread:  # a retry: in the first attempt's thread, under its "Retrying once"
+            return await self._answer(schedule, turn_id=turn_id, thread_ts=thread)
         try:
             header = await self.client.chat_postMessage(
                 channel=schedule.channel, thread_ts=schedule.thread or None, text=render.escape(note)
@@ -66,7 +72,13 @@ class SlackSchedulePoster:
             )
             return RunResult(ok=False, error=self.unreachable, turn_id=turn_id)
         self.unreachable = ""
-        thread_ts = schedule.thread or header["ts"]
+        return await self._answer(schedule, turn_id=turn_id, thread_ts=schedule.thread or header["ts"])
+
+    async def _answer(self, schedule: Schedule, *, turn_id: str, thread_ts: str) -> RunResult:
+        """The run's turn in its thread, through the same sink as a question."""
+        threads = self.analyst.threads
+        with contextlib.suppress(StoreUnavailable):  # for `tell_stopped`, if this process dies
+            await threads.note(_thread_key(turn_id), thread_ts)
         target = SlackTarget(
             channel=schedule.channel, thread_ts=thread_ts, team_id=schedule.team_id, user_id=schedule.owner
         )
@@ -78,13 +90,24 @@ class SlackSchedulePoster:
             channel_id=schedule.channel,
             team_id=schedule.team_id,
         )
-        sink = SlackProgress(self.client, target, self.analyst.threads.read_artifact)
+
+        async def noted(ts: str) -> None:
+            with contextlib.suppress(StoreUnavailable):
+                await threads.note(_stream_key(turn_id), ts)
+
+        sink = SlackProgress(self.client, target, threads.read_artifact, on_stream=noted)
         # No confirmer: nobody is there to click Run, so a query over the cost cap is not run.
-        outcome = await self.analyst.handle(message, sink, turn_id=turn_id)
+        outcome = await self.analyst.handle(message, in_owners_name(sink), turn_id=turn_id)
         if sink.lost:  # answered, but nobody saw it: not a run that worked
-            return RunResult(ok=False, error=f"the answer was not posted: {sink.lost}", turn_id=turn_id)
+            why = f"the answer was not posted: {sink.lost}"
+            return RunResult(ok=False, error=why, turn_id=turn_id, thread=thread_ts)
         return RunResult(
-            ok=outcome.ok, error=outcome.error or "", turn_id=turn_id, retry=not outcome.at_limit
+            thread=thread_ts,
+            ok=outcome.ok,
+            error=outcome.error or "",
+            turn_id=turn_id,
+            retry=not outcome.at_limit,
+            limited=outcome.limited,
         )
 
     def _not_again(self) -> None:
@@ -93,23 +116,71 @@ class SlackSchedulePoster:
         if self.unreachable:
             raise SlackCallFailed(f"not tried: {self.unreachable} moments ago")
 
-    async def post_notice(self, schedule: Schedule, text: str) -> None:
+    async def post_notice(self, schedule: Schedule, text: str, *, thread: str = "") -> None:
         self._not_again()
         await self.client.chat_postMessage(
-            channel=schedule.channel, thread_ts=schedule.thread or None, text=render.escape(text)
+            channel=schedule.channel, thread_ts=thread or schedule.thread or None, text=render.escape(text)
+        )
+
+    async def tell_stopped(self, schedule: Schedule, turn_ids: tuple[str, ...], text: str) -> None:
+        """The run's process died: its answer's stream (left open, "is typing" for good) ended with the
+        notice, or the notice in the run's thread, or — if no header was posted — in the channel."""
+        threads, said = self.analyst.threads, f":warning: {text}"  # our words: nothing to escape
+        for turn_id in turn_ids:
+            stream = await threads.noted(_stream_key(turn_id))
+            thread = await threads.noted(_thread_key(turn_id))
+            if stream:
+                try:
+                    await self.client.chat_stopStream(channel=schedule.channel, ts=stream, markdown_text=said)
+                    return
+                except SlackApiError as exc:  # ended already (the first attempt's): a message instead
+                    log.info("schedule %s: stream %s not ended: %s", schedule.id, stream, exc)
+            if thread:
+                await self.client.chat_postMessage(channel=schedule.channel, thread_ts=thread, text=said)
+                return
+        await self.client.chat_postMessage(
+            channel=schedule.channel, thread_ts=schedule.thread or None, text=said
+        )
+
+    def resume_hint(self, schedule: Schedule) -> str:
+        how = f"{self.analyst.settings.slash_command} schedule"
+        return (
+            f"Resume it with `{how} resume {schedule.id}` once it can work again (`{how} list` shows yours)."
         )
 
     async def tell_owner(self, schedule: Schedule, text: str) -> None:
         """A direct message (posting to a user id opens the DM with the app: chat:write suffices)."""
         if schedule.owner.startswith(("U", "W")):
             self._not_again()
-            await self.client.chat_postMessage(channel=schedule.owner, text=render.escape(text))
+            await self.client.chat_postMessage(channel=schedule.owner, text=slack_text(text))
         else:  # a schedule made in the terminal has no Slack owner to write to
             log.warning("schedule %s: %s", schedule.id, text)
 
 
+CHANNEL_REF = re.compile(r"&lt;#([CG][A-Z0-9]+)&gt;")
+
+
+def slack_text(text: str) -> str:
+    """Our sentence for Slack: escaped (it carries people's questions), but a channel written
+    `<#C…>` shown as the channel's name, not as an id nobody recognises."""
+    return CHANNEL_REF.sub(r"<#\1>", render.escape(text))
+
+
+def _thread_key(turn_id: str) -> str:
+    return f"slack:schedule-thread:{turn_id}"
+
+
+def _stream_key(turn_id: str) -> str:
+    return f"slack:schedule-stream:{turn_id}"
+
+
 # --- creating from Slack: `/ask schedule …` and the asker's time zone ------------------------------
 JOB_SCHEDULE_COMMAND = "slack.schedule"
+NOT_MEMBER = (
+    "I'm not in this channel, so I can't post a schedule here — `/invite @datathread`, then try again."
+)
+NOT_MEMBER_ERRORS = frozenset({"not_in_channel", "channel_not_found"})
+CANNOT_ASK = "Not created: Slack did not let me ask you here ({})."
 JOB_SCHEDULE_ANSWER = "slack.schedule_answer"  # "Schedule…" under an answer
 
 
@@ -131,7 +202,8 @@ async def slack_user_tz(client: AsyncWebClient, threads: Threads, team: str, use
 
 async def schedule_command(ack, submit, command: dict, text: str) -> None:
     """`/ask schedule weekly mon 09:00 …`: ack at once, set it up after (parse, confirm, create)."""
-    await ack(text=":spiral_calendar_pad: Setting up your schedule…")
+    said = "One moment…" if parse_manage(text) else "Setting up your schedule…"
+    await ack(text=f":spiral_calendar_pad: {said}")
     payload = {"team": command["team_id"], "channel": command["channel_id"], "user": command["user_id"]}
     payload["response_url"] = command.get("response_url", "")  # where the bot is not a member
     await submit(TurnJob(kind=JOB_SCHEDULE_COMMAND, payload={**payload, "text": text}, quick=True))
@@ -141,6 +213,11 @@ async def run_schedule_command(state: AppState, client: AsyncWebClient, p: dict)
     """Parse the command, ask Create / Cancel (only the asker sees the buttons), create on yes."""
     if await refused_click(state.threads, client, p):
         return
+    if (manage_command := parse_manage(p["text"])) is not None:  # list, pause, resume, remove
+        how = f"{state.settings.slash_command} schedule"
+        book = state.threads.schedules()
+        said = await manage(book, manage_command, user=p["user"], channel=p["channel"], how=how)
+        return await _tell(client, p, said)
     try:
         command = parse_schedule_command(p["text"])
     except ScheduleError as exc:
@@ -172,9 +249,10 @@ async def _propose(
         private=True,
     )
     tz = await slack_user_tz(client, threads, p["team"], p["user"]) or state.settings.default_tz
+    refused: list[str] = []
     sentence = await propose_new(
         threads.schedules(),
-        build_confirmer(client, target, threads),
+        build_confirmer(client, target, threads, refused=refused),
         cron=cron,
         tz=tz,
         surface="slack",
@@ -183,7 +261,10 @@ async def _propose(
         owner=p["user"],
         team_id=p["team"],
         sql=sql,
+        manage_hint=f"`{state.settings.slash_command} schedule list` shows yours.",
     )
+    if refused:  # the Create / Cancel question never reached them: not "cancelled"
+        sentence = NOT_MEMBER if refused[0] in NOT_MEMBER_ERRORS else CANNOT_ASK.format(refused[0])
     await _tell(client, p, sentence)
 
 
@@ -191,6 +272,6 @@ async def _tell(client: AsyncWebClient, p: dict, sentence: str) -> None:
     """To the asker alone, where they are: the thread of the answer they scheduled (it landed in the
     channel, away from it), or through the response_url where the bot may not post."""
     try:
-        await tell_clicker(client, p, {"text": render.escape(sentence)})
+        await tell_clicker(client, p, {"text": slack_text(sentence)})
     except SlackClientError as exc:
         log.warning("the schedule reply for %s in %s did not reach them: %s", p["user"], p["channel"], exc)

@@ -10,6 +10,7 @@ a link, the answer card. HTTP 403/404 from the connector (bot removed, channel d
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from dataclasses import dataclass
 
@@ -29,7 +30,8 @@ from bot.teams_connector import ConnectorFailed
 from bot.teams_progress import TeamsOut, TeamsSink
 from core.events import IncomingMessage
 from core.schedules import Schedule
-from core.schedules_run import RunResult, turn_question
+from core.schedules_run import RunResult, in_owners_name, turn_question
+from core.sessions import StoreUnavailable
 
 log = logging.getLogger("datathread.schedules")
 
@@ -61,22 +63,25 @@ class TeamsSchedulePoster:
             ),
         )
 
-    async def _in_conversation(self, schedule: Schedule, header: str, work) -> None:
-        """Post `header` (a new thread, or into the schedule's thread), then `work(out)` in that thread."""
+    async def _in_conversation(
+        self, schedule: Schedule, header: str, work, *, conversation: str = ""
+    ) -> None:
+        """Post `header` (a new thread, or into the schedule's thread, or into `conversation`: a run's
+        own thread), then `work(out)` in that thread; an empty header is not posted."""
 
         async def logic(context: TurnContext) -> None:
             connector = context.turn_state[self.bot.connector_key()]
             conversation = context.activity.conversation.id
             out = TeamsOut(connector=connector, reference=self._reference(schedule, conversation))
             try:
-                if schedule.thread:
+                if (conversation or schedule.thread) and header:
                     await out.send(header)
                 await work(out)
             finally:  # msrest's async ConnectorClient has no close(): __aexit__ closes its session
                 await connector.__aexit__(None, None, None)
 
-        if schedule.thread:
-            thread = f"{schedule.channel};messageid={schedule.thread}"
+        if conversation or schedule.thread:
+            thread = conversation or f"{schedule.channel};messageid={schedule.thread}"
             await self.bot.adapter.continue_conversation(
                 self._reference(schedule, thread), logic, bot_app_id=self.bot.app_id
             )
@@ -92,11 +97,15 @@ class TeamsSchedulePoster:
             self.bot.app_id, logic, params, "msteams", self._service_url(schedule), None
         )
 
-    async def run(self, schedule: Schedule, *, turn_id: str, note: str) -> RunResult:
+    async def run(self, schedule: Schedule, *, turn_id: str, note: str, thread: str = "") -> RunResult:
+        """With `thread` (a retry), in that conversation under the first attempt's notice, no header."""
         outcome_box: list = []
+        where: list[str] = [thread]
 
         async def answer(out: TeamsOut) -> None:
-            conversation = out.reference.conversation.id
+            conversation = where[0] = out.reference.conversation.id
+            with contextlib.suppress(StoreUnavailable):  # for `tell_stopped`, if this process dies
+                await self.state.threads.note(_thread_key(turn_id), conversation)
             message = IncomingMessage(
                 text=turn_question(schedule),
                 surface="teams",
@@ -106,10 +115,12 @@ class TeamsSchedulePoster:
                 team_id=schedule.team_id,
             )
             sink = TeamsSink(threads=self.state.threads, links=self.state.links, out=out, personal=False)
-            outcome_box.append(await self.state.analyst.handle(message, sink, turn_id=turn_id))
+            outcome_box.append(
+                await self.state.analyst.handle(message, in_owners_name(sink), turn_id=turn_id)
+            )
 
         try:
-            await self._in_conversation(schedule, note, answer)
+            await self._in_conversation(schedule, "" if thread else note, answer, conversation=thread)
         except Exception as exc:
             status = _status(exc)
             log.warning(
@@ -117,20 +128,40 @@ class TeamsSchedulePoster:
             )
             why = exc.why if isinstance(exc, ConnectorFailed) else type(exc).__name__  # sign-in: its sentence
             error = f"HTTP {status}" if status else why
-            return RunResult(ok=False, error=error, gone=status in GONE_STATUS, turn_id=turn_id)
+            gone = status in GONE_STATUS
+            return RunResult(ok=False, error=error, gone=gone, turn_id=turn_id, thread=where[0])
         if not outcome_box:
-            return RunResult(ok=False, error="the turn did not run", turn_id=turn_id)
+            return RunResult(ok=False, error="the turn did not run", turn_id=turn_id, thread=where[0])
         outcome = outcome_box[0]
         return RunResult(
-            ok=outcome.ok, error=outcome.error or "", turn_id=turn_id, retry=not outcome.at_limit
+            thread=where[0],
+            ok=outcome.ok,
+            error=outcome.error or "",
+            turn_id=turn_id,
+            retry=not outcome.at_limit,
+            limited=outcome.limited,
         )
 
-    async def post_notice(self, schedule: Schedule, text: str) -> None:
+    async def post_notice(self, schedule: Schedule, text: str, *, thread: str = "") -> None:
         async def send(out: TeamsOut) -> None:
             return None
 
-        await self._in_conversation(schedule, text, send)
+        await self._in_conversation(schedule, text, send, conversation=thread)
+
+    async def tell_stopped(self, schedule: Schedule, turn_ids: tuple[str, ...], text: str) -> None:
+        """The run's process died: said in the run's conversation, else the schedule's channel."""
+        for turn_id in turn_ids:
+            if conversation := await self.state.threads.noted(_thread_key(turn_id)):
+                return await self.post_notice(schedule, text, thread=conversation)
+        await self.post_notice(schedule, text)
+
+    def resume_hint(self, schedule: Schedule) -> str:
+        return f"An admin can resume it (`datathread schedule resume {schedule.id}`) once it can work again."
 
     async def tell_owner(self, schedule: Schedule, text: str) -> None:
         """Teams has no DM without the person's own conversation id: say it in the channel, to them."""
         await self.post_notice(schedule, text)
+
+
+def _thread_key(turn_id: str) -> str:
+    return f"teams:schedule-thread:{turn_id}"

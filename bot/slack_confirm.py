@@ -15,7 +15,7 @@ from __future__ import annotations
 import contextlib
 import logging
 
-from slack_sdk.errors import SlackClientError
+from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot import slack_render as render
@@ -42,8 +42,12 @@ async def remember_click(threads: Threads, token: str, response_url: str) -> Non
             await threads.note(_click_key(token), response_url)
 
 
-def build_confirmer(client: AsyncWebClient, target: SlackTarget, threads: Threads) -> Confirmer:
-    """A Confirmer that asks in the thread and returns the person's answer (False on timeout)."""
+def build_confirmer(
+    client: AsyncWebClient, target: SlackTarget, threads: Threads, *, refused: list[str] | None = None
+) -> Confirmer:
+    """A Confirmer that asks in the thread and returns the person's answer (False on timeout).
+    `refused` collects Slack's error code when the question could not be shown at all (the caller
+    says why — `not_in_channel` — instead of "cancelled")."""
 
     async def confirm(request: ConfirmRequest) -> bool:
         token = f"{request.turn_id}:{request.step_id}"
@@ -68,6 +72,8 @@ def build_confirmer(client: AsyncWebClient, target: SlackTarget, threads: Thread
                     posted.append(resp["ts"])
             except SlackClientError as exc:
                 log.warning("could not ask for confirmation: %s", failure_words(exc))
+                if refused is not None and isinstance(exc, SlackApiError):
+                    refused.append(str(exc.response.get("error", "")))
                 return False
             return True
 

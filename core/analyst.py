@@ -141,8 +141,8 @@ class Analyst:
             # A spent daily budget first (refused by it, a person keeps their hourly questions; a
             # schedule does not retry it at once); an export calls no model, so none stops it.
             spent = None if is_export_request(message.text) else await budgets.refusal()
-            outcome.at_limit = spent is not None
             if limited := spent or await rate_limited(self.store, self.settings, message, admin=admin):
+                outcome.at_limit = outcome.limited = True  # the asker's limits, not the question's
                 return await self._fail(outcome, emit, limited.text, message, refusal=limited)
 
             async def waiting() -> None:

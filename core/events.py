@@ -253,6 +253,9 @@ class TurnOutcome:
     # Stopped at its own limits (token budget, tool calls): asked again, it would spend as much and
     # stop the same way (a schedule does not retry it).
     at_limit: bool = False
+    # Refused before it started by the asker's daily budget or hourly limit (a schedule's owner's, for
+    # a scheduled run): nothing to retry now, and not the question's fault.
+    limited: bool = False
     artifacts: list[ArtifactReady] = field(default_factory=list)
     steps: list[StepRecord] = field(default_factory=list)
     stats: TurnStats = field(default_factory=TurnStats)

@@ -94,7 +94,8 @@ async def tell_lost(handlers: dict[str, JobHandler], job: TurnJob, *, why: str =
 
 def job_where(payload: dict) -> str:
     """Where a job's answer was going, for a log line: a Slack job's team, channel, thread and person,
-    a Teams activity's conversation and sender (a lost turn's line named nothing to look for)."""
+    a Teams activity's conversation and sender, a scheduled run's schedule and occurrence (a lost
+    turn's line named nothing to look for)."""
     activity = payload.get("activity") if isinstance(payload.get("activity"), dict) else None
     if activity is not None:
         sender = activity.get("from") or {}
@@ -103,7 +104,8 @@ def job_where(payload: dict) -> str:
             "user": sender.get("aadObjectId") or sender.get("id"),
         }
     else:
-        parts = {k: payload.get(k) for k in ("team", "channel", "thread_ts", "user")}
+        keys = ("team", "channel", "thread_ts", "user", "schedule_id", "occurrence")
+        parts = {k: payload.get(k) for k in keys}
     return " ".join(f"{k}={v}" for k, v in parts.items() if v) or "no thread"
 
 

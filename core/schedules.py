@@ -37,6 +37,10 @@ class ScheduleError(ValueError):
     """Something a person typed is not a valid schedule; the message is one sentence for them."""
 
 
+class OverCap(ScheduleError):
+    """A new schedule would pass a cap on active schedules (per channel, per owner)."""
+
+
 class UnknownSchedule(LookupError):
     """No schedule has that id; the message is one sentence for a person."""
 
@@ -90,10 +94,13 @@ class Schedule:
         return next_occurrence(self.cron, self.tz, max(self.cursor_time(), now))
 
     def describe(self) -> str:
-        """'`0 9 * * 1` (Europe/Berlin) in C123' — for confirmations, lists and notes."""
-        where = f"{self.channel}" + (f", thread {self.thread}" if self.thread else "")
+        """'`0 9 * * 1` (Europe/Berlin) in <#C123>' — for the owner's notes (Slack shows the name)."""
+        channel = f"<#{self.channel}>" if self.surface == "slack" else self.channel
+        where = channel + (f", thread {self.thread}" if self.thread else "")
         return f"`{self.cron}` ({self.tz}) in {where}"
 
+
+MAX_QUESTION = 2000
 
 # What "Schedule…" under an answer offers on every surface (in the person's own time zone); any
 # other cadence: `/ask schedule`, "@datathread every …", or `datathread schedule add`.
@@ -126,6 +133,11 @@ def new_schedule(
     check_where(surface, channel.strip(), thread.strip())
     if not question.strip():
         raise ScheduleError("A schedule needs a question to ask.")
+    if len(question.strip()) > MAX_QUESTION:  # asked, posted and recorded on every run
+        raise ScheduleError(
+            f"A schedule's question can be at most {MAX_QUESTION:,} characters (this one has "
+            f"{len(question.strip()):,}): shorten it."
+        )
     stamp = now.astimezone(UTC).isoformat()
     return Schedule(
         id=uuid.uuid4().hex[:10],

@@ -14,8 +14,9 @@ from datetime import datetime
 from core.access import AccessPolicy
 from core.config import Settings
 from core.events import IncomingMessage
-from core.schedules import Clock, Schedule, ScheduleError, UnknownSchedule, iso, utc_now
+from core.schedules import Clock, OverCap, Schedule, ScheduleError, UnknownSchedule, iso, utc_now
 from core.sessions import SessionStore
+from core.wording import counted
 
 KIND = "schedule"
 
@@ -117,12 +118,13 @@ class ScheduleBook:
         active = [s for s in await self.list() if not s.paused]
         lim = self.limits
         if lim.per_channel and sum(s.channel == schedule.channel for s in active) >= lim.per_channel:
-            raise ScheduleError(
-                f"This channel already has {lim.per_channel} active schedules; pause or remove one first."
+            raise OverCap(
+                f"This channel already has {counted(lim.per_channel, 'active schedule')}; their owners or an admin "
+                "can pause or remove one."
             )
         if lim.per_user and sum(s.owner == schedule.owner for s in active) >= lim.per_user:
-            raise ScheduleError(
-                f"You already have {lim.per_user} active schedules; pause or remove one first."
+            raise OverCap(
+                f"You already have {counted(lim.per_user, 'active schedule')}; pause or remove one first."
             )
 
     async def update(self, schedule_id: str, **fields: object) -> Schedule:

@@ -11,14 +11,15 @@ before writing anything. `/ask schedule …` builds the same draft from a fixed 
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from datetime import UTC
 
 from pydantic import Field
 
 from core.config import Settings
 from core.events import Confirmer, ConfirmRequest, IncomingMessage
 from core.final_result import final_query
-from core.schedules import Schedule, ScheduleError, new_schedule
+from core.schedules import OverCap, Schedule, ScheduleError, new_schedule
 from core.schedules_store import ScheduleBook
 from core.tools import Tool, ToolContext, ToolInput, ToolOutcome, refused
 
@@ -128,17 +129,26 @@ async def propose(
     )
     if not await confirm(request):
         return None, "Not created: the person cancelled or did not answer."
+    # From the click: stamped at drafting, a Create clicked after the promised first run ran that
+    # occurrence at the next tick (or counted it skipped) while saying "first run" was the next one.
+    stamp = book.now().astimezone(UTC).isoformat()
+    schedule = replace(schedule, created_at=stamp, cursor=stamp)
     await book.add(schedule, by=schedule.owner, trusted=True)  # checked above, before asking
     first = schedule.next_run(book.now())
     return schedule, f"Created schedule {schedule.id}; first run {said_date(first)}."
 
 
-async def propose_new(book: ScheduleBook, confirm: Confirmer | None, **fields: str) -> str:
+async def propose_new(
+    book: ScheduleBook, confirm: Confirmer | None, *, manage_hint: str = "", **fields: str
+) -> str:
     """Draft a schedule from `new_schedule`'s fields (now: the book's clock), check, ask, create on yes:
-    always one sentence for the person — what surfaces' `/ask schedule` and "Schedule…" share."""
+    always one sentence for the person — what surfaces' `/ask schedule` and "Schedule…" share.
+    `manage_hint`: how the person can free a place when a cap refuses (the surface's own command)."""
     try:
         draft = new_schedule(now=book.now(), **fields)  # type: ignore[arg-type]
         _, sentence = await propose(book, draft, confirm, turn_id=f"sc{uuid.uuid4().hex[:10]}")
+    except OverCap as exc:
+        sentence = f"{exc} {manage_hint}".strip()
     except ScheduleError as exc:
         sentence = str(exc)
     return sentence

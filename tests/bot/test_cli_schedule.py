@@ -86,6 +86,9 @@ def test_add_list_pause_resume_remove(home):
             [*ADD[:3], "61 9 * * *", *ADD[4:], "--channel", "C1", "q"],
             "'61' is not a minute (the first field takes 0–59).",
         ),
+        # a sentence that starts with a quote keeps it ("*/5 * * * *' would run…" lost the first one)
+        ([*ADD[:3], "*/5 * * * *", *ADD[4:], "--channel", "C1", "q"], "'*/5 * * * *' would run again 5"),
+        ([*ADD, "--channel", "C1", "q" * 2001], "at most 2,000 characters (this one has 2,001)"),
         (["schedule", "pause", "nope"], "No schedule has the id 'nope'"),
         (["schedule", "resume", "nope"], "No schedule has the id 'nope'"),
         (["schedule", "remove", "nope"], "No schedule has the id 'nope'"),

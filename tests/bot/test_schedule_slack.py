@@ -7,6 +7,8 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import threading
+import time
 from datetime import UTC, datetime, timedelta
 
 from bot import slack_render
@@ -14,7 +16,7 @@ from core.schedules import ANSWER_CADENCES, new_schedule
 from core.schedules_store import ScheduleBook
 from core.schedules_tick import tick
 from core.thread import CONFIRM_EXPIRED
-from tests.bot.slack_harness import serve
+from tests.bot.slack_harness import serve, until
 from tests.fakes.anthropic_api import error, text, tool
 from tests.fakes.clock import Clock
 from tests.fakes.slack_api import TEAM_ID, FakeSlackAPI
@@ -114,7 +116,9 @@ async def test_failures_retry_once_and_three_in_a_row_pause_and_tell_the_owner(s
             assert f"I paused this schedule: 3 runs in a row failed; the last one: {why}." in in_thread
             assert not [t for t in in_thread if ".)" in t or "))" in t or ".." in t], in_thread
             dm = [p for p in posts if p["channel"] == "U0001"]
-            assert len(dm) == 1 and f"datathread schedule resume {sid}" in dm[0]["text"]
+            assert len(dm) == 1 and f"Resume it with `/ask schedule resume {sid}`" in dm[0]["text"]
+            assert "in <#C0042>" in dm[0]["text"]  # Slack shows the channel's name
+            assert "datathread schedule" not in dm[0]["text"]  # a terminal they do not have
             s = await book.get(sid)
             assert s.paused and s.paused_reason.startswith("3 runs in a row failed")
             api.clear()
@@ -337,3 +341,186 @@ async def test_a_scheduled_run_is_a_line_when_it_starts_and_one_with_its_outcome
 
 def _schedule_lines(caplog) -> list[tuple[str, str]]:
     return [(r.levelname, r.getMessage()) for r in caplog.records if r.name == "datathread.schedules"]
+
+
+async def test_runs_refused_by_the_owners_limits_are_skipped_not_retried_nor_counted(settings, fake_model):
+    """An owner over the hourly question limit: the run was retried at once (refused again, posted
+    twice), the refusal said "You've reached…" to the channel, and three such runs paused the schedule.
+    Now: skipped, said once as the owner's limit, no retry, not counted towards the pause."""
+    api = FakeSlackAPI().start()
+    clock = Clock(MONDAY_0859_BERLIN)
+    try:
+        async with serve(settings.model_copy(update={"user_turns_per_hour": 1}), api) as harness:
+            book, sid = await setup(harness, clock, cron="0 9 * * *")
+            store = harness.state.analyst.store
+            for day in range(4):
+                await store.hit_rates([("user:slack:U0001", 1)], window_s=3600)  # the owner's one question
+                await occur(harness, book, clock, days=1 if day else 0, minutes=0 if day else 1)
+            assert not fake_model.requests
+            s = await book.get(sid)
+            assert (s.failures, s.paused, s.runs) == (0, False, 0)
+            assert s.last_outcome.startswith("skipped: the schedule's owner has reached the limit")
+            shown = api.shown()
+            assert sum("Scheduled report" in m for m in shown) == 4  # one header a run: no retry
+            skipped = [m for m in shown if "Skipped this run" in m]
+            assert len(skipped) == 4, shown
+            assert "the schedule's owner has reached the limit of questions for now" in skipped[0]
+            assert not [m for m in shown if "You've" in m or "Retrying once" in m or "failed" in m]
+            own = await store.list_turns(session_id=f"schedule:{sid}")
+            assert [r["event"] for r in own].count("skipped") == 4
+    finally:
+        api.stop()
+
+
+async def test_a_run_refused_by_the_owners_daily_budget_is_said_as_theirs(settings, fake_model):
+    api = FakeSlackAPI().start()
+    clock = Clock(MONDAY_0859_BERLIN)
+    try:
+        budget = {"user_daily_token_budget": 1000}
+        async with serve(settings.model_copy(update=budget), api) as harness:
+            book, sid = await setup(harness, clock)
+            store = harness.state.analyst.store
+            day = time.strftime("%Y%m%d", time.gmtime())
+            await store.add_usage(f"model:day:{day}:user:slack:U0001", 10**6, ttl_s=86400)
+            await occur(harness, book, clock, minutes=1)
+            assert not fake_model.requests
+            s = await book.get(sid)
+            assert s.failures == 0 and s.last_outcome.startswith("skipped: the schedule's owner has used")
+            [skipped] = [m for m in api.shown() if "Skipped this run" in m]
+            assert "their daily model budget" in skipped and "your" not in skipped.lower()
+            assert not [m for m in api.shown() if "failed" in m or "Retrying" in m]
+    finally:
+        api.stop()
+
+
+async def test_a_failed_run_of_a_new_thread_schedule_stays_in_its_thread(settings, fake_model):
+    """A failed run in a "new thread per run" schedule posted its header, "failed… Retrying once.", a
+    second header and "the retry failed too" all at the channel's top level. Now the notices and the
+    retry are in the run's thread; only a pause is said at the top level."""
+    api = FakeSlackAPI().start()
+    clock = Clock(MONDAY_0859_BERLIN)
+    try:
+        async with serve(settings, api) as harness:
+            book, sid = await setup(harness, clock, cron="0 9 * * *")
+            for day in range(3):
+                fake_model.enqueue(*[error(400, "invalid_request_error", "scripted failure")] * 2)
+                await occur(harness, book, clock, days=1 if day else 0, minutes=0 if day else 1)
+            posts = [c.args for c in api.of("chat.postMessage") if c.args["channel"] == "C0042"]
+            top = [p["text"] for p in posts if not p.get("thread_ts")]
+            assert len(top) == 4 and all(t.startswith("Scheduled report") for t in top[:3]), top
+            assert top[3].startswith("I paused this schedule: 3 runs in a row failed")
+            in_threads = [p for p in posts if p.get("thread_ts")]
+            assert sum("Retrying once" in p["text"] for p in in_threads) == 3
+            assert sum("The retry failed too" in p["text"] for p in in_threads) == 2
+            # each run's two attempts stream in that run's own thread, where its notices are
+            streams = [c.args["thread_ts"] for c in api.of("chat.startStream")]
+            assert len(streams) == 6 and len(set(streams)) == 3
+            assert {p["thread_ts"] for p in in_threads} == set(streams)
+            assert (await book.get(sid)).paused
+    finally:
+        api.stop()
+
+
+async def test_slash_schedule_in_a_channel_the_bot_is_not_in_says_so_once(settings, fake_model):
+    """The Create / Cancel question could not be posted (`not_in_channel`), and the person was told
+    "Not created: the person cancelled or did not answer." — they had cancelled nothing."""
+    api = FakeSlackAPI().start()
+    try:
+        async with serve(settings, api) as harness:
+            api.fail_methods["chat.postEphemeral"] = "not_in_channel"
+            await harness.command("schedule daily 09:00 flights", channel="C0099")
+            await harness.drain()
+            replies = [c.args["text"] for c in api.calls if c.method.startswith("/response/")]
+            assert replies == [
+                "I'm not in this channel, so I can't post a schedule here — `/invite @datathread`, "
+                "then try again."
+            ]
+            assert not [m for m in api.shown() if "cancelled" in m]
+            assert await ScheduleBook(harness.state.analyst.store).list() == []
+    finally:
+        api.stop()
+
+
+async def test_a_schedule_removed_while_its_run_runs_keeps_the_run_in_the_audit_trail(settings, fake_model):
+    """Removed mid-run, the answer still posted but its `ran` record was lost (the record's update
+    raised first); a run failing meanwhile was retried for a schedule that no longer existed."""
+    api = FakeSlackAPI().start()
+    clock = Clock(MONDAY_0859_BERLIN)
+    asked, release = threading.Event(), threading.Event()
+
+    def hold(reply: dict):
+        def answer(body: dict) -> dict:
+            asked.set()
+            release.wait(30)
+            return reply
+
+        return answer
+
+    try:
+        async with serve(settings, api) as harness:
+            store = harness.state.analyst.store
+            for reply, event in (
+                (text("F9 had the highest average delay."), "ran"),
+                (error(400, "invalid_request_error", "scripted failure"), "failed"),
+            ):
+                asked.clear(), release.clear(), api.clear()
+                book, sid = await setup(harness, clock)
+                fake_model.enqueue(hold(reply))
+                clock.advance(days=7 if event == "failed" else 0, minutes=1)
+                await tick(book, harness.state.runner.submit, grace=timedelta(minutes=10))
+                await until(asked.is_set, timeout=60)
+                await book.remove(sid, by="terminal")
+                release.set()
+                await harness.drain()
+                events = [r["event"] for r in await store.list_turns(session_id=f"schedule:{sid}")]
+                assert events[-1] == event and events.count(event) == 1, events
+                assert not [m for m in api.shown() if "Retrying" in m or "try again" in m]
+            assert len(fake_model.requests) == 2  # the failed run was not retried
+    finally:
+        release.set()
+        api.stop()
+
+
+async def test_people_manage_their_schedules_with_the_slash_command(settings, fake_model):
+    """`/ask schedule list` and `/ask schedule remove ID` answered "I couldn't read that schedule":
+    the person who made a schedule in Slack could not see or change it."""
+    api = FakeSlackAPI().start()
+    clock = Clock(MONDAY_0859_BERLIN)
+    try:
+        admin = {"admin_users": "U0ADM", "schedules_per_user": 1}
+        async with serve(settings.model_copy(update=admin), api) as harness:
+            book, sid = await setup(harness, clock)
+
+            async def ask(text: str, user: str = "U0001") -> str:
+                api.clear()
+                ack = await harness.command(text, channel="C0042", user=user)
+                assert ack.status_code == 200
+                await harness.drain()
+                [reply] = api.of("chat.postEphemeral")
+                assert reply.args["user"] == user  # for the asker alone
+                return reply.args["text"]
+
+            listed = await ask("schedule list")
+            assert f"`{sid}`" in listed and "in <#C0042>" in listed and "delays by carrier" in listed
+            assert "You have no schedules" in await ask("schedule list", user="U0002")
+            assert "Only its owner or an admin" in await ask(f"schedule pause {sid}", user="U0002")
+            assert not (await book.get(sid)).paused
+            assert f"Paused schedule `{sid}`" in await ask(f"schedule pause {sid}")
+            assert (await book.get(sid)).paused
+            assert f"Resumed schedule `{sid}`; next run" in await ask(f"schedule resume {sid}")
+            # at the cap, the refusal says how to free a place, in words they can act on
+            over = await ask("schedule daily 07:00 flights")
+            assert over == "You already have 1 active schedule; pause or remove one first. " + (
+                "`/ask schedule list` shows yours."
+            )
+            assert f"`{sid}`" in await ask("schedule list", user="U0ADM")  # an admin sees the channel's
+            assert f"Removed schedule `{sid}`" in await ask(f"schedule remove {sid}", user="U0ADM")
+            assert await book.list() == []
+            assert "No schedule has the id" in await ask(f"schedule remove {sid}")
+            events = [
+                r["event"] for r in await harness.state.analyst.store.list_turns(session_id=f"schedule:{sid}")
+            ]
+            assert events == ["created", "paused", "resumed", "removed"]
+            assert not fake_model.requests
+    finally:
+        api.stop()

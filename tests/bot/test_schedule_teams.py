@@ -15,7 +15,7 @@ from bot.server import AppState, create_app
 from core.schedules import new_schedule
 from core.schedules_store import ScheduleBook
 from core.schedules_tick import tick
-from tests.fakes.anthropic_api import text, tool
+from tests.fakes.anthropic_api import error, text, tool
 from tests.fakes.bot_connector import FakeConnector
 from tests.fakes.clock import Clock
 
@@ -106,3 +106,16 @@ async def test_a_conversation_that_is_gone_pauses_the_schedule(teams, fake_model
     s = await book.get(sid)
     assert s.paused and "HTTP 403" in s.paused_reason and s.failures == 0
     assert not fake_model.requests  # nothing ran and nothing was retried
+
+
+async def test_a_failed_run_says_so_and_retries_in_its_own_conversation(teams, fake_model):
+    """A new conversation per run: the failure notice and the retry went into two more new
+    conversations of the channel; now both are in the run's own."""
+    state, connector, _ = teams
+    fake_model.enqueue(*[error(400, "invalid_request_error", "scripted failure")] * 2)
+    book, sid = await add_and_occur(state, Clock(MONDAY_0859_BERLIN))
+    [create] = [c for c in connector.calls if c.method == "POST" and c.conversation_id == ""]
+    assert create.body["activity"]["text"].startswith("Scheduled report")
+    said = json.dumps(connector.sent(connector.id_of(create.body)))
+    assert "Retrying once" in said and "The retry failed too" in said
+    assert (await book.get(sid)).failures == 1

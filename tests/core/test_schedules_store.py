@@ -78,7 +78,7 @@ async def test_caps_per_channel_and_per_user_count_active_schedules(make_store):
         make_store(), limits=ScheduleLimits(per_channel=2, per_user=1), access=access, clock=clock
     )
     first = await book.add(schedule(clock, owner="U1"))
-    with pytest.raises(ScheduleError, match="You already have 1 active schedules"):
+    with pytest.raises(ScheduleError, match="You already have 1 active schedule;"):
         await book.add(schedule(clock, owner="U1"))
     await book.add(schedule(clock, owner="U2"))
     with pytest.raises(ScheduleError, match="This channel already has 2 active schedules"):

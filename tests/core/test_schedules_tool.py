@@ -77,7 +77,7 @@ REFUSALS = [
     (slack_message("x", thread_key=("T1", "C1", "private:U1")), {}, "cannot be created from here"),
     (slack_message("x"), {"cron": "every monday"}, "Invalid cron expression"),
     (slack_message("x"), {"tz": "Mars/Base"}, "Unknown time zone"),
-    (slack_message("x", user_id="U2"), {}, "You already have 1 active schedules"),  # U2 made one below
+    (slack_message("x", user_id="U2"), {}, "You already have 1 active schedule;"),  # U2 made one below
 ]
 
 
@@ -140,3 +140,33 @@ def test_slash_grammar_refuses_with_usage(command):
 def json_text(result: dict) -> str:
     content = result.get("content")
     return content if isinstance(content, str) else " ".join(b.get("text", "") for b in content or [])
+
+
+async def test_create_clicked_after_the_first_run_starts_from_the_click(make_store):
+    """Stamped at drafting, a Create clicked at 09:02 for a daily 09:00 said "first run" tomorrow, and
+    the next tick ran today's 09:00 anyway (or, clicked after the grace, counted it as skipped)."""
+    from datetime import UTC, datetime, timedelta
+
+    from core.schedules import new_schedule
+    from core.schedules_tick import claim_due
+    from core.schedules_tool import propose
+    from tests.fakes.clock import Clock
+
+    for late in (4, 12):  # minutes after the prompt: within the grace, and past it
+        clock = Clock(datetime(2026, 12, 8, 7, 58, tzinfo=UTC))  # 08:58 in Berlin
+        book = ScheduleBook(make_store(), clock=clock)
+        draft = new_schedule(
+            cron="0 9 * * *", tz="Europe/Berlin", surface="slack", channel="C1", question="q", now=clock()
+        )
+
+        async def click_late(request: ConfirmRequest, late: int = late, clock: Clock = clock) -> bool:
+            assert "First run Tue 8 Dec 2026, 09:00." in request.prompt
+            clock.advance(minutes=late)
+            return True
+
+        s, sentence = await propose(book, draft, click_late, turn_id="t1")
+        assert sentence == f"Created schedule {s.id}; first run Wed 9 Dec 2026, 09:00."
+        assert await claim_due(book, grace=timedelta(minutes=10), now=clock()) == []
+        stored = await book.get(s.id)
+        assert stored.skipped == 0 and stored.created_at == stored.cursor
+        assert datetime.fromisoformat(stored.created_at) == clock()
