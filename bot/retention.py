@@ -1,5 +1,6 @@
 """Sweeps of idle workspaces: the files of threads the store has forgotten are removed
-(core/workspace_retention.py says which and why), locally and in the Modal Volume.
+(core/workspace_retention.py says which and why), locally and in the Modal Volume; first, what the
+store keeps past its time is dropped (core/store_retention.py).
 
 Locally, a surface of its own (no routes) so that `bot/server.py` lists it with the others and stops it
 in order: a minute after start-up, then every hour, where the scheduler loop runs
@@ -57,6 +58,7 @@ class WorkspaceSweeper:
         while not await self._stopped_within(wait):
             wait = self.every_s
             try:
+                await self.state.threads.forget_expired()
                 removed = await self.state.threads.forget_idle_workspaces()
             except StoreUnavailable as exc:  # the next sweep tries again
                 log.warning("the idle-workspace sweep waits for the session store: %s", exc)
@@ -80,6 +82,7 @@ async def sweep_volume(
     StoreUnavailable: without the store, no workspace can be judged forgotten."""
     await call_hook(reload)
     async with open_threads(settings) as threads:
+        await threads.forget_expired()
         removed = await threads.forget_idle_workspaces(root=root, publish=lambda: call_hook(commit))
     await call_hook(commit)
     said_removed(removed, settings)

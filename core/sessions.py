@@ -42,6 +42,9 @@ class SessionStore(Protocol):
     async def update_meta(self, session_id: str, **fields: object) -> dict:
         """Merge fields into metadata; keeps `created`, sets `updated`, unions `participants`."""
 
+    async def purge_expired(self) -> int:
+        """Remove what has expired and does not go by itself (core/store_retention.py); how many."""
+
     def lock(
         self, session_id: str, *, ttl_s: float = 60.0, wait_s: float = 900.0
     ) -> AbstractAsyncContextManager:

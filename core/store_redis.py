@@ -44,6 +44,7 @@ from core.redis_words import (  # noqa: F401  (re-exported: the runners and doct
     tls_hint,
 )
 from core.store_base import HISTORY_VERSION, HeldLock, LockTimeout, StoreUnavailable
+from core.store_retention import expire_old_turns
 from core.store_sqlite import merge_meta
 
 log = logging.getLogger("datathread.store")
@@ -285,6 +286,10 @@ class RedisStore:
                 pipe.pexpire(name, _ms(ttl_s), nx=True)
                 total, _ = await pipe.execute()
         return int(total)
+
+    async def purge_expired(self) -> int:  # keys expire by themselves; old turn records did not
+        with self._errors():
+            return await expire_old_turns(self.r, self._k("t", "*"), self.turn_ttl_s)
 
     # --- turn records --------------------------------------------------------------------------
     async def record_turn(self, record: dict) -> None:

@@ -24,6 +24,7 @@ from core.lock_keeper import LockKeeper
 from core.lock_owner import holder_died, new_owner
 from core.lock_queue import TRY_EVERY_S, sqlite_leave, sqlite_try
 from core.store_base import HISTORY_VERSION, HeldLock, LockTimeout, StoreUnavailable
+from core.store_retention import purge_sqlite
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS history (session_id TEXT PRIMARY KEY, version INTEGER, messages TEXT, expires REAL);
@@ -108,6 +109,9 @@ class SqliteStore:
     async def ping(self) -> None:
         await self._run(lambda con: con.execute("SELECT 1").fetchone())
 
+    async def purge_expired(self) -> int:  # core/store_retention.py says why
+        return await self._run(purge_sqlite, time.time(), self.history_ttl_s)
+
     async def close(self) -> None:
         """Stop lock keepers, then close every connection once no call is using it."""
         for keeper in list(self._keepers):
@@ -185,12 +189,7 @@ class SqliteStore:
                     )
                 )
             except StoreUnavailable as exc:  # don't mask the turn's own error: the lock expires
-                log.warning(
-                    "could not release the lock of session %s (%s); it expires in %g s",
-                    session_id,
-                    exc,
-                    ttl_s,
-                )
+                log.warning("could not free session %s's lock (%s): expires in %gs", session_id, exc, ttl_s)
 
     def _keeper(self, session_id: str, owner: str, ttl_s: float, held: HeldLock) -> LockKeeper:
         connection: list[sqlite3.Connection] = []  # opened by the keeper's thread, on first use

@@ -237,6 +237,10 @@ class Threads:
                 removed.append(session_id)
         return removed
 
+    async def forget_expired(self) -> int:
+        """What the store keeps past its time and does not drop by itself: gone (core/store_retention.py)."""
+        return await self._store.purge_expired()
+
     async def list_tables(self) -> list[dict]:
         """The tables people may ask about by default (App Home, help), or [] without a warehouse."""
         if self._warehouse is None:

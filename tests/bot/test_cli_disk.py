@@ -70,17 +70,25 @@ def test_a_turn_that_cannot_be_saved_fails_in_a_sentence_and_the_session_goes_on
     first = run(["ask", "how many flights?", "--session", "full"], home, env=env)
     assert first.returncode == 0, first.stderr
 
-    fake_model.enqueue(text("An answer that cannot be kept."))
     room = max(p.stat().st_size for p in home.iterdir() if p.is_file()) + 32 * 1024
-    big = "how many flights? " + "x" * 100_000  # its history outgrows the room left
-    full = run_full(["ask", big, "--session", "full"], home, size=room, env=env)
+    store_full = (
+        f"error: I can't use my session store right now (The session database in {home} cannot be written:"
+    )
+    # A question too big to record: it fails before any model call (a turn is recorded as it starts).
+    calls = len(fake_model.requests)
+    big = "how many flights? " + "x" * 100_000
+    early = run_full(["ask", big, "--session", "full"], home, size=room, env=env)
+    assert early.returncode == 1 and "Traceback" not in early.stderr, early.stderr
+    assert store_full in one_line(early.stderr) and "Nothing was changed" in one_line(early.stderr)
+    assert len(fake_model.requests) == calls  # nothing spent on an answer that could not be kept
+
+    # An answer too big to save: it ran, and it says so.
+    fake_model.enqueue(text("An answer that cannot be kept. " + "x" * 100_000))
+    full = run_full(["ask", "how many flights?", "--session", "full"], home, size=room, env=env)
     assert full.returncode == 1, full.stderr
     assert "Traceback" not in full.stderr
     said = one_line(full.stderr)
-    assert (
-        f"error: I can't use my session store right now (The session database in {home} cannot be written:"
-        in said
-    )
+    assert store_full in said
     assert ", so this answer was not saved; please try again shortly." in said  # it ran
 
     fake_model.enqueue(text("Still here."))

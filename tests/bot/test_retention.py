@@ -16,6 +16,7 @@ async def test_the_sweeper_removes_forgotten_workspaces_while_the_app_serves(set
     forgotten = aged_workspace(settings.workspaces_dir, "sl-forgotten", age_days=45)
     kept = aged_workspace(settings.workspaces_dir, "sl-kept", age_days=1)
     analyst = await Analyst.create(settings, start_sandbox=False)
+    await analyst.store.first_seen("Ev-old", ttl_s=0.01)  # expired at once: the sweep deletes it too
     sweeper = WorkspaceSweeper(AppState(settings, LocalRunner(), analyst), first_s=0.01, every_s=0.05)
     try:
         await sweeper.start()
@@ -24,6 +25,7 @@ async def test_the_sweeper_removes_forgotten_workspaces_while_the_app_serves(set
                 break
             await asyncio.sleep(0.05)
         assert not forgotten.exists() and kept.exists()
+        assert await analyst.store.purge_expired() == 0  # the sweep had deleted the expired marker
     finally:
         started = time.monotonic()
         await sweeper.stop()
