@@ -312,7 +312,7 @@ class Analyst:
             hist.strip_cache_control(state.messages),
             failure_note=f"(This turn failed: {error})" if error else None,
         )
-        await self.store.save_history(outcome.session_id, self.redactor.data(history))
+        await self.store.save_history(outcome.session_id, self.redactor.data(hist.for_storage(history)))
         outcome.steps, outcome.answer, outcome.stats = state.steps, state.answer, state.stats()
         outcome.ok, outcome.error = error is None, error or ""
         # The id before the record, which keeps it for `audit`. A stop is no error: no id without a log line.

@@ -121,6 +121,24 @@ def compact(
     return out
 
 
+def for_storage(
+    messages: list[dict], *, full_turns: int = FULL_TURNS, max_turns: int = MAX_TURNS
+) -> list[dict]:
+    """The history to save: only what a later request can send. The next question makes every turn one
+    older, so turns `compact` will only ever send collapsed are saved collapsed (it sends them unchanged,
+    byte for byte) and turns it will drop are not saved. A repaired history stays valid."""
+    starts = [i for i, m in enumerate(messages) if is_question(m)]
+    if not starts:
+        return messages
+    bounds = [*starts, len(messages)]  # as `compact` will see them, the next question's start last
+    whole_from = bounds[-full_turns] if len(bounds) >= full_turns else 0
+    out: list[dict] = []
+    turns = list(zip(bounds, bounds[1:], strict=False))
+    for start, end in turns[max(0, len(turns) - max_turns + 1) :]:
+        out += _collapse_turn(messages[start:end]) if start < whole_from else messages[start:end]
+    return out
+
+
 def _stub_message(message: dict) -> dict:
     if message.get("role") != "user" or isinstance(message.get("content"), str):
         return message

@@ -170,3 +170,23 @@ def test_a_collapsed_turn_names_its_files_briefly_and_the_same_way_every_time():
     # collapsed from turn 6 on, in the same bytes at every later turn (the prompt cache)
     collapsed = [hist.compact(thread[: 6 + 2 * n])[:2] for n in range(6, 12)]
     assert all(c == collapsed[0] for c in collapsed)
+
+
+def test_the_saved_history_sends_exactly_what_the_whole_one_would():
+    """`for_storage` drops what no request sends and collapses what every request collapses: whatever
+    the limits, each later request is byte for byte the one the whole history gives."""
+    for max_turns, full_turns in ((40, 6), (5, 3), (3, 6), (2, 1), (1, 2)):
+        limits = {"max_turns": max_turns, "full_turns": full_turns}
+        whole: list[dict] = []
+        saved: list[dict] = []
+        for n in range(12):
+            turn = turn_with_files(n, [f"f{n}.csv"]) if n % 3 else [user(), assistant()]
+            for upto in range(1, len(turn)):  # every request of the turn: its question, then each step
+                assert hist.compact(saved + turn[:upto], **limits) == hist.compact(
+                    whole + turn[:upto], **limits
+                )
+            whole += turn
+            saved = hist.for_storage(saved + turn, **limits)
+            assert is_valid(saved) or not saved
+            assert sum(map(hist.is_question, saved)) <= max_turns - 1
+            assert hist.for_storage(saved, **limits) == saved  # saving it again changes nothing
