@@ -197,7 +197,7 @@ class Analyst:
         budgets: ModelBudgets,
     ) -> None:
         started = time.time()
-        prior = hist.repair(await self.store.load_history(session_id))
+        prior, gap = await self.threads.history(session_id)  # gap: a note if the store let it go
         # In the audit from now on: a turn whose process dies stays there, unfinished (replaced when it settles)
         await self.store.record_turn(self._turn_record(message, outcome, started, UNFINISHED))
         await self.store.update_meta(
@@ -208,8 +208,8 @@ class Analyst:
             thread_key=list(message.thread_key),
             participant=message.user_id,
         )
-        question, example = await self.verified.question_blocks(session_id, message.user_id, message.text)
-        state = TurnState(turn_id=outcome.turn_id, messages=[*prior, {"role": "user", "content": question}])
+        q, example = await self.verified.question_blocks(session_id, message.user_id, message.text)
+        state = TurnState(turn_id=outcome.turn_id, messages=[*prior, {"role": "user", "content": q + gap}])
         ctx = self._tool_context(message, session_id, outcome.turn_id, confirm)
         error = await self._drive(state, ctx, message, outcome, emit, budgets)
         outcome.stats = state.stats()  # what ran, for the failure's words if saving it fails
@@ -312,7 +312,7 @@ class Analyst:
             hist.strip_cache_control(state.messages),
             failure_note=f"(This turn failed: {error})" if error else None,
         )
-        await self.store.save_history(outcome.session_id, self.redactor.data(history))
+        await self.store.save_history(outcome.session_id, self.redactor.data(hist.for_storage(history)))
         outcome.steps, outcome.answer, outcome.stats = state.steps, state.answer, state.stats()
         outcome.ok, outcome.error = error is None, error or ""
         # The id before the record, which keeps it for `audit`. A stop is no error: no id without a log line.

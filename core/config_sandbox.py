@@ -99,7 +99,7 @@ class SandboxSettings(BaseModel):
         30,
         gt=0,
         validation_alias=_env("DATATHREAD_HISTORY_TTL_DAYS"),
-        description="Days a thread's history is kept; `serve` and `slack --socket` then remove its local workspace once nobody has written to it for as long.",
+        description="Days a thread's history is kept; `serve` and `slack --socket` then remove its local workspace once nobody has written to it for as long. A follow-up after that starts fresh, and its answer says so.",
     )
     audit_ttl_days: int = Field(
         90,

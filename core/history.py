@@ -8,9 +8,18 @@ older turns are cut to a stub that says where the full result lives (in the work
 from __future__ import annotations
 
 import copy
+import re
+
+from core.wording import counted
 
 INTERRUPTED = "The step was interrupted before it finished; its result is unknown."
 COMPACT_CHARS = 400
+KEEP_TURNS, FULL_TURNS, MAX_TURNS = 2, 6, 40  # sent whole; with results cut to stubs; at all
+NAMES_SHOWN = 8  # files a collapsed turn names (then "and N more"): its line stays short
+_SAVED = re.compile(r"^Saved ([\d,]+ rows?) to '(.+?)'\. Columns:", re.M)
+_CHANGED = re.compile(r"^New or changed files: (.*)$", re.M)
+_FILE = re.compile(r"(.+?) \([\d,]+ bytes?\)(?:, |$)")
+_ATTACHED = re.compile(r"^Attached (.+?) \([\d,]+ bytes?\) to the conversation", re.M)
 
 
 def _blocks(message: dict) -> list[dict]:
@@ -78,7 +87,11 @@ def _drop_orphan_results(previous: dict | None, blocks: list[dict]) -> list[dict
 
 
 def compact(
-    messages: list[dict], *, keep_turns: int = 2, full_turns: int = 6, max_turns: int = 40
+    messages: list[dict],
+    *,
+    keep_turns: int = KEEP_TURNS,
+    full_turns: int = FULL_TURNS,
+    max_turns: int = MAX_TURNS,
 ) -> list[dict]:
     """Keep requests bounded however long the thread gets.
 
@@ -108,6 +121,24 @@ def compact(
     return out
 
 
+def for_storage(
+    messages: list[dict], *, full_turns: int = FULL_TURNS, max_turns: int = MAX_TURNS
+) -> list[dict]:
+    """The history to save: only what a later request can send. The next question makes every turn one
+    older, so turns `compact` will only ever send collapsed are saved collapsed (it sends them unchanged,
+    byte for byte) and turns it will drop are not saved. A repaired history stays valid."""
+    starts = [i for i, m in enumerate(messages) if is_question(m)]
+    if not starts:
+        return messages
+    bounds = [*starts, len(messages)]  # as `compact` will see them, the next question's start last
+    whole_from = bounds[-full_turns] if len(bounds) >= full_turns else 0
+    out: list[dict] = []
+    turns = list(zip(bounds, bounds[1:], strict=False))
+    for start, end in turns[max(0, len(turns) - max_turns + 1) :]:
+        out += _collapse_turn(messages[start:end]) if start < whole_from else messages[start:end]
+    return out
+
+
 def _stub_message(message: dict) -> dict:
     if message.get("role") != "user" or isinstance(message.get("content"), str):
         return message
@@ -119,7 +150,7 @@ def _collapse_turn(turn: list[dict]) -> list[dict]:
     answers = [m for m in turn if m.get("role") == "assistant"]
     last = [b.get("text", "") for b in _blocks(answers[-1]) if b.get("type") == "text"] if answers else []
     steps = sum(1 for m in answers for b in _blocks(m) if b.get("type") == "tool_use")
-    note = f"\n[{steps} earlier steps omitted; their files are still in the workspace.]" if steps else ""
+    note = f"\n[{counted(steps, 'step')}; {_files_line(turn)}]" if steps else ""
     answer = ("\n".join(t for t in last if t).strip() or "(no answer)") + note
     return [
         {"role": "user", "content": question or [{"type": "text", "text": "(question)"}]},
@@ -127,15 +158,44 @@ def _collapse_turn(turn: list[dict]) -> list[dict]:
     ]
 
 
+def _files_line(turn: list[dict]) -> str:
+    """What a collapsed turn's steps left, from its own tool results (so its bytes never change): "files:
+    delays.parquet (16 rows), delays.png; attached: delays.png", at most NAMES_SHOWN names a list."""
+    made: dict[str, str] = {}
+    attached: list[str] = []
+    for message in turn:
+        for block in _blocks(message) if message.get("role") == "user" else []:
+            if block.get("type") != "tool_result" or block.get("is_error"):
+                continue
+            text = _result_text(block)
+            for rows, name in _SAVED.findall(text):
+                made.setdefault(name, f"{name} ({rows})")
+            for line in _CHANGED.findall(text):
+                for name in _FILE.findall(line):
+                    made.setdefault(name, name)
+            attached += [name for name in _ATTACHED.findall(text) if name not in attached]
+    parts = [f"files: {_names(list(made.values()))}"] if made else ["no files saved"]
+    if attached:
+        parts.append(f"attached: {_names(attached)}")
+    return "; ".join(parts)
+
+
+def _names(names: list[str]) -> str:
+    shown = ", ".join(n if len(n) <= 80 else n[:79] + "…" for n in names[:NAMES_SHOWN])
+    return shown + (f" and {len(names) - NAMES_SHOWN} more" if len(names) > NAMES_SHOWN else "")
+
+
+def _result_text(block: dict) -> str:
+    content = block.get("content")
+    if isinstance(content, str):
+        return content
+    return "\n".join(c.get("text", "") for c in (content or []) if isinstance(c, dict))
+
+
 def _compact_block(block: dict) -> dict:
     if block.get("type") != "tool_result":
         return block
-    content = block.get("content")
-    text = (
-        content
-        if isinstance(content, str)
-        else "\n".join(c.get("text", "") for c in (content or []) if isinstance(c, dict))
-    )
+    text = _result_text(block)
     if len(text) <= COMPACT_CHARS:
         return block
     stub = text[:COMPACT_CHARS].rsplit("\n", 1)[0]

@@ -17,11 +17,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, Protocol
 
+from core import history as hist
 from core.access import AccessPolicy
 from core.config import Settings
 from core.confirm import CONFIRM_TIMEOUT_S, ask, give_answer, wait_for_answer
 from core.csv_cells import neutralise_csv
 from core.events import AnswerReady, ArtifactReady, EventSink, IncomingMessage
+from core.history_gap import gap_note
 from core.notebook import session_notebook
 from core.sandbox import WorkspaceFull, is_valid_session_id
 from core.schedules import Clock, utc_now
@@ -67,6 +69,8 @@ class WorkspaceFiles(Protocol):
     async def read_file(self, session_id: str, path: str) -> bytes: ...
 
     async def write_file(self, session_id: str, path: str, data: bytes) -> None: ...
+
+    async def list_files(self, session_id: str) -> list[dict]: ...
 
 
 KEPT_SECRET_TTL_S = 10 * 365 * 86_400  # a kept secret lives as long as the store does, in practice
@@ -187,6 +191,14 @@ class Threads:
         return await self._store.get_value(f"note:{key}")
 
     # --- files --------------------------------------------------------------------------------------
+    async def history(self, session_id: str) -> tuple[list[dict], list[dict]]:
+        """The thread's saved history, repaired, and for a thread whose history the store let go the
+        note its next question carries (core/history_gap.py; [] otherwise). Before the turn updates
+        the thread's metadata and records."""
+        prior = hist.repair(await self._store.load_history(session_id))
+        days = self.settings.history_ttl_days
+        return prior, [] if prior else await gap_note(self._store, self._files, session_id, ttl_days=days)
+
     async def read_file(self, session_id: str, path: str) -> bytes:
         """A workspace file's bytes, as they may go to people (raises FileNotFoundError/PermissionError/
         ValueError when not there, or when a CSV cannot be made safe)."""

@@ -122,7 +122,7 @@ def test_old_turns_collapse_to_question_and_answer_and_stay_valid():
     compacted = hist.compact(messages, keep_turns=2, full_turns=6)
     assert is_valid(compacted)
     assert compacted[0]["content"][0]["text"] == "q0"
-    assert compacted[1]["content"][0]["text"].startswith("answer 0\n[1 earlier steps omitted")
+    assert compacted[1]["content"][0]["text"] == "answer 0\n[1 step; no files saved]"
     assert sum(1 for m in compacted if hist.is_question(m)) == 12  # every question is remembered
     assert len(str(compacted)) < len(str(messages)) / 3
 
@@ -141,3 +141,52 @@ def test_compaction_is_stable_within_a_turn():
     before = hist.compact(current)
     after = hist.compact([*current, assistant(use("n1")), user(result("n1", "w" * 5000))])
     assert after[: len(before)] == before
+
+
+def turn_with_files(n: int, names: list[str]) -> list[dict]:
+    saved = f"Saved 1,234 rows to 'q{n}.parquet'. Columns: a INTEGER.\nPreview (first rows):\n1"
+    made = "stdout:\nok\nNew or changed files: " + ", ".join(f"{x} (1,024 bytes)" for x in names)
+    failed = {**result(f"c{n}", "error:\nboom\nFiles it left or changed before failing: half.png (9 bytes)")}
+    return [
+        user({"type": "text", "text": f"q{n}"}),
+        assistant(use(f"a{n}"), use(f"b{n}")),
+        user(result(f"a{n}", saved), result(f"b{n}", made)),
+        assistant(use(f"c{n}")),
+        user({**failed, "is_error": True}),
+        assistant({"type": "text", "text": f"answer {n}"}),
+    ]
+
+
+def test_a_collapsed_turn_names_its_files_briefly_and_the_same_way_every_time():
+    names = [f"chart_{i}.png" for i in range(11)]
+    thread = turn_with_files(0, names)
+    for n in range(1, 12):
+        thread += [user({"type": "text", "text": f"q{n}"}), assistant({"type": "text", "text": f"a{n}"})]
+    line = hist.compact(thread)[1]["content"][0]["text"]
+    assert line == (
+        "answer 0\n[3 steps; files: q0.parquet (1,234 rows), chart_0.png, chart_1.png, chart_2.png, "
+        "chart_3.png, chart_4.png, chart_5.png, chart_6.png and 4 more]"
+    )
+    # collapsed from turn 6 on, in the same bytes at every later turn (the prompt cache)
+    collapsed = [hist.compact(thread[: 6 + 2 * n])[:2] for n in range(6, 12)]
+    assert all(c == collapsed[0] for c in collapsed)
+
+
+def test_the_saved_history_sends_exactly_what_the_whole_one_would():
+    """`for_storage` drops what no request sends and collapses what every request collapses: whatever
+    the limits, each later request is byte for byte the one the whole history gives."""
+    for max_turns, full_turns in ((40, 6), (5, 3), (3, 6), (2, 1), (1, 2)):
+        limits = {"max_turns": max_turns, "full_turns": full_turns}
+        whole: list[dict] = []
+        saved: list[dict] = []
+        for n in range(12):
+            turn = turn_with_files(n, [f"f{n}.csv"]) if n % 3 else [user(), assistant()]
+            for upto in range(1, len(turn)):  # every request of the turn: its question, then each step
+                assert hist.compact(saved + turn[:upto], **limits) == hist.compact(
+                    whole + turn[:upto], **limits
+                )
+            whole += turn
+            saved = hist.for_storage(saved + turn, **limits)
+            assert is_valid(saved) or not saved
+            assert sum(map(hist.is_question, saved)) <= max_turns - 1
+            assert hist.for_storage(saved, **limits) == saved  # saving it again changes nothing
