@@ -217,7 +217,7 @@ class Settings(SandboxSettings, WarehouseSettings, ModelSettings, BaseSettings):
         600.0,
         ge=0,
         validation_alias=_env("DATATHREAD_SCHEDULE_GRACE_S"),
-        description="How late an occurrence may still run; older ones (downtime) are skipped and noted.",
+        description="How late an occurrence may still run (longer for sparse schedules: half the gap to the next, up to 2 h); older ones (downtime) are skipped and noted.",
     )
     scheduler_loop: bool = Field(
         True,

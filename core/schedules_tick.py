@@ -78,6 +78,21 @@ async def claim_due(
     return won
 
 
+LATE_GRACE_CAP = timedelta(hours=2)
+
+
+def late_grace(schedule: Schedule, occurrence: datetime, grace: timedelta) -> timedelta:
+    """How late `occurrence` may still run: the setting, or half the gap to the schedule's next
+    occurrence when that is longer, up to two hours. A fixed 10 minutes skipped a weekly report for a
+    week when the bot was down for 11 minutes at its hour; an hourly one still keeps to its hour."""
+    following = next(
+        occurrences(schedule.cron, schedule.tz, occurrence, occurrence + timedelta(days=400)), None
+    )
+    if following is None:
+        return grace
+    return max(grace, min((following - occurrence) / 2, LATE_GRACE_CAP))
+
+
 async def _claim_one(
     book: ScheduleBook, schedule: Schedule, *, now: datetime, grace: timedelta, replica: str
 ) -> DueRun | None:
@@ -85,7 +100,7 @@ async def _claim_one(
     if not missed:
         return None
     latest = missed[-1]
-    runnable = now - latest <= grace
+    runnable = now - latest <= late_grace(schedule, latest, grace)
     skipped = len(missed) - (1 if runnable else 0)
     claim = f"schedule:{schedule.id}:{int(latest.timestamp())}"
     if not await book.store.set_once(claim, replica, ttl_s=CLAIM_TTL_S):

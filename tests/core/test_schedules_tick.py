@@ -84,6 +84,24 @@ async def test_downtime_skips_missed_occurrences_and_runs_only_a_recent_one(make
     assert "skipped 3 occurrence(s) up to 2026-11-25T09:00:00+01:00" in audit[1]["answer"]
 
 
+async def test_a_weekly_report_missed_by_a_short_outage_runs_late_rather_than_a_week_later(make_store):
+    """A fixed 10-minute grace skipped a weekly report for a whole week when the bot was down for 11
+    minutes at its hour: how late a run may be grows with its schedule's gap (half of it, up to 2 h)."""
+    clock = Clock(MONDAY_0659)
+    book = ScheduleBook(make_store(), clock=clock)
+    weekly = await add(book, "0 9 * * mon")  # 09:00 Berlin = 08:00 UTC, Monday 23 Nov 2026
+    quarterly = await add(book, "*/15 * * * *")  # its next run is 15 minutes away: 10 minutes late at most
+    clock.set(datetime(2026, 11, 23, 8, 11, tzinfo=UTC))  # back 11 minutes after both were due
+    [due] = await claim_due(book, grace=GRACE)
+    assert (due.schedule_id, due.occurrence, due.skipped) == (weekly, "2026-11-23T09:00:00+01:00", 0)
+    assert (
+        await book.get(quarterly)
+    ).skipped == 9  # 06:00..08:00 UTC, the last 11 minutes late: skipped as before
+    clock.set(datetime(2026, 11, 30, 10, 30, tzinfo=UTC))  # the next Monday: back 2.5 hours after
+    assert [d.schedule_id for d in await claim_due(book, grace=GRACE)] == [quarterly]  # 10:30's, on time
+    assert (await book.get(weekly)).skipped == 1  # too late even for a weekly report: skipped
+
+
 async def test_paused_schedules_are_not_claimed_and_resume_does_not_replay(make_store):
     clock = Clock(MONDAY_0659)
     book = ScheduleBook(make_store(), clock=clock)
