@@ -2,8 +2,8 @@
 turn): it is answered without the earlier messages, so the answer says so, once.
 
 The history goes first; what outlives it tells such a thread from a new one: its metadata (SQLite keeps
-it; its `updated` is then older than a history lasts) and its turn records (kept unless
-DATATHREAD_TURN_TTL_DAYS is set; Redis lets the metadata go with the history). The question then
+it until the hourly purge, its `updated` then older than a history lasts) and its turn records (kept
+DATATHREAD_AUDIT_TTL_DAYS, 90; Redis lets the metadata go with the history). The question then
 carries one more text block telling Claude so, with the workspace files that are still there. The
 model says it in its own answer, so Slack, Teams and the terminal show it as any answer, and the
 turn after has a history again: nothing more is said.

@@ -11,6 +11,7 @@ version) is never judged dead: its lock expires after its TTL, as before.
 
 from __future__ import annotations
 
+import functools
 import os
 import uuid
 from pathlib import Path
@@ -32,6 +33,7 @@ def holder_died(owner: str) -> bool:
     return _started(int(parts[2])) != parts[3]
 
 
+@functools.cache  # a process's boot and PID namespace never change (every waiter asks ~20 times a second)
 def _place() -> str | None:
     """This boot of this machine and this PID namespace: where a pid means one process."""
     try:

@@ -40,10 +40,8 @@ def sqlite_try(con, session_id: str, owner: str, ttl_s: float) -> bool:
     ).fetchone()
     if first != owner:
         return False
-    if (
-        con.execute("INSERT OR IGNORE INTO locks VALUES (?,?,?)", (session_id, owner, now + ttl_s)).rowcount
-        != 1
-    ):
+    took = con.execute("INSERT OR IGNORE INTO locks VALUES (?,?,?)", (session_id, owner, now + ttl_s))
+    if took.rowcount != 1:
         return False
     sqlite_leave(con, session_id, owner)
     return True
