@@ -8,8 +8,9 @@ the web process only verifies, filters and submits.
 Jobs reach the workers over each worker's stdin (the parent picks the worker holding the fewest), or
 with `REDIS_URL` through Redis streams (`core/runner_redis.py`), from which any replica's workers take
 them, each exactly once. A worker that dies is restarted; for the jobs it held this process runs the
-surfaces' lost handlers at once (the thread hears that the answer stopped; the
-session lock the dead turn held expires after DATATHREAD_LOCK_TTL, and the next message works).
+surfaces' lost handlers at once (the thread hears that the answer stopped; the session lock the
+dead turn held is taken over at once, core/lock_owner.py). Over pipes, each job is also noted in a
+file until it ends (core/job_journal.py): after a killed web process restarts, its jobs' threads hear.
 
 The worker program is injected by module name (`bot.turn_worker` builds the surfaces; the core never
 imports a surface) and forked from a template that has imported it once (`core/worker_fork.py`).
@@ -34,6 +35,7 @@ from pydantic import SecretStr
 from redis.exceptions import RedisError
 
 from core.config import Settings
+from core.job_journal import JobJournal
 from core.runner import LOST, TELL_LOST_S, JobHandler, TurnJob, tell_lost, tell_store_down
 from core.runner_redis import QUICK, TURNS, RedisJobs
 from core.runner_worker import FINISH_S, HURRY_SIGNAL
@@ -94,6 +96,7 @@ class WorkerRunner:
         self.grace_s = grace_s  # then how long cancelled jobs get to end, and telling their threads
         self.handlers: dict[str, JobHandler] = {}  # the lost handlers run here when a worker can't
         self.redis = RedisJobs(settings.redis_url) if settings.redis_url else None
+        self.journal = None if self.redis else JobJournal(settings.home / "jobs")  # for after a kill
         self.lost_after_s = settings.lock_ttl
         self._procs: list[_Proc | None] = [None] * self.count
         self._watchers: set[asyncio.Task] = set()
@@ -125,6 +128,8 @@ class WorkerRunner:
             await self._spawn(i)
         procs = [p for p in self._procs if p is not None]
         await asyncio.wait_for(asyncio.gather(*(p.ready for p in procs)), timeout=START_S)
+        for job in self.journal.orphans() if self.journal else []:  # a killed serve's: now they hear
+            self._tell(tell_lost(self.handlers, job))
 
     async def submit(self, job: TurnJob) -> None:
         if job.kind not in self.handlers and job.kind != LOST:
@@ -147,6 +152,8 @@ class WorkerRunner:
         target = min(live, key=lambda p: len(p.held))
         self._next_id += 1
         target.held[self._next_id] = job
+        if self.journal:
+            self.journal.write(self._next_id, job)
         assert target.proc.stdin is not None
         target.proc.stdin.write(json.dumps({"id": self._next_id, "job": job.to_dict()}).encode() + b"\n")
 
@@ -210,6 +217,8 @@ class WorkerRunner:
         if self.redis is not None:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.redis.close(), TELL_LOST_S)
+        if self.journal:  # every job it held has finished or been told
+            self.journal.clear()
 
     async def _tell_unfinished(self, procs: list[_Proc], killed: list[_Proc]) -> None:
         if self.redis is None:
@@ -273,6 +282,8 @@ class WorkerRunner:
                     await self._flush_backlog()
                 elif "done" in msg:
                     worker.held.pop(msg["done"], None)
+                    if self.journal:
+                        self.journal.done(msg["done"])
         code = await worker.proc.wait()
         if not worker.ready.done():
             self._failed_starts[worker.index] += 1
@@ -295,6 +306,7 @@ class WorkerRunner:
         """The jobs a dead worker held: their threads hear from this process, at once, that the answer
         stopped (no wait for a worker to restart). With Redis, each entry is settled first, so a sweep
         finding it at the same time does not report it again."""
+        held: list[int] = []  # pipe mode: the ids its journal holds
         if self.redis is not None:
             jobs = []
             try:
@@ -304,11 +316,14 @@ class WorkerRunner:
             except Exception as exc:  # the sweep of another worker finds them after lost_after_s
                 log.warning("could not take over the jobs of worker %s: %s", worker.index, exc)
         else:
-            jobs, worker.held = list(worker.held.values()), {}
+            jobs, held, worker.held = list(worker.held.values()), list(worker.held), {}
         if jobs:
             await asyncio.wait(
                 [asyncio.create_task(tell_lost(self.handlers, j)) for j in jobs], timeout=TELL_LOST_S
             )
+        for job_id in held:
+            if self.journal:
+                self.journal.done(job_id)
 
     async def _flush_backlog(self) -> None:
         backlog, self._backlog = self._backlog, []
