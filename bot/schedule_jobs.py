@@ -28,7 +28,7 @@ from bot.surface_settings import POSTING_SETTINGS, postable_surfaces
 from bot.teams_auth import TeamsBot, build_bot
 from core.config import Settings
 from core.runner import ERROR_ID, WHY, TurnJob, lost_kind
-from core.runner_modal import Spawn
+from core.runner_modal import Spawn, as_spawned
 from core.schedules import Clock, UnknownSchedule, iso, utc_now
 from core.schedules_run import RunResult, SchedulePoster, run_occurrence, run_stopped
 from core.schedules_store import ScheduleBook
@@ -140,7 +140,7 @@ async def tick_once(settings: Settings, spawn: Spawn, *, clock: Clock = utc_now)
     """One tick for the Modal cron function: claim what is due and spawn the turn function per run."""
 
     async def submit(job: TurnJob) -> None:
-        await spawn(job.to_dict())
+        await spawn(as_spawned(job))  # with an id: a run Modal gives again is not run twice
 
     store = await open_store(settings)
     try:

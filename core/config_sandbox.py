@@ -128,6 +128,11 @@ class SandboxSettings(BaseModel):
         validation_alias=_env("DATATHREAD_MODAL_SECRETS"),
         description="Comma-separated Modal Secret names given to the web and turn functions (never the sandbox).",
     )
+    modal_store_secret: str = Field(
+        "datathread-redis",
+        validation_alias=_env("DATATHREAD_MODAL_STORE_SECRET"),
+        description="The Modal Secret holding REDIS_URL: the only secret the hourly Volume sweep gets.",
+    )
     modal_min_containers: int = Field(
         0, ge=0, validation_alias=_env("DATATHREAD_MODAL_MIN_CONTAINERS"), description="Warm web containers."
     )

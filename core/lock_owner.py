@@ -21,16 +21,24 @@ def new_owner() -> str:
     """A fresh token for one holding of a lock: random, plus where and which process when knowable."""
     token = uuid.uuid4().hex
     place, pid = _place(), os.getpid()
-    started = _started(pid)
+    try:
+        started = _started(pid)
+    except OSError:
+        started = None
     return f"{token}.{place}.{pid}.{started}" if place and started else token
 
 
 def holder_died(owner: str) -> bool:
-    """Whether the process that took the lock with `owner` is known to have ended (see the module)."""
+    """Whether the process that took the lock with `owner` is known to have ended (see the module).
+    Only a pid that is gone, a zombie, or a pid a later process took counts: anything unsure (a /proc
+    that hides other users' processes, no descriptor left to look) is a live holder."""
     parts = owner.split(".")
     if len(parts) != 4 or not parts[2].isdigit() or parts[1] != _place():
         return False
-    return _started(int(parts[2])) != parts[3]
+    try:
+        return _started(int(parts[2])) != parts[3]
+    except OSError:
+        return False
 
 
 @functools.cache  # a process's boot and PID namespace never change (every waiter asks ~20 times a second)
@@ -39,16 +47,19 @@ def _place() -> str | None:
     try:
         boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
         ns = os.stat("/proc/self/ns/pid")
+        if os.readlink("/proc/self") != str(os.getpid()):  # a /proc of another PID namespace
+            return None
     except OSError:
         return None
     return f"{boot.replace('-', '')}-{ns.st_dev:x}-{ns.st_ino:x}"
 
 
 def _started(pid: int) -> str | None:
-    """The process's start time (clock ticks after boot), or None when it is gone or a zombie."""
+    """The process's start time (clock ticks after boot), or None when it is gone or a zombie; any
+    other failure to look is raised (OSError), never taken for a death."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
+    except (FileNotFoundError, ProcessLookupError):
         return None
     fields = stat[stat.rfind(")") + 2 :].split()  # after the command name, which may hold spaces
     if len(fields) < 20 or fields[0] in ("Z", "X"):

@@ -13,14 +13,54 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from collections.abc import Awaitable, Callable
 
 from redis.asyncio.lock import Lock
 from redis.exceptions import LockNotOwnedError
 
 from core.lock_owner import holder_died
+from core.store_base import LockTimeout
 
 WAIT_BEAT_S = 15.0  # a waiter not heard from for this long has left (renewed every try, ~20 times a second)
 TRY_EVERY_S = 0.05
+OnWait = Callable[[], Awaitable[None]]
+
+
+class WaitNotice:
+    """`on_wait` (a turn's "Waiting…"), started once from the first failed try and run beside the
+    waiting, so the waiter keeps the place it asked for. Before, a turn said so first and only then
+    queued: the surface's latency (a Slack call) decided which follow-up went first."""
+
+    def __init__(self, on_wait: OnWait | None):
+        self.on_wait = on_wait
+        self.task: asyncio.Task | None = None
+
+    def waiting(self) -> None:
+        if self.on_wait is not None and self.task is None:
+            self.task = asyncio.create_task(self.on_wait())
+
+    def cancel(self) -> None:
+        if self.task is not None:
+            self.task.cancel()
+
+
+async def sqlite_take(
+    run, session_id: str, owner: str, *, ttl_s: float, wait_s: float, notice: WaitNotice
+) -> None:
+    """Take the lock in queue order within `wait_s` (LockTimeout otherwise); `run` is the store's
+    transaction. A waiter that gives up, or is cancelled, leaves the queue."""
+    deadline = time.monotonic() + wait_s
+    try:
+        while not await run(sqlite_try, session_id, owner, ttl_s):
+            if time.monotonic() > deadline:
+                raise LockTimeout(session_id)
+            notice.waiting()
+            await asyncio.sleep(TRY_EVERY_S)
+    except BaseException:
+        notice.cancel()
+        with contextlib.suppress(Exception):  # otherwise its place lapses after WAIT_BEAT_S
+            await run(sqlite_leave, session_id, owner)
+        raise
 
 
 def sqlite_try(con, session_id: str, owner: str, ttl_s: float) -> bool:
@@ -74,7 +114,7 @@ return {0, redis.call('GET', KEYS[1]) or '', first}
 """
 
 
-async def redis_take(lock: Lock, token: str, *, wait_s: float) -> bool:
+async def redis_take(lock: Lock, token: str, *, wait_s: float, notice: WaitNotice) -> bool:
     """Take redis-py's `lock` with `token` in queue order within `wait_s`; between tries, a holder or a
     first waiter that died on this host is let go (the holder by the library's atomic release)."""
     client, name = lock.redis, lock.name
@@ -98,10 +138,13 @@ async def redis_take(lock: Lock, token: str, *, wait_s: float) -> bool:
                 continue
             if time.monotonic() >= deadline:
                 break
+            notice.waiting()
             await asyncio.sleep(TRY_EVERY_S)
     except BaseException:
+        notice.cancel()
         await _leave(client, queue, beats, token)
         raise
+    notice.cancel()
     await _leave(client, queue, beats, token)
     return False
 

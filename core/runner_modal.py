@@ -18,6 +18,12 @@ JOB_ID = "id"  # each spawned job's id: the turn container runs a job Modal give
 JOB_MEMORY_S = 86_400.0  # how long a job's id is remembered (Modal restarts an input within minutes)
 
 
+def as_spawned(job: TurnJob) -> dict:
+    """A job as the turn function gets it: plain data, with an id of its own (every spawn: turns from
+    the web container, scheduled runs from the cron function)."""
+    return {**job.to_dict(), JOB_ID: uuid.uuid4().hex}
+
+
 class ModalRunner:
     """Runner protocol over a remote spawn. Handlers are remembered by name only: they run remotely."""
 
@@ -34,7 +40,7 @@ class ModalRunner:
         """Spawn the turn function with the job as plain data and an id; one round trip to Modal."""
         if job.kind not in self.kinds:
             raise KeyError(f"no handler registered for job kind {job.kind!r}")
-        await self._spawn({**job.to_dict(), JOB_ID: uuid.uuid4().hex})
+        await self._spawn(as_spawned(job))
 
     async def drain(self, timeout: float | None = None) -> None:
         """Nothing to wait for: spawned calls belong to Modal and outlive this container."""

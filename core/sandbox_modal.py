@@ -53,6 +53,7 @@ def image_env(settings) -> dict[str, str]:
     the step worker's limits (it holds no secrets, so the image is the only way they reach it)."""
     env = {
         "DATATHREAD_MODAL_SECRETS": settings.modal_secrets,
+        "DATATHREAD_MODAL_STORE_SECRET": settings.modal_store_secret,
         "DATATHREAD_STEP_TIMEOUT": str(settings.step_timeout),
         "DATATHREAD_STEP_MEMORY_MB": str(settings.step_memory_mb),
         "DATATHREAD_STEP_FILE_MB": str(settings.step_file_mb),

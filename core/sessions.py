@@ -8,7 +8,7 @@ lets many replicas share one truth.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Protocol
 
@@ -46,9 +46,15 @@ class SessionStore(Protocol):
         """Remove what has expired and does not go by itself (core/store_retention.py); how many."""
 
     def lock(
-        self, session_id: str, *, ttl_s: float = 60.0, wait_s: float = 900.0
+        self,
+        session_id: str,
+        *,
+        ttl_s: float = 60.0,
+        wait_s: float = 900.0,
+        on_wait: Callable[[], Awaitable[None]] | None = None,
     ) -> AbstractAsyncContextManager:
-        """Exclusive per-session lock with an owner token, expiry, and renewal while held."""
+        """Exclusive per-session lock with an owner token, expiry, and renewal while held; waiters take
+        it in the order they asked, and `on_wait` starts once if this one has to wait."""
 
     async def first_seen(self, key: str, ttl_s: float = 3600.0) -> bool:
         """True the first time `key` is seen (within ttl) across all replicas; False for repeats."""

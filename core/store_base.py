@@ -4,6 +4,7 @@ import the module that imports them."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 from dataclasses import dataclass, field
 
@@ -30,6 +31,7 @@ class HeldLock:
     ttl_s: float
     lost: bool = False
     last_renewed: float = field(default_factory=time.monotonic)
+    waited: asyncio.Task | None = None  # the `on_wait` it started while it waited (core/lock_queue.py)
 
     def renewed(self, ok: bool) -> None:
         """Record a renewal attempt: False = someone else owns it now (errors go to `renewal_failed`)."""

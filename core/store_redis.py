@@ -32,7 +32,7 @@ from redis.exceptions import LockNotOwnedError, RedisError, WatchError
 
 from core.lock_keeper import LockKeeper
 from core.lock_owner import new_owner
-from core.lock_queue import redis_take
+from core.lock_queue import OnWait, WaitNotice, redis_take
 from core.redis_client import fail_fast_client
 from core.redis_words import (  # noqa: F401  (re-exported: the runners and doctor import them from here)
     PING_DEADLINE_S,
@@ -198,8 +198,8 @@ class RedisStore:
     # --- locks ---------------------------------------------------------------------------------
     @contextlib.asynccontextmanager
     async def lock(
-        self, session_id: str, *, ttl_s: float = 60.0, wait_s: float = 900.0
-    ) -> AsyncIterator[None]:
+        self, session_id: str, *, ttl_s: float = 60.0, wait_s: float = 900.0, on_wait: OnWait | None = None
+    ) -> AsyncIterator[HeldLock]:
         """Exclusive per-session lock: redis-py's Lock (SET NX PX with an owner token; extend and
         release only by the owner, each one atomic script), kept alive from a thread (`LockKeeper`)
         so an event-loop stall cannot let it expire. A holder that dies stops renewing, so its lock
@@ -208,9 +208,9 @@ class RedisStore:
         name, token = self._k("l", session_id), new_owner()
         lock = Lock(self.r, name, timeout=ttl_s, sleep=0.05, thread_local=False)
         with self._errors():
-            if not await redis_take(lock, token, wait_s=wait_s):
+            if not await redis_take(lock, token, wait_s=wait_s, notice=(notice := WaitNotice(on_wait))):
                 raise LockTimeout(session_id)
-        held = HeldLock(ttl_s)
+        held = HeldLock(ttl_s, waited=notice.task)
         keeper = self._keeper(name, token, ttl_s, held).start()
         self._keepers.add(keeper)
         try:
@@ -289,7 +289,7 @@ class RedisStore:
 
     async def purge_expired(self) -> int:  # keys expire by themselves; old turn records did not
         with self._errors():
-            return await expire_old_turns(self.r, self._k("t", "*"), self.turn_ttl_s)
+            return await expire_old_turns(self.r, self._k("t", "*"), self.turn_ttl_s, self._k("v", "aged"))
 
     # --- turn records --------------------------------------------------------------------------
     async def record_turn(self, record: dict) -> None:

@@ -32,10 +32,11 @@ def purge_sqlite(con: sqlite3.Connection, now: float, history_ttl_s: float) -> i
     return removed
 
 
-async def expire_old_turns(client, pattern: str, turn_ttl_s: float | None) -> int:
+async def expire_old_turns(client, pattern: str, turn_ttl_s: float | None, done_key: str) -> int:
     """Give every Redis turn record without an expiry the one it would have had (its start plus the
-    TTL; already past: gone at once); returns how many were changed."""
-    if turn_ttl_s is None:
+    TTL; already past: gone at once); returns how many were changed. Once per Redis: a finished pass
+    sets `done_key` (records written since have their expiry), so the hourly sweep scans no more."""
+    if turn_ttl_s is None or await client.exists(done_key):
         return 0
     changed = 0
     async for key in client.scan_iter(match=pattern, count=1000):
@@ -47,4 +48,5 @@ async def expire_old_turns(client, pattern: str, turn_ttl_s: float | None) -> in
         except (ValueError, AttributeError):
             continue
         changed += bool(await client.expireat(key, int(started + turn_ttl_s)))
+    await client.set(done_key, b"1")
     return changed

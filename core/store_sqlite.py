@@ -22,8 +22,8 @@ from pathlib import Path
 from core.disk_errors import write_failure
 from core.lock_keeper import LockKeeper
 from core.lock_owner import holder_died, new_owner
-from core.lock_queue import TRY_EVERY_S, sqlite_leave, sqlite_try
-from core.store_base import HISTORY_VERSION, HeldLock, LockTimeout, StoreUnavailable
+from core.lock_queue import OnWait, WaitNotice, sqlite_take
+from core.store_base import HISTORY_VERSION, HeldLock, StoreUnavailable
 from core.store_retention import purge_sqlite
 
 _SCHEMA = """
@@ -158,23 +158,15 @@ class SqliteStore:
     # --- locks ---------------------------------------------------------------------------------
     @contextlib.asynccontextmanager
     async def lock(
-        self, session_id: str, *, ttl_s: float = 60.0, wait_s: float = 900.0
-    ) -> AsyncIterator[None]:
+        self, session_id: str, *, ttl_s: float = 60.0, wait_s: float = 900.0, on_wait: OnWait | None = None
+    ) -> AsyncIterator[HeldLock]:
         """Exclusive per-session lock: a row with an owner token and an expiry, renewed by a
         `LockKeeper` thread (its own connection) so an event-loop stall cannot let it expire."""
         owner = new_owner()
-        deadline = time.monotonic() + wait_s
 
-        try:  # in the order turns asked (core/lock_queue.py)
-            while not await self._run(sqlite_try, session_id, owner, ttl_s):
-                if time.monotonic() > deadline:
-                    raise LockTimeout(session_id)
-                await asyncio.sleep(TRY_EVERY_S)
-        except BaseException:
-            with contextlib.suppress(Exception):  # it leaves the queue (else its place lapses)
-                await self._run(sqlite_leave, session_id, owner)
-            raise
-        held = HeldLock(ttl_s)
+        notice = WaitNotice(on_wait)  # in the order turns asked (core/lock_queue.py)
+        await sqlite_take(self._run, session_id, owner, ttl_s=ttl_s, wait_s=wait_s, notice=notice)
+        held = HeldLock(ttl_s, waited=notice.task)
         keeper = self._keeper(session_id, owner, ttl_s, held).start()
         self._keepers.add(keeper)
         try:

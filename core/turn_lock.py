@@ -27,17 +27,26 @@ class StoppedWaiting(Exception):
 async def turn_lock(
     store: SessionStore, session_id: str, *, ttl_s: float, on_wait: Callable[[], Awaitable[None]]
 ) -> AsyncIterator[HeldLock]:
-    """The session lock; `on_wait()` first when another turn holds it. A cancellation while waiting
-    raises `StoppedWaiting`, so the caller can tell the person the question never ran."""
+    """The session lock; `on_wait()` when another turn holds it (a free lock is taken at once, without a
+    word), said while this turn keeps its place in the queue and finished before the turn goes on. A
+    cancellation while waiting raises `StoppedWaiting`, so the caller can tell the person the question
+    never ran."""
+    waited = False
+
+    async def notice() -> None:
+        nonlocal waited
+        waited = True
+        await on_wait()
+
     async with contextlib.AsyncExitStack() as stack:
-        try:  # a free lock is taken at once, without a word
-            held = await stack.enter_async_context(store.lock(session_id, ttl_s=ttl_s, wait_s=0))
-        except LockTimeout:
-            await on_wait()
-            try:
-                held = await stack.enter_async_context(store.lock(session_id, ttl_s=ttl_s))
-            except asyncio.CancelledError:
+        try:
+            held = await stack.enter_async_context(store.lock(session_id, ttl_s=ttl_s, on_wait=notice))
+        except asyncio.CancelledError:
+            if waited:
                 raise StoppedWaiting(session_id) from None
+            raise
+        if held.waited is not None:
+            await held.waited  # the Waiting event goes out before anything of the turn
         yield held
 
 

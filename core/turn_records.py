@@ -17,7 +17,7 @@ log = logging.getLogger("datathread.turn")
 
 
 # A turn's record until it settles: what the audit keeps of a turn whose process died under it.
-UNFINISHED = "Did not finish: the process answering it ended first (steps it ran may be missing here)."
+UNFINISHED = "Not finished: still running, or its process ended first (steps it ran may be missing here)."
 
 
 def turn_record(message: IncomingMessage, outcome: TurnOutcome, started: float, error: str | None) -> dict:

@@ -154,7 +154,9 @@ async def schedules_tick() -> None:
 
 
 @app.function(
-    secrets=secrets,
+    secrets=[
+        modal.Secret.from_name(SETTINGS.modal_store_secret)
+    ],  # Redis only: it mounts model-written files
     volumes={WORKSPACE: volume},
     schedule=modal.Period(hours=1),
     timeout=1800,

@@ -77,8 +77,8 @@ class TurnHost:
         Modal gives an input again when its container stopped under it (a pre-emption, a redeploy's
         drain): the job is then not run a second time — it may have posted part of an answer, an
         `/ask` would post its question twice, and a mention's events are claimed already so its
-        stream would stay open. Its thread hears that the answer stopped, unless the first run's
-        turn said so itself as it was cancelled (as for a local turn worker that died)."""
+        stream would stay open. Its thread hears that the answer stopped, unless the first run ended
+        (answered, or stopped and said so itself as it was cancelled)."""
         turn = TurnJob(kind=job["kind"], payload=dict(job.get("payload") or {}), quick=bool(job.get("quick")))
         job_id = job.get(JOB_ID)
         threads = self.app.state.datathread.threads
@@ -90,8 +90,10 @@ class TurnHost:
             return await tell_store_down(self.runner.handlers, turn, exc)
         if again:
             return
-        if await self.runner.run_now(turn) and job_id:  # stopped, and its thread was told so
-            await threads.claim(f"modal-job-told:{job_id}", ttl_s=JOB_MEMORY_S)
+        await self.runner.run_now(turn)  # it answered, or stopped and said so: a second delivery is silent
+        if job_id:
+            with contextlib.suppress(StoreUnavailable):
+                await threads.claim(f"modal-job-told:{job_id}", ttl_s=JOB_MEMORY_S)
 
     async def stop(self) -> None:
         """Run the app's shutdown (closes the Analyst: sandbox client, store, model client)."""

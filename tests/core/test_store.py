@@ -16,6 +16,7 @@ from core.events import IncomingMessage
 from core.sessions import LockTimeout, SessionStore, StoreUnavailable, open_store
 from core.store_redis import RedisStore
 from core.store_sqlite import SqliteStore
+from core.turn_lock import turn_lock
 from tests.fakes.anthropic_api import text, tool
 from tests.fakes.black_hole import BlackHole
 from tests.fakes.redis_server import RedisServer, free_port
@@ -201,6 +202,30 @@ async def test_waiters_take_the_lock_in_the_order_they_asked(make_store):
     await asyncio.gather(*waiters)
     assert order == [0, 1, 2, 3, 4, 5]
     assert await queued(stores[0]) == 0
+
+
+async def test_turns_keep_their_place_while_they_say_they_wait(make_store):
+    """A turn said "Waiting…" (a Slack call) first and only then queued: the follow-up asked first, whose
+    call was slower, went second. Through `turn_lock`, as a turn takes the lock."""
+    a, b = make_store(), make_store()
+    order: list[str] = []
+    saying = asyncio.Event()
+
+    async def follow_up(store: SessionStore, name: str, say_s: float) -> None:
+        async def on_wait() -> None:
+            saying.set()
+            await asyncio.sleep(say_s)
+
+        async with turn_lock(store, "s1", ttl_s=5, on_wait=on_wait):
+            order.append(name)
+
+    async with a.lock("s1", ttl_s=5):
+        first = asyncio.create_task(follow_up(a, "asked first", 0.6))
+        await saying.wait()  # the first has found the thread busy and says so
+        second = asyncio.create_task(follow_up(b, "asked second", 0.05))
+        await asyncio.sleep(0.3)
+    await asyncio.gather(first, second)
+    assert order == ["asked first", "asked second"]
 
 
 async def test_a_waiter_killed_on_this_host_does_not_hold_up_the_queue(make_store):

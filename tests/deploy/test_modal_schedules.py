@@ -79,6 +79,9 @@ async def test_tick_once_spawns_each_due_run_once_and_the_turn_container_posts_i
     await host.start()
     try:
         await host.run(spawned[0])
+        posted = len(api.calls)
+        await host.run(spawned[0])  # Modal gives the run again (its container stopped): not run twice
+        assert len(api.calls) == posted and len(fake_model.requests) == 1
     finally:
         await host.stop()
         api.stop()

@@ -14,7 +14,7 @@ from core.sessions import LockTimeout, open_store
 from tests.fakes.workspaces import aged_workspace
 
 
-def test_the_hourly_sweep_is_declared_with_the_volume_and_the_store_secret():
+def test_the_hourly_sweep_is_declared_with_the_volume_and_the_store_secret_alone():
     os.environ.pop("DATATHREAD_MODAL_SECRETS", None)
     import deploy.modal_app as modal_app
 
@@ -23,7 +23,7 @@ def test_the_hourly_sweep_is_declared_with_the_volume_and_the_store_secret():
     assert {path: mount.name for path, mount in info.volumes.items()} == {
         "/workspace": "datathread-workspaces"
     }
-    assert "modal.Secret.from_name('datathread-redis')" in info.secrets  # the store says what is forgotten
+    assert info.secrets == ["modal.Secret.from_name('datathread-redis')"]  # the store alone: no model key
     assert info.restrict_modal_access  # it needs its own Volume, nothing else of the account
 
 
