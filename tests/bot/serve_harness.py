@@ -5,17 +5,46 @@ is what a terminal, `timeout` or systemd would signal), its output in a log file
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
 
-from tests.bot.slack_harness import sign
+from tests.bot.slack_harness import SECRET, sign
 from tests.fakes.redis_server import free_port
 
 CLI = Path(sys.executable).with_name("datathread")
+
+
+def serve_env(home: Path, model_url: str, slack_url: str, **extra: str) -> dict[str, str]:
+    """A replica's environment: this one's without its datathread, Slack and cloud settings, plus the
+    scripted model, the fake Slack Web API and `home`; `extra` on top (REDIS_URL, DATATHREAD_LOCK_TTL)."""
+    env = {
+        k: v for k, v in os.environ.items() if not k.startswith(("SLACK_", "DATATHREAD_", "AWS_", "REDIS_"))
+    }
+    env.update(
+        ANTHROPIC_API_KEY="sk-ant-test-key-000000",
+        ANTHROPIC_BASE_URL=model_url,
+        DATATHREAD_MODEL="claude-test",
+        DATATHREAD_MODEL_RETRIES="0",
+        DATATHREAD_HOME=str(home),
+        DATATHREAD_SLACK_API_URL=slack_url,
+        SLACK_BOT_TOKEN="xoxb-test-token-000000",
+        SLACK_SIGNING_SECRET=SECRET,
+        **extra,
+    )
+    return env
+
+
+def wait_for(predicate: Callable[[], object], timeout: float = 90) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.1)
 
 
 class Replica:

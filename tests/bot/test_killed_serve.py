@@ -15,8 +15,8 @@ from pathlib import Path
 
 from core.job_journal import JobJournal
 from core.runner import TurnJob
-from tests.bot.serve_harness import Replica
-from tests.bot.slack_harness import SECRET, event_body, mention, said
+from tests.bot.serve_harness import Replica, serve_env, wait_for
+from tests.bot.slack_harness import event_body, mention, said
 from tests.fakes.anthropic_api import text, tool
 from tests.fakes.slack_api import FakeSlackAPI
 
@@ -24,26 +24,9 @@ REPO = Path(__file__).resolve().parents[2]
 STOPPED = "I stopped before finishing this answer"
 
 
-def wait_for(predicate, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.1)
-
-
 def test_a_killed_serve_tells_its_threads_after_the_restart(home, fake_model, tmp_path):
     api = FakeSlackAPI().start()
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLACK_", "DATATHREAD_", "REDIS_"))}
-    env.update(
-        ANTHROPIC_API_KEY="sk-ant-test-key-000000",
-        ANTHROPIC_BASE_URL=fake_model.url,
-        DATATHREAD_MODEL="claude-test",
-        DATATHREAD_MODEL_RETRIES="0",
-        DATATHREAD_HOME=str(home),
-        DATATHREAD_SLACK_API_URL=api.url,
-        SLACK_BOT_TOKEN="xoxb-test-token-000000",
-        SLACK_SIGNING_SECRET=SECRET,
-    )
+    env = serve_env(home, fake_model.url, api.url)  # no REDIS_URL: the SQLite store, workers over pipes
     first = Replica(env, tmp_path)
     second = None
     try:

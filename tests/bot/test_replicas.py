@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from core.turn_records import UNFINISHED
-from tests.bot.serve_harness import Replica
-from tests.bot.slack_harness import SECRET, event_body, mention, said
+from tests.bot.serve_harness import Replica, serve_env, wait_for
+from tests.bot.slack_harness import event_body, mention, said
 from tests.fakes.anthropic_api import text, tool
 from tests.fakes.redis_server import RedisServer
 from tests.fakes.slack_api import FakeSlackAPI
@@ -40,30 +40,11 @@ def turn_workers(parent: int) -> list[int]:
     return found
 
 
-def wait_for(predicate, timeout: float = 90) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.1)
-
-
 @pytest.fixture
 def cluster(home, fake_model, tmp_path):
     redis = RedisServer().start()
     api = FakeSlackAPI().start()
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLACK_", "DATATHREAD_", "AWS_"))}
-    env.update(
-        ANTHROPIC_API_KEY="sk-ant-test-key-000000",
-        ANTHROPIC_BASE_URL=fake_model.url,
-        DATATHREAD_MODEL="claude-test",
-        DATATHREAD_MODEL_RETRIES="0",
-        DATATHREAD_HOME=str(home),
-        DATATHREAD_SLACK_API_URL=api.url,
-        DATATHREAD_LOCK_TTL="3",
-        SLACK_BOT_TOKEN="xoxb-test-token-000000",
-        SLACK_SIGNING_SECRET=SECRET,
-        REDIS_URL=redis.url,
-    )
+    env = serve_env(home, fake_model.url, api.url, DATATHREAD_LOCK_TTL="3", REDIS_URL=redis.url)
     replicas = [Replica(env, tmp_path), Replica(env, tmp_path)]
     try:
         for r in replicas:
