@@ -52,6 +52,7 @@ image = (
 app = modal.App(SETTINGS.modal_app, image=image)
 volume = modal.Volume.from_name(SETTINGS.modal_volume, create_if_missing=True)
 secrets = [modal.Secret.from_name(name) for name in split_list(SETTINGS.modal_secrets)]
+store_secret = [modal.Secret.from_name(SETTINGS.modal_store_secret)]  # Redis alone: for the Volume's sweep
 warm = {
     "min_containers": SETTINGS.modal_min_containers,
     "max_containers": SETTINGS.modal_max_containers,  # a bound on the bill, however many events arrive
@@ -154,9 +155,7 @@ async def schedules_tick() -> None:
 
 
 @app.function(
-    secrets=[
-        modal.Secret.from_name(SETTINGS.modal_store_secret)
-    ],  # Redis only: it mounts model-written files
+    secrets=store_secret,
     volumes={WORKSPACE: volume},
     schedule=modal.Period(hours=1),
     timeout=1800,
