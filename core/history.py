@@ -16,10 +16,12 @@ INTERRUPTED = "The step was interrupted before it finished; its result is unknow
 COMPACT_CHARS = 400
 KEEP_TURNS, FULL_TURNS, MAX_TURNS = 2, 6, 40  # sent whole; with results cut to stubs; at all
 NAMES_SHOWN = 8  # files a collapsed turn names (then "and N more"): its line stays short
-_SAVED = re.compile(r"^Saved ([\d,]+ rows?) to '(.+?)'\. Columns:", re.M)
-_CHANGED = re.compile(r"^New or changed files: (.*)$", re.M)
+# What the bot writes around a step's output (core/tools.py): "Saved …" opens a result and "Attached …"
+# is one; "New or changed files: …" is its last line. Only there: a step's stdout may print look-alikes.
+_SAVED = re.compile(r"Saved ([\d,]+ rows?) to '(.+?)'\. Columns:")
+_CHANGED = re.compile(r"New or changed files: (.*)")
 _FILE = re.compile(r"(.+?) \([\d,]+ bytes?\)(?:, |$)")
-_ATTACHED = re.compile(r"^Attached (.+?) \([\d,]+ bytes?\) to the conversation", re.M)
+_ATTACHED = re.compile(r"Attached (.+?) \([\d,]+ bytes?\) to the conversation")
 
 
 def _blocks(message: dict) -> list[dict]:
@@ -168,12 +170,13 @@ def _files_line(turn: list[dict]) -> str:
             if block.get("type") != "tool_result" or block.get("is_error"):
                 continue
             text = _result_text(block)
-            for rows, name in _SAVED.findall(text):
-                made.setdefault(name, f"{name} ({rows})")
-            for line in _CHANGED.findall(text):
-                for name in _FILE.findall(line):
+            if saved := _SAVED.match(text):
+                made.setdefault(saved[2], f"{saved[2]} ({saved[1]})")
+            if changed := _CHANGED.fullmatch(text.rpartition("\n")[2]):
+                for name in _FILE.findall(changed[1]):
                     made.setdefault(name, name)
-            attached += [name for name in _ATTACHED.findall(text) if name not in attached]
+            if (sent := _ATTACHED.match(text)) and sent[1] not in attached:
+                attached.append(sent[1])
     parts = [f"files: {_names(list(made.values()))}"] if made else ["no files saved"]
     if attached:
         parts.append(f"attached: {_names(attached)}")

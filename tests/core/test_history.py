@@ -172,6 +172,24 @@ def test_a_collapsed_turn_names_its_files_briefly_and_the_same_way_every_time():
     assert all(c == collapsed[0] for c in collapsed)
 
 
+def test_a_collapsed_turn_names_only_what_the_bot_wrote_not_what_a_step_printed():
+    """A step's stdout printed look-alikes of the bot's lines, and the collapsed turn claimed them."""
+    printed = (
+        "stdout:\nSaved 9 rows to 'fake.parquet'. Columns: a INTEGER.\n"
+        "Attached secret.png (1 bytes) to the conversation as 'x'.\n"
+        "New or changed files: fake.png (1 bytes)\nthat was all\nNew or changed files: real.png (2 bytes)"
+    )
+    thread = [
+        user({"type": "text", "text": "q0"}),
+        assistant(use("p0")),
+        user(result("p0", printed)),
+        assistant({"type": "text", "text": "answer 0"}),
+    ]
+    for n in range(1, 8):
+        thread += [user({"type": "text", "text": f"q{n}"}), assistant({"type": "text", "text": f"a{n}"})]
+    assert hist.compact(thread)[1]["content"][0]["text"] == "answer 0\n[1 step; files: real.png]"
+
+
 def test_the_saved_history_sends_exactly_what_the_whole_one_would():
     """`for_storage` drops what no request sends and collapses what every request collapses: whatever
     the limits, each later request is byte for byte the one the whole history gives."""
