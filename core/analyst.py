@@ -208,9 +208,9 @@ class Analyst:
             thread_key=list(message.thread_key),
             participant=message.user_id,
         )
-        q, example = await self.verified.question_blocks(session_id, message.user_id, message.text)
-        state = TurnState(turn_id=outcome.turn_id, messages=[*prior, {"role": "user", "content": q + gap}])
         ctx = self._tool_context(message, session_id, outcome.turn_id, confirm)
+        q, example = await self.verified.question_blocks(session_id, message, ctx.permits)  # its examples
+        state = TurnState(turn_id=outcome.turn_id, messages=[*prior, {"role": "user", "content": q + gap}])
         error = await self._drive(state, ctx, message, outcome, emit, budgets)
         outcome.stats = state.stats()  # what ran, for the failure's words if saving it fails
         if held.lost:  # another turn may have saved this session meanwhile: never overwrite it

@@ -33,7 +33,6 @@ class CreateScheduleInput(ToolInput):
     cron: str = Field(description="Five-field cron expression in local time, e.g. '0 9 * * mon'.")
     question: str = Field(description="The question to answer on every run, self-contained (no 'this').")
     tz: str | None = Field(None, description="IANA time zone, only if the person named one; default theirs.")
-    channel: str | None = Field(None, description="Channel id to post in; default this conversation's.")
     same_thread: bool = Field(
         False, description="Post every run in this thread instead of a new one each time."
     )
@@ -82,18 +81,18 @@ class ScheduleDesk:
         return cls(book, origin) if origin else None
 
     def draft(self, args: CreateScheduleInput) -> Schedule:
-        o = self.origin
-        channel = (args.channel or o.channel).strip()
+        o = self.origin  # always this conversation's channel: a channel the model named was taken,
+        # so anyone could have schedules post (under that channel's datasets) where they cannot read
         return new_schedule(
             cron=args.cron,
             tz=args.tz or o.tz,
             surface=o.surface,
-            channel=channel,
+            channel=o.channel,
             question=args.question,
             now=self.book.now(),
             owner=o.user_id,
             team_id=o.team_id,
-            thread=o.thread if args.same_thread and channel == o.channel else "",
+            thread=o.thread if args.same_thread else "",
             sql=args.sql or "",
         )
 

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from core.events import ArtifactReady, Confirmer
-from core.policy import TableAllowlist, check_python, check_sql
+from core.policy import TableAllowlist, Verdict, check_python, check_sql
 from core.redact import redact_clipped
 from core.sandbox import Sandbox, StepRequest, StepResult
 from core.warehouse import QueryContext, Warehouse
@@ -112,6 +112,21 @@ class ToolContext:
     redact: Callable[[str], str] | None = None  # secrets hygiene for tool results (core/redact.py)
     schedules: ScheduleDesk | None = None  # where create_schedule may post (None: not from here)
 
+    def sql_verdict(self, sql: str) -> Verdict:
+        """Whether the warehouse may run `sql` here: this conversation's allowlist as the warehouse
+        applies it (BigQuery: never all of BigQuery). Queries, and the verified examples offered."""
+        w = self.warehouse
+        return check_sql(
+            sql,
+            dialect=w.dialect,
+            allowlist=w.effective_allowlist(self.allowlist),
+            default_project=w.default_project,
+            default_dataset=w.default_dataset,
+        )
+
+    def permits(self, sql: str) -> bool:
+        return self.sql_verdict(sql).allowed
+
 
 @dataclass
 class ToolOutcome:
@@ -202,13 +217,7 @@ async def describe_table(args: DescribeTableInput, ctx: ToolContext) -> ToolOutc
 
 
 async def query_warehouse(args: QueryWarehouseInput, ctx: ToolContext) -> ToolOutcome:
-    verdict = check_sql(  # under the allowlist the warehouse applies (BigQuery: never all of BigQuery)
-        args.sql,
-        dialect=ctx.warehouse.dialect,
-        allowlist=ctx.warehouse.effective_allowlist(ctx.allowlist),
-        default_project=ctx.warehouse.default_project,
-        default_dataset=ctx.warehouse.default_dataset,
-    )
+    verdict = ctx.sql_verdict(args.sql)
     if not verdict.allowed:
         return refused(verdict.reason)
     result = await ctx.warehouse.query(args.sql, args.save_as, ctx.query)

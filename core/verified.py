@@ -17,10 +17,12 @@ from __future__ import annotations
 
 import hashlib
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Literal
 
+from core.events import IncomingMessage
 from core.final_result import final_query
 from core.sessions import SessionStore
 from core.verified_file import read_curated
@@ -58,6 +60,7 @@ class VerifiedQuery:
     source: Source
     turn_id: str = ""
     session_id: str = ""
+    channel_id: str = ""  # where a 👍 was given: such an example is offered there only
     kind: Literal["verified"] = "verified"
 
 
@@ -205,6 +208,7 @@ class VerifiedLibrary:
             source=source,
             turn_id=str(turn.get("turn_id", "")),
             session_id=str(turn.get("session_id", "")),
+            channel_id=str(turn.get("channel_id") or ""),
         )
         await self.store.put_record(COLLECTION, query.id, asdict(query))
         return query
@@ -238,20 +242,33 @@ class VerifiedLibrary:
         return correction
 
     async def question_blocks(
-        self, session_id: str, user_id: str, question: str
+        self, session_id: str, message: IncomingMessage, permitted: Callable[[str], bool]
     ) -> tuple[list[dict], VerifiedQuery | None]:
         """The question, plus a close verified query as a worked example (returned too, for the receipt);
-        a reply to "what was wrong?" is recorded as a correction first (then answered like any follow-up)."""
-        await self.take_correction(session_id, user_id, question)
-        blocks = [{"type": "text", "text": question}]
-        example = await self.example_for(question)
+        a reply to "what was wrong?" is recorded as a correction first (then answered like any follow-up).
+        `permitted(sql)`: whether this conversation's allowlist lets that SQL run."""
+        await self.take_correction(session_id, message.user_id, message.text)
+        blocks = [{"type": "text", "text": message.text}]
+        example = await self.example_for(message.text, channel_id=message.channel_id, permitted=permitted)
         return ([*blocks, example_block(example)] if example else blocks), example
 
-    async def example_for(self, question: str) -> VerifiedQuery | None:
-        """The closest verified query, skipping any whose turn was corrected since."""
+    async def example_for(
+        self, question: str, *, channel_id: str, permitted: Callable[[str], bool]
+    ) -> VerifiedQuery | None:
+        """The closest verified query this conversation may see, skipping any whose turn was corrected
+        since. A 👍 is offered in its own channel only, an admin's ✅ or a curated entry anywhere; and
+        only a query this conversation's allowlist would run. Any person's 👍 reached every channel's
+        model: a private channel's question and SQL literals, or text planted to steer later answers."""
         entries = await self.entries()
         corrected = {e.turn_id for e in entries if isinstance(e, Correction)}
-        queries = {e.id: e for e in entries if isinstance(e, VerifiedQuery) and e.turn_id not in corrected}
+        queries = {
+            e.id: e
+            for e in entries
+            if isinstance(e, VerifiedQuery)
+            and e.turn_id not in corrected
+            and (e.source != "vote" or (e.channel_id and e.channel_id == channel_id))
+            and permitted(e.sql)
+        }
         match = closest(
             question,
             (

@@ -78,6 +78,8 @@ REFUSALS = [
     (slack_message("x"), {"cron": "every monday"}, "Invalid cron expression"),
     (slack_message("x"), {"tz": "Mars/Base"}, "Unknown time zone"),
     (slack_message("x", user_id="U2"), {}, "You already have 1 active schedule;"),  # U2 made one below
+    # a channel the model names: anyone could have had schedules post where they cannot read
+    (slack_message("x"), {"channel": "CEXEC"}, "channel"),
 ]
 
 

@@ -45,7 +45,18 @@ def turn(turn_id: str = "t1", *, question: str = "How many flights left JFK?", s
             {"tool": "run_python", "ok": True, "input": {"code": "print(1)"}, "files": []},
         ]
     )
-    return {"turn_id": turn_id, "session_id": "sl-abc", "question": question, "steps": steps, "feedback": {}}
+    return {
+        "turn_id": turn_id,
+        "session_id": "sl-abc",
+        "channel_id": "C1",
+        "question": question,
+        "steps": steps,
+        "feedback": {},
+    }
+
+
+def anywhere(sql: str) -> bool:  # a conversation whose allowlist lets every query run
+    return True
 
 
 async def test_a_thumbs_up_saves_the_final_warehouse_query(store):
@@ -81,7 +92,7 @@ async def test_a_thumbs_down_asks_and_the_next_message_is_the_correction(store):
     library = VerifiedLibrary(store, dialect="duckdb")
     await store.record_turn(turn())
     await library.vote(turn(), user_id="U1", value="up", is_admin=False)
-    assert await library.example_for("How many flights left JFK?") is not None
+    assert await library.example_for("How many flights left JFK?", channel_id="C1", permitted=anywhere)
     assert await library.vote(turn(), user_id="U2", value="down", is_admin=False) == ASK_WHAT_WAS_WRONG
     assert await library.take_correction("sl-abc", "U1", "not me") is None  # someone else was not asked
     correction = await library.take_correction("sl-abc", "U2", "It should count only departed flights.")
@@ -93,7 +104,24 @@ async def test_a_thumbs_down_asks_and_the_next_message_is_the_correction(store):
     assert await library.take_correction("sl-abc", "U2", "again") is None  # asked once, recorded once
     assert [c.text for c in await library.corrections()] == ["It should count only departed flights."]
     assert (await store.get_turn("t1"))["corrections"][0]["text"] == "It should count only departed flights."
-    assert await library.example_for("How many flights left JFK?") is None  # corrected: no longer offered
+    assert (
+        await library.example_for("How many flights left JFK?", channel_id="C1", permitted=anywhere) is None
+    )  # corrected: no longer offered
+
+
+async def test_a_thumbs_up_is_offered_in_its_channel_only_and_only_where_the_query_may_run(store):
+    """Any person's 👍 reached every channel's model: a private channel's question and SQL literals
+    (or text planted to steer later answers) in a channel whose allowlist refused those tables."""
+    library = VerifiedLibrary(store, dialect="duckdb")
+    await library.vote(turn(), user_id="U1", value="up", is_admin=False)  # given in C1
+    question = "How many flights left JFK?"
+    assert await library.example_for(question, channel_id="C1", permitted=anywhere) is not None
+    assert await library.example_for(question, channel_id="C2", permitted=anywhere) is None
+    assert await library.example_for(question, channel_id="C1", permitted=lambda sql: False) is None
+    await library.vote(turn("t2"), user_id="A1", value="verify", is_admin=True)  # an admin's, for all
+    shared = await library.example_for(question, channel_id="C2", permitted=anywhere)
+    assert shared is not None and shared.source == "admin"
+    assert await library.example_for(question, channel_id="C2", permitted=lambda sql: False) is None
 
 
 def test_tables_in_sql_skips_ctes():
@@ -125,7 +153,10 @@ async def test_the_first_request_of_a_close_question_carries_the_verified_sql(an
     )
     first = await analyst.handle(
         IncomingMessage(
-            text="How many flights left JFK in 2013?", surface="slack", thread_key=("T", "C", "1")
+            text="How many flights left JFK in 2013?",
+            surface="slack",
+            thread_key=("T", "C", "1"),
+            channel_id="C",
         ),
         recorder,
     )
@@ -136,7 +167,10 @@ async def test_the_first_request_of_a_close_question_carries_the_verified_sql(an
     before = len(fake_model.requests)
     await analyst.handle(
         IncomingMessage(
-            text="how many flights departed JFK in 2013", surface="slack", thread_key=("T", "C", "2")
+            text="how many flights departed JFK in 2013",
+            surface="slack",
+            thread_key=("T", "C", "2"),
+            channel_id="C",
         ),
         recorder,
     )
@@ -148,18 +182,37 @@ async def test_the_first_request_of_a_close_question_carries_the_verified_sql(an
     before = len(fake_model.requests)
     await analyst.handle(
         IncomingMessage(
-            text="Which manufacturer built most planes?", surface="slack", thread_key=("T", "C", "3")
+            text="Which manufacturer built most planes?",
+            surface="slack",
+            thread_key=("T", "C", "3"),
+            channel_id="C",
         ),
         recorder,
     )
     assert JFK_SQL not in str(fake_model.requests[before]["messages"])  # not close: no example
+
+    fake_model.enqueue(text("ok"))
+    before = len(fake_model.requests)
+    await analyst.handle(
+        IncomingMessage(
+            text="how many flights departed JFK in 2013",
+            surface="slack",
+            thread_key=("T", "D", "4"),
+            channel_id="D",
+        ),
+        recorder,
+    )
+    assert JFK_SQL not in str(fake_model.requests[before]["messages"])  # a 👍 given in C stays in C
 
 
 async def test_an_answer_that_follows_a_verified_query_says_so_in_its_receipt(analyst, fake_model, recorder):
     fake_model.enqueue(tool("query_warehouse", {"sql": JFK_SQL}), text("111,279 flights left JFK."))
     first = await analyst.handle(
         IncomingMessage(
-            text="How many flights left JFK in 2013?", surface="slack", thread_key=("T", "C", "v1")
+            text="How many flights left JFK in 2013?",
+            surface="slack",
+            thread_key=("T", "C", "v1"),
+            channel_id="C",
         ),
         recorder,
     )
@@ -171,7 +224,10 @@ async def test_an_answer_that_follows_a_verified_query_says_so_in_its_receipt(an
     fake_model.enqueue(tool("query_warehouse", {"sql": JFK_SQL}), text("111,279 departed JFK."))
     await analyst.handle(
         IncomingMessage(
-            text="how many flights departed JFK in 2013", surface="slack", thread_key=("T", "C", "v2")
+            text="how many flights departed JFK in 2013",
+            surface="slack",
+            thread_key=("T", "C", "v2"),
+            channel_id="C",
         ),
         recorder,
     )
