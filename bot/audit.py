@@ -126,8 +126,9 @@ async def print_audit(
             await store.close()
     turns = Redactor(settings.secret_values()).data(turns)
     if fmt == "csv":
-        writer = csv.DictWriter(out, fieldnames=CSV_FIELDS)
-        writer.writeheader()
+        csv.writer(out).writerow(CSV_FIELDS)  # the header as ever; every cell below quoted: a spreadsheet
+        # whose list separator is ";" split an unquoted "x;=HYPERLINK(…)" into a cell starting with "="
+        writer = csv.DictWriter(out, fieldnames=CSV_FIELDS, quoting=csv.QUOTE_ALL)
         writer.writerows({k: neutralise_cell(v) for k, v in row.items()} for row in audit_rows(turns))
     else:
         for turn in turns:

@@ -27,6 +27,7 @@ from bot.cli_common import (
     setup_log,
 )
 from bot.surface_settings import POSTING_SETTINGS, SURFACE_NAMES, poster_problem
+from bot.terminal_controls import printable
 
 if TYPE_CHECKING:  # imported when a command runs: `datathread --help` need not load the core
     from core.config import Settings
@@ -173,7 +174,7 @@ def listing_table(rows: list[dict]):
             _short_time(r["next_run"]) if r["next_run"] else "paused",
             f"{r['cron']}\n{r['tz']}",
             f"{r['surface']}\n{r['channel']}" + (f"\nthread {r['thread']}" if r["thread"] else ""),
-            Text(question),  # people's words, not rich markup: "[red]" stays as typed
+            Text(printable(question)),  # people's words: "[red]" stays as typed, terminal controls as `?`
         )
     return table
 

@@ -16,8 +16,10 @@ from typing import TYPE_CHECKING
 
 import typer
 from rich.console import Console
+from rich.text import Text
 
 from bot.cli_common import app, die, settings_or_exit
+from bot.terminal_controls import printable
 from core.config import ConfigError, Settings
 from core.wording import counted
 
@@ -105,18 +107,20 @@ def list_entries(
     table.add_column("id", no_wrap=True, min_width=max((len(e.id) for e in entries), default=2))
     for column in ("kind", "question", "tables / correction", "by", "when"):
         table.add_column(column, overflow="fold")
-    for e in entries:
+    for e in entries:  # people's words: never markup ("[/]" ended the listing), never terminal controls
         if isinstance(e, VerifiedQuery):
             table.add_row(
                 e.id,
                 f"verified ({e.source})",
-                e.question,
-                ", ".join(e.tables),
-                e.verified_by,
+                plain(e.question),
+                plain(", ".join(e.tables)),
+                plain(e.verified_by),
                 _when(e.verified_at),
             )
         else:
-            table.add_row(e.id, "[yellow]correction[/]", e.question, e.text, e.by, _when(e.at))
+            table.add_row(
+                e.id, "[yellow]correction[/]", plain(e.question), plain(e.text), plain(e.by), _when(e.at)
+            )
     Console().print(table)
 
 
@@ -134,20 +138,17 @@ def show(entry_id: str = typer.Argument(..., help="The id from `datathread verif
     if entry is None:
         die(f"There is no verified query or correction with id {entry_id}.")  # bad input: 2, as schedule's
     console = Console()
+    console.print(plain(entry.question, style="bold"))  # people's words: no markup, no terminal controls
     if isinstance(entry, VerifiedQuery):
-        console.print(f"[bold]{entry.question}[/]")
         on = f" on {_when(entry.verified_at)}" if entry.verified_at else ""
-        console.print(f"verified by {entry.verified_by} ({entry.source}){on}")
-        console.print(
-            f"tables: {', '.join(entry.tables) or '—'}"
-            + (f" · turn {entry.turn_id}" if entry.turn_id else "")
-        )
+        console.print(plain(f"verified by {entry.verified_by} ({entry.source}){on}"))
+        turn = f" · turn {entry.turn_id}" if entry.turn_id else ""
+        console.print(plain(f"tables: {', '.join(entry.tables) or '—'}{turn}"))
     else:
-        console.print(f"[bold]{entry.question}[/]")
-        console.print(f"correction by {entry.by} on {_when(entry.at)} · turn {entry.turn_id}")
-        console.print(f"[yellow]{entry.text}[/]")
+        console.print(plain(f"correction by {entry.by} on {_when(entry.at)} · turn {entry.turn_id}"))
+        console.print(plain(entry.text, style="yellow"))
     if entry.sql:
-        console.print(Syntax(entry.sql, "sql", word_wrap=True))
+        console.print(Syntax(printable(entry.sql), "sql", word_wrap=True))
 
 
 @verified_app.command("remove")
@@ -163,3 +164,8 @@ def remove(entry_id: str = typer.Argument(..., help="The id from `datathread ver
     if not asyncio.run(_with_library(settings_or_exit(), work)):
         die(f"There is no verified query or correction with id {entry_id}.")  # bad input: 2, as schedule's
     Console().print(f"removed {entry_id}")
+
+
+def plain(text: str, style: str = "") -> Text:
+    """Stored text (a question, a correction, a name) as it was typed: no rich markup, controls as `?`."""
+    return Text(printable(text), style=style)

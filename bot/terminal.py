@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
@@ -21,6 +20,7 @@ from rich.markup import escape
 from rich.status import Status
 from rich.text import Text
 
+from bot.terminal_controls import printable
 from bot.terminal_images import image_protocol, inline_image, save_for_user
 from bot.terminal_markdown import AnswerMarkdown
 from bot.transcript import Change, Transcript
@@ -78,18 +78,6 @@ class Elapsed:
 
 
 ReadArtifact = Callable[[ArtifactReady], Awaitable[bytes]]
-# Control characters other than newline and tab: an escape sequence in the model's or a step's text
-# would drive the terminal (clear it, retitle it, rewrite what was printed); rich passes them through.
-# So would the direction embeddings and overrides: `report\u202egnp.csv` printed as `report…vsc.png`
-# (the marks and isolates right-to-left text uses stay).
-_CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e]")
-
-
-def printable(text: str) -> str:
-    """Text from the model or a step, safe to print: control characters shown as `?`."""
-    return _CONTROLS.sub("?", text)
-
-
 TEXT_REDRAW_S = 0.1
 
 

@@ -245,6 +245,23 @@ async def test_csv_neutralises_formulas_from_questions_and_steps(settings, paylo
     assert json.loads(jsonl.getvalue().splitlines()[0])["question"] == payload
 
 
+async def test_csv_cells_hiding_a_formula_after_a_separator_are_quoted(settings):
+    """A spreadsheet whose list separator is ";" split an unquoted `x;=HYPERLINK(B7)` into a second cell
+    starting with "=": every cell is quoted, so the whole question stays one inert cell."""
+    store = await open_store(settings)
+    hidden = "count all flights x;=HYPERLINK(B7);"
+    await store.record_turn(
+        {**turn("h", user="U1", channel="C1", session="s1", age_h=0.1, steps=[]), "question": hidden}
+    )
+    await store.close()
+    out = io.StringIO()
+    await print_audit(settings, session=None, user=None, channel=None, since_hours=None, fmt="csv",
+                      limit=10, out=out)  # fmt: skip
+    line = out.getvalue().splitlines()[1]
+    assert f'"{hidden}"' in line  # read with ";" as the separator, the quotes keep it one cell
+    assert next(csv.DictReader(io.StringIO(out.getvalue(), newline="")))["question"] == hidden
+
+
 HOURS = (
     "error: --since-hours takes a number of hours back from now, more than 0 and at most 876,600 (100 years), "
     "e.g. 24."

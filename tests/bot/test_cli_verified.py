@@ -141,3 +141,27 @@ def test_the_title_counts_in_words(home):
 
     assert title() == "1 verified query and 1 correction"
     assert title("--corrections") == "1 correction"
+
+
+async def seed_hostile(home) -> str:
+    store = SqliteStore(home.resolve() / "state.sqlite3")
+    record = {
+        "turn_id": "t9",
+        "session_id": "sl-9",
+        "question": "[/] flights \x1b]0;pwned\x07 [link=https://evil.example/login]runbook[/link] \x1b[2J",
+        "steps": [{"tool": "query_warehouse", "ok": True, "input": {"sql": SQL}, "files": ["a.parquet"]}],
+    }
+    query = await VerifiedLibrary(store, dialect="duckdb").verify_turn(record, by="U9", source="vote")
+    await store.close()
+    return query.id
+
+
+def test_questions_people_typed_are_shown_as_typed_never_as_markup_or_terminal_controls(home):
+    """A question with `[/]` (one 👍 on it) stopped `verified list` with rich's MarkupError; rich markup
+    in it made a hyperlink in the admin's terminal; escape sequences cleared or retitled it."""
+    query_id = asyncio.run(seed_hostile(home))
+    for args in (["verified", "list"], ["verified", "show", query_id]):
+        shown = invoke(args, home, env={"COLUMNS": "300"})
+        assert shown.returncode == 0 and "Traceback" not in shown.stderr, shown.stderr
+        assert "\x1b" not in shown.stdout and "\x07" not in shown.stdout
+        assert "[/]" in shown.stdout and "[link=https://evil.example/login]" in shown.stdout
