@@ -6,9 +6,11 @@ bot/teams_render.py; the terminal hands the whole answer to rich, which uses the
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Literal
+from urllib.parse import urlsplit
 
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
@@ -136,3 +138,23 @@ _INLINE_WORDS = {"softbreak": " ", "hardbreak": " ", "image": ""} | {
     kind: "" for kind in ("strong_open", "strong_close", "em_open", "em_close", "link_open", "link_close",
                           "s_open", "s_close", "html_inline")
 }  # fmt: skip
+
+
+_LINK = re.compile(r"\[([^\]\n]+)\]\((\S+?)\)")
+_NAMED_HOST = re.compile(r"(?i)(?:https?://)?((?:[a-z0-9-]+\.)+[a-z]{2,})")
+
+
+def honest_label(label: str, target: str) -> str:
+    """A link's words, with where it goes when they name another address: an answer's
+    `[https://slack.com/signin](https://evil.example/…)` was a live link whose words were another site's
+    (a model steered by a question, a file or a table's contents can write one). Every surface."""
+    host = (urlsplit(target).hostname or "").lower()
+    named = {name.lower() for name in _NAMED_HOST.findall(label)}
+    if any(name != host and not host.endswith("." + name) for name in named):
+        return f"{label} ({host or target})"
+    return label
+
+
+def honest_links(text: str) -> str:
+    """Every Markdown `[label](target)` of `text` with an honest label (see `honest_label`)."""
+    return _LINK.sub(lambda m: f"[{honest_label(m[1], m[2])}]({m[2]})", text)

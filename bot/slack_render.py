@@ -25,7 +25,7 @@ from slack_sdk.models.blocks import (
     SectionBlock,
 )
 
-from bot.markdown import blocks, pack, plain_text
+from bot.markdown import blocks, honest_label, pack, plain_text
 from bot.transcript import StepLine, format_bytes, recorded_steps
 from core.schedules import ANSWER_CADENCES
 from core.wording import counted
@@ -123,7 +123,7 @@ _SAFE_LINK = re.compile(r"(?i)(https?://|mailto:)[^\s<>|]+")
 def _link(label: str, target: str) -> str:
     """`[label](target)` as a Slack link when the target is a web or mail address, else inert text."""
     if _SAFE_LINK.fullmatch(target):
-        return f"<{target}|{escape(label)}>"
+        return f"<{target}|{escape(honest_label(label, target))}>"
     return escape(f"{label} ({target})")
 
 
@@ -212,7 +212,7 @@ def _defuse(code: str) -> str:
 
 def _md_link(label: str, target: str) -> str:
     if _SAFE_LINK.fullmatch(target):
-        return f"[{escape(label)}]({target})"
+        return f"[{escape(honest_label(label, target))}]({target})"
     return escape(f"{label} ({target})")
 
 

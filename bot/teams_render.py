@@ -20,7 +20,7 @@ from botbuilder.schema import Attachment
 from botbuilder.schema.teams import FileConsentCard, FileInfoCard
 from botbuilder.schema.teams.additional_properties import ContentType
 
-from bot.markdown import blocks, pack
+from bot.markdown import blocks, honest_links, pack
 from bot.transcript import recorded_steps
 from core.schedules import ANSWER_CADENCES
 
@@ -71,7 +71,7 @@ def to_teams_markdown(text: str) -> tuple[str, list[Table]]:
         else:
             for line in block.text.split("\n"):
                 m = _HEADING.match(line)
-                out.append(f"**{inert(m.group(1))}**" if m else _inert_outside_code(line))
+                out.append(f"**{inert(m.group(1))}**" if m else _inert_outside_code(honest_links(line)))
     return _paragraphs(out), tables
 
 

@@ -97,3 +97,22 @@ def test_code_in_a_table_cell_shows_without_its_backticks_on_a_teams_card():
     _, (table,) = teams_render.to_teams_markdown("|expr|n|\n|-|-|\n|`x<y`|**3**|")
     row = teams_render.table_element(table)[0]["rows"][1]
     assert [c["items"][0]["text"] for c in row["cells"]] == ["x<y", "**3**"]
+
+
+MISLEADING = "Sign in again: [https://slack.com/signin](https://evil.example/p.png?d=UA-58665) or [the docs](https://docs.example.org/x)."
+
+
+def test_a_link_whose_words_name_another_address_says_where_it_goes_on_every_surface():
+    """An answer's `[https://slack.com/signin](https://evil.example/…)` was a live link on Slack and Teams
+    whose words were another site's (a model steered by a question or a table can write one)."""
+    from bot.slack_render import stream_chunks, to_mrkdwn
+    from bot.teams_render import to_teams_markdown
+
+    shown = {
+        "slack mrkdwn": to_mrkdwn(MISLEADING),
+        "slack markdown": "".join(stream_chunks(MISLEADING)),
+        "teams": to_teams_markdown(MISLEADING)[0],
+    }
+    for surface, text in shown.items():
+        assert "https://slack.com/signin (evil.example)" in text, surface
+        assert "the docs" in text and "the docs (" not in text, surface  # plain words stay as written
