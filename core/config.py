@@ -376,8 +376,9 @@ def require_model(settings: Settings) -> None:
     if not settings.has_model_credentials():
         raise ConfigError(
             provider_missing(settings)
-            or "No Claude API key: set ANTHROPIC_API_KEY (in the environment or a .env file), "
-            "or DATATHREAD_MODEL_PROVIDER=bedrock/vertex with its region and project."
+            or "No Claude API key: set ANTHROPIC_API_KEY (in the environment or a .env file in "
+            f"{Path.cwd()}, where datathread looks for one), or DATATHREAD_MODEL_PROVIDER=bedrock/vertex "
+            "with its region and project."
         )
     if placeholder_key(settings):
         raise ConfigError(PLACEHOLDER_KEY)
