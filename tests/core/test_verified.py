@@ -146,63 +146,32 @@ def test_curated_file_next_to_the_table_notes(tmp_path):
     assert load_curated(tmp_path / "missing.yaml", "duckdb") == []
 
 
+def slack(text_: str, thread: str, channel: str = "C") -> IncomingMessage:
+    return IncomingMessage(text=text_, surface="slack", thread_key=("T", channel, thread), channel_id=channel)
+
+
 async def test_the_first_request_of_a_close_question_carries_the_verified_sql(analyst, fake_model, recorder):
     fake_model.enqueue(
         tool("query_warehouse", {"sql": JFK_SQL, "save_as": "jfk"}),
         text("111,279 flights left JFK."),
     )
-    first = await analyst.handle(
-        IncomingMessage(
-            text="How many flights left JFK in 2013?",
-            surface="slack",
-            thread_key=("T", "C", "1"),
-            channel_id="C",
-        ),
-        recorder,
-    )
+    first = await analyst.handle(slack("How many flights left JFK in 2013?", "1"), recorder)
     record = await analyst.store.get_turn(first.turn_id)
     await analyst.verified.vote(record, user_id="U1", value="up", is_admin=False)
 
-    fake_model.enqueue(text("ok"))
-    before = len(fake_model.requests)
-    await analyst.handle(
-        IncomingMessage(
-            text="how many flights departed JFK in 2013",
-            surface="slack",
-            thread_key=("T", "C", "2"),
-            channel_id="C",
-        ),
-        recorder,
-    )
-    blocks = fake_model.requests[before]["messages"][-1]["content"]
+    async def first_request(message: IncomingMessage) -> list[dict]:
+        fake_model.enqueue(text("ok"))
+        before = len(fake_model.requests)
+        await analyst.handle(message, recorder)
+        return fake_model.requests[before]["messages"]
+
+    blocks = (await first_request(slack("how many flights departed JFK in 2013", "2")))[-1]["content"]
     assert blocks[0]["text"] == "how many flights departed JFK in 2013"
     assert JFK_SQL in blocks[1]["text"] and "verified by U1" in blocks[1]["text"]
-
-    fake_model.enqueue(text("ok"))
-    before = len(fake_model.requests)
-    await analyst.handle(
-        IncomingMessage(
-            text="Which manufacturer built most planes?",
-            surface="slack",
-            thread_key=("T", "C", "3"),
-            channel_id="C",
-        ),
-        recorder,
-    )
-    assert JFK_SQL not in str(fake_model.requests[before]["messages"])  # not close: no example
-
-    fake_model.enqueue(text("ok"))
-    before = len(fake_model.requests)
-    await analyst.handle(
-        IncomingMessage(
-            text="how many flights departed JFK in 2013",
-            surface="slack",
-            thread_key=("T", "D", "4"),
-            channel_id="D",
-        ),
-        recorder,
-    )
-    assert JFK_SQL not in str(fake_model.requests[before]["messages"])  # a 👍 given in C stays in C
+    not_close = await first_request(slack("Which manufacturer built most planes?", "3"))
+    assert JFK_SQL not in str(not_close)  # not close: no example
+    elsewhere = await first_request(slack("how many flights departed JFK in 2013", "4", channel="D"))
+    assert JFK_SQL not in str(elsewhere)  # a 👍 given in C stays in C
 
 
 async def test_an_answer_that_follows_a_verified_query_says_so_in_its_receipt(analyst, fake_model, recorder):
