@@ -144,6 +144,9 @@ def _from_entry(data: dict) -> VerifiedQuery | Correction | None:
     return None
 
 
+EXAMPLE_TRIES = 5  # close verified queries checked against the allowlist, closest first
+
+
 class VerifiedLibrary:
     """Verified queries and corrections over the session store, plus the curated file's entries."""
 
@@ -267,16 +270,19 @@ class VerifiedLibrary:
             if isinstance(e, VerifiedQuery)
             and e.turn_id not in corrected
             and (e.source != "vote" or (e.channel_id and e.channel_id == channel_id))
-            and permitted(e.sql)
         }
-        match = closest(
-            question,
-            (
-                Candidate(id=q.id, question=q.question, tables=q.tables, verified_at=q.verified_at or 0.0)
-                for q in queries.values()
-            ),
-        )
-        return queries[match.id] if match else None
+        for _ in range(EXAMPLE_TRIES):  # the allowlist check parses SQL: only for the closest few
+            match = closest(
+                question,
+                (
+                    Candidate(id=q.id, question=q.question, tables=q.tables, verified_at=q.verified_at or 0.0)
+                    for q in queries.values()
+                ),
+            )
+            if match is None or permitted(queries[match.id].sql):
+                return queries[match.id] if match else None
+            del queries[match.id]
+        return None
 
     @staticmethod
     def _pending_id(session_id: str, user_id: str) -> str:

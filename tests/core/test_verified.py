@@ -201,3 +201,19 @@ async def test_an_answer_that_follows_a_verified_query_says_so_in_its_receipt(an
         recorder,
     )
     assert recorder.of("turn_finished")[-1].receipt.verified_by == "U1"
+
+
+async def test_when_the_closest_example_may_not_run_here_the_next_closest_is_offered(store):
+    library = VerifiedLibrary(store, dialect="duckdb")
+    secret = "SELECT count(*) AS n FROM salaries WHERE origin = 'JFK'"
+    steps = [{"tool": "query_warehouse", "ok": True, "input": {"sql": secret}, "files": ["s.parquet"]}]
+    await library.verify_turn(
+        turn("t1", question="How many flights left JFK?", steps=steps), by="A1", source="admin"
+    )
+    await library.verify_turn(
+        turn("t2", question="How many flights left JFK airport?"), by="A1", source="admin"
+    )
+    offered = await library.example_for(
+        "How many flights left JFK?", channel_id="C9", permitted=lambda sql: "salaries" not in sql
+    )
+    assert offered is not None and offered.sql == JFK_SQL
