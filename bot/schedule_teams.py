@@ -69,21 +69,22 @@ class TeamsSchedulePoster:
         """Post `header` (a new thread, or into the schedule's thread, or into `conversation`: a run's
         own thread), then `work(out)` in that thread; an empty header is not posted."""
 
+        into = conversation or (f"{schedule.channel};messageid={schedule.thread}" if schedule.thread else "")
+
         async def logic(context: TurnContext) -> None:
             connector = context.turn_state[self.bot.connector_key()]
-            conversation = context.activity.conversation.id
-            out = TeamsOut(connector=connector, reference=self._reference(schedule, conversation))
+            here = context.activity.conversation.id
+            out = TeamsOut(connector=connector, reference=self._reference(schedule, here))
             try:
-                if (conversation or schedule.thread) and header:
+                if into and header:  # a new conversation's first message is the header already
                     await out.send(header)
                 await work(out)
             finally:  # msrest's async ConnectorClient has no close(): __aexit__ closes its session
                 await connector.__aexit__(None, None, None)
 
-        if conversation or schedule.thread:
-            thread = conversation or f"{schedule.channel};messageid={schedule.thread}"
+        if into:
             await self.bot.adapter.continue_conversation(
-                self._reference(schedule, thread), logic, bot_app_id=self.bot.app_id
+                self._reference(schedule, into), logic, bot_app_id=self.bot.app_id
             )
             return
         params = ConversationParameters(

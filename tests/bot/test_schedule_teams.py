@@ -77,6 +77,7 @@ async def test_a_scheduled_run_starts_a_thread_in_the_channel_with_chart_and_csv
     assert create.body["activity"]["text"].startswith("Scheduled report (0 9 * * mon, Europe/Berlin)")
     thread = connector.id_of(create.body)
     sent = connector.sent(thread)
+    assert not [m for m in sent if (m.get("text") or "").startswith("Scheduled report")]  # posted once
     image = next(a for m in sent for a in m.get("attachments") or [] if a["contentType"] == "image/png")
     assert base64.b64decode(image["contentUrl"].split(",", 1)[1])[:4] == b"\x89PNG"
     link = next(m["text"] for m in sent if "delays.csv" in (m.get("text") or ""))
