@@ -93,10 +93,14 @@ class Schedule:
             return None
         return next_occurrence(self.cron, self.tz, max(self.cursor_time(), now))
 
+    @property
+    def channel_ref(self) -> str:
+        """Its channel as the surface shows it: Slack renders `<#C123>` as the channel's name."""
+        return f"<#{self.channel}>" if self.surface == "slack" else self.channel
+
     def describe(self) -> str:
         """'`0 9 * * 1` (Europe/Berlin) in <#C123>' — for the owner's notes (Slack shows the name)."""
-        channel = f"<#{self.channel}>" if self.surface == "slack" else self.channel
-        where = channel + (f", thread {self.thread}" if self.thread else "")
+        where = self.channel_ref + (f", thread {self.thread}" if self.thread else "")
         return f"`{self.cron}` ({self.tz}) in {where}"
 
 

@@ -34,18 +34,14 @@ def parse_manage(text: str) -> ManageCommand | None:
     return ManageCommand(verb, match[2].strip("`'\"<>"))
 
 
-def channel_ref(channel: str, surface: str) -> str:
-    """A channel as the surface shows it: Slack renders `<#C…>` as its name."""
-    return f"<#{channel}>" if surface == "slack" else channel
-
-
 def listed(schedule: Schedule) -> str:
     question = schedule.question
     if len(question) > QUESTION_SHOWN:
         question = question[: QUESTION_SHOWN - 1].rstrip() + "…"
     state = f" — paused: {schedule.paused_reason}" if schedule.paused else ""
-    where = channel_ref(schedule.channel, schedule.surface)
-    return f"• `{schedule.id}` `{schedule.cron}` ({schedule.tz}) in {where}: “{question}”{state}"
+    return (
+        f"• `{schedule.id}` `{schedule.cron}` ({schedule.tz}) in {schedule.channel_ref}: “{question}”{state}"
+    )
 
 
 async def manage(book: ScheduleBook, command: ManageCommand, *, user: str, channel: str, how: str) -> str:
@@ -69,18 +65,17 @@ async def manage(book: ScheduleBook, command: ManageCommand, *, user: str, chann
         return f"No schedule has the id `{command.schedule_id}`; `{how} list` shows yours."
     if schedule.owner != user and not admin:
         return f"Only its owner or an admin can change schedule `{schedule.id}`."
-    by = user
     if command.verb == "pause":
         if schedule.paused:
             return f"Schedule `{schedule.id}` is already paused."
-        await book.pause(schedule.id, by=by)
+        await book.pause(schedule.id, by=user)
         return f"Paused schedule `{schedule.id}`. `{how} resume {schedule.id}` starts it again."
     if command.verb == "resume":
         if not schedule.paused:
             return f"Schedule `{schedule.id}` is not paused."
-        resumed = await book.resume(schedule.id, by=by)
+        resumed = await book.resume(schedule.id, by=user)
         upcoming = resumed.next_run(book.now())
         when = upcoming.strftime("%a %-d %b %Y, %H:%M") if upcoming else "—"
         return f"Resumed schedule `{schedule.id}`; next run {when} ({resumed.tz})."
-    await book.remove(schedule.id, by=by)
+    await book.remove(schedule.id, by=user)
     return f"Removed schedule `{schedule.id}`."
