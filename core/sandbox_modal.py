@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
+import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -195,12 +196,30 @@ class VolumeWorkspaces:
         await self.sandbox.close()
 
 
+class ModalUnreachable(ConnectionError):
+    """Modal could not be reached (no network, a firewall, an outage) or the step worker is not
+    deployed there. The message is one sentence for the model and people."""
+
+
+# Modal's client retries a connection it cannot make for ~60 s per call (seen with no network and
+# with a refused port alike), so a turn of three steps was silent for three minutes. The lookup that
+# binds the worker is a small metadata call (well under a second when Modal is there): it gets
+# REACH_S, and a failure to reach Modal is remembered for DOWN_S, so the turn's later steps and file
+# reads fail at once with the same sentence instead of waiting out another minute each.
+REACH_S = 20.0
+DOWN_S = 60.0
+
+
 class ModalSandbox:
     """Sandbox protocol on Modal: every call goes to the deployed `StepWorker` of `app_name`."""
 
-    def __init__(self, *, app_name: str, worker: Any | None = None):
+    def __init__(
+        self, *, app_name: str, worker: Any | None = None, reach_s: float = REACH_S, down_s: float = DOWN_S
+    ):
         self.app_name = app_name
         self._worker = worker  # a `StepWorker()` instance handle; injected in tests
+        self.reach_s, self.down_s = reach_s, down_s
+        self._down: tuple[float, str] | None = None  # (monotonic time, reason) of the last failed reach
 
     @classmethod
     def from_settings(cls, settings) -> ModalSandbox:
@@ -208,20 +227,58 @@ class ModalSandbox:
         return cls(app_name=settings.modal_app)
 
     async def start(self) -> None:
-        """Resolve the worker handle lazily: no container starts until the first step."""
+        """Nothing to warm: the worker is bound on the first call, and no container starts until the
+        first step."""
+
+    async def _bound(self) -> Any:
+        """The worker handle, bound on first use by a metadata lookup within `reach_s`; raises
+        ModalUnreachable at once while Modal failed to answer less than `down_s` ago."""
+        if self._down is not None and time.monotonic() - self._down[0] < self.down_s:
+            raise ModalUnreachable(self._down[1])
         if self._worker is None:
             import modal
 
-            self._worker = modal.Cls.from_name(self.app_name, STEP_WORKER_CLASS)()
+            cls = modal.Cls.from_name(self.app_name, STEP_WORKER_CLASS)
+            try:
+                await asyncio.wait_for(cls.hydrate.aio(), timeout=self.reach_s)
+            except Exception as exc:
+                raise self._unreachable(exc) from None
+            self._worker = cls()
+        return self._worker
+
+    def _unreachable(self, exc: BaseException) -> ModalUnreachable:
+        """Remember that Modal failed to answer, and say why in one sentence."""
+        import modal.exception
+
+        if isinstance(exc, modal.exception.NotFoundError):
+            why = f"Modal has no deployed {self.app_name!r} app with a {STEP_WORKER_CLASS} (deploy it)"
+        elif isinstance(exc, modal.exception.AuthError):
+            why = "Modal refused the bot's token"
+        elif isinstance(exc, (TimeoutError, asyncio.TimeoutError)):
+            why = f"Modal did not answer within {self.reach_s:g} s"
+        else:
+            first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            why = f"Modal could not be reached ({first.rstrip('.')})"
+        sentence = (
+            f"The sandbox is unavailable: {why}. No step can run until it is back; "
+            "this is not a problem with the question."
+        )
+        self._down = (time.monotonic(), sentence)
+        log.warning("modal step worker unavailable: %s", why)
+        return ModalUnreachable(sentence)
 
     async def run(self, request: StepRequest) -> StepResult:
         """Run a step remotely; a Modal failure becomes an error result the model can report."""
         if not is_valid_session_id(request.session_id):
             return StepResult(ok=False, error=f"invalid session id {request.session_id!r}")
-        await self.start()
         try:
-            data = await self._worker.run_step.remote.aio(request.to_dict())
+            worker = await self._bound()
+            data = await worker.run_step.remote.aio(request.to_dict())
+        except ModalUnreachable as exc:
+            return StepResult(ok=False, error=str(exc))
         except Exception as exc:
+            if _is_connection_error(exc):  # reached once, gone since: the next calls need not wait
+                return StepResult(ok=False, error=str(self._unreachable(exc)))
             error_id = uuid.uuid4().hex[:8]
             log.exception("modal step failed [%s]", error_id)
             return StepResult(
@@ -232,19 +289,24 @@ class ModalSandbox:
         return StepResult.untrusted(data, request)  # it came from a container running model code
 
     async def read_file(self, session_id: str, path: str) -> bytes:
-        self._check(session_id)
-        await self.start()
-        return await self._worker.read_file.remote.aio(session_id, path)
+        return await self._call("read_file", session_id, path)
 
     async def write_file(self, session_id: str, path: str, data: bytes) -> None:
-        self._check(session_id)
-        await self.start()
-        await self._worker.write_file.remote.aio(session_id, path, data)
+        await self._call("write_file", session_id, path, data)
 
     async def list_files(self, session_id: str) -> list[dict]:
+        return await self._call("list_files", session_id)
+
+    async def _call(self, method: str, session_id: str, *args: Any) -> Any:
+        """A worker method for one session's files; raises ModalUnreachable when Modal is not there."""
         self._check(session_id)
-        await self.start()
-        return await self._worker.list_files.remote.aio(session_id)
+        worker = await self._bound()
+        try:
+            return await getattr(worker, method).remote.aio(session_id, *args)
+        except Exception as exc:
+            if _is_connection_error(exc):
+                raise self._unreachable(exc) from None
+            raise
 
     def protections(self) -> dict[str, str]:
         """Static: asking the worker would start a container (`datathread doctor` checks the deployment)."""
@@ -260,6 +322,13 @@ class ModalSandbox:
     def _check(session_id: str) -> None:
         if not is_valid_session_id(session_id):
             raise PermissionError(f"invalid session id {session_id!r}")
+
+
+def _is_connection_error(exc: BaseException) -> bool:
+    """Modal's client gave up reaching its server (not a failure of the call itself)."""
+    import modal.exception
+
+    return isinstance(exc, modal.exception.ConnectionError)
 
 
 async def check_deployment(settings, *, timeout_s: float = 15.0) -> tuple[bool, str]:
