@@ -14,6 +14,12 @@ from bot.slack_client import answer_via_response_url, quick
 from bot.slack_render import escape
 from bot.slack_target import SlackTarget
 
+# Links in an answer are the model's (and may come from the data: a URL in a table cell): Slack would
+# fetch each to draw a preview under the answer, and a signed file link of the bot's own would be
+# downloaded by Slack's crawler. chat.postMessage takes these; the streaming methods and chat.update
+# take no such argument.
+NO_UNFURL = {"unfurl_links": False, "unfurl_media": False}
+
 log = logging.getLogger("datathread.slack")
 
 
@@ -43,7 +49,7 @@ async def post_answer(
         elif n == 0 and status_ts:
             await _replace_status(client, t, status_ts, msg)
         else:
-            await client.chat_postMessage(channel=t.channel, thread_ts=t.thread_ts, **msg)
+            await client.chat_postMessage(channel=t.channel, thread_ts=t.thread_ts, **msg, **NO_UNFURL)
 
 
 async def _replace_status(client: AsyncWebClient, t: SlackTarget, status_ts: str, msg: dict) -> None:
@@ -55,7 +61,7 @@ async def _replace_status(client: AsyncWebClient, t: SlackTarget, status_ts: str
         return
     except SlackApiError as exc:
         log.info("answer edit refused (%s); posting it as a message", exc.response.get("error"))
-    await client.chat_postMessage(channel=t.channel, thread_ts=t.thread_ts, **msg)
+    await client.chat_postMessage(channel=t.channel, thread_ts=t.thread_ts, **msg, **NO_UNFURL)
     with contextlib.suppress(SlackClientError):
         await quick(client).chat_delete(channel=t.channel, ts=status_ts)
 

@@ -31,7 +31,7 @@ from slack_sdk.models.messages.chunk import TaskUpdateChunk
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot import slack_render as render
-from bot.slack_answer import footer_only, post_answer
+from bot.slack_answer import NO_UNFURL, footer_only, post_answer
 from bot.slack_client import SlackCallFailed, cannot_post_here, failure_words, quick
 from bot.slack_files import share_file
 from bot.slack_stream import StreamedText, render_parts, task_card
@@ -261,7 +261,7 @@ class SlackProgress:
         """The status message the fallback edits (progress: without it, the answer comes as messages)."""
         try:
             resp = await self.quick.chat_postMessage(
-                channel=self.target.channel, thread_ts=self.target.thread_ts, text=text
+                channel=self.target.channel, thread_ts=self.target.thread_ts, text=text, **NO_UNFURL
             )
         except SlackCallFailed as exc:
             return self._progress_failed(exc)

@@ -309,6 +309,8 @@ async def test_a_refused_final_edit_on_the_fallback_path_still_delivers_the_answ
     status, answer = posts[0], posts[-1]
     assert "Working on it" in status.args["text"] and answer.args["thread_ts"] == "340.1"
     assert "There are **16** airlines." in json.dumps(answer.args["blocks"])
+    for post in (status, answer):  # no previews drawn (and fetched by Slack) for the model's links
+        assert post.args["unfurl_links"] is False and post.args["unfurl_media"] is False
     [deleted] = slack.api.of("chat.delete")
     assert deleted.args["ts"] == slack.api.of("chat.update")[-1].args["ts"]  # the status message went
 
