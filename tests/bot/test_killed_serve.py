@@ -34,6 +34,7 @@ def test_a_killed_serve_tells_its_threads_after_the_restart(home, fake_model, tm
         fake_model.enqueue(tool("run_python", {"code": "import time\ntime.sleep(60)"}))
         first.post(event_body(mention("a long one?", ts="1700000001.000100")))
         wait_for(lambda: len(fake_model.requests) >= 1)  # the turn runs in a worker
+        wait_for(lambda: api.of("chat.appendStream"))  # and its answer's stream is open
         os.killpg(first.proc.pid, signal.SIGKILL)
         first.proc.wait()
         time.sleep(0.5)
@@ -42,6 +43,9 @@ def test_a_killed_serve_tells_its_threads_after_the_restart(home, fake_model, tm
         second = Replica(env, tmp_path)
         second.wait_ready()
         wait_for(lambda: any(STOPPED in s for s in api.shown()), 30)
+        streamed = {c.args["ts"] for c in api.of("chat.appendStream")}  # the dead turn's answer, "typing…"
+        [ended] = api.of("chat.stopStream")  # is ended with the notice, not left open above it
+        assert {ended.args["ts"]} == streamed and STOPPED in ended.args["markdown_text"]
         fake_model.enqueue(text("Back again."))
         started = time.monotonic()
         second.post(
