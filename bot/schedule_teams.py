@@ -157,7 +157,10 @@ class TeamsSchedulePoster:
         await self.post_notice(schedule, text)
 
     def resume_hint(self, schedule: Schedule) -> str:
-        return f"An admin can resume it (`datathread schedule resume {schedule.id}`) once it can work again."
+        how = "@datathread schedule"  # the bot's name in teams/manifest.json, as people mention it
+        return (
+            f"Resume it with `{how} resume {schedule.id}` once it can work again (`{how} list` shows yours)."
+        )
 
     async def tell_owner(self, schedule: Schedule, text: str) -> None:
         """Teams has no DM without the person's own conversation id: say it in the channel, to them."""

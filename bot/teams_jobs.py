@@ -28,6 +28,7 @@ from bot.transcript import confirmation_said
 from core.events import ConfirmRequest, IncomingMessage
 from core.help import FRESH_START, is_reset
 from core.runner import ERROR_ID, STORE_DOWN, STORE_DOWN_TEXT, WHY, TurnJob
+from core.schedules_manage import ManageCommand, manage, parse_manage
 from core.schedules_tool import from_answer, propose_new
 from core.thread import (
     CONFIRM_EXPIRED,
@@ -127,6 +128,8 @@ async def dispatch(state: AppState, activity: Activity, out: TeamsOut) -> None:
     if is_reset(text):
         await state.threads.reset("teams", _base(activity))
         await out.send(FRESH_START)
+    elif (command := parse_manage(text)) is not None:  # `schedule list|pause|resume|remove ID`
+        await _manage_schedules(state, activity, command, out)
     else:  # `help` and an empty message too: the core answers those without the model
         await _answer(state, activity, text, out)
 
@@ -268,6 +271,37 @@ async def _card_action(state: AppState, activity: Activity, value: dict, out: Te
         await out.send("I can't find that answer any more.")
 
 
+async def _manage_schedules(
+    state: AppState, activity: Activity, command: ManageCommand, out: TeamsOut
+) -> None:
+    """What `/ask schedule list|pause|resume|remove` does in Slack: people who made a schedule here could
+    neither see nor change it, and its pause notice sent them to a terminal they do not have. Only the
+    owner or an admin changes one; Teams has no message for one person in a channel, so the answer is
+    in the conversation, like every reply here."""
+    if denial := state.threads.refused(_person(activity)):
+        await out.send(denial)
+        return
+    how = f"@{_mention_name(activity)} schedule"
+    said = await manage(
+        state.threads.schedules(),
+        command,
+        user=_user_id(activity),
+        channel=_conversation(activity),
+        how=how,
+    )
+    await out.send(render.to_teams_markdown(said)[0])
+
+
+def _mention_name(activity: Activity) -> str:
+    """The bot's name as people @-mention it here (the app's manifest names it)."""
+    return (activity.recipient.name if activity.recipient else "") or "datathread"
+
+
+def _conversation(activity: Activity) -> str:
+    """The conversation without a thread's message id: where a schedule made here posts its runs."""
+    return activity.conversation.id.partition(";messageid=")[0]
+
+
 async def _schedule_answer(
     state: AppState, activity: Activity, record: dict, cron: str, out: TeamsOut
 ) -> None:
@@ -280,7 +314,7 @@ async def _schedule_answer(
         cron=cron,
         tz=activity.local_timezone or state.settings.default_tz,
         surface="teams",
-        channel=activity.conversation.id.partition(";messageid=")[0],  # each run starts a new thread here
+        channel=_conversation(activity),  # each run starts a new thread here
         owner=user,
         team_id=tenant_of(activity),
         service_url=activity.service_url or "",

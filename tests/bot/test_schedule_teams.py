@@ -11,10 +11,12 @@ from datetime import UTC, datetime, timedelta
 import httpx
 import pytest
 
+from bot.schedule_teams import TeamsSchedulePoster
 from bot.server import AppState, create_app
 from core.schedules import new_schedule
 from core.schedules_store import ScheduleBook
 from core.schedules_tick import tick
+from tests.bot.teams_harness import serve_teams
 from tests.fakes.anthropic_api import error, text, tool
 from tests.fakes.bot_connector import FakeConnector
 from tests.fakes.clock import Clock
@@ -120,3 +122,49 @@ async def test_a_failed_run_says_so_and_retries_in_its_own_conversation(teams, f
     said = json.dumps(connector.sent(connector.id_of(create.body)))
     assert "Retrying once" in said and "The retry failed too" in said
     assert (await book.get(sid)).failures == 1
+
+
+async def test_people_list_pause_resume_and_remove_their_schedules_from_a_teams_conversation(
+    settings, fake_model
+):
+    """`/ask schedule list|pause|resume|remove` had no Teams counterpart: whoever made a schedule in
+    Teams could neither see nor change it, and its pause notice sent them to an admin's terminal."""
+    async with serve_teams(settings) as teams:
+        book = teams.state.threads.schedules()
+        clock = Clock(MONDAY_0859_BERLIN)
+        made = {
+            owner: new_schedule(
+                cron="0 9 * * mon",
+                tz="Europe/Berlin",
+                surface="teams",
+                channel=CHANNEL,
+                question=f"delays by carrier for {owner}",
+                owner=owner,
+                team_id="tenant-1",
+                now=clock(),
+            )
+            for owner in ("aad-ada", "aad-bob")
+        }
+        for schedule in made.values():
+            await book.add(schedule)
+        mine, bobs = made["aad-ada"].id, made["aad-bob"].id
+
+        async def said(words: str) -> str:
+            [reply] = await teams.say(words)
+            return reply["text"]
+
+        listing = await said("schedule list")
+        assert mine in listing and "delays by carrier for aad-ada" in listing and bobs not in listing
+        assert "`@datathread schedule pause ID`" in listing
+        assert "Only its owner or an admin" in await said(f"schedule pause {bobs}")
+        assert not (await book.get(bobs)).paused
+        assert (await said(f"schedule pause {mine}")).startswith(f"Paused schedule `{mine}`")
+        assert (await book.get(mine)).paused
+        assert "Resumed schedule" in await said(f"schedule resume {mine}")
+        assert not (await book.get(mine)).paused
+        assert await said(f"schedule remove {mine}") == f"Removed schedule `{mine}`."
+        assert [s.id for s in await book.list()] == [bobs]
+        assert not fake_model.requests  # answered without the model, as the Slack command is
+        poster = TeamsSchedulePoster(bot=None, state=teams.state)  # the hint needs no Bot Connector
+        hint = poster.resume_hint(made["aad-bob"])  # what a pause notice tells people here
+        assert f"`@datathread schedule resume {bobs}`" in hint
