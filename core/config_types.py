@@ -14,6 +14,7 @@ from typing import Annotated, Literal, get_args, get_origin
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from pydantic import AfterValidator, BeforeValidator, SecretStr
+from pydantic.fields import FieldInfo
 
 GUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
 DOMAIN = re.compile(r"^(?=.{4,253}$)([a-zA-Z0-9-]{1,63}\.)+[a-zA-Z]{2,63}$")
@@ -137,6 +138,20 @@ def to_app_type(value: object) -> object:
                 return known
         raise ValueError(f"{value!r} is not one of {', '.join(APP_TYPES)}")
     return value
+
+
+def empty_as_default(field: FieldInfo, value: object) -> object:
+    """An empty value (`NAME=`, an uncommented line of .env.example) as the setting's default, where
+    the default is not a value one could have written on that line: unset (ANTHROPIC_BASE_URL= is
+    the default endpoint, not a bad URL; SLACK_BOT_TOKEN= is no token rather than an empty one) or
+    computed from the host (DATATHREAD_TURN_WORKERS= was refused as "not a valid integer", and its
+    line can show no number that is right on every host). A setting with a fixed default keeps its
+    own check of an empty value (DATATHREAD_PUBLIC_URL= is still an error): its line shows the value."""
+    if not isinstance(value, str) or value.strip():
+        return value
+    if field.default_factory is not None:
+        return field.get_default(call_default_factory=True)
+    return None if field.default is None else value
 
 
 def literal_choices(annotation: object) -> tuple[str, ...]:
