@@ -39,7 +39,7 @@ UNLISTED_EXAMPLES = (
 SURFACE_TIPS = {
     # one tip for `chat` and `ask` (both are the terminal surface): ask's help once named only chat's keys
     "terminal": (
-        "In `datathread chat`, Ctrl-C stops an answer in progress (a second Ctrl-C quits) and Ctrl-D quits; "
+        "In `datathread chat`, Ctrl-C stops an answer in progress or clears the line, and Ctrl-D or `exit` quits; "
         "`datathread ask --session ID …` follows up on a session in one go."
     ),
     "slack": "Mention me in a channel and reply in the thread for follow-ups; `/ask [private] …` asks in one go.",
