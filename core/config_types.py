@@ -207,7 +207,9 @@ def check_time_zone(value: str) -> str:
 
 
 def check_writable_dir(value: Path) -> Path:
-    """A directory we can write in, or one we could create: never created here (no side effects)."""
+    """A directory we can write in, or one we could create: never created here (no side effects). One
+    that cannot be created is said not to exist first: `export -o /missing/dir/x.ipynb` was refused as
+    "not writable", which sent people to check permissions rather than the path they had typed."""
     path = value.expanduser()
     try:  # Python 3.11's exists() raises on a parent this user may not search (/root/x as a user)
         if path.exists() and not path.is_dir():
@@ -217,10 +219,11 @@ def check_writable_dir(value: Path) -> Path:
             probe = probe.parent
     except PermissionError:
         raise ValueError("cannot be reached: a directory above it is not readable by this user") from None
+    missing = "does not exist, and cannot be created:"
     if not probe.is_dir():
-        raise ValueError(f"cannot be created: {probe} is not a directory")
+        raise ValueError(f"{missing} {probe} is not a directory")
     if not os.access(probe, os.W_OK | os.X_OK):
-        where = "is" if probe == path.absolute() else f"cannot be created: {probe} is"
+        where = "is" if probe == path.absolute() else f"{missing} {probe} is"
         raise ValueError(f"{where} not writable by this user")
     return path
 
