@@ -3,8 +3,10 @@
 The prompt is read synchronously between turns and each turn runs on one long-lived event loop. While
 a turn runs, the first Ctrl-C cancels it: the running sandbox step is killed, the core saves the
 question with a valid history and an audit record, and the prompt comes back. A second Ctrl-C while
-it is still stopping quits. At the prompt, Ctrl-C, Ctrl-D, `exit` or `quit` quits (those two words are
-what people type first; sending them to Claude would cost a model call). `help` is answered by the core.
+it is still stopping quits (said when the stop lasts more than a moment). At the prompt, Ctrl-C clears
+the line, as in Python's REPL and ipython (it quit, taking a half-typed question with it); Ctrl-D,
+`exit` or `quit` quits (those two words are what people type first; sending them to Claude would cost
+a model call). `help` is answered by the core.
 """
 
 from __future__ import annotations
@@ -32,6 +34,11 @@ PROMPT = "[bold green]› [/]"
 CONTINUATION_PROMPT = "[dim]… [/]"
 PASTE_GAP_S = 0.05  # lines waiting this soon after Enter were pasted, not typed
 QUIT_WORDS = {"exit", "quit", "/exit", "/quit", ":q"}
+CLEARED = "[dim]Ctrl-D or exit quits.[/]"  # under a line Ctrl-C cleared: one who pressed it to quit
+# A stop usually ends within a moment, and the prompt is back, where Ctrl-C clears the line: "Press
+# Ctrl-C again to quit" said at once sent people to a prompt that did not quit. Said when it lasts.
+STOP_HINT_S = 1.0
+STILL_STOPPING = "[yellow]Still stopping…[/] [dim]Press Ctrl-C again to quit.[/]"
 
 
 def run_chat(settings: Settings, session: str | None, start_analyst) -> None:
@@ -42,7 +49,7 @@ def run_chat(settings: Settings, session: str | None, start_analyst) -> None:
         key = runner.run(session_key(analyst, settings, session, console.print))
         console.print(  # the key, as everywhere else: chat/ask --session, export and audit all take it
             f"[bold]datathread[/] — session [cyan]{key[0]}[/]. Ask about the data, or type "
-            "[bold]help[/]; Ctrl-C stops an answer, [bold]exit[/] or Ctrl-D quits."
+            "[bold]help[/]; Ctrl-C stops an answer or clears the line, [bold]exit[/] or Ctrl-D quits."
         )
         quit_early = False
         try:
@@ -84,9 +91,13 @@ def _converse(runner: asyncio.Runner, console: Console, analyst, settings: Setti
     while True:
         try:
             question = read_question(console)
-        except (EOFError, KeyboardInterrupt):
+        except EOFError:
             console.print()
             return
+        except KeyboardInterrupt:  # the line typed so far (and a paste's lines read so far) is dropped
+            console.print()
+            console.print(CLEARED)
+            continue
         if not question.strip():
             continue
         if question.strip().lower() in QUIT_WORDS:
@@ -97,13 +108,21 @@ def _converse(runner: asyncio.Runner, console: Console, analyst, settings: Setti
         message = IncomingMessage(text=question.strip(), surface="terminal", thread_key=key)
         turn = analyst.handle(message, renderer, confirm=terminal_confirmer(console, renderer))
 
-        def stopping(renderer=renderer) -> None:
-            renderer.pause()
-            console.print("[yellow]Stopping…[/] [dim]Press Ctrl-C again to quit.[/]")
+        hint: list[asyncio.TimerHandle] = []
 
+        def stopping(renderer=renderer, hint=hint) -> None:
+            renderer.pause()
+            console.print("[yellow]Stopping…[/]")
+            hint.append(runner.get_loop().call_later(STOP_HINT_S, console.print, STILL_STOPPING))
+
+        try:
+            finished = run_interruptibly(runner, turn, stopping)
+        finally:
+            for handle in hint:
+                handle.cancel()
         # Stopped: the core has said so in the turn's own words ("… Ask again to carry on."), as it does
         # in a Slack or Teams thread; this line only where the turn ended before the core could.
-        if not run_interruptibly(runner, turn, stopping) and renderer.transcript.failure is None:
+        if not finished and renderer.transcript.failure is None:
             renderer.pause()
             console.print("[yellow]Stopped.[/] [dim]The question is kept in this session's history.[/]")
 

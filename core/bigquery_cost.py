@@ -12,9 +12,12 @@ import hashlib
 import re
 import time
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from core.wording import daily_reset, seconds_to_midnight_utc
+
+if TYPE_CHECKING:
+    from core.config import Settings
 
 TIB = 2**40
 MB = 2**20
@@ -52,6 +55,29 @@ def format_cost(processed: int, price_per_tib: float = DEFAULT_PRICE_PER_TIB) ->
     dollars = cost_usd(billed_bytes(processed), price_per_tib)
     money = f"${dollars:,.2f}" if dollars >= 0.01 or dollars == 0 else "<$0.01"
     return f"{format_bytes(processed)} (~{money} at ${price_per_tib:g}/TiB)"
+
+
+@dataclass(frozen=True)
+class CostLimits:
+    """Per-query caps and byte budgets, from settings."""
+
+    soft_cap: int
+    hard_cap: int
+    price_per_tib: float
+    per_turn: int
+    per_user_day: int
+    per_channel_day: int
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> CostLimits:
+        return cls(
+            soft_cap=settings.query_soft_cap_bytes,
+            hard_cap=settings.query_hard_cap_bytes,
+            price_per_tib=settings.bigquery_price_per_tib,
+            per_turn=settings.bigquery_turn_bytes,
+            per_user_day=settings.bigquery_user_day_bytes,
+            per_channel_day=settings.bigquery_channel_day_bytes,
+        )
 
 
 @dataclass(frozen=True)

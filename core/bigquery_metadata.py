@@ -19,16 +19,25 @@ SAMPLE_ROWS = 3
 CALL_S = 20.0  # one metadata call, retries included (google's default retries for 600 s)
 
 
-def per_call() -> dict:
-    """The retry and timeout keywords of one metadata call (`CALL_S` in all)."""
-    return {"retry": bounded(CALL_S), "timeout": CALL_S}
+def per_call(seconds: float | None = None) -> dict:
+    """The retry and timeout keywords of one metadata call (`seconds`, default `CALL_S`, in all)."""
+    seconds = seconds or CALL_S
+    return {"retry": bounded(seconds), "timeout": seconds}
 
 
-def list_tables(client, allow: TableAllowlist, notes: TableNotes, default_project: str | None) -> list[dict]:
-    """[{name, rows, description}] of the tables `allow` admits (at most MAX_LISTED_TABLES)."""
+def list_tables(
+    client,
+    allow: TableAllowlist,
+    notes: TableNotes,
+    default_project: str | None,
+    *,
+    call_s: float | None = None,
+) -> list[dict]:
+    """[{name, rows, description}] of the tables `allow` admits (at most MAX_LISTED_TABLES); each
+    call given up after `call_s`."""
     names: list[str] = []
-    for dataset in _datasets(client, allow, default_project):
-        for item in client.list_tables(dataset, **per_call()):
+    for dataset in _datasets(client, allow, default_project, call_s):
+        for item in client.list_tables(dataset, **per_call(call_s)):
             full = f"{item.project}.{item.dataset_id}.{item.table_id}"
             if allow.allows(full):
                 names.append(full)
@@ -36,7 +45,7 @@ def list_tables(client, allow: TableAllowlist, notes: TableNotes, default_projec
                 break
     out = []
     for full in sorted(names):
-        table = client.get_table(full, **per_call())
+        table = client.get_table(full, **per_call(call_s))
         description = table.description or notes.headline(full)
         # A view has no row count (BigQuery gives none): None, never "0 rows" (it read as empty).
         rows = table.num_rows if table.table_type not in ("VIEW", "EXTERNAL") else None
@@ -44,7 +53,7 @@ def list_tables(client, allow: TableAllowlist, notes: TableNotes, default_projec
     return out
 
 
-def _datasets(client, allow: TableAllowlist, default_project: str | None) -> list[str]:
+def _datasets(client, allow: TableAllowlist, default_project: str | None, call_s: float | None) -> list[str]:
     """Datasets worth listing: those an allowlist pattern names, or all of a named project."""
     out: set[str] = set()
     for pattern in allow.patterns:
@@ -55,7 +64,7 @@ def _datasets(client, allow: TableAllowlist, default_project: str | None) -> lis
         if dataset and not any(c in dataset for c in "*?["):
             out.add(f"{project}.{dataset}")
             continue
-        for item in client.list_datasets(project, **per_call()):
+        for item in client.list_datasets(project, **per_call(call_s)):
             if fnmatchcase(f"{project}.{item.dataset_id}.x".lower(), pattern) or allow.allows_prefix(
                 f"{project}.{item.dataset_id}."
             ):

@@ -35,6 +35,7 @@ from core.config_types import (
     TimeZone,
     as_choice_spelled,
     check_existing_file,
+    empty_as_default,
     split_list,  # noqa: F401  (re-exported: settings modules read lists with it)
 )
 
@@ -233,14 +234,9 @@ class Settings(SandboxSettings, WarehouseSettings, ModelSettings, BaseSettings):
     @field_validator("*", mode="before")
     @classmethod
     def _empty_means_unset(cls, value: object, info: ValidationInfo) -> object:
-        """`NAME=` with nothing after it (an uncommented line of .env.example) means unset for a setting
-        that is unset by default: ANTHROPIC_BASE_URL= is the default endpoint, not a bad URL, and
-        SLACK_BOT_TOKEN= is no token rather than an empty one. A setting with a real default keeps its
-        own check of an empty value (DATATHREAD_PUBLIC_URL= is still an error)."""
-        empty = isinstance(value, str) and not value.strip()
-        if empty and info.field_name and cls.model_fields[info.field_name].default is None:
-            return None
-        return value
+        """`NAME=` with nothing after it (an uncommented line of .env.example) means the default of a
+        setting that is unset or host-dependent by default (`empty_as_default`)."""
+        return empty_as_default(cls.model_fields[str(info.field_name)], value)
 
     @field_validator("*", mode="before")
     @classmethod

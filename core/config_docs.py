@@ -24,6 +24,9 @@ BEGIN, END = (
 )
 # Set in .env.example (uncommented): what a first run needs.
 STARTERS = {"ANTHROPIC_API_KEY": "sk-ant-..."}
+# A default computed from the host (its cores): the table says so; .env.example leaves the value empty,
+# which is read as that default, so the line is valid uncommented as it is.
+HOST_DEPENDENT = "(depends on the host)"
 
 
 def env_names(field_name: str) -> list[str]:
@@ -34,7 +37,7 @@ def env_names(field_name: str) -> list[str]:
 def default_text(field_name: str) -> str:
     field = Settings.model_fields[field_name]
     if field.default_factory is not None:
-        return "(depends on the host)"
+        return HOST_DEPENDENT
     value = field.default
     if value is None or value is PydanticUndefined or value == "":
         return ""
@@ -73,8 +76,9 @@ def env_example() -> str:
     ]
     for names, default, description in rows():
         name = names.split(" / ")[0]
+        shown = "" if default == HOST_DEPENDENT else default
         lines.append(f"# {description}")
-        lines.append(f"{name}={STARTERS[name]}" if name in STARTERS else f"# {name}={default}")
+        lines.append(f"{name}={STARTERS[name]}" if name in STARTERS else f"# {name}={shown}")
     return "\n".join(lines) + "\n"
 
 

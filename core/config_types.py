@@ -14,6 +14,7 @@ from typing import Annotated, Literal, get_args, get_origin
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from pydantic import AfterValidator, BeforeValidator, SecretStr
+from pydantic.fields import FieldInfo
 
 GUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
 DOMAIN = re.compile(r"^(?=.{4,253}$)([a-zA-Z0-9-]{1,63}\.)+[a-zA-Z]{2,63}$")
@@ -139,6 +140,20 @@ def to_app_type(value: object) -> object:
     return value
 
 
+def empty_as_default(field: FieldInfo, value: object) -> object:
+    """An empty value (`NAME=`, an uncommented line of .env.example) as the setting's default, where
+    the default is not a value one could have written on that line: unset (ANTHROPIC_BASE_URL= is
+    the default endpoint, not a bad URL; SLACK_BOT_TOKEN= is no token rather than an empty one) or
+    computed from the host (DATATHREAD_TURN_WORKERS= was refused as "not a valid integer", and its
+    line can show no number that is right on every host). A setting with a fixed default keeps its
+    own check of an empty value (DATATHREAD_PUBLIC_URL= is still an error): its line shows the value."""
+    if not isinstance(value, str) or value.strip():
+        return value
+    if field.default_factory is not None:
+        return field.get_default(call_default_factory=True)
+    return None if field.default is None else value
+
+
 def literal_choices(annotation: object) -> tuple[str, ...]:
     """The words a `Literal[...]` setting takes (inside `| None` or `Annotated` too); () for any other."""
     if get_origin(annotation) is Literal:
@@ -192,7 +207,9 @@ def check_time_zone(value: str) -> str:
 
 
 def check_writable_dir(value: Path) -> Path:
-    """A directory we can write in, or one we could create: never created here (no side effects)."""
+    """A directory we can write in, or one we could create: never created here (no side effects). One
+    that cannot be created is said not to exist first: `export -o /missing/dir/x.ipynb` was refused as
+    "not writable", which sent people to check permissions rather than the path they had typed."""
     path = value.expanduser()
     try:  # Python 3.11's exists() raises on a parent this user may not search (/root/x as a user)
         if path.exists() and not path.is_dir():
@@ -202,10 +219,11 @@ def check_writable_dir(value: Path) -> Path:
             probe = probe.parent
     except PermissionError:
         raise ValueError("cannot be reached: a directory above it is not readable by this user") from None
+    missing = "does not exist, and cannot be created:"
     if not probe.is_dir():
-        raise ValueError(f"cannot be created: {probe} is not a directory")
+        raise ValueError(f"{missing} {probe} is not a directory")
     if not os.access(probe, os.W_OK | os.X_OK):
-        where = "is" if probe == path.absolute() else f"cannot be created: {probe} is"
+        where = "is" if probe == path.absolute() else f"{missing} {probe} is"
         raise ValueError(f"{where} not writable by this user")
     return path
 

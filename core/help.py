@@ -20,6 +20,10 @@ RESET_WORDS = frozenset({"new", "reset", "/new", "/reset", "new chat", "start ov
 FRESH_START = "Started a fresh conversation — earlier questions here are forgotten."
 LISTED_TABLES = 15
 TABLES_TIMEOUT_S = 5.0
+# Each listing call's own bound, under TABLES_TIMEOUT_S: an unreachable warehouse then fails with its
+# cause ("Connection refused") before help stops waiting; help cut BigQuery's 20 s calls at 5 s, and
+# could only say it "could not list the tables just now", never why.
+TABLES_CALL_S = 3.5
 
 DEMO_EXAMPLES = (
     "Which carriers had the most delayed flights in 2013? Chart it.",
@@ -39,7 +43,7 @@ UNLISTED_EXAMPLES = (
 SURFACE_TIPS = {
     # one tip for `chat` and `ask` (both are the terminal surface): ask's help once named only chat's keys
     "terminal": (
-        "In `datathread chat`, Ctrl-C stops an answer in progress (a second Ctrl-C quits) and Ctrl-D quits; "
+        "In `datathread chat`, Ctrl-C stops an answer in progress or clears the line, and Ctrl-D or `exit` quits; "
         "`datathread ask --session ID …` follows up on a session in one go."
     ),
     "slack": "Mention me in a channel and reply in the thread for follow-ups; `/ask [private] …` asks in one go.",
@@ -65,19 +69,25 @@ def is_local(text: str) -> bool:
 async def local_answer(text: str, surface: str, warehouse: Warehouse, allowlist: TableAllowlist) -> str:
     """The help text; for an empty message, prefixed by a line saying nothing was asked."""
     tables = await _table_names(warehouse, allowlist)
-    body = help_text(surface, tables)
+    if isinstance(tables, str):
+        body = help_text(surface, None, unlisted=tables)
+    else:
+        body = help_text(surface, tables)
     return body if text.strip() else f"You didn't ask anything. {body}"
 
 
-def help_text(surface: str, tables: list[str] | None) -> str:
-    """What I do, the tables this conversation sees, three example questions, a tip for the surface."""
+def help_text(surface: str, tables: list[str] | None, *, unlisted: str = "") -> str:
+    """What I do, the tables this conversation sees, three example questions, a tip for the surface;
+    `unlisted`: why the tables could not be listed (the warehouse's sentence), when they could not."""
     lines = [
         "I answer questions about your data: I query the warehouse (read-only), work on the results with "
         "SQL and Python in a sandbox, and reply with the numbers, charts (PNG) and files (CSV). "
         "Follow-up questions in the same thread build on earlier answers.",
         "",
     ]
-    if tables is None:
+    if tables is None and unlisted:
+        lines.append(f"I could not list the tables just now. {unlisted}")
+    elif tables is None:
         lines.append("I could not list the tables just now; ask me “what tables are there?”.")
     elif not tables:
         lines.append("I can't see any tables from here (an admin may need to allow some for this channel).")
@@ -103,10 +113,16 @@ def example_questions(tables: list[str]) -> list[str]:
     return list(UNLISTED_EXAMPLES)
 
 
-async def _table_names(warehouse: Warehouse, allowlist: TableAllowlist) -> list[str] | None:
+async def _table_names(warehouse: Warehouse, allowlist: TableAllowlist) -> list[str] | str | None:
+    """The names of the tables; else why they could not be listed (a sentence), or None (a bug)."""
     try:
         async with asyncio.timeout(TABLES_TIMEOUT_S):
-            return [str(t["name"]) for t in await warehouse.list_tables(allowlist)]
+            listed = await warehouse.list_tables(allowlist, call_s=TABLES_CALL_S)
+            return [str(t["name"]) for t in listed]
     except Exception as exc:  # help must answer even when the warehouse does not
         log.warning("help: could not list tables: %s: %s", type(exc).__name__, exc)
+        if isinstance(exc, LookupError):  # the warehouse's sentence: unreachable, refused, no access
+            return str(exc)
+        if isinstance(exc, TimeoutError):
+            return f"Listing them took over {TABLES_TIMEOUT_S:g} s; ask me “what tables are there?”, which waits longer."
         return None

@@ -88,8 +88,9 @@ class Warehouse(Protocol):
     def effective_allowlist(self, allowlist: TableAllowlist) -> TableAllowlist:
         """The allowlist as this warehouse applies it (BigQuery: empty means the billing project only)."""
 
-    async def list_tables(self, allowlist: TableAllowlist) -> list[dict]:
-        """[{name, rows, description}] of tables the allowlist admits."""
+    async def list_tables(self, allowlist: TableAllowlist, *, call_s: float | None = None) -> list[dict]:
+        """[{name, rows, description}] of tables the allowlist admits; a remote warehouse gives up each
+        call after `call_s` (None: its own bound) and raises LookupError saying why."""
 
     async def describe_table(self, table: str, allowlist: TableAllowlist) -> str:
         """Columns with types, partitioning, notes and a few sample rows, as text for the model."""
@@ -203,7 +204,9 @@ class DuckDBWarehouse:
     def effective_allowlist(self, allowlist: TableAllowlist) -> TableAllowlist:
         return allowlist
 
-    async def list_tables(self, allowlist: TableAllowlist) -> list[dict]:
+    async def list_tables(self, allowlist: TableAllowlist, *, call_s: float | None = None) -> list[dict]:
+        """The tables of the DuckDB file (`call_s` is for remote warehouses: a local file answers)."""
+
         def q():
             with contextlib.closing(self._connect()) as con:
                 rows = con.execute(

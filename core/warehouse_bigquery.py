@@ -17,7 +17,6 @@ import io
 import time
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -41,6 +40,7 @@ from core.bigquery_client import (
 )
 from core.bigquery_cost import (
     MIN_BILLED_BYTES,
+    CostLimits,
     budgets,
     decide,
     format_bytes,
@@ -58,18 +58,6 @@ from core.sandbox import Sandbox, StepResult, WorkspaceFull
 from core.steps import default_stem, safe_file_stem
 from core.table_notes import TableNotes, load_table_notes
 from core.warehouse import QueryContext
-
-
-@dataclass(frozen=True)
-class CostLimits:
-    """Per-query caps and byte budgets, from settings."""
-
-    soft_cap: int
-    hard_cap: int
-    price_per_tib: float
-    per_turn: int
-    per_user_day: int
-    per_channel_day: int
 
 
 class BigQueryWarehouse:
@@ -102,18 +90,10 @@ class BigQueryWarehouse:
     def from_settings(cls, settings: Settings, sandbox: Sandbox, *, config: ClientConfig | None = None):
         """Build the client (credentials in memory) and read caps, budgets and notes once."""
         client = build_client(config or resolve_config(settings))
-        limits = CostLimits(
-            soft_cap=settings.query_soft_cap_bytes,
-            hard_cap=settings.query_hard_cap_bytes,
-            price_per_tib=settings.bigquery_price_per_tib,
-            per_turn=settings.bigquery_turn_bytes,
-            per_user_day=settings.bigquery_user_day_bytes,
-            per_channel_day=settings.bigquery_channel_day_bytes,
-        )
         return cls(
             client,
             sandbox,
-            limits=limits,
+            limits=CostLimits.from_settings(settings),
             default_dataset=settings.bigquery_default_dataset,
             notes=load_table_notes(settings.table_notes),
             metadata_ttl=settings.bigquery_metadata_ttl,
@@ -144,12 +124,14 @@ class BigQueryWarehouse:
             return TableAllowlist((f"{self.default_project}.*",))
         return allowlist
 
-    async def list_tables(self, allowlist: TableAllowlist) -> list[dict]:
-        """[{name, rows, description}] for tables the allowlist admits, from (free) table metadata."""
+    async def list_tables(self, allowlist: TableAllowlist, *, call_s: float | None = None) -> list[dict]:
+        """[{name, rows, description}] for tables the allowlist admits, from (free) table metadata;
+        each call given up after `call_s` (default CALL_S), with its cause."""
         allow = self.effective_allowlist(allowlist)
         return await self._cached(
             ("tables", allow.patterns),
-            lambda: list_tables(self.client, allow, self.notes, self.default_project),
+            lambda: list_tables(self.client, allow, self.notes, self.default_project, call_s=call_s),
+            call_s=call_s,
         )
 
     async def describe_table(self, table: str, allowlist: TableAllowlist) -> str:
@@ -185,14 +167,14 @@ class BigQueryWarehouse:
             parts = [self.default_project.lower(), *parts]
         return ".".join(parts) if len(parts) == 3 else None
 
-    async def _cached(self, key: tuple, build):
+    async def _cached(self, key: tuple, build, *, call_s: float | None = None):
         hit = self._cache.get(key)
         if hit and hit[0] > time.monotonic():
             return hit[1]
         try:
             value = await off_loop(build, deadline_s=LISTING_S)  # a listing is many calls of CALL_S each
         except service_errors() as exc:  # unreachable, refused, quota: one sentence for the model
-            raise LookupError(describe_error(exc, timeout_s=CALL_S)) from None
+            raise LookupError(describe_error(exc, timeout_s=call_s or CALL_S)) from None
         self._cache[key] = (time.monotonic() + self.metadata_ttl, value)
         return value
 

@@ -111,3 +111,49 @@ def test_a_folder_this_user_cannot_enter_is_one_sentence(command, place):
         shut.chmod(0o700)
     assert result.exit_code == 2, result.output
     assert one_line(result.output) == f"error: {target} cannot be written: permission denied"
+
+
+OUTPUTS = {  # each command's file option, and export's folder form (`-o DIR/`, the default name inside)
+    "export": ["export", "some-session", "-o", "{out}"],
+    "export-folder": ["export", "some-session", "-o", "{out}/"],
+    "teams-package": ["teams-package", "-o", "{out}"],
+    "eval-output": ["eval", "--demo", "--output", "{out}"],
+    "eval-markdown": ["eval", "--demo", "--markdown", "{out}"],
+}
+
+
+def missing_folder_said(command: str, target: Path, blocker: Path) -> str:
+    why = f"does not exist, and cannot be created: {blocker}"
+    if command == "export-folder":
+        return f"error: {target}/ {why} is"
+    return f"error: {target} cannot be written: its folder {target.parent} {why} is"
+
+
+@pytest.mark.parametrize("command", OUTPUTS)
+def test_a_folder_that_is_not_there_and_cannot_be_made_is_said_not_to_exist(command, place):
+    """`export -o /missing/dir/file.ipynb` was refused as "not writable", and a newcomer checked
+    permissions rather than the path typed: a folder that is not there, and cannot be made where it
+    was named (a file in the way here; as an ordinary user, a folder they may not write: below), is
+    said not to exist, and why it cannot be made. Nothing is asked or written."""
+    (place / "file").write_text("x")
+    target = place / "file" / "missing" / "out.ipynb"
+    args = [a.format(out=target) for a in OUTPUTS[command]]
+    result = CliRunner().invoke(app, args, env={**APP, "ANTHROPIC_API_KEY": "sk-ant-test-000000"})
+    assert result.exit_code == 2, result.output
+    said = one_line(result.output)
+    assert said.startswith(missing_folder_said(command, target, place / "file")), said
+    assert said.rstrip(".").endswith("is not a directory"), said
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes anywhere: checked as an ordinary user by .ci/run")
+@pytest.mark.parametrize("command", OUTPUTS)
+def test_a_folder_that_is_not_there_under_one_this_user_cannot_write_is_said_not_to_exist(command, place):
+    closed = place / "closed"
+    closed.mkdir(mode=0o555)
+    target = closed / "missing" / "out.ipynb"
+    args = [a.format(out=target) for a in OUTPUTS[command]]
+    result = CliRunner().invoke(app, args, env={**APP, "ANTHROPIC_API_KEY": "sk-ant-test-000000"})
+    assert result.exit_code == 2, result.output
+    said = one_line(result.output)
+    assert said.startswith(missing_folder_said(command, target, closed)), said
+    assert said.rstrip(".").endswith("is not writable by this user"), said

@@ -157,3 +157,30 @@ def test_ctrl_c_while_bigquery_is_out_of_reach_ends_ask_at_once(home, fake_model
             os.killpg(asked.pid, signal.SIGKILL)
     assert took < 10, f"ask ended {took:.1f} s after Ctrl-C"
     assert "stopped" in err and "Traceback" not in err, err
+
+
+@pytest.mark.parametrize(
+    ("place", "why"), [("closed", "Connection refused"), ("black hole", "it did not answer in time")]
+)
+def test_ask_help_says_why_bigquery_could_not_list_its_tables(home, tmp_path, place, why):
+    """`ask help` with BigQuery out of reach said only "I could not list the tables just now" (help
+    stopped waiting at 5 s, while each metadata call retried for 20 s and had no cause to give yet):
+    now it says, as a query would, that BigQuery could not be reached and why, and still answers."""
+    hole = BlackHole().start()
+    address = f"http://127.0.0.1:{free_port()}" if place == "closed" else hole.url
+    bigquery = {
+        "DATATHREAD_WAREHOUSE": "bigquery",
+        "GCP_PROJECT": "bill",
+        "GOOGLE_APPLICATION_CREDENTIALS": str(service_account_key(tmp_path / "key.json", f"{address}/token")),
+        "DATATHREAD_BIGQUERY_API_URL": address,
+    }
+    try:
+        started = time.monotonic()
+        result = invoke(["ask", "help"], home, env=bigquery)
+        took = time.monotonic() - started
+    finally:
+        hole.stop()
+    assert result.returncode == 0, result.stderr
+    unlisted = f"I could not list the tables just now. Could not reach BigQuery within 3.5 s: {why}."
+    assert unlisted in result.stdout, result.stdout
+    assert "Traceback" not in result.stderr and took < 30, took

@@ -1,16 +1,19 @@
 """Ctrl-C in `datathread chat` (bot/terminal_chat.py), as a person does it: SIGINT to the foreground
 process group of a real subprocess while a sandbox step runs. The first stops the turn (the step dies),
 keeps the question in a valid history and the audit trail, and returns to the prompt; a second one
-while a turn is stopping quits."""
+while a turn is stopping quits. At the prompt, Ctrl-C clears the line and Ctrl-D or `exit` quits."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
 import json
 import os
 import signal
+import sqlite3
 import subprocess
+import termios
 import threading
 import time
 from pathlib import Path
@@ -230,15 +233,21 @@ def chat_at_a_terminal(home, fake_model, session: str):
         env=env,
         cwd=home.parent,
         start_new_session=True,
+        # the pseudo-terminal as chat's controlling terminal (after the new session): a typed Ctrl-C
+        # (\x03) is then SIGINT to chat's process group, sent by the terminal as a person's would be
+        preexec_fn=lambda: fcntl.ioctl(0, termios.TIOCSCTTY, 0),
     )
     os.close(terminal)
     keep = os.fdopen(main, "rb", buffering=0)  # closes `main` once collected: held to the end
     screen = Output(keep)
 
-    def typed(keys: str, then: str) -> None:
+    def typed(keys: str, then: str, *, prompt: bool = True) -> None:
         seen = len(screen.text)
         os.write(main, keys.encode())
-        wait_for(lambda: "›" in screen.text[seen:].partition(then)[2], timeout=60)  # and the prompt again
+        if prompt:  # and the prompt again
+            wait_for(lambda: "›" in screen.text[seen:].partition(then)[2], timeout=60)
+        else:  # on the screen (a key typed: its echo)
+            wait_for(lambda: then in screen.text[seen:], timeout=60)
 
     try:
         wait_for(lambda: "›" in screen.text, timeout=60)
@@ -279,25 +288,48 @@ def test_a_question_pasted_over_several_lines_is_one_question(home, fake_model):
     assert "and in march?" in asked[1] and "carriers" not in asked[1], asked[1]
 
 
-def test_a_second_ctrl_c_quits(home, fake_model):
+def test_ctrl_c_at_the_prompt_clears_the_line_and_chat_goes_on(home, fake_model):
+    """Ctrl-C at the prompt ended chat (and a newcomer's half-typed question with it), where Python's
+    REPL and ipython clear the line: now it drops what was typed, says how to quit (Ctrl-D or exit),
+    and the next question goes on in the same session. Typed at a real terminal, which sends SIGINT."""
+    fake_model.enqueue(text("First answer."))
+    with chat_at_a_terminal(home, fake_model, "clear") as typed:
+        typed("half a thought", "thought", prompt=False)  # in readline's line, echoed
+        typed("\x03", "exit quits")  # then Ctrl-C
+        typed("\x03", "exit quits")  # at an empty prompt too
+        typed("how many flights?\r", "First answer.")
+    (asked,) = [json.dumps(r["messages"]) for r in fake_model.requests]
+    assert "how many flights?" in asked and "half a thought" not in asked, asked
+
+
+def test_a_second_ctrl_c_while_the_turn_is_still_stopping_quits(home, fake_model):
+    """A stop that lasts (here the session database is held by another process, so the stopped
+    question cannot be saved yet) says so after a moment, and a second Ctrl-C then quits, saying how to
+    resume. (A second Ctrl-C once the prompt is back clears the line: the test above.)"""
     fake_model.enqueue(tool("run_python", {"code": HEARTBEAT}))
     proc = start_chat(home, fake_model.url, "cq")
     out = Output(proc.stdout)
+    other = sqlite3.connect(home / "state.sqlite3", isolation_level=None)
     try:
         proc.stdin.write("a long question\n")
         proc.stdin.flush()
         wait_for(lambda: step_processes(proc.pid))
+        other.execute("BEGIN EXCLUSIVE")  # until it ends, the stopped turn cannot save its history
         ctrl_c(proc)
         # Two presses, not one coalesced signal: the second once chat has shown it took the first (a
         # busy machine may not run chat between two quick signals, and the kernel then keeps one).
-        wait_for(lambda: "Stopping" in out.text)
+        wait_for(lambda: "Press Ctrl-C again to quit" in out.text)
+        assert out.text.index("Stopping…") < out.text.index("Still stopping…")
         ctrl_c(proc)
+        time.sleep(2)  # taken (chat's loop reads it at once), then the database is free again
+        other.execute("ROLLBACK")
         proc.wait(timeout=60)  # stdin stays open: it is the second Ctrl-C that ends chat, not an EOF
         err = proc.stderr.read()
     finally:
+        other.close()
         if proc.poll() is None:
             proc.kill()
-    assert proc.returncode in (0, 130) and "Traceback" not in err
+    assert proc.returncode == 130 and "Traceback" not in err, err
     assert "datathread chat --session cq" in out.finished()
 
 

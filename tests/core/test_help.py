@@ -3,10 +3,20 @@ tables this conversation may see and example questions."""
 
 from __future__ import annotations
 
-import pytest
+import threading
+import time
 
+import pytest
+import responses
+
+from core import help as help_module
+from core.config import load_settings
 from core.events import IncomingMessage
-from core.help import LISTED_TABLES, help_text, is_local
+from core.help import LISTED_TABLES, help_text, is_local, local_answer
+from core.policy import TableAllowlist
+from core.sandbox_local import LocalSandbox
+from core.warehouse_bigquery import BigQueryWarehouse
+from tests.fakes.bigquery_api import API, FakeBigQuery, FakeTable
 
 
 @pytest.mark.parametrize(
@@ -79,3 +89,41 @@ async def test_help_respects_the_channel_allowlist(settings, fake_model, recorde
     finally:
         await analyst.close()
     assert "`flights`" in outcome.answer and "`weather`" not in outcome.answer
+
+
+async def test_help_over_a_listing_slower_than_it_waits_says_so_not_that_bigquery_is_out_of_reach(
+    tmp_path, monkeypatch
+):
+    """BigQuery answering every call, but the listing (a call per table) longer than help waits: help
+    says it took too long, and that asking waits longer — not that BigQuery could not be reached."""
+    fake = FakeBigQuery(API)
+    for i in range(4):
+        fake.add_table(FakeTable("bill", "shop", f"t{i}", [{"name": "id", "type": "INTEGER"}], [[1]]))
+    answer_table = fake._get_table
+
+    def slow_table(*args, **kwargs):
+        time.sleep(0.5)
+        return answer_table(*args, **kwargs)
+
+    monkeypatch.setattr(fake, "_get_table", slow_table)
+    monkeypatch.setattr(help_module, "TABLES_TIMEOUT_S", 1.0)
+    settings = load_settings(
+        _env_file=None, warehouse="bigquery", gcp_project="bill", bigquery_api_url=API, home=tmp_path / "h"
+    )
+    with responses.RequestsMock(assert_all_requests_are_fired=False) as mock:
+        fake.register(mock)
+        warehouse = BigQueryWarehouse.from_settings(
+            settings, LocalSandbox(workspaces=settings.workspaces_dir)
+        )
+        try:
+            answer = await local_answer("help", "slack", warehouse, TableAllowlist())
+        finally:  # the listing goes on in its thread: it must end while the fake API is there
+            for thread in [t for t in threading.enumerate() if t.name == "bigquery"]:
+                thread.join(10)
+            await warehouse.close()
+    assert not fake.bugs
+    assert (
+        "I could not list the tables just now. Listing them took over 1 s; ask me “what tables are there?”, "
+        "which waits longer." in answer
+    ), answer
+    assert "Could not reach" not in answer
