@@ -24,6 +24,7 @@ from bot.cli_common import (
     err,
     log_level_option,
     names_a_folder,
+    run_app,
     settings_or_exit,
     setup_log,
     warn_local_links,
@@ -363,7 +364,7 @@ def main() -> None:
     stdout = sys.stdout
     try:
         try:
-            app()
+            run_app(app)
         finally:
             sys.stdout.flush()
     except BrokenPipeError as exc:  # the command ended; its last output met the closed pipe

@@ -7,12 +7,14 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import typer
 from rich.console import Console
 from rich.markup import escape
+from typer._click import exceptions as click  # typer 0.29 parses with its own copy of click
 
 from bot.log_setup import LOG_LEVEL_HELP, parse_level, setup_logging
 from core.config import ConfigError, Settings, load_settings
@@ -50,6 +52,28 @@ def die(message: str, code: int = 2):
     a cron field in brackets) lost the bracketed part to rich's markup."""
     err.print(f"[red]error:[/] {escape(message)}")
     raise typer.Exit(code)
+
+
+def run_app(typer_app: typer.Typer) -> None:
+    """Run `typer_app` (datathread's), with a mistyped command line said in one sentence like every
+    other mistake (click drew a usage line, a hint and a box around the error: five lines for
+    `--bogus`), exit code 2 as before. A bare command group still shows its help."""
+    try:
+        code = typer_app(standalone_mode=False)
+    except click.NoArgsIsHelpError as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except click.UsageError as exc:
+        where = exc.ctx.command_path if exc.ctx else "datathread"
+        err.print(f"[red]error:[/] {escape(exc.format_message().rstrip('.'))}; `{where} --help` says more.")
+        sys.exit(exc.exit_code)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except typer.Abort:
+        err.print("Aborted.")
+        sys.exit(1)
+    sys.exit(code if isinstance(code, int) else 0)  # what standalone mode exits with, from typer.Exit
 
 
 def _version(value: bool) -> None:

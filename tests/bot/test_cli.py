@@ -103,6 +103,20 @@ def test_ask_without_key_is_one_clear_sentence(home):
     assert len([line for line in result.stderr.splitlines() if line.strip()]) == 1
 
 
+def test_a_mistyped_command_line_is_one_sentence_with_exit_code_2(home):
+    """click drew a usage line, a hint and a box of five lines around the error."""
+    cases = {
+        ("ask",): "error: Missing argument 'question'; `datathread ask --help` says more.",
+        ("frobnicate",): "error: No such command 'frobnicate'; `datathread --help` says more.",
+        ("ask", "--bogus", "x"): "error: No such option: --bogus; `datathread ask --help` says more.",
+    }
+    for args, said in cases.items():
+        result = run(list(args), home)
+        assert (result.returncode, result.stdout, result.stderr) == (2, "", said + "\n"), args
+    bare = run([], home)  # a bare command still shows its help
+    assert bare.returncode == 2 and "Usage: datathread [OPTIONS] COMMAND" in bare.stdout + bare.stderr
+
+
 def test_ask_help_answers_without_a_key(home):
     """`help` is answered without the model, as in chat: `ask help` asked for a key it never needed."""
     result = invoke(["ask", "help"], home)
