@@ -23,7 +23,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot import slack_render as render
 from bot.slack_access import refused_click, tell_clicker
-from bot.slack_client import SlackCallFailed, quick
+from bot.slack_client import SlackCallFailed, quick, slack_error
 from bot.slack_confirm import build_confirmer
 from bot.slack_progress import SlackProgress
 from bot.slack_target import SlackTarget
@@ -63,7 +63,7 @@ class SlackSchedulePoster:
                 channel=schedule.channel, thread_ts=schedule.thread or None, text=render.escape(note)
             )
         except SlackApiError as exc:
-            error = str(exc.response.get("error", "error"))
+            error = slack_error(exc)
             return RunResult(ok=False, error=error, gone=error in GONE_ERRORS, turn_id=turn_id)
         except SlackCallFailed as exc:
             self.unreachable = str(exc)

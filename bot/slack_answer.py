@@ -10,7 +10,7 @@ import logging
 from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.slack_client import answer_via_response_url, quick
+from bot.slack_client import answer_via_response_url, quick, slack_error
 from bot.slack_render import escape
 from bot.slack_target import SlackTarget
 
@@ -60,7 +60,7 @@ async def _replace_status(client: AsyncWebClient, t: SlackTarget, status_ts: str
         await client.chat_update(channel=t.channel, ts=status_ts, **msg)
         return
     except SlackApiError as exc:
-        log.info("answer edit refused (%s); posting it as a message", exc.response.get("error"))
+        log.info("answer edit refused (%s); posting it as a message", slack_error(exc))
     await client.chat_postMessage(channel=t.channel, thread_ts=t.thread_ts, **msg, **NO_UNFURL)
     with contextlib.suppress(SlackClientError):
         await quick(client).chat_delete(channel=t.channel, ts=status_ts)

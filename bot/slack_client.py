@@ -90,9 +90,20 @@ CANNOT_POST_HERE = frozenset(
 )
 
 
+def slack_error(exc: SlackApiError) -> str:
+    """Slack's error code (`not_in_channel`, `ratelimited`), or `HTTP 503` when the answer was not
+    JSON: a load balancer's or proxy's page in a Slack incident. `exc.response.get` raised
+    AttributeError on such an answer (its data is the text), which dropped a question before the model
+    was asked, and said "Something went wrong on my side" under an answer cut mid-stream."""
+    data = exc.response.data
+    if isinstance(data, dict) and data.get("error"):
+        return str(data["error"])
+    return f"HTTP {exc.response.status_code}"
+
+
 def cannot_post_here(exc: BaseException) -> bool:
     """Slack refused because of where the message was to go, not what it said."""
-    return isinstance(exc, SlackApiError) and exc.response.get("error") in CANNOT_POST_HERE
+    return isinstance(exc, SlackApiError) and slack_error(exc) in CANNOT_POST_HERE
 
 
 def failure_words(exc: BaseException, *, for_people: bool = False) -> str:
@@ -101,7 +112,7 @@ def failure_words(exc: BaseException, *, for_people: bool = False) -> str:
     if isinstance(exc, SlackCallFailed):
         return str(exc)
     if isinstance(exc, SlackApiError):
-        code = str(exc.response.get("error") or "Slack refused it")
+        code = slack_error(exc)
         return SAID_TO_PEOPLE.get(code, code) if for_people else code
     if isinstance(exc, OSError):  # its reason, never its file name (a host path of the workspace)
         return os_reason(exc) or type(exc).__name__

@@ -19,7 +19,7 @@ from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot import slack_render as render
-from bot.slack_client import answer_via_response_url, failure_words
+from bot.slack_client import answer_via_response_url, failure_words, slack_error
 from bot.slack_target import SlackTarget
 from bot.transcript import confirmation_said
 from core.events import Confirmer, ConfirmRequest
@@ -73,7 +73,7 @@ def build_confirmer(
             except SlackClientError as exc:
                 log.warning("could not ask for confirmation: %s", failure_words(exc))
                 if refused is not None and isinstance(exc, SlackApiError):
-                    refused.append(str(exc.response.get("error", "")))
+                    refused.append(slack_error(exc))
                 return False
             return True
 

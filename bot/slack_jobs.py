@@ -15,7 +15,13 @@ from slack_sdk.web.async_client import AsyncWebClient
 from bot import slack_render as render
 from bot.schedule_slack import slack_user_tz
 from bot.slack_access import clicker, refused_click, tell_clicker
-from bot.slack_client import SharedClient, SlackCallFailed, answer_via_response_url, failure_words
+from bot.slack_client import (
+    SharedClient,
+    SlackCallFailed,
+    answer_via_response_url,
+    failure_words,
+    slack_error,
+)
 from bot.slack_confirm import build_confirmer
 from bot.slack_progress import SlackProgress
 from bot.slack_target import SlackTarget
@@ -54,7 +60,7 @@ def answered_privately(refused: SlackApiError) -> str:
     """Why a slash command's answer is for the asker alone, in Slack's reason: a read-only channel
     the bot is a member of was told "I'm not a member of this channel… invite me", which nobody
     could act on."""
-    if refused.response.get("error") == "not_in_channel":
+    if slack_error(refused) == "not_in_channel":
         return NOT_IN_CHANNEL
     why = failure_words(refused, for_people=True)
     return f"_I can't post in this channel ({why}), so only you can see this answer._"

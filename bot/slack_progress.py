@@ -32,7 +32,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot import slack_render as render
 from bot.slack_answer import NO_UNFURL, footer_only, post_answer
-from bot.slack_client import SlackCallFailed, cannot_post_here, failure_words, quick
+from bot.slack_client import SlackCallFailed, cannot_post_here, failure_words, quick, slack_error
 from bot.slack_files import share_file
 from bot.slack_stream import StreamedText, render_parts, task_card
 from bot.slack_target import SlackTarget, privately
@@ -149,7 +149,7 @@ class SlackProgress:
         except SlackApiError as exc:
             if cannot_post_here(exc):
                 return await self._answer_privately(exc)
-            log.info("streaming refused (%s); falling back to chat.update", exc.response.get("error"))
+            log.info("streaming refused (%s); falling back to chat.update", slack_error(exc))
             self.mode = "update"
             try:
                 await self._post_status(":hourglass_flowing_sand: Working on it…")
@@ -196,7 +196,7 @@ class SlackProgress:
         except SlackCallFailed as exc:
             self._progress_failed(exc)
         except SlackApiError as exc:
-            log.info("stream append refused (%s); switching to chat.update", exc.response.get("error"))
+            log.info("stream append refused (%s); switching to chat.update", slack_error(exc))
             await self._abandon_stream()
 
     # --- the answer's text, as Claude writes it -------------------------------------------------------
@@ -240,7 +240,7 @@ class SlackProgress:
             except SlackCallFailed as exc:  # the rest comes with the stream's end
                 self._progress_failed(exc)
             except SlackApiError as exc:
-                log.info("stream append refused (%s); switching to chat.update", exc.response.get("error"))
+                log.info("stream append refused (%s); switching to chat.update", slack_error(exc))
                 self.text = StreamedText()  # the answer is posted whole
                 await self._abandon_stream()
 
@@ -341,8 +341,8 @@ class SlackProgress:
                 await self._stop_abandoned(note=None)
                 alone = footer_only(footer, self.transcript.receipt())
                 return await post_answer(self.client, self.target, alone, mode=self.mode, status_ts=None)
-            except SlackApiError as exc:
-                log.info("stream finish refused (%s); posting the answer instead", exc.response.get("error"))
+            except (SlackApiError, SlackCallFailed) as exc:  # refused, or taken and never answered
+                log.info("stream finish failed (%s); posting the answer instead", failure_words(exc))
                 await self._stop_abandoned()
                 self.status_ts = None
         await self._finish_messages(body, footer)
@@ -381,7 +381,7 @@ class SlackProgress:
                 channel=self.target.channel, ts=self.stream_ts, blocks=footer or None
             )
         except SlackApiError as exc:  # refused after the whole answer was appended: not to be sent twice
-            raise _Unstopped(exc.response.get("error")) from exc
+            raise _Unstopped(slack_error(exc)) from exc
 
     async def _finish_messages(self, body: str, footer: list[dict]) -> None:
         messages = render.answer_messages(body, footer)

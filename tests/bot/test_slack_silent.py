@@ -101,6 +101,28 @@ async def test_a_silent_slack_costs_a_turn_seconds_and_one_line_for_its_lost_ans
     assert took < 15, f"the lost answer took {took:.1f} s to tell"
 
 
+async def test_a_stream_slack_stops_answering_is_ended_and_the_answer_comes_as_a_message(
+    settings, api, fake_model, caplog, short_bounds
+):
+    """chat.appendStream taken and never answered (the streaming side of a Slack incident) while
+    chat.postMessage works: the stream stayed open, "typing…" over its first words for good, and the
+    answer sent into it was lost with a log line. Now the stream is ended with a note and the answer
+    comes below it as a message."""
+    api.silent.add("chat.appendStream")
+    fake_model.enqueue(text("There were 336,776 flights in 2013."))
+    async with serve(settings, api) as slack:
+        with caplog.at_level(logging.INFO):
+            await slack.event(mention("how many flights?", ts="1700000003.000100"))
+            await until(
+                lambda: [c for c in api.of("chat.postMessage") if "336,776" in str(c.args)], timeout=30
+            )
+            await slack.drain()
+    streams = {c.args["ts"] for c in api.of("chat.appendStream")}
+    [ended] = api.of("chat.stopStream")
+    assert {ended.args["ts"]} == streams and "the answer follows below" in ended.args["markdown_text"]
+    assert not lines(caplog, "did not reach Slack") and not [r for r in caplog.records if r.exc_info]
+
+
 def test_run_now_against_a_silent_slack_ends_in_one_sentence(home, fake_model, short_bounds):
     """`schedule run-now` with a Web API that took the connection and never answered: silent 300 s,
     then a CancelledError→TimeoutError traceback ("run … crashed"), then the same again for the retry

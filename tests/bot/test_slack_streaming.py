@@ -383,3 +383,31 @@ async def test_cards_left_behind_by_a_slow_slack_end_as_their_steps_did(slack, m
     assert "There are 16 airlines." in "".join(
         c.args.get("markdown_text", "") for c in text_appends(slack.api)
     )
+
+
+@pytest.mark.parametrize(
+    "n, method", [(0, "chat.startStream"), (1, "chat.appendStream"), (2, "chat.stopStream")]
+)
+async def test_a_slack_error_page_that_is_not_json_does_not_lose_the_question_or_its_answer(
+    slack, model, n, method
+):
+    """In a Slack incident a load balancer answers 503 with a page of text, not Slack's JSON. Reading
+    its error code raised AttributeError: a question whose stream could not start was dropped before
+    Claude was asked (the thread saw "is thinking…" and nothing more), and one cut mid-stream ended
+    with "Something went wrong on my side" and a traceback in the log."""
+    slack.api.http_errors[method] = 503
+    try:
+        model.enqueue(text("There are **16** airlines."))
+        await slack.event(mention("how many airlines?", ts=f"35{n}.1", channel=f"C035{n}"))
+        await slack.drain()
+    finally:
+        slack.api.http_errors.pop(method, None)
+    delivered = [
+        c
+        for c in slack.api.calls
+        if c.method in ("chat.update", "chat.postMessage", "chat.appendStream", "chat.stopStream")
+        and c.method != method  # what failed may or may not have been shown
+        and "16" in json.dumps(c.args)
+    ]
+    assert delivered, [c.method for c in slack.api.calls]  # the answer came by another way
+    assert not [s for s in slack.api.shown() if "went wrong" in s]
