@@ -184,7 +184,10 @@ async def serve(settings, api: FakeSlackAPI):
         await asyncio.sleep(0.02)
     port = server.servers[0].sockets[0].getsockname()[1]
     try:
-        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=30) as http:
+        # A connection per request: a kept-alive one that uvicorn closed after its 5 s idle limit, as a
+        # new request went out on it, failed that request with ReadError on a loaded machine.
+        fresh = httpx.Limits(max_keepalive_connections=0)
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=30, limits=fresh) as http:
             yield Harness(http=http, state=app.state.datathread, api=api)
     finally:
         server.should_exit = True
