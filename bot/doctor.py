@@ -42,10 +42,13 @@ async def run_doctor(settings: Settings, console: Console) -> int:
 
     started = time.monotonic()
     probe = start_protections_probe(settings)  # forks: before any thread (the checks start some)
-    preload(settings)  # imports block the loop: do them before any check's clock starts
-    protections, *checks = await asyncio.gather(
-        probe, *(_bounded(part, check, settings) for part, check in ALL_CHECKS)
-    )
+    # At a terminal, a spinner while the checks run (with every service out of reach the table came
+    # after 9 s of nothing); piped, nothing more than the table. Its thread starts after the fork.
+    with console.status(f"Checking {len(ALL_CHECKS)} parts (at most {SAFETY_TIMEOUT_S:g} s)…"):
+        preload(settings)  # imports block the loop: do them before any check's clock starts
+        protections, *checks = await asyncio.gather(
+            probe, *(_bounded(part, check, settings) for part, check in ALL_CHECKS)
+        )
     # The details wrap, folding a long word (DATATHREAD_MODEL_PROVIDER=bedrock/vertex) rather than
     # cutting it to "…": piped or at 80 columns, the sentence that says what to do came out cut.
     table = Table(

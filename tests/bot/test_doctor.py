@@ -6,6 +6,7 @@ Slack token, a black-holed Redis and a missing bucket each fail on their own lin
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 import time
 
@@ -19,6 +20,8 @@ from bot.cli import app
 from bot.doctor import CHECK_TIMEOUT_S, SAFETY_TIMEOUT_S
 from tests.fakes.bigquery_api import API, Answer, FakeBigQuery, service_account_key
 from tests.fakes.black_hole import BlackHole
+from tests.fakes.cli import DATATHREAD
+from tests.fakes.process_output import Output
 from tests.fakes.redis_server import RedisServer, free_port
 from tests.fakes.slack_api import FakeSlackAPI
 
@@ -387,3 +390,36 @@ def test_a_home_without_room_fails_its_own_row(tmp_path, monkeypatch):
     status, detail = rows["disk"]
     assert code == 1 and status == "FAIL" and detail.startswith("only "), detail
     assert detail.endswith("steps' files, the log and answers will fail; free some space"), detail
+
+
+def test_at_a_terminal_a_spinner_shows_while_the_checks_run(tmp_path):
+    """With every service out of reach the table came after 9 s of an empty terminal, as if doctor
+    had hung. Now a spinner says what it is doing until the table (piped output is the table alone)."""
+    hole = BlackHole().start()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC", "DATATHREAD", "SLACK"))}
+    env |= {
+        "DATATHREAD_HOME": str(tmp_path / "home"),
+        "ANTHROPIC_API_KEY": KEY,
+        "ANTHROPIC_BASE_URL": hole.url,  # the model check waits out its timeout
+        "TERM": "xterm-256color",
+        "COLUMNS": "100",
+    }
+    main, terminal = os.openpty()
+    proc = subprocess.Popen(
+        [DATATHREAD, "doctor"], stdin=terminal, stdout=terminal, stderr=terminal, env=env, cwd=tmp_path
+    )
+    os.close(terminal)
+    keep = os.fdopen(main, "rb", buffering=0)
+    screen = Output(keep)
+    try:
+        screen.wait_for("Checking", timeout=60)
+        assert "FAIL" not in screen.text  # shown while the checks still run
+        assert proc.wait(timeout=60) == 1
+        screen.wait_for("checked in")
+        assert "FAIL" in screen.text.partition("Checking")[2]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        screen.finished()
+        keep.close()
+        hole.stop()
