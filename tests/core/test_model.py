@@ -314,7 +314,7 @@ async def test_a_reply_that_never_finishes_ends_the_call(every, why):
 
     server = _endless_stream(every)
     model = _model_at(server)
-    model.stall_s, model.max_reply_s = 0.5, 1.5
+    model.quiet_s, model.max_reply_s = 0.5, 1.5
     heard: list[str] = []
 
     async def hear(text: str) -> None:
@@ -332,24 +332,6 @@ async def test_a_reply_that_never_finishes_ends_the_call(every, why):
         f"Claude's reply {why} without finishing, so I stopped waiting. Please ask again."
     )
     assert (every is WORD) == bool(heard)  # the words that came were passed on as they came
-
-
-async def test_a_reply_allowed_many_tokens_may_be_silent_longer():
-    """The API sends a tool's input one whole key at a time: a long `code` is only pings until it is
-    written, so a reply allowed 32,000 tokens was cut at the 120 s meant for 4,096."""
-    server = _endless_stream(PING)
-    model = _model_at(server)
-    model.stall_s, model.max_reply_s = 0.2, 0.2
-    started = time.monotonic()
-    try:
-        with pytest.raises(StreamInterrupted, match="stopped for 0.9 s"):
-            await model.stream(
-                _ignore, model="m", max_tokens=14, messages=[{"role": "user", "content": "hi"}]
-            )
-    finally:
-        await model.close()
-        server.shutdown()
-    assert 0.8 < time.monotonic() - started < 5  # 14 tokens at 15 a second, not the 0.2 s floor
 
 
 def test_a_web_page_answering_with_an_error_status_is_not_blamed_on_claude():
