@@ -22,6 +22,14 @@ import anthropic
 
 from core.config import ConfigError, Settings, require_model
 from core.events import ModelFault
+from core.model_retry import (
+    DEADLINE,
+    RetryLater,
+    no_wait_past_deadline,
+    retry_after_s,
+    retryable,
+    wait_words,
+)
 from core.wording import os_reason
 
 TextSink = Callable[[str], Awaitable[None]]
@@ -124,11 +132,15 @@ class AnthropicModel:
         self.max_reply_s = max_reply_s
 
     async def _within_deadline(self, pending: Awaitable[Any]) -> Any:
+        ends = None if self.deadline_s is None else asyncio.get_running_loop().time() + self.deadline_s
+        told = DEADLINE.set(ends)  # a Retry-After past it ends the call at once (core/model_retry.py)
         try:
-            async with asyncio.timeout(self.deadline_s):
+            async with asyncio.timeout_at(ends):
                 return await pending
         except TimeoutError:
             raise ModelDeadline(self.deadline_s or 0) from None
+        finally:
+            DEADLINE.reset(told)
 
     async def create(self, **params: Any) -> Any:
         return await self._within_deadline(self.client.messages.create(**params))
@@ -212,7 +224,11 @@ def build_model(settings: Settings) -> AnthropicModel:
 
 
 def _sdk_client(settings: Settings) -> Any:
-    common = {"max_retries": settings.model_retries, "timeout": settings.model_timeout}
+    common = {
+        "max_retries": settings.model_retries,
+        "timeout": settings.model_timeout,
+        "middleware": [no_wait_past_deadline],
+    }
     if settings.model_provider == "bedrock":
         return anthropic.AsyncAnthropicBedrock(aws_region=settings.aws_region, **common)
     if settings.model_provider == "vertex":
@@ -275,6 +291,8 @@ def _model_error_words(exc: Exception) -> str:
         return f"Claude's reply {exc.why} without finishing, so I stopped waiting. Please ask again."
     if isinstance(exc, StreamInterrupted):
         return "Claude's reply broke off mid-way (the connection dropped). Please ask again."
+    if isinstance(exc, RetryLater):
+        return _retry_later(exc.status, exc.seconds)
     if isinstance(exc, ModelDeadline):
         return f"Claude did not start answering within {exc.seconds:g} s. Please try again."
     if isinstance(exc, anthropic.APITimeoutError):
@@ -292,12 +310,30 @@ def _model_error_words(exc: Exception) -> str:
         )
     if isinstance(exc, anthropic.BadRequestError):
         return _bad_request(api_error_message(exc))
+    if said := _when_to_retry(exc):  # its retries spent, the API still says when to try again
+        return said
     for kind, sentence, _ in STATUS_ERRORS:
         if isinstance(exc, kind) or (kind is anthropic.OverloadedError and _status(exc) == 529):
             return sentence
     if isinstance(exc, anthropic.APIStatusError):
         return f"The Claude API failed (HTTP {exc.status_code}). Please try again shortly."
     return "Something went wrong while talking to Claude."
+
+
+def _when_to_retry(exc: Exception) -> str:
+    """The sentence for a retryable status error that says when to try again, or ''."""
+    if not isinstance(exc, anthropic.APIStatusError) or not retryable(exc.status_code):
+        return ""
+    wait = retry_after_s(exc.response.headers) or 0
+    return _retry_later(exc.status_code, wait) if wait > 0 else ""
+
+
+def _retry_later(status: int, seconds: float) -> str:
+    """The status's sentence, with when the API asked to be tried again."""
+    kind = {429: anthropic.RateLimitError, 529: anthropic.OverloadedError}.get(status)
+    kind = kind or (anthropic.InternalServerError if status >= 500 else None)
+    said = next((s for k, s, _ in STATUS_ERRORS if k is kind), f"The Claude API failed (HTTP {status}).")
+    return f"{said.split(' Please try again')[0]} Please try again {wait_words(seconds)}."
 
 
 def _is_web_page(exc: anthropic.APIStatusError) -> bool:

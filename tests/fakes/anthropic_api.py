@@ -57,9 +57,13 @@ def thinking(reply: dict, *, thought: str = "", signature: str | None = None) ->
     return {**reply, "content": [block, *reply["content"]]}
 
 
-def error(status: int, kind: str = "api_error", message: str = "scripted error") -> dict:
-    """An HTTP error response (the SDK retries 429/5xx/529 by itself)."""
-    return {"__status__": status, "type": "error", "error": {"type": kind, "message": message}}
+def error(
+    status: int, kind: str = "api_error", message: str = "scripted error", *, retry_after: str | None = None
+) -> dict:
+    """An HTTP error response (the SDK retries 429/5xx/529 by itself); a 429 says `retry-after: 0`
+    unless `retry_after` is given (any status may carry one)."""
+    reply = {"__status__": status, "type": "error", "error": {"type": kind, "message": message}}
+    return reply if retry_after is None else {**reply, "__retry_after__": retry_after}
 
 
 def cut(reply: dict, *, after: int) -> dict:
@@ -198,6 +202,7 @@ class FakeAnthropic:
                 status = reply.pop("__status__", 200)
                 cut_after = reply.pop("__cut_after__", None)
                 stall_after = reply.pop("__stall_after__", None)
+                retry_after = reply.pop("__retry_after__", None)
                 if status == 200:
                     reply = {
                         "id": f"msg_{uuid.uuid4().hex[:12]}",
@@ -214,8 +219,8 @@ class FakeAnthropic:
                 self.send_response(status)
                 self.send_header("content-type", "application/json")
                 self.send_header("content-length", str(len(data)))
-                if status == 429:
-                    self.send_header("retry-after", "0")
+                if retry_after is not None or status == 429:
+                    self.send_header("retry-after", retry_after or "0")
                 self.end_headers()
                 self.wfile.write(data)
 
