@@ -265,6 +265,11 @@ STATUS_ERRORS: tuple[tuple[type[anthropic.APIStatusError], str, ModelFault | Non
     (anthropic.ContentTooLargeError, "This conversation is too long for Claude. Start a new thread.", None),
     (anthropic.RateLimitError, "Claude is rate-limited right now. Please try again in a minute.", None),
     (anthropic.OverloadedError, "Claude is overloaded right now. Please try again in a minute.", None),
+    (  # 503: not a fault inside the API (500) but Claude, or a gateway before it, turning calls away
+        anthropic.ServiceUnavailableError,
+        "Claude is overloaded or unavailable right now. Please try again in a minute.",
+        None,
+    ),
     (anthropic.InternalServerError, "The Claude API had an internal error. Please try again shortly.", None),
 )
 
@@ -312,8 +317,8 @@ def _model_error_words(exc: Exception) -> str:
         return _bad_request(api_error_message(exc))
     if said := _when_to_retry(exc):  # its retries spent, the API still says when to try again
         return said
-    for kind, sentence, _ in STATUS_ERRORS:
-        if isinstance(exc, kind) or (kind is anthropic.OverloadedError and _status(exc) == 529):
+    for kind, sentence, _ in STATUS_ERRORS:  # by class, or by status (an error made without the SDK's map)
+        if isinstance(exc, kind) or _status(exc) == getattr(kind, "status_code", None):
             return sentence
     if isinstance(exc, anthropic.APIStatusError):
         return f"The Claude API failed (HTTP {exc.status_code}). Please try again shortly."
@@ -330,9 +335,9 @@ def _when_to_retry(exc: Exception) -> str:
 
 def _retry_later(status: int, seconds: float) -> str:
     """The status's sentence, with when the API asked to be tried again."""
-    kind = {429: anthropic.RateLimitError, 529: anthropic.OverloadedError}.get(status)
-    kind = kind or (anthropic.InternalServerError if status >= 500 else None)
-    said = next((s for k, s, _ in STATUS_ERRORS if k is kind), f"The Claude API failed (HTTP {status}).")
+    said = next((s for k, s, _ in STATUS_ERRORS if getattr(k, "status_code", None) == status), None)
+    if said is None:  # any other 5xx: the API's own error
+        said = STATUS_ERRORS[-1][1] if status >= 500 else f"The Claude API failed (HTTP {status})."
     return f"{said.split(' Please try again')[0]} Please try again {wait_words(seconds)}."
 
 

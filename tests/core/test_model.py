@@ -334,6 +334,17 @@ async def test_a_reply_that_never_finishes_ends_the_call(every, why):
     assert (every is WORD) == bool(heard)  # the words that came were passed on as they came
 
 
+@pytest.mark.parametrize("kind", [anthropic.ServiceUnavailableError, anthropic.InternalServerError])
+def test_a_503_is_overloaded_or_unavailable_not_an_internal_error(kind):
+    """A 503 was "The Claude API had an internal error": it is Claude (or a gateway before it) turning
+    calls away for now, which the next try may not meet. By class, or by status alone."""
+    request = httpx2.Request("POST", "http://x/v1/messages")
+    own = httpx2.Response(503, request=request, headers={"content-type": "application/json"})
+    said = describe_model_error(kind("busy", response=own, body=None))
+    assert said == "Claude is overloaded or unavailable right now. Please try again in a minute."
+    assert model_fault(kind("busy", response=own, body=None)) is None
+
+
 def test_a_web_page_answering_with_an_error_status_is_not_blamed_on_claude():
     """A proxy's HTML 503 was "The Claude API had an internal error." with no hint at the address."""
     request = httpx2.Request("POST", "http://x/v1/messages")

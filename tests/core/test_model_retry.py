@@ -112,3 +112,17 @@ def test_ask_says_when_to_try_again_and_sends_nobody_to_doctor(home, fake_model)
     assert "Claude is rate-limited right now. Please try again in 45 s." in result.stderr
     assert "did not start answering" not in result.stderr and "doctor" not in result.stderr
     assert time.monotonic() - started < 20  # the old code waited the 30 s deadline first
+
+
+async def test_a_503_from_the_api_is_said_as_overloaded_or_unavailable(fake_model):
+    fake_model.enqueue(error(503, "api_error"))
+    failed, _ = await _ask(_model(fake_model, retries=0))
+    assert isinstance(failed, anthropic.ServiceUnavailableError)
+    assert describe_model_error(failed) == (
+        "Claude is overloaded or unavailable right now. Please try again in a minute."
+    )
+    fake_model.enqueue(error(503, "api_error", retry_after="120"))
+    failed, _ = await _ask(_model(fake_model, timeout=3))
+    assert describe_model_error(failed) == (
+        "Claude is overloaded or unavailable right now. Please try again in 2 min."
+    )
