@@ -86,6 +86,7 @@ MODEL_STATUS_SENTENCES = {
     404: "The configured Claude model was not found. An admin needs to check DATATHREAD_MODEL.",
     413: "This conversation is too long for Claude. Start a new thread.",
     429: "Claude is rate-limited right now. Please try again in a minute.",
+    503: "Claude is overloaded or unavailable right now. Please try again in a minute.",
     529: "Claude is overloaded right now. Please try again in a minute.",
 }
 

@@ -16,18 +16,29 @@ connect and read timeout (`config.connection.timeout`, handed to `requests`) and
 what is worth a second try (`call`): a message refused with 412/429/502/503/504 — Teams' transient
 codes, https://learn.microsoft.com/microsoftteams/platform/bots/how-to/rate-limit — once more, after
 its `Retry-After` when that is short (5 s; the answer itself 30 s: without it the person has
-nothing); never a call that timed out (Teams may have posted it).
+nothing); never a call that timed out, or whose connection closed before a status came back (Teams
+may have posted it).
+
+A refusal must keep its status to be retried, and msrest loses it twice over: it parses an error's
+body by its content type before the operation looks at the status, so a gateway's 503 page (text/html,
+text/plain, or no type and not JSON) raised DeserializationError; and a body cut short (a partial
+response) raised ChunkedEncodingError. Either way no status, no retry: the trial's single 503 cost the
+answer. `keep_status`, a `requests` response hook, reads an error's body before msrest does and keeps
+it only when it is the Bot Connector's JSON.
 """
 
 from __future__ import annotations
 
 import asyncio
+import io
+import json
 from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import requests
 from botframework.connector.auth import BotFrameworkAuthentication, ClaimsIdentity, ConnectorFactory
 from msrest.exceptions import ClientRequestError, HttpOperationError
+from urllib3.exceptions import ProtocolError
 
 from core.wording import os_reason
 
@@ -54,10 +65,13 @@ class ConnectorFailed(Exception):
     keeps its HTTP `response`, as msrest's errors do: bot/schedule_teams.py reads its status (403 or
     404: the bot was removed, so the schedule pauses)."""
 
-    def __init__(self, why: str, response: object = None, retry_after_s: float | None = None):
+    def __init__(
+        self, why: str, response: object = None, retry_after_s: float | None = None, *, silent: bool = False
+    ):
         super().__init__(why)
         self.why, self.response, self.retry_after_s = why, response, retry_after_s
         self.status: int | None = getattr(response, "status_code", None)
+        self.silent = silent  # no answer within the timeout: another call would wait as long
 
     @property
     def transient(self) -> bool:
@@ -96,7 +110,29 @@ def bound(client: object) -> object:
     retries = config.retry_policy.policy  # the urllib3 Retry that msrest hands to `requests`
     retries.read = False  # a timed-out read raises as itself (requests' ReadTimeout), not as exhausted
     retries.status_forcelist = None  # no repeat on a 5xx, and (total 0) no Retry-After sleep
+    if keep_status not in config.hooks:  # msrest hands its hooks to `requests`
+        config.hooks.append(keep_status)
     return client
+
+
+def keep_status(response: requests.Response, *args: Any, **kwargs: Any) -> None:
+    """`requests`' response hook, run when the status and headers are in and before the body is read:
+    an error's body stays only when it is JSON (the Bot Connector's `{"error": {"code": …}}`); a page, a
+    text or a body cut short becomes empty, which msrest reads as no detail. The status is what decides
+    a retry, and msrest must not lose it to a body it cannot parse (see the module's docstring)."""
+    if response.status_code < 400:
+        return  # a success's body cut short raises as before: Teams has posted it, no retry
+    received = response.raw
+    body = b""
+    try:
+        body = received.read(decode_content=True) or b""
+        json.loads(body or b"null")
+    except Exception:  # cut short (urllib3's ProtocolError), or not JSON: no detail, the status stays
+        body = b""
+        received.close()
+    finally:
+        received.release_conn()  # back to the pool (a closed one is opened again on its next use)
+    response.raw = io.BytesIO(body)  # what requests then reads as the body
 
 
 class BoundedConnectors(ConnectorFactory):
@@ -140,12 +176,34 @@ def failure(exc: BaseException, read_s: float, host: str = "") -> ConnectorFaile
     # msrest wraps what `requests` raised (ClientRequestError.inner_exception); its message says nothing
     inner = (getattr(exc, "inner_exception", None) if isinstance(exc, ClientRequestError) else None) or exc
     if isinstance(inner, requests.exceptions.ConnectTimeout):
-        return ConnectorFailed(f"{who} could not be reached within {timeout(read_s)[0]:g} s")
+        return ConnectorFailed(f"{who} could not be reached within {timeout(read_s)[0]:g} s", silent=True)
     if isinstance(inner, requests.exceptions.Timeout):
-        return ConnectorFailed(f"{who} did not answer within {read_s:g} s")
+        return ConnectorFailed(f"{who} did not answer within {read_s:g} s", silent=True)
+    if isinstance(inner, requests.exceptions.ChunkedEncodingError):  # a success's body, cut short
+        return ConnectorFailed(f"{who} broke off its answer mid-way (a partial response)")
+    if isinstance(inner, requests.exceptions.ConnectionError) and _dropped(inner):
+        reason = os_reason(inner)  # reached, then the connection closed before a status came back
+        return ConnectorFailed(
+            f"{who} closed the connection without answering{f' ({reason})' if reason else ''}"
+        )
     if isinstance(inner, requests.exceptions.ConnectionError):
         return ConnectorFailed(f"{who} could not be reached ({os_reason(inner) or 'no connection'})")
     return ConnectorFailed(f"{who} call failed ({type(inner).__name__})")
+
+
+def _dropped(exc: BaseException) -> bool:
+    """A connection that was open and then closed or reset before the answer (urllib3's "Connection
+    aborted."), rather than one that could not be opened."""
+    seen, todo = set(), [exc]
+    while todo:
+        cause = todo.pop()
+        if id(cause) in seen:
+            continue
+        seen.add(id(cause))
+        if isinstance(cause, ProtocolError):
+            return True
+        todo += [c for c in (cause.__cause__, cause.__context__, *cause.args) if isinstance(c, BaseException)]
+    return False
 
 
 def _retry_after(value: str | None) -> float | None:

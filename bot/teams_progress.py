@@ -283,9 +283,26 @@ class TeamsSink:
                 self.conversation,
                 exc,
             )
-            if self.progress_id:  # the card said "Done", and nothing followed: it says what happened
-                said = f"⚠️ Teams did not take the answer, so it is not here. Please ask again (error id {error_id})."
-                await self._show_progress(force=True, status=said)
+            said = (
+                f"⚠️ Teams did not take the answer, so it is not here. Please ask again (error id {error_id})."
+            )
+            await self._say_lost(said, exc)
+
+    async def _say_lost(self, said: str, exc: ConnectorFailed) -> None:
+        """The answer did not arrive: the progress card says so, where it said "Done" and nothing
+        followed; without a card that can still be edited (none, or progress given up after a failed
+        call), one short message does, unless the Bot Connector is silent (it would wait as long again)
+        or the bot may not post here. Both failing, the log line above is all there is."""
+        if self.progress_id and not self.no_progress:
+            await self._show_progress(force=True, status=said)
+            if not self.no_progress:
+                return
+        if exc.silent or exc.gone:
+            return
+        try:
+            await self.out.send(said, short=True)
+        except ConnectorFailed as exc:
+            log.warning("teams: nor did the sentence saying so (conversation %s): %s", self.conversation, exc)
 
     async def _send_answer(self, event: TurnFinished) -> None:
         # The message that ends a turn also closes its stream, if one was started.

@@ -22,6 +22,14 @@ import anthropic
 
 from core.config import ConfigError, Settings, require_model
 from core.events import ModelFault
+from core.model_retry import (
+    DEADLINE,
+    RetryLater,
+    no_wait_past_deadline,
+    retry_after_s,
+    retryable,
+    wait_words,
+)
 from core.wording import os_reason
 
 TextSink = Callable[[str], Awaitable[None]]
@@ -49,11 +57,21 @@ class ReplyStalled(StreamInterrupted):
         self.why = why
 
 
-# The longest silence between two events of a reply (pings do not count), and the longest one reply may
-# stream: at least these, and more for a reply allowed more tokens — the API sends a tool's input one
-# whole key at a time, so a long `code` is silence until it is written (at ~15 tokens/s, a slow model).
-STALL_S, MAX_REPLY_S = 120.0, 600.0
+# Once a reply streams, Claude's output comes token by token: a pause longer than the call's timeout
+# (DATATHREAD_MODEL_TIMEOUT, "each pause between chunks") means the reply stopped. Progress is content:
+# a block starting, a delta (text, thinking, a tool's input, a signature), a block ending, the message's
+# end; a keep-alive `ping` (the SDK drops it), `message_start` or an event the API does not define is no
+# progress, so a gateway pinging a dead reply is heard within the timeout, not the 273 s it took.
+PROGRESS = frozenset(
+    ("content_block_start", "content_block_delta", "content_block_stop", "message_delta", "message_stop")
+)
+# Two blocks are silent by design until they are done: a thought whose text is omitted (Sonnet 5's
+# default: only its signature comes, at its end), and a tool's input, which the API sends one whole key
+# at a time (a long `code` is one key). Inside them a pause may last as long as the reply's max_tokens
+# take at the slowest rate a model streams; a whole reply may take that plus the timeout.
+SILENT_BLOCKS = frozenset(("thinking", "tool_use"))
 SLOWEST_TOKENS_PER_S = 15.0
+QUIET_S = 30.0  # the pause bound when no call timeout is configured (the SDK's own deadline)
 
 
 class ModelDeadline(anthropic.AnthropicError):
@@ -103,19 +121,26 @@ class AnthropicModel:
         client: Any,
         *,
         deadline_s: float | None = None,
-        stall_s: float = STALL_S,
-        max_reply_s: float = MAX_REPLY_S,
+        quiet_s: float | None = None,
+        max_reply_s: float | None = None,
     ):
         self.client = client
         self.deadline_s = deadline_s  # until the reply starts, retries included; None = the SDK's own
-        self.stall_s, self.max_reply_s = stall_s, max_reply_s  # once it streams (ReplyStalled)
+        # Once it streams (ReplyStalled): the longest pause between two events that are progress (the
+        # call's timeout), and the longest one reply may take (None: from its max_tokens).
+        self.quiet_s = quiet_s if quiet_s is not None else (deadline_s or QUIET_S)
+        self.max_reply_s = max_reply_s
 
     async def _within_deadline(self, pending: Awaitable[Any]) -> Any:
+        ends = None if self.deadline_s is None else asyncio.get_running_loop().time() + self.deadline_s
+        told = DEADLINE.set(ends)  # a Retry-After past it ends the call at once (core/model_retry.py)
         try:
-            async with asyncio.timeout(self.deadline_s):
+            async with asyncio.timeout_at(ends):
                 return await pending
         except TimeoutError:
             raise ModelDeadline(self.deadline_s or 0) from None
+        finally:
+            DEADLINE.reset(told)
 
     async def create(self, **params: Any) -> Any:
         return await self._within_deadline(self.client.messages.create(**params))
@@ -146,28 +171,35 @@ class AnthropicModel:
         """The stream's events until its end: text to `on_text`; the final message, if it came."""
         message = None
         events = aiter(stream)
-        allowed_s = float(params.get("max_tokens") or 0) / SLOWEST_TOKENS_PER_S
-        stall_s, max_reply_s = max(self.stall_s, allowed_s), max(self.max_reply_s, 1.5 * allowed_s)
-        ends = asyncio.get_running_loop().time() + max_reply_s
+        clock = asyncio.get_running_loop().time
+        slowest_s = float(params.get("max_tokens") or 0) / SLOWEST_TOKENS_PER_S
+        reply_s = self.max_reply_s if self.max_reply_s is not None else slowest_s + self.quiet_s
+        heard = clock()
+        ends = heard + reply_s
+        silent_block = False  # inside a thought or a tool's input, which come whole when done
         while True:
-            # a stream of keep-alive pings (the SDK reads and drops them) never trips a read timeout
-            left = ends - asyncio.get_running_loop().time()
+            pause_s = max(self.quiet_s, slowest_s) if silent_block else self.quiet_s
+            over = heard + pause_s >= ends  # what runs out first: this pause, or the whole reply
             try:
-                async with asyncio.timeout(min(stall_s, max(left, 0))):
+                async with asyncio.timeout(max(min(heard + pause_s, ends) - clock(), 0)):
                     event = await anext(events)
             except StopAsyncIteration:
                 break
             except TimeoutError:
-                over = left <= stall_s
-                limit = round(max_reply_s if over else stall_s, 1)
-                raise ReplyStalled(
-                    f"went on past {limit:g} s" if over else f"stopped for {limit:g} s"
-                ) from None
+                limit = round(reply_s if over else pause_s, 1)
+                why = f"went on past {limit:g} s" if over else f"stopped for {limit:g} s"
+                raise ReplyStalled(why) from None
             except anthropic.APIStatusError:
                 raise  # an `error` event (overloaded mid-stream): described like any status error
             except Exception as exc:  # reading the stream failed (only SDK code runs in this `try`)
                 raise StreamInterrupted(f"the reply stream broke: {type(exc).__name__}") from exc
-            if event.type == "text":
+            if event.type in PROGRESS:
+                heard = clock()
+            if event.type == "content_block_start":
+                silent_block = event.content_block.type in SILENT_BLOCKS
+            elif event.type == "content_block_stop":
+                silent_block = False
+            elif event.type == "text":
                 await on_text(event.text)
             elif event.type == "message_stop":
                 message = event.message
@@ -192,7 +224,11 @@ def build_model(settings: Settings) -> AnthropicModel:
 
 
 def _sdk_client(settings: Settings) -> Any:
-    common = {"max_retries": settings.model_retries, "timeout": settings.model_timeout}
+    common = {
+        "max_retries": settings.model_retries,
+        "timeout": settings.model_timeout,
+        "middleware": [no_wait_past_deadline],
+    }
     if settings.model_provider == "bedrock":
         return anthropic.AsyncAnthropicBedrock(aws_region=settings.aws_region, **common)
     if settings.model_provider == "vertex":
@@ -229,6 +265,11 @@ STATUS_ERRORS: tuple[tuple[type[anthropic.APIStatusError], str, ModelFault | Non
     (anthropic.ContentTooLargeError, "This conversation is too long for Claude. Start a new thread.", None),
     (anthropic.RateLimitError, "Claude is rate-limited right now. Please try again in a minute.", None),
     (anthropic.OverloadedError, "Claude is overloaded right now. Please try again in a minute.", None),
+    (  # 503: not a fault inside the API (500) but Claude, or a gateway before it, turning calls away
+        anthropic.ServiceUnavailableError,
+        "Claude is overloaded or unavailable right now. Please try again in a minute.",
+        None,
+    ),
     (anthropic.InternalServerError, "The Claude API had an internal error. Please try again shortly.", None),
 )
 
@@ -255,6 +296,8 @@ def _model_error_words(exc: Exception) -> str:
         return f"Claude's reply {exc.why} without finishing, so I stopped waiting. Please ask again."
     if isinstance(exc, StreamInterrupted):
         return "Claude's reply broke off mid-way (the connection dropped). Please ask again."
+    if isinstance(exc, RetryLater):
+        return _retry_later(exc.status, exc.seconds)
     if isinstance(exc, ModelDeadline):
         return f"Claude did not start answering within {exc.seconds:g} s. Please try again."
     if isinstance(exc, anthropic.APITimeoutError):
@@ -272,12 +315,30 @@ def _model_error_words(exc: Exception) -> str:
         )
     if isinstance(exc, anthropic.BadRequestError):
         return _bad_request(api_error_message(exc))
-    for kind, sentence, _ in STATUS_ERRORS:
-        if isinstance(exc, kind) or (kind is anthropic.OverloadedError and _status(exc) == 529):
+    if said := _when_to_retry(exc):  # its retries spent, the API still says when to try again
+        return said
+    for kind, sentence, _ in STATUS_ERRORS:  # by class, or by status (an error made without the SDK's map)
+        if isinstance(exc, kind) or _status(exc) == getattr(kind, "status_code", None):
             return sentence
     if isinstance(exc, anthropic.APIStatusError):
         return f"The Claude API failed (HTTP {exc.status_code}). Please try again shortly."
     return "Something went wrong while talking to Claude."
+
+
+def _when_to_retry(exc: Exception) -> str:
+    """The sentence for a retryable status error that says when to try again, or ''."""
+    if not isinstance(exc, anthropic.APIStatusError) or not retryable(exc.status_code):
+        return ""
+    wait = retry_after_s(exc.response.headers) or 0
+    return _retry_later(exc.status_code, wait) if wait > 0 else ""
+
+
+def _retry_later(status: int, seconds: float) -> str:
+    """The status's sentence, with when the API asked to be tried again."""
+    said = next((s for k, s, _ in STATUS_ERRORS if getattr(k, "status_code", None) == status), None)
+    if said is None:  # any other 5xx: the API's own error
+        said = STATUS_ERRORS[-1][1] if status >= 500 else f"The Claude API failed (HTTP {status})."
+    return f"{said.split(' Please try again')[0]} Please try again {wait_words(seconds)}."
 
 
 def _is_web_page(exc: anthropic.APIStatusError) -> bool:

@@ -22,7 +22,12 @@ from core.wording import os_reason
 T = TypeVar("T")
 
 
-CONNECT_TIMEOUT_S, READ_TIMEOUT_S = 5.0, 20.0  # per connection and per read, two tries in all
+CONNECT_TIMEOUT_S, READ_TIMEOUT_S = 5.0, 20.0  # per connection and per read
+# Two tries in all: the first and one retry. botocore's `max_attempts` counts retries, not tries (it
+# becomes total_max_attempts = max_attempts + 1), so {"max_attempts": 2} made three tries of 20 s, 61 s
+# against an endpoint that never answers; `total_max_attempts` counts the first request too. The mode is
+# fixed, so AWS_RETRY_MODE=adaptive cannot add client-side waits before a try.
+RETRIES = {"total_max_attempts": 2, "mode": "standard"}
 DEADLINE_S = 120.0  # one whole call (a listing, a download of up to DATATHREAD_S3_MAX_FILE_MB)
 
 
@@ -104,7 +109,7 @@ class S3Source:
             from botocore.config import Config
 
             timeouts = Config(
-                connect_timeout=CONNECT_TIMEOUT_S, read_timeout=READ_TIMEOUT_S, retries={"max_attempts": 2}
+                connect_timeout=CONNECT_TIMEOUT_S, read_timeout=READ_TIMEOUT_S, retries=dict(RETRIES)
             )
             made = boto3.session.Session().client(
                 "s3", endpoint_url=settings.s3_endpoint_url, region_name=settings.aws_region, config=timeouts

@@ -206,7 +206,10 @@ class BigQueryWarehouse:
             return _refuse(verdict.reason)
         dry_started = time.monotonic()
         dry_s = min(ctx.timeout_s, DRY_RUN_S)  # seconds for BigQuery: one dead was a whole step's wait
-        dry = await off_loop(self._dry_run, sql, dry_s, deadline_s=dry_s + ANSWER_GRACE_S)
+        try:
+            dry = await off_loop(self._dry_run, sql, dry_s, deadline_s=dry_s + ANSWER_GRACE_S)
+        except service_errors() as exc:  # given up at the dry run's bound: "within 120 s" said 20 s
+            return StepResult(ok=False, error=describe_error(exc, timeout_s=dry_s))
         # The step's time limit covers the dry run and the job together (not each: twice the limit).
         run_s = max(ctx.timeout_s - (time.monotonic() - dry_started), 1.0)
         if (dry.statement_type or "").upper() != "SELECT":

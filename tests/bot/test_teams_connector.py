@@ -14,10 +14,12 @@ import asyncio
 import logging
 import time
 from datetime import UTC, datetime, timedelta
+from http.client import RemoteDisconnected
 
 import pytest
 import requests
 from msrest.exceptions import ClientRequestError
+from urllib3.exceptions import ProtocolError
 
 from bot import teams_connector
 from bot.server import create_app
@@ -199,6 +201,60 @@ async def test_a_bot_connector_answering_503_ends_the_turn_in_one_line(teams, fa
     assert (await asyncio.wait_for(teams.say("and now?"), 8))[-1]["text"] == "Forty-three."
 
 
+GATEWAY_503 = {  # what a proxy or load balancer in front of the Bot Connector answers, no Retry-After
+    "html": (503, {"content-type": "text/html"}, b"<html><body>Service Unavailable</body></html>"),
+    "text": (503, {"content-type": "text/plain"}, b"Service Unavailable"),
+    "untyped": (503, {"content-type": None}, b"upstream connect error"),  # msrest guesses JSON
+    "cut-short": (503, {"content-length": "200"}, b'{"error": {"co'),  # a partial response
+}
+
+
+@pytest.mark.parametrize("page", GATEWAY_503.values(), ids=GATEWAY_503.keys())
+async def test_an_answer_refused_once_by_a_gateways_503_is_sent_again(teams, fake_model, caplog, page):
+    """The trial: one 503 with no Retry-After, and the answer was gone, the person told nothing. msrest
+    parsed the body by its type before looking at the status (DeserializationError), or lost it to the
+    body cut short (ChunkedEncodingError): no status, so no retry. Now the status decides."""
+    caplog.set_level(logging.INFO)
+    refused: list[float] = []
+
+    def once(method: str, body: dict):
+        if body.get("text") == "Forty-two." and not refused:
+            refused.append(time.monotonic())
+            return page
+        return None
+
+    teams.connector.refuse_when = once
+    fake_model.enqueue(text("Forty-two."))
+    sent = await asyncio.wait_for(teams.say("how many flights?"), 12)
+    assert refused, "the answer was not refused: the test tests nothing"
+    assert [m["text"] for m in sent if m.get("text") == "Forty-two."] == ["Forty-two."]
+    assert not any("did not reach" in line for line in teams_lines(caplog)) and not tracebacks(caplog)
+
+
+async def test_an_answer_whose_connection_closes_unanswered_is_logged_as_such_and_said(
+    teams, fake_model, caplog
+):
+    """A connection closed before any status may have posted the answer, so it is not sent again. But
+    the log said "could not be reached (no connection)" of a Bot Connector that was reached. And with
+    progress given up (a failed edit) the person heard nothing; now one short sentence says so."""
+    caplog.set_level(logging.INFO)
+    teams.connector.refuse_when = lambda method, body: (
+        (429, {"Retry-After": "60"})
+        if method == "PUT"
+        else (0, {})
+        if body.get("text") == "Forty-two."
+        else None
+    )
+    fake_model.enqueue(*TWO_STEPS, text("Forty-two."))
+    sent = await asyncio.wait_for(teams.say("how many flights?"), 12)
+    [lost] = [line for line in teams_lines(caplog) if "answer did not reach" in line]
+    assert lost.endswith("the Bot Connector at 127.0.0.1 closed the connection without answering"), lost
+    error_id = lost.split("error_id=", 1)[1].split()[0]
+    assert sent[-1]["text"] == (
+        f"⚠️ Teams did not take the answer, so it is not here. Please ask again (error id {error_id})."
+    )
+
+
 async def test_a_scheduled_run_into_a_thread_the_bot_left_still_pauses_its_schedule(settings, fake_model):
     """A refusal keeps its HTTP status for the scheduler: 403 (the bot was removed from the team)
     pauses the schedule instead of failing it again every week."""
@@ -243,6 +299,13 @@ def refused() -> requests.exceptions.ConnectionError:
         return exc
 
 
+def dropped() -> requests.exceptions.ConnectionError:
+    """What `requests` raises when the connection closes before a status line: urllib3's "Connection
+    aborted." over http.client's RemoteDisconnected (it was "could not be reached (no connection)")."""
+    closed = RemoteDisconnected("Remote end closed connection without response")
+    return requests.exceptions.ConnectionError(ProtocolError("Connection aborted.", closed))
+
+
 @pytest.mark.parametrize(
     "exc,why",
     [
@@ -252,6 +315,11 @@ def refused() -> requests.exceptions.ConnectionError:
             f"the Bot Connector could not be reached within {PROGRESS_S:g} s",
         ),
         (refused(), "the Bot Connector could not be reached (connection refused)"),
+        (dropped(), "the Bot Connector closed the connection without answering"),
+        (
+            requests.exceptions.ChunkedEncodingError(ProtocolError("Connection broken: IncompleteRead")),
+            "the Bot Connector broke off its answer mid-way (a partial response)",
+        ),
         (ValueError("x"), "the Bot Connector call failed (ValueError)"),
     ],
 )

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from core import bigquery_metadata
+from core import bigquery_metadata, warehouse_bigquery
 from core.config import load_settings
 from core.policy import TableAllowlist
 from core.sandbox_local import LocalSandbox
@@ -42,6 +42,16 @@ async def test_a_query_fails_within_its_step_time_limit_in_one_sentence(warehous
     assert not result.ok
     assert result.error == "Could not reach BigQuery within 2 s: Connection refused. Try again shortly."
     assert took < 6, f"{took:.1f} s"
+
+
+async def test_a_query_given_up_at_the_dry_runs_bound_says_that_bound(warehouse, monkeypatch):
+    """The dry run gives up at its own bound (DRY_RUN_S, 20 s), which is shorter than the step's limit
+    (120 s by default): the sentence said "within 120 s" of a call given up at 20 s."""
+    monkeypatch.setattr(warehouse_bigquery, "DRY_RUN_S", 1.5)
+    started = time.monotonic()
+    result = await asyncio.wait_for(warehouse.query("SELECT 1", None, qctx(None, timeout_s=30.0)), 60)
+    assert result.error == "Could not reach BigQuery within 1.5 s: Connection refused. Try again shortly."
+    assert time.monotonic() - started < 6
 
 
 async def test_listing_tables_fails_within_its_bound_in_one_sentence(warehouse, monkeypatch):

@@ -53,7 +53,7 @@ def serving():
         server.server_close()
 
 
-def source(settings, monkeypatch, endpoint: str) -> S3Source:
+def source(settings, monkeypatch, endpoint: str, *, step_timeout: float = 2) -> S3Source:
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIATESTTESTTEST")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "never-in-a-sentence")
     configured = settings.model_copy(
@@ -61,7 +61,7 @@ def source(settings, monkeypatch, endpoint: str) -> S3Source:
             "s3_buckets": "data-lake/sales",
             "s3_endpoint_url": endpoint,
             "aws_region": "us-east-1",
-            "step_timeout": 2,
+            "step_timeout": step_timeout,
         }
     )
     return S3Source.from_settings(configured)
@@ -80,6 +80,23 @@ async def test_an_endpoint_that_never_answers_is_a_sentence_within_the_deadline(
     finally:
         hole.stop()
     assert not [t for t in threading.enumerate() if t.name == "datathread-s3" and not t.daemon]
+
+
+async def test_an_endpoint_that_never_answers_is_tried_twice_in_all(settings, monkeypatch):
+    """ "Two tries in all", said the comment; botocore's `max_attempts` counts retries, so the client made
+    three tries of 20 s: 61 s a call. Here each try waits 0.3 s, within a 20 s step."""
+    monkeypatch.setattr("core.s3.READ_TIMEOUT_S", 0.3)
+    hole = BlackHole().start()
+    try:
+        s3 = source(settings, monkeypatch, hole.url, step_timeout=20)
+        started = time.monotonic()
+        with pytest.raises(S3Refusal, match=r"\): it did not answer in time\.$"):
+            await s3.list()
+        elapsed = time.monotonic() - started
+    finally:
+        hole.stop()
+    assert len(hole.accepted_at) == 2, hole.accepted_at  # the first try and one retry
+    assert elapsed < 3, elapsed  # two reads of 0.3 s and a backoff of at most 1 s
 
 
 async def test_an_endpoint_that_drips_its_answer_is_cut_at_the_deadline(settings, monkeypatch, serving):

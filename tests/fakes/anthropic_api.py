@@ -6,7 +6,8 @@ check what the model was sent (history validity, cache breakpoints, tool results
 
 A request with `"stream": true` is answered with the Messages API's server-sent events (text in word
 tokens, tool inputs in JSON fragments), `token_delay_s` apart; `cut(reply, after=N)` closes the
-connection abruptly after N events, as a dropped network connection would.
+connection abruptly after N events, as a dropped network connection would; `stall(reply, after=N)`
+sends only keep-alive pings after N events, as a gateway holding a reply that died does.
 """
 
 from __future__ import annotations
@@ -56,14 +57,24 @@ def thinking(reply: dict, *, thought: str = "", signature: str | None = None) ->
     return {**reply, "content": [block, *reply["content"]]}
 
 
-def error(status: int, kind: str = "api_error", message: str = "scripted error") -> dict:
-    """An HTTP error response (the SDK retries 429/5xx/529 by itself)."""
-    return {"__status__": status, "type": "error", "error": {"type": kind, "message": message}}
+def error(
+    status: int, kind: str = "api_error", message: str = "scripted error", *, retry_after: str | None = None
+) -> dict:
+    """An HTTP error response (the SDK retries 429/5xx/529 by itself); a 429 says `retry-after: 0`
+    unless `retry_after` is given (any status may carry one)."""
+    reply = {"__status__": status, "type": "error", "error": {"type": kind, "message": message}}
+    return reply if retry_after is None else {**reply, "__retry_after__": retry_after}
 
 
 def cut(reply: dict, *, after: int) -> dict:
     """`reply`, streamed, but the connection drops after `after` events (no message_stop)."""
     return {**reply, "__cut_after__": after}
+
+
+def stall(reply: dict, *, after: int, ping_s: float = 0.05) -> dict:
+    """`reply`, streamed, but after `after` events only a `ping` every `ping_s` seconds, until the
+    client goes away (or the fake stops)."""
+    return {**reply, "__stall_after__": (after, ping_s)}
 
 
 def sse_events(message: dict) -> list[tuple[str, dict]]:
@@ -115,6 +126,7 @@ class FakeAnthropic:
         # Per streamed reply, when (time.monotonic) its first text delta and its last event were sent.
         self.stream_times: list[dict[str, float | None]] = []
         self.lock = threading.Lock()
+        self.stopped = threading.Event()  # ends the pings of a stalled reply
         self.server = LoopbackServer(("127.0.0.1", 0), self._handler())
         self.thread = threading.Thread(
             target=self.server.serve_forever, kwargs={"poll_interval": POLL_S}, daemon=True
@@ -129,6 +141,7 @@ class FakeAnthropic:
         return self
 
     def stop(self) -> None:
+        self.stopped.set()
         self.server.shutdown()
         self.server.server_close()
 
@@ -188,6 +201,8 @@ class FakeAnthropic:
                 reply = dict(fake._next(body))
                 status = reply.pop("__status__", 200)
                 cut_after = reply.pop("__cut_after__", None)
+                stall_after = reply.pop("__stall_after__", None)
+                retry_after = reply.pop("__retry_after__", None)
                 if status == 200:
                     reply = {
                         "id": f"msg_{uuid.uuid4().hex[:12]}",
@@ -199,17 +214,22 @@ class FakeAnthropic:
                         **reply,
                     }
                 if status == 200 and body.get("stream"):
-                    return self._stream(sse_events(reply), cut_after)
+                    return self._stream(sse_events(reply), cut_after, stall_after)
                 data = json.dumps(reply).encode()
                 self.send_response(status)
                 self.send_header("content-type", "application/json")
                 self.send_header("content-length", str(len(data)))
-                if status == 429:
-                    self.send_header("retry-after", "0")
+                if retry_after is not None or status == 429:
+                    self.send_header("retry-after", retry_after or "0")
                 self.end_headers()
                 self.wfile.write(data)
 
-            def _stream(self, events: list[tuple[str, dict]], cut_after: int | None) -> None:
+            def _stream(
+                self,
+                events: list[tuple[str, dict]],
+                cut_after: int | None,
+                stall_after: tuple[int, float] | None = None,
+            ) -> None:
                 # Chunked HTTP/1.1, so a connection closed early is a broken body, not a short one.
                 self.protocol_version = "HTTP/1.1"
                 self.close_connection = True
@@ -223,6 +243,8 @@ class FakeAnthropic:
                 for n, (name, data) in enumerate(events):
                     if cut_after is not None and n >= cut_after:
                         return  # no terminating chunk: the client sees the connection drop
+                    if stall_after is not None and n >= stall_after[0]:
+                        return self._ping(stall_after[1])
                     if n and fake.token_delay_s:
                         time.sleep(fake.token_delay_s)
                     chunk = f"event: {name}\ndata: {json.dumps(data)}\n\n".encode()
@@ -232,6 +254,15 @@ class FakeAnthropic:
                         times["first_text"] = time.monotonic()
                 times["done"] = time.monotonic()
                 self.wfile.write(b"0\r\n\r\n")
+
+            def _ping(self, every_s: float) -> None:
+                chunk = b'event: ping\ndata: {"type": "ping"}\n\n'
+                while not fake.stopped.wait(every_s):
+                    try:
+                        self.wfile.write(f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n")
+                        self.wfile.flush()
+                    except OSError:
+                        return  # the client gave up on the reply
 
         return Handler
 

@@ -63,8 +63,10 @@ class FakeConnector:
         # The Bot Connector refuses an activity over about 28 KB, text, attachments and envelope together
         # (https://learn.microsoft.com/microsoftteams/platform/bots/how-to/format-your-bot-messages)
         self.max_body_bytes = 28_000
-        # (method, activity) -> (status, headers) to refuse that call with (a 503, a 429 + Retry-After), or None
-        self.refuse_when: Callable[[str, dict], tuple[int, dict] | None] | None = None
+        # (method, activity) -> (status, headers) to refuse that call with (a 503, a 429 + Retry-After), or
+        # None; (status, headers, body) sends that body instead of the JSON error (a gateway's page; with a
+        # larger content-length, a body cut short); status 0 closes the connection without answering
+        self.refuse_when: Callable[[str, dict], tuple | None] | None = None
         # (method, activity) -> seconds to sit on that call before answering: a slow Bot Connector, or,
         # past the bot's timeout, one that accepts the connection and never answers; stop() ends the wait
         self.stall: Callable[[str, dict], float] | None = None
@@ -182,12 +184,18 @@ class FakeConnector:
                 refusal = fake.refuse_when(method, body) if fake.refuse_when is not None else None
                 if refusal is None:
                     return False
-                status, headers = refusal
-                data = json.dumps({"error": {"code": "Throttled", "message": f"HTTP {status}"}}).encode()
+                status, headers, *body = refusal
+                self.close_connection = True
+                if not status:
+                    return True  # the connection closes with nothing sent back
+                data = body[0] if body else None
+                if data is None:
+                    data = json.dumps({"error": {"code": "Throttled", "message": f"HTTP {status}"}}).encode()
+                headers = {"content-type": "application/json", "content-length": str(len(data)), **headers}
                 self.send_response(status)
-                for name, value in {"content-type": "application/json", **headers}.items():
-                    self.send_header(name, value)
-                self.send_header("content-length", str(len(data)))
+                for name, value in headers.items():
+                    if value is not None:  # None: that header is left out
+                        self.send_header(name, value)
                 self.end_headers()
                 self.wfile.write(data)
                 return True
