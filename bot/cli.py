@@ -112,6 +112,8 @@ def ask(
         finally:
             if not answered and status.failed is not None:  # stopped mid-turn: the core's sentence
                 with contextlib.suppress(OSError):  # the terminal may be gone
+                    if status.answer is not None:  # stopped while it was being kept: it was given
+                        _print_answer(status.answer, [])
                     err.print(f"error: {status.failed.message}", markup=False)
                     err.print(f"session: {key[0]}")
     if not answered:
@@ -159,6 +161,10 @@ async def _ask(
             files.append(save_for_user(data, settings.home, a.session_id, a.path, os.environ))
     finally:
         await analyst.close()
+    # An answer given, then not kept (the session store failed as the turn ended), is still printed,
+    # before the error: the person had it, and `ask` printed only the error, 45 s later.
+    if outcome.ok or status.answer is not None:
+        _print_answer(outcome.answer if outcome.ok else status.answer or "", files)
     if not outcome.ok:
         said = f" (error id {outcome.error_id})" if outcome.error_id else ""  # a refusal has none
         err.print(f"error: {printable(outcome.error)}{said}", markup=False)
@@ -166,17 +172,22 @@ async def _ask(
             err.print(FAULT_HINT, markup=False)
         err.print(f"session: {key[0]}")
         return False
-    # Plain writes: rich would wrap long file paths at the terminal width.
-    # The model's text, never its control characters: an escape sequence in an answer would clear the
-    # screen or retitle the window (chat shows the same text through `printable` too).
-    sys.stdout.write(printable(outcome.answer.rstrip()) + "\n")
-    sys.stdout.writelines(f"{printable(str(path))}\n" for path in files)
-    sys.stdout.flush()  # before the receipt on stderr: `2>&1 | less` showed the receipt above the answer
     footer = format_footer(status.finished) if status.finished is not None else ""
     if footer:  # the receipt, as under every answer; on stderr, as the session is
         err.print(footer, markup=False, highlight=False)
     err.print(f"session: {key[0]}")
     return True
+
+
+def _print_answer(answer: str, files: list) -> None:
+    """The answer and the paths of its files on stdout. Plain writes: rich would wrap long file paths
+    at the terminal width. The model's text, never its control characters: an escape sequence in an
+    answer would clear the screen or retitle the window (chat shows the same text through `printable`)."""
+    from bot.terminal import printable
+
+    sys.stdout.write(printable(answer.rstrip()) + "\n")
+    sys.stdout.writelines(f"{printable(str(path))}\n" for path in files)
+    sys.stdout.flush()  # before the receipt on stderr: `2>&1 | less` showed the receipt above the answer
 
 
 @app.command()

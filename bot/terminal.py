@@ -79,6 +79,7 @@ class Elapsed:
 
 ReadArtifact = Callable[[ArtifactReady], Awaitable[bytes]]
 TEXT_REDRAW_S = 0.1
+SAVING = "Saving the answer…"  # `ask`'s status between the answer ready and the turn's end
 
 
 class TerminalRenderer:
@@ -235,23 +236,28 @@ class WaitingStatus:
         self.status: Status | None = None
         self.finished: TurnFinished | None = None  # for the receipt `ask` prints under the answer
         self.failed: TurnFailed | None = None  # for a stopped `ask`, whose own printing never runs
+        self.answer: str | None = None  # the answer given, printed even if keeping it fails
 
     async def __call__(self, event: TurnEvent) -> None:
         if isinstance(event, TurnFinished):
             self.finished = event
         elif isinstance(event, TurnFailed):
             self.failed = event
+        elif isinstance(event, AnswerReady):
+            self.answer = event.text
         elif isinstance(event, Waiting):  # said even when stderr is no terminal: a wait is no hang
             self.console.print(event.text, markup=False, highlight=False)
         if not self.console.is_terminal:
             return
-        if isinstance(event, Thinking | StepStarted | Waiting):
+        if isinstance(event, AnswerReady) and self.status is not None:  # printed once the turn has
+            self.status.update(Elapsed(f"[dim]{SAVING}[/]"))  # ended: a blank line looked like a hang
+        elif isinstance(event, Thinking | StepStarted | Waiting):
             text = event.title if isinstance(event, StepStarted) else event.text
             if self.status is None:
                 self.status = self.console.status(Elapsed(f"[dim]{escape(text)}[/]"))
                 self.status.start()
             else:
                 self.status.update(Elapsed(f"[dim]{escape(text)}[/]"))
-        elif isinstance(event, AnswerReady | TurnFailed | TurnFinished) and self.status is not None:
+        elif isinstance(event, TurnFailed | TurnFinished) and self.status is not None:
             self.status.stop()
             self.status = None

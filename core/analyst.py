@@ -15,7 +15,7 @@ import time
 import uuid
 
 from core import history as hist
-from core.access import AccessPolicy, Refusal, log_refusal, rate_limited
+from core.access import AccessPolicy, Refusal, rate_limited
 from core.agent import TurnAborted, build_system, build_tools, run_loop
 from core.config import Settings
 from core.events import (
@@ -25,7 +25,6 @@ from core.events import (
     EventSink,
     IncomingMessage,
     TurnEvent,
-    TurnFailed,
     TurnFinished,
     TurnOutcome,
     TurnStarted,
@@ -35,7 +34,6 @@ from core.help import is_local, local_answer
 from core.model import ModelClient, describe_model_error, model_fault
 from core.model_budget import ModelBudgets
 from core.notebook import is_export_request
-from core.receipt import turn_receipt
 from core.redact import Redactor
 from core.runner import TurnStopped
 from core.s3 import S3Source
@@ -45,14 +43,14 @@ from core.schedules_tool import ScheduleDesk
 from core.sessions import HeldLock, LockLost, LockTimeout, StoreUnavailable, session_id_for
 from core.thread import Threads
 from core.tools import ToolContext
+from core.turn_end import STOPPED, TurnEnds, unanswered_store
 from core.turn_lock import NOT_STARTED, StoppedWaiting, store_failure, turn_lock
-from core.turn_records import UNFINISHED, is_model_error, log_failure, turn_record
+from core.turn_records import UNFINISHED, is_model_error, log_failure
 from core.turn_state import LoopLimits, TurnState
-from core.verified import VerifiedLibrary, VerifiedQuery, curated_path, load_curated
+from core.verified import VerifiedLibrary, curated_path, load_curated
 from core.warehouse import QueryContext
 
 log = logging.getLogger("datathread.turn")
-STOPPED = "This answer was stopped before it finished. Ask again to carry on."
 
 
 class Analyst:
@@ -73,6 +71,8 @@ class Analyst:
         dialect = parts.warehouse.dialect
         curated = load_curated(curated_path(parts.settings.table_notes), dialect)
         self.verified = VerifiedLibrary(parts.store, dialect=dialect, curated=curated)
+        # How turns end (core/turn_end.py): saved, recorded and told within one deadline.
+        self.ends = TurnEnds(parts.store, self.redactor, parts.warehouse, unanswered_store(parts.settings))
         # The one way surfaces reach threads, files, votes and confirmations (core/thread.py).
         self.threads = Threads(
             settings=parts.settings,
@@ -91,6 +91,7 @@ class Analyst:
         return cls(await build_parts(settings, model=model, start_sandbox=start_sandbox))
 
     async def close(self) -> None:
+        self.ends.close()
         for part in (self.parts.sandbox, self.parts.warehouse, self.parts.store, self.parts.model):
             await part.close()
 
@@ -132,7 +133,7 @@ class Analyst:
         await emit(TurnStarted(turn_id=turn_id, session_id=session_id, question=message.text))
         denial = self.access.check(message)
         if denial:
-            return await self._fail(outcome, emit, denial, message, refusal=Refusal(denial))
+            return await self.ends.fail(outcome, emit, denial, message, refusal=Refusal(denial))
         if is_local(message.text):  # help or an empty message: answered here, no model call, no lock
             return await self._answer_locally(message, outcome, emit)
         try:
@@ -143,7 +144,7 @@ class Analyst:
             spent = None if is_export_request(message.text) else await budgets.refusal()
             if limited := spent or await rate_limited(self.store, self.settings, message, admin=admin):
                 outcome.at_limit = outcome.limited = True  # the asker's limits, not the question's
-                return await self._fail(outcome, emit, limited.text, message, refusal=limited)
+                return await self.ends.fail(outcome, emit, limited.text, message, refusal=limited)
 
             async def waiting() -> None:
                 await emit(Waiting(turn_id=turn_id))
@@ -157,15 +158,18 @@ class Analyst:
                 else:
                     await self._run(message, session_id, outcome, emit, confirm, held, budgets)
         except StoppedWaiting:  # it never ran: say so, then let the cancellation finish the task
-            await self._fail(outcome, emit, NOT_STARTED, message, log_level=logging.INFO)
+            await self.ends.fail(outcome, emit, NOT_STARTED, message, log_level=logging.INFO)
             raise TurnStopped from None
         except (LockLost, LockTimeout, StoreUnavailable) as exc:
             text, level, detail = store_failure(
                 exc, surface=message.surface, ran=outcome.stats.model_calls > 0
             )
-            await self._fail(outcome, emit, text, message, log_level=level, detail=detail)
+            down = isinstance(exc, StoreUnavailable)  # its record is not waited for: the store just failed
+            await self.ends.fail(
+                outcome, emit, text, message, log_level=level, detail=detail, store_down=down
+            )
         except Exception as exc:  # the last line of defence: a short message, never a traceback
-            await self._fail(
+            await self.ends.fail(
                 outcome, emit, "Something went wrong on my side while answering.", message, exc=exc
             )
         return outcome
@@ -199,7 +203,7 @@ class Analyst:
         started = time.time()
         prior, gap = await self.threads.history(session_id)  # gap: a note if the store let it go
         # In the audit from now on: a turn whose process dies stays there, unfinished (replaced when it settles)
-        await self.store.record_turn(self._turn_record(message, outcome, started, UNFINISHED))
+        await self.store.record_turn(self.ends.record_of(message, outcome, started, UNFINISHED))
         await self.store.update_meta(
             session_id,
             surface=message.surface,
@@ -215,7 +219,9 @@ class Analyst:
         outcome.stats = state.stats()  # what ran, for the failure's words if saving it fails
         if held.lost:  # another turn may have saved this session meanwhile: never overwrite it
             raise LockLost(session_id)
-        await self._settle(state, message, outcome, emit, started, error, example)
+        await self.ends.settle(
+            state, message, outcome, emit, held=held, started=started, error=error, example=example
+        )
         if error == STOPPED:  # saved, recorded and told: now let the cancellation finish the task
             raise TurnStopped
 
@@ -297,45 +303,6 @@ class Analyst:
             )
             return error
 
-    async def _settle(
-        self,
-        state: TurnState,
-        message: IncomingMessage,
-        outcome: TurnOutcome,
-        emit: EventSink,
-        started: float,
-        error: str | None,
-        example: VerifiedQuery | None = None,
-    ) -> None:
-        """Save a valid history and the turn record, whatever happened, then tell the surface."""
-        history = hist.repair(
-            hist.strip_cache_control(state.messages),
-            failure_note=f"(This turn failed: {error})" if error else None,
-        )
-        await self.store.save_history(outcome.session_id, self.redactor.data(hist.for_storage(history)))
-        outcome.steps, outcome.answer, outcome.stats = state.steps, state.answer, state.stats()
-        outcome.ok, outcome.error = error is None, error or ""
-        # The id before the record, which keeps it for `audit`. A stop is no error: no id without a log line.
-        outcome.error_id = outcome.error_id or ("" if error in (None, STOPPED) else uuid.uuid4().hex[:8])
-        on = (state.answer, state.steps, outcome.stats, history, self.parts.warehouse, example)
-        receipt = None if error else await turn_receipt(*on)
-        record = self._turn_record(message, outcome, started, error)
-        if receipt is not None and receipt.unsupported:  # the exported notebook flags them as the receipt did
-            record["unsupported"] = list(receipt.unsupported)
-        await self.store.record_turn(record)
-        if error:
-            await emit(TurnFailed(outcome.turn_id, outcome.error_id, error, fault=outcome.fault))
-        await emit(
-            TurnFinished(
-                turn_id=outcome.turn_id,
-                session_id=outcome.session_id,
-                ok=outcome.ok,
-                stats=outcome.stats,
-                steps=tuple(outcome.steps),
-                receipt=receipt,
-            )
-        )
-
     async def _export(
         self, message: IncomingMessage, session_id: str, outcome: TurnOutcome, emit: EventSink
     ) -> None:
@@ -353,47 +320,5 @@ class Analyst:
             ),
         )
         outcome.ok = True
-        await self.store.record_turn(self._turn_record(message, outcome, started, None))
+        await self.store.record_turn(self.ends.record_of(message, outcome, started, None))
         await emit(TurnFinished(turn_id=outcome.turn_id, session_id=session_id, ok=True, stats=outcome.stats))
-
-    def _turn_record(
-        self, message: IncomingMessage, outcome: TurnOutcome, started: float, error: str | None
-    ) -> dict:
-        return self.redactor.data(turn_record(message, outcome, started, error))
-
-    async def _fail(
-        self,
-        outcome: TurnOutcome,
-        emit: EventSink,
-        text: str,
-        message: IncomingMessage,
-        *,
-        exc: BaseException | None = None,
-        log_level: int = logging.ERROR,
-        detail: str = "",
-        refusal: Refusal | None = None,
-    ) -> TurnOutcome:
-        if refusal is not None:  # expected, not a fault: no error id (see core/access.py)
-            log_refusal(message, outcome.turn_id, outcome.session_id, refusal)
-        else:
-            outcome.error_id = log_failure(
-                exc, message, outcome.turn_id, outcome.session_id, level=log_level, text=text, detail=detail
-            )
-        outcome.error = text
-        # Refused and failed requests belong in the audit trail too; the store may be the thing that failed.
-        with contextlib.suppress(Exception):
-            await self.store.record_turn(self._turn_record(message, outcome, time.time(), text))
-        await emit(
-            TurnFailed(
-                turn_id=outcome.turn_id,
-                error_id=outcome.error_id,
-                message=text,
-                retry_after_s=refusal.retry_after_s if refusal else None,
-            )
-        )
-        await emit(
-            TurnFinished(
-                turn_id=outcome.turn_id, session_id=outcome.session_id, ok=False, stats=outcome.stats
-            )
-        )
-        return outcome

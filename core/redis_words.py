@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from redis.exceptions import AuthenticationError, ResponseError
+from redis.exceptions import AuthenticationError, BusyLoadingError, ResponseError
+from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from core.wording import os_reason
@@ -78,6 +79,19 @@ def redis_failure(url: str, exc: BaseException | None) -> str:
     silent = exc is None or isinstance(exc, (TimeoutError, RedisTimeoutError))
     reason = f"it did not answer within {PING_DEADLINE_S:g} s" if exc is None else redis_reason(exc)
     return f"Redis at {where} is not reachable: {reason}{tls_hint(url) if silent else ''}."
+
+
+def unanswered(exc: BaseException) -> bool:
+    """Whether a command that failed with `exc` may still be applied: it may have reached Redis and
+    its answer never came (a read that timed out, a connection dropped mid-reply). Not when Redis was
+    never reached (refused, the connect timed out) or answered with an error: then nothing changed."""
+    if isinstance(exc, RedisTimeoutError):
+        return "connecting" not in str(exc).lower()  # "Timeout connecting to server": never sent
+    if isinstance(exc, AuthenticationError | BusyLoadingError):  # refused before any command ran
+        return False
+    if isinstance(exc, RedisConnectionError):  # redis-py's "Error 111 connecting to host:port. …"
+        return not any(never in str(exc) for never in (" connecting to ", "No connection available"))
+    return False
 
 
 def tls_hint(url: str) -> str:

@@ -9,10 +9,22 @@ import time
 from dataclasses import dataclass, field
 
 HISTORY_VERSION = 1
+# How long a turn waits for its lock's release when it set no deadline of its own (`HeldLock.release_by`);
+# the rest of the release goes on in the background, and the lock expires anyway.
+RELEASE_WAIT_S = 2.0
 
 
 class StoreUnavailable(RuntimeError):
-    """The session store cannot be reached; the message is one sentence for a person."""
+    """The session store cannot be reached; the message is one sentence for a person.
+
+    `may_have_written`: a write was sent and no answer came (a Redis that froze, a deadline that
+    passed), so the store may still apply it; False when it was refused outright (connection refused,
+    a full disk, a lock held past the busy wait), which changed nothing. "This answer was not saved"
+    is only true of the second: after a frozen Redis thawed, the history held the answer."""
+
+    def __init__(self, message: str = "", *, may_have_written: bool = False):
+        super().__init__(message)
+        self.may_have_written = may_have_written
 
 
 class LockTimeout(RuntimeError):
@@ -32,6 +44,9 @@ class HeldLock:
     lost: bool = False
     last_renewed: float = field(default_factory=time.monotonic)
     waited: asyncio.Task | None = None  # the `on_wait` it started while it waited (core/lock_queue.py)
+    # When (time.monotonic) the holder stops waiting for the release as it leaves: the end of its turn's
+    # deadline (core/turn_end.py). None: RELEASE_WAIT_S from then.
+    release_by: float | None = None
 
     def renewed(self, ok: bool) -> None:
         """Record a renewal attempt: False = someone else owns it now (errors go to `renewal_failed`)."""
@@ -39,6 +54,12 @@ class HeldLock:
             self.last_renewed = time.monotonic()
         else:
             self.lost = True
+
+    def release_wait(self) -> float:
+        """Seconds the holder waits for the lock's release; the rest goes on in the background."""
+        if self.release_by is None:
+            return RELEASE_WAIT_S
+        return max(0.0, self.release_by - time.monotonic())
 
     def renewal_failed(self) -> None:
         """The store could not be reached; past the TTL the lock is as good as lost."""

@@ -1,7 +1,7 @@
 """The Redis session store: one truth shared by many replicas (serve processes or Modal containers).
 
 Same behaviour as the SQLite store (one test suite runs against both). Session locks are redis-py's
-`Lock` (owner token; atomic extend and release), renewed by a `LockKeeper` thread. Every write is one
+`Lock` (owner token; atomic extend and release; core/lock_redis.py), renewed by a `LockKeeper` thread. Every write is one
 atomic Redis command, script or MULTI, so a replica that dies — or a Redis that goes away — mid-turn never
 leaves a half-written history. Keys (all under `dt:`):
 
@@ -18,21 +18,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import logging
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from contextlib import AbstractAsyncContextManager
 from typing import TypeVar
 
-import redis
 import redis.asyncio as aioredis
-import redis.lock
-from redis.asyncio.lock import Lock
-from redis.exceptions import LockNotOwnedError, RedisError, WatchError
+from redis.exceptions import RedisError, WatchError
 
-from core.lock_keeper import LockKeeper
-from core.lock_owner import new_owner
-from core.lock_queue import OnWait, WaitNotice, redis_take
+from core.lock_queue import OnWait
+from core.lock_redis import RedisLocks
 from core.redis_client import fail_fast_client
 from core.redis_words import (  # noqa: F401  (re-exported: the runners and doctor import them from here)
     PING_DEADLINE_S,
@@ -42,12 +38,12 @@ from core.redis_words import (  # noqa: F401  (re-exported: the runners and doct
     redis_reason,
     redis_where,
     tls_hint,
+    unanswered,
 )
-from core.store_base import HISTORY_VERSION, HeldLock, LockTimeout, StoreUnavailable
+from core.store_base import HISTORY_VERSION, HeldLock, StoreUnavailable
 from core.store_retention import expire_old_turns
 from core.store_sqlite import merge_meta
 
-log = logging.getLogger("datathread.store")
 T = TypeVar("T")
 
 # Sliding windows on the server's clock (replicas' clocks may differ), several at once: prune and
@@ -93,8 +89,8 @@ class RedisStore:
         self.r = fail_fast_client(url, socket_timeout=5)  # then StoreUnavailable
         self._url = url
         self._hit = self.r.register_script(_HIT)
-        self._late_releases: set[asyncio.Task] = set()
-        self._keepers: set[LockKeeper] = set()
+        self._locks = RedisLocks(self.r, url)
+        self._keepers = self._locks.keepers
 
     def _k(self, kind: str, name: str) -> str:
         return f"{self.prefix}{kind}:{name}"
@@ -103,8 +99,8 @@ class RedisStore:
     def _errors(self) -> Iterator[None]:
         try:
             yield
-        except RedisError as exc:
-            raise StoreUnavailable(redis_failure(self._url, exc)) from None
+        except RedisError as exc:  # a command that may have reached Redis may still be applied
+            raise StoreUnavailable(redis_failure(self._url, exc), may_have_written=unanswered(exc)) from None
 
     async def _call(self, awaitable: Awaitable[T]) -> T:
         with self._errors():
@@ -141,10 +137,7 @@ class RedisStore:
 
     async def close(self) -> None:
         """Stop lock keepers and pending lock releases, and release the connection pool."""
-        for keeper in list(self._keepers):
-            keeper.stop()
-        for task in list(self._late_releases):
-            task.cancel()
+        self._locks.close()
         with contextlib.suppress(RedisError, OSError):
             await self.r.aclose()
 
@@ -196,64 +189,19 @@ class RedisStore:
         )
 
     # --- locks ---------------------------------------------------------------------------------
-    @contextlib.asynccontextmanager
-    async def lock(
+    def lock(
         self, session_id: str, *, ttl_s: float = 60.0, wait_s: float = 900.0, on_wait: OnWait | None = None
-    ) -> AsyncIterator[HeldLock]:
-        """Exclusive per-session lock: redis-py's Lock (SET NX PX with an owner token; extend and
-        release only by the owner, each one atomic script), kept alive from a thread (`LockKeeper`)
-        so an event-loop stall cannot let it expire. A holder that dies stops renewing, so its lock
-        expires after `ttl_s`, or at once when it died on this host (core/lock_owner.py). Waiters take it
-        in the order they asked (core/lock_queue.py)."""
-        name, token = self._k("l", session_id), new_owner()
-        lock = Lock(self.r, name, timeout=ttl_s, sleep=0.05, thread_local=False)
-        with self._errors():
-            if not await redis_take(lock, token, wait_s=wait_s, notice=(notice := WaitNotice(on_wait))):
-                raise LockTimeout(session_id)
-        held = HeldLock(ttl_s, waited=notice.task)
-        keeper = self._keeper(name, token, ttl_s, held).start()
-        self._keepers.add(keeper)
-        try:
-            yield held
-        finally:
-            keeper.stop()
-            self._keepers.discard(keeper)
-            await self._release(lock, name, token, ttl_s)
-
-    def _keeper(self, name: str, token: str, ttl_s: float, held: HeldLock) -> LockKeeper:
-        """A keeper with its own (synchronous) client, so renewal never waits for the event loop."""
-        client = redis.Redis.from_url(self._url, socket_connect_timeout=2, socket_timeout=max(1.0, ttl_s / 3))
-        kept = redis.lock.Lock(client, name, timeout=ttl_s, thread_local=False)
-        kept.local.token = token.encode()
-
-        def renew() -> bool:
-            try:
-                return bool(kept.extend(ttl_s, replace_ttl=True))
-            except LockNotOwnedError:
-                return False
-
-        return LockKeeper(name, renew, held, errors=(RedisError, OSError), close=client.close)
-
-    async def _release(self, lock: Lock, name: str, token: str, ttl_s: float) -> None:
-        try:
-            await lock.release()
-        except LockNotOwnedError:
-            pass  # it expired or was taken over: nothing of ours to free (the turn knows: held.lost)
-        except (RedisError, OSError) as exc:  # don't mask the turn's own error; retry in background
-            log.warning("could not release lock %s (%s); retrying until it expires", name, redis_reason(exc))
-            task = asyncio.create_task(self._release_later(lock, token, ttl_s))
-            self._late_releases.add(task)
-            task.add_done_callback(self._late_releases.discard)
-
-    async def _release_later(self, lock: Lock, token: str, ttl_s: float) -> None:
-        """Redis blipped at release time: free the lock as soon as it is back (or let it expire), so
-        a restarted Redis that kept the lock does not stall the session's next turn for `ttl_s`."""
-        deadline = time.monotonic() + ttl_s
-        while time.monotonic() < deadline:
-            await asyncio.sleep(0.25)
-            with contextlib.suppress(RedisError, OSError):
-                await lock.do_release(token.encode())
-                return
+    ) -> AbstractAsyncContextManager[HeldLock]:
+        """Exclusive per-session lock (core/lock_redis.py): an owner token, renewed from a thread, taken
+        in the order waiters asked, released without holding the turn past `HeldLock.release_wait()`."""
+        return self._locks.hold(
+            self._k("l", session_id),
+            session_id,
+            ttl_s=ttl_s,
+            wait_s=wait_s,
+            on_wait=on_wait,
+            errors=self._errors,
+        )
 
     # --- de-dup, rate limits, budgets ----------------------------------------------------------
     async def first_seen(self, key: str, ttl_s: float = 3600.0) -> bool:

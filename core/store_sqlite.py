@@ -7,14 +7,11 @@ asked (core/lock_queue.py); a dead owner's lock expires, at once on this host (c
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
-import logging
 import math
 import os
 import sqlite3
-import threading
 import time
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
@@ -23,6 +20,8 @@ from core.disk_errors import write_failure
 from core.lock_keeper import LockKeeper
 from core.lock_owner import holder_died, new_owner
 from core.lock_queue import OnWait, WaitNotice, sqlite_take
+from core.lock_release import Releases
+from core.sqlite_calls import SqliteCalls
 from core.store_base import HISTORY_VERSION, HeldLock, StoreUnavailable
 from core.store_retention import purge_sqlite
 
@@ -44,7 +43,6 @@ CREATE INDEX IF NOT EXISTS turns_started ON turns (started);
 CREATE TABLE IF NOT EXISTS records (kind TEXT, id TEXT, data TEXT, PRIMARY KEY (kind, id));
 """
 
-log = logging.getLogger("datathread.store")
 SQLITE_MAX_INT = 2**63 - 1
 
 
@@ -55,9 +53,10 @@ class SqliteStore:
         self.path = path
         self.history_ttl_s = history_ttl_s
         self.turn_ttl_s = turn_ttl_s  # None: turn records are kept for ever
-        self._local = threading.local()
-        self._opened: list[tuple[sqlite3.Connection, threading.Lock]] = []
+        self._calls = SqliteCalls(self._connect, self._unusable)
+        self._run = self._calls.run  # each call one transaction in a worker thread (core/sqlite_calls.py)
         self._keepers: set[LockKeeper] = set()
+        self._releases = Releases()
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             with contextlib.suppress(OSError):
@@ -79,33 +78,6 @@ class SqliteStore:
         con.create_function("holder_died", 1, holder_died)  # a lock's owner gone: free at once
         return con
 
-    def _thread_connection(self) -> tuple[sqlite3.Connection, threading.Lock]:
-        # One connection per worker thread, kept: opening one per call costs more than the query.
-        pair = getattr(self._local, "con", None)
-        if pair is None:
-            pair = self._local.con = (self._connect(), threading.Lock())
-            self._opened.append(pair)
-        return pair
-
-    async def _run(self, fn, *args):
-        def call():
-            con, busy = self._thread_connection()
-            with busy:  # close() waits for a call in flight instead of closing under it (a crash)
-                try:
-                    con.execute("BEGIN IMMEDIATE")
-                    out = fn(con, *args)
-                    con.execute("COMMIT")
-                    return out
-                except BaseException:
-                    with contextlib.suppress(sqlite3.Error):
-                        con.execute("ROLLBACK")
-                    raise
-
-        try:
-            return await asyncio.to_thread(call)
-        except (sqlite3.OperationalError, OSError) as exc:  # the transaction rolled back: nothing half-saved
-            raise self._unusable(exc) from None
-
     async def ping(self) -> None:
         await self._run(lambda con: con.execute("SELECT 1").fetchone())
 
@@ -116,8 +88,8 @@ class SqliteStore:
         """Stop lock keepers, then close every connection once no call is using it."""
         for keeper in list(self._keepers):
             keeper.stop()
-        opened, self._opened = self._opened, []
-        await asyncio.to_thread(_close_connections, opened)
+        self._releases.cancel()
+        await self._calls.close()
 
     # --- history and metadata ------------------------------------------------------------------
     async def load_history(self, session_id: str) -> list[dict]:
@@ -174,14 +146,17 @@ class SqliteStore:
         finally:
             keeper.stop()
             self._keepers.discard(keeper)
-            try:
-                await self._run(
+            await self._releases.release(  # never masks the turn's own error, nor holds its end
+                lambda: self._run(
                     lambda con: con.execute(
                         "DELETE FROM locks WHERE session_id=? AND owner=?", (session_id, owner)
                     )
-                )
-            except StoreUnavailable as exc:  # don't mask the turn's own error: the lock expires
-                log.warning("could not free session %s's lock (%s): expires in %gs", session_id, exc, ttl_s)
+                ),
+                name=f"sqlite:{session_id}",
+                ttl_s=ttl_s,
+                wait_s=held.release_wait(),
+                errors=(StoreUnavailable,),
+            )
 
     def _keeper(self, session_id: str, owner: str, ttl_s: float, held: HeldLock) -> LockKeeper:
         connection: list[sqlite3.Connection] = []  # opened by the keeper's thread, on first use
@@ -383,9 +358,3 @@ def merge_meta(old: dict | None, session_id: str, fields: dict) -> dict:
     data["participants"] = sorted(participants)
     data["updated"] = now
     return data
-
-
-def _close_connections(opened: list[tuple[sqlite3.Connection, threading.Lock]]) -> None:
-    for con, busy in opened:
-        with busy, contextlib.suppress(sqlite3.Error):  # a worker thread may still be mid-call
-            con.close()

@@ -54,7 +54,8 @@ def store_failure(
     exc: LockLost | LockTimeout | StoreUnavailable, *, surface: str, ran: bool = False
 ) -> tuple[str, int, str]:
     """The sentence, log level and unshown detail for a turn the session store could not carry (`ran`:
-    after the model answered, whose text a thread may show already: then it was not saved). Why
+    after the model answered, whose text a thread may show already: then it was not saved, or — when
+    the write was sent and no answer came — may not be kept for follow-ups). Why
     the store failed (Redis host:port, the SQLite folder) is for whoever runs datathread: said at the
     terminal, which is theirs, but only logged for a chat thread, where everyone in the channel would
     read it: returned as the detail, for the turn's failure line, which carries the error id the
@@ -72,13 +73,10 @@ def store_failure(
             "",
         )
     why, detail = (f" ({embedded(str(exc))})", "") if surface == "terminal" else ("", str(exc))
-    what = (
-        ", so this answer was not saved; please try again"
-        if ran
-        else ". Nothing was changed; please try again"
-    )
-    return (
-        f"I can't use my session store right now{why}{what} shortly.",
-        logging.ERROR,
-        detail,
-    )
+    if not ran:
+        what = ". Nothing was changed; please try again shortly."
+    elif exc.may_have_written:  # sent, unanswered: a frozen Redis applies it when it thaws
+        what = ", so this answer may not be kept for follow-ups; if a follow-up misses it, ask it again."
+    else:  # refused outright: nothing of it is in the thread
+        what = ", so this answer was not saved; please try again shortly."
+    return f"I can't use my session store right now{why}{what}", logging.ERROR, detail

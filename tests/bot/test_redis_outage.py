@@ -9,6 +9,7 @@ import asyncio
 import logging
 import re
 import signal
+import time
 
 import pytest
 
@@ -123,6 +124,34 @@ async def test_a_store_failing_mid_turn_shows_the_thread_the_error_id_of_the_lin
         told = [r.getMessage() for r in caplog.records if reason in r.getMessage()]
         assert told and all(f"error_id={error_id}" in line for line in told), told
         redis_server.start()
+
+
+async def test_a_redis_that_freezes_as_the_answer_ends_holds_the_thread_seconds_and_says_so_honestly(
+    settings, api, fake_model, redis_server
+):
+    """SIGSTOP while the model writes (a long fork, a failover pause): the stream stood still mid-answer
+    for 21 s and ended at 40 s with "this answer was not saved" — false, the thawed Redis kept it. Now
+    the thread hears within the turn's end deadline that the answer may not be kept for follow-ups,
+    under the answer's own words."""
+    answered: list[float] = []
+
+    def freeze_then_answer(body: dict) -> dict:
+        redis_server.proc.send_signal(signal.SIGSTOP)
+        answered.append(time.monotonic())
+        return text("There were 336,776 flights.")
+
+    fake_model.enqueue(freeze_then_answer)
+    async with serve(settings.model_copy(update={"redis_url": redis_server.url}), api) as app:
+        try:
+            await app.event(mention("how many flights?", ts="1700000700.000100"))
+            await until(lambda: said(api, "error id") > 0, timeout=30)
+            told = time.monotonic() - answered[0]
+        finally:
+            redis_server.proc.send_signal(signal.SIGCONT)
+        (shown,) = [m for m in api.shown() if "error id" in m]
+        assert "There were 336,776 flights." in shown  # the words given stay above the sentence
+        assert "may not be kept for follow-ups" in shown and "not saved" not in shown, shown
+        assert told < 3 + 2, f"the thread was told {told:.1f} s after the answer"
 
 
 @pytest.mark.parametrize("answer", ["http_500", "never"])

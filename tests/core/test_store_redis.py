@@ -124,3 +124,26 @@ async def test_a_missing_database_behind_a_password_never_shows_it_nor_needs_con
         assert message == (
             f"Redis at 127.0.0.1:{locked.port} has no database 16{where}: change the number at the end of REDIS_URL."
         )
+
+
+def test_a_command_that_may_have_reached_redis_is_told_from_one_that_never_did():
+    """A write sent to a Redis that froze is applied when it thaws: its failure must not read "not
+    saved" (core/turn_lock.py). Refused, never connected, or answered with an error: nothing changed."""
+    from redis import exceptions as e
+
+    from core.redis_words import unanswered
+
+    cases = [
+        (e.TimeoutError("Timeout reading from 127.0.0.1:6379"), True),
+        (e.ConnectionError("Connection closed by server."), True),
+        (
+            e.ConnectionError("Error while reading from 127.0.0.1:6379 : (104, 'Connection reset by peer')"),
+            True,
+        ),
+        (e.ConnectionError("Error 111 connecting to 127.0.0.1:6379. Connection refused."), False),
+        (e.TimeoutError("Timeout connecting to server"), False),
+        (e.AuthenticationError("invalid username-password pair"), False),
+        (e.BusyLoadingError("Redis is loading the dataset in memory"), False),
+        (e.ResponseError("OOM command not allowed when used memory > 'maxmemory'."), False),
+    ]
+    assert [unanswered(exc) for exc, _ in cases] == [sent for _, sent in cases]
