@@ -327,8 +327,8 @@ class SlackProgress:
             if done.ok and done.receipt is not None  # help has none: its buttons could only say "no longer"
             else []
         )
-        failure = self.transcript.failure
-        if failure is not None:
+        failure, kept = self.transcript.failure, body if self.transcript.answer else ""
+        if failure is not None:  # after a whole answer (its store failed): as a message, both are said
             body = render.failure_text(failure.message, failure.error_id)
         if self.mode == "stream" and self.stream_ts:
             await self._last_cards()
@@ -345,7 +345,7 @@ class SlackProgress:
                 log.info("stream finish failed (%s); posting the answer instead", failure_words(exc))
                 await self._stop_abandoned()
                 self.status_ts = None
-        await self._finish_messages(body, footer)
+        await self._finish_messages(f"{kept}\n\n{body}" if failure and kept else body, footer)
 
     async def _last_cards(self) -> None:
         """Each step's card as it ended, where the stream shows otherwise: a step cut short (an error,

@@ -308,7 +308,7 @@ class TeamsSink:
         # The message that ends a turn also closes its stream, if one was started.
         final = [StreamInfo(stream_type="final", stream_id=self.stream_id)] if self.stream_id else None
         failure = self.transcript.failure
-        if failure is not None:
+        if failure is not None and not self.transcript.answer:
             # A turn stopped by Ctrl-C or a shutdown says so within the runner's grace, short like progress
             short = failure.message == TURN_STOPPED
             said = render.failure_text(failure.message, failure.error_id) + self._notes()
@@ -331,6 +331,8 @@ class TeamsSink:
         await self._send_final(final, first, attachments=attachments, answer=True)
         for part, attachments in rest:
             await self.out.send(part, attachments=attachments, answer=True)
+        if failure is not None:  # after the whole answer (its store failed): the answer stays, then why
+            await self.out.send(render.failure_text(failure.message, failure.error_id), answer=True)
 
     def _notes(self) -> str:
         """The answer's notes (files that did not arrive, attachments not read), in italics below it."""

@@ -126,13 +126,16 @@ async def test_a_store_failing_mid_turn_shows_the_thread_the_error_id_of_the_lin
         redis_server.start()
 
 
+@pytest.mark.parametrize("streaming", [True, False])
 async def test_a_redis_that_freezes_as_the_answer_ends_holds_the_thread_seconds_and_says_so_honestly(
-    settings, api, fake_model, redis_server
+    settings, api, fake_model, redis_server, streaming
 ):
     """SIGSTOP while the model writes (a long fork, a failover pause): the stream stood still mid-answer
     for 21 s and ended at 40 s with "this answer was not saved" — false, the thawed Redis kept it. Now
     the thread hears within the turn's end deadline that the answer may not be kept for follow-ups,
-    under the answer's own words."""
+    under the answer's own words. Without streaming (free workspaces, private answers) the sentence
+    replaced the answer, which was never shown."""
+    api.refuse_streaming = not streaming
     answered: list[float] = []
 
     def freeze_then_answer(body: dict) -> dict:
@@ -143,7 +146,7 @@ async def test_a_redis_that_freezes_as_the_answer_ends_holds_the_thread_seconds_
     fake_model.enqueue(freeze_then_answer)
     async with serve(settings.model_copy(update={"redis_url": redis_server.url}), api) as app:
         try:
-            await app.event(mention("how many flights?", ts="1700000700.000100"))
+            await app.event(mention("how many flights?", ts=f"170000070{int(streaming)}.000100"))
             await until(lambda: said(api, "error id") > 0, timeout=30)
             told = time.monotonic() - answered[0]
         finally:

@@ -12,8 +12,9 @@ import urllib.parse
 
 import pytest
 
-from tests.bot.teams_harness import ADA, BOT, CHAT, THREAD, activity, consent_invoke
+from tests.bot.teams_harness import ADA, BOT, CHAT, THREAD, activity, consent_invoke, serve_teams
 from tests.fakes.anthropic_api import error, text, tool
+from tests.fakes.stalled_store import StalledStore
 
 DELAYS = (
     "SELECT carrier, avg(dep_delay) AS avg_delay, count(*) AS n FROM flights "
@@ -474,6 +475,28 @@ async def test_an_answer_refused_as_the_streams_end_is_sent_as_a_plain_message(t
     final = sent[-1]
     assert final["type"] == "message" and final["text"] == STREAMED and not stream_info(final)
     assert cards([final])[0]["actions"]
+
+
+@pytest.mark.parametrize("conversation", [THREAD, CHAT])
+async def test_an_answer_its_store_could_not_keep_is_shown_then_why(settings, fake_model, conversation):
+    """The state file held by another process as the answer ends: the failure sentence replaced the
+    answer, which was never shown, though the person had been given it everywhere else."""
+    stalled = StalledStore("sqlite", settings.home)
+
+    def freeze_then_answer(body: dict) -> dict:
+        stalled.freeze()
+        return text("There were **336,776** flights.")
+
+    fake_model.enqueue(freeze_then_answer)
+    try:
+        async with serve_teams(settings) as teams:
+            sent = await teams.say("how many flights?", conversation=conversation)
+    finally:
+        stalled.stop()
+    said = [m.get("text") or "" for m in sent if m["type"] == "message"]
+    answer = next(i for i, t in enumerate(said) if "336,776" in t)
+    why = next(i for i, t in enumerate(said) if "may not be kept for follow-ups" in t)
+    assert answer <= why, said  # the answer first (or with it), then why it may not be kept
 
 
 async def test_help_and_welcome_say_to_mention_me_for_follow_ups_in_channels(teams, fake_model):
