@@ -328,14 +328,15 @@ class SlackProgress:
             else []
         )
         failure, kept = self.transcript.failure, body if self.transcript.answer else ""
-        if failure is not None:  # after a whole answer (its store failed): as a message, both are said
+        if failure is not None:  # after a whole answer (its store failed), both are said
             body = render.failure_text(failure.message, failure.error_id)
+        both = f"{kept}\n\n{body}" if failure and kept else body  # unless the stream has the answer's words
         if self.mode == "stream" and self.stream_ts:
             await self._last_cards()
         if self.mode == "stream" and self.stream_ts:
             try:
                 async with self._appending:
-                    return await self._finish_stream(body, footer)
+                    return await self._finish_stream(body if self.text.sent else both, footer)
             except _Unstopped as exc:  # the whole answer is in the stream: only the footer comes below
                 log.info("stream stop refused (%s); the footer comes as a message", exc.error)
                 await self._stop_abandoned(note=None)
@@ -345,7 +346,7 @@ class SlackProgress:
                 log.info("stream finish failed (%s); posting the answer instead", failure_words(exc))
                 await self._stop_abandoned()
                 self.status_ts = None
-        await self._finish_messages(f"{kept}\n\n{body}" if failure and kept else body, footer)
+        await self._finish_messages(both, footer)
 
     async def _last_cards(self) -> None:
         """Each step's card as it ended, where the stream shows otherwise: a step cut short (an error,

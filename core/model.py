@@ -318,7 +318,7 @@ def _model_error_words(exc: Exception) -> str:
     if said := _when_to_retry(exc):  # its retries spent, the API still says when to try again
         return said
     for kind, sentence, _ in STATUS_ERRORS:  # by class, or by status (an error made without the SDK's map)
-        if isinstance(exc, kind) or _status(exc) == getattr(kind, "status_code", None):
+        if isinstance(exc, kind) or (_status(exc) or -1) == getattr(kind, "status_code", None):
             return sentence
     if isinstance(exc, anthropic.APIStatusError):
         return f"The Claude API failed (HTTP {exc.status_code}). Please try again shortly."

@@ -47,6 +47,8 @@ def _status_error(cls, status: int):
         (_status_error(anthropic.NotFoundError, 404), "DATATHREAD_MODEL"),
         (_status_error(anthropic.InternalServerError, 529), "overloaded"),
         (anthropic.APIConnectionError(request=httpx2.Request("POST", "http://x")), "could not reach"),
+        # an error with no HTTP status is not the API's internal error (a status of None matched it)
+        (anthropic.AnthropicError("no credentials found"), "Something went wrong while talking to Claude"),
     ],
 )
 def test_model_errors_become_one_human_sentence(exc, words):
