@@ -232,9 +232,12 @@ class ModalSandbox:
 
     async def _bound(self) -> Any:
         """The worker handle, bound on first use by a metadata lookup within `reach_s`; raises
-        ModalUnreachable at once while Modal failed to answer less than `down_s` ago."""
-        if self._down is not None and time.monotonic() - self._down[0] < self.down_s:
-            raise ModalUnreachable(self._down[1])
+        ModalUnreachable at once while Modal failed to answer less than `down_s` ago. After that, it is
+        looked up again (within `reach_s`) before a call to it waits out Modal's own minute."""
+        if self._down is not None:
+            if time.monotonic() - self._down[0] < self.down_s:
+                raise ModalUnreachable(self._down[1])
+            self._worker = None
         if self._worker is None:
             import modal
 
@@ -243,7 +246,7 @@ class ModalSandbox:
                 await asyncio.wait_for(cls.hydrate.aio(), timeout=self.reach_s)
             except Exception as exc:
                 raise self._unreachable(exc) from None
-            self._worker = cls()
+            self._down, self._worker = None, cls()
         return self._worker
 
     def _unreachable(self, exc: BaseException) -> ModalUnreachable:

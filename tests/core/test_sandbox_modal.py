@@ -122,3 +122,19 @@ async def test_modal_lost_mid_thread_is_said_once_and_not_waited_for_again():
     with pytest.raises(ModalUnreachable):
         await sandbox.write_file("s-modal", "a.csv", b"a\n1\n")
     assert calls == ["run_step"]  # the failure was remembered: nothing else waited on Modal
+
+
+async def test_after_a_remembered_outage_the_worker_is_looked_up_again_within_the_bound(black_hole, modal_at):
+    """A worker found before the outage was called again once the minute was over, waiting out Modal's
+    own minute again; now it is looked up again first, within `reach_s`."""
+    modal_at(black_hole.url)
+    calls: list[str] = []
+    sandbox = ModalSandbox(app_name="datathread", worker=losing_worker(calls), reach_s=0.5, down_s=0.2)
+    await sandbox.run(step())  # the worker found earlier fails: remembered
+    time.sleep(0.3)
+    again, again_s = await timed(sandbox.run(step()))
+    assert calls == ["run_step"]  # the old handle was not called again
+    assert again.error.startswith("The sandbox is unavailable: Modal did not answer within 0.5 s"), (
+        again.error
+    )
+    assert again_s < 3, again_s
