@@ -121,8 +121,14 @@ async def _table_names(warehouse: Warehouse, allowlist: TableAllowlist) -> list[
             return [str(t["name"]) for t in listed]
     except Exception as exc:  # help must answer even when the warehouse does not
         log.warning("help: could not list tables: %s: %s", type(exc).__name__, exc)
-        if isinstance(exc, LookupError):  # the warehouse's sentence: unreachable, refused, no access
-            return str(exc)
+        said = str(exc)
+        # The warehouse's sentence is written for the model: shown as it is only when it is about
+        # reaching the warehouse; the others name projects and datasets and tell the model which tool
+        # to call next, in a channel everyone reads.
+        if isinstance(exc, LookupError) and said.startswith(("Could not reach", "BigQuery did not answer")):
+            return said
+        if isinstance(exc, LookupError):
+            return "The warehouse refused to list them; an admin can run `datathread doctor` to see why."
         if isinstance(exc, TimeoutError):
             return f"Listing them took over {TABLES_TIMEOUT_S:g} s; ask me “what tables are there?”, which waits longer."
         return None

@@ -127,3 +127,27 @@ async def test_help_over_a_listing_slower_than_it_waits_says_so_not_that_bigquer
         "which waits longer." in answer
     ), answer
     assert "Could not reach" not in answer
+
+
+async def test_help_where_bigquery_refuses_the_listing_names_no_project_and_gives_no_tool_advice(
+    tmp_path, monkeypatch
+):
+    """BigQuery's refusal is worded for the model ("… list_tables …") and names projects, datasets and
+    the service account: help showed it word for word to everyone in the channel."""
+    fake = FakeBigQuery(API)
+    message = "Access Denied: Project secret-billing-42: User bot@secret-billing-42.iam lacks permission"
+    monkeypatch.setattr(fake, "_list_datasets", lambda *a, **k: fake._error(403, "accessDenied", message))
+    settings = load_settings(
+        _env_file=None, warehouse="bigquery", gcp_project="bill", bigquery_api_url=API, home=tmp_path / "h"
+    )
+    with responses.RequestsMock(assert_all_requests_are_fired=False) as mock:
+        fake.register(mock)
+        warehouse = BigQueryWarehouse.from_settings(
+            settings, LocalSandbox(workspaces=settings.workspaces_dir)
+        )
+        try:
+            answer = await local_answer("help", "slack", warehouse, TableAllowlist())
+        finally:
+            await warehouse.close()
+    assert "The warehouse refused to list them; an admin can run `datathread doctor` to see why." in answer
+    assert "secret-billing-42" not in answer and "list_tables" not in answer, answer
