@@ -34,6 +34,7 @@ from core.warehouse import Warehouse
 log = logging.getLogger("datathread.turn")
 SETTLE_S = 3.0  # from the answer ready to the person told, whatever the store does meanwhile
 STOPPED = "This answer was stopped before it finished. Ask again to carry on."
+KEEPING_STOPPED = "Stopped while this answer was being kept, so a follow-up may not see it; ask again if so."
 
 
 def unanswered_store(settings: Settings) -> str:
@@ -95,7 +96,12 @@ class TurnEnds:
         )
         # What the person was given, before the save: the record of a failed save carries it too.
         outcome.steps, outcome.answer, outcome.stats = state.steps, state.answer, state.stats()
-        await self._save(outcome.session_id, self.redactor.data(hist.for_storage(history)), ending)
+        try:
+            await self._save(outcome.session_id, self.redactor.data(hist.for_storage(history)), ending)
+        except asyncio.CancelledError:  # Ctrl-C at "Saving the answer…": it was given, and went unsaid
+            if state.answer:
+                await emit(TurnFailed(outcome.turn_id, "", KEEPING_STOPPED))
+            raise
         outcome.ok, outcome.error = error is None, error or ""
         # The id before the record, which keeps it for `audit`. A stop is no error: no id without a log line.
         outcome.error_id = outcome.error_id or ("" if error in (None, STOPPED) else uuid.uuid4().hex[:8])

@@ -85,3 +85,30 @@ async def test_a_store_that_stops_answering_as_the_turn_ends_costs_seconds_and_i
         assert kept is (stalled.kind == "redis"), history
     finally:
         await analyst.close()
+
+
+async def test_a_turn_stopped_while_its_answer_is_being_kept_says_so(settings, fake_model, stalled):
+    """Ctrl-C at "Saving the answer…" (the store slow to take it): the cancellation left the turn
+    without a word, so `ask` printed nothing of the answer it had been given and chat said the
+    question was kept. Now the person hears that the answer may not be kept."""
+    analyst = await Analyst.create(settings.model_copy(update=stalled.settings_update))
+    events = TimedRecorder()
+
+    def stall_then_answer(body: dict) -> dict:
+        stalled.freeze()
+        return text("There were 336,776 flights.")
+
+    fake_model.enqueue(stall_then_answer)
+    try:
+        turn = asyncio.ensure_future(analyst.handle(ask("how many flights?"), events))
+        while not [e for _, e in events.events if e.kind == "answer"]:
+            await asyncio.sleep(0.02)
+        await asyncio.sleep(0.2)  # saving it, against the frozen store
+        turn.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await asyncio.wait_for(turn, 10)
+    finally:
+        stalled.thaw()
+        await analyst.close()
+    [failed] = [e for _, e in events.events if e.kind == "failed"]
+    assert failed.message.startswith("Stopped while this answer was being kept"), failed.message
