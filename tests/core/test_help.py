@@ -91,6 +91,24 @@ async def test_help_respects_the_channel_allowlist(settings, fake_model, recorde
     assert "`flights`" in outcome.answer and "`weather`" not in outcome.answer
 
 
+async def slack_help_over(fake: FakeBigQuery, tmp_path) -> str:
+    """`help` in Slack, the warehouse BigQuery's REST API as `fake` answers it."""
+    settings = load_settings(
+        _env_file=None, warehouse="bigquery", gcp_project="bill", bigquery_api_url=API, home=tmp_path / "h"
+    )
+    with responses.RequestsMock(assert_all_requests_are_fired=False) as mock:
+        fake.register(mock)
+        warehouse = BigQueryWarehouse.from_settings(
+            settings, LocalSandbox(workspaces=settings.workspaces_dir)
+        )
+        try:
+            return await local_answer("help", "slack", warehouse, TableAllowlist())
+        finally:  # the listing goes on in its thread: it must end while the fake API is there
+            for thread in [t for t in threading.enumerate() if t.name == "bigquery"]:
+                thread.join(10)
+            await warehouse.close()
+
+
 async def test_help_over_a_listing_slower_than_it_waits_says_so_not_that_bigquery_is_out_of_reach(
     tmp_path, monkeypatch
 ):
@@ -107,20 +125,7 @@ async def test_help_over_a_listing_slower_than_it_waits_says_so_not_that_bigquer
 
     monkeypatch.setattr(fake, "_get_table", slow_table)
     monkeypatch.setattr(help_module, "TABLES_TIMEOUT_S", 1.0)
-    settings = load_settings(
-        _env_file=None, warehouse="bigquery", gcp_project="bill", bigquery_api_url=API, home=tmp_path / "h"
-    )
-    with responses.RequestsMock(assert_all_requests_are_fired=False) as mock:
-        fake.register(mock)
-        warehouse = BigQueryWarehouse.from_settings(
-            settings, LocalSandbox(workspaces=settings.workspaces_dir)
-        )
-        try:
-            answer = await local_answer("help", "slack", warehouse, TableAllowlist())
-        finally:  # the listing goes on in its thread: it must end while the fake API is there
-            for thread in [t for t in threading.enumerate() if t.name == "bigquery"]:
-                thread.join(10)
-            await warehouse.close()
+    answer = await slack_help_over(fake, tmp_path)
     assert not fake.bugs
     assert (
         "I could not list the tables just now. Listing them took over 1 s; ask me “what tables are there?”, "
@@ -137,17 +142,6 @@ async def test_help_where_bigquery_refuses_the_listing_names_no_project_and_give
     fake = FakeBigQuery(API)
     message = "Access Denied: Project secret-billing-42: User bot@secret-billing-42.iam lacks permission"
     monkeypatch.setattr(fake, "_list_datasets", lambda *a, **k: fake._error(403, "accessDenied", message))
-    settings = load_settings(
-        _env_file=None, warehouse="bigquery", gcp_project="bill", bigquery_api_url=API, home=tmp_path / "h"
-    )
-    with responses.RequestsMock(assert_all_requests_are_fired=False) as mock:
-        fake.register(mock)
-        warehouse = BigQueryWarehouse.from_settings(
-            settings, LocalSandbox(workspaces=settings.workspaces_dir)
-        )
-        try:
-            answer = await local_answer("help", "slack", warehouse, TableAllowlist())
-        finally:
-            await warehouse.close()
+    answer = await slack_help_over(fake, tmp_path)
     assert "The warehouse refused to list them; an admin can run `datathread doctor` to see why." in answer
     assert "secret-billing-42" not in answer and "list_tables" not in answer, answer
