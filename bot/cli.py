@@ -32,6 +32,7 @@ from bot.cli_common import (
 )
 from bot.cli_schedule import app as schedule_app
 from bot.surface_settings import require_socket_tokens, slack_half_configured, teams_half_configured
+from bot.terminal_controls import printable
 from core.config import ConfigError, Settings, require_model
 
 if TYPE_CHECKING:
@@ -139,7 +140,7 @@ async def _ask(
     settings: Settings, question: str, session: list[str], status: WaitingStatus, *, no_model: str = ""
 ) -> bool:
     """One turn in the session `session[0]` names (a new one when empty); sets `session[0]` to its key."""
-    from bot.terminal import FAULT_HINT, format_footer, printable
+    from bot.terminal import FAULT_HINT, format_footer
     from bot.terminal_chat import session_key
     from bot.terminal_images import save_for_user
     from core.events import IncomingMessage
@@ -183,8 +184,6 @@ def _print_answer(answer: str, files: list) -> None:
     """The answer and the paths of its files on stdout. Plain writes: rich would wrap long file paths
     at the terminal width. The model's text, never its control characters: an escape sequence in an
     answer would clear the screen or retitle the window (chat shows the same text through `printable`)."""
-    from bot.terminal import printable
-
     sys.stdout.write(printable(answer.rstrip()) + "\n")
     sys.stdout.writelines(f"{printable(str(path))}\n" for path in files)
     sys.stdout.flush()  # before the receipt on stderr: `2>&1 | less` showed the receipt above the answer
