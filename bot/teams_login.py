@@ -12,8 +12,10 @@ for good, SIGTERM included.
 Here (`SignedIn`, the credential factory the SDK is given): the credentials are made once per (app id,
 scope, login endpoint), their msal app with a timeout on each request; before a connector client is
 handed out, the token is fetched on a worker thread within `LOGIN_TIMEOUT_S`, so the SDK's own call in
-`signed_session` finds it in msal's cache. What is left on the loop: a turn that outlives its token's last
-five minutes (msal's margin) refreshes it there, bounded by the same timeout.
+`signed_session` finds it in msal's cache. A turn can outlive that token (msal counts it expired five
+minutes early): so every send or edit of a turn signs in the same way first (`TeamsOut._signed_in` in
+bot/teams_progress.py), a thread hop while the token is good, and msal never reaches the network from
+inside the SDK's call on the loop.
 """
 
 from __future__ import annotations

@@ -25,6 +25,7 @@ from bot.files import FileLinks
 from bot.teams_answer_cards import answer_cards, size
 from bot.teams_connector import ConnectorFailed
 from bot.teams_files import deliver
+from bot.teams_login import sign_in
 from bot.transcript import Change, StepLine, Throttle, Transcript
 from core.analyst import STOPPED as TURN_STOPPED
 from core.events import AnswerDelta, ArtifactReady, NobodyListening, Thinking, TurnEvent, TurnFinished
@@ -74,7 +75,18 @@ class TeamsOut:
         activity.reply_to_id = None  # post into the conversation (a channel thread is its own id)
         return activity
 
+    async def _signed_in(self) -> None:
+        """Have the token the SDK is about to read cached and good past msal's five-minute margin. A
+        turn can outlive the token fetched as it began; msal would then fetch a new one inside the SDK's
+        call, synchronously on the event loop, and a silent login froze every turn of the process while
+        the failure was blamed on the Bot Connector. Here it is fetched off the loop, within its deadline,
+        and a failure says "Microsoft sign-in" (bot/teams_login.py). A cached token costs a thread hop."""
+        credentials = getattr(getattr(self.connector, "config", None), "credentials", None)
+        if getattr(credentials, "microsoft_app_id", None):  # no app id: the loopback-only mode, no token
+            await sign_in(credentials)
+
     async def _post(self, activity: Activity, *, short: bool, answer: bool = False) -> str:
+        await self._signed_in()
         conversations = self.connector.conversations  # type: ignore[attr-defined]
         conversation, activity = self.reference.conversation.id, self._address(activity)
         response = await bf.call(
@@ -110,6 +122,7 @@ class TeamsOut:
         activity = self._address(
             Activity(type=ActivityTypes.message, id=activity_id, text=text or None, attachments=attachments)
         )
+        await self._signed_in()
         conversations = self.connector.conversations  # type: ignore[attr-defined]
         conversation = self.reference.conversation.id
         await bf.call(

@@ -11,11 +11,15 @@ import threading
 import time
 
 import pytest
+from botbuilder.core import TurnContext
+from botbuilder.schema import Activity
 from pydantic import SecretStr
 
 from bot import teams_login
 from bot.teams_auth import build_bot
+from bot.teams_connector import ConnectorFailed
 from bot.teams_jobs import STOPPED, run_lost
+from bot.teams_progress import TeamsOut
 from core.runner import TurnJob
 from tests.bot.teams_harness import CHAT, THREAD, activity
 from tests.fakes.black_hole import BlackHole
@@ -123,3 +127,73 @@ async def test_a_refused_sign_in_is_one_line_naming_the_error_and_never_the_secr
     ]
     assert "a-wrong-secret" not in caplog.text and SECRET not in caplog.text
     assert login.token_requests()[0]["client_secret"] == "a-wrong-secret"  # it did try, with that secret
+
+
+class ExpiringLogin(FakeLogin):
+    """Its first token is good for one second as msal counts (msal treats a token as expired five
+    minutes early); the next request for a token is taken and answered only once `answer` is set."""
+
+    def __init__(self, directory, **kwargs):
+        super().__init__(directory, **kwargs)
+        self.answer = threading.Event()
+
+    def _token(self, form):
+        status, body = super()._token(form)
+        if len(self.tokens) == 1:
+            body["expires_in"] = body["ext_expires_in"] = 301
+        elif len(self.tokens) == 2:
+            self.answer.wait(8)
+        return status, body
+
+
+async def test_a_turn_that_outlives_its_token_signs_in_again_off_the_event_loop(
+    settings, connector, tmp_path, monkeypatch
+):
+    """A turn outlived the token fetched as it began: msal fetched the next one inside the SDK's own
+    call, synchronously on the event loop, so a silent login froze every turn of the process (twice
+    10 s in one turn, in a trial) and the log blamed the Bot Connector. Now each send signs in first,
+    off the loop and within LOGIN_TIMEOUT_S, says so when it cannot, and the next send recovers."""
+    monkeypatch.setattr(teams_login, "LOGIN_TIMEOUT_S", 1.0)
+    login = ExpiringLogin(tmp_path, client_id=APP_ID, client_secret=SECRET).start()
+    monkeypatch.setenv("REQUESTS_CA_BUNDLE", str(login.ca_file))
+    bot = bot_signing_in_at(settings, login.login_url)
+    question = Activity().deserialize(activity(connector.url, "q?", conversation=THREAD))
+    reference = TurnContext.get_conversation_reference(question)
+    gaps: list[float] = []
+    failed: list[str] = []
+
+    async def tick() -> None:
+        while True:
+            before = time.monotonic()
+            await asyncio.sleep(0.02)
+            gaps.append(time.monotonic() - before)
+
+    async def turn(context: TurnContext) -> None:
+        out = TeamsOut(connector=context.turn_state[bot.connector_key()], reference=reference)
+        try:
+            await out.send("first")
+            await asyncio.sleep(1.2)  # the turn goes on; its token is now inside msal's margin
+            ticker = asyncio.create_task(tick())
+            try:
+                await out.send("second")
+            except ConnectorFailed as exc:
+                failed.append(exc.why)
+            finally:
+                ticker.cancel()
+            login.answer.set()  # the login answers again
+            await out.send("third")
+        finally:
+            await context.turn_state[bot.connector_key()].__aexit__(None, None, None)
+
+    try:
+        await bot.adapter.continue_conversation(reference, turn, bot_app_id=bot.app_id)
+    finally:
+        login.answer.set()
+        login.stop()
+    assert failed == ["Microsoft sign-in did not answer within 1 s"]
+    assert max(gaps) < 0.5, max(gaps)  # the loop never stood still behind the sign-in
+    assert [body.get("text") for body in connector.sent()] == ["first", "third"]
+    assert [call.headers.get("Authorization") for call in connector.calls] == [
+        "Bearer fake-access-token-1",
+        "Bearer fake-access-token-3",
+    ]
