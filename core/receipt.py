@@ -8,7 +8,8 @@ from the turn's step records; `receipt_line` says it in one line that every surf
 The numerals check (`unsupported_numbers`) is deliberately simple, and its limits are these: it
 compares the numbers written in the answer with every number the thread gave the model (its
 questions, and what its steps returned, earlier turns' included), allowing for rounding, thousands
-separators, percent and thousand/million/billion scales. It ignores small integers (0–10: "top 3",
+separators and decimal marks as English, German or French answers write them (58,665 · 58.665 ·
+58 665; 12.11 · 12,11), percent and thousand/million/billion scales. It ignores small integers (0–10: "top 3",
 list numbers), years and parts of dates and times. It cannot tell a right number from a
 coincidentally equal one, and it marks honest arithmetic the model did itself (a sum of two results)
 — which is the point: such numbers should come from a query. An answer that ran no step at all is
@@ -33,15 +34,28 @@ if TYPE_CHECKING:
     from core.verified import VerifiedQuery
     from core.warehouse import Warehouse
 
-# A number as people write it: 336,776 · 12.5 · -3 · 45% · 1.2M · 3.4 million. Not part of a word,
-# an identifier, a date (2013-01-01), a time (14:02) or a version (1.2.3).
+# A number as people write it: 336,776 · 12.5 · -3 · 45% · 1.2M · 3.4 million, and as German, French
+# or Swiss answers do: 58.665 · 12,11 · 58 665 (a space, no-break or narrow no-break space). Not part of
+# a word, an identifier, a date (2013-01-01), a time (14:02) or a version (1.2.3).
 # Markdown's underscores (`_40,000_`, but not an identifier's: `delay_15`) and a unit after a slash
 # (`12,500/month`) do not hide one; a number never stops inside another (`$12,500/month` was "12").
 _WRITTEN = re.compile(
-    r"(?<![.:/-])(?<![^\W_])(?<![^\W_]_)(?P<sign>[-−])?(?P<num>\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?)"
+    r"(?<![.:/-])(?<![^\W_])(?<![^\W_]_)(?P<sign>[-−])?"
+    r"(?P<num>\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d{1,3}(?:\.\d{3})+(?:,\d+)?"
+    r"|\d{1,3}(?:[ \u00a0\u202f]\d{3})+(?:[.,]\d+)?|\d+(?:[.,]\d+)?)"
     r"(?:\s?(?P<scale>%|percent\b|[kKMB]\b|bn\b|mn\b|thousand\b|million\b|billion\b))?"
     r"(?![^\W_]|_[^\W_]|:|/\d|[.,-]\d)"
 )
+# Each way to read a written number, as (pattern, thousands separator, decimal mark): "58.665" is
+# 58665 in German and 58.665 in English; "1,234" is 1234 or 1.234. A number stands if any reading does.
+_READINGS = (
+    (re.compile(r"\d{1,3}(?:,\d{3})+(?:\.\d+)?"), ",", "."),
+    (re.compile(r"\d{1,3}(?:\.\d{3})+(?:,\d+)?"), ".", ","),
+    (re.compile(r"\d{1,3}(?:[ \u00a0\u202f]\d{3})+(?:[.,]\d+)?"), " \u00a0\u202f", ".,"),
+    (re.compile(r"\d+(?:\.\d+)?"), "", "."),
+    (re.compile(r"\d+(?:,\d+)?"), "", ","),
+)
+_LIST = re.compile(r"[, \u00a0\u202f]")  # between numbers side by side: "3,4", "10 200"
 # Every number in machine output, however it is separated (CSV commas included).
 _RAW = re.compile(r"-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
 _SCALES = {
@@ -115,14 +129,37 @@ def unsupported_numbers(answer: str, evidence: Iterable[str]) -> tuple[str, ...]
     missing: list[str] = []
     for match in _WRITTEN.finditer(answer):
         text = match.group(0).strip()
-        number = match.group("num")
-        value = float(number.replace(",", ""))
-        scale = match.group("scale") or ""
-        if _ignored(number, value, scale) or _supported(value, number, scale, known):
+        number, scale = match.group("num"), match.group("scale") or ""
+        if _stands(number, scale, known):
+            continue
+        if not scale and _side_by_side(number, known):
             continue
         if text not in missing:
             missing.append(text)
     return tuple(missing)
+
+
+def _side_by_side(number: str, known: list[float]) -> bool:
+    """Whether a number is rather several written side by side, each standing: "columns 3,4" (by a
+    comma only numbers too small to judge: 12,5 is a decimal), "top 10 200-mile routes"."""
+    pieces = _LIST.split(number)
+    if len(pieces) < 2 or not all(p.isdigit() for p in pieces):
+        return False
+    if "," in number:
+        return all(_ignored(p, float(p), "") for p in pieces)
+    return all(_stands(p, "", known) for p in pieces)
+
+
+def _stands(number: str, scale: str, known: list[float]) -> bool:
+    """Whether a written number is too common to judge, or some reading of it is in `known`."""
+    for pattern, thousands, mark in _READINGS:
+        if not pattern.fullmatch(number):
+            continue
+        whole, _, decimals = number.translate({ord(c): None for c in thousands}).partition(mark)
+        value = float(f"{whole}.{decimals}" if decimals else whole)
+        if _ignored(number, value, scale) or _supported(value, len(decimals), scale, known):
+            return True
+    return False
 
 
 def _raw_numbers(evidence: Iterable[str]) -> list[float]:
@@ -138,13 +175,12 @@ def _raw_numbers(evidence: Iterable[str]) -> list[float]:
 def _ignored(number: str, value: float, scale: str) -> bool:
     if scale:
         return False
-    if "." not in number and "," not in number and value <= 10:
-        return True  # "top 3", list items, "one of 2 origins": too common to judge
-    return "." not in number and "," not in number and 1900 <= value <= 2100  # a year
+    if not number.isdigit():
+        return False
+    return value <= 10 or 1900 <= value <= 2100  # "top 3", list items, "one of 2 origins"; a year
 
 
-def _supported(value: float, number: str, scale: str, known: list[float]) -> bool:
-    decimals = len(number.split(".")[1]) if "." in number else 0
+def _supported(value: float, decimals: int, scale: str, known: list[float]) -> bool:
     unit = 10.0**-decimals  # the answer's precision as written: 12.3 stands for [12.25, 12.35)
     if scale in ("%", "percent"):
         targets = [(value, unit), (value / 100, unit / 100)]  # 45.2% from 45.2 or from 0.452

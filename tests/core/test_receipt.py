@@ -33,6 +33,34 @@ def test_numbers_taken_from_the_steps_are_supported(answer):
 
 
 @pytest.mark.parametrize(
+    "answer",
+    [
+        "UA flog 58.665 Flüge; die mittlere Verspätung war 12,11 Minuten.",  # German
+        "UA a effectué 58 665 vols, avec 12,11 minutes de retard en moyenne.",  # French, a space
+        "UA a effectué 58\u00a0665 vols ; B6 54\u202f635.",  # no-break and narrow no-break spaces
+        "Der Anteil von UA ist 17,4 %.",  # a decimal comma before a percent
+        "Spalten 3,4 und 5,6 der Tabelle.",  # numbers side by side, each too small to judge
+    ],
+)
+def test_numbers_written_the_german_or_french_way_are_read_so(answer):
+    """A German answer's "58.665 Flüge … 12,11 Minuten" was marked "58.665, 11" (a decimal 58.665, and
+    only the tail of 12,11); a French one's "58 665 … 12,11" was "58, 665, 11"."""
+    assert unsupported_numbers(answer, [PREVIEW, "avg_delay\n12.11\n"]) == ()
+
+
+@pytest.mark.parametrize(
+    ("answer", "flagged"),
+    [
+        ("UA flog 61.000 Flüge.", ("61.000",)),
+        ("Die Verspätung war 12,5 Minuten.", ("12,5",)),
+        ("UA a effectué 61 000 vols.", ("61 000",)),
+    ],
+)
+def test_numbers_written_the_german_or_french_way_are_still_judged(answer, flagged):
+    assert unsupported_numbers(answer, [PREVIEW, "avg_delay\n12.11\n"]) == flagged
+
+
+@pytest.mark.parametrize(
     ("answer", "flagged"),
     [
         ("UA flew 61,000 flights.", ("61,000",)),  # remembered, not queried
