@@ -23,8 +23,16 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse
 from starlette.routing import Route
 
-from bot import slack_render as render
 from bot.schedule_slack import JOB_SCHEDULE_ANSWER, schedule_command
+from bot.slack_blocks import (
+    ACTION_CONFIRM_CANCEL,
+    ACTION_CONFIRM_RUN,
+    ACTION_EXPORT,
+    ACTION_FEEDBACK_DOWN,
+    ACTION_FEEDBACK_UP,
+    ACTION_SCHEDULE,
+    ACTION_SHOW_SQL,
+)
 from bot.slack_client import SharedClient
 from bot.slack_confirm import remember_click
 from bot.slack_http import events_endpoint
@@ -208,28 +216,26 @@ def build_bolt_app(state: AppState, identity: dict | None = None) -> AsyncApp:
             TurnJob(kind=JOB_TURN, payload={**payload, "text": text, "slash": True, "private": private})
         )
 
-    @app.action(
-        re.compile(f"^({render.ACTION_SHOW_SQL}|{render.ACTION_FEEDBACK_UP}|{render.ACTION_FEEDBACK_DOWN})$")
-    )
+    @app.action(re.compile(f"^({ACTION_SHOW_SQL}|{ACTION_FEEDBACK_UP}|{ACTION_FEEDBACK_DOWN})$"))
     async def on_footer_button(ack, body: dict, action: dict) -> None:
         await ack()
         await submit(TurnJob(kind=JOB_ACTION, payload=action_payload(body, action), quick=True))
 
-    @app.action(render.ACTION_SCHEDULE)
+    @app.action(ACTION_SCHEDULE)
     async def on_schedule(ack, body: dict, action: dict) -> None:
         await ack()
         await submit(TurnJob(kind=JOB_SCHEDULE_ANSWER, payload=action_payload(body, action), quick=True))
 
-    @app.action(render.ACTION_EXPORT)
+    @app.action(ACTION_EXPORT)
     async def on_export(ack, body: dict, action: dict) -> None:
         await ack()
         await submit(TurnJob(kind=JOB_EXPORT, payload=action_payload(body, action), quick=True))
 
-    @app.action(re.compile(f"^({render.ACTION_CONFIRM_RUN}|{render.ACTION_CONFIRM_CANCEL})$"))
+    @app.action(re.compile(f"^({ACTION_CONFIRM_RUN}|{ACTION_CONFIRM_CANCEL})$"))
     async def on_confirm(ack, body: dict, action: dict, respond) -> None:
         await ack()
         # Straight into the shared store: the turn waiting for it may run in another process.
-        run = action["action_id"] == render.ACTION_CONFIRM_RUN
+        run = action["action_id"] == ACTION_CONFIRM_RUN
         if (body.get("container") or {}).get("is_ephemeral"):  # for the turn to replace its buttons
             await remember_click(state.threads, action["value"], body.get("response_url", ""))
         result = await state.threads.answer_confirmation(

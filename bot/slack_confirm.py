@@ -18,6 +18,7 @@ import logging
 from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.web.async_client import AsyncWebClient
 
+from bot import slack_blocks
 from bot import slack_render as render
 from bot.slack_client import answer_via_response_url, failure_words, slack_error
 from bot.slack_target import SlackTarget
@@ -51,7 +52,7 @@ def build_confirmer(
 
     async def confirm(request: ConfirmRequest) -> bool:
         token = f"{request.turn_id}:{request.step_id}"
-        blocks = render.confirm_blocks(request.prompt, token, request.yes)
+        blocks = slack_blocks.confirm_blocks(request.prompt, token, request.yes)
         text = render.escape(request.prompt)
         posted: list[str] = []
 

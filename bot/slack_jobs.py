@@ -12,6 +12,7 @@ import logging
 from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.web.async_client import AsyncWebClient
 
+from bot import slack_blocks
 from bot import slack_render as render
 from bot.schedule_slack import slack_user_tz
 from bot.slack_access import clicker, refused_click, tell_clicker
@@ -256,7 +257,7 @@ async def tell_stopped(state: AppState, client: AsyncWebClient, p: dict) -> None
 async def _tell_stopped(state: AppState, client: AsyncWebClient, p: dict) -> None:
     if p.get(WHY) == STORE_DOWN:
         return await tell_store_down(client, p)
-    said = render.failure_text(STOPPED.removeprefix(":warning: "), p.get(ERROR_ID, ""))  # the log line's id
+    said = slack_blocks.failure_text(STOPPED.removeprefix(":warning: "), p.get(ERROR_ID, ""))  # the log's id
     if p.get("private"):
         await client.chat_postEphemeral(channel=p["channel"], user=p["user"], text=said)
         return
@@ -329,10 +330,10 @@ async def run_action(state: AppState, client: AsyncWebClient, p: dict) -> None:
     record = await threads.turn(p["value"], channel_id=p["channel"])
     if record is None:
         messages = render.answer_messages("I no longer have the details of that answer.")
-    elif p["action"] == render.ACTION_SHOW_SQL:
-        messages = render.steps_messages(record)
+    elif p["action"] == slack_blocks.ACTION_SHOW_SQL:
+        messages = slack_blocks.steps_messages(record)
     else:  # a 👍 saves a verified query, a 👎 asks what was wrong
-        value = "up" if p["action"] == render.ACTION_FEEDBACK_UP else "down"
+        value = "up" if p["action"] == slack_blocks.ACTION_FEEDBACK_UP else "down"
         messages = render.answer_messages(await threads.vote(record, user_id=p["user"], value=value))
     for msg in messages:
         await tell_clicker(client, p, msg)
@@ -374,7 +375,7 @@ def is_private_session(record: dict) -> bool:
 async def publish_home(state: AppState, client: AsyncWebClient, p: dict) -> None:
     """App Home: what datathread does, the tables it sees, and example questions."""
     tables = await state.threads.list_tables()
-    view = render.home_view(tables, list(render.EXAMPLE_QUESTIONS), state.settings.slash_command)
+    view = slack_blocks.home_view(tables, list(slack_blocks.EXAMPLE_QUESTIONS), state.settings.slash_command)
     await client.views_publish(user_id=p["user"], view=view)
 
 
@@ -384,5 +385,5 @@ async def set_prompts(state: AppState, client: AsyncWebClient, p: dict) -> None:
         channel_id=p["channel"],
         thread_ts=p["thread_ts"],
         title="Try asking",
-        prompts=render.suggested_prompts(),
+        prompts=slack_blocks.suggested_prompts(),
     )

@@ -30,6 +30,7 @@ from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.models.messages.chunk import TaskUpdateChunk
 from slack_sdk.web.async_client import AsyncWebClient
 
+from bot import slack_blocks
 from bot import slack_render as render
 from bot.slack_answer import NO_UNFURL, footer_only, post_answer
 from bot.slack_client import SlackCallFailed, cannot_post_here, failure_words, quick, slack_error
@@ -279,7 +280,7 @@ class SlackProgress:
             await asyncio.sleep(wait)
         self.throttle.mark()
         head = f":hourglass_flowing_sand: {self.transcript.status()}"  # working, or waiting its turn
-        text = "\n".join([head, *(render.status_line(row) for row in self.transcript.rows())])
+        text = "\n".join([head, *(slack_blocks.status_line(row) for row in self.transcript.rows())])
         if self.no_progress:
             return
         try:
@@ -321,7 +322,7 @@ class SlackProgress:
         # No "Export notebook" on private answers: the export would upload the private session in the channel.
         with_export = not self.target.private
         footer = (
-            render.footer_blocks(
+            slack_blocks.footer_blocks(
                 done.turn_id, asdict(done.stats), receipt=self.transcript.receipt(), with_export=with_export
             )
             if done.ok and done.receipt is not None  # help has none: its buttons could only say "no longer"
@@ -329,7 +330,7 @@ class SlackProgress:
         )
         failure, kept = self.transcript.failure, body if self.transcript.answer else ""
         if failure is not None:  # after a whole answer (its store failed), both are said
-            body = render.failure_text(failure.message, failure.error_id)
+            body = slack_blocks.failure_text(failure.message, failure.error_id)
         both = f"{kept}\n\n{body}" if failure and kept else body  # unless the stream has the answer's words
         if self.mode == "stream" and self.stream_ts:
             await self._last_cards()

@@ -40,6 +40,7 @@ from botframework.connector.auth import BotFrameworkAuthentication, ClaimsIdenti
 from msrest.exceptions import ClientRequestError, HttpOperationError
 from urllib3.exceptions import ProtocolError
 
+from core.model_retry import retry_after_value_s
 from core.wording import os_reason
 
 T = TypeVar("T")
@@ -207,10 +208,12 @@ def _dropped(exc: BaseException) -> bool:
 
 
 def _retry_after(value: str | None) -> float | None:
-    try:
-        return max(0.0, float(value)) if value else None
-    except ValueError:  # an HTTP date: Teams sends seconds; treat it as "longer than we wait"
-        return float("inf")
+    """The wait a refusal's `Retry-After` asks for: seconds or an HTTP date (a date past is 0 s); a
+    value that is neither is taken as "longer than we wait"."""
+    if not value:
+        return None
+    seconds = retry_after_value_s(value)
+    return float("inf") if seconds is None else max(0.0, seconds)
 
 
 async def call(

@@ -33,7 +33,7 @@ from core.events import (
 from core.help import is_local, local_answer
 from core.model import ModelClient, describe_model_error, model_fault
 from core.model_budget import ModelBudgets
-from core.notebook import is_export_request
+from core.notebook_request import is_export_request
 from core.redact import Redactor
 from core.runner import TurnStopped
 from core.s3 import S3Source

@@ -16,6 +16,8 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 
+from core.background import Background
+
 log = logging.getLogger("datathread.store")
 RETRY_EVERY_S = 0.25
 
@@ -24,7 +26,7 @@ class Releases:
     """The lock releases of one store that may outlive the turn that asked for them."""
 
     def __init__(self) -> None:
-        self._tasks: set[asyncio.Task] = set()
+        self._tasks = Background()
 
     async def release(
         self,
@@ -39,9 +41,7 @@ class Releases:
         """Run `attempt()` (which returns once the lock is freed, or is no longer ours) until it
         succeeds or `ttl_s` has passed, waiting for it at most `wait_s`; errors of `errors` are retried.
         Cancelling the caller leaves the release running."""
-        task = asyncio.create_task(_until_released(attempt, name, ttl_s, errors, reason))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        task = self._tasks.start(_until_released(attempt, name, ttl_s, errors, reason))
         await asyncio.wait({task}, timeout=wait_s)
 
     def pending(self) -> int:
@@ -49,8 +49,7 @@ class Releases:
 
     def cancel(self) -> None:
         """The store closes: the locks left expire (a dead holder's at once, on this host)."""
-        for task in list(self._tasks):
-            task.cancel()
+        self._tasks.cancel()
 
 
 async def _until_released(

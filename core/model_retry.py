@@ -40,7 +40,13 @@ def retry_after_s(headers: Mapping[str, str]) -> float | None:
         return float(headers.get("retry-after-ms", "")) / 1000
     except ValueError:
         pass
-    value = headers.get("retry-after") or ""
+    return retry_after_value_s(headers.get("retry-after") or "")
+
+
+def retry_after_value_s(value: str) -> float | None:
+    """A `Retry-After` header's value in seconds from now: delay-seconds or an HTTP date (RFC 9110
+    §10.2.3; a date already past is negative), None when it is neither. bot/teams_connector.py reads
+    the Bot Connector's with it too."""
     try:
         return float(value)
     except ValueError:

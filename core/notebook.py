@@ -5,6 +5,7 @@ order — the same records behind "Show SQL & code". Replaying the successful st
 working directory, with the official warehouse client and the reader's own credentials, reproduces the
 thread's files. Failed steps are left out: the bot's model saw the error and retried, so the working
 steps alone rebuild the files, and a notebook that stops at a known error is not "run all"-able.
+The notebook's opening (intro, setup cell) is core/notebook_setup.py's.
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ import base64
 import keyword
 import re
 from collections.abc import Iterable
-from datetime import UTC, datetime
 from pathlib import PurePosixPath
 from typing import Any
 
@@ -21,55 +21,15 @@ import nbformat
 from nbformat import v4
 
 from core.config import Settings
+from core.notebook_request import is_export_request
 from core.notebook_safety import step_hazard
+from core.notebook_setup import SETUP_NAMES, intro_text, setup_code
 from core.redact import Redactor
 from core.steps import safe_file_stem
 from core.turn_records import NothingToExport
 from core.wording import error_line
 
-REVIEW_WARNING = (
-    "> **⚠️ Review every cell before you run it.** The code below was written by an AI model during a "
-    "chat. In the bot it ran in a sandbox with no credentials, no network and no files but its own; here "
-    "it runs as *you*, with your files, network and credentials. Steps that failed in the thread, or that "
-    "reached outside the data stack (environment variables, processes, sockets, native code, files "
-    "outside the working directory), are left out or commented out, with the reason. This notebook holds "
-    "no credentials: it reads yours from your environment."
-)
 MAX_CHART_BYTES = 5 * 1024 * 1024  # bigger images stay files; the notebook rebuilds them anyway
-_DIALECTS = {"duckdb": "DuckDB", "bigquery": "BigQuery"}
-_RESERVED = {"warehouse", "client", "job_config", "duckdb", "pd", "pq", "pc", "os", "Path", "save_parquet"}
-
-# --- "export this as a notebook" ---------------------------------------------------------------
-
-_NEGATION = re.compile(r"\b(don'?t|do not|never|no need|without)\b", re.I)
-# "notebook" as the thing asked for, not as a word of the data ("notebook sales by brand")
-_TARGET = re.compile(
-    r"\bjupyter\b|\bipynb\b|\bnotebook\b(?!\s+(?!(?:of|for|please|version|file|now|too|with|from|so|"
-    r"that|and|i|we|pls|thanks)\b)\w)",
-    re.I,
-)
-_VERB = re.compile(
-    r"\b(export|download|give|send|share|make|create|generate|build|get|save|turn|convert|want|need|"
-    r"produce|write|dump|attach|package)\b",
-    re.I,
-)
-_MENTION = re.compile(r"<[@!#][^>]*>|@\w+")
-
-
-def is_export_request(text: str) -> bool:
-    """True when a message asks for the thread as a notebook, so the surface exports instead of asking
-    the model (cheap, predictable, and it never spends a turn). Short requests only: a data question
-    that merely mentions notebooks ("laptops vs notebooks sold?") must still reach the model."""
-    clean = _MENTION.sub(" ", text or "").strip()
-    words = re.findall(r"[\w.']+", clean)
-    if not words or len(words) > 14 or _NEGATION.search(clean):
-        return False
-    if not _TARGET.search(clean):
-        return False
-    return bool(_VERB.search(clean) or re.match(r"\W*(jupyter\s+)?(notebook|ipynb)\b", clean, re.I))
-
-
-# --- building the notebook ---------------------------------------------------------------------
 
 
 def build_notebook(
@@ -88,8 +48,8 @@ def build_notebook(
     bigquery = warehouse == "bigquery"
     charts = _chart_owners(turns, chart_bytes or {})
     cells = [
-        v4.new_markdown_cell(_intro(session_id, turns, bigquery, dialect)),
-        v4.new_code_cell(_setup_code(session_id, bigquery, gcp_project, default_dataset, max_bytes_billed)),
+        v4.new_markdown_cell(intro_text(session_id, turns, bigquery, dialect)),
+        v4.new_code_cell(setup_code(session_id, bigquery, gcp_project, default_dataset, max_bytes_billed)),
     ]
     number = 0
     for turn in turns:
@@ -104,104 +64,6 @@ def build_notebook(
         "datathread": {"session_id": session_id, "warehouse": warehouse, "dialect": dialect},
     }
     return nb
-
-
-def _intro(session_id: str, turns: list[dict], bigquery: bool, dialect: str) -> str:
-    started = min((t["started"] for t in turns if t.get("started")), default=0)
-    when = datetime.fromtimestamp(started, UTC).strftime("%Y-%m-%d") if started else "unknown date"
-    if bigquery:
-        env = (
-            "- `GOOGLE_APPLICATION_CREDENTIALS` — your service-account key file (or `gcloud auth "
-            "application-default login`);\n- `GCP_PROJECT` — the project that runs (and pays for) the queries."
-        )
-        packages = "google-cloud-bigquery pyarrow pandas matplotlib duckdb"
-    else:
-        env = (
-            "- `DATATHREAD_WAREHOUSE_PATH` — the DuckDB warehouse file, or\n"
-            "- `DATATHREAD_HOME` — then the demo database `$DATATHREAD_HOME/warehouse/nycflights13.duckdb` "
-            "is used (default `./.datathread`)."
-        )
-        packages = "duckdb pyarrow pandas matplotlib"
-    return (
-        f"# datathread thread `{session_id}`\n\n" + REVIEW_WARNING + "\n\n"
-        f"Questions asked on {when}, with every query and step the bot ran ({_DIALECTS.get(dialect, dialect)} SQL), in order.\n\n"
-        "**How to run it:** `pip install " + packages + "`, set in *your* environment\n\n" + env + "\n\n"
-        f"then, once you have read them, run the cells in order. The setup cell creates "
-        f"`./{session_id}-work` and works there: running the notebook top to bottom on the same data "
-        "rebuilds the thread's files (parquet results, charts, CSVs). Steps that failed in the thread "
-        "are not repeated."
-    )
-
-
-def _setup_code(
-    session_id: str,
-    bigquery: bool,
-    gcp_project: str | None,
-    dataset: str | None,
-    max_bytes_billed: int | None,
-) -> str:
-    lines = [
-        "# Setup: a working directory for the thread's files, and the warehouse client.",
-        "import os",
-        "import time",
-        "from pathlib import Path",
-        "",
-        "os.environ['TZ'] = 'UTC'  # as the bot's steps ran: the same day boundaries, the same totals",
-        "if hasattr(time, 'tzset'):  # Unix; elsewhere the SET TimeZone below still gives UTC days",
-        "    time.tzset()",
-        "",
-        "import duckdb",
-        "import pandas as pd",
-        "import pyarrow.csv as pc",
-        "import pyarrow.parquet as pq",
-        "",
-        f"WORKDIR = {session_id + '-work'!r}",
-    ]
-    if not bigquery:
-        lines += [
-            'if "WAREHOUSE_PATH" not in globals():  # resolved once, before changing directory',
-            "    WAREHOUSE_PATH = Path(",
-            '        os.environ.get("DATATHREAD_WAREHOUSE_PATH")',
-            '        or Path(os.environ.get("DATATHREAD_HOME", ".datathread")) / "warehouse" / "nycflights13.duckdb"',
-            "    ).resolve()",
-        ]
-    lines += [
-        "if Path.cwd().name != WORKDIR:  # re-running this cell must not nest directories",
-        "    Path(WORKDIR).mkdir(exist_ok=True)",
-        "    os.chdir(WORKDIR)",
-        "",
-    ]
-    if bigquery:
-        lines += [
-            "from google.cloud import bigquery",
-            "",
-            f'client = bigquery.Client(project=os.environ.get("GCP_PROJECT") or {gcp_project!r})',
-            "# Run All re-runs every query of the thread: each may bill at most the bot's own cap per query.",
-            "job_config = bigquery.QueryJobConfig("
-            + ", ".join(
-                ([f"default_dataset={dataset!r}"] if dataset else [])
-                + ([f"maximum_bytes_billed={max_bytes_billed}"] if max_bytes_billed else [])
-            )
-            + ")",
-        ]
-    else:
-        lines += [
-            "if not WAREHOUSE_PATH.exists():",
-            '    raise FileNotFoundError(f"No DuckDB warehouse at {WAREHOUSE_PATH}: set DATATHREAD_WAREHOUSE_PATH.")',
-            "warehouse = duckdb.connect(str(WAREHOUSE_PATH), read_only=True)",
-            "warehouse.execute(\"SET TimeZone = 'UTC'\")",
-        ]
-    lines += ["duckdb.execute(\"SET TimeZone = 'UTC'\")  # run_sql's connection"]
-    lines += [
-        "",
-        "",
-        "def save_parquet(table, name):",
-        '    """Save a result the way the bot did (parquet, zstd) and show its first rows."""',
-        '    pq.write_table(table, name, compression="zstd")',
-        '    print(f"{name}: {table.num_rows:,} rows")',
-        "    return table.slice(0, 10).to_pandas()",
-    ]
-    return "\n".join(lines)
 
 
 def _turn_cells(number: int, turn: dict, bigquery: bool, charts: dict[str, list]) -> list:
@@ -258,7 +120,9 @@ def _step_cell(step: dict, bigquery: bool, attached: list[str]) -> Any:
 
 def _save_cell(comment: str, name: str, call: str) -> Any:
     stem = name[: -len(".parquet")]
-    var = stem if stem.isidentifier() and not keyword.iskeyword(stem) and stem not in _RESERVED else "result"
+    var = (
+        stem if stem.isidentifier() and not keyword.iskeyword(stem) and stem not in SETUP_NAMES else "result"
+    )
     return v4.new_code_cell(f"{comment}\n{var} = {call}\nsave_parquet({var}, {name!r})")
 
 

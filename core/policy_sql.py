@@ -1,6 +1,6 @@
 """SQL policy: may this model-written SQL run?
 
-Owns ``Verdict`` (shared with the Python policy), ``TableAllowlist`` and ``check_sql``. A query passes
+Owns ``check_sql`` (``Verdict`` and ``TableAllowlist`` are core/policy_types.py's). A query passes
 only if it is exactly one read-only statement, every table it reads is allowed, and it calls no function
 that reaches files, settings, the environment or other systems. Pure functions; parsing is done by sqlglot
 and, for DuckDB, the statement split/type is cross-checked with DuckDB's own parser (parse only, no
@@ -10,7 +10,6 @@ database) so a tokenizer disagreement cannot smuggle a second statement past sql
 from __future__ import annotations
 
 import re
-from typing import NamedTuple
 
 import sqlglot
 from sqlglot import exp
@@ -21,14 +20,11 @@ from core.policy_sql_rules import (  # noqa: F401 - DIALECTS is re-exported
     _BLOCKED_FUNCS,
     _BLOCKED_PREFIXES,
     _COMMAND_KINDS,
-    _DATASET_VIEWS,
     _DETAIL,
     _DUCKDB_TYPES,
     _EXPLAIN,
-    _FILE_EXTS,
     _GAP,
     _GENERATORS,
-    _GLOBAL_METADATA,
     _IDENT_PATH,
     _LEADING_KINDS,
     _NODE_KINDS,
@@ -39,31 +35,10 @@ from core.policy_sql_rules import (  # noqa: F401 - DIALECTS is re-exported
     _WORKSPACE_READERS,
     DIALECTS,
     MAX_SQL_CHARS,
-    path_problem,
 )
-from core.policy_sql_scope import is_cte_reference, is_duckdb_catalog_view
+from core.policy_sql_scope import is_cte_reference
+from core.policy_sql_tables import _check_ref, _Ctx, _listing, _normalise, _Ref, _Refusal
 from core.policy_types import TableAllowlist, Verdict
-
-
-class _Refusal(Exception):
-    def __init__(self, kind: str, reason: str):
-        super().__init__(reason)
-        self.kind, self.reason = kind, reason
-
-
-class _Ctx(NamedTuple):
-    dialect: str
-    allowlist: TableAllowlist
-    project: str | None
-    dataset: str | None
-    workspace: bool
-
-
-class _Ref(NamedTuple):
-    name: str  # normalised reference reported in Verdict.tables
-    scope: str  # "table": allows(name); "prefix"/"listing": allows_prefix(prefix); "global": allow-all
-    # only; "forbidden": never (BigQuery project/region metadata); "path": workspace files only
-    prefix: str = ""
 
 
 def check_sql(
@@ -193,15 +168,6 @@ def _pragma_refs(pragma: exp.Pragma, ctx: _Ctx) -> list[_Ref]:
     )
 
 
-def _listing(what: str, ctx: _Ctx) -> _Ref:
-    """SHOW TABLES / PRAGMA show_tables list the default schema; their ALL / _expanded forms list every
-    schema of every database, with columns: allowed only as far as the allowlist covers them."""
-    if what.endswith(("ALL TABLES", "_expanded")):
-        return _Ref(what, "global")
-    schema = (ctx.dataset or "main").lower()
-    return _Ref(what, "listing", f"{schema}.")
-
-
 def _table_refs(root: exp.Expression, ctx: _Ctx) -> list[_Ref]:
     refs: list[_Ref] = []
     readers: set[int] = set()
@@ -274,102 +240,6 @@ def _func_name(func: exp.Func) -> str:
     if isinstance(func.parent, exp.Dot) and func.parent.expression is func:
         name = f"{func.parent.this.name}.{name}"
     return name.lower()
-
-
-def _normalise(names: list[str], ctx: _Ctx, force_path: bool = False) -> _Ref:
-    """Turn identifier parts into a normalised reference; the one place names are qualified."""
-    if ctx.dialect == "bigquery":
-        return _normalise_bigquery(names, ctx)
-    lowered, joined = [n.lower() for n in names], ".".join(names)
-    # DuckDB reads a file for a quoted name with a dot, and for `x.csv` / `a.b.parquet` unquoted.
-    if (
-        force_path
-        or any(c in n for n in names for c in "/\\:~")
-        or (len(names) == 1 and "." in joined)
-        or ("." in joined and joined.rsplit(".", 1)[-1].lower() in _FILE_EXTS)
-    ):
-        return _Ref(joined, "path")
-    if len(names) > 3 or not all(names):
-        raise _Refusal("table", f"Unrecognised table name `{'.'.join(names)}`; use schema.table.")
-    if not ctx.workspace and is_duckdb_catalog_view(lowered):
-        return _Ref(".".join(lowered), "global")
-    if len(lowered) == 1:
-        lowered = [(ctx.dataset or "main").lower(), *lowered]
-    return _Ref(".".join(lowered), "table")
-
-
-def _normalise_bigquery(names: list[str], ctx: _Ctx) -> _Ref:
-    segs = [s.lower() for n in names for s in n.split(".")]
-    shown = ".".join(segs)
-    if not all(segs) or any(c in s for s in segs[:-1] for c in "*?[]") or any(c in segs[-1] for c in "?[]"):
-        raise _Refusal("table", f"Unrecognised table name `{shown}`; use project.dataset.table.")
-    project = [ctx.project.lower()] if ctx.project else []
-    if "information_schema" in segs:
-        i = segs.index("information_schema")
-        prefix, view = segs[:i], segs[i + 1 :]
-        if len(view) != 1 or view[0] not in _DATASET_VIEWS or any(s.startswith("region-") for s in prefix):
-            return _Ref(shown, "forbidden")
-        if not prefix and ctx.dataset:
-            prefix = ctx.dataset.lower().split(".")
-        if len(prefix) == 1 and prefix != project:  # `proj.INFORMATION_SCHEMA.X` is project-level
-            prefix = project + prefix
-        if len(prefix) != 2:
-            return _Ref(shown, "forbidden")
-        return _Ref(".".join([*prefix, "information_schema", view[0]]), "prefix", ".".join(prefix) + ".")
-    if len(segs) == 1 and ctx.dataset:
-        segs = ctx.dataset.lower().split(".") + segs
-    if len(segs) == 2:
-        segs = project + segs
-    if len(segs) > 3:
-        raise _Refusal("table", f"Unrecognised table name `{shown}`; use project.dataset.table.")
-    name = ".".join(segs)
-    if "*" in segs[-1]:
-        if segs[-1].count("*") != 1 or not name.endswith("*"):
-            raise _Refusal(
-                "table", f"Wildcard tables need a single trailing *, e.g. `proj.ds.events_*`: `{name}`."
-            )
-        return _Ref(name, "prefix", name[:-1])
-    return _Ref(name, "table")
-
-
-def _check_ref(ref: _Ref, ctx: _Ctx) -> None:
-    al = ctx.allowlist
-    if ref.scope == "path":
-        if not ctx.workspace:
-            raise _Refusal(
-                "path",
-                f"Reading files (`{ref.name}`) is not available here; query the allowed "
-                "warehouse tables instead.",
-            )
-        problem = path_problem(ref.name)
-        if problem:
-            raise _Refusal(
-                "path",
-                f"File path '{ref.name}' is not allowed: {problem}. Use a relative path "
-                "inside the workspace, e.g. 'data.parquet' or 'exports/*.csv'.",
-            )
-        return
-    if ctx.workspace and ref.scope == "table":
-        return
-    if ref.scope == "forbidden":  # e.g. region-us.INFORMATION_SCHEMA.JOBS: every job's SQL, any channel
-        raise _Refusal("table", _GLOBAL_METADATA[ctx.dialect].format(name=ref.name))
-    if ref.scope in ("global", "listing"):
-        covered = al.allow_all if ref.scope == "global" else al.allows_prefix(ref.prefix)
-        if not covered:
-            raise _Refusal("table", _GLOBAL_METADATA[ctx.dialect].format(name=ref.name))
-        return
-    ok = al.allows_prefix(ref.prefix) if ref.scope == "prefix" else al.allows(ref.name)
-    if not ok:
-        shown = ", ".join(al.patterns[:6]) + (", …" if len(al.patterns) > 6 else "")
-        what = (
-            "covers several tables; it needs a whole allowed dataset"
-            if ref.scope == "prefix"
-            else "is not allowed"
-        )
-        raise _Refusal(
-            "table",
-            f"Table `{ref.name}` {what}. Allowed tables: {shown}. Query only those (fully qualified).",
-        )
 
 
 def _duckdb_cross_check(sql: str, kind: str) -> None:

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 
 import redis
 
+from core.background import Background
 from core.outage import Outage
 from core.redis_client import fail_fast_client
 from core.runner import TurnJob
@@ -97,7 +98,7 @@ class RedisJobs:
         # ever, and a stopping worker's read is dropped sooner than that (core/runner_worker.py).
         self.r = fail_fast_client(url, socket_timeout=SOCKET_TIMEOUT_S)
         self._settle = self.r.register_script(_SETTLE)
-        self._withdrawing: set[asyncio.Task] = set()
+        self._withdrawing = Background()  # puts that timed out, being withdrawn
 
     async def prepare(self) -> None:
         """Create the streams and the group once (BUSYGROUP: another replica did)."""
@@ -120,9 +121,7 @@ class RedisJobs:
             done, _ = await asyncio.wait({adding}, timeout=0.05)
         if not done:
             adding.cancel()
-            task = asyncio.create_task(self._withdraw(put_id), name="datathread-withdraw-job")
-            self._withdrawing.add(task)
-            task.add_done_callback(self._withdrawing.discard)
+            self._withdrawing.start(self._withdraw(put_id), name="datathread-withdraw-job")
             raise redis.TimeoutError(f"no answer within {PUT_DEADLINE_S:g} s")
         adding.result()  # a RedisError, as it came
 
@@ -195,8 +194,7 @@ class RedisJobs:
         return out
 
     async def close(self) -> None:
-        for task in self._withdrawing:
-            task.cancel()
+        self._withdrawing.cancel()
         await self.r.aclose()
 
 

@@ -27,13 +27,14 @@ import os
 import socket
 import time
 import uuid
-from collections.abc import Awaitable
+from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from pydantic import SecretStr
 from redis.exceptions import RedisError
 
+from core.background import Background
 from core.config import Settings
 from core.job_journal import JobJournal
 from core.runner import LOST, TELL_LOST_S, JobHandler, TurnJob, tell_lost, tell_store_down
@@ -99,8 +100,8 @@ class WorkerRunner:
         self.journal = None if self.redis else JobJournal(settings.home / "jobs")  # for after a kill
         self.lost_after_s = settings.lock_ttl
         self._procs: list[_Proc | None] = [None] * self.count
-        self._watchers: set[asyncio.Task] = set()
-        self._tells: set[asyncio.Task] = set()  # threads told that their job could not be queued
+        self._watchers = Background()  # one a worker: reads its protocol lines, restarts it
+        self._tells = Background()  # threads told after the ack (a job not queued, a killed serve's)
         self._next_id = 0
         self._backlog: list[TurnJob] = []  # pipe mode: jobs waiting for a worker to (re)start
         self._failed_starts = [0] * self.count  # in a row, per worker slot: sets the restart pause
@@ -168,11 +169,9 @@ class WorkerRunner:
             return any([await self.redis.r.xlen(QUICK), await self.redis.r.xlen(TURNS)])
         return bool(self._backlog) or any(p.held for p in self._procs if p is not None)
 
-    def _tell(self, telling: Awaitable[None]) -> None:
-        """Tell a thread after the ack, in the background (kept, so the task is not collected)."""
-        task = asyncio.ensure_future(telling)
-        self._tells.add(task)
-        task.add_done_callback(self._tells.discard)
+    def _tell(self, telling: Coroutine[None, None, None]) -> None:
+        """Tell a thread after the ack, in the background (waited for by `stop`)."""
+        self._tells.start(telling)
 
     def stopping(self) -> None:
         """From now on a worker that ends is not restarted, nor logged as a failure: the process is
@@ -207,13 +206,10 @@ class WorkerRunner:
             with contextlib.suppress(ProcessLookupError):
                 p.proc.kill()
             await p.proc.wait()
-        if self._watchers:  # each reads its worker's last `done` lines up to the end of its pipe
-            await asyncio.wait(set(self._watchers), timeout=TELL_LOST_S)
-        for task in list(self._watchers):
-            task.cancel()
+        await self._watchers.wait(TELL_LOST_S)  # each reads its worker's last `done` lines to the pipe's end
+        self._watchers.cancel()
         await self._tell_unfinished(procs, killed)
-        if self._tells:
-            await asyncio.wait(set(self._tells), timeout=TELL_LOST_S)
+        await self._tells.wait(TELL_LOST_S)
         if self.redis is not None:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.redis.close(), TELL_LOST_S)
@@ -265,9 +261,7 @@ class WorkerRunner:
         proc.stdin.write(json.dumps(first).encode() + b"\n")
         worker = _Proc(index=index, name=name, proc=proc, ready=asyncio.get_running_loop().create_future())
         self._procs[index] = worker
-        task = asyncio.create_task(self._watch(worker), name=f"worker-{index}")
-        self._watchers.add(task)
-        task.add_done_callback(self._watchers.discard)
+        self._watchers.start(self._watch(worker), name=f"worker-{index}")
 
     async def _watch(self, worker: _Proc) -> None:
         """Read the worker's protocol lines until it exits; then account for what it held and restart it."""

@@ -2,7 +2,9 @@
 
 Steps never run in the bot's process. The bot keeps the fork server alive, sends each step over a
 private Unix socket, enforces the wall-clock limit by killing the step's process group, and turns
-crashes and kills into error results so the next step (and the bot) keep working.
+crashes and kills into error results so the next step (and the bot) keep working. The workspace
+quota it enforces itself, a workspace's listing and the report on the host's protections are
+core/sandbox_quota.py, core/sandbox_listing.py and core/sandbox_protections.py.
 """
 
 from __future__ import annotations
@@ -13,15 +15,21 @@ import contextlib
 import json
 import logging
 import os
-import resource
 import signal
 import sys
-import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-from core import cgroups, isolation, isolation_backends, isolation_session, isolation_supervisor
-from core.sandbox import StepRequest, StepResult, WorkspaceFull, is_valid_session_id
+from core import (
+    cgroups,
+    isolation,
+    isolation_session,
+    isolation_supervisor,
+    sandbox_protections,
+    sandbox_quota,
+)
+from core.sandbox import StepRequest, StepResult, is_valid_session_id
+from core.sandbox_listing import list_workspace
 from core.workspace_paths import make_parents, read_inside, resolve_in_workspace, write_inside
 from core.zygote_folder import ZygoteFolder
 
@@ -145,7 +153,7 @@ class LocalSandbox:
                 raise RuntimeError(ready.get("error") or self._start_failure(status))
             self.backend = ready.get("backend", "")
             self._zygote_protections = ready.get("protections", {})
-            self._log_protections()
+            sandbox_protections.log_report(self.backend, self._zygote_protections, self.isolation_policy)
 
     def _start_failure(self, status: int) -> str:
         """The fork server ended before saying it was ready: say how it ended, and put the end of its
@@ -163,47 +171,12 @@ class LocalSandbox:
                 )
         return f"The sandbox fork server failed to start ({how})."
 
-    def _log_protections(self) -> None:
-        off = {k: v for k, v in self._zygote_protections.items() if not v.startswith("on")}
-        # one short line at INFO (serve's terminal); the whole report (~1.5 KB on one line) at DEBUG
-        on = sum(state.startswith("on") for state in self._zygote_protections.values())
-        log.info(
-            "sandbox ready, isolation back end %r: %d of %d protections on",
-            self.backend,
-            on,
-            len(self._zygote_protections),
-        )
-        log.debug("sandbox protections: %s", self._zygote_protections)
-        if self.refused_reason():
-            log.error("%s", self.refused_reason())
-        elif off:
-            log.warning(
-                "sandbox protections OFF on this host: %s (%s)",
-                "; ".join(f"{k}: {v.split('— ', 1)[-1]}" for k, v in off.items()),
-                self._off_advice(off),
-            )
-
-    def _off_advice(self, off: dict[str, str]) -> str:
-        """What the operator can do about what is OFF. `serve` runs strict already, and strict asks only
-        for network and filesystem isolation: advising it there, for a uid or cgroup row, misled."""
-        required = " and ".join(isolation_backends.REQUIRED_FOR_STRICT)
-        if self.isolation_policy != "strict":
-            return f"set DATATHREAD_ISOLATION=strict to refuse steps without {required} isolation"
-        return f"DATATHREAD_ISOLATION=strict needs only {required} isolation, which is on; docs/SECURITY.md says what each OFF row means"
-
     def _pid_namespace(self) -> bool:
         return self._zygote_protections.get("leftover processes", "").startswith("on — own PID namespace")
 
     def refused_reason(self) -> str:
         """Why steps are refused (strict policy on a host that cannot isolate them), or ''."""
-        missing = isolation_backends.unsatisfied_by(self._zygote_protections)
-        if self.isolation_policy != "strict" or not missing or not self._zygote_protections:
-            return ""
-        return (
-            f"Refused: DATATHREAD_ISOLATION=strict and this host gives the sandbox no {' or '.join(missing)} "
-            "isolation (see `datathread doctor`). Steps do not run until it does, or set "
-            "DATATHREAD_ISOLATION=best to accept that."
-        )
+        return sandbox_protections.refused_reason(self._zygote_protections, self.isolation_policy)
 
     def protections(self) -> dict[str, str]:
         """Which protections are on, as the fork server found them at start (empty before start)."""
@@ -256,7 +229,10 @@ class LocalSandbox:
             if not line:
                 return StepResult(ok=False, killed=True, error=self._crash_message(request))
             answered = True
-            return await self._within_quota(_parse_result(line, request), workspace)
+            result = _parse_result(line, request)
+            return await sandbox_quota.after_step(
+                result, workspace, self.workspace_bytes, self._zygote_protections
+            )
         except ValueError:  # a line past RESULT_LINE_BYTES: not a result the supervisor would send
             self._kill(pid)
             return StepResult(ok=False, error="The step's result was too large and was refused.")
@@ -284,33 +260,6 @@ class LocalSandbox:
                 )
             if self._cgroups is not None:
                 cgroups.remove(self._cgroups, isolation_session.session_key(own))
-
-    async def _within_quota(self, result: StepResult, workspace: Path) -> StepResult:
-        """The per-session disk quota, checked again after every step where it is a watchdog
-        (`landlock`, `none`): its supervisor kills a step once the workspace grows past the quota, and
-        a step quicker than one of its checks (0.1 s) is caught here — reported as failed with a
-        message the model can act on (the files stay until it deletes some). On `root` and `userns`
-        the step's writes land only as far as they fit (`core/workspace_overlay.py`): no walk needed."""
-        if self._zygote_protections.get("workspace quota", "").startswith("on — hard"):
-            return result  # not where the fork server found the kernel lacking: then it is a watchdog
-        with contextlib.suppress(ValueError, OSError):  # measuring takes a descriptor per level
-            resource.setrlimit(resource.RLIMIT_NOFILE, (resource.getrlimit(resource.RLIMIT_NOFILE)[1],) * 2)
-        usage = await asyncio.to_thread(isolation_supervisor.measure, workspace)
-        used = usage.bytes
-        if usage.unwalkable:  # never counted as empty: a folder the bot cannot read is over the quota
-            result.ok = False
-            result.error = ((result.error + "\n") if result.error else "") + (
-                "The thread's workspace holds a folder that cannot be read or is nested too deeply to "
-                "measure, so it counts as over its limit. Delete it (shutil.rmtree in run_python)."
-            )
-        elif used > self.workspace_bytes:
-            result.ok = False
-            result.error = ((result.error + "\n") if result.error else "") + (
-                f"The thread's workspace now holds {used / 2**20:,.0f} MB, over its "
-                f"{self.workspace_bytes / 2**20:,.0f} MB limit. Delete files you no longer need "
-                "(os.remove in run_python) and keep intermediate results small."
-            )
-        return result
 
     @staticmethod
     def _crash_message(request: StepRequest) -> str:
@@ -341,27 +290,13 @@ class LocalSandbox:
         owner = (uid, uid) if uid is not None else None
         # under the session's lock: two results of one message, each fitting alone, both passed the check
         async with self._writing.setdefault(session_id, asyncio.Lock()):
-            await self._room_for(workspace, full, len(data))
+            await sandbox_quota.room_for(workspace, full, len(data), self.workspace_bytes)
             await asyncio.to_thread(make_parents, workspace, full, owner)
             await asyncio.to_thread(write_inside, workspace, full, data, owner)
 
-    async def _room_for(self, workspace: Path, full: Path, size: int) -> None:
-        """Raise WorkspaceFull unless `size` more bytes (less the file they replace) fit the quota."""
-        usage = await asyncio.to_thread(isolation_supervisor.measure, workspace)
-        grows = size
-        with contextlib.suppress(OSError):
-            grows -= full.lstat().st_size  # a result saved again under its name replaces the old one
-        if usage.unwalkable or usage.bytes + grows > self.workspace_bytes:
-            raise WorkspaceFull(
-                f"The result ({size / 2**20:,.1f} MB) would take the thread's workspace past its "
-                f"{self.workspace_bytes / 2**20:,.0f} MB limit ({usage.bytes / 2**20:,.1f} MB used): delete "
-                "files you no longer need (os.remove in run_python), or fetch less."
-            )
-
     async def list_files(self, session_id: str) -> list[dict]:
-        """The workspace's files (at most its file quota), walked in a thread: a workspace of 100,000
-        files takes seconds to list, and the event loop serves every other thread meanwhile."""
-        return await asyncio.to_thread(_listing, self.workspace(session_id, make=False), self.workspace_files)
+        """The workspace's files, at most its file quota (core/sandbox_listing.py)."""
+        return await list_workspace(self.workspace(session_id, make=False), self.workspace_files)
 
     async def close(self) -> None:
         if self._proc and self._proc.returncode is None:
@@ -371,24 +306,6 @@ class LocalSandbox:
         if self._folder is not None:
             self._folder.remove()
             self._folder = None
-
-
-def _listing(workspace: Path, limit: int) -> list[dict]:
-    """In a thread, gentle with the interpreter lock the event loop needs: the walk gives it up around
-    every `stat` and takes it straight back, which keeps a waiting thread waiting (CPython's convoy
-    effect stalled the loop 0.2 s at a time), so it also sleeps now and then. One dict per file kept;
-    plain strings sorted (one sort of 100,000 (path, stat) tuples holds the lock a tenth of a second)."""
-    from core.steps import workspace_files
-
-    files: dict[str, int] = {}
-    for path, st in workspace_files(workspace, limit=limit):
-        files[path] = st.st_size
-        if len(files) % 256 == 0:
-            time.sleep(0.001)
-    return [
-        {"path": path, "size": files[path], "kind": os.path.splitext(path)[1].lstrip(".")}
-        for path in sorted(files)
-    ]
 
 
 def _parse_result(line: bytes, request: StepRequest) -> StepResult:

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 
 from core import history as hist
 from core.access import Refusal, log_refusal
+from core.background import Background
 from core.config import Settings
 from core.events import EventSink, IncomingMessage, TurnFailed, TurnFinished, TurnOutcome
 from core.receipt import turn_receipt
@@ -67,7 +68,7 @@ class TurnEnds:
     redactor: Redactor
     warehouse: Warehouse
     unanswered: str  # `unanswered_store(settings)`
-    _records: set[asyncio.Task] = field(default_factory=set, init=False, repr=False)
+    _records: Background = field(default_factory=Background, init=False, repr=False)
 
     def record_of(
         self, message: IncomingMessage, outcome: TurnOutcome, started: float, error: str | None
@@ -180,12 +181,8 @@ class TurnEnds:
                 if not quiet:
                     log.warning("turn %s: its record was not written: %s", record.get("turn_id"), exc)
 
-        task = asyncio.create_task(write())
-        self._records.add(task)
-        task.add_done_callback(self._records.discard)
-        return task
+        return self._records.start(write())
 
     def close(self) -> None:
         """Stop the records still waiting for the store (the core is closing)."""
-        for task in list(self._records):
-            task.cancel()
+        self._records.cancel()

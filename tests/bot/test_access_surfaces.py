@@ -121,7 +121,7 @@ async def test_a_slack_user_outside_the_allowlist_cannot_act_on_an_answer_either
     """The buttons under an answer skipped the access rules: a person not on DATATHREAD_ALLOWED_USERS saw
     its SQL, saved it as a verified query that later answers start from, exported the thread into the
     channel, and could schedule it. Now each button says what a refused question says, privately."""
-    from bot import slack_render as render
+    from bot import slack_blocks
 
     allowed = settings.model_copy(update={"allowed_users": "U0001"})
     fake_model.enqueue(text("16 airlines."))
@@ -131,10 +131,17 @@ async def test_a_slack_user_outside_the_allowlist_cannot_act_on_an_answer_either
         stream = slack_api.of("chat.stopStream")[-1].args
         turn_id = stream["blocks"][1]["elements"][0]["value"]
         before = len(slack_api.calls)
-        for action in (render.ACTION_SHOW_SQL, render.ACTION_FEEDBACK_UP, render.ACTION_EXPORT):
+        for action in (
+            slack_blocks.ACTION_SHOW_SQL,
+            slack_blocks.ACTION_FEEDBACK_UP,
+            slack_blocks.ACTION_EXPORT,
+        ):
             await slack.click(action, turn_id, thread_ts="1700000201.000100", user="U0003")
         await slack.select(
-            render.ACTION_SCHEDULE, f"{turn_id} 0 9 * * mon", thread_ts="1700000201.000100", user="U0003"
+            slack_blocks.ACTION_SCHEDULE,
+            f"{turn_id} 0 9 * * mon",
+            thread_ts="1700000201.000100",
+            user="U0003",
         )
         await slack.drain()
         after = slack_api.calls[before:]
@@ -150,7 +157,7 @@ async def test_a_slack_user_outside_the_allowlist_cannot_act_on_an_answer_either
         assert not [c for c in after if c.method == "chat.postMessage"], [c.method for c in after]
         assert "not on the list of people" in json.dumps([c.args for c in after])
         # the asker's buttons still work
-        await slack.click(render.ACTION_SHOW_SQL, turn_id, thread_ts="1700000201.000100", user="U0001")
+        await slack.click(slack_blocks.ACTION_SHOW_SQL, turn_id, thread_ts="1700000201.000100", user="U0001")
         await slack.drain()
         assert "not on the list" not in slack_api.calls[-1].args.get("text", "")
 

@@ -11,7 +11,7 @@ import threading
 import time
 from datetime import UTC, datetime, timedelta
 
-from bot import slack_render
+from bot import slack_blocks
 from core.schedules import ANSWER_CADENCES, new_schedule
 from core.schedules_store import ScheduleBook
 from core.schedules_tick import tick
@@ -216,7 +216,7 @@ async def test_slash_schedule_asks_create_or_cancel_in_the_askers_time_zone(sett
             assert prompt["user"] == "U0001" and "`0 9 * * mon` (Asia/Tokyo)" in json.dumps(prompt["blocks"])
             assert await book.list() == []  # nothing exists before the click
             await harness.click(
-                slack_render.ACTION_CONFIRM_RUN, create["value"], channel="C0042", user="U0001"
+                slack_blocks.ACTION_CONFIRM_RUN, create["value"], channel="C0042", user="U0001"
             )
             await harness.drain()
             [s] = await book.list()
@@ -231,7 +231,7 @@ async def test_slash_schedule_asks_create_or_cancel_in_the_askers_time_zone(sett
             assert not fake_model.requests  # parsed without the model
             # a late click (a client still showing the buttons) is told, not met with silence (nor a second one)
             await harness.click(
-                slack_render.ACTION_CONFIRM_RUN, create["value"], channel="C0042", user="U0001"
+                slack_blocks.ACTION_CONFIRM_RUN, create["value"], channel="C0042", user="U0001"
             )
             await harness.drain()
             late = [c.args for c in api.calls if c.method.startswith("/response/")]
@@ -258,14 +258,14 @@ async def test_schedule_under_an_answer_reposts_its_question_after_create(settin
             await harness.event(mention("delays by carrier", ts="500.1"))
             await harness.drain()
             actions = api.of("chat.stopStream")[0].args["blocks"][-1]["elements"]
-            menu = next(e for e in actions if e["action_id"] == slack_render.ACTION_SCHEDULE)
+            menu = next(e for e in actions if e["action_id"] == slack_blocks.ACTION_SCHEDULE)
             labels = [o["text"]["text"] for o in menu["options"]]
             assert labels == [label for label, _ in ANSWER_CADENCES]
             monday = next(o["value"] for o in menu["options"] if o["text"]["text"] == "Every Monday at 9:00")
 
             book = ScheduleBook(harness.state.analyst.store)
             api.clear()
-            await harness.select(slack_render.ACTION_SCHEDULE, monday, thread_ts="500.1", user="U0003")
+            await harness.select(slack_blocks.ACTION_SCHEDULE, monday, thread_ts="500.1", user="U0003")
             create, _ = await confirm_buttons(api)  # the job waits for the click: no drain before it
             asked = api.of("chat.postEphemeral")[0].args
             prompt = json.dumps(asked["blocks"])
@@ -273,7 +273,7 @@ async def test_schedule_under_an_answer_reposts_its_question_after_create(settin
             assert asked["thread_ts"] == "500.1"  # in the answer's thread (it landed in the channel)
             assert await book.list() == []  # nothing exists before Create
             await harness.click(
-                slack_render.ACTION_CONFIRM_RUN,
+                slack_blocks.ACTION_CONFIRM_RUN,
                 create["value"],
                 thread_ts="500.1",
                 user="U0003",

@@ -11,7 +11,7 @@ import time
 import pytest
 import pytest_asyncio
 
-from bot import slack_render as render
+from bot import slack_blocks
 from tests.bot.slack_harness import demo_home, mention, message, module_settings, serve, until
 from tests.fakes.anthropic_api import error, text, tool
 from tests.fakes.slack_api import BOT_ID, BOT_USER_ID, FakeSlackAPI
@@ -112,9 +112,9 @@ async def test_mention_progress_files_answer_follow_up_and_buttons(slack, model)
     assert "not from any query" not in receipt  # 20.22 and 19.96 are the query's, rounded
     turn_id = actions["elements"][0]["value"]
     assert [e["action_id"] for e in actions["elements"]][:3] == [
-        render.ACTION_SHOW_SQL,
-        render.ACTION_FEEDBACK_UP,
-        render.ACTION_FEEDBACK_DOWN,
+        slack_blocks.ACTION_SHOW_SQL,
+        slack_blocks.ACTION_FEEDBACK_UP,
+        slack_blocks.ACTION_FEEDBACK_DOWN,
     ]
 
     # a follow-up in the thread needs no mention; unrelated messages are ignored
@@ -138,8 +138,8 @@ async def test_mention_progress_files_answer_follow_up_and_buttons(slack, model)
 
     # Show SQL & code: every query and code step, only to the person who clicked
     api.clear()
-    await slack.click(render.ACTION_SHOW_SQL, turn_id, thread_ts="100.1")
-    await slack.click(render.ACTION_FEEDBACK_DOWN, turn_id, thread_ts="100.1")
+    await slack.click(slack_blocks.ACTION_SHOW_SQL, turn_id, thread_ts="100.1")
+    await slack.click(slack_blocks.ACTION_FEEDBACK_DOWN, turn_id, thread_ts="100.1")
     await slack.drain()
     shown, thanks = api.of("chat.postEphemeral")
     assert shown.args["user"] == "U0002" and shown.args["thread_ts"] == "100.1"
@@ -218,10 +218,10 @@ async def test_dm_and_slash_commands(slack, model):
     assert answer["replace_original"] is True  # in place of "Working on it…", which stayed for good
     assert "how many planes?" in json.dumps(model.requests[-1]["messages"])
     buttons = [e for b in answer["blocks"] if b["type"] == "actions" for e in b["elements"]]
-    assert buttons and render.ACTION_EXPORT not in [e["action_id"] for e in buttons]
+    assert buttons and slack_blocks.ACTION_EXPORT not in [e["action_id"] for e in buttons]
     # even a forged Export click on the private turn uploads nothing; the clicker is told why
     api.clear()
-    await slack.click(render.ACTION_EXPORT, buttons[0]["value"])
+    await slack.click(slack_blocks.ACTION_EXPORT, buttons[0]["value"])
     await slack.drain()
     assert not api.of("files.completeUploadExternal")
     assert "Private answers" in api.of("chat.postEphemeral")[0].args["text"]
@@ -400,7 +400,7 @@ async def test_app_home_prompts_export_and_confirmation(slack, model):
     await slack.drain()
     turn_id = api.of("chat.stopStream")[-1].args["blocks"][1]["elements"][0]["value"]
     api.clear()
-    await slack.click(render.ACTION_EXPORT, turn_id, thread_ts="700.1")
+    await slack.click(slack_blocks.ACTION_EXPORT, turn_id, thread_ts="700.1")
     await slack.drain()
     done = api.of("files.completeUploadExternal")[0].args
     assert done["thread_ts"] == "700.1" and done["channel_id"] == "C0001"
@@ -419,7 +419,10 @@ async def test_app_home_prompts_export_and_confirmation(slack, model):
 
     target = SlackTarget(channel="C0001", thread_ts="700.1", team_id="T0001", user_id="U0001")
     confirm = build_confirmer(build_client(slack.state.settings), target, slack.state.threads)
-    for action, expected in ((render.ACTION_CONFIRM_RUN, True), (render.ACTION_CONFIRM_CANCEL, False)):
+    for action, expected in (
+        (slack_blocks.ACTION_CONFIRM_RUN, True),
+        (slack_blocks.ACTION_CONFIRM_CANCEL, False),
+    ):
         waiting = asyncio.create_task(
             confirm(ConfirmRequest(turn_id="t9", step_id=action, prompt="Scan 40 GB?"))
         )

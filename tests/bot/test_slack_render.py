@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from bot import slack_blocks
 from bot import slack_render as r
 from bot.slack_app import action_payload, is_ignored, strip_mention
+from bot.transcript import format_bytes
 
 
 @pytest.mark.parametrize(
@@ -79,7 +81,7 @@ def test_split_never_cuts_code_or_tables(markdown: str, limit: int, pieces: int)
 
 def test_answer_messages_respect_block_limits_and_put_the_footer_last() -> None:
     markdown = "\n\n".join(f"Paragraph {n} " + "w" * 2900 for n in range(120))
-    footer = r.footer_blocks(
+    footer = slack_blocks.footer_blocks(
         "turn1", {"steps": 2, "rows": 16, "bytes_scanned": 1_500_000, "duration_s": 3.14}
     )
     messages = r.answer_messages(markdown, footer)
@@ -120,7 +122,7 @@ def test_stream_chunks_keep_markdown_and_fit_the_stream_limit() -> None:
     [(0, "0 B"), (999, "999 B"), (1_500, "1.5 KB"), (12_000_000, "12 MB"), (3_200_000_000, "3.2 GB")],
 )
 def test_format_bytes(n: int, text: str) -> None:
-    assert r.format_bytes(n) == text
+    assert format_bytes(n) == text
 
 
 def test_steps_messages_show_every_query_and_code_step() -> None:
@@ -151,7 +153,7 @@ def test_steps_messages_show_every_query_and_code_step() -> None:
         ]
     }
     text = "\n".join(
-        b["text"] for m in r.steps_messages(record) for b in m["blocks"] if b["type"] == "markdown"
+        b["text"] for m in slack_blocks.steps_messages(record) for b in m["blocks"] if b["type"] == "markdown"
     )
     assert "**1. Querying the warehouse** ✓ 1 row · 0.2 s\n\n```\nSELECT 1\n```" in text  # Slack: no language
     # a record from before steps kept their title is named by its tool
@@ -194,11 +196,11 @@ def test_action_payload_prefers_the_thread_of_the_clicked_message() -> None:
         "team": {"id": "T1"},
         "container": {"channel_id": "C1", "message_ts": "2.0", "thread_ts": "1.0"},
     }
-    payload = action_payload(body, {"action_id": r.ACTION_SHOW_SQL, "value": "turn1"})
+    payload = action_payload(body, {"action_id": slack_blocks.ACTION_SHOW_SQL, "value": "turn1"})
     assert (
         payload
         == {
-            "action": r.ACTION_SHOW_SQL,
+            "action": slack_blocks.ACTION_SHOW_SQL,
             "value": "turn1",
             "user": "U1",
             "team": "T1",
@@ -210,7 +212,7 @@ def test_action_payload_prefers_the_thread_of_the_clicked_message() -> None:
     )
     body["container"]["is_ephemeral"] = True  # a click on a private (ephemeral) answer
     body["response_url"] = "https://hooks.slack.com/actions/T1/1/x"
-    clicked = action_payload(body, {"action_id": r.ACTION_EXPORT, "value": "turn1"})
+    clicked = action_payload(body, {"action_id": slack_blocks.ACTION_EXPORT, "value": "turn1"})
     assert clicked["ephemeral"] is True and clicked["response_url"] == body["response_url"]
 
 
@@ -239,7 +241,7 @@ CONTROL = ("<!", "<@", "<#", "<javascript")
         lambda t: r.unit_markdown(r.Unit("text", t)),
         lambda t: "\n".join(r.stream_chunks(t)),
         lambda t: str(r.answer_messages(t)),
-        lambda t: str(r.confirm_blocks(t, "t:s")),
+        lambda t: str(slack_blocks.confirm_blocks(t, "t:s")),
     ],
     ids=["mrkdwn", "inert", "markdown", "stream", "messages", "confirm"],
 )
@@ -277,7 +279,7 @@ def test_backticks_inside_code_do_not_close_its_block(render) -> None:
 
 def test_the_footer_says_one_row_in_the_singular():
     assert (
-        r.stats_line({"steps": 1, "rows": 1, "duration_s": 0.4}) == "1 step · 1 row · 0.4 s"
+        slack_blocks.stats_line({"steps": 1, "rows": 1, "duration_s": 0.4}) == "1 step · 1 row · 0.4 s"
     )  # was "1 rows"
 
 

@@ -10,7 +10,7 @@ import logging
 import pytest
 import pytest_asyncio
 
-from bot import slack_render as render
+from bot import slack_blocks
 from tests.bot.slack_harness import demo_home, mention, message, module_settings, serve
 from tests.fakes.anthropic_api import text, tool
 
@@ -54,18 +54,18 @@ async def test_buttons_on_a_private_answer_where_the_bot_is_no_member_answer_the
     await slack.command("private how many flights?", channel="C0042")
     await slack.drain()
     buttons = [e for b in responses(api)[-1]["blocks"] if b["type"] == "actions" for e in b["elements"]]
-    turn = next(e["value"] for e in buttons if e["action_id"] == render.ACTION_SHOW_SQL)
+    turn = next(e["value"] for e in buttons if e["action_id"] == slack_blocks.ACTION_SHOW_SQL)
 
     caplog.set_level(logging.WARNING)
     api.clear()
-    await slack.click(render.ACTION_SHOW_SQL, turn, channel="C0042", user="U0001")
+    await slack.click(slack_blocks.ACTION_SHOW_SQL, turn, channel="C0042", user="U0001")
     await slack.drain()
     [shown] = responses(api)
     assert shown["response_type"] == "ephemeral" and shown["replace_original"] is False
     assert "SELECT count(*) AS n FROM flights" in json.dumps(shown)
 
     api.clear()
-    await slack.click(render.ACTION_FEEDBACK_UP, turn, channel="C0042", user="U0001")
+    await slack.click(slack_blocks.ACTION_FEEDBACK_UP, turn, channel="C0042", user="U0001")
     await slack.drain()
     [thanks] = responses(api)
     assert thanks["response_type"] == "ephemeral" and thanks["text"]

@@ -14,6 +14,7 @@ import asyncio
 import logging
 import time
 from datetime import UTC, datetime, timedelta
+from email.utils import formatdate
 from http.client import RemoteDisconnected
 
 import pytest
@@ -176,6 +177,29 @@ async def test_an_answer_refused_with_429_is_sent_again_after_its_retry_after(te
     sent = await asyncio.wait_for(teams.say("how many flights?"), 12)
     assert [m["text"] for m in sent if m.get("text") == "Forty-two."] == ["Forty-two."]  # once, not twice
     assert refused and time.monotonic() - refused[0] >= wait_s
+
+
+@pytest.mark.parametrize("ahead_s", [3, -30], ids=["in-3-s", "past"])
+async def test_an_answer_refused_with_an_http_date_retry_after_is_sent_again_at_that_date(
+    teams, fake_model, ahead_s
+):
+    """Retry-After may be an HTTP date (RFC 9110 §10.2.3). Was: any date read as "longer than we
+    wait", so the answer was dropped however near the date; now it is the delay to that date (0 s for
+    one already past), held to the same caps as delay-seconds."""
+    refused: list[float] = []
+
+    def once(method: str, body: dict):
+        if body.get("type") == "message" and body.get("text") == "Forty-two." and not refused:
+            refused.append(time.monotonic())
+            return 429, {"Retry-After": formatdate(time.time() + ahead_s, usegmt=True)}  # whole seconds
+        return None
+
+    teams.connector.refuse_when = once
+    fake_model.enqueue(text("Forty-two."))
+    sent = await asyncio.wait_for(teams.say("how many flights?"), 12)
+    assert refused, "the answer was not refused: the test tests nothing"
+    assert [m["text"] for m in sent if m.get("text") == "Forty-two."] == ["Forty-two."]  # once, not twice
+    assert time.monotonic() - refused[0] >= max(0, ahead_s - 1)
 
 
 async def test_a_bot_connector_answering_503_ends_the_turn_in_one_line(teams, fake_model, caplog):

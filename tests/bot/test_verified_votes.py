@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from bot import slack_render as render
+from bot import slack_blocks
 from core.verified import ASK_WHAT_WAS_WRONG_TEAMS, SAVED
 from tests.bot.slack_harness import mention, message, serve
 from tests.bot.teams_harness import THREAD
@@ -39,7 +39,7 @@ async def test_slack_votes_feed_verified_queries_and_corrections(slack, fake_mod
     await slack.drain()
     (turn,) = await slack.state.analyst.store.list_turns()
 
-    await slack.click(render.ACTION_FEEDBACK_UP, turn["turn_id"], thread_ts="300.1", user="U0002")
+    await slack.click(slack_blocks.ACTION_FEEDBACK_UP, turn["turn_id"], thread_ts="300.1", user="U0002")
     await slack.drain()
     thanks = slack.api.of("chat.postEphemeral")[-1].args
     assert thanks["user"] == "U0002" and "saved this as a verified query" in json.dumps(thanks)
@@ -53,7 +53,7 @@ async def test_slack_votes_feed_verified_queries_and_corrections(slack, fake_mod
     assert JFK in blocks[1]["text"] and "verified by U0002" in blocks[1]["text"]
 
     second = (await slack.state.analyst.store.list_turns())[-1]
-    await slack.click(render.ACTION_FEEDBACK_DOWN, second["turn_id"], thread_ts="301.1", user="U0002")
+    await slack.click(slack_blocks.ACTION_FEEDBACK_DOWN, second["turn_id"], thread_ts="301.1", user="U0002")
     await slack.drain()
     assert "What was wrong?" in json.dumps(slack.api.of("chat.postEphemeral")[-1].args)
     fake_model.enqueue(text("Counting departed flights only: 109,079."))

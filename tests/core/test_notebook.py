@@ -19,7 +19,8 @@ import typer
 
 from bot.export import export_session
 from core.events import IncomingMessage
-from core.notebook import build_notebook, chart_paths, is_export_request
+from core.notebook import build_notebook, chart_paths
+from core.notebook_request import is_export_request
 from tests.conftest import DEMO_DB_CACHE
 from tests.fakes.anthropic_api import text, tool
 

@@ -10,6 +10,7 @@ import sys
 
 import pytest
 
+from core import sandbox_protections
 from core.sandbox_local import LocalSandbox
 
 
@@ -43,12 +44,17 @@ async def test_a_fork_server_dying_at_start_says_how_and_logs_its_last_words(
         ("strict", "DATATHREAD_ISOLATION=strict needs only network and filesystem isolation, which is on"),
     ],
 )
-def test_the_protections_off_warning_advises_what_fits_the_policy(tmp_path, policy, advice):
+def test_the_protections_off_warning_advises_what_fits_the_policy(tmp_path, caplog, policy, advice):
     """`serve` runs strict, and its start logged "set DATATHREAD_ISOLATION=strict" under a uid and a
     cgroup row that strict does not cover."""
     sandbox = LocalSandbox(workspaces=tmp_path / "ws", isolation_policy=policy)
     off = {"uid": "OFF — steps run as the bot's own uid", "cgroups": "OFF — no writable cgroup"}
-    assert sandbox._off_advice(off).startswith(advice)
+    assert sandbox_protections.off_advice(sandbox.isolation_policy).startswith(advice)
+    report = {"network": "on — own namespace", "filesystem": "on — own mount namespace", **off}
+    with caplog.at_level(logging.WARNING, logger="core.sandbox_local"):
+        sandbox_protections.log_report("userns", report, sandbox.isolation_policy)
+    [warning] = [r.getMessage() for r in caplog.records if r.name == "core.sandbox_local"]
+    assert "uid: steps run as the bot's own uid" in warning and f"({advice}" in warning, warning
 
 
 async def test_steps_run_in_utc_whatever_the_hosts_time_zone(tmp_path, monkeypatch):

@@ -170,7 +170,7 @@ async def test_a_burst_of_files_stops_exactly_at_the_quota(sandbox):
     if sandbox.backend not in HARD:
         # A watchdog (landlock, none) stops the step at its next 0.1 s tick; a step quicker than a tick
         # (4 MB in 65 ms as an ordinary user on a fast machine) is caught by the check after it
-        # (LocalSandbox._within_quota), in its own words. Either way it failed for its quota.
+        # (core/sandbox_quota.py, after_step), in its own words. Either way it failed for its quota.
         caught = ("filled the thread's workspace past its limit", "over its 3 MB limit")
         assert not result.ok and any(words in result.error for words in caught), result
         return
