@@ -141,9 +141,13 @@ def question_text(activity: Activity) -> str:
         with contextlib.suppress(KeyError, TypeError, AttributeError):  # malformed entity: keep raw text
             text = TurnContext.remove_recipient_mention(activity) or ""
     if (activity.text_format or "").lower() in ("xml", "html"):  # `<p>reset</p>`, `&amp;`: as written
+        text = re.sub(r"(?i)<br\s*/?>|</(?:p|div|li|tr)>", "\n", text)  # a line ends: it stays a line
         text = html.unescape(re.sub(r"<(?!/?at\b)[^>]*>", " ", text))
     text = re.sub(r"<at>(.*?)</at>", r"\1", text)  # other people's mentions keep their names
-    return re.sub(r"\s+", " ", text).strip()
+    # Lines stay lines (pasted SQL's `-- comment` must not swallow the rest; a numbered list stays one);
+    # spaces within a line, and blank lines beyond one, are folded.
+    lines = (re.sub(r"[^\S\n]+", " ", line).strip() for line in text.replace("\r\n", "\n").split("\n"))
+    return re.sub(r"\n{3,}", "\n\n", "\n".join(lines)).strip()
 
 
 def tenant_of(activity: Activity) -> str:

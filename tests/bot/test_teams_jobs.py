@@ -47,6 +47,11 @@ def test_question_text(text, entities, expected):
         ("<p>how many flights&nbsp;&amp; carriers?</p>", "how many flights & carriers?"),
         ("<p>reset</p>", "reset"),
         ("<div><at>Bob</at> says a &lt; b</div>", "Bob says a < b"),
+        # pasted SQL and a list: lines stay lines (all one line, the `--` commented out the rest)
+        (
+            "<p>check this:</p><p>SELECT carrier -- only 2013<br>FROM flights</p><p>1. first<br/>2. second</p>",
+            "check this:\nSELECT carrier -- only 2013\nFROM flights\n1. first\n2. second",
+        ),
     ],
 )
 def test_question_text_of_a_message_sent_as_html(text, expected):
@@ -56,6 +61,18 @@ def test_question_text_of_a_message_sent_as_html(text, expected):
     assert teams_jobs.question_text(Activity().deserialize(body)) == expected
     plain = {**body, "textFormat": "plain", "text": "is a < b & c?"}
     assert teams_jobs.question_text(Activity().deserialize(plain)) == "is a < b & c?"
+
+
+def test_a_plain_question_keeps_its_lines():
+    """Teams' plain text, pasted SQL with a comment: folded into one line, `--` hid the rest from the
+    model. Spaces within a line and runs of blank lines are still folded."""
+    text = "<at>datathread</at> check:\r\n  SELECT carrier  -- 2013 only\r\nFROM flights\n\n\n\nthanks "
+    bot = {"id": "28:bot", "name": "datathread"}
+    mention = {"type": "mention", "mentioned": bot, "text": "<at>datathread</at>"}
+    body = {"type": "message", "text": text, "recipient": bot, "entities": [mention]}
+    assert teams_jobs.question_text(Activity().deserialize(body)) == (
+        "check:\nSELECT carrier -- 2013 only\nFROM flights\n\nthanks"
+    )
 
 
 @pytest.mark.parametrize("answer,expected", [("run", True), ("cancel", False)])
