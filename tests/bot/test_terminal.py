@@ -193,6 +193,21 @@ async def test_a_table_wider_than_the_terminal_keeps_every_digit(tmp_path):
     assert sorted(c for c in shown if c.isdigit()) == sorted(c for c in written if c.isdigit())
 
 
+async def test_a_link_whose_words_name_another_site_says_where_it_goes(tmp_path):
+    """In `chat` rich drew `[https://slack.com/signin](https://evil.example/login)` as a terminal
+    hyperlink showing one site and opening another; Slack and Teams already said "(evil.example)"."""
+    from core.events import AnswerReady
+
+    out = io.StringIO()
+    console = Console(file=out, force_terminal=True, width=120)
+    renderer = TerminalRenderer(console, tmp_path, live=False)
+    text = "Sign in at [https://slack.com/signin](https://evil.example/login), see [the docs](https://x.org)."
+    await renderer(AnswerReady(turn_id="t", text=text + " Code: `[a.com](b.com)`"))
+    shown = Text.from_ansi(out.getvalue()).plain
+    assert "https://slack.com/signin (evil.example), see the docs." in shown
+    assert "[a.com](b.com)" in shown  # code is not touched
+
+
 def test_direction_overrides_are_not_printed_but_right_to_left_text_is():
     """A file named `naive_\u202egnp.csv` showed as `naive_vsc.png`: overrides and embeddings print as
     `?`; the marks and isolates of right-to-left text, and emoji joiners, stay as written."""
