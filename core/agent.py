@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import unicodedata
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -141,7 +142,9 @@ async def run_loop(
             raise
         state.model_calls += 1
         over = await charge(state.add_usage(response)) if charge is not None else None
-        content = [_to_param(b) for b in response.content]
+        # A text block of nothing visible is dropped: the API refuses a history that holds one, on
+        # every later request, so a reply of "\n\n" beside a tool call stuck the thread for good.
+        content = [b for b in map(_to_param, response.content) if b["type"] != "text" or _shows(b["text"])]
         reason = response.stop_reason
         if reason == "refusal":
             content = [b for b in content if b["type"] == "text"] or [
@@ -189,6 +192,12 @@ async def run_loop(
             state.answer = text or "I have no answer to give for that."
         await sink(AnswerReady(turn_id=state.turn_id, text=state.answer))
         return state
+
+
+def _shows(text: str) -> bool:
+    """Whether any of `text` would show: an answer of spaces, a zero-width space or a joiner was posted
+    on Slack and Teams as a message with nothing in it."""
+    return any(not c.isspace() and unicodedata.category(c) != "Cf" for c in text)
 
 
 async def _think(sink: EventSink, event: Thinking) -> None:

@@ -1,7 +1,8 @@
 """Conversation history in Anthropic's message format: kept valid, and kept small.
 
 Valid means: roles alternate starting with `user`, every `tool_use` is answered by a `tool_result` in
-the next message, and the history ends with an assistant message. Small means: tool results of
+the next message, no text block is empty or only whitespace (the API refuses such a history on every
+later request), and the history ends with an assistant message. Small means: tool results of
 older turns are cut to a stub that says where the full result lives (in the workspace files).
 """
 
@@ -43,7 +44,7 @@ def repair(messages: list[dict], *, failure_note: str | None = None) -> list[dic
         role = message.get("role")
         if role not in ("user", "assistant"):
             continue
-        blocks = _blocks(message)
+        blocks = [b for b in _blocks(message) if b.get("type") != "text" or str(b.get("text") or "").strip()]
         if not blocks:
             continue
         if out and out[-1]["role"] == "assistant" and role == "user":

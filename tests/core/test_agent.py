@@ -5,6 +5,7 @@ answer written with its attach_file calls ends the turn without another model ca
 from __future__ import annotations
 
 import pandas as pd
+import pytest
 
 from core.events import IncomingMessage
 from tests.fakes.anthropic_api import cut, sse_events, text, tool
@@ -118,6 +119,31 @@ async def test_calls_saving_the_same_file_run_one_after_the_other(analyst, fake_
     assert kinds == ["step_started", "step_finished", "step_started", "step_finished"]
     saved = pd.read_parquet(settings.workspaces_dir / outcome.session_id / "counts.parquet")
     assert list(saved.columns) == ["origin", "n"]  # the later call wrote last, as the model ordered them
+
+
+@pytest.mark.parametrize(
+    "replies",
+    [
+        [text("\n\n")],  # an answer of nothing
+        [text("\u200b \u200d")],  # nothing visible: a zero-width space and a joiner
+        [tool("list_tables", say="\n\n"), text(ANSWER)],  # a blank preamble beside a tool call
+    ],
+    ids=["blank", "invisible", "blank-preamble"],
+)
+async def test_a_reply_of_nothing_visible_neither_shows_nor_sticks_the_thread(
+    analyst, fake_model, recorder, replies
+):
+    """A reply of "\n\n" was posted as an empty-looking message and kept in the history, which the API
+    (and now the fake, as it does) refuses on every later request: the thread could never answer again."""
+    fake_model.enqueue(*replies)
+    first = await analyst.handle(ask("which carriers were most delayed?"), recorder)
+    assert first.ok, first.error
+    assert first.answer == (ANSWER if len(replies) > 1 else "I have no answer to give for that.")
+    fake_model.enqueue(text("Only the top 3: UA, B6, EV."))
+    follow_up = await analyst.handle(ask("only the top 3"), recorder)
+    assert follow_up.ok, follow_up.error
+    assert follow_up.answer == "Only the top 3: UA, B6, EV."
+    assert_valid(fake_model.requests[-1]["messages"])
 
 
 async def test_answer_written_with_its_attachments_ends_the_turn(analyst, fake_model, recorder):

@@ -34,7 +34,8 @@ def is_valid(messages: list[dict]) -> bool:
             got = {x["tool_use_id"] for x in b["content"] if x.get("type") == "tool_result"}
             if uses != got:
                 return False
-    return True
+    texts = [b for m in messages for b in hist._blocks(m) if b.get("type") == "text"]
+    return all(str(b.get("text") or "").strip() for b in texts)  # the API refuses a blank text block
 
 
 CASES = {
@@ -48,6 +49,15 @@ CASES = {
     "string content": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}],
     "empty messages dropped": [user(), {"role": "assistant", "content": []}, assistant()],
     "two assistants with pending tools": [user(), assistant(use("a")), assistant(use("b"))],
+    # a reply of "\n\n" beside a tool call, or alone: stored, it was refused on every later turn
+    "blank text beside a tool call": [
+        user(),
+        assistant({"type": "text", "text": "\n\n"}, use("a")),
+        user(result("a")),
+        assistant(),
+    ],
+    "blank answer": [user(), assistant({"type": "text", "text": " "}), user(), assistant()],
+    "empty question text": [user({"type": "text", "text": ""}, {"type": "text", "text": "q"}), assistant()],
 }
 
 

@@ -198,7 +198,13 @@ class FakeAnthropic:
                 length = int(self.headers.get("content-length", 0))
                 body = json.loads(self.rfile.read(length) or b"{}")
                 fake.headers.append(dict(self.headers))
-                reply = dict(fake._next(body))
+                refused = _blank_text(body)
+                if refused:  # as the real API does, before any reply is used
+                    with fake.lock:
+                        fake.requests.append(body)
+                    reply = error(400, "invalid_request_error", refused)
+                else:
+                    reply = dict(fake._next(body))
                 status = reply.pop("__status__", 200)
                 cut_after = reply.pop("__cut_after__", None)
                 stall_after = reply.pop("__stall_after__", None)
@@ -265,6 +271,21 @@ class FakeAnthropic:
                         return  # the client gave up on the reply
 
         return Handler
+
+
+def _blank_text(body: dict) -> str:
+    """The real API's refusal of a request holding an empty or whitespace-only text block ("" when it
+    holds none): a history with one is refused on every later turn, so the thread is stuck."""
+    for message in body.get("messages") or []:
+        content = message.get("content")
+        blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content or []
+        for block in blocks:
+            if isinstance(block, dict) and block.get("type") == "text":
+                if not block.get("text"):
+                    return "messages: text content blocks must be non-empty"
+                if not str(block["text"]).strip():
+                    return "messages: text content blocks must contain non-whitespace text"
+    return ""
 
 
 def _usage(body: dict) -> dict:
