@@ -1,5 +1,6 @@
 """Where a finished answer's messages go in Slack: in place of the fallback's status message, below
-it, or privately (through the slash command's response_url, or as ephemeral messages).
+it, or privately (through the slash command's response_url, as ephemeral messages, or as a DM when
+Slack refuses both).
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ import logging
 from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.slack_client import answer_via_response_url, quick, slack_error
+from bot.slack_client import answer_via_response_url, cannot_post_here, quick, slack_error
 from bot.slack_render import escape
 from bot.slack_target import SlackTarget
 
@@ -22,34 +23,89 @@ NO_UNFURL = {"unfurl_links": False, "unfurl_media": False}
 
 log = logging.getLogger("datathread.slack")
 
+# A private answer that came as a DM says first where it was asked (the DM is another conversation).
+DM_HEADING = "The answer to what you asked in <#{channel}> (Slack would not let me show it to you there):"
+UNDELIVERED = ":warning: Slack would not take this answer for you, so I couldn't show it. Please ask again."
+
 
 async def post_answer(
     client: AsyncWebClient, target: SlackTarget, messages: list[dict], *, mode: str, status_ts: str | None
 ) -> None:
     """Post `messages` (render.answer_messages) for `target`. `mode` is the progress's ("ephemeral" for
-    private answers); `status_ts` the status message the fallback edited, if any. A private answer
-    through a response_url replaces the slash command's "Working on it…" with its first message (it
-    stayed above the answer for good)."""
+    private answers: `post_private`); `status_ts` the status message the fallback edited, if any."""
+    if mode == "ephemeral":
+        return await post_private(client, target, messages)
     t = target
     for n, msg in enumerate(messages):
-        if mode == "ephemeral" and t.response_url:
-            await answer_via_response_url(
-                client,
-                t.response_url,
-                what=f"The private answer for {t.user_id} in {t.channel}",
-                response_type="ephemeral",
-                replace_original=n == 0,
-                text=msg.get("text", ""),
-                blocks=msg.get("blocks"),
-            )
-        elif mode == "ephemeral":
-            await client.chat_postEphemeral(
-                channel=t.channel, user=t.user_id, thread_ts=t.thread_ts or None, **msg
-            )
-        elif n == 0 and status_ts:
+        if n == 0 and status_ts:
             await _replace_status(client, t, status_ts, msg)
         else:
             await client.chat_postMessage(channel=t.channel, thread_ts=t.thread_ts, **msg, **NO_UNFURL)
+
+
+async def post_private(client: AsyncWebClient, target: SlackTarget, messages: list[dict]) -> None:
+    """A private answer to the asker alone, the first way Slack takes it: the slash command's
+    response_url (its first message in place of "Working on it…"), else an ephemeral message in the
+    channel, else where the bot may not post there either, a DM from the bot (the app's Messages tab:
+    `chat:write` with the user's id as the channel). Each refusal hands the rest of the answer to the
+    next way. A failed response_url was only a log line: `/ask private` left "Working on it…" for good,
+    and `/ask` in a read-only channel showed nothing at all, where an ephemeral message got through.
+
+    A response_url that did not answer in time counts as failed (the answer may then show twice:
+    better than never); an ephemeral message or a DM that timed out is not tried another way (Slack
+    may have shown it). Where nothing reached the person, "Working on it…" is replaced by a short note
+    if the response_url takes that, and the failure is raised on for the turn's log line
+    (`SlackProgress.lost`)."""
+    t = target
+    way, replaced = ("response_url" if t.response_url else "ephemeral"), False
+    try:
+        for n, msg in enumerate(messages):
+            if way == "response_url":
+                if await _via_response_url(client, t, msg, replace=n == 0):
+                    replaced = replaced or n == 0
+                    continue
+                log.info(
+                    "the private answer for %s in %s: sending it as an ephemeral message",
+                    t.user_id,
+                    t.channel,
+                )
+                way = "ephemeral"
+            if way == "ephemeral":
+                try:
+                    await client.chat_postEphemeral(
+                        channel=t.channel, user=t.user_id, thread_ts=t.thread_ts or None, **msg
+                    )
+                    continue
+                except SlackApiError as exc:
+                    if not cannot_post_here(exc):
+                        raise
+                    log.info(
+                        "the private answer for %s in %s: ephemeral refused (%s); sending it as a DM",
+                        t.user_id,
+                        t.channel,
+                        slack_error(exc),
+                    )
+                    way = "dm"
+                    await client.chat_postMessage(
+                        channel=t.user_id, text=DM_HEADING.format(channel=t.channel)
+                    )
+            await client.chat_postMessage(channel=t.user_id, **msg, **NO_UNFURL)
+    except SlackClientError:
+        if t.response_url and not replaced:  # "Working on it…" would stay above nothing, for good
+            await _via_response_url(client, t, {"text": UNDELIVERED}, replace=True)
+        raise
+
+
+async def _via_response_url(client: AsyncWebClient, t: SlackTarget, msg: dict, *, replace: bool) -> bool:
+    return await answer_via_response_url(
+        client,
+        t.response_url,
+        what=f"The private answer for {t.user_id} in {t.channel}",
+        response_type="ephemeral",
+        replace_original=replace,
+        text=msg.get("text", ""),
+        blocks=msg.get("blocks"),
+    )
 
 
 async def _replace_status(client: AsyncWebClient, t: SlackTarget, status_ts: str, msg: dict) -> None:

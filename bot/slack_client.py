@@ -154,21 +154,35 @@ class BoundedWebClient(AsyncWebClient):
     through `api_call`; `files_upload_v2` makes three calls, the middle one the file's bytes."""
 
     async def api_call(self, api_method: str, **kwargs) -> AsyncSlackResponse:
+        bound = asyncio.timeout(self.timeout)
         try:
-            async with asyncio.timeout(self.timeout):
+            async with bound:
                 return await super().api_call(api_method, **kwargs)
         except (aiohttp.ClientError, OSError) as exc:  # TimeoutError is an OSError
-            raise call_failure(exc, self.base_url, api_method, self.timeout) from None
+            waited = self.timeout if bound.expired() else aiohttp_bound(exc, self.session, self.timeout)
+            raise call_failure(exc, self.base_url, api_method, waited) from None
 
     async def files_upload_v2(self, **kwargs) -> AsyncSlackResponse:
         """Bounded by its three calls and its size (at UPLOAD_MIN_BYTES_PER_S)."""
         data = kwargs.get("file") if isinstance(kwargs.get("file"), bytes) else kwargs.get("content") or ""
-        bound = 3 * self.timeout + len(data) / UPLOAD_MIN_BYTES_PER_S
+        seconds = 3 * self.timeout + len(data) / UPLOAD_MIN_BYTES_PER_S
+        bound = asyncio.timeout(seconds)
         try:
-            async with asyncio.timeout(bound):
+            async with bound:
                 return await super().files_upload_v2(**kwargs)
         except (aiohttp.ClientError, OSError) as exc:
-            raise call_failure(exc, self.base_url, "a file's upload", round(bound, 1)) from None
+            waited = seconds if bound.expired() else aiohttp_bound(exc, self.session, self.timeout)
+            raise call_failure(exc, self.base_url, "a file's upload", round(waited, 1)) from None
+
+
+def aiohttp_bound(exc: BaseException, session: aiohttp.ClientSession | None, total: float) -> float:
+    """The bound of aiohttp's own that gave up inside a call's: the session's connect or read timeout
+    (a session slack_sdk makes for one call has `total` in all). A file's upload said "did not answer
+    within 30 s" (its whole bound) where the shared session's 10 s read timeout had fired."""
+    t = session.timeout if session is not None else aiohttp.ClientTimeout(total=total)
+    if isinstance(exc, aiohttp.ConnectionTimeoutError):
+        return t.sock_connect or t.connect or t.total or total
+    return t.sock_read or t.total or total
 
 
 def quick(client: AsyncWebClient) -> AsyncWebClient:

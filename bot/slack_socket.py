@@ -17,12 +17,12 @@ import logging
 import signal
 from collections.abc import Callable
 
-from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
-
 from bot.retention import WorkspaceSweeper
 from bot.schedule_jobs import Schedules
 from bot.slack_app import SlackSurface, build_bolt_app
+from bot.slack_client import build_client
 from bot.slack_identity import SLACK_TOKENS, SlackUnreachable, call_slack
+from bot.slack_socket_client import SocketHandler
 from bot.surface import AppState
 from bot.teams_auth import build_bot
 from core.analyst import Analyst
@@ -66,6 +66,10 @@ class ConnectionStates(logging.Handler):
                 return
 
     def change(self, state: str) -> None:
+        # Retrying a lost connection, the client says "Reconnecting..." again before each attempt:
+        # still retrying, not lost anew (the terminal said the two lines in turn every 10 s).
+        if state == "lost" and self.state == "retrying":
+            return
         if state != self.state:
             self.state = state
             self.say(self.lines[state])
@@ -102,9 +106,7 @@ async def run_socket_mode(settings: Settings, console) -> None:
     await slack.start()
     await schedules.start()  # the scheduler loop runs here too
     await sweeper.start()  # and the sweep of idle workspaces
-    handler = AsyncSocketModeHandler(
-        build_bolt_app(state, me), settings.slack_app_token.get_secret_value(), logger=client_log
-    )
+    handler = socket_handler(build_bolt_app(state, me), settings, client_log)
     restore = on_ctrl_c(runner, say)
     try:
         say("Slack: connecting…")
@@ -130,6 +132,13 @@ async def run_socket_mode(settings: Settings, console) -> None:
         finally:
             restore()
     say("Slack: stopped.")
+
+
+def socket_handler(app, settings: Settings, client_log: logging.Logger) -> SocketHandler:
+    """The Socket Mode connection for `app`: a fresh URL for each attempt, every call bounded
+    (bot/slack_socket_client.py)."""
+    token = settings.slack_app_token.get_secret_value()
+    return SocketHandler(app, token, logger=client_log, web_client=build_client(settings))
 
 
 def on_ctrl_c(runner: LocalRunner, say: Callable[[str], None]) -> Callable[[], None]:

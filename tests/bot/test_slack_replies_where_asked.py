@@ -13,6 +13,7 @@ import pytest_asyncio
 from bot import slack_blocks
 from tests.bot.slack_harness import demo_home, mention, message, module_settings, serve
 from tests.fakes.anthropic_api import text, tool
+from tests.fakes.slack_api import TEAM_ID
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -30,6 +31,9 @@ def fresh(slack_api, model):
     """Each test starts with an empty call log, Slack taking everything and an empty model script."""
     slack_api.clear()
     slack_api.fail_methods.clear()
+    slack_api.refused_in.clear()
+    slack_api.http_errors.clear()
+    slack_api.rate_limited.clear()
     with model.lock:
         model.replies.clear()
     yield
@@ -153,3 +157,56 @@ async def test_reset_in_the_dms_thread_is_answered_in_that_thread(slack, model):
         await slack.drain()
         [fresh] = api.of("chat.postMessage")
         assert "fresh conversation" in fresh.args["text"] and fresh.args.get("thread_ts") == thread
+
+
+async def ask(slack, question: str, *, channel: str, response: str) -> None:
+    """`/ask question` in `channel`, its response_url at `/response/RESPONSE` on the fake."""
+    url = slack.api.url.removesuffix("api/") + f"response/{response}"
+    fields = {"command": "/ask", "text": question, "team_id": TEAM_ID, "channel_id": channel}
+    await slack.form(fields | {"user_id": "U0001", "response_url": url, "trigger_id": "t.1"})
+    await slack.drain()
+
+
+@pytest.mark.parametrize(
+    ("question", "refusal"),
+    [("private how many airlines?", None), ("how many airlines?", "restricted_action_read_only_channel")],
+    ids=["ask-private", "ask-in-a-read-only-channel"],
+)
+async def test_a_private_answer_whose_response_url_fails_comes_as_an_ephemeral_message(
+    slack, model, question, refusal
+):
+    """The response_url's failure was a log line only: `/ask private` left "Working on it…" for good,
+    `/ask` in a read-only channel showed nothing at all, where an ephemeral message got through."""
+    api = slack.api
+    if refusal:
+        api.fail_methods.update({"chat.postMessage": refusal, "chat.startStream": refusal})
+    api.http_errors[f"/response/eph-{refusal}"] = 500
+    model.enqueue(text("There are 16 airlines."))
+    await ask(slack, question, channel="C0001", response=f"eph-{refusal}")
+    [answer] = [c.args for c in api.of("chat.postEphemeral") if "16 airlines" in json.dumps(c.args)]
+    assert (answer["channel"], answer["user"]) == ("C0001", "U0001")
+    assert ("read-only" in json.dumps(answer)) is bool(refusal)  # why it is private, as before
+
+
+async def test_where_the_bot_may_not_post_a_failed_response_url_answers_in_a_dm(slack, model):
+    api = slack.api
+    api.refused_in["C0042"] = "not_in_channel"  # nor an ephemeral message there; its DM with the person is
+    api.http_errors["/response/dm"] = 500
+    model.enqueue(text("There are 16 airlines."))
+    await ask(slack, "private how many airlines?", channel="C0042", response="dm")
+    heading, answer = [c.args for c in api.of("chat.postMessage") if c.args["channel"] == "U0001"]
+    assert heading["text"].startswith("The answer to what you asked in <#C0042>")
+    assert "16 airlines" in json.dumps(answer)
+
+
+async def test_an_answer_slack_takes_nowhere_leaves_a_note_not_working_on_it(slack, model, caplog):
+    api = slack.api
+    api.refused_in.update({"C0042": "not_in_channel", "U0001": "channel_not_found"})
+    api.rate_limited["/response/none"] = {1}  # refuses the answer, takes the note
+    model.enqueue(text("There are 16 airlines."))
+    caplog.set_level(logging.WARNING)
+    await ask(slack, "private how many airlines?", channel="C0042", response="none")
+    [note] = responses(api)
+    assert note["replace_original"] is True and note["text"].endswith("Please ask again.")
+    assert "did not reach Slack: channel_not_found" in caplog.text
+    assert not [r for r in caplog.records if r.exc_info]

@@ -22,6 +22,7 @@ from tests.bot.slack_harness import mention, serve, until
 from tests.fakes.anthropic_api import text
 from tests.fakes.black_hole import BlackHole
 from tests.fakes.cli import invoke
+from tests.fakes.slack_api import FakeSlackAPI
 
 SEND_S, PROGRESS_S = 1.0, 0.5
 
@@ -204,3 +205,38 @@ async def test_telling_a_thread_its_answer_stopped_is_one_line_when_slack_fails_
         await client.session.close()
     said = lines(caplog, "that the answer stopped")
     assert len(said) == 1 and said[0].startswith("slack: could not tell U1 in C1"), said
+
+
+class HoleUploads(FakeSlackAPI):
+    """files.getUploadURLExternal hands out an upload URL that takes the connection and never answers."""
+
+    def __init__(self, hole: BlackHole):
+        super().__init__()
+        self.hole = hole
+
+    def respond(self, method: str, args: dict) -> dict:
+        if method == "files.getUploadURLExternal":
+            return {"ok": True, "file_id": "F0HOLE", "upload_url": f"{self.hole.url}/upload/F0HOLE"}
+        return super().respond(method, args)
+
+
+async def test_an_upload_nobody_answers_says_the_bound_that_gave_up(settings, short_bounds):
+    """The shared session's read timeout (SEND_TIMEOUT_S) fires first; the failure said the upload's
+    whole bound (three calls' worth: "within 30 s" in production where 10 s had passed)."""
+    hole = BlackHole().start()
+    api = HoleUploads(hole).start()
+    client = slack_client.build_client(
+        settings.model_copy(update={"slack_bot_token": SecretStr("xoxb-t"), "slack_api_url": api.url}),
+        slack_client.bounded_session(),
+    )
+    try:
+        started = time.monotonic()
+        with pytest.raises(slack_client.SlackCallFailed) as failed:
+            await client.files_upload_v2(channel="C0001", content="a,b\n1,2\n", filename="x.csv")
+        took = time.monotonic() - started
+    finally:
+        await client.session.close()
+        api.stop()
+        hole.stop()
+    assert str(failed.value) == f"Slack at 127.0.0.1 did not answer a file's upload within {SEND_S:g} s"
+    assert took < 3 * SEND_S

@@ -81,8 +81,27 @@ def test_connection_states_are_one_line_per_change():
             "The session (s4) seems to be stale. Reconnecting... reason: disconnected for 40+ seconds)",
             "The old session (s4) has been abandoned",  # a refresh Slack asked for: routine, no line
             "A new session (s5) has been established",
+            # a reconnect that fails: the client says "Reconnecting..." before each new attempt
+            "Received CLOSE event from s5. Reconnecting...",
+            "Failed to retrieve WSS URL: Slack at 127.0.0.1 did not answer apps.connections.open within 10 s",
+            "The session (s5) seems to be already closed. Reconnecting...",  # still retrying: no line
+            "Failed to connect (error: ); Retrying...",
+            "A new session (s6) has been established",
         ):
             log.info(text)
     finally:
         log.removeHandler(states)
-    assert said == ["up", "retrying", "up", "lost", "up", "lost", "up", "lost", "up"]
+    assert said == [
+        "up",
+        "retrying",
+        "up",
+        "lost",
+        "up",
+        "lost",
+        "up",
+        "lost",
+        "up",
+        "lost",
+        "retrying",
+        "up",
+    ]

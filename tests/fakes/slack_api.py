@@ -5,9 +5,9 @@ It answers the methods datathread uses with real-shaped responses, including the
 file upload (`files.getUploadURLExternal` hands out an upload URL on this same server), and a channel's
 history of what was posted into it (`conversations.history`, metadata included when asked for).
 `apps.connections.open` hands out `connections_url` (a fake Socket Mode server's, once attached).
-Switches let a test refuse streaming (`refuse_streaming`), fail any method (`fail_methods`), answer
-it with an HTTP error (`http_errors`), take it and never answer (`silent`), or close the connection
-without an answer (`dropped`).
+Switches let a test refuse streaming (`refuse_streaming`), fail any method (`fail_methods`) or every
+message into one channel (`refused_in`), answer it with an HTTP error (`http_errors`), take it and
+never answer (`silent`), or close the connection without an answer (`dropped`).
 """
 
 from __future__ import annotations
@@ -50,6 +50,9 @@ class FakeSlackAPI:
         self.posted: dict[str, list[dict]] = {}  # channel → its messages as conversations.history gives them
         self.refuse_streaming = False
         self.fail_methods: dict[str, str] = {}
+        # channel → the error every chat.* call into it gets (a channel that refuses the bot); a DM to a
+        # user (the user's id as the channel) is another channel, taken unless listed here too
+        self.refused_in: dict[str, str] = {}
         self.latency_s: dict[str, float] = {}  # method → seconds before it answers (a slow Slack)
         # method → which of its calls (1, 2, …) are refused with HTTP 429 and Retry-After: 1
         self.rate_limited: dict[str, set[int]] = {}
@@ -124,6 +127,8 @@ class FakeSlackAPI:
         if method.startswith("chat.") and method.endswith("Stream") and self.refuse_streaming:
             return {"ok": False, "error": "feature_not_enabled"}
         channel = args.get("channel") or args.get("channel_id") or ""
+        if method.startswith("chat.") and channel in self.refused_in:
+            return {"ok": False, "error": self.refused_in[channel]}
         simple = {
             "auth.test": {
                 "url": "https://fake.slack.com/",
