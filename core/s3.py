@@ -2,7 +2,8 @@
 
 The bot downloads with its own credentials (environment or instance role, as boto3 finds them) and
 places the bytes in a workspace through the sandbox; credentials never enter the sandbox. boto3 is
-blocking, so every call runs in a daemon thread with a deadline for the whole call (core/daemon_thread.py):
+blocking, so every call runs in a daemon thread with a deadline for the whole call (core/daemon_thread.py),
+on a client with bounded reads and tries (core/s3_client.py):
 an endpoint that never answered held a step for 180 s (boto's 60 s read timeout, three tries), one that
 dripped its answer for ever, and either kept the process alive after Ctrl-C. An endpoint that answers
 with a web page (a proxy's login) is said to be one, not listed as "0 files" or loaded as data.
@@ -17,18 +18,9 @@ from typing import Any, TypeVar
 
 from core.config import Settings, split_list
 from core.daemon_thread import CallDeadline, within
-from core.wording import os_reason
+from core.s3_client import DEADLINE_S, s3_client, s3_reason
 
 T = TypeVar("T")
-
-
-CONNECT_TIMEOUT_S, READ_TIMEOUT_S = 5.0, 20.0  # per connection and per read
-# Two tries in all: the first and one retry. botocore's `max_attempts` counts retries, not tries (it
-# becomes total_max_attempts = max_attempts + 1), so {"max_attempts": 2} made three tries of 20 s, 61 s
-# against an endpoint that never answers; `total_max_attempts` counts the first request too. The mode is
-# fixed, so AWS_RETRY_MODE=adaptive cannot add client-side waits before a try.
-RETRIES = {"total_max_attempts": 2, "mode": "standard"}
-DEADLINE_S = 120.0  # one whole call (a listing, a download of up to DATATHREAD_S3_MAX_FILE_MB)
 
 
 class S3Refusal(Exception):
@@ -105,15 +97,7 @@ class S3Source:
             return None
 
         def client() -> Any:
-            import boto3
-            from botocore.config import Config
-
-            timeouts = Config(
-                connect_timeout=CONNECT_TIMEOUT_S, read_timeout=READ_TIMEOUT_S, retries=dict(RETRIES)
-            )
-            made = boto3.session.Session().client(
-                "s3", endpoint_url=settings.s3_endpoint_url, region_name=settings.aws_region, config=timeouts
-            )
+            made = s3_client(settings)  # bounded reads and tries (core/s3_client.py)
             made.meta.events.register("after-call.s3", refuse_web_pages)
             return made
 
@@ -168,7 +152,7 @@ class S3Source:
         except (S3Refusal, KeyError, ValueError):
             raise
         except Exception as exc:  # botocore's errors: the reason in words, never the endpoint's token
-            raise S3Refusal(f"Could not read from S3 ({self._place(bucket)}): {_reason(exc)}.") from None
+            raise S3Refusal(f"Could not read from S3 ({self._place(bucket)}): {s3_reason(exc)}.") from None
 
     def _place(self, bucket: str) -> str:
         endpoint = getattr(getattr(self._client, "meta", None), "endpoint_url", "") or ""
@@ -219,25 +203,6 @@ def refuse_web_pages(http_response: Any, model: Any, **_: Any) -> None:
             f"The S3 endpoint answered {model.name} with a web page, not an S3 reply (a proxy or a login "
             "page, perhaps): an admin needs to check DATATHREAD_S3_ENDPOINT_URL and the network."
         )
-
-
-def _reason(exc: Exception) -> str:
-    """What went wrong, without botocore's class names and URLs (a presigned one carries a token)."""
-    from botocore.exceptions import (
-        ClientError,
-        ConnectTimeoutError,
-        EndpointConnectionError,
-        ReadTimeoutError,
-    )
-
-    if isinstance(exc, ClientError):
-        error = exc.response.get("Error", {})
-        return f"{error.get('Code', 'error')} ({error.get('Message', '').rstrip('.') or 'no message'})"
-    if isinstance(exc, ReadTimeoutError | ConnectTimeoutError):
-        return "it did not answer in time"
-    if isinstance(exc, EndpointConnectionError):
-        return os_reason(exc) or "it could not be reached"
-    return os_reason(exc) or type(exc).__name__
 
 
 def _mb(size: int) -> str:

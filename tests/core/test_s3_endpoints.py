@@ -85,7 +85,7 @@ async def test_an_endpoint_that_never_answers_is_a_sentence_within_the_deadline(
 async def test_an_endpoint_that_never_answers_is_tried_twice_in_all(settings, monkeypatch):
     """ "Two tries in all", said the comment; botocore's `max_attempts` counts retries, so the client made
     three tries of 20 s: 61 s a call. Here each try waits 0.3 s, within a 20 s step."""
-    monkeypatch.setattr("core.s3.READ_TIMEOUT_S", 0.3)
+    monkeypatch.setattr("core.s3_client.READ_TIMEOUT_S", 0.3)
     hole = BlackHole().start()
     try:
         s3 = source(settings, monkeypatch, hole.url, step_timeout=20)
