@@ -63,7 +63,7 @@ def preload(settings: Settings) -> None:
     if settings.warehouse == "bigquery":
         modules += ["google.cloud.bigquery", "core.bigquery_client"]
     if buckets(settings):
-        modules += ["boto3", "boto3.session", "boto3.resources.factory", "botocore.config"]
+        modules += ["boto3", "boto3.session", "boto3.resources.factory", "botocore.config", "core.s3_client"]
     if settings.sandbox == "modal":
         modules.append("core.sandbox_modal")
     for name in modules:
@@ -256,15 +256,9 @@ async def check_s3(settings: Settings) -> Check:
         return Check("s3", "off", "no DATATHREAD_S3_BUCKETS")
 
     def client():
-        import boto3
-        from botocore.config import Config
+        from core.s3_client import s3_client
 
-        config = Config(
-            connect_timeout=CHECK_TIMEOUT_S, read_timeout=CHECK_TIMEOUT_S, retries={"max_attempts": 1}
-        )
-        made = boto3.session.Session().client(
-            "s3", endpoint_url=settings.s3_endpoint_url, region_name=settings.aws_region, config=config
-        )
+        made = s3_client(settings, timeout_s=CHECK_TIMEOUT_S, tries=2)
         made.meta.events.register("after-call.s3", refuse_web_pages)  # a proxy's page was "reachable"
         return made
 

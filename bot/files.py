@@ -7,7 +7,6 @@ link instead. A link names one file of one session and dies after `DATATHREAD_LI
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import hashlib
 import hmac
@@ -23,6 +22,8 @@ from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
 
 from core.config import Settings
+from core.daemon_thread import CallDeadline, within
+from core.s3_client import DEADLINE_S, s3_client, s3_reason
 from core.sessions import StoreUnavailable
 
 
@@ -94,7 +95,12 @@ class FileLinks:
             return (await self.signer()).sign(session_id, path)
         if data is None:
             data = await self.read(session_id, path)
-        return await asyncio.to_thread(_presign_s3, self.settings, session_id, path, data)
+        try:  # a daemon thread with a deadline, as every S3 call (core/s3_client.py)
+            return await within(lambda: _presign_s3(self.settings, session_id, path, data), DEADLINE_S)
+        except CallDeadline:
+            raise LinkUnavailable(f"the files bucket did not answer within {DEADLINE_S:g} s") from None
+        except Exception as exc:  # botocore's: in words, never its URL (the bucket's key, a signature)
+            raise LinkUnavailable(f"the files bucket could not take it: {s3_reason(exc)}") from None
 
     async def offer(self, session_id: str, path: str) -> dict[str, str]:
         """The context a platform echoes back when a person answers one offer of a file (Teams' file
@@ -138,12 +144,17 @@ class FileLinks:
         )
 
 
-def _presign_s3(settings: Settings, session_id: str, path: str, data: bytes) -> str:
-    import boto3
+class LinkUnavailable(TimeoutError):
+    """The files bucket did not take the file in time; the message is a few words for a person."""
 
+
+def _presign_s3(settings: Settings, session_id: str, path: str, data: bytes) -> str:
+    """Upload the file and sign a link to it, on a client with bounded reads and tries: botocore's
+    defaults (60 s reads, several tries) held a Teams file's delivery for minutes when the files
+    bucket's endpoint never answered, and `asyncio.to_thread` kept the process alive after Ctrl-C."""
     bucket, _, prefix = (settings.files_bucket or "").partition("/")
     key = "/".join(p for p in (prefix.strip("/"), "files", session_id, secrets.token_hex(8), path) if p)
-    client = boto3.client("s3", region_name=settings.aws_region, endpoint_url=settings.s3_endpoint_url)
+    client = s3_client(settings)
     client.put_object(Bucket=bucket, Key=key, Body=data, ContentType=_mime(path))
     return client.generate_presigned_url(
         "get_object", Params={"Bucket": bucket, "Key": key}, ExpiresIn=settings.link_ttl_seconds

@@ -16,10 +16,10 @@ import time
 from collections.abc import Awaitable, Callable
 
 from redis.asyncio.lock import Lock
-from redis.exceptions import LockNotOwnedError
+from redis.exceptions import LockNotOwnedError, RedisError
 
 from core.lock_owner import holder_died
-from core.store_base import LockTimeout
+from core.store_base import LockTimeout, StoreUnavailable
 
 WAIT_BEAT_S = 15.0  # a waiter not heard from for this long has left (renewed every try, ~20 times a second)
 TRY_EVERY_S = 0.05
@@ -56,6 +56,9 @@ async def sqlite_take(
                 raise LockTimeout(session_id)
             notice.waiting()
             await asyncio.sleep(TRY_EVERY_S)
+    except StoreUnavailable:  # leaving would wait for the same store: the caller leaves in the background
+        notice.cancel()
+        raise
     except BaseException:
         notice.cancel()
         with contextlib.suppress(Exception):  # otherwise its place lapses after WAIT_BEAT_S
@@ -140,6 +143,9 @@ async def redis_take(lock: Lock, token: str, *, wait_s: float, notice: WaitNotic
                 break
             notice.waiting()
             await asyncio.sleep(TRY_EVERY_S)
+    except RedisError:  # leaving would wait for the same Redis: the caller gives up in the background
+        notice.cancel()
+        raise
     except BaseException:
         notice.cancel()
         await _leave(client, queue, beats, token)
@@ -147,6 +153,17 @@ async def redis_take(lock: Lock, token: str, *, wait_s: float, notice: WaitNotic
     notice.cancel()
     await _leave(client, queue, beats, token)
     return False
+
+
+async def redis_give_up(lock: Lock, token: str) -> None:
+    """After a try Redis did not answer: leave the queue, and free the lock if that try took it (a Redis
+    that froze applies it when it thaws, and the session would wait behind nobody for the lock's TTL).
+    Raises the store's errors, for `Releases` to try again."""
+    client, name = lock.redis, lock.name
+    await client.zrem(f"{name}:queue", token)
+    await client.zrem(f"{name}:beats", token)
+    with contextlib.suppress(LockNotOwnedError):
+        await lock.do_release(token.encode())
 
 
 async def _leave(client, queue: str, beats: str, token: str) -> None:

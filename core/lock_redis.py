@@ -17,10 +17,10 @@ from redis.exceptions import LockNotOwnedError, RedisError
 
 from core.lock_keeper import LockKeeper
 from core.lock_owner import new_owner
-from core.lock_queue import OnWait, WaitNotice, redis_take
+from core.lock_queue import OnWait, WaitNotice, redis_give_up, redis_take
 from core.lock_release import Releases
 from core.redis_words import redis_reason
-from core.store_base import HeldLock, LockTimeout
+from core.store_base import HeldLock, LockTimeout, StoreUnavailable
 
 
 class RedisLocks:
@@ -48,9 +48,13 @@ class RedisLocks:
         the store's."""
         token = new_owner()
         lock = Lock(self.r, name, timeout=ttl_s, sleep=0.05, thread_local=False)
-        with errors():
-            if not await redis_take(lock, token, wait_s=wait_s, notice=(notice := WaitNotice(on_wait))):
-                raise LockTimeout(session_id)
+        try:
+            with errors():
+                if not await redis_take(lock, token, wait_s=wait_s, notice=(notice := WaitNotice(on_wait))):
+                    raise LockTimeout(session_id)
+        except StoreUnavailable:  # said at once; what the unanswered try may have taken is given back later
+            await self._release(lambda: redis_give_up(lock, token), name, ttl_s, wait_s=0)
+            raise
         held = HeldLock(ttl_s, waited=notice.task)
         keeper = self._keeper(name, token, ttl_s, held).start()
         self.keepers.add(keeper)
@@ -59,14 +63,12 @@ class RedisLocks:
         finally:
             keeper.stop()
             self.keepers.discard(keeper)
-            await self.releases.release(
-                lambda: _free(lock, token),
-                name=name,
-                ttl_s=ttl_s,
-                wait_s=held.release_wait(),
-                errors=(RedisError, OSError),
-                reason=redis_reason,
-            )
+            await self._release(lambda: _free(lock, token), name, ttl_s, wait_s=held.release_wait())
+
+    async def _release(self, attempt, name: str, ttl_s: float, *, wait_s: float) -> None:
+        await self.releases.release(
+            attempt, name=name, ttl_s=ttl_s, wait_s=wait_s, errors=(RedisError, OSError), reason=redis_reason
+        )
 
     def _keeper(self, name: str, token: str, ttl_s: float, held: HeldLock) -> LockKeeper:
         """A keeper with its own (synchronous) client, so renewal never waits for the event loop."""

@@ -2,7 +2,8 @@
 
 The bot downloads with its own credentials (environment or instance role, as boto3 finds them) and
 places the bytes in a workspace through the sandbox; credentials never enter the sandbox. boto3 is
-blocking, so every call runs in a daemon thread with a deadline for the whole call (core/daemon_thread.py):
+blocking, so every call runs in a daemon thread with a deadline for the whole call (core/daemon_thread.py),
+on a client with bounded reads and tries (core/s3_client.py):
 an endpoint that never answered held a step for 180 s (boto's 60 s read timeout, three tries), one that
 dripped its answer for ever, and either kept the process alive after Ctrl-C. An endpoint that answers
 with a web page (a proxy's login) is said to be one, not listed as "0 files" or loaded as data.
@@ -10,30 +11,28 @@ with a web page (a proxy's login) is said to be one, not listed as "0 files" or 
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TypeVar
 
 from core.config import Settings, split_list
-from core.daemon_thread import CallDeadline, within
-from core.wording import os_reason
+from core.daemon_thread import CallDeadline, in_daemon_thread, within
+from core.s3_client import DEADLINE_S, s3_client, s3_reason
+from core.wording import counted
 
 T = TypeVar("T")
 
 
-CONNECT_TIMEOUT_S, READ_TIMEOUT_S = 5.0, 20.0  # per connection and per read
-# Two tries in all: the first and one retry. botocore's `max_attempts` counts retries, not tries (it
-# becomes total_max_attempts = max_attempts + 1), so {"max_attempts": 2} made three tries of 20 s, 61 s
-# against an endpoint that never answers; `total_max_attempts` counts the first request too. The mode is
-# fixed, so AWS_RETRY_MODE=adaptive cannot add client-side waits before a try.
-RETRIES = {"total_max_attempts": 2, "mode": "standard"}
-DEADLINE_S = 120.0  # one whole call (a listing, a download of up to DATATHREAD_S3_MAX_FILE_MB)
-
-
 class S3Refusal(Exception):
     """A request the policy refuses (outside the allowed prefixes, too large), or S3 out of reach; one
-    sentence for the model."""
+    sentence for the model. `listed`: what a listing found in the places that did answer."""
+
+    def __init__(self, message: str, *, listed: list[S3Object] | None = None):
+        super().__init__(message)
+        self.listed = listed or []
 
 
 @dataclass(frozen=True)
@@ -105,15 +104,7 @@ class S3Source:
             return None
 
         def client() -> Any:
-            import boto3
-            from botocore.config import Config
-
-            timeouts = Config(
-                connect_timeout=CONNECT_TIMEOUT_S, read_timeout=READ_TIMEOUT_S, retries=dict(RETRIES)
-            )
-            made = boto3.session.Session().client(
-                "s3", endpoint_url=settings.s3_endpoint_url, region_name=settings.aws_region, config=timeouts
-            )
+            made = s3_client(settings)  # bounded reads and tries (core/s3_client.py)
             made.meta.events.register("after-call.s3", refuse_web_pages)
             return made
 
@@ -136,26 +127,62 @@ class S3Source:
             raise S3Refusal(f"s3://{bucket}/{key} is outside what I may read ({self.where()}).")
 
     async def list(self, prefix: str | None = None, *, limit: int = 200) -> list[S3Object]:
-        """Objects under `prefix` (an s3:// URI or bucket/key prefix), or under every root."""
-        if prefix:
-            bucket, key = parse_uri(prefix)
-            if not any(r.covers(bucket, key) for r in self.roots):
-                # a prefix above a root ("s3://b/") lists the roots inside it
-                inner = [r for r in self.roots if r.bucket == bucket and r.prefix.startswith(key)]
-                if not inner:
-                    self.check(bucket, key)
-                places = [(r.bucket, r.prefix) for r in inner]
-            else:
-                places = [(bucket, key)]
-        else:
-            places = [(r.bucket, r.prefix) for r in self.roots]
-        out: list[S3Object] = []
-        for bucket, key in places:
-            left = limit - len(out)
-            out += await self._call(lambda b=bucket, k=key, n=left: self._list_sync(b, k, n), bucket)
-            if len(out) >= limit:
-                break
+        """Objects under `prefix` (an s3:// URI or bucket/key prefix), or under every root: the places
+        listed at once, within one deadline for the whole listing (it was one per root, one after the
+        other: N roots behind an endpoint that never answers, N × 41 s). A place that did not answer
+        in time is named in the S3Refusal, which carries what the others listed (`listed`)."""
+        places = self._places(prefix)
+        ends = time.monotonic() + self.deadline_s
+        await self._call(lambda: self.client, places[0][0])  # built once, before the threads share it
+        listings = [
+            asyncio.ensure_future(
+                in_daemon_thread(lambda b=b, k=k: self._list_sync(b, k, limit), name="datathread-s3")
+            )
+            for b, k in places
+        ]
+        try:
+            _, pending = await asyncio.wait(listings, timeout=max(0.0, ends - time.monotonic()))
+        finally:  # given up, or the caller cancelled: nobody reads the rest (their threads are daemons)
+            for listing in listings:
+                listing.cancel()
+        return self._gathered(list(zip(places, listings, strict=True)), pending, limit)
+
+    def _gathered(self, listings: list, pending: set, limit: int) -> list[S3Object]:
+        """The objects the places listed, in the roots' order; an S3Refusal (with them) naming every
+        place that did not answer — past the deadline, or its client's tries timed out — or else the
+        first other failure."""
+        answered = [(place, listing) for place, listing in listings if listing not in pending]
+        found = [o for _, listing in answered if not listing.exception() for o in listing.result()]
+        out = found[:limit]
+        silent = [place for place, listing in answered if _timed_out(listing.exception())]
+        unanswered = [
+            f"s3://{b}/{k}" for (b, k), listing in listings if listing in pending or (b, k) in silent
+        ]
+        if unanswered and (
+            pending or len(listings) > 1
+        ):  # one place's own timeout: said below, as any call's
+            what = f"bucket {listings[0][0][0]}" if len(listings) == 1 else " and ".join(unanswered)
+            when = "in time" if silent else f"within {self.deadline_s:g} s"
+            others = f"; the other places hold the {counted(len(out), 'file')} listed here" if out else ""
+            raise S3Refusal(f"S3 ({self._place(what)}) did not answer {when}{others}.", listed=out)
+        failed = [(place, listing.exception()) for place, listing in answered if listing.exception()]
+        if failed:
+            (bucket, _), exc = failed[0]
+            raise self._refusal(exc, bucket, listed=out)
         return out
+
+    def _places(self, prefix: str | None) -> list[tuple[str, str]]:
+        """(bucket, key prefix) pairs to list for `prefix`: itself, the roots inside it, or every root."""
+        if not prefix:
+            return [(r.bucket, r.prefix) for r in self.roots]
+        bucket, key = parse_uri(prefix)
+        if any(r.covers(bucket, key) for r in self.roots):
+            return [(bucket, key)]
+        # a prefix above a root ("s3://b/") lists the roots inside it
+        inner = [r for r in self.roots if r.bucket == bucket and r.prefix.startswith(key)]
+        if not inner:
+            self.check(bucket, key)
+        return [(r.bucket, r.prefix) for r in inner]
 
     async def _call(self, fn: Callable[[], T], bucket: str) -> T:
         """One blocking S3 call, bounded as a whole; its failures as one sentence (S3Refusal)."""
@@ -163,16 +190,24 @@ class S3Source:
             return await within(fn, self.deadline_s, name="datathread-s3")
         except CallDeadline:
             raise S3Refusal(
-                f"S3 ({self._place(bucket)}) did not answer within {self.deadline_s:g} s."
+                f"S3 ({self._place(f'bucket {bucket}')}) did not answer within {self.deadline_s:g} s."
             ) from None
-        except (S3Refusal, KeyError, ValueError):
-            raise
-        except Exception as exc:  # botocore's errors: the reason in words, never the endpoint's token
-            raise S3Refusal(f"Could not read from S3 ({self._place(bucket)}): {_reason(exc)}.") from None
+        except Exception as exc:
+            raise self._refusal(exc, bucket) from None
 
-    def _place(self, bucket: str) -> str:
+    def _refusal(self, exc: BaseException, bucket: str, *, listed: list[S3Object] | None = None) -> Exception:
+        """A failed call's exception as it goes on: ours and the policy's as they are, botocore's as one
+        sentence with the reason in words (never the endpoint's token)."""
+        if isinstance(exc, S3Refusal | KeyError | ValueError):
+            return exc
+        reason = s3_reason(exc) if isinstance(exc, Exception) else type(exc).__name__
+        return S3Refusal(
+            f"Could not read from S3 ({self._place(f'bucket {bucket}')}): {reason}.", listed=listed
+        )
+
+    def _place(self, what: str) -> str:
         endpoint = getattr(getattr(self._client, "meta", None), "endpoint_url", "") or ""
-        return f"bucket {bucket}" + (f" at {endpoint}" if endpoint else "")
+        return what + (f" at {endpoint}" if endpoint else "")
 
     def _list_sync(self, bucket: str, prefix: str, limit: int) -> list[S3Object]:
         out: list[S3Object] = []
@@ -221,24 +256,14 @@ def refuse_web_pages(http_response: Any, model: Any, **_: Any) -> None:
         )
 
 
-def _reason(exc: Exception) -> str:
-    """What went wrong, without botocore's class names and URLs (a presigned one carries a token)."""
-    from botocore.exceptions import (
-        ClientError,
-        ConnectTimeoutError,
-        EndpointConnectionError,
-        ReadTimeoutError,
-    )
-
-    if isinstance(exc, ClientError):
-        error = exc.response.get("Error", {})
-        return f"{error.get('Code', 'error')} ({error.get('Message', '').rstrip('.') or 'no message'})"
-    if isinstance(exc, ReadTimeoutError | ConnectTimeoutError):
-        return "it did not answer in time"
-    if isinstance(exc, EndpointConnectionError):
-        return os_reason(exc) or "it could not be reached"
-    return os_reason(exc) or type(exc).__name__
-
-
 def _mb(size: int) -> str:
     return f"{size / (1024 * 1024):,.1f} MB"
+
+
+def _timed_out(exc: BaseException | None) -> bool:
+    """botocore's tries all timed out: the endpoint took the connection, or not even that, and never answered."""
+    if exc is None:
+        return False
+    from botocore.exceptions import ConnectTimeoutError, ReadTimeoutError
+
+    return isinstance(exc, ReadTimeoutError | ConnectTimeoutError)

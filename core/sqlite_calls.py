@@ -18,10 +18,10 @@ import threading
 import time
 from collections.abc import Callable
 
+from core import store_base
 from core.store_base import StoreUnavailable
 
-BUSY_S = 30.0  # how long a call waits for a database another process holds locked
-TRY_MS = 100  # one try of that wait
+TRY_MS = 100  # one try of the wait for a database another process holds locked (store_base.ANSWER_S)
 
 
 class SqliteCalls:
@@ -77,10 +77,12 @@ class SqliteCalls:
 
 
 def _begin(con: sqlite3.Connection, *stops: threading.Event) -> None:
-    """`BEGIN IMMEDIATE`, waiting up to BUSY_S for a database another process holds locked, in tries of
-    TRY_MS, until one of `stops` is set — also when it is set as the lock comes free: then nothing
-    is written (the caller has gone, and may have said so)."""
-    deadline = time.monotonic() + BUSY_S
+    """`BEGIN IMMEDIATE`, waiting up to `store_base.ANSWER_S` for a database another process holds locked
+    (it was 30 s per call, several calls before a turn's first word), in tries of TRY_MS, until one of
+    `stops` is set — also when it is set as the lock comes free: then nothing is written (the caller
+    has gone, and may have said so)."""
+    busy_s = store_base.ANSWER_S
+    deadline = time.monotonic() + busy_s
     con.execute(f"PRAGMA busy_timeout={TRY_MS}")
     try:
         while True:
@@ -95,7 +97,7 @@ def _begin(con: sqlite3.Connection, *stops: threading.Event) -> None:
                 raise sqlite3.OperationalError("database is locked (the call was given up)")
             return
     finally:
-        con.execute(f"PRAGMA busy_timeout={int(BUSY_S * 1000)}")  # for the statements of the call
+        con.execute(f"PRAGMA busy_timeout={int(busy_s * 1000)}")  # for the statements of the call
 
 
 def _locked(exc: sqlite3.OperationalError) -> bool:

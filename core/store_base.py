@@ -12,6 +12,12 @@ HISTORY_VERSION = 1
 # How long a turn waits for its lock's release when it set no deadline of its own (`HeldLock.release_by`);
 # the rest of the release goes on in the background, and the lock expires anyway.
 RELEASE_WAIT_S = 2.0
+# How long any one call of a session store waits for the store to answer: a Redis that took the
+# command and never replied (a long fork, a failover pause, `kill -STOP`), a SQLite file another
+# process holds locked. It was redis-py's three tries of a 5 s read (15 s) and SQLite's 30 s busy
+# wait, per call, before the first word of a turn; a turn makes several calls before it starts. A
+# call past it fails with StoreUnavailable, which a turn says in one sentence (core/turn_lock.py).
+ANSWER_S = 3.0
 
 
 class StoreUnavailable(RuntimeError):

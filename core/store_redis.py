@@ -26,7 +26,9 @@ from typing import TypeVar
 
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError, WatchError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from core import store_base
 from core.lock_queue import OnWait
 from core.lock_redis import RedisLocks
 from core.redis_client import fail_fast_client
@@ -86,7 +88,8 @@ class RedisStore:
         self.history_ttl_s = history_ttl_s
         self.turn_ttl_s = turn_ttl_s  # None: turn records are kept for ever
         self.prefix = prefix
-        self.r = fail_fast_client(url, socket_timeout=5)  # then StoreUnavailable
+        # One try of store_base.ANSWER_S per call, then StoreUnavailable (it was three tries of 5 s).
+        self.r = fail_fast_client(url, socket_timeout=store_base.ANSWER_S, retry_timeouts=False)
         self._url = url
         self._hit = self.r.register_script(_HIT)
         self._locks = RedisLocks(self.r, url)
@@ -100,7 +103,13 @@ class RedisStore:
         try:
             yield
         except RedisError as exc:  # a command that may have reached Redis may still be applied
-            raise StoreUnavailable(redis_failure(self._url, exc), may_have_written=unanswered(exc)) from None
+            raise StoreUnavailable(self._failure(exc), may_have_written=unanswered(exc)) from None
+
+    def _failure(self, exc: RedisError) -> str:
+        """The sentence for a failed call; one that got no answer says within how long, as a ping and a
+        turn's end say it (one try of `store_base.ANSWER_S`, the same 3 s)."""
+        sent = isinstance(exc, RedisTimeoutError) and unanswered(exc)
+        return redis_failure(self._url, None if sent else exc)
 
     async def _call(self, awaitable: Awaitable[T]) -> T:
         with self._errors():
@@ -117,7 +126,7 @@ class RedisStore:
         except RedisError as exc:
             if is_missing_database(exc):  # the sentence says which numbers it has
                 raise StoreUnavailable(missing_database(self._url, await self._databases())) from None
-            raise StoreUnavailable(redis_failure(self._url, exc)) from None
+            raise StoreUnavailable(self._failure(exc)) from None
 
     async def _databases(self) -> int | None:
         """How many databases this Redis has (`CONFIG GET databases`, asked on database 0), for the

@@ -52,9 +52,11 @@ async def list_files(args: ListFilesInput, ctx: ToolContext) -> ToolOutcome:
     if ctx.s3 is None:
         return refused("S3 is not configured here.")
     try:
-        objects = await ctx.s3.list(args.prefix, limit=201)
+        objects, note = await ctx.s3.list(args.prefix, limit=201), ""
     except S3Refusal as exc:
-        return refused(str(exc))
+        if not exc.listed:
+            return refused(str(exc))
+        objects, note = exc.listed, str(exc)  # some places answered: theirs, and which did not
     if not objects:
         return ToolOutcome(
             content=f"No files found under {args.prefix or ctx.s3.where()}.", summary="0 files"
@@ -62,7 +64,8 @@ async def list_files(args: ListFilesInput, ctx: ToolContext) -> ToolOutcome:
     lines = [f"- {o.uri} ({o.size:,} bytes)" for o in objects[:200]]
     if len(objects) > 200:
         lines.append("(More files exist; pass a narrower prefix.)")
-    return ToolOutcome(content="\n".join(lines), summary=f"{min(len(objects), 200)} files")
+    summary = f"{min(len(objects), 200)} files" + (", some places did not answer" if note else "")
+    return ToolOutcome(content="\n".join([*lines, *([note] if note else [])]), summary=summary)
 
 
 async def load_file(args: LoadFileInput, ctx: ToolContext) -> ToolOutcome:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import time
 import urllib.parse
 
 import boto3
@@ -10,6 +12,7 @@ from moto import mock_aws
 from pydantic import SecretStr
 
 from bot.files import FileLinks, LinkSigner
+from tests.fakes.black_hole import BlackHole
 
 
 def parts(url: str) -> tuple[str, str, str, str]:
@@ -87,6 +90,36 @@ async def test_s3_presigned_link(settings):
             boto3.client("s3", region_name="us-east-1").get_object(Bucket="dt-files", Key=key)["Body"].read()
         )
     assert body == b"carrier\nF9\n"
+
+
+async def test_a_files_bucket_that_never_answers_is_said_within_the_bounded_tries(settings, monkeypatch):
+    """The files bucket's client kept botocore's defaults (60 s reads, several tries) when the data
+    sources' was bounded: a Teams file link against an endpoint that never answered took minutes. Now
+    it is the same bounded client (core/s3_client.py): two tries, each of the read timeout (0.3 s here)."""
+    monkeypatch.setattr("core.s3_client.CONNECT_TIMEOUT_S", 0.3, raising=False)
+    monkeypatch.setattr("core.s3_client.READ_TIMEOUT_S", 0.3, raising=False)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIATESTTESTTEST")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "never-in-a-sentence")
+    hole = BlackHole().start()
+    try:
+        configured = settings.model_copy(
+            update={
+                "files_bucket": "dt-files/exports",
+                "aws_region": "us-east-1",
+                "s3_endpoint_url": hole.url,
+            }
+        )
+        links = FileLinks(configured, read=_never_read, kept_secret=_no_secret)
+        started = time.monotonic()
+        with pytest.raises(OSError) as failed:
+            await asyncio.wait_for(links.download_link("te-abc", "delays.csv", b"carrier\nF9\n"), 10)
+        took = time.monotonic() - started
+    finally:
+        hole.stop()
+    assert took < 6, f"gave up after {took:.1f} s"  # two reads of 0.3 s, a backoff, a busy host
+    assert len(hole.accepted_at) == 2, hole.accepted_at  # the first try and one retry
+    # a few words for the thread ("I couldn't attach `delays.csv` (…)"), never the endpoint or the key
+    assert str(failed.value) == "the files bucket could not take it: it did not answer in time"
 
 
 async def _never_read(session_id: str, path: str) -> bytes:

@@ -5,13 +5,16 @@ within the deadline, and leaves no thread the process would wait for at exit."""
 from __future__ import annotations
 
 import http.server
+import re
 import socket
 import threading
 import time
+from types import SimpleNamespace
 
 import pytest
 
-from core.s3 import S3Refusal, S3Source
+from core.s3 import S3Refusal, S3Source, parse_roots
+from core.tools_s3 import ListFilesInput, list_files
 from tests.fakes.black_hole import BlackHole
 from tests.fakes.web_page import WebPage
 
@@ -85,7 +88,7 @@ async def test_an_endpoint_that_never_answers_is_a_sentence_within_the_deadline(
 async def test_an_endpoint_that_never_answers_is_tried_twice_in_all(settings, monkeypatch):
     """ "Two tries in all", said the comment; botocore's `max_attempts` counts retries, so the client made
     three tries of 20 s: 61 s a call. Here each try waits 0.3 s, within a 20 s step."""
-    monkeypatch.setattr("core.s3.READ_TIMEOUT_S", 0.3)
+    monkeypatch.setattr("core.s3_client.READ_TIMEOUT_S", 0.3)
     hole = BlackHole().start()
     try:
         s3 = source(settings, monkeypatch, hole.url, step_timeout=20)
@@ -169,3 +172,72 @@ async def test_a_caller_given_up_on_leaves_no_task_behind():
     finally:
         loop.set_exception_handler(None)
     assert not unretrieved, unretrieved
+
+
+_LISTING = """<?xml version="1.0" encoding="UTF-8"?>
+<ListBucketResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/"><Name>data-lake</Name>
+<Prefix>sales/</Prefix><KeyCount>1</KeyCount><MaxKeys>1000</MaxKeys><IsTruncated>false</IsTruncated>
+<Contents><Key>sales/q1.csv</Key><LastModified>2026-01-01T00:00:00.000Z</LastModified><ETag>"e"</ETag>
+<Size>12</Size><StorageClass>STANDARD</StorageClass></Contents></ListBucketResult>"""
+
+
+class _OneBucketAnswers(http.server.BaseHTTPRequestHandler):
+    """data-lake is listed at once; any other bucket never gets an answer (a black hole behind it)."""
+
+    def do_GET(self) -> None:
+        if not self.path.startswith("/data-lake"):
+            time.sleep(5)
+            return
+        body = _LISTING.encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/xml")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args) -> None:
+        pass
+
+
+async def test_a_listing_of_several_roots_has_one_deadline_and_names_what_did_not_answer(
+    settings, monkeypatch, serving
+):
+    """Each root had a deadline of its own, one after the other, and the first that did not answer
+    ended the listing naming only its bucket (the roots after it never tried, their files never
+    shown). Now the roots are listed at once within one deadline, every silent one is named, and what
+    the others hold is still listed."""
+    hole = BlackHole().start()
+    try:
+        s3 = source(settings, monkeypatch, hole.url, step_timeout=1)
+        s3.roots = parse_roots("archive, logs/2026, data-lake/sales")
+        started = time.monotonic()
+        with pytest.raises(S3Refusal) as past_the_deadline:
+            await s3.list()
+        took = time.monotonic() - started
+
+        monkeypatch.setattr("core.s3_client.READ_TIMEOUT_S", 0.3)  # the client's own tries time out first
+        s3 = source(settings, monkeypatch, hole.url, step_timeout=20)
+        s3.roots = parse_roots("archive, data-lake/sales")
+        with pytest.raises(S3Refusal) as timed_out:
+            await s3.list()
+    finally:
+        hole.stop()
+    assert took < 2.5, f"a deadline per root: {took:.1f} s"  # 1 s (the step's), not 3 × 1 s
+    where = r" at http://127\.0\.0\.1:\d+\) did not answer"
+    everything = (
+        r"S3 \(s3://archive/ and s3://logs/2026/ and s3://data-lake/sales/" + where + r" within 1 s\."
+    )
+    assert re.fullmatch(everything, str(past_the_deadline.value)), past_the_deadline.value
+    both = r"S3 \(s3://archive/ and s3://data-lake/sales/" + where + r" in time\."
+    assert re.fullmatch(both, str(timed_out.value)), timed_out.value
+
+    # One root answers: the model gets its files, and the sentence naming the other.
+    partly = source(settings, monkeypatch, serving(_OneBucketAnswers), step_timeout=1)
+    partly.roots = parse_roots("archive, data-lake/sales")
+    outcome = await list_files(ListFilesInput(), SimpleNamespace(s3=partly))
+    assert not outcome.is_error, outcome.content
+    assert re.fullmatch(
+        r"- s3://data-lake/sales/q1\.csv \(12 bytes\)\nS3 \(s3://archive/" + where + r" within 1 s; the "
+        r"other places hold the 1 file listed here\.",
+        outcome.content,
+    ), outcome.content
