@@ -1,7 +1,9 @@
 """`datathread audit`: the turn and step records as JSON lines or CSV, secrets redacted.
 
 Questions and SQL are untrusted text: in CSV every cell is made spreadsheet-safe (`core/csv_cells.py`),
-so a question like `=HYPERLINK(…)` is shown, not run, when someone opens the export.
+so a question like `=HYPERLINK(…)` is shown, not run, when someone opens the export, and its control
+characters print as `?` (`bot/terminal_controls.py`): an escape sequence in a question or an answer
+drove the terminal of whoever ran `audit --format csv` or `cat` its file. JSON lines escape them.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import sys
 import time
 from datetime import UTC, datetime
 
+from bot.terminal_controls import printable
 from core.config import Settings
 from core.csv_cells import neutralise_cell
 from core.redact import Redactor
@@ -88,6 +91,11 @@ def audit_rows(turns: list[dict]) -> list[dict]:
     return rows
 
 
+def _cell(value: object) -> object:
+    safe = neutralise_cell(value)
+    return printable(safe) if isinstance(safe, str) else safe
+
+
 def _utc(epoch: float | None) -> str:
     """A spreadsheet shows `1795740852.56` as a number nobody reads: the CSV gets `YYYY-MM-DD
     HH:MM:SS` in UTC, which Excel, Sheets and pandas all parse as a time (ISO's `T…Z` stays text in
@@ -129,7 +137,7 @@ async def print_audit(
         csv.writer(out).writerow(CSV_FIELDS)  # the header as ever; every cell below quoted: a spreadsheet
         # whose list separator is ";" split an unquoted "x;=HYPERLINK(…)" into a cell starting with "="
         writer = csv.DictWriter(out, fieldnames=CSV_FIELDS, quoting=csv.QUOTE_ALL)
-        writer.writerows({k: neutralise_cell(v) for k, v in row.items()} for row in audit_rows(turns))
+        writer.writerows({k: _cell(v) for k, v in row.items()} for row in audit_rows(turns))
     else:
         for turn in turns:
             out.write(json.dumps(turn, default=str) + "\n")

@@ -14,9 +14,11 @@ big is cut at line boundaries and its fences/header are repeated, so every piece
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from rich.cells import cell_len
 from slack_sdk.models.blocks import MarkdownBlock
 
 from bot.markdown import blocks, honest_label, pack, plain_text
@@ -70,15 +72,14 @@ def table_text(
     body = body[:max_rows]
     width = max(len(r) for r in [header, *body])
     grid = [r + [""] * (width - len(r)) for r in [header, *body]]
-    sizes = [max(len(r[c]) for r in grid) for c in range(width)]
+    sizes = [max(cell_len(r[c]) for r in grid) for c in range(width)]
     numeric = [all(_is_number(r[c]) for r in grid[1:] if r[c]) and len(grid) > 1 for c in range(width)]
     how = [
         (align[c] if c < len(align) and align[c] else "right" if numeric[c] else "left") for c in range(width)
     ]
-    place = {"left": str.ljust, "center": str.center, "right": str.rjust}
 
     def fmt(row: list[str]) -> str:
-        return "  ".join(place.get(how[c], str.ljust)(v, sizes[c]) for c, v in enumerate(row)).rstrip()
+        return "  ".join(_pad(v, sizes[c], how[c]) for c, v in enumerate(row)).rstrip()
 
     out = [fmt(grid[0]), "  ".join("-" * s for s in sizes), *(fmt(r) for r in grid[1:])]
     if hidden:
@@ -86,8 +87,17 @@ def table_text(
     return "\n".join(out)
 
 
+def _pad(value: str, size: int, how: str) -> str:
+    """`value` padded to `size` columns as a monospace font shows it: 東京 takes four, an accent typed
+    as a combining mark none (padding by characters misaligned every column after a CJK cell). Centred
+    as `str.center` does."""
+    gap = max(0, size - cell_len(value))
+    left = {"right": gap, "center": gap // 2 + (gap & size & 1)}.get(how, 0)
+    return " " * left + value + " " * (gap - left)
+
+
 def _plain(cell: str) -> str:
-    return re.sub(r"\*\*|__|`", "", cell).strip()
+    return unicodedata.normalize("NFC", re.sub(r"\*\*|__|`", "", cell).strip())
 
 
 def _is_number(value: str) -> bool:

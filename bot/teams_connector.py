@@ -67,12 +67,21 @@ class ConnectorFailed(Exception):
     404: the bot was removed, so the schedule pauses)."""
 
     def __init__(
-        self, why: str, response: object = None, retry_after_s: float | None = None, *, silent: bool = False
+        self,
+        why: str,
+        response: object = None,
+        retry_after_s: float | None = None,
+        *,
+        silent: bool = False,
+        unsure: bool = False,
     ):
         super().__init__(why)
         self.why, self.response, self.retry_after_s = why, response, retry_after_s
         self.status: int | None = getattr(response, "status_code", None)
         self.silent = silent  # no answer within the timeout: another call would wait as long
+        # Sent, and no status came back (no answer in time, the connection closed, the answer cut
+        # short): Teams may have posted it.
+        self.unsure = unsure
 
     @property
     def transient(self) -> bool:
@@ -179,13 +188,13 @@ def failure(exc: BaseException, read_s: float, host: str = "") -> ConnectorFaile
     if isinstance(inner, requests.exceptions.ConnectTimeout):
         return ConnectorFailed(f"{who} could not be reached within {timeout(read_s)[0]:g} s", silent=True)
     if isinstance(inner, requests.exceptions.Timeout):
-        return ConnectorFailed(f"{who} did not answer within {read_s:g} s", silent=True)
+        return ConnectorFailed(f"{who} did not answer within {read_s:g} s", silent=True, unsure=True)
     if isinstance(inner, requests.exceptions.ChunkedEncodingError):  # a success's body, cut short
-        return ConnectorFailed(f"{who} broke off its answer mid-way (a partial response)")
+        return ConnectorFailed(f"{who} broke off its answer mid-way (a partial response)", unsure=True)
     if isinstance(inner, requests.exceptions.ConnectionError) and _dropped(inner):
         reason = os_reason(inner)  # reached, then the connection closed before a status came back
         return ConnectorFailed(
-            f"{who} closed the connection without answering{f' ({reason})' if reason else ''}"
+            f"{who} closed the connection without answering{f' ({reason})' if reason else ''}", unsure=True
         )
     if isinstance(inner, requests.exceptions.ConnectionError):
         return ConnectorFailed(f"{who} could not be reached ({os_reason(inner) or 'no connection'})")

@@ -297,7 +297,10 @@ class TeamsSink:
                 exc,
             )
             said = (
-                f"⚠️ Teams did not take the answer, so it is not here. Please ask again (error id {error_id})."
+                f"⚠️ Teams did not confirm the answer, so it may not be here. If it is not, please ask "
+                f"again (error id {error_id})."
+                if exc.unsure  # no answer in time, or the connection closed: Teams may have posted it
+                else f"⚠️ Teams did not take the answer, so it is not here. Please ask again (error id {error_id})."
             )
             await self._say_lost(said, exc)
 

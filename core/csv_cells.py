@@ -145,3 +145,28 @@ def neutralise_csv(data: bytes, *, limit: int = MAX_CSV_BYTES, delimiter: str = 
 def _is_formula(cell: str) -> bool:
     """A cell a spreadsheet would run: it starts like a formula and is not a number as written."""
     return cell.startswith(FORMULA_STARTS) and not _NUMBER.fullmatch(cell)
+
+
+def with_utf8_mark(data: bytes) -> bytes:
+    """`data` with a UTF-8 byte-order mark when it holds non-ASCII text and has no mark: Excel opens a
+    CSV without one in the system's legacy code page, so "Straße" showed as "StraÃŸe" and 東京 as
+    mojibake. pandas, DuckDB, R and Google Sheets read the mark as one. ASCII files (most), files with
+    a mark, and bytes that are not UTF-8 stay as they are."""
+    if data.isascii() or data.startswith((_BOM.encode(), *_UTF16_BOMS)):
+        return data
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return data
+    return _BOM.encode() + data
+
+
+def for_people(path: str, data: bytes) -> bytes:
+    """Every file that leaves for people passes here (uploads, links, the terminal's saved copies): a
+    CSV (or TSV) gets its spreadsheet-formula cells neutralised by the bot, whoever wrote it — model code
+    in a step (`df.to_csv`) is not trusted to — and, when it holds non-ASCII text, the byte-order mark
+    Excel needs to read it as UTF-8. Blocking: a 50 MB CSV takes a second or two."""
+    suffix = path.lower().rsplit(".", 1)[-1]
+    if suffix not in ("csv", "tsv"):
+        return data
+    return with_utf8_mark(neutralise_csv(data, delimiter="\t" if suffix == "tsv" else ","))

@@ -14,6 +14,7 @@ import re
 import stat
 import time
 import traceback
+import unicodedata
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,16 +22,22 @@ from core.preview import clip as _clip
 from core.preview import preview_table
 from core.sandbox import StepRequest, StepResult
 
-_SAFE_NAME = re.compile(r"[^A-Za-z0-9_.-]+")
+# Letters and digits of any script stay ("Verspätung 東京" was "Versp_tung"; all-Japanese names fell
+# back to `sql_<time>`); separators, spaces, emoji, direction overrides and invisible characters go.
+_SAFE_NAME = re.compile(r"[^\w.-]+")
+STEM_BYTES = 200  # well under a file name's 255 bytes, with `.parquet` after it
 
 
 def safe_file_stem(name: str | None, default: str) -> str:
     """A `save_as` from the model becomes a plain file stem: no directories, no odd characters."""
-    stem = _SAFE_NAME.sub("_", (name or "").strip()).strip("._")
+    stem = _SAFE_NAME.sub("_", unicodedata.normalize("NFC", (name or "").strip())).strip("._")
     for ext in (".parquet", ".csv"):
         if stem.lower().endswith(ext):
             stem = stem[: -len(ext)]
-    return stem[:80] or default
+    stem = stem[:80]
+    while len(stem.encode()) > STEM_BYTES:  # 80 characters of four bytes each would not fit
+        stem = stem[:-1]
+    return stem.rstrip("._") or default
 
 
 def default_stem(prefix: str) -> str:

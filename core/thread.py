@@ -21,7 +21,7 @@ from core import history as hist
 from core.access import AccessPolicy
 from core.config import Settings
 from core.confirm import CONFIRM_TIMEOUT_S, ask, give_answer, wait_for_answer
-from core.csv_cells import neutralise_csv
+from core.csv_cells import for_people
 from core.events import AnswerReady, ArtifactReady, EventSink, IncomingMessage
 from core.history_gap import gap_note
 from core.notebook import session_notebook
@@ -202,13 +202,13 @@ class Threads:
     async def read_file(self, session_id: str, path: str) -> bytes:
         """A workspace file's bytes, as they may go to people (raises FileNotFoundError/PermissionError/
         ValueError when not there, or when a CSV cannot be made safe)."""
-        return await _for_people(path, await self._files.read_file(session_id, path))
+        data = await self._files.read_file(session_id, path)
+        return await asyncio.to_thread(for_people, path, data)  # a 50 MB CSV takes a second or two
 
     async def read_artifact(self, artifact: ArtifactReady) -> bytes:
         """The bytes of a file a turn attached, for surfaces that upload it."""
-        return await _for_people(
-            artifact.path, await self._files.read_file(artifact.session_id, artifact.path)
-        )
+        data = await self._files.read_file(artifact.session_id, artifact.path)
+        return await asyncio.to_thread(for_people, artifact.path, data)
 
     async def forget_idle_workspaces(
         self,
@@ -384,13 +384,3 @@ def _pointer_id(surface: str, base: tuple[str, ...]) -> str:
 
 def _generation_key(base: tuple[str, ...], generation: int) -> tuple[str, ...]:
     return (*base, f"g{generation}") if generation else base
-
-
-async def _for_people(path: str, data: bytes) -> bytes:
-    """Every file that leaves for people passes here (uploads, links, the terminal's saved copies): a
-    CSV (or TSV) gets its spreadsheet-formula cells neutralised by the bot, whoever wrote it — model code in a
-    step (`df.to_csv`) is not trusted to. Off the event loop: a 50 MB CSV takes a second or two."""
-    suffix = path.lower().rsplit(".", 1)[-1]
-    if suffix not in ("csv", "tsv"):
-        return data
-    return await asyncio.to_thread(neutralise_csv, data, delimiter="\t" if suffix == "tsv" else ",")

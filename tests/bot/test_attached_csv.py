@@ -61,6 +61,24 @@ async def test_a_csv_written_by_model_code_is_uploaded_with_formulas_neutralised
     ]
     assert [r[1] for r in rows[1:]] == ["-5.0", "3.25", "-0.5", "7.0", "1e+21", "0.0"]  # numbers as written
     assert [r[2] for r in rows[1:]] == ["-12", "+4", "-1.5e3", ".5", "'-", "x"]
+    assert not uploads[0].startswith(b"\xef\xbb\xbf")  # all ASCII: no byte-order mark
     # the workspace keeps what the step wrote: only what leaves for people is changed
     (written,) = slack.home.rglob("report.csv")
     assert written.read_bytes().startswith(b'name,value,signed\n"=HYPERLINK(')
+
+
+async def test_a_csv_with_non_ascii_text_is_uploaded_with_the_mark_excel_needs(slack, model):
+    """Uploaded as plain UTF-8, "München" opened in Excel as "MÃ¼nchen": a CSV holding non-ASCII text
+    leaves with a UTF-8 byte-order mark; the workspace keeps the step's bytes."""
+    code = "open('orte.csv', 'w', encoding='utf-8').write('ort,flüge\\nMünchen,3\\n東京,5\\n')"
+    model.enqueue(
+        tool("run_python", {"code": code}),
+        tool("attach_file", {"path": "orte.csv", "title": "Orte"}),
+        text("Hier ist die Tabelle."),
+    )
+    assert (await slack.event(mention("Flüge nach Ort als CSV", ts="300.2"))).status_code == 200
+    await slack.drain()
+    (upload,) = [data for data in slack.api.uploads.values() if "München".encode() in data]
+    assert upload == "\ufeffort,flüge\nMünchen,3\n東京,5\n".encode()
+    (written,) = slack.home.rglob("orte.csv")
+    assert written.read_bytes() == "ort,flüge\nMünchen,3\n東京,5\n".encode()

@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 import pytest
 
 from bot.audit import CSV_FIELDS, audit_rows, print_audit
+from bot.terminal_controls import printable
 from core.schedules import new_schedule
 from core.schedules_store import ScheduleBook
 from core.sessions import open_store
@@ -236,7 +237,8 @@ async def test_csv_neutralises_formulas_from_questions_and_steps(settings, paylo
     await print_audit(settings, session=None, user=None, channel=None, since_hours=None, fmt="csv",
                       limit=10, out=out)  # fmt: skip
     row = next(csv.DictReader(io.StringIO(out.getvalue(), newline="")))
-    assert row["question"] == "'" + payload and row["tool"] == "'" + payload
+    shown = printable("'" + payload)  # and a control character (the "\r" of one payload) shows as "?"
+    assert row["question"] == shown and row["tool"] == shown
     cells = [c for r in csv.reader(io.StringIO(out.getvalue(), newline="")) for c in r]
     assert not [c for c in cells if c.startswith(("=", "+", "-", "@", "\t", "\r"))]
     jsonl = io.StringIO()  # JSON lines are data, not a spreadsheet: unchanged
@@ -260,6 +262,23 @@ async def test_csv_cells_hiding_a_formula_after_a_separator_are_quoted(settings)
     line = out.getvalue().splitlines()[1]
     assert f'"{hidden}"' in line  # read with ";" as the separator, the quotes keep it one cell
     assert next(csv.DictReader(io.StringIO(out.getvalue(), newline="")))["question"] == hidden
+
+
+async def test_csv_cells_never_carry_terminal_controls(settings):
+    """`audit --format csv` wrote a question's (or answer's) escape sequences as they were: printed, or
+    `cat` later, they cleared the screen and retitled the terminal. They show as `?`; JSON escapes them."""
+    store = await open_store(settings)
+    hostile = "flights?\x1b]0;owned\x07\x1b[2J\u202egnp.csv\nsecond line"
+    await store.record_turn(
+        {**turn("e", user="U1", channel="C1", session="s1", age_h=0.1, steps=[]), "question": hostile}
+    )
+    await store.close()
+    out = io.StringIO()
+    await print_audit(settings, session=None, user=None, channel=None, since_hours=None, fmt="csv",
+                      limit=10, out=out)  # fmt: skip
+    assert "\x1b" not in out.getvalue() and "\x07" not in out.getvalue() and "\u202e" not in out.getvalue()
+    question = next(csv.DictReader(io.StringIO(out.getvalue(), newline="")))["question"]
+    assert question == "flights??]0;owned??[2J?gnp.csv\nsecond line"  # a line break stays one
 
 
 HOURS = (

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from rich.cells import cell_len
 
 from bot import slack_blocks
 from bot import slack_render as r
@@ -58,6 +59,27 @@ def test_table_preview_aligns_numbers_and_counts_hidden_rows() -> None:
         "C2         3.0",
         "… 22 more rows",
     ]
+
+
+def test_table_preview_aligns_wide_and_combined_characters() -> None:
+    """A table of Japanese airport names was padded by characters: 東京国際空港 takes twelve columns in
+    Slack's monospace font, so every column after it was out of line; an accent typed as a combining
+    mark (e\u0301) takes none."""
+    rows = ["| airport | flights | note |", "|---|---:|:-:|"]
+    rows += ["| 東京国際空港 | 1,234 | 🛫 |", "| JFK | 98,765 | ok |", "| Cafe\u0301 | 5 | é |"]
+    assert r.table_to_text(rows).splitlines() == [
+        "airport       flights  note",
+        "------------  -------  ----",
+        "東京国際空港    1,234   🛫",
+        "JFK            98,765   ok",
+        "Café                5   é",
+    ]
+    lines = r.table_to_text(rows).splitlines()
+    # the numbers end in one column as shown: 東京国際空港 is twelve columns wide, Café four
+    assert {
+        cell_len(line[: line.index(n) + len(n)])
+        for line, n in zip(lines[2:], ["1,234", "98,765", "5"], strict=True)
+    } == {21}
 
 
 @pytest.mark.parametrize(

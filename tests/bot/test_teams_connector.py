@@ -274,8 +274,11 @@ async def test_an_answer_whose_connection_closes_unanswered_is_logged_as_such_an
     [lost] = [line for line in teams_lines(caplog) if "answer did not reach" in line]
     assert lost.endswith("the Bot Connector at 127.0.0.1 closed the connection without answering"), lost
     error_id = lost.split("error_id=", 1)[1].split()[0]
+    # Teams may have posted it (it said "did not take the answer, so it is not here" of an answer it may
+    # have shown): the person is told to look before asking again
     assert sent[-1]["text"] == (
-        f"⚠️ Teams did not take the answer, so it is not here. Please ask again (error id {error_id})."
+        "⚠️ Teams did not confirm the answer, so it may not be here. If it is not, please ask again "
+        f"(error id {error_id})."
     )
 
 

@@ -140,6 +140,14 @@ def test_invalid_session_ids_are_refused(bad):
         (None, "default"),
         ("  ", "default"),
         ("top 3 carriers!", "top_3_carriers"),
+        # letters of any script stay (they were "Versp_tung", "lpreis" and, all Japanese, the default)
+        ("Verspätung 東京", "Verspätung_東京"),
+        ("Ölpreis 🛢️", "Ölpreis"),
+        ("遅延", "遅延"),
+        ("Cafe\u0301", "Café"),  # one character, as it shows
+        ("x\u202egnp.csv", "x_gnp"),  # a direction override is not a letter
+        ("a/b\u200dc", "a_b_c"),
+        ("𠀀" * 80, "𠀀" * 50),  # four bytes each: a file name has 255 bytes
     ],
 )
 def test_safe_file_stem(name, expected):

@@ -9,7 +9,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from core.csv_cells import FORMULA_STARTS, neutralise_cell, neutralise_csv, neutralise_table
+from core.csv_cells import FORMULA_STARTS, neutralise_cell, neutralise_csv, neutralise_table, with_utf8_mark
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -163,3 +163,17 @@ def test_a_large_csv_is_checked_without_holding_its_rows(tmp_path):
     )
     assert done.returncode == 0, done.stderr
     assert float(done.stdout) < 3, done.stdout
+
+
+@pytest.mark.parametrize(
+    ("data", "expected"),
+    [
+        (b"a,b\n1,2\n", b"a,b\n1,2\n"),  # ASCII: as it is
+        ("ort\nMünchen\n".encode(), "\ufeffort\nMünchen\n".encode()),  # Excel reads it as UTF-8 now
+        ("\ufeffort\nMünchen\n".encode(), "\ufeffort\nMünchen\n".encode()),  # one mark, not two
+        ("ort\nMünchen\n".encode("utf-16"), "ort\nMünchen\n".encode("utf-16")),  # UTF-16 keeps its own
+        (b"ort\nM\xfcnchen\n", b"ort\nM\xfcnchen\n"),  # Latin-1, not UTF-8: a mark would lie
+    ],
+)
+def test_a_utf8_mark_only_where_non_ascii_utf8_text_needs_it(data, expected):
+    assert with_utf8_mark(data) == expected
