@@ -18,10 +18,14 @@ import threading
 import time
 from collections.abc import Callable
 
-from core import store_base
 from core.store_base import StoreUnavailable
 
-TRY_MS = 100  # one try of the wait for a database another process holds locked (store_base.ANSWER_S)
+TRY_MS = 100  # one try of the wait for a database another process holds locked
+# That wait, per call. Longer than a Redis's (store_base.ANSWER_S): a SQLite file is shared by the
+# turn workers, `audit` and the retention purge, which hold it for real work (every call takes the
+# write lock), and a turn refused for a busy moment is worse than a few seconds' wait. It was 30 s,
+# several calls before a turn's first word, when a process held the file for good.
+BUSY_S = 10.0
 
 
 class SqliteCalls:
@@ -77,11 +81,10 @@ class SqliteCalls:
 
 
 def _begin(con: sqlite3.Connection, *stops: threading.Event) -> None:
-    """`BEGIN IMMEDIATE`, waiting up to `store_base.ANSWER_S` for a database another process holds locked
-    (it was 30 s per call, several calls before a turn's first word), in tries of TRY_MS, until one of
-    `stops` is set — also when it is set as the lock comes free: then nothing is written (the caller
-    has gone, and may have said so)."""
-    busy_s = store_base.ANSWER_S
+    """`BEGIN IMMEDIATE`, waiting up to BUSY_S for a database another process holds locked, in tries of
+    TRY_MS, until one of `stops` is set — also when it is set as the lock comes free: then nothing is
+    written (the caller has gone, and may have said so)."""
+    busy_s = BUSY_S
     deadline = time.monotonic() + busy_s
     con.execute(f"PRAGMA busy_timeout={TRY_MS}")
     try:

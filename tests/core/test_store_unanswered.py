@@ -25,7 +25,8 @@ SLACK_S = 1.5  # a busy 2-core host
 
 @pytest.fixture(params=["redis", "sqlite"])
 def stalled(request, home, monkeypatch):
-    monkeypatch.setattr("core.store_base.ANSWER_S", ANSWER_S, raising=False)
+    monkeypatch.setattr("core.store_base.ANSWER_S", ANSWER_S)
+    monkeypatch.setattr("core.sqlite_calls.BUSY_S", ANSWER_S)  # SQLite's wait for a locked file (10 s)
     store = StalledStore(request.param, home)
     yield store
     store.stop()
