@@ -14,6 +14,7 @@ from urllib.parse import urlsplit
 
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
+from wcwidth import grapheme_boundary_before
 
 _PARSER = MarkdownIt("commonmark").enable("table")
 
@@ -158,3 +159,13 @@ def honest_label(label: str, target: str) -> str:
 def honest_links(text: str) -> str:
     """Every Markdown `[label](target)` of `text` with an honest label (see `honest_label`)."""
     return _LINK.sub(lambda m: f"[{honest_label(m[1], m[2])}]({m[2]})", text)
+
+
+def grapheme_start(text: str, index: int) -> int:
+    """`index` moved back to the start of the character a person sees there (a grapheme cluster: an
+    emoji family joined by U+200D, a letter and its combining accents, a flag's two letters), so that
+    a message cut at it never ends or starts with half of one (a trial's long line showed "👨" and
+    "‍👩‍👧‍👦" in two messages). Where one cluster is longer than `index`, it stays."""
+    if index <= 0 or index >= len(text):
+        return index
+    return grapheme_boundary_before(text, index + 1) or index

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from rich.cells import cell_len
 from slack_sdk.models.blocks import MarkdownBlock
 
-from bot.markdown import blocks, honest_label, pack, plain_text
+from bot.markdown import blocks, grapheme_start, honest_label, pack, plain_text
 from core.wording import counted
 
 SECTION_LIMIT = 3000
@@ -227,7 +227,7 @@ def _fit(unit: Unit, render, limit: int) -> list[str]:
     pieces: list[str] = []
     current: list[str] = []
     for line in lines[len(header) :]:
-        for part in [line[k : k + budget // 2] for k in range(0, max(len(line), 1), budget // 2)]:
+        for part in _pieces(line, budget // 2):
             if current and len(render(Unit(unit.kind, "\n".join([*header, *current, part])))) > limit:
                 pieces.append(render(Unit(unit.kind, "\n".join([*header, *current]))))
                 current = []
@@ -235,6 +235,16 @@ def _fit(unit: Unit, render, limit: int) -> list[str]:
     if current:
         pieces.append(render(Unit(unit.kind, "\n".join([*header, *current]))))
     return pieces
+
+
+def _pieces(line: str, size: int) -> list[str]:
+    """`line` in pieces of at most `size` characters, each cut between two graphemes."""
+    pieces = []
+    while len(line) > size:
+        cut = grapheme_start(line, size)
+        pieces.append(line[:cut])
+        line = line[cut:]
+    return [*pieces, line]
 
 
 def stream_chunks(markdown: str, limit: int = STREAM_LIMIT) -> list[str]:
@@ -247,7 +257,7 @@ def split_rendered(text: str, limit: int) -> list[str]:
     (appended in order, the pieces join to `text` whatever the cut)."""
     pieces = []
     while len(text) > limit:
-        cut = text.rfind("\n", 0, limit) + 1 or limit
+        cut = text.rfind("\n", 0, limit) + 1 or grapheme_start(text, limit)
         pieces.append(text[:cut])
         text = text[cut:]
     return [*pieces, text] if text else pieces

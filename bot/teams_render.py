@@ -20,7 +20,7 @@ from botbuilder.schema import Attachment
 from botbuilder.schema.teams import FileConsentCard, FileInfoCard
 from botbuilder.schema.teams.additional_properties import ContentType
 
-from bot.markdown import blocks, honest_links, pack
+from bot.markdown import blocks, grapheme_start, honest_links, pack
 from bot.transcript import recorded_steps
 from core.schedules import ANSWER_CADENCES
 
@@ -106,7 +106,7 @@ def _head(text: str, limit: int) -> str:
     while low < high:
         mid = (low + high + 1) // 2
         low, high = (mid, high) if _size(text[:mid]) <= limit else (low, mid - 1)
-    return text[:low]
+    return text[: grapheme_start(text, low)]
 
 
 def _tail(text: str, limit: int) -> str:

@@ -116,3 +116,29 @@ def test_a_link_whose_words_name_another_address_says_where_it_goes_on_every_sur
     for surface, text in shown.items():
         assert "https://slack.com/signin (evil.example)" in text, surface
         assert "the docs" in text and "the docs (" not in text, surface  # plain words stay as written
+
+
+FAMILY = "👨\u200d👩\u200d👧\u200d👦"  # one emoji a person sees, seven code points
+ONE_LINE = "Ä" * 5000 + FAMILY * 3000 + "e\u0301" * 500 + "🇩🇪" * 500 + "終"
+
+
+def _whole_graphemes(piece: str) -> bool:
+    """No half of an emoji family, of an accented letter, or of a flag at either end of `piece`."""
+    return not (
+        piece.startswith(("\u200d", "\u0301", "\U0001f1ea"))
+        or piece.endswith(("\u200d", "\U0001f468", "\U0001f469", "\U0001f467"))
+        or piece.rstrip("\n").endswith("e")
+        or (piece.endswith("\U0001f1e9"))
+    )
+
+
+def test_a_line_longer_than_a_message_is_never_cut_inside_a_grapheme():
+    """A trial's answer of one 12,000-character line was cut every 5,995 characters in Slack and at each
+    Teams message's size, once between "👨" and "‍👩‍👧‍👦": each half showed as something else."""
+    slack = [block["text"] for m in slack_render.answer_messages(ONE_LINE) for block in m["blocks"][:1]]
+    streamed = slack_render.split_rendered(ONE_LINE, 6000)
+    teams = teams_render.split_message(ONE_LINE)
+    for pieces in (slack, streamed, teams):
+        assert len(pieces) > 1 and all(_whole_graphemes(p) for p in pieces), [(p[:3], p[-3:]) for p in pieces]
+    assert "".join(streamed) == ONE_LINE and "".join(teams) == ONE_LINE  # nothing lost or added
+    assert "".join(slack).replace("\n", "") == ONE_LINE
