@@ -223,6 +223,8 @@ def _fit(unit: Unit, render, limit: int) -> list[str]:
         return [whole]
     lines = unit.text.split("\n")
     header = lines[:2] if unit.kind == "table" else []
+    if sum(len(h) + 1 for h in header) > limit // 2:  # a header that leaves no room is not repeated
+        unit, header = Unit("text", unit.text), []
     budget = limit - 10 - sum(len(h) + 1 for h in header)
     pieces: list[str] = []
     current: list[str] = []
@@ -239,7 +241,7 @@ def _fit(unit: Unit, render, limit: int) -> list[str]:
 
 def _pieces(line: str, size: int) -> list[str]:
     """`line` in pieces of at most `size` characters, each cut between two graphemes."""
-    pieces = []
+    pieces, size = [], max(1, size)
     while len(line) > size:
         cut = grapheme_start(line, size)
         pieces.append(line[:cut])

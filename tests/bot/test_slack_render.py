@@ -82,6 +82,18 @@ def test_table_preview_aligns_wide_and_combined_characters() -> None:
     } == {21}
 
 
+def test_a_table_with_a_cell_wider_than_half_a_message_is_split_not_hung() -> None:
+    """A two-column table whose first cell was a 6,300-character stack trace: its preview's header and
+    rule alone exceeded a message, the room left for rows was negative, and splitting never ended (on
+    the event loop, memory growing). Now every row arrives, each message within Slack's limit."""
+    cell = "Traceback " + "x" * 6300
+    markdown = f"Top errors:\n\n| error | n |\n|---|--:|\n| {cell} | 3 |\n| short | 2 |\n"
+    texts = [m["blocks"][0]["text"] for m in r.answer_messages(markdown)]
+    assert all(len(t) <= r.MARKDOWN_LIMIT for t in texts)
+    shown = "".join(texts)
+    assert shown.count("x") == 6300 and "short" in shown and shown.index("Top errors:") == 0
+
+
 @pytest.mark.parametrize(
     ("markdown", "limit", "pieces"),
     [
