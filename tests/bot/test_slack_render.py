@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 from rich.cells import cell_len
 
@@ -88,7 +90,12 @@ def test_a_table_with_a_cell_wider_than_half_a_message_is_split_not_hung() -> No
     the event loop, memory growing). Now every row arrives, each message within Slack's limit."""
     cell = "Traceback " + "x" * 6300
     markdown = f"Top errors:\n\n| error | n |\n|---|--:|\n| {cell} | 3 |\n| short | 2 |\n"
-    texts = [m["blocks"][0]["text"] for m in r.answer_messages(markdown)]
+    done: list[list[dict]] = []
+    worker = threading.Thread(target=lambda: done.append(r.answer_messages(markdown)), daemon=True)
+    worker.start()
+    worker.join(10)  # a regression fails here, not hangs the suite
+    assert done, "answer_messages did not return within 10 s"
+    texts = [m["blocks"][0]["text"] for m in done[0]]
     assert all(len(t) <= r.MARKDOWN_LIMIT for t in texts)
     shown = "".join(texts)
     assert shown.count("x") == 6300 and "short" in shown and shown.index("Top errors:") == 0
