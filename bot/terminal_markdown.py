@@ -53,16 +53,17 @@ class AnswerMarkdown(Markdown):
 def _honest_links(tokens: list) -> None:
     """Each link's words followed by its host when they name another one: markdown-it's inline tokens
     (link_open, its words as text tokens, link_close), so code and plain text are never touched."""
-    opened = None
-    for token in list(tokens):
+    opened, out = None, []
+    for token in tokens:
         if token.type == "link_open":
             opened, words = token, []
         elif token.type == "link_close" and opened is not None:
             label = "".join(words)
             honest = honest_label(label, str(opened.attrs.get("href", "")))
-            if honest != label:
-                note = token.__class__("text", "", 0, content=honest[len(label) :])
-                tokens.insert(tokens.index(token), note)
+            if honest != label:  # before this link's close (tokens compare equal by value: not .index)
+                out.append(token.__class__("text", "", 0, content=honest[len(label) :]))
             opened = None
         elif opened is not None and token.type in ("text", "code_inline"):
             words.append(token.content)
+        out.append(token)
+    tokens[:] = out

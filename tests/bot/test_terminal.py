@@ -206,6 +206,14 @@ async def test_a_link_whose_words_name_another_site_says_where_it_goes(tmp_path)
     shown = Text.from_ansi(out.getvalue()).plain
     assert "https://slack.com/signin (evil.example), see the docs." in shown
     assert "[a.com](b.com)" in shown  # code is not touched
+    # the dishonest link second: its note went before the first link's close (tokens equal by value)
+    out.seek(0), out.truncate()
+    text = (
+        "See [the docs](https://x.org) and sign in at [https://slack.com/signin](https://evil.example/login)."
+    )
+    await renderer(AnswerReady(turn_id="t", text=text))
+    shown = Text.from_ansi(out.getvalue()).plain
+    assert "See the docs and sign in at https://slack.com/signin (evil.example)." in shown
 
 
 def test_direction_overrides_are_not_printed_but_right_to_left_text_is():
