@@ -19,6 +19,7 @@ judged the same way; it is where a remembered table of figures would otherwise p
 from __future__ import annotations
 
 import bisect
+import logging
 import math
 import re
 from collections.abc import Iterable, Sequence
@@ -29,6 +30,8 @@ from core.bigquery_cost import format_bytes
 from core.events import Receipt, StepRecord, TurnStats
 from core.final_result import QUERY_TOOLS
 from core.wording import counted
+
+log = logging.getLogger("datathread.receipt")
 
 if TYPE_CHECKING:
     from core.verified import VerifiedQuery
@@ -46,15 +49,26 @@ _WRITTEN = re.compile(
     r"(?:\s?(?P<scale>%|percent\b|[kKMB]\b|bn\b|mn\b|thousand\b|million\b|billion\b))?"
     r"(?![^\W_]|_[^\W_]|:|/\d|[.,-]\d)"
 )
-# Each way to read a written number, as (pattern, thousands separator, decimal mark): "58.665" is
-# 58665 in German and 58.665 in English; "1,234" is 1234 or 1.234. A number stands if any reading does.
-_READINGS = (
+# Each way to read a written number, as (pattern, thousands separators, decimal mark): "58.665" is
+# 58665 in German and 58.665 in English; "1,234" is 1234 or 1.234. Which ways count depends on how the
+# answer writes its numbers (`_convention`); a number stands if a reading that counts does.
+_SPACES = " \u00a0\u202f"
+_DOT_READINGS = (
     (re.compile(r"\d{1,3}(?:,\d{3})+(?:\.\d+)?"), ",", "."),
-    (re.compile(r"\d{1,3}(?:\.\d{3})+(?:,\d+)?"), ".", ","),
-    (re.compile(r"\d{1,3}(?:[ \u00a0\u202f]\d{3})+(?:[.,]\d+)?"), " \u00a0\u202f", ".,"),
     (re.compile(r"\d+(?:\.\d+)?"), "", "."),
-    (re.compile(r"\d+(?:,\d+)?"), "", ","),
+    (re.compile(r"\d{1,3}(?:[ \u00a0\u202f]\d{3})+(?:\.\d+)?"), _SPACES, "."),
 )
+_COMMA_READINGS = (
+    (re.compile(r"\d{1,3}(?:\.\d{3})+(?:,\d+)?"), ".", ","),
+    (re.compile(r"\d+(?:,\d+)?"), "", ","),
+    (re.compile(r"\d{1,3}(?:[ \u00a0\u202f]\d{3})+(?:,\d+)?"), _SPACES, ","),
+)
+# In an answer that gives its convention away nowhere, a comma before exactly three digits groups.
+_COMMA_DECIMAL_NOT_THREE = (re.compile(r"\d+(?:,(?:\d{1,2}|\d{4,}))?"), "", ",")
+# What gives an answer's convention away: a decimal that is not three digits (12.5 · 12,11), a group
+# then a decimal (1,234.5 · 1.234,5), two groups (1,234,567 · 1.234.567).
+_DOT_SIGNS = re.compile(r"\d\.\d{1,2}(?!\d)|\d\.\d{4,}|\d,\d{3}\.\d|\d,\d{3},\d{3}")
+_COMMA_SIGNS = re.compile(r"\d,\d{1,2}(?!\d)|\d,\d{4,}|\d\.\d{3},\d|\d\.\d{3}\.\d{3}")
 _LIST = re.compile(r"[, \u00a0\u202f]")  # between numbers side by side: "3,4", "10 200"
 # Every number in machine output, however it is separated (CSV commas included).
 _RAW = re.compile(r"-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
@@ -95,8 +109,19 @@ def build_receipt(
         verified_by=verified_by,
         # Judged whether or not a step ran: a turn with no query is exactly where a remembered table
         # of figures hides, and numbers from the question or earlier turns' results are in `evidence`.
-        unsupported=unsupported_numbers(answer, evidence),
+        unsupported=_checked(answer, evidence),
     )
+
+
+def _checked(answer: str, evidence: Iterable[str]) -> tuple[str, ...]:
+    """`unsupported_numbers`, or none when the check itself fails: it is a hint under an answer that
+    was given and saved (a French "58 665,5" once raised here and the turn ended in "Something went
+    wrong"), so it is logged and left out, never the answer's end."""
+    try:
+        return unsupported_numbers(answer, evidence)
+    except Exception:
+        log.exception("the receipt's numbers check failed; the receipt goes without it")
+        return ()
 
 
 def receipt_line(receipt: Receipt, *, now: datetime | None = None) -> str:
@@ -126,20 +151,32 @@ def receipt_line(receipt: Receipt, *, now: datetime | None = None) -> str:
 def unsupported_numbers(answer: str, evidence: Iterable[str]) -> tuple[str, ...]:
     """The numbers written in `answer` that match no number in `evidence` (see the module's limits)."""
     known = _raw_numbers(evidence)
+    readings = _convention(answer)
     missing: list[str] = []
     for match in _WRITTEN.finditer(answer):
         text = match.group(0).strip()
         number, scale = match.group("num"), match.group("scale") or ""
-        if _stands(number, scale, known):
+        if _stands(number, scale, known, readings):
             continue
-        if not scale and _side_by_side(number, known):
+        if not scale and _side_by_side(number, known, readings):
             continue
         if text not in missing:
             missing.append(text)
     return tuple(missing)
 
 
-def _side_by_side(number: str, known: list[float]) -> bool:
+def _convention(answer: str) -> tuple:
+    """The readings an answer's numbers may have. One that writes 12.5 or 1,234.5 is read the English
+    way, one that writes 12,5 or 1.234,5 the German or French way; one that gives nothing away either,
+    except that a comma before exactly three digits is a thousands separator then (a made-up "12,500
+    flights" must not stand on an average of 12.5)."""
+    dot, comma = bool(_DOT_SIGNS.search(answer)), bool(_COMMA_SIGNS.search(answer))
+    if dot != comma:
+        return _DOT_READINGS if dot else _COMMA_READINGS
+    return _DOT_READINGS + _COMMA_READINGS[:1] + (_COMMA_DECIMAL_NOT_THREE,) + _COMMA_READINGS[2:]
+
+
+def _side_by_side(number: str, known: list[float], readings: tuple) -> bool:
     """Whether a number is rather several written side by side, each standing: "columns 3,4" (by a
     comma only numbers too small to judge: 12,5 is a decimal), "top 10 200-mile routes"."""
     pieces = _LIST.split(number)
@@ -147,12 +184,12 @@ def _side_by_side(number: str, known: list[float]) -> bool:
         return False
     if "," in number:
         return all(_ignored(p, float(p), "") for p in pieces)
-    return all(_stands(p, "", known) for p in pieces)
+    return all(_stands(p, "", known, readings) for p in pieces)
 
 
-def _stands(number: str, scale: str, known: list[float]) -> bool:
-    """Whether a written number is too common to judge, or some reading of it is in `known`."""
-    for pattern, thousands, mark in _READINGS:
+def _stands(number: str, scale: str, known: list[float], readings: tuple) -> bool:
+    """Whether a written number is too common to judge, or one of its `readings` is in `known`."""
+    for pattern, thousands, mark in readings:
         if not pattern.fullmatch(number):
             continue
         whole, _, decimals = number.translate({ord(c): None for c in thousands}).partition(mark)

@@ -40,24 +40,32 @@ def test_numbers_taken_from_the_steps_are_supported(answer):
         "UA a effectué 58\u00a0665 vols ; B6 54\u202f635.",  # no-break and narrow no-break spaces
         "Der Anteil von UA ist 17,4 %.",  # a decimal comma before a percent
         "Spalten 3,4 und 5,6 der Tabelle.",  # numbers side by side, each too small to judge
+        "UA a effectué 58 665,5 km.",  # grouped by spaces with a decimal comma: it raised ValueError
+        "UA flew 1 234.5 km; B6 54,635 flights.",  # grouped by a space with a decimal point
+        "Die mittlere Verspätung war 12,5 Minuten; UA flog 58.665 Flüge.",
     ],
 )
 def test_numbers_written_the_german_or_french_way_are_read_so(answer):
     """A German answer's "58.665 Flüge … 12,11 Minuten" was marked "58.665, 11" (a decimal 58.665, and
     only the tail of 12,11); a French one's "58 665 … 12,11" was "58, 665, 11"."""
-    assert unsupported_numbers(answer, [PREVIEW, "avg_delay\n12.11\n"]) == ()
+    evidence = [PREVIEW, "avg_delay\n12.11\n", "km\n58665.5\n1234.5\n", "mean\n12.5\n"]
+    assert unsupported_numbers(answer, evidence) == ()
 
 
 @pytest.mark.parametrize(
     ("answer", "flagged"),
     [
+        # a made-up English number must not stand on another reading of it (an average of 12.5)
+        ("UA flew 12,500 flights; the average delay was 12.5 minutes.", ("12,500",)),
+        ("UA flew 12,500 flights.", ("12,500",)),  # nothing gives the convention away
+        ("UA flew 1.250 flights; the average delay was 12.5 minutes.", ("1.250",)),  # English: 1.25
         ("UA flog 61.000 Flüge.", ("61.000",)),
-        ("Die Verspätung war 12,5 Minuten.", ("12,5",)),
+        ("Die Verspätung war 12,7 Minuten.", ("12,7",)),
         ("UA a effectué 61 000 vols.", ("61 000",)),
     ],
 )
 def test_numbers_written_the_german_or_french_way_are_still_judged(answer, flagged):
-    assert unsupported_numbers(answer, [PREVIEW, "avg_delay\n12.11\n"]) == flagged
+    assert unsupported_numbers(answer, [PREVIEW, "avg_delay\n12.11\n", "mean\n12.5\n1250\n"]) == flagged
 
 
 @pytest.mark.parametrize(
@@ -146,3 +154,18 @@ async def test_the_demo_warehouse_is_as_fresh_as_its_file(tmp_path):
     warehouse = DuckDBWarehouse(path, sandbox=None)  # freshness never touches the sandbox
     assert (await warehouse.freshness(["flights"])) == datetime(2025, 11, 20, 10, 0, tzinfo=UTC)
     assert await warehouse.freshness([]) is None
+
+
+def test_a_numbers_check_that_fails_leaves_the_receipt_without_it(monkeypatch, caplog):
+    """The check is a hint under an answer already given and saved: when it raised (a French
+    "58 665,5" did), the turn ended in "Something went wrong". Now the receipt goes without it."""
+    import core.receipt as receipt
+
+    def broken(answer, evidence):
+        raise ValueError("could not convert string to float: '58665,5'")
+
+    monkeypatch.setattr(receipt, "unsupported_numbers", broken)
+    stats = TurnStats(model_calls=1, duration_s=1.0)
+    made = build_receipt("UA a effectué 58 665,5 km.", [], stats, evidence=[PREVIEW])
+    assert made.unsupported == () and made.model_calls == 1
+    assert "numbers check failed" in caplog.text
