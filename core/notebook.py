@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import keyword
 import re
+import unicodedata
 from collections.abc import Iterable
 from pathlib import PurePosixPath
 from typing import Any
@@ -120,9 +121,9 @@ def _step_cell(step: dict, bigquery: bool, attached: list[str]) -> Any:
 
 def _save_cell(comment: str, name: str, call: str) -> Any:
     stem = name[: -len(".parquet")]
-    var = (
-        stem if stem.isidentifier() and not keyword.iskeyword(stem) and stem not in SETUP_NAMES else "result"
-    )
+    python = unicodedata.normalize("NFKC", stem)  # the name Python sees: a fullwidth "ｐｄ" is `pd`
+    usable = stem.isidentifier() and not keyword.iskeyword(python) and python not in SETUP_NAMES
+    var = stem if usable else "result"
     return v4.new_code_cell(f"{comment}\n{var} = {call}\nsave_parquet({var}, {name!r})")
 
 
@@ -143,13 +144,14 @@ def _attach_cell(step: dict, args: dict, attached: list[str]) -> Any:
 
 
 def _parquet_name(step: dict, prefix: str) -> str:
-    """The file the bot saved: `<save_as>.parquet` (as core/steps.py names it), else the recorded file."""
-    stem = safe_file_stem((step.get("input") or {}).get("save_as"), "")
-    if stem:
-        return f"{stem}.parquet"
+    """The file the bot saved, as recorded; else `<save_as>.parquet` as core/steps.py names it now (a
+    thread saved before a change of that naming keeps its names: its later cells read them)."""
     recorded = [f for f in step.get("files") or () if str(f).endswith(".parquet")]
     if recorded:
         return str(recorded[0])
+    stem = safe_file_stem((step.get("input") or {}).get("save_as"), "")
+    if stem:
+        return f"{stem}.parquet"
     return f"{prefix}_{re.sub(r'[^A-Za-z0-9]+', '_', str(step.get('step_id') or 'result'))}.parquet"
 
 

@@ -22,15 +22,19 @@ from core.preview import clip as _clip
 from core.preview import preview_table
 from core.sandbox import StepRequest, StepResult
 
-# Letters and digits of any script stay ("Verspätung 東京" was "Versp_tung"; all-Japanese names fell
-# back to `sql_<time>`); separators, spaces, emoji, direction overrides and invisible characters go.
-_SAFE_NAME = re.compile(r"[^\w.-]+")
+# Letters, digits and their marks in any script stay ("Verspätung 東京" was "Versp_tung"; all-Japanese
+# names fell back to `sql_<time>`; the vowel signs of "बिक्री" are marks); separators, spaces,
+# emoji, variation selectors, direction overrides and invisible characters go. NFKC first: a
+# fullwidth "ｐｄ" is the name `pd` to Python (the exported notebook's pandas), so it is "pd" here too.
+_KEPT_CATEGORIES = ("L", "N", "Mn", "Mc")
 STEM_BYTES = 200  # well under a file name's 255 bytes, with `.parquet` after it
 
 
 def safe_file_stem(name: str | None, default: str) -> str:
     """A `save_as` from the model becomes a plain file stem: no directories, no odd characters."""
-    stem = _SAFE_NAME.sub("_", unicodedata.normalize("NFC", (name or "").strip())).strip("._")
+    text = unicodedata.normalize("NFKC", (name or "").strip())
+    kept = "".join(c if c in "_.-" or _kept(c) else "/" for c in text)
+    stem = re.sub(r"/+", "_", kept).strip("._")
     for ext in (".parquet", ".csv"):
         if stem.lower().endswith(ext):
             stem = stem[: -len(ext)]
@@ -38,6 +42,12 @@ def safe_file_stem(name: str | None, default: str) -> str:
     while len(stem.encode()) > STEM_BYTES:  # 80 characters of four bytes each would not fit
         stem = stem[:-1]
     return stem.rstrip("._") or default
+
+
+def _kept(c: str) -> bool:
+    category = unicodedata.category(c)
+    selector = "\ufe00" <= c <= "\ufe0f" or "\U000e0100" <= c <= "\U000e01ef"
+    return category.startswith(_KEPT_CATEGORIES) and not selector
 
 
 def default_stem(prefix: str) -> str:

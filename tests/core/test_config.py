@@ -148,6 +148,8 @@ def test_invalid_session_ids_are_refused(bad):
         ("x\u202egnp.csv", "x_gnp"),  # a direction override is not a letter
         ("a/b\u200dc", "a_b_c"),
         ("𠀀" * 80, "𠀀" * 50),  # four bytes each: a file name has 255 bytes
+        ("बिक्री रिपोर्ट", "बिक्री_रिपोर्ट"),  # vowel signs are marks, kept (they were cut to "ब_क_र…")
+        ("ｐｄ", "pd"),  # fullwidth: Python reads it as `pd`, and so does the notebook's check
     ],
 )
 def test_safe_file_stem(name, expected):

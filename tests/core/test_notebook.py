@@ -139,6 +139,28 @@ def test_build_notebook_shape_duckdb() -> None:
     assert chart_paths(TURNS) == ["c.png"]
 
 
+def test_a_thread_saved_under_older_file_names_replays_with_them() -> None:
+    """Saved-result names now keep letters of any script: a thread saved before kept
+    `Versp_tung.parquet` for its "Verspätung 東京", and its later cells read that name, but the export
+    named the file anew and the next cell failed. A fullwidth ｐｄ (Python's `pd`) rebound pandas."""
+    steps = [
+        _step(
+            "t1-1",
+            "query_warehouse",
+            {"sql": "SELECT 1", "save_as": "Verspätung 東京"},
+            files=["Versp_tung.parquet"],
+        ),
+        _step("t1-2", "query_warehouse", {"sql": "SELECT 2", "save_as": "ｐｄ"}, files=["ｐｄ.parquet"]),
+        _step("t1-3", "query_warehouse", {"sql": "SELECT 3", "save_as": "Flüge 遅延"}),
+    ]
+    turns = [{"session_id": "te-old", "question": "q", "answer": "a", "ok": True, "steps": steps}]
+    nb = build_notebook(turns, warehouse="duckdb", dialect="duckdb", gcp_project=None, chart_bytes={})
+    code = [c.source for c in nb.cells if c.cell_type == "code"]
+    assert "save_parquet(Versp_tung, 'Versp_tung.parquet')" in code[1]
+    assert "result = warehouse.sql(" in code[2] and "pd =" not in code[2].replace("ｐｄ", "pd")
+    assert "Flüge_遅延 = warehouse.sql(" in code[3] and "'Flüge_遅延.parquet'" in code[3]  # named as now
+
+
 def test_a_conversion_into_the_attachments_folder_makes_the_folder_when_rerun() -> None:
     """attach_file converts x.parquet into attachments/x.csv where x.csv is the model's own: the
     notebook's cell must make that folder, or Run All stops there."""
