@@ -12,6 +12,7 @@ load, a spreadsheet) where it was a signed percentage.
 
 from __future__ import annotations
 
+import codecs
 import csv
 import io
 import re
@@ -150,12 +151,16 @@ def _is_formula(cell: str) -> bool:
 def with_utf8_mark(data: bytes) -> bytes:
     """`data` with a UTF-8 byte-order mark when it holds non-ASCII text and has no mark: Excel opens a
     CSV without one in the system's legacy code page, so "Straße" showed as "StraÃŸe" and 東京 as
-    mojibake. pandas, DuckDB, R and Google Sheets read the mark as one. ASCII files (most), files with
-    a mark, and bytes that are not UTF-8 stay as they are."""
+    mojibake. pandas, DuckDB and Google Sheets read the mark as one (R's `read.csv` needs
+    `fileEncoding = "UTF-8-BOM"`). ASCII files (most), files with a mark, and bytes that are not UTF-8
+    stay as they are."""
     if data.isascii() or data.startswith((_BOM.encode(), *_UTF16_BOMS)):
         return data
+    check = codecs.getincrementaldecoder("utf-8")()  # a MB at a time: a 50 MB file is not held as text
     try:
-        data.decode("utf-8")
+        for start in range(0, len(data), 2**20):
+            check.decode(data[start : start + 2**20])
+        check.decode(b"", final=True)
     except UnicodeDecodeError:
         return data
     return _BOM.encode() + data
@@ -164,9 +169,10 @@ def with_utf8_mark(data: bytes) -> bytes:
 def for_people(path: str, data: bytes) -> bytes:
     """Every file that leaves for people passes here (uploads, links, the terminal's saved copies): a
     CSV (or TSV) gets its spreadsheet-formula cells neutralised by the bot, whoever wrote it — model code
-    in a step (`df.to_csv`) is not trusted to — and, when it holds non-ASCII text, the byte-order mark
-    Excel needs to read it as UTF-8. Blocking: a 50 MB CSV takes a second or two."""
+    in a step (`df.to_csv`) is not trusted to — and a CSV holding non-ASCII text the byte-order mark
+    Excel needs to read it as UTF-8 (not a TSV: those go to programs, which keep the mark as text).
+    Blocking: a 50 MB CSV takes a second or two."""
     suffix = path.lower().rsplit(".", 1)[-1]
-    if suffix not in ("csv", "tsv"):
-        return data
-    return with_utf8_mark(neutralise_csv(data, delimiter="\t" if suffix == "tsv" else ","))
+    if suffix == "tsv":
+        return neutralise_csv(data, delimiter="\t")
+    return with_utf8_mark(neutralise_csv(data)) if suffix == "csv" else data

@@ -9,7 +9,14 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from core.csv_cells import FORMULA_STARTS, neutralise_cell, neutralise_csv, neutralise_table, with_utf8_mark
+from core.csv_cells import (
+    FORMULA_STARTS,
+    for_people,
+    neutralise_cell,
+    neutralise_csv,
+    neutralise_table,
+    with_utf8_mark,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -177,3 +184,11 @@ def test_a_large_csv_is_checked_without_holding_its_rows(tmp_path):
 )
 def test_a_utf8_mark_only_where_non_ascii_utf8_text_needs_it(data, expected):
     assert with_utf8_mark(data) == expected
+
+
+def test_only_a_csv_gets_the_mark_not_a_tsv():
+    """A TSV goes to programs (cut, awk, COPY), which keep the mark as part of the first header."""
+    text = "ort\tflüge\nMünchen\t3\n".encode()
+    assert for_people("orte.tsv", text) == text
+    assert for_people("orte.csv", text.replace(b"\t", b",")) == b"\xef\xbb\xbf" + text.replace(b"\t", b",")
+    assert for_people("chart.png", b"\x89PNG\xff") == b"\x89PNG\xff"
