@@ -193,7 +193,10 @@ async def test_a_turn_that_outlives_its_token_signs_in_again_off_the_event_loop(
     assert failed == ["Microsoft sign-in did not answer within 1 s"]
     assert max(gaps) < 0.5, max(gaps)  # the loop never stood still behind the sign-in
     assert [body.get("text") for body in connector.sent()] == ["first", "third"]
-    assert [call.headers.get("Authorization") for call in connector.calls] == [
-        "Bearer fake-access-token-1",
+    first, third = (call.headers.get("Authorization") for call in connector.calls)
+    # a new token: the one the silent request gets once the login answers (a loaded host's thread may
+    # still be reading it), or the one asked for again
+    assert first == "Bearer fake-access-token-1" and third in (
+        "Bearer fake-access-token-2",
         "Bearer fake-access-token-3",
-    ]
+    )
