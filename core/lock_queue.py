@@ -34,6 +34,7 @@ class WaitNotice:
     def __init__(self, on_wait: OnWait | None):
         self.on_wait = on_wait
         self.task: asyncio.Task | None = None
+        self.queued = False  # a try was applied and left this waiter a place in the queue
 
     def waiting(self) -> None:
         if self.on_wait is not None and self.task is None:
@@ -52,11 +53,12 @@ async def sqlite_take(
     deadline = time.monotonic() + wait_s
     try:
         while not await run(sqlite_try, session_id, owner, ttl_s):
+            notice.queued = True
             if time.monotonic() > deadline:
                 raise LockTimeout(session_id)
             notice.waiting()
             await asyncio.sleep(TRY_EVERY_S)
-    except StoreUnavailable:  # leaving would wait for the same store: the caller leaves in the background
+    except StoreUnavailable:  # leaving would wait for the same store: the caller leaves later (`left_behind`)
         notice.cancel()
         raise
     except BaseException:
@@ -131,6 +133,7 @@ async def redis_take(lock: Lock, token: str, *, wait_s: float, notice: WaitNotic
             if int(answer[0]) == 1:
                 lock.local.token = token.encode()
                 return True
+            notice.queued = True
             holder, first = (_text(v) for v in answer[1:])
             if holder and holder_died(holder):
                 with contextlib.suppress(LockNotOwnedError):
@@ -143,7 +146,7 @@ async def redis_take(lock: Lock, token: str, *, wait_s: float, notice: WaitNotic
                 break
             notice.waiting()
             await asyncio.sleep(TRY_EVERY_S)
-    except RedisError:  # leaving would wait for the same Redis: the caller gives up in the background
+    except RedisError:  # leaving would wait for the same Redis: the caller gives up later (`left_behind`)
         notice.cancel()
         raise
     except BaseException:
@@ -155,9 +158,21 @@ async def redis_take(lock: Lock, token: str, *, wait_s: float, notice: WaitNotic
     return False
 
 
+def left_behind(failure: StoreUnavailable, notice: WaitNotice, ttl_s: float) -> float:
+    """How long what a lock try that failed with `failure` may have left in the store lasts, for its
+    give-up (core/lock_release.py): the lock itself (`ttl_s`) when the try was sent and not answered (a
+    frozen Redis applies it when it thaws); the place in the queue an earlier try took (WAIT_BEAT_S);
+    else nothing (0: no give-up), as for a try refused outright (Redis down, a SQLite file held locked:
+    SQLite rolls a failed call back)."""
+    if failure.may_have_written:
+        return ttl_s
+    return WAIT_BEAT_S if notice.queued else 0.0
+
+
 async def redis_give_up(lock: Lock, token: str) -> None:
-    """After a try Redis did not answer: leave the queue, and free the lock if that try took it (a Redis
-    that froze applies it when it thaws, and the session would wait behind nobody for the lock's TTL).
+    """After a failed try that may have left something (`left_behind`): leave the queue, and free the lock
+    if that try took it (a Redis that froze applies it when it thaws, and the session would wait behind
+    nobody for the lock's TTL).
     Raises the store's errors, for `Releases` to try again."""
     client, name = lock.redis, lock.name
     await client.zrem(f"{name}:queue", token)

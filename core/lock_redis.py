@@ -17,7 +17,7 @@ from redis.exceptions import LockNotOwnedError, RedisError
 
 from core.lock_keeper import LockKeeper
 from core.lock_owner import new_owner
-from core.lock_queue import OnWait, WaitNotice, redis_give_up, redis_take
+from core.lock_queue import OnWait, WaitNotice, left_behind, redis_give_up, redis_take
 from core.lock_release import Releases
 from core.redis_words import redis_reason
 from core.store_base import HeldLock, LockTimeout, StoreUnavailable
@@ -46,14 +46,21 @@ class RedisLocks:
         """The lock at key `name`. A holder that dies stops renewing, so its lock expires after `ttl_s`,
         or at once when it died on this host (core/lock_owner.py). `errors()` turns Redis errors into
         the store's."""
-        token = new_owner()
+        token, notice = new_owner(), WaitNotice(on_wait)
         lock = Lock(self.r, name, timeout=ttl_s, sleep=0.05, thread_local=False)
         try:
             with errors():
-                if not await redis_take(lock, token, wait_s=wait_s, notice=(notice := WaitNotice(on_wait))):
+                if not await redis_take(lock, token, wait_s=wait_s, notice=notice):
                     raise LockTimeout(session_id)
-        except StoreUnavailable:  # said at once; what the unanswered try may have taken is given back later
-            await self._release(lambda: redis_give_up(lock, token), name, ttl_s, wait_s=0)
+        except StoreUnavailable as exc:  # said at once; what the tries may have left is given back later
+            if until_s := left_behind(exc, notice, ttl_s):
+                self.releases.give_up(
+                    lambda: redis_give_up(lock, token),
+                    name=name,
+                    until_s=until_s,
+                    errors=(RedisError, OSError),
+                    reason=redis_reason,
+                )
             raise
         held = HeldLock(ttl_s, waited=notice.task)
         keeper = self._keeper(name, token, ttl_s, held).start()
@@ -63,12 +70,14 @@ class RedisLocks:
         finally:
             keeper.stop()
             self.keepers.discard(keeper)
-            await self._release(lambda: _free(lock, token), name, ttl_s, wait_s=held.release_wait())
-
-    async def _release(self, attempt, name: str, ttl_s: float, *, wait_s: float) -> None:
-        await self.releases.release(
-            attempt, name=name, ttl_s=ttl_s, wait_s=wait_s, errors=(RedisError, OSError), reason=redis_reason
-        )
+            await self.releases.release(
+                lambda: _free(lock, token),
+                name=name,
+                ttl_s=ttl_s,
+                wait_s=held.release_wait(),
+                errors=(RedisError, OSError),
+                reason=redis_reason,
+            )
 
     def _keeper(self, name: str, token: str, ttl_s: float, held: HeldLock) -> LockKeeper:
         """A keeper with its own (synchronous) client, so renewal never waits for the event loop."""

@@ -12,11 +12,13 @@ HISTORY_VERSION = 1
 # How long a turn waits for its lock's release when it set no deadline of its own (`HeldLock.release_by`);
 # the rest of the release goes on in the background, and the lock expires anyway.
 RELEASE_WAIT_S = 2.0
-# How long any one call of a session store waits for the store to answer: a Redis that took the
-# command and never replied (a long fork, a failover pause, `kill -STOP`), a SQLite file another
-# process holds locked. It was redis-py's three tries of a 5 s read (15 s) and SQLite's 30 s busy
-# wait, per call, before the first word of a turn; a turn makes several calls before it starts. A
-# call past it fails with StoreUnavailable, which a turn says in one sentence (core/turn_lock.py).
+# How long any one call of the Redis session store waits for Redis to answer: a Redis that took the
+# command and never replied (a long fork, a failover pause, `kill -STOP`). It was redis-py's three
+# tries of a 5 s read (15 s) per call before the first word of a turn; a turn makes several calls
+# before it starts. A call past it fails with StoreUnavailable, which a turn says in one sentence
+# (core/turn_lock.py). Not SQLite's: a file another process holds locked is waited for
+# core/sqlite_calls.BUSY_S (10 s; it was 30 s), since the processes sharing it hold it for real work.
+# Once the answer is ready, both stores share core/turn_end.SETTLE_S instead.
 ANSWER_S = 3.0
 
 

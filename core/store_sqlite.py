@@ -19,7 +19,7 @@ from pathlib import Path
 from core.disk_errors import write_failure
 from core.lock_keeper import LockKeeper
 from core.lock_owner import holder_died, new_owner
-from core.lock_queue import OnWait, WaitNotice, sqlite_leave, sqlite_take
+from core.lock_queue import OnWait, WaitNotice, left_behind, sqlite_leave, sqlite_take
 from core.lock_release import Releases
 from core.sqlite_calls import SqliteCalls
 from core.store_base import HISTORY_VERSION, HeldLock, StoreUnavailable
@@ -139,14 +139,14 @@ class SqliteStore:
         notice = WaitNotice(on_wait)  # in the order turns asked (core/lock_queue.py)
         try:
             await sqlite_take(self._run, session_id, owner, ttl_s=ttl_s, wait_s=wait_s, notice=notice)
-        except StoreUnavailable:  # said at once; its place in the queue is left once the file is free
-            await self._releases.release(
-                lambda: self._run(sqlite_leave, session_id, owner),
-                name=f"sqlite:{session_id}",
-                ttl_s=ttl_s,
-                wait_s=0,
-                errors=(StoreUnavailable,),
-            )
+        except StoreUnavailable as exc:  # said at once; a place in the queue is left once the file is free
+            if until_s := left_behind(exc, notice, ttl_s):
+                self._releases.give_up(
+                    lambda: self._run(sqlite_leave, session_id, owner),
+                    name=f"sqlite:{session_id}",
+                    until_s=until_s,
+                    errors=(StoreUnavailable,),
+                )
             raise
         held = HeldLock(ttl_s, waited=notice.task)
         keeper = self._keeper(session_id, owner, ttl_s, held).start()
