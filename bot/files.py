@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
+import logging
 import mimetypes
 import secrets
 import time
@@ -25,6 +26,8 @@ from core.config import Settings
 from core.daemon_thread import CallDeadline, within
 from core.s3_client import DEADLINE_S, s3_client, s3_reason
 from core.sessions import StoreUnavailable
+
+log = logging.getLogger("datathread.files")
 
 
 @dataclass
@@ -98,9 +101,12 @@ class FileLinks:
         try:  # a daemon thread with a deadline, as every S3 call (core/s3_client.py)
             return await within(lambda: _presign_s3(self.settings, session_id, path, data), DEADLINE_S)
         except CallDeadline:
-            raise LinkUnavailable(f"the files bucket did not answer within {DEADLINE_S:g} s") from None
+            why = f"the files bucket did not answer within {DEADLINE_S:g} s"
         except Exception as exc:  # botocore's: in words, never its URL (the bucket's key, a signature)
-            raise LinkUnavailable(f"the files bucket could not take it: {s3_reason(exc)}") from None
+            why = f"the files bucket could not take it: {s3_reason(exc)}"
+        # the one line for whoever runs datathread (AccessDenied, no credentials): the caller tells the person
+        log.warning("files: no download link for %s of session %s: %s", path, session_id, why)
+        raise LinkUnavailable(why)
 
     async def offer(self, session_id: str, path: str) -> dict[str, str]:
         """The context a platform echoes back when a person answers one offer of a file (Teams' file
@@ -144,8 +150,10 @@ class FileLinks:
         )
 
 
-class LinkUnavailable(TimeoutError):
-    """The files bucket did not take the file in time; the message is a few words for a person."""
+class LinkUnavailable(Exception):
+    """The files bucket did not take the file (no answer in time, refused, no credentials); logged
+    where it is raised, the message is a few words for a person. Not an OSError: callers that show
+    a missing file's reason must not take this for one."""
 
 
 def _presign_s3(settings: Settings, session_id: str, path: str, data: bytes) -> str:

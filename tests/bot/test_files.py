@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 import urllib.parse
 
@@ -11,7 +12,7 @@ import pytest
 from moto import mock_aws
 from pydantic import SecretStr
 
-from bot.files import FileLinks, LinkSigner
+from bot.files import FileLinks, LinkSigner, LinkUnavailable
 from tests.fakes.black_hole import BlackHole
 
 
@@ -111,7 +112,7 @@ async def test_a_files_bucket_that_never_answers_is_said_within_the_bounded_trie
         )
         links = FileLinks(configured, read=_never_read, kept_secret=_no_secret)
         started = time.monotonic()
-        with pytest.raises(OSError) as failed:
+        with pytest.raises(LinkUnavailable) as failed:
             await asyncio.wait_for(links.download_link("te-abc", "delays.csv", b"carrier\nF9\n"), 10)
         took = time.monotonic() - started
     finally:
@@ -120,6 +121,32 @@ async def test_a_files_bucket_that_never_answers_is_said_within_the_bounded_trie
     assert len(hole.accepted_at) == 2, hole.accepted_at  # the first try and one retry
     # a few words for the thread ("I couldn't attach `delays.csv` (…)"), never the endpoint or the key
     assert str(failed.value) == "the files bucket could not take it: it did not answer in time"
+
+
+async def test_a_files_bucket_that_refuses_is_logged_once_and_is_no_missing_file(
+    settings, monkeypatch, caplog
+):
+    """A refusal of the files bucket (NoSuchBucket, AccessDenied, no credentials) became an OSError, which
+    a Teams delivery shows the person as a missing file's reason and never logs: whoever runs
+    datathread did not hear of it. Now it is no OSError, and one warning line says it, without the
+    secret key or a signed URL."""
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIATESTTESTTEST")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "never-in-a-log-line")
+    with mock_aws():  # no bucket made: S3 answers NoSuchBucket
+        configured = settings.model_copy(
+            update={"files_bucket": "dt-gone/exports", "aws_region": "us-east-1"}
+        )
+        links = FileLinks(configured, read=_never_read, kept_secret=_no_secret)
+        with (
+            caplog.at_level(logging.WARNING, logger="datathread.files"),
+            pytest.raises(LinkUnavailable) as failed,
+        ):
+            await links.download_link("te-abc", "delays.csv", b"carrier\nF9\n")
+    assert not isinstance(failed.value, OSError)
+    assert str(failed.value).startswith("the files bucket could not take it: NoSuchBucket")
+    [line] = [r.getMessage() for r in caplog.records if r.name == "datathread.files"]
+    assert "NoSuchBucket" in line and "delays.csv" in line and "te-abc" in line and "\n" not in line
+    assert "never-in-a-log-line" not in caplog.text and "Signature" not in caplog.text
 
 
 async def _never_read(session_id: str, path: str) -> bytes:
