@@ -14,6 +14,7 @@ import logging
 import mimetypes
 import secrets
 import time
+import unicodedata
 import urllib.parse
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -142,11 +143,10 @@ class FileLinks:
             data = await self.read(session_id, path)
         except (FileNotFoundError, PermissionError, IsADirectoryError, ValueError):
             return PlainTextResponse("This file no longer exists.", status_code=404)
-        name = path.rsplit("/", 1)[-1].replace('"', "")
         return Response(
             data,
             media_type=_mime(path),
-            headers={"content-disposition": f'attachment; filename="{name}"', "cache-control": "private"},
+            headers={"content-disposition": attachment(path.rsplit("/", 1)[-1]), "cache-control": "private"},
         )
 
 
@@ -154,6 +154,20 @@ class LinkUnavailable(Exception):
     """The files bucket did not take the file (no answer in time, refused, no credentials); logged
     where it is raised, the message is a few words for a person. Not an OSError: callers that show
     a missing file's reason must not take this for one."""
+
+
+def attachment(name: str) -> str:
+    """The Content-Disposition of a download named `name`, in any script (RFC 6266): an ASCII
+    `filename` for old clients and `filename*` with the UTF-8 name (RFC 5987). A header must be
+    latin-1: "遅延.csv" in `filename` made Starlette raise, a 500 for the person. Control characters,
+    quotes and backslashes never reach the header, where they could end it or its quoted string."""
+    name = "".join(c for c in name if unicodedata.category(c) not in ("Cc", "Zl", "Zp")) or "download"
+    plain = unicodedata.normalize("NFKD", name).encode("ascii", "ignore").decode()  # café → cafe
+    fallback = "".join(c if c.isprintable() and c not in '"\\' else "_" for c in plain)
+    stem, dot, ext = fallback.rpartition(".") if "." in fallback else (fallback, "", "")
+    if not stem.strip("_. "):  # nothing of the name is ASCII ("遅延.csv"): a plain one, same extension
+        fallback = f"download.{ext}" if ext else "download"
+    return f"attachment; filename=\"{fallback}\"; filename*=UTF-8''{urllib.parse.quote(name, safe='')}"
 
 
 def _presign_s3(settings: Settings, session_id: str, path: str, data: bytes) -> str:

@@ -1,4 +1,5 @@
-"""Signed download links (pure) and the S3 presigned variant (moto)."""
+"""Signed download links (pure), served through the real `/files/` route, and the S3 presigned variant
+(moto)."""
 
 from __future__ import annotations
 
@@ -8,9 +9,11 @@ import time
 import urllib.parse
 
 import boto3
+import httpx
 import pytest
 from moto import mock_aws
 from pydantic import SecretStr
+from starlette.applications import Starlette
 
 from bot.files import FileLinks, LinkSigner, LinkUnavailable
 from tests.fakes.black_hole import BlackHole
@@ -149,9 +152,49 @@ async def test_a_files_bucket_that_refuses_is_logged_once_and_is_no_missing_file
     assert "never-in-a-log-line" not in caplog.text and "Signature" not in caplog.text
 
 
+NAMES = {
+    "遅延.csv": ("download.csv", "%E9%81%85%E5%BB%B6.csv"),
+    "café.csv": ("cafe.csv", "caf%C3%A9.csv"),
+    'say "hi"\\now.csv': ("say _hi__now.csv", "say%20%22hi%22%5Cnow.csv"),
+    "x\r\tSet-Cookie: a=b.csv": ("xSet-Cookie: a=b.csv", "xSet-Cookie%3A%20a%3Db.csv"),
+}
+
+
+@pytest.mark.parametrize("name", list(NAMES), ids=["japanese", "accent", "quotes", "controls"])
+async def test_a_download_in_any_script_gets_its_name_and_a_header_that_holds(settings, name):
+    """A saved result's name can be in any script: "遅延.csv" in `filename="…"` (headers are latin-1)
+    made the `/files/` route fail with a 500. Now an ASCII `filename` and the UTF-8 `filename*`
+    (RFC 6266); a quote, a backslash or a line break in a name cannot end the header or its string."""
+    configured = settings.model_copy(update={"link_secret": SecretStr("k" * 32)})
+
+    async def read(session_id: str, path: str) -> bytes:
+        assert (session_id, path) == ("te-abc", f"exports/{name}")
+        return b"carrier\nF9\n"
+
+    links = FileLinks(configured, read=read, kept_secret=_no_secret)
+    url = urllib.parse.urlsplit((await links.signer()).sign("te-abc", f"exports/{name}"))
+    app = Starlette(routes=links.routes())
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test") as client:
+        got = await client.get(f"{url.path}?{url.query}")
+    assert got.status_code == 200 and got.content == b"carrier\nF9\n"
+    [header] = got.headers.get_list("content-disposition")
+    fallback, encoded = NAMES[name]
+    assert header == f"attachment; filename=\"{fallback}\"; filename*=UTF-8''{encoded}"
+    assert "set-cookie" not in got.headers
+    assert urllib.parse.unquote(encoded) == name.replace("\r", "").replace("\t", "")
+
+
 async def _never_read(session_id: str, path: str) -> bytes:
     raise AssertionError("the bytes were given: nothing to read")
 
 
 async def _no_secret(name: str) -> bytes:
     raise AssertionError("S3 presigns: no link secret is needed")
+
+
+def test_a_line_break_in_a_name_never_reaches_the_header():
+    """The route's pattern takes no line feed, but a name from elsewhere could hold one."""
+    from bot.files import attachment
+
+    header = attachment("a\r\nSet-Cookie: x=y.csv")
+    assert "\r" not in header and "\n" not in header and header.isascii()
