@@ -10,9 +10,11 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
+import logging
 import mimetypes
 import secrets
 import time
+import unicodedata
 import urllib.parse
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -25,6 +27,8 @@ from core.config import Settings
 from core.daemon_thread import CallDeadline, within
 from core.s3_client import DEADLINE_S, s3_client, s3_reason
 from core.sessions import StoreUnavailable
+
+log = logging.getLogger("datathread.files")
 
 
 @dataclass
@@ -98,9 +102,12 @@ class FileLinks:
         try:  # a daemon thread with a deadline, as every S3 call (core/s3_client.py)
             return await within(lambda: _presign_s3(self.settings, session_id, path, data), DEADLINE_S)
         except CallDeadline:
-            raise LinkUnavailable(f"the files bucket did not answer within {DEADLINE_S:g} s") from None
+            why = f"the files bucket did not answer within {DEADLINE_S:g} s"
         except Exception as exc:  # botocore's: in words, never its URL (the bucket's key, a signature)
-            raise LinkUnavailable(f"the files bucket could not take it: {s3_reason(exc)}") from None
+            why = f"the files bucket could not take it: {s3_reason(exc)}"
+        # the one line for whoever runs datathread (AccessDenied, no credentials): the caller tells the person
+        log.warning("files: no download link for %s of session %s: %s", path, session_id, why)
+        raise LinkUnavailable(why)
 
     async def offer(self, session_id: str, path: str) -> dict[str, str]:
         """The context a platform echoes back when a person answers one offer of a file (Teams' file
@@ -136,16 +143,31 @@ class FileLinks:
             data = await self.read(session_id, path)
         except (FileNotFoundError, PermissionError, IsADirectoryError, ValueError):
             return PlainTextResponse("This file no longer exists.", status_code=404)
-        name = path.rsplit("/", 1)[-1].replace('"', "")
         return Response(
             data,
             media_type=_mime(path),
-            headers={"content-disposition": f'attachment; filename="{name}"', "cache-control": "private"},
+            headers={"content-disposition": attachment(path.rsplit("/", 1)[-1]), "cache-control": "private"},
         )
 
 
-class LinkUnavailable(TimeoutError):
-    """The files bucket did not take the file in time; the message is a few words for a person."""
+class LinkUnavailable(Exception):
+    """The files bucket did not take the file (no answer in time, refused, no credentials); logged
+    where it is raised, the message is a few words for a person. Not an OSError: callers that show
+    a missing file's reason must not take this for one."""
+
+
+def attachment(name: str) -> str:
+    """The Content-Disposition of a download named `name`, in any script (RFC 6266): an ASCII
+    `filename` for old clients and `filename*` with the UTF-8 name (RFC 5987). A header must be
+    latin-1: "遅延.csv" in `filename` made Starlette raise, a 500 for the person. Control characters,
+    quotes and backslashes never reach the header, where they could end it or its quoted string."""
+    name = "".join(c for c in name if unicodedata.category(c) not in ("Cc", "Zl", "Zp")) or "download"
+    plain = unicodedata.normalize("NFKD", name).encode("ascii", "ignore").decode()  # café → cafe
+    fallback = "".join(c if c.isprintable() and c not in '"\\' else "_" for c in plain)
+    stem, dot, ext = fallback.rpartition(".") if "." in fallback else (fallback, "", "")
+    if not stem.strip("_. "):  # nothing of the name is ASCII ("遅延.csv"): a plain one, same extension
+        fallback = f"download.{ext}" if ext else "download"
+    return f"attachment; filename=\"{fallback}\"; filename*=UTF-8''{urllib.parse.quote(name, safe='')}"
 
 
 def _presign_s3(settings: Settings, session_id: str, path: str, data: bytes) -> str:

@@ -14,7 +14,7 @@ from urllib.parse import urlsplit
 
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
-from wcwidth import grapheme_boundary_before
+from wcwidth import grapheme_boundary_before, iter_graphemes
 
 _PARSER = MarkdownIt("commonmark").enable("table")
 
@@ -169,3 +169,15 @@ def grapheme_start(text: str, index: int) -> int:
     if index <= 0 or index >= len(text):
         return index
     return grapheme_boundary_before(text, index + 1) or index
+
+
+def grapheme_end(text: str, index: int) -> int:
+    """`index` moved forward to the start of the next character a person sees, where it falls inside
+    one (the end of its grapheme cluster): a text's end kept from `index` on never starts with the back
+    half of an emoji family (a joiner and "👦") or a lone combining accent. At a cluster's start it stays."""
+    if index <= 0 or index >= len(text):
+        return index
+    start = grapheme_boundary_before(text, index + 1)
+    if start == index:
+        return index
+    return start + len(next(iter_graphemes(text, start)))

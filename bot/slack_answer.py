@@ -11,7 +11,14 @@ import logging
 from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.slack_client import answer_via_response_url, cannot_post_here, quick, slack_error
+from bot.slack_client import (
+    Posted,
+    SlackCallFailed,
+    answer_via_response_url,
+    cannot_post_here,
+    quick,
+    slack_error,
+)
 from bot.slack_render import escape
 from bot.slack_target import SlackTarget
 
@@ -26,6 +33,11 @@ log = logging.getLogger("datathread.slack")
 # A private answer that came as a DM says first where it was asked (the DM is another conversation).
 DM_HEADING = "The answer to what you asked in <#{channel}> (Slack would not let me show it to you there):"
 UNDELIVERED = ":warning: Slack would not take this answer for you, so I couldn't show it. Please ask again."
+# Where a part of it was sent and not answered in time, Slack may have shown it.
+UNCONFIRMED = (
+    ":warning: Slack did not confirm this answer, so it may not have arrived. If it is not here, please "
+    "ask again."
+)
 
 
 async def post_answer(
@@ -55,15 +67,21 @@ async def post_private(client: AsyncWebClient, target: SlackTarget, messages: li
     better than never); an ephemeral message or a DM that timed out is not tried another way (Slack
     may have shown it). Where nothing reached the person, "Working on it…" is replaced by a short note
     if the response_url takes that, and the failure is raised on for the turn's log line
-    (`SlackProgress.lost`)."""
+    (`SlackProgress.lost`); where a part timed out (Slack may have shown it), the note says the answer
+    may not have arrived, below what may be showing rather than in its place.
+
+    A DM carries the answer's receipt but not its buttons (Show SQL, 👍/👎): a click there comes from
+    the DM, where the turn, recorded for the channel it was asked in, is not found."""
     t = target
-    way, replaced = ("response_url" if t.response_url else "ephemeral"), False
+    way, replaced, unsure = ("response_url" if t.response_url else "ephemeral"), False, False
     try:
         for n, msg in enumerate(messages):
             if way == "response_url":
-                if await _via_response_url(client, t, msg, replace=n == 0):
+                posted = await _via_response_url(client, t, msg, replace=n == 0)
+                if posted:
                     replaced = replaced or n == 0
                     continue
+                unsure = unsure or posted is Posted.UNSURE
                 log.info(
                     "the private answer for %s in %s: sending it as an ephemeral message",
                     t.user_id,
@@ -89,11 +107,19 @@ async def post_private(client: AsyncWebClient, target: SlackTarget, messages: li
                     await client.chat_postMessage(
                         channel=t.user_id, text=DM_HEADING.format(channel=t.channel)
                     )
-            await client.chat_postMessage(channel=t.user_id, **msg, **NO_UNFURL)
-    except SlackClientError:
+            await client.chat_postMessage(channel=t.user_id, **without_buttons(msg), **NO_UNFURL)
+    except SlackClientError as exc:
+        unsure = unsure or (isinstance(exc, SlackCallFailed) and exc.unsure)
         if t.response_url and not replaced:  # "Working on it…" would stay above nothing, for good
-            await _via_response_url(client, t, {"text": UNDELIVERED}, replace=True)
+            note = UNCONFIRMED if unsure else UNDELIVERED
+            await _via_response_url(client, t, {"text": note}, replace=not unsure)
         raise
+
+
+def without_buttons(msg: dict) -> dict:
+    """`msg` without its action blocks (a DM's: see `post_private`); its text and receipt stay."""
+    blocks = [b for b in msg.get("blocks") or [] if b.get("type") != "actions"]
+    return {k: v for k, v in msg.items() if k != "blocks"} | ({"blocks": blocks} if blocks else {})
 
 
 async def _via_response_url(client: AsyncWebClient, t: SlackTarget, msg: dict, *, replace: bool) -> bool:

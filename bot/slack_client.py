@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import enum
 import logging
 from urllib.parse import urlsplit
 
@@ -57,7 +58,23 @@ RESPONSE_URL_TIMEOUT_S = 10.0
 
 class SlackCallFailed(SlackClientError):
     """A Web API call that got no answer from Slack: not in time, or no connection. Its message is
-    one line for the log and for `schedule run-now` (no token, no URL path)."""
+    one line for the log and for `schedule run-now` (no token, no URL path). `unsure`: the call was
+    sent and not answered in time, so Slack may have taken it (a message may be showing)."""
+
+    def __init__(self, message: str, *, unsure: bool = False):
+        super().__init__(message)
+        self.unsure = unsure
+
+
+class Posted(enum.Enum):
+    """What became of a POST to a response_url; true only when Slack took it."""
+
+    TAKEN = "taken"
+    REFUSED = "refused"  # an HTTP error, or no connection: the person did not see it
+    UNSURE = "unsure"  # no answer in time: Slack may have shown it
+
+    def __bool__(self) -> bool:
+        return self is Posted.TAKEN
 
 
 # Slack's error codes as a note in the thread says them (the log keeps the code).
@@ -124,7 +141,8 @@ def call_failure(exc: BaseException, base_url: str, what: str, waited_s: float) 
     can act on."""
     host = urlsplit(base_url).hostname or "?"
     if isinstance(exc, TimeoutError):  # asyncio's bound, or aiohttp's own read or connect timeout
-        return SlackCallFailed(f"Slack at {host} did not answer {what} within {waited_s:g} s")
+        sent = not isinstance(exc, aiohttp.ConnectionTimeoutError)  # a connect that timed out sent nothing
+        return SlackCallFailed(f"Slack at {host} did not answer {what} within {waited_s:g} s", unsure=sent)
     return SlackCallFailed(f"could not reach Slack at {host}: {os_reason(exc) or type(exc).__name__}")
 
 
@@ -237,8 +255,8 @@ class SharedClient:
             await client.session.close()
 
 
-async def answer_via_response_url(client: AsyncWebClient, url: str, *, what: str, **body) -> bool:
-    """POST `body` to a slash command's response_url; True when Slack took it
+async def answer_via_response_url(client: AsyncWebClient, url: str, *, what: str, **body) -> Posted:
+    """POST `body` to a slash command's response_url; true (`Posted.TAKEN`) when Slack took it
     (https://docs.slack.dev/interactivity/handling-user-interaction#message_responses). Otherwise the
     person heard nothing, which only this log line can tell whoever runs datathread: `what` was lost,
     and why (the HTTP status, the network failure, the timeout). The URL stays out of the log: for
@@ -248,14 +266,15 @@ async def answer_via_response_url(client: AsyncWebClient, url: str, *, what: str
     try:
         async with asyncio.timeout(RESPONSE_URL_TIMEOUT_S):
             resp = await hook.send(**body)
-    except TimeoutError:
+    except TimeoutError as exc:  # sent, unless it was the connect that timed out
         why = f"{host} did not answer within {RESPONSE_URL_TIMEOUT_S:g} s"
+        posted = Posted.REFUSED if isinstance(exc, aiohttp.ConnectionTimeoutError) else Posted.UNSURE
     except (aiohttp.ClientError, OSError) as exc:
-        why = f"{host} could not be reached ({os_reason(exc) or type(exc).__name__})"
+        why, posted = f"{host} could not be reached ({os_reason(exc) or type(exc).__name__})", Posted.REFUSED
     else:
         if 200 <= resp.status_code < 300:
-            return True
+            return Posted.TAKEN
         said = ((resp.body or "").strip().splitlines() or [""])[0][:100]
-        why = f"{host} answered HTTP {resp.status_code} {said}".rstrip()
+        why, posted = f"{host} answered HTTP {resp.status_code} {said}".rstrip(), Posted.REFUSED
     log.warning("%s did not reach the person through the command's response_url: %s", what, why)
-    return False
+    return posted

@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 
 from bot import teams_render as render
-from bot.files import FileLinks
+from bot.files import FileLinks, LinkUnavailable
 from bot.teams_answer_cards import size
 from bot.teams_connector import ConnectorFailed
 from core.events import ArtifactReady
@@ -44,6 +44,8 @@ async def deliver(out, artifact: ArtifactReady, *, threads: Threads, links: File
             raise
         log.warning("teams: %s did not reach conversation %s: %s", name, _where(out), exc)
         return f"I couldn't attach `{render.inert(name)}` ({refusal_words(exc)})."
+    except LinkUnavailable as exc:  # the files bucket refused or was silent: logged where it was raised
+        return f"I couldn't attach `{render.inert(name)}` ({render.inert(str(exc))})."
     except (OSError, ValueError) as exc:  # gone, or a CSV that cannot be made spreadsheet-safe
         return f"I couldn't attach `{render.inert(name)}` ({render.inert(str(exc)) or type(exc).__name__})."
     except Exception:  # a link that could not be signed (the store), S3 refusing: said, and logged

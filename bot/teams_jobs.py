@@ -19,6 +19,7 @@ from botbuilder.core import TurnContext
 from botbuilder.schema import Activity, ActivityTypes
 
 from bot import teams_render as render
+from bot.files import LinkUnavailable
 from bot.surface import AppState
 from bot.teams_auth import TeamsBot
 from bot.teams_connector import ConnectorFailed
@@ -334,7 +335,11 @@ async def _export_notebook(state: AppState, record: dict, out: TeamsOut) -> None
     except NothingToExport as exc:  # one sentence for a person
         await out.send(str(exc))
         return
-    url = await state.links.download_link(session_id, path, data)
+    try:
+        url = await state.links.download_link(session_id, path, data)
+    except LinkUnavailable as exc:  # logged where it was raised
+        await out.send(f"I couldn't make a download link for the notebook ({render.inert(str(exc))}).")
+        return
     await out.send(render.link_text(NOTEBOOK_NAME, url, state.settings.link_ttl_seconds))
 
 

@@ -80,7 +80,8 @@ class TeamsOut:
         turn can outlive the token fetched as it began; msal would then fetch a new one inside the SDK's
         call, synchronously on the event loop, and a silent login froze every turn of the process while
         the failure was blamed on the Bot Connector. Here it is fetched off the loop, within its deadline,
-        and a failure says "Microsoft sign-in" (bot/teams_login.py). A cached token costs a thread hop."""
+        and a failure says "Microsoft sign-in" (bot/teams_login.py). A good cached token costs a look at
+        msal's cache on the loop; at its expiry, one sign-in for all the turns that send at that moment."""
         credentials = getattr(getattr(self.connector, "config", None), "credentials", None)
         if getattr(credentials, "microsoft_app_id", None):  # no app id: the loopback-only mode, no token
             await sign_in(credentials)

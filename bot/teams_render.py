@@ -20,7 +20,7 @@ from botbuilder.schema import Attachment
 from botbuilder.schema.teams import FileConsentCard, FileInfoCard
 from botbuilder.schema.teams.additional_properties import ContentType
 
-from bot.markdown import blocks, grapheme_start, honest_links, pack
+from bot.markdown import blocks, grapheme_end, grapheme_start, honest_links, pack
 from bot.transcript import recorded_steps
 from core.schedules import ANSWER_CADENCES
 
@@ -110,8 +110,14 @@ def _head(text: str, limit: int) -> str:
 
 
 def _tail(text: str, limit: int) -> str:
-    """The longest end of `text` whose size is at most `limit`."""
-    return _head(text[::-1], limit)[::-1]
+    """The longest end of `text` whose size is at most `limit` that starts a character a person sees.
+    Found on the text as it is: cut on the reversed text, the grapheme rules read clusters backwards,
+    and the progress card's tail started with half an emoji family or a lone accent."""
+    low, high = 0, len(text)  # the smallest start whose end fits (the empty end always does)
+    while low < high:
+        mid = (low + high) // 2
+        low, high = (low, mid) if _size(text[mid:]) <= limit else (mid + 1, high)
+    return text[grapheme_end(text, low) :]
 
 
 def _units(text: str) -> list[str]:

@@ -1,17 +1,21 @@
-"""Signed download links (pure) and the S3 presigned variant (moto)."""
+"""Signed download links (pure), served through the real `/files/` route, and the S3 presigned variant
+(moto)."""
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 import urllib.parse
 
 import boto3
+import httpx
 import pytest
 from moto import mock_aws
 from pydantic import SecretStr
+from starlette.applications import Starlette
 
-from bot.files import FileLinks, LinkSigner
+from bot.files import FileLinks, LinkSigner, LinkUnavailable
 from tests.fakes.black_hole import BlackHole
 
 
@@ -111,7 +115,7 @@ async def test_a_files_bucket_that_never_answers_is_said_within_the_bounded_trie
         )
         links = FileLinks(configured, read=_never_read, kept_secret=_no_secret)
         started = time.monotonic()
-        with pytest.raises(OSError) as failed:
+        with pytest.raises(LinkUnavailable) as failed:
             await asyncio.wait_for(links.download_link("te-abc", "delays.csv", b"carrier\nF9\n"), 10)
         took = time.monotonic() - started
     finally:
@@ -122,9 +126,75 @@ async def test_a_files_bucket_that_never_answers_is_said_within_the_bounded_trie
     assert str(failed.value) == "the files bucket could not take it: it did not answer in time"
 
 
+async def test_a_files_bucket_that_refuses_is_logged_once_and_is_no_missing_file(
+    settings, monkeypatch, caplog
+):
+    """A refusal of the files bucket (NoSuchBucket, AccessDenied, no credentials) became an OSError, which
+    a Teams delivery shows the person as a missing file's reason and never logs: whoever runs
+    datathread did not hear of it. Now it is no OSError, and one warning line says it, without the
+    secret key or a signed URL."""
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIATESTTESTTEST")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "never-in-a-log-line")
+    with mock_aws():  # no bucket made: S3 answers NoSuchBucket
+        configured = settings.model_copy(
+            update={"files_bucket": "dt-gone/exports", "aws_region": "us-east-1"}
+        )
+        links = FileLinks(configured, read=_never_read, kept_secret=_no_secret)
+        with (
+            caplog.at_level(logging.WARNING, logger="datathread.files"),
+            pytest.raises(LinkUnavailable) as failed,
+        ):
+            await links.download_link("te-abc", "delays.csv", b"carrier\nF9\n")
+    assert not isinstance(failed.value, OSError)
+    assert str(failed.value).startswith("the files bucket could not take it: NoSuchBucket")
+    [line] = [r.getMessage() for r in caplog.records if r.name == "datathread.files"]
+    assert "NoSuchBucket" in line and "delays.csv" in line and "te-abc" in line and "\n" not in line
+    assert "never-in-a-log-line" not in caplog.text and "Signature" not in caplog.text
+
+
+NAMES = {
+    "遅延.csv": ("download.csv", "%E9%81%85%E5%BB%B6.csv"),
+    "café.csv": ("cafe.csv", "caf%C3%A9.csv"),
+    'say "hi"\\now.csv': ("say _hi__now.csv", "say%20%22hi%22%5Cnow.csv"),
+    "x\r\tSet-Cookie: a=b.csv": ("xSet-Cookie: a=b.csv", "xSet-Cookie%3A%20a%3Db.csv"),
+}
+
+
+@pytest.mark.parametrize("name", list(NAMES), ids=["japanese", "accent", "quotes", "controls"])
+async def test_a_download_in_any_script_gets_its_name_and_a_header_that_holds(settings, name):
+    """A saved result's name can be in any script: "遅延.csv" in `filename="…"` (headers are latin-1)
+    made the `/files/` route fail with a 500. Now an ASCII `filename` and the UTF-8 `filename*`
+    (RFC 6266); a quote, a backslash or a line break in a name cannot end the header or its string."""
+    configured = settings.model_copy(update={"link_secret": SecretStr("k" * 32)})
+
+    async def read(session_id: str, path: str) -> bytes:
+        assert (session_id, path) == ("te-abc", f"exports/{name}")
+        return b"carrier\nF9\n"
+
+    links = FileLinks(configured, read=read, kept_secret=_no_secret)
+    url = urllib.parse.urlsplit((await links.signer()).sign("te-abc", f"exports/{name}"))
+    app = Starlette(routes=links.routes())
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test") as client:
+        got = await client.get(f"{url.path}?{url.query}")
+    assert got.status_code == 200 and got.content == b"carrier\nF9\n"
+    [header] = got.headers.get_list("content-disposition")
+    fallback, encoded = NAMES[name]
+    assert header == f"attachment; filename=\"{fallback}\"; filename*=UTF-8''{encoded}"
+    assert "set-cookie" not in got.headers
+    assert urllib.parse.unquote(encoded) == name.replace("\r", "").replace("\t", "")
+
+
 async def _never_read(session_id: str, path: str) -> bytes:
     raise AssertionError("the bytes were given: nothing to read")
 
 
 async def _no_secret(name: str) -> bytes:
     raise AssertionError("S3 presigns: no link secret is needed")
+
+
+def test_a_line_break_in_a_name_never_reaches_the_header():
+    """The route's pattern takes no line feed, but a name from elsewhere could hold one."""
+    from bot.files import attachment
+
+    header = attachment("a\r\nSet-Cookie: x=y.csv")
+    assert "\r" not in header and "\n" not in header and header.isascii()

@@ -4,6 +4,7 @@ cannot read. Signed requests into `datathread serve`, the fake Slack Web API, th
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 
@@ -197,6 +198,61 @@ async def test_where_the_bot_may_not_post_a_failed_response_url_answers_in_a_dm(
     heading, answer = [c.args for c in api.of("chat.postMessage") if c.args["channel"] == "U0001"]
     assert heading["text"].startswith("The answer to what you asked in <#C0042>")
     assert "16 airlines" in json.dumps(answer)
+
+
+async def test_a_private_answer_in_a_dm_keeps_its_receipt_and_has_no_buttons(slack, model):
+    """The DM carried the answer's Show SQL and 👍/👎 buttons, but a click comes from the DM, where the
+    turn (recorded for the channel it was asked in) is not found: every click said "I no longer have
+    the details of that answer"."""
+    api = slack.api
+    api.refused_in["C0042"] = "not_in_channel"
+    api.http_errors["/response/dm-buttons"] = 500
+    model.enqueue(
+        tool("query_warehouse", {"sql": "SELECT count(*) AS n FROM airlines", "save_as": "n"}),
+        text("There are 16 airlines."),
+    )
+    await ask(slack, "private how many airlines?", channel="C0042", response="dm-buttons")
+    dm = [c.args for c in api.of("chat.postMessage") if c.args["channel"] == "U0001"]
+    blocks = [b for msg in dm for b in msg.get("blocks") or []]
+    assert "16 airlines" in json.dumps(dm)
+    assert [b for b in blocks if b["type"] == "context"]  # the receipt stays
+    assert not [b for b in blocks if b["type"] == "actions"], blocks
+
+
+@pytest.mark.parametrize("late", ["ephemeral", "response_url"])
+async def test_an_answer_slack_did_not_confirm_gets_a_note_that_says_it_may_have_arrived(
+    api, model, tmp_path, monkeypatch, late
+):
+    """An ephemeral message or a response_url that timed out may have been shown; the note said
+    "Slack would not take this answer for you, so I couldn't show it" all the same, in place of
+    what may have been the answer. Now it says the answer may not have arrived, below it."""
+    from bot import slack_client
+    from bot.slack_answer import post_private
+    from bot.slack_target import SlackTarget
+
+    monkeypatch.setattr(slack_client, "SEND_TIMEOUT_S", 0.5)
+    monkeypatch.setattr(slack_client, "RESPONSE_URL_TIMEOUT_S", 0.5)
+    settings = module_settings(tmp_path, model.url, slack_bot_token="xoxb-test-token", slack_api_url=api.url)
+    client = slack_client.build_client(settings)
+    path = f"/response/{late}"
+    if late == "ephemeral":  # the response_url refuses, the ephemeral message goes unanswered
+        api.http_errors[path] = 500
+        api.silent.add("chat.postEphemeral")
+    else:  # the response_url goes unanswered, nothing else takes the answer
+        api.latency_s[path] = 0.8
+        api.refused_in.update({"C0042": "not_in_channel", "U0001": "channel_not_found"})
+    target = SlackTarget(
+        "C0042", "", TEAM_ID, "U0001", private=True, response_url=api.url.removesuffix("api/") + path[1:]
+    )
+    with pytest.raises(slack_client.SlackClientError):
+        await post_private(client, target, [{"text": "There are 16 airlines."}])
+    for _ in range(50):  # a late response_url records the note when its latency is over
+        if len(responses(api)) == 2:
+            break
+        await asyncio.sleep(0.05)
+    answer, note = responses(api)
+    assert "16 airlines" in answer["text"]
+    assert "may not have arrived" in note["text"] and note["replace_original"] is False
 
 
 async def test_an_answer_slack_takes_nowhere_leaves_a_note_not_working_on_it(slack, model, caplog):

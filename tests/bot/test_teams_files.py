@@ -145,3 +145,35 @@ async def test_an_empty_file_is_not_offered_for_upload_in_personal_chat(teams, f
     await teams.state.runner.drain(timeout=30)
     assert not teams.connector.uploads
     assert teams.connector.sent()[-1]["text"] == "empty.csv is empty, so there is nothing to upload."
+
+
+async def test_a_files_bucket_that_refuses_a_csv_is_said_and_logged(
+    fake_model, settings, monkeypatch, caplog
+):
+    """Where the files bucket refused a channel's CSV (no such bucket, access denied, no credentials),
+    the answer said so and the log said nothing: the refusal passed for a missing file. Now the
+    answer says it, and one warning line (no traceback) tells whoever runs datathread."""
+    import logging
+
+    import boto3
+    from moto import mock_aws
+
+    from tests.bot.teams_harness import serve_teams
+
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIATESTTESTTEST")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "never-in-a-log-line")
+    configured = settings.model_copy(update={"files_bucket": "dt-gone/exports", "aws_region": "us-east-1"})
+    fake_model.enqueue(
+        tool("run_python", {"code": "open('delays.csv', 'w').write('carrier,n\\nF9,3\\n')"}),
+        tool("attach_file", {"path": "delays.csv"}),
+        text("Attached."),
+    )
+    with mock_aws(), caplog.at_level(logging.WARNING):
+        boto3.client("s3", region_name="us-east-1")  # moto's S3, with no bucket: NoSuchBucket
+        async with serve_teams(configured) as teams:
+            sent = await teams.say("delays as a csv", conversation=THREAD)
+    answer = sent[-1]["text"]
+    assert "couldn't attach `delays.csv` (the files bucket could not take it: NoSuchBucket" in answer
+    said = [r for r in caplog.records if "no download link for delays.csv" in r.getMessage()]
+    assert len(said) == 1 and said[0].levelno == logging.WARNING
+    assert not [r for r in caplog.records if r.exc_info] and "never-in-a-log-line" not in caplog.text

@@ -180,7 +180,8 @@ async def test_a_turn_that_outlives_its_token_signs_in_again_off_the_event_loop(
                 failed.append(exc.why)
             finally:
                 ticker.cancel()
-            login.answer.set()  # the login answers again
+            # The login answers the next request. (It still holds the one given up on: answered now, its
+            # token could reach msal's cache before the next sign-in looked, or after, a race.)
             await out.send("third")
         finally:
             await context.turn_state[bot.connector_key()].__aexit__(None, None, None)
@@ -193,10 +194,120 @@ async def test_a_turn_that_outlives_its_token_signs_in_again_off_the_event_loop(
     assert failed == ["Microsoft sign-in did not answer within 1 s"]
     assert max(gaps) < 0.5, max(gaps)  # the loop never stood still behind the sign-in
     assert [body.get("text") for body in connector.sent()] == ["first", "third"]
-    first, third = (call.headers.get("Authorization") for call in connector.calls)
-    # a new token: the one the silent request gets once the login answers (a loaded host's thread may
-    # still be reading it), or the one asked for again
-    assert first == "Bearer fake-access-token-1" and third in (
-        "Bearer fake-access-token-2",
+    assert [call.headers.get("Authorization") for call in connector.calls] == [
+        "Bearer fake-access-token-1",
         "Bearer fake-access-token-3",
+    ]
+
+
+async def in_a_turn(bot, connector: FakeConnector, body) -> None:
+    """Run `body(out)` inside a proactive turn, as every Teams turn sends: its TeamsOut on the SDK's
+    connector client, made by the bot's credential factory (which signs in first)."""
+    question = Activity().deserialize(activity(connector.url, "q?", conversation=THREAD))
+    reference = TurnContext.get_conversation_reference(question)
+
+    async def turn(context: TurnContext) -> None:
+        client = context.turn_state[bot.connector_key()]
+        try:
+            await body(TeamsOut(connector=client, reference=reference))
+        finally:
+            await client.__aexit__(None, None, None)
+
+    await bot.adapter.continue_conversation(reference, turn, bot_app_id=bot.app_id)
+
+
+def counting_sign_ins(monkeypatch) -> list[threading.Thread]:
+    """The threads msal's blocking sign-in ran on, one per sign-in that left the event loop."""
+    threads: list[threading.Thread] = []
+    real = teams_login._token
+
+    def counted(*args, **kwargs):
+        threads.append(threading.current_thread())
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(teams_login, "_token", counted)
+    return threads
+
+
+async def test_sends_at_the_tokens_expiry_share_one_sign_in_off_the_default_pool(
+    settings, connector, tmp_path, monkeypatch
+):
+    """Every send of every turn signed in on a thread of its own: at the token's expiry N turns sent N
+    token requests at once, on the default thread pool, where a silent login kept each thread 10–20 s
+    and the session store's calls queued behind them. Now one sign-in at a time per credentials, on a
+    daemon thread of its own; whoever waited for it finds its token."""
+    login = ExpiringLogin(tmp_path, client_id=APP_ID, client_secret=SECRET).start()
+    monkeypatch.setenv("REQUESTS_CA_BUNDLE", str(login.ca_file))
+    bot = bot_signing_in_at(settings, login.login_url)
+    threads = counting_sign_ins(monkeypatch)
+
+    async def body(out: TeamsOut) -> None:
+        await out.send("first")
+        await asyncio.sleep(1.2)  # the token is now inside msal's margin
+        asyncio.get_running_loop().call_later(0.3, login.answer.set)  # the login takes a moment
+        await asyncio.gather(out.send("a"), out.send("b"), out.update("x", attachments=[]))
+
+    try:
+        await in_a_turn(bot, connector, body)
+    finally:
+        login.answer.set()
+        login.stop()
+    assert len(login.token_requests()) == 2  # the turn's first token, and one more for all three
+    assert sorted(body.get("text") for body in connector.sent()) == ["a", "b", "first"]
+    assert [call.headers.get("Authorization") for call in connector.calls][1:] == [
+        "Bearer fake-access-token-2"
+    ] * 3
+    assert threads and all(t.daemon and t.name == "datathread-sign-in" for t in threads), threads
+
+
+async def test_a_send_with_a_good_token_signs_in_on_no_thread(settings, connector, login, monkeypatch):
+    """A good token in msal's cache cost every send and edit a thread hop (and a place in the default
+    pool behind any slow one). Now it costs a look at the cache, on the loop."""
+    bot = bot_signing_in_at(settings, login.login_url)
+    threads = counting_sign_ins(monkeypatch)
+    in_turn: list[int] = []
+
+    async def body(out: TeamsOut) -> None:
+        in_turn.append(len(threads))  # the turn's own sign-in, made before it began
+        card = await out.send("progress", short=True)
+        await out.update(card, attachments=[])
+        await out.typing()
+        await out.send("answer", answer=True)
+        in_turn.append(len(threads))
+
+    await in_a_turn(bot, connector, body)
+    await in_a_turn(bot, connector, body)  # the next turn finds the process's credentials signed in
+    assert in_turn == [1, 1, 1, 1]
+    assert len(login.token_requests()) == 1
+    texts = [body.get("text") for body in connector.sent() if body.get("type") == "message"]
+    assert texts == ["progress", "answer"] * 2
+
+
+def test_a_token_msal_would_renew_is_not_fresh(login):
+    """msal renews a token past its `refresh_on` (a long-lived one, halfway) on the network, inside the
+    SDK's call on the loop: such a token is signed in for off the loop, as an expiring one is."""
+    from botframework.connector.auth import MicrosoftAppCredentials
+    from msal import ConfidentialClientApplication
+
+    credentials = MicrosoftAppCredentials(APP_ID, SECRET, channel_auth_tenant=TENANT)
+    assert not teams_login.has_fresh_token(credentials)  # no msal app yet
+    credentials.app = ConfidentialClientApplication(
+        APP_ID,
+        client_credential=SECRET,
+        authority=login.login_url,
+        validate_authority=False,
     )
+    scope = credentials.oauth_scope + "/.default"
+    now = time.time()
+    credentials.app.token_cache.add(
+        {
+            "client_id": APP_ID,
+            "scope": [scope],
+            "token_endpoint": f"{login.login_url}/oauth2/v2.0/token",
+            "response": {"access_token": "t", "token_type": "Bearer", "expires_in": 7200, "refresh_in": 3600},
+        },
+        now=now,
+    )
+    assert teams_login.has_fresh_token(credentials, now=now)
+    assert not teams_login.has_fresh_token(credentials, now=now + 3601)  # msal would renew it
+    assert not teams_login.has_fresh_token(credentials, now=now + 7200 - 5 * 60)  # msal's margin

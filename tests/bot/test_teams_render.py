@@ -162,3 +162,25 @@ def test_a_kilobytes_long_fence_line_is_split_and_never_loops():
         signal.alarm(0)
     assert all(len(p.encode()) <= MAX_MESSAGE_BYTES for p in pieces) and len(pieces) >= 2
     assert "".join(pieces).count("x") == 25_000 and pieces[-1].endswith("After the code.")
+
+
+def test_the_progress_cards_tail_never_starts_inside_a_character():
+    """The card shows the end of a long answer; it was cut on the reversed text, where the grapheme
+    rules read clusters backwards, so it could start with the back half of an emoji family (a joiner
+    and "👦") or a lone combining accent. Cut at every byte of such an answer, the tail now starts on
+    a character a person sees whole, and is as long as fits."""
+    from wcwidth import iter_graphemes
+
+    unit = "👨\u200d👩\u200d👧\u200d👦" + "e\u0301\u0302" + " "  # 80 bytes as the connector counts them
+    for pad in range(r._size(unit)):  # the cut falls on each byte of a unit in turn
+        answer = unit * 400 + "x" * pad
+        starts, at = [], 0
+        for cluster in iter_graphemes(answer):
+            starts.append(at)
+            at += len(cluster)
+        body = r.progress_card([], status="Working", answer=answer)["content"]["body"]
+        shown = body[-1]["text"]
+        cut = len(answer) - len(shown)
+        assert answer.endswith(shown) and cut in starts, (pad, shown[:3])
+        before = starts[starts.index(cut) - 1]  # one character more would not fit
+        assert r._size(shown) <= r.MAX_STREAMED_BYTES < r._size(answer[before:]), pad
