@@ -115,7 +115,8 @@ def pack(pieces: Iterable[str], limit: int, size: Callable[[str], int] = len) ->
         if size(candidate) <= limit:
             current = candidate
         else:
-            chunks.append(current)
+            if current:  # a first piece over the limit is its own chunk, never an empty one before it
+                chunks.append(current)
             current = piece
     return [*chunks, current] if current else chunks
 

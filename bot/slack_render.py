@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from rich.cells import cell_len
@@ -224,12 +224,16 @@ def _fit(unit: Unit, render, limit: int) -> list[str]:
     lines = unit.text.split("\n")
     header = lines[:2] if unit.kind == "table" else []
     if sum(len(h) + 1 for h in header) > limit // 2:  # a header that leaves no room is not repeated
-        unit, header = Unit("text", unit.text), []
+        header = []
     budget = limit - 10 - sum(len(h) + 1 for h in header)
     pieces: list[str] = []
     current: list[str] = []
+
+    def fits(part: str) -> bool:
+        return len(render(Unit(unit.kind, "\n".join([*header, part])))) <= limit
+
     for line in lines[len(header) :]:
-        for part in _pieces(line, budget // 2):
+        for part in (p for piece in _pieces(line, budget // 2) for p in _fitting(piece, fits)):
             if current and len(render(Unit(unit.kind, "\n".join([*header, *current, part])))) > limit:
                 pieces.append(render(Unit(unit.kind, "\n".join([*header, *current]))))
                 current = []
@@ -247,6 +251,15 @@ def _pieces(line: str, size: int) -> list[str]:
         pieces.append(line[:cut])
         line = line[cut:]
     return [*pieces, line]
+
+
+def _fitting(part: str, fits: Callable[[str], bool]) -> list[str]:
+    """`part`, halved between graphemes until each half `fits` rendered: escaping can make a piece
+    five times longer ("&" is "&amp;"), and a piece over the limit made an empty or refused message."""
+    if len(part) <= 1 or fits(part):
+        return [part]
+    half = grapheme_start(part, len(part) // 2) or len(part) // 2
+    return _fitting(part[:half], fits) + _fitting(part[half:], fits)
 
 
 def stream_chunks(markdown: str, limit: int = STREAM_LIMIT) -> list[str]:

@@ -97,8 +97,20 @@ def test_a_table_with_a_cell_wider_than_half_a_message_is_split_not_hung() -> No
     assert done, "answer_messages did not return within 10 s"
     texts = [m["blocks"][0]["text"] for m in done[0]]
     assert all(len(t) <= r.MARKDOWN_LIMIT for t in texts)
+    # still a monospace preview (as a text its rule was a horizontal rule, its padding a code block)
+    assert all(t.removeprefix("Top errors:\n\n").startswith("```\n") and t.endswith("\n```") for t in texts)
     shown = "".join(texts)
     assert shown.count("x") == 6300 and "short" in shown and shown.index("Top errors:") == 0
+
+
+@pytest.mark.parametrize("markdown", ["&" * 13000, "R&D " * 4000], ids=["one-line", "words"])
+def test_a_long_answer_that_escaping_lengthens_still_fits_every_message(markdown: str) -> None:
+    """ "&" is sent as "&amp;": a piece cut to half a message came out at 2.5 messages, and the first
+    message was empty (SlackObjectFormationError: the answer was never posted)."""
+    texts = [m["blocks"][0]["text"] for m in r.answer_messages(markdown)]
+    assert all(0 < len(t) <= r.MARKDOWN_LIMIT for t in texts)
+    assert sum(t.count("&amp;") for t in texts) == markdown.count("&")
+    assert all(0 < len(c) <= r.STREAM_LIMIT for c in r.stream_chunks(markdown))
 
 
 @pytest.mark.parametrize(
