@@ -9,8 +9,10 @@ The numerals check (`unsupported_numbers`) is deliberately simple, and its limit
 compares the numbers written in the answer with every number the thread gave the model (its
 questions, and what its steps returned, earlier turns' included), allowing for rounding, thousands
 separators and decimal marks as English, German or French answers write them (58,665 · 58.665 ·
-58 665; 12.11 · 12,11), percent and thousand/million/billion scales. It ignores small integers (0–10: "top 3",
-list numbers), years and parts of dates and times. It cannot tell a right number from a
+58 665; 12.11 · 12,11: an answer's numbers are read by the convention they give away, and one that
+gives none may be read either way, except that a comma before exactly three digits groups), percent
+and thousand/million/billion scales. It ignores small integers (0–10: "top 3", list numbers), years
+and parts of dates and times (not a time written 14.30, nor Swiss 58'665 grouping). It cannot tell a right number from a
 coincidentally equal one, and it marks honest arithmetic the model did itself (a sum of two results)
 — which is the point: such numbers should come from a query. An answer that ran no step at all is
 judged the same way; it is where a remembered table of figures would otherwise pass unmarked.
@@ -65,7 +67,9 @@ _COMMA_READINGS = (
 )
 # In an answer that gives its convention away nowhere, a comma before exactly three digits groups.
 _COMMA_DECIMAL_NOT_THREE = (re.compile(r"\d+(?:,(?:\d{1,2}|\d{4,}))?"), "", ",")
-# What gives an answer's convention away: a decimal that is not three digits (12.5 · 12,11), a group
+# "3,4" is as likely two small numbers side by side as a decimal: it gives nothing away.
+_SMALL_PAIR = re.compile(r"(?:10|\d),(?:10|\d)")
+# What gives an answer's convention away (in its numbers only: a date, 15.03.2024, gives nothing): a decimal that is not three digits (12.5 · 12,11), a group
 # then a decimal (1,234.5 · 1.234,5), two groups (1,234,567 · 1.234.567).
 _DOT_SIGNS = re.compile(r"\d\.\d{1,2}(?!\d)|\d\.\d{4,}|\d,\d{3}\.\d|\d,\d{3},\d{3}")
 _COMMA_SIGNS = re.compile(r"\d,\d{1,2}(?!\d)|\d,\d{4,}|\d\.\d{3},\d|\d\.\d{3}\.\d{3}")
@@ -170,7 +174,9 @@ def _convention(answer: str) -> tuple:
     way, one that writes 12,5 or 1.234,5 the German or French way; one that gives nothing away either,
     except that a comma before exactly three digits is a thousands separator then (a made-up "12,500
     flights" must not stand on an average of 12.5)."""
-    dot, comma = bool(_DOT_SIGNS.search(answer)), bool(_COMMA_SIGNS.search(answer))
+    numbers = [m.group("num") for m in _WRITTEN.finditer(answer)]  # not dates, times, addresses
+    dot = any(_DOT_SIGNS.search(n) for n in numbers)
+    comma = any(_COMMA_SIGNS.search(n) and not _SMALL_PAIR.fullmatch(n) for n in numbers)
     if dot != comma:
         return _DOT_READINGS if dot else _COMMA_READINGS
     return _DOT_READINGS + _COMMA_READINGS[:1] + (_COMMA_DECIMAL_NOT_THREE,) + _COMMA_READINGS[2:]

@@ -43,6 +43,8 @@ def test_numbers_taken_from_the_steps_are_supported(answer):
         "UA a effectué 58 665,5 km.",  # grouped by spaces with a decimal comma: it raised ValueError
         "UA flew 1 234.5 km; B6 54,635 flights.",  # grouped by a space with a decimal point
         "Die mittlere Verspätung war 12,5 Minuten; UA flog 58.665 Flüge.",
+        "Am 15.03.2024 flog UA 58.665 Flüge.",  # a date gives nothing away (it made 58.665 a decimal)
+        "Columns 3,4 had 58,665 rows.",  # two small numbers side by side are no decimal comma
     ],
 )
 def test_numbers_written_the_german_or_french_way_are_read_so(answer):
