@@ -177,6 +177,8 @@ class BoundedAuthentication(BotFrameworkAuthentication):
 
 def failure(exc: BaseException, read_s: float, host: str = "") -> ConnectorFailed:
     """What went wrong with a call, in words an operator can act on (`host`: the serviceUrl's)."""
+    if isinstance(exc, ConnectorFailed):  # said already: a sign-in before the call (bot/teams_login.py)
+        return exc
     who = f"the Bot Connector at {host}" if host else "the Bot Connector"
     if isinstance(exc, HttpOperationError) and exc.response is not None:
         status = exc.response.status_code

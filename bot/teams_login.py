@@ -42,10 +42,11 @@ from core.wording import os_reason
 # Read at each use: tests shorten it. Microsoft's login answers in well under a second; this only
 # decides how soon a silent one is given up on (each of msal's requests, and a whole sign-in).
 LOGIN_TIMEOUT_S = 10.0
-# msal takes a cached token only while it has five more minutes; a token counts as fresh here for one
-# more minute, the longest one send and its retry take (bot/teams_connector.py: 2 × (5 + 10) s plus a
-# 30 s Retry-After), so the SDK's reads during that send find it in the cache, never on the network.
-FRESH_FOR_S = 5 * 60 + 60
+# msal takes a cached token only while it has five more minutes, and so does this check, with a few
+# seconds more for the moment between it and the SDK's own look (each try of a send checks first:
+# bot/teams_progress.py). It must not be longer: msal hands back the cached token while it has five
+# minutes, so a longer bound would find every sign-in in that span "not fresh" again, each on a thread.
+FRESH_FOR_S = 5 * 60 + 5
 SIGN_IN_LOCK = "datathread_sign_in_lock"  # the attribute of the credentials that holds their lock
 
 
@@ -124,6 +125,13 @@ def has_fresh_token(credentials: Authentication, now: float | None = None) -> bo
     msal's own `acquire_token_for_client` takes first, made on the loop without touching the network.
     Not for credentials of another kind (a managed identity's, or before their first sign-in): those
     sign in on a thread, where a cached token costs msal nothing either."""
+    try:
+        return _cached_for(credentials, time.time() if now is None else now)
+    except Exception:  # msal's internals moved (an upgrade): sign in on a thread, as before the cache look
+        return False
+
+
+def _cached_for(credentials: Authentication, now: float) -> bool:
     app = getattr(credentials, "app", None)
     if not isinstance(credentials, MicrosoftAppCredentials) or not isinstance(
         app, ConfidentialClientApplication
@@ -137,7 +145,6 @@ def has_fresh_token(credentials: Authentication, now: float | None = None) -> bo
         "realm": app.authority.tenant,
         "home_account_id": None,
     }
-    now = time.time() if now is None else now
     for entry in app.token_cache.search(TokenCache.CredentialType.ACCESS_TOKEN, target=[scope], query=query):
         if int(entry["expires_on"]) - now < FRESH_FOR_S:
             continue

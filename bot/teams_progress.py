@@ -87,11 +87,15 @@ class TeamsOut:
             await sign_in(credentials)
 
     async def _post(self, activity: Activity, *, short: bool, answer: bool = False) -> str:
-        await self._signed_in()
         conversations = self.connector.conversations  # type: ignore[attr-defined]
         conversation, activity = self.reference.conversation.id, self._address(activity)
+
+        async def send(timeout: tuple[float, float]) -> object:
+            await self._signed_in()  # each try: a retry may come after the token's margin ran out
+            return await conversations.send_to_conversation(conversation, activity, timeout=timeout)
+
         response = await bf.call(
-            lambda timeout: conversations.send_to_conversation(conversation, activity, timeout=timeout),
+            send,
             read_s=bf.PROGRESS_TIMEOUT_S if short else bf.SEND_TIMEOUT_S,
             retry=not short,
             host=self.host,
@@ -123,13 +127,15 @@ class TeamsOut:
         activity = self._address(
             Activity(type=ActivityTypes.message, id=activity_id, text=text or None, attachments=attachments)
         )
-        await self._signed_in()
         conversations = self.connector.conversations  # type: ignore[attr-defined]
         conversation = self.reference.conversation.id
+
+        async def edit(timeout: tuple[float, float]) -> object:
+            await self._signed_in()
+            return await conversations.update_activity(conversation, activity_id, activity, timeout=timeout)
+
         await bf.call(
-            lambda timeout: conversations.update_activity(
-                conversation, activity_id, activity, timeout=timeout
-            ),
+            edit,
             read_s=bf.PROGRESS_TIMEOUT_S,
             retry=False,
             host=self.host,

@@ -311,3 +311,28 @@ def test_a_token_msal_would_renew_is_not_fresh(login):
     assert teams_login.has_fresh_token(credentials, now=now)
     assert not teams_login.has_fresh_token(credentials, now=now + 3601)  # msal would renew it
     assert not teams_login.has_fresh_token(credentials, now=now + 7200 - 5 * 60)  # msal's margin
+
+
+def test_a_token_msal_still_hands_out_is_fresh(login):
+    """Counted fresh only past 6 minutes, a token with 5–6 minutes left was "not fresh" for every send
+    of that minute, each going to a thread where msal handed back the same token (it takes any with 5
+    minutes left), which was still "not fresh". The bound is msal's own, plus seconds."""
+    from botframework.connector.auth import MicrosoftAppCredentials
+    from msal import ConfidentialClientApplication
+
+    credentials = MicrosoftAppCredentials(APP_ID, SECRET, channel_auth_tenant=TENANT)
+    credentials.app = ConfidentialClientApplication(
+        APP_ID, client_credential=SECRET, authority=login.login_url, validate_authority=False
+    )
+    now = time.time()
+    credentials.app.token_cache.add(
+        {
+            "client_id": APP_ID,
+            "scope": [credentials.oauth_scope + "/.default"],
+            "token_endpoint": f"{login.login_url}/oauth2/v2.0/token",
+            "response": {"access_token": "t", "token_type": "Bearer", "expires_in": 600},
+        },
+        now=now,
+    )
+    assert teams_login.has_fresh_token(credentials, now=now + 600 - 330)  # msal hands it out
+    assert not teams_login.has_fresh_token(credentials, now=now + 600 - 300)  # msal would renew it
