@@ -14,6 +14,7 @@ import time
 
 import pytest
 
+from core.lock_queue import WAIT_BEAT_S
 from core.sessions import StoreUnavailable
 from core.store_redis import RedisStore
 from core.store_sqlite import SqliteStore
@@ -108,23 +109,31 @@ async def test_a_waiter_whose_try_failed_leaves_its_place_in_the_queue_once_the_
     async with _backend(kind, tmp_path, monkeypatch) as (store, fail, recover):
         holder, waiter, late = store(), store(), store()
         async with holder.lock("s", ttl_s=30) as held:
+            queued = asyncio.Event()
+
+            async def on_wait() -> None:  # called once a try has left it a place in the queue
+                queued.set()
 
             async def wait_for_the_lock() -> None:
-                async with waiter.lock("s", ttl_s=30, wait_s=20):
+                async with waiter.lock("s", ttl_s=30, wait_s=20, on_wait=on_wait):
                     pytest.fail("the waiter took a lock that was held")
 
             waiting = asyncio.create_task(wait_for_the_lock())
-            await asyncio.sleep(0.3)  # it has queued behind the holder
+            await asyncio.wait_for(queued.wait(), 5)  # it has queued behind the holder
             fail()
             with pytest.raises(StoreUnavailable):
                 await asyncio.wait_for(waiting, 5)
-            await asyncio.sleep(BUSY_S + 0.2)  # its give-up has found the store away too
+            async with asyncio.timeout(5):  # its give-up has found the store away too
+                while "could not give up a lock try on" not in caplog.text:
+                    await asyncio.sleep(0.05)
             recover()
             held.release_by = time.monotonic() + 2
         started = time.monotonic()
         async with late.lock("s", ttl_s=30, wait_s=5):
             pass
-        assert time.monotonic() - started < 2, "the next question waited behind a waiter that had gone"
+        # without its give-up the gone waiter's place holds the queue for its beat (WAIT_BEAT_S, 15 s)
+        took = time.monotonic() - started
+        assert took < WAIT_BEAT_S / 2, f"the next question waited {took:.1f} s behind a waiter that had gone"
     said = caplog.text  # what the log says is the work it does, not a lock's release
     assert "could not give up a lock try on" in said and "gave up a lock try on" in said, said
     assert "could not release lock" not in said, said
