@@ -106,7 +106,7 @@ class FileLinks:
         except Exception as exc:  # botocore's: in words, never its URL (the bucket's key, a signature)
             why = f"the files bucket could not take it: {s3_reason(exc)}"
         # the one line for whoever runs datathread (AccessDenied, no credentials): the caller tells the person
-        log.warning("files: no download link for %s of session %s: %s", path, session_id, why)
+        log.warning("files: no download link for %r of session %s: %s", path, session_id, why)
         raise LinkUnavailable(why)
 
     async def offer(self, session_id: str, path: str) -> dict[str, str]:
@@ -156,12 +156,20 @@ class LinkUnavailable(Exception):
     a missing file's reason must not take this for one."""
 
 
+_UNSHOWN = ("Cc", "Zl", "Zp")  # control characters, line and paragraph separators
+# Direction marks, embeddings, overrides and isolates: "invoice\u202egpj.exe" is offered as
+# "invoiceexe.jpg". Emoji joiners (also format characters) stay.
+_BIDI = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+
+
 def attachment(name: str) -> str:
     """The Content-Disposition of a download named `name`, in any script (RFC 6266): an ASCII
     `filename` for old clients and `filename*` with the UTF-8 name (RFC 5987). A header must be
     latin-1: "遅延.csv" in `filename` made Starlette raise, a 500 for the person. Control characters,
     quotes and backslashes never reach the header, where they could end it or its quoted string."""
-    name = "".join(c for c in name if unicodedata.category(c) not in ("Cc", "Zl", "Zp")) or "download"
+    name = (
+        "".join(c for c in name if unicodedata.category(c) not in _UNSHOWN and c not in _BIDI) or "download"
+    )
     plain = unicodedata.normalize("NFKD", name).encode("ascii", "ignore").decode()  # café → cafe
     fallback = "".join(c if c.isprintable() and c not in '"\\' else "_" for c in plain)
     stem, dot, ext = fallback.rpartition(".") if "." in fallback else (fallback, "", "")

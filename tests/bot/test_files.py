@@ -198,3 +198,14 @@ def test_a_line_break_in_a_name_never_reaches_the_header():
 
     header = attachment("a\r\nSet-Cookie: x=y.csv")
     assert "\r" not in header and "\n" not in header and header.isascii()
+
+
+def test_a_direction_override_in_a_name_is_not_offered():
+    """Model code may write a file named `invoice\u202egpj.exe`, shown as "invoiceexe.jpg"; the download
+    name drops direction controls (an emoji's joiner stays)."""
+    from bot.files import attachment
+
+    header = attachment("invoice\u202egpj.exe")
+    assert header.endswith("filename*=UTF-8''invoicegpj.exe")
+    family = "👨\u200d👩\u200d👧.csv"
+    assert attachment(family).endswith(urllib.parse.quote(family, safe=""))
