@@ -122,7 +122,7 @@ def without_buttons(msg: dict) -> dict:
     return {k: v for k, v in msg.items() if k != "blocks"} | ({"blocks": blocks} if blocks else {})
 
 
-async def _via_response_url(client: AsyncWebClient, t: SlackTarget, msg: dict, *, replace: bool) -> bool:
+async def _via_response_url(client: AsyncWebClient, t: SlackTarget, msg: dict, *, replace: bool) -> Posted:
     return await answer_via_response_url(
         client,
         t.response_url,

@@ -11,6 +11,7 @@ The notebook's opening (intro, setup cell) is core/notebook_setup.py's.
 from __future__ import annotations
 
 import base64
+import builtins
 import keyword
 import re
 import unicodedata
@@ -22,11 +23,11 @@ import nbformat
 from nbformat import v4
 
 from core.config import Settings
+from core.file_stems import safe_file_stem
 from core.notebook_request import is_export_request
 from core.notebook_safety import step_hazard
 from core.notebook_setup import SETUP_NAMES, intro_text, setup_code
 from core.redact import Redactor
-from core.steps import safe_file_stem
 from core.turn_records import NothingToExport
 from core.wording import error_line
 
@@ -122,7 +123,12 @@ def _step_cell(step: dict, bigquery: bool, attached: list[str]) -> Any:
 def _save_cell(comment: str, name: str, call: str) -> Any:
     stem = name[: -len(".parquet")]
     python = unicodedata.normalize("NFKC", stem)  # the name Python sees: a fullwidth "ｐｄ" is `pd`
-    usable = stem.isidentifier() and not keyword.iskeyword(python) and python not in SETUP_NAMES
+    usable = (
+        stem.isidentifier()
+        and not keyword.iskeyword(python)
+        and python not in SETUP_NAMES
+        and not hasattr(builtins, python)  # `sum = …` would break every later cell that sums
+    )
     var = stem if usable else "result"
     return v4.new_code_cell(f"{comment}\n{var} = {call}\nsave_parquet({var}, {name!r})")
 

@@ -10,50 +10,16 @@ from __future__ import annotations
 import contextlib
 import io
 import os
-import re
 import stat
 import time
 import traceback
-import unicodedata
 from collections.abc import Iterator
 from pathlib import Path
 
+from core.file_stems import default_stem, safe_file_stem
 from core.preview import clip as _clip
 from core.preview import preview_table
 from core.sandbox import StepRequest, StepResult
-
-# Letters, digits and their marks in any script stay ("Verspätung 東京" was "Versp_tung"; all-Japanese
-# names fell back to `sql_<time>`; the vowel signs of "बिक्री" are marks); separators, spaces,
-# emoji, variation selectors, direction overrides and invisible characters go. NFKC first: a
-# fullwidth "ｐｄ" is the name `pd` to Python (the exported notebook's pandas), so it is "pd" here too.
-_KEPT_CATEGORIES = ("L", "N", "Mn", "Mc")
-STEM_BYTES = 200  # well under a file name's 255 bytes, with `.parquet` after it
-
-
-def safe_file_stem(name: str | None, default: str) -> str:
-    """A `save_as` from the model becomes a plain file stem: no directories, no odd characters."""
-    text = unicodedata.normalize("NFKC", (name or "").strip())
-    kept = "".join(c if c in "_.-" or _kept(c) else "/" for c in text)
-    stem = re.sub(r"/+", "_", kept).strip("._")
-    for ext in (".parquet", ".csv"):
-        if stem.lower().endswith(ext):
-            stem = stem[: -len(ext)]
-    stem = stem[:80]
-    while len(stem.encode()) > STEM_BYTES:  # 80 characters of four bytes each would not fit
-        stem = stem[:-1]
-    return stem.rstrip("._") or default
-
-
-def _kept(c: str) -> bool:
-    category = unicodedata.category(c)
-    selector = "\ufe00" <= c <= "\ufe0f" or "\U000e0100" <= c <= "\U000e01ef"
-    return category.startswith(_KEPT_CATEGORIES) and not selector
-
-
-def default_stem(prefix: str) -> str:
-    """A result's file name when the model gave none: unique, so two queries in the same second (or
-    run at once) never overwrite each other's results (`sql_1764000000_3fa9`)."""
-    return f"{prefix}_{int(time.time())}_{os.urandom(2).hex()}"
 
 
 def workspace_files(workspace: Path, *, limit: int | None = None) -> Iterator[tuple[str, os.stat_result]]:

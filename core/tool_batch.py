@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import TypeVar
 
-from core.steps import safe_file_stem
+from core.file_stems import safe_file_stem
 
 ANY = "*"
 ATTACHMENTS = "<attachments>"  # attach_file calls keep their order: files are posted as the model listed them

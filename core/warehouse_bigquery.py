@@ -52,10 +52,10 @@ from core.bigquery_metadata import CALL_S, describe, list_tables, per_call
 from core.config import Settings
 from core.confirm import CONFIRM_TIMEOUT_S
 from core.events import ConfirmRequest
+from core.file_stems import default_stem, safe_file_stem
 from core.policy import TableAllowlist, check_sql
 from core.preview import preview_table
 from core.sandbox import Sandbox, StepResult, WorkspaceFull
-from core.steps import default_stem, safe_file_stem
 from core.table_notes import TableNotes, load_table_notes
 from core.warehouse import QueryContext
 

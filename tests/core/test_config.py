@@ -6,9 +6,9 @@ import pytest
 
 from core.config import ConfigError, Settings, load_settings, require_model, split_list
 from core.config_types import literal_choices
+from core.file_stems import safe_file_stem
 from core.sandbox import is_valid_session_id
 from core.sessions import session_id_for
-from core.steps import safe_file_stem
 
 
 def test_contract_environment_names_are_read(monkeypatch, tmp_path):
@@ -150,6 +150,8 @@ def test_invalid_session_ids_are_refused(bad):
         ("𠀀" * 80, "𠀀" * 50),  # four bytes each: a file name has 255 bytes
         ("बिक्री रिपोर्ट", "बिक्री_रिपोर्ट"),  # vowel signs are marks, kept (they were cut to "ब_क_र…")
         ("ｐｄ", "pd"),  # fullwidth: Python reads it as `pd`, and so does the notebook's check
+        ("a\u034fb", "ab"),  # a combining grapheme joiner shows nothing: "ab" must name one file
+        ("\u3164", "default"),  # a Hangul filler alone is an invisible name
     ],
 )
 def test_safe_file_stem(name, expected):

@@ -152,6 +152,7 @@ def test_a_thread_saved_under_older_file_names_replays_with_them() -> None:
         ),
         _step("t1-2", "query_warehouse", {"sql": "SELECT 2", "save_as": "ｐｄ"}, files=["ｐｄ.parquet"]),
         _step("t1-3", "query_warehouse", {"sql": "SELECT 3", "save_as": "Flüge 遅延"}),
+        _step("t1-4", "query_warehouse", {"sql": "SELECT 4", "save_as": "sum"}),  # a builtin's name
     ]
     turns = [{"session_id": "te-old", "question": "q", "answer": "a", "ok": True, "steps": steps}]
     nb = build_notebook(turns, warehouse="duckdb", dialect="duckdb", gcp_project=None, chart_bytes={})
@@ -159,6 +160,7 @@ def test_a_thread_saved_under_older_file_names_replays_with_them() -> None:
     assert "save_parquet(Versp_tung, 'Versp_tung.parquet')" in code[1]
     assert "result = warehouse.sql(" in code[2] and "pd =" not in code[2].replace("ｐｄ", "pd")
     assert "Flüge_遅延 = warehouse.sql(" in code[3] and "'Flüge_遅延.parquet'" in code[3]  # named as now
+    assert "result = warehouse.sql(" in code[4] and "'sum.parquet'" in code[4]  # `sum` stays the builtin
 
 
 def test_a_conversion_into_the_attachments_folder_makes_the_folder_when_rerun() -> None:
