@@ -174,6 +174,6 @@ async def test_a_files_bucket_that_refuses_a_csv_is_said_and_logged(
             sent = await teams.say("delays as a csv", conversation=THREAD)
     answer = sent[-1]["text"]
     assert "couldn't attach `delays.csv` (the files bucket could not take it: NoSuchBucket" in answer
-    said = [r for r in caplog.records if "no download link for delays.csv" in r.getMessage()]
+    said = [r for r in caplog.records if "no download link for 'delays.csv'" in r.getMessage()]
     assert len(said) == 1 and said[0].levelno == logging.WARNING
     assert not [r for r in caplog.records if r.exc_info] and "never-in-a-log-line" not in caplog.text
