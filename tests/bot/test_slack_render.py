@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import threading
+import signal
 
 import pytest
 from rich.cells import cell_len
@@ -90,12 +90,18 @@ def test_a_table_with_a_cell_wider_than_half_a_message_is_split_not_hung() -> No
     the event loop, memory growing). Now every row arrives, each message within Slack's limit."""
     cell = "Traceback " + "x" * 6300
     markdown = f"Top errors:\n\n| error | n |\n|---|--:|\n| {cell} | 3 |\n| short | 2 |\n"
-    done: list[list[dict]] = []
-    worker = threading.Thread(target=lambda: done.append(r.answer_messages(markdown)), daemon=True)
-    worker.start()
-    worker.join(10)  # a regression fails here, not hangs the suite
-    assert done, "answer_messages did not return within 10 s"
-    texts = [m["blocks"][0]["text"] for m in done[0]]
+
+    def looped(*_) -> None:
+        raise TimeoutError("answer_messages did not return within 10 s")
+
+    before = signal.signal(signal.SIGALRM, looped)  # a regression fails here, not hangs the suite
+    signal.alarm(10)
+    try:
+        messages = r.answer_messages(markdown)
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, before)
+    texts = [m["blocks"][0]["text"] for m in messages]
     assert all(len(t) <= r.MARKDOWN_LIMIT for t in texts)
     # still a monospace preview (as a text its rule was a horizontal rule, its padding a code block)
     assert all(t.removeprefix("Top errors:\n\n").startswith("```\n") and t.endswith("\n```") for t in texts)
