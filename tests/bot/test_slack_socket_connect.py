@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import socket
 import time
 
 import pytest
@@ -18,6 +17,7 @@ from slack_bolt.async_app import AsyncApp
 from bot import slack_client, slack_socket_client
 from bot.slack_socket import ConnectionStates, socket_handler
 from tests.fakes.black_hole import BlackHole
+from tests.fakes.redis_server import free_port
 from tests.fakes.slack_api import FakeSlackAPI
 from tests.fakes.slack_socket_mode import FakeSocketMode
 
@@ -39,9 +39,7 @@ class FirstUrls(FakeSlackAPI):
 
 def refused_url() -> str:
     """A loopback port nobody listens on: connections to it are refused."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return f"ws://127.0.0.1:{s.getsockname()[1]}/link/"
+    return f"ws://127.0.0.1:{free_port()}/link/"
 
 
 @pytest.fixture(autouse=True)

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import http.server
 import re
-import socket
 import threading
 import time
 from types import SimpleNamespace
@@ -17,6 +16,7 @@ import core.s3_client
 from core.s3 import S3Refusal, S3Source, parse_roots
 from core.tools_s3 import ListFilesInput, list_files
 from tests.fakes.black_hole import BlackHole
+from tests.fakes.redis_server import free_port
 from tests.fakes.web_page import WebPage
 
 
@@ -133,9 +133,7 @@ async def test_a_web_page_is_not_an_empty_listing_nor_the_file(settings, monkeyp
 
 
 async def test_a_closed_port_says_why(settings, monkeypatch):
-    with socket.socket() as probe:  # a port nobody listens on
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()  # a port nobody listens on
     with pytest.raises(
         S3Refusal, match=r"Could not read from S3 \(bucket data-lake at .*\): connection refused\.$"
     ):

@@ -4,7 +4,6 @@ a minute, so a turn of three steps was silent for three minutes before the perso
 
 from __future__ import annotations
 
-import socket
 import time
 from types import SimpleNamespace
 
@@ -14,13 +13,12 @@ import pytest
 from core.sandbox import StepRequest
 from core.sandbox_modal import ModalSandbox, ModalUnreachable
 from tests.fakes.black_hole import BlackHole
+from tests.fakes.redis_server import free_port
 
 
 def refused_url() -> str:
     """A loopback port nothing listens on."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return f"http://127.0.0.1:{s.getsockname()[1]}"
+    return f"http://127.0.0.1:{free_port()}"
 
 
 @pytest.fixture
