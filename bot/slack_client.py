@@ -141,8 +141,9 @@ def call_failure(exc: BaseException, base_url: str, what: str, waited_s: float) 
     can act on."""
     host = urlsplit(base_url).hostname or "?"
     if isinstance(exc, TimeoutError):  # asyncio's bound, or aiohttp's own read or connect timeout
-        sent = not isinstance(exc, aiohttp.ConnectionTimeoutError)  # a connect that timed out sent nothing
-        return SlackCallFailed(f"Slack at {host} did not answer {what} within {waited_s:g} s", unsure=sent)
+        return SlackCallFailed(
+            f"Slack at {host} did not answer {what} within {waited_s:g} s", unsure=sent(exc)
+        )
     return SlackCallFailed(f"could not reach Slack at {host}: {os_reason(exc) or type(exc).__name__}")
 
 
@@ -191,6 +192,12 @@ class BoundedWebClient(AsyncWebClient):
         except (aiohttp.ClientError, OSError) as exc:
             waited = seconds if bound.expired() else aiohttp_bound(exc, self.session, self.timeout)
             raise call_failure(exc, self.base_url, "a file's upload", round(waited, 1)) from None
+
+
+def sent(timeout: TimeoutError) -> bool:
+    """Whether a request that timed out was sent (Slack may have taken it): all but a connect that
+    timed out."""
+    return not isinstance(timeout, aiohttp.ConnectionTimeoutError)
 
 
 def aiohttp_bound(exc: BaseException, session: aiohttp.ClientSession | None, total: float) -> float:
@@ -266,9 +273,9 @@ async def answer_via_response_url(client: AsyncWebClient, url: str, *, what: str
     try:
         async with asyncio.timeout(RESPONSE_URL_TIMEOUT_S):
             resp = await hook.send(**body)
-    except TimeoutError as exc:  # sent, unless it was the connect that timed out
+    except TimeoutError as exc:
         why = f"{host} did not answer within {RESPONSE_URL_TIMEOUT_S:g} s"
-        posted = Posted.REFUSED if isinstance(exc, aiohttp.ConnectionTimeoutError) else Posted.UNSURE
+        posted = Posted.UNSURE if sent(exc) else Posted.REFUSED
     except (aiohttp.ClientError, OSError) as exc:
         why, posted = f"{host} could not be reached ({os_reason(exc) or type(exc).__name__})", Posted.REFUSED
     else:
