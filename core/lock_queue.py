@@ -61,10 +61,10 @@ async def sqlite_take(
     except StoreUnavailable:  # leaving would wait for the same store: the caller leaves later (`left_behind`)
         notice.cancel()
         raise
-    except BaseException:
+    except BaseException:  # cancelled (Ctrl-C, a shutdown), maybe while a try that took the lock ran
         notice.cancel()
-        with contextlib.suppress(Exception):  # otherwise its place lapses after WAIT_BEAT_S
-            await run(sqlite_leave, session_id, owner)
+        with contextlib.suppress(Exception):  # otherwise its place lapses after WAIT_BEAT_S, the lock its TTL
+            await run(sqlite_give_back, session_id, owner)
         raise
 
 
@@ -94,6 +94,14 @@ def sqlite_try(con, session_id: str, owner: str, ttl_s: float) -> bool:
 
 def sqlite_leave(con, session_id: str, owner: str) -> None:
     con.execute("DELETE FROM waiting WHERE session_id=? AND owner=?", (session_id, owner))
+
+
+def sqlite_give_back(con, session_id: str, owner: str) -> None:
+    """Leave the queue and free the lock if `owner` holds it: a try cancelled after its thread began
+    writing still commits (core/sqlite_calls.py), and this call's transaction begins only after it, so
+    a lock that try took is not left to its TTL (the session's next question waited 60 s for it)."""
+    sqlite_leave(con, session_id, owner)
+    con.execute("DELETE FROM locks WHERE session_id=? AND owner=?", (session_id, owner))
 
 
 # KEYS: the lock, the queue (arrival, ms), the waiters' beats (expiry, ms). ARGV: token, lock ms, beat ms.
@@ -149,9 +157,9 @@ async def redis_take(lock: Lock, token: str, *, wait_s: float, notice: WaitNotic
     except RedisError:  # leaving would wait for the same Redis: the caller gives up later (`left_behind`)
         notice.cancel()
         raise
-    except BaseException:
+    except BaseException:  # cancelled (Ctrl-C, a shutdown), maybe after Redis applied a try that took it
         notice.cancel()
-        await _leave(client, queue, beats, token)
+        await _leave(client, queue, beats, token, lock)
         raise
     notice.cancel()
     await _leave(client, queue, beats, token)
@@ -181,10 +189,15 @@ async def redis_give_up(lock: Lock, token: str) -> None:
         await lock.do_release(token.encode())
 
 
-async def _leave(client, queue: str, beats: str, token: str) -> None:
+async def _leave(client, queue: str, beats: str, token: str, lock: Lock | None = None) -> None:
+    """Leave the queue, and with `lock`, free it if this try holds it: the cancelled try was sent before
+    these calls, on a connection of its own, so Redis applies it first (the session's next question
+    waited out the lock's TTL behind it)."""
     with contextlib.suppress(Exception):  # otherwise its place lapses after WAIT_BEAT_S
         await client.zrem(queue, token)
         await client.zrem(beats, token)
+        if lock is not None:
+            await lock.do_release(token.encode())
 
 
 def _text(value: bytes | str) -> str:

@@ -140,3 +140,81 @@ async def test_a_waiter_whose_try_failed_leaves_its_place_in_the_queue_once_the_
     said = caplog.text  # what the log says is the work it does, not a lock's release
     assert "could not give up a lock try on" in said and "gave up a lock try on" in said, said
     assert "could not release lock" not in said, said
+
+
+async def test_a_lock_try_cancelled_after_redis_took_it_leaves_no_lock_behind(tmp_path):
+    """Ctrl-C (or a shutdown) while a try is on its way: a Redis slow to answer applies it after the
+    turn has gone, and the lock it took held the session's next question for the lock's TTL (60 s)."""
+    stalled = StalledStore("redis", tmp_path)
+    gone, nxt = RedisStore(stalled.server.url), RedisStore(stalled.server.url)
+    try:
+        await nxt.ping()  # its connection is made before the freeze
+
+        async def ask() -> None:
+            async with gone.lock("s", ttl_s=60, wait_s=5):
+                pytest.fail("the lock was taken while Redis was frozen")
+
+        async with gone.lock("another", ttl_s=5):  # Redis has the try's script (else EVALSHA fails)
+            pass
+        stalled.freeze()
+        asking = asyncio.create_task(ask())
+        await asyncio.sleep(0.3)  # the try is sent; its answer is not coming
+        asking.cancel()
+        await asyncio.sleep(0.2)
+        stalled.thaw()  # the try is applied now, and takes the free lock
+        with pytest.raises(asyncio.CancelledError):
+            await asyncio.wait_for(asking, 5)
+        started = time.monotonic()
+        async with nxt.lock("s", ttl_s=60, wait_s=3):
+            pass
+        assert time.monotonic() - started < 1
+    finally:
+        stalled.stop()
+        await gone.close()
+        await nxt.close()
+
+
+async def test_a_lock_try_cancelled_while_its_sqlite_write_commits_leaves_no_lock_behind(
+    tmp_path, monkeypatch
+):
+    """A try whose thread had begun writing when the turn was cancelled still commits (the store never
+    leaves half a transaction): the lock it took was left to its TTL."""
+    import threading
+
+    from core import lock_queue
+
+    wrote, go_on = threading.Event(), threading.Event()
+    real_try = lock_queue.sqlite_try
+
+    def slow_try(con, *args):
+        took = real_try(con, *args)
+        wrote.set()
+        go_on.wait(5)  # the commit comes after the cancellation
+        return took
+
+    monkeypatch.setattr(lock_queue, "sqlite_try", slow_try)
+    gone, nxt = SqliteStore(tmp_path / "state.sqlite3"), SqliteStore(tmp_path / "state.sqlite3")
+    try:
+
+        async def ask() -> None:
+            async with gone.lock("s", ttl_s=60, wait_s=5):
+                pytest.fail("a cancelled try's lock was handed to its turn")
+
+        asking = asyncio.create_task(ask())
+        async with asyncio.timeout(5):
+            while not wrote.is_set():
+                await asyncio.sleep(0.01)
+        asking.cancel()
+        await asyncio.sleep(0.2)
+        go_on.set()
+        with pytest.raises(asyncio.CancelledError):
+            await asyncio.wait_for(asking, 5)
+        monkeypatch.setattr(lock_queue, "sqlite_try", real_try)
+        started = time.monotonic()
+        async with nxt.lock("s", ttl_s=60, wait_s=3):
+            pass
+        assert time.monotonic() - started < 1
+    finally:
+        go_on.set()
+        await gone.close()
+        await nxt.close()
