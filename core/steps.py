@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from core.file_stems import default_stem, safe_file_stem
+from core.portable_columns import portable, portable_parquet
 from core.preview import clip as _clip
 from core.preview import preview_table
 from core.sandbox import StepRequest, StepResult
@@ -186,36 +187,11 @@ def unique_names(names: list[str]) -> list[str]:
     return out
 
 
-def interval_text(value) -> str | None:
-    """An interval as DuckDB writes one (`1 year 2 months 3 days 04:05:06`): parquet cannot hold
-    Arrow's month-day-nano intervals, and a step selecting `ts1 - ts2` failed to save its result."""
-    if value is None:
-        return None
-    months, days, nanos = value.months, value.days, value.nanoseconds
-    years, months = divmod(months, 12) if months >= 0 else (-((-months) // 12), -((-months) % 12))
-    parts = [
-        f"{n} {unit}{'s' if abs(n) != 1 else ''}"
-        for n, unit in ((years, "year"), (months, "month"), (days, "day"))
-        if n
-    ]
-    if nanos or not parts:
-        sign, nanos = ("-" if nanos < 0 else ""), abs(nanos)
-        seconds, fraction = divmod(nanos, 10**9)
-        clock = f"{seconds // 3600:02d}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
-        parts.append(sign + clock + (f".{fraction:09d}".rstrip("0") if fraction else ""))
-    return " ".join(parts)
-
-
 def describe_arrow(table, request: StepRequest, workspace: Path, unnamed: str) -> StepResult:
     """Save a result table and describe it: file, rows, schema, bounded preview."""
-    import pyarrow as pa
-
     if len({n.lower() for n in table.column_names}) < table.num_columns:
         table = table.rename_columns(unique_names(table.column_names))
-    for i, field in enumerate(table.schema):
-        if pa.types.is_interval(field.type):  # as text: parquet has no such type
-            text = pa.array([interval_text(v) for v in table.column(i).to_pylist()], pa.string())
-            table = table.set_column(i, field.name, text)
+    table, _ = portable(table)  # intervals, ±infinity dates: as text (the column's type says so)
     stem = safe_file_stem(request.save_as, unnamed)
     saved = save_arrow(table, workspace, stem)
     return StepResult(
@@ -297,6 +273,27 @@ def _run_python(request: StepRequest, workspace: Path) -> StepResult:
     return StepResult(ok=ok, output=_clip(buffer.getvalue(), request.output_bytes), error=error)
 
 
+def _portable_files(workspace: Path, before: dict) -> str:
+    """Make the parquet files model code wrote readable by every engine (`core/portable_columns.py`:
+    pandas' timedelta and Period columns as text, or `run_sql` read 648 for 2024-01); a line saying
+    which changed, for the model, or "". A file that cannot be read is left as it is."""
+    notes = []
+    for file in changed_files(before, snapshot(workspace)):
+        if file["kind"] == "parquet":
+            try:
+                changed = portable_parquet(workspace / file["path"])
+            except Exception:  # not parquet after all, or half-written: the model's own affair
+                continue
+            if changed:
+                notes.append(f"{file['path']}: {', '.join(changed)}")
+    if not notes:
+        return ""
+    return (
+        "Saved as text, as DuckDB and the CSV cannot read them (pd.to_timedelta or pd.PeriodIndex "
+        f"read them back): {'; '.join(notes)}."
+    )
+
+
 def _user_traceback() -> str:
     """The traceback of the model's code only (frames of step.py), short enough to act on."""
     lines = traceback.format_exc().splitlines()
@@ -326,6 +323,8 @@ def run_step(
     try:
         if request.kind == "python":
             result = _run_python(request, workspace)
+            note = _portable_files(workspace, before)
+            result.output = "\n".join(x for x in (result.output.rstrip("\n"), note) if x)
         elif request.kind == "sql" or (request.kind == "warehouse" and warehouse is not None):
             database, prefix = (
                 (str(warehouse), "query") if request.kind == "warehouse" else (":memory:", "sql")

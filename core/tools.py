@@ -255,12 +255,14 @@ def _request(ctx: ToolContext, kind, code: str, save_as: str | None) -> StepRequ
     )
 
 
-# Result rows are untrusted text: cells that would run as spreadsheet formulas are neutralised.
+# Result rows are untrusted text: cells that would run as spreadsheet formulas are neutralised. Types a
+# CSV cannot write as people read them (a duration, a Period, DuckDB's infinity) go as text first.
 _CONVERT = """
 import os, pyarrow.parquet as pq, pyarrow.csv as pc
 from core.csv_cells import neutralise_table
+from core.portable_columns import portable
 os.makedirs(os.path.dirname({dst!r}) or ".", exist_ok=True)
-pc.write_csv(neutralise_table(pq.read_table({src!r})), {dst!r})
+pc.write_csv(neutralise_table(portable(pq.read_table({src!r}))[0]), {dst!r})
 """
 CONVERTED = "attachments"  # where a parquet's CSV goes when its own name is taken
 

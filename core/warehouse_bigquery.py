@@ -54,6 +54,7 @@ from core.confirm import CONFIRM_TIMEOUT_S
 from core.events import ConfirmRequest
 from core.file_stems import default_stem, safe_file_stem
 from core.policy import TableAllowlist, check_sql
+from core.portable_columns import portable
 from core.preview import preview_table
 from core.sandbox import Sandbox, StepResult, WorkspaceFull
 from core.table_notes import TableNotes, load_table_notes
@@ -346,6 +347,7 @@ class BigQueryWarehouse:
         import pyarrow.parquet as pq
 
         name = safe_file_stem(save_as, default_stem("query")) + ".parquet"
+        table, _ = await asyncio.to_thread(portable, table)  # an INTERVAL as text, as DuckDB's
         buffer = io.BytesIO()
         await asyncio.to_thread(pq.write_table, table, buffer, compression="zstd")
         data = buffer.getvalue()

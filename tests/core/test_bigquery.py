@@ -676,20 +676,19 @@ async def test_a_result_too_large_to_download_and_a_stopped_query_stay_counted(p
     running.pending = False  # the abandoned call's thread can end now (the fixture waits for it)
 
 
-async def test_a_result_that_cannot_be_saved_is_said_to_have_run_not_that_bigquery_is_down(parts, fake_bq):
-    """An INTERVAL column (`ts1 - ts2`) ran and billed, then failed in Arrow: the model was told "Could
-    not reach BigQuery … Try again shortly", ran it again (billed again), and the person heard
-    BigQuery was down."""
-    warehouse, _, store, _ = parts
+async def test_an_interval_result_is_saved_as_text_as_duckdbs_is(parts, fake_bq):
+    """An INTERVAL column (`ts1 - ts2`) ran and billed, then failed: parquet has no month-day-nano
+    interval. DuckDB's were already saved as text; BigQuery's now are too."""
+    warehouse, _, store, settings = parts
     sql = "SELECT TIMESTAMP '2026-01-02' - TIMESTAMP '2026-01-01' AS gap FROM `bill.shop.orders`"
     schema = [{"name": "gap", "type": "INTERVAL", "mode": "NULLABLE"}]
-    fake_bq.on_query(sql, Answer(schema, [["0-0 1 0:0:0"]], 3 * 10**6, bytes_billed=10 * 2**20))
-    result = await warehouse.query(sql, None, qctx(store))
-    assert not result.ok
-    assert result.error.startswith(
-        "BigQuery ran the query (10.5 MB billed), but its result could not be saved: "
-    )
-    assert "Cast the column" in result.error and "reach" not in result.error
+    rows = [["1-2 3 4:5:6.789"], ["0-0 -30 0:0:0"], [None]]
+    fake_bq.on_query(sql, Answer(schema, rows, 3 * 10**6, bytes_billed=10 * 2**20))
+    result = await warehouse.query(sql, "gaps", qctx(store))
+    assert result.ok, result.error
+    assert result.columns == [{"name": "gap", "type": "string"}]
+    saved = pq.read_table(settings.workspaces_dir / "s1" / "gaps.parquet").column("gap").to_pylist()
+    assert saved == ["1 year 2 months 3 days 04:05:06.789", "-30 days", None]
 
 
 async def test_a_result_that_would_fill_the_workspace_is_refused_in_words(parts, fake_bq):

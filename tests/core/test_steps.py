@@ -81,3 +81,35 @@ def test_what_killed_writes_left_is_removed_by_the_next_write(tmp_path):
     (tmp_path / ".keep").write_text("a dot-file of the model's own")
     assert steps.save_arrow(pa.table({"n": [1]}), tmp_path, "other") == "other.parquet"
     assert sorted(p.name for p in tmp_path.iterdir()) == [".busy.parquet.partial", ".keep", "other.parquet"]
+
+
+def test_pandas_durations_and_periods_a_python_step_saves_are_text_for_the_sql_after_it(
+    tmp_path, monkeypatch
+):
+    """`df.to_parquet` with a timedelta and a Period column, then `SELECT *`: the model read `td int64,
+    per int64` and 93784500000 and 648 (µs, and months since 1970) for a day and two hours, and 2024-01."""
+    code = (
+        "import pandas as pd\n"
+        "pd.DataFrame({'td': pd.to_timedelta(['1 days 02:03:04.5', None]),\n"
+        "              'per': pd.period_range('2024-01', periods=2, freq='M')}).to_parquet('pd.parquet')\n"
+        "print('written')\n"
+    )
+    monkeypatch.chdir(tmp_path)  # as the sandbox runs a step: in its workspace
+    wrote = run_step(StepRequest(kind="python", session_id="s-steps", code=code, timeout_s=60), tmp_path)
+    assert wrote.ok, wrote.error
+    assert wrote.output.splitlines()[-1] == (
+        "Saved as text, as DuckDB and the CSV cannot read them (pd.to_timedelta or pd.PeriodIndex read "
+        "them back): pd.parquet: td (duration), per (period[M])."
+    )
+    assert wrote.files == [
+        {"path": "pd.parquet", "size": (tmp_path / "pd.parquet").stat().st_size, "kind": "parquet"}
+    ]
+    sql = StepRequest(kind="sql", session_id="s-steps", code="SELECT * FROM 'pd.parquet'", timeout_s=30)
+    read = run_step(sql, tmp_path)
+    assert read.ok, read.error
+    assert read.columns == [{"name": "td", "type": "string"}, {"name": "per", "type": "string"}]
+    assert read.preview.splitlines() == [
+        "td                per",
+        "1 day 02:03:04.5  2024-01",
+        "NULL              2024-02",
+    ]

@@ -237,6 +237,46 @@ async def test_an_interval_result_is_saved_as_text(analyst, fake_model, recorder
     assert "['1 day 03:04:05', '1 year 2 months']" in fake_model.last_tool_results(2)[0]["content"]
 
 
+async def test_durations_periods_and_infinity_reach_people_as_written(
+    analyst, fake_model, recorder, settings
+):
+    """A pandas timedelta and Period column reached the CSV as 93784500000 and 648 (µs, and months since
+    1970); DuckDB's `DATE 'infinity'` as `<value out of range: 2147483647>`, and its file failed
+    `pd.read_parquet` whole ("year 5881580 is out of range")."""
+    from core.events import IncomingMessage
+    from tests.fakes.anthropic_api import text, tool
+
+    code = (
+        "import pandas as pd\n"
+        "pd.DataFrame({'td': pd.to_timedelta(['1 days 02:03:04.5', '-1 s']),\n"
+        "              'per': pd.period_range('2024-01', periods=2, freq='M')}).to_parquet('pd.parquet')"
+    )
+    sql = "SELECT * FROM (VALUES (DATE 'infinity'), (DATE '2024-05-06')) v(until)"
+    fake_model.enqueue(
+        tool("run_python", {"code": code}),
+        tool("run_sql", {"sql": sql, "save_as": "inf"}),
+        tool(
+            "run_python",
+            {"code": "import pandas as pd\nprint(pd.read_parquet('inf.parquet')['until'].tolist())"},
+        ),
+        tool("attach_file", {"path": "pd.parquet"}, more=[("attach_file", {"path": "inf.parquet"})]),
+        text("attached"),
+    )
+    message = IncomingMessage(text="types", surface="api", thread_key=("types",))
+    outcome = await analyst.handle(message, recorder)
+    assert outcome.ok, outcome.error
+    preview = fake_model.last_tool_results(2)[0]["content"]
+    assert "Columns: until string." in preview and "infinity" in preview
+    assert "['infinity', '2024-05-06']" in fake_model.last_tool_results(3)[0]["content"]
+    workspace = settings.workspaces_dir / outcome.session_id
+    assert (workspace / "pd.csv").read_text().splitlines() == [
+        '"td","per"',
+        '"1 day 02:03:04.5","2024-01"',
+        '"\'-00:00:01","2024-02"',  # a spreadsheet reads `-00:00:01` as a formula over rows: quoted
+    ]
+    assert (workspace / "inf.csv").read_text().splitlines() == ['"until"', '"infinity"', '"2024-05-06"']
+
+
 def test_a_steps_detail_is_its_sql_or_code_else_its_inputs_in_words():
     """A create_schedule card showed `{"cron": "0 9 * * mon", "question": "…"}` as its detail."""
     from core.tools import step_detail
