@@ -14,7 +14,7 @@ import binascii
 import functools
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -340,20 +340,35 @@ class ResultTooLarge(Exception):
 
 class ResultUnsaved(Exception):
     """The query ran (and billed), but its result could not be made a parquet file: a type Arrow cannot
-    hold as BigQuery sent it (INTERVAL, a BIGNUMERIC past Arrow's decimals). It was "Could not reach
+    hold as BigQuery sent it (a BIGNUMERIC of 77 digits, past Arrow's 76). It was "Could not reach
     BigQuery … Try again shortly": the model ran it again, billed again, and the person heard BigQuery
-    was down."""
+    was down. Arrow's error names no column ("Decimal type with precision 77…"): `columns` does."""
 
-    def __init__(self, billed: int, cause: BaseException):
+    def __init__(self, billed: int, cause: BaseException, columns: Sequence[str] = ()):
         super().__init__(billed, cause)
-        self.billed, self.cause = billed, cause
+        self.billed, self.cause, self.columns = billed, cause, list(columns)
 
     def __str__(self) -> str:
         reason = (str(self.cause).strip().splitlines() or [type(self.cause).__name__])[0][:200]
+        which = f"the column{'s' if len(self.columns) > 1 else ''} {', '.join(self.columns)}"
         return (
             f"BigQuery ran the query ({format_bytes(self.billed)} billed), but its result could not be saved: "
-            f"{reason}. Cast the column it names in SQL (to STRING, or INTERVAL to seconds) and run it again."
+            f"{reason}. Cast {which if self.columns else 'the column of that type'} in SQL (to STRING, or "
+            "BIGNUMERIC to NUMERIC or FLOAT64) and run it again."
         )
+
+
+RISKY_TYPES = ("BIGNUMERIC", "BIGDECIMAL", "INTERVAL", "RANGE")  # what Arrow or parquet may refuse
+
+
+def risky_columns(schema: Sequence[Any], prefix: str = "") -> list[str]:
+    """The result's columns (`SchemaField`s) that may not convert: `bn (BIGNUMERIC)`, `st.x (RANGE)`."""
+    found = []
+    for field in schema or ():
+        if field.field_type in RISKY_TYPES:
+            found.append(f"{prefix}{field.name} ({field.field_type})")
+        found += risky_columns(field.fields, f"{prefix}{field.name}.")
+    return found
 
 
 def is_unsavable(exc: BaseException) -> bool:

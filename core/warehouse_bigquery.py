@@ -36,6 +36,7 @@ from core.bigquery_client import (
     is_unsavable,
     off_loop,
     resolve_config,
+    risky_columns,
     service_errors,
 )
 from core.bigquery_cost import (
@@ -261,7 +262,9 @@ class BigQueryWarehouse:
             )
             return await self._save(table, job, billed, save_as, ctx)
         except Exception as exc:
-            raise ResultUnsaved(billed, exc) if is_unsavable(exc) else exc from None
+            if is_unsavable(exc):
+                raise ResultUnsaved(billed, exc, risky_columns(rows.schema)) from None
+            raise exc from None
 
     @staticmethod
     async def _settle(ctx: QueryContext, budgets_: list, delta: int) -> None:

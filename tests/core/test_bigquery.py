@@ -676,6 +676,24 @@ async def test_a_result_too_large_to_download_and_a_stopped_query_stay_counted(p
     running.pending = False  # the abandoned call's thread can end now (the fixture waits for it)
 
 
+async def test_a_result_that_cannot_be_saved_is_said_to_have_run_and_names_its_column(parts, fake_bq):
+    """A BIGNUMERIC of 77 digits (past Arrow's 76) ran and billed, then failed in Arrow: the model was
+    told "Could not reach BigQuery … Try again shortly", ran it again (billed again), and the person
+    heard BigQuery was down. Then it was told to "cast the column it names" by an error that named
+    none ("Decimal type with precision 77 does not fit…")."""
+    warehouse, _, store, _ = parts
+    sql = "SELECT id, total AS bn FROM `bill.shop.orders`"
+    schema = [{"name": "id", "type": "INTEGER"}, {"name": "bn", "type": "BIGNUMERIC", "mode": "NULLABLE"}]
+    huge = "578960446186580977117854925043439539266.34992332820282019728792003956564819967"
+    fake_bq.on_query(sql, Answer(schema, [[1, huge]], 3 * 10**6, bytes_billed=10 * 2**20))
+    result = await warehouse.query(sql, None, qctx(store))
+    assert not result.ok
+    assert result.error.startswith(
+        "BigQuery ran the query (10.5 MB billed), but its result could not be saved: "
+    )
+    assert "Cast the column bn (BIGNUMERIC) in SQL" in result.error and "reach" not in result.error
+
+
 async def test_an_interval_result_is_saved_as_text_as_duckdbs_is(parts, fake_bq):
     """An INTERVAL column (`ts1 - ts2`) ran and billed, then failed: parquet has no month-day-nano
     interval. DuckDB's were already saved as text; BigQuery's now are too."""
