@@ -7,7 +7,7 @@ question or a result row would run on the reader's machine. OWASP's advice
 spreadsheets show as text. Numbers stay numbers; only text cells change, and text that is a number
 as people write one (`-5`, `-1,234.50`, `-12.5%`, `+$3.20`) stays as it is: nothing in it can call a
 function or reach another cell, and the quote made `-12.5%` text for every reader (pandas, a database
-load, a spreadsheet) where it was a signed percentage.
+load, a spreadsheet) where it was a signed percentage. So does a float's `-inf`.
 """
 
 from __future__ import annotations
@@ -22,8 +22,11 @@ from typing import Any
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 _FORMULA_REGEX = "^[=+\\-@\\t\\r]"  # the same set, for Arrow's regex kernel
 # A signed number as written (digits, separators, a currency sign, an exponent, a percent): no letter
-# but an exponent's, no operator but the sign. Python's `re` and Arrow's RE2 read it alike.
-_NUMBER_LIKE = "^[+-]?[$€£¥]?[0-9.,]*[0-9][0-9.,]*(?:[eE][+-]?[0-9]+)?%?$"
+# but an exponent's, no operator but the sign. Or a float's infinity or NaN as Arrow, pandas and Python
+# write it (`-inf`): a float column's -inf became the text `'-inf` in the CSV; a spreadsheet reads the
+# word as an unknown name (#NAME?), which calls no function and reaches no cell. Python's `re` and
+# Arrow's RE2 read it alike.
+_NUMBER_LIKE = "^(?:[+-]?[$€£¥]?[0-9.,]*[0-9][0-9.,]*(?:[eE][+-]?[0-9]+)?%?|[+-]?(?i:inf|infinity|nan))$"
 _NUMBER = re.compile(_NUMBER_LIKE)
 
 

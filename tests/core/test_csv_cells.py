@@ -43,7 +43,12 @@ CASES = [
     ("-$1,234.50", "-$1,234.50"),
     ("+1.5e3", "+1.5e3"),
     ("-", "'-"),
-    ("-inf", "'-inf"),
+    ("-inf", "-inf"),  # a float's negative infinity as Arrow and pandas write it: `'-inf` was text
+    ("-Infinity", "-Infinity"),
+    ("+NaN", "+NaN"),
+    ("-info", "'-info"),
+    ("-inf()", "'-inf()"),
+    ("-inf+A1", "'-inf+A1"),
     ("+44 20 7946 0958", "'+44 20 7946 0958"),
     ("@jetblue", "'@jetblue"),
     ("-1+1", "'-1+1"),
@@ -60,6 +65,23 @@ def test_neutralise_cell(raw, expected):
 @pytest.mark.parametrize("value", [None, 0, -5, 2.5, True, {"a": "=1"}])
 def test_non_text_cells_are_untouched(value):
     assert neutralise_cell(value) is value
+
+
+def test_a_float_columns_infinities_leave_as_numbers():
+    """A FLOAT64 -Infinity reached the attached CSV as the text `'-inf`."""
+    import io
+
+    import pyarrow.csv as pcsv
+
+    out = io.BytesIO()
+    pcsv.write_csv(pa.table({"f": [float("-inf"), float("inf"), float("nan"), -1.5]}), out)
+    assert for_people("result.csv", out.getvalue()).decode().splitlines() == [
+        '"f"',
+        "-inf",
+        "inf",
+        "nan",
+        "-1.5",
+    ]
 
 
 def test_every_formula_start_is_covered():
