@@ -50,6 +50,9 @@ def neutralise_table(table: Any) -> Any:
             column, kind = column.cast(kind.value_type), kind.value_type
         if pa.types.is_nested(kind) or pa.types.is_binary(kind) or pa.types.is_large_binary(kind):
             column, kind = _as_text(column), pa.string()
+        if pa.types.is_decimal(kind):
+            column = _positional(column)
+            kind = column.type
         if pa.types.is_string(kind) or pa.types.is_large_string(kind):
             risky = pc.and_(
                 pc.match_substring_regex(column, _FORMULA_REGEX),
@@ -61,9 +64,25 @@ def neutralise_table(table: Any) -> Any:
     return pa.table(columns, names=table.column_names)
 
 
+def _positional(column: Any) -> Any:
+    """A decimal column as Arrow writes it, unless that is scientific for a value (NUMERIC's zero was
+    `0E-9`, a millionth `-1E-9`, where the preview says 0.000000000): then as positional text, every
+    place of the column's scale. Only such a column changes (and is quoted in the CSV, as text is)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    text = pc.cast(column, pa.string())
+    scientific = pc.fill_null(pc.match_substring(text, "E"), False)
+    if not pc.any(scientific).as_py():
+        return column
+    fixed = [format(value, "f") for value in pc.filter(column, scientific).to_pylist()]
+    return pc.replace_with_mask(text.combine_chunks(), scientific.combine_chunks(), pa.array(fixed))
+
+
 def _as_text(column: Any) -> Any:
     """A column a CSV cannot hold, as text: lists, structs and maps as JSON (the conversion failed with
-    "Unsupported Type:list"), bytes as hex (written raw, they were invalid UTF-8 in the file)."""
+    "Unsupported Type:list"), a map as an object (`{"k1": 10}`, not pairs, unless its keys cannot be
+    an object's), bytes as hex (written raw, they were invalid UTF-8 in the file)."""
     import json
 
     import pyarrow as pa
@@ -75,7 +94,11 @@ def _as_text(column: Any) -> Any:
             return value.hex()
         return json.dumps(value, default=str, ensure_ascii=False)
 
-    return pa.array([text(v) for v in column.to_pylist()], pa.string())
+    try:
+        values = column.to_pylist(maps_as_pydicts="lossy")
+    except TypeError:
+        values = column.to_pylist()
+    return pa.array([text(v) for v in values], pa.string())
 
 
 MAX_CSV_BYTES = 50 * 2**20  # what may be attached at most (core/tools.py); larger is refused here too

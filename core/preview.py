@@ -9,7 +9,8 @@ float64 holds for certain: 10 turned 12,345,678,901 into 1.23456789e+10, and a t
 
 Shape (the model and `core/tools.py` rely on it): a header line, then one line per row, joined by
 newlines — so the number of newlines is the number of rows shown. Numbers are right-aligned, text
-left-aligned; a cell never holds a newline or a control character; long cells end in "…".
+left-aligned; a cell never holds a newline or a control character; long cells end in "…" (numbers are
+never cut).
 """
 
 from __future__ import annotations
@@ -54,7 +55,7 @@ def _cells(column) -> list[str]:
     """A column's values as cells. Values Python cannot hold (DuckDB's `infinity` dates and
     timestamps, years past 9999) are shown as Arrow writes them, never a failed step."""
     try:
-        return [cell(value) for value in column.to_pylist()]
+        return [cell(value) for value in _values(column)]
     except (OverflowError, ValueError):
         import pyarrow as pa
         import pyarrow.compute as pc
@@ -65,17 +66,29 @@ def _cells(column) -> list[str]:
             return ["?"] * len(column)
 
 
+def _values(column) -> list:
+    """The column's values; a map's as a dict (`{k1: 10}`), not a list of pairs (`[[k1, 10]]`), unless
+    its keys cannot be a dict's (a struct)."""
+    try:
+        return column.to_pylist(maps_as_pydicts="lossy")
+    except TypeError:
+        return column.to_pylist()
+
+
 def cell(value) -> str:
-    """One value as the model reads it: on one line, at most `MAX_CELL` characters."""
+    """One value as the model reads it: on one line, at most `MAX_CELL` characters — but a number whole,
+    however long: a BIGNUMERIC cut at 60 characters was another number, its last digits gone."""
     if value is None:
         return NULL
     if isinstance(value, bool):
         text = "true" if value else "false"
     elif isinstance(value, float):
-        text = _float(value)
+        return _float(value)
     elif isinstance(value, decimal.Decimal):
-        text = _decimal(value)
-    elif isinstance(value, datetime.datetime | datetime.date | datetime.time | int):
+        return _decimal(value)
+    elif isinstance(value, int):
+        return str(value)
+    elif isinstance(value, datetime.datetime | datetime.date | datetime.time):
         text = str(value)
     elif isinstance(value, bytes):
         text = value.hex() if len(value) <= MAX_CELL // 2 else value[: MAX_CELL // 2].hex() + "…"

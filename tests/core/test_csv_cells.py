@@ -172,6 +172,28 @@ def test_lists_structs_maps_and_bytes_become_text_a_csv_can_hold():
     ]
 
 
+def test_decimals_are_positional_and_maps_are_objects():
+    """NUMERIC's zero and a billionth reached the CSV as `0E-9` and `-1E-9` (the preview says
+    0.000000000), and a DuckDB MAP as pairs (`[["k1", 10], ["k2", 20]]`)."""
+    import io
+
+    import duckdb
+    import pyarrow.csv as pc
+
+    table = duckdb.sql(
+        "SELECT * FROM (VALUES (MAP {'k1': 10, 'k2': 20}, 0::DECIMAL(38, 9), 1.5::DECIMAL(10, 2)), "
+        "(NULL, -0.000000001::DECIMAL(38, 9), NULL), (NULL, 12.25::DECIMAL(38, 9), 2)) v(mp, num, plain)"
+    ).to_arrow_table()
+    out = io.BytesIO()
+    pc.write_csv(neutralise_table(table), out)
+    assert out.getvalue().decode().splitlines() == [
+        '"mp","num","plain"',
+        '"{""k1"": 10, ""k2"": 20}","0.000000000",1.50',
+        ',"-0.000000001",',
+        ',"12.250000000",2.00',  # a column with no such value stays a number, unquoted
+    ]
+
+
 def test_a_large_csv_is_checked_without_holding_its_rows(tmp_path):
     """Held as a list of rows, a 49 MB CSV of short cells took 1.4 GB of the bot's memory (a model
     can attach one, under the 50 MB limit). Read row by row: an 8 MB one adds under 3x its size,

@@ -12,6 +12,10 @@ import pytest
 
 from core.preview import MAX_CELL, NULL, cell, preview_table
 
+BIGNUMERIC = decimal.Decimal(
+    "-578960446186580977117854925043439539266.34992332820282019728792003956564819967"
+)
+
 
 @pytest.mark.parametrize(
     ("value", "shown"),
@@ -44,6 +48,8 @@ from core.preview import MAX_CELL, NULL, cell, preview_table
         ([1, None], "[1, NULL]"),
         ({"a": 1, "b": "x"}, "{a: 1, b: x}"),
         ("é" * 100, "é" * (MAX_CELL - 1) + "…"),
+        (BIGNUMERIC, str(BIGNUMERIC)),  # cut at 60 characters, mid-digit: another number
+        (-(10**39) + 1, str(-(10**39) + 1)),
     ],
 )
 def test_a_value_is_one_bounded_line(value, shown):
@@ -111,3 +117,9 @@ def test_values_python_cannot_hold_are_shown_not_a_failed_step():
     header, row = preview_table(table, 10, 1000).splitlines()
     assert header.split() == ["t", "d", "ok"]
     assert "out of range" in row and row.rstrip().endswith("2013-01-01")
+
+
+def test_a_map_is_shown_as_its_keys_and_values():
+    """DuckDB's `MAP {'k1': 10, 'k2': 20}` was shown as pairs, `[[k1, 10], [k2, 20]]`."""
+    table = duckdb.sql("SELECT MAP {'k1': 10, 'k2': 20} AS mp, [MAP {1: 'a'}] AS maps").to_arrow_table()
+    assert preview_table(table, 1, 1000).splitlines()[1] == "{k1: 10, k2: 20}  [{1: a}]"
