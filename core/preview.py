@@ -53,15 +53,19 @@ def preview_table(table, rows: int, max_bytes: int) -> str:
 
 def _cells(column) -> list[str]:
     """A column's values as cells. Values Python cannot hold (DuckDB's `infinity` dates and
-    timestamps, years past 9999) are shown as Arrow writes them, never a failed step."""
+    timestamps, years past 9999) are shown as a saved result holds them (`infinity`, `12000-01-01`:
+    `core/portable_columns.py`; a warehouse table's sample rows are not saved first), never a failed
+    step."""
     try:
         return [cell(value) for value in _values(column)]
     except (OverflowError, ValueError):
         import pyarrow as pa
-        import pyarrow.compute as pc
+
+        from core.portable_columns import portable
 
         try:
-            return [cell(value) for value in pc.cast(column, pa.string()).to_pylist()]
+            text = portable(pa.table({"c": column}))[0].column(0)
+            return [cell(value) for value in text.cast(pa.string()).to_pylist()]
         except Exception:  # no string form at all: say so rather than fail the step
             return ["?"] * len(column)
 

@@ -116,7 +116,7 @@ def test_values_python_cannot_hold_are_shown_not_a_failed_step():
     ).to_arrow_table()
     header, row = preview_table(table, 10, 1000).splitlines()
     assert header.split() == ["t", "d", "ok"]
-    assert "out of range" in row and row.rstrip().endswith("2013-01-01")
+    assert row.split() == ["infinity", "-infinity", "2013-01-01"]  # `<value out of range: 2147483647>`
 
 
 def test_a_map_is_shown_as_its_keys_and_values():
