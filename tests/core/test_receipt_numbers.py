@@ -1,0 +1,84 @@
+"""The numbers check: which numbers an answer writes that no number the thread gave the model stands for."""
+
+from __future__ import annotations
+
+import pytest
+
+from core.receipt_numbers import unsupported_numbers
+
+PREVIEW = "rows: 3\ncarrier,n,share\nUA,58665,0.1742\nB6,54635,0.16223\nEV,54173,0.16085\n"
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        "UA flew the most flights: 58,665.",  # thousands separator
+        "UA flew 58665 flights, B6 54635.",
+        "UA's share is 17.4%.",  # a fraction shown as a percent, rounded
+        "UA's share is 0.17.",  # rounded to the answer's precision
+        "UA flew about 58.7k flights.",  # a scale
+        "The top 3 carriers in 2013 were UA, B6 and EV.",  # small integers and years are not judged
+        "Between 2013-01-01 and 14:05 nothing else ran.",  # parts of dates and times are not judged
+        "| carrier | n |\n|---|--:|\n| UA | 58,665 |\n| EV | 54,173 |",  # a Markdown table
+        "UA flew 58,665/year.",  # a unit after a slash: "58,665/year" was flagged as "58"
+        "Column `n_58665` and dep_delay_15 are names, not figures.",  # an identifier's digits
+    ],
+)
+def test_numbers_taken_from_the_steps_are_supported(answer):
+    assert unsupported_numbers(answer, [PREVIEW]) == ()
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        "UA flog 58.665 Flüge; die mittlere Verspätung war 12,11 Minuten.",  # German
+        "UA a effectué 58 665 vols, avec 12,11 minutes de retard en moyenne.",  # French, a space
+        "UA a effectué 58\u00a0665 vols ; B6 54\u202f635.",  # no-break and narrow no-break spaces
+        "Der Anteil von UA ist 17,4 %.",  # a decimal comma before a percent
+        "Spalten 3,4 und 5,6 der Tabelle.",  # numbers side by side, each too small to judge
+        "UA a effectué 58 665,5 km.",  # grouped by spaces with a decimal comma: it raised ValueError
+        "UA flew 1 234.5 km; B6 54,635 flights.",  # grouped by a space with a decimal point
+        "Die mittlere Verspätung war 12,5 Minuten; UA flog 58.665 Flüge.",
+        "Am 15.03.2024 flog UA 58.665 Flüge.",  # a date gives nothing away (it made 58.665 a decimal)
+        "Columns 3,4 had 58,665 rows.",  # two small numbers side by side are no decimal comma
+    ],
+)
+def test_numbers_written_the_german_or_french_way_are_read_so(answer):
+    """A German answer's "58.665 Flüge … 12,11 Minuten" was marked "58.665, 11" (a decimal 58.665, and
+    only the tail of 12,11); a French one's "58 665 … 12,11" was "58, 665, 11"."""
+    evidence = [PREVIEW, "avg_delay\n12.11\n", "km\n58665.5\n1234.5\n", "mean\n12.5\n"]
+    assert unsupported_numbers(answer, evidence) == ()
+
+
+@pytest.mark.parametrize(
+    ("answer", "flagged"),
+    [
+        # a made-up English number must not stand on another reading of it (an average of 12.5)
+        ("UA flew 12,500 flights; the average delay was 12.5 minutes.", ("12,500",)),
+        ("UA flew 12,500 flights.", ("12,500",)),  # nothing gives the convention away
+        ("UA flew 1.250 flights; the average delay was 12.5 minutes.", ("1.250",)),  # English: 1.25
+        ("UA flog 61.000 Flüge.", ("61.000",)),
+        ("Die Verspätung war 12,7 Minuten.", ("12,7",)),
+        ("UA a effectué 61 000 vols.", ("61 000",)),
+    ],
+)
+def test_numbers_written_the_german_or_french_way_are_still_judged(answer, flagged):
+    assert unsupported_numbers(answer, [PREVIEW, "avg_delay\n12.11\n", "mean\n12.5\n1250\n"]) == flagged
+
+
+@pytest.mark.parametrize(
+    ("answer", "flagged"),
+    [
+        ("UA flew 61,000 flights.", ("61,000",)),  # remembered, not queried
+        ("Together UA and B6 flew 113,300 flights.", ("113,300",)),  # the model's own arithmetic
+        ("UA's share is 21%.", ("21%",)),
+        ("UA flew 1.2 million flights and B6 54635.", ("1.2 million",)),
+        ("Delays averaged 12.5 minutes, 12.5 again.", ("12.5",)),  # reported once
+        ("UA flew _61,000_ flights.", ("61,000",)),  # in italics: it passed unjudged
+        ("UA flew __61,000__ flights.", ("61,000",)),
+        ("UA flew 61,000/year.", ("61,000",)),  # whole, not "61"
+        ("UA flew 1.2mn flights.", ("1.2mn",)),
+    ],
+)
+def test_numbers_no_step_produced_are_marked(answer, flagged):
+    assert unsupported_numbers(answer, [PREVIEW]) == flagged
