@@ -9,19 +9,23 @@ answer with every number the thread gave the model (its questions, and what its 
 earlier turns' included), allowing for rounding, thousands separators and decimal marks as English,
 German or French answers write them (58,665 · 58.665 · 58 665; 12.11 · 12,11: an answer's numbers are
 read by the convention they give away, and one that gives none may be read either way, except that a
-comma before exactly three digits groups), percent and thousand/million/billion scales. It ignores
-small integers (0–10: "top 3", list numbers), years and parts of dates and times (not a time written
-14.30, nor Swiss 58'665 grouping). It cannot tell a right number from a coincidentally equal one, and
-it marks honest arithmetic the model did itself (a sum of two results) — which is the point: such
-numbers should come from a query.
+comma before exactly three digits groups), percent and thousand/million/billion scales. It compares
+exactly, in decimals read from the text (floats let an id past 2**53 stand on its neighbour, and
+made-up cents on a large amount): a written number stands on a value that, rounded to the precision
+written, is it. It ignores small integers (0–10: "top 3", list numbers), years and parts of dates and
+times (not a time written 14.30, nor Swiss 58'665 grouping). It cannot tell a right number from a
+coincidentally equal one, and it marks honest arithmetic the model did itself (a sum of two results)
+— which is the point: such numbers should come from a query.
 """
 
 from __future__ import annotations
 
 import bisect
-import math
+import contextlib
 import re
 from collections.abc import Iterable
+from dataclasses import dataclass
+from decimal import MAX_EMAX, MIN_EMIN, Context, Decimal, Inexact, InvalidOperation
 
 # A number as people write it: 336,776 · 12.5 · -3 · 45% · 1.2M · 3.4 million, and as German, French
 # or Swiss answers do: 58.665 · 12,11 · 58 665 (a space, no-break or narrow no-break space). Not part of
@@ -60,15 +64,17 @@ _COMMA_SIGNS = re.compile(r"\d,\d{1,2}(?!\d)|\d,\d{4,}|\d\.\d{3},\d|\d\.\d{3}\.\
 _LIST = re.compile(r"[, \u00a0\u202f]")  # between numbers side by side: "3,4", "10 200"
 # Every number in machine output, however it is separated (CSV commas included).
 _RAW = re.compile(r"-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
-_SCALES = {
-    "k": 1e3,
-    "thousand": 1e3,
-    "M": 1e6,
-    "mn": 1e6,
-    "million": 1e6,
-    "B": 1e9,
-    "bn": 1e9,
-    "billion": 1e9,
+_GROUPED = re.compile(r"\d{1,3}(?:,\d{3})+(?:\.\d+)?")  # 336,776 as one number too
+_SCALES = {  # as powers of ten
+    "k": 3,
+    "K": 3,
+    "thousand": 3,
+    "M": 6,
+    "mn": 6,
+    "million": 6,
+    "B": 9,
+    "bn": 9,
+    "billion": 9,
 }
 
 
@@ -102,40 +108,62 @@ def _convention(answer: str) -> tuple:
     return _DOT_READINGS + _COMMA_READINGS[:1] + (_COMMA_DECIMAL_NOT_THREE,) + _COMMA_READINGS[2:]
 
 
-def _side_by_side(number: str, known: list[float], readings: tuple) -> bool:
+def _side_by_side(number: str, known: _Known, readings: tuple) -> bool:
     """Whether a number is rather several written side by side, each standing: "columns 3,4" (by a
     comma only numbers too small to judge: 12,5 is a decimal), "top 10 200-mile routes"."""
     pieces = _LIST.split(number)
     if len(pieces) < 2 or not all(p.isdigit() for p in pieces):
         return False
     if "," in number:
-        return all(_ignored(p, float(p), "") for p in pieces)
+        return all(_ignored(p, Decimal(p), "") for p in pieces)
     return all(_stands(p, "", known, readings) for p in pieces)
 
 
-def _stands(number: str, scale: str, known: list[float], readings: tuple) -> bool:
+def _stands(number: str, scale: str, known: _Known, readings: tuple) -> bool:
     """Whether a written number is too common to judge, or one of its `readings` is in `known`."""
     for pattern, thousands, mark in readings:
         if not pattern.fullmatch(number):
             continue
         whole, _, decimals = number.translate({ord(c): None for c in thousands}).partition(mark)
-        value = float(f"{whole}.{decimals}" if decimals else whole)
+        value = Decimal(f"{whole}.{decimals}" if decimals else whole)
         if _ignored(number, value, scale) or _supported(value, len(decimals), scale, known):
             return True
     return False
 
 
-def _raw_numbers(evidence: Iterable[str]) -> list[float]:
-    values: set[float] = set()
-    for text in evidence:
-        for token in _RAW.findall(text):
-            values.add(abs(float(token)))
-        for token in re.findall(r"\d{1,3}(?:,\d{3})+(?:\.\d+)?", text):  # 336,776 as one number too
-            values.add(float(token.replace(",", "")))
-    return sorted(v for v in values if math.isfinite(v))
+@dataclass(frozen=True)
+class _Known:
+    """The evidence's numbers as written, in the order of their nearest floats. Sorting and searching
+    floats is quick (sorting 400,000 decimals took seconds), and a float never orders two numbers the
+    wrong way round, only sometimes ties them (9007199254740992 and …993): a float window finds the
+    candidates, and their text, read as a decimal, is judged exactly."""
+
+    texts: list[str]
+    near: list[float]
+
+    def any_within(self, low: Decimal, high: Decimal) -> bool:
+        i = bisect.bisect_left(self.near, float(low))
+        while i < len(self.near) and self.near[i] <= float(high):
+            with contextlib.suppress(InvalidOperation):  # an exponent past what Decimal holds: 1e99…9
+                if low <= Decimal(self.texts[i]) <= high:
+                    return True
+            i += 1
+        return False
 
 
-def _ignored(number: str, value: float, scale: str) -> bool:
+def _raw_numbers(evidence: Iterable[str]) -> _Known:
+    """Every number in `evidence`, kept as its text writes it (a float would make 9007199254740993
+    and 9007199254740992 one number)."""
+    tokens = {
+        token.lstrip("-")
+        for text in evidence
+        for token in (*_RAW.findall(text), *(g.replace(",", "") for g in _GROUPED.findall(text)))
+    }
+    texts = sorted(tokens, key=float)
+    return _Known(texts, list(map(float, texts)))
+
+
+def _ignored(number: str, value: Decimal, scale: str) -> bool:
     if scale:
         return False
     if not number.isdigit():
@@ -143,18 +171,18 @@ def _ignored(number: str, value: float, scale: str) -> bool:
     return value <= 10 or 1900 <= value <= 2100  # "top 3", list items, "one of 2 origins"; a year
 
 
-def _supported(value: float, decimals: int, scale: str, known: list[float]) -> bool:
-    unit = 10.0**-decimals  # the answer's precision as written: 12.3 stands for [12.25, 12.35)
-    if scale in ("%", "percent"):
-        targets = [(value, unit), (value / 100, unit / 100)]  # 45.2% from 45.2 or from 0.452
-    elif scale:
-        factor = _SCALES[scale]
-        targets = [(value * factor, unit * factor)]
-    else:
-        targets = [(value, unit)]
-    for target, width in targets:
-        slack = width / 2 + 1e-9 * max(1.0, target)
-        i = bisect.bisect_left(known, target - slack)
-        if i < len(known) and known[i] <= target + slack:
+def _supported(value: Decimal, decimals: int, scale: str, known: _Known) -> bool:
+    """Whether a value in `known`, rounded to the precision written, is the written number: 12.3 stands
+    on [12.25, 12.35] (a tie rounds either way), 12,345,678,901,234,567,890.12 on no other cents."""
+    # Exact arithmetic: the context holds every digit written, one more (the half unit's) and a carry;
+    # were it ever short, Inexact raises and the receipt goes without the check rather than guess.
+    digits = len(value.as_tuple().digits) + 3
+    exact = Context(prec=digits, Emax=MAX_EMAX, Emin=MIN_EMIN, traps=[Inexact])
+    half = Decimal(5).scaleb(-decimals - 1, exact)
+    shifts = [0, -2] if scale in ("%", "percent") else [_SCALES[scale] if scale else 0]
+    for shift in shifts:  # 45.2% from 45.2 or from 0.452; 58.7k from 58,700
+        target, width = value.scaleb(shift, exact), half.scaleb(shift, exact)
+        low, high = exact.subtract(target, width), exact.add(target, width)
+        if known.any_within(low, high):
             return True
     return False

@@ -17,6 +17,7 @@ PREVIEW = "rows: 3\ncarrier,n,share\nUA,58665,0.1742\nB6,54635,0.16223\nEV,54173
         "UA's share is 17.4%.",  # a fraction shown as a percent, rounded
         "UA's share is 0.17.",  # rounded to the answer's precision
         "UA flew about 58.7k flights.",  # a scale
+        "UA flew about 58.7K flights.",  # a capital K raised KeyError and the check was lost
         "The top 3 carriers in 2013 were UA, B6 and EV.",  # small integers and years are not judged
         "Between 2013-01-01 and 14:05 nothing else ran.",  # parts of dates and times are not judged
         "| carrier | n |\n|---|--:|\n| UA | 58,665 |\n| EV | 54,173 |",  # a Markdown table
@@ -82,3 +83,38 @@ def test_numbers_written_the_german_or_french_way_are_still_judged(answer, flagg
 )
 def test_numbers_no_step_produced_are_marked(answer, flagged):
     assert unsupported_numbers(answer, [PREVIEW]) == flagged
+
+
+# Ids past 2**53, a NUMERIC(38, 9) amount and a tiny float, as a preview prints them.
+EXACT = (
+    "id,amount,tiny\n9223372036854775807,12345678901234567890.123456789,1e-12\n9007199254740993,12.345,0\n"
+)
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        "The top ids are 9223372036854775807 and 9,007,199,254,740,993.",
+        "The amount is 12,345,678,901,234,567,890.12.",  # rounded to cents
+        "The amount is 12,345,678,901,234,567,890.1235.",
+        "The smallest is 0.000000000001.",
+        "The mean is 12.35, or 12.34 rounded half to even.",  # a tie rounds either way
+    ],
+)
+def test_large_and_tiny_numbers_stand_on_exactly_what_was_returned(answer):
+    assert unsupported_numbers(answer, [EXACT]) == ()
+
+
+@pytest.mark.parametrize(
+    ("answer", "flagged"),
+    [
+        # compared as floats with a slack of 1e-9 of the value (±9.2e9 near 2**63), these all passed
+        ("The id is 9007199254740992.", ("9007199254740992",)),  # the float twin of …993
+        ("The top id is 9223372036000000000.", ("9223372036000000000",)),
+        ("The amount is 12,345,678,901,234,567,890.99.", ("12,345,678,901,234,567,890.99",)),
+        ("The smallest is 0.000000000003.", ("0.000000000003",)),  # the slack never went below 1e-9
+        ("The mean is 12.36.", ("12.36",)),
+    ],
+)
+def test_made_up_digits_of_large_and_tiny_numbers_are_marked(answer, flagged):
+    assert unsupported_numbers(answer, [EXACT]) == flagged
