@@ -5,17 +5,17 @@ conventions of other languages) is a concern of its own, apart from gathering a 
 `core/receipt.py` calls `unsupported_numbers` and shows what it returns.
 
 The check is deliberately simple, and its limits are these: it compares the numbers written in the
-answer with every number the thread gave the model (its questions, and what its steps returned,
-earlier turns' included), allowing for rounding, thousands separators and decimal marks as English,
-German or French answers write them (58,665 · 58.665 · 58 665; 12.11 · 12,11: an answer's numbers are
-read by the convention they give away, and one that gives none may be read either way, except that a
-comma before exactly three digits groups), percent and thousand/million/billion scales. It compares
-exactly, in decimals read from the text (floats let an id past 2**53 stand on its neighbour, and
-made-up cents on a large amount): a written number stands on a value that, rounded to the precision
-written, is it. It ignores small integers (0–10: "top 3", list numbers), years and parts of dates and
-times (not a time written 14.30, nor Swiss 58'665 grouping). It cannot tell a right number from a
-coincidentally equal one, and it marks honest arithmetic the model did itself (a sum of two results)
-— which is the point: such numbers should come from a query.
+answer with every number the thread gave the model (its questions, and what its steps returned, earlier
+turns' included), allowing for rounding, thousands separators and decimal marks as English, German or
+French answers write them (58,665 · 58.665 · 58 665; 12.11 · 12,11: an answer's numbers are read by the
+convention they give away, and one that gives none may be read either way, except that a comma before
+exactly three digits groups), percent, thousand/million/billion scales and powers of ten (3.7e15,
+3.7×10^15). It compares exactly, in decimals read from the text (floats let an id past 2**53 stand on
+its neighbour, and made-up cents on a large amount): a written number stands on a value that, rounded
+to the precision written, is it. It ignores small integers (0–10: "top 3", list numbers), years and
+parts of dates and times (not a time written 14.30, nor Swiss 58'665 grouping). It cannot tell a right
+number from a coincidentally equal one, and it marks honest arithmetic the model did itself (a sum of
+two results) — which is the point: such numbers should come from a query.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from __future__ import annotations
 import bisect
 import contextlib
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from decimal import MAX_EMAX, MIN_EMIN, Context, Decimal, Inexact, InvalidOperation
 
@@ -32,10 +32,19 @@ from decimal import MAX_EMAX, MIN_EMIN, Context, Decimal, Inexact, InvalidOperat
 # a word, an identifier, a date (2013-01-01), a time (14:02) or a version (1.2.3).
 # Markdown's underscores (`_40,000_`, but not an identifier's: `delay_15`) and a unit after a slash
 # (`12,500/month`) do not hide one; a number never stops inside another (`$12,500/month` was "12").
+# A power of ten is part of the number: 3.7e15 · 2.5E-7 · 3.7 × 10^15 · 3.7x10¹⁵ · 10^6 (not 2^10, and
+# not inside a word or a hexadecimal: `0x1e5`, `3e15a0`; "3e" alone is a French ordinal, not a power).
+_POWER = (
+    r"(?:[eE](?P<e>[-+−]?\d{1,4})"
+    r"|(?:(?P<times>\s?[×x*·]\s?10)|(?<=(?<![\d.,])10))"
+    r"(?:\^(?P<pow>[-+−]?\d{1,4})|(?P<sup>[⁻⁺]?[⁰¹²³⁴⁵⁶⁷⁸⁹]+)))"
+)
+_SUPERSCRIPTS = str.maketrans("⁰¹²³⁴⁵⁶⁷⁸⁹⁻⁺−", "0123456789-+-")
 _WRITTEN = re.compile(
     r"(?<![.:/-])(?<![^\W_])(?<![^\W_]_)(?P<sign>[-−])?"
     r"(?P<num>\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d{1,3}(?:\.\d{3})+(?:,\d+)?"
     r"|\d{1,3}(?:[ \u00a0\u202f]\d{3})+(?:[.,]\d+)?|\d+(?:[.,]\d+)?)"
+    rf"{_POWER}?"
     r"(?:\s?(?P<scale>%|percent\b|[kKMB]\b|bn\b|mn\b|thousand\b|million\b|billion\b))?"
     r"(?![^\W_]|_[^\W_]|:|/\d|[.,-]\d)"
 )
@@ -65,6 +74,9 @@ _LIST = re.compile(r"[, \u00a0\u202f]")  # between numbers side by side: "3,4", 
 # Every number in machine output, however it is separated (CSV commas included).
 _RAW = re.compile(r"-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
 _GROUPED = re.compile(r"\d{1,3}(?:,\d{3})+(?:\.\d+)?")  # 336,776 as one number too
+_RAW_POWER = re.compile(  # a question's 3.7 × 10^15 or 10⁶, as the answer may repeat it
+    r"(?:(\d+(?:\.\d+)?)\s?[×x*·]\s?)?10(?:\^([-+−]?\d{1,4})|([⁻⁺]?[⁰¹²³⁴⁵⁶⁷⁸⁹]+))"
+)
 _SCALES = {  # as powers of ten
     "k": 3,
     "K": 3,
@@ -85,14 +97,22 @@ def unsupported_numbers(answer: str, evidence: Iterable[str]) -> tuple[str, ...]
     missing: list[str] = []
     for match in _WRITTEN.finditer(answer):
         text = match.group(0).strip()
-        number, scale = match.group("num"), match.group("scale") or ""
-        if _stands(number, scale, known, readings):
+        number, scale, power = match.group("num"), match.group("scale") or "", _power(match)
+        if (match.group("pow") or match.group("sup")) and not match.group("times"):
+            number = "1"  # a bare 10^6 is 1 × 10^6
+        if _stands(number, scale, known, readings, power):
             continue
-        if not scale and _side_by_side(number, known, readings):
+        if not scale and power is None and _side_by_side(number, known, readings):
             continue
         if text not in missing:
             missing.append(text)
     return tuple(missing)
+
+
+def _power(match: re.Match) -> int | None:
+    """The power of ten a written number carries, if it carries one."""
+    written = match.group("e") or match.group("pow") or match.group("sup")
+    return int(written.translate(_SUPERSCRIPTS)) if written else None
 
 
 def _convention(answer: str) -> tuple:
@@ -119,14 +139,16 @@ def _side_by_side(number: str, known: _Known, readings: tuple) -> bool:
     return all(_stands(p, "", known, readings) for p in pieces)
 
 
-def _stands(number: str, scale: str, known: _Known, readings: tuple) -> bool:
+def _stands(number: str, scale: str, known: _Known, readings: tuple, power: int | None = None) -> bool:
     """Whether a written number is too common to judge, or one of its `readings` is in `known`."""
     for pattern, thousands, mark in readings:
         if not pattern.fullmatch(number):
             continue
         whole, _, decimals = number.translate({ord(c): None for c in thousands}).partition(mark)
         value = Decimal(f"{whole}.{decimals}" if decimals else whole)
-        if _ignored(number, value, scale) or _supported(value, len(decimals), scale, known):
+        if power is None and _ignored(number, value, scale):
+            return True
+        if _supported(value, len(decimals), scale, known, power or 0):
             return True
     return False
 
@@ -154,13 +176,16 @@ class _Known:
 def _raw_numbers(evidence: Iterable[str]) -> _Known:
     """Every number in `evidence`, kept as its text writes it (a float would make 9007199254740993
     and 9007199254740992 one number)."""
-    tokens = {
-        token.lstrip("-")
-        for text in evidence
-        for token in (*_RAW.findall(text), *(g.replace(",", "") for g in _GROUPED.findall(text)))
-    }
+    tokens = {token.lstrip("-") for text in evidence for token in _tokens(text)}
     texts = sorted(tokens, key=float)
     return _Known(texts, list(map(float, texts)))
+
+
+def _tokens(text: str) -> Iterator[str]:
+    yield from _RAW.findall(text)
+    yield from (grouped.replace(",", "") for grouped in _GROUPED.findall(text))
+    for mantissa, power, superscript in _RAW_POWER.findall(text):
+        yield f"{mantissa or 1}e{(power or superscript).translate(_SUPERSCRIPTS)}"
 
 
 def _ignored(number: str, value: Decimal, scale: str) -> bool:
@@ -171,7 +196,7 @@ def _ignored(number: str, value: Decimal, scale: str) -> bool:
     return value <= 10 or 1900 <= value <= 2100  # "top 3", list items, "one of 2 origins"; a year
 
 
-def _supported(value: Decimal, decimals: int, scale: str, known: _Known) -> bool:
+def _supported(value: Decimal, decimals: int, scale: str, known: _Known, power: int) -> bool:
     """Whether a value in `known`, rounded to the precision written, is the written number: 12.3 stands
     on [12.25, 12.35] (a tie rounds either way), 12,345,678,901,234,567,890.12 on no other cents."""
     # Exact arithmetic: the context holds every digit written, one more (the half unit's) and a carry;
@@ -180,7 +205,7 @@ def _supported(value: Decimal, decimals: int, scale: str, known: _Known) -> bool
     exact = Context(prec=digits, Emax=MAX_EMAX, Emin=MIN_EMIN, traps=[Inexact])
     half = Decimal(5).scaleb(-decimals - 1, exact)
     shifts = [0, -2] if scale in ("%", "percent") else [_SCALES[scale] if scale else 0]
-    for shift in shifts:  # 45.2% from 45.2 or from 0.452; 58.7k from 58,700
+    for shift in (s + power for s in shifts):  # 45.2% from 45.2 or 0.452; 58.7k from 58,700
         target, width = value.scaleb(shift, exact), half.scaleb(shift, exact)
         low, high = exact.subtract(target, width), exact.add(target, width)
         if known.any_within(low, high):

@@ -118,3 +118,36 @@ def test_large_and_tiny_numbers_stand_on_exactly_what_was_returned(answer):
 )
 def test_made_up_digits_of_large_and_tiny_numbers_are_marked(answer, flagged):
     assert unsupported_numbers(answer, [EXACT]) == flagged
+
+
+POWERS = "f,g,n\n1e+20,2.5e-07,1234567\n3.7e+15,1e-12,0.000123\n"
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        "f reached 1e20 and 1.0E20; g fell to 2.5e-7.",
+        "f is 3.7 × 10^15, 3.7x10^15 or 3.7·10¹⁵; g is 2.5 × 10^−7 or 2.5·10⁻⁷.",
+        "About 10^6 rows (1.23e6); the smallest g is 1.2e-4.",  # rounded to the mantissa written
+        "Not powers: hash 3e15a0, hex 0x1e5, id abc1e5, v1.2.3, le 3e trimestre, 2^10, a 3 x 10 grid.",
+    ],
+)
+def test_powers_of_ten_are_read_as_one_number(answer):
+    assert unsupported_numbers(answer, [POWERS]) == ()
+
+
+@pytest.mark.parametrize(
+    ("answer", "flagged"),
+    [
+        # neither was read at all: "3.7e15" is no number to a reader that stops at the "e"
+        ("The value is 3.7e15 and 2.5E-7.", ("3.7e15", "2.5E-7")),
+        ("About 4 × 10^3 flights, 3.8e15 and 1e21.", ("4 × 10^3", "3.8e15", "1e21")),
+    ],
+)
+def test_powers_of_ten_no_step_produced_are_marked(answer, flagged):
+    assert unsupported_numbers(answer, [PREVIEW]) == flagged
+
+
+def test_a_power_of_ten_in_the_question_stands():
+    question = "Is the total about 3.7 × 10^15, or nearer 10⁶?"
+    assert unsupported_numbers("Yes: 3.7 × 10^15, not 10⁶.", [question]) == ()
