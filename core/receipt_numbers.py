@@ -12,10 +12,11 @@ convention they give away, and one that gives none may be read either way, excep
 exactly three digits groups), percent, thousand/million/billion scales and powers of ten (3.7e15,
 3.7×10^15). It compares exactly, in decimals read from the text (floats let an id past 2**53 stand on
 its neighbour, and made-up cents on a large amount): a written number stands on a value that, rounded
-to the precision written, is it. It ignores small integers (0–10: "top 3", list numbers), years and
-parts of dates and times (not a time written 14.30, nor Swiss 58'665 grouping). It cannot tell a right
-number from a coincidentally equal one, and it marks honest arithmetic the model did itself (a sum of
-two results) — which is the point: such numbers should come from a query.
+to the precision written, is it, and one written with a minus sign stands only on a negative value
+(without a sign, on either: "fell by 0.25" on -0.25). It ignores small integers (0–10: "top 3", list
+numbers), years and parts of dates and times (not a time written 14.30, nor Swiss 58'665 grouping). It
+cannot tell a right number from a coincidentally equal one, and it marks honest arithmetic the model
+did itself (a sum of two results) — which is the point: such numbers should come from a query.
 """
 
 from __future__ import annotations
@@ -72,10 +73,10 @@ _DOT_SIGNS = re.compile(r"\d\.\d{1,2}(?!\d)|\d\.\d{4,}|\d,\d{3}\.\d|\d,\d{3},\d{
 _COMMA_SIGNS = re.compile(r"\d,\d{1,2}(?!\d)|\d,\d{4,}|\d\.\d{3},\d|\d\.\d{3}\.\d{3}")
 _LIST = re.compile(r"[, \u00a0\u202f]")  # between numbers side by side: "3,4", "10 200"
 # Every number in machine output, however it is separated (CSV commas included).
-_RAW = re.compile(r"-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
-_GROUPED = re.compile(r"\d{1,3}(?:,\d{3})+(?:\.\d+)?")  # 336,776 as one number too
+_RAW = re.compile(r"[-−]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
+_GROUPED = re.compile(r"[-−]?\d{1,3}(?:,\d{3})+(?:\.\d+)?")  # 336,776 as one number too
 _RAW_POWER = re.compile(  # a question's 3.7 × 10^15 or 10⁶, as the answer may repeat it
-    r"(?:(\d+(?:\.\d+)?)\s?[×x*·]\s?)?10(?:\^([-+−]?\d{1,4})|([⁻⁺]?[⁰¹²³⁴⁵⁶⁷⁸⁹]+))"
+    r"(?:([-−]?\d+(?:\.\d+)?)\s?[×x*·]\s?)?10(?:\^([-+−]?\d{1,4})|([⁻⁺]?[⁰¹²³⁴⁵⁶⁷⁸⁹]+))"
 )
 _SCALES = {  # as powers of ten
     "k": 3,
@@ -100,7 +101,7 @@ def unsupported_numbers(answer: str, evidence: Iterable[str]) -> tuple[str, ...]
         number, scale, power = match.group("num"), match.group("scale") or "", _power(match)
         if (match.group("pow") or match.group("sup")) and not match.group("times"):
             number = "1"  # a bare 10^6 is 1 × 10^6
-        if _stands(number, scale, known, readings, power):
+        if _stands(number, scale, known, readings, power=power, negative=bool(match.group("sign"))):
             continue
         if not scale and power is None and _side_by_side(number, known, readings):
             continue
@@ -139,7 +140,15 @@ def _side_by_side(number: str, known: _Known, readings: tuple) -> bool:
     return all(_stands(p, "", known, readings) for p in pieces)
 
 
-def _stands(number: str, scale: str, known: _Known, readings: tuple, power: int | None = None) -> bool:
+def _stands(
+    number: str,
+    scale: str,
+    known: _Known,
+    readings: tuple,
+    *,
+    power: int | None = None,
+    negative: bool = False,
+) -> bool:
     """Whether a written number is too common to judge, or one of its `readings` is in `known`."""
     for pattern, thousands, mark in readings:
         if not pattern.fullmatch(number):
@@ -148,7 +157,7 @@ def _stands(number: str, scale: str, known: _Known, readings: tuple, power: int 
         value = Decimal(f"{whole}.{decimals}" if decimals else whole)
         if power is None and _ignored(number, value, scale):
             return True
-        if _supported(value, len(decimals), scale, known, power or 0):
+        if _supported(value, len(decimals), scale, known, power=power or 0, negative=negative):
             return True
     return False
 
@@ -176,7 +185,7 @@ class _Known:
 def _raw_numbers(evidence: Iterable[str]) -> _Known:
     """Every number in `evidence`, kept as its text writes it (a float would make 9007199254740993
     and 9007199254740992 one number)."""
-    tokens = {token.lstrip("-") for text in evidence for token in _tokens(text)}
+    tokens = {token.replace("−", "-") for text in evidence for token in _tokens(text)}
     texts = sorted(tokens, key=float)
     return _Known(texts, list(map(float, texts)))
 
@@ -196,7 +205,9 @@ def _ignored(number: str, value: Decimal, scale: str) -> bool:
     return value <= 10 or 1900 <= value <= 2100  # "top 3", list items, "one of 2 origins"; a year
 
 
-def _supported(value: Decimal, decimals: int, scale: str, known: _Known, power: int) -> bool:
+def _supported(
+    value: Decimal, decimals: int, scale: str, known: _Known, *, power: int, negative: bool
+) -> bool:
     """Whether a value in `known`, rounded to the precision written, is the written number: 12.3 stands
     on [12.25, 12.35] (a tie rounds either way), 12,345,678,901,234,567,890.12 on no other cents."""
     # Exact arithmetic: the context holds every digit written, one more (the half unit's) and a carry;
@@ -208,6 +219,9 @@ def _supported(value: Decimal, decimals: int, scale: str, known: _Known, power: 
     for shift in (s + power for s in shifts):  # 45.2% from 45.2 or 0.452; 58.7k from 58,700
         target, width = value.scaleb(shift, exact), half.scaleb(shift, exact)
         low, high = exact.subtract(target, width), exact.add(target, width)
-        if known.any_within(low, high):
+        # Written with a minus, only a negative value; without a sign, either ("fell by 0.25": -0.25).
+        if known.any_within(exact.minus(high), exact.minus(low)):
+            return True
+        if not negative and known.any_within(low, high):
             return True
     return False

@@ -151,3 +151,35 @@ def test_powers_of_ten_no_step_produced_are_marked(answer, flagged):
 def test_a_power_of_ten_in_the_question_stands():
     question = "Is the total about 3.7 × 10^15, or nearer 10⁶?"
     assert unsupported_numbers("Yes: 3.7 × 10^15, not 10⁶.", [question]) == ()
+
+
+SIGNS = "share,change,n\n-0.25,-12.5,58665\n0.1,14.2,54173\n0.452,−3.5,1250\n"
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        "The share fell by 0.25 and ended at 0.1.",  # no sign written: a change of -0.25 stands
+        "The share went from -0.25 to 0.1; the change from -12.5 to 14.2.",
+        "It changed by −25%, then by −3.5.",  # U+2212 minus signs, in the evidence too
+        "| share | change |\n|---|--:|\n| -0.25 | -12.5 |",
+        "- 58,665 flights in a list; 54,173 – 58,665 a year; UTC-5; 2013-01-01.",
+        "From -3 to 4, then 5-10.",  # small integers, signed or not, are not judged
+    ],
+)
+def test_a_written_minus_stands_on_a_negative_value_and_no_sign_on_either(answer):
+    assert unsupported_numbers(answer, [SIGNS]) == ()
+
+
+@pytest.mark.parametrize(
+    ("answer", "flagged"),
+    [
+        # compared by absolute value, a flipped sign passed
+        ("The share 0.25 became -0.1.", ("-0.1",)),
+        ("The change was -45.2%.", ("-45.2%",)),
+        ("The change was −14.2 minutes.", ("−14.2",)),
+        ("UA flew -58,665 flights.", ("-58,665",)),
+    ],
+)
+def test_a_flipped_sign_is_marked(answer, flagged):
+    assert unsupported_numbers(answer, [SIGNS]) == flagged
