@@ -32,7 +32,8 @@ from decimal import MAX_EMAX, MIN_EMIN, Context, Decimal, Inexact, InvalidOperat
 # or Swiss answers do: 58.665 · 12,11 · 58 665 (a space, no-break or narrow no-break space). Not part of
 # a word, an identifier, a date (2013-01-01), a time (14:02) or a version (1.2.3).
 # Markdown's underscores (`_40,000_`, but not an identifier's: `delay_15`) and a unit after a slash
-# (`12,500/month`) do not hide one; a number never stops inside another (`$12,500/month` was "12").
+# (`12,500/month`) do not hide one; a number never stops inside another (`$12,500/month` was "12"),
+# nor starts inside one (the range `54,173-58,665` is not read, and was "665").
 # A power of ten is part of the number: 3.7e15 · 2.5E-7 · 3.7 × 10^15 · 3.7x10¹⁵ · 10^6 (not 2^10, and
 # not inside a word or a hexadecimal: `0x1e5`, `3e15a0`; "3e" alone is a French ordinal, not a power).
 _POWER = (
@@ -42,7 +43,7 @@ _POWER = (
 )
 _SUPERSCRIPTS = str.maketrans("⁰¹²³⁴⁵⁶⁷⁸⁹⁻⁺−", "0123456789-+-")
 _WRITTEN = re.compile(
-    r"(?<![.:/-])(?<![^\W_])(?<![^\W_]_)(?P<sign>[-−])?"
+    r"(?<![.:/-])(?<!\d,)(?<![^\W_])(?<![^\W_]_)(?P<sign>[-−])?"
     r"(?P<num>\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d{1,3}(?:\.\d{3})+(?:,\d+)?"
     r"|\d{1,3}(?:[ \u00a0\u202f]\d{3})+(?:[.,]\d+)?|\d+(?:[.,]\d+)?)"
     rf"{_POWER}?"

@@ -164,6 +164,7 @@ SIGNS = "share,change,n\n-0.25,-12.5,58665\n0.1,14.2,54173\n0.452,−3.5,1250\n"
         "It changed by −25%, then by −3.5.",  # U+2212 minus signs, in the evidence too
         "| share | change |\n|---|--:|\n| -0.25 | -12.5 |",
         "- 58,665 flights in a list; 54,173 – 58,665 a year; UTC-5; 2013-01-01.",
+        "Between 54,173-58,665 flights a year.",  # a range is not read: its tail was "665"
         "From -3 to 4, then 5-10.",  # small integers, signed or not, are not judged
     ],
 )
