@@ -12,6 +12,8 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Literal
 
+from core.text_repair import readable
+
 Surface = Literal["terminal", "slack", "teams", "api"]
 
 
@@ -28,6 +30,13 @@ class IncomingMessage:
     user_name: str = ""
     is_direct: bool = False  # a 1:1 conversation with the bot (Slack DM, Teams personal chat)
     user_tz: str = ""  # the asker's IANA time zone when the surface knows it (for schedules)
+
+    def __post_init__(self) -> None:
+        """The question and the name as UTF-8 can encode them, whichever surface built the message: a
+        byte argv or stdin could not decode (or a lone surrogate escape in a payload's JSON) made every
+        later request of the session fail to encode (core/text_repair.py)."""
+        object.__setattr__(self, "text", readable(self.text))
+        object.__setattr__(self, "user_name", readable(self.user_name))
 
 
 @dataclass(frozen=True)

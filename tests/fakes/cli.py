@@ -1,7 +1,11 @@
 """The console script two ways: `run` starts `.venv/bin/datathread` as a user's shell does (a fresh
 process, a clean environment, the home's parent as working directory); `invoke` calls the same typer
 app in this process with the same environment and working directory — for the many calls of one
-test after the entry point itself has been exercised, since each process start costs seconds."""
+test after the entry point itself has been exercised, since each process start costs seconds.
+
+Pipes are text with `surrogateescape`, as Python's own argv is: a test's "M\\udcfcnchen" on stdin is
+the byte 0xFC a Latin-1 file would give the command, and a byte the command writes that is not UTF-8
+reaches the test as the same escape instead of a UnicodeDecodeError in the test."""
 
 from __future__ import annotations
 
@@ -56,6 +60,7 @@ def spawn(
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        errors="surrogateescape",
         env=settings | (env or {}),
         cwd=home.parent,
         start_new_session=True,
@@ -78,6 +83,7 @@ def run(
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT if merged else subprocess.PIPE,
         text=True,
+        errors="surrogateescape",
         timeout=120,
         env={**base, **_env(home, env)},
         cwd=home.parent,

@@ -1,0 +1,64 @@
+"""A byte that is not valid UTF-8 in a question, through the real console script (core/text_repair.py).
+
+Python decodes argv and stdin with `surrogateescape`, so `datathread ask "$(cat q.txt)"` with a Latin-1
+"M\\xfcnchen" reached the core as "M\\udcfcnchen": the Messages API request could not be encoded ("Something
+went wrong on my side"), and, the question kept in the session's history, neither could any later
+request of that session, for good; `export` of it failed with a traceback. Under `LC_ALL=C` with
+Python's UTF-8 mode off, every non-ASCII question did the same."""
+
+from __future__ import annotations
+
+import json
+
+from tests.fakes.anthropic_api import text
+from tests.fakes.cli import run
+
+KEY = {"ANTHROPIC_API_KEY": "sk-ant-test-000000", "LC_ALL": "C.UTF-8"}
+ASCII_LOCALE = {"LC_ALL": "C", "LANG": "C", "PYTHONUTF8": "0", "PYTHONCOERCECLOCALE": "0"}
+
+
+def sent(request: dict) -> str:
+    """What a request told the model, as the SDK encodes it (it failed there on a lone surrogate)."""
+    return json.dumps(request["messages"], ensure_ascii=False).encode("utf-8").decode("utf-8")
+
+
+def test_ask_with_an_undecodable_byte_in_argv_is_answered_and_its_session_goes_on(home, fake_model):
+    fake_model.enqueue(text("12 flights went to Munich."))
+    fake_model.enqueue(text("And 3 came back."))
+    env = {**KEY, "ANTHROPIC_BASE_URL": fake_model.url}
+    first = run(["ask", "flights to M\udcfcnchen?", "--session", "bytes"], home, env=env)
+    assert first.returncode == 0, first.stderr
+    assert "12 flights went to Munich." in first.stdout
+    follow_up = run(["ask", "and back?", "--session", "bytes"], home, env=env)
+    assert follow_up.returncode == 0, follow_up.stderr
+    assert "And 3 came back." in follow_up.stdout
+    asked, again = (sent(r) for r in fake_model.requests)
+    assert "flights to München?" in asked  # the byte read as Latin-1/Windows-1252 reads it
+    assert "flights to München?" in again and "and back?" in again  # the history replayed whole
+
+
+def test_chat_with_an_undecodable_byte_on_stdin_answers_it_and_the_next_question(home, fake_model):
+    fake_model.enqueue(text("12 flights went to Munich."))
+    fake_model.enqueue(text("And 3 came back."))
+    env = {**KEY, "ANTHROPIC_BASE_URL": fake_model.url}
+    chat = run(["chat", "--session", "piped"], home, env=env, stdin="flights to M\udcfcnchen?\nand back?\n")
+    assert chat.returncode == 0, chat.stderr
+    assert "12 flights went to Munich." in chat.stdout and "And 3 came back." in chat.stdout
+    assert "went wrong" not in chat.stdout
+    assert "flights to München?" in sent(fake_model.requests[1])
+
+
+def test_non_ascii_questions_work_under_an_ascii_locale(home, fake_model):
+    """`LC_ALL=C` with UTF-8 mode and locale coercion off: Python decodes a UTF-8 terminal's "ü" as two
+    escaped bytes; they are UTF-8, and read as such."""
+    fake_model.enqueue(text("12 flights went to Munich."))
+    fake_model.enqueue(text("7 went to Cologne."))
+    env = {**KEY, **ASCII_LOCALE, "ANTHROPIC_BASE_URL": fake_model.url}
+    asked = run(["ask", "flights to München?", "--session", "c-locale"], home, env=env)
+    assert asked.returncode == 0, asked.stderr
+    assert "12 flights went to Munich." in asked.stdout
+    chat = run(["chat", "--session", "c-locale"], home, env=env, stdin="und nach Köln?\n")
+    assert chat.returncode == 0, chat.stderr
+    assert "7 went to Cologne." in chat.stdout and "went wrong" not in chat.stdout
+    assert "und nach Köln?" in sent(fake_model.requests[1])
+    assert "flights to München?" in sent(fake_model.requests[1])
