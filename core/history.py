@@ -2,7 +2,8 @@
 
 Valid means: roles alternate starting with `user`, every `tool_use` is answered by a `tool_result` in
 the next message, no text block is empty or only whitespace (the API refuses such a history on every
-later request), and the history ends with an assistant message. Small means: tool results of
+later request), no text holds a lone surrogate (the request could not be encoded, on every later
+question: core/text_repair.py), and the history ends with an assistant message. Small means: tool results of
 older turns are cut to a stub that says where the full result lives (in the workspace files).
 """
 
@@ -11,6 +12,7 @@ from __future__ import annotations
 import copy
 import re
 
+from core.text_repair import readable_data
 from core.wording import counted
 
 INTERRUPTED = "The step was interrupted before it finished; its result is unknown."
@@ -38,9 +40,11 @@ def is_question(message: dict) -> bool:
 
 
 def repair(messages: list[dict], *, failure_note: str | None = None) -> list[dict]:
-    """Make any history valid: answer dangling tool_use blocks, merge same-role runs, end on assistant."""
+    """Make any history valid: answer dangling tool_use blocks, merge same-role runs, end on assistant,
+    resolve lone surrogates (a history saved before questions were repaired as they came in heals as
+    it is loaded, instead of failing every later request)."""
     out: list[dict] = []
-    for message in copy.deepcopy(messages):
+    for message in readable_data(copy.deepcopy(messages)):
         role = message.get("role")
         if role not in ("user", "assistant"):
             continue

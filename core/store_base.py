@@ -5,8 +5,12 @@ import the module that imports them."""
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from dataclasses import dataclass, field
+from typing import Any
+
+from core.text_repair import readable_data
 
 HISTORY_VERSION = 1
 # How long a turn waits for its lock's release when it set no deadline of its own (`HeldLock.release_by`);
@@ -20,6 +24,13 @@ RELEASE_WAIT_S = 2.0
 # core/sqlite_calls.BUSY_S (10 s; it was 30 s), since the processes sharing it hold it for real work.
 # Once the answer is ready, both stores share core/turn_end.SETTLE_S instead.
 ANSWER_S = 3.0
+
+
+def loaded(raw: str | bytes) -> Any:
+    """A stored turn record or document, as both stores read them: its text as UTF-8 can encode it. A
+    record saved before questions were repaired on the way in may hold lone surrogates, and the notebook
+    export, the audit CSV and the Slack and Teams views of it failed to encode them (core/text_repair.py)."""
+    return readable_data(json.loads(raw))
 
 
 class StoreUnavailable(RuntimeError):

@@ -42,7 +42,7 @@ from core.redis_words import (  # noqa: F401  (re-exported: the runners and doct
     tls_hint,
     unanswered,
 )
-from core.store_base import HISTORY_VERSION, HeldLock, StoreUnavailable
+from core.store_base import HISTORY_VERSION, HeldLock, StoreUnavailable, loaded
 from core.store_retention import expire_old_turns
 from core.store_sqlite import merge_meta
 
@@ -278,7 +278,7 @@ class RedisStore:
     async def get_turn(self, turn_id: str) -> dict | None:
         """One turn record, or None."""
         raw = await self._call(self.r.get(self._k("t", turn_id)))
-        return json.loads(raw) if raw else None
+        return loaded(raw) if raw else None
 
     async def set_feedback(self, turn_id: str, *, user_id: str, value: str) -> bool:
         """Record one person's 👍/👎 on a turn (read-modify-write under WATCH); False if unknown."""
@@ -309,7 +309,7 @@ class RedisStore:
         with self._errors():
             ids = await self.r.zrangebyscore(self._k("ti", index), low, "+inf")
             raws = await self.r.mget([self._k("t", i.decode()) for i in ids]) if ids else []
-        records = [json.loads(raw) for raw in raws if raw]
+        records = [loaded(raw) for raw in raws if raw]
         matching = [r for r in records if all(v is None or r.get(f) == v for f, v in wanted.items())]
         matching.sort(key=lambda r: r.get("started", 0))
         return matching[-limit:] if limit > 0 else []
@@ -325,7 +325,7 @@ class RedisStore:
 
     async def get_record(self, kind: str, record_id: str) -> dict | None:
         raw = await self._call(self.r.get(self._k("d", f"{kind}:{record_id}")))
-        return json.loads(raw) if raw else None
+        return loaded(raw) if raw else None
 
     async def update_record(self, kind: str, record_id: str, fields: dict) -> dict | None:
         """Merge fields under WATCH; a document deleted meanwhile stays deleted."""
@@ -337,7 +337,7 @@ class RedisStore:
         with self._errors():
             ids = sorted(i.decode() for i in await self.r.smembers(self._k("di", kind)))
             raws = await self.r.mget([self._k("d", f"{kind}:{i}") for i in ids]) if ids else []
-        return [json.loads(raw) for raw in raws if raw]
+        return [loaded(raw) for raw in raws if raw]
 
     async def delete_record(self, kind: str, record_id: str) -> bool:
         with self._errors():

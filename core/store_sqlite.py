@@ -22,7 +22,7 @@ from core.lock_owner import holder_died, new_owner
 from core.lock_queue import OnWait, WaitNotice, left_behind, sqlite_leave, sqlite_take
 from core.lock_release import Releases
 from core.sqlite_calls import SqliteCalls
-from core.store_base import HISTORY_VERSION, HeldLock, StoreUnavailable
+from core.store_base import HISTORY_VERSION, HeldLock, StoreUnavailable, loaded
 from core.store_retention import purge_sqlite
 
 _SCHEMA = """
@@ -269,7 +269,7 @@ class SqliteStore:
                 "SELECT data FROM turns WHERE turn_id=? AND started>=?", (turn_id, self._oldest_turn())
             ).fetchone()
         )
-        return json.loads(row[0]) if row else None
+        return loaded(row[0]) if row else None
 
     async def set_feedback(self, turn_id: str, *, user_id: str, value: str) -> bool:
         def q(con):
@@ -309,7 +309,7 @@ class SqliteStore:
         where = "WHERE " + " AND ".join(clauses)
         sql = f"SELECT data FROM (SELECT data, started FROM turns {where} ORDER BY started DESC LIMIT ?) ORDER BY started"
         rows = await self._run(lambda con: con.execute(sql, (*args, min(limit, SQLITE_MAX_INT))).fetchall())
-        return [json.loads(r[0]) for r in rows]
+        return [loaded(r[0]) for r in rows]
 
     # --- records (small documents by collection: schedules) ------------------------------------
     async def put_record(self, kind: str, record_id: str, data: dict) -> None:
@@ -324,7 +324,7 @@ class SqliteStore:
                 "SELECT data FROM records WHERE kind=? AND id=?", (kind, record_id)
             ).fetchone()
         )
-        return json.loads(row[0]) if row else None
+        return loaded(row[0]) if row else None
 
     async def update_record(self, kind: str, record_id: str, fields: dict) -> dict | None:
         def q(con):
@@ -344,7 +344,7 @@ class SqliteStore:
         rows = await self._run(
             lambda con: con.execute("SELECT data FROM records WHERE kind=? ORDER BY id", (kind,)).fetchall()
         )
-        return [json.loads(r[0]) for r in rows]
+        return [loaded(r[0]) for r in rows]
 
     async def delete_record(self, kind: str, record_id: str) -> bool:
         return await self._run(

@@ -4,12 +4,15 @@ Python decodes argv and stdin with `surrogateescape`, so `datathread ask "$(cat 
 "M\\xfcnchen" reached the core as "M\\udcfcnchen": the Messages API request could not be encoded ("Something
 went wrong on my side"), and, the question kept in the session's history, neither could any later
 request of that session, for good; `export` of it failed with a traceback. Under `LC_ALL=C` with
-Python's UTF-8 mode off, every non-ASCII question did the same."""
+Python's UTF-8 mode off, every non-ASCII question did the same. A session broken that way before
+heals as it is loaded."""
 
 from __future__ import annotations
 
 import json
+import sqlite3
 
+from core.sessions import session_id_for
 from tests.fakes.anthropic_api import text
 from tests.fakes.cli import run
 
@@ -62,3 +65,26 @@ def test_non_ascii_questions_work_under_an_ascii_locale(home, fake_model):
     assert "7 went to Cologne." in chat.stdout and "went wrong" not in chat.stdout
     assert "und nach Köln?" in sent(fake_model.requests[1])
     assert "flights to München?" in sent(fake_model.requests[1])
+
+
+def test_a_session_saved_with_a_lone_surrogate_works_again_and_exports(home, fake_model):
+    """The session as the old code left it: the question's escape kept in the history and the audit
+    record ("\\udcfc" in their JSON). Its next question and its notebook export failed, every time."""
+    fake_model.enqueue(text("12 flights went to Munich."))
+    fake_model.enqueue(text("And 3 came back."))
+    env = {**KEY, "ANTHROPIC_BASE_URL": fake_model.url}
+    assert run(["ask", "flights to Munich?", "--session", "old"], home, env=env).returncode == 0
+    with sqlite3.connect(home / "state.sqlite3") as db:  # the JSON escape, as json.dumps wrote it
+        db.execute("UPDATE history SET messages = replace(messages, 'to Munich?', 'to M\\udcfcnchen?')")
+        db.execute("UPDATE turns SET data = replace(data, 'to Munich?', 'to M\\udcfcnchen?')")
+        session = session_id_for("terminal", ("old",))
+        (history,) = db.execute("SELECT messages FROM history WHERE session_id=?", (session,)).fetchone()
+        (record,) = db.execute("SELECT data FROM turns WHERE session_id=?", (session,)).fetchone()
+    assert "to M\\udcfcnchen?" in history and "to M\\udcfcnchen?" in record
+    follow_up = run(["ask", "and back?", "--session", "old"], home, env=env)
+    assert follow_up.returncode == 0, follow_up.stderr
+    assert "flights to München?" in sent(fake_model.requests[1])
+    exported = run(["export", "old", "-o", "-"], home, env=env)
+    assert exported.returncode == 0, exported.stderr
+    cells = "".join("".join(c["source"]) for c in json.loads(exported.stdout)["cells"])
+    assert "flights to München?" in cells

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from core import history as hist
@@ -218,3 +220,17 @@ def test_the_saved_history_sends_exactly_what_the_whole_one_would():
             assert is_valid(saved) or not saved
             assert sum(map(hist.is_question, saved)) <= max_turns - 1
             assert hist.for_storage(saved, **limits) == saved  # saving it again changes nothing
+
+
+def test_a_stored_history_with_lone_surrogates_heals_as_it_is_repaired():
+    """Saved before questions were repaired on the way in, a history holding "M\\udcfcnchen" failed to
+    encode in every later request of its session; repaired (as it is on every load) it reads München."""
+    broken = [
+        {"role": "user", "content": [{"type": "text", "text": "flights to M\udcfcnchen?"}]},
+        {"role": "assistant", "content": [{"type": "text", "text": "To M\udcfcnchen: 12."}]},
+    ]
+    healed = hist.repair(broken)
+    assert healed[0]["content"][0]["text"] == "flights to München?"
+    assert healed[1]["content"][0]["text"] == "To München: 12."
+    json.dumps(healed, ensure_ascii=False).encode("utf-8")  # what the SDK does to a request
+    assert broken[0]["content"][0]["text"] == "flights to M\udcfcnchen?"  # the input is left alone

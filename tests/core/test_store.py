@@ -499,6 +499,20 @@ async def test_turn_records_filters_and_feedback(make_store):
     assert (await b.get_turn("t2"))["answer"] == "replaced" and len(await b.list_turns()) == 3
 
 
+async def test_turn_records_and_documents_saved_with_lone_surrogates_load_readable(make_store):
+    """Saved before questions were repaired on the way in, a record held "M\\udcfcnchen": the notebook
+    export, the audit CSV and the Slack and Teams views of it failed to encode it. Loaded, it reads München."""
+    store = make_store()
+    await store.record_turn(
+        {"turn_id": "t1", "session_id": "s", "started": time.time(), "question": "M\udcfcnchen?"}
+    )
+    await store.put_record("schedules", "r1", {"question": "M\udcfcnchen?"})
+    assert (await store.get_turn("t1"))["question"] == "München?"
+    assert [t["question"] for t in await store.list_turns(session_id="s")] == ["München?"]
+    assert (await store.get_record("schedules", "r1"))["question"] == "München?"
+    assert [r["question"] for r in await store.list_records("schedules")] == ["München?"]
+
+
 async def test_a_limit_past_any_count_lists_all_and_none_lists_none(make_store):
     """`audit --limit 99999999999999999999` was "OverflowError: Python int too large to convert to SQLite
     INTEGER"; and SQLite read LIMIT -1 as no limit where Redis listed nothing."""
