@@ -105,7 +105,9 @@ def setup_logging(settings: Settings, console_level: str | None) -> Path:
         root.removeHandler(handler)  # set up twice in one process (tests): replace, don't stack
         handler.close()
     file_level = min(logging.WARNING, getattr(logging, console_level or "WARNING"))
-    to_file = LogFile(path, maxBytes=5_000_000, backupCount=3, encoding="utf-8")
+    # A lone surrogate (a path or payload text Python could not decode) is written as its escape: strict
+    # UTF-8 lost the record and said the log file "could not be written" (core/text_repair.py).
+    to_file = LogFile(path, maxBytes=5_000_000, backupCount=3, encoding="utf-8", errors="backslashreplace")
     to_file.setLevel(file_level)
     to_file.setFormatter(logging.Formatter(FORMAT))
     handlers: list[logging.Handler] = [to_file]

@@ -90,3 +90,14 @@ def test_a_log_file_that_cannot_be_written_says_so_once_not_a_traceback_per_reco
     assert len(lines) == 2 and lines[0].startswith("datathread: could not write the log file"), lines
     assert "file too large" in lines[0]  # the system's reason (a full disk says "no space left on device")
     assert lines[1].endswith("is written again") and "room again" in (tmp_path / "datathread.log").read_text()
+
+
+def test_a_record_with_a_lone_surrogate_is_written_as_its_escape(settings, restored_logging, capsys):
+    """A path or payload Python could not decode holds "\\udcfc": strict UTF-8 lost the record and said
+    on stderr that the log file could not be written. Now the record is there, the escape in it."""
+    path = setup_logging(settings, None)
+    logging.getLogger("datathread.test").warning("asked about M\udcfcnchen")
+    for handler in logging.getLogger().handlers:
+        handler.flush()
+    assert "asked about M\\udcfcnchen" in path.read_text()
+    assert "could not write the log file" not in capsys.readouterr().err
