@@ -88,3 +88,25 @@ def test_a_session_saved_with_a_lone_surrogate_works_again_and_exports(home, fak
     assert exported.returncode == 0, exported.stderr
     cells = "".join("".join(c["source"]) for c in json.loads(exported.stdout)["cells"])
     assert "flights to München?" in cells
+
+
+def test_a_session_key_with_an_undecodable_byte_names_one_session_everywhere(home, fake_model):
+    """`--session "$(cat key.txt)"` with a Latin-1 byte: ask, export and audit each ended in a
+    UnicodeEncodeError traceback from the store's look-up."""
+    fake_model.enqueue(text("12 flights went to Munich."))
+    fake_model.enqueue(text("And 3 came back."))
+    env = {**KEY, "ANTHROPIC_BASE_URL": fake_model.url}
+    first = run(["ask", "flights to Munich?", "--session", "m\udcfcnchen"], home, env=env)
+    assert first.returncode == 0, first.stderr
+    assert "session: münchen" in first.stderr
+    again = run(["ask", "and back?", "--session", "m\udcfcnchen"], home, env=env)
+    assert again.returncode == 0 and "No session" not in again.stderr, again.stderr
+    assert "flights to Munich?" in sent(fake_model.requests[1])  # the same session, its history replayed
+    exported = run(["export", "m\udcfcnchen", "-o", "-"], home, env=env)
+    assert exported.returncode == 0, exported.stderr
+    audit = run(["audit", "--session", "m\udcfcnchen"], home, env=env)
+    assert audit.returncode == 0, audit.stderr
+    assert [json.loads(line)["question"] for line in audit.stdout.splitlines()] == [
+        "flights to Munich?",
+        "and back?",
+    ]
