@@ -96,8 +96,15 @@ def test_a_record_with_a_lone_surrogate_is_written_as_its_escape(settings, resto
     """A path or payload Python could not decode holds "\\udcfc": strict UTF-8 lost the record and said
     on stderr that the log file could not be written. Now the record is there, the escape in it."""
     path = setup_logging(settings, None)
-    logging.getLogger("datathread.test").warning("asked about M\udcfcnchen")
-    for handler in logging.getLogger().handlers:
+    # Straight to the handlers setup_logging installed: pytest's own capture keeps every record in the
+    # test's report, which xdist sends to the controller as UTF-8 and a lone surrogate crashes the worker.
+    record = logging.getLogger("datathread.test").makeRecord(
+        "datathread.test", logging.WARNING, __file__, 0, "asked about M\udcfcnchen", None, None
+    )
+    ours = [h for h in logging.getLogger().handlers if type(h).__module__.startswith("bot.")]
+    assert ours, "setup_logging installed no handler of its own"
+    for handler in ours:
+        handler.handle(record)
         handler.flush()
     assert "asked about M\\udcfcnchen" in path.read_text()
     assert "could not write the log file" not in capsys.readouterr().err
