@@ -231,14 +231,23 @@ def check_writable_dir(value: Path) -> Path:
 # What datathread makes inside DATATHREAD_HOME and writes to later (logs, the demo warehouse, session
 # workspaces, attachments saved for the terminal). The state database is a file: its own check.
 HOME_PARTS = ("logs", "warehouse", "workspaces", "attachments")
+ELSEWHERE = "set DATATHREAD_HOME to a folder you can write, e.g. DATATHREAD_HOME=~/.datathread"
 
 
 def check_state_home(value: Path) -> Path:
     """A writable directory (`check_writable_dir`) whose parts, where they exist, are writable too.
 
     A part another user made — a `sudo datathread chat` leaves `logs/` and `warehouse/` owned by
-    root — failed the next ordinary run with a traceback from deep inside (logging, DuckDB)."""
-    path = check_writable_dir(value)
+    root — failed the next ordinary run with a traceback from deep inside (logging, DuckDB).
+
+    One this user cannot write or create — the default ./.datathread of a checkout another user owns —
+    says where to go instead: the sentence named the problem and left the way out to be guessed."""
+    try:
+        path = check_writable_dir(value)
+    except ValueError as exc:
+        if "exists and is not a directory" in str(exc):  # a file in the way: moving it is the fix
+            raise
+        raise ValueError(f"{exc}; {ELSEWHERE}") from None
     for part in HOME_PARTS:
         inside = path / part
         try:

@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 from bot.cli import app
 from bot.log_setup import LOG_LEVEL_HELP, parse_level
 from core.config import load_settings
-from core.config_types import HOME_PARTS
+from core.config_types import ELSEWHERE, HOME_PARTS
 from tests.fakes.anthropic_api import text
 from tests.fakes.cli import DATATHREAD, run
 
@@ -223,7 +223,24 @@ def test_the_default_home_not_writable_is_named_by_its_path(tmp_path):
     result = ask_where_closed(home, 0o555, {}, cwd=tmp_path)
     assert result.returncode == 2, result.stderr
     line = one_sentence(result.stderr)
-    assert line == "error: DATATHREAD_HOME (default ./.datathread) is not writable by this user.", line
+    assert (
+        line == f"error: DATATHREAD_HOME (default ./.datathread) is not writable by this user; {ELSEWHERE}."
+    ), line
+
+
+def test_a_checkout_another_user_owns_says_where_to_keep_state_instead(tmp_path):
+    """A read-only checkout (root's, run by another user): ./.datathread cannot be made there, and the
+    sentence said so without saying what to do — set DATATHREAD_HOME, as the disk-full one says."""
+    checkout = tmp_path / "checkout"
+    checkout.mkdir(mode=0o755)
+    result = ask_where_closed(checkout, 0o555, {}, cwd=checkout)
+    assert result.returncode == 2, result.stderr
+    line = one_sentence(result.stderr)
+    assert line == (
+        "error: DATATHREAD_HOME (default ./.datathread) does not exist, and cannot be created: "
+        f"{checkout} is not writable by this user; {ELSEWHERE}."
+    ), line
+    assert not (checkout / ".datathread").exists()
 
 
 @pytest.mark.parametrize("part", HOME_PARTS)
