@@ -9,11 +9,16 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import AliasChoices, BaseModel, Field, SecretStr
+from pydantic import AliasChoices, BaseModel, Field, SecretStr, field_validator
 
 from core.config_types import ExistingFile, HeaderSecret, HttpUrl, HttpUrlWithLogin, ModelId
 
 _env = AliasChoices  # a field's environment variable names (the contract's)
+# Output tokens of one model call. The most: the largest output any Claude model takes, 128K (Opus and
+# Sonnet 4.6; https://docs.claude.com/en/docs/about-claude/models/overview) — the API refuses more, on
+# every call, and the call's deadline is sized from it (core/model.py). The least: one tool call with
+# its SQL or Python code must fit, or every step the model writes is cut off.
+MAX_TOKENS_RANGE = (1024, 128_000)
 
 
 class ModelSettings(BaseModel):
@@ -52,9 +57,9 @@ class ModelSettings(BaseModel):
     )
     max_tokens: int = Field(
         4096,
-        gt=0,
         validation_alias=_env("DATATHREAD_MAX_TOKENS"),
-        description="Output tokens per model call.",
+        description=f"Output tokens per model call ({MAX_TOKENS_RANGE[0]} to {MAX_TOKENS_RANGE[1]}, the "
+        "largest output a Claude model takes; a model with a lower limit refuses more).",
     )
     max_steps: int = Field(
         16,
@@ -94,6 +99,19 @@ class ModelSettings(BaseModel):
         validation_alias=_env("DATATHREAD_USER_DAILY_TOKEN_BUDGET"),
         description="The same per person per UTC day (0 = no limit; admins have none).",
     )
+
+    @field_validator("max_tokens")
+    @classmethod
+    def _max_tokens_in_range(cls, value: int) -> int:
+        """DATATHREAD_MAX_TOKENS=1000000000 was accepted, and every model call was then refused by the
+        API (above the model's output limit); 1 cut every tool call off. Refused at start instead."""
+        low, high = MAX_TOKENS_RANGE
+        if not low <= value <= high:
+            raise ValueError(
+                f"is not from {low} to {high}: {high:,} is the largest output a Claude model takes, and one "
+                f"tool call with its code needs about {low:,}"
+            )
+        return value
 
 
 class WarehouseSettings(BaseModel):

@@ -10,11 +10,16 @@ import os
 from pathlib import Path
 from typing import Literal
 
-from pydantic import AliasChoices, BaseModel, Field, model_validator
+from pydantic import AliasChoices, BaseModel, Field, field_validator, model_validator
 
 from core.config_types import RedisUrl, StateHome
 
 _env = AliasChoices  # a field's environment variable names (the contract's)
+# The least memory a step may be given. Measured with the local sandbox (a forked child of the fork
+# server, its own cgroup and RLIMIT_AS): a trivial pandas step ran in 16 MB, a matplotlib chart in 32,
+# `SELECT * FROM flights` of the demo (336,776 rows) in 96 and that result read whole into pandas in
+# 192. Below that every step failed with "hit the memory limit" while the bot started as if all was well.
+STEP_MEMORY_MIN_MB = 256
 
 
 class SandboxSettings(BaseModel):
@@ -42,9 +47,9 @@ class SandboxSettings(BaseModel):
     )
     step_memory_mb: int = Field(
         4096,
-        gt=0,
         validation_alias=_env("DATATHREAD_STEP_MEMORY_MB"),
-        description="Memory one step may use (MB).",
+        description=f"Memory one step may use (MB; at least {STEP_MEMORY_MIN_MB}: Python with pandas, "
+        "matplotlib and DuckDB needs that much for the demo's largest table).",
     )
     step_output_bytes: int = Field(
         20_000,
@@ -167,6 +172,18 @@ class SandboxSettings(BaseModel):
         validation_alias=_env("DATATHREAD_MODAL_TURN_TIMEOUT"),
         description="Seconds one turn may run on Modal.",
     )
+
+    @field_validator("step_memory_mb")
+    @classmethod
+    def _step_memory_enough(cls, value: int) -> int:
+        """DATATHREAD_STEP_MEMORY_MB=1 started fine, then every step failed with "hit the memory limit
+        (1 MB)": a limit no step can run in is refused at start instead."""
+        if value < STEP_MEMORY_MIN_MB:
+            raise ValueError(
+                f"is too little for a step to run in: Python with pandas and DuckDB needs at least "
+                f"{STEP_MEMORY_MIN_MB} MB (the default is 4096)"
+            )
+        return value
 
     @model_validator(mode="after")
     def _warm_within_max(self) -> SandboxSettings:
