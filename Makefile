@@ -3,11 +3,49 @@ PY ?= python3
 VENV := .venv
 UV := $(VENV)/bin/uv
 
-.PHONY: setup chat test lint bench clean redis-server
+.PHONY: setup chat test lint bench clean redis-server venv-stale
+
+# What an interpreter is, in three words: `ok` or `old` (datathread needs 3.11+), its version, and
+# the file it really runs (symlinks and pyenv's shims followed); nothing when it does not run. The
+# venv's python is asked once per make run (~10 ms: -S, no site); PY only when it is named or a venv
+# is to be made (PY_IS is worked out on first use, then kept), since pyenv's shim alone costs ~80 ms
+# — an unchanged `make setup` stays fast.
+PROBE := -E -S -c 'import os, sys; print("ok" if sys.version_info >= (3, 11) else "old", "%d.%d.%d" % sys.version_info[:3], os.path.realpath(sys.executable))'
+PY_IS = $(eval PY_IS := $(shell $(PY) $(PROBE) 2>/dev/null))$(PY_IS)
+VENV_IS := $(if $(wildcard $(VENV)/pyvenv.cfg),$(shell $(VENV)/bin/python $(PROBE) 2>/dev/null))
+comma := ,
+PY_NAMED := $(filter command line environment environment override,$(origin PY))
+
+# The venv is made again, saying why, when its python no longer runs (the interpreter was removed or
+# upgraded away), is older than 3.11 (a venv left by an older setup, or an editor), or — where PY is
+# named — is another interpreter than PY: an existing venv silently ignored PY, so `make chat
+# PY=python3.11` after a failed `make setup PY=python3.10` failed with uv's "incompatible" error, and
+# a 3.13 venv ran on under PY=python3.12. Without PY any working venv is kept, whichever PY made it.
+VENV_STALE := $(if $(wildcard $(VENV)/pyvenv.cfg),$(strip \
+	$(if $(VENV_IS),,$(VENV)'s python no longer runs (its interpreter was removed?)) \
+	$(if $(and $(PY_NAMED),$(if $(PY_IS),,no)),PY=$(PY) does not run) \
+	$(if $(filter old,$(word 1,$(VENV_IS))),$(VENV) is Python $(word 2,$(VENV_IS))$(comma) older than the 3.11 datathread needs) \
+	$(if $(and $(PY_NAMED),$(PY_IS),$(filter ok,$(word 1,$(VENV_IS))),$(filter-out $(word 3,$(PY_IS)),$(word 3,$(VENV_IS)))),\
+		$(VENV) is Python $(word 2,$(VENV_IS)) ($(word 3,$(VENV_IS)))$(comma) not PY=$(PY) ($(word 2,$(PY_IS))))))
+
+# PY must run and be 3.11+ before anything is made: Python 3.10 got a venv and uv (20 s) and then
+# uv's own error under echoed recipe lines, and left that venv behind. The way out names a newer
+# python found on the PATH, where there is one.
+NEWER_PY = $(firstword $(foreach v,3.14 3.13 3.12 3.11,$(shell python$(v) -E -S -c '' >/dev/null 2>&1 && echo python$(v))))
+RUN_AGAIN = run make $(or $(MAKECMDGOALS),setup) PY=$(or $(NEWER_PY),python3.11)$(if $(NEWER_PY),, after installing it)
+CHECK_PY = $(if $(PY_IS),$(if $(filter old,$(word 1,$(PY_IS))),\
+	echo "error: datathread needs Python 3.11 or newer; PY=$(PY) is $(word 2,$(PY_IS)); $(RUN_AGAIN)." >&2; exit 2,:),\
+	echo "error: PY=$(PY) is not a Python that runs here; $(RUN_AGAIN)." >&2; exit 2)
+
+venv-stale:
+	@$(CHECK_PY)
+	@echo "$(VENV_STALE): making it again with PY=$(PY)." >&2
+	rm -rf $(VENV)
 
 # The venv gets no pip of its own (seeding it costs seconds of CPU and uv does the installing): the
 # interpreter's pip installs uv into it, or, where there is none, the venv's own pip after all.
-$(UV):
+$(UV): $(if $(VENV_STALE),venv-stale)
+	@$(CHECK_PY)
 	$(PY) -m venv --without-pip $(VENV)
 	$(PY) -m pip --python $(VENV)/bin/python install --quiet --disable-pip-version-check "uv==0.13.9" 2>/dev/null \
 		|| { $(VENV)/bin/python -m ensurepip --default-pip >/dev/null \
@@ -30,7 +68,7 @@ setup: $(UV) $(VENV)/.bytecode
 	@$(VENV)/bin/python -m compileall -q -j 0 bot core deploy tests bench >/dev/null
 	@$(VENV)/bin/python -m tests.assert_cache
 
-$(VENV)/.bytecode: uv.lock | $(UV)
+$(VENV)/.bytecode: uv.lock $(if $(VENV_STALE),venv-stale) | $(UV)
 	$(UV) sync --frozen --quiet --python $(VENV)/bin/python
 	env -u PYTHONDONTWRITEBYTECODE MPLCONFIGDIR=$(VENV)/.matplotlib $(VENV)/bin/python -c "import bot.cli, bot.server, core.zygote; core.zygote.preload()"
 	@touch $@
