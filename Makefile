@@ -37,6 +37,17 @@ CHECK_PY = $(if $(PY_IS),$(if $(filter old,$(word 1,$(PY_IS))),\
 	echo "error: datathread needs Python 3.11 or newer; PY=$(PY) is $(word 2,$(PY_IS)); $(RUN_AGAIN)." >&2; exit 2,:),\
 	echo "error: PY=$(PY) is not a Python that runs here; $(RUN_AGAIN)." >&2; exit 2)
 
+# uv keeps what it downloads in $XDG_CACHE_HOME/uv, else ~/.cache/uv. A container running as an
+# arbitrary uid (HOME=/, read-only) failed there: "Failed to initialize cache at /.cache/uv …
+# Permission denied". Where that folder, or the nearest one above it that exists, is not writable
+# and UV_CACHE_DIR is not set, the cache goes inside the venv (`make clean` removes it with the venv).
+ifeq ($(UV_CACHE_DIR),)
+UV_HOME_CACHE := $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/uv
+ifeq ($(shell d='$(UV_HOME_CACHE)'; until [ -e "$$d" ]; do d=$$(dirname "$$d"); done; [ -d "$$d" ] && [ -w "$$d" ] && [ -x "$$d" ] && echo yes),)
+export UV_CACHE_DIR := $(abspath $(VENV))/.uv-cache
+endif
+endif
+
 venv-stale:
 	@$(CHECK_PY)
 	@echo "$(VENV_STALE): making it again with PY=$(PY)." >&2

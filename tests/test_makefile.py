@@ -128,3 +128,25 @@ def test_a_python_that_does_not_run_is_one_sentence_and_the_venv_is_kept(tmp_pat
         "error: PY=no-such-python3 is not a Python that runs here; run make setup PY="
     )
     assert (venv / "pyvenv.cfg").exists()
+
+
+SHOW_UV_CACHE = ("--eval", 'show-uv-cache: ; @echo "[$$UV_CACHE_DIR]"', "show-uv-cache")
+
+
+def test_uv_caches_inside_the_venv_where_home_cannot_be_written(tmp_path):
+    """A container running as an arbitrary uid (HOME=/, read-only): `make setup` failed with "Failed
+    to initialize cache at /.cache/uv … Permission denied". Real permissions: the home is closed to
+    this user (as root: root's override capabilities are dropped, since root may write anywhere)."""
+    home = tmp_path / "home"
+    home.mkdir()
+    home.chmod(0o555)
+    prefix = ("setpriv", "--inh-caps=-all", "--bounding-set=-all") if os.geteuid() == 0 else ()
+    try:
+        closed = make(*SHOW_UV_CACHE, env={"HOME": str(home)}, prefix=prefix)
+        xdg = make(*SHOW_UV_CACHE, env={"XDG_CACHE_HOME": str(home / "cache")}, prefix=prefix)
+    finally:
+        home.chmod(0o755)
+    assert closed.stdout.strip() == xdg.stdout.strip() == f"[{ROOT / '.venv' / '.uv-cache'}]", closed.stderr
+    assert make(*SHOW_UV_CACHE, env={"HOME": str(home)}).stdout.strip() == "[]"  # writable: uv's own
+    given = make(*SHOW_UV_CACHE, env={"HOME": "/", "UV_CACHE_DIR": str(tmp_path / "c")}, prefix=prefix)
+    assert given.stdout.strip() == f"[{tmp_path / 'c'}]"
