@@ -54,8 +54,10 @@ def preload():
     import pyarrow.pandas_compat
     import pyarrow.parquet  # noqa: F401
 
+    import core.chart_fonts
     import core.steps
 
+    core.chart_fonts.use_cjk_fallback()  # CJK labels drawn, not boxes, where the host has a CJK font
     core.steps.warm()  # the SQL path's first-time costs, paid here once instead of in every step
     return core.steps.open_database()  # thread-free: safe to fork (tests/core/test_steps_warm.py)
 

@@ -33,6 +33,7 @@ SETTINGS = load_settings()
 
 image = (
     modal.Image.debian_slim(python_version="3.11")
+    .apt_install("fonts-noto-cjk")  # charts with Chinese, Japanese or Korean text (core/chart_fonts.py)
     # The versions uv.lock pins, without the dev group; the project itself comes as source below.
     .uv_sync(str(PROJECT), extra_options="--no-dev")
     .env(

@@ -1,0 +1,40 @@
+"""The fonts of the charts steps draw: Chinese, Japanese and Korean text as glyphs, not empty boxes.
+
+matplotlib draws with DejaVu Sans, which has no CJK glyphs, and falls back to another font only for
+the families `font.family` lists: installing a CJK font (Debian: fonts-noto-cjk) alone changed nothing.
+The fork server lists the first CJK sans-serif font this host has after the default, once, before any
+step forks; without one nothing changes (naming a family that is not installed warns on every chart).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+# Each covers every CJK script (a Noto/Source Han face differs by region only in glyph shapes).
+CJK_SANS = (
+    "Noto Sans CJK JP",  # Debian/Ubuntu fonts-noto-cjk, Fedora google-noto-sans-cjk-fonts
+    "Noto Sans CJK SC",
+    "Noto Sans CJK TC",
+    "Noto Sans CJK KR",
+    "Source Han Sans",  # Adobe's name for the same design
+    "WenQuanYi Zen Hei",  # fonts-wqy-zenhei
+    "Droid Sans Fallback",  # fonts-droid-fallback
+)
+
+
+def font_families(installed: Iterable[str]) -> list[str] | None:
+    """matplotlib's `font.family` for a host with the fonts named `installed`: the default sans-serif
+    first (Latin text looks as before), then a CJK font for what it lacks; None when there is none."""
+    have = set(installed)
+    cjk = next((name for name in CJK_SANS if name in have), None)
+    return ["sans-serif", cjk] if cjk else None
+
+
+def use_cjk_fallback() -> None:
+    """Set matplotlib's font fallback in this process (the fork server's: steps inherit it)."""
+    import matplotlib
+    from matplotlib import font_manager
+
+    families = font_families(font.name for font in font_manager.fontManager.ttflist)
+    if families:
+        matplotlib.rcParams["font.family"] = families
