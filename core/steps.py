@@ -323,8 +323,8 @@ def run_step(
     try:
         if request.kind == "python":
             result = _run_python(request, workspace)
-            note = _portable_files(workspace, before)
-            result.output = "\n".join(x for x in (result.output.rstrip("\n"), note) if x)
+            if note := _portable_files(workspace, before):  # the output as printed, the note below it
+                result.output = "\n".join(x for x in (result.output.rstrip("\n"), note) if x)
         elif request.kind == "sql" or (request.kind == "warehouse" and warehouse is not None):
             database, prefix = (
                 (str(warehouse), "query") if request.kind == "warehouse" else (":memory:", "sql")
