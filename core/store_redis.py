@@ -43,7 +43,7 @@ from core.redis_words import (  # noqa: F401  (re-exported: the runners and doct
     unanswered,
 )
 from core.store_base import HISTORY_VERSION, HeldLock, StoreUnavailable, loaded
-from core.store_retention import expire_old_turns
+from core.store_retention_redis import age_unexpiring_turns
 from core.store_sqlite import merge_meta
 
 T = TypeVar("T")
@@ -244,9 +244,11 @@ class RedisStore:
                 total, _ = await pipe.execute()
         return int(total)
 
-    async def purge_expired(self) -> int:  # keys expire by themselves; old turn records did not
+    async def purge_expired(self) -> int:
+        """Keys expire by themselves; turn records and index sets an older release wrote (before, or
+        beside this one in a rolling deploy) did not, and get their expiry (core/store_retention_redis.py)."""
         with self._errors():
-            return await expire_old_turns(self.r, self._k("t", "*"), self.turn_ttl_s, self._k("v", "aged"))
+            return await age_unexpiring_turns(self.r, self.prefix, self.turn_ttl_s)
 
     # --- turn records --------------------------------------------------------------------------
     async def record_turn(self, record: dict) -> None:

@@ -5,13 +5,13 @@ read a row looked at it: nothing deleted an expired history, thread metadata, de
 So DATATHREAD_HISTORY_TTL_DAYS hid a thread's transcript without removing it (a team relying on it
 for retention kept every conversation for good, and the file grew with every Slack event), and a
 reply in a thread whose history had expired still counted as a follow-up there, unlike with Redis.
-Redis turn records written before they expired (DATATHREAD_AUDIT_TTL_DAYS) carried no expiry: they
-stayed for good as well. The hourly sweep (bot/retention.py) calls `SessionStore.purge_expired`.
+Redis turn records written without an expiry (DATATHREAD_AUDIT_TTL_DAYS), by releases before records
+expired, stayed for good as well: core/store_retention_redis.py ages them. The hourly sweep
+(bot/retention.py) calls `SessionStore.purge_expired`.
 """
 
 from __future__ import annotations
 
-import json
 import sqlite3
 
 HITS_KEPT_S = 2 * 3600.0  # rate-limit hits are counted over the last hour
@@ -30,23 +30,3 @@ def purge_sqlite(con: sqlite3.Connection, now: float, history_ttl_s: float) -> i
         (now - history_ttl_s,),
     ).rowcount
     return removed
-
-
-async def expire_old_turns(client, pattern: str, turn_ttl_s: float | None, done_key: str) -> int:
-    """Give every Redis turn record without an expiry the one it would have had (its start plus the
-    TTL; already past: gone at once); returns how many were changed. Once per Redis: a finished pass
-    sets `done_key` (records written since have their expiry), so the hourly sweep scans no more."""
-    if turn_ttl_s is None or await client.exists(done_key):
-        return 0
-    changed = 0
-    async for key in client.scan_iter(match=pattern, count=1000):
-        if await client.ttl(key) != -1:
-            continue
-        raw = await client.get(key)
-        try:
-            started = float(json.loads(raw).get("started") or 0) if raw else 0.0
-        except (ValueError, AttributeError):
-            continue
-        changed += bool(await client.expireat(key, int(started + turn_ttl_s)))
-    await client.set(done_key, b"1")
-    return changed

@@ -70,3 +70,40 @@ async def test_redis_gives_turn_records_from_before_expiry_their_expiry(redis_se
             assert await store.purge_expired() == 0
     finally:
         await store.close()
+
+
+def record_the_old_way(r, turn_id: str, started: float, session: str) -> None:
+    """What a release before turn records expired writes (af746ca's `record_turn`): the record and its
+    index sets, none with an expiry."""
+    r.set(f"dt:t:{turn_id}", json.dumps({"turn_id": turn_id, "session_id": session, "started": started}))
+    r.zadd("dt:ti:all", {turn_id: started})
+    r.zadd(f"dt:ti:s:{session}", {turn_id: started})
+    r.zadd("dt:ti:u:terminal", {turn_id: started})
+
+
+async def test_redis_ages_what_an_old_replica_records_after_a_sweep_has_run(redis_server):
+    """A rolling deploy: old and new replicas share one Redis. The pass that gave old records their
+    expiry ran once and flagged itself done (`dt:v:aged`); records and index sets an old replica wrote
+    after it kept ttl=-1 for good."""
+    redis_server.flush()
+    store = RedisStore(redis_server.url, turn_ttl_s=30 * DAY)
+    now = time.time()
+    try:
+        with redis_py.Redis.from_url(redis_server.url) as r:
+            record_the_old_way(r, "before", now - 5 * DAY, "te-a")
+            await store.purge_expired()  # the first hourly sweep after the new release started
+            r.set("dt:v:aged", b"1")  # as the once-only pass left it
+            record_the_old_way(r, "after", now - 2 * DAY, "te-b")  # an old replica, still running
+            r.zadd("dt:ti:s:te-b", {"ancient": now - 400 * DAY})  # past keeping: trimmed away
+            assert r.ttl("dt:t:after") == -1 and r.ttl("dt:ti:s:te-b") == -1
+            assert await store.purge_expired() >= 3  # a later sweep looks again
+            assert abs(r.ttl("dt:t:after") - 28 * DAY) < 60
+            for index in ("dt:ti:all", "dt:ti:s:te-b", "dt:ti:u:terminal"):
+                assert abs(r.ttl(index) - 28 * DAY) < 60, index  # expires with its newest member
+            assert abs(r.ttl("dt:ti:s:te-a") - 25 * DAY) < 60
+            assert r.zrange("dt:ti:s:te-b", 0, -1) == [b"after"]
+            assert not r.exists("dt:v:aged")
+            assert await store.purge_expired() == 0  # nothing left without an expiry
+            assert [t["turn_id"] for t in await store.list_turns(session_id="te-b")] == ["after"]
+    finally:
+        await store.close()
