@@ -77,10 +77,16 @@ def run_app(typer_app: typer.Typer) -> None:
 
 
 def _version(value: bool) -> None:
+    """The release (core/release.py): the version plus the commit, so two releases are told apart. A
+    bad setting does not stop it: DATATHREAD_RELEASE is taken when the settings read, else left out."""
     if value:
-        from importlib.metadata import version
+        from core.release import release_id
 
-        typer.echo(f"datathread {version('datathread')}")
+        try:
+            configured = load_settings().release
+        except ConfigError:
+            configured = ""
+        typer.echo(f"datathread {release_id(configured)}")
         raise typer.Exit()
 
 

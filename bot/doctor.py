@@ -26,6 +26,7 @@ from bot.doctor_checks import ALL_CHECKS, CHECK_TIMEOUT_S, Check, preload
 from core.config import ConfigError, Settings
 from core.model_budget import spend_limits
 from core.redact import Redactor
+from core.release import release_id
 
 SAFETY_TIMEOUT_S = 2 * CHECK_TIMEOUT_S  # a whole check (two calls at most)
 STATUS_MARKUP = {
@@ -57,6 +58,8 @@ async def run_doctor(settings: Settings, console: Console) -> int:
     # Details are plain text (errors quote services, a masked login reads "[redacted]"): escaped, so rich
     # does not take a bracketed word for markup and drop it. Redacted once more on the way out.
     redact = Redactor(settings.secret_values()).text
+    # Which release this is (core/release.py): replicas upgraded one at a time are told apart.
+    table.add_row("release", STATUS_MARKUP["ok"], escape(f"datathread {release_id(settings.release)}"))
     for check in checks:
         table.add_row(check.part, STATUS_MARKUP[check.status], escape(redact(check.detail)))
     # The sandbox's protections, then what bounds the bill: "on — …" / "off — …" each, off said plainly.

@@ -25,6 +25,7 @@ from bot.teams_app import TeamsSurface
 from core.analyst import Analyst
 from core.analyst_front import front_analyst
 from core.config import Settings
+from core.release import release_id
 from core.runner import LocalRunner, Runner
 from core.runner_worker import FINISH_S
 from core.runner_workers import WorkerRunner
@@ -106,6 +107,7 @@ def create_app(
     app = Starlette(routes=routes, lifespan=lifespan)
     app.state.datathread = state
     app.state.workers = workers
+    app.state.release = release_id(settings.release)
     return app
 
 
@@ -142,7 +144,13 @@ async def _healthz(request: Request) -> JSONResponse:
         store = "ok" if reachable else "unreachable"
     ok = state.ready and store == "ok"
     # Only the word: the store's sentence names hosts and paths (the log and `doctor` have it).
-    body = {"ok": ok, "sandbox": public_protections(sandbox), "store": store}
+    # The release, so a fleet upgraded one replica at a time shows which runs what.
+    body = {
+        "ok": ok,
+        "sandbox": public_protections(sandbox),
+        "store": store,
+        "release": request.app.state.release,
+    }
     return JSONResponse(body, status_code=200 if ok else 503)
 
 

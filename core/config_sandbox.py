@@ -112,6 +112,11 @@ class SandboxSettings(BaseModel):
         validation_alias=_env("DATATHREAD_AUDIT_TTL_DAYS"),
         description="Days a turn's record (the audit trail, Show SQL, votes) is kept after it started (0 = for ever).",
     )
+    release: str = Field(
+        "",
+        validation_alias=_env("DATATHREAD_RELEASE"),
+        description="The release `--version`, `doctor` and `/healthz` name, and the session store records (unset: the package version plus the commit of the git checkout it runs from; the Modal deploy sets it from the deployer's checkout).",
+    )
     lock_ttl: float = Field(
         60.0,
         gt=0,

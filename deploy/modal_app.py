@@ -22,6 +22,7 @@ from pathlib import Path
 import modal
 
 from core.config import load_settings, split_list
+from core.release import release_id
 from core.runner_modal import ModalRunner  # noqa: F401  (re-exported: the runner of this deployment)
 from core.sandbox_modal import STEP_WORKER_CLASS, VolumeWorkspaces, image_env
 
@@ -43,6 +44,9 @@ image = (
             "DATATHREAD_MODAL_APP": SETTINGS.modal_app,
             "DATATHREAD_MODAL_VOLUME": SETTINGS.modal_volume,
             "DATATHREAD_SCHEDULER_LOOP": "0",  # schedules_tick below is the one scheduler on Modal
+            # The image holds the sources, not the checkout's .git: the release is read here, on the
+            # deployer's machine (a DATATHREAD_RELEASE set there wins), for --version, doctor and /healthz.
+            "DATATHREAD_RELEASE": release_id(SETTINGS.release, PROJECT),
             "PYTHONUNBUFFERED": "1",
         }
         | image_env(SETTINGS)  # the secrets' names and the step limits, as they are where you deploy

@@ -418,11 +418,33 @@ def test_the_docs_placeholder_key_is_named_before_any_call(tmp_path, monkeypatch
     assert "still the placeholder" in result.output and result.exit_code == 1, result.output
 
 
-def test_version_prints_the_package_version():
+def test_version_names_the_release_the_package_version_and_the_commit(tmp_path):
+    """`datathread 0.1.0` was all it said, for releases 880 commits apart (core/release.py)."""
     from importlib.metadata import version
 
-    result = subprocess.run([DATATHREAD, "--version"], capture_output=True, text=True, timeout=60)
-    assert result.returncode == 0 and result.stdout.strip() == f"datathread {version('datathread')}"
+    from core.release import ROOT as CHECKOUT
+    from core.release import checkout_commit
+
+    commit = checkout_commit()
+    assert commit or not (CHECKOUT / ".git").exists()  # a checkout's commit is always found
+    release = f"{version('datathread')}+{commit}" if commit else version("datathread")
+
+    def printed(**env: str) -> str:
+        result = subprocess.run(
+            [DATATHREAD, "--version"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env={**os.environ, **env},
+            cwd=tmp_path,
+        )
+        assert result.returncode == 0, result.stderr
+        return result.stdout.strip()
+
+    assert printed() == f"datathread {release}"
+    # Set at deploy time (the Modal image has no .git), it is the one named; a bad setting stops nothing.
+    assert printed(DATATHREAD_RELEASE="1.2.3+abcdef123456") == "datathread 1.2.3+abcdef123456"
+    assert printed(DATATHREAD_STEP_TIMEOUT="nan") == f"datathread {release}"
 
 
 def test_audit_format_accepts_only_supported_values(tmp_path, monkeypatch):

@@ -16,6 +16,7 @@ import pytest
 from bot import slack_client
 from bot.slack_jobs import STORE_UNREACHABLE
 from bot.teams_jobs import STORE_UNREACHABLE as TEAMS_STORE_UNREACHABLE
+from core.release import release_id
 from core.runner_redis import PUT_DEADLINE_S
 from tests.bot.slack_harness import mention, said, serve, until
 from tests.bot.teams_harness import serve_teams
@@ -55,7 +56,8 @@ async def test_healthz_reports_an_unreachable_store_quickly_and_keeps_its_fields
         assert asyncio.get_running_loop().time() - started < 2.5  # bounded: a probe never hangs
         assert down.status_code == 503
         assert down.json()["ok"] is False and down.json()["store"] == "unreachable"
-        assert set(down.json()) == {"ok", "sandbox", "store"}
+        assert set(down.json()) == {"ok", "sandbox", "store", "release"}
+        assert down.json()["release"] == healthy.json()["release"] == release_id()  # which replica runs what
         assert "127.0.0.1" not in down.text  # the sentence with the host stays in the log
         redis_server.start()
         assert await healthz_status(app) == 200
