@@ -147,7 +147,7 @@ async def check_store(settings: Settings) -> Check:
         store_name, hint = f"sqlite under {settings.home}", ""
     try:
         async with asyncio.timeout(CHECK_TIMEOUT_S):
-            store = await open_store(settings)
+            store = await open_store(settings, mark=False)  # checks, and leaves no mark
     except TimeoutError:
         return Check(
             "session store", "fail", f"{store_name} did not answer within {CHECK_TIMEOUT_S:g} s{hint}."

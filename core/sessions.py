@@ -13,6 +13,7 @@ from contextlib import AbstractAsyncContextManager
 from typing import Protocol
 
 from core.config import Settings
+from core.release import release_id
 from core.sandbox import is_valid_session_id
 from core.store_base import HISTORY_VERSION, HeldLock, LockLost, LockTimeout, StoreUnavailable
 from core.text_repair import readable
@@ -42,6 +43,10 @@ class SessionStore(Protocol):
 
     async def update_meta(self, session_id: str, **fields: object) -> dict:
         """Merge fields into metadata; keeps `created`, sets `updated`, unions `participants`."""
+
+    async def claim_schema(self, release: str, *, write: bool = True) -> None:
+        """Raise StoreTooNew for a store a newer release marked; otherwise (with `write`) mark it with
+        this release's schema and name (core/store_schema.py)."""
 
     async def purge_expired(self) -> int:
         """Remove what has expired and does not go by itself (core/store_retention.py); how many."""
@@ -141,8 +146,10 @@ def turn_ttl_s(settings: Settings) -> float | None:
     return settings.audit_ttl_days * 86400 or None
 
 
-async def open_store(settings: Settings) -> SessionStore:
-    """The store the settings ask for: Redis when REDIS_URL is set, else the embedded SQLite file."""
+async def open_store(settings: Settings, *, mark: bool = True) -> SessionStore:
+    """The store the settings ask for: Redis when REDIS_URL is set, else the embedded SQLite file;
+    StoreTooNew (a StoreUnavailable) when a newer release's layout is in it. Without `mark` (`doctor`,
+    which checks a deployment and changes nothing), the store is not marked with this release."""
     if settings.redis_url:
         from core.store_redis import RedisStore
 
@@ -160,6 +167,11 @@ async def open_store(settings: Settings) -> SessionStore:
             turn_ttl_s=turn_ttl_s(settings),
         )
     await store.ping()
+    try:  # before anything is read: a newer release's layout is refused, never misread
+        await store.claim_schema(release_id(settings.release), write=mark)
+    except StoreUnavailable:
+        await store.close()
+        raise
     return store
 
 

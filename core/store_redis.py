@@ -11,6 +11,7 @@ leaves a half-written history. Keys (all under `dt:`):
     r:<key>      sliding-window hits (zset) u:<key>     usage counter (expires once, from creation)
     t:<turn>     turn record JSON (EXAT)   ti:<index>   turn ids scored by start time (zsets)
     d:<kind>:<id> record JSON (no TTL)     di:<kind>    ids of a kind's records (set)
+    schema       what layout the keys are in, and which release last started (hash; core/store_schema.py)
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from core.redis_words import (  # noqa: F401  (re-exported: the runners and doct
     PING_DEADLINE_S,
     is_missing_database,
     missing_database,
+    redis_address,
     redis_failure,
     redis_reason,
     redis_where,
@@ -44,6 +46,7 @@ from core.redis_words import (  # noqa: F401  (re-exported: the runners and doct
 )
 from core.store_base import HISTORY_VERSION, HeldLock, StoreUnavailable, loaded
 from core.store_retention_redis import age_unexpiring_turns
+from core.store_schema import REDIS_CLAIM, STORE_SCHEMA, HistoryNotes, too_new
 from core.store_sqlite import merge_meta
 
 T = TypeVar("T")
@@ -92,6 +95,8 @@ class RedisStore:
         self.r = fail_fast_client(url, socket_timeout=store_base.ANSWER_S, retry_timeouts=False)
         self._url = url
         self._hit = self.r.register_script(_HIT)
+        self._claim = self.r.register_script(REDIS_CLAIM)
+        self._history_notes = HistoryNotes()
         self._locks = RedisLocks(self.r, url)
         self._keepers = self._locks.keepers
 
@@ -144,6 +149,16 @@ class RedisStore:
             with contextlib.suppress(RedisError, OSError):
                 await probe.aclose()
 
+    async def claim_schema(self, release: str, *, write: bool = True) -> None:
+        """Refuse a store a newer release marked; else mark it ours (core/store_schema.py)."""
+        self._history_notes.release = release
+        claim = self._claim(
+            keys=[f"{self.prefix}schema"], args=[STORE_SCHEMA, release, time.time(), int(write)]
+        )
+        found = int(await self._call(claim))
+        if found > STORE_SCHEMA:
+            raise too_new(f"the Redis at {redis_address(self._url)}", found, release)
+
     async def close(self) -> None:
         """Stop lock keepers and pending lock releases, and release the connection pool."""
         self._locks.close()
@@ -177,7 +192,10 @@ class RedisStore:
         if not raw:
             return []
         data = json.loads(raw)
-        return data["messages"] if data.get("version") == HISTORY_VERSION else []
+        if data.get("version") != HISTORY_VERSION:
+            self._history_notes.unknown(session_id, data.get("version"), HISTORY_VERSION)
+            return []
+        return data["messages"]
 
     async def save_history(self, session_id: str, messages: list[dict]) -> None:
         """Replace the history with one SET (atomic) and restart its TTL."""

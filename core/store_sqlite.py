@@ -24,6 +24,7 @@ from core.lock_release import Releases
 from core.sqlite_calls import SqliteCalls
 from core.store_base import HISTORY_VERSION, HeldLock, StoreUnavailable, loaded
 from core.store_retention import purge_sqlite
+from core.store_schema import STORE_SCHEMA, HistoryNotes, claim_sqlite, too_new
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS history (session_id TEXT PRIMARY KEY, version INTEGER, messages TEXT, expires REAL);
@@ -57,6 +58,7 @@ class SqliteStore:
         self._run = self._calls.run  # each call one transaction in a worker thread (core/sqlite_calls.py)
         self._keepers: set[LockKeeper] = set()
         self._releases = Releases()
+        self._history_notes = HistoryNotes()
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             with contextlib.suppress(OSError):
@@ -81,6 +83,13 @@ class SqliteStore:
     async def ping(self) -> None:
         await self._run(lambda con: con.execute("SELECT 1").fetchone())
 
+    async def claim_schema(self, release: str, *, write: bool = True) -> None:
+        """Refuse a store a newer release marked; else mark it ours (core/store_schema.py)."""
+        self._history_notes.release = release
+        found = await self._run(claim_sqlite, release, write)
+        if found > STORE_SCHEMA:
+            raise too_new(str(self.path), found, release)
+
     async def purge_expired(self) -> int:  # core/store_retention.py says why
         return await self._run(purge_sqlite, time.time(), self.history_ttl_s)
 
@@ -97,7 +106,10 @@ class SqliteStore:
             row = con.execute(
                 "SELECT version, messages, expires FROM history WHERE session_id=?", (session_id,)
             ).fetchone()
-            if not row or row[0] != HISTORY_VERSION or row[2] < time.time():
+            if not row or row[2] < time.time():
+                return []
+            if row[0] != HISTORY_VERSION:
+                self._history_notes.unknown(session_id, row[0], HISTORY_VERSION)
                 return []
             return json.loads(row[1])
 

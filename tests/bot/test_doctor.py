@@ -423,3 +423,24 @@ def test_at_a_terminal_a_spinner_shows_while_the_checks_run(tmp_path):
         screen.finished()
         keep.close()
         hole.stop()
+
+
+def test_the_release_is_named_and_a_store_of_a_newer_schema_fails_its_row(tmp_path, monkeypatch):
+    """Which release a replica runs was nowhere to be seen; a store a newer release marked is said, and
+    doctor, which checks a deployment, changes nothing in it (core/store_schema.py)."""
+    import sqlite3
+
+    from core.release import release_id
+    from core.store_schema import STORE_SCHEMA
+
+    monkeypatch.chdir(tmp_path)
+    code, rows, _ = doctor(tmp_path, {"ANTHROPIC_API_KEY": ""})
+    assert rows["release"] == ("ok", f"datathread {release_id()}")
+    database = tmp_path / "home" / "state.sqlite3"
+    with sqlite3.connect(database) as con:
+        assert con.execute("PRAGMA user_version").fetchone()[0] == 0  # looked at, not marked
+        con.execute(f"PRAGMA user_version = {STORE_SCHEMA + 1}")
+    code, rows, _ = doctor(tmp_path, {"ANTHROPIC_API_KEY": "", "DATATHREAD_RELEASE": "1.0.0+abcdef123456"})
+    assert rows["release"] == ("ok", "datathread 1.0.0+abcdef123456")
+    status, detail = rows["session store"]
+    assert code == 1 and status == "FAIL" and "newer release" in detail, detail
