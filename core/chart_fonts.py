@@ -4,10 +4,14 @@ matplotlib draws with DejaVu Sans, which has no CJK glyphs, and falls back to an
 the families `font.family` lists: installing a CJK font (Debian: fonts-noto-cjk) alone changed nothing.
 The fork server lists the first CJK sans-serif font this host has after the default, once, before any
 step forks; without one nothing changes (naming a family that is not installed warns on every chart).
+Only a font a step can read counts (`readable`): matplotlib also lists fonts in the bot user's home
+(~/.local/share/fonts, ~/Library/Fonts), which steps never see, and a listed font a step cannot open
+fails its chart.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable
 
 # Each covers every CJK script (a Noto/Source Han face differs by region only in glyph shapes).
@@ -30,11 +34,21 @@ def font_families(installed: Iterable[str]) -> list[str] | None:
     return ["sans-serif", cjk] if cjk else None
 
 
+def readable(path: str, roots: Iterable[str]) -> bool:
+    """Whether the font file at `path` lies under one of `roots`, the folders a step may read."""
+    real = os.path.realpath(path)
+    return any(real == root or real.startswith(root.rstrip("/") + "/") for root in roots)
+
+
 def use_cjk_fallback() -> None:
     """Set matplotlib's font fallback in this process (the fork server's: steps inherit it)."""
     import matplotlib
     from matplotlib import font_manager
 
-    families = font_families(font.name for font in font_manager.fontManager.ttflist)
+    from core.isolation import step_readable
+
+    roots = step_readable([])
+    fonts = font_manager.fontManager.ttflist
+    families = font_families(font.name for font in fonts if readable(font.fname, roots))
     if families:
         matplotlib.rcParams["font.family"] = families

@@ -98,8 +98,10 @@ def sqlite_leave(con, session_id: str, owner: str) -> None:
 
 def sqlite_give_back(con, session_id: str, owner: str) -> None:
     """Leave the queue and free the lock if `owner` holds it: a try cancelled after its thread began
-    writing still commits (core/sqlite_calls.py), and this call's transaction begins only after it, so
-    a lock that try took is not left to its TTL (the session's next question waited 60 s for it)."""
+    writing still commits (core/sqlite_calls.py), and this call's transaction waits for it, so a lock
+    that try took is not left to its TTL (the session's next question waited 60 s for it). Not always:
+    a try whose thread had passed its last look at the cancellation but not yet begun its transaction
+    may still commit after this call; that lock lasts its TTL, as every such lock did before."""
     sqlite_leave(con, session_id, owner)
     con.execute("DELETE FROM locks WHERE session_id=? AND owner=?", (session_id, owner))
 
@@ -191,8 +193,10 @@ async def redis_give_up(lock: Lock, token: str) -> None:
 
 async def _leave(client, queue: str, beats: str, token: str, lock: Lock | None = None) -> None:
     """Leave the queue, and with `lock`, free it if this try holds it: the cancelled try was sent before
-    these calls, on a connection of its own, so Redis applies it first (the session's next question
-    waited out the lock's TTL behind it)."""
+    these calls, so Redis almost always applies it first (the session's next question waited out the
+    lock's TTL behind it). Not guaranteed: it went on a connection of its own, and across connections
+    (a proxy, TLS, the order Redis reads its sockets) a later call may be applied first; then that
+    lock lasts its TTL, as every such lock did before."""
     with contextlib.suppress(Exception):  # otherwise its place lapses after WAIT_BEAT_S
         await client.zrem(queue, token)
         await client.zrem(beats, token)

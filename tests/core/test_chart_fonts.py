@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from core.chart_fonts import font_families
+from core.chart_fonts import font_families, readable
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -29,6 +29,20 @@ ROOT = Path(__file__).resolve().parents[2]
 )
 def test_a_cjk_font_the_host_has_is_the_fallback(installed, families):
     assert font_families(installed) == families
+
+
+def test_only_a_font_steps_can_read_is_the_fallback(tmp_path):
+    """A font in the bot user's home (~/.local/share/fonts) is listed by matplotlib, but a step never
+    sees that home: as the fallback it would fail every chart."""
+    system, home = tmp_path / "usr", tmp_path / "home"
+    (system / "share/fonts").mkdir(parents=True)
+    (home / ".local/share/fonts").mkdir(parents=True)
+    (home / "link.otf").symlink_to(home / ".local/share/fonts/a.otf")
+    roots = [str(system)]
+    assert readable(str(system / "share/fonts/NotoSansCJK.ttc"), roots)
+    assert not readable(str(home / ".local/share/fonts/NotoSansCJK.ttc"), roots)
+    assert not readable(str(home / "link.otf"), roots)  # where it really is counts
+    assert not readable(str(tmp_path / "usr-other/a.otf"), roots)  # a sibling, not under the root
 
 
 DRAW = """
