@@ -143,6 +143,7 @@ async def _ask(
     from bot.terminal import FAULT_HINT, format_footer
     from bot.terminal_chat import session_key
     from bot.terminal_images import save_for_user
+    from core.asked_when import host_zone
     from core.events import IncomingMessage
 
     analyst = await _analyst(settings, no_model=no_model)
@@ -150,7 +151,7 @@ async def _ask(
         key = await session_key(analyst, settings, session[0] or None, err.print)
         session[0] = key[0]
         outcome = await analyst.handle(
-            IncomingMessage(text=question, surface="terminal", thread_key=key), status
+            IncomingMessage(text=question, surface="terminal", thread_key=key, user_tz=host_zone()), status
         )
         files = []
         for a in outcome.artifacts:

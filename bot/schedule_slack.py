@@ -89,6 +89,7 @@ class SlackSchedulePoster:
             user_id=schedule.owner,
             channel_id=schedule.channel,
             team_id=schedule.team_id,
+            user_tz=schedule.tz,  # "yesterday" on the schedule's calendar
         )
 
         async def noted(ts: str) -> None:

@@ -114,6 +114,7 @@ class TeamsSchedulePoster:
                 user_id=schedule.owner,
                 channel_id=schedule.channel,
                 team_id=schedule.team_id,
+                user_tz=schedule.tz,  # "yesterday" on the schedule's calendar
             )
             sink = TeamsSink(threads=self.state.threads, links=self.state.links, out=out, personal=False)
             outcome_box.append(

@@ -26,6 +26,7 @@ from rich.console import Console
 from rich.text import Text
 
 from bot.stop_signals import loop_signal_handlers
+from core.asked_when import host_zone
 from core.config import Settings
 from core.events import IncomingMessage
 from core.sessions import StoreUnavailable, store_place
@@ -109,7 +110,9 @@ def _converse(runner: asyncio.Runner, console: Console, analyst, settings: Setti
         renderer = TerminalRenderer(
             console, settings.workspaces_dir, read=analyst.threads.read_artifact, home=settings.home
         )
-        message = IncomingMessage(text=question.strip(), surface="terminal", thread_key=key)
+        message = IncomingMessage(
+            text=question.strip(), surface="terminal", thread_key=key, user_tz=host_zone()
+        )
         turn = analyst.handle(message, renderer, confirm=terminal_confirmer(console, renderer))
 
         hint: list[asyncio.TimerHandle] = []

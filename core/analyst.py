@@ -17,6 +17,7 @@ import uuid
 from core import history as hist
 from core.access import AccessPolicy, Refusal, rate_limited
 from core.agent import TurnAborted, build_system, build_tools, run_loop
+from core.asked_when import asked_block
 from core.config import Settings
 from core.events import (
     AnswerReady,
@@ -214,6 +215,10 @@ class Analyst:
         )
         ctx = self._tool_context(message, session_id, outcome.turn_id, confirm)
         q, example = await self.verified.question_blocks(session_id, message, ctx.permits)  # its examples
+        q = [
+            *q,
+            asked_block(message.user_tz, self.settings.default_tz),
+        ]  # "yesterday" on the asker's calendar
         state = TurnState(turn_id=outcome.turn_id, messages=[*prior, {"role": "user", "content": q + gap}])
         error = await self._drive(state, ctx, message, outcome, emit, budgets)
         outcome.stats = state.stats()  # what ran, for the failure's words if saving it fails

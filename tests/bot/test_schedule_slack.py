@@ -12,6 +12,7 @@ import time
 from datetime import UTC, datetime, timedelta
 
 from bot import slack_blocks
+from core.asked_when import MARK as ASKED
 from core.schedules import ANSWER_CADENCES, new_schedule
 from core.schedules_store import ScheduleBook
 from core.schedules_tick import tick
@@ -66,6 +67,8 @@ async def test_a_scheduled_run_posts_chart_and_csv_in_a_new_thread_of_its_channe
                 text("**F9** had the highest average delay."),
             )
             await occur(harness, book, clock, minutes=1, seconds=3)
+            question = [b["text"] for b in fake_model.requests[0]["messages"][-1]["content"]]
+            assert any(t.startswith(ASKED) and " in Europe/Berlin (UTC+01:00)" in t for t in question)
             header = api.of("chat.postMessage")[0].args
             assert header["channel"] == "C0042" and "thread_ts" not in header
             assert header["text"].startswith("Scheduled report (0 9 * * mon, Europe/Berlin)")

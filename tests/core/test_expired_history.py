@@ -12,6 +12,7 @@ import pytest
 import redis
 
 from core.analyst import Analyst
+from core.asked_when import MARK as ASKED
 from core.events import IncomingMessage
 from tests.fakes.anthropic_api import text, tool
 from tests.fakes.scenarios import CHART, DELAYS
@@ -67,15 +68,16 @@ async def test_a_follow_up_after_the_history_expired_is_told_so_once(analyst_on,
     assert later.ok and later.session_id == first.session_id
     messages = fake_model.requests[-1]["messages"]
     assert len(messages) == 1  # nothing of the earlier turn is left to send…
-    question, note = messages[0]["content"]
-    assert question["text"] == "the chart from earlier but in blue"
+    question, asked, note = messages[0]["content"]
+    assert question["text"] == "the chart from earlier but in blue" and asked["text"].startswith(ASKED)
     assert NOTE in note["text"] and "(they are kept for 30 days)" in note["text"]  # …and Claude is told
     assert "still in the workspace: delays.csv, delays.parquet, delays.png." in note["text"]
 
     fake_model.enqueue(text("Done."))
     assert (await analyst.handle(ask("now in red"), recorder)).ok
     last = fake_model.requests[-1]["messages"][-1]["content"]
-    assert [b["text"] for b in last] == ["now in red"]  # the thread has a history again: said once
+    said = [b["text"] for b in last if not b["text"].startswith(ASKED)]
+    assert said == ["now in red"]  # the thread has a history again: said once
 
 
 async def test_new_threads_and_threads_that_kept_their_history_are_told_nothing(
