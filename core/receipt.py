@@ -8,12 +8,16 @@ from the turn's step records; `receipt_line` says it in one line that every surf
 The numbers check (`unsupported_numbers`, in `core/receipt_numbers.py` with its limits) compares the
 numbers the answer writes with every number the thread gave the model. An answer that ran no step at
 all is judged the same way; it is where a remembered table of figures would otherwise pass unmarked.
+It reads every number of the thread, so a turn runs it in a worker thread and waits `NUMBERS_CHECK_S`
+at most: the bot's event loop serves other threads meanwhile, and a check that is slow goes unshown.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections.abc import Iterable, Sequence
+import time
+from collections.abc import Iterable, Iterator, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
@@ -24,6 +28,7 @@ from core.receipt_numbers import unsupported_numbers
 from core.wording import counted
 
 log = logging.getLogger("datathread.receipt")
+NUMBERS_CHECK_S = 2.0  # the longest a turn waits for the numbers check; past it, the receipt goes without
 
 if TYPE_CHECKING:
     from core.verified import VerifiedQuery
@@ -39,11 +44,13 @@ def build_receipt(
     tables: Iterable[str] = (),
     fresh_as_of: datetime | None = None,
     verified_by: str = "",
+    unsupported: tuple[str, ...] | None = None,
 ) -> Receipt:
     """The receipt of a finished turn. `evidence` is what the thread's steps returned to the model and
     its questions; `tables` what the policy saw each query read (in order, repeats allowed). An answer
     with no step is judged too: a number it writes that no question or earlier result holds was
-    remembered or made up, and says so."""
+    remembered or made up, and says so. `unsupported` is the numbers check's result when the caller
+    ran it already (`turn_receipt` does, off the event loop); otherwise it runs here."""
     queries = [s for s in steps if s.ok and s.tool in QUERY_TOOLS]
     return Receipt(
         tables=tuple(dict.fromkeys(tables)),
@@ -55,7 +62,7 @@ def build_receipt(
         verified_by=verified_by,
         # Judged whether or not a step ran: a turn with no query is exactly where a remembered table
         # of figures hides, and numbers from the question or earlier turns' results are in `evidence`.
-        unsupported=_checked(answer, evidence),
+        unsupported=_checked(answer, evidence) if unsupported is None else unsupported,
     )
 
 
@@ -65,9 +72,34 @@ def _checked(answer: str, evidence: Iterable[str]) -> tuple[str, ...]:
     wrong"), so it is logged and left out, never the answer's end."""
     try:
         return unsupported_numbers(answer, evidence)
+    except TimeoutError:  # `_until` gave up: `_checked_in_time` says so
+        raise
     except Exception:
         log.exception("the receipt's numbers check failed; the receipt goes without it")
         return ()
+
+
+async def _checked_in_time(answer: str, evidence: Sequence[str]) -> tuple[str, ...]:
+    """`_checked` in a worker thread, waited for `NUMBERS_CHECK_S` at most. Run in the event loop, the
+    check held every turn of every thread (a 20,000-digit step output once cost 11.5 s); a thread cannot
+    be stopped, so the evidence it reads gives up at the same deadline rather than run on unwatched."""
+    give_up = time.monotonic() + NUMBERS_CHECK_S
+    try:
+        return await asyncio.wait_for(
+            asyncio.to_thread(_checked, answer, _until(give_up, evidence)), NUMBERS_CHECK_S
+        )
+    except TimeoutError:
+        log.warning(
+            "the receipt's numbers check took over %g s; the receipt goes without it", NUMBERS_CHECK_S
+        )
+        return ()
+
+
+def _until(give_up: float, texts: Iterable[str]) -> Iterator[str]:
+    for text in texts:
+        if time.monotonic() > give_up:
+            raise TimeoutError
+        yield text
 
 
 def receipt_line(receipt: Receipt, *, now: datetime | None = None) -> str:
@@ -127,10 +159,10 @@ async def turn_receipt(
         answer,
         steps,
         stats,
-        evidence=evidence_texts(messages),
         tables=[t for s in queries for t in read_by(s)],
         fresh_as_of=await warehouse.freshness(list(dict.fromkeys(warehouse_tables))),
         verified_by=example.verified_by if used and example else "",
+        unsupported=await _checked_in_time(answer, evidence_texts(messages)),
     )
 
 

@@ -76,8 +76,12 @@ _LIST = re.compile(r"[, \u00a0\u202f]")  # between numbers side by side: "3,4", 
 # Every number in machine output, however it is separated (CSV commas included).
 _RAW = re.compile(r"[-−]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
 _GROUPED = re.compile(r"[-−]?\d{1,3}(?:,\d{3})+(?:\.\d+)?")  # 336,776 as one number too
-_RAW_POWER = re.compile(  # a question's 3.7 × 10^15 or 10⁶, as the answer may repeat it
-    r"(?:([-−]?\d+(?:\.\d+)?)\s?[×x*·]\s?)?10(?:\^([-+−]?\d{1,4})|([⁻⁺]?[⁰¹²³⁴⁵⁶⁷⁸⁹]+))"
+# A question's 3.7 × 10^15 or 10⁶, as the answer may repeat it. Both starts are anchored: unanchored,
+# the mantissa was tried from every digit of a run, each try reading to its end (quadratic: one
+# question or step output of 20,000 digits held the bot's event loop 11.5 s).
+_RAW_POWER = re.compile(
+    r"(?:(?<![\d.])([-−]?\d+(?:\.\d+)?)\s?[×x*·]\s?)?(?<!\d)10"
+    r"(?:\^([-+−]?\d{1,4})|([⁻⁺]?[⁰¹²³⁴⁵⁶⁷⁸⁹]+))"
 )
 _SCALES = {  # as powers of ten
     "k": 3,

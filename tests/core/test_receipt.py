@@ -3,8 +3,13 @@ that fails (the check itself: tests/core/test_receipt_numbers.py)."""
 
 from __future__ import annotations
 
+import asyncio
 import os
+import threading
+import time
 from datetime import UTC, datetime
+
+import pytest
 
 from core.events import StepRecord, TurnStats
 from core.receipt import Receipt, build_receipt, receipt_line
@@ -95,3 +100,72 @@ def test_a_numbers_check_that_fails_leaves_the_receipt_without_it(monkeypatch, c
     made = build_receipt("UA a effectué 58 665,5 km.", [], stats, evidence=[PREVIEW])
     assert made.unsupported == () and made.model_calls == 1
     assert "numbers check failed" in caplog.text
+
+
+class _Warehouse:  # what `turn_receipt` asks of one
+    dialect, default_dataset = "duckdb", "main"
+
+    async def freshness(self, tables):
+        return None
+
+
+def _slow_check(seconds: float, *, done: threading.Event | None = None):
+    def check(answer, evidence):
+        list(evidence)
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline and not (done and done.is_set()):
+            sum(range(10_000))  # busy, as a long check is: it never sleeps
+        return ("999",)
+
+    return check
+
+
+async def test_the_event_loop_keeps_ticking_while_the_numbers_check_runs(monkeypatch):
+    """Run in the event loop, the check held every turn of every thread: 20,000 digits in one step's
+    output stalled the bot 11.5 s."""
+    import core.receipt as receipt
+
+    monkeypatch.setattr(receipt, "unsupported_numbers", _slow_check(0.6))
+    ticks = 0
+
+    async def tick():
+        nonlocal ticks
+        while True:
+            await asyncio.sleep(0.01)
+            ticks += 1
+
+    ticking = asyncio.create_task(tick())
+    await asyncio.sleep(0)
+    stats = TurnStats(model_calls=1, duration_s=1.0)
+    messages = [{"role": "user", "content": "How many?"}]
+    made = await receipt.turn_receipt("There were 999.", [], stats, messages, _Warehouse(), None)
+    ticking.cancel()
+    assert made.unsupported == ("999",)
+    assert ticks >= 10  # 60 on an idle host; none when the check held the loop
+
+
+async def test_a_numbers_check_past_its_time_leaves_the_receipt_without_it(monkeypatch, caplog):
+    import core.receipt as receipt
+
+    done = threading.Event()
+    monkeypatch.setattr(receipt, "unsupported_numbers", _slow_check(10.0, done=done))
+    monkeypatch.setattr(receipt, "NUMBERS_CHECK_S", 0.3)
+    stats = TurnStats(model_calls=1, duration_s=1.0)
+    messages = [{"role": "user", "content": "How many?"}]
+    started = time.monotonic()
+    try:
+        made = await receipt.turn_receipt("There were 999.", [], stats, messages, _Warehouse(), None)
+    finally:
+        done.set()  # the worker thread, which cannot be stopped, ends with the test
+    assert time.monotonic() - started < 5.0
+    assert made.unsupported == () and made.model_calls == 1
+    assert "numbers check took over 0.3 s" in caplog.text
+
+
+def test_evidence_read_past_the_deadline_gives_up():
+    from core.receipt import _until
+
+    texts = _until(time.monotonic() + 60, ["a", "b"])
+    assert list(texts) == ["a", "b"]
+    with pytest.raises(TimeoutError):
+        list(_until(time.monotonic() - 1, ["a"]))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from core.receipt_numbers import unsupported_numbers
@@ -184,3 +186,50 @@ def test_a_written_minus_stands_on_a_negative_value_and_no_sign_on_either(answer
 )
 def test_a_flipped_sign_is_marked(answer, flagged):
     assert unsupported_numbers(answer, [SIGNS]) == flagged
+
+
+# Each shape of a long run, in a question, a step's output or the answer: 200,000 characters. Reading
+# one as a power of ten's mantissa from every digit was quadratic: 20,000 digits in one step output
+# (`print('9'*20000)`) held the event loop 11.5 s, these minutes.
+LONG_RUNS = """
+import json, time
+from core.receipt_numbers import unsupported_numbers
+n = 200_000
+runs = {"digits": "9" * n, "commas": "1," * (n // 2), "spaces": "1 " * (n // 2), "dots": "1." * (n // 2),
+        "groups": "1" + ",111" * (n // 4) + ".5.5", "spaced groups": "1" + " 111" * (n // 4) + ".5.5",
+        "powers": "10^" * (n // 3), "times": "9x" * (n // 2), "digits then a letter": "9" * n + "a"}
+cases = [("evidence: " + name, "There were 12,345 flights.", ["q " + run]) for name, run in runs.items()]
+cases += [("answer: " + name, runs[name], ["rows: 1\\nn\\n58665\\n"])
+          for name in ("digits", "digits then a letter", "dots", "groups", "spaced groups")]
+took = {}
+for case, answer, evidence in cases:
+    started = time.perf_counter()
+    unsupported_numbers(answer, evidence)
+    took[case] = time.perf_counter() - started
+print(json.dumps(took))
+"""
+
+
+def test_long_runs_of_digits_or_separators_are_read_in_linear_time():
+    """In a child process, killed if it hangs: each run takes well under a second (the bound leaves
+    room for a loaded two-core host)."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    try:
+        child = subprocess.run(
+            [sys.executable, "-c", LONG_RUNS],
+            cwd=root,
+            env={**os.environ, "PYTHONPATH": str(root)},
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail("reading long runs took over 60 s")
+    slow = {run: s for run, s in json.loads(child.stdout).items() if s >= 2.0}
+    assert slow == {}
