@@ -19,6 +19,8 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
+from core.arrow_values import py_values
+
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 _FORMULA_REGEX = "^[=+\\-@\\t\\r]"  # the same set, for Arrow's regex kernel
 # A signed number as written (digits, separators, a currency sign, an exponent, a percent): no letter
@@ -81,8 +83,9 @@ def _positional(column: Any) -> Any:
 
 def _as_text(column: Any) -> Any:
     """A column a CSV cannot hold, as text: lists, structs and maps as JSON (the conversion failed with
-    "Unsupported Type:list"), a map as an object (`{"k1": 10}`, not pairs, unless its keys cannot be
-    an object's), bytes as hex (written raw, they were invalid UTF-8 in the file)."""
+    "Unsupported Type:list"), a map as an object (`{"k1": 10}`) when `core/arrow_values.py` makes it a
+    dict, else its `[key, value]` pairs; bytes as hex (written raw, they were invalid UTF-8 in the
+    file)."""
     import json
 
     import pyarrow as pa
@@ -94,11 +97,7 @@ def _as_text(column: Any) -> Any:
             return value.hex()
         return json.dumps(value, default=str, ensure_ascii=False)
 
-    try:
-        values = column.to_pylist(maps_as_pydicts="lossy")
-    except TypeError:
-        values = column.to_pylist()
-    return pa.array([text(v) for v in values], pa.string())
+    return pa.array([text(v) for v in py_values(column)], pa.string())
 
 
 MAX_CSV_BYTES = 50 * 2**20  # what may be attached at most (core/tools.py); larger is refused here too

@@ -19,6 +19,8 @@ import datetime
 import decimal
 import math
 
+from core.arrow_values import py_values
+
 MAX_CELL = 60  # characters of one cell
 FLOAT_DIGITS = 15  # significant digits of a float (all a float64 holds exactly; 0.1 + 0.2 shows 0.3)
 DECIMAL_PLACES = 9  # a decimal's places shown as they are; past this, trailing zeros go (BIGNUMERIC's 38)
@@ -52,12 +54,12 @@ def preview_table(table, rows: int, max_bytes: int) -> str:
 
 
 def _cells(column) -> list[str]:
-    """A column's values as cells. Values Python cannot hold (DuckDB's `infinity` dates and
-    timestamps, years past 9999) are shown as a saved result holds them (`infinity`, `12000-01-01`:
-    `core/portable_columns.py`; a warehouse table's sample rows are not saved first), never a failed
+    """A column's values as cells (a map as `{k1: 10}` when it can be a dict: `core/arrow_values.py`).
+    Values Python cannot hold (DuckDB's `infinity` dates and timestamps, years past 9999) are shown
+    as DuckDB writes them (`infinity`, `12000-01-01`: `core/portable_columns.py`), never a failed
     step."""
     try:
-        return [cell(value) for value in _values(column)]
+        return [cell(value) for value in py_values(column)]
     except (OverflowError, ValueError):
         import pyarrow as pa
 
@@ -68,15 +70,6 @@ def _cells(column) -> list[str]:
             return [cell(value) for value in text.cast(pa.string()).to_pylist()]
         except Exception:  # no string form at all: say so rather than fail the step
             return ["?"] * len(column)
-
-
-def _values(column) -> list:
-    """The column's values; a map's as a dict (`{k1: 10}`), not a list of pairs (`[[k1, 10]]`), unless
-    its keys cannot be a dict's (a struct)."""
-    try:
-        return column.to_pylist(maps_as_pydicts="lossy")
-    except TypeError:
-        return column.to_pylist()
 
 
 def cell(value) -> str:

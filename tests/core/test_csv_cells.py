@@ -236,3 +236,29 @@ def test_only_a_csv_gets_the_mark_not_a_tsv():
     assert for_people("orte.tsv", text) == text
     assert for_people("orte.csv", text.replace(b"\t", b",")) == b"\xef\xbb\xbf" + text.replace(b"\t", b",")
     assert for_people("chart.png", b"\x89PNG\xff") == b"\x89PNG\xff"
+
+
+def test_a_map_whose_keys_json_cannot_hold_is_written_as_its_pairs():
+    """DuckDB's `histogram(d)` is a MAP keyed by dates: as a dict, `json.dumps` refused it and the CSV
+    conversion failed ("keys must be str, int, float, bool or None, not datetime.date"). A map with a
+    repeated key lost all but one of them (and a UserWarning reached the step's output)."""
+    import io
+    import warnings
+
+    import duckdb
+    import pyarrow.csv as pc
+
+    table = duckdb.sql(
+        "SELECT carrier, histogram(d) AS hist FROM (VALUES ('AA', DATE '2024-01-02'), "
+        "('AA', DATE '2024-01-02'), ('AA', DATE '2024-01-03')) v(carrier, d) GROUP BY carrier"
+    ).to_arrow_table()
+    repeated = pa.MapArray.from_arrays([0, 2], pa.array(["k", "k"]), pa.array([1, 2]))
+    table = table.append_column("dup", repeated)
+    out = io.BytesIO()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        pc.write_csv(neutralise_table(table), out)
+    assert out.getvalue().decode().splitlines() == [
+        '"carrier","hist","dup"',
+        '"AA","[[""2024-01-02"", 2], [""2024-01-03"", 1]]","[[""k"", 1], [""k"", 2]]"',
+    ]

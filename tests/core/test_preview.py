@@ -123,3 +123,14 @@ def test_a_map_is_shown_as_its_keys_and_values():
     """DuckDB's `MAP {'k1': 10, 'k2': 20}` was shown as pairs, `[[k1, 10], [k2, 20]]`."""
     table = duckdb.sql("SELECT MAP {'k1': 10, 'k2': 20} AS mp, [MAP {1: 'a'}] AS maps").to_arrow_table()
     assert preview_table(table, 1, 1000).splitlines()[1] == "{k1: 10, k2: 20}  [{1: a}]"
+
+
+def test_a_map_a_dict_cannot_hold_is_shown_as_its_pairs():
+    """`histogram(d)` is keyed by dates; a map with a repeated key lost all but one of them."""
+    table = duckdb.sql(
+        "SELECT histogram(d) AS hist FROM (VALUES (DATE '2024-01-02'), (DATE '2024-01-02')) v(d)"
+    ).to_arrow_table()
+    table = table.append_column(
+        "dup", pa.MapArray.from_arrays([0, 2], pa.array(["k", "k"]), pa.array([1, 2]))
+    )
+    assert preview_table(table, 1, 1000).splitlines()[1] == "[[2024-01-02, 2]]  [[k, 1], [k, 2]]"
