@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from core.file_stems import default_stem, safe_file_stem
-from core.portable_columns import portable, portable_parquet
+from core.portable_columns import far_dates, portable, portable_parquet, saved_note
 from core.preview import clip as _clip
 from core.preview import preview_table
 from core.sandbox import StepRequest, StepResult
@@ -191,11 +191,13 @@ def describe_arrow(table, request: StepRequest, workspace: Path, unnamed: str) -
     """Save a result table and describe it: file, rows, schema, bounded preview."""
     if len({n.lower() for n in table.column_names}) < table.num_columns:
         table = table.rename_columns(unique_names(table.column_names))
-    table, _ = portable(table)  # intervals, ±infinity dates: as text (the column's type says so)
+    # Intervals as text; ±infinity dates kept (DuckDB reads them, SQL compares them), named for the model
+    table, changed = portable(table, dates=False)
     stem = safe_file_stem(request.save_as, unnamed)
     saved = save_arrow(table, workspace, stem)
     return StepResult(
         ok=True,
+        output=saved_note(changed, far_dates(table)),
         rows=table.num_rows,
         columns=[{"name": f.name, "type": str(f.type)} for f in table.schema],
         preview=preview_table(table, request.preview_rows, request.preview_bytes),

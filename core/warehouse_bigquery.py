@@ -55,7 +55,7 @@ from core.confirm import CONFIRM_TIMEOUT_S
 from core.events import ConfirmRequest
 from core.file_stems import default_stem, safe_file_stem
 from core.policy import TableAllowlist, check_sql
-from core.portable_columns import portable
+from core.portable_columns import portable, saved_note
 from core.preview import preview_table
 from core.sandbox import Sandbox, StepResult, WorkspaceFull
 from core.table_notes import TableNotes, load_table_notes
@@ -350,7 +350,7 @@ class BigQueryWarehouse:
         import pyarrow.parquet as pq
 
         name = safe_file_stem(save_as, default_stem("query")) + ".parquet"
-        table, _ = await asyncio.to_thread(portable, table)  # an INTERVAL as text, as DuckDB's
+        table, changed = await asyncio.to_thread(portable, table, dates=False)  # INTERVAL as text
         buffer = io.BytesIO()
         await asyncio.to_thread(pq.write_table, table, buffer, compression="zstd")
         data = buffer.getvalue()
@@ -361,8 +361,9 @@ class BigQueryWarehouse:
             ok=True,
             output=(
                 f"BigQuery: processed {format_bytes(processed)}, billed "
-                f"{format_cost(billed, self.limits.price_per_tib)}, cache hit: {cache}."
-            ),
+                f"{format_cost(billed, self.limits.price_per_tib)}, cache hit: {cache}. "
+                + saved_note(changed, [])  # BigQuery's dates are all years 1 to 9999
+            ).strip(),
             rows=table.num_rows,
             columns=[{"name": f.name, "type": str(f.type)} for f in table.schema],
             preview=preview_table(table, ctx.preview_rows, ctx.preview_bytes),

@@ -113,3 +113,32 @@ def test_pandas_durations_and_periods_a_python_step_saves_are_text_for_the_sql_a
         "1 day 02:03:04.5  2024-01",
         "NULL              2024-02",
     ]
+
+
+def test_a_saved_date_holding_infinity_stays_a_date_for_the_sql_after_it(tmp_path, monkeypatch):
+    """A slowly-changing dimension's open end (`'infinity'::DATE`) made the whole column text, and the
+    next step's `valid_to > DATE '2022-01-01'` failed ("Cannot compare values of type VARCHAR and
+    DATE"). The model is told which column holds it and how pandas can read it."""
+    save = StepRequest(
+        kind="sql",
+        session_id="s-steps",
+        timeout_s=30,
+        save_as="scd",
+        code="SELECT * FROM (VALUES (1, DATE '2020-03-05', 'infinity'::DATE), "
+        "(2, DATE '2021-07-01', DATE '2023-01-01')) v(id, valid_from, valid_to)",
+    )
+    monkeypatch.chdir(tmp_path)  # as the sandbox runs a step: in its workspace
+    saved = run_step(save, tmp_path, None)
+    assert saved.ok, saved.error
+    assert saved.columns[2] == {"name": "valid_to", "type": "date32[day]"}
+    assert "valid_to (date32[day]: infinity)" in saved.output and "pd.read_parquet" in saved.output
+    assert saved.preview.splitlines()[1].split() == ["1", "2020-03-05", "infinity"]
+    later = StepRequest(
+        kind="sql",
+        session_id="s-steps",
+        timeout_s=30,
+        code="SELECT id FROM 'scd.parquet' WHERE valid_to > DATE '2022-01-01' ORDER BY id",
+    )
+    result = run_step(later, tmp_path, None)
+    assert result.ok, result.error
+    assert result.rows == 2 and result.output == ""

@@ -241,8 +241,9 @@ async def test_durations_periods_and_infinity_reach_people_as_written(
     analyst, fake_model, recorder, settings
 ):
     """A pandas timedelta and Period column reached the CSV as 93784500000 and 648 (µs, and months since
-    1970); DuckDB's `DATE 'infinity'` as `<value out of range: 2147483647>`, and its file failed
-    `pd.read_parquet` whole ("year 5881580 is out of range")."""
+    1970); DuckDB's `DATE 'infinity'` as `<value out of range: 2147483647>`. The file keeps the DATE
+    (SQL compares it), which `pd.read_parquet` fails on ("year 5881580 is out of range"): the model is
+    told so, and how to cap it in SQL for pandas."""
     from core.events import IncomingMessage
     from tests.fakes.anthropic_api import text, tool
 
@@ -257,7 +258,10 @@ async def test_durations_periods_and_infinity_reach_people_as_written(
         tool("run_sql", {"sql": sql, "save_as": "inf"}),
         tool(
             "run_python",
-            {"code": "import pandas as pd\nprint(pd.read_parquet('inf.parquet')['until'].tolist())"},
+            {
+                "code": "import duckdb\nsql = \"SELECT LEAST(until, DATE '9999-12-31') AS until FROM 'inf.parquet'\"\n"
+                "print(duckdb.sql(sql).df()['until'].astype(str).tolist())"
+            },
         ),
         tool("attach_file", {"path": "pd.parquet"}, more=[("attach_file", {"path": "inf.parquet"})]),
         text("attached"),
@@ -266,8 +270,9 @@ async def test_durations_periods_and_infinity_reach_people_as_written(
     outcome = await analyst.handle(message, recorder)
     assert outcome.ok, outcome.error
     preview = fake_model.last_tool_results(2)[0]["content"]
-    assert "Columns: until string." in preview and "infinity" in preview
-    assert "['infinity', '2024-05-06']" in fake_model.last_tool_results(3)[0]["content"]
+    assert "Columns: until date32[day]." in preview and "\ninfinity\n" in preview
+    assert "until (date32[day]: infinity)" in preview and "LEAST(col, DATE '9999-12-31')" in preview
+    assert "['9999-12-31', '2024-05-06']" in fake_model.last_tool_results(3)[0]["content"]
     workspace = settings.workspaces_dir / outcome.session_id
     assert (workspace / "pd.csv").read_text().splitlines() == [
         '"td","per"',
