@@ -275,18 +275,25 @@ def _run_python(request: StepRequest, workspace: Path) -> StepResult:
     return StepResult(ok=ok, output=_clip(buffer.getvalue(), request.output_bytes), error=error)
 
 
-def _portable_files(workspace: Path, before: dict) -> str:
+def _portable_files(workspace: Path, before: dict, after: dict) -> str:
     """Make the parquet files model code wrote readable by every engine (`core/portable_columns.py`:
     pandas' timedelta and Period columns as text, or `run_sql` read 648 for 2024-01); a line saying
-    which changed, for the model, or "". A file that cannot be read is left as it is."""
+    which changed, for the model, or "". A file that cannot be read is left as it is.
+
+    `after` is the step's closing snapshot, brought up to date for each file rewritten here: walking
+    the workspace again cost every python step of a 2,000-file workspace 16 ms (24 → 40 ms)."""
     notes = []
-    for file in changed_files(before, snapshot(workspace)):
+    for file in changed_files(before, after):
         if file["kind"] == "parquet":
+            path = workspace / file["path"]
             try:
-                changed = portable_parquet(workspace / file["path"])
+                changed = portable_parquet(path)
             except Exception:  # not parquet after all, or half-written: the model's own affair
                 continue
             if changed:
+                with contextlib.suppress(OSError):
+                    st = path.stat()
+                    after[file["path"]] = (st.st_size, st.st_mtime_ns)
                 notes.append(f"{file['path']}: {', '.join(changed)}")
     if not notes:
         return ""
@@ -321,11 +328,12 @@ def run_step(
     `opened`: the fork server's `open_database()`, inherited by this (one-step) child; SQL steps then
     use it instead of opening a database of their own."""
     started = time.perf_counter()
-    before = snapshot(workspace)
+    before, after = snapshot(workspace), None
     try:
         if request.kind == "python":
             result = _run_python(request, workspace)
-            if note := _portable_files(workspace, before):  # the output as printed, the note below it
+            after = snapshot(workspace)
+            if note := _portable_files(workspace, before, after):  # the output as printed, the note below
                 result.output = "\n".join(x for x in (result.output.rstrip("\n"), note) if x)
         elif request.kind == "sql" or (request.kind == "warehouse" and warehouse is not None):
             database, prefix = (
@@ -345,6 +353,6 @@ def run_step(
         result = StepResult(ok=False, killed=True, error="The step ran out of memory (limit reached).")
     except Exception as exc:  # SQL errors and the like: the model can act on the message
         result = StepResult(ok=False, error=_clip(f"{type(exc).__name__}: {exc}", 4000))
-    result.files = changed_files(before, snapshot(workspace))
+    result.files = changed_files(before, snapshot(workspace) if after is None else after)
     result.duration_s = round(time.perf_counter() - started, 4)
     return result
