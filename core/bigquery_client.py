@@ -358,7 +358,7 @@ class ResultUnsaved(Exception):
         )
 
 
-RISKY_TYPES = ("BIGNUMERIC", "BIGDECIMAL", "INTERVAL", "RANGE")  # what Arrow or parquet may refuse
+RISKY_TYPES = ("BIGNUMERIC", "BIGDECIMAL", "RANGE")  # may not convert (an INTERVAL is saved as text)
 
 
 def risky_columns(schema: Sequence[Any], prefix: str = "") -> list[str]:

@@ -718,3 +718,18 @@ async def test_a_result_that_would_fill_the_workspace_is_refused_in_words(parts,
     result = await warehouse.query(ORDERS, "orders", qctx(store))
     assert not result.ok and "would take the thread's workspace past its" in result.error, result.error
     assert not (settings.workspaces_dir / "s1" / "orders.parquet").exists()
+
+
+def test_a_failed_conversion_names_only_the_columns_that_may_fail():
+    """An INTERVAL is saved as text (`core/portable_columns.py`), yet a 77-digit BIGNUMERIC's refusal
+    told the model to cast the INTERVAL column too."""
+    from google.cloud.bigquery import SchemaField
+
+    from core.bigquery_client import risky_columns
+
+    schema = [
+        SchemaField("gap", "INTERVAL"),
+        SchemaField("bn", "BIGNUMERIC"),
+        SchemaField("st", "RECORD", fields=[SchemaField("x", "RANGE"), SchemaField("i", "INTERVAL")]),
+    ]
+    assert risky_columns(schema) == ["bn (BIGNUMERIC)", "st.x (RANGE)"]
