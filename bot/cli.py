@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 import typer
 from rich.console import Console
 
+from bot.cli_arguments import output_option
 from bot.cli_common import (
     app,
     check_output_file,
@@ -301,11 +302,9 @@ from bot import cli_audit  # noqa: E402, F401  (registers `audit` here, after `s
 @app.command()
 def export(
     session_id: str = typer.Argument(..., help="The session id (or terminal --session key) to export."),
-    output: str = typer.Option(
+    output: str = output_option(
         None,
-        "-o",
-        "--output",
-        help="Notebook path, or a folder for the default name (default: SESSION_ID.ipynb here); - for stdout.",
+        "Notebook path, or a folder for the default name (default: SESSION_ID.ipynb here); - for stdout.",
     ),
 ) -> None:
     """Export a thread as a runnable Jupyter notebook."""
@@ -322,9 +321,7 @@ PACKAGE = "datathread-teams.zip"
 
 @app.command("teams-package")
 def teams_package(
-    output: str = typer.Option(
-        PACKAGE, "-o", "--output", help=f"Zip to write (a folder, `DIR/`, gets {PACKAGE} in it)."
-    ),
+    output: str = output_option(PACKAGE, f"Zip to write (a folder, `DIR/`, gets {PACKAGE} in it)."),
     app_version: str | None = typer.Option(
         None,
         "--app-version",

@@ -16,12 +16,14 @@ from rich.console import Console
 from rich.markup import escape
 from typer._click import exceptions as click  # typer 0.29 parses with its own copy of click
 
+from bot.cli_arguments import ReadableArguments
 from bot.log_setup import LOG_LEVEL_HELP, parse_level, setup_logging
 from core.config import ConfigError, Settings, load_settings
 from core.config_names import names_given, unknown_setting_warnings, unparsable_lines
 from core.config_types import check_writable_dir
 
 app = typer.Typer(
+    cls=ReadableArguments,  # every argument read as text UTF-8 can encode, file names as given
     help="datathread — answers data questions in Slack, Teams and the terminal.",
     no_args_is_help=True,
     add_completion=False,

@@ -30,7 +30,6 @@ from core.asked_when import host_zone
 from core.config import Settings
 from core.events import IncomingMessage
 from core.sessions import StoreUnavailable, store_place
-from core.text_repair import readable
 
 PROMPT = "[bold green]› [/]"
 CONTINUATION_PROMPT = "[dim]… [/]"
@@ -69,12 +68,9 @@ def run_chat(settings: Settings, session: str | None, start_analyst) -> None:
 async def session_key(analyst, settings: Settings, session: str | None, say) -> tuple[str, ...]:
     """The thread key of `--session`: the session it names, by key or full id; a new one when none is
     given. A name with no session yet starts one under that name (the way to name a conversation),
-    but `say`s so: a mistyped key, or another folder's DATATHREAD_HOME, silently began an empty one.
-    A byte in the key that argv could not decode reads as in a question (core/text_repair.py): it
-    failed to encode in the store's look-up, a traceback."""
+    but `say`s so: a mistyped key, or another folder's DATATHREAD_HOME, silently began an empty one."""
     if not session:
         return (uuid.uuid4().hex[:12],)
-    session = readable(session)
     try:
         key = await analyst.threads.terminal_key(session)
     except StoreUnavailable as exc:  # the turn will say so too; the session goes on under that name

@@ -16,7 +16,6 @@ from core.config import Settings
 from core.release import release_id
 from core.sandbox import is_valid_session_id
 from core.store_base import HISTORY_VERSION, HeldLock, LockLost, LockTimeout, StoreUnavailable
-from core.text_repair import readable
 
 # What the store implementations share lives in core/store_base.py (so they never import this module,
 # which opens them); re-exported here for everything that uses a store.
@@ -179,10 +178,7 @@ async def resolve_session_id(store: SessionStore, given: str) -> str:
     """The session id `given` names: an id the store holds turns under (a full session id, or a schedule's
     `schedule:ID` that `audit` prints), else the terminal session of that `--session` key (`datathread
     chat`/`ask` print the key), so either works wherever an id is asked. Over the store alone: `export`
-    and `audit --session` look a session up before they import the notebook and core stacks. A byte
-    in it that argv could not decode reads as in a question (core/text_repair.py), as `chat` and `ask`
-    read the key: it failed to encode in the look-up, a traceback."""
-    given = readable(given)
+    and `audit --session` look a session up before they import the notebook and core stacks."""
     if await store.list_turns(session_id=given, limit=1):
         return given
     valid = is_valid_session_id(given)

@@ -10,13 +10,15 @@ heals as it is loaded."""
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 
 from core.sessions import session_id_for
 from tests.fakes.anthropic_api import text
-from tests.fakes.cli import run
+from tests.fakes.cli import invoke, run
 
 KEY = {"ANTHROPIC_API_KEY": "sk-ant-test-000000", "LC_ALL": "C.UTF-8"}
+ADD = ["schedule", "add", "--cron", "0 9 * * mon", "--tz", "Europe/Berlin", "--surface", "slack"]
 ASCII_LOCALE = {"LC_ALL": "C", "LANG": "C", "PYTHONUTF8": "0", "PYTHONCOERCECLOCALE": "0"}
 
 
@@ -110,3 +112,42 @@ def test_a_session_key_with_an_undecodable_byte_names_one_session_everywhere(hom
         "flights to Munich?",
         "and back?",
     ]
+
+
+def test_a_byte_in_any_argument_reads_as_in_a_question_in_every_command(home):
+    """Every command's arguments are read once, at the entry (bot/cli_arguments.py): an id with a byte
+    argv could not decode is an unknown id like any other — one sentence, the same exit code — where
+    `schedule pause`, `verified show` and `audit --user` ended in a UnicodeEncodeError traceback from
+    the store's look-up."""
+    for args, code, said in [
+        (["schedule", "pause", "ab\udcfc"], 2, "No schedule has the id 'abü'"),
+        (["verified", "show", "ab\udcfc"], 2, "There is no verified query or correction with id abü."),
+        (["audit", "--user", "ab\udcfc"], 0, "No recorded turns in"),
+    ]:
+        result = run(args, home, env=KEY, merged=True)
+        assert result.returncode == code, result.stdout
+        assert said in result.stdout and "Traceback" not in result.stdout
+        assert len(result.stdout.strip().splitlines()) == 1, result.stdout
+
+
+def test_a_schedule_is_stored_with_its_question_readable(home):
+    """`schedule add` stored the escape, repaired only on each read of it. (Compared as ascii(): a lone
+    surrogate in a failure's diff stops a pytest-xdist worker.)"""
+    added = invoke([*ADD, "--channel", "C1", "flights to M\udcfcnchen?"], home, env=KEY)
+    assert added.returncode == 0, added.stderr
+    with sqlite3.connect(home / "state.sqlite3") as db:
+        (stored,) = db.execute("SELECT data FROM records WHERE kind='schedule'").fetchone()
+    assert "\\udcfc" not in stored and ascii(json.loads(stored)["question"]) == ascii("flights to München?")
+    listed = invoke(["schedule", "list", "--json"], home, env=KEY)
+    assert [ascii(s["question"]) for s in json.loads(listed.stdout)] == [ascii("flights to München?")]
+
+
+def test_a_file_name_with_an_undecodable_byte_names_that_file(home, fake_model):
+    """File names are the exception: `export -o` with the byte 0xFC in the name writes that file, not
+    one named "Mxc3xbcnchen"."""
+    fake_model.enqueue(text("12 flights went to Munich."))
+    env = {**KEY, "ANTHROPIC_BASE_URL": fake_model.url}
+    assert invoke(["ask", "flights to Munich?", "--session", "k"], home, env=env).returncode == 0
+    exported = run(["export", "k", "-o", "M\udcfcnchen.ipynb"], home, env=env)
+    assert exported.returncode == 0, exported.stderr
+    assert b"M\xfcnchen.ipynb" in os.listdir(bytes(home.parent))
