@@ -13,6 +13,8 @@ import os
 import time
 from pathlib import Path
 
+from core.text_repair import readable
+
 
 async def list_workspace(workspace: Path, limit: int) -> list[dict]:
     """The workspace's files (at most `limit`), sorted by path, each with its size and kind, walked
@@ -29,7 +31,7 @@ def _walk(workspace: Path, limit: int) -> list[dict]:
 
     files: dict[str, int] = {}
     for path, st in workspace_files(workspace, limit=limit):
-        files[path] = st.st_size
+        files[readable(path)] = st.st_size  # a name with bytes that are not UTF-8: as it reads (`named`)
         if len(files) % 256 == 0:
             time.sleep(0.001)
     return [

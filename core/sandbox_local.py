@@ -30,7 +30,7 @@ from core import (
 )
 from core.sandbox import StepRequest, StepResult, is_valid_session_id
 from core.sandbox_listing import list_workspace
-from core.workspace_paths import make_parents, read_inside, resolve_in_workspace, write_inside
+from core.workspace_paths import make_parents, named, read_inside, resolve_in_workspace, write_inside
 from core.zygote_folder import ZygoteFolder
 
 log = logging.getLogger(__name__)
@@ -278,8 +278,8 @@ class LocalSandbox:
 
     async def read_file(self, session_id: str, path: str) -> bytes:
         workspace = self.workspace(session_id, make=False)
-        full = resolve_in_workspace(workspace, path)
-        return await asyncio.to_thread(read_inside, workspace, full)
+        resolve_in_workspace(workspace, path)  # a path out of the workspace: refused before any look
+        return await asyncio.to_thread(lambda: read_inside(workspace, named(workspace, path)))
 
     async def write_file(self, session_id: str, path: str, data: bytes) -> None:
         workspace = self.workspace(session_id)

@@ -7,7 +7,9 @@ from __future__ import annotations
 import errno
 import os
 import stat
-from pathlib import Path
+from pathlib import Path, PurePosixPath
+
+from core.text_repair import readable
 
 
 def resolve_in_workspace(workspace: Path, path: str) -> Path:
@@ -18,6 +20,23 @@ def resolve_in_workspace(workspace: Path, path: str) -> Path:
     if workspace.resolve() not in (full, *full.parents):
         raise PermissionError(f"{path!r} is outside the workspace.")
     return full
+
+
+def named(workspace: Path, path: str) -> Path:
+    """The file `path` names, resolved inside the workspace (as `resolve_in_workspace`): the file of that
+    very name, else the one whose name reads as `path`. A step may name a file with bytes that are not
+    UTF-8 (`open(b'M\\xfcnchen.csv', 'w')`); the model, the listing and people know it by its readable
+    name (core/text_repair.py), which finds it here. The exact name wins where both exist."""
+    full = resolve_in_workspace(workspace, path)
+    if os.path.lexists(full):
+        return full
+    found = workspace
+    for part in PurePosixPath(path).parts:
+        if not os.path.lexists(found / part):
+            with os.scandir(found) as entries:  # a missing name only: its folder is listed once
+                part = next((e.name for e in entries if readable(e.name) == part), part)
+        found = found / part
+    return resolve_in_workspace(workspace, str(found.relative_to(workspace)))
 
 
 def read_inside(workspace: Path, full: Path) -> bytes:

@@ -293,3 +293,29 @@ def test_a_steps_detail_is_its_sql_or_code_else_its_inputs_in_words():
     )
     assert detail == "cron: 0 9 * * mon · question: delays by carrier"
     assert step_detail("list_tables", {}) == ""
+
+
+async def test_a_file_named_in_bytes_that_are_not_utf8_is_told_and_attached_by_its_readable_name(
+    analyst, fake_model, recorder
+):
+    """A step's `open(b'M\\xfcnchen.csv', 'w')` came back as "M\\udcfcnchen.csv" in the tool result: the next
+    model request could not be encoded ("Something went wrong"). Every result is readable (call_tool),
+    and the workspace finds the file by the name the model was told."""
+    from core.events import IncomingMessage
+    from tests.fakes.anthropic_api import text, tool
+
+    fake_model.enqueue(
+        tool("run_python", {"code": "open(b'M\\xfcnchen.csv', 'w').write('a\\n1\\n')"}),
+        tool("attach_file", {"path": "München.csv"}),
+        text("attached"),
+    )
+    message = IncomingMessage(text="write it", surface="api", thread_key=("byte-names",))
+    outcome = await analyst.handle(message, recorder)
+    assert outcome.ok, outcome.error
+    told = [str(r["messages"][-1]["content"][0]["content"]).encode() for r in fake_model.requests[1:]]
+    assert "New or changed files: München.csv (4 bytes)".encode() in told[0]
+    assert "Attached München.csv".encode() in told[1]
+    (artifact,) = recorder.of("artifact")
+    assert (artifact.path, artifact.name, artifact.title) == ("München.csv", "München.csv", "München.csv")
+    assert await analyst.threads.read_artifact(artifact) == b"a\n1\n"
+    assert outcome.steps[0].files == ("München.csv",)
