@@ -173,7 +173,7 @@ class RedisStore:
                     try:
                         await pipe.watch(key)
                         raw = await pipe.get(key)
-                        new = change(json.loads(raw) if raw else None)
+                        new = change(loaded(raw) if raw else None)  # rewritten readable too
                         if new is None:
                             await pipe.unwatch()
                             return None
@@ -205,7 +205,7 @@ class RedisStore:
     async def get_meta(self, session_id: str) -> dict | None:
         """Session metadata, or None for an unknown session."""
         raw = await self._call(self.r.get(self._k("m", session_id)))
-        return json.loads(raw) if raw else None
+        return loaded(raw) if raw else None
 
     async def update_meta(self, session_id: str, **fields: object) -> dict:
         """Merge fields into metadata (see `merge_meta`), atomically across replicas."""

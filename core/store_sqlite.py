@@ -128,12 +128,12 @@ class SqliteStore:
         row = await self._run(
             lambda con: con.execute("SELECT data FROM meta WHERE session_id=?", (session_id,)).fetchone()
         )
-        return json.loads(row[0]) if row else None
+        return loaded(row[0]) if row else None
 
     async def update_meta(self, session_id: str, **fields: object) -> dict:
         def q(con):
             row = con.execute("SELECT data FROM meta WHERE session_id=?", (session_id,)).fetchone()
-            data = merge_meta(json.loads(row[0]) if row else None, session_id, fields)
+            data = merge_meta(loaded(row[0]) if row else None, session_id, fields)
             con.execute("INSERT OR REPLACE INTO meta VALUES (?,?)", (session_id, json.dumps(data)))
             return data
 
@@ -290,7 +290,7 @@ class SqliteStore:
             ).fetchone()
             if not row:
                 return False
-            data = json.loads(row[0])
+            data = loaded(row[0])  # rewritten readable too
             data.setdefault("feedback", {})[user_id] = value
             con.execute("UPDATE turns SET data=? WHERE turn_id=?", (json.dumps(data), turn_id))
             return True
@@ -343,7 +343,7 @@ class SqliteStore:
             row = con.execute("SELECT data FROM records WHERE kind=? AND id=?", (kind, record_id)).fetchone()
             if not row:
                 return None
-            data = {**json.loads(row[0]), **fields}
+            data = {**loaded(row[0]), **fields}
             con.execute(
                 "UPDATE records SET data=? WHERE kind=? AND id=?",
                 (json.dumps(data, default=str), kind, record_id),

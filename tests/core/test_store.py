@@ -4,6 +4,8 @@ throwaway redis-server; then what happens when Redis is unreachable or dies in t
 from __future__ import annotations
 
 import asyncio
+import json
+import sqlite3
 import subprocess
 import sys
 import time
@@ -513,6 +515,33 @@ async def test_turn_records_and_documents_saved_with_lone_surrogates_load_readab
     assert [t["question"] for t in await store.list_turns(session_id="s")] == ["München?"]
     assert (await store.get_record("schedules", "r1"))["question"] == "München?"
     assert [r["question"] for r in await store.list_records("schedules")] == ["München?"]
+
+
+async def test_metadata_and_rewritten_records_are_readable_too(make_store):
+    """`get_meta`, what `update_record` returns and what `set_feedback` writes back read as every
+    loaded record does (compared as ascii(): a surrogate in a diff stops an xdist worker): they passed the old lone surrogate on (and set_feedback stored it again)."""
+    store = make_store()
+    await store.update_meta("s", title="M\udcfcnchen")
+    assert ascii((await store.get_meta("s"))["title"]) == ascii("München")
+    assert ascii((await store.update_meta("s", turns=1))["title"]) == ascii("München")
+    await store.put_record("schedules", "r1", {"question": "M\udcfcnchen?"})
+    assert ascii((await store.update_record("schedules", "r1", {"paused": True}))["question"]) == ascii(
+        "München?"
+    )
+    await store.record_turn(
+        {"turn_id": "t1", "session_id": "s", "started": time.time(), "question": "M\udcfcnchen?"}
+    )
+    assert await store.set_feedback("t1", user_id="U1", value="up") is True
+    raw = await _raw_turn(store, "t1")
+    assert "\\udcfc" not in raw and ascii(json.loads(raw)["question"]) == ascii("München?")
+
+
+async def _raw_turn(store, turn_id: str) -> str:
+    """A turn record as stored, before the load repairs it."""
+    if isinstance(store, RedisStore):
+        return (await store.r.get(store._k("t", turn_id))).decode()
+    with sqlite3.connect(store.path) as db:
+        return db.execute("SELECT data FROM turns WHERE turn_id=?", (turn_id,)).fetchone()[0]
 
 
 async def test_a_limit_past_any_count_lists_all_and_none_lists_none(make_store):
