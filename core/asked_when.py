@@ -17,10 +17,17 @@ surface knows (Slack's users.info, Teams' `localTimezone`, a schedule's own, the
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+from zoneinfo import ZoneInfo
 
 MARK = "(Asked "  # how the line begins: readers of a stored question can tell it from the question
+# The whole line as `asked_line` writes it, and nothing a person would type into a question.
+_LINE = re.compile(
+    r"\(Asked [A-Z][a-z]+day \d{4}-\d\d-\d\d \d\d:\d\d in [\w/+-]+ \(UTC[+-]\d\d:\d\d\)"
+    r"(?:, the bot's default: the asker's own time zone is not known)?"
+    r"(?:; in UTC it is [A-Z][a-z]+day \d{4}-\d\d-\d\d \d\d:\d\d)?\. Steps run in UTC: [^()\n]+\)"
+)
 
 
 def asked_block(user_tz: str, default_tz: str, now: datetime | None = None) -> dict:
@@ -45,23 +52,32 @@ def asked_line(user_tz: str, default_tz: str, now: datetime | None = None) -> st
     )
 
 
+def is_asked_line(text: str) -> bool:
+    """Whether `text` is a line `asked_line` wrote: the receipt's numbers check reads questions as
+    evidence, and the date and time there (23 for 14:23) let a made-up 23 stand."""
+    return _LINE.fullmatch(text) is not None
+
+
 def _zone(name: str) -> ZoneInfo | None:
-    if not name:
+    """The zone named `name`, or None for a surface's odd value ("", "Local", a path, a client's
+    thousands of characters: zoneinfo recursed on a long enough one)."""
+    if not name or len(name) > 64:
         return None
     try:
         return ZoneInfo(name)
-    except (ZoneInfoNotFoundError, ValueError):  # a surface's odd value ("", "Local", a path)
+    except Exception:
         return None
 
 
 def host_zone() -> str:
-    """The IANA zone of the machine the terminal runs on: `TZ` when it names one, else where
-    /etc/localtime points (…/zoneinfo/Asia/Kolkata), else /etc/timezone; "" when none says."""
+    """The IANA zone of the machine the terminal runs on: `TZ` when set (nothing when it is no IANA
+    name), else where /etc/localtime points (…/zoneinfo/Asia/Kolkata), else /etc/timezone; "" when
+    none says."""
     import os
 
-    named = os.environ.get("TZ", "").removeprefix(":")
-    if named and _zone(named) is not None:
-        return named
+    if "TZ" in os.environ:  # a POSIX rule ("JST-9") is no IANA name: not known, not /etc/localtime's
+        named = os.environ["TZ"].removeprefix(":")
+        return named if _zone(named) is not None else ""
     target = os.path.realpath("/etc/localtime")
     if "/zoneinfo/" in target:
         name = target.split("/zoneinfo/", 1)[1]

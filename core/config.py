@@ -200,7 +200,7 @@ class Settings(SandboxSettings, WarehouseSettings, ModelSettings, BaseSettings):
     default_tz: TimeZone = Field(
         "UTC",
         validation_alias=_env("DATATHREAD_DEFAULT_TZ"),
-        description="Time zone of a schedule when the asker's own is unknown (IANA name).",
+        description="Time zone of a schedule, and of the date a question is asked on, when the asker's own is unknown (IANA name).",
     )
     schedules_per_channel: int = Field(
         10,

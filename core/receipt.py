@@ -21,6 +21,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
+from core.asked_when import is_asked_line
 from core.bigquery_cost import format_bytes
 from core.events import Receipt, StepRecord, TurnStats
 from core.final_result import QUERY_TOOLS
@@ -175,8 +176,8 @@ def evidence_texts(messages: Sequence[dict]) -> list[str]:
         content = message.get("content")
         blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content or []
         for block in blocks:
-            if block.get("type") == "text":
-                out.append(block.get("text", ""))
+            if block.get("type") == "text" and not is_asked_line(block.get("text", "")):
+                out.append(block.get("text", ""))  # the question, not the line dating it
             elif block.get("type") == "tool_result":
                 inner = block.get("content")
                 if isinstance(inner, str):

@@ -70,8 +70,33 @@ def test_an_unknown_zone_is_the_default_and_said_to_be(given):
 def test_the_terminals_zone_is_the_hosts(monkeypatch):
     monkeypatch.setenv("TZ", ":Asia/Kolkata")
     assert host_zone() == "Asia/Kolkata"
-    monkeypatch.setenv("TZ", "Not/AZone")
-    assert host_zone() != "Not/AZone"  # /etc/localtime's, or nothing
+    monkeypatch.setenv("TZ", "JST-9")  # a POSIX rule overrides /etc/localtime, and names no IANA zone
+    assert host_zone() == ""
+
+
+def test_a_zone_name_of_thousands_of_characters_is_an_unknown_zone():
+    """Teams' localTimezone is the client's to send: zoneinfo recursed on this one."""
+    line = asked_line("x/" * 3000 + "y", "UTC", datetime(2027, 1, 1, 12, 0, tzinfo=UTC))
+    assert "the asker's own time zone is not known" in line
+
+
+def test_the_line_dating_a_question_is_no_evidence_for_the_receipt():
+    """The receipt reads questions as evidence: the line's 14:23 let a made-up 23 stand."""
+    from core.asked_when import is_asked_line
+    from core.receipt import evidence_texts
+    from core.receipt_numbers import unsupported_numbers
+
+    line = asked_line("Asia/Tokyo", "UTC", datetime(2027, 1, 1, 5, 23, tzinfo=UTC))
+    assert is_asked_line(line) and not is_asked_line("(Asked 23 times)")
+    asked = [
+        {
+            "role": "user",
+            "content": [{"type": "text", "text": "how many were late?"}, {"type": "text", "text": line}],
+        }
+    ]
+    assert unsupported_numbers("23 flights were late.", evidence_texts(asked)) == ("23",)
+    typed = [{"role": "user", "content": [{"type": "text", "text": "how many of the 23 were late?"}]}]
+    assert unsupported_numbers("23 flights were late.", evidence_texts(typed)) == ()  # the question's own
 
 
 def ask(question: str, zone: str) -> IncomingMessage:
