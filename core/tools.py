@@ -384,13 +384,13 @@ async def call_tool(name: str, raw_input: object, ctx: ToolContext) -> ToolOutco
     except Exception as exc:  # a tool crashed: the model gets the error, the turn goes on
         outcome = refused(f"The tool failed: {type(exc).__name__}: {str(exc)[:500]}")
     # Clipped before redaction, so a flood of step output costs bounded work on the event loop; and
-    # redacted, so a secret in data or code never comes back to the model. Readable (core/text_repair.py):
-    # a file a step named with bytes that are not UTF-8 (`open(b'M\\xfcnchen.csv', 'w')`) came back as a
-    # lone surrogate, and the next model request could not be encoded; the workspace finds the file by
-    # that readable name (core/workspace_paths.py `named`).
-    outcome.content = readable(redact_clipped(outcome.content, content_limit(ctx), ctx.redact))
-    outcome.summary = readable(redact_clipped(outcome.summary, MAX_SUMMARY_CHARS, ctx.redact))
-    outcome.error = readable(redact_clipped(outcome.error, MAX_ERROR_CHARS, ctx.redact))
+    # redacted, so a secret in data or code never comes back to the model. Readable (core/text_repair.py)
+    # first, so redaction sees what the model would: a file a step named with bytes that are not UTF-8
+    # (`open(b'M\\xfcnchen.csv', 'w')`) came back as a lone surrogate, and the next model request could not
+    # be encoded (the workspace finds it by its readable name: core/workspace_paths.py `named`).
+    outcome.content = redact_clipped(readable(outcome.content), content_limit(ctx), ctx.redact)
+    outcome.summary = redact_clipped(readable(outcome.summary), MAX_SUMMARY_CHARS, ctx.redact)
+    outcome.error = redact_clipped(readable(outcome.error), MAX_ERROR_CHARS, ctx.redact)
     outcome.files = tuple(readable(f) for f in outcome.files)
     return outcome
 

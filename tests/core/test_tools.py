@@ -31,6 +31,22 @@ async def test_a_crashing_tool_is_an_error_result_with_secrets_redacted():
     assert SECRET not in outcome.content and "[redacted]" in outcome.content
 
 
+async def test_a_secret_a_step_printed_in_latin_1_bytes_is_redacted_as_it_reads():
+    """Text is made readable before it is redacted: a secret holding "ü" printed as Latin-1 bytes is a
+    lone surrogate until read, and redacted after that it passed as "ü"."""
+    secret = "pässwörd-0042-very-secret"
+    escaped = secret.encode("latin-1").decode("utf-8", "surrogateescape")
+
+    async def prints(args, ctx):
+        raise RuntimeError(f"the step printed {escaped}")
+
+    ctx = context()
+    ctx.tools["prints"] = Tool("prints", ListTablesInput, prints, "Prints")
+    ctx.redact = Redactor([secret]).text
+    outcome = await call_tool("prints", {}, ctx)
+    assert secret not in outcome.content and "[redacted]" in outcome.content, outcome.content
+
+
 async def test_unknown_tools_and_bad_inputs_are_errors_too():
     unknown = await call_tool("nope", {}, context())
     assert unknown.is_error and "Unknown tool 'nope'" in unknown.content
