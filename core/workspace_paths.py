@@ -32,9 +32,15 @@ def named(workspace: Path, path: str) -> Path:
         return full
     found = workspace
     for part in PurePosixPath(path).parts:
+        if found != workspace and (os.path.islink(found) or not os.path.isdir(found)):
+            # a link a step planted is never walked: the bot would look into (and, by its errors,
+            # tell of) host folders; the read after this stays inside the workspace either way
+            raise FileNotFoundError(f"{path!r} is not in the workspace.")
         if not os.path.lexists(found / part):
             with os.scandir(found) as entries:  # a missing name only: its folder is listed once
-                part = next((e.name for e in entries if readable(e.name) == part), part)
+                part = next(
+                    (e.name for e in entries if not e.is_symlink() and readable(e.name) == part), part
+                )
         found = found / part
     return resolve_in_workspace(workspace, str(found.relative_to(workspace)))
 

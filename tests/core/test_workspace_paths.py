@@ -24,3 +24,28 @@ def test_a_name_that_is_not_utf8_is_found_by_its_readable_name_the_exact_name_fi
         assert os.fsencode(named(ws, given)) == os.path.join(bytes(ws), real), given
     with pytest.raises(PermissionError):
         named(ws, "../München.csv")
+
+
+def test_a_link_a_step_planted_is_never_walked(tmp_path, monkeypatch):
+    """A step's symlink `M\\xfc` → a host folder: looking up "Mü/…" listed that host folder from the bot,
+    and its errors told whether a host path existed."""
+    host = tmp_path / "host"
+    (host / "inner").mkdir(parents=True)
+    ws = (tmp_path / "ws").resolve()
+    ws.mkdir()
+    os.symlink(bytes(host), os.path.join(bytes(ws), b"M\xfc"))
+    os.symlink(bytes(host / "inner"), os.path.join(bytes(ws), b"K\xf6ln"))
+    listed: list[str] = []
+    real_scandir = os.scandir
+
+    def scandir(path):
+        listed.append(os.fsdecode(path))
+        return real_scandir(path)
+
+    monkeypatch.setattr(os, "scandir", scandir)
+    for given in ("Mü/inner/x.csv", "Mü/missing/x.csv", "Köln"):
+        with pytest.raises((FileNotFoundError, PermissionError)):
+            named(ws, given).open()  # the read after this fails too: nothing is found through a link
+    assert not any(str(host) in p or "\udcfc" in p for p in listed), ascii(
+        listed
+    )  # (xdist sends no surrogate)
