@@ -134,7 +134,8 @@ async def propose(
     schedule = replace(schedule, created_at=stamp, cursor=stamp)
     await book.add(schedule, by=schedule.owner, trusted=True)  # checked above, before asking
     first = schedule.next_run(book.now())
-    return schedule, f"Created schedule {schedule.id}; first run {said_date(first)}."
+    # the zone said, as in the prompt before it: whoever reads it in the channel may live in another
+    return schedule, f"Created schedule {schedule.id}; first run {said_date(first)} ({schedule.tz})."
 
 
 async def propose_new(

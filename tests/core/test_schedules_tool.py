@@ -58,7 +58,7 @@ async def test_confirm_creates_and_cancel_does_not(analyst, fake_model, recorder
     result = fake_model.last_tool_results()[0]
     assert f"Created schedule {s.id}; first run " in json_text(result) and not result.get("is_error")
     assert re.search(
-        r"first run Mon \d{1,2} \w{3} 20\d\d, 09:00\.", json_text(result)
+        r"first run Mon \d{1,2} \w{3} 20\d\d, 09:00 \(America/New_York\)\.", json_text(result)
     )  # as the prompt said it
 
     fake_model.enqueue(
@@ -167,7 +167,7 @@ async def test_create_clicked_after_the_first_run_starts_from_the_click(make_sto
             return True
 
         s, sentence = await propose(book, draft, click_late, turn_id="t1")
-        assert sentence == f"Created schedule {s.id}; first run Wed 9 Dec 2026, 09:00."
+        assert sentence == f"Created schedule {s.id}; first run Wed 9 Dec 2026, 09:00 (Europe/Berlin)."
         assert await claim_due(book, grace=timedelta(minutes=10), now=clock()) == []
         stored = await book.get(s.id)
         assert stored.skipped == 0 and stored.created_at == stored.cursor
