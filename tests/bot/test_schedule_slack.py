@@ -527,3 +527,23 @@ async def test_people_manage_their_schedules_with_the_slash_command(settings, fa
             assert not fake_model.requests
     finally:
         api.stop()
+
+
+async def test_a_mention_is_dated_in_the_askers_slack_time_zone(settings, fake_model):
+    """Slack's users.info gave the asker's zone, which only schedules used: "yesterday" was UTC's."""
+    from tests.bot.slack_harness import mention
+
+    api = FakeSlackAPI().start()
+    api.user_tz = "Asia/Tokyo"
+    try:
+        async with serve(settings, api) as harness:
+            fake_model.enqueue(text("842 flights."))
+            assert (
+                await harness.event(mention("how many flights yesterday?", ts="1.100"))
+            ).status_code == 200
+            await harness.drain()
+            said = [b["text"] for b in fake_model.requests[0]["messages"][-1]["content"]]
+            assert said[0] == "how many flights yesterday?"
+            assert said[1].startswith(ASKED) and " in Asia/Tokyo (UTC+09:00)" in said[1]
+    finally:
+        api.stop()
