@@ -300,6 +300,11 @@ def _never_why(expr: str) -> str:
     return "it never matches a real date, so it would never run"
 
 
+def said_date(moment: datetime | None) -> str:
+    """A run's time as people read it, in the schedule's own zone: 'Mon 30 Nov 2026, 09:00'."""
+    return moment.strftime("%a %-d %b %Y, %H:%M") if moment else "—"
+
+
 def check_tz(name: str) -> str:
     """The IANA time zone `name` names, as the database spells it (`europe/berlin` → Europe/Berlin);
     ScheduleError, with the closest known name if there is one, for anything else."""

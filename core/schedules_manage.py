@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from datetime import datetime
 
-from core.schedules import Schedule, UnknownSchedule
+from core.schedules import Schedule, UnknownSchedule, said_date
 from core.schedules_store import ScheduleBook
 
 VERBS = ("list", "pause", "resume", "remove")
@@ -34,11 +35,16 @@ def parse_manage(text: str) -> ManageCommand | None:
     return ManageCommand(verb, match[2].strip("`'\"<>"))
 
 
-def listed(schedule: Schedule) -> str:
+def listed(schedule: Schedule, now: datetime) -> str:
+    """One schedule as a line: its next run in its own zone, named (whoever reads it, and an admin
+    listing a channel's, may live in another), or why it is paused."""
     question = schedule.question
     if len(question) > QUESTION_SHOWN:
         question = question[: QUESTION_SHOWN - 1].rstrip() + "…"
-    state = f" — paused: {schedule.paused_reason}" if schedule.paused else ""
+    if schedule.paused:
+        state = f" — paused: {schedule.paused_reason}"
+    else:
+        state = f" — next run {said_date(schedule.next_run(now))} ({schedule.tz})"
     return (
         f"• `{schedule.id}` `{schedule.cron}` ({schedule.tz}) in {schedule.channel_ref}: “{question}”{state}"
     )
@@ -55,7 +61,7 @@ async def manage(book: ScheduleBook, command: ManageCommand, *, user: str, chann
         if not found:
             return f"You have no schedules. `{how} weekly mon 09:00 QUESTION` makes one."
         more = f"\n…and {len(found) - MAX_LISTED} more." if len(found) > MAX_LISTED else ""
-        lines = "\n".join(listed(s) for s in found[:MAX_LISTED])
+        lines = "\n".join(listed(s, book.now()) for s in found[:MAX_LISTED])
         return f"{lines}{more}\n`{how} pause ID`, `resume ID` or `remove ID` changes one."
     if not command.schedule_id:
         return f"Which schedule? `{how} {command.verb} ID` — `{how} list` shows their ids."
@@ -74,8 +80,6 @@ async def manage(book: ScheduleBook, command: ManageCommand, *, user: str, chann
         if not schedule.paused:
             return f"Schedule `{schedule.id}` is not paused."
         resumed = await book.resume(schedule.id, by=user)
-        upcoming = resumed.next_run(book.now())
-        when = upcoming.strftime("%a %-d %b %Y, %H:%M") if upcoming else "—"
-        return f"Resumed schedule `{schedule.id}`; next run {when} ({resumed.tz})."
+        return f"Resumed schedule `{schedule.id}`; next run {said_date(resumed.next_run(book.now()))} ({resumed.tz})."
     await book.remove(schedule.id, by=user)
     return f"Removed schedule `{schedule.id}`."

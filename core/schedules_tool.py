@@ -19,7 +19,7 @@ from pydantic import Field
 from core.config import Settings
 from core.events import Confirmer, ConfirmRequest, IncomingMessage
 from core.final_result import final_query
-from core.schedules import OverCap, Schedule, ScheduleError, new_schedule
+from core.schedules import OverCap, Schedule, ScheduleError, new_schedule, said_date
 from core.schedules_store import ScheduleBook
 from core.tools import Tool, ToolContext, ToolInput, ToolOutcome, refused
 
@@ -95,11 +95,6 @@ class ScheduleDesk:
             thread=o.thread if args.same_thread else "",
             sql=args.sql or "",
         )
-
-
-def said_date(moment) -> str:
-    """A run's time as people read it, in the schedule's own zone: 'Mon 30 Nov 2026, 09:00'."""
-    return moment.strftime("%a %-d %b %Y, %H:%M") if moment else "—"
 
 
 def confirmation_prompt(schedule: Schedule, now) -> str:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import re
 import threading
 import time
 from datetime import UTC, datetime, timedelta
@@ -505,6 +506,7 @@ async def test_people_manage_their_schedules_with_the_slash_command(settings, fa
 
             listed = await ask("schedule list")
             assert f"`{sid}`" in listed and "in <#C0042>" in listed and "delays by carrier" in listed
+            assert re.search(r"next run \w{3} \d{1,2} \w{3} 20\d\d, 09:00 \(Europe/Berlin\)", listed), listed
             assert "You have no schedules" in await ask("schedule list", user="U0002")
             assert "Only its owner or an admin" in await ask(f"schedule pause {sid}", user="U0002")
             assert not (await book.get(sid)).paused
