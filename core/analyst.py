@@ -215,11 +215,9 @@ class Analyst:
         )
         ctx = self._tool_context(message, session_id, outcome.turn_id, confirm)
         q, example = await self.verified.question_blocks(session_id, message, ctx.permits)  # its examples
-        q = [
-            *q,
-            asked_block(message.user_tz, self.settings.default_tz),
-        ]  # "yesterday" on the asker's calendar
-        state = TurnState(turn_id=outcome.turn_id, messages=[*prior, {"role": "user", "content": q + gap}])
+        asked = asked_block(message.user_tz, self.settings.default_tz)  # "yesterday" on the asker's calendar
+        question = {"role": "user", "content": [*q, asked, *gap]}
+        state = TurnState(turn_id=outcome.turn_id, messages=[*prior, question])
         error = await self._drive(state, ctx, message, outcome, emit, budgets)
         outcome.stats = state.stats()  # what ran, for the failure's words if saving it fails
         if held.lost:  # another turn may have saved this session meanwhile: never overwrite it
