@@ -223,26 +223,30 @@ def _is_temporal(kind) -> bool:
     return pa.types.is_date32(kind) or pa.types.is_timestamp(kind)
 
 
-def _far(column) -> tuple[bool, bool]:
-    """(holds ±infinity, holds another value Python cannot hold) for a date or timestamp column."""
+def _ints(column):
+    """A date or timestamp column's values as Arrow stores them (days, or units since 1970), the mask
+    of DuckDB's ±infinity sentinels among them, and the (low, high) a Python `datetime` holds."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
     kind = column.type
     if pa.types.is_date32(kind):
-        bits, (low, high) = 32, _DATE_RANGE
+        bits, bounds = 32, _DATE_RANGE
     else:  # every ns timestamp but the sentinels is in range (years 1677 to 2262)
-        bits, (low, high) = 64, (b * _UNIT_NS["s"] // _UNIT_NS[kind.unit] for b in _SECONDS_RANGE)
+        bits, bounds = 64, tuple(b * _UNIT_NS["s"] // _UNIT_NS[kind.unit] for b in _SECONDS_RANGE)
     raw = pc.cast(column, pa.int32() if bits == 32 else pa.int64())
     infinity = _INFINITY[bits]
-    sentinel = pc.is_in(raw, pa.array([infinity, -infinity], raw.type))
-    if not pc.any(sentinel).as_py():
-        bounds = pc.min_max(raw)
-        lo, hi = bounds["min"].as_py(), bounds["max"].as_py()
-        return False, lo is not None and (lo < low or hi > high)
-    rest = pc.min_max(pc.filter(raw, pc.invert(sentinel)))
+    return raw, pc.is_in(raw, pa.array([infinity, -infinity], raw.type)), bounds
+
+
+def _far(raw, sentinel, bounds) -> tuple[bool, bool]:
+    """(holds ±infinity, holds another value Python cannot hold), from what `_ints` gives."""
+    import pyarrow.compute as pc
+
+    infinite = pc.any(sentinel).as_py()
+    rest = pc.min_max(pc.filter(raw, pc.invert(sentinel)) if infinite else raw)
     lo, hi = rest["min"].as_py(), rest["max"].as_py()
-    return True, lo is not None and (lo < low or hi > high)
+    return bool(infinite), lo is not None and (lo < bounds[0] or hi > bounds[1])
 
 
 def temporal_text(column):
@@ -252,22 +256,20 @@ def temporal_text(column):
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    if not any(_far(column)):
+    raw, sentinel, bounds = _ints(column)
+    if not any(_far(raw, sentinel, bounds)):
         return None
-    bits = 32 if pa.types.is_date32(column.type) else 64
-    raw = pc.cast(column, pa.int32() if bits == 32 else pa.int64())
     plain = pc.cast(column, pa.string())
     unwritten = pc.starts_with(plain, "<value out of range")  # Arrow's text past year ~262,000
     if pc.any(unwritten).as_py():
-        plain = _numpy_text(column, raw, plain, unwritten)
+        plain = _numpy_text(column, raw, sentinel, plain, unwritten)
         if plain is None:
             return None
-    infinity = _INFINITY[bits]
-    text = pc.if_else(pc.equal(raw, infinity), "infinity", plain)
-    return pc.if_else(pc.equal(raw, -infinity), "-infinity", text)
+    text = pc.if_else(pc.and_(sentinel, pc.greater(raw, 0)), "infinity", plain)
+    return pc.if_else(pc.and_(sentinel, pc.less(raw, 0)), "-infinity", text)
 
 
-def _numpy_text(column, raw, plain, unwritten):
+def _numpy_text(column, raw, sentinel, plain, unwritten):
     """`plain` with the values Arrow could not write written by numpy (its datetime64 reaches further);
     None when a timezone or numpy's own range stops that."""
     import numpy as np
@@ -278,8 +280,6 @@ def _numpy_text(column, raw, plain, unwritten):
     if pa.types.is_timestamp(kind) and kind.tz is not None:
         return None
     unit = "D" if pa.types.is_date32(kind) else kind.unit
-    infinity = _INFINITY[32 if unit == "D" else 64]
-    sentinel = pc.is_in(raw, pa.array([infinity, -infinity], raw.type))
     fix = pc.fill_null(pc.and_(unwritten, pc.invert(sentinel)), False)
     if not pc.any(fix).as_py():
         return plain
@@ -296,7 +296,7 @@ def far_dates(table) -> list[str]:
     found = []
     for field, column in zip(table.schema, table.columns, strict=True):
         if _is_temporal(field.type):
-            infinite, beyond = _far(column)
+            infinite, beyond = _far(*_ints(column))
             if infinite or beyond:
                 what = " and ".join(
                     w for w, on in (("infinity", infinite), ("a year outside 1-9999", beyond)) if on
