@@ -278,7 +278,7 @@ class LocalSandbox:
 
     async def read_file(self, session_id: str, path: str) -> bytes:
         workspace = self.workspace(session_id, make=False)
-        resolve_in_workspace(workspace, path)  # a path out of the workspace: refused before any look
+        # `named` refuses a path out of the workspace (resolve_in_workspace) before it looks at anything
         return await asyncio.to_thread(lambda: read_inside(workspace, named(workspace, path)))
 
     async def write_file(self, session_id: str, path: str, data: bytes) -> None:
