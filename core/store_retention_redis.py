@@ -78,7 +78,10 @@ async def _age_indexes(client, keys: list[tuple[bytes, int]], ttl_s: float) -> i
         for (key, ttl), last in zip(keys, newest, strict=True):
             if last:  # NX gives one without an expiry its first; GT only ever lengthens one
                 at = int(last[0][1] + ttl_s) + 1
-                pipe.expireat(key, at, nx=True) if ttl == -1 else pipe.expireat(key, at, gt=True)
+                if ttl == -1:
+                    pipe.expireat(key, at, nx=True)
+                else:
+                    pipe.expireat(key, at, gt=True)
         done = await pipe.execute()
     emptied = sum(1 for (_, ttl), last in zip(keys, newest, strict=True) if ttl == -1 and not last)
     return sum(bool(d) for d in done) + emptied
