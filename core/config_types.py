@@ -206,6 +206,9 @@ def check_time_zone(value: str) -> str:
     return zone
 
 
+NOT_A_DIRECTORY = "exists and is not a directory"
+
+
 def check_writable_dir(value: Path) -> Path:
     """A directory we can write in, or one we could create: never created here (no side effects). One
     that cannot be created is said not to exist first: `export -o /missing/dir/x.ipynb` was refused as
@@ -213,7 +216,7 @@ def check_writable_dir(value: Path) -> Path:
     path = value.expanduser()
     try:  # Python 3.11's exists() raises on a parent this user may not search (/root/x as a user)
         if path.exists() and not path.is_dir():
-            raise ValueError("exists and is not a directory")
+            raise ValueError(NOT_A_DIRECTORY)
         probe = path.absolute()  # messages name real directories, not "."
         while not probe.exists() and probe != probe.parent:
             probe = probe.parent
@@ -245,7 +248,7 @@ def check_state_home(value: Path) -> Path:
     try:
         path = check_writable_dir(value)
     except ValueError as exc:
-        if "exists and is not a directory" in str(exc):  # a file in the way: moving it is the fix
+        if str(exc) == NOT_A_DIRECTORY:  # a file in the way: moving it is the fix
             raise
         raise ValueError(f"{exc}; {ELSEWHERE}") from None
     for part in HOME_PARTS:
