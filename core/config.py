@@ -122,6 +122,12 @@ class Settings(SandboxSettings, WarehouseSettings, ModelSettings, BaseSettings):
         validation_alias=_env("DATATHREAD_S3_MAX_FILE_MB"),
         description="Largest S3 object a step may fetch (MB).",
     )
+    shared_file_mb: int = Field(
+        100,
+        gt=0,
+        validation_alias=_env("DATATHREAD_SHARED_FILE_MB"),
+        description="Largest file a person may share with a question (MB); larger ones are not fetched, and the answer says so.",
+    )
     s3_endpoint_url: HttpUrl | None = Field(
         None,
         validation_alias=_env("DATATHREAD_S3_ENDPOINT_URL"),

@@ -18,6 +18,25 @@ Surface = Literal["terminal", "slack", "teams", "api"]
 
 
 @dataclass(frozen=True)
+class SharedFile:
+    """A file a person shared with their question, as their surface fetched it (core/shared_files.py).
+
+    `data` is None when the surface could not or would not fetch it (too large, a kind the bot can't
+    read, a link it may not follow); `refusal` then says why, in a sentence the answer can pass on."""
+
+    name: str
+    data: bytes | None = None
+    refusal: str = ""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "name", readable(self.name))
+
+    def __repr__(self) -> str:  # never the bytes: a message is logged and compared in tests
+        size = "not fetched" if self.data is None else f"{len(self.data)} bytes"
+        return f"SharedFile({self.name!r}, {size})"
+
+
+@dataclass(frozen=True)
 class IncomingMessage:
     """One question from a person, already stripped of mentions, with where it came from."""
 
@@ -30,6 +49,7 @@ class IncomingMessage:
     user_name: str = ""
     is_direct: bool = False  # a 1:1 conversation with the bot (Slack DM, Teams personal chat)
     user_tz: str = ""  # the asker's IANA time zone when the surface knows it (for schedules)
+    files: tuple[SharedFile, ...] = ()  # files shared with the question (Slack, Teams, `ask --file`)
 
     def __post_init__(self) -> None:
         """The question and the name as UTF-8 can encode them, whichever surface built the message: a

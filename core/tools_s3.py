@@ -14,9 +14,8 @@ from pydantic import Field
 from core.file_stems import safe_file_stem
 from core.s3 import S3Refusal, parse_uri
 from core.sandbox import StepRequest, WorkspaceFull
+from core.shared_files import READABLE as LOADABLE
 from core.tools import Tool, ToolContext, ToolInput, ToolOutcome, refused
-
-LOADABLE = ("csv", "tsv", "parquet", "json", "jsonl", "ndjson", "xlsx")
 
 _DESCRIBE = """
 import duckdb
