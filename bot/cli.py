@@ -28,41 +28,21 @@ from bot.cli_common import (
     run_app,
     settings_or_exit,
     setup_log,
+    start_analyst,
     warn_local_links,
     writing,
 )
 from bot.cli_schedule import app as schedule_app
 from bot.surface_settings import require_socket_tokens, slack_half_configured, teams_half_configured
 from bot.terminal_controls import printable
+from bot.terminal_files import shared_or_exit
 from core.config import ConfigError, Settings, require_model
 
 if TYPE_CHECKING:
     from bot.terminal import WaitingStatus
+    from core.events import SharedFile
 
 app.add_typer(schedule_app, name="schedule")
-
-
-async def _analyst(settings: Settings, *, no_model: str = ""):
-    """The core for `chat` and `ask`; with `no_model` (why there is none), for answers without the model."""
-    try:
-        if not no_model:
-            require_model(settings)
-        check_sandbox(settings)
-        from core.analyst import Analyst  # after the checks: a missing key is told without 2 s of imports
-        from core.model import NoModel
-
-        # The fork server starts with the first step: a rejected key or a question without steps
-        # answers without waiting for it (about 2 s of start-up and imports).
-        model = NoModel(no_model) if no_model else None
-        return await Analyst.create(settings, model=model, start_sandbox=False)
-    except ConfigError as exc:
-        die(str(exc))
-    except Exception as exc:  # a part failed to start: one sentence, not a traceback
-        from core.sessions import StoreUnavailable
-
-        if isinstance(exc, StoreUnavailable):
-            die(str(exc))
-        raise
 
 
 @app.command()
@@ -77,7 +57,7 @@ def chat(
 
     settings = settings_or_exit()
     setup_log(settings, log_level)
-    run_chat(settings, session, _analyst)
+    run_chat(settings, session, start_analyst)
 
 
 @app.command()
@@ -88,13 +68,17 @@ def ask(
         "--session",
         help="Continue this session (its key or id); a new name starts one under that name.",
     ),
+    file: list[Path] = typer.Option(
+        [], "--file", "-f", help="A CSV, TSV, Parquet, JSON or Excel file to ask about (repeatable)."
+    ),
     log_level: str = log_level_option(),
 ) -> None:
     """One turn: print the answer and the paths of attached files. Exit 1 if the turn fails."""
-    if not question.strip():  # it printed chat's help, with chat's keys, and exit code 0
+    if not question.strip() and not file:  # it printed chat's help, with chat's keys, and exit code 0
         die('The question is empty: ask one, e.g. datathread ask "How many flights left JFK in 2013?"')
     settings = settings_or_exit()
-    no_model = _without_model(settings, question)
+    files = shared_or_exit(file, settings.shared_file_mb)  # a path that is no file to share: exit 2
+    no_model = _without_model(settings, question, asks=bool(files))
     setup_log(settings, log_level)
     from bot.terminal import WaitingStatus
     from bot.terminal_chat import run_interruptibly
@@ -106,7 +90,7 @@ def ask(
     answered: list[bool] = []
 
     async def one_turn() -> None:
-        answered.append(await _ask(settings, question, key, status, no_model=no_model))
+        answered.append(await _ask(settings, question, files, key, status, no_model=no_model))
 
     with asyncio.Runner() as runner:
         try:
@@ -123,22 +107,29 @@ def ask(
     raise typer.Exit(0 if answered[0] else 1)
 
 
-def _without_model(settings: Settings, question: str) -> str:
+def _without_model(settings: Settings, question: str, *, asks: bool = False) -> str:
     """'' when the model is configured; else why not, for `help` (answered without the model, as in
-    chat, so it needs no key); any other question ends here with that sentence, before the core loads."""
+    chat, so it needs no key); any other question (`asks`: files shared make any text one) ends here
+    with that sentence, before the core loads."""
     try:
         require_model(settings)
         return ""
     except ConfigError as exc:
         from core.help import is_local
 
-        if not is_local(question):
+        if asks or not is_local(question):
             die(str(exc))
         return str(exc)
 
 
 async def _ask(
-    settings: Settings, question: str, session: list[str], status: WaitingStatus, *, no_model: str = ""
+    settings: Settings,
+    question: str,
+    files: tuple[SharedFile, ...],
+    session: list[str],
+    status: WaitingStatus,
+    *,
+    no_model: str = "",
 ) -> bool:
     """One turn in the session `session[0]` names (a new one when empty); sets `session[0]` to its key."""
     from bot.terminal import FAULT_HINT, format_footer
@@ -147,27 +138,32 @@ async def _ask(
     from core.asked_when import host_zone
     from core.events import IncomingMessage
 
-    analyst = await _analyst(settings, no_model=no_model)
+    analyst = await start_analyst(settings, no_model=no_model)
     try:
         key = await session_key(analyst, settings, session[0] or None, err.print)
         session[0] = key[0]
         outcome = await analyst.handle(
-            IncomingMessage(text=question, surface="terminal", thread_key=key, user_tz=host_zone()), status
+            IncomingMessage(
+                text=question, surface="terminal", thread_key=key, user_tz=host_zone(), files=files
+            ),
+            status,
         )
-        files = []
+        saved = []
         for a in outcome.artifacts:
             try:
                 data = await analyst.threads.read_artifact(a)
             except (OSError, ValueError) as exc:  # gone, or a CSV that cannot be made spreadsheet-safe
                 err.print(printable(f"not saved: {a.path} ({exc})"), markup=False)
                 continue
-            files.append(save_for_user(data, settings.home, a.session_id, a.path, os.environ))
+            saved.append(save_for_user(data, settings.home, a.session_id, a.path, os.environ))
     finally:
         await analyst.close()
     # An answer given, then not kept (the session store failed as the turn ended), is still printed,
     # before the error: the person had it, and `ask` printed only the error, 45 s later.
     if outcome.ok or status.answer is not None:
-        _print_answer(outcome.answer if outcome.ok else status.answer or "", files)
+        _print_answer(outcome.answer if outcome.ok else status.answer or "", saved)
+    for note in status.notes:  # a shared file not read: under the answer, on stderr as the receipt
+        err.print(printable(note), markup=False, highlight=False)
     if not outcome.ok:
         said = f" (error id {outcome.error_id})" if outcome.error_id else ""  # a refusal has none
         err.print(f"error: {printable(outcome.error)}{said}", markup=False)

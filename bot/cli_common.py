@@ -18,7 +18,7 @@ from typer._click import exceptions as click  # typer 0.29 parses with its own c
 
 from bot.cli_arguments import ReadableArguments
 from bot.log_setup import LOG_LEVEL_HELP, parse_level, setup_logging
-from core.config import ConfigError, Settings, load_settings
+from core.config import ConfigError, Settings, load_settings, require_model
 from core.config_names import names_given, unknown_setting_warnings, unparsable_lines
 from core.config_types import check_writable_dir
 
@@ -210,3 +210,26 @@ def warn_local_links(settings, *, always: bool = False) -> None:
             "download links in Teams would point there; set it to the address Teams reaches the bot at.",
             markup=False,
         )
+
+
+async def start_analyst(settings: Settings, *, no_model: str = ""):
+    """The core for `chat` and `ask`; with `no_model` (why there is none), for answers without the model."""
+    try:
+        if not no_model:
+            require_model(settings)
+        check_sandbox(settings)
+        from core.analyst import Analyst  # after the checks: a missing key is told without 2 s of imports
+        from core.model import NoModel
+
+        # The fork server starts with the first step: a rejected key or a question without steps
+        # answers without waiting for it (about 2 s of start-up and imports).
+        model = NoModel(no_model) if no_model else None
+        return await Analyst.create(settings, model=model, start_sandbox=False)
+    except ConfigError as exc:
+        die(str(exc))
+    except Exception as exc:  # a part failed to start: one sentence, not a traceback
+        from core.sessions import StoreUnavailable
+
+        if isinstance(exc, StoreUnavailable):
+            die(str(exc))
+        raise

@@ -358,8 +358,9 @@ class TeamsSink:
             await self.out.send(render.failure_text(failure.message, failure.error_id), answer=True)
 
     def _notes(self) -> str:
-        """The answer's notes (files that did not arrive, attachments not read), in italics below it."""
-        return "".join(f"\n\n_{note}_" for note in self.notes)
+        """The answer's notes (the core's, such as a shared file not read; then files that did not
+        arrive, attachments not read), in italics below it."""
+        return "".join(f"\n\n_{note}_" for note in [*self.transcript.notes, *self.notes])
 
     async def _send_final(self, final: list | None, text: str, **extra) -> None:
         """The answer (or failure) always arrives: if Teams refuses it as the stream's end (a stream

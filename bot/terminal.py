@@ -34,6 +34,7 @@ from core.events import (
     TurnEvent,
     TurnFailed,
     TurnFinished,
+    TurnNote,
     Waiting,
 )
 from core.receipt import receipt_line
@@ -183,6 +184,8 @@ class TerminalRenderer:
                 self.console.print(f"[dim]{escape(FAULT_HINT)}[/]")
         elif change is Change.FINISHED:
             self._stop()
+            for note in t.notes:  # below the answer, as Slack and Teams show them: a file not read
+                self._print(f"[yellow]{escape(note)}[/]", whole=True)
             if footer := format_footer(event):  # type: ignore[arg-type]
                 self.console.print(f"[dim]{escape(footer)}[/]")
 
@@ -237,6 +240,7 @@ class WaitingStatus:
         self.finished: TurnFinished | None = None  # for the receipt `ask` prints under the answer
         self.failed: TurnFailed | None = None  # for a stopped `ask`, whose own printing never runs
         self.answer: str | None = None  # the answer given, printed even if keeping it fails
+        self.notes: list[str] = []  # the core's sentences for the person (a shared file not read)
 
     async def __call__(self, event: TurnEvent) -> None:
         if isinstance(event, TurnFinished):
@@ -245,6 +249,8 @@ class WaitingStatus:
             self.failed = event
         elif isinstance(event, AnswerReady):
             self.answer = event.text
+        elif isinstance(event, TurnNote):
+            self.notes.append(event.text)
         elif isinstance(event, Waiting):  # said even when stderr is no terminal: a wait is no hang
             self.console.print(event.text, markup=False, highlight=False)
         if not self.console.is_terminal:

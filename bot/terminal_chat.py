@@ -6,7 +6,8 @@ question with a valid history and an audit record, and the prompt comes back. A 
 it is still stopping quits (said when the stop lasts more than a moment). At the prompt, Ctrl-C clears
 the line, as in Python's REPL and ipython (it quit, taking a half-typed question with it); Ctrl-D,
 `exit` or `quit` quits (those two words are what people type first; sending them to Claude would cost
-a model call). `help` is answered by the core.
+a model call). `help` is answered by the core. `/file PATH` shares a file with the next question
+(bot/terminal_files.py).
 """
 
 from __future__ import annotations
@@ -26,9 +27,11 @@ from rich.console import Console
 from rich.text import Text
 
 from bot.stop_signals import loop_signal_handlers
+from bot.terminal_files import file_control
 from core.asked_when import host_zone
 from core.config import Settings
-from core.events import IncomingMessage
+from core.events import IncomingMessage, SharedFile
+from core.help import is_local
 from core.sessions import StoreUnavailable, store_place
 
 PROMPT = "[bold green]› [/]"
@@ -89,6 +92,7 @@ async def session_key(analyst, settings: Settings, session: str | None, say) -> 
 def _converse(runner: asyncio.Runner, console: Console, analyst, settings: Settings, key: tuple) -> None:
     from bot.terminal import TerminalRenderer
 
+    pending: list[SharedFile] = []  # shared with `/file PATH`, for the next question
     while True:
         try:
             question = read_question(console)
@@ -103,11 +107,16 @@ def _converse(runner: asyncio.Runner, console: Console, analyst, settings: Setti
             continue
         if question.strip().lower() in QUIT_WORDS:
             return
+        if (said := file_control(question, pending, limit_mb=settings.shared_file_mb)) is not None:
+            console.print(said, markup=False, highlight=False, soft_wrap=True)  # and the chat goes on
+            continue
+        files = () if is_local(question) else tuple(pending)  # `help` leaves them for the question
+        pending = pending if is_local(question) else []
         renderer = TerminalRenderer(
             console, settings.workspaces_dir, read=analyst.threads.read_artifact, home=settings.home
         )
         message = IncomingMessage(
-            text=question.strip(), surface="terminal", thread_key=key, user_tz=host_zone()
+            text=question.strip(), surface="terminal", thread_key=key, user_tz=host_zone(), files=files
         )
         turn = analyst.handle(message, renderer, confirm=terminal_confirmer(console, renderer))
 

@@ -25,6 +25,7 @@ from core.events import (
     TurnEvent,
     TurnFailed,
     TurnFinished,
+    TurnNote,
     TurnStarted,
     Waiting,
 )
@@ -105,6 +106,8 @@ class Transcript:
             return Change.ARTIFACT
         if isinstance(event, AnswerReady):
             self.answer = event.text
+        elif isinstance(event, TurnNote):  # drawn with the answer, at the end, on every surface
+            self.notes.append(event.text)
         elif isinstance(event, TurnFailed):
             self.failure = event
         elif isinstance(event, TurnFinished):

@@ -31,6 +31,7 @@ from core.events import (
     TurnStarted,
     Waiting,
 )
+from core.file_intake import take_in, with_question
 from core.help import is_local, local_answer
 from core.model import ModelClient, describe_model_error, model_fault
 from core.model_budget import ModelBudgets
@@ -123,6 +124,7 @@ class Analyst:
     ) -> TurnOutcome:
         session_id = self.session_id(message)
         turn_id = turn_id or uuid.uuid4().hex[:12]
+        message = with_question(message)  # files without words are a question too
         outcome = TurnOutcome(turn_id=turn_id, session_id=session_id, ok=False)
 
         async def emit(event: TurnEvent) -> None:
@@ -135,14 +137,15 @@ class Analyst:
         denial = self.access.check(message)
         if denial:
             return await self.ends.fail(outcome, emit, denial, message, refusal=Refusal(denial))
-        if is_local(message.text):  # help or an empty message: answered here, no model call, no lock
+        if is_local(message.text) and not message.files:  # help or an empty message: no model, no lock
             return await self._answer_locally(message, outcome, emit)
+        exporting = is_export_request(message.text) and not message.files  # files are for a question
         try:
             admin = self.access.is_admin(message.user_id)
             budgets = ModelBudgets.for_message(self.store, self.settings, message, admin=admin)
             # A spent daily budget first (refused by it, a person keeps their hourly questions; a
             # schedule does not retry it at once); an export calls no model, so none stops it.
-            spent = None if is_export_request(message.text) else await budgets.refusal()
+            spent = None if exporting else await budgets.refusal()
             if limited := spent or await rate_limited(self.store, self.settings, message, admin=admin):
                 outcome.at_limit = outcome.limited = True  # the asker's limits, not the question's
                 return await self.ends.fail(outcome, emit, limited.text, message, refusal=limited)
@@ -154,7 +157,7 @@ class Analyst:
             # holds no slot, so one busy thread cannot stall everybody else's questions.
             lock = turn_lock(self.store, session_id, ttl_s=self.settings.lock_ttl, on_wait=waiting)
             async with lock as held, self._slots:
-                if is_export_request(message.text):
+                if exporting:
                     await self._export(message, session_id, outcome, emit)
                 else:
                     await self._run(message, session_id, outcome, emit, confirm, held, budgets)
@@ -273,6 +276,12 @@ class Analyst:
         """Run the tool loop; returns None on success or the sentence to show people."""
         s = self.settings
         try:
+            if message.files:  # into the workspace, read in the sandbox, told in the question
+                taken = await take_in(
+                    message.files, ctx, emit, limit_mb=s.shared_file_mb, first_step=len(state.steps)
+                )
+                state.steps += taken.steps
+                state.messages[-1]["content"] += [taken.block] if taken.block else []
             await run_loop(
                 model=self.parts.model,
                 model_name=s.model,

@@ -182,6 +182,16 @@ class ModelFault(StrEnum):
 
 
 @dataclass(frozen=True)
+class TurnNote:
+    """A sentence the core says to the person whatever the model writes, shown below the answer
+    (bot/transcript.py `notes`): a shared file that was not taken in, and why. Markdown, one line."""
+
+    turn_id: str
+    text: str
+    kind: Literal["note"] = "note"
+
+
+@dataclass(frozen=True)
 class TurnFailed:
     """The turn could not finish. `message` is short and human; `error_id` matches the log line."""
 
@@ -251,6 +261,7 @@ TurnEvent = (
     | ArtifactReady
     | AnswerDelta
     | AnswerReady
+    | TurnNote
     | TurnFailed
     | TurnFinished
 )

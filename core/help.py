@@ -44,7 +44,8 @@ SURFACE_TIPS = {
     # one tip for `chat` and `ask` (both are the terminal surface): ask's help once named only chat's keys
     "terminal": (
         "In `datathread chat`, Ctrl-C stops an answer in progress or clears the line, and Ctrl-D or `exit` quits; "
-        "`datathread ask --session ID …` follows up on a session in one go."
+        "`datathread ask --session ID …` follows up on a session in one go; `/file PATH` in chat (or "
+        "`ask --file PATH`) shares a CSV, Parquet, JSON or Excel file with a question."
     ),
     "slack": "Mention me in a channel and reply in the thread for follow-ups; `/ask [private] …` asks in one go.",
     # Teams gives a bot only the channel and group-chat messages that @-mention it (the app asks for no

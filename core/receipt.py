@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 from core.asked_when import is_asked_line
 from core.bigquery_cost import format_bytes
 from core.events import Receipt, StepRecord, TurnStats
+from core.file_intake import is_intake_block
 from core.final_result import QUERY_TOOLS
 from core.receipt_numbers import unsupported_numbers
 from core.wording import counted
@@ -175,8 +176,8 @@ def evidence_texts(messages: Sequence[dict]) -> list[str]:
             continue
         content = message.get("content")
         blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content or []
-        for block in blocks:
-            if block.get("type") == "text" and not is_asked_line(block.get("text", "")):
+        for n, block in enumerate(blocks):
+            if block.get("type") == "text" and not _told_with_it(n, block.get("text", "")):
                 out.append(block.get("text", ""))  # the question, not the line dating it
             elif block.get("type") == "tool_result":
                 inner = block.get("content")
@@ -185,3 +186,10 @@ def evidence_texts(messages: Sequence[dict]) -> list[str]:
                 else:
                     out += [b.get("text", "") for b in inner or [] if b.get("type") == "text"]
     return out
+
+
+def _told_with_it(n: int, text: str) -> bool:
+    """A block the bot added to a question, not evidence: the line dating it, and the shared files'
+    block (its sizes and preview rows let a made-up number stand; a figure from a shared file comes
+    from a query over it). Never the first block, the person's own words, whatever it says."""
+    return is_asked_line(text) or (n > 0 and is_intake_block(text))

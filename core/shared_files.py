@@ -19,8 +19,10 @@ MAX_FILES = 10  # per question: more are refused by name, the first ten are fetc
 
 
 def kind_of(name: str) -> str:
-    """The file's kind by its extension, lower case ("" for none)."""
-    return PurePosixPath(name.replace("\\", "/")).suffix.lstrip(".").lower()
+    """The file's kind by its extension, lower case ("" for none). A name that is only an extension
+    (`.csv`) has that kind: a file shared as `.csv` is a CSV, not a file without an extension."""
+    base = PurePosixPath(name.replace("\\", "/")).name
+    return base.rpartition(".")[2].lower() if "." in base else ""
 
 
 def refusal_before_fetch(name: str, size: int | None, *, limit_mb: int, index: int = 0) -> SharedFile | None:

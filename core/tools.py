@@ -69,8 +69,8 @@ class QueryWarehouseInput(ToolInput):
 
 
 class RunSqlInput(ToolInput):
-    """Run ONE read-only DuckDB query over files in the workspace, named by relative path,
-    e.g. SELECT * FROM 'delays.parquet'. The result is saved as <save_as>.parquet with a preview."""
+    """Run ONE read-only DuckDB query over workspace files (results, files people shared) by relative
+    path, e.g. SELECT * FROM 'delays.parquet'. The result is saved as <save_as>.parquet with a preview."""
 
     sql: str = Field(description="A single read-only DuckDB SELECT over workspace files.")
     save_as: str | None = Field(None, description="File stem for the result.")

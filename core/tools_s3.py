@@ -11,24 +11,12 @@ from pathlib import PurePosixPath
 
 from pydantic import Field
 
+from core.file_describe import describe_file
 from core.file_stems import safe_file_stem
 from core.s3 import S3Refusal, parse_uri
 from core.sandbox import StepRequest, WorkspaceFull
 from core.shared_files import READABLE as LOADABLE
 from core.tools import Tool, ToolContext, ToolInput, ToolOutcome, refused
-
-_DESCRIBE = """
-import duckdb
-con = duckdb.connect()
-rel = con.sql("SELECT * FROM '{name}'")
-print("Rows:", con.sql("SELECT count(*) FROM '{name}'").fetchall()[0][0])
-print("Columns:", ", ".join(f"{{c}} {{t}}" for c, t in zip(rel.columns, rel.types)))
-print(rel.limit({rows}))
-"""
-_EXCEL = """
-import pandas as pd
-pd.read_excel({src!r}).to_parquet({dst!r}, index=False)
-"""
 
 
 class ListFilesInput(ToolInput):
@@ -86,33 +74,29 @@ async def load_file(args: LoadFileInput, ctx: ToolContext) -> ToolOutcome:
         await ctx.sandbox.write_file(ctx.session_id, name, data)
     except WorkspaceFull as exc:
         return refused(str(exc))
-    if ext == "xlsx":  # DuckDB can't read Excel; convert inside the sandbox, not in the bot
-        converted = await ctx.sandbox.run(_step(ctx, _EXCEL.format(src=name, dst=f"{stem}.parquet")))
-        if not converted.ok:
-            return refused(f"Could not read {name} as Excel: {converted.error.splitlines()[-1]}")
-        name = f"{stem}.parquet"
-    described = await ctx.sandbox.run(_step(ctx, _DESCRIBE.format(name=name, rows=5)))
+    described = await describe_file(ctx.sandbox, _step(ctx), name, ext)  # in the sandbox, not the bot
+    if described.excel_failed:
+        return refused(f"Could not read {name} as Excel: {described.unread_line}")
+    name = described.name  # an Excel file is queried as the Parquet file it became
     head = f"Loaded s3://{parse_uri(args.uri)[0]}/{key} ({len(data):,} bytes) as '{name}'."
     if not described.ok:
-        detail = described.error.splitlines()[-1] if described.error else "unknown error"
         return ToolOutcome(
-            content=f"{head} It could not be parsed as {ext}: {detail}",
+            content=f"{head} It could not be parsed as {ext}: {described.unread_line}",
             is_error=True,
             summary=f"loaded {name}, unreadable",
             files=(name,),
         )
     return ToolOutcome(
-        content=f"{head} Query it with run_sql, e.g. SELECT * FROM '{name}'.\n{described.output}",
+        content=f"{head} Query it with run_sql, e.g. SELECT * FROM '{name}'.\n{described.text}",
         summary=f"loaded {name} ({len(data):,} bytes)",
         files=(name,),
     )
 
 
-def _step(ctx: ToolContext, code: str) -> StepRequest:
+def _step(ctx: ToolContext) -> StepRequest:
     return StepRequest(
         kind="python",
         session_id=ctx.session_id,
-        code=code,
         timeout_s=ctx.step_timeout_s,
         memory_mb=ctx.step_memory_mb,
         file_mb=ctx.step_file_mb,

@@ -50,6 +50,7 @@ def test_the_terminal_tip_fits_both_chat_and_ask():
     body = help_text("terminal", ["t"])
     assert "In `datathread chat`, Ctrl-C stops an answer" in body
     assert "`datathread ask --session ID …` follows up" in body
+    assert "`/file PATH` in chat (or `ask --file PATH`) shares a CSV" in body  # how to share a file
 
 
 def test_help_says_when_the_tables_could_not_be_listed():

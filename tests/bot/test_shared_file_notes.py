@@ -1,0 +1,50 @@
+"""What the core says about a shared file that did not come in (a `TurnNote`) reaches the person in
+Teams, below the answer, whatever the model wrote: the real core and the real Teams sink and
+botframework connector client, the fake Bot Connector at the network boundary. (How Teams fetches a
+file into the message is the Teams surface's; this is how the core's sentence is drawn.)"""
+
+from __future__ import annotations
+
+from botbuilder.schema import ChannelAccount, ConversationAccount, ConversationReference
+from botframework.connector.aio import ConnectorClient
+from botframework.connector.auth import MicrosoftAppCredentials
+
+from bot.teams_progress import TeamsOut, TeamsSink
+from core.events import IncomingMessage, SharedFile
+from tests.bot.teams_harness import BOT, CHAT
+from tests.fakes.anthropic_api import text
+
+SALES = b"region,amount\nnorth,10\nsouth,5\n"
+
+
+async def test_a_note_about_a_shared_file_is_below_the_teams_answer(teams, fake_model):
+    connector = ConnectorClient(MicrosoftAppCredentials(None, None), base_url=teams.connector.url)
+    reference = ConversationReference(
+        channel_id="msteams",
+        service_url=teams.connector.url,
+        conversation=ConversationAccount(id=CHAT, conversation_type="personal"),
+        bot=ChannelAccount(id=BOT["id"], name=BOT["name"]),
+    )
+    sink = TeamsSink(
+        threads=teams.state.threads,
+        links=teams.state.links,
+        out=TeamsOut(connector=connector, reference=reference),
+        personal=True,
+    )
+    fake_model.enqueue(text("North sold 10."))
+    refused = SharedFile("deck.pptx", refusal="A .pptx file is not one I can read; I read csv.")
+    message = IncomingMessage(
+        text="who sold most?",
+        surface="teams",
+        thread_key=(CHAT,),
+        user_id="29:ada",
+        files=(SharedFile("sales.csv", SALES), refused),
+    )
+    try:
+        outcome = await teams.state.analyst.handle(message, sink)
+    finally:
+        await connector.__aexit__(None, None, None)
+    assert outcome.ok, outcome.error
+    answer = teams.connector.sent(CHAT)[-1]["text"]
+    assert answer.startswith("North sold 10.")
+    assert answer.endswith("_I didn't read `deck.pptx`: A .pptx file is not one I can read; I read csv._")
