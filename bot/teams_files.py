@@ -95,25 +95,3 @@ def refusal_words(exc: ConnectorFailed) -> str:
 
 def _where(out) -> str:
     return out.reference.conversation.id
-
-
-def unread_attachments(attachments: list | None) -> str:
-    """The answer's note about files attached to a question, which are not read ("" when none): the
-    model answered "I read it", and an image alone got "You didn't ask anything". Teams adds a
-    `text/html` copy of every formatted message as an attachment: that one is the question itself."""
-    names = [
-        f"`{render.inert(str(a.name))}`" if getattr(a, "name", None) else _kind_of(a)
-        for a in attachments or []
-        if getattr(a, "content_type", None) != "text/html"
-    ][:5]
-    if not names:
-        return ""
-    listed = ", ".join(names)
-    return (
-        f"I can't read files attached in Teams ({listed}): put the data in the warehouse, or in an S3 "
-        "bucket I may read, and ask again."
-    )
-
-
-def _kind_of(attachment: object) -> str:
-    return "an image" if str(getattr(attachment, "content_type", "")).startswith("image/") else "a file"

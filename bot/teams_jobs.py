@@ -9,6 +9,7 @@ chat is one session per *generation* — `new`/`reset` or 8 idle hours start the
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import html
 import logging
 import re
@@ -22,8 +23,9 @@ from bot.surface import AppState
 from bot.teams_auth import TeamsBot
 from bot.teams_connector import ConnectorFailed
 from bot.teams_consent import file_consent
-from bot.teams_files import refusal_words, unread_attachments
+from bot.teams_files import refusal_words
 from bot.teams_progress import TeamsOut, TeamsSink
+from bot.teams_shared_files import has_files, shared_files
 from bot.transcript import confirmation_said
 from core.events import ConfirmRequest, IncomingMessage
 from core.help import FRESH_START, is_reset
@@ -86,7 +88,7 @@ async def run_lost(bot: TeamsBot, state: AppState, job: TurnJob) -> None:
     activity = Activity().deserialize(job.payload["activity"])
     stopped = f"{STOPPED} (error id `{job.payload[ERROR_ID]}`)" if job.payload.get(ERROR_ID) else STOPPED
     text = STORE_UNREACHABLE if job.payload.get(WHY) == STORE_DOWN else stopped
-    if activity.type == ActivityTypes.message and (activity.text or "").strip():
+    if activity.type == ActivityTypes.message and ((activity.text or "").strip() or has_files(activity)):
         # short: at shutdown this has TELL_LOST_S in all, and a silent Bot Connector must not take them
         await _continue(bot, activity, lambda out: out.send(text, short=True))
 
@@ -200,9 +202,11 @@ async def _answer(state: AppState, activity: Activity, text: str, out: TeamsOut)
         user_tz=activity.local_timezone or "",  # Teams sends the client's IANA zone with each message
     )
     sink = TeamsSink(threads=threads, links=state.links, out=out, personal=is_personal(activity))
-    if note := unread_attachments(activity.attachments):
-        sink.notes.append(note)
     await sink.typing()
+    # Files are fetched here, after the ack, while the person sees typing; not for someone the core
+    # will refuse anyway (a download of 100 MB for a person outside the allowlists).
+    if has_files(activity) and threads.refused(message) is None:
+        message = dataclasses.replace(message, files=await shared_files(activity, state.settings))
     await state.analyst.handle(message, sink, confirm=_confirmer(threads, out, _user_id(activity)))
 
 

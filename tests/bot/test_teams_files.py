@@ -86,44 +86,6 @@ async def test_a_chart_teams_refuses_is_named_in_the_answer(teams, fake_model):
     assert sent[-1]["text"].endswith("_I couldn't attach `scatter.png` (Teams refused it, HTTP 400)._")
 
 
-async def test_files_attached_to_a_question_are_said_to_be_unread(teams, fake_model):
-    """A file or an image sent with a question was silently left out: the model answered "I read it",
-    and an image alone got "You didn't ask anything". The answer now says the file was not read, as on
-    Slack; the `text/html` copy Teams attaches to every formatted message is no file."""
-    from tests.bot.teams_harness import activity
-
-    html = {"contentType": "text/html", "content": "<p>what's in this file?</p>"}
-    sheet = {
-        "contentType": "application/vnd.microsoft.teams.file.download.info",
-        "contentUrl": "https://contoso.sharepoint.com/sales.xlsx",
-        "name": "sales.xlsx",
-        "content": {"downloadUrl": "https://x/dl", "uniqueId": "1", "fileType": "xlsx"},
-    }
-    unread = "put the data in the warehouse, or in an S3 bucket I may read, and ask again._"
-
-    async def say(body: dict) -> list[dict]:
-        before = len(teams.connector.sent())
-        assert (await teams.post(body)).status_code == 202
-        await teams.state.runner.drain(timeout=60)
-        return teams.connector.sent()[before:]
-
-    fake_model.enqueue(text("It has three sheets."))
-    with_file = activity(teams.connector.url, "what's in this file?", conversation=CHAT)
-    with_file["attachments"] = [html, sheet]
-    answer = (await say(with_file))[-1]["text"]
-    assert answer.startswith("It has three sheets.")
-    assert answer.endswith(f"_I can't read files attached in Teams (`sales.xlsx`): {unread}")
-
-    image_only = activity(teams.connector.url, conversation=CHAT)
-    image_only["attachments"] = [{"contentType": "image/*", "contentUrl": "https://smba/img/1"}]
-    assert (await say(image_only))[-1]["text"].endswith(f"(an image): {unread}")
-
-    fake_model.enqueue(text("Sixteen."))
-    formatted = activity(teams.connector.url, "how many carriers?", conversation=CHAT)
-    formatted["attachments"] = [html]
-    assert (await say(formatted))[-1]["text"] == "Sixteen."
-
-
 async def test_an_empty_file_is_not_offered_for_upload_in_personal_chat(teams, fake_model, settings):
     """A 0-byte file was offered, and accepting it sent OneDrive `Content-Range: bytes 0--1/0`, which
     it refuses. Now the answer says it is empty instead of offering it; an older offer of one, accepted,

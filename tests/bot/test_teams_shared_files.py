@@ -1,0 +1,196 @@
+"""Files shared with a question in Teams, through the real app: real-shaped activities POSTed to
+`/api/messages`, the turn run by the runner after the ack, files fetched from a loopback host standing
+where OneDrive would. What the core is handed is the turn's `IncomingMessage` (its `files`)."""
+
+from __future__ import annotations
+
+import io
+import re
+
+import pytest
+
+from bot.teams_shared_files import FILE_DOWNLOAD_INFO, IMAGE, LINK_HERE, LINK_THERE
+from core.events import IncomingMessage, SharedFile
+from core.shared_files import MAX_FILES, refusal_before_fetch
+from tests.bot.teams_harness import CHAT, THREAD, activity, serve_teams
+from tests.fakes.anthropic_api import text
+from tests.fakes.file_host import FileHost, Served
+
+CSV = b"region,sales\nnorth,10\nsouth,20\n"
+HTML = {"contentType": "text/html", "content": "<p>what's in this file?</p>"}
+
+
+@pytest.fixture
+def host():
+    fake = FileHost().start()
+    yield fake
+    fake.stop()
+
+
+@pytest.fixture
+def handed(teams, monkeypatch) -> list[IncomingMessage]:
+    """The messages the Teams surface hands the core (the real core still answers them)."""
+    return spy_on(teams, monkeypatch)
+
+
+def spy_on(teams, monkeypatch) -> list[IncomingMessage]:
+    seen: list[IncomingMessage] = []
+    analyst = teams.state.analyst
+    handle = analyst.handle
+
+    async def spy(message, sink, **kwargs):
+        seen.append(message)
+        return await handle(message, sink, **kwargs)
+
+    monkeypatch.setattr(analyst, "handle", spy)
+    return seen
+
+
+def file_info(name: str, url: str) -> dict:
+    """A file attached in personal chat, as Teams sends it (bots-filesv4)."""
+    return {
+        "contentType": FILE_DOWNLOAD_INFO,
+        "contentUrl": f"https://contoso-my.sharepoint.com/personal/ada/Documents/Microsoft Teams Chat Files/{name}",
+        "name": name,
+        "content": {"downloadUrl": url, "uniqueId": "1150D938-8870-4044", "fileType": name.rsplit(".")[-1]},
+    }
+
+
+async def post(teams, body: dict) -> None:
+    assert (await teams.post(body)).status_code == 202
+    await teams.state.runner.drain(timeout=60)
+
+
+async def test_a_file_attached_in_personal_chat_reaches_the_core_with_its_bytes(
+    teams, handed, host, fake_model
+):
+    """The question's message carries the CSV's bytes, fetched after the ack with nothing but its
+    pre-authenticated link; the html copy of the message is no file."""
+    url = host.serve("/dl/sales.csv", Served(CSV, content_type="text/csv")) + "?tempauth=t0k3n"
+    fake_model.enqueue(text("North sold 10."))
+    body = activity(teams.connector.url, "what's in this file?", conversation=CHAT)
+    body["attachments"] = [HTML, file_info("sales.csv", url)]
+    await post(teams, body)
+    [message] = handed
+    assert message.text == "what's in this file?" and message.files == (SharedFile("sales.csv", CSV),)
+    [seen] = host.seen
+    assert seen.path.endswith("?tempauth=t0k3n") and "authorization" not in seen.headers
+
+
+async def test_a_message_with_only_a_file_is_still_a_question(teams, handed, host):
+    url = host.serve("/dl/sales.csv", CSV)
+    body = activity(teams.connector.url, conversation=CHAT)  # no text at all
+    body["attachments"] = [file_info("sales.csv", url)]
+    await post(teams, body)
+    [message] = handed
+    assert message.text == "" and message.files == (SharedFile("sales.csv", CSV),)
+
+
+async def test_a_file_linked_in_a_channel_is_refused_with_where_it_works(teams, handed, fake_model):
+    """In a channel Teams gives the bot only the message's html; a SharePoint link to a file of a kind
+    the bot reads becomes one sentence saying to share it in personal chat. A link to a page, or a
+    plain formatted message, makes none."""
+    linked = (
+        "<p><at>datathread</at> sum it up "
+        '<a href="https://contoso.sharepoint.com/sites/sales/Shared%20Documents/General/sales.csv">'
+        "sales.csv</a> and see "
+        '<a href="https://contoso.sharepoint.com/sites/sales/SitePages/Home.aspx">our wiki</a></p>'
+    )
+    fake_model.enqueue(text("I can't see it."), text("Sixteen."))
+    body = activity(teams.connector.url, "sum it up sales.csv", conversation=THREAD)
+    body["attachments"] = [{"contentType": "text/html", "content": linked}]
+    await post(teams, body)
+    plain = activity(teams.connector.url, "how many carriers?", conversation=THREAD)
+    plain["attachments"] = [{"contentType": "text/html", "content": "<p><b>how many</b> carriers?</p>"}]
+    await post(teams, plain)
+    assert [m.files for m in handed] == [
+        (SharedFile("sales.csv", refusal=LINK_THERE.format(where="channel")),),
+        (),
+    ]
+    assert "personal chat" in handed[0].files[0].refusal
+
+
+async def test_a_linked_file_in_a_group_chat_and_in_personal_chat_say_what_works_there(teams, handed):
+    link = '<a href="https://contoso-my.sharepoint.com/:x:/g/personal/ada/EYpp?e=1">q3.xlsx</a>'
+    group = activity(teams.connector.url, "q3?", conversation="19:meeting_abc@thread.v2")
+    group["conversation"]["conversationType"] = "groupChat"
+    chat = activity(teams.connector.url, "q3?", conversation=CHAT)
+    for body in (group, chat):
+        body["attachments"] = [{"contentType": "text/html", "content": f"<p>q3? {link}</p>"}]
+        await post(teams, body)
+    assert [m.files for m in handed] == [
+        (SharedFile("q3.xlsx", refusal=LINK_THERE.format(where="group chat")),),
+        (SharedFile("q3.xlsx", refusal=LINK_HERE),),
+    ]
+
+
+async def test_images_and_kinds_it_cannot_read_are_refused_without_a_download(teams, handed, host):
+    """A pasted image is refused by kind (the model answered screenshots it never saw); a PDF by the
+    rule every surface shares, before a byte is fetched; past ten files, the rest by name."""
+    urls = [host.serve(f"/dl/part{i}.csv", f"n\n{i}\n".encode()) for i in range(MAX_FILES + 1)]
+    body = activity(teams.connector.url, "compare these", conversation=CHAT)
+    body["attachments"] = [
+        HTML,
+        {"contentType": "image/*", "contentUrl": "https://smba.trafficmanager.net/amer/v3/attachments/1"},
+        file_info("report.pdf", host.serve("/dl/report.pdf", b"%PDF-1.7")),
+        *(file_info(f"part{i}.csv", url) for i, url in enumerate(urls)),
+    ]
+    await post(teams, body)
+    [message] = handed
+    files = {f.name: f for f in message.files}
+    assert files["pasted image"] == SharedFile("pasted image", refusal=IMAGE)
+    assert files["report.pdf"] == refusal_before_fetch("report.pdf", None, limit_mb=100)
+    assert [files[f"part{i}.csv"].data for i in range(MAX_FILES - 1)] == [
+        f"n\n{i}\n".encode() for i in range(MAX_FILES - 1)
+    ]
+    assert files[f"part{MAX_FILES}.csv"].refusal.startswith(f"I read at most {MAX_FILES} files")
+    assert sorted(s.path for s in host.seen) == sorted(f"/dl/part{i}.csv" for i in range(MAX_FILES - 1))
+
+
+async def test_an_expired_link_is_a_sentence_and_the_question_goes_on(teams, handed, host, fake_model):
+    url = host.serve("/dl/old.csv", Served(b"", status=403))
+    fake_model.enqueue(text("Without the file I can't say."))
+    body = activity(teams.connector.url, "total?", conversation=CHAT)
+    body["attachments"] = [file_info("old.csv", url)]
+    await post(teams, body)
+    [message] = handed
+    assert message.files == (
+        SharedFile(
+            "old.csv", refusal="Teams' link to it no longer works (HTTP 403); please attach the file again."
+        ),
+    )
+
+
+async def test_nothing_is_downloaded_for_someone_the_core_refuses(settings, host, monkeypatch):
+    """A person outside the allowlists gets the core's refusal, and no download is made for them."""
+    async with serve_teams(settings.model_copy(update={"allowed_users": "aad-somebody-else"})) as teams:
+        handed = spy_on(teams, monkeypatch)
+        body = activity(teams.connector.url, "sum it", conversation=CHAT)
+        body["attachments"] = [file_info("sales.csv", host.serve("/dl/sales.csv", CSV))]
+        await post(teams, body)
+        assert [m.files for m in handed] == [()] and not host.seen
+        assert "not" in teams.connector.sent()[-1]["text"].lower()
+
+
+async def test_a_file_only_question_hears_when_its_worker_died(settings, host):
+    """A question made of a file alone was not told its answer stopped: the lost handler looked for
+    text only."""
+    from bot.server import create_app
+    from bot.teams_jobs import STOPPED
+    from core.runner import TurnJob
+    from core.runner_worker import Worker, lost_job
+    from tests.fakes.bot_connector import FakeConnector
+
+    connector = FakeConnector().start()
+    app = create_app(settings)
+    try:
+        async with app.router.lifespan_context(app):
+            body = activity(connector.url, conversation=CHAT)
+            body["attachments"] = [file_info("sales.csv", host.serve("/dl/sales.csv", CSV))]
+            lost = lost_job(TurnJob(kind="teams.turn", payload={"activity": body}))
+            await Worker(app.state.datathread.runner, io.BytesIO(), slots=1).run(lost)
+            [said] = connector.sent()
+            assert re.fullmatch(re.escape(STOPPED) + r" \(error id `[0-9a-f]{8}`\)", said["text"])
+    finally:
+        connector.stop()
+    assert not host.seen  # the lost handler fetches nothing
