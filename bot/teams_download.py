@@ -77,9 +77,13 @@ async def download(name: str, url: str, *, limit_mb: int, loopback_ok: bool) -> 
         )
     except httpx.TimeoutException:
         return _refused(name, "Where Teams keeps it stopped answering; please try again.")
+    except httpx.InvalidURL:  # what urlsplit took and httpx does not
+        return _refused(name, NOT_FOLLOWED)
     except (httpx.HTTPError, OSError) as exc:  # refused, reset, TLS, a broken stream: the reason, no URL
         reason = os_reason(exc) or _tls_reason(exc) or type(exc).__name__
         return _refused(name, f"I couldn't download it ({reason}); please try again.")
+    except Exception as exc:  # never the turn's end for one file; the type only (a message may hold the link)
+        return _refused(name, f"I couldn't download it ({type(exc).__name__}); please try again.")
     return SharedFile(name, data)
 
 
@@ -132,15 +136,14 @@ async def _body(response: httpx.Response, limit: int) -> bytes:
 async def _vet(url: str, *, loopback_ok: bool) -> None:
     """Refuse a link that is not https (http only to loopback, without an app id), carries a login, or
     names a host any of whose addresses is not public."""
-    parts = urlsplit(url)
-    host = parts.hostname or ""
+    try:
+        parts = urlsplit(url)
+        host, port = parts.hostname or "", parts.port or (443 if parts.scheme == "https" else 80)
+    except ValueError:  # `https://[::1/`, a port that is not a number
+        raise DownloadRefused(NOT_FOLLOWED) from None
     plain_local = parts.scheme == "http" and loopback_ok and is_loopback(host)
     if not host or parts.username or parts.password or not (parts.scheme == "https" or plain_local):
         raise DownloadRefused(NOT_FOLLOWED)
-    try:
-        port = parts.port or (443 if parts.scheme == "https" else 80)
-    except ValueError:  # a port that is not a number
-        raise DownloadRefused(NOT_FOLLOWED) from None
     addresses = await resolve(host, port)
     if not addresses or not all(permitted(a, loopback_ok=loopback_ok) for a in addresses):
         raise DownloadRefused(NOT_FOLLOWED)
@@ -150,6 +153,8 @@ async def resolve(host: str, port: int) -> list[str]:
     """Every address `host` resolves to (a literal address is itself)."""
     try:
         found = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except UnicodeError:  # a name IDNA cannot encode (`a..b`, a label over 63 characters)
+        raise DownloadRefused(NOT_FOLLOWED) from None
     except socket.gaierror as exc:
         raise DownloadRefused(
             f"I couldn't reach where Teams keeps it ({os_reason(exc) or 'its host is unknown'}); "

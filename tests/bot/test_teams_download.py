@@ -80,6 +80,10 @@ async def test_a_file_just_under_the_limit_comes_whole(host):
         "https://[::ffff:192.168.1.1]/x.csv",  # a private address written as IPv6
         "https://user:secret@contoso.sharepoint.com/x.csv",  # a login in the link
         "ftp://contoso.sharepoint.com/x.csv",
+        "https://[::1/x.csv",  # malformed: a sentence too, never an exception
+        "https://contoso.sharepoint.com:port/x.csv",
+        "https://a..b/x.csv",
+        "",
     ],
 )
 async def test_with_an_app_id_only_https_to_public_addresses_is_followed(host, url):
