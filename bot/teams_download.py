@@ -48,7 +48,7 @@ TRUST: ssl.SSLContext | bool = True
 
 NOT_FOLLOWED = "Teams gave me a link to it that I don't follow (only https to a public address)."
 WEB_PAGE = (
-    "Teams gave me a web page instead of the file (Teams on a phone shares some files that way): "
+    "Teams gave me a web page instead of the file (Teams on a phone shares some files that way); "
     "attach it from Teams on a computer or the web."
 )
 

@@ -41,19 +41,19 @@ FILE_HOSTS = (
 )
 
 IMAGE = (
-    "It is an image, and I read data, not pictures: attach the data as a file "
+    "It is an image, and I read data, not pictures; attach the data as a file "
     f"({', '.join(READABLE)}), or paste the numbers as text."
 )
 LINK_HERE = (
-    "Teams gave me only a link to it, which I can't open: attach the file itself "
+    "Teams gave me only a link to it, which I can't open; attach the file itself "
     "(Attach file › Upload from this device)."
 )
 LINK_THERE = (
-    "In a {where} Teams gives me only a link to it, which I can't open: attach the file to a message "
+    "In a {where} Teams gives me only a link to it, which I can't open; attach the file to a message "
     "in a personal chat with me instead."
 )
 UNKNOWN = (
-    "Teams sent it in a form I can't open: attach the file itself to a message in a personal chat with me."
+    "Teams sent it in a form I can't open; attach the file itself to a message in a personal chat with me."
 )
 
 

@@ -5,6 +5,7 @@ where OneDrive would. What the core is handed is the turn's `IncomingMessage` (i
 from __future__ import annotations
 
 import io
+import json
 import re
 
 import pytest
@@ -194,3 +195,55 @@ async def test_a_file_only_question_hears_when_its_worker_died(settings, host):
     finally:
         connector.stop()
     assert not host.seen  # the lost handler fetches nothing
+
+
+# --- end to end, with the core's intake (core/file_intake.py) -------------------------------------------
+
+
+async def test_a_csv_shared_in_personal_chat_is_described_to_the_model(teams, host, fake_model, settings):
+    """The file's bytes land in the thread's workspace and the model's first request describes them
+    (read inside the sandbox), so the answer can use the data; the answer reaches the chat."""
+    url = host.serve("/dl/sales.csv", Served(CSV, content_type="text/csv")) + "?tempauth=t0k3n"
+    fake_model.enqueue(text("South sold the most (20)."))
+    body = activity(teams.connector.url, "who sold the most?", conversation=CHAT)
+    body["attachments"] = [HTML, file_info("sales.csv", url)]
+    before = len(teams.connector.sent())
+    await post(teams, body)
+    question = json.dumps(fake_model.requests[0]["messages"][-1], ensure_ascii=False)
+    assert "who sold the most?" in question and "Files shared with this question" in question
+    assert "'sales.csv'" in question and "Rows: 2" in question and "region VARCHAR" in question
+    assert (next(settings.workspaces_dir.iterdir()) / "sales.csv").read_bytes() == CSV
+    answer = teams.connector.sent()[before:][-1]["text"]
+    assert answer.startswith("South sold the most (20).") and "didn't read" not in answer
+
+
+async def test_a_file_linked_in_a_channel_is_said_in_the_thread(teams, fake_model):
+    """The channel's refusal reaches the person, below the answer, in the thread it was asked in."""
+    linked = (
+        "<p><at>datathread</at> sum it up "
+        '<a href="https://contoso.sharepoint.com/sites/sales/Shared%20Documents/sales.csv">sales.csv</a></p>'
+    )
+    fake_model.enqueue(text("I don't have that file."))
+    body = activity(teams.connector.url, "sum it up sales.csv", conversation=THREAD)
+    body["attachments"] = [{"contentType": "text/html", "content": linked}]
+    before = len(teams.connector.sent())
+    await post(teams, body)
+    last = teams.connector.sent()[before:][-1]
+    assert last["conversation"]["id"] == THREAD
+    refusal = LINK_THERE.format(where="channel")
+    assert last["text"] == f"I don't have that file.\n\n_I didn't read `sales.csv`: {refusal}_"
+    assert "Files shared with this question" in json.dumps(fake_model.requests[0]["messages"][-1])
+
+
+async def test_a_file_alone_is_answered_as_a_question(teams, host, fake_model):
+    """No words, only a CSV: the model is asked to look at it (not "You didn't ask anything")."""
+    from core.file_intake import FILES_ONLY
+
+    fake_model.enqueue(text("It holds sales by region."))
+    body = activity(teams.connector.url, conversation=CHAT)
+    body["attachments"] = [file_info("sales.csv", host.serve("/dl/sales.csv", CSV))]
+    before = len(teams.connector.sent())
+    await post(teams, body)
+    question = json.dumps(fake_model.requests[0]["messages"][-1], ensure_ascii=False)
+    assert FILES_ONLY in question and "'sales.csv'" in question
+    assert teams.connector.sent()[before:][-1]["text"] == "It holds sales by region."
