@@ -47,9 +47,10 @@ async def run_doctor(settings: Settings, console: Console) -> int:
     # after 9 s of nothing); piped, nothing more than the table. Its thread starts after the fork.
     with console.status(f"Checking {len(ALL_CHECKS)} parts (at most {SAFETY_TIMEOUT_S:g} s)…"):
         preload(settings)  # imports block the loop: do them before any check's clock starts
-        protections, *checks = await asyncio.gather(
+        protections, *found = await asyncio.gather(
             probe, *(_bounded(part, check, settings) for part, check in ALL_CHECKS)
         )
+    checks = [row for rows in found for row in (rows if isinstance(rows, tuple) else (rows,))]
     # The details wrap, folding a long word (DATATHREAD_MODEL_PROVIDER=bedrock/vertex) rather than
     # cutting it to "…": piped or at 80 columns, the sentence that says what to do came out cut.
     table = Table(
@@ -75,8 +76,11 @@ async def run_doctor(settings: Settings, console: Console) -> int:
     return 1 if any(c.status == "fail" for c in checks) else 0
 
 
-async def _bounded(part: str, check: Callable[[Settings], Awaitable[Check]], settings: Settings) -> Check:
-    """One check under a safety timeout; an unexpected error is a FAIL with its one-line reason."""
+async def _bounded(
+    part: str, check: Callable[[Settings], Awaitable[Check | tuple[Check, ...]]], settings: Settings
+) -> Check | tuple[Check, ...]:
+    """One check (a row, or a part's rows) under a safety timeout; an unexpected error is a FAIL with
+    its one-line reason."""
     try:
         async with asyncio.timeout(SAFETY_TIMEOUT_S):
             return await check(settings)

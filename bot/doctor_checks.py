@@ -158,26 +158,43 @@ async def check_store(settings: Settings) -> Check:
     return Check("session store", "ok", f"{store_name} (ping ok)" if settings.redis_url else store_name)
 
 
-async def check_slack(settings: Settings) -> Check:
+async def check_slack(settings: Settings) -> Check | tuple[Check, ...]:
+    """The bot token (and the app token for Socket Mode); then, from the same auth.test's
+    `x-oauth-scopes`, a row for the `files:read` that shared files need."""
     if not settings.slack_bot_token:
         return Check("slack", "off", "no SLACK_BOT_TOKEN")
-    from bot.slack_identity import SLACK_TOKENS, SlackUnreachable, call_slack
+    from bot.slack_identity import SLACK_TOKENS, SlackUnreachable, granted_scopes, slack_response
     from core.config import ConfigError
 
     try:
-        me = await call_slack(settings, *SLACK_TOKENS[0])
+        answer = await slack_response(settings, *SLACK_TOKENS[0])
         if settings.slack_app_token:
-            await call_slack(settings, *SLACK_TOKENS[1])
+            await slack_response(settings, *SLACK_TOKENS[1])
     except (ConfigError, SlackUnreachable) as exc:
         return Check("slack", "fail", str(exc))
     modes = ["Socket Mode (SLACK_APP_TOKEN)"] if settings.slack_app_token else []
     modes += ["HTTP events at /slack/events"] if settings.slack_signing_secret else []
-    who = f"@{me.get('user')} in {me.get('team')}"
+    who = f"@{answer.get('user')} in {answer.get('team')}"
+    files = slack_files_check(granted_scopes(answer))
     if not modes:
         return Check(
             "slack", "fail", f"{who}, but set SLACK_SIGNING_SECRET (HTTP) or SLACK_APP_TOKEN (Socket Mode)"
-        )
-    return Check("slack", "ok", f"{who}; {' and '.join(modes)}")
+        ), files
+    return Check("slack", "ok", f"{who}; {' and '.join(modes)}"), files
+
+
+def slack_files_check(scopes: set[str] | None) -> Check:
+    """Whether the bot token may read the files people share (without it Slack sends its sign-in page)."""
+    if scopes is None:
+        return Check("slack files", "unchecked", "Slack did not list the token's scopes (x-oauth-scopes)")
+    if "files:read" in scopes:
+        return Check("slack files", "ok", "files:read granted: files shared with a question are read")
+    return Check(
+        "slack files",
+        "fail",
+        "the bot token lacks files:read, so files people share are refused: add the scope "
+        "(slack/manifest.yml) and reinstall the app",
+    )
 
 
 async def check_teams(settings: Settings) -> Check:

@@ -47,6 +47,7 @@ from bot.slack_jobs import (
     register_jobs,
     run_turn,
 )
+from bot.slack_shared_files import file_refs
 from bot.slack_text import decoded
 from bot.surface import AppState
 from bot.surface_settings import slack_half_configured
@@ -123,18 +124,19 @@ async def admit(
     ):
         return  # "<@U2> can you check this with finance?" in our thread: theirs, not a question for us
     words = strip_mention(event.get("text", ""), bot_user_id)
+    files = file_refs(event.get("files"))  # fetched by the job, after this ack
     payload = {
         "team": body.get("team_id") or event.get("team", ""),
         "channel": event["channel"],
         "user": event["user"],
-        "text": decoded(words) or "help",  # answered locally
+        "text": decoded(words) or ("" if files else "help"),  # help: answered locally
         "thread_ts": event.get("thread_ts") or event["ts"],
         "ts": event["ts"],
         "event_id": body.get("event_id", ""),
         "follow_up_only": not mentioned and event.get("channel_type") != "im",
         "is_direct": event.get("channel_type") == "im",
-        "files": [str(f.get("name") or "a file") for f in event.get("files") or []][:5],
-        "said_nothing": not words,  # files alone: not "help"
+        "files": files,
+        "said_nothing": not words,  # files alone: a question about them, not "help"
     }
     await state.runner.submit(TurnJob(kind=JOB_MESSAGE, payload=payload))
 

@@ -24,6 +24,7 @@ from slack_bolt.authorization.async_authorize import AsyncAuthorize
 from slack_bolt.context.async_context import AsyncBoltContext
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
+from slack_sdk.web.async_slack_response import AsyncSlackResponse
 
 from bot.slack_client import SDK_LOG
 from core.config import ConfigError, Settings
@@ -47,6 +48,20 @@ SLACK_TOKENS = (
 
 async def call_slack(settings: Settings, name: str, field: str, method: str, kind: str) -> dict:
     """One Web API call with one token; a rejection is a ConfigError naming the variable and Slack's reason."""
+    return dict((await slack_response(settings, name, field, method, kind)).data)
+
+
+def granted_scopes(response: AsyncSlackResponse) -> set[str] | None:
+    """The scopes Slack lists for the call's token in `x-oauth-scopes` (as Bolt reads them after
+    auth.test), or None when the answer has no such header (a proxy dropped it)."""
+    said = response.headers.get("x-oauth-scopes")
+    return None if said is None else {scope.strip() for scope in said.split(",") if scope.strip()}
+
+
+async def slack_response(
+    settings: Settings, name: str, field: str, method: str, kind: str
+) -> AsyncSlackResponse:
+    """`call_slack`'s whole answer, headers included."""
     token = getattr(settings, field)
     client = AsyncWebClient(
         token=token.get_secret_value(),
@@ -58,7 +73,7 @@ async def call_slack(settings: Settings, name: str, field: str, method: str, kin
     unreachable = f"Could not reach Slack at {settings.slack_api_url}"
     try:
         async with asyncio.timeout(TOKEN_CHECK_TIMEOUT_S):  # slack_sdk's timeout is per attempt
-            return dict((await getattr(client, method)(**kwargs)).data)
+            return await getattr(client, method)(**kwargs)
     except SlackApiError as exc:
         if exc.response.status_code >= 500:  # Slack's own trouble, whatever its page says
             raise SlackUnreachable(

@@ -6,6 +6,7 @@ they need from it: the process's shared Web API client, the core through `state.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 
@@ -25,6 +26,7 @@ from bot.slack_client import (
 )
 from bot.slack_confirm import build_confirmer
 from bot.slack_progress import SlackProgress
+from bot.slack_shared_files import fetch_shared_files, file_refs, none_readable, unreadable_note
 from bot.slack_target import SlackTarget
 from bot.surface import AppState
 from core.events import IncomingMessage
@@ -92,11 +94,12 @@ def _bind(handler, state: AppState, shared: SharedClient):
 
 async def run_turn(state: AppState, client: AsyncWebClient, p: dict) -> None:
     """One question → one turn, with progress, files and the answer in the thread."""
-    threads = state.threads
-    if p.get("files") and p.get("said_nothing"):  # a screenshot or a CSV alone: not a question
-        return await tell_unread(client, p)
+    threads, limit_mb, refs = state.threads, state.settings.shared_file_mb, file_refs(p.get("files"))
+    if refs and p.get("said_nothing") and none_readable(refs):
+        return await tell_unreadable(client, p, refs, limit_mb)  # a screenshot alone: not a question
     private, thread_ts, note = bool(p.get("private")), p.get("thread_ts") or "", ""
-    if (p.get("slash") and is_local(p["text"])) or threads.refused(clicker(p)):
+    denied = threads.refused(clicker(p))
+    if (p.get("slash") and is_local(p["text"])) or denied:
         private = True  # help, or a refusal: for the person alone (a mention's refusal was streamed publicly)
     if p.get("slash") and not private:
         try:  # the question becomes the thread root, so follow-ups in its thread continue the session
@@ -132,49 +135,37 @@ async def run_turn(state: AppState, client: AsyncWebClient, p: dict) -> None:
         private=private,
         response_url=p.get("response_url", ""),
     )
+    # Shared files are fetched here, after the ack, never for someone the access rules refuse.
+    files, user_tz = await asyncio.gather(
+        fetch_shared_files(client, [] if denied else refs, limit_mb=limit_mb),
+        slack_user_tz(client, threads, p["team"], p["user"]),
+    )
     message = IncomingMessage(
-        text=with_unread(p["text"], p.get("files") or []),
+        text=p["text"],
         surface="slack",
         thread_key=key,
         user_id=p["user"],
         channel_id=p["channel"],
         team_id=p["team"],
         is_direct=bool(p.get("is_direct")),
-        user_tz=await slack_user_tz(client, threads, p["team"], p["user"]),
+        user_tz=user_tz,
+        files=files,
     )
     sink = SlackProgress(client, target, threads.read_artifact, on_stream=_stream_noter(threads, p))
     if note:
         sink.notes.append(note.strip("_"))
-    if p.get("files"):  # the model was told; this says what to do instead
-        sink.notes.append(unread_note(p["files"]))
     confirm = build_confirmer(client, target, threads)
     await state.analyst.handle(message, sink, confirm=confirm)
 
 
-def unread_note(files: list[str]) -> str:
-    """What the person is told about files attached to their message, which are not read."""
-    names = ", ".join(f"`{render.inert(name)}`" for name in files)
-    return (
-        f"I can't read files attached in Slack ({names}): put the data in the warehouse, or in an S3 "
-        "bucket I may read, and ask again."
-    )
-
-
-def with_unread(text: str, files: list[str]) -> str:
-    """The question as the model gets it: told that files came with it, which it cannot read. It got
-    the words alone ("what's the total in this file?") and answered as if it had looked."""
-    if not files:
-        return text
-    names = ", ".join(f"`{name}`" for name in files)
-    return f"{text}\n\n(I attached files in Slack, which you cannot open or read: {names}.)"
-
-
-async def tell_unread(client: AsyncWebClient, p: dict) -> None:
-    """A message with files and no words (a colleague's screenshot in the thread, a CSV dropped in the
-    DM) got the whole help text and the note: now the note alone, in its thread, and no turn."""
+async def tell_unreadable(client: AsyncWebClient, p: dict, refs: list[dict], limit_mb: int) -> None:
+    """Files and no words, none of a kind the bot reads (a colleague's screenshot in the thread): why
+    each is not read, in its thread, and no turn. A CSV alone is a question about it (`run_turn`)."""
     with contextlib.suppress(SlackClientError):
         await client.chat_postMessage(
-            channel=p["channel"], thread_ts=p.get("thread_ts") or None, text=unread_note(p["files"])
+            channel=p["channel"],
+            thread_ts=p.get("thread_ts") or None,
+            text=unreadable_note(refs, limit_mb=limit_mb),
         )
 
 

@@ -97,10 +97,41 @@ def test_every_configured_part_is_reached(tmp_path, monkeypatch, fake_model, sla
     host_port = redis.url.split("//", 1)[1].split("/")[0]
     assert rows["session store"][1] == f"Redis at {host_port} (ping ok)", rows["session store"]
     assert "@datathread in Fake" in rows["slack"][1] and "Socket Mode" in rows["slack"][1]
+    assert rows["slack files"][0] == "ok" and "files:read granted" in rows["slack files"][1]
     assert "dry run ok" in rows["warehouse"][1] and "datalake" in rows["s3"][1]
     assert rows["teams"][0] == "not configured"
     assert [c.method for c in slack_api.calls] == ["auth.test", "apps.connections.open"]
     assert any(r["configuration"].get("dryRun") for r in bq.inserts)
+
+
+@pytest.mark.parametrize(
+    ("scopes", "status", "said"),
+    [
+        ("chat:write,commands,files:write", "FAIL", "the bot token lacks files:read"),
+        (None, "configured (not checked)", "did not list the token's scopes"),
+    ],
+    ids=["without-files-read", "no-header"],
+)
+def test_a_bot_token_without_files_read_is_its_own_row(
+    tmp_path, monkeypatch, slack_api, scopes, status, said
+):
+    """An app installed before shared files were read has no `files:read`: Slack then answers every
+    shared file with its sign-in page. The auth.test doctor already makes lists the token's scopes."""
+    monkeypatch.chdir(tmp_path)
+    slack_api.scopes = scopes
+    _, rows, _ = doctor(
+        tmp_path,
+        {
+            "SLACK_BOT_TOKEN": "xoxb-no-files-read",
+            "SLACK_SIGNING_SECRET": "s3cr3t-s3cr3t",
+            "DATATHREAD_SLACK_API_URL": slack_api.url,
+        },
+    )
+    assert rows["slack"][0] == "ok", rows
+    assert rows["slack files"][0] == status and said in rows["slack files"][1], rows["slack files"]
+    if scopes:
+        assert "reinstall the app" in rows["slack files"][1]
+    assert [c.method for c in slack_api.calls] == ["auth.test"]  # the same one call
 
 
 def test_buckets_are_read_as_the_bot_reads_them(tmp_path, monkeypatch, aws):

@@ -27,6 +27,7 @@ METHOD_SCOPES: dict[str, set[str]] = {
     "chat_appendStream": {"chat:write"},
     "chat_stopStream": {"chat:write"},
     "files_upload_v2": {"files:write"},  # files.getUploadURLExternal + files.completeUploadExternal
+    "files_info": {"files:read"},  # and the files:read a shared file's url_private_download needs
     "assistant_threads_setStatus": {"assistant:write"},
     "assistant_threads_setSuggestedPrompts": {"assistant:write"},
     "assistant_threads_setTitle": {"assistant:write"},

@@ -1,6 +1,7 @@
 """Replies reach the person where they asked or clicked: a click on a private answer in a channel the
-bot is not in, a refusal said in the channel's own words, `reset` in the DM's thread, files the bot
-cannot read. Signed requests into `datathread serve`, the fake Slack Web API, the scripted model."""
+bot is not in, a refusal said in the channel's own words, `reset` in the DM's thread (files shared with
+a question: tests/bot/test_slack_files_in_turns.py). Signed requests into `datathread serve`, the fake
+Slack Web API, the scripted model."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import pytest
 import pytest_asyncio
 
 from bot import slack_blocks
-from tests.bot.slack_harness import demo_home, mention, message, module_settings, serve
+from tests.bot.slack_harness import demo_home, message, module_settings, serve
 from tests.fakes.anthropic_api import text, tool
 from tests.fakes.slack_api import TEAM_ID
 
@@ -75,52 +76,6 @@ async def test_buttons_on_a_private_answer_where_the_bot_is_no_member_answer_the
     [thanks] = responses(api)
     assert thanks["response_type"] == "ephemeral" and thanks["text"]
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR or r.exc_info]
-
-
-def last_question(model) -> str:
-    content = model.requests[-1]["messages"][-1]["content"]
-    return content if isinstance(content, str) else " ".join(b.get("text", "") for b in content)
-
-
-CSV = {"id": "F0FILE1", "name": "sales.csv", "mimetype": "text/csv", "filetype": "csv", "size": 1234}
-
-
-async def test_the_model_is_told_of_files_it_cannot_read(slack, model):
-    """ "what's the total in this file?" with a CSV: the model got the words alone and answered as if
-    it had looked; the note that the file was not read came only after its answer."""
-    model.enqueue(text("I can't open sales.csv, so I can't total it."))
-    await slack.event(
-        {**mention("what's the total in this file?", ts="700.1"), "files": [CSV], "subtype": "file_share"}
-    )
-    await slack.drain()
-    question = last_question(model)
-    assert question.startswith("what's the total in this file?")
-    assert "`sales.csv`" in question and "cannot open or read" in question
-    assert "I can't read files attached in Slack (`sales.csv`)" in "".join(slack.api.shown())
-
-
-async def test_files_without_words_get_the_note_alone(slack, model):
-    """A colleague's screenshot in the bot's thread, a CSV dropped in the DM: each got the whole help
-    text (what it can do, the tables, examples) and the note after it. Now the note alone, where the
-    file was posted, and no model call."""
-    api = slack.api
-    model.enqueue(text("UA flew the most."))
-    await slack.event(mention("who flew the most?", ts="710.1"))
-    await slack.drain()
-    asked = len(model.requests)
-    png = {"id": "F0FILE2", "name": "screenshot.png", "mimetype": "image/png", "filetype": "png"}
-    for event in (
-        message("", ts="710.2", thread_ts="710.1", subtype="file_share", files=[png]),
-        message("", ts="720.1", channel="D0001", channel_type="im", subtype="file_share", files=[CSV]),
-    ):
-        api.clear()
-        await slack.event(event)
-        await slack.drain()
-        [said] = [c.args for c in api.calls if c.method.startswith("chat.")]
-        name = event["files"][0]["name"]
-        assert said["text"].startswith(f"I can't read files attached in Slack (`{name}`)")
-        assert (said["channel"], said["thread_ts"]) == (event["channel"], event.get("thread_ts", event["ts"]))
-    assert len(model.requests) == asked
 
 
 async def test_ask_where_slack_refuses_the_question_says_slacks_reason(slack, model):

@@ -228,16 +228,6 @@ async def test_an_upload_slack_refuses_is_one_log_line_and_a_note_in_its_words(s
     assert "I couldn't upload `al.csv` (I'm not a member of this channel)." in "".join(slack.api.shown())
 
 
-async def test_a_file_attached_to_the_question_is_said_to_be_unread(slack, model):
-    """ "analyse this file" with a CSV attached: the model got the words only, and nobody said why."""
-    model.enqueue(text("I have no file to analyse."))
-    attached = {"files": [{"id": "F1", "name": "mine.csv", "mimetype": "text/csv"}]}
-    await slack.event({**mention("analyse this file", ts="340.1"), **attached})
-    await slack.drain()
-    shown = "".join(slack.api.shown())
-    assert "I can't read files attached in Slack (`mine.csv`)" in shown
-
-
 async def test_a_channel_that_refuses_the_bot_gets_the_answer_to_the_asker_alone(slack, model):
     """A mention in a read-only or announcement channel: Slack refuses the bot's messages there, and
     the turn ran its model calls and steps and posted nothing (one log line). Now the asker is told at

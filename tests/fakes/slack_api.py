@@ -8,6 +8,15 @@ history of what was posted into it (`conversations.history`, metadata included w
 Switches let a test refuse streaming (`refuse_streaming`), fail any method (`fail_methods`) or every
 message into one channel (`refused_in`), answer it with an HTTP error (`http_errors`), take it and
 never answer (`silent`), or close the connection without an answer (`dropped`).
+
+Files people share (`share`) are served as Slack serves them: at `url_private_download` on this server,
+to a request with a bot token (`Bearer xoxb-…`; `bot_token` names the one it takes), and described by
+`files.info`. Without the token, or with `files_read` off (an app installed without the `files:read`
+scope), the answer is Slack's sign-in page (HTML, HTTP 200). Switches per file id: a redirect
+(`file_redirects`), an HTTP error (`file_errors`), a body without its length (`unsized_files`, streamed;
+`served` counts what was sent), or headers and then silence (`stalled_files`). Every fetch is recorded in
+`downloads` with the token it carried. API answers carry the token's scopes in `x-oauth-scopes`
+(`scopes`; None: no such header), as Slack's do.
 """
 
 from __future__ import annotations
@@ -20,7 +29,7 @@ import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler
 from typing import Any
-from urllib.parse import parse_qsl
+from urllib.parse import parse_qsl, quote
 
 from tests.fakes.loopback import LoopbackServer
 
@@ -29,6 +38,12 @@ POLL_S = 0.02  # serve_forever's shutdown check: stop() returns within this, not
 BOT_USER_ID = "UBOT"
 BOT_ID = "BBOT"
 TEAM_ID = "T0001"
+# What the app's manifest asks for: the scopes Slack lists in `x-oauth-scopes` for its bot token.
+MANIFEST_SCOPES = (
+    "app_mentions:read,assistant:write,channels:history,chat:write,commands,files:read,files:write,"
+    "groups:history,im:history,mpim:history,users:read"
+)
+SIGN_IN_PAGE = b"<!DOCTYPE html><html><head><title>Slack</title></head><body>Sign in to Slack</body></html>"
 
 
 @dataclass
@@ -64,6 +79,16 @@ class FakeSlackAPI:
         self._seen: dict[str, int] = {}
         self.user_tz = "America/Los_Angeles"  # users.info's `tz` for everyone
         self.connections_url = ""  # apps.connections.open's WebSocket URL (tests/fakes/slack_socket_mode.py)
+        self.scopes: str | None = MANIFEST_SCOPES
+        self.shared: dict[str, tuple[dict, bytes]] = {}  # file id → (its full file object, its bytes)
+        self.downloads: list[Call] = []  # each fetch of a shared file: its path and the token it carried
+        self.bot_token: str | None = None  # the one token files are served to (None: any `xoxb-` token)
+        self.files_read = True
+        self.file_redirects: dict[str, str] = {}  # file id → the Location its fetch is sent to (HTTP 302)
+        self.file_errors: dict[str, int] = {}  # file id → the HTTP error status its fetch answers
+        self.unsized_files: set[str] = set()  # served without content-length, in chunks
+        self.stalled_files: set[str] = set()  # headers and a few bytes, then nothing (until `stop`)
+        self.served: dict[str, int] = {}  # file id → bytes written to the connection
         self.lock = threading.Lock()
         self._ts = itertools.count(1)
         self._files = itertools.count(1)
@@ -116,6 +141,66 @@ class FakeSlackAPI:
             self.uploads.clear()
             self.posted.clear()
             self._seen.clear()
+            self.downloads.clear()
+            self.served.clear()
+
+    def share(self, name: str, data: bytes, *, mimetype: str = "text/csv", **extra) -> dict:
+        """A file someone shared, as Slack keeps it: returns the file object a message event carries
+        (https://docs.slack.dev/reference/objects/file-object); `extra` overrides its fields."""
+        file_id = f"F{next(self._files):04d}"
+        base = self.url.removesuffix("api/")
+        where = f"files-pri/{TEAM_ID}-{file_id}"
+        obj = {
+            "id": file_id,
+            "name": name,
+            "title": name,
+            "mimetype": mimetype,
+            "filetype": name.rsplit(".", 1)[-1] if "." in name else "",
+            "size": len(data),
+            "mode": "hosted",
+            "is_external": False,
+            "url_private": f"{base}{where}/{quote(name)}",
+            "url_private_download": f"{base}{where}/download/{quote(name)}",
+            "permalink": f"https://fake.slack.com/files/U0001/{file_id}/{quote(name)}",
+            **extra,
+        }
+        with self.lock:
+            self.shared[file_id] = (obj, data)
+        return obj
+
+    def serve_file(self, handler: BaseHTTPRequestHandler, path: str) -> None:
+        """A shared file's bytes, to a request with the bot token; Slack's sign-in page otherwise."""
+        token = (handler.headers.get("authorization") or "").removeprefix("Bearer ")
+        with self.lock:
+            self.downloads.append(Call(method=path, args={}, token=token))
+        file_id = path.removeprefix("/files-pri/").split("/", 1)[0].rsplit("-", 1)[-1]
+        obj, data = self.shared.get(file_id, ({}, b""))
+        if file_id in self.file_redirects:
+            handler.send_response(302)
+            handler.send_header("location", self.file_redirects[file_id])
+            handler.send_header("content-length", "0")
+            handler.end_headers()
+            return
+        allowed = token == self.bot_token if self.bot_token else token.startswith("xoxb-")
+        if not (allowed and self.files_read):
+            return _reply(handler, 200, SIGN_IN_PAGE, "text/html; charset=utf-8")
+        if not obj or file_id in self.file_errors:
+            return _reply(handler, self.file_errors.get(file_id, 404), b"file_not_found", "text/plain")
+        handler.send_response(200)
+        handler.send_header("content-type", obj.get("mimetype") or "application/octet-stream")
+        if file_id not in self.unsized_files | self.stalled_files:
+            handler.send_header("content-length", str(len(data)))
+        handler.end_headers()
+        if file_id in self.stalled_files:
+            handler.wfile.write(data[:10])
+            handler.wfile.flush()
+            self._stopping.wait(None)
+            handler.close_connection = True
+            return
+        for start in range(0, len(data), 64 * 1024):
+            handler.wfile.write(data[start : start + 64 * 1024])
+            with self.lock:
+                self.served[file_id] = self.served.get(file_id, 0) + len(data[start : start + 64 * 1024])
 
     def next_ts(self) -> str:
         return f"1700000{next(self._ts):03d}.000100"
@@ -167,6 +252,9 @@ class FakeSlackAPI:
             file_id = f"F{next(self._files):04d}"
             base = self.url.removesuffix("api/")
             return {"ok": True, "file_id": file_id, "upload_url": f"{base}upload/{file_id}"}
+        if method == "files.info":
+            obj, _ = self.shared.get(str(args.get("file")), ({}, b""))
+            return {"ok": True, "file": obj} if obj else {"ok": False, "error": "file_not_found"}
         if method == "files.completeUploadExternal":
             files = json.loads(args.get("files", "[]"))
             return {"ok": True, "files": [{"id": f["id"], "title": f.get("title", "")} for f in files]}
@@ -202,10 +290,15 @@ class FakeSlackAPI:
                 self.send_response(status)
                 self.send_header("content-type", ctype)
                 self.send_header("content-length", str(len(body)))
+                if fake.scopes is not None and ctype == "application/json":
+                    self.send_header("x-oauth-scopes", fake.scopes)
                 self.end_headers()
                 self.wfile.write(body)
 
             def do_GET(self) -> None:
+                if self.path.startswith("/files-pri/"):
+                    fake.serve_file(self, self.path.split("?", 1)[0])
+                    return
                 self.do_POST()
 
             def do_POST(self) -> None:
@@ -245,6 +338,14 @@ class FakeSlackAPI:
                 self._send(200, json.dumps(fake.respond(method, args)).encode())
 
         return Handler
+
+
+def _reply(handler: BaseHTTPRequestHandler, status: int, body: bytes, ctype: str) -> None:
+    handler.send_response(status)
+    handler.send_header("content-type", ctype)
+    handler.send_header("content-length", str(len(body)))
+    handler.end_headers()
+    handler.wfile.write(body)
 
 
 def _decode(raw: bytes, content_type: str, path: str) -> dict:

@@ -1,0 +1,149 @@
+"""Files shared in Slack reach the turn: signed events (a mention, a DM, a follow-up in the thread)
+into `datathread serve`, the real Bolt listeners and runner, the fake Slack Web API serving the files.
+The turn's `IncomingMessage` is read where the surface hands it to the core (`Analyst.handle`, which
+still runs): its `files` carry the bytes fetched after the ack, or the sentence why not."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import pytest_asyncio
+
+from bot import slack_shared_files
+from tests.bot.slack_harness import demo_home, mention, message, module_settings, serve
+from tests.fakes.anthropic_api import text
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+TOKEN = "xoxb-test-token-000000"  # the harness's bot token
+CSV = b"region,amount\nnorth,10\nsouth,32\n"
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def slack(tmp_path_factory, model, slack_api):
+    """One `datathread serve` for the module, answering U0001 and U0002 only; every message handed to
+    the core is kept in `harness.handled`."""
+    settings = module_settings(demo_home(tmp_path_factory), model.url, allowed_users="U0001,U0002")
+    async with serve(settings, slack_api) as harness:
+        analyst, harness.handled = harness.state.analyst, []
+        handle = analyst.handle
+
+        async def kept(msg, sink, **kwargs):
+            harness.handled.append(msg)
+            return await handle(msg, sink, **kwargs)
+
+        analyst.handle = kept
+        yield harness
+
+
+@pytest.fixture(autouse=True)
+def fresh(slack, slack_api, model):
+    slack_api.clear()
+    slack_api.bot_token = TOKEN
+    slack_api.stalled_files.clear()
+    slack.handled.clear()
+    with model.lock:
+        model.replies.clear()
+
+
+async def test_a_mention_with_a_csv_brings_its_bytes_to_the_turn(slack, model):
+    """Slack sends a mention with a file twice (`app_mention`, and `message` of subtype `file_share`):
+    one turn, one fetch, with the bot token."""
+    api = slack.api
+    file = api.share("sales.csv", CSV)
+    model.enqueue(text("North sold 10, south 32."))
+    said = mention("what's the total?", ts="800.1")
+    await slack.event({**said, "files": [file]})
+    await slack.event({**message(said["text"], ts="800.1"), "subtype": "file_share", "files": [file]})
+    await slack.drain()
+    [asked] = slack.handled
+    assert asked.text == "what's the total?"
+    assert [(f.name, f.data, f.refusal) for f in asked.files] == [("sales.csv", CSV, "")]
+    assert [d.token for d in api.downloads] == [TOKEN]
+
+
+async def test_a_file_without_a_link_is_refused_by_name(slack, model):
+    """ "analyse this file" with a file object Slack gave no link for: the turn has the file, named,
+    with the sentence why it was not read (the model got the words only, and nobody said why)."""
+    model.enqueue(text("I have no file to analyse."))
+    attached = {"files": [{"id": "F1", "name": "mine.csv", "mimetype": "text/csv"}]}
+    await slack.event({**mention("analyse this file", ts="805.1"), **attached})
+    await slack.drain()
+    [asked] = slack.handled
+    assert [(f.name, f.data, f.refusal) for f in asked.files] == [
+        ("mine.csv", None, slack_shared_files.NO_LINK)
+    ]
+
+
+async def test_the_ack_never_waits_for_a_file(slack, model, monkeypatch):
+    """Slack needs its 200 within 3 s: a file host that sends nothing holds the turn (to the fetch's
+    bound, then a sentence), never the ack."""
+    monkeypatch.setattr(slack_shared_files, "FETCH_TIMEOUT_S", 4.0)
+    api = slack.api
+    file = api.share("slow.csv", CSV)
+    api.stalled_files.add(file["id"])
+    model.enqueue(text("I couldn't get the file."))
+    started = time.monotonic()
+    response = await slack.event({**mention("sum it", ts="810.1"), "files": [file]})
+    assert response.status_code == 200 and time.monotonic() - started < 2
+    await slack.drain()
+    [asked] = slack.handled
+    assert asked.files[0].data is None and asked.files[0].refusal == "Slack did not send it within 4 s."
+
+
+async def test_a_csv_alone_in_a_dm_is_a_question(slack):
+    api = slack.api
+    file = api.share("q3.csv", CSV)
+    dm = message("", ts="820.1", channel="D0001", channel_type="im", subtype="file_share", files=[file])
+    await slack.event(dm)
+    await slack.drain()
+    [asked] = slack.handled
+    assert asked.text == "" and asked.is_direct  # not "help": the core asks about the file
+    assert [(f.name, f.data) for f in asked.files] == [("q3.csv", CSV)]
+
+
+async def test_a_follow_up_in_the_thread_brings_its_file(slack, model):
+    api = slack.api
+    model.enqueue(text("UA flew the most."), text("It has 2 rows."))
+    await slack.event(mention("who flew the most?", ts="830.1"))
+    await slack.drain()
+    file = api.share("extra.csv", CSV)
+    await slack.event(
+        message("and this one?", ts="830.2", thread_ts="830.1", subtype="file_share", files=[file])
+    )
+    await slack.drain()
+    first, follow_up = slack.handled
+    assert first.files == () and follow_up.thread_key == first.thread_key
+    assert [(f.name, f.data) for f in follow_up.files] == [("extra.csv", CSV)]
+
+
+async def test_files_it_cannot_read_alone_get_the_reason_and_no_turn(slack, model):
+    """A colleague's screenshot in the bot's thread (no words): why it is not read, in its thread; no
+    turn, no fetch, no model call."""
+    api = slack.api
+    model.enqueue(text("UA flew the most."))
+    await slack.event(mention("who flew the most?", ts="840.1"))
+    await slack.drain()
+    asked, handled = len(model.requests), len(slack.handled)
+    png = api.share("screenshot.png", b"\x89PNG....", mimetype="image/png")
+    api.clear()
+    await slack.event(message("", ts="840.2", thread_ts="840.1", subtype="file_share", files=[png]))
+    await slack.drain()
+    [said] = [c.args for c in api.calls if c.method.startswith("chat.")]
+    assert said["text"].startswith("I can't read the files you shared. `screenshot.png`: A .png file is not")
+    assert (said["channel"], said["thread_ts"]) == ("C0001", "840.1")
+    assert len(model.requests) == asked and len(slack.handled) == handled and api.downloads == []
+
+
+async def test_a_file_from_someone_the_rules_refuse_is_not_fetched(slack):
+    api = slack.api
+    file = api.share("theirs.csv", CSV)
+    dm = message(
+        "sum this", ts="850.1", channel="D0009", channel_type="im", subtype="file_share", files=[file]
+    )
+    await slack.event({**dm, "user": "U0009"})
+    await slack.drain()
+    [asked] = slack.handled
+    assert asked.user_id == "U0009" and asked.files == ()
+    assert api.downloads == []
