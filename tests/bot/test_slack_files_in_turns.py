@@ -1,7 +1,8 @@
 """Files shared in Slack reach the turn: signed events (a mention, a DM, a follow-up in the thread)
 into `datathread serve`, the real Bolt listeners and runner, the fake Slack Web API serving the files.
 The turn's `IncomingMessage` is read where the surface hands it to the core (`Analyst.handle`, which
-still runs): its `files` carry the bytes fetched after the ack, or the sentence why not."""
+still runs): its `files` carry the bytes fetched after the ack, or the sentence why not. End to end,
+the scripted model's requests show what the core made of them (`core/file_intake.py`)."""
 
 from __future__ import annotations
 
@@ -11,8 +12,9 @@ import pytest
 import pytest_asyncio
 
 from bot import slack_shared_files
+from core.file_intake import FILES_ONLY, HEADER
 from tests.bot.slack_harness import demo_home, mention, message, module_settings, serve
-from tests.fakes.anthropic_api import text
+from tests.fakes.anthropic_api import text, tool
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -65,7 +67,8 @@ async def test_a_mention_with_a_csv_brings_its_bytes_to_the_turn(slack, model):
 
 async def test_a_file_without_a_link_is_refused_by_name(slack, model):
     """ "analyse this file" with a file object Slack gave no link for: the turn has the file, named,
-    with the sentence why it was not read (the model got the words only, and nobody said why)."""
+    with the sentence why it was not read, said in the thread (the model got the words only, and nobody
+    said why)."""
     model.enqueue(text("I have no file to analyse."))
     attached = {"files": [{"id": "F1", "name": "mine.csv", "mimetype": "text/csv"}]}
     await slack.event({**mention("analyse this file", ts="805.1"), **attached})
@@ -74,6 +77,7 @@ async def test_a_file_without_a_link_is_refused_by_name(slack, model):
     assert [(f.name, f.data, f.refusal) for f in asked.files] == [
         ("mine.csv", None, slack_shared_files.NO_LINK)
     ]
+    assert f"I didn't read `mine.csv`: {slack_shared_files.NO_LINK}" in "".join(slack.api.shown())
 
 
 async def test_the_ack_never_waits_for_a_file(slack, model, monkeypatch):
@@ -92,15 +96,57 @@ async def test_the_ack_never_waits_for_a_file(slack, model, monkeypatch):
     assert asked.files[0].data is None and asked.files[0].refusal == "Slack did not send it within 4 s."
 
 
-async def test_a_csv_alone_in_a_dm_is_a_question(slack):
+def question_of(request: dict) -> tuple[str, str]:
+    """The person's words and the shared files' block of the question in a request to the model."""
+    texts = [b["text"] for b in request["messages"][-1]["content"] if b["type"] == "text"]
+    [block] = [t for t in texts if t.startswith(HEADER)]
+    return texts[0], block
+
+
+async def test_a_shared_csv_is_described_to_the_model_and_queried_and_refusals_reach_the_thread(slack, model):
+    """End to end: a mention with a CSV, a slide deck and a file Slack hides. The model's first request
+    describes the CSV, `run_sql` reads it by name in the same turn, and the thread says which files
+    were not read and why, whatever the model wrote."""
+    api = slack.api
+    sales = api.share("sales.csv", CSV)
+    deck = api.share("deck.pptx", b"PK\x03\x04", mimetype="application/vnd.ms-powerpoint")
+    hidden = {"id": "F0OLD", "name": "old.csv", "mode": "hidden_by_limit"}
+    model.enqueue(
+        tool("run_sql", {"sql": "SELECT sum(amount) AS total FROM 'sales.csv'"}), text("It totals 42.")
+    )
+    before = len(model.requests)
+    await slack.event({**mention("what's the total?", ts="860.1"), "files": [sales, deck, hidden]})
+    await slack.drain()
+    first, second = model.requests[before:]
+    words, block = question_of(first)
+    assert words == "what's the total?"
+    assert "\"sales.csv\" is in the workspace as 'sales.csv'" in block
+    assert "Rows: 2\n  Columns: region VARCHAR, amount BIGINT" in block
+    assert f'"old.csv" was not taken in: {slack_shared_files.HIDDEN}' in block
+    [result] = model.last_tool_results(before + 1)
+    assert not result.get("is_error") and "42" in result["content"], result
+    shown = "".join(api.shown())
+    assert "It totals 42." in shown
+    assert "I didn't read `deck.pptx`: A .pptx file is not one I can read" in shown
+    assert f"I didn't read `old.csv`: {slack_shared_files.HIDDEN}" in shown
+    assert [d.method.rsplit("/", 1)[-1] for d in api.downloads] == ["sales.csv"]
+
+
+async def test_a_csv_alone_in_a_dm_is_a_question(slack, model):
     api = slack.api
     file = api.share("q3.csv", CSV)
+    model.enqueue(text("Sales by region: north and south."))
+    before = len(model.requests)
     dm = message("", ts="820.1", channel="D0001", channel_type="im", subtype="file_share", files=[file])
     await slack.event(dm)
     await slack.drain()
     [asked] = slack.handled
     assert asked.text == "" and asked.is_direct  # not "help": the core asks about the file
     assert [(f.name, f.data) for f in asked.files] == [("q3.csv", CSV)]
+    [request] = model.requests[before:]
+    words, block = question_of(request)
+    assert words == FILES_ONLY and "'q3.csv'" in block
+    assert "Sales by region" in "".join(api.shown())
 
 
 async def test_a_follow_up_in_the_thread_brings_its_file(slack, model):
