@@ -135,6 +135,47 @@ def plain_text(markdown: str, limit: int = 300) -> str:
     return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
 
 
+def lead_sentence(markdown: str, limit: int = 300) -> str:
+    """The answer's opening words, plain, for a notification (a phone shows only a message's `text`):
+    the first sentence of its first paragraph or list item, or of its first heading where no paragraph
+    follows; never a table's cells or a code block's lines unless the answer is nothing else. A first
+    sentence under `_LEAD_AT_LEAST` characters ("Yes.") takes the next ones with it. Cut at `limit`."""
+    tokens = _PARSER.parse(markdown.replace("\r\n", "\n"))
+    heading = ""
+    for before, token in zip(tokens, tokens[1:], strict=False):
+        if token.type != "inline":
+            continue
+        words = _inline_words(token)
+        if words and before.type == "paragraph_open":
+            return _cut(_first_sentences(words), limit)
+        if words and before.type == "heading_open":
+            heading = heading or words
+    return _cut(heading or " ".join(plain_text(markdown, limit).split()), limit)
+
+
+_LEAD_AT_LEAST = 20
+_SENTENCE_END = re.compile(r"[.!?][\"')\]]*(?=\s)")
+
+
+def _first_sentences(words: str) -> str:
+    for end in _SENTENCE_END.finditer(words):
+        if end.end() >= _LEAD_AT_LEAST:
+            return words[: end.end()]
+    return words
+
+
+def _cut(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    head = text[: limit - 1]
+    return (head.rsplit(" ", 1)[0] if " " in head else head).rstrip() + "…"
+
+
+def _inline_words(token: Token) -> str:
+    """An inline token's words on one line, markup left out."""
+    return " ".join("".join(_INLINE_WORDS.get(c.type, c.content) for c in token.children or ()).split())
+
+
 # What an inline token stands for in plain text where it is not its own content (markup, breaks).
 _INLINE_WORDS = {"softbreak": " ", "hardbreak": " ", "image": ""} | {
     kind: "" for kind in ("strong_open", "strong_close", "em_open", "em_close", "link_open", "link_close",

@@ -1,6 +1,6 @@
-"""Where a finished answer's messages go in Slack: in place of the fallback's status message, below
-it, or privately (through the slash command's response_url, as ephemeral messages, or as a DM when
-Slack refuses both).
+"""Where a finished answer's messages go in Slack: into the thread (below the fallback's status
+message, which then goes), or privately (through the slash command's response_url, as ephemeral
+messages, or as a DM when Slack refuses both).
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from bot.slack_client import (
     SlackCallFailed,
     answer_via_response_url,
     cannot_post_here,
+    failure_words,
     quick,
     slack_error,
 )
@@ -32,6 +33,7 @@ log = logging.getLogger("datathread.slack")
 
 # A private answer that came as a DM says first where it was asked (the DM is another conversation).
 DM_HEADING = "The answer to what you asked in <#{channel}> (Slack would not let me show it to you there):"
+STATUS_DONE = ":white_check_mark: Done: the answer is below."
 UNDELIVERED = ":warning: Slack would not take this answer for you, so I couldn't show it. Please ask again."
 # Where a part of it was sent and not answered in time, Slack may have shown it.
 UNCONFIRMED = (
@@ -48,11 +50,10 @@ async def post_answer(
     if mode == "ephemeral":
         return await post_private(client, target, messages)
     t = target
-    for n, msg in enumerate(messages):
-        if n == 0 and status_ts:
-            await _replace_status(client, t, status_ts, msg)
-        else:
-            await client.chat_postMessage(channel=t.channel, thread_ts=t.thread_ts, **msg, **NO_UNFURL)
+    for msg in messages:
+        await client.chat_postMessage(channel=t.channel, thread_ts=t.thread_ts, **msg, **NO_UNFURL)
+    if status_ts:
+        await _retire_status(client, t, status_ts)
 
 
 async def post_private(client: AsyncWebClient, target: SlackTarget, messages: list[dict]) -> None:
@@ -134,18 +135,19 @@ async def _via_response_url(client: AsyncWebClient, t: SlackTarget, msg: dict, *
     )
 
 
-async def _replace_status(client: AsyncWebClient, t: SlackTarget, status_ts: str, msg: dict) -> None:
-    """The answer in place of the status message; refused (a 429 on chat.update, which every status
-    edit of the turn shares), as a new message instead, and the status goes if it can: the answer was
-    lost and "Working on it…" stayed for good."""
+async def _retire_status(client: AsyncWebClient, t: SlackTarget, status_ts: str) -> None:
+    """The status message goes once the answer is below it. The answer used to replace it through
+    chat.update, and an edit notifies nobody (Slack sends it as a hidden `message_changed`:
+    https://docs.slack.dev/reference/events/message/message_changed): on the fallback path (free
+    workspaces, GovSlack) a phone showed "Working on it…" and never the answer. A status Slack will not
+    delete says it is done rather than "Working on it…" for good. Best effort, under the short bound."""
     try:
-        await client.chat_update(channel=t.channel, ts=status_ts, **msg)
-        return
-    except SlackApiError as exc:
-        log.info("answer edit refused (%s); posting it as a message", slack_error(exc))
-    await client.chat_postMessage(channel=t.channel, thread_ts=t.thread_ts, **msg, **NO_UNFURL)
-    with contextlib.suppress(SlackClientError):
         await quick(client).chat_delete(channel=t.channel, ts=status_ts)
+        return
+    except SlackClientError as exc:
+        log.info("status message not deleted (%s); marking it done", failure_words(exc))
+    with contextlib.suppress(SlackClientError):
+        await quick(client).chat_update(channel=t.channel, ts=status_ts, text=STATUS_DONE)
 
 
 def footer_only(footer: list[dict], receipt: str) -> list[dict]:

@@ -10,6 +10,7 @@ limits: a new button or view changes this module only. Nothing here does I/O.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import datetime
 
 from slack_sdk.models.blocks import (
     ActionsBlock,
@@ -21,6 +22,8 @@ from slack_sdk.models.blocks import (
 
 from bot.slack_render import SECTION_LIMIT, answer_messages, escape, inert, to_mrkdwn
 from bot.transcript import StepLine, format_bytes, recorded_steps
+from core.events import Receipt
+from core.receipt import AsOf, receipt_line
 from core.schedules import ANSWER_CADENCES
 from core.wording import counted
 
@@ -45,12 +48,15 @@ def stats_line(stats: Mapping) -> str:
     return " · ".join(parts)
 
 
-def footer_blocks(turn_id: str, stats: Mapping, *, receipt: str = "", with_export: bool = True) -> list[dict]:
-    """The compact footer under every answer: its receipt (or the stats), Show SQL & code, 👍/👎, Export."""
+def footer_blocks(
+    turn_id: str, stats: Mapping, *, receipt: Receipt | None = None, with_export: bool = True
+) -> list[dict]:
+    """The compact footer under every answer: its receipt (or the stats), Show SQL & code, 👍/👎, Export.
+    The thumbs carry words for screen readers, which read the emoji alone as "thumbs up sign"."""
     buttons = [
         _button("Show SQL & code", ACTION_SHOW_SQL, turn_id),
-        _button("👍", ACTION_FEEDBACK_UP, turn_id),
-        _button("👎", ACTION_FEEDBACK_DOWN, turn_id),
+        _button("👍", ACTION_FEEDBACK_UP, turn_id, label="Mark this answer helpful"),
+        _button("👎", ACTION_FEEDBACK_DOWN, turn_id, label="Mark this answer not helpful"),
     ]
     if with_export:  # not on private answers: both post into the channel
         buttons.append(_button("Export notebook", ACTION_EXPORT, turn_id))
@@ -58,10 +64,25 @@ def footer_blocks(turn_id: str, stats: Mapping, *, receipt: str = "", with_expor
     return [
         {
             "type": "context",
-            "elements": [{"type": "mrkdwn", "text": escape(receipt) if receipt else stats_line(stats)}],
+            "elements": [
+                {"type": "mrkdwn", "text": receipt_mrkdwn(receipt) if receipt else stats_line(stats)}
+            ],
         },
         {"type": "actions", "block_id": f"dt_footer_{turn_id}", "elements": buttons},
     ]
+
+
+def receipt_mrkdwn(receipt: Receipt, *, now: datetime | None = None) -> str:
+    """The receipt as mrkdwn: its words escaped, and "data as of" a date token that each reader sees in
+    their own time zone and clock ("today 9:48 AM"; https://docs.slack.dev/messaging/formatting-message-text,
+    dates), the UTC words its fallback. Other surfaces' receipts keep the UTC words."""
+    return receipt_line(receipt, now=now, safe=escape, dated=_date_token)
+
+
+def _date_token(as_of: AsOf) -> str:
+    # Slack capitalises a date's first letter ("data as of Today"); a zero-width space before it does not.
+    shown = "\u200b{date_short_pretty} {time}" if as_of.with_time else "{date_short}"
+    return f"<!date^{int(as_of.moment.timestamp())}^{shown}|{escape(as_of.words)}>"
 
 
 def schedule_menu(turn_id: str) -> dict:
@@ -77,10 +98,17 @@ def schedule_menu(turn_id: str) -> dict:
     }
 
 
-def _button(text: str, action_id: str, value: str, style: str | None = None) -> dict:
-    """A button as slack-sdk's model builds it (it checks Slack's limits: text, value, action id)."""
+def _button(
+    text: str, action_id: str, value: str, style: str | None = None, *, label: str | None = None
+) -> dict:
+    """A button as slack-sdk's model builds it (it checks Slack's limits: text, value, action id);
+    `label` is what a screen reader says for it (`accessibility_label`)."""
     return ButtonElement(
-        text=PlainTextObject(text=text, emoji=True), action_id=action_id, value=value, style=style
+        text=PlainTextObject(text=text, emoji=True),
+        action_id=action_id,
+        value=value,
+        style=style,
+        accessibility_label=label,
     ).to_dict()
 
 
@@ -153,8 +181,9 @@ ICONS = {"running": ":hourglass_flowing_sand:", "done": ":white_check_mark:", "f
 
 
 def status_line(row: StepLine | str) -> str:
-    """A line of the edited status message: a step with its icon and outcome, or the model's remark."""
+    """A line of the edited status message: a step with its icon and outcome, or the model's remark. A
+    running step says so in words: the ⏳ alone was its only sign, and a screen reader's "hourglass"."""
     if isinstance(row, str):
         return f"_{inert(row)}_"
-    outcome = f" — {inert(row.outcome)}" if row.outcome else ""
-    return f"{ICONS[row.status]} {inert(row.title)}{outcome}"
+    outcome = inert(row.outcome) or ("running…" if row.status == "running" else "")
+    return f"{ICONS[row.status]} {inert(row.title)}" + (f" — {outcome}" if outcome else "")

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from rich.cells import cell_len
 from slack_sdk.models.blocks import MarkdownBlock
 
-from bot.markdown import blocks, grapheme_start, honest_label, pack, plain_text
+from bot.markdown import blocks, grapheme_start, honest_label, lead_sentence, pack
 from core.wording import counted
 
 SECTION_LIMIT = 3000
@@ -29,6 +29,7 @@ MAX_BLOCKS = 50
 STREAM_LIMIT = 12_000
 MARKDOWN_LIMIT = MarkdownBlock.text_max_length  # per message: Slack sums a message's markdown blocks
 TABLE_PREVIEW_ROWS = 20
+CONTINUED = "(continued)"  # a long answer's later messages, in their notification
 
 
 @dataclass(frozen=True)
@@ -281,11 +282,15 @@ def split_rendered(text: str, limit: int) -> list[str]:
 def answer_messages(markdown: str, footer: list[dict] | None = None) -> list[dict]:
     """The answer as chat messages ({text, blocks}): one `markdown` block of standard Markdown each
     (rendered as the stream renders it: entities for `<`, `>`, `&`, only web and mail links), the
-    footer blocks on the last message; `text`, the notification fallback, is the part's plain words."""
+    footer blocks on the last message. `text` is all a phone's notification shows
+    (https://docs.slack.dev/changelog/2026/07/13/notification-changes): the answer's lead sentence,
+    plain, from the Markdown as written (it was the rendered part's words, so an answer opening with
+    a table notified its monospace preview); a later part's, marked as continued."""
     parts = split_units(to_units(markdown), unit_markdown, MARKDOWN_LIMIT) or [" "]
+    leads = [lead_sentence(markdown)] + [f"{CONTINUED} {lead_sentence(part)}" for part in parts[1:]]
     messages = [
-        {"text": escape(plain_text(part)) or " ", "blocks": [MarkdownBlock(text=part).to_dict()]}
-        for part in parts
+        {"text": escape(lead).strip() or " ", "blocks": [MarkdownBlock(text=part).to_dict()]}
+        for part, lead in zip(parts, leads, strict=True)
     ]
     messages[-1]["blocks"] += footer or []
     return messages

@@ -17,7 +17,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
@@ -104,35 +105,65 @@ def _until(give_up: float, texts: Iterable[str]) -> Iterator[str]:
         yield text
 
 
-def receipt_line(receipt: Receipt, *, now: datetime | None = None) -> str:
-    """'flights, airlines · 16 rows · data as of 20 Nov 2026 · 1.2 GB billed · 3 model calls · 4.1 s'."""
-    parts: list[str] = []
+@dataclass(frozen=True)
+class AsOf:
+    """How fresh the data is, as the receipt says it: `words` in UTC for everyone ("7 Dec 2026 17:48
+    UTC" within 36 hours, else the date alone), and the moment for a surface that can show each reader
+    their own time zone (Slack's date token)."""
+
+    moment: datetime
+    words: str
+    with_time: bool
+
+
+def receipt_line(
+    receipt: Receipt,
+    *,
+    now: datetime | None = None,
+    safe: Callable[[str], str] = str,
+    dated: Callable[[AsOf], str] | None = None,
+) -> str:
+    """'flights, airlines · 16 rows · data as of 20 Nov 2026 · 1.2 GB billed · 3 model calls · 4.1 s'.
+
+    `safe` makes its words safe in a surface's markup (Slack escapes `<`, `>`, `&`); `dated`, given,
+    draws the "data as of" time instead of its words, as is (Slack: a date token, left unescaped)."""
+    line: list[str | AsOf] = []
+
+    def part(*pieces: str | AsOf) -> None:
+        line.extend([" · ", *pieces] if line else pieces)
+
     if receipt.tables:
         shown = ", ".join(receipt.tables[:4])
-        parts.append(shown + (f" +{len(receipt.tables) - 4}" if len(receipt.tables) > 4 else ""))
+        part(shown + (f" +{len(receipt.tables) - 4}" if len(receipt.tables) > 4 else ""))
     if receipt.tables or receipt.rows:
-        parts.append(counted(receipt.rows, "row"))
+        part(counted(receipt.rows, "row"))
     if receipt.fresh_as_of is not None:
-        parts.append(f"data as of {_when(receipt.fresh_as_of, now or datetime.now(UTC))}")
+        part("data as of ", as_of(receipt.fresh_as_of, now or datetime.now(UTC)))
     if receipt.bytes_billed:
-        parts.append(f"{format_bytes(receipt.bytes_billed)} billed")
+        part(f"{format_bytes(receipt.bytes_billed)} billed")
     if receipt.model_calls:
-        parts.append(counted(receipt.model_calls, "model call"))
-    parts.append(f"{receipt.wall_s:.1f} s")
+        part(counted(receipt.model_calls, "model call"))
+    part(f"{receipt.wall_s:.1f} s")
     if receipt.verified_by:
-        parts.append(f"based on a verified query by {receipt.verified_by}")
-    line = " · ".join(parts)
+        part(f"based on a verified query by {receipt.verified_by}")
     if receipt.unsupported:
         shown = ", ".join(receipt.unsupported[:3]) + ("…" if len(receipt.unsupported) > 3 else "")
-        line += f" · ⚠ not from any query in this turn: {shown}"
-    return line
+        part(f"⚠ not from any query in this turn: {shown}")
+
+    def drawn(piece: str | AsOf) -> str:
+        if isinstance(piece, str):
+            return safe(piece)
+        return dated(piece) if dated else safe(piece.words)
+
+    return "".join(map(drawn, line))
 
 
-def _when(moment: datetime, now: datetime) -> str:
+def as_of(moment: datetime, now: datetime) -> AsOf:
+    """`moment` as the receipt says it: with the time (UTC) when it is recent, else the date."""
     moment = moment.astimezone(UTC)
     if (now - moment).total_seconds() < 36 * 3600:
-        return moment.strftime("%d %b %Y %H:%M UTC").lstrip("0")
-    return moment.strftime("%d %b %Y").lstrip("0")
+        return AsOf(moment, moment.strftime("%d %b %Y %H:%M UTC").lstrip("0"), with_time=True)
+    return AsOf(moment, moment.strftime("%d %b %Y").lstrip("0"), with_time=False)
 
 
 async def turn_receipt(

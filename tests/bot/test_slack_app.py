@@ -349,10 +349,10 @@ async def test_streaming_refused_falls_back_to_rate_limited_updates_and_splits(s
     api = slack.api
     status = api.of("chat.postMessage")[0]
     assert status.args["thread_ts"] == "500.1" and "Working on it" in status.args["text"]
-    updates = api.of("chat.update")
-    progress, final = updates[:-1], updates[-1]
+    progress = api.of("chat.update")  # the status message's edits; the answer is new messages below it
     assert progress and all(b.at - a.at >= 0.9 for a, b in zip(progress, progress[1:], strict=False))
-    messages = [final.args] + [c.args for c in api.of("chat.postMessage")[1:]]
+    messages = [c.args for c in api.of("chat.postMessage")[1:]]
+    assert [d.args["ts"] for d in api.of("chat.delete")] == [progress[0].args["ts"]]  # then the status goes
     assert all(m.get("thread_ts", "500.1") == "500.1" for m in messages)
     parts = [b["text"] for m in messages for b in m["blocks"] if b["type"] == "markdown"]
     assert len(parts) >= 2 and all(

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import signal
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from rich.cells import cell_len
 
 from bot import slack_blocks
 from bot import slack_render as r
+from bot.markdown import lead_sentence
 from bot.slack_app import action_payload, is_ignored, strip_mention
 from bot.transcript import format_bytes
+from core.events import Receipt
 
 
 @pytest.mark.parametrize(
@@ -157,17 +160,56 @@ def test_answer_messages_respect_block_limits_and_put_the_footer_last() -> None:
     )
 
 
-def test_the_notification_text_of_an_answer_is_its_plain_words() -> None:
-    """Beside the blocks, `text` is what a phone's notification and the channel list show: it was the
-    Markdown as typed ("**F9** is worst", table pipes)."""
-    answer = "**F9** is worst: see [the chart](https://x.example/c).\n\n| carrier | delayed |\n|-|-:|\n| F9 | 1 & 2 |"
+def test_the_notification_text_of_an_answer_is_its_lead_sentence_in_plain_words() -> None:
+    """Beside the blocks, `text` is all a phone's notification shows: it was the Markdown as typed
+    ("**F9** is worst", table pipes), then the rendered part's words, so a table's monospace preview
+    ("carrier  delayed / -------  -------") filled the notification. Now it is the lead sentence."""
+    answer = (
+        "## Delays\n\n**F9** is worst & late: see [the chart](https://x.example/c). EV is next.\n\n"
+        "| carrier | delayed |\n|-|-:|\n| F9 | 1 & 2 |"
+    )
     [message] = r.answer_messages(answer)
-    # (tables reach Slack as aligned text in a code block: their words, without pipes)
-    assert message["text"].startswith("F9 is worst: see the chart.\ncarrier  delayed\n"), message["text"]
-    assert "1 &amp; 2" in message["text"] and not {"*", "|", "`", "["} & set(message["text"])
-    assert message["blocks"][0]["text"].startswith("**F9** is worst")  # the message itself keeps Markdown
+    assert message["text"] == "F9 is worst &amp; late: see the chart.", message["text"]
+    assert message["blocks"][0]["text"].startswith(
+        "## Delays\n\n**F9** is worst"
+    )  # the message keeps Markdown
+    [table_first] = r.answer_messages("| carrier | delayed |\n|-|-:|\n| F9 | 12 |\n\nF9 leads by far, at 12.")
+    assert table_first["text"] == "F9 leads by far, at 12.", table_first["text"]
     long = r.answer_messages("word " * 200)[0]["text"]
-    assert len(long) <= 300 and long.endswith("…")
+    assert len(long) <= 300 and long.endswith("word…")
+
+
+@pytest.mark.parametrize(
+    ("markdown", "lead"),
+    [
+        ("Yes. F9 was the most delayed, by far. Then EV.", "Yes. F9 was the most delayed, by far."),
+        ("# Delays by carrier\n\n```sql\nSELECT 1\n```", "Delays by carrier"),
+        ("- **F9**: 20.2 min\n- EV: 20.0 min", "F9: 20.2 min"),
+        ("```\nSELECT carrier\nFROM flights\n```", "SELECT carrier FROM flights"),
+        ("a &lt; b & c, see [docs](https://x.example). More.", "a < b & c, see docs."),
+    ],
+    ids=["short-first", "heading", "list", "code-only", "entities"],
+)
+def test_the_lead_sentence_is_the_answers_opening_words(markdown: str, lead: str) -> None:
+    assert lead_sentence(markdown) == lead
+
+
+def test_the_receipt_escapes_its_words_but_not_its_date_token() -> None:
+    fresh = datetime(2026, 12, 7, 17, 48, tzinfo=UTC)
+    receipt = Receipt(tables=("R&D<x>",), rows=2, fresh_as_of=fresh, wall_s=1.0, verified_by="<!here>")
+    line = slack_blocks.receipt_mrkdwn(receipt, now=fresh + timedelta(hours=1))
+    token = f"<!date^{int(fresh.timestamp())}^\u200b{{date_short_pretty}} {{time}}|7 Dec 2026 17:48 UTC>"
+    assert (
+        line
+        == f"R&amp;D&lt;x&gt; · 2 rows · data as of {token} · 1.0 s · based on a verified query by &lt;!here&gt;"
+    )
+
+
+def test_a_long_answers_later_messages_notify_as_continued() -> None:
+    markdown = "\n\n".join(f"Paragraph {n} says this. " + "w" * 2900 for n in range(8))
+    messages = r.answer_messages(markdown)
+    assert len(messages) == 2 and messages[0]["text"] == "Paragraph 0 says this."
+    assert messages[1]["text"] == "(continued) Paragraph 4 says this."
 
 
 def test_stream_chunks_keep_markdown_and_fit_the_stream_limit() -> None:
