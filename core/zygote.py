@@ -58,6 +58,7 @@ def preload():
     import core.steps
 
     core.chart_fonts.use_cjk_fallback()  # CJK labels drawn, not boxes, where the host has a CJK font
+    core.chart_fonts.use_phone_defaults()  # legible at 360 px wide, colour-blind-safe colours
     core.steps.warm()  # the SQL path's first-time costs, paid here once instead of in every step
     return core.steps.open_database()  # thread-free: safe to fork (tests/core/test_steps_warm.py)
 

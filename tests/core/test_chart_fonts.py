@@ -53,6 +53,7 @@ import matplotlib.pyplot as plt
 from matplotlib import font_manager
 import core.chart_fonts
 core.chart_fonts.use_cjk_fallback()
+core.chart_fonts.use_phone_defaults()  # as the fork server does (core/zygote.py): the font kept
 with warnings.catch_warnings(record=True) as caught:
     warnings.simplefilter("always")
     fig, ax = plt.subplots()
