@@ -24,8 +24,9 @@ from bot import teams_render as render
 from bot.files import FileLinks
 from bot.teams_answer_cards import answer_cards, size
 from bot.teams_connector import ConnectorFailed
-from bot.teams_files import deliver
+from bot.teams_files import FileMessage, prepare, send_files
 from bot.teams_login import sign_in
+from bot.teams_words import receipt_lines, summary_of
 from bot.transcript import Change, StepLine, Throttle, Transcript
 from core.analyst import STOPPED as TURN_STOPPED
 from core.events import AnswerDelta, ArtifactReady, NobodyListening, Thinking, TurnEvent, TurnFinished
@@ -116,6 +117,7 @@ class TeamsOut:
         and tried like progress (a progress card; a sentence while the process stops). `answer`: the
         answer itself, which waits out a longer Retry-After (bot/teams_connector.py)."""
         activity = Activity(type=ActivityTypes.message, text=text or None, text_format="markdown")
+        activity.summary = summary_of(text, attachments)  # a card alone: words, not "sent a card"
         if attachments:
             activity.attachments = attachments
         if entities:
@@ -127,6 +129,7 @@ class TeamsOut:
         activity = self._address(
             Activity(type=ActivityTypes.message, id=activity_id, text=text or None, attachments=attachments)
         )
+        activity.summary = summary_of(text, attachments)
         conversations = self.connector.conversations  # type: ignore[attr-defined]
         conversation = self.reference.conversation.id
 
@@ -175,6 +178,7 @@ class TeamsSink:
     # Connector, and the turn waits with it; the answer is still sent.
     no_progress: bool = False
     notes: list[str] = field(default_factory=list)  # what the answer adds: files that did not arrive
+    files: list[FileMessage] = field(default_factory=list)  # sent after the answer, which says "below"
     # Why nothing can reach this conversation (the bot was removed from it, or it was deleted): the
     # turn stops before its next model call instead of paying for an answer nobody will see.
     unheard: str = ""
@@ -278,10 +282,11 @@ class TeamsSink:
         self.shown = text
 
     async def _deliver(self, artifact: ArtifactReady) -> None:
-        if note := await deliver(
-            self.out, artifact, threads=self.threads, links=self.links, personal=self.personal
-        ):
-            self.notes.append(note)
+        made = await prepare(artifact, threads=self.threads, links=self.links, personal=self.personal)
+        if isinstance(made, str):  # it cannot be sent: the answer says why
+            self.notes.append(made)
+        else:  # sent after the answer, which speaks of it as below
+            self.files.append(made)
 
     async def _finish(self, event: TurnFinished) -> None:
         if self.unheard:  # said in the log when it was found; Teams would refuse this too
@@ -310,6 +315,10 @@ class TeamsSink:
                 else f"⚠️ Teams did not take the answer, so it is not here. Please ask again (error id {error_id})."
             )
             await self._say_lost(said, exc)
+            if exc.silent or exc.gone:  # the files would wait as long, or be refused as well
+                return
+        stopped = failure is not None and failure.message == TURN_STOPPED  # within the runner's grace
+        await send_files(self.out, self.files, short=stopped)
 
     async def _say_lost(self, said: str, exc: ConnectorFailed) -> None:
         """The answer did not arrive: the progress card says so, where it said "Done" and nothing
@@ -339,8 +348,11 @@ class TeamsSink:
             return
         text, tables = render.to_teams_markdown(self.transcript.answer or "(no answer)")
         text += self._notes()
+        receipt, receipt_words = receipt_lines(event)  # its time in each reader's own zone
         cards = (  # help has no receipt, and no actions: they could only say the answer is gone
-            answer_cards(event.turn_id, tables, self.transcript.receipt(), schedulable=not self.personal)
+            answer_cards(
+                event.turn_id, tables, receipt, schedulable=not self.personal, receipt_words=receipt_words
+            )
             if event.receipt is not None or tables
             else []
         )

@@ -1,7 +1,8 @@
-"""Pure builders for Teams: Markdown Teams renders, Adaptive Cards (tables, progress, answer actions,
-confirmation, 'Show SQL & code') and attachments. Plain dicts in, plain dicts out; no I/O. Attachments
-are built with botbuilder's own models (CardFactory, FileConsentCard, FileInfoCard), which know the
-content types and field names, and handed on as the JSON they serialize to.
+"""Pure builders for Teams: Markdown Teams renders, Adaptive Cards (tables, progress, confirmation,
+'Show SQL & code'; the answer's own are in bot/teams_answer_cards.py) and attachments. Plain dicts
+in, plain dicts out; no I/O. Attachments are built with botbuilder's own models (CardFactory,
+FileConsentCard, FileInfoCard), which know the content types and field names, and handed on as the
+JSON they serialize to.
 
 Teams renders a subset of Markdown in messages (no tables, no headings beyond bold), so tables move
 into Adaptive Card `Table` elements with row/column caps.
@@ -22,7 +23,6 @@ from botbuilder.schema.teams.additional_properties import ContentType
 
 from bot.markdown import blocks, grapheme_end, grapheme_start, honest_links, pack
 from bot.transcript import recorded_steps
-from core.schedules import ANSWER_CADENCES
 
 ADAPTIVE = CardFactory.content_types.adaptive_card
 FILE_CONSENT = ContentType.FILE_CONSENT_CARD
@@ -32,6 +32,7 @@ MAX_TABLE_ROWS = 20
 MAX_TABLE_COLS = 8
 MAX_CELL_CHARS = 80
 MAX_CODE_CHARS = 3000
+MAX_WORDS_CHARS = 300  # a card's fallbackText and speak
 
 
 @dataclass
@@ -262,18 +263,33 @@ def table_element(table: Table, *, max_rows: int | None = None, max_cols: int = 
     return [element, *(note if dropped else [])]
 
 
-def card(body: list[dict], actions: list[dict] | None = None) -> dict:
-    """An Adaptive Card attachment (schema 1.5, full width in Teams)."""
+def card(body: list[dict], actions: list[dict] | None = None, *, words: str) -> dict:
+    """An Adaptive Card attachment (schema 1.5, full width in Teams). `words` say what it shows where it
+    is not drawn: a client that cannot (`fallbackText`), a screen reader or voice (`speak`), and the
+    notification of a message that is only this card (bot/teams_words.py's `summary_of`)."""
+    said = inert(briefly(words))  # step outcomes and titles are the model's: no markup in a notification
     content: dict = {
         "type": "AdaptiveCard",
         "$schema": "http://adaptivecards.io/schemas/adaptive-card.json",
         "version": "1.5",
         "msteams": {"width": "Full"},
+        "fallbackText": said,
+        "speak": said,
         "body": body,
     }
     if actions:
         content["actions"] = actions
     return CardFactory.adaptive_card(content).serialize()
+
+
+def briefly(text: str, limit: int = MAX_WORDS_CHARS) -> str:
+    """`text` on one line, cut at a space to at most `limit` characters (a card's words ride in its
+    message, which the Bot Connector caps; a notification shows a line or two)."""
+    text = " ".join(text.split())
+    if len(text) <= limit:
+        return text
+    head = text[: limit - 1]
+    return (head.rsplit(" ", 1)[0] if " " in head else head) + "…"
 
 
 def submit(title: str, action: str, **data: object) -> dict:
@@ -290,47 +306,7 @@ def progress_card(lines: list[str], *, status: str, answer: str = "") -> dict:
         body.append(
             {"type": "TextBlock", "text": _tail(answer, MAX_STREAMED_BYTES), "wrap": True, "separator": True}
         )
-    return card(body)
-
-
-def answer_card(turn_id: str, tables: list[Table], receipt: str = "", *, schedulable: bool = False) -> dict:
-    """Tables of the answer, its receipt, and the actions: Show SQL & code, 👍/👎, Export notebook and
-    (in channels and group chats) Schedule…, which opens a cadence picker."""
-    body: list[dict] = []
-    for table in tables:
-        body += table_element(table)
-    if receipt:  # plain text: a card TextBlock renders Markdown, so nothing in it may format
-        body.append({"type": "TextBlock", "text": receipt, "isSubtle": True, "size": "Small", "wrap": True})
-    if not body:
-        body = [{"type": "TextBlock", "text": "Was this answer useful?", "isSubtle": True, "wrap": True}]
-    actions = [
-        submit("Show SQL & code", "show_steps", turn_id=turn_id),
-        submit("👍", "feedback", turn_id=turn_id, value="up"),
-        submit("👎", "feedback", turn_id=turn_id, value="down"),
-        submit("Export notebook", "export_notebook", turn_id=turn_id),
-    ]
-    if schedulable:
-        actions.append(schedule_action(turn_id))
-    return card(body, actions)
-
-
-def schedule_action(turn_id: str) -> dict:
-    """ "Schedule…": a card with the cadences; its submit carries the pick as `cadence`."""
-    picker = {
-        "type": "Input.ChoiceSet",
-        "id": "cadence",
-        "value": ANSWER_CADENCES[0][1],
-        "choices": [{"title": label, "value": cron} for label, cron in ANSWER_CADENCES],
-    }
-    return {
-        "type": "Action.ShowCard",
-        "title": "Schedule…",
-        "card": {
-            "type": "AdaptiveCard",
-            "body": [picker],
-            "actions": [submit("Schedule", "schedule", turn_id=turn_id)],
-        },
-    }
+    return card(body, words=status)
 
 
 def confirm_card(prompt: str, key: str, yes: str = "Run") -> dict:
@@ -341,6 +317,7 @@ def confirm_card(prompt: str, key: str, yes: str = "Run") -> dict:
             submit(yes or "Run", "confirm", key=key, answer="run", yes=yes or "Run"),
             submit("Cancel", "confirm", key=key, answer="cancel"),
         ],
+        words=f"{prompt} ({yes or 'Run'} or Cancel)",
     )
 
 

@@ -87,7 +87,10 @@ async def test_a_scheduled_run_starts_a_thread_in_the_channel_with_chart_and_csv
     parts = urllib.parse.urlsplit(url)
     csv = await client.get(f"{parts.path}?{parts.query}")  # the signed link serves the real file
     assert csv.status_code == 200 and csv.content.decode().splitlines()[0] == "carrier,avg_delay"
-    assert "**F9**" in json.dumps(sent[-1])
+    # the answer, then the chart and the CSV it speaks of
+    [answer] = [i for i, m in enumerate(sent) if "**F9**" in (m.get("text") or "")]
+    files = [i for i, m in enumerate(sent) if image in (m.get("attachments") or []) or m.get("text") == link]
+    assert len(files) == 2 and answer < min(files)
     s = await book.get(sid)
     assert (s.runs, s.last_outcome) == (1, "ok")
 

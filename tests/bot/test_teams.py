@@ -64,7 +64,10 @@ async def test_channel_thread_chart_csv_link_answer_and_follow_up(teams, fake_mo
     assert final.activity_id == progress_id and "Done — 4 steps" in dumps(final.body)
     assert dumps(final.body).count("✅") == 4
     # the chart inline as an image attachment
-    image = next(a for m in sent for a in m.get("attachments") or [] if a["contentType"] == "image/png")
+    chart_msg = next(
+        m for m in sent if any(a["contentType"] == "image/png" for a in m.get("attachments") or [])
+    )
+    image = chart_msg["attachments"][0]
     assert base64.b64decode(image["contentUrl"].split(",", 1)[1])[:4] == b"\x89PNG"
     # the CSV as an expiring signed link that downloads the real file
     link_msg = next(m for m in sent if "download link" in (m.get("text") or ""))
@@ -80,8 +83,9 @@ async def test_channel_thread_chart_csv_link_answer_and_follow_up(teams, fake_mo
     real_clock, signer.clock = signer.clock, lambda: time.time() + 121
     assert (await teams.client.get(local_path(url))).status_code == 410
     signer.clock = real_clock
-    # the answer: Teams Markdown + the table as an Adaptive Card table + actions
-    answer = sent[-1]
+    # the answer: Teams Markdown + the table as an Adaptive Card table + actions; its files after it
+    answer = next(m for m in sent if "**Delays**" in (m.get("text") or ""))
+    assert sent.index(answer) < sent.index(chart_msg) < sent.index(link_msg) == len(sent) - 1
     assert (
         answer["textFormat"] == "markdown" and "**Delays**" in answer["text"] and "|---" not in answer["text"]
     )
@@ -92,8 +96,8 @@ async def test_channel_thread_chart_csv_link_answer_and_follow_up(teams, fake_mo
     # 20.2 is F9's 20.2155 rounded; EV's 19.955 rounds to 20.0, so the scripted "19.9" is marked
     assert receipt["text"].endswith("⚠ not from any query in this turn: 19.9")
     actions = {a["title"]: a.get("data") or a.get("card") for a in card["actions"]}
-    assert set(actions) == {"Show SQL & code", "👍", "👎", "Export notebook", "Schedule…"}
-    turn_id = actions["👍"]["turn_id"]
+    assert set(actions) == {"Show SQL & code", "👍 Helpful", "👎 Not helpful", "Export notebook", "Schedule…"}
+    turn_id = actions["👍 Helpful"]["turn_id"]
 
     # the mention was stripped from the question the model saw
     assert (
@@ -113,7 +117,7 @@ async def test_channel_thread_chart_csv_link_answer_and_follow_up(teams, fake_mo
     assert (
         "**1. Querying the warehouse** ✓ " in steps[-1]["text"] and "query_warehouse" not in steps[-1]["text"]
     )
-    await teams.say("", value=actions["👍"])
+    await teams.say("", value=actions["👍 Helpful"])
     record = await teams.state.analyst.store.get_turn(turn_id)
     assert record["feedback"] and "up" in dumps(record["feedback"])
     exported = await teams.say("", value=actions["Export notebook"])

@@ -3,6 +3,7 @@ the fake Bot Connector refusing what the real one refuses (an activity over 28 K
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import urllib.parse
@@ -42,7 +43,7 @@ def chart_script(code: str, name: str, *, small: bool = False) -> list:
     return [
         tool("run_python", {"code": code + (SMALL if small else "")}),
         tool("attach_file", {"path": name, "title": "Delays scatter"}, more=also),
-        text("The chart above shows the spread."),
+        text("The chart below shows the spread."),
     ]
 
 
@@ -59,7 +60,8 @@ async def test_a_chart_too_large_to_send_inline_comes_as_a_card_from_a_signed_li
     png = (session_dir / "scatter.png").read_bytes()
     assert len(png) > 40_000 and png[:4] == b"\x89PNG"
     assert all(len(json.dumps(m)) <= teams.connector.max_body_bytes for m in sent)
-    [chart] = [a["content"] for a in attachments(sent) if "Open chart" in json.dumps(a)]
+    [chart_card] = [a for a in attachments(sent) if "Open chart" in json.dumps(a)]
+    chart = chart_card["content"]
     image = next(e for e in chart["body"] if e["type"] == "Image")
     [button] = chart["actions"]
     assert button == {"type": "Action.OpenUrl", "title": "Open chart", "url": image["url"]}
@@ -70,8 +72,11 @@ async def test_a_chart_too_large_to_send_inline_comes_as_a_card_from_a_signed_li
     [inline] = [a for a in attachments(sent) if a["contentType"] == "image/png"]
     small = (session_dir / "small.png").read_bytes()
     assert base64.b64decode(inline["contentUrl"].split(",", 1)[1]) == small
-    answer = sent[-1]["text"]
-    assert answer.startswith("The chart above") and "couldn't attach" not in answer
+    # the answer first, its charts after it: "below" is true
+    [answer] = [m for m in sent if (m.get("text") or "").startswith("The chart below")]
+    assert "couldn't attach" not in answer["text"]
+    charts = [i for i, m in enumerate(sent) for a in m.get("attachments") or [] if a in (inline, chart_card)]
+    assert len(charts) == 2 and min(charts) > sent.index(answer)
 
 
 async def test_a_chart_teams_refuses_is_named_in_the_answer(teams, fake_model):
@@ -139,3 +144,63 @@ async def test_a_files_bucket_that_refuses_a_csv_is_said_and_logged(
     said = [r for r in caplog.records if "no download link for 'delays.csv'" in r.getMessage()]
     assert len(said) == 1 and said[0].levelno == logging.WARNING
     assert not [r for r in caplog.records if r.exc_info] and "never-in-a-log-line" not in caplog.text
+
+
+SCATTER_AND_CSV = [
+    tool("run_python", {"code": SCATTER + "\nopen('delays.csv', 'w').write('carrier,n\\nF9,3\\n')"}),
+    tool("attach_file", {"path": "scatter.png"}, more=[("attach_file", {"path": "delays.csv"})]),
+    text("The chart and the CSV are below."),
+]
+
+
+def kinds(sent: list[dict]) -> list[str]:
+    """What each message is: the answer, a chart card, a file offer (others left out)."""
+    found = []
+    for message in sent:
+        attached = json.dumps(message.get("attachments") or [])
+        if (message.get("text") or "").startswith("The chart and the CSV"):
+            found.append("answer")
+        elif "Open chart" in attached:
+            found.append("chart")
+        elif "file.consent" in attached:
+            found.append("offer")
+    return found
+
+
+async def test_the_answers_files_come_after_it_and_the_offer_still_uploads(teams, fake_model):
+    """The answer said "the chart and CSV are below" and they came before it. Now they follow it, and
+    the personal chat's file offer, accepted after the answer, still uploads the file."""
+    fake_model.enqueue(*SCATTER_AND_CSV)
+    sent = await teams.say("scatter of delays, and a csv", conversation=CHAT)
+    assert kinds(sent) == ["answer", "chart", "offer"]
+    [offer] = [a["content"] for a in attachments(sent) if "file.consent" in a["contentType"]]
+    invoke = consent_invoke(teams.connector.url, offer["acceptContext"], "delays.csv")
+    assert (await teams.post(invoke)).status_code == 200
+    await teams.state.runner.drain(timeout=30)
+    assert teams.connector.uploads["delays.csv"] == b"carrier,n\nF9,3\n"
+
+
+async def test_files_still_follow_an_answer_teams_refused_but_not_one_it_left_unanswered(
+    teams, fake_model, monkeypatch
+):
+    """The files wait for the answer now. Where Teams refused the answer (a 429 asking for longer
+    than the bot waits), they are still sent: each is a message Teams may take. Where the Bot
+    Connector did not answer at all, they are not: each would wait as long again."""
+    from bot import teams_connector
+
+    monkeypatch.setattr(teams_connector, "SEND_TIMEOUT_S", 1.0)
+    teams.connector.refuse_when = lambda method, body: (
+        (429, {"Retry-After": "60"}) if (body.get("text") or "").startswith("The chart and") else None
+    )
+    fake_model.enqueue(*SCATTER_AND_CSV)
+    sent = await teams.say("scatter of delays, and a csv", conversation=CHAT)
+    assert kinds(sent) == ["chart", "offer"]  # the answer refused, its files after it all the same
+    not_taken = teams.connector.updates()[-1].body["attachments"][0]["content"]["body"][0]["text"]
+    assert not_taken.startswith("⚠️ Teams did not take the answer")
+
+    teams.connector.refuse_when = None
+    teams.connector.stall = lambda method, body: 3.0 if "The chart and" in (body.get("text") or "") else 0
+    fake_model.enqueue(*SCATTER_AND_CSV)
+    before = len(teams.connector.sent())
+    await asyncio.wait_for(teams.say("again", conversation=CHAT), 20)
+    assert not [k for k in kinds(teams.connector.sent()[before:]) if k != "answer"]

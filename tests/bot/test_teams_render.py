@@ -7,6 +7,7 @@ import json
 import pytest
 
 from bot import teams_render as r
+from bot.teams_answer_cards import answer_card
 
 
 @pytest.mark.parametrize(
@@ -38,7 +39,7 @@ def test_table_caps_rows_columns_and_cells():
 
 
 def test_answer_card_actions_carry_the_turn():
-    card = r.answer_card("turn123", [])
+    card = answer_card("turn123", [])
     assert card["contentType"] == r.ADAPTIVE and card["content"]["version"] == "1.5"
     data = [a["data"] for a in card["content"]["actions"]]
     assert [d[r.ACTION_KEY] for d in data] == ["show_steps", "feedback", "feedback", "export_notebook"]
@@ -46,7 +47,7 @@ def test_answer_card_actions_carry_the_turn():
 
 
 def test_the_answer_card_carries_the_receipt_under_the_tables():
-    card = r.answer_card("turn1", [], "flights · 1 row · 2 model calls · 1.0 s")["content"]
+    card = answer_card("turn1", [], "flights · 1 row · 2 model calls · 1.0 s")["content"]
     assert card["body"] == [
         {
             "type": "TextBlock",

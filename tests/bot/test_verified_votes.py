@@ -71,7 +71,7 @@ async def test_teams_votes_feed_verified_queries_and_corrections(teams, fake_mod
     fake_model.enqueue(tool("query_warehouse", {"sql": JFK, "save_as": "jfk"}), text("111,279 flights."))
     sent = await teams.say("How many flights left JFK in 2013?")
     actions = {a["title"]: a.get("data") for a in sent[-1]["attachments"][0]["content"]["actions"]}
-    assert (await teams.say("", value=actions["👍"]))[-1]["text"] == SAVED
+    assert (await teams.say("", value=actions["👍 Helpful"]))[-1]["text"] == SAVED
     (verified,) = await teams.state.analyst.verified.queries()
     assert verified.sql == JFK
 
@@ -81,7 +81,7 @@ async def test_teams_votes_feed_verified_queries_and_corrections(teams, fake_mod
     assert JFK in blocks[1]["text"]
 
     # Teams delivers replies in a channel only with an @-mention: it said "Reply in this thread"
-    assert (await teams.say("", value=actions["👎"]))[-1]["text"] == ASK_WHAT_WAS_WRONG_TEAMS
+    assert (await teams.say("", value=actions["👎 Not helpful"]))[-1]["text"] == ASK_WHAT_WAS_WRONG_TEAMS
     fake_model.enqueue(text("Noted; departed flights only."))
     await teams.say("it should count departed flights only")
     (correction,) = await teams.state.analyst.verified.corrections()
