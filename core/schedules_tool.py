@@ -21,7 +21,8 @@ from core.events import Confirmer, ConfirmRequest, IncomingMessage
 from core.final_result import final_query
 from core.schedules import OverCap, Schedule, ScheduleError, new_schedule, said_date
 from core.schedules_store import ScheduleBook
-from core.tools import Tool, ToolContext, ToolInput, ToolOutcome, refused
+from core.tool_outcome import ToolOutcome, refused
+from core.tools import Tool, ToolContext, ToolInput
 
 
 class CreateScheduleInput(ToolInput):

@@ -9,7 +9,8 @@ import time
 
 from core.events import ArtifactReady, EventSink, StepFinished, StepRecord, StepStarted
 from core.tool_batch import footprint, run_concurrently
-from core.tools import ToolContext, call_tool, refused, step_detail
+from core.tool_outcome import refused
+from core.tools import ToolContext, call_tool, step_detail
 from core.turn_state import LoopLimits, TurnState
 
 

@@ -16,7 +16,8 @@ from core.file_stems import safe_file_stem
 from core.s3 import S3Refusal, parse_uri
 from core.sandbox import StepRequest, WorkspaceFull
 from core.shared_files import READABLE as LOADABLE
-from core.tools import Tool, ToolContext, ToolInput, ToolOutcome, refused
+from core.tool_outcome import ToolOutcome, refused
+from core.tools import Tool, ToolContext, ToolInput
 
 
 class ListFilesInput(ToolInput):
