@@ -9,7 +9,8 @@ button. A CSV comes as a file-consent card in personal chat and as a download li
 
 Each file's message is made as the file is attached (`prepare`) and sent after the answer
 (`send_file`): the answer says "the chart and CSV are below", and they came before it. A file that
-cannot be made (empty, no link) is said in the answer; one Teams then refuses, in a line after it.
+cannot be made (empty, no link) is said in the answer; one Teams then refuses, in a line after it. A chart's
+alt text is the card image's `altText`; inline, the model's description is said in the message's text.
 """
 
 from __future__ import annotations
@@ -89,10 +90,23 @@ async def _image(artifact: ArtifactReady, *, threads: Threads, links: FileLinks)
     """Inline when the whole message fits; else a card showing the image from a signed link."""
     data = await threads.read_artifact(artifact)
     inline = render.image_attachment(artifact.name, data, artifact.mime)
-    if size(inline) + size(artifact.title) <= MAX_INLINE_BYTES:
-        return FileMessage(artifact.name, artifact.title, (inline,))
+    words = image_words(artifact)
+    if size(inline) + size(words) <= MAX_INLINE_BYTES:
+        return FileMessage(artifact.name, words, (inline,))
     url = await links.download_link(artifact.session_id, artifact.path, data)
-    return FileMessage(artifact.name, attachments=(image_card(artifact.title or artifact.name, url),))
+    card = image_card(artifact.title or artifact.name, url, artifact.alt_text)
+    return FileMessage(artifact.name, attachments=(card,))
+
+
+def image_words(artifact: ArtifactReady) -> str:
+    """The text sent with an inline chart: its title, then the model's description of it. A Bot Framework
+    image attachment has a name and no alt text, so the description goes in the message, where a screen
+    reader reads it with the image (one made from the title alone would only repeat it). Plain: no
+    markup, and no Markdown link (`](` is spaced out)."""
+    title = render.inert(artifact.title or artifact.name)
+    if not artifact.described:
+        return title
+    return f"{title}\n\n{render.inert(artifact.alt_text).replace('](', '] (')}"
 
 
 async def _offer(artifact: ArtifactReady, *, threads: Threads, links: FileLinks) -> FileMessage:
@@ -104,12 +118,13 @@ async def _offer(artifact: ArtifactReady, *, threads: Threads, links: FileLinks)
     return FileMessage(artifact.name, attachments=(render.file_consent_card(artifact.name, length, context),))
 
 
-def image_card(title: str, url: str) -> dict:
+def image_card(title: str, url: str, alt_text: str = "") -> dict:
     """A chart too large to send inline: an Adaptive Card that shows it from `url` (Teams fetches it),
-    and a button that opens it full size."""
+    with its alt text (a plain JSON string: no markup is read in it), and a button that opens it full
+    size. https://learn.microsoft.com/adaptive-cards/schema-explorer/image"""
     body = [
         {"type": "TextBlock", "text": render.inert(title), "weight": "Bolder", "wrap": True},
-        {"type": "Image", "url": url, "altText": title, "size": "Stretch"},
+        {"type": "Image", "url": url, "altText": alt_text or title, "size": "Stretch"},
     ]
     return render.card(
         body, [{"type": "Action.OpenUrl", "title": "Open chart", "url": url}], words=f"Chart: {title}"

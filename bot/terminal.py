@@ -207,6 +207,8 @@ class TerminalRenderer:
         if self.read is None or self.home is None:
             self.files.append(path)
             self._print(f"[cyan]📎 {escape(event.title)}[/] → {escape(str(path))}", whole=True)
+            if event.described:
+                self._print(f"  [dim]{escape(event.alt_text)}[/]")
             return
         try:
             data = await self.read(event)
@@ -221,6 +223,8 @@ class TerminalRenderer:
             self._stop()  # the escape must not interleave with the spinner's redraws
             self.console.file.write(inline_image(data, protocol, name=path.name))
             self.console.file.flush()
+        elif event.described:  # not drawn: what it shows, in words, under its path
+            self._print(f"  [dim]{escape(event.alt_text)}[/]")
 
     def _print(self, text: str, *, whole: bool = False) -> None:
         """`whole`: one line however long (soft wrap: the terminal folds it for the eye, a copy gets it

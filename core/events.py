@@ -142,6 +142,10 @@ class ArtifactReady:
     title: str
     size: int
     mime: str
+    # What a screen reader says for an image (core/attachment_words.py): plain, one line, at most 1000
+    # characters; the model's description when `described`, else made from the title and the file's name.
+    alt_text: str = ""
+    described: bool = False
     kind: Literal["artifact"] = "artifact"
 
 

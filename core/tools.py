@@ -8,7 +8,6 @@ or failure — is a `ToolOutcome` the loop turns into a `tool_result` (failures 
 from __future__ import annotations
 
 import mimetypes
-import re
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import PurePosixPath
@@ -16,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from core.attachment_words import CONTROL_CHARS, MAX_ALT_TEXT_CHARS, alt_text, attachment_title
 from core.events import ArtifactReady, Confirmer
 from core.policy import TableAllowlist, Verdict, check_python, check_sql
 from core.redact import redact_clipped
@@ -36,12 +36,6 @@ MAX_ERROR_CHARS = 2000  # a step record keeps this much of its error (audit, not
 LISTED_FILES = 30  # file names a refused attach_file lists (a workspace may hold 100,000)
 # Not .xlsx: its formula cells (`=HYPERLINK(…)`) would open live in Excel, and only CSV's are neutralised.
 ATTACHABLE = {"png", "jpg", "jpeg", "svg", "csv", "parquet", "txt", "json", "pdf", "md", "html"}
-# A newline or an escape sequence in a file's name: `ask` printed it as given (a cleared screen, a
-# retitled window, a second "path" line for the scripts that read ask's output); no surface wants one.
-# Nor a direction override or an invisible character: `report\u202egnp.csv` reads as `report…vsc.png`.
-_CONTROL_CHARS = re.compile(
-    r"[\x00-\x1f\x7f-\x9f\u00ad\u061c\u180e\u200b-\u200f\u2028\u2029\u202a-\u202e\u2060-\u2069\ufeff]"
-)  # (and the line separators Python's splitlines breaks at, soft hyphens and joiners: a review)
 
 
 class ToolInput(BaseModel):
@@ -88,10 +82,15 @@ class RunPythonInput(ToolInput):
 
 class AttachFileInput(ToolInput):
     """Upload a workspace file (a chart PNG, a CSV) into the conversation for the person. A .parquet file is
-    converted to CSV first. Attach only what answers the question."""
+    converted to CSV first. Attach only what answers the question. Give every chart an alt_text."""
 
     path: str = Field(description="Relative path of the file in the workspace.")
     title: str | None = Field(None, description="Short title shown with the file.")
+    alt_text: str | None = Field(
+        None,
+        description="For a chart or image: what it shows, for people who can't see it — the kind of chart, "
+        f"what is plotted, the key values. Plain text, one to three sentences (at most {MAX_ALT_TEXT_CHARS} characters).",
+    )
 
 
 @dataclass
@@ -208,7 +207,7 @@ async def attach_file(args: AttachFileInput, ctx: ToolContext) -> ToolOutcome:
     path = PurePosixPath(args.path.strip().removeprefix("./"))
     if path.is_absolute() or ".." in path.parts or not path.parts:
         return refused(f"'{args.path}' is not a relative path inside the workspace.")
-    if _CONTROL_CHARS.search(args.path):
+    if CONTROL_CHARS.search(args.path):
         return refused(f"{args.path!r} has control characters in its name: save it under a plain name.")
     files = {f["path"]: f for f in await ctx.sandbox.list_files(ctx.session_id)}
     name = str(path)
@@ -241,7 +240,8 @@ async def attach_file(args: AttachFileInput, ctx: ToolContext) -> ToolOutcome:
             "attachments. Aggregate or filter it, or attach a sample."
         )
     mime = mimetypes.guess_type(name)[0] or "application/octet-stream"
-    title = args.title or PurePosixPath(name).name
+    title = attachment_title(args.title, PurePosixPath(name).name)
+    alt, described = alt_text(args.alt_text, title=title, name=PurePosixPath(name).name, mime=mime)
     artifact = ArtifactReady(
         turn_id=ctx.turn_id,
         session_id=ctx.session_id,
@@ -250,6 +250,8 @@ async def attach_file(args: AttachFileInput, ctx: ToolContext) -> ToolOutcome:
         title=title,
         size=size,
         mime=mime,
+        alt_text=alt,
+        described=described,
     )
     return ToolOutcome(
         content=f"Attached {name} ({size:,} bytes) to the conversation as '{title}'.",

@@ -79,6 +79,82 @@ async def test_a_chart_too_large_to_send_inline_comes_as_a_card_from_a_signed_li
     assert len(charts) == 2 and min(charts) > sent.index(answer)
 
 
+ALT = "Scatter of 3,000 delays: a round cloud centred on zero, no trend."
+HOSTILE = '<at>everyone</at> "}]} [click](https://evil.example)\x1b[2J\n\u202e' + "padding " * 300
+
+
+def card_images(sent: list[dict]) -> list[dict]:
+    charts = [a["content"] for a in attachments(sent) if "Open chart" in json.dumps(a)]
+    return [next(e for e in chart["body"] if e["type"] == "Image") for chart in charts]
+
+
+def inline_words(sent: list[dict]) -> str:
+    [message] = [m for m in sent if any(a["contentType"] == "image/png" for a in m.get("attachments") or [])]
+    return message["text"]
+
+
+async def test_a_charts_alt_text_is_on_its_card_and_in_the_words_of_an_inline_one(teams, fake_model):
+    """A screen reader read the card's chart as its title, and an inline chart as nothing but a file
+    name. The card's image now carries the model's description as `altText`; an inline image (a Bot
+    Framework attachment takes none) comes with it in its message's words, under the title."""
+    fake_model.enqueue(
+        tool("run_python", {"code": SCATTER + SMALL}),
+        tool(
+            "attach_file",
+            {"path": "scatter.png", "title": "Delays scatter", "alt_text": ALT},
+            more=[
+                (
+                    "attach_file",
+                    {"path": "small.png", "title": "Trend", "alt_text": "Line rising from 1 to 3."},
+                )
+            ],
+        ),
+        text("The chart shows the spread."),
+    )
+    sent = await teams.say("scatter of delays", conversation=CHAT)
+    assert [image["altText"] for image in card_images(sent)] == [ALT]
+    assert inline_words(sent) == "Trend\n\nLine rising from 1 to 3."
+
+
+async def test_without_alt_text_a_chart_is_described_by_its_title_and_hostile_words_stay_plain(
+    teams, fake_model
+):
+    """Without a description a card's image says "Chart: <title>" and an inline one comes under its
+    title alone, as before. A description steered by the data is one plain clipped line: the card's
+    JSON holds it as a string, and in a message's words it is no mention, no link, no escape sequence."""
+    copy = "open('copy.png', 'wb').write(open('scatter.png', 'rb').read())\n"
+    fake_model.enqueue(
+        tool("run_python", {"code": SCATTER + SMALL + copy}),
+        tool(
+            "attach_file",
+            {"path": "scatter.png", "title": "Delays scatter"},
+            more=[
+                ("attach_file", {"path": "copy.png", "title": "Spread", "alt_text": HOSTILE}),
+                ("attach_file", {"path": "small.png", "title": "<b>Trend</b>", "alt_text": HOSTILE}),
+            ],
+        ),
+        text("The chart shows the spread."),
+    )
+    sent = await teams.say("scatter of delays")
+    plain, hostile = (image["altText"] for image in card_images(sent))
+    assert plain == "Chart: Delays scatter"
+    assert hostile.startswith('<at>everyone</at> "}]} [click](https://evil.example)[2J padding')
+    assert (
+        len(hostile) <= 1000
+        and hostile.endswith("padding…")
+        and not any(c in hostile for c in "\x1b\n\u202e")
+    )
+    title, said = inline_words(sent).split("\n\n")
+    assert title == "&lt;b&gt;Trend&lt;/b&gt;" and said.endswith("padding…")
+    assert said.startswith('&lt;at&gt;everyone&lt;/at&gt; "}]} [click] (https://evil.example)[2J ')
+    assert not any(c in said for c in "\x1b\u202e<>")
+
+    fake_model.enqueue(
+        tool("run_python", {"code": SMALL}), tool("attach_file", {"path": "small.png"}), text("Here.")
+    )
+    assert inline_words(await teams.say("just the small one")) == "small.png"
+
+
 async def test_a_chart_teams_refuses_is_named_in_the_answer(teams, fake_model):
     """Where no way of sending the chart works, the answer says so in one sentence, never silence."""
 

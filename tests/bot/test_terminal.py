@@ -93,6 +93,30 @@ async def test_a_chart_is_drawn_inline_on_kitty_and_named_by_path_elsewhere(tmp_
         assert ("\x1b_Ga=T,f=100" in text) is inline
 
 
+async def test_a_chart_it_cannot_draw_is_described_under_its_path(tmp_path):
+    """Where the terminal cannot draw the chart (and for a screen reader, which reads only text), the
+    model's description is printed under the path; a drawn chart, or one described only by its title,
+    adds nothing. The description cannot inject markup."""
+
+    async def read(artifact: ArtifactReady) -> bytes:
+        return PNG
+
+    described = "Bar chart of delays by carrier [red]F9[/red] highest at 20.2 minutes."
+    base = dict(turn_id="t", session_id="s1", path="d.png", title="Delays", name="d.png", size=len(PNG))
+    for env, alt, is_described, said in (
+        ({"TERM": "xterm"}, described, True, True),
+        ({"TERM": "xterm-kitty"}, described, True, False),  # drawn
+        ({"TERM": "xterm"}, "Chart: Delays", False, False),  # only the title again
+    ):
+        out = io.StringIO()
+        console = Console(file=out, force_terminal=True, width=200)
+        renderer = TerminalRenderer(console, tmp_path / "ws", live=False, read=read, home=tmp_path, env=env)
+        await renderer(ArtifactReady(**base, mime="image/png", alt_text=alt, described=is_described))
+        lines = Text.from_ansi(out.getvalue()).plain.splitlines()
+        assert lines[0].startswith("📎 Delays → ")
+        assert (f"  {described}" in lines) is said, lines
+
+
 async def test_an_attachments_path_is_one_line_at_80_columns(tmp_path):
     """At 80 columns (a terminal, or piped) the path came out with a real line break in it, so it could
     not be copied and pasted."""

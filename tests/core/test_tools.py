@@ -126,7 +126,7 @@ async def test_a_workbook_or_a_name_with_control_characters_is_not_attached(anal
 
     odd = "r\x1b]0;PWNED\x07\x1b[2J\nFAKE-LINE\nx.csv"
     turned = "naive_\u202egnp.csv"  # a right-to-left override: shown as "naive_vsc.png"
-    from core.tools import _CONTROL_CHARS
+    from core.attachment_words import CONTROL_CHARS
 
     for hidden in (
         "\u00ad",
@@ -135,7 +135,7 @@ async def test_a_workbook_or_a_name_with_control_characters_is_not_attached(anal
         "\u2029",
         "\u180e",
     ):  # invisible, or a line break to splitlines
-        assert _CONTROL_CHARS.search(f"a{hidden}b.csv"), repr(hidden)
+        assert CONTROL_CHARS.search(f"a{hidden}b.csv"), repr(hidden)
     make = (
         f"import pandas as pd\npd.DataFrame({{'a': [1]}}).to_excel('report.xlsx')\nopen({odd!r}, 'w').write('a\\n1\\n')"
         f"\nopen({turned!r}, 'w').write('a\\n1\\n')"

@@ -2,7 +2,8 @@
 
 The real `slack_sdk` clients (and Bolt's) talk to it through `base_url` (`DATATHREAD_SLACK_API_URL`).
 It answers the methods datathread uses with real-shaped responses, including the two-step external
-file upload (`files.getUploadURLExternal` hands out an upload URL on this same server), and a channel's
+file upload (`files.getUploadURLExternal` hands out an upload URL on this same server and keeps the
+image's alt text, `alt_texts`, refusing more than Slack takes), and a channel's
 history of what was posted into it (`conversations.history`, metadata included when asked for).
 `apps.connections.open` hands out `connections_url` (a fake Socket Mode server's, once attached).
 Switches let a test refuse streaming (`refuse_streaming`), fail any method (`fail_methods`) or every
@@ -44,6 +45,7 @@ MANIFEST_SCOPES = (
     "groups:history,im:history,mpim:history,users:read"
 )
 SIGN_IN_PAGE = b"<!DOCTYPE html><html><head><title>Slack</title></head><body>Sign in to Slack</body></html>"
+ALT_TXT_LIMIT = 1000  # files.getUploadURLExternal: "alt_txt_too_large" past 1000 characters
 
 
 @dataclass
@@ -57,11 +59,12 @@ class Call:
 
 
 class FakeSlackAPI:
-    """Records calls in `calls`; `uploads` maps file id → uploaded bytes."""
+    """Records calls in `calls`; `uploads` maps file id → uploaded bytes, `alt_texts` → its alt text."""
 
     def __init__(self) -> None:
         self.calls: list[Call] = []
         self.uploads: dict[str, bytes] = {}
+        self.alt_texts: dict[str, str] = {}  # file id → the alt text its upload was given (`alt_txt`)
         self.posted: dict[str, list[dict]] = {}  # channel → its messages as conversations.history gives them
         self.refuse_streaming = False
         self.fail_methods: dict[str, str] = {}
@@ -139,6 +142,7 @@ class FakeSlackAPI:
         with self.lock:
             self.calls.clear()
             self.uploads.clear()
+            self.alt_texts.clear()
             self.posted.clear()
             self._seen.clear()
             self.downloads.clear()
@@ -249,7 +253,13 @@ class FakeSlackAPI:
         if method == "conversations.history":
             return {"ok": True, "messages": self._history(channel, args), "has_more": False}
         if method == "files.getUploadURLExternal":
+            alt = args.get("alt_txt")
+            if alt is not None and len(alt) > ALT_TXT_LIMIT:  # the whole upload is refused
+                return {"ok": False, "error": "alt_txt_too_large"}
             file_id = f"F{next(self._files):04d}"
+            if alt is not None:
+                with self.lock:
+                    self.alt_texts[file_id] = alt
             base = self.url.removesuffix("api/")
             return {"ok": True, "file_id": file_id, "upload_url": f"{base}upload/{file_id}"}
         if method == "files.info":
@@ -257,8 +267,16 @@ class FakeSlackAPI:
             return {"ok": True, "file": obj} if obj else {"ok": False, "error": "file_not_found"}
         if method == "files.completeUploadExternal":
             files = json.loads(args.get("files", "[]"))
-            return {"ok": True, "files": [{"id": f["id"], "title": f.get("title", "")} for f in files]}
+            return {"ok": True, "files": [self._file(f) for f in files]}
         return {"ok": True}
+
+    def _file(self, completed: dict) -> dict:
+        """A file object as files.completeUploadExternal gives it back: its title, and its alt text when
+        the upload had one (https://docs.slack.dev/reference/objects/file-object)."""
+        file = {"id": completed["id"], "title": completed.get("title", "")}
+        with self.lock:
+            alt = self.alt_texts.get(completed["id"])
+        return {**file, "alt_txt": alt} if alt is not None else file
 
     def _keep(self, channel: str, ts: str, args: dict) -> None:
         message = {"type": "message", "ts": ts, "text": args.get("text", ""), "bot_id": BOT_ID}
