@@ -55,10 +55,12 @@ def preload():
     import pyarrow.parquet  # noqa: F401
 
     import core.chart_fonts
+    import core.chart_png
     import core.steps
 
     core.chart_fonts.use_cjk_fallback()  # CJK labels drawn, not boxes, where the host has a CJK font
     core.chart_fonts.use_phone_defaults()  # legible at 360 px wide, colour-blind-safe colours
+    core.chart_png.use_small_pngs()  # charts small enough to go inline in Teams (never a link that expires)
     core.steps.warm()  # the SQL path's first-time costs, paid here once instead of in every step
     return core.steps.open_database()  # thread-free: safe to fork (tests/core/test_steps_warm.py)
 
