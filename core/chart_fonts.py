@@ -22,7 +22,8 @@ from collections.abc import Iterable
 
 # A bar chart saved as the model is told to (`savefig(..., dpi=150, bbox_inches="tight")`), 16 bars,
 # a 40-character title: text 12.0 px at 360 px wide (8.7 before; 12 pt gives 10.8), 811 x 626 px
-# (863 x 696), 37 KB (34 KB) as matplotlib writes it; 13 KB as a palette PNG (core/chart_png.py). At 14 pt the title (1.2 times) was wider than the plot it names.
+# (863 x 696), 37 KB (34 KB) as matplotlib writes it, 13 KB as a palette PNG (core/chart_png.py).
+# At 14 pt the title (1.2 times) was wider than the plot it names.
 PHONE_DEFAULTS = {
     "font.size": 13,  # ticks, axis labels and legend; the title 1.2 times that
     "figure.figsize": (6.0, 4.0),  # a phone's screen shape, not a desktop's 6.4 x 4.8
