@@ -161,6 +161,30 @@ class Redactor:
         return dataclasses.replace(event, **changes) if changes else event
 
 
+# A URL's query in a log line: pre-authenticated links carry their credential there (a Teams file's
+# `downloadUrl` and OneDrive's upload URL `tempauth=`, S3 presigned `X-Amz-Signature=`, this bot's own
+# signed `/files` links). httpx logs every request's whole URL at INFO, and `serve` logs at INFO: the
+# query is cut from every logged URL (log lines only: an answer may hold a signed link on purpose).
+
+
+_WORD = re.compile(r"[^\s\"'<>]+")  # a URL as a log line holds it: up to a space, a quote or a bracket
+
+
+def without_queries(text: str) -> str:
+    """`text` with the query of every URL in it replaced by `?[redacted]`. Linear: each word is
+    searched once, for its `://` and the first `?` after it."""
+    if "://" not in text or "?" not in text:
+        return text
+    return _WORD.sub(_query_cut, text)
+
+
+def _query_cut(match: re.Match[str]) -> str:
+    word = match.group(0)
+    scheme_end = word.find("://")
+    query = word.find("?", scheme_end) if scheme_end > 0 else -1
+    return word if query < 0 else word[: query + 1] + MASK
+
+
 class RedactingFilter(logging.Filter):
     """A logging filter that redacts messages and arguments of every record."""
 
@@ -174,7 +198,7 @@ class RedactingFilter(logging.Filter):
             message = record.getMessage()
         except Exception:  # a broken format string: keep what we can, redacted
             message = f"{record.msg} {record.args!r}"
-        record.msg, record.args = self.redactor.text(message), None
+        record.msg, record.args = without_queries(self.redactor.text(message)), None
         if record.exc_info and record.exc_info[1] is not None:
             record.exc_text = self.redactor.text(logging.Formatter().formatException(record.exc_info))
         if record.stack_info:

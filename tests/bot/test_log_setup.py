@@ -108,3 +108,36 @@ def test_a_record_with_a_lone_surrogate_is_written_as_its_escape(settings, resto
         handler.flush()
     assert "asked about M\\udcfcnchen" in path.read_text()
     assert "could not write the log file" not in capsys.readouterr().err
+
+
+def test_a_pre_authenticated_links_query_never_reaches_the_log(settings, restored_logging, capsys):
+    """A Teams file's downloadUrl (and OneDrive's upload URL) carries its own credential, `tempauth=`,
+    in its query: httpx logs every request's whole URL at INFO, `serve`'s level, so the link reached
+    stderr and the log file, readable by whoever reads the logs for as long as the link lives."""
+    import http.server
+    import threading
+
+    import httpx
+
+    class Files(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(200)
+            self.send_header("content-length", "2")
+            self.end_headers()
+            self.wfile.write(b"ok")
+
+        def log_message(self, *args):  # not ours to print
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Files)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        path = setup_logging(settings, "INFO")
+        link = f"http://127.0.0.1:{server.server_port}/personal/x/download.aspx?UniqueId=7&tempauth=eyJTEMPAUTH42"
+        assert httpx.get(link).content == b"ok"
+    finally:
+        server.shutdown()
+        server.server_close()
+    logged, shown = path.read_text(), capsys.readouterr().err
+    assert "download.aspx?[redacted]" in shown  # the request is still logged, its host and path with it
+    assert "TEMPAUTH42" not in logged + shown and "UniqueId" not in logged + shown
