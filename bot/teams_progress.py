@@ -370,9 +370,11 @@ class TeamsSink:
             await self.out.send(render.failure_text(failure.message, failure.error_id), answer=True)
 
     def _notes(self) -> str:
-        """The answer's notes (the core's, such as a shared file not read; then files that did not
-        arrive, attachments not read), in italics below it."""
-        return "".join(f"\n\n_{note}_" for note in [*self.transcript.notes, *self.notes])
+        """The answer's notes (the core's, such as a shared file not read, made inert: they quote a
+        file's name and a parser's error line, which quotes its cells; then files that did not arrive),
+        in italics below it."""
+        core = [render.inert(note) for note in self.transcript.notes]  # a file's name, a parser's error
+        return "".join(f"\n\n_{note}_" for note in [*core, *self.notes])
 
     async def _send_final(self, final: list | None, text: str, **extra) -> None:
         """The answer (or failure) always arrives: if Teams refuses it as the stream's end (a stream

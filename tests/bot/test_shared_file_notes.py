@@ -5,6 +5,7 @@ file into the message is the Teams surface's; this is how the core's sentence is
 
 from __future__ import annotations
 
+import pytest
 from botbuilder.schema import ChannelAccount, ConversationAccount, ConversationReference
 from botframework.connector.aio import ConnectorClient
 from botframework.connector.auth import MicrosoftAppCredentials
@@ -17,7 +18,17 @@ from tests.fakes.anthropic_api import text
 SALES = b"region,amount\nnorth,10\nsouth,5\n"
 
 
-async def test_a_note_about_a_shared_file_is_below_the_teams_answer(teams, fake_model):
+@pytest.mark.parametrize(
+    "name,shown",
+    [
+        ("deck.pptx", "deck.pptx"),
+        ("<at>Ada</at><img src=x>.pptx", "&lt;at&gt;Ada&lt;/at&gt;&lt;img src=x&gt;.pptx"),
+    ],
+    ids=["plain", "markup in the name"],
+)
+async def test_a_note_about_a_shared_file_is_below_the_teams_answer(teams, fake_model, name, shown):
+    """Below the answer, and inert: a note quotes the file's name (and a parser's error line, which
+    quotes its cells), whoever made them — an `<at>` there mentioned someone, a tag was drawn."""
     connector = ConnectorClient(MicrosoftAppCredentials(None, None), base_url=teams.connector.url)
     reference = ConversationReference(
         channel_id="msteams",
@@ -32,7 +43,7 @@ async def test_a_note_about_a_shared_file_is_below_the_teams_answer(teams, fake_
         personal=True,
     )
     fake_model.enqueue(text("North sold 10."))
-    refused = SharedFile("deck.pptx", refusal="A .pptx file is not one I can read; I read csv.")
+    refused = SharedFile(name, refusal="A .pptx file is not one I can read; I read csv.")
     message = IncomingMessage(
         text="who sold most?",
         surface="teams",
@@ -47,4 +58,4 @@ async def test_a_note_about_a_shared_file_is_below_the_teams_answer(teams, fake_
     assert outcome.ok, outcome.error
     answer = teams.connector.sent(CHAT)[-1]["text"]
     assert answer.startswith("North sold 10.")
-    assert answer.endswith("_I didn't read `deck.pptx`: A .pptx file is not one I can read; I read csv._")
+    assert answer.endswith(f"_I didn't read `{shown}`: A .pptx file is not one I can read; I read csv._")
