@@ -50,8 +50,16 @@ async def post_answer(
     if mode == "ephemeral":
         return await post_private(client, target, messages)
     t = target
-    for msg in messages:
-        await client.chat_postMessage(channel=t.channel, thread_ts=t.thread_ts, **msg, **NO_UNFURL)
+    try:
+        for msg in messages:
+            await client.chat_postMessage(channel=t.channel, thread_ts=t.thread_ts, **msg, **NO_UNFURL)
+    except SlackClientError as exc:  # "Working on it…" would stay above nothing (or half), for good
+        if status_ts:
+            unsure = isinstance(exc, SlackCallFailed) and exc.unsure
+            with contextlib.suppress(SlackClientError):
+                note = UNCONFIRMED if unsure else UNDELIVERED
+                await quick(client).chat_update(channel=t.channel, ts=status_ts, text=note)
+        raise
     if status_ts:
         await _retire_status(client, t, status_ts)
 

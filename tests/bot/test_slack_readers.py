@@ -14,6 +14,7 @@ import pytest
 import pytest_asyncio
 
 from bot import slack_blocks
+from bot.slack_answer import UNDELIVERED
 from tests.bot.slack_harness import demo_home, mention, module_settings, serve
 from tests.fakes.anthropic_api import text, tool
 from tests.fakes.slack_api import FakeSlackAPI
@@ -154,3 +155,27 @@ async def test_a_status_message_slack_will_not_delete_says_it_is_done(slack, mod
     last = slack.api.of("chat.update")[-1]
     assert last.args["ts"] == slack.api.posted["C0730"][0]["ts"] and last.at > slack.api.calls[part].at
     assert last.args["text"] == ":white_check_mark: Done: the answer is below."
+
+
+async def test_an_answer_slack_refuses_leaves_a_status_that_says_so(slack, model):
+    """On the fallback path the answer comes below the status, which then goes: an answer Slack refused
+    left "Working on it…" above nothing, for good, and the person waiting."""
+    slack.api.refuse_streaming = True
+
+    def answer_refused(method: str, args: dict) -> str | None:
+        blocks = args.get("blocks") or []
+        answer = method == "chat.postMessage" and any(b.get("type") == "markdown" for b in blocks)
+        return "msg_too_long" if answer else None
+
+    slack.api.refuse = answer_refused
+    try:
+        model.enqueue(text("There are **16** airlines."))
+        await slack.event(mention("how many airlines?", ts="731.1", channel="C0731"))
+        await slack.drain()
+    finally:
+        slack.api.refuse = None
+    status = slack.api.posted["C0731"][0]
+    last = slack.api.of("chat.update")[-1]
+    assert last.args["ts"] == status["ts"]
+    assert last.args["text"] == UNDELIVERED
+    assert not slack.api.of("chat.delete")  # the status stays, saying what became of the answer

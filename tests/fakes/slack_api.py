@@ -6,7 +6,8 @@ file upload (`files.getUploadURLExternal` hands out an upload URL on this same s
 image's alt text, `alt_texts`, refusing more than Slack takes), and a channel's
 history of what was posted into it (`conversations.history`, metadata included when asked for).
 `apps.connections.open` hands out `connections_url` (a fake Socket Mode server's, once attached).
-Switches let a test refuse streaming (`refuse_streaming`), fail any method (`fail_methods`) or every
+Switches let a test refuse streaming (`refuse_streaming`), fail any method (`fail_methods`) or the calls
+a predicate picks (`refuse`), or every
 message into one channel (`refused_in`), answer it with an HTTP error (`http_errors`), take it and
 never answer (`silent`), or close the connection without an answer (`dropped`).
 
@@ -27,6 +28,7 @@ import itertools
 import json
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler
 from typing import Any
@@ -68,6 +70,8 @@ class FakeSlackAPI:
         self.posted: dict[str, list[dict]] = {}  # channel → its messages as conversations.history gives them
         self.refuse_streaming = False
         self.fail_methods: dict[str, str] = {}
+        # Refuse the calls this picks (method, arguments → Slack's error code, or None to answer).
+        self.refuse: Callable[[str, dict], str | None] | None = None
         # channel → the error every chat.* call into it gets (a channel that refuses the bot); a DM to a
         # user (the user's id as the channel) is another channel, taken unless listed here too
         self.refused_in: dict[str, str] = {}
@@ -213,6 +217,8 @@ class FakeSlackAPI:
     def respond(self, method: str, args: dict) -> dict:
         if method in self.fail_methods:
             return {"ok": False, "error": self.fail_methods[method]}
+        if self.refuse is not None and (error := self.refuse(method, args)):
+            return {"ok": False, "error": error}
         if method.startswith("chat.") and method.endswith("Stream") and self.refuse_streaming:
             return {"ok": False, "error": "feature_not_enabled"}
         channel = args.get("channel") or args.get("channel_id") or ""
