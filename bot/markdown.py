@@ -16,6 +16,8 @@ from markdown_it import MarkdownIt
 from markdown_it.token import Token
 from wcwidth import grapheme_boundary_before, iter_graphemes
 
+from core.wording import cut_at_word
+
 _PARSER = MarkdownIt("commonmark").enable("table")
 
 
@@ -147,10 +149,10 @@ def lead_sentence(markdown: str, limit: int = 300) -> str:
             continue
         words = _inline_words(token)
         if words and before.type == "paragraph_open":
-            return _cut(_first_sentences(words), limit)
+            return cut_at_word(_first_sentences(words), limit)
         if words and before.type == "heading_open":
             heading = heading or words
-    return _cut(heading or " ".join(plain_text(markdown, limit).split()), limit)
+    return cut_at_word(heading or " ".join(plain_text(markdown, limit).split()), limit)
 
 
 _LEAD_AT_LEAST = 20
@@ -162,13 +164,6 @@ def _first_sentences(words: str) -> str:
         if end.end() >= _LEAD_AT_LEAST:
             return words[: end.end()]
     return words
-
-
-def _cut(text: str, limit: int) -> str:
-    if len(text) <= limit:
-        return text
-    head = text[: limit - 1]
-    return (head.rsplit(" ", 1)[0] if " " in head else head).rstrip() + "…"
 
 
 def _inline_words(token: Token) -> str:

@@ -14,8 +14,8 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.slack_client import failure_words
 from bot.transcript import format_bytes
-from core.attachment_words import clipped
 from core.events import ArtifactReady
+from core.wording import cut_at_word
 
 log = logging.getLogger("datathread.slack")
 
@@ -74,5 +74,5 @@ def slack_alt_text(text: str) -> str | None:
     fitted, limit = plain, len(plain)
     while len(fitted.encode()) > ALT_TXT_LIMIT:  # a character is at most 4 bytes: a few rounds at most
         limit -= max(1, (len(fitted.encode()) - ALT_TXT_LIMIT) // 4)
-        fitted = clipped(plain, limit)
+        fitted = cut_at_word(plain, limit)
     return fitted

@@ -23,6 +23,7 @@ from botbuilder.schema.teams.additional_properties import ContentType
 
 from bot.markdown import blocks, grapheme_end, grapheme_start, honest_links, pack
 from bot.transcript import recorded_steps
+from core.wording import cut_at_word
 
 ADAPTIVE = CardFactory.content_types.adaptive_card
 FILE_CONSENT = ContentType.FILE_CONSENT_CARD
@@ -285,11 +286,7 @@ def card(body: list[dict], actions: list[dict] | None = None, *, words: str) -> 
 def briefly(text: str, limit: int = MAX_WORDS_CHARS) -> str:
     """`text` on one line, cut at a space to at most `limit` characters (a card's words ride in its
     message, which the Bot Connector caps; a notification shows a line or two)."""
-    text = " ".join(text.split())
-    if len(text) <= limit:
-        return text
-    head = text[: limit - 1]
-    return (head.rsplit(" ", 1)[0] if " " in head else head) + "…"
+    return cut_at_word(" ".join(text.split()), limit)
 
 
 def submit(title: str, action: str, **data: object) -> dict:

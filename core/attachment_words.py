@@ -19,6 +19,7 @@ import re
 from pathlib import PurePosixPath
 
 from core.text_repair import readable
+from core.wording import cut_at_word
 
 # Slack refuses longer alt text (files.getUploadURLExternal: `alt_txt_too_large`, "longer than the
 # limit of 1000 character"), and a screen reader's listener wants far less.
@@ -37,18 +38,7 @@ def one_line(text: str, limit: int) -> str:
     """`text` as one plain line of at most `limit` characters: whitespace runs (newlines too) as one
     space, control and invisible characters gone, cut at a word with "…" when it is longer."""
     visible = CONTROL_CHARS.sub("", " ".join(readable(text).split()))
-    return clipped(" ".join(visible.split()), limit)
-
-
-def clipped(text: str, limit: int) -> str:
-    """`text`, or its first words and "…" within `limit` characters."""
-    if len(text) <= limit:
-        return text
-    cut = text[: limit - 1]
-    space = cut.rfind(" ")
-    if space > limit * 0.8:  # a word boundary near the end; a long unbroken run is cut where it is
-        cut = cut[:space]
-    return cut.rstrip(" ,;:-") + "…"
+    return cut_at_word(" ".join(visible.split()), limit)
 
 
 def attachment_title(given: str | None, name: str) -> str:
@@ -69,4 +59,4 @@ def fallback_alt_text(title: str, name: str) -> str:
     """ "Chart: Delays by carrier" from what the bot knows: the title, or the file's name as words
     (a screen reader spells "delays_by_carrier.png" out as "delays underscore by underscore…")."""
     words = title if title and title != name else _NAME_SEPARATORS.sub(" ", PurePosixPath(name).stem)
-    return clipped(f"Chart: {words.strip()}", MAX_ALT_TEXT_CHARS) if words.strip() else "Chart"
+    return cut_at_word(f"Chart: {words.strip()}", MAX_ALT_TEXT_CHARS) if words.strip() else "Chart"

@@ -15,6 +15,18 @@ def counted(n: int, noun: str, plural: str | None = None) -> str:
     return f"{n:,} {noun if n == 1 else plural or noun + 's'}"
 
 
+def cut_at_word(text: str, limit: int) -> str:
+    """`text`, or its first words and "…" within `limit` characters: cut at the last space when one is
+    near the end, where it is when the text ends in a long unbroken run (a URL, a hash)."""
+    if len(text) <= limit:
+        return text
+    cut = text[: limit - 1]
+    space = cut.rfind(" ")
+    if space > limit * 0.8:
+        cut = cut[:space]
+    return cut.rstrip(" ,;:-") + "…"
+
+
 def seconds_to_midnight_utc(now: float) -> float:
     """Seconds until the next 00:00 UTC, when daily budgets reset."""
     return 86400 - (now % 86400)

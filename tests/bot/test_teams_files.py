@@ -10,6 +10,7 @@ import urllib.parse
 
 import pytest
 
+from bot.teams_files import MAX_INLINE_BYTES
 from tests.bot.teams_harness import CHAT, THREAD, consent_invoke
 from tests.fakes.anthropic_api import text, tool
 
@@ -51,14 +52,15 @@ def chart_script(code: str, name: str, *, small: bool = False) -> list:
 async def test_a_chart_too_large_to_send_inline_comes_as_a_card_from_a_signed_link(
     teams, fake_model, settings, conversation
 ):
-    """A 3,000-point scatter is over 40 KB: sent as a data URI its message was refused (413) and the
+    """A 3,000-point scatter is too large to go inline (41 KB; 24 KB as a palette PNG, core/chart_png.py,
+    still over what a message takes as base64): sent as a data URI its message was refused (413) and the
     person read "the chart above" under nothing. Now it comes on a card that shows it from a signed
     link, with a button to open it; the link serves the real PNG. A small chart still comes inline."""
     fake_model.enqueue(*chart_script(SCATTER, "scatter.png", small=True))
     sent = await teams.say("scatter of delays", conversation=conversation)
     session_dir = next(settings.workspaces_dir.iterdir())
     png = (session_dir / "scatter.png").read_bytes()
-    assert len(png) > 40_000 and png[:4] == b"\x89PNG"
+    assert len(base64.b64encode(png)) > MAX_INLINE_BYTES and png[:4] == b"\x89PNG"
     assert all(len(json.dumps(m)) <= teams.connector.max_body_bytes for m in sent)
     [chart_card] = [a for a in attachments(sent) if "Open chart" in json.dumps(a)]
     chart = chart_card["content"]

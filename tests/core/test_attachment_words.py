@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from core.attachment_words import MAX_ALT_TEXT_CHARS, alt_text, attachment_title, clipped, one_line
+from core.attachment_words import MAX_ALT_TEXT_CHARS, alt_text, attachment_title, one_line
+from core.wording import cut_at_word
 
 ALT = "Bar chart of average departure delay by carrier: F9 highest at 20.2 minutes, HA lowest at 4.9."
 HOSTILE = "<!channel> see\x1b[2J\nthis\u202e now\u200b " + "word " * 400
@@ -46,7 +47,7 @@ def test_hostile_alt_text_is_one_plain_line_within_the_limit():
 )
 def test_one_line_and_clipped(text, limit, expected):
     assert one_line(text, limit) == expected and len(expected) <= limit
-    assert clipped(expected, limit) == expected
+    assert cut_at_word(expected, limit) == expected
 
 
 def test_a_title_is_one_plain_line_or_the_file_name():
