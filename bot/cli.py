@@ -77,7 +77,7 @@ def ask(
     if not question.strip() and not file:  # it printed chat's help, with chat's keys, and exit code 0
         die('The question is empty: ask one, e.g. datathread ask "How many flights left JFK in 2013?"')
     settings = settings_or_exit()
-    files = shared_or_exit(file, settings.shared_file_mb)  # a path that is no file to share: exit 2
+    files = shared_or_exit(file, settings)  # a path that is no file to share: exit 2
     no_model = _without_model(settings, question, asks=bool(files))
     setup_log(settings, log_level)
     from bot.terminal import WaitingStatus

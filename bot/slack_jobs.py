@@ -137,7 +137,13 @@ async def run_turn(state: AppState, client: AsyncWebClient, p: dict) -> None:
     )
     # Shared files are fetched here, after the ack, never for someone the access rules refuse.
     files, user_tz = await asyncio.gather(
-        fetch_shared_files(client, [] if denied else refs, limit_mb=limit_mb),
+        fetch_shared_files(
+            client,
+            [] if denied else refs,
+            limit_mb=limit_mb,
+            total_mb=state.settings.shared_files_mb,
+            target=target,
+        ),
         slack_user_tz(client, threads, p["team"], p["user"]),
     )
     message = IncomingMessage(

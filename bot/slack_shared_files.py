@@ -3,8 +3,12 @@
 A message event carries its files as Slack file objects (https://docs.slack.dev/reference/objects/file-object).
 `file_refs` keeps, inside the ack, the few fields the fetch needs (a job's payload is plain data);
 `fetch_shared_files` runs in the turn's job and fetches them at once, each bounded in size (streamed, cut
-at DATATHREAD_SHARED_FILE_MB) and in time. The bytes are only carried to the core: they are parsed in
-the sandbox, never here.
+at DATATHREAD_SHARED_FILE_MB) and in time. Slack states each file's size, so which files fit the
+message's DATATHREAD_SHARED_FILES_MB together is decided before any is fetched, in the order they were
+shared; the bytes counted as they arrive are the backstop (core/shared_files.py's `FilesBudget`). The
+bytes are only carried to the core: they are parsed in the sandbox, never here. While they download
+(up to FETCH_TIMEOUT_S), the thread's status says so ("is fetching sales.csv…"), as it later says
+"is thinking…": without it, a big file on a slow link was two minutes of nothing.
 
 The bot token goes only to Slack's own file hosts (files.slack.com, files.slack-gov.com) or to the
 origin of DATATHREAD_SLACK_API_URL (tests, proxies): a file object names its URL, and an external file's
@@ -15,6 +19,7 @@ fetched is a `SharedFile` with a refusal sentence the core passes on; the turn g
 from __future__ import annotations
 
 import asyncio
+import io
 import logging
 from urllib.parse import urljoin, urlsplit
 
@@ -23,9 +28,10 @@ from slack_sdk.errors import SlackClientError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot import slack_render as render
-from bot.slack_client import failure_words
+from bot.slack_client import failure_words, quick
+from bot.slack_target import SlackTarget
 from core.events import SharedFile
-from core.shared_files import MAX_FILES, READABLE, kind_of, refusal_before_fetch, too_large
+from core.shared_files import MAX_FILES, READABLE, Claim, FilesBudget, kind_of, refusal_before_fetch
 from core.wording import os_reason
 
 log = logging.getLogger("datathread.slack")
@@ -37,6 +43,7 @@ STALL_TIMEOUT_S = 20.0
 CONNECT_TIMEOUT_S = 5.0
 MAX_REDIRECTS = 3
 CHUNK_BYTES = 64 * 1024
+STATUS_NAME_CHARS = 60  # of a file's name in the thread's status
 
 SLACK_FILE_HOSTS = frozenset({"files.slack.com", "files.slack-gov.com"})  # GovSlack's is slack-gov.com
 SLACK_DOMAINS = ("slack.com", "slack-gov.com")
@@ -119,25 +126,40 @@ def is_slack_page(url: str) -> bool:
 
 
 async def fetch_shared_files(
-    client: AsyncWebClient, refs: list[dict], *, limit_mb: int
+    client: AsyncWebClient,
+    refs: list[dict],
+    *,
+    limit_mb: int,
+    total_mb: int,
+    target: SlackTarget | None = None,
 ) -> tuple[SharedFile, ...]:
-    """Every shared file, fetched at once; a refusal sentence for each that is not."""
+    """Every shared file, fetched at once; a refusal sentence for each that is not. Each file's size as
+    Slack states it is claimed from the message's budget in the order they were shared, before any byte
+    is fetched: the files that fit are fetched, the rest refused by name. `target`: the thread whose
+    status says which files are being fetched meanwhile."""
     if not refs:
         return ()
     session, own = client.session, None
     if session is None or session.closed:
         session = own = aiohttp.ClientSession()
     try:
-        fetches = (_fetch_one(client, session, ref, index=i, limit_mb=limit_mb) for i, ref in enumerate(refs))
-        return tuple(await asyncio.gather(*fetches))
+        found = await asyncio.gather(
+            *(_found(client, ref, index=i, limit_mb=limit_mb) for i, ref in enumerate(refs))
+        )
+        budget = FilesBudget(file_mb=limit_mb, total_mb=total_mb)
+        claimed = [f if isinstance(f, SharedFile) else _claimed(f, budget) for f in found]
+        fetches = [_fetched(client, session, *c) for c in claimed if isinstance(c, tuple)]
+        names = [c[1].name for c in claimed if isinstance(c, tuple)]
+        shown = [show_fetching(client, target, names)] if fetches and target is not None else []
+        fetched = iter((await asyncio.gather(*fetches, *shown))[: len(fetches)])
+        return tuple(next(fetched) if isinstance(c, tuple) else c for c in claimed)
     finally:
         if own is not None:
             await own.close()
 
 
-async def _fetch_one(
-    client: AsyncWebClient, session: aiohttp.ClientSession, ref: dict, *, index: int, limit_mb: int
-) -> SharedFile:
+async def _found(client: AsyncWebClient, ref: dict, *, index: int, limit_mb: int) -> dict | SharedFile:
+    """The file object to fetch (a Slack Connect file's looked up), or its refusal."""
     name = display_name(ref)
     if index >= MAX_FILES:
         return refusal_before_fetch(name, None, limit_mb=limit_mb, index=index) or SharedFile(name)
@@ -148,8 +170,7 @@ async def _fetch_one(
         name = display_name(ref)
     if quirk := platform_refusal(ref):
         return SharedFile(name, refusal=quirk)
-    size = ref.get("size") if isinstance(ref.get("size"), int) else None
-    if refused := refusal_before_fetch(name, size, limit_mb=limit_mb, index=index):
+    if refused := refusal_before_fetch(name, _size(ref), limit_mb=limit_mb, index=index):
         return refused
     url = str(ref.get("url_private_download") or ref.get("url_private") or "")
     if not url:
@@ -157,8 +178,43 @@ async def _fetch_one(
     if not token_may_go_to(url, client.base_url):
         log.warning("slack: file %s not fetched: its link is on %s", ref.get("id"), urlsplit(url).hostname)
         return SharedFile(name, refusal=NOT_SLACK)
-    fetched = await download(
-        session, url, client.token or "", name=name, limit_mb=limit_mb, api_url=client.base_url
+    return {**ref, "url": url}
+
+
+async def show_fetching(client: AsyncWebClient, target: SlackTarget, names: list[str]) -> None:
+    """The thread's status while its files download: "is fetching sales.csv…" (two names, or how many).
+    Decoration, as "is thinking…" is (bot/slack_progress.py): bounded, and a refusal changes nothing."""
+    if not target.thread_ts:  # a slash command's private answer has no thread to show it in
+        return
+    shown = [" ".join(n.split())[:STATUS_NAME_CHARS] for n in names]
+    what = " and ".join(shown) if len(shown) <= 2 else f"{len(shown)} files"
+    try:  # https://docs.slack.dev/reference/methods/assistant.threads.setStatus
+        await quick(client).assistant_threads_setStatus(
+            channel_id=target.channel, thread_ts=target.thread_ts, status=f"is fetching {what}…"
+        )
+    except SlackClientError as exc:  # not answered in time (SlackCallFailed) too
+        log.info("slack: no fetching status in %s: %s", target.channel, failure_words(exc))
+
+
+def _size(ref: dict) -> int | None:
+    size = ref.get("size")
+    return size if isinstance(size, int) and not isinstance(size, bool) and size >= 0 else None
+
+
+def _claimed(ref: dict, budget: FilesBudget) -> tuple[dict, Claim] | SharedFile:
+    """The file with its claim on the message's budget, for the size Slack states; or its refusal."""
+    claim = budget.claim(display_name(ref))
+    refused = claim.refusal(_size(ref) or 0)
+    if refused is not None:
+        log.info("slack: file %s not fetched: %s", ref.get("id"), refused.refusal)
+    return refused or (ref, claim)
+
+
+async def _fetched(
+    client: AsyncWebClient, session: aiohttp.ClientSession, ref: dict, claim: Claim
+) -> SharedFile:
+    fetched = claim.settle(
+        await download(session, ref["url"], client.token or "", claim=claim, api_url=client.base_url)
     )
     if fetched.refusal:
         log.info("slack: file %s not fetched: %s", ref.get("id"), fetched.refusal)
@@ -192,14 +248,15 @@ async def _file_info(client: AsyncWebClient, ref: dict) -> dict | SharedFile:
 
 
 async def download(
-    session: aiohttp.ClientSession, url: str, token: str, *, name: str, limit_mb: int, api_url: str
+    session: aiohttp.ClientSession, url: str, token: str, *, claim: Claim, api_url: str
 ) -> SharedFile:
     """One file's bytes, or the sentence why not: bounded by FETCH_TIMEOUT_S in all, STALL_TIMEOUT_S of
-    silence, and `limit_mb` (counted as the bytes arrive; a bigger file is cut off, not read)."""
-    bound = asyncio.timeout(FETCH_TIMEOUT_S)
+    silence, and `claim` (its own cap and what its message has left, counted as the bytes arrive; a
+    bigger file is cut off, not read)."""
+    name, bound = claim.name, asyncio.timeout(FETCH_TIMEOUT_S)
     try:
         async with bound:
-            return await _follow(session, url, token, name=name, limit_mb=limit_mb, api_url=api_url)
+            return await _follow(session, url, token, claim=claim, api_url=api_url)
     except TimeoutError as exc:  # the whole fetch's bound, or aiohttp's connect or read timeout
         if bound.expired():
             return SharedFile(name, refusal=f"Slack did not send it within {FETCH_TIMEOUT_S:g} s.")
@@ -214,8 +271,9 @@ async def download(
 
 
 async def _follow(
-    session: aiohttp.ClientSession, url: str, token: str, *, name: str, limit_mb: int, api_url: str
+    session: aiohttp.ClientSession, url: str, token: str, *, claim: Claim, api_url: str
 ) -> SharedFile:
+    name = claim.name
     timeout = aiohttp.ClientTimeout(total=None, sock_connect=CONNECT_TIMEOUT_S, sock_read=STALL_TIMEOUT_S)
     for _ in range(MAX_REDIRECTS + 1):
         headers = {"Authorization": f"Bearer {token}"}
@@ -226,22 +284,23 @@ async def _follow(
                     url = target
                     continue
                 return SharedFile(name, refusal=NEEDS_FILES_READ if is_slack_page(target) else SENT_ELSEWHERE)
-            return await _read(resp, name=name, limit_mb=limit_mb)
+            return await _read(resp, claim)
     return SharedFile(name, refusal=TOO_MANY_HOPS)
 
 
-async def _read(resp: aiohttp.ClientResponse, *, name: str, limit_mb: int) -> SharedFile:
+async def _read(resp: aiohttp.ClientResponse, claim: Claim) -> SharedFile:
+    name = claim.name
     if resp.status != 200:
         return SharedFile(name, refusal=f"Slack would not send it (HTTP {resp.status}).")
     if resp.content_type == "text/html":  # the sign-in page, for a token without files:read
         return SharedFile(name, refusal=NEEDS_FILES_READ)
-    limit = limit_mb * 2**20
-    if (resp.content_length or 0) > limit:
-        return too_large(name, limit_mb)
-    data = bytearray()
+    if refused := claim.refusal(resp.content_length or 0):
+        return refused
+    # A BytesIO's value is its own buffer, not a copy (CPython): the file is held once, not twice.
+    data = io.BytesIO()
     async for chunk in resp.content.iter_chunked(CHUNK_BYTES):
-        data += chunk
-        if len(data) > limit:  # the rest is never read: the connection is dropped, not drained
-            resp.close()
-            return too_large(name, limit_mb)
-    return SharedFile(name, data=bytes(data))
+        if refused := claim.refusal(data.tell() + len(chunk)):
+            resp.close()  # the rest is never read: the connection is dropped, not drained
+            return refused
+        data.write(chunk)
+    return SharedFile(name, data=data.getvalue())

@@ -15,7 +15,9 @@ Why a client of its own, and so careful:
   (bot/teams_auth.py); then, and only then, loopback links are followed too, http included — the
   rule the Bot Connector's own address follows there (the Bot Framework Emulator, the tests).
   Environment proxies are not used: the address checked must be the one connected to.
-- Teams says nothing of the size up front: the stream stops at DATATHREAD_SHARED_FILE_MB.
+- Teams says nothing of the size up front: the stream stops at DATATHREAD_SHARED_FILE_MB, or where
+  the message's files together would pass DATATHREAD_SHARED_FILES_MB (each download holds a `Claim` on
+  the message's budget, grown by the length the host declares, then by the bytes as they arrive).
 - Time: opening the connection, each silence between chunks, and the whole download are bounded.
 Every way it can fail is one sentence about the file ("it"), as core/shared_files.py words refusals.
 """
@@ -23,6 +25,7 @@ Every way it can fail is one sentence about the file ("it"), as core/shared_file
 from __future__ import annotations
 
 import asyncio
+import io
 import ipaddress
 import logging
 import socket
@@ -33,7 +36,7 @@ import httpx
 
 from bot.teams_auth import is_loopback
 from core.events import SharedFile
-from core.shared_files import too_large
+from core.shared_files import Claim
 from core.wording import os_reason
 
 log = logging.getLogger("datathread.teams")
@@ -58,17 +61,27 @@ class DownloadRefused(Exception):
 
 
 class OverLimit(Exception):
-    """More bytes than DATATHREAD_SHARED_FILE_MB allows."""
+    """More bytes than the file's claim allows (DATATHREAD_SHARED_FILE_MB, or the message's total)."""
+
+    def __init__(self, refused: SharedFile):
+        super().__init__(refused.refusal)
+        self.refused = refused
 
 
-async def download(name: str, url: str, *, limit_mb: int, loopback_ok: bool) -> SharedFile:
-    """The file at `url` as a `SharedFile`, or a refused one saying why; never raises for the file.
+async def download(claim: Claim, url: str, *, loopback_ok: bool) -> SharedFile:
+    """The file at `url` as a `SharedFile` named as `claim` is, or a refused one saying why; never
+    raises for the file. It holds on the message's budget exactly the bytes it returns.
     `loopback_ok`: the bot has no app id, so loopback links are followed too (see the docstring)."""
+    return claim.settle(await _download(claim, url, loopback_ok=loopback_ok))
+
+
+async def _download(claim: Claim, url: str, *, loopback_ok: bool) -> SharedFile:
+    name = claim.name
     try:
         async with asyncio.timeout(DOWNLOAD_DEADLINE_S):
-            data = await _fetch(url, limit=limit_mb * 2**20, loopback_ok=loopback_ok)
-    except OverLimit:
-        return too_large(name, limit_mb)
+            data = await _fetch(url, claim, loopback_ok=loopback_ok)
+    except OverLimit as exc:
+        return exc.refused
     except DownloadRefused as exc:
         return _refused(name, str(exc))
     except TimeoutError:
@@ -92,7 +105,7 @@ def _refused(name: str, sentence: str) -> SharedFile:
     return SharedFile(name, refusal=sentence)
 
 
-async def _fetch(url: str, *, limit: int, loopback_ok: bool) -> bytes:
+async def _fetch(url: str, claim: Claim, *, loopback_ok: bool) -> bytes:
     timeouts = httpx.Timeout(READ_TIMEOUT_S, connect=CONNECT_TIMEOUT_S)
     # identity: the cap counts the bytes as they arrive, not a gzip stream that inflates past it
     headers = {"Accept-Encoding": "identity"}
@@ -106,12 +119,12 @@ async def _fetch(url: str, *, limit: int, loopback_ok: bool) -> bytes:
                 if response.next_request is not None:  # a redirect: its target is vetted in turn
                     url = str(response.next_request.url)
                     continue
-                return await _body(response, limit)
+                return await _body(response, claim)
     raise DownloadRefused("Its download link sent me on too many times; please send the file again.")
 
 
-async def _body(response: httpx.Response, limit: int) -> bytes:
-    """The body, stopped as soon as it passes `limit`; a refusal or a web page as a sentence."""
+async def _body(response: httpx.Response, claim: Claim) -> bytes:
+    """The body, stopped as soon as it passes what `claim` allows; a refusal or a web page as a sentence."""
     status = response.status_code
     if status in (401, 403, 404, 410):  # the tempauth link expired, or the file was moved or deleted
         raise DownloadRefused(
@@ -122,15 +135,15 @@ async def _body(response: httpx.Response, limit: int) -> bytes:
     if response.headers.get("content-type", "").split(";")[0].strip().lower() == "text/html":
         raise DownloadRefused(WEB_PAGE)
     declared = response.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > limit:
-        raise OverLimit
-    chunks, size = [], 0
+    if declared.isdigit() and (refused := claim.refusal(int(declared))):
+        raise OverLimit(refused)
+    # A BytesIO's value is its own buffer, not a copy (CPython): the file is held once, not twice.
+    data = io.BytesIO()
     async for chunk in response.aiter_bytes():
-        size += len(chunk)
-        if size > limit:
-            raise OverLimit
-        chunks.append(chunk)
-    return b"".join(chunks)
+        if refused := claim.refusal(data.tell() + len(chunk)):
+            raise OverLimit(refused)
+        data.write(chunk)
+    return data.getvalue()
 
 
 async def _vet(url: str, *, loopback_ok: bool) -> None:

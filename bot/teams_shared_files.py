@@ -27,7 +27,7 @@ from botbuilder.schema import Activity
 from bot.teams_download import download
 from core.config import Settings
 from core.events import SharedFile
-from core.shared_files import MAX_FILES, READABLE, kind_of, refusal_before_fetch
+from core.shared_files import MAX_FILES, READABLE, FilesBudget, kind_of, refusal_before_fetch
 
 FILE_DOWNLOAD_INFO = "application/vnd.microsoft.teams.file.download.info"
 # Where SharePoint and OneDrive keep files: the commercial, government and 21Vianet clouds.
@@ -64,7 +64,7 @@ def has_files(activity: Activity) -> bool:
 
 async def shared_files(activity: Activity, settings: Settings) -> tuple[SharedFile, ...]:
     """Every file shared with this message, fetched or refused in a sentence each (downloads side by
-    side; none raises)."""
+    side, sharing the message's DATATHREAD_SHARED_FILES_MB as their bytes arrive; none raises)."""
     offered, images, others = _sorted(activity.attachments)
     said = [
         SharedFile(_name(a) or ("pasted image" if len(images) == 1 else f"pasted image {n}"), refusal=IMAGE)
@@ -74,7 +74,8 @@ async def shared_files(activity: Activity, settings: Settings) -> tuple[SharedFi
     fetched = {_name(a) for a in offered}
     link = _link_sentence(activity)
     said += [SharedFile(name, refusal=link) for name in _linked_files(activity) if name not in fetched]
-    files = await asyncio.gather(*(_fetch(a, i, settings) for i, a in enumerate(offered)))
+    budget = FilesBudget(file_mb=settings.shared_file_mb, total_mb=settings.shared_files_mb)
+    files = await asyncio.gather(*(_fetch(a, i, settings, budget) for i, a in enumerate(offered)))
     return (*files, *said[:MAX_FILES])
 
 
@@ -93,7 +94,7 @@ def _sorted(attachments: list | None) -> tuple[list, list, list]:
     return offered, images, others
 
 
-async def _fetch(attachment, index: int, settings: Settings) -> SharedFile:
+async def _fetch(attachment, index: int, settings: Settings, budget: FilesBudget) -> SharedFile:
     name = _name(attachment) or "file"
     if refused := refusal_before_fetch(name, None, limit_mb=settings.shared_file_mb, index=index):
         return refused
@@ -103,7 +104,7 @@ async def _fetch(attachment, index: int, settings: Settings) -> SharedFile:
         return SharedFile(name, refusal=UNKNOWN)
     # Loopback links only where the Bot Connector's address may be loopback: no app id (bot/teams_auth.py)
     loopback_ok = not settings.microsoft_app_id
-    return await download(name, url, limit_mb=settings.shared_file_mb, loopback_ok=loopback_ok)
+    return await download(budget.claim(name), url, loopback_ok=loopback_ok)
 
 
 def _link_sentence(activity: Activity) -> str:

@@ -107,7 +107,7 @@ def _converse(runner: asyncio.Runner, console: Console, analyst, settings: Setti
             continue
         if question.strip().lower() in QUIT_WORDS:
             return
-        if (said := file_control(question, pending, limit_mb=settings.shared_file_mb)) is not None:
+        if (said := file_control(question, pending, settings)) is not None:
             console.print(said, markup=False, highlight=False, soft_wrap=True)  # and the chat goes on
             continue
         files = () if is_local(question) else tuple(pending)  # `help` leaves them for the question

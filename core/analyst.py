@@ -278,7 +278,12 @@ class Analyst:
         try:
             if message.files:  # into the workspace, read in the sandbox, told in the question
                 taken = await take_in(
-                    message.files, ctx, emit, limit_mb=s.shared_file_mb, first_step=len(state.steps)
+                    message.files,
+                    ctx,
+                    emit,
+                    limit_mb=s.shared_file_mb,
+                    total_mb=s.shared_files_mb,
+                    first_step=len(state.steps),
                 )
                 state.steps += taken.steps
                 state.messages[-1]["content"] += [taken.block] if taken.block else []

@@ -23,6 +23,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from core.config_data import ModelSettings, WarehouseSettings
 from core.config_errors import describe_setting_error, is_secret
 from core.config_sandbox import SandboxSettings
+from core.config_shared_files import SharedFileSettings
 from core.config_types import (
     CHANNEL_DATASETS_EXAMPLE,
     AppType,
@@ -47,7 +48,7 @@ class ConfigError(RuntimeError):
     """A setting is missing or wrong; the message is one actionable sentence for a person."""
 
 
-class Settings(SandboxSettings, WarehouseSettings, ModelSettings, BaseSettings):
+class Settings(SharedFileSettings, SandboxSettings, WarehouseSettings, ModelSettings, BaseSettings):
     """All of datathread's configuration. Field names are ours; aliases are the contract's env names.
 
     Every field's `description` is its line in docs/CONFIGURATION.md and `.env.example` (both generated
@@ -121,12 +122,6 @@ class Settings(SandboxSettings, WarehouseSettings, ModelSettings, BaseSettings):
         gt=0,
         validation_alias=_env("DATATHREAD_S3_MAX_FILE_MB"),
         description="Largest S3 object a step may fetch (MB).",
-    )
-    shared_file_mb: int = Field(
-        100,
-        gt=0,
-        validation_alias=_env("DATATHREAD_SHARED_FILE_MB"),
-        description="Largest file a person may share with a question (MB); larger ones are not fetched, and the answer says so.",
     )
     s3_endpoint_url: HttpUrl | None = Field(
         None,

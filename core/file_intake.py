@@ -35,7 +35,7 @@ from core.events import (
 from core.file_describe import Description, describe_file
 from core.file_stems import safe_file_stem
 from core.sandbox import StepRequest, WorkspaceFull
-from core.shared_files import kind_of, refusal_before_fetch
+from core.shared_files import FilesBudget, kind_of, refusal_before_fetch
 from core.tools import ToolContext
 
 log = logging.getLogger("datathread.intake")
@@ -86,9 +86,16 @@ def is_intake_block(text: str) -> bool:
 
 
 async def take_in(
-    files: tuple[SharedFile, ...], ctx: ToolContext, emit: EventSink, *, limit_mb: int, first_step: int
+    files: tuple[SharedFile, ...],
+    ctx: ToolContext,
+    emit: EventSink,
+    *,
+    limit_mb: int,
+    total_mb: int,
+    first_step: int,
 ) -> Intake:
-    """Write, read and describe each shared file; `first_step` numbers the steps after the turn's own."""
+    """Write, read and describe each shared file; `first_step` numbers the steps after the turn's own.
+    `limit_mb` bounds each file, `total_mb` all of them (DATATHREAD_SHARED_FILE_MB, _FILES_MB)."""
     try:
         existing = {f["path"]: int(f["size"]) for f in await ctx.sandbox.list_files(ctx.session_id)}
         unlisted = ""
@@ -97,8 +104,9 @@ async def take_in(
         existing, unlisted = {}, WENT_WRONG
     taken: list[TakenFile] = []
     steps: list[StepRecord] = []
+    budget = FilesBudget(file_mb=limit_mb, total_mb=total_mb)
     for index, shared in enumerate(files):
-        refused = _refused(shared, index, limit_mb) or unlisted
+        refused = _refused(shared, index, budget) or unlisted
         if refused:
             taken.append(TakenFile(shared.name, refusal=refused))
             continue
@@ -113,12 +121,14 @@ async def take_in(
     return Intake(block=block, notes=notes, steps=steps)
 
 
-def _refused(shared: SharedFile, index: int, limit_mb: int) -> str:
+def _refused(shared: SharedFile, index: int, budget: FilesBudget) -> str:
     """Why this file is not taken: the surface's refusal, or the same checks again (a surface's bytes
-    are held to the same kinds, size and count here, whichever surface sent them)."""
+    are held to the same kinds, size, count and total here, whichever surface sent them)."""
     if shared.data is None:
         return shared.refusal or "It could not be fetched."
-    refused = refusal_before_fetch(shared.name, len(shared.data), limit_mb=limit_mb, index=index)
+    size = len(shared.data)
+    refused = refusal_before_fetch(shared.name, size, limit_mb=budget.file_mb, index=index)
+    refused = refused or budget.claim(shared.name).refusal(size)
     return refused.refusal if refused else ""
 
 

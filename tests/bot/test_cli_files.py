@@ -10,6 +10,7 @@ import os
 import pytest
 
 from core.file_intake import HEADER
+from core.shared_files import over_total
 from tests.fakes.anthropic_api import text, tool
 from tests.fakes.cli import invoke, run
 
@@ -140,3 +141,40 @@ def test_chat_shares_a_file_with_the_next_question_and_a_bad_path_is_one_line(ho
     block = block_of(first)
     assert "as 'q3_sales.csv' (46 bytes)" in block and "as 'bad.parquet' (4 bytes), but it could not" in block
     assert not [b for b in second["messages"][-1]["content"] if b["text"].startswith(HEADER)]
+
+
+COLUMN = b"n\n" + b"1\n" * 300_000  # 600 KB
+LIMITS = {"DATATHREAD_SHARED_FILE_MB": "1", "DATATHREAD_SHARED_FILES_MB": "1"}
+
+
+def test_ask_with_files_past_the_total_together_is_a_bad_argument(home, fake_model, tmp_path):
+    """Each file is under DATATHREAD_SHARED_FILE_MB, but not both together under _FILES_MB."""
+    for name in ("a.csv", "b.csv"):
+        (tmp_path / name).write_bytes(COLUMN)
+    env = {**KEY, "ANTHROPIC_BASE_URL": fake_model.url, **LIMITS}
+    result = invoke(
+        ["ask", "rows?", "-f", str(tmp_path / "a.csv"), "-f", str(tmp_path / "b.csv")], home, env=env
+    )
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr.strip() == f"error: b.csv: {over_total('b.csv', 1).refusal}"
+    assert fake_model.requests == []
+
+
+def test_chat_holds_the_files_waiting_for_a_question_to_the_total(home, fake_model, tmp_path):
+    """`/file` twice with 600 KB files under a 1 MB total: the second is one line and not taken, a
+    small one still is; once the question is asked, the total starts again."""
+    for name in ("a.csv", "b.csv"):
+        (tmp_path / name).write_bytes(COLUMN)
+    (tmp_path / "sales.csv").write_bytes(SALES)
+    fake_model.enqueue(text("The first has 300,000 rows."), text("The second too."))
+    lines = [f"/file {tmp_path / 'a.csv'}", f"/file {tmp_path / 'b.csv'}", f"/file {tmp_path / 'sales.csv'}"]
+    lines += ["rows?", f"/file {tmp_path / 'b.csv'}", "and this one?"]
+    env = {**KEY, "ANTHROPIC_BASE_URL": fake_model.url, **LIMITS}
+    result = invoke(["chat", "--session", "total"], home, env=env, stdin="\n".join(lines) + "\n")
+    assert result.returncode == 0, result.stderr
+    out = " ".join(result.stdout.split())  # rich folds long lines
+    assert f"b.csv: {over_total('b.csv', 1).refusal}" in out
+    assert out.count("b.csv (600,002 bytes) goes with your next question.") == 1  # the second time
+    first, second = (block_of(r) for r in fake_model.requests)
+    assert "'a.csv'" in first and "'sales.csv'" in first and "b.csv" not in first
+    assert "'b.csv'" in second

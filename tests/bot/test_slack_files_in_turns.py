@@ -13,6 +13,7 @@ import pytest_asyncio
 
 from bot import slack_shared_files
 from core.file_intake import FILES_ONLY, HEADER
+from core.shared_files import over_total
 from tests.bot.slack_harness import demo_home, mention, message, module_settings, serve
 from tests.fakes.anthropic_api import text, tool
 
@@ -94,6 +95,44 @@ async def test_the_ack_never_waits_for_a_file(slack, model, monkeypatch):
     await slack.drain()
     [asked] = slack.handled
     assert asked.files[0].data is None and asked.files[0].refusal == "Slack did not send it within 4 s."
+
+
+async def test_while_a_file_downloads_the_thread_says_so_then_the_turn_thinks(slack, model, monkeypatch):
+    """The thread's status names the file from the start of the fetch (it used to show nothing until
+    the fetch gave up), and the turn's "is thinking…" follows once the file is in."""
+    monkeypatch.setattr(slack_shared_files, "FETCH_TIMEOUT_S", 3.0)
+    api = slack.api
+    file = api.share("slow.csv", CSV)
+    api.stalled_files.add(file["id"])
+    model.enqueue(text("I couldn't get the file."))
+    started = time.monotonic()
+    await slack.event({**mention("sum it", ts="815.1"), "files": [file]})
+    await slack.drain()
+    statuses = api.of("assistant.threads.setStatus")
+    assert [(c.args["thread_ts"], c.args["status"]) for c in statuses][:2] == [
+        ("815.1", "is fetching slow.csv…"),
+        ("815.1", "is thinking…"),
+    ]
+    assert statuses[0].at - started < 1.5 and statuses[1].at - started > 2.9
+
+
+async def test_a_file_past_the_messages_total_is_not_fetched_and_the_thread_says_why(
+    slack, model, monkeypatch
+):
+    """DATATHREAD_SHARED_FILES_MB=1: of two 600 KB files the first is fetched and read, the second is
+    not fetched at all, and the thread says why in one sentence, whatever the model wrote."""
+    monkeypatch.setattr(slack.state.settings, "shared_files_mb", 1)
+    api = slack.api
+    column = b"n\n" + b"1\n" * 300_000
+    first, second = api.share("first.csv", column), api.share("second.csv", column)
+    model.enqueue(text("The first has 300,000 rows."))
+    await slack.event({**mention("how many rows?", ts="820.1"), "files": [first, second]})
+    await slack.drain()
+    [asked] = slack.handled
+    assert [(f.name, f.data is not None) for f in asked.files] == [("first.csv", True), ("second.csv", False)]
+    assert [d.method.rsplit("/", 1)[-1] for d in api.downloads] == ["first.csv"]
+    said = over_total("second.csv", 1).refusal
+    assert f"I didn't read `second.csv`: {said}" in "".join(api.shown())
 
 
 def question_of(request: dict) -> tuple[str, str]:

@@ -5,20 +5,25 @@ each of Slack's quirks as one sentence for the person — never an exception, ne
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
+import tracemalloc
 
 import pytest
 from pydantic import SecretStr
 
 from bot import slack_shared_files as shared
 from bot.slack_client import bounded_session, build_client
+from bot.slack_target import SlackTarget
 from core.config import load_settings
-from core.shared_files import MAX_FILES
-from tests.fakes.slack_api import FakeSlackAPI
+from core.shared_files import MAX_FILES, over_total
+from tests.fakes.slack_api import TEAM_ID, FakeSlackAPI
 
 TOKEN = "xoxb-files-token-000001"
 CSV = b"region,amount\nnorth,10\nsouth,32\n"
+KB = 1024
+THREAD = SlackTarget(channel="C0001", thread_ts="900.1", team_id=TEAM_ID, user_id="U0001")
 
 
 @pytest.fixture
@@ -43,8 +48,11 @@ def elsewhere():
     other.stop()
 
 
-async def fetch(client, *files: dict, limit_mb: int = 100):
-    return await shared.fetch_shared_files(client, shared.file_refs(list(files)), limit_mb=limit_mb)
+async def fetch(client, *files: dict, limit_mb: int = 100, total_mb: int | None = None, target=None):
+    refs = shared.file_refs(list(files))
+    return await shared.fetch_shared_files(
+        client, refs, limit_mb=limit_mb, total_mb=total_mb or 10 * limit_mb, target=target
+    )
 
 
 async def test_a_shared_csv_is_fetched_with_the_bot_token(api, client):
@@ -99,6 +107,86 @@ async def test_a_file_past_the_limit_is_cut_off_while_it_streams(api, client, le
     assert time.monotonic() - started < 10
     time.sleep(0.2)  # the server notices the closed connection
     assert api.served.get(file["id"], 0) < len(body) // 2, api.served
+
+
+async def test_files_past_the_messages_total_are_refused_before_any_is_fetched(api, client):
+    """DATATHREAD_SHARED_FILES_MB: Slack states each file's size, so which files fit is decided in the
+    order they were shared before a byte comes. One that would pass the total is never fetched; a
+    smaller one after it still fits."""
+    sizes = {"a.csv": 600 * KB, "b.csv": 600 * KB, "c.csv": 300 * KB}
+    files = [api.share(name, b"x" * size) for name, size in sizes.items()]
+    got = await fetch(client, *files, limit_mb=1, total_mb=1)
+    assert [len(g.data or b"") for g in got] == [600 * KB, 0, 300 * KB]
+    assert got[1] == over_total("b.csv", 1)
+    assert sorted(d.method.rsplit("/", 1)[-1] for d in api.downloads) == ["a.csv", "c.csv"]
+
+
+@pytest.mark.parametrize("length_said", [True, False], ids=["content-length", "streamed"])
+async def test_files_without_a_stated_size_share_the_total_as_their_bytes_arrive(api, client, length_said):
+    """The backstop: sizes Slack did not state are claimed by the length the file server declares, or
+    by the bytes as they come. Of two files fetched at once that together pass the total, exactly one
+    comes whole and the other is cut off with the sentence."""
+    files = [api.share(f"part{i}.csv", b"y" * (700 * KB)) for i in range(2)]
+    for file in files:
+        file.pop("size")  # the object the fake keeps too
+        if not length_said:
+            api.unsized_files.add(file["id"])
+    got = await fetch(client, *files, limit_mb=1, total_mb=1)
+    [whole] = [g for g in got if g.data is not None]
+    [cut] = [g for g in got if g.data is None]
+    assert whole.data == b"y" * (700 * KB) and cut == over_total(cut.name, 1)
+
+
+async def test_a_large_file_is_held_once_while_it_comes_not_twice(api, client):
+    """The chunks are not joined into a copy at the end: fetching 16 MB peaks near 16 MB, not 32."""
+    body = b"z" * (16 * 2**20)
+    file = api.share("big.csv", body)
+    tracemalloc.start()
+    try:
+        [got] = await fetch(client, file, limit_mb=32)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert got.data == body and peak < 1.4 * len(body), peak / 2**20
+
+
+async def test_the_thread_says_which_file_is_being_fetched_while_it_comes(api, client, monkeypatch):
+    """A big file on a slow link was minutes of nothing in the thread: its status names the file while
+    it downloads (the turn's "is thinking…" replaces it), and not a file that is not fetched."""
+    monkeypatch.setattr(shared, "FETCH_TIMEOUT_S", 3.0)
+    slow, picture = api.share("sales.csv", CSV), api.share("chart.png", b"\x89PNG", mimetype="image/png")
+    api.stalled_files.add(slow["id"])
+    fetching = asyncio.create_task(fetch(client, slow, picture, target=THREAD))
+    started = time.monotonic()
+    while not api.of("assistant.threads.setStatus") and time.monotonic() - started < 2.5:
+        await asyncio.sleep(0.02)
+    assert not fetching.done()  # said while the file is still coming
+    [status] = api.of("assistant.threads.setStatus")
+    assert status.args == {"channel_id": "C0001", "thread_ts": "900.1", "status": "is fetching sales.csv…"}
+    assert [g.refusal for g in await fetching][0] == "Slack did not send it within 3 s."
+
+
+@pytest.mark.parametrize(
+    ("names", "said"),
+    [
+        (["a.csv", "b  \n c.csv"], "is fetching a.csv and b c.csv…"),
+        (["a.csv", "b.csv", "c.csv"], "is fetching 3 files…"),
+        (["n" * 100 + ".csv"], f"is fetching {'n' * 60}…"),
+    ],
+)
+async def test_the_fetching_status_names_two_files_at_most(api, client, names, said):
+    files = [api.share(name, CSV) for name in names]
+    assert all(g.data == CSV for g in await fetch(client, *files, target=THREAD))
+    assert [c.args["status"] for c in api.of("assistant.threads.setStatus")] == [said]
+
+
+async def test_a_status_slack_refuses_or_no_thread_to_show_it_in_changes_nothing(api, client):
+    api.fail_methods["assistant.threads.setStatus"] = "not_allowed_token_type"
+    [got] = await fetch(client, api.share("sales.csv", CSV), target=THREAD)
+    assert got.data == CSV
+    no_thread = SlackTarget(channel="C0001", thread_ts="", team_id=TEAM_ID, user_id="U0001", private=True)
+    [got] = await fetch(client, api.share("sales.csv", CSV), target=no_thread)
+    assert got.data == CSV and len(api.of("assistant.threads.setStatus")) == 1
 
 
 @pytest.mark.parametrize(

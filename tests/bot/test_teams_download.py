@@ -7,15 +7,21 @@ from __future__ import annotations
 
 import asyncio
 import time
+import tracemalloc
 
 import pytest
 
 from bot import teams_download
 from bot.teams_download import NOT_FOLLOWED, WEB_PAGE, download, permitted
-from core.shared_files import too_large
+from core.shared_files import Claim, FilesBudget, over_total, too_large
 from tests.fakes.file_host import FileHost, Served
 
 CSV = b"region,sales\nnorth,10\nsouth,20\n"
+
+
+def alone(name: str, mb: int) -> Claim:
+    """The claim of a file shared on its own, DATATHREAD_SHARED_FILE_MB being `mb`."""
+    return FilesBudget(file_mb=mb, total_mb=mb).claim(name)
 
 
 @pytest.fixture
@@ -36,7 +42,7 @@ def tls_host(monkeypatch):
 async def test_the_bytes_come_whole_and_nothing_but_the_link_is_sent(host):
     """The link is its own credential: no Authorization, no cookie goes with it."""
     url = host.serve("/dl/sales.csv", Served(CSV, content_type="text/csv"))
-    got = await download("sales.csv", url + "?tempauth=abc", limit_mb=1, loopback_ok=True)
+    got = await download(alone("sales.csv", 1), url + "?tempauth=abc", loopback_ok=True)
     assert got.data == CSV and got.name == "sales.csv" and not got.refusal
     [seen] = host.seen
     assert seen.path == "/dl/sales.csv?tempauth=abc"
@@ -48,7 +54,7 @@ async def test_a_stream_with_no_size_stops_at_the_limit(host):
     the end (nor held in memory)."""
     url = host.serve("/endless.csv", Served(b"a,b\n", endless=True))
     started = time.monotonic()
-    got = await download("endless.csv", url, limit_mb=1, loopback_ok=True)
+    got = await download(alone("endless.csv", 1), url, loopback_ok=True)
     assert got == too_large("endless.csv", 1) and got.data is None
     assert time.monotonic() - started < 10
     await asyncio.sleep(0.2)
@@ -58,14 +64,47 @@ async def test_a_stream_with_no_size_stops_at_the_limit(host):
 async def test_a_declared_size_over_the_limit_is_refused_before_the_body(host):
     url = host.serve("/big.csv", Served(b"a,b\n", endless=True, length=5 * 2**20))
     started = time.monotonic()
-    got = await download("big.csv", url, limit_mb=1, loopback_ok=True)
+    got = await download(alone("big.csv", 1), url, loopback_ok=True)
     assert got == too_large("big.csv", 1) and time.monotonic() - started < 5
 
 
 async def test_a_file_just_under_the_limit_comes_whole(host):
     body = b"x" * (2**20 - 1)
     url = host.serve("/fits.csv", Served(body, content_type="text/csv"))
-    assert (await download("fits.csv", url, limit_mb=1, loopback_ok=True)).data == body
+    assert (await download(alone("fits.csv", 1), url, loopback_ok=True)).data == body
+
+
+async def test_downloads_of_one_message_share_its_total_as_the_bytes_arrive(host):
+    """DATATHREAD_SHARED_FILES_MB: of two 700 KB files downloaded at once under a 1 MB total, one comes
+    whole and the other is refused by its declared length, before its body. A file after them with no
+    size at all is cut off where the total runs out, long before its own cap."""
+    budget = FilesBudget(file_mb=1, total_mb=1)
+    body = b"y" * (700 * 2**10)
+    urls = [host.serve(f"/{n}.csv", Served(body, content_type="text/csv")) for n in ("a", "b")]
+    got = await asyncio.gather(
+        *(download(budget.claim(f"{n}.csv"), u, loopback_ok=True) for n, u in zip("ab", urls, strict=True))
+    )
+    [whole] = [g for g in got if g.data is not None]
+    [cut] = [g for g in got if g.data is None]
+    assert whole.data == body and cut == over_total(cut.name, 1)
+    endless = host.serve("/endless.csv", Served(b"a,b\n", endless=True, drip_s=0.01))
+    assert await download(budget.claim("endless.csv"), endless, loopback_ok=True) == over_total(
+        "endless.csv", 1
+    )
+    assert budget.left == 2**20 - len(body)  # what the refused files held is given back
+
+
+async def test_a_large_download_is_held_once_not_twice(host):
+    """The chunks are not joined into a copy at the end: 16 MB peaks near 16 MB, not 32."""
+    body = b"z" * (16 * 2**20)
+    url = host.serve("/big.csv", Served(body, content_type="text/csv"))
+    tracemalloc.start()
+    try:
+        got = await download(alone("big.csv", 32), url, loopback_ok=True)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert got.data == body and peak < 1.4 * len(body), peak / 2**20
 
 
 @pytest.mark.parametrize(
@@ -93,17 +132,17 @@ async def test_with_an_app_id_only_https_to_public_addresses_is_followed(host, u
     port = host.server.server_address[1]
     url = url.format(loop=f"127.0.0.1:{port}", port=port)
     started = time.monotonic()
-    got = await download("sales.csv", url, limit_mb=1, loopback_ok=False)
+    got = await download(alone("sales.csv", 1), url, loopback_ok=False)
     assert got.refusal == NOT_FOLLOWED and got.data is None and not host.seen
     assert time.monotonic() - started < 5
 
 
 async def test_without_an_app_id_plain_http_is_followed_to_loopback_only(host):
     """The rule of the Bot Connector's own address without an app id: loopback, http included."""
-    assert (await download("a.csv", host.serve("/a.csv", CSV), limit_mb=1, loopback_ok=True)).data == CSV
-    elsewhere = await download("a.csv", "http://93.184.216.34/a.csv", limit_mb=1, loopback_ok=True)
+    assert (await download(alone("a.csv", 1), host.serve("/a.csv", CSV), loopback_ok=True)).data == CSV
+    elsewhere = await download(alone("a.csv", 1), "http://93.184.216.34/a.csv", loopback_ok=True)
     assert elsewhere.refusal == NOT_FOLLOWED
-    private = await download("a.csv", "https://10.0.0.7/a.csv", limit_mb=1, loopback_ok=True)
+    private = await download(alone("a.csv", 1), "https://10.0.0.7/a.csv", loopback_ok=True)
     assert private.refusal == NOT_FOLLOWED
 
 
@@ -138,13 +177,13 @@ async def test_redirects_are_followed_and_each_hop_vetted(host):
     private address is not followed."""
     target = host.serve("/real.csv", CSV)
     hop = host.serve("/hop", Served(status=302, headers={"Location": "/real.csv"}))
-    assert (await download("a.csv", hop, limit_mb=1, loopback_ok=True)).data == CSV
+    assert (await download(alone("a.csv", 1), hop, loopback_ok=True)).data == CSV
     assert [s.path for s in host.seen] == ["/hop", "/real.csv"] and target.endswith("/real.csv")
     for location in ("http://93.184.216.34/a.csv", "https://169.254.169.254/latest/meta-data/"):
         away = host.serve("/away", Served(status=307, headers={"Location": location}))
-        assert (await download("a.csv", away, limit_mb=1, loopback_ok=True)).refusal == NOT_FOLLOWED
+        assert (await download(alone("a.csv", 1), away, loopback_ok=True)).refusal == NOT_FOLLOWED
     loop = host.serve("/loop", Served(status=302, headers={"Location": "/loop"}))
-    assert "too many times" in (await download("a.csv", loop, limit_mb=1, loopback_ok=True)).refusal
+    assert "too many times" in (await download(alone("a.csv", 1), loop, loopback_ok=True)).refusal
 
 
 async def test_a_silent_host_is_given_up_on_within_its_bound(host, monkeypatch):
@@ -154,12 +193,12 @@ async def test_a_silent_host_is_given_up_on_within_its_bound(host, monkeypatch):
     monkeypatch.setattr(teams_download, "DOWNLOAD_DEADLINE_S", 2.0)
     silent = host.serve("/silent.csv", Served(CSV, stall_s=60))
     started = time.monotonic()
-    got = await download("silent.csv", silent, limit_mb=1, loopback_ok=True)
+    got = await download(alone("silent.csv", 1), silent, loopback_ok=True)
     assert time.monotonic() - started < 2 and got.data is None
     assert got.refusal == "Where Teams keeps it stopped answering; please try again."
     dripping = host.serve("/drip.csv", Served(b"a", endless=True, drip_s=0.2))
     started = time.monotonic()
-    got = await download("drip.csv", dripping, limit_mb=100, loopback_ok=True)
+    got = await download(alone("drip.csv", 100), dripping, loopback_ok=True)
     assert time.monotonic() - started < 4 and got.data is None
     assert got.refusal == "It did not finish downloading within 2 s; please try again."
 
@@ -174,7 +213,7 @@ async def test_a_silent_host_is_given_up_on_within_its_bound(host, monkeypatch):
 )
 async def test_a_refusal_is_one_sentence(host, status, words, caplog):
     url = host.serve("/dl/x.csv", Served(b'{"error": "nope"}', status=status))
-    got = await download("x.csv", url + "?tempauth=SECRET-TOKEN", limit_mb=1, loopback_ok=True)
+    got = await download(alone("x.csv", 1), url + "?tempauth=SECRET-TOKEN", loopback_ok=True)
     assert got.refusal == words and got.data is None
     assert "SECRET-TOKEN" not in caplog.text and "/dl/" not in caplog.text  # the link is a credential
 
@@ -183,13 +222,13 @@ async def test_a_web_page_instead_of_the_file_is_said(host):
     """Teams on a phone has sent a sharing link that answers with SharePoint's viewer page, not the
     file: read as data it would be a CSV of HTML."""
     url = host.serve("/:x:/g/personal/ada/EYpp", Served(b"<html>viewer</html>", content_type="text/html"))
-    assert (await download("x.csv", url, limit_mb=1, loopback_ok=True)).refusal == WEB_PAGE
+    assert (await download(alone("x.csv", 1), url, loopback_ok=True)).refusal == WEB_PAGE
 
 
 async def test_a_host_that_refuses_the_connection_is_said(host):
     port = host.server.server_address[1]
     host.stop()
-    got = await download("x.csv", f"http://127.0.0.1:{port}/x.csv", limit_mb=1, loopback_ok=True)
+    got = await download(alone("x.csv", 1), f"http://127.0.0.1:{port}/x.csv", loopback_ok=True)
     assert got.refusal == "I couldn't download it (connection refused); please try again."
 
 
@@ -197,7 +236,7 @@ async def test_https_to_loopback_works_without_an_app_id(tls_host):
     """The control for the next test: the test CA is trusted, and https to `localhost` downloads."""
     url = tls_host.serve("/a.csv", CSV)
     assert url.startswith("https://localhost:")
-    assert (await download("a.csv", url, limit_mb=1, loopback_ok=True)).data == CSV
+    assert (await download(alone("a.csv", 1), url, loopback_ok=True)).data == CSV
 
 
 async def test_the_address_connected_to_is_checked_again(tls_host, monkeypatch):
@@ -209,6 +248,6 @@ async def test_the_address_connected_to_is_checked_again(tls_host, monkeypatch):
 
     monkeypatch.setattr(teams_download, "resolve", public)
     url = tls_host.serve("/a.csv", CSV)
-    got = await download("a.csv", url, limit_mb=1, loopback_ok=False)
+    got = await download(alone("a.csv", 1), url, loopback_ok=False)
     assert got.refusal == NOT_FOLLOWED and got.data is None
     assert len(tls_host.seen) == 1  # it connected (the name said public), and took nothing

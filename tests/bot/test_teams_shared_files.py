@@ -12,7 +12,7 @@ import pytest
 
 from bot.teams_shared_files import FILE_DOWNLOAD_INFO, IMAGE, LINK_HERE, LINK_THERE
 from core.events import IncomingMessage, SharedFile
-from core.shared_files import MAX_FILES, refusal_before_fetch
+from core.shared_files import MAX_FILES, over_total, refusal_before_fetch
 from tests.bot.teams_harness import CHAT, THREAD, activity, serve_teams
 from tests.fakes.anthropic_api import text
 from tests.fakes.file_host import FileHost, Served
@@ -195,6 +195,29 @@ async def test_a_file_only_question_hears_when_its_worker_died(settings, host):
     finally:
         connector.stop()
     assert not host.seen  # the lost handler fetches nothing
+
+
+async def test_files_past_the_messages_total_are_cut_off_and_the_chat_says_why(
+    settings, host, fake_model, monkeypatch
+):
+    """DATATHREAD_SHARED_FILES_MB=1 and two 600 KB files: Teams states no size up front, so the two
+    downloads share the total as they go; one comes whole, the other stops with the sentence, which
+    the answer carries."""
+    limits = {"shared_file_mb": 1, "shared_files_mb": 1}
+    column = b"n\n" + b"1\n" * 300_000
+    async with serve_teams(settings.model_copy(update=limits)) as teams:
+        handed = spy_on(teams, monkeypatch)
+        fake_model.enqueue(text("One file has 300,000 rows."))
+        body = activity(teams.connector.url, "how many rows?", conversation=CHAT)
+        urls = [host.serve(f"/dl/{n}.csv", Served(column, content_type="text/csv")) for n in ("a", "b")]
+        body["attachments"] = [file_info("a.csv", urls[0]), file_info("b.csv", urls[1])]
+        await post(teams, body)
+        [message] = handed
+        [whole] = [f for f in message.files if f.data is not None]
+        [cut] = [f for f in message.files if f.data is None]
+        assert whole.data == column and cut == over_total(cut.name, 1)
+        answer = teams.connector.sent()[-1]["text"]
+        assert answer.endswith(f"_I didn't read `{cut.name}`: {cut.refusal}_"), answer
 
 
 # --- end to end, with the core's intake (core/file_intake.py) -------------------------------------------

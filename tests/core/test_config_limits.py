@@ -1,6 +1,7 @@
 """Limits no step or model call can work within are refused at start, in one sentence: they used to
 start fine and then fail every step (`DATATHREAD_STEP_MEMORY_MB=1`) or every model call
-(`DATATHREAD_MAX_TOKENS=1000000000`, above any model's output limit)."""
+(`DATATHREAD_MAX_TOKENS=1000000000`, above any model's output limit). So is a total for one message's
+shared files below one file's own cap (DATATHREAD_SHARED_FILE_MB would promise what is never taken)."""
 
 from __future__ import annotations
 
@@ -30,6 +31,14 @@ LOW, HIGH = MAX_TOKENS_RANGE
         ("DATATHREAD_MAX_TOKENS", "1", f"DATATHREAD_MAX_TOKENS=1 is not from {LOW} to {HIGH}"),
         ("DATATHREAD_MAX_TOKENS", str(LOW), None),
         ("DATATHREAD_MAX_TOKENS", str(HIGH), None),
+        (
+            "DATATHREAD_SHARED_FILES_MB",
+            "50",
+            "DATATHREAD_SHARED_FILES_MB=50 is less than DATATHREAD_SHARED_FILE_MB=100",
+        ),
+        ("DATATHREAD_SHARED_FILES_MB", "0", "DATATHREAD_SHARED_FILES_MB=0"),
+        ("DATATHREAD_SHARED_FILES_MB", "100", None),
+        ("DATATHREAD_SHARED_FILES_MB", "1000", None),
     ],
 )
 def test_a_limit_nothing_can_work_within_is_one_sentence_at_start(name, value, said, monkeypatch, tmp_path):
@@ -46,8 +55,9 @@ def test_a_limit_nothing_can_work_within_is_one_sentence_at_start(name, value, s
 
 
 def test_the_defaults_are_within_the_limits(monkeypatch, tmp_path):
-    for name in ("DATATHREAD_STEP_MEMORY_MB", "DATATHREAD_MAX_TOKENS"):
+    for name in ("DATATHREAD_STEP_MEMORY_MB", "DATATHREAD_MAX_TOKENS", "DATATHREAD_SHARED_FILES_MB"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("DATATHREAD_HOME", str(tmp_path))
     settings = load_settings(_env_file=None)
     assert settings.step_memory_mb >= STEP_MEMORY_MIN_MB and LOW <= settings.max_tokens <= HIGH
+    assert settings.shared_files_mb >= settings.shared_file_mb

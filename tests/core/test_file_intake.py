@@ -342,3 +342,28 @@ async def test_an_export_phrase_with_a_file_is_a_question_about_the_file(analyst
     fake_model.enqueue(text("It holds sales."))
     outcome = await analyst.handle(ask("export notebook", SharedFile("sales.csv", SALES_CSV)), recorder)
     assert outcome.answer == "It holds sales." and "'sales.csv'" in block_of(fake_model.requests[0])
+
+
+async def test_files_past_the_messages_total_are_refused_here_whatever_a_surface_fetched(
+    settings, fake_model, recorder
+):
+    """The core holds any surface's bytes to DATATHREAD_SHARED_FILES_MB again, in order: of two 600 KB
+    files under a 1 MB total the second is not written (a smaller one after it still is), and the
+    person is told why in the total's one sentence."""
+    from core.analyst import Analyst
+    from core.shared_files import over_total
+
+    column = b"n\n" + b"1\n" * 300_000
+    analyst = await Analyst.create(settings.model_copy(update={"shared_file_mb": 1, "shared_files_mb": 1}))
+    try:
+        fake_model.enqueue(text("The first has 300,000 rows."))
+        shared = [SharedFile(n, column) for n in ("first.csv", "second.csv")]
+        outcome = await analyst.handle(ask("rows?", *shared, SharedFile("sales.csv", SALES_CSV)), recorder)
+        listed = {f["path"] for f in await analyst.parts.sandbox.list_files(outcome.session_id)}
+    finally:
+        await analyst.close()
+    assert outcome.ok, outcome.error
+    said = over_total("second.csv", 1).refusal
+    assert [e.text for e in recorder.of("note")] == [f"I didn't read `second.csv`: {said}"]
+    assert f'- "second.csv" was not taken in: {said}' in block_of(fake_model.requests[0])
+    assert listed == {"first.csv", "sales.csv"}
