@@ -35,7 +35,7 @@ from core.schedules import Schedule, ScheduleError
 from core.schedules_manage import manage, parse_manage
 from core.schedules_parse import parse_schedule_command
 from core.schedules_run import RunResult, in_owners_name, turn_question
-from core.schedules_tool import from_answer, propose_new
+from core.schedules_tool import from_answer, propose_new, unschedulable
 from core.sessions import StoreUnavailable
 from core.thread import Threads
 
@@ -235,6 +235,8 @@ async def run_schedule_answer(state: AppState, client: AsyncWebClient, p: dict) 
     record = await state.threads.turn(turn_id, channel_id=p["channel"])
     if record is None or not cron:
         return await _tell(client, p, "I no longer have the details of that answer.")
+    if refusal := unschedulable(record, s3=bool(state.settings.s3_buckets)):  # it read a shared file
+        return await _tell(client, p, refusal)
     await _propose(state, client, p, cron=cron, **from_answer(record))
 
 

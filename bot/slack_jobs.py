@@ -30,7 +30,7 @@ from bot.slack_shared_files import fetch_shared_files, file_refs, none_readable,
 from bot.slack_target import SlackTarget
 from bot.surface import AppState
 from core.events import IncomingMessage
-from core.help import FRESH_START, is_local, is_reset
+from core.help import FILES_NOT_READ, FRESH_START, is_local, is_reset
 from core.runner import ERROR_ID, STORE_DOWN, STORE_DOWN_TEXT, WHY, TurnJob
 from core.runner_worker import lost_kind
 from core.sessions import StoreUnavailable, session_id_for
@@ -121,8 +121,9 @@ async def run_turn(state: AppState, client: AsyncWebClient, p: dict) -> None:
         if is_reset(p["text"]):
             await threads.reset("slack", base)
             typed_in = p.get("thread_ts") if p.get("thread_ts") != p.get("ts") else None
+            said = f"{FRESH_START} {FILES_NOT_READ}" if refs else FRESH_START  # never dropped unsaid
             with contextlib.suppress(SlackClientError):  # where it was typed: top level, or the thread
-                await client.chat_postMessage(channel=p["channel"], thread_ts=typed_in, text=FRESH_START)
+                await client.chat_postMessage(channel=p["channel"], thread_ts=typed_in, text=said)
             return
         key = await threads.current_key("slack", base, idle_reset=True)
     else:

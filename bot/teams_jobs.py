@@ -28,10 +28,10 @@ from bot.teams_progress import TeamsOut, TeamsSink
 from bot.teams_shared_files import has_files, shared_files
 from bot.transcript import confirmation_said
 from core.events import ConfirmRequest, IncomingMessage
-from core.help import FRESH_START, is_reset
+from core.help import FILES_NOT_READ, FRESH_START, is_reset
 from core.runner import ERROR_ID, STORE_DOWN, STORE_DOWN_TEXT, WHY, TurnJob
 from core.schedules_manage import ManageCommand, manage, parse_manage
-from core.schedules_tool import from_answer, propose_new
+from core.schedules_tool import from_answer, propose_new, unschedulable
 from core.thread import (
     CONFIRM_EXPIRED,
     CONFIRM_NOT_YOURS,
@@ -129,7 +129,7 @@ async def dispatch(state: AppState, activity: Activity, out: TeamsOut) -> None:
     text = question_text(activity)
     if is_reset(text):
         await state.threads.reset("teams", _base(activity))
-        await out.send(FRESH_START)
+        await out.send(f"{FRESH_START} {FILES_NOT_READ}" if has_files(activity) else FRESH_START)
     elif (command := parse_manage(text)) is not None:  # `schedule list|pause|resume|remove ID`
         await _manage_schedules(state, activity, command, out)
     else:  # `help` and an empty message too: the core answers those without the model
@@ -315,6 +315,9 @@ async def _schedule_answer(
 ) -> None:
     """ "Schedule…" on an answer card: its question (and final warehouse SQL) on the chosen cadence in this
     conversation, in the person's time zone, created after Create / Cancel like every other way."""
+    if refusal := unschedulable(record, s3=bool(state.settings.s3_buckets)):  # it read a shared file
+        await out.send(refusal)
+        return
     user = _user_id(activity)
     sentence = await propose_new(
         state.threads.schedules(),

@@ -13,6 +13,7 @@ import contextlib
 import logging
 import time
 import uuid
+from dataclasses import replace
 
 from core import history as hist
 from core.access import AccessPolicy, Refusal, rate_limited
@@ -43,6 +44,7 @@ from core.sandbox_factory import Parts, build_parts, toolset
 from core.schedules_store import ScheduleBook
 from core.schedules_tool import ScheduleDesk
 from core.sessions import HeldLock, LockLost, LockTimeout, StoreUnavailable, session_id_for
+from core.shared_names import META_KEY, shared_in, used_by, with_names
 from core.thread import Threads
 from core.tools import ToolContext
 from core.turn_end import STOPPED, TurnEnds, unanswered_store
@@ -208,7 +210,7 @@ class Analyst:
         prior, gap = await self.threads.history(session_id)  # gap: a note if the store let it go
         # In the audit from now on: a turn whose process dies stays there, unfinished (replaced when it settles)
         await self.store.record_turn(self.ends.record_of(message, outcome, started, UNFINISHED))
-        await self.store.update_meta(
+        meta = await self.store.update_meta(
             session_id,
             surface=message.surface,
             channel_id=message.channel_id,
@@ -216,13 +218,14 @@ class Analyst:
             thread_key=list(message.thread_key),
             participant=message.user_id,
         )
-        ctx = self._tool_context(message, session_id, outcome.turn_id, confirm)
+        ctx = self._tool_context(message, session_id, outcome.turn_id, confirm, shared=shared_in(meta))
         q, example = await self.verified.question_blocks(session_id, message, ctx.permits)  # its examples
         asked = asked_block(message.user_tz, self.settings.default_tz)  # "yesterday" on the asker's calendar
         question = {"role": "user", "content": [*q, asked, *gap]}
         state = TurnState(turn_id=outcome.turn_id, messages=[*prior, question])
         error = await self._drive(state, ctx, message, outcome, emit, budgets)
         outcome.stats = state.stats()  # what ran, for the failure's words if saving it fails
+        outcome.shared_files = used_by(state.steps, ctx.query.shared)  # its schedule could never run
         if held.lost:  # another turn may have saved this session meanwhile: never overwrite it
             raise LockLost(session_id)
         await self.ends.settle(
@@ -232,9 +235,16 @@ class Analyst:
             raise TurnStopped
 
     def _tool_context(
-        self, message: IncomingMessage, session_id: str, turn_id: str, confirm: Confirmer | None
+        self,
+        message: IncomingMessage,
+        session_id: str,
+        turn_id: str,
+        confirm: Confirmer | None,
+        *,
+        shared: tuple[str, ...] = (),
     ) -> ToolContext:
-        """What the tools of this turn may use, under this conversation's allowlist and limits."""
+        """What the tools of this turn may use, under this conversation's allowlist and limits;
+        `shared`: the files people shared in it, which no result may take the name of."""
         s = self.settings
         allowlist = self.access.allowlist_for(message)
         query = QueryContext.for_message(
@@ -245,6 +255,7 @@ class Analyst:
             allowlist=allowlist,
             store=self.store,
             confirm=confirm,
+            shared=shared,
         )
         return ToolContext(
             session_id=session_id,
@@ -287,6 +298,7 @@ class Analyst:
                 )
                 state.steps += taken.steps
                 state.messages[-1]["content"] += [taken.block] if taken.block else []
+                await self._keep_shared(ctx, [name for step in taken.steps for name in step.files])
             await run_loop(
                 model=self.parts.model,
                 model_name=s.model,
@@ -319,6 +331,17 @@ class Analyst:
                 text=f"{type(exc).__name__}: {error}",
             )
             return error
+
+    async def _keep_shared(self, ctx: ToolContext, names: list[str]) -> None:
+        """The workspace names of the files just taken in, kept from results' names from now on: in
+        this turn's tools, and in the thread's meta for its later turns (core/shared_names.py)."""
+        if not names:
+            return
+        ctx.query = replace(ctx.query, shared=with_names(ctx.query.shared, names))
+        try:
+            await self.store.update_meta(ctx.session_id, **{META_KEY: list(ctx.query.shared)})
+        except StoreUnavailable as exc:  # this turn keeps them still; the save of the turn will say it
+            log.warning("shared file names of %s not kept for later turns: %s", ctx.session_id, exc)
 
     async def _export(
         self, message: IncomingMessage, session_id: str, outcome: TurnOutcome, emit: EventSink

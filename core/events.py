@@ -303,3 +303,4 @@ class TurnOutcome:
     artifacts: list[ArtifactReady] = field(default_factory=list)
     steps: list[StepRecord] = field(default_factory=list)
     stats: TurnStats = field(default_factory=TurnStats)
+    shared_files: tuple[str, ...] = ()  # files people shared in the thread that its steps read

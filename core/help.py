@@ -18,6 +18,8 @@ log = logging.getLogger("datathread.help")
 HELP_WORDS = frozenset({"help", "/help", "?", "-h", "--help"})
 RESET_WORDS = frozenset({"new", "reset", "/new", "/reset", "new chat", "start over"})  # a chat starts afresh
 FRESH_START = "Started a fresh conversation — earlier questions here are forgotten."
+# `reset` is a command, not a question: files sent with it are not taken in, and the person is told.
+FILES_NOT_READ = "I didn't read the files sent with it: share them again with your question."
 LISTED_TABLES = 15
 TABLES_TIMEOUT_S = 5.0
 # Each listing call's own bound, under TABLES_TIMEOUT_S: an unreachable warehouse then fails with its

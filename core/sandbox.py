@@ -42,6 +42,7 @@ class StepRequest:
     file_mb: int = 1024
     preview_rows: int = 20
     preview_bytes: int = 8_000
+    shared: tuple[str, ...] = ()  # files people shared here: a saved result never takes their names
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -21,15 +21,21 @@ from core.events import Confirmer, ConfirmRequest, IncomingMessage
 from core.final_result import final_query
 from core.schedules import OverCap, Schedule, ScheduleError, new_schedule, said_date
 from core.schedules_store import ScheduleBook
+from core.shared_names import named_in
 from core.tool_outcome import ToolOutcome, refused
 from core.tools import Tool, ToolContext, ToolInput
+
+# core/file_intake.py's STEP_TOOL: the intake's steps in a record (turns recorded before `shared_files`
+# was). Spelled here, as importing it would draw this module into the tools' import cycle.
+INTAKE_TOOL = "shared_file"
 
 
 class CreateScheduleInput(ToolInput):
     """Create a standing report: the question is answered again on a schedule and posted in this
     conversation's channel. Use it when someone asks for a recurring answer ("every Monday at 9 post
     last week's delays here"). Write the cron expression in the person's local time. The person is
-    asked to confirm (Create / Cancel) before the schedule exists; tell them the result."""
+    asked to confirm (Create / Cancel) before the schedule exists; tell them the result. Every run starts
+    afresh, without the files people shared: a question about them cannot be scheduled."""
 
     cron: str = Field(description="Five-field cron expression in local time, e.g. '0 9 * * mon'.")
     question: str = Field(description="The question to answer on every run, self-contained (no 'this').")
@@ -150,6 +156,24 @@ async def propose_new(
     return sentence
 
 
+def unschedulable(record: dict, *, s3: bool) -> str:
+    """Why a recorded answer cannot become a schedule, in one sentence for the person; "" when it can.
+    One that read a file a person shared never could: each run starts afresh without it (in a new
+    thread), and the file would not change between runs anyway. `s3`: S3 buckets are configured."""
+    steps = [s for s in record.get("steps") or [] if isinstance(s, dict)]
+    if record.get("shared_files") or any(s.get("tool") == INTAKE_TOOL for s in steps):
+        return shared_file_refusal(s3=s3)
+    return ""
+
+
+def shared_file_refusal(*, s3: bool) -> str:
+    where = "the warehouse or an S3 bucket I can read" if s3 else "the warehouse"
+    return (
+        "I can't schedule an answer that read a file shared in the conversation: each run starts afresh, "
+        f"without the file. Put the data in {where} and schedule a question about it there."
+    )
+
+
 def from_answer(record: dict) -> dict[str, str]:
     """What a schedule of a recorded answer asks each time: its question and the warehouse SQL it ran."""
     final = final_query(record.get("steps") or [], tools=("query_warehouse",))
@@ -163,6 +187,10 @@ async def create_schedule(args: CreateScheduleInput, ctx: ToolContext) -> ToolOu
         return refused(
             "Schedules post into Slack or Teams channels; they cannot be created from here "
             "(use `datathread schedule add` in a terminal)."
+        )
+    if named := named_in([args.question, args.sql or ""], ctx.query.shared):
+        return refused(
+            f"'{named[0]}' is a file the person shared. {shared_file_refusal(s3=ctx.s3 is not None)}"
         )
     try:
         schedule, sentence = await propose(desk.book, desk.draft(args), ctx.confirm, turn_id=ctx.turn_id)

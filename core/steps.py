@@ -21,6 +21,7 @@ from core.portable_columns import far_dates, portable, portable_parquet, saved_n
 from core.preview import clip as _clip
 from core.preview import preview_table
 from core.sandbox import StepRequest, StepResult
+from core.shared_names import unshared_stem
 
 
 def workspace_files(workspace: Path, *, limit: int | None = None) -> Iterator[tuple[str, os.stat_result]]:
@@ -195,6 +196,8 @@ def describe_arrow(table, request: StepRequest, workspace: Path, unnamed: str) -
     # Intervals as text; ±infinity dates kept (DuckDB reads them, SQL compares them), named for the model
     table, changed = portable(table, dates=False)
     stem = safe_file_stem(request.save_as, unnamed)
+    # never over a file a person shared: `flights-2.parquet` for save_as="flights" (core/shared_names.py)
+    stem = unshared_stem(stem, request.shared, exists=lambda name: os.path.lexists(workspace / name))
     saved = save_arrow(table, workspace, stem)
     return StepResult(
         ok=True,

@@ -10,7 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from core.events import ArtifactReady
+from core.file_stems import safe_file_stem
 from core.sandbox import StepResult
+from core.shared_names import renamed_note
 from core.wording import counted, error_line
 
 
@@ -77,3 +79,15 @@ def describe_step(result: StepResult, *, what: str) -> ToolOutcome:
         bytes_billed=result.bytes_billed,
         files=tuple(f["path"] for f in result.files),
     )
+
+
+def describe_saved(
+    result: StepResult, save_as: str | None, shared: tuple[str, ...], *, what: str
+) -> ToolOutcome:
+    """`describe_step` of a query whose result was saved, saying first when it could not take the name
+    its `save_as` asked for, one of the `shared` files' (core/shared_names.py)."""
+    outcome = describe_step(result, what=what)
+    stem = safe_file_stem(save_as, "")
+    if result.ok and stem and (note := renamed_note(f"{stem}.parquet", result.saved_as or "", shared)):
+        outcome.content = f"{note}\n{outcome.content}"
+    return outcome

@@ -21,7 +21,7 @@ from core.policy import TableAllowlist, Verdict, check_python, check_sql
 from core.redact import redact_clipped
 from core.sandbox import Sandbox, StepRequest
 from core.text_repair import readable
-from core.tool_outcome import ToolOutcome, describe_step, refused
+from core.tool_outcome import ToolOutcome, describe_saved, describe_step, refused
 from core.warehouse import QueryContext, Warehouse
 from core.wording import counted
 
@@ -157,7 +157,9 @@ async def query_warehouse(args: QueryWarehouseInput, ctx: ToolContext) -> ToolOu
     if not verdict.allowed:
         return refused(verdict.reason)
     result = await ctx.warehouse.query(args.sql, args.save_as, ctx.query)
-    return replace(describe_step(result, what="query"), tables=verdict.tables)
+    return replace(
+        describe_saved(result, args.save_as, ctx.query.shared, what="query"), tables=verdict.tables
+    )
 
 
 async def run_sql(args: RunSqlInput, ctx: ToolContext) -> ToolOutcome:
@@ -165,7 +167,7 @@ async def run_sql(args: RunSqlInput, ctx: ToolContext) -> ToolOutcome:
     if not verdict.allowed:
         return refused(verdict.reason)
     result = await ctx.sandbox.run(_request(ctx, "sql", args.sql, args.save_as))
-    return replace(describe_step(result, what="sql"), tables=verdict.tables)
+    return replace(describe_saved(result, args.save_as, ctx.query.shared, what="sql"), tables=verdict.tables)
 
 
 async def run_python(args: RunPythonInput, ctx: ToolContext) -> ToolOutcome:
@@ -188,6 +190,7 @@ def _request(ctx: ToolContext, kind, code: str, save_as: str | None) -> StepRequ
         output_bytes=ctx.step_output_bytes,
         preview_rows=ctx.query.preview_rows,
         preview_bytes=ctx.query.preview_bytes,
+        shared=ctx.query.shared,
     )
 
 

@@ -16,6 +16,7 @@ from core.file_stems import safe_file_stem
 from core.s3 import S3Refusal, parse_uri
 from core.sandbox import StepRequest, WorkspaceFull
 from core.shared_files import READABLE as LOADABLE
+from core.shared_names import renamed_note, unshared_stem
 from core.tool_outcome import ToolOutcome, refused
 from core.tools import Tool, ToolContext, ToolInput
 
@@ -70,7 +71,13 @@ async def load_file(args: LoadFileInput, ctx: ToolContext) -> ToolOutcome:
     except S3Refusal as exc:
         return refused(str(exc))
     stem = safe_file_stem(args.save_as, default=safe_file_stem(PurePosixPath(key).stem, "s3_file"))
-    name = f"{stem}.{ext}"
+    # never over a file a person shared, nor (a workbook) over one by the Parquet name it becomes
+    kinds = (ext, "parquet") if ext == "xlsx" else (ext,)
+    kept = unshared_stem(stem, ctx.query.shared, kinds=kinds)
+    held = {shared.lower() for shared in ctx.query.shared}
+    clash = next((kind for kind in kinds if f"{stem}.{kind}".lower() in held), ext)
+    name = f"{kept}.{ext}"
+    renamed = renamed_note(f"{stem}.{clash}", f"{kept}.{clash}", ctx.query.shared)
     try:
         await ctx.sandbox.write_file(ctx.session_id, name, data)
     except WorkspaceFull as exc:
@@ -80,6 +87,7 @@ async def load_file(args: LoadFileInput, ctx: ToolContext) -> ToolOutcome:
         return refused(f"Could not read {name} as Excel: {described.unread_line}")
     name = described.name  # an Excel file is queried as the Parquet file it became
     head = f"Loaded s3://{parse_uri(args.uri)[0]}/{key} ({len(data):,} bytes) as '{name}'."
+    head += f" {renamed}" if renamed else ""
     if not described.ok:
         return ToolOutcome(
             content=f"{head} It could not be parsed as {ext}: {described.unread_line}",

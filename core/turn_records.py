@@ -38,6 +38,7 @@ def turn_record(message: IncomingMessage, outcome: TurnOutcome, started: float, 
         "finished": time.time(),
         "stats": asdict(outcome.stats),
         "steps": [asdict(s) for s in outcome.steps],
+        "shared_files": list(outcome.shared_files),  # a schedule of this answer could never read them
         "artifacts": [a.path for a in outcome.artifacts],
         "feedback": {},
     }

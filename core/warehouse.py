@@ -46,6 +46,7 @@ class QueryContext:
     turn_id: str = ""
     confirm: Confirmer | None = None  # asks the person before an expensive query; None = cannot ask
     store: SessionStore | None = None  # for byte budgets (SessionStore.add_usage)
+    shared: tuple[str, ...] = ()  # files people shared in the thread: no result takes their names
 
     @classmethod
     def for_message(
@@ -58,6 +59,7 @@ class QueryContext:
         allowlist: TableAllowlist,
         store: SessionStore,
         confirm: Confirmer | None = None,
+        shared: tuple[str, ...] = (),
     ) -> QueryContext:
         """A question's queries, under its conversation's allowlist and the configured limits."""
         return cls(
@@ -72,6 +74,7 @@ class QueryContext:
             turn_id=turn_id,
             confirm=confirm,
             store=store,
+            shared=shared,
         )
 
 
@@ -267,6 +270,7 @@ class DuckDBWarehouse:
                 file_mb=self.step_file_mb,
                 preview_rows=ctx.preview_rows,
                 preview_bytes=ctx.preview_bytes,
+                shared=ctx.shared,
             )
         )
 

@@ -58,6 +58,7 @@ from core.policy import TableAllowlist, check_sql
 from core.portable_columns import portable, saved_note
 from core.preview import preview_table
 from core.sandbox import Sandbox, StepResult, WorkspaceFull
+from core.shared_names import unshared_stem
 from core.table_notes import TableNotes, load_table_notes
 from core.warehouse import QueryContext
 
@@ -349,7 +350,8 @@ class BigQueryWarehouse:
     async def _save(self, table, job, billed: int, save_as: str | None, ctx: QueryContext) -> StepResult:
         import pyarrow.parquet as pq
 
-        name = safe_file_stem(save_as, default_stem("query")) + ".parquet"
+        # never over a file a person shared (core/shared_names.py): no call to look, so any shared name
+        name = unshared_stem(safe_file_stem(save_as, default_stem("query")), ctx.shared) + ".parquet"
         table, changed = await asyncio.to_thread(portable, table, dates=False)  # INTERVAL as text
         buffer = io.BytesIO()
         await asyncio.to_thread(pq.write_table, table, buffer, compression="zstd")

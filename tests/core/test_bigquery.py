@@ -343,6 +343,26 @@ async def test_allowed_queries_through_the_tool_path(parts, fake_bq):
     assert not cached.is_error and "cache hit: yes" in cached.content and cached.bytes_scanned == 0
 
 
+async def test_a_result_never_takes_the_name_of_a_file_the_person_shared(parts, fake_bq):
+    """A shared `Orders.parquet` and save_as="orders": the result is `orders-2.parquet`, the model is told
+    why first, and the person's file keeps its bytes (the bot writes BigQuery's results itself)."""
+    warehouse, sandbox, store, settings = parts
+    fake_bq.on_query(
+        ORDERS, Answer(ORDERS_SCHEMA, [[1, 9.5, "paid"]], 10**6, referenced=["bill.shop.orders"])
+    )
+    await sandbox.write_file("s1", "Orders.parquet", b"the person's own bytes")
+    ctx = tool_ctx(warehouse, sandbox, store, ALLOW)
+    ctx.query = dataclasses.replace(ctx.query, shared=("Orders.parquet",))
+    outcome = await call_tool("query_warehouse", {"sql": ORDERS, "save_as": "orders"}, ctx)
+    assert outcome.content.startswith(
+        "Saved as 'orders-2.parquet': 'Orders.parquet' is a file the person shared and stays as it is.\n"
+        "Saved 1 row to 'orders-2.parquet'."
+    ), outcome.content
+    assert outcome.files == ("orders-2.parquet",)
+    assert (settings.workspaces_dir / "s1" / "Orders.parquet").read_bytes() == b"the person's own bytes"
+    assert read_parquet(settings, "orders-2.parquet")["id"] == [1]
+
+
 async def test_dry_run_is_the_last_word_on_statement_type_and_tables(parts, fake_bq):
     warehouse, _, store, _ = parts
     fake_bq.on_query("SELECT 1 AS a", Answer(statement_type="SCRIPT"))

@@ -234,3 +234,35 @@ async def test_a_loaded_object_that_would_fill_the_workspace_is_refused(s3_setti
     assert second["is_error"] and "would take the thread's workspace past its 1 MB limit" in second["content"]
     workspace = s3_settings.workspaces_dir / outcome.session_id
     assert (workspace / "first.csv").exists() and not (workspace / "second.csv").exists()
+
+
+async def test_an_s3_copy_never_takes_the_name_of_a_file_the_person_shared(s3_settings, fake_model, recorder):
+    """A person shared `2024.csv` and `book.parquet`: the S3 object of the same name is loaded as
+    `2024-2.csv`, and a workbook that would become `book.parquet` as `book-2.xlsx` (→ `book-2.parquet`);
+    the model is told, and the person's files keep their bytes."""
+    from core.analyst import Analyst
+    from core.events import SharedFile
+
+    mine = pd.DataFrame({"x": [1]}).to_parquet(index=False)
+    analyst = await Analyst.create(s3_settings)
+    try:
+        fake_model.enqueue(
+            tool("load_file", {"uri": "s3://data-lake/sales/2024.csv"}),
+            tool("load_file", {"uri": "s3://data-lake/sales/book.xlsx"}),
+            text("Loaded beside yours."),
+        )
+        files = (SharedFile("2024.csv", b"mine\n1\n"), SharedFile("book.parquet", mine))
+        message = IncomingMessage(
+            text="compare", surface="terminal", thread_key=("s3-kept",), user_id="u1", files=files
+        )
+        outcome = await analyst.handle(message, recorder)
+    finally:
+        await analyst.close()
+    assert outcome.ok, outcome.error
+    csv, book = (fake_model.last_tool_results(n)[0]["content"] for n in (1, 2))
+    assert "as '2024-2.csv'. Saved as '2024-2.csv': '2024.csv' is a file the person shared" in csv
+    assert "Rows: 4" in csv
+    assert "as 'book-2.parquet'. Saved as 'book-2.parquet': 'book.parquet' is a file the person" in book
+    ws = s3_settings.workspaces_dir / outcome.session_id
+    assert (ws / "2024.csv").read_bytes() == b"mine\n1\n" and (ws / "2024-2.csv").read_bytes() == SALES_CSV
+    assert (ws / "book.parquet").read_bytes() == mine and (ws / "book-2.xlsx").exists()
