@@ -11,16 +11,27 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, Protocol
 
+from core.file_stems import safe_file_stem
+
 StepKind = Literal["python", "sql", "warehouse"]
 
 _SESSION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$")
-_SAVED_AS = re.compile(r"^[A-Za-z0-9_.-]{1,120}$")
 
 # Bounds on every field of a result that crossed from a step (see `StepResult.untrusted`).
 ERROR_BYTES = 4_000
 MAX_COLUMNS, NAME_CHARS, TYPE_CHARS = 200, 120, 60  # bytes, for text
 MAX_FILES, PATH_CHARS, KIND_CHARS = 200, 300, 16
 MAX_COUNT = 2**62
+
+
+def is_saved_name(value: object) -> bool:
+    """A result file's name as a step may report it: a plain stem (`safe_file_stem`'s: letters of any
+    script, digits, `_.-`) and `.parquet`. ASCII alone was taken: `save_as="Verspätung"` wrote
+    `Verspätung.parquet` and the model got no rows, columns or preview for it."""
+    if not isinstance(value, str) or not value.endswith(".parquet"):
+        return False
+    stem = value.removesuffix(".parquet")
+    return bool(stem) and safe_file_stem(stem, "") == stem
 
 
 def is_valid_session_id(session_id: str) -> bool:
@@ -86,7 +97,7 @@ class StepResult:
             return cls(ok=False, error="The step returned no valid result.")
         rows = _count(data.get("rows"))
         saved_as = data.get("saved_as")
-        saved_as = saved_as if isinstance(saved_as, str) and _SAVED_AS.match(saved_as) else None
+        saved_as = saved_as if is_saved_name(saved_as) else None
         return cls(
             ok=data.get("ok") is True,
             output=clip_text(data.get("output"), request.output_bytes),

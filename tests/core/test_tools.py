@@ -335,3 +335,19 @@ async def test_a_file_named_in_bytes_that_are_not_utf8_is_told_and_attached_by_i
     assert (artifact.path, artifact.name, artifact.title) == ("München.csv", "München.csv", "München.csv")
     assert await analyst.threads.read_artifact(artifact) == b"a\n1\n"
     assert outcome.steps[0].files == ("München.csv",)
+
+
+async def test_a_result_saved_under_a_name_in_any_script_is_described(analyst, fake_model, recorder):
+    """`save_as` keeps letters of any script (core/file_stems.py), but a step's reported name was taken
+    only in ASCII: `Verspätung.parquet` was written and the model got no rows, columns or preview."""
+    from core.events import IncomingMessage
+    from tests.fakes.anthropic_api import text, tool
+
+    sql = "SELECT 'UA' AS carrier, 12.5 AS delay"
+    fake_model.enqueue(tool("run_sql", {"sql": sql, "save_as": "Verspätung 東京"}), text("ok"))
+    outcome = await analyst.handle(
+        IncomingMessage(text="delays", surface="api", thread_key=("names",)), recorder
+    )
+    assert outcome.ok, outcome.error
+    content = fake_model.last_tool_results(1)[0]["content"]
+    assert "Saved 1 row to 'Verspätung_東京.parquet'. Columns: carrier" in content, ascii(content)
