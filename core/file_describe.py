@@ -3,40 +3,44 @@ inside the sandbox. One path for every file that comes from outside — an S3 ob
 copied (core/tools_s3.py) and a file a person shared with their question (core/file_intake.py).
 
 The bytes are untrusted (anyone may upload a crafted workbook or CSV), so they are parsed only by a
-step in the session's sandbox, never in the bot process: DuckDB reads CSV, TSV, Parquet and JSON by
-the file's extension; an Excel workbook, which DuckDB cannot read, is first converted to Parquet
-by pandas (openpyxl) in a step of its own. The file's name reaches the step's code as a Python
-literal, however it is spelled.
+step in the session's sandbox, never in the bot process: `core/file_reading.py` reads the file in
+one step (an Excel workbook converted to Parquet first, a CSV that is not UTF-8 copied to one that
+is) and prints its facts as JSON; here they become the model's words. Everything in them came from
+the file — column and sheet names, values, DuckDB's error that quotes a line — so all of it is
+shown marked: names and values as JSON strings, with every invisible control or format character
+(bidi overrides, zero-width and tag characters) escaped, and a line break never more than `\\n`.
+The file's name reaches the step's code as a Python literal, however it is spelled.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
+import re
+import time
+import unicodedata
 from dataclasses import dataclass
 
+from core.file_reading import TYPE_CANDIDATES, from_clause
 from core.sandbox import Sandbox, StepRequest, StepResult
-from core.wording import error_line, step_error
+from core.wording import counted, error_line, step_error
 
-PREVIEW_ROWS = 5
 UNREAD_CHARS = 800
+REPORT_BYTES = 100_000  # the step's JSON, at most (100 names and 100 values of 100 characters, 4 bytes each)
+COLUMNS_BYTES = 1_200  # of the "Columns:" line
+ROW_BYTES = 400  # of a preview row's line
+CELL_CHARS = 60  # of a preview value, after its escapes
+NAME_CHARS = 120
+# Not characters of a line: controls, format characters (U+202E, U+200B, the U+E00xx tags),
+# surrogates, private use, unassigned; and line and paragraph separators, which some readers break on.
+_SHOWN_ESCAPED = ("C", "Zl", "Zp")
 
-_DESCRIBE = """
-import duckdb
-name = {name!r}
-con = duckdb.connect()
-source = "'" + name.replace("'", "''") + "'"
-rel = con.sql("SELECT * FROM " + source)
-print("Rows:", con.sql("SELECT count(*) FROM " + source).fetchall()[0][0])
-print("Columns:", ", ".join(f"{{c}} {{t}}" for c, t in zip(rel.columns, rel.types)))
-print(rel.limit({rows}))
-"""
-# The first sheet becomes the Parquet file; the others are named, so the model can say they were left.
-_EXCEL = """
-import pandas as pd
-book = pd.ExcelFile({src!r})
-book.parse(book.sheet_names[0]).to_parquet({dst!r}, index=False)
-if len(book.sheet_names) > 1:
-    print("Converted its first sheet,", repr(book.sheet_names[0]) + "; not the others:", ", ".join(map(repr, book.sheet_names[1:])))
+_TYPE = re.compile(r"[A-Za-z0-9_ (),\[\]]+")
+ENCODINGS = ("Windows-1252", "Latin-1", "UTF-16")  # what core/file_reading.py may report
+
+_REPORT = """
+from core.file_reading import report
+report({name!r}, {kind!r}, {copy_to!r}, {memory_mb!r})
 """
 
 
@@ -44,10 +48,13 @@ if len(book.sheet_names) > 1:
 class Description:
     """What a step said about one workspace file: what to query it as, and what it holds."""
 
-    name: str  # the file to query: the Parquet file an Excel workbook became, else the file itself
-    text: str = ""  # "Rows: 4", "Columns: region VARCHAR, …" and the first rows, as the step printed them
-    unread: str = ""  # why it could not be read (the step's error, bounded); "" when it was
+    name: str  # the file to query: the Parquet file a workbook became, a CSV's UTF-8 copy, else the file
+    text: str = ""  # for the model: "Rows: 4", "Columns: "region" VARCHAR, …", the first rows
+    unread: str = ""  # why it could not be read, for the model (bounded); "" when it was
     excel_failed: bool = False  # `unread` is the Excel conversion's
+    source: str = ""  # what to put after FROM, when it is more than the name (a CSV read without BIGNUM)
+    reason: str = ""  # why it could not be read, in a sentence for the person ("" : `unread_line` is shown)
+    timed_out: bool = False
 
     @property
     def ok(self) -> bool:
@@ -58,29 +65,207 @@ class Description:
         """Why it could not be read, in one line (the exception's first)."""
         return error_line(self.unread) or self.unread[:200]
 
+    @property
+    def query_from(self) -> str:
+        return self.source or "'" + self.name.replace("'", "''") + "'"
+
+
+def converted_name(name: str, kind: str) -> str:
+    """Where a workbook's Parquet file, or a CSV's UTF-8 copy, goes: "" for kinds never converted."""
+    stem = name.rsplit(".", 1)[0]
+    return {"xlsx": f"{stem}.parquet", "csv": f"{stem}.utf8.csv", "tsv": f"{stem}.utf8.tsv"}.get(kind, "")
+
 
 async def describe_file(sandbox: Sandbox, step: StepRequest, name: str, kind: str) -> Description:
-    """Convert (Excel) and describe the workspace file `name` of kind `kind`, each in a sandbox step
-    run under `step`'s session and limits. Never raises for the file's own faults: those are `unread`."""
-    said = ""
-    if kind == "xlsx":
-        parquet = f"{name.rsplit('.', 1)[0]}.parquet"
-        converted = await sandbox.run(_python(step, _EXCEL.format(src=name, dst=parquet)))
-        if not converted.ok:
-            return Description(name, unread=_failure(converted), excel_failed=True)
-        name, said = parquet, converted.output.strip()
-    described = await sandbox.run(_python(step, _DESCRIBE.format(name=name, rows=PREVIEW_ROWS)))
-    if not described.ok:
-        return Description(name, unread=_failure(described))
-    return Description(name, text="\n".join(t for t in (said, described.output.rstrip()) if t))
+    """Convert (Excel, a CSV not in UTF-8) and describe the workspace file `name` of kind `kind` in one
+    sandbox step under `step`'s session and limits. Never raises for the file's own faults: those are
+    `unread`; a step stopped at its time limit is `timed_out`."""
+    copy_to = converted_name(name, kind)
+    code = _REPORT.format(name=name, kind=kind, copy_to=copy_to, memory_mb=step.memory_mb)
+    request = dataclasses.replace(step, kind="python", code=code, save_as=None, output_bytes=REPORT_BYTES)
+    started = time.monotonic()
+    result = await sandbox.run(request)
+    if not result.ok:
+        return _not_run(name, result, step.timeout_s, time.monotonic() - started)
+    facts = _facts(result.output)
+    if facts is None:
+        return Description(
+            name, unread="The file's description came back unreadable.", excel_failed=kind == "xlsx"
+        )
+    if isinstance(facts.get("error"), str):
+        excel, unread = facts.get("stage") == "excel", _bounded(facts["error"])
+        reason = unread if facts.get("for_people") is True else ""  # a refusal the reader wrote for them
+        return Description(name, unread=unread, excel_failed=excel, reason=reason)
+    queried = copy_to if facts.get("converted") and copy_to else name
+    source = from_clause(queried, True) if facts.get("type_candidates") else ""
+    return Description(queried, text=description_text(facts, queried), source=source)
 
 
-def _python(step: StepRequest, code: str) -> StepRequest:
-    return dataclasses.replace(step, kind="python", code=code, save_as=None)
+def _not_run(name: str, result: StepResult, limit_s: float, ran_s: float) -> Description:
+    """A step that failed as a step: stopped at its time limit, killed (memory), or refused."""
+    if result.killed and ran_s >= limit_s:
+        return Description(
+            name,
+            unread=f"Reading it was stopped after {limit_s:g} s, the time a file is given to be read. "
+            "It is in the workspace, but a query on it may take as long.",
+            reason=f"Reading it took longer than the {limit_s:g} seconds I give a file.",
+            timed_out=True,
+        )
+    reason = "Reading it took more memory than I have for that." if result.killed else ""
+    return Description(name, unread=_failure(result), reason=reason)
+
+
+def _facts(output: str) -> dict | None:
+    """The report's JSON line, or None. The last that is one: a note the step runner adds after a
+    step's output (a Parquet column it made portable) comes after it."""
+    for line in reversed(output.strip().splitlines()):
+        try:
+            facts = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(facts, dict):
+            return facts
+    return None
+
+
+def description_text(facts: dict, queried: str) -> str:
+    """The model's lines about a file read (not indented: the block indents them)."""
+    lines = _conversion_lines(facts)
+    lines.append(f"Rows: {_int(facts.get('rows'))}")
+    columns = [f"{quoted(str(n))} {_plain_type(t)}" for n, t in _pairs(facts.get("columns"))]
+    more = _int(facts.get("more_columns"))
+    lines.append("Columns: " + _joined(columns, COLUMNS_BYTES, more))
+    lines += _decimal_comma_lines(facts, queried)
+    nested = [quoted(str(n)) for n in _list(facts.get("too_nested"))]
+    preview = [row for row in _list(facts.get("preview")) if isinstance(row, list)]
+    if preview:
+        shown = [quoted(str(n)) for n in _list(facts.get("preview_columns"))]
+        lines.append(
+            f"First rows, as JSON strings, of {', '.join(shown)}:"
+            if nested or more
+            else "First rows, as JSON strings:"
+        )
+        lines += ["  " + _row(row) for row in preview]
+    if nested:
+        lines.append(f"Not shown, nested too deep to preview: {', '.join(nested)}.")
+    return "\n".join(lines)
+
+
+def _conversion_lines(facts: dict) -> list[str]:
+    lines = []
+    if isinstance(facts.get("sheet"), str):
+        others = [quoted(str(s)) for s in _list(facts.get("other_sheets"))]
+        if n := _int(facts.get("more_sheets")):
+            others.append(f"and {counted(n, 'more sheet')}")
+        lines.append(
+            f"Converted its first sheet, {quoted(facts['sheet'])}"
+            + (f"; not the others: {', '.join(others)}." if others else " (its only one).")
+        )
+        header = [_int(r) for r in _list(facts.get("header_rows"))]
+        if len(header) == 2 and (header[0] > 1 or header[1] > header[0]):
+            first, last = header
+            rows = f"row {first}" if last <= first else f"rows {first}-{last}"
+            joined = ", joined into one name per column" if last > first else ""
+            above = "; the rows above it (a title) were left out" if first > 1 else ""
+            lines.append(f"Its header is {rows} of the sheet{joined}{above}.")
+        if text := [quoted(str(n)) for n in _list(facts.get("text_columns"))]:
+            lines.append(f"Columns that mix numbers and text were made text: {', '.join(text)}.")
+    if facts.get("encoding") in ENCODINGS:
+        lines.append(f"It is in {facts['encoding']}, not UTF-8: the copy to query is UTF-8.")
+    if facts.get("type_candidates"):
+        lines.append(
+            "It holds a number over a thousand digits long, which DuckDB's usual reading takes minutes "
+            f"to type (as BIGNUM): it was read with auto_type_candidates={list(TYPE_CANDIDATES)}; "
+            "read it the same way."
+        )
+    return lines
+
+
+def _decimal_comma_lines(facts: dict, queried: str) -> list[str]:
+    lines = []
+    for entry in _list(facts.get("decimal_comma")):
+        if not (isinstance(entry, list) and len(entry) == 3):
+            continue
+        name, sample, separator_reads = entry
+        column = quoted(str(name))
+        how = (
+            f"read_csv('{queried}', decimal_separator=',') reads it as numbers"
+            if separator_reads is True
+            else f"CAST(replace(replace({column}, '.', ''), ',', '.') AS DOUBLE) makes them numbers"
+        )
+        lines.append(f"{column} is text of numbers with a decimal comma (e.g. {quoted(str(sample))}): {how}.")
+    return lines
+
+
+def quoted(text: str, limit: int = NAME_CHARS) -> str:
+    """Text from a file, for the model: a JSON string on one line, cut at `limit` characters, with
+    every control, format or other invisible character escaped (`\\u202e`, not a reversed line)."""
+    cut = text if len(text) <= limit else text[:limit] + "…"
+    return _escaped(json.dumps(cut, ensure_ascii=False))
+
+
+def escaped_lines(text: str) -> list[str]:
+    """Multi-line text from a file (an error quoting a line of it), one line of ours per "\\n", each
+    with its invisible characters escaped: a lone "\\r" or U+2028 starts no line of its own."""
+    return [_escaped(line) for line in text.split("\n")]
+
+
+def _escaped(text: str) -> str:
+    return "".join(_escape(c) if unicodedata.category(c).startswith(_SHOWN_ESCAPED) else c for c in text)
+
+
+def _escape(c: str) -> str:
+    code = ord(c)
+    if code > 0xFFFF:  # a JSON string's escape: the surrogate pair
+        code -= 0x10000
+        return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"
+    return f"\\u{code:04x}"
+
+
+def _row(values: list) -> str:
+    cells = ["null" if v is None else quoted(str(v), CELL_CHARS) for v in values]
+    return _joined(cells, ROW_BYTES, 0, open_="[", close="]")
+
+
+def _joined(items: list[str], budget: int, more: int, *, open_: str = "", close: str = "") -> str:
+    """Items joined with ", " within `budget` bytes; those left out are counted."""
+    kept: list[str] = []
+    used = len(open_) + len(close)
+    for item in items:
+        if used + len(item.encode()) + 2 > budget:
+            break
+        kept.append(item)
+        used += len(item.encode()) + 2
+    left = len(items) - len(kept) + more
+    tail = f" … and {counted(left, 'more column')}" if left and not open_ else (" …" if left else "")
+    return open_ + ", ".join(kept) + close + tail
+
+
+def _plain_type(kind) -> str:
+    """A DuckDB type as it is (`DECIMAL(18,3)`, `BIGINT[]`), or quoted when a struct's field names
+    (from the file) put anything else in it."""
+    text = str(kind)[:60]
+    return text if _TYPE.fullmatch(text) else quoted(text, 60)
+
+
+def _pairs(value) -> list[tuple]:
+    return [tuple(p) for p in _list(value) if isinstance(p, list) and len(p) == 2]
+
+
+def _list(value) -> list:
+    return value if isinstance(value, list) else []
+
+
+def _int(value) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
+
+
+def _bounded(text: str) -> str:
+    said = text.strip() or "unknown error"
+    return said if len(said) <= UNREAD_CHARS else said[: UNREAD_CHARS - 1] + "…"
 
 
 def _failure(result: StepResult) -> str:
     """The step's error without its traceback: the exception and the lines it goes on with (DuckDB's
     say what it read and what to try), bounded."""
-    said = step_error(result.error).strip() or "unknown error"
-    return said if len(said) <= UNREAD_CHARS else said[: UNREAD_CHARS - 1] + "…"
+    return _bounded(step_error(result.error))

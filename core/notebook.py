@@ -114,6 +114,13 @@ def _step_cell(step: dict, bigquery: bool, attached: list[str]) -> Any:
     files = ", ".join(f"`{f}`" for f in step.get("files") or ())
     if not files:
         return None
+    if tool == "shared_file" and isinstance(args.get("shared_as"), str):  # named as the person knows it
+        kept = "it" if len(step.get("files") or ()) == 1 else "those files"
+        return v4.new_markdown_cell(
+            f"The file shared with this question as `{_shown_name(args['shared_as'])}` is not in this "
+            f"notebook; the bot kept it as {files}. Place {kept} in the working directory before "
+            "running the next cells."
+        )
     return v4.new_markdown_cell(
         f"The bot's `{tool}` step is not replayed here; it produced {files}. "
         "Place those files in the working directory before running the next cells."
@@ -167,6 +174,13 @@ def _literal(text: str) -> str:
     if '"""' in body or "\\" in body or body.endswith('"'):
         return repr(body)
     return f'"""\n{body}\n"""'
+
+
+def _shown_name(name: str) -> str:
+    """A person's file name in a Markdown code span: one line, nothing invisible, no backtick."""
+    kept = "".join(c for c in " ".join(name.split()) if not unicodedata.category(c).startswith("C"))
+    kept = kept.replace("`", "'")
+    return kept[:120] + ("…" if len(kept) > 120 else "")
 
 
 def _quote(text: str) -> str:

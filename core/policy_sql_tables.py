@@ -108,8 +108,9 @@ def _check_ref(ref: _Ref, ctx: _Ctx) -> None:
         if not ctx.workspace:
             raise _Refusal(
                 "path",
-                f"Reading files (`{ref.name}`) is not available here; query the allowed "
-                "warehouse tables instead.",
+                f"Reading files (`{ref.name}`) is not available here: this query runs on the "
+                "warehouse's tables only. To combine a file with them, save the rows you need "
+                "with save_as, then join that Parquet file with the file in run_sql.",
             )
         problem = path_problem(ref.name)
         if problem:

@@ -162,12 +162,27 @@ async def query_warehouse(args: QueryWarehouseInput, ctx: ToolContext) -> ToolOu
     )
 
 
+# DuckDB's words for a table run_sql does not have ("Table with name flights does not exist!"): a
+# warehouse table, most likely, asked for next to a file a person shared.
+NO_SUCH_TABLE = "Catalog Error: Table with name "
+WAREHOUSE_JOIN = (
+    "run_sql reads workspace files only, not the warehouse's tables. To join a warehouse table with "
+    "a file here: query_warehouse with save_as (filter or aggregate there, e.g. save_as='by_carrier'), "
+    "then run_sql over both files, e.g. ... FROM 'by_carrier.parquet' b JOIN 'sales.csv' s ON ..."
+)
+
+
 async def run_sql(args: RunSqlInput, ctx: ToolContext) -> ToolOutcome:
     verdict = check_sql(args.sql, dialect="duckdb", workspace_files=True)
     if not verdict.allowed:
         return refused(verdict.reason)
     result = await ctx.sandbox.run(_request(ctx, "sql", args.sql, args.save_as))
-    return replace(describe_saved(result, args.save_as, ctx.query.shared, what="sql"), tables=verdict.tables)
+    outcome = replace(
+        describe_saved(result, args.save_as, ctx.query.shared, what="sql"), tables=verdict.tables
+    )
+    if not result.ok and NO_SUCH_TABLE in result.error:
+        outcome = replace(outcome, content=f"{outcome.content}\n{WAREHOUSE_JOIN}")
+    return outcome
 
 
 async def run_python(args: RunPythonInput, ctx: ToolContext) -> ToolOutcome:

@@ -96,7 +96,7 @@ async def load_file(args: LoadFileInput, ctx: ToolContext) -> ToolOutcome:
             files=(name,),
         )
     return ToolOutcome(
-        content=f"{head} Query it with run_sql, e.g. SELECT * FROM '{name}'.\n{described.text}",
+        content=f"{head} Query it with run_sql, e.g. SELECT * FROM {described.query_from}.\n{described.text}",
         summary=f"loaded {name} ({len(data):,} bytes)",
         files=(name,),
     )

@@ -55,7 +55,7 @@ def test_ask_with_files_by_spaced_tilde_and_undecodable_paths_answers_about_them
     assert (
         "- \"q3 sales.csv\" is in the workspace as 'q3_sales.csv' (46 bytes): query it by that name" in block
     )
-    assert "  Rows: 4\n  Columns: region VARCHAR, amount BIGINT" in block
+    assert '  Rows: 4\n  Columns: "region" VARCHAR, "amount" BIGINT' in block
     assert "- \"München.csv\" is in the workspace as 'München.csv'" in block
     assert "as 'broken.parquet' (15 bytes), but it could not be read as PARQUET" in block
     assert not fake_model.last_tool_results(1)[0].get("is_error")

@@ -160,7 +160,7 @@ async def test_a_shared_csv_is_described_to_the_model_and_queried_and_refusals_r
     words, block = question_of(first)
     assert words == "what's the total?"
     assert "\"sales.csv\" is in the workspace as 'sales.csv'" in block
-    assert "Rows: 2\n  Columns: region VARCHAR, amount BIGINT" in block
+    assert 'Rows: 2\n  Columns: "region" VARCHAR, "amount" BIGINT' in block
     assert f'"old.csv" was not taken in: {slack_shared_files.HIDDEN}' in block
     [result] = model.last_tool_results(before + 1)
     assert not result.get("is_error") and "42" in result["content"], result

@@ -234,7 +234,7 @@ async def test_a_csv_shared_in_personal_chat_is_described_to_the_model(teams, ho
     await post(teams, body)
     question = json.dumps(fake_model.requests[0]["messages"][-1], ensure_ascii=False)
     assert "who sold the most?" in question and "Files shared with this question" in question
-    assert "'sales.csv'" in question and "Rows: 2" in question and "region VARCHAR" in question
+    assert "'sales.csv'" in question and "Rows: 2" in question and '\\"region\\" VARCHAR' in question
     assert (next(settings.workspaces_dir.iterdir()) / "sales.csv").read_bytes() == CSV
     answer = teams.connector.sent()[before:][-1]["text"]
     assert answer.startswith("South sold the most (20).") and "didn't read" not in answer

@@ -87,13 +87,13 @@ async def test_shared_csv_parquet_and_excel_are_described_to_the_model_and_query
     assert block.startswith(HEADER + "\n")
     assert (
         f"- \"sales.csv\" is in the workspace as 'sales.csv' ({len(SALES_CSV)} bytes): query it by that name, e.g. "
-        "SELECT * FROM 'sales.csv'.\n  Rows: 4\n  Columns: region VARCHAR, amount BIGINT\n"
+        'SELECT * FROM \'sales.csv\'.\n  Rows: 4\n  Columns: "region" VARCHAR, "amount" BIGINT\n'
     ) in block
     assert "- \"weather.parquet\" is in the workspace as 'weather.parquet'" in block
-    assert "  Rows: 2\n  Columns: city VARCHAR, temp_c DOUBLE" in block and "19.25" in block
+    assert '  Rows: 2\n  Columns: "city" VARCHAR, "temp_c" DOUBLE' in block and "19.25" in block
     assert "as 'stock.xlsx' (" in block and "converted to 'stock.parquet': query it by that name" in block
-    assert "first sheet, 'Stock'; not the others: 'Notes'" in block
-    assert "  Rows: 3\n  Columns: sku VARCHAR, units BIGINT" in block
+    assert 'first sheet, "Stock"; not the others: "Notes".' in block
+    assert '  Rows: 3\n  Columns: "sku" VARCHAR, "units" BIGINT' in block
     # the system prompt says where shared files are
     assert "Files a person shares with a question" in first["system"][0]["text"]
     (run_sql,) = [t for t in first["tools"] if t["name"] == "run_sql"]
@@ -330,12 +330,13 @@ async def test_a_file_that_takes_longer_than_a_step_may_is_a_sentence(settings, 
     finally:
         await analyst.close()
     assert outcome.ok, outcome.error
-    said = "The step was stopped after 0.5 s (the step time limit)."
-    assert f"but it could not be read as CSV:\n  {said}" in block_of(fake_model.requests[0])
+    said = "Reading it was stopped after 0.5 s, the time a file is given to be read."
+    assert f"but it was not read:\n  {said}" in block_of(fake_model.requests[0])
     (note,) = [e.text for e in recorder.of("note")]
-    assert note.startswith(f"I couldn't read `wide.csv` as CSV: `{said}")
+    told = "Reading it took longer than the 0.5 seconds I give a file."
+    assert note == f"I couldn't read `wide.csv`. {told}"  # for the person: no "try a smaller query"
     (step,) = [line for line in folded(recorder.events).steps.values()]
-    assert (step.title, step.status) == ("Reading wide.csv", "failed") and said in step.outcome
+    assert (step.title, step.status) == ("Reading wide.csv", "failed") and told in step.outcome
 
 
 async def test_an_export_phrase_with_a_file_is_a_question_about_the_file(analyst, fake_model, recorder):

@@ -178,7 +178,7 @@ async def test_load_then_run_sql_through_the_real_tool_path(s3_settings, fake_mo
         )
         loads = fake_model.last_tool_results(2)
         assert "as '2024.csv'" in loads[0]["content"] and "Rows: 4" in loads[0]["content"]
-        assert "region VARCHAR" in loads[0]["content"] and not loads[0].get("is_error")
+        assert '"region" VARCHAR' in loads[0]["content"] and not loads[0].get("is_error")
         assert "as 'orders.json'" in loads[1]["content"] and "Rows: 2" in loads[1]["content"]
         assert loads[2]["is_error"] and "outside what I may read" in loads[2]["content"]
         assert loads[3]["is_error"] and "is 1.5 MB, over the 1.0 MB limit" in loads[3]["content"]
