@@ -23,6 +23,7 @@ know the files), but it is not evidence for the receipt's numbers check (`is_int
 from __future__ import annotations
 
 import logging
+import os
 import re
 import time
 import unicodedata
@@ -206,13 +207,16 @@ async def _place(
             return stored, True
         if stored.lower() not in held and (not converted or converted.lower() not in held):
             return stored, False
-    raise RuntimeError(f"no free name for {stem}.{kind}")
+    return f"{stem}-{os.urandom(4).hex()}.{kind}", False  # ten thousand names taken: one no one holds
 
 
 async def _same_bytes(ctx: ToolContext, path: str, data: bytes) -> bool:
+    """Whether the workspace's `path` holds `data`. Any failure to read it (a link, a remote sandbox's
+    error) is "no": the file gets a name of its own instead of failing the turn."""
     try:
         return await ctx.sandbox.read_file(ctx.session_id, path) == data
-    except (OSError, ValueError):
+    except Exception:
+        log.warning("shared files: could not compare with %s in %s", path, ctx.session_id, exc_info=True)
         return False
 
 

@@ -368,3 +368,23 @@ async def test_files_past_the_messages_total_are_refused_here_whatever_a_surface
     assert [e.text for e in recorder.of("note")] == [f"I didn't read `second.csv`: {said}"]
     assert f'- "second.csv" was not taken in: {said}' in block_of(fake_model.requests[0])
     assert listed == {"first.csv", "sales.csv"}
+
+
+async def test_a_sandbox_that_fails_to_read_a_file_back_never_fails_the_turn(
+    analyst, fake_model, recorder, monkeypatch
+):
+    """Sharing a file again compares it with the one of its name in the workspace: on Modal that read
+    is a remote call, and its error (anything but OSError) escaped and failed the whole turn with
+    "Something went wrong". Now the file is kept under a name of its own."""
+    fake_model.enqueue(text("first"))
+    first = await analyst.handle(ask("sales?", SharedFile("sales.csv", SALES_CSV), key="fb"), recorder)
+    assert first.ok, first.error
+
+    async def remote_error(session_id: str, path: str) -> bytes:
+        raise RuntimeError("the remote function call failed")
+
+    monkeypatch.setattr(analyst.parts.sandbox, "read_file", remote_error)
+    fake_model.enqueue(text("again"))
+    again = await analyst.handle(ask("again", SharedFile("sales.csv", SALES_CSV), key="fb"), recorder)
+    assert again.ok and again.answer == "again", again.error
+    assert "as 'sales-2.csv'" in block_of(fake_model.requests[1])
