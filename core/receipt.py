@@ -25,9 +25,9 @@ from typing import TYPE_CHECKING
 from core.asked_when import is_asked_line
 from core.bigquery_cost import format_bytes
 from core.events import Receipt, StepRecord, TurnStats
-from core.file_intake import is_intake_block
 from core.final_result import QUERY_TOOLS
 from core.receipt_numbers import unsupported_numbers
+from core.shared_files import is_intake_block
 from core.wording import counted
 
 log = logging.getLogger("datathread.receipt")

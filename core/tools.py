@@ -11,7 +11,7 @@ import mimetypes
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import PurePosixPath
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -19,7 +19,7 @@ from core.attachment_words import CONTROL_CHARS, MAX_ALT_TEXT_CHARS, alt_text, a
 from core.events import ArtifactReady, Confirmer
 from core.policy import TableAllowlist, Verdict, check_python, check_sql
 from core.redact import redact_clipped
-from core.sandbox import Sandbox, StepRequest
+from core.sandbox import Sandbox, StepKind, StepRequest
 from core.text_repair import readable
 from core.tool_outcome import ToolOutcome, describe_saved, describe_step, refused
 from core.warehouse import QueryContext, Warehouse
@@ -113,6 +113,20 @@ class ToolContext:
     redact: Callable[[str], str] | None = None  # secrets hygiene for tool results (core/redact.py)
     schedules: ScheduleDesk | None = None  # where create_schedule may post (None: not from here)
 
+    def step_request(self, kind: StepKind, code: str = "", **given: Any) -> StepRequest:
+        """A step in this session under this turn's limits (`given` replaces any of them): one place
+        for the tools, the S3 copies and the shared files' reads."""
+        limits = {
+            "timeout_s": self.step_timeout_s,
+            "memory_mb": self.step_memory_mb,
+            "file_mb": self.step_file_mb,
+            "output_bytes": self.step_output_bytes,
+            "preview_rows": self.query.preview_rows,
+            "preview_bytes": self.query.preview_bytes,
+            "shared": self.query.shared,
+        }
+        return StepRequest(kind=kind, session_id=self.session_id, code=code, **(limits | given))
+
     def sql_verdict(self, sql: str) -> Verdict:
         """Whether the warehouse may run `sql` here: this conversation's allowlist as the warehouse
         applies it (BigQuery: never all of BigQuery). Queries, and the verified examples offered."""
@@ -194,19 +208,7 @@ async def run_python(args: RunPythonInput, ctx: ToolContext) -> ToolOutcome:
 
 
 def _request(ctx: ToolContext, kind, code: str, save_as: str | None) -> StepRequest:
-    return StepRequest(
-        kind=kind,
-        session_id=ctx.session_id,
-        code=code,
-        save_as=save_as,
-        timeout_s=ctx.step_timeout_s,
-        memory_mb=ctx.step_memory_mb,
-        file_mb=ctx.step_file_mb,
-        output_bytes=ctx.step_output_bytes,
-        preview_rows=ctx.query.preview_rows,
-        preview_bytes=ctx.query.preview_bytes,
-        shared=ctx.query.shared,
-    )
+    return ctx.step_request(kind, code, save_as=save_as)
 
 
 # Result rows are untrusted text: cells that would run as spreadsheet formulas are neutralised. Types a

@@ -14,7 +14,7 @@ from pydantic import Field
 from core.file_describe import describe_file
 from core.file_stems import safe_file_stem
 from core.s3 import S3Refusal, parse_uri
-from core.sandbox import StepRequest, WorkspaceFull
+from core.sandbox import WorkspaceFull
 from core.shared_files import READABLE as LOADABLE
 from core.shared_names import renamed_note, unshared_stem
 from core.tool_outcome import ToolOutcome, refused
@@ -82,7 +82,9 @@ async def load_file(args: LoadFileInput, ctx: ToolContext) -> ToolOutcome:
         await ctx.sandbox.write_file(ctx.session_id, name, data)
     except WorkspaceFull as exc:
         return refused(str(exc))
-    described = await describe_file(ctx.sandbox, _step(ctx), name, ext)  # in the sandbox, not the bot
+    described = await describe_file(
+        ctx.sandbox, ctx.step_request("python"), name, ext
+    )  # in the sandbox, not the bot
     if described.excel_failed:
         return refused(f"Could not read {name} as Excel: {described.unread_line}")
     name = described.name  # an Excel file is queried as the Parquet file it became
@@ -99,17 +101,6 @@ async def load_file(args: LoadFileInput, ctx: ToolContext) -> ToolOutcome:
         content=f"{head} Query it with run_sql, e.g. SELECT * FROM {described.query_from}.\n{described.text}",
         summary=f"loaded {name} ({len(data):,} bytes)",
         files=(name,),
-    )
-
-
-def _step(ctx: ToolContext) -> StepRequest:
-    return StepRequest(
-        kind="python",
-        session_id=ctx.session_id,
-        timeout_s=ctx.step_timeout_s,
-        memory_mb=ctx.step_memory_mb,
-        file_mb=ctx.step_file_mb,
-        output_bytes=ctx.step_output_bytes,
     )
 
 
