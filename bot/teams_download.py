@@ -177,14 +177,45 @@ async def resolve(host: str, port: int) -> list[str]:
 
 
 def permitted(address: str, *, loopback_ok: bool) -> bool:
-    """A public unicast address; or loopback, when `loopback_ok`."""
+    """A public unicast address; or loopback, when `loopback_ok`. An IPv6 address that carries an
+    IPv4 one (`embedded_ipv4`) is held to that address's rule too: the route ends there."""
     try:
         ip = ipaddress.ip_address(address.split("%", 1)[0])  # an IPv6 scope (`fe80::1%eth0`) aside
     except ValueError:
         return False
     if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
         ip = ip.ipv4_mapped  # ::ffff:10.0.0.1 is 10.0.0.1
-    return (ip.is_global and not ip.is_multicast) or (loopback_ok and ip.is_loopback)
+    if isinstance(ip, ipaddress.IPv6Address) and ip in NAT64_LOCAL:
+        return False  # where its IPv4 address sits is the network's choice: it can't be checked
+    if isinstance(ip, ipaddress.IPv6Address) and (inner := embedded_ipv4(ip)):
+        return all(_public(v4) for v4 in inner) and _public(ip)
+    return _public(ip) or (loopback_ok and ip.is_loopback)
+
+
+def _public(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
+    return ip.is_global and not ip.is_multicast
+
+
+NAT64 = ipaddress.ip_network("64:ff9b::/96")  # RFC 6052's well-known prefix: the IPv4 in the last 32 bits
+NAT64_LOCAL = ipaddress.ip_network("64:ff9b:1::/48")  # RFC 8215's: a prefix of /48 to /96, the IPv4 after it
+IPV4_COMPATIBLE = ipaddress.ip_network("::/96")  # deprecated (RFC 4291), still routed by some stacks
+IPV4_TRANSLATED = ipaddress.ip_network("::ffff:0:0:0/96")  # SIIT's (RFC 2765), beside the mapped ones
+
+
+def embedded_ipv4(ip: ipaddress.IPv6Address) -> list[ipaddress.IPv4Address]:
+    """The IPv4 addresses an IPv6 address leads to, where it has one inside (Python's `is_global` takes
+    these for public whatever they carry: `64:ff9b::a9fe:a9fe` is 169.254.169.254 through a NAT64
+    gateway, `2002:a9fe:a9fe::1` through 6to4, `::a9fe:a9fe` as IPv4-compatible). Teredo's server and
+    client both. (The local-use NAT64 prefix is refused whole, in `permitted`.)"""
+    value = int(ip)
+    # (`::` and `::1` are in the IPv4-compatible range, and are themselves)
+    if ip in NAT64 or ip in IPV4_TRANSLATED or (ip in IPV4_COMPATIBLE and value > 1):
+        return [ipaddress.IPv4Address(value & 0xFFFFFFFF)]
+    if ip.sixtofour is not None:
+        return [ip.sixtofour]
+    if ip.teredo is not None:
+        return list(ip.teredo)
+    return []
 
 
 def _vet_peer(response: httpx.Response, *, loopback_ok: bool) -> None:

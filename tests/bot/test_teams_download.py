@@ -117,6 +117,7 @@ async def test_a_large_download_is_held_once_not_twice(host):
         "https://10.20.30.40/dl/sales.csv",  # the bot's own network
         "https://169.254.169.254/latest/meta-data/",  # the cloud's metadata service
         "https://[::ffff:192.168.1.1]/x.csv",  # a private address written as IPv6
+        "https://[64:ff9b::a9fe:a9fe]/latest/meta-data/",  # the metadata service through NAT64
         "https://user:secret@contoso.sharepoint.com/x.csv",  # a login in the link
         "ftp://contoso.sharepoint.com/x.csv",
         "https://[::1/x.csv",  # malformed: a sentence too, never an exception
@@ -170,6 +171,32 @@ async def test_without_an_app_id_plain_http_is_followed_to_loopback_only(host):
 )
 def test_which_addresses_are_followed(address, loopback_ok, expected):
     assert permitted(address, loopback_ok=loopback_ok) is expected
+
+
+@pytest.mark.parametrize(
+    "address",
+    [
+        "64:ff9b::a9fe:a9fe",  # NAT64's well-known prefix: 169.254.169.254 through the gateway
+        "64:ff9b::a00:1",  # … 10.0.0.1
+        "64:ff9b::7f00:1",  # … 127.0.0.1
+        "64:ff9b:1::808:808",  # the local-use NAT64 prefix: where the IPv4 sits is the network's choice
+        "2002:a9fe:a9fe::1",  # 6to4
+        "2002:c0a8:101::1",  # 6to4 of 192.168.1.1
+        "::a9fe:a9fe",  # IPv4-compatible
+        "::ffff:0:a9fe:a9fe",  # IPv4-translated (SIIT)
+        "2001:0:a9fe:a9fe::1",  # Teredo, its server the metadata address
+        "2001:0:4136:e378:8000:63bf:3fff:fdd2",  # Teredo to 192.0.2.45, a documentation address
+    ],
+)
+def test_a_private_ipv4_address_inside_an_ipv6_one_is_refused(address):
+    """Python takes these for public (`is_global`), whatever IPv4 address they lead to."""
+    assert permitted(address, loopback_ok=False) is False
+    assert permitted(address, loopback_ok=True) is False  # loopback_ok means ::1 and 127/8, not these
+
+
+def test_a_public_ipv4_address_through_nat64_is_followed():
+    """An IPv6-only host reaches an IPv4-only one through NAT64: that stays possible."""
+    assert permitted("64:ff9b::808:808", loopback_ok=False) is True
 
 
 async def test_redirects_are_followed_and_each_hop_vetted(host):
