@@ -6,7 +6,6 @@ they need from it: the process's shared Web API client, the core through `state.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 
@@ -26,10 +25,17 @@ from bot.slack_client import (
 )
 from bot.slack_confirm import build_confirmer
 from bot.slack_progress import SlackProgress
-from bot.slack_shared_files import fetch_shared_files, file_refs, none_readable, unreadable_note
+from bot.slack_shared_files import (
+    THINKING,
+    fetch_shared_files,
+    file_refs,
+    looked_up,
+    none_readable,
+    unreadable_note,
+)
 from bot.slack_target import SlackTarget
 from bot.surface import AppState
-from core.events import IncomingMessage
+from core.events import IncomingMessage, SharedFile
 from core.help import FILES_NOT_READ, FRESH_START, is_local, is_reset
 from core.runner import ERROR_ID, STORE_DOWN, STORE_DOWN_TEXT, WHY, TurnJob
 from core.runner_worker import lost_kind
@@ -95,8 +101,10 @@ def _bind(handler, state: AppState, shared: SharedClient):
 async def run_turn(state: AppState, client: AsyncWebClient, p: dict) -> None:
     """One question → one turn, with progress, files and the answer in the thread."""
     threads, limit_mb, refs = state.threads, state.settings.shared_file_mb, file_refs(p.get("files"))
-    if refs and p.get("said_nothing") and none_readable(refs):
-        return await tell_unreadable(client, p, refs, limit_mb)  # a screenshot alone: not a question
+    if refs and p.get("said_nothing"):
+        refs = await looked_up(client, refs)  # a Slack Connect file's name comes from files.info
+        if none_readable(refs):
+            return await tell_unreadable(client, p, refs, limit_mb)  # a screenshot alone: not a question
     private, thread_ts, note = bool(p.get("private")), p.get("thread_ts") or "", ""
     denied = threads.refused(clicker(p))
     if (p.get("slash") and is_local(p["text"])) or denied:
@@ -136,17 +144,6 @@ async def run_turn(state: AppState, client: AsyncWebClient, p: dict) -> None:
         private=private,
         response_url=p.get("response_url", ""),
     )
-    # Shared files are fetched here, after the ack, never for someone the access rules refuse.
-    files, user_tz = await asyncio.gather(
-        fetch_shared_files(
-            client,
-            [] if denied else refs,
-            limit_mb=limit_mb,
-            total_mb=state.settings.shared_files_mb,
-            target=target,
-        ),
-        slack_user_tz(client, threads, p["team"], p["user"]),
-    )
     message = IncomingMessage(
         text=p["text"],
         surface="slack",
@@ -155,14 +152,26 @@ async def run_turn(state: AppState, client: AsyncWebClient, p: dict) -> None:
         channel_id=p["channel"],
         team_id=p["team"],
         is_direct=bool(p.get("is_direct")),
-        user_tz=user_tz,
-        files=files,
+        user_tz=await slack_user_tz(client, threads, p["team"], p["user"]),
     )
     sink = SlackProgress(client, target, threads.read_artifact, on_stream=_stream_noter(threads, p))
     if note:
         sink.notes.append(note.strip("_"))
     confirm = build_confirmer(client, target, threads)
-    await state.analyst.handle(message, sink, confirm=confirm)
+
+    async def fetch() -> tuple[SharedFile, ...]:
+        """Called by the core once this turn holds its thread's lock, after its checks (a refused or
+        rate-limited person downloads nothing); the status says so meanwhile, then thinks again."""
+        return await fetch_shared_files(
+            client,
+            refs,
+            limit_mb=limit_mb,
+            total_mb=state.settings.shared_files_mb,
+            target=target,
+            then=THINKING,
+        )
+
+    await state.analyst.handle(message, sink, confirm=confirm, fetch_files=fetch if refs else None)
 
 
 async def tell_unreadable(client: AsyncWebClient, p: dict, refs: list[dict], limit_mb: int) -> None:

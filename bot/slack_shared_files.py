@@ -2,7 +2,8 @@
 
 A message event carries its files as Slack file objects (https://docs.slack.dev/reference/objects/file-object).
 `file_refs` keeps, inside the ack, the few fields the fetch needs (a job's payload is plain data);
-`fetch_shared_files` runs in the turn's job and fetches them at once, each bounded in size (streamed, cut
+`fetch_shared_files` runs when the core calls the turn's fetch (once the turn holds its thread's lock,
+core/file_fetch.py) and fetches them at once, each bounded in size (streamed, cut
 at DATATHREAD_SHARED_FILE_MB) and in time. Slack states each file's size, so which files fit the
 message's DATATHREAD_SHARED_FILES_MB together is decided before any is fetched, in the order they were
 shared; the bytes counted as they arrive are the backstop (core/shared_files.py's `FilesBudget`). The
@@ -44,6 +45,7 @@ CONNECT_TIMEOUT_S = 5.0
 MAX_REDIRECTS = 3
 CHUNK_BYTES = 64 * 1024
 STATUS_NAME_CHARS = 60  # of a file's name in the thread's status
+THINKING = "is thinking…"  # the turn's own status (bot/slack_progress.py), said again once files are in
 
 SLACK_FILE_HOSTS = frozenset({"files.slack.com", "files.slack-gov.com"})  # GovSlack's is slack-gov.com
 SLACK_DOMAINS = ("slack.com", "slack-gov.com")
@@ -90,8 +92,23 @@ def display_name(ref: dict) -> str:
 
 def none_readable(refs: list[dict]) -> bool:
     """No file here is of a kind the bot reads (a screenshot dropped in the thread): with no words,
-    not a question."""
-    return not any(kind_of(display_name(r)) in READABLE for r in refs)
+    not a question. A Slack Connect file not looked up (`looked_up`) has no name yet: it may be one."""
+    return not any(_unnamed(r) or kind_of(display_name(r)) in READABLE for r in refs)
+
+
+def _unnamed(ref: dict) -> bool:
+    return ref.get("file_access") == "check_file_info"
+
+
+async def looked_up(client: AsyncWebClient, refs: list[dict]) -> list[dict]:
+    """The refs with each Slack Connect file's (`file_access: check_file_info`: the event carries its
+    id alone) replaced by what files.info says of it, so a file shared without words is judged by its
+    name: such a CSV was refused as "a file without an extension". One Slack will not describe stays
+    as it was; its fetch asks again, and says why if it still can't."""
+    unnamed = [i for i, ref in enumerate(refs) if _unnamed(ref)]
+    said = await asyncio.gather(*(_file_info(client, refs[i]) for i in unnamed))
+    described = dict(zip(unnamed, said, strict=True))
+    return [f if isinstance(f := described.get(i, ref), dict) else ref for i, ref in enumerate(refs)]
 
 
 def unreadable_note(refs: list[dict], *, limit_mb: int) -> str:
@@ -132,11 +149,13 @@ async def fetch_shared_files(
     limit_mb: int,
     total_mb: int,
     target: SlackTarget | None = None,
+    then: str = "",
 ) -> tuple[SharedFile, ...]:
     """Every shared file, fetched at once; a refusal sentence for each that is not. Each file's size as
     Slack states it is claimed from the message's budget in the order they were shared, before any byte
     is fetched: the files that fit are fetched, the rest refused by name. `target`: the thread whose
-    status says which files are being fetched meanwhile."""
+    status says which files are being fetched meanwhile, and `then` once they are in (the turn's
+    "is thinking…", which the fetching status had replaced)."""
     if not refs:
         return ()
     session, own = client.session, None
@@ -152,6 +171,8 @@ async def fetch_shared_files(
         names = [c[1].name for c in claimed if isinstance(c, tuple)]
         shown = [show_fetching(client, target, names)] if fetches and target is not None else []
         fetched = iter((await asyncio.gather(*fetches, *shown))[: len(fetches)])
+        if shown and then:
+            await show_status(client, target, then)
         return tuple(next(fetched) if isinstance(c, tuple) else c for c in claimed)
     finally:
         if own is not None:
@@ -184,13 +205,17 @@ async def _found(client: AsyncWebClient, ref: dict, *, index: int, limit_mb: int
 async def show_fetching(client: AsyncWebClient, target: SlackTarget, names: list[str]) -> None:
     """The thread's status while its files download: "is fetching sales.csv…" (two names, or how many).
     Decoration, as "is thinking…" is (bot/slack_progress.py): bounded, and a refusal changes nothing."""
-    if not target.thread_ts:  # a slash command's private answer has no thread to show it in
-        return
     shown = [" ".join(n.split())[:STATUS_NAME_CHARS] for n in names]
     what = " and ".join(shown) if len(shown) <= 2 else f"{len(shown)} files"
+    await show_status(client, target, f"is fetching {what}…")
+
+
+async def show_status(client: AsyncWebClient, target: SlackTarget, status: str) -> None:
+    if not target.thread_ts:  # a slash command's private answer has no thread to show it in
+        return
     try:  # https://docs.slack.dev/reference/methods/assistant.threads.setStatus
         await quick(client).assistant_threads_setStatus(
-            channel_id=target.channel, thread_ts=target.thread_ts, status=f"is fetching {what}…"
+            channel_id=target.channel, thread_ts=target.thread_ts, status=status
         )
     except SlackClientError as exc:  # not answered in time (SlackCallFailed) too
         log.info("slack: no fetching status in %s: %s", target.channel, failure_words(exc))
@@ -244,7 +269,11 @@ async def _file_info(client: AsyncWebClient, ref: dict) -> dict | SharedFile:
             name, refusal=f"Slack would not tell me about it ({failure_words(exc, for_people=True)})."
         )
     file = said.get("file")
-    return file_refs([file])[0] if isinstance(file, dict) else SharedFile(name, refusal=NO_LINK)
+    if not isinstance(file, dict):
+        return SharedFile(name, refusal=NO_LINK)
+    described = file_refs([file])[0]
+    described.pop("file_access", None)  # looked up: never asked about again
+    return described
 
 
 async def download(

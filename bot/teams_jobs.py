@@ -9,7 +9,6 @@ chat is one session per *generation* — `new`/`reset` or 8 idle hours start the
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import html
 import logging
 import re
@@ -25,9 +24,9 @@ from bot.teams_connector import ConnectorFailed
 from bot.teams_consent import file_consent
 from bot.teams_files import refusal_words
 from bot.teams_progress import TeamsOut, TeamsSink
-from bot.teams_shared_files import has_files, shared_files
+from bot.teams_shared_files import has_files, none_readable, shared_files, unreadable_note
 from bot.transcript import confirmation_said
-from core.events import ConfirmRequest, IncomingMessage
+from core.events import ConfirmRequest, IncomingMessage, SharedFile
 from core.help import FILES_NOT_READ, FRESH_START, is_reset
 from core.runner import ERROR_ID, STORE_DOWN, STORE_DOWN_TEXT, WHY, TurnJob
 from core.schedules_manage import ManageCommand, manage, parse_manage
@@ -189,7 +188,10 @@ def _channel_id(activity: Activity) -> str:
 
 
 async def _answer(state: AppState, activity: Activity, text: str, out: TeamsOut) -> None:
-    threads = state.threads
+    threads, with_files = state.threads, has_files(activity)
+    if with_files and not text and none_readable(activity):  # a pasted screenshot alone: not a question
+        await out.send(unreadable_note(await shared_files(activity, state.settings)))  # nothing downloaded
+        return
     message = IncomingMessage(
         text=text,
         surface="teams",
@@ -203,11 +205,15 @@ async def _answer(state: AppState, activity: Activity, text: str, out: TeamsOut)
     )
     sink = TeamsSink(threads=threads, links=state.links, out=out, personal=is_personal(activity))
     await sink.typing()
-    # Files are fetched here, after the ack, while the person sees typing; not for someone the core
-    # will refuse anyway (a download of 100 MB for a person outside the allowlists).
-    if has_files(activity) and threads.refused(message) is None:
-        message = dataclasses.replace(message, files=await shared_files(activity, state.settings))
-    await state.analyst.handle(message, sink, confirm=_confirmer(threads, out, _user_id(activity)))
+
+    async def fetch() -> tuple[SharedFile, ...]:
+        """Called by the core once this turn holds its conversation's lock, after its checks (a refused
+        or rate-limited person downloads nothing), while the person sees typing."""
+        await sink.typing()
+        return await shared_files(activity, state.settings)
+
+    confirm = _confirmer(threads, out, _user_id(activity))
+    await state.analyst.handle(message, sink, confirm=confirm, fetch_files=fetch if with_files else None)
 
 
 def _person(activity: Activity) -> IncomingMessage:

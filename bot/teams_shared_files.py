@@ -25,6 +25,7 @@ from urllib.parse import unquote, urlsplit
 from botbuilder.schema import Activity
 
 from bot.teams_download import download
+from bot.teams_render import inert
 from core.config import Settings
 from core.events import SharedFile
 from core.shared_files import MAX_FILES, READABLE, FilesBudget, kind_of, refusal_before_fetch
@@ -62,9 +63,25 @@ def has_files(activity: Activity) -> bool:
     return any(_sorted(activity.attachments)) or bool(_linked_files(activity))
 
 
+def none_readable(activity: Activity) -> bool:
+    """Nothing here is a file the bot would fetch (a pasted screenshot, a slide deck): with no words,
+    not a question, as on Slack (`unreadable_note`, and no turn)."""
+    offered, _, _ = _sorted(activity.attachments)
+    return not any(kind_of(_name(a)) in READABLE for a in offered)
+
+
+def unreadable_note(files: tuple[SharedFile, ...]) -> str:
+    """What a message of unreadable files alone is told instead of a turn: each file and why (the
+    names inert: a name is the sender's text)."""
+    said = " ".join(f"`{inert(f.name)}`: {f.refusal}" for f in files if f.refusal)
+    return f"I can't read the files you shared. {said}"
+
+
 async def shared_files(activity: Activity, settings: Settings) -> tuple[SharedFile, ...]:
     """Every file shared with this message, fetched or refused in a sentence each (downloads side by
-    side, sharing the message's DATATHREAD_SHARED_FILES_MB as their bytes arrive; none raises)."""
+    side, sharing the message's DATATHREAD_SHARED_FILES_MB as their bytes arrive; none raises): at
+    most MAX_FILES, files to fetch first, and one sentence for all the rest (300 pasted images were
+    300 notes)."""
     offered, images, others = _sorted(activity.attachments)
     said = [
         SharedFile(_name(a) or ("pasted image" if len(images) == 1 else f"pasted image {n}"), refusal=IMAGE)
@@ -74,9 +91,17 @@ async def shared_files(activity: Activity, settings: Settings) -> tuple[SharedFi
     fetched = {_name(a) for a in offered}
     link = _link_sentence(activity)
     said += [SharedFile(name, refusal=link) for name in _linked_files(activity) if name not in fetched]
+    taken, kept = offered[:MAX_FILES], said[: max(0, MAX_FILES - len(offered))]
+    left = [*(_name(a) or "file" for a in offered[MAX_FILES:]), *(f.name for f in said[len(kept) :])]
     budget = FilesBudget(file_mb=settings.shared_file_mb, total_mb=settings.shared_files_mb)
-    files = await asyncio.gather(*(_fetch(a, i, settings, budget) for i, a in enumerate(offered)))
-    return (*files, *said[:MAX_FILES])
+    files = await asyncio.gather(*(_fetch(a, i, settings, budget) for i, a in enumerate(taken)))
+    return (*files, *kept, *([too_many(left[0], len(left))] if left else []))
+
+
+def too_many(first: str, left: int) -> SharedFile:
+    """The one refusal for every file past MAX_FILES, named by the first of them."""
+    more = f"; nor did I read the {left - 1} after it" if left > 1 else ""
+    return SharedFile(first, refusal=f"I read at most {MAX_FILES} files shared with one question{more}.")
 
 
 def _sorted(attachments: list | None) -> tuple[list, list, list]:

@@ -25,6 +25,7 @@ from core.events import (
     ArtifactReady,
     Confirmer,
     EventSink,
+    FileFetcher,
     IncomingMessage,
     TurnEvent,
     TurnFinished,
@@ -32,7 +33,8 @@ from core.events import (
     TurnStarted,
     Waiting,
 )
-from core.file_intake import take_in, with_question
+from core.file_fetch import fetch_now, question_of
+from core.file_intake import take_in
 from core.help import is_local, local_answer
 from core.model import ModelClient, describe_model_error, model_fault
 from core.model_budget import ModelBudgets
@@ -113,20 +115,30 @@ class Analyst:
         *,
         confirm: Confirmer | None = None,
         turn_id: str | None = None,
+        fetch_files: FileFetcher | None = None,
     ) -> TurnOutcome:
         """Answer one message in its session. Never raises: failures become a TurnFailed event. The
         outcome's answer and error are redacted as its events are (`ask` printed the answer from the
-        outcome, and a key the model had repeated reached the terminal that chat masked)."""
-        outcome = await self._handle(message, sink, confirm=confirm, turn_id=turn_id)
+        outcome, and a key the model had repeated reached the terminal that chat masked).
+        `fetch_files`: the files shared with it, fetched by the surface when this turn's turn has come
+        (core/file_fetch.py); the message's `files` are files already in hand."""
+        outcome = await self._handle(message, sink, confirm=confirm, turn_id=turn_id, fetch=fetch_files)
         outcome.answer, outcome.error = self.redactor.text(outcome.answer), self.redactor.text(outcome.error)
         return outcome
 
     async def _handle(
-        self, message: IncomingMessage, sink: EventSink, *, confirm: Confirmer | None, turn_id: str | None
+        self,
+        message: IncomingMessage,
+        sink: EventSink,
+        *,
+        confirm: Confirmer | None,
+        turn_id: str | None,
+        fetch: FileFetcher | None,
     ) -> TurnOutcome:
         session_id = self.session_id(message)
         turn_id = turn_id or uuid.uuid4().hex[:12]
-        message = with_question(message)  # files without words are a question too
+        with_files = bool(message.files) or fetch is not None
+        message = question_of(message, coming=with_files)  # files without words are a question too
         outcome = TurnOutcome(turn_id=turn_id, session_id=session_id, ok=False)
 
         async def emit(event: TurnEvent) -> None:
@@ -139,9 +151,9 @@ class Analyst:
         denial = self.access.check(message)
         if denial:
             return await self.ends.fail(outcome, emit, denial, message, refusal=Refusal(denial))
-        if is_local(message.text) and not message.files:  # help or an empty message: no model, no lock
+        if is_local(message.text) and not with_files:  # help or an empty message: no model, no lock
             return await self._answer_locally(message, outcome, emit)
-        exporting = is_export_request(message.text) and not message.files  # files are for a question
+        exporting = is_export_request(message.text) and not with_files  # files are for a question
         try:
             admin = self.access.is_admin(message.user_id)
             budgets = ModelBudgets.for_message(self.store, self.settings, message, admin=admin)
@@ -156,13 +168,15 @@ class Analyst:
                 await emit(Waiting(turn_id=turn_id))
 
             # Session lock first, then a turn slot: a follow-up queued behind its own thread's turn
-            # holds no slot, so one busy thread cannot stall everybody else's questions.
+            # holds no slot, so one busy thread cannot stall everybody else's questions. Shared files
+            # are fetched only then (`_drive`): in the queue in arrival order, and refused people
+            # download nothing.
             lock = turn_lock(self.store, session_id, ttl_s=self.settings.lock_ttl, on_wait=waiting)
             async with lock as held, self._slots:
                 if exporting:
                     await self._export(message, session_id, outcome, emit)
                 else:
-                    await self._run(message, session_id, outcome, emit, confirm, held, budgets)
+                    await self._run(message, session_id, outcome, emit, confirm, held, budgets, fetch)
         except StoppedWaiting:  # it never ran: say so, then let the cancellation finish the task
             await self.ends.fail(outcome, emit, NOT_STARTED, message, log_level=logging.INFO)
             raise TurnStopped from None
@@ -205,6 +219,7 @@ class Analyst:
         confirm: Confirmer | None,
         held: HeldLock,
         budgets: ModelBudgets,
+        fetch: FileFetcher | None,
     ) -> None:
         started = time.time()
         prior, gap = await self.threads.history(session_id)  # gap: a note if the store let it go
@@ -223,7 +238,7 @@ class Analyst:
         asked = asked_block(message.user_tz, self.settings.default_tz)  # "yesterday" on the asker's calendar
         question = {"role": "user", "content": [*q, asked, *gap]}
         state = TurnState(turn_id=outcome.turn_id, messages=[*prior, question])
-        error = await self._drive(state, ctx, message, outcome, emit, budgets)
+        error = await self._drive(state, ctx, message, outcome, emit, budgets, fetch)
         outcome.stats = state.stats()  # what ran, for the failure's words if saving it fails
         outcome.shared_files = used_by(state.steps, ctx.query.shared)  # its schedule could never run
         if held.lost:  # another turn may have saved this session meanwhile: never overwrite it
@@ -283,19 +298,22 @@ class Analyst:
         outcome: TurnOutcome,
         emit: EventSink,
         budgets: ModelBudgets,
+        fetch: FileFetcher | None,
     ) -> str | None:
         """Run the tool loop; returns None on success or the sentence to show people."""
         s = self.settings
         try:
-            if message.files:  # into the workspace, read in the sandbox, told in the question
+            files = message.files or (await fetch_now(fetch, state.turn_id, emit) if fetch else ())
+            if files:  # into the workspace, read in the sandbox, told in the question
                 taken = await take_in(
-                    message.files,
+                    files,
                     ctx,
                     emit,
                     limit_mb=s.shared_file_mb,
                     total_mb=s.shared_files_mb,
                     first_step=len(state.steps),
                 )
+                files = ()  # in the workspace now: the fetched bytes are not held for the rest of the turn
                 state.steps += taken.steps
                 state.messages[-1]["content"] += [taken.block] if taken.block else []
                 await self._keep_shared(ctx, [name for step in taken.steps for name in step.files])

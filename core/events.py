@@ -49,7 +49,9 @@ class IncomingMessage:
     user_name: str = ""
     is_direct: bool = False  # a 1:1 conversation with the bot (Slack DM, Teams personal chat)
     user_tz: str = ""  # the asker's IANA time zone when the surface knows it (for schedules)
-    files: tuple[SharedFile, ...] = ()  # files shared with the question (Slack, Teams, `ask --file`)
+    # Files shared with the question, already in hand (`ask --file`, `/file`). Slack and Teams pass a
+    # `FileFetcher` to `Analyst.handle` instead: the core fetches once the turn's turn has come.
+    files: tuple[SharedFile, ...] = ()
 
     def __post_init__(self) -> None:
         """The question and the name as UTF-8 can encode them, whichever surface built the message: a
@@ -281,6 +283,11 @@ class NobodyListening(Exception):
 
 
 Confirmer = Callable[[ConfirmRequest], Awaitable[bool]]
+
+# Fetches the files shared with a message, with the surface's own client: each fetched, or refused in a
+# sentence; never raises for a file. The core calls it once the turn holds its session's lock, after
+# its checks (core/file_fetch.py); a callable beside the message, as `Confirmer` is, not a field of it.
+FileFetcher = Callable[[], Awaitable[tuple[SharedFile, ...]]]
 
 
 @dataclass

@@ -14,6 +14,7 @@ import httpx
 from starlette.applications import Starlette
 
 from bot.server import AppState, create_app
+from bot.teams_shared_files import FILE_DOWNLOAD_INFO
 from tests.fakes.bot_connector import FakeConnector
 
 BOT = {"id": "28:bot-app-id", "name": "datathread"}
@@ -55,6 +56,22 @@ def activity(
     if value is not None:
         body["value"] = value
     return body
+
+
+def file_info(name: str, url: str) -> dict:
+    """A file attached in personal chat, as Teams sends it (bots-filesv4)."""
+    return {
+        "contentType": FILE_DOWNLOAD_INFO,
+        "contentUrl": f"https://contoso-my.sharepoint.com/personal/ada/Documents/Microsoft Teams Chat Files/{name}",
+        "name": name,
+        "content": {"downloadUrl": url, "uniqueId": "1150D938-8870-4044", "fileType": name.rsplit(".")[-1]},
+    }
+
+
+async def post(teams: Teams, body: dict) -> None:
+    """POST one activity and wait for everything it started."""
+    assert (await teams.post(body)).status_code == 202
+    await teams.state.runner.drain(timeout=60)
 
 
 def consent_invoke(service_url: str, context: object, name: str, **upload: str) -> dict:

@@ -1,7 +1,8 @@
 """Files shared in Slack reach the turn: signed events (a mention, a DM, a follow-up in the thread)
 into `datathread serve`, the real Bolt listeners and runner, the fake Slack Web API serving the files.
 The turn's `IncomingMessage` is read where the surface hands it to the core (`Analyst.handle`, which
-still runs): its `files` carry the bytes fetched after the ack, or the sentence why not. End to end,
+still runs), with the files the core fetched through the surface (tests/bot/handed.py): the bytes
+fetched after the ack, or the sentence why not. End to end,
 the scripted model's requests show what the core made of them (`core/file_intake.py`)."""
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import pytest_asyncio
 from bot import slack_shared_files
 from core.file_intake import FILES_ONLY, HEADER
 from core.shared_files import over_total
+from tests.bot.handed import spy_on_handle
 from tests.bot.slack_harness import demo_home, mention, message, module_settings, serve
 from tests.fakes.anthropic_api import text, tool
 
@@ -30,13 +32,7 @@ async def slack(tmp_path_factory, model, slack_api):
     settings = module_settings(demo_home(tmp_path_factory), model.url, allowed_users="U0001,U0002")
     async with serve(settings, slack_api) as harness:
         analyst, harness.handled = harness.state.analyst, []
-        handle = analyst.handle
-
-        async def kept(msg, sink, **kwargs):
-            harness.handled.append(msg)
-            return await handle(msg, sink, **kwargs)
-
-        analyst.handle = kept
+        analyst.handle = spy_on_handle(analyst, harness.handled)
         yield harness
 
 
@@ -98,8 +94,9 @@ async def test_the_ack_never_waits_for_a_file(slack, model, monkeypatch):
 
 
 async def test_while_a_file_downloads_the_thread_says_so_then_the_turn_thinks(slack, model, monkeypatch):
-    """The thread's status names the file from the start of the fetch (it used to show nothing until
-    the fetch gave up), and the turn's "is thinking…" follows once the file is in."""
+    """The turn starts thinking, and the thread's status names the file from the start of the fetch,
+    which the core makes once the turn holds the thread (it used to show nothing until the fetch gave
+    up); "is thinking…" comes back once the file is in."""
     monkeypatch.setattr(slack_shared_files, "FETCH_TIMEOUT_S", 3.0)
     api = slack.api
     file = api.share("slow.csv", CSV)
@@ -109,11 +106,12 @@ async def test_while_a_file_downloads_the_thread_says_so_then_the_turn_thinks(sl
     await slack.event({**mention("sum it", ts="815.1"), "files": [file]})
     await slack.drain()
     statuses = api.of("assistant.threads.setStatus")
-    assert [(c.args["thread_ts"], c.args["status"]) for c in statuses][:2] == [
+    assert [(c.args["thread_ts"], c.args["status"]) for c in statuses][:3] == [
+        ("815.1", "is thinking…"),
         ("815.1", "is fetching slow.csv…"),
         ("815.1", "is thinking…"),
     ]
-    assert statuses[0].at - started < 1.5 and statuses[1].at - started > 2.9
+    assert statuses[1].at - started < 1.5 and statuses[2].at - started > 2.9
 
 
 async def test_a_file_past_the_messages_total_is_not_fetched_and_the_thread_says_why(
@@ -232,3 +230,29 @@ async def test_a_file_from_someone_the_rules_refuse_is_not_fetched(slack):
     [asked] = slack.handled
     assert asked.user_id == "U0009" and asked.files == ()
     assert api.downloads == []
+
+
+async def test_a_slack_connect_file_alone_is_looked_up_before_it_is_judged(slack, model):
+    """Shared from another organisation without words, the event's file has its id alone (`file_access:
+    check_file_info`): the CSV was told it was "a file without an extension" and no turn ran. Now
+    files.info names it first: the CSV is a question; a screenshot, by its real name, is not."""
+    api = slack.api
+    csv, png = api.share("partner.csv", CSV), api.share("partner.png", b"\x89PNG", mimetype="image/png")
+    model.enqueue(text("Partner sales: north 10, south 32."))
+    before = len(model.requests)
+    stub = {"id": csv["id"], "file_access": "check_file_info"}
+    dm = message("", ts="870.1", channel="D0001", channel_type="im", subtype="file_share", files=[stub])
+    await slack.event(dm)
+    await slack.drain()
+    [asked] = slack.handled
+    assert [(f.name, f.data) for f in asked.files] == [("partner.csv", CSV)]
+    [request] = model.requests[before:]
+    assert question_of(request)[0] == FILES_ONLY and "Partner sales" in "".join(api.shown())
+    api.clear()
+    stub = {"id": png["id"], "file_access": "check_file_info"}
+    dm = message("", ts="870.2", channel="D0001", channel_type="im", subtype="file_share", files=[stub])
+    await slack.event(dm)
+    await slack.drain()
+    [said] = [c.args for c in api.calls if c.method.startswith("chat.")]
+    assert said["text"].startswith("I can't read the files you shared. `partner.png`: A .png file is not")
+    assert len(slack.handled) == 1 and len(model.requests) == before + 1 and api.downloads == []

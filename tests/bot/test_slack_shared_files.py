@@ -332,6 +332,27 @@ def test_unreadable_files_alone_are_told_why():
     assert "`screenshot.png`: A .png file is not one I can read" in note
     assert "`notes`: A file without an extension" in note
     assert not shared.none_readable(shared.file_refs([{"name": "shot.png"}, {"name": "data.CSV"}]))
+    # A Slack Connect file not looked up has no name yet (it was "a file without an extension"): maybe readable
+    assert not shared.none_readable(shared.file_refs([{"id": "F1", "file_access": "check_file_info"}]))
+
+
+async def test_slack_connect_files_are_named_before_a_message_of_files_alone_is_judged(api, client):
+    """files.info names each check_file_info file; one Slack won't describe stays as it was (its fetch
+    asks again and says why), and the others are not asked about."""
+    partner, ours = api.share("partner.csv", CSV), api.share("ours.png", b"\x89PNG", mimetype="image/png")
+    refs = shared.file_refs(
+        [
+            {"id": partner["id"], "file_access": "check_file_info"},
+            ours,
+            {"id": "F9999", "file_access": "check_file_info"},
+        ]
+    )
+    named, same, gone = await shared.looked_up(client, refs)
+    assert (named["name"], "file_access" in named) == ("partner.csv", False) and same == refs[1]
+    assert gone == refs[2] and not shared.none_readable([gone])
+    assert sorted(c.args["file"] for c in api.of("files.info")) == sorted([partner["id"], "F9999"])
+    [got] = await shared.fetch_shared_files(client, [named], limit_mb=1, total_mb=1)
+    assert got.data == CSV and len(api.of("files.info")) == 2  # looked up once, not again
 
 
 def test_the_payload_keeps_only_what_the_fetch_needs():

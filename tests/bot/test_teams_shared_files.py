@@ -1,6 +1,7 @@
 """Files shared with a question in Teams, through the real app: real-shaped activities POSTed to
 `/api/messages`, the turn run by the runner after the ack, files fetched from a loopback host standing
-where OneDrive would. What the core is handed is the turn's `IncomingMessage` (its `files`)."""
+where OneDrive would. What the core is handed is the turn's `IncomingMessage`, with the files the core
+fetched through the surface (tests/bot/handed.py)."""
 
 from __future__ import annotations
 
@@ -10,10 +11,11 @@ import re
 
 import pytest
 
-from bot.teams_shared_files import FILE_DOWNLOAD_INFO, IMAGE, LINK_HERE, LINK_THERE
+from bot.teams_shared_files import IMAGE, LINK_HERE, LINK_THERE
 from core.events import IncomingMessage, SharedFile
 from core.shared_files import MAX_FILES, over_total, refusal_before_fetch
-from tests.bot.teams_harness import CHAT, THREAD, activity, serve_teams
+from tests.bot.handed import spy_on_handle
+from tests.bot.teams_harness import CHAT, THREAD, activity, file_info, post, serve_teams
 from tests.fakes.anthropic_api import text
 from tests.fakes.file_host import FileHost, Served
 
@@ -37,29 +39,8 @@ def handed(teams, monkeypatch) -> list[IncomingMessage]:
 def spy_on(teams, monkeypatch) -> list[IncomingMessage]:
     seen: list[IncomingMessage] = []
     analyst = teams.state.analyst
-    handle = analyst.handle
-
-    async def spy(message, sink, **kwargs):
-        seen.append(message)
-        return await handle(message, sink, **kwargs)
-
-    monkeypatch.setattr(analyst, "handle", spy)
+    monkeypatch.setattr(analyst, "handle", spy_on_handle(analyst, seen))
     return seen
-
-
-def file_info(name: str, url: str) -> dict:
-    """A file attached in personal chat, as Teams sends it (bots-filesv4)."""
-    return {
-        "contentType": FILE_DOWNLOAD_INFO,
-        "contentUrl": f"https://contoso-my.sharepoint.com/personal/ada/Documents/Microsoft Teams Chat Files/{name}",
-        "name": name,
-        "content": {"downloadUrl": url, "uniqueId": "1150D938-8870-4044", "fileType": name.rsplit(".")[-1]},
-    }
-
-
-async def post(teams, body: dict) -> None:
-    assert (await teams.post(body)).status_code == 202
-    await teams.state.runner.drain(timeout=60)
 
 
 async def test_a_file_attached_in_personal_chat_reaches_the_core_with_its_bytes(
@@ -127,8 +108,8 @@ async def test_a_linked_file_in_a_group_chat_and_in_personal_chat_say_what_works
 
 async def test_images_and_kinds_it_cannot_read_are_refused_without_a_download(teams, handed, host):
     """A pasted image is refused by kind (the model answered screenshots it never saw); a PDF by the
-    rule every surface shares, before a byte is fetched; past ten files, the rest by name."""
-    urls = [host.serve(f"/dl/part{i}.csv", f"n\n{i}\n".encode()) for i in range(MAX_FILES + 1)]
+    rule every surface shares, before a byte is fetched; the CSVs fetched, ten files in all."""
+    urls = [host.serve(f"/dl/part{i}.csv", f"n\n{i}\n".encode()) for i in range(MAX_FILES - 2)]
     body = activity(teams.connector.url, "compare these", conversation=CHAT)
     body["attachments"] = [
         HTML,
@@ -139,13 +120,55 @@ async def test_images_and_kinds_it_cannot_read_are_refused_without_a_download(te
     await post(teams, body)
     [message] = handed
     files = {f.name: f for f in message.files}
+    assert len(message.files) == MAX_FILES
     assert files["pasted image"] == SharedFile("pasted image", refusal=IMAGE)
     assert files["report.pdf"] == refusal_before_fetch("report.pdf", None, limit_mb=100)
-    assert [files[f"part{i}.csv"].data for i in range(MAX_FILES - 1)] == [
-        f"n\n{i}\n".encode() for i in range(MAX_FILES - 1)
+    assert [files[f"part{i}.csv"].data for i in range(MAX_FILES - 2)] == [
+        f"n\n{i}\n".encode() for i in range(MAX_FILES - 2)
     ]
-    assert files[f"part{MAX_FILES}.csv"].refusal.startswith(f"I read at most {MAX_FILES} files")
-    assert sorted(s.path for s in host.seen) == sorted(f"/dl/part{i}.csv" for i in range(MAX_FILES - 1))
+    assert sorted(s.path for s in host.seen) == sorted(f"/dl/part{i}.csv" for i in range(MAX_FILES - 2))
+
+
+async def test_past_ten_files_the_rest_are_one_sentence(teams, handed, host, fake_model):
+    """300 files and 300 pasted images: ten files are fetched and one sentence says the rest were not
+    read (it was 310 refusals, each a note below the answer)."""
+    urls = [host.serve(f"/dl/part{i}.csv", f"n\n{i}\n".encode()) for i in range(MAX_FILES)]
+    image = {
+        "contentType": "image/png",
+        "contentUrl": "https://smba.trafficmanager.net/amer/v3/attachments/1",
+    }
+    fake_model.enqueue(text("Ten parts."))
+    body = activity(teams.connector.url, "compare these", conversation=CHAT)
+    body["attachments"] = [
+        *(file_info(f"part{i}.csv", urls[i] if i < MAX_FILES else f"{host.url}/dl/no") for i in range(300)),
+        *([image] * 300),
+    ]
+    await post(teams, body)
+    [message] = handed
+    *fetched, rest = message.files
+    assert [f.data for f in fetched] == [f"n\n{i}\n".encode() for i in range(MAX_FILES)]
+    assert rest == SharedFile(
+        f"part{MAX_FILES}.csv",
+        refusal=f"I read at most {MAX_FILES} files shared with one question; nor did I read the 589 after it.",
+    )
+    assert len(host.seen) == MAX_FILES
+    answer = teams.connector.sent()[-1]["text"]
+    assert answer.startswith("Ten parts.") and answer.count("I didn't read") == 1, answer
+
+
+async def test_a_pasted_screenshot_alone_is_told_why_and_starts_no_turn(teams, handed, fake_model):
+    """No words, only an image (a screenshot pasted into the chat): one sentence, as on Slack, and no
+    turn: it started a paid model turn asked to "look at the files"."""
+    body = activity(teams.connector.url, conversation=CHAT)
+    body["attachments"] = [
+        {"contentType": "image/*", "contentUrl": "https://smba.trafficmanager.net/amer/v3/attachments/1"},
+        {"contentType": "text/html", "content": '<div><img src="https://example.invalid/1"></div>'},
+    ]
+    before = len(teams.connector.sent())
+    await post(teams, body)
+    [said] = teams.connector.sent()[before:]
+    assert said["text"] == f"I can't read the files you shared. `pasted image`: {IMAGE}"
+    assert handed == [] and fake_model.requests == []
 
 
 async def test_an_expired_link_is_a_sentence_and_the_question_goes_on(teams, handed, host, fake_model):

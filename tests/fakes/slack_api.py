@@ -16,7 +16,8 @@ to a request with a bot token (`Bearer xoxb-…`; `bot_token` names the one it t
 `files.info`. Without the token, or with `files_read` off (an app installed without the `files:read`
 scope), the answer is Slack's sign-in page (HTML, HTTP 200). Switches per file id: a redirect
 (`file_redirects`), an HTTP error (`file_errors`), a body without its length (`unsized_files`, streamed;
-`served` counts what was sent), or headers and then silence (`stalled_files`). Every fetch is recorded in
+`served` counts what was sent), headers and then silence (`stalled_files`), or the whole file after a
+wait (`slow_files`, seconds). Every fetch is recorded in
 `downloads` with the token it carried. API answers carry the token's scopes in `x-oauth-scopes`
 (`scopes`; None: no such header), as Slack's do.
 """
@@ -95,6 +96,7 @@ class FakeSlackAPI:
         self.file_errors: dict[str, int] = {}  # file id → the HTTP error status its fetch answers
         self.unsized_files: set[str] = set()  # served without content-length, in chunks
         self.stalled_files: set[str] = set()  # headers and a few bytes, then nothing (until `stop`)
+        self.slow_files: dict[str, float] = {}  # file id → seconds before its fetch is answered
         self.served: dict[str, int] = {}  # file id → bytes written to the connection
         self.lock = threading.Lock()
         self._ts = itertools.count(1)
@@ -183,6 +185,8 @@ class FakeSlackAPI:
             self.downloads.append(Call(method=path, args={}, token=token))
         file_id = path.removeprefix("/files-pri/").split("/", 1)[0].rsplit("-", 1)[-1]
         obj, data = self.shared.get(file_id, ({}, b""))
+        if file_id in self.slow_files:
+            self._stopping.wait(self.slow_files[file_id])
         if file_id in self.file_redirects:
             handler.send_response(302)
             handler.send_header("location", self.file_redirects[file_id])
