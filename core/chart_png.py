@@ -5,8 +5,9 @@ about 19 KB, bot/teams_files.py); a larger one goes on a card that loads it from
 that link expires (DATATHREAD_LINK_TTL_SECONDS), so the chart goes blank in the conversation's history.
 The phone-legible defaults (core/chart_fonts.py) made a typical bar chart 37 KB. A chart has a few
 hundred colours (its own and their anti-aliased edges), which a palette holds with no difference
-anyone sees: measured on three charts, 37 → 15 KB (bars), 32 → 11 KB (a heat map), 108 → 26 KB
-(five lines), 14–17 ms each, against ~300 ms for the `savefig` itself. Slack uploads smaller files too.
+anyone sees: the 16-bar chart the model is told to draw 37 → 13 KB (tests/core/test_chart_png.py);
+others 32 → 11 KB (a heat map), 108 → 26 KB (five lines); 14–17 ms each, against ~300 ms for the
+`savefig` itself. Slack uploads smaller files too.
 
 Installed in the fork server (core/zygote.py) before any step, so steps locally and on Modal save
 charts alike. A step that passes its own PNG options (`pil_kwargs`) gets exactly what it asked for;
