@@ -2,10 +2,18 @@
 OneDrive once per offer, or say why not. Its own module: the card's round trip (the signed offer, the
 claim that makes a second Accept harmless, OneDrive's upload URL, a new offer when OneDrive refuses) is
 one concern, apart from the turns and card actions of bot/teams_jobs.py.
+
+The upload URL is data from the invoke: the context is ours and signed, but `uploadInfo` is what the
+sender's client wrote (a Direct Line client can accept its own card with any URL). So the file is
+PUT only under bot/url_vetting.py's rules, as a shared file's download is (https to public addresses,
+the peer checked as the connection opens, no proxy, no login, no redirect followed; loopback only
+without MICROSOFT_APP_ID), and only to where OneDrive for Business keeps upload sessions: SharePoint
+Online's hosts (`UPLOAD_DOMAINS`). A URL refused is said like an upload OneDrive refused.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 
@@ -13,10 +21,21 @@ import httpx
 from botbuilder.schema import Activity
 
 from bot import teams_render as render
+from bot import url_vetting
 from bot.surface import AppState
 from bot.teams_progress import TeamsOut
+from bot.url_vetting import HostUnknown, Refused, shown, vet
 
 log = logging.getLogger("datathread.teams")
+
+# SharePoint Online's hosts, where OneDrive for Business upload sessions live, per Microsoft 365 cloud
+# ("Microsoft 365 URLs and IP address ranges"): worldwide and GCC (`<tenant>-my.sharepoint.com`), GCC
+# High, DoD (both of its names), 21Vianet. Not the retired Microsoft Cloud Deutschland (sharepoint.de).
+UPLOAD_DOMAINS = ("sharepoint.com", "sharepoint.us", "sharepoint-mil.us", "dps.mil", "sharepoint.cn")
+# Module constants, read at each call: tests shorten them.
+CONNECT_TIMEOUT_S = 10.0
+SILENCE_S = 60.0  # the longest wait on OneDrive while it takes the file or answers
+UPLOAD_DEADLINE_S = 180.0  # the whole upload (the file is at most the 50 MB attachment limit)
 
 
 async def file_consent(state: AppState, activity: Activity, out: TeamsOut) -> None:
@@ -35,7 +54,8 @@ async def file_consent(state: AppState, activity: Activity, out: TeamsOut) -> No
     problem = (await state.links.signer()).check(
         session_id, path, str(context.get("exp", "")), str(context.get("sig", ""))
     )
-    info = value.get("uploadInfo") or {}
+    info = value.get("uploadInfo")
+    info = info if isinstance(info, dict) else {}
     if problem or not info.get("uploadUrl"):
         await out.send("That file offer has expired; ask again and I'll make a new one.")
         return
@@ -57,15 +77,7 @@ async def file_consent(state: AppState, activity: Activity, out: TeamsOut) -> No
     if not data:  # an offer made before empty files stopped being offered: no valid range to send
         await out.send(f"{name} is empty, so there is nothing to upload.")
         return
-    headers = {"Content-Range": f"bytes 0-{len(data) - 1}/{len(data)}"}
-    try:
-        async with httpx.AsyncClient(timeout=60) as client:
-            response = await client.put(info["uploadUrl"], content=data, headers=headers)
-        refused = f"HTTP {response.status_code}" if response.status_code >= 300 else ""
-    except httpx.HTTPError as exc:  # OneDrive out of reach or silent: said like a refusal, not a traceback
-        refused = type(exc).__name__  # not its text: the upload URL carries OneDrive's tempauth token
-    if refused:
-        log.warning("teams: file upload failed (%s)", refused)
+    if not await _upload(str(info["uploadUrl"]), data, loopback_ok=not state.settings.microsoft_app_id):
         offered = path.rsplit("/", 1)[-1]  # the file's own name on the card, as the first offer had it
         again = render.file_consent_card(offered, len(data), await state.links.offer(session_id, path))
         await out.send(
@@ -74,3 +86,35 @@ async def file_consent(state: AppState, activity: Activity, out: TeamsOut) -> No
         return
     await state.threads.note(offer, "uploaded", ttl_s=lives_s)  # as long as the claim is kept
     await out.send(attachments=[render.file_info_card(info)])
+
+
+async def _upload(url: str, data: bytes, *, loopback_ok: bool) -> bool:
+    """PUT the file into OneDrive's upload session at `url`; False, and one log line, where it was
+    not taken. Never raises for the URL or the network; the URL's query (OneDrive's `tempauth`, a
+    credential) is never logged. `loopback_ok`: no app id, so the Bot Connector may be on loopback."""
+    headers = {"Content-Range": f"bytes 0-{len(data) - 1}/{len(data)}"}
+    timeouts = httpx.Timeout(SILENCE_S, connect=CONNECT_TIMEOUT_S)
+    try:
+        async with asyncio.timeout(UPLOAD_DEADLINE_S):
+            await vet(url, loopback_ok=loopback_ok, domains=UPLOAD_DOMAINS)
+            async with (
+                url_vetting.client(timeouts, loopback_ok=loopback_ok) as client,
+                client.stream("PUT", url, content=data, headers=headers) as response,
+            ):
+                status = response.status_code  # its body is not needed, nor read
+    except HostUnknown as exc:  # OneDrive's host, out of reach of this server's resolver
+        log.warning("teams: file upload failed (its host did not resolve: %s)", exc)
+        return False
+    except Refused as exc:  # not a URL OneDrive gives (or it connected somewhere else)
+        log.warning("teams: a file consent's upload URL was refused (%s): %r", exc, shown(url))
+        return False
+    except TimeoutError:
+        log.warning("teams: file upload failed (not done within %g s)", UPLOAD_DEADLINE_S)
+        return False
+    except (httpx.HTTPError, httpx.InvalidURL) as exc:  # out of reach or silent: the type, not its text
+        log.warning("teams: file upload failed (%s)", type(exc).__name__)
+        return False
+    if status >= 300:  # a redirect too: an upload session does not send one on
+        log.warning("teams: file upload failed (HTTP %s)", status)
+        return False
+    return True

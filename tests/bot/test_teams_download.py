@@ -11,8 +11,9 @@ import tracemalloc
 
 import pytest
 
-from bot import teams_download
-from bot.teams_download import NOT_FOLLOWED, WEB_PAGE, download, permitted
+from bot import teams_download, url_vetting
+from bot.teams_download import NOT_FOLLOWED, WEB_PAGE, download
+from bot.url_vetting import permitted
 from core.shared_files import Claim, FilesBudget, over_total, too_large
 from tests.fakes.file_host import FileHost, Served
 
@@ -34,7 +35,7 @@ def host():
 @pytest.fixture
 def tls_host(monkeypatch):
     fake = FileHost(tls=True).start()
-    monkeypatch.setattr(teams_download, "TRUST", fake.trust())
+    monkeypatch.setattr(url_vetting, "TRUST", fake.trust())
     yield fake
     fake.stop()
 
@@ -268,13 +269,14 @@ async def test_https_to_loopback_works_without_an_app_id(tls_host):
 
 async def test_the_address_connected_to_is_checked_again(tls_host, monkeypatch):
     """A name that resolves to a public address when vetted and to loopback when connecting (DNS
-    rebinding) is refused before its body is read: the peer's address is checked too."""
+    rebinding) is refused as the connection opens: the peer's address is checked too, before TLS and
+    before the request (which carries the link's token) is sent."""
 
     async def public(host: str, port: int) -> list[str]:
         return ["93.184.216.34"]
 
-    monkeypatch.setattr(teams_download, "resolve", public)
+    monkeypatch.setattr(url_vetting, "resolve", public)
     url = tls_host.serve("/a.csv", CSV)
     got = await download(alone("a.csv", 1), url, loopback_ok=False)
     assert got.refusal == NOT_FOLLOWED and got.data is None
-    assert len(tls_host.seen) == 1  # it connected (the name said public), and took nothing
+    assert not tls_host.seen  # it connected (the name said public), and sent nothing on it
