@@ -26,11 +26,11 @@ from bot.slack_client import (
 from bot.slack_confirm import build_confirmer
 from bot.slack_progress import SlackProgress
 from bot.slack_shared_files import (
-    THINKING,
     fetch_shared_files,
     file_refs,
     looked_up,
     none_readable,
+    refused_by_name,
     unreadable_note,
 )
 from bot.slack_target import SlackTarget
@@ -99,14 +99,15 @@ def _bind(handler, state: AppState, shared: SharedClient):
 
 
 async def run_turn(state: AppState, client: AsyncWebClient, p: dict) -> None:
-    """One question → one turn, with progress, files and the answer in the thread."""
+    """One question → one turn, with progress, files and the answer in the thread. Someone the access
+    rules refuse hears that alone: no word about their files, and nothing asked of Slack about them."""
     threads, limit_mb, refs = state.threads, state.settings.shared_file_mb, file_refs(p.get("files"))
-    if refs and p.get("said_nothing"):
+    denied = threads.refused(clicker(p))
+    if refs and p.get("said_nothing") and not denied:
         refs = await looked_up(client, refs)  # a Slack Connect file's name comes from files.info
         if none_readable(refs):
             return await tell_unreadable(client, p, refs, limit_mb)  # a screenshot alone: not a question
     private, thread_ts, note = bool(p.get("private")), p.get("thread_ts") or "", ""
-    denied = threads.refused(clicker(p))
     if (p.get("slash") and is_local(p["text"])) or denied:
         private = True  # help, or a refusal: for the person alone (a mention's refusal was streamed publicly)
     if p.get("slash") and not private:
@@ -153,6 +154,8 @@ async def run_turn(state: AppState, client: AsyncWebClient, p: dict) -> None:
         team_id=p["team"],
         is_direct=bool(p.get("is_direct")),
         user_tz=await slack_user_tz(client, threads, p["team"], p["user"]),
+        # None of a kind it reads (a screenshot): refused by name, not fetched, so `help` stays help
+        files=refused_by_name(refs, limit_mb=limit_mb) if refs and none_readable(refs) else (),
     )
     sink = SlackProgress(client, target, threads.read_artifact, on_stream=_stream_noter(threads, p))
     if note:
@@ -161,17 +164,13 @@ async def run_turn(state: AppState, client: AsyncWebClient, p: dict) -> None:
 
     async def fetch() -> tuple[SharedFile, ...]:
         """Called by the core once this turn holds its thread's lock, after its checks (a refused or
-        rate-limited person downloads nothing); the status says so meanwhile, then thinks again."""
+        rate-limited person downloads nothing); the thread's status says so meanwhile."""
         return await fetch_shared_files(
-            client,
-            refs,
-            limit_mb=limit_mb,
-            total_mb=state.settings.shared_files_mb,
-            target=target,
-            then=THINKING,
+            client, refs, limit_mb=limit_mb, total_mb=state.settings.shared_files_mb, status=sink.status
         )
 
-    await state.analyst.handle(message, sink, confirm=confirm, fetch_files=fetch if refs else None)
+    fetching = bool(refs) and not message.files  # a file that may be one it reads: fetched in the turn
+    await state.analyst.handle(message, sink, confirm=confirm, fetch_files=fetch if fetching else None)
 
 
 async def tell_unreadable(client: AsyncWebClient, p: dict, refs: list[dict], limit_mb: int) -> None:

@@ -2,7 +2,7 @@
 
 Preferred path: a streamed reply (https://docs.slack.dev/messaging/sending-and-scheduling-messages#text-streaming)
 whose task updates show each tool step, the answer streamed as Markdown, and the footer as blocks on
-`chat.stopStream`; `assistant.threads.setStatus` shows "is thinking…" meanwhile. Where streaming is
+`chat.stopStream`; the thread's status says "is thinking…" meanwhile (bot/slack_status.py). Where streaming is
 refused (older plans, GovSlack, API errors) it falls back to one status message edited with
 `chat.update`, at most once per `min_update_s` (chat.update is a Tier 3 method:
 https://docs.slack.dev/apis/web-api/rate-limits). Private answers (`/ask private …`) are ephemeral.
@@ -35,6 +35,7 @@ from bot import slack_render as render
 from bot.slack_answer import NO_UNFURL, footer_only, post_answer
 from bot.slack_client import SlackCallFailed, cannot_post_here, failure_words, quick, slack_error
 from bot.slack_files import share_file
+from bot.slack_status import THINKING, ThreadStatus
 from bot.slack_stream import StreamedText, render_parts, task_card
 from bot.slack_target import SlackTarget, privately
 from bot.transcript import WAITING, WORKING, Change, StepLine, Throttle, Transcript
@@ -67,6 +68,7 @@ class SlackProgress:
         self.read_file = read_file  # async (ArtifactReady) -> bytes
         self.mode = "ephemeral" if target.private else "stream"
         self.stream_ts: str | None = None
+        self.status = ThreadStatus(client, target)  # "is thinking…", and the shared files' fetch's
         self.status_ts: str | None = None
         self.transcript = Transcript()
         self.notes = self.transcript.notes
@@ -115,20 +117,18 @@ class SlackProgress:
         elif change is Change.ARTIFACT:
             await self._upload(event)  # type: ignore[arg-type]
         elif change is Change.FINISHED:
-            await self._finish(event)  # type: ignore[arg-type]
+            try:
+                await self._finish(event)  # type: ignore[arg-type]
+            finally:
+                await self.status.settle()  # one set after the reply: "is fetching…" when stopped
 
     # --- progress ------------------------------------------------------------------------------
     async def _start(self) -> None:
         t = self.target
         try:  # a thread's status only: a private answer or a slash command's has no thread ("")
-            if t.thread_ts:
-                await self.quick.assistant_threads_setStatus(
-                    channel_id=t.channel, thread_ts=t.thread_ts, status="is thinking…"
-                )
+            await self.status.own(THINKING)
         except SlackCallFailed as exc:
             self._progress_failed(exc)
-        except SlackClientError:  # only AI-app threads accept a status
-            pass
         if self.mode == "stream" and self.no_progress:
             self.mode = "update"  # no status message either: the answer comes as messages
         if self.mode != "stream":
@@ -142,6 +142,7 @@ class SlackProgress:
                 task_display_mode="timeline",
             )
             self.stream_ts = resp["ts"]
+            self.status.answered()
             if self.on_stream is not None:
                 await self.on_stream(self.stream_ts)
         except SlackCallFailed as exc:
@@ -267,6 +268,7 @@ class SlackProgress:
         except SlackCallFailed as exc:
             return self._progress_failed(exc)
         self.status_ts = resp["ts"]
+        self.status.answered()
 
     def _schedule_update(self) -> None:
         if self.no_progress or not self.status_ts:

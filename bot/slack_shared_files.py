@@ -8,8 +8,8 @@ at DATATHREAD_SHARED_FILE_MB) and in time. Slack states each file's size, so whi
 message's DATATHREAD_SHARED_FILES_MB together is decided before any is fetched, in the order they were
 shared; the bytes counted as they arrive are the backstop (core/shared_files.py's `FilesBudget`). The
 bytes are only carried to the core: they are parsed in the sandbox, never here. While they download
-(up to FETCH_TIMEOUT_S), the thread's status says so ("is fetching sales.csv…"), as it later says
-"is thinking…": without it, a big file on a slow link was two minutes of nothing.
+(up to FETCH_TIMEOUT_S), the thread's status says so ("is fetching sales.csv…"; bot/slack_status.py
+says what follows it): without it, a big file on a slow link was two minutes of nothing.
 
 The bot token goes only to Slack's own file hosts (files.slack.com, files.slack-gov.com) or to the
 origin of DATATHREAD_SLACK_API_URL (tests, proxies): a file object names its URL, and an external file's
@@ -29,8 +29,8 @@ from slack_sdk.errors import SlackClientError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot import slack_render as render
-from bot.slack_client import failure_words, quick
-from bot.slack_target import SlackTarget
+from bot.slack_client import failure_words
+from bot.slack_status import ThreadStatus
 from core.events import SharedFile
 from core.shared_files import MAX_FILES, READABLE, Claim, FilesBudget, kind_of, refusal_before_fetch
 from core.wording import os_reason
@@ -45,7 +45,6 @@ CONNECT_TIMEOUT_S = 5.0
 MAX_REDIRECTS = 3
 CHUNK_BYTES = 64 * 1024
 STATUS_NAME_CHARS = 60  # of a file's name in the thread's status
-THINKING = "is thinking…"  # the turn's own status (bot/slack_progress.py), said again once files are in
 
 SLACK_FILE_HOSTS = frozenset({"files.slack.com", "files.slack-gov.com"})  # GovSlack's is slack-gov.com
 SLACK_DOMAINS = ("slack.com", "slack-gov.com")
@@ -92,8 +91,19 @@ def display_name(ref: dict) -> str:
 
 def none_readable(refs: list[dict]) -> bool:
     """No file here is of a kind the bot reads (a screenshot dropped in the thread): with no words,
-    not a question. A Slack Connect file not looked up (`looked_up`) has no name yet: it may be one."""
+    not a question, and with words nothing to fetch (`refused_by_name`). A Slack Connect file not
+    looked up (`looked_up`) has no name yet: it may be one."""
     return not any(_unnamed(r) or kind_of(display_name(r)) in READABLE for r in refs)
+
+
+def refused_by_name(refs: list[dict], *, limit_mb: int) -> tuple[SharedFile, ...]:
+    """Files `none_readable` says the bot won't read, each refused by its name alone (no call to
+    Slack): for the core to say why, without a fetch that would make `help` a question about them."""
+    return tuple(
+        refusal_before_fetch(display_name(ref), None, limit_mb=limit_mb, index=i)
+        or SharedFile(display_name(ref), refusal=NO_LINK)  # a kind it reads: never, after none_readable
+        for i, ref in enumerate(refs)
+    )
 
 
 def _unnamed(ref: dict) -> bool:
@@ -113,11 +123,7 @@ async def looked_up(client: AsyncWebClient, refs: list[dict]) -> list[dict]:
 
 def unreadable_note(refs: list[dict], *, limit_mb: int) -> str:
     """What a message of unreadable files alone is told instead of a turn: each file and why."""
-    said = []
-    for i, ref in enumerate(refs):
-        refused = refusal_before_fetch(display_name(ref), None, limit_mb=limit_mb, index=i)
-        if refused is not None:
-            said.append(f"`{render.inert(refused.name)}`: {refused.refusal}")
+    said = [f"`{render.inert(f.name)}`: {f.refusal}" for f in refused_by_name(refs, limit_mb=limit_mb)]
     return "I can't read the files you shared. " + " ".join(said)
 
 
@@ -148,14 +154,12 @@ async def fetch_shared_files(
     *,
     limit_mb: int,
     total_mb: int,
-    target: SlackTarget | None = None,
-    then: str = "",
+    status: ThreadStatus | None = None,
 ) -> tuple[SharedFile, ...]:
     """Every shared file, fetched at once; a refusal sentence for each that is not. Each file's size as
     Slack states it is claimed from the message's budget in the order they were shared, before any byte
-    is fetched: the files that fit are fetched, the rest refused by name. `target`: the thread whose
-    status says which files are being fetched meanwhile, and `then` once they are in (the turn's
-    "is thinking…", which the fetching status had replaced)."""
+    is fetched: the files that fit are fetched, the rest refused by name. `status`: the turn's thread
+    status, which says which files are being fetched meanwhile, and gives way once they are in."""
     if not refs:
         return ()
     session, own = client.session, None
@@ -169,10 +173,10 @@ async def fetch_shared_files(
         claimed = [f if isinstance(f, SharedFile) else _claimed(f, budget) for f in found]
         fetches = [_fetched(client, session, *c) for c in claimed if isinstance(c, tuple)]
         names = [c[1].name for c in claimed if isinstance(c, tuple)]
-        shown = [show_fetching(client, target, names)] if fetches and target is not None else []
+        shown = [show_fetching(status, names)] if fetches and status is not None else []
         fetched = iter((await asyncio.gather(*fetches, *shown))[: len(fetches)])
-        if shown and then:
-            await show_status(client, target, then)
+        if shown:
+            await status.resume()
         return tuple(next(fetched) if isinstance(c, tuple) else c for c in claimed)
     finally:
         if own is not None:
@@ -202,23 +206,12 @@ async def _found(client: AsyncWebClient, ref: dict, *, index: int, limit_mb: int
     return {**ref, "url": url}
 
 
-async def show_fetching(client: AsyncWebClient, target: SlackTarget, names: list[str]) -> None:
+async def show_fetching(status: ThreadStatus, names: list[str]) -> None:
     """The thread's status while its files download: "is fetching sales.csv…" (two names, or how many).
-    Decoration, as "is thinking…" is (bot/slack_progress.py): bounded, and a refusal changes nothing."""
+    Decoration, as "is thinking…" is: bounded, and a refusal changes nothing."""
     shown = [" ".join(n.split())[:STATUS_NAME_CHARS] for n in names]
     what = " and ".join(shown) if len(shown) <= 2 else f"{len(shown)} files"
-    await show_status(client, target, f"is fetching {what}…")
-
-
-async def show_status(client: AsyncWebClient, target: SlackTarget, status: str) -> None:
-    if not target.thread_ts:  # a slash command's private answer has no thread to show it in
-        return
-    try:  # https://docs.slack.dev/reference/methods/assistant.threads.setStatus
-        await quick(client).assistant_threads_setStatus(
-            channel_id=target.channel, thread_ts=target.thread_ts, status=status
-        )
-    except SlackClientError as exc:  # not answered in time (SlackCallFailed) too
-        log.info("slack: no fetching status in %s: %s", target.channel, failure_words(exc))
+    await status.show(f"is fetching {what}…")
 
 
 def _size(ref: dict) -> int | None:

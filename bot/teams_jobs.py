@@ -188,9 +188,14 @@ def _channel_id(activity: Activity) -> str:
 
 
 async def _answer(state: AppState, activity: Activity, text: str, out: TeamsOut) -> None:
+    """A question (or `help`) → the core. Someone the access rules refuse hears that alone, never a
+    word about their files; files of no kind the bot reads are refused by name, not fetched (`help`
+    with a screenshot is help)."""
     threads, with_files = state.threads, has_files(activity)
-    if with_files and not text and none_readable(activity):  # a pasted screenshot alone: not a question
-        await out.send(unreadable_note(await shared_files(activity, state.settings)))  # nothing downloaded
+    unread = with_files and none_readable(activity)
+    refused_files = await shared_files(activity, state.settings) if unread else ()  # nothing downloaded
+    if unread and not text and not threads.refused(_person(activity)):  # a screenshot alone: no question
+        await out.send(unreadable_note(refused_files))
         return
     message = IncomingMessage(
         text=text,
@@ -202,6 +207,7 @@ async def _answer(state: AppState, activity: Activity, text: str, out: TeamsOut)
         user_name=activity.from_property.name if activity.from_property else "",
         is_direct=is_personal(activity),
         user_tz=activity.local_timezone or "",  # Teams sends the client's IANA zone with each message
+        files=refused_files,
     )
     sink = TeamsSink(threads=threads, links=state.links, out=out, personal=is_personal(activity))
     await sink.typing()
@@ -213,7 +219,8 @@ async def _answer(state: AppState, activity: Activity, text: str, out: TeamsOut)
         return await shared_files(activity, state.settings)
 
     confirm = _confirmer(threads, out, _user_id(activity))
-    await state.analyst.handle(message, sink, confirm=confirm, fetch_files=fetch if with_files else None)
+    fetching = with_files and not unread  # a file that may be one it reads: fetched in the turn
+    await state.analyst.handle(message, sink, confirm=confirm, fetch_files=fetch if fetching else None)
 
 
 def _person(activity: Activity) -> IncomingMessage:

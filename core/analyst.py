@@ -33,7 +33,7 @@ from core.events import (
     TurnStarted,
     Waiting,
 )
-from core.file_fetch import fetch_now, question_of
+from core.file_fetch import fetch_now, may_read, question_of, say_unread
 from core.file_intake import take_in
 from core.help import is_local, local_answer
 from core.model import ModelClient, describe_model_error, model_fault
@@ -137,8 +137,8 @@ class Analyst:
     ) -> TurnOutcome:
         session_id = self.session_id(message)
         turn_id = turn_id or uuid.uuid4().hex[:12]
-        with_files = bool(message.files) or fetch is not None
-        message = question_of(message, coming=with_files)  # files without words are a question too
+        with_files = may_read(message, fetch)  # a screenshot alone makes no question of `help`
+        message = question_of(message, readable=with_files)  # files without words are a question too
         outcome = TurnOutcome(turn_id=turn_id, session_id=session_id, ok=False)
 
         async def emit(event: TurnEvent) -> None:
@@ -151,9 +151,12 @@ class Analyst:
         denial = self.access.check(message)
         if denial:
             return await self.ends.fail(outcome, emit, denial, message, refusal=Refusal(denial))
-        if is_local(message.text) and not with_files:  # help or an empty message: no model, no lock
-            return await self._answer_locally(message, outcome, emit)
+        local = is_local(message.text) and not with_files  # help or an empty message: no model, no lock
         exporting = is_export_request(message.text) and not with_files  # files are for a question
+        if local or exporting:
+            await say_unread(message, turn_id, emit)  # files refused by name: no turn reads them
+        if local:
+            return await self._answer_locally(message, outcome, emit)
         try:
             admin = self.access.is_admin(message.user_id)
             budgets = ModelBudgets.for_message(self.store, self.settings, message, admin=admin)

@@ -13,6 +13,11 @@ worth at once), and only until the core has written them into the workspace.
 
 A callable beside the message, as `Confirmer` is, not a field of `IncomingMessage`: the message is
 plain data (logged, compared, recorded with the turn), and the fetch is the surface's live client.
+
+A surface passes a fetch only when some file might be one the bot reads; files it refuses by name (a
+screenshot) come on the message, without bytes. Only a file that may be read makes a message a
+question about its files (`may_read`): `help` with a screenshot is the help, not a model call, and the
+screenshot's refusal is said with it (`say_unread`).
 """
 
 from __future__ import annotations
@@ -21,8 +26,17 @@ import logging
 from dataclasses import replace
 
 from core.agent import TurnAborted
-from core.events import EventSink, FileFetcher, IncomingMessage, NobodyListening, SharedFile, Thinking
-from core.file_intake import FILES_ONLY, with_question
+from core.attachment_words import one_line
+from core.events import (
+    EventSink,
+    FileFetcher,
+    IncomingMessage,
+    NobodyListening,
+    SharedFile,
+    Thinking,
+    TurnNote,
+)
+from core.file_intake import FILES_ONLY, NAME_CHARS
 
 log = logging.getLogger("datathread.intake")
 
@@ -30,12 +44,28 @@ FETCH_FAILED_NAME = "the shared files"
 FETCH_FAILED = "Something went wrong on my side while fetching them."
 
 
-def question_of(message: IncomingMessage, *, coming: bool) -> IncomingMessage:
+def may_read(message: IncomingMessage, fetch: FileFetcher | None) -> bool:
+    """Whether a file shared with the message may be read: one still to fetch, or one in hand with
+    its bytes. Files all refused already are no question of their own."""
+    return fetch is not None or any(f.data is not None for f in message.files)
+
+
+def question_of(message: IncomingMessage, *, readable: bool) -> IncomingMessage:
     """The message as its turn asks it: files without words are a question too, whether they are in
-    hand or still to be fetched (`coming`)."""
-    if coming and not message.text.strip():
+    hand or still to be fetched, when one may be read (`readable`: `may_read`)."""
+    if readable and not message.text.strip():
         return replace(message, text=FILES_ONLY)
-    return with_question(message)
+    return message
+
+
+async def say_unread(message: IncomingMessage, turn_id: str, emit: EventSink) -> None:
+    """Each refused file of a message no turn reads files for (`help`, an export), said as the intake
+    says it (core/file_intake.py): the person is not left to guess why their file went unmentioned."""
+    for shared in message.files:
+        if shared.data is None:
+            name = one_line(shared.name, NAME_CHARS).replace("`", "'")
+            why = shared.refusal or "It could not be fetched."
+            await emit(TurnNote(turn_id=turn_id, text=f"I didn't read `{name}`: {why}"))
 
 
 async def fetch_now(fetch: FileFetcher, turn_id: str, emit: EventSink) -> tuple[SharedFile, ...]:

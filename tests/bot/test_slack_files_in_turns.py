@@ -7,6 +7,7 @@ the scripted model's requests show what the core made of them (`core/file_intake
 
 from __future__ import annotations
 
+import asyncio
 import time
 
 import pytest
@@ -14,7 +15,9 @@ import pytest_asyncio
 
 from bot import slack_shared_files
 from core.file_intake import FILES_ONLY, HEADER
+from core.runner import cancel_and_tell
 from core.shared_files import over_total
+from core.turn_end import STOPPED
 from tests.bot.handed import spy_on_handle
 from tests.bot.slack_harness import demo_home, mention, message, module_settings, serve
 from tests.fakes.anthropic_api import text, tool
@@ -93,10 +96,14 @@ async def test_the_ack_never_waits_for_a_file(slack, model, monkeypatch):
     assert asked.files[0].data is None and asked.files[0].refusal == "Slack did not send it within 4 s."
 
 
-async def test_while_a_file_downloads_the_thread_says_so_then_the_turn_thinks(slack, model, monkeypatch):
+async def test_while_a_file_downloads_the_thread_says_so_and_no_status_stays_under_the_answer(
+    slack, model, monkeypatch
+):
     """The turn starts thinking, and the thread's status names the file from the start of the fetch,
     which the core makes once the turn holds the thread (it used to show nothing until the fetch gave
-    up); "is thinking…" comes back once the file is in."""
+    up). The answer's stream had replied by then (which clears a status, as Slack documents), so once
+    the file is in the status is cleared, not set to "is thinking…" again: that stayed under the
+    finished answer, which nothing after the stream's start clears."""
     monkeypatch.setattr(slack_shared_files, "FETCH_TIMEOUT_S", 3.0)
     api = slack.api
     file = api.share("slow.csv", CSV)
@@ -106,12 +113,34 @@ async def test_while_a_file_downloads_the_thread_says_so_then_the_turn_thinks(sl
     await slack.event({**mention("sum it", ts="815.1"), "files": [file]})
     await slack.drain()
     statuses = api.of("assistant.threads.setStatus")
-    assert [(c.args["thread_ts"], c.args["status"]) for c in statuses][:3] == [
+    assert [(c.args["thread_ts"], c.args["status"]) for c in statuses] == [
         ("815.1", "is thinking…"),
         ("815.1", "is fetching slow.csv…"),
-        ("815.1", "is thinking…"),
+        ("815.1", ""),
     ]
     assert statuses[1].at - started < 1.5 and statuses[2].at - started > 2.9
+    assert "I couldn't get the file." in "".join(api.shown())
+    assert api.status_of("C0001", "815.1") == ""
+
+
+async def test_a_turn_stopped_while_its_file_downloads_leaves_no_fetching_status(slack, model):
+    """A shutdown stops the turn mid-download: the thread hears that the answer stopped, and its
+    status does not go on saying "is fetching slow.csv…" (nothing cleared it)."""
+    api = slack.api
+    file = api.share("slow.csv", CSV)
+    api.stalled_files.add(file["id"])
+    asked = len(model.requests)
+    await slack.event({**mention("sum it", ts="817.1"), "files": [file]})
+    started = time.monotonic()
+    while api.status_of("C0001", "817.1") != "is fetching slow.csv…" and time.monotonic() - started < 10:
+        await asyncio.sleep(0.02)
+    assert api.status_of("C0001", "817.1") == "is fetching slow.csv…"
+    runner = slack.state.runner
+    await cancel_and_tell(dict(runner.tasks), runner.handlers)
+    await slack.drain()
+    assert STOPPED in "".join(api.shown())
+    assert api.status_of("C0001", "817.1") == ""
+    assert len(model.requests) == asked  # stopped before the model was asked
 
 
 async def test_a_file_past_the_messages_total_is_not_fetched_and_the_thread_says_why(
@@ -256,3 +285,54 @@ async def test_a_slack_connect_file_alone_is_looked_up_before_it_is_judged(slack
     [said] = [c.args for c in api.calls if c.method.startswith("chat.")]
     assert said["text"].startswith("I can't read the files you shared. `partner.png`: A .png file is not")
     assert len(slack.handled) == 1 and len(model.requests) == before + 1 and api.downloads == []
+
+
+async def test_someone_the_rules_refuse_hears_only_that_not_about_their_files(slack, model):
+    """U0009 is outside DATATHREAD_ALLOWED_USERS and DMs a screenshot and a Slack Connect file without
+    words: the access refusal alone. They were told why the files were not read instead, and Slack
+    was asked about the Connect file (files.info) on their behalf."""
+    api = slack.api
+    png = api.share("screenshot.png", b"\x89PNG....", mimetype="image/png")
+    partner = api.share("partner.png", b"\x89PNG", mimetype="image/png")
+    stub = {"id": partner["id"], "file_access": "check_file_info"}
+    api.clear()
+    asked = len(model.requests)
+    dm = message("", ts="880.1", channel="D0009", channel_type="im", subtype="file_share", files=[png, stub])
+    await slack.event({**dm, "user": "U0009"})
+    await slack.drain()
+    shown = "".join(api.shown())
+    assert "You're not on the list of people who can use datathread" in shown
+    assert "I can't read" not in shown and "screenshot.png" not in shown  # no word about the files
+    assert api.of("files.info") == [] and api.downloads == [] and len(model.requests) == asked
+
+
+async def test_help_with_only_a_screenshot_is_the_help_and_says_why_it_was_not_read(slack, model):
+    """`help` with a file it cannot read: the local help, without a model call or a fetch (any file
+    made it a question about the files), and the screenshot's sentence below it."""
+    api = slack.api
+    png = api.share("screenshot.png", b"\x89PNG....", mimetype="image/png")
+    asked = len(model.requests)
+    await slack.event({**mention("help", ts="885.1"), "files": [png]})
+    await slack.drain()
+    shown = "".join(api.shown())
+    assert "reply in the thread for follow-ups" in shown  # the help's Slack tip
+    assert "I didn't read `screenshot.png`: A .png file is not one I can read" in shown
+    assert len(model.requests) == asked and api.downloads == []
+    [handed] = slack.handled
+    assert handed.text == "help" and [(f.name, f.data) for f in handed.files] == [("screenshot.png", None)]
+
+
+async def test_a_question_with_only_a_screenshot_is_asked_and_says_why_without_a_fetch(slack, model):
+    """Words and a screenshot: a question, whose answer says why the screenshot was not read (the
+    model is told too); refused by its name, without a call to Slack."""
+    api = slack.api
+    png = api.share("chart.png", b"\x89PNG....", mimetype="image/png")
+    model.enqueue(text("I can't see images; ask me about data."))
+    asked = len(model.requests)
+    await slack.event({**mention("what does this chart show?", ts="886.1"), "files": [png]})
+    await slack.drain()
+    [request] = model.requests[asked:]
+    words, block = question_of(request)
+    assert words == "what does this chart show?" and '"chart.png" was not taken in' in block
+    assert "I didn't read `chart.png`: A .png file is not" in "".join(api.shown())
+    assert api.downloads == []

@@ -15,6 +15,7 @@ from pydantic import SecretStr
 
 from bot import slack_shared_files as shared
 from bot.slack_client import bounded_session, build_client
+from bot.slack_status import ThreadStatus
 from bot.slack_target import SlackTarget
 from core.config import load_settings
 from core.shared_files import MAX_FILES, over_total
@@ -49,9 +50,11 @@ def elsewhere():
 
 
 async def fetch(client, *files: dict, limit_mb: int = 100, total_mb: int | None = None, target=None):
+    """The files fetched; with `target`, its thread's status (bot/slack_status.py) says so meanwhile."""
     refs = shared.file_refs(list(files))
+    status = ThreadStatus(client, target) if target is not None else None
     return await shared.fetch_shared_files(
-        client, refs, limit_mb=limit_mb, total_mb=total_mb or 10 * limit_mb, target=target
+        client, refs, limit_mb=limit_mb, total_mb=total_mb or 10 * limit_mb, status=status
     )
 
 
@@ -164,6 +167,27 @@ async def test_the_thread_says_which_file_is_being_fetched_while_it_comes(api, c
     [status] = api.of("assistant.threads.setStatus")
     assert status.args == {"channel_id": "C0001", "thread_ts": "900.1", "status": "is fetching sales.csv…"}
     assert [g.refusal for g in await fetching][0] == "Slack did not send it within 3 s."
+
+
+@pytest.mark.parametrize("replied", [False, True])
+async def test_once_the_files_are_in_the_status_is_the_turns_own_or_none_after_its_reply(
+    api, client, replied
+):
+    """Before the turn's reply, the fetch's status gives way to the turn's "is thinking…"; after it,
+    to none (a status set after the reply stays under the answer: nothing else the turn sends clears
+    it). The turn's end clears whatever no reply did, and asks nothing when nothing is left."""
+    status = ThreadStatus(client, THREAD)
+    await status.own("is thinking…")
+    if replied:
+        status.answered()  # the stream started (Slack clears the status then)
+    refs = shared.file_refs([api.share("sales.csv", CSV)])
+    [got] = await shared.fetch_shared_files(client, refs, limit_mb=1, total_mb=1, status=status)
+    then = "" if replied else "is thinking…"
+    assert got.data == CSV and api.status_of("C0001", "900.1") == then
+    await status.settle()
+    said = [c.args["status"] for c in api.of("assistant.threads.setStatus")]
+    assert said == ["is thinking…", "is fetching sales.csv…", then, *([] if replied else [""])]
+    assert api.status_of("C0001", "900.1") == ""
 
 
 @pytest.mark.parametrize(

@@ -293,3 +293,34 @@ async def test_a_file_alone_is_answered_as_a_question(teams, host, fake_model):
     question = json.dumps(fake_model.requests[0]["messages"][-1], ensure_ascii=False)
     assert FILES_ONLY in question and "'sales.csv'" in question
     assert teams.connector.sent()[before:][-1]["text"] == "It holds sales by region."
+
+
+PASTED = {"contentType": "image/*", "contentUrl": "https://smba.trafficmanager.net/amer/v3/attachments/1"}
+
+
+async def test_someone_the_rules_refuse_hears_only_that_for_a_screenshot_alone(settings, monkeypatch):
+    """A person outside the allowlists pastes a screenshot without words: the access refusal alone
+    (they were told why the screenshot was not read, before any check)."""
+    async with serve_teams(settings.model_copy(update={"allowed_users": "aad-somebody-else"})) as teams:
+        body = activity(teams.connector.url, conversation=CHAT)
+        body["attachments"] = [PASTED]
+        await post(teams, body)
+        said = " ".join(m.get("text") or "" for m in teams.connector.sent())
+        assert "You're not on the list of people who can use datathread" in said
+        assert "I can't read" not in said and "pasted image" not in said
+
+
+async def test_help_with_only_a_screenshot_is_the_help_and_says_why_it_was_not_read(
+    teams, handed, fake_model
+):
+    """`help` and a pasted image: the local help, no model call (any file made it a question about
+    the files), and the image's sentence with it."""
+    body = activity(teams.connector.url, "help", conversation=CHAT)
+    body["attachments"] = [PASTED]
+    await post(teams, body)
+    assert fake_model.requests == []
+    answer = teams.connector.sent()[-1]["text"]
+    assert "@-mention me" in answer  # the help's Teams tip
+    assert f"I didn't read `pasted image`: {IMAGE}" in answer, answer
+    [message] = handed
+    assert message.text == "help" and message.files == (SharedFile("pasted image", refusal=IMAGE),)

@@ -5,6 +5,8 @@ said by then."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from core.analyst import Analyst
 from core.events import IncomingMessage, NobodyListening, SharedFile, Thinking
 from core.file_fetch import FETCH_FAILED, FETCH_FAILED_NAME
@@ -59,6 +61,25 @@ async def test_files_still_to_fetch_make_help_and_no_words_a_question(analyst, f
         assert len(fetch.seen) == 1
     first, second = (question_words(r)[0] for r in fake_model.requests)
     assert (first, second) == (FILES_ONLY, "help")
+
+
+async def test_help_an_export_or_no_words_with_files_all_refused_call_no_model(analyst, fake_model, recorder):
+    """Files a surface refused by name (a screenshot: no bytes, nothing to fetch) make no question:
+    `help` is the help, an export phrase the export, no words at all "you didn't ask anything", each
+    without a model call (they were questions about the files), and each says why the file was not
+    read."""
+    shot = SharedFile("shot.png", refusal="A .png file is not one I can read.")
+    said = []
+    for words, key in (("help", "ff7"), ("export this as a notebook", "ff8"), ("", "ff9")):
+        recorder.events.clear()
+        message = replace(ask(words, key=key), files=(shot,))
+        outcome = await analyst.handle(message, recorder)
+        assert [n.text for n in recorder.of("note")] == [
+            "I didn't read `shot.png`: A .png file is not one I can read."
+        ]
+        said.append(outcome.answer)
+    assert fake_model.requests == []
+    assert said[0].startswith("I answer questions about your data") and said[2].startswith("You didn't ask")
 
 
 async def test_a_refused_person_has_nothing_fetched(settings, recorder):

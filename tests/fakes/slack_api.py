@@ -20,6 +20,12 @@ scope), the answer is Slack's sign-in page (HTML, HTTP 200). Switches per file i
 wait (`slow_files`, seconds). Every fetch is recorded in
 `downloads` with the token it carried. API answers carry the token's scopes in `x-oauth-scopes`
 (`scopes`; None: no such header), as Slack's do.
+
+Each thread's status is kept as Slack documents it (`status_of`,
+https://docs.slack.dev/reference/methods/assistant.threads.setStatus): set by
+`assistant.threads.setStatus`, cleared by an empty one, and "automatically cleared when the app sends
+a reply" — a message posted into the thread (`chat.postMessage`, `chat.startStream`); nothing else
+(a stream's appends and end, `chat.update`) clears it. Its two-minute timeout is not modelled.
 """
 
 from __future__ import annotations
@@ -69,6 +75,7 @@ class FakeSlackAPI:
         self.uploads: dict[str, bytes] = {}
         self.alt_texts: dict[str, str] = {}  # file id → the alt text its upload was given (`alt_txt`)
         self.posted: dict[str, list[dict]] = {}  # channel → its messages as conversations.history gives them
+        self.statuses: dict[tuple[str, str], str] = {}  # (channel, thread_ts) → the status it shows now
         self.refuse_streaming = False
         self.fail_methods: dict[str, str] = {}
         # Refuse the calls this picks (method, arguments → Slack's error code, or None to answer).
@@ -140,6 +147,11 @@ class FakeSlackAPI:
                 out.append(json.dumps(call.args))
         return out + list(streams.values())
 
+    def status_of(self, channel: str, thread_ts: str) -> str:
+        """What the thread's status shows now ("" for none), as Slack keeps it (see the module's doc)."""
+        with self.lock:
+            return self.statuses.get((channel, thread_ts), "")
+
     def methods(self) -> list[str]:
         with self.lock:
             return [c.method for c in self.calls]
@@ -150,6 +162,7 @@ class FakeSlackAPI:
             self.uploads.clear()
             self.alt_texts.clear()
             self.posted.clear()
+            self.statuses.clear()
             self._seen.clear()
             self.downloads.clear()
             self.served.clear()
@@ -256,7 +269,14 @@ class FakeSlackAPI:
         }
         if method in simple:
             return {"ok": True, **simple[method]}
+        if method == "assistant.threads.setStatus":
+            with self.lock:
+                self.statuses[(channel, str(args.get("thread_ts")))] = str(args.get("status") or "")
+            return {"ok": True}
         if method in ("chat.postMessage", "chat.startStream"):
+            if args.get("thread_ts"):  # the app's reply in the thread: Slack clears its status
+                with self.lock:
+                    self.statuses.pop((channel, str(args["thread_ts"])), None)
             ts = self.next_ts()
             self._keep(channel, ts, args)
             return {"ok": True, "channel": channel, "ts": ts, "message": {"ts": ts, "text": args.get("text")}}
