@@ -12,6 +12,7 @@ from __future__ import annotations
 import copy
 import re
 
+from core.shared_files import is_intake_block
 from core.text_repair import readable_data
 from core.wording import counted
 
@@ -25,6 +26,12 @@ _SAVED = re.compile(r"Saved ([\d,]+ rows?) to '(.+?)'\. Columns:")
 _CHANGED = re.compile(r"New or changed files: (.*)")
 _FILE = re.compile(r"(.+?) \([\d,]+ bytes?\)(?:, |$)")
 _ATTACHED = re.compile(r"Attached (.+?) \([\d,]+ bytes?\) to the conversation")
+# The shared-files block's own lines (core/file_intake.py `intake_text`): one at the margin a file, after
+# the person's name for it as a JSON string; all that came from the file is indented below it. A
+# workspace name is letters, digits, "_", "." and "-" (core/file_stems.py), never a quote.
+_SHARED = re.compile(r'- "(?:[^"\\]|\\.)*" (.*)')
+_IN_WORKSPACE = re.compile(r"is in the workspace as '([^']+)' \([^)]*\)(?:, converted to '([^']+)')?(.*)")
+_SHARED_ROWS = re.compile(r"  Rows: (\d+)")
 
 
 def _blocks(message: dict) -> list[dict]:
@@ -149,11 +156,58 @@ def for_storage(
 def _stub_message(message: dict) -> dict:
     if message.get("role") != "user" or isinstance(message.get("content"), str):
         return message
+    if is_question(message):
+        return {"role": "user", "content": _shortened_question(message)}
     return {"role": "user", "content": [_compact_block(b) for b in message["content"]]}
 
 
+def _shortened_question(question: dict) -> list[dict]:
+    """The question's blocks with a shared-files block as its one line. Never the first block: that is
+    the person's own words, whatever they say (as core/receipt.py reads them)."""
+    return [
+        {**b, "text": shared_files_line(b["text"])}
+        if n > 0 and b.get("type") == "text" and is_intake_block(str(b.get("text") or ""))
+        else b
+        for n, b in enumerate(_blocks(question))
+    ]
+
+
+def shared_files_line(block: str) -> str:
+    """An older turn's shared-files block in one line, read from its own lines (so its bytes never
+    change): "(Shared with this question: 'sales.csv' 1,204 rows, 'Q3.xlsx' as 'Q3.parquet' 310 rows,
+    'broken.csv' not read; 1 file not taken in.)", at most NAMES_SHOWN files named. The files stay
+    in the workspace, where a step reads them again."""
+    named: list[list[str]] = []  # [its names, its rows or "not read"]
+    current: list[str] | None = None  # the entry whose indented lines follow (the first "Rows: N")
+    unknown = untaken = 0
+    for line in block.splitlines():
+        if not (shared := _SHARED.fullmatch(line)):
+            if current is not None and not current[1] and (count := _SHARED_ROWS.fullmatch(line)):
+                current[1] = counted(int(count[1]), "row")
+            continue
+        current = None
+        if not (placed := _IN_WORKSPACE.fullmatch(shared[1])):
+            refused = shared[1].startswith(("could not be put in the workspace:", "was not taken in:"))
+            untaken, unknown = untaken + refused, unknown + (not refused)
+            continue
+        stored, converted, rest = placed.groups()
+        name = f"'{_cut(stored)}'" + (f" as '{_cut(converted)}'" if converted else "")
+        current = [name, "not read" if rest.startswith(", but it") else ""]
+        named.append(current)
+    parts = [_names([f"{name} {rows}".strip() for name, rows in named], cut=False)] if named else []
+    if unknown:
+        parts.append(counted(unknown, "more file" if named else "file"))
+    if untaken:
+        parts.append(f"{counted(untaken, 'file')} not taken in")
+    return f"(Shared with this question: {'; '.join(parts) or 'no files'}.)"
+
+
+def _cut(name: str) -> str:
+    return name if len(name) <= 80 else name[:79] + "…"
+
+
 def _collapse_turn(turn: list[dict]) -> list[dict]:
-    question = [b for b in _blocks(turn[0]) if b.get("type") == "text"]
+    question = [b for b in _shortened_question(turn[0]) if b.get("type") == "text"]
     answers = [m for m in turn if m.get("role") == "assistant"]
     last = [b.get("text", "") for b in _blocks(answers[-1]) if b.get("type") == "text"] if answers else []
     steps = sum(1 for m in answers for b in _blocks(m) if b.get("type") == "tool_use")
@@ -188,8 +242,8 @@ def _files_line(turn: list[dict]) -> str:
     return "; ".join(parts)
 
 
-def _names(names: list[str]) -> str:
-    shown = ", ".join(n if len(n) <= 80 else n[:79] + "…" for n in names[:NAMES_SHOWN])
+def _names(names: list[str], *, cut: bool = True) -> str:
+    shown = ", ".join(_cut(n) if cut else n for n in names[:NAMES_SHOWN])
     return shown + (f" and {len(names) - NAMES_SHOWN} more" if len(names) > NAMES_SHOWN else "")
 
 

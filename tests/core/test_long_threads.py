@@ -4,9 +4,11 @@ about early ones, and what the store keeps."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 from core import history as hist
-from core.events import IncomingMessage
+from core.events import IncomingMessage, SharedFile
+from core.shared_files import is_intake_block
 from tests.fakes.anthropic_api import text, tool
 from tests.fakes.scenarios import CHART, DELAYS, assert_valid
 
@@ -66,3 +68,19 @@ async def test_the_saved_history_keeps_only_what_a_request_can_send(analyst, fak
     assert len(questions) == hist.MAX_TURNS - 1  # with the next question, all a request can hold
     assert questions[0]["content"][0]["text"] == "filler question 1"
     assert sum(1 for m in saved for b in m["content"] if b.get("type") == "tool_use") == 0
+
+
+async def test_a_file_shared_early_is_one_line_once_its_turn_is_older(analyst, fake_model, recorder):
+    """The block the intake wrote for a shared file goes whole with the next question, then as one
+    line naming the file in the workspace and its rows (a question with ten files had 30 KB of it in
+    every request, all 40 turns long)."""
+    shared = SharedFile("sales.csv", b"region,amount\nnorth,10\nsouth,5\n")
+    fake_model.enqueue(text("Two regions."))
+    asked = ask("what is in it?")
+    assert (await analyst.handle(replace(asked, files=(shared,)), recorder)).ok
+    await fillers(analyst, fake_model, recorder, 6)
+    firsts = [[b["text"] for b in body["messages"][0]["content"]] for body in fake_model.requests[1:]]
+    assert firsts[0][0] == "what is in it?" and is_intake_block(firsts[0][-1])  # with the next question
+    line = "(Shared with this question: 'sales.csv' 2 rows.)"
+    assert [texts[-1] for texts in firsts[1:]] == [line] * 5  # stubbed, then collapsed
+    assert not any(is_intake_block(t) for texts in firsts[1:] for t in texts)
