@@ -4,9 +4,9 @@ an "n/a" in it — and in bounded work, whatever the bytes are.
 
 `core/file_reading.py` calls `excel_to_parquet` in a sandbox step; nothing here runs in the bot. A
 workbook is a zip of XML: its directory says how much it unpacks to before a byte of XML is parsed,
-so a 12 MB "workbook" of 4 GB of rows is refused in milliseconds instead of holding the turn until
-the step is killed (`zipfile` stops a member at the size its directory gave, so the check holds
-for a directory that lies). The first sheet is read once, without a header (`pd.read_excel`), and
+so a 12 MB "workbook" of 4 GB of rows, or one of more XML than the time a file is given reads, is
+refused in milliseconds instead of holding the turn until the step is killed (`zipfile` stops a
+member at the size its directory gave, so the check holds for a directory that lies). The first sheet is read once, without a header (`pd.read_excel`), and
 the header found in its first rows; a column that still mixes kinds (text and numbers) is made text,
 which Parquet needs (pyarrow refused it: "Expected bytes, got a 'int' object"). Library warnings
 are silenced: they went into what the model read ("Pandas4Warning: ExcelFile.parse is deprecated").
@@ -18,7 +18,11 @@ import math
 import warnings
 import zipfile
 
-UNPACKED_MB = 200  # XML a workbook's parts may unpack to: a 30 MB workbook's (pandas reads ~6 MB/s)
+UNPACKED_MB = 200  # XML a workbook's parts may unpack to, however long a step may read it
+# XML pandas and openpyxl read a second, at most: measured on one core of the dev host, a sheet of 8
+# columns of numbers 5.2 MB/s (14.6 MB of XML in 2.8 s of CPU), of numbers and words 3.6-4.0, of
+# words 3.3-3.5. A workbook of more than `read_s` seconds of it at that speed is never read in time.
+XML_MB_PER_S = 5
 MAX_PARTS = 10_000  # zip members: a real workbook has dozens
 HEADER_SCAN = 20  # rows searched for the header
 HEADER_ROWS = 3  # at most, for a header merged over rows
@@ -29,10 +33,11 @@ class Unreadable(ValueError):
     """A workbook refused before it is parsed; the message is for the person and the model."""
 
 
-def excel_to_parquet(src: str, dst: str) -> dict:
-    """Convert the first sheet of workbook `src` to Parquet file `dst`; what was done, for the description:
-    the sheet read and the others, the header's rows, the columns made text."""
-    check_unpacked(src)
+def excel_to_parquet(src: str, dst: str, read_s: float = 0) -> dict:
+    """Convert the first sheet of workbook `src` to Parquet file `dst` in `read_s` seconds (0: no time
+    of its own); what was done, for the description: the sheet read and the others, the header's
+    rows, the columns made text."""
+    check_unpacked(src, read_s)
     import pandas as pd
 
     with warnings.catch_warnings():
@@ -60,8 +65,14 @@ def excel_to_parquet(src: str, dst: str) -> dict:
     }
 
 
-def check_unpacked(src: str) -> None:
-    """Refuse a workbook whose parts would unpack past UNPACKED_MB, by its zip directory alone."""
+def unpacked_limit_mb(read_s: float) -> int:
+    """The most XML a workbook may unpack to when it has `read_s` seconds to be read (0: any time)."""
+    return min(UNPACKED_MB, int(read_s * XML_MB_PER_S)) if read_s > 0 else UNPACKED_MB
+
+
+def check_unpacked(src: str, read_s: float = 0) -> None:
+    """Refuse a workbook whose parts would unpack past what `read_s` seconds read (UNPACKED_MB at most),
+    by its zip directory alone."""
     try:
         with zipfile.ZipFile(src) as book:
             parts = book.infolist()
@@ -71,11 +82,12 @@ def check_unpacked(src: str) -> None:
         ) from None
     if len(parts) > MAX_PARTS:
         raise Unreadable(f"It holds {len(parts):,} parts; a workbook has dozens, so I did not open it.")
-    unpacked = sum(part.file_size for part in parts)
-    if unpacked > UNPACKED_MB * 2**20:
+    unpacked, limit = sum(part.file_size for part in parts), unpacked_limit_mb(read_s)
+    if unpacked > limit * 2**20:
+        timed = f" in the {read_s:g} seconds I give a file" if limit < UNPACKED_MB else ""
         raise Unreadable(
-            f"Its sheets unpack to {_size(unpacked)}, more than the {UNPACKED_MB} MB I read from a "
-            "workbook. Saving the sheet you need as CSV and sharing that works."
+            f"Its sheets unpack to {_size(unpacked)}, more than the {limit} MB I can read from a "
+            f"workbook{timed}. Saving the sheet you need as CSV and sharing that works."
         )
 
 

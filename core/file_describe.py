@@ -40,7 +40,7 @@ ENCODINGS = ("Windows-1252", "Latin-1", "UTF-16")  # what core/file_reading.py m
 
 _REPORT = """
 from core.file_reading import report
-report({name!r}, {kind!r}, {copy_to!r}, {memory_mb!r})
+report({name!r}, {kind!r}, {copy_to!r}, {memory_mb!r}, {read_s!r})
 """
 
 
@@ -76,17 +76,22 @@ def converted_name(name: str, kind: str) -> str:
     return {"xlsx": f"{stem}.parquet", "csv": f"{stem}.utf8.csv", "tsv": f"{stem}.utf8.tsv"}.get(kind, "")
 
 
-async def describe_file(sandbox: Sandbox, step: StepRequest, name: str, kind: str) -> Description:
+async def describe_file(
+    sandbox: Sandbox, step: StepRequest, name: str, kind: str, *, file_s: float = 0
+) -> Description:
     """Convert (Excel, a CSV not in UTF-8) and describe the workspace file `name` of kind `kind` in one
-    sandbox step under `step`'s session and limits. Never raises for the file's own faults: those are
-    `unread`; a step stopped at its time limit is `timed_out`."""
+    sandbox step under `step`'s session and limits. `file_s` is the time a file is given (default: the
+    step's limit): a workbook of more than that reads is refused at once, and a step given less (what
+    was left of a message's time for its files) says so when it runs out. Never raises for the
+    file's own faults: those are `unread`; a step stopped at its time limit is `timed_out`."""
+    file_s = file_s or step.timeout_s
     copy_to = converted_name(name, kind)
-    code = _REPORT.format(name=name, kind=kind, copy_to=copy_to, memory_mb=step.memory_mb)
+    code = _REPORT.format(name=name, kind=kind, copy_to=copy_to, memory_mb=step.memory_mb, read_s=file_s)
     request = dataclasses.replace(step, kind="python", code=code, save_as=None, output_bytes=REPORT_BYTES)
     started = time.monotonic()
     result = await sandbox.run(request)
     if not result.ok:
-        return _not_run(name, result, step.timeout_s, time.monotonic() - started)
+        return _not_run(name, result, step.timeout_s, time.monotonic() - started, file_s)
     facts = _facts(result.output)
     if facts is None:
         return Description(
@@ -101,8 +106,18 @@ async def describe_file(sandbox: Sandbox, step: StepRequest, name: str, kind: st
     return Description(queried, text=description_text(facts, queried), source=source)
 
 
-def _not_run(name: str, result: StepResult, limit_s: float, ran_s: float) -> Description:
-    """A step that failed as a step: stopped at its time limit, killed (memory), or refused."""
+def _not_run(name: str, result: StepResult, limit_s: float, ran_s: float, file_s: float) -> Description:
+    """A step that failed as a step: stopped at its time limit (a file's, or the rest of its
+    message's), killed (memory), or refused."""
+    if result.killed and ran_s >= limit_s and limit_s < file_s:
+        return Description(
+            name,
+            unread=f"Reading it was stopped after {limit_s:.2g} s, all that was left of the time for "
+            "reading this message's files. It is in the workspace: a query on it may well work.",
+            reason=f"Reading it was stopped after {limit_s:.2g} s, all that was left of the time I "
+            "have for reading one message's files.",
+            timed_out=True,
+        )
     if result.killed and ran_s >= limit_s:
         return Description(
             name,

@@ -9,15 +9,18 @@ from the person's (`safe_file_stem`, its kind kept): `../../x.csv` is `x.csv`, a
 Then `describe_file` reads it in the sandbox (an Excel workbook converted to Parquet first, a CSV that
 is not UTF-8 copied to one that is), each file a step the person sees ("Reading sales.csv"), one
 after another: a session's steps run one at a time (they share its uid, and a step's end kills that
-uid's processes), so they cannot be read at once. Each has FILE_READ_S, and all of a message's files
-FILES_READ_FACTOR times that: a file that takes long (a workbook of a million cells, a crafted one
-past the reader's bounds) holds the turn for seconds, not the step limit's two minutes each; a file
-the time ran out before is still written, and said to be unread. A refused file, a full workspace, a file that does not parse, one
-that took too long: each is a sentence, for the model in the block and for the person as a
-`TurnNote` in words meant for them; nothing raises out of the turn. The block marks what came from
-the files (indented, quoted as JSON strings, invisible characters escaped) and ends with END, so a
-file cannot write a line that reads as the block's own. It is kept in the history (follow-ups still
-know the files), but it is not evidence for the receipt's numbers check (`is_intake_block`).
+uid's processes), so they cannot be read at once. Each has FILE_READ_S, and the reads of all of a
+message's files FILES_READ_FACTOR times that: a file that takes long (a workbook of a million cells,
+a crafted one past the reader's bounds) holds the turn for seconds, not the step limit's two minutes
+each. Only reading counts: writing the files (slow on a remote sandbox) takes no file's time. A file
+read in what was left of that time is said to have been stopped for that, not for being slow; one
+the time ran out before is still written, and said to be unread. A refused file, a full workspace,
+a file that does not parse, one that took too long: each is a sentence, for the model in the block
+and for the person as a `TurnNote` in words meant for them; nothing raises out of the turn. The
+block marks what came from the files (indented, quoted as JSON strings, invisible characters
+escaped) and ends with END, so a file cannot write a line that reads as the block's own. It is kept
+in the history (follow-ups still know the files; once its turn is older, as one line naming them:
+core/history.py), but it is not evidence for the receipt's numbers check (`is_intake_block`).
 """
 
 from __future__ import annotations
@@ -63,11 +66,14 @@ OUT_OF_TIME = (
 OUT_OF_TIME_NOTE = "The files shared before it took all the time I have for reading files."
 _ROWS = re.compile(r"^Rows: (\d+)$", re.MULTILINE)
 # A file's read, at most: in the sandbox a 100 MB CSV (the size limit) is written and described in
-# 1.9 s, a 50,000-row, 8-column workbook converted in 7.6 s, so 20 s leaves room on a busy host, yet
-# is a sixth of the step limit each file could hold the turn for. All of a message's files: three
-# files' worth (ten slow files held it for ten step limits).
+# 1.9 s, a 50,000-row, 8-column workbook read in 3.8-4.1 s (numbers) to 7.1-7.2 s (words), the whole
+# step, at load 1-3; a workbook of more XML than 20 s reads is refused at once (core/excel_reading.py).
+# So 20 s leaves room on a busy host, yet is a sixth of the step limit each file could hold the turn
+# for. Reading all of a message's files: three files' worth (ten slow files held it for ten step
+# limits); writing them is not counted (on Modal an upload, as slow as the network).
 FILE_READ_S = 20.0
 FILES_READ_FACTOR = 3
+MIN_READ_S = 0.1  # less time left than this reads nothing (a step takes longer to start): unread
 
 
 @dataclass(frozen=True)
@@ -116,7 +122,7 @@ async def take_in(
         log.exception("shared files: could not list the workspace of %s", ctx.session_id)
         existing, unlisted = {}, WENT_WRONG
     per_file = min(FILE_READ_S, ctx.step_timeout_s)
-    deadline = time.monotonic() + FILES_READ_FACTOR * per_file
+    reading_left = FILES_READ_FACTOR * per_file  # seconds of reading; writing the files is not counted
     taken: list[TakenFile] = []
     steps: list[StepRecord] = []
     budget = FilesBudget(file_mb=limit_mb, total_mb=total_mb)
@@ -126,8 +132,8 @@ async def take_in(
             taken.append(TakenFile(shared.name, refusal=refused))
             continue
         step_id = f"{ctx.turn_id}-{first_step + len(steps) + 1}"
-        read_s = min(per_file, deadline - time.monotonic())
-        one, record = await _take_one(shared, ctx, emit, existing, step_id, read_s)
+        one, record, read = await _take_one(shared, ctx, emit, existing, step_id, per_file, reading_left)
+        reading_left -= read
         taken.append(one)
         steps.append(record)
     notes = [note for one in taken if (note := _note(one))]
@@ -154,23 +160,29 @@ async def _take_one(
     emit: EventSink,
     existing: dict[str, int],
     step_id: str,
-    read_s: float,
-) -> tuple[TakenFile, StepRecord]:
-    """Write one file and read it within `read_s` seconds (none left: written, said unread)."""
+    per_file: float,
+    reading_left: float,
+) -> tuple[TakenFile, StepRecord, float]:
+    """Write one file and read it within `per_file` seconds, or what is left of the message's reading
+    time if less (none left: written, said unread); also the seconds its reading took."""
     data, kind = shared.data or b"", kind_of(shared.name)
     started = time.perf_counter()
     stored, reused = await _place(ctx, shared.name, kind, data, existing)
     title = f"Reading {stored}"
     await emit(StepStarted(turn_id=ctx.turn_id, step_id=step_id, tool=STEP_TOOL, title=title, detail=stored))
     one = TakenFile(shared.name, size=len(data), stored=stored, reused=reused)
+    read_s, reading = min(per_file, reading_left), 0.0
     try:
         if not reused:
             await ctx.sandbox.write_file(ctx.session_id, stored, data)
         existing[stored] = len(data)
-        if read_s > 0:
-            described = await describe_file(
-                ctx.sandbox, ctx.step_request("python", timeout_s=read_s), stored, kind
-            )
+        if read_s >= MIN_READ_S:
+            began = time.monotonic()
+            step = ctx.step_request("python", timeout_s=read_s)
+            try:
+                described = await describe_file(ctx.sandbox, step, stored, kind, file_s=per_file)
+            finally:
+                reading = time.monotonic() - began
         else:
             described = Description(stored, unread=OUT_OF_TIME, reason=OUT_OF_TIME_NOTE)
         one = replace(one, description=described)
@@ -183,7 +195,7 @@ async def _take_one(
         one = replace(one, stored="", refusal=WENT_WRONG)
     record = _record(one, step_id, title, kind, time.perf_counter() - started)
     await emit(StepFinished(turn_id=ctx.turn_id, record=record))
-    return one, record
+    return one, record, reading
 
 
 async def _place(

@@ -10,7 +10,8 @@ nothing here runs in the bot. Each bound answers a file that held a turn for min
   and the model is told how (`type_candidates`);
 - a preview value is cut to VALUE_CHARS by DuckDB itself, and the preview is PREVIEW_ROWS rows of at
   most PREVIEW_COLUMNS columns (DuckDB's box printout drew every value whole);
-- a workbook is checked by its zip directory before it is parsed (`core/excel_reading.py`).
+- a workbook is checked by its zip directory before it is parsed (`core/excel_reading.py`): one of
+  more XML than the time a file is given reads is refused at once.
 A CSV that is not UTF-8 (a Windows export in Windows-1252) gets a UTF-8 copy: DuckDB's own
 `latin-1` refuses Windows-1252's € and curly quotes, and its encodings extension is not installed
 in the sandbox. A text column of numbers written with a decimal comma ("847,43") is named, with
@@ -46,9 +47,10 @@ _NESTED = ("list", "struct", "map", "array", "union")
 ERROR_CHARS = 2_000
 
 
-def report(path: str, kind: str, copy_to: str = "", memory_mb: int = 0) -> None:
+def report(path: str, kind: str, copy_to: str = "", memory_mb: int = 0, read_s: float = 0) -> None:
     """Print what workspace file `path` of `kind` holds as one JSON line. `copy_to`: where a workbook's
-    Parquet file or a CSV's UTF-8 copy goes. A file that cannot be read is {"error": …}, with "stage":
+    Parquet file or a CSV's UTF-8 copy goes; `read_s`: the time a file is given (a workbook of more
+    than that reads is refused at once). A file that cannot be read is {"error": …}, with "stage":
     "excel" for a workbook not converted and "for_people" when the error is a sentence of ours."""
     stage = "read"
     try:
@@ -56,7 +58,7 @@ def report(path: str, kind: str, copy_to: str = "", memory_mb: int = 0) -> None:
         source = path
         if kind == "xlsx":
             stage = "excel"
-            facts.update(excel_to_parquet(path, copy_to))
+            facts.update(excel_to_parquet(path, copy_to, read_s))
             source, stage = copy_to, "read"
         elif kind in ("csv", "tsv"):
             source, read = _csv_source(path, copy_to)

@@ -7,6 +7,7 @@ own lines. Each file is made here; the scripted Messages API is the only fake.""
 from __future__ import annotations
 
 import io
+import re
 import time
 import unicodedata
 import zipfile
@@ -104,19 +105,23 @@ async def test_files_that_held_the_turn_for_minutes_are_read_in_seconds(analyst,
     assert "e.g. SELECT * FROM read_csv('digits.csv', auto_type_candidates=[" in block
     assert '  Rows: 2\n  Columns: "id" BIGINT, "n" DOUBLE' in block
     assert "- \"bomb.xlsx\" is in the workspace as 'bomb.xlsx'" in block
-    assert "  Its sheets unpack to 246 MB, more than the 200 MB I read from a workbook." in block
+    assert (
+        "  Its sheets unpack to 246 MB, more than the 100 MB I can read from a workbook in the 20 seconds "
+        "I give a file." in block
+    )
     (result,) = fake_model.last_tool_results(1)
     assert not result.get("is_error") and "Saved 1 row" in result["content"]
     assert [e.text for e in recorder.of("note")] == [
-        "I couldn't read `bomb.xlsx`. Its sheets unpack to 246 MB, more than the 200 MB I read from a "
-        "workbook. Saving the sheet you need as CSV and sharing that works."
+        "I couldn't read `bomb.xlsx`. Its sheets unpack to 246 MB, more than the 100 MB I can read from a "
+        "workbook in the 20 seconds I give a file. Saving the sheet you need as CSV and sharing that works."
     ]
 
 
 async def test_each_file_and_all_of_them_together_have_a_time_limit(settings, fake_model, recorder):
     """A file gets its share of time, and all of a message's files three times that: the last of five
     slow files are written but not read, and the person is told so in their words (before: each
-    took the whole step limit, and the note said "Try a smaller query")."""
+    took the whole step limit, and the note said "Try a smaller query"). A file read in what was left
+    of the message's time is not said to be slow: it was given less than a file's time."""
     from core.analyst import Analyst
 
     columns = 10_000  # DuckDB needs seconds to sniff it: past the half second each file has here
@@ -136,11 +141,18 @@ async def test_each_file_and_all_of_them_together_have_a_time_limit(settings, fa
     assert listed == {f"wide{i}.csv" for i in range(1, 6)}  # every file is there for the model
     notes = [e.text for e in recorder.of("note")]
     slow = "Reading it took longer than the 0.5 seconds I give a file."
+    cut = re.compile(
+        r"Reading it was stopped after 0\.[1-5]\d? s, all that was left of the time I have for reading "
+        r"one message's files\."
+    )
     late = "The files shared before it took all the time I have for reading files."
     told = [note.split(". ", 1)[1] for note in notes]
     assert [note.split(".csv`")[0] for note in notes] == [f"I couldn't read `wide{i}" for i in range(1, 6)]
-    assert told[0] == slow and told[-1] == late  # a step overruns its limit by ~1 s: 1-3 files are read
-    assert told == sorted(told, key=lambda t: t == late) and set(told) == {slow, late}
+    said = " ".join(
+        "slow" if t == slow else "cut" if cut.fullmatch(t) else "late" if t == late else t for t in told
+    )
+    # a step overruns its limit by ~1 s: 1-3 files are read, the last perhaps in what time was left
+    assert re.fullmatch(r"slow( slow)*( cut)?( late)+", said), told
     block = block_of(fake_model.requests[0])
     assert "- \"wide5.csv\" is in the workspace as 'wide5.csv' (" in block
     assert "bytes), but it was not read:\n  Not read: the files before it took all the time" in block
