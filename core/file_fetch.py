@@ -26,7 +26,6 @@ import logging
 from dataclasses import replace
 
 from core.agent import TurnAborted
-from core.attachment_words import one_line
 from core.events import (
     EventSink,
     FileFetcher,
@@ -36,7 +35,7 @@ from core.events import (
     Thinking,
     TurnNote,
 )
-from core.file_intake import FILES_ONLY, NAME_CHARS
+from core.file_intake import FILES_ONLY, not_read
 
 log = logging.getLogger("datathread.intake")
 
@@ -63,9 +62,8 @@ async def say_unread(message: IncomingMessage, turn_id: str, emit: EventSink) ->
     says it (core/file_intake.py): the person is not left to guess why their file went unmentioned."""
     for shared in message.files:
         if shared.data is None:
-            name = one_line(shared.name, NAME_CHARS).replace("`", "'")
             why = shared.refusal or "It could not be fetched."
-            await emit(TurnNote(turn_id=turn_id, text=f"I didn't read `{name}`: {why}"))
+            await emit(TurnNote(turn_id=turn_id, text=not_read(shared.name, why)))
 
 
 async def fetch_now(fetch: FileFetcher, turn_id: str, emit: EventSink) -> tuple[SharedFile, ...]:

@@ -29,13 +29,11 @@ import logging
 import os
 import re
 import time
-import unicodedata
 from dataclasses import dataclass, replace
 from pathlib import PurePosixPath
 
 from core.events import (
     EventSink,
-    IncomingMessage,
     SharedFile,
     StepFinished,
     StepRecord,
@@ -47,6 +45,7 @@ from core.file_stems import safe_file_stem
 from core.sandbox import WorkspaceFull
 from core.shared_files import HEADER, FilesBudget, kind_of, refusal_before_fetch
 from core.tools import ToolContext
+from core.wording import in_code_span
 
 log = logging.getLogger("datathread.intake")
 
@@ -95,13 +94,6 @@ class Intake:
     block: dict | None
     notes: list[str]
     steps: list[StepRecord]
-
-
-def with_question(message: IncomingMessage) -> IncomingMessage:
-    """The message, with `FILES_ONLY` as its question when files came without words."""
-    if message.files and not message.text.strip():
-        return replace(message, text=FILES_ONLY)
-    return message
 
 
 async def take_in(
@@ -287,12 +279,17 @@ def _clipped(lines: list[str]) -> list[str]:
     return kept
 
 
+def not_read(name: str, why: str) -> str:
+    """The note for a file refused before it came in (its kind, its size, a link it may not follow)."""
+    return f"I didn't read `{in_code_span(name, NAME_CHARS)}`: {why}"
+
+
 def _note(one: TakenFile) -> str:
     """The sentence for the person about a file that did not come in whole; "" for one that did."""
-    shown = f"`{_plain(one.shared_as)}`"
+    shown = f"`{in_code_span(one.shared_as, NAME_CHARS)}`"
     described = one.description
     if not one.stored and not one.size:
-        return f"I didn't read {shown}: {one.refusal}"
+        return not_read(one.shared_as, one.refusal)
     if not one.stored:
         if one.refusal.startswith("The result ("):  # WorkspaceFull's words are for the model
             return f"I couldn't keep {shown}: this thread's workspace has no room left for it."
@@ -301,7 +298,7 @@ def _note(one: TakenFile) -> str:
         if described.reason:
             return f"I couldn't read {shown}. {described.reason}"
         what = "Excel" if described.excel_failed else _kind(one.stored)
-        return f"I couldn't read {shown} as {what}: `{_plain(described.unread_line)}`"
+        return f"I couldn't read {shown} as {what}: `{in_code_span(described.unread_line, NAME_CHARS)}`"
     return ""
 
 
@@ -317,10 +314,3 @@ def _quoted(name: str) -> str:
 
 def _one_line(text: str) -> str:
     return " ".join(line for line in escaped_lines(text) if line.strip())
-
-
-def _plain(text: str) -> str:
-    """Text for a Markdown code span in a note: one line, no control or format characters, no backticks."""
-    kept = "".join(c for c in " ".join(text.split()) if not unicodedata.category(c).startswith("C"))
-    kept = kept.replace("`", "'")
-    return kept[:NAME_CHARS] + ("…" if len(kept) > NAME_CHARS else "")

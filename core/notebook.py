@@ -29,7 +29,7 @@ from core.notebook_safety import step_hazard
 from core.notebook_setup import SETUP_NAMES, intro_text, setup_code
 from core.redact import Redactor
 from core.turn_records import NothingToExport
-from core.wording import error_line
+from core.wording import error_line, in_code_span
 
 MAX_CHART_BYTES = 5 * 1024 * 1024  # bigger images stay files; the notebook rebuilds them anyway
 
@@ -117,7 +117,7 @@ def _step_cell(step: dict, bigquery: bool, attached: list[str]) -> Any:
     if tool == "shared_file" and isinstance(args.get("shared_as"), str):  # named as the person knows it
         kept = "it" if len(step.get("files") or ()) == 1 else "those files"
         return v4.new_markdown_cell(
-            f"The file shared with this question as `{_shown_name(args['shared_as'])}` is not in this "
+            f"The file shared with this question as `{in_code_span(args['shared_as'])}` is not in this "
             f"notebook; the bot kept it as {files}. Place {kept} in the working directory before "
             "running the next cells."
         )
@@ -174,13 +174,6 @@ def _literal(text: str) -> str:
     if '"""' in body or "\\" in body or body.endswith('"'):
         return repr(body)
     return f'"""\n{body}\n"""'
-
-
-def _shown_name(name: str) -> str:
-    """A person's file name in a Markdown code span: one line, nothing invisible, no backtick."""
-    kept = "".join(c for c in " ".join(name.split()) if not unicodedata.category(c).startswith("C"))
-    kept = kept.replace("`", "'")
-    return kept[:120] + ("…" if len(kept) > 120 else "")
 
 
 def _quote(text: str) -> str:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import errno
 import os
 import re
+import unicodedata
 from collections.abc import Iterator
 
 
@@ -25,6 +26,14 @@ def cut_at_word(text: str, limit: int) -> str:
     if space > limit * 0.8:
         cut = cut[:space]
     return cut.rstrip(" ,;:-") + "…"
+
+
+def in_code_span(text: str, limit: int = 120) -> str:
+    """A person's file name, or a parser's line about it, made fit for a Markdown code span in a note:
+    one line, no control or format character, no backtick, at most `limit` characters."""
+    kept = "".join(c for c in " ".join(text.split()) if not unicodedata.category(c).startswith("C"))
+    kept = kept.replace("`", "'")
+    return kept[:limit] + ("…" if len(kept) > limit else "")
 
 
 def seconds_to_midnight_utc(now: float) -> float:
