@@ -18,6 +18,8 @@ import math
 import warnings
 import zipfile
 
+from core.steps import unique_names
+
 UNPACKED_MB = 200  # XML a workbook's parts may unpack to, however long a step may read it
 # XML pandas and openpyxl read a second, at most: measured on one core of the dev host, a sheet of 8
 # columns of numbers 5.2 MB/s (14.6 MB of XML in 2.8 s of CPU), of numbers and words 3.6-4.0, of
@@ -125,17 +127,8 @@ def column_names(header: list[list], width: int) -> list[str]:
                 parts[i].append(carried)
             elif depth < len(header) - 1 and carried:  # an upper row's merged cell spans it
                 parts[i].append(carried)
-    names: list[str] = []
-    seen: set[str] = set()
-    for i, pieces in enumerate(parts):
-        base = " ".join(dict.fromkeys(pieces)) or f"column_{i + 1}"
-        name, n = base, 1
-        while name.lower() in seen:
-            n += 1
-            name = f"{base}_{n}"
-        seen.add(name.lower())
-        names.append(name)
-    return names
+    joined = [" ".join(dict.fromkeys(pieces)) or f"column_{i + 1}" for i, pieces in enumerate(parts)]
+    return unique_names(joined, first_suffix=2)  # a second "Revenue" is "Revenue_2", as in a sheet
 
 
 def _blank(value) -> bool:

@@ -173,14 +173,15 @@ def save_arrow(table, workspace: Path, stem: str) -> str:
     return name
 
 
-def unique_names(names: list[str]) -> list[str]:
+def unique_names(names: list[str], *, first_suffix: int = 1) -> list[str]:
     """Column names made unique as DuckDB reads them back (`a, a_1, A_2`: case does not tell them
     apart): `SELECT 1 AS a, 2 AS a` saved a file pandas and the CSV conversion then refused
-    ("Multiple matches for FieldRef")."""
+    ("Multiple matches for FieldRef"). `first_suffix`: the number the first repeat gets (a
+    workbook's header says a second "Revenue" is "Revenue_2", core/excel_reading.py)."""
     seen: set[str] = set()
     out = []
     for name in names:
-        unique, n = name, 0
+        unique, n = name, first_suffix - 1
         while unique.lower() in seen:
             n += 1
             unique = f"{name}_{n}"
