@@ -7,9 +7,14 @@ entry stays in the group's pending list until the worker acks (and deletes) it a
 
 A worker that dies leaves its entries pending. Live workers renew theirs (XCLAIM to themselves,
 JUSTID: idle time back to 0) from a thread, like session locks; an entry idle for longer than
-`lost_after_s` belongs to a dead worker, and whoever finds it (XAUTOCLAIM) turns it into a *lost*
-job: not a second run of the turn (it may have posted half an answer), but its surface's message
-that the answer stopped. The replica whose worker died does the same at once for that worker.
+`lost_after_s` belongs to a dead worker, and whoever finds it (XAUTOCLAIM) settles it. A job the dead
+worker had started becomes a *lost* job: not a second run of the turn (it may have posted half an
+answer), but its surface's message that the answer stopped. A job it had not started — Redis hands a
+new entry to a blocked read whose worker was killed a moment before, or the worker died between its
+read and the job's start — is queued again, for any worker to run: nobody has heard anything of it,
+and "your answer stopped, ask again" would be a question lost for nothing. "Started" is the job's fate
+key (below) set to "run", which a worker does before it runs a job, so the two cannot both happen.
+The replica whose worker died settles that worker's entries at once.
 
 A put that misses its deadline (a Redis frozen for a while) may still land once Redis answers again —
 after its thread was told the store was unreachable and to ask again, so the question was answered
@@ -22,6 +27,7 @@ loop stalled) is still read: only a put Redis did not answer is given up.
 from __future__ import annotations
 
 import asyncio
+import enum
 import json
 import logging
 import threading
@@ -45,14 +51,37 @@ FATE = "dt:jobs:fate:"  # + a put's id: "run" (a worker took it) or "withdrawn" 
 WITHDRAW_FOR_S = 600.0  # how long a web process keeps trying to withdraw a put that timed out
 
 
-# XACK answers 1 only to the first to ack a pending entry, so the lost job is queued once; a script,
-# so the ack, the delete and the lost job happen together or not at all.
+MAX_REQUEUES = 3  # a job queued again after its workers died before starting it: then it is lost
+
+# XACK answers 1 only to the first to ack a pending entry, so the job is settled once; a script, so the
+# ack, the delete, the job's fate and what replaces the entry happen together or not at all.
+# KEYS: the entry's stream, the quick stream, the entry's fate key ("" when it has no put id).
+# ARGV: group, entry id, its lost job ("" for none), the job itself ("" when malformed), a new put id,
+# how often it was queued again already. Returns a `Settled` value.
 _SETTLE = """
-if redis.call('XACK', KEYS[1], ARGV[1], ARGV[2]) == 0 then return 0 end
+if redis.call('XACK', KEYS[1], ARGV[1], ARGV[2]) == 0 then return 'already' end
 redis.call('XDEL', KEYS[1], ARGV[2])
+if KEYS[3] ~= '' then
+  local fate = redis.call('GET', KEYS[3])
+  if fate == 'withdrawn' then return 'withdrawn' end
+  if not fate and ARGV[4] ~= '' and tonumber(ARGV[6]) < tonumber(ARGV[7]) then
+    redis.call('SET', KEYS[3], 'requeued', 'EX', 3600)
+    redis.call('XADD', KEYS[1], '*', 'job', ARGV[4], 'put', ARGV[5], 'requeues', tonumber(ARGV[6]) + 1)
+    return 'requeued'
+  end
+end
 if ARGV[3] ~= '' then redis.call('XADD', KEYS[2], '*', 'job', ARGV[3]) end
-return 1
+return 'lost'
 """
+
+
+class Settled(enum.Enum):
+    """What became of an abandoned entry when it was settled."""
+
+    ALREADY = "already"  # someone else settled it first: nothing to do
+    LOST = "lost"  # it had started: its thread hears that the answer stopped
+    REQUEUED = "requeued"  # it had not started: queued again, for any worker
+    WITHDRAWN = "withdrawn"  # its thread was told it could not be queued: nothing more to say
 
 
 @dataclass(frozen=True)
@@ -62,7 +91,8 @@ class Taken:
     stream: str
     entry_id: str
     job: TurnJob | None  # None: an entry that is not a job (logged and acked)
-    put_id: str = ""  # names its withdrawal mark (entries queued before puts had ids have none)
+    put_id: str = ""  # names its fate key (entries queued before puts had ids have none)
+    requeues: int = 0  # how often it was queued again because its workers died before starting it
 
 
 def _decode(stream: str, entry_id, fields: dict | None) -> Taken:
@@ -78,7 +108,14 @@ def _decode(stream: str, entry_id, fields: dict | None) -> Taken:
         log.warning("dropping a malformed job entry %s", entry_id)
     key = entry_id.decode() if isinstance(entry_id, bytes) else str(entry_id)
     put_id = (fields or {}).get(b"put", b"")
-    return Taken(stream=stream, entry_id=key, job=job, put_id=put_id.decode(errors="replace"))
+    requeues = (fields or {}).get(b"requeues", b"0")
+    return Taken(
+        stream=stream,
+        entry_id=key,
+        job=job,
+        put_id=put_id.decode(errors="replace"),
+        requeues=int(requeues) if requeues.isdigit() else MAX_REQUEUES,
+    )
 
 
 # > the longest blocking read (`take`'s block_ms) and a Redis's own pauses (a fork for BGSAVE): a read
@@ -157,13 +194,18 @@ class RedisJobs:
             for entry_id, fields in entries
         ]
 
-    async def settle(self, taken: Taken, lost: TurnJob | None = None) -> bool:
-        """End an abandoned entry exactly once: ack and delete it and (with `lost`) queue its lost job,
-        all in one step, and only if it was still pending. A dead worker's entry can be found at the
-        same time by its replica's takeover and by another replica's sweep; only one of them reports it
-        (True), the other finds it settled (False)."""
-        job = json.dumps(lost.to_dict()) if lost is not None else ""
-        return bool(await self._settle(keys=[taken.stream, QUICK], args=[GROUP, taken.entry_id, job]))
+    async def settle(self, taken: Taken, lost: TurnJob | None = None) -> Settled:
+        """End an abandoned entry exactly once, in one step and only if it was still pending: ack and
+        delete it, then queue it again when it never started (`Settled.REQUEUED`), or else queue
+        `lost` (its lost job; without one the caller tells the thread itself on `Settled.LOST`). A dead
+        worker's entry can be found at the same time by its replica's takeover and by another replica's
+        sweep; only one of them settles it, the other gets `Settled.ALREADY`."""
+        lost_json = json.dumps(lost.to_dict()) if lost is not None else ""
+        job_json = json.dumps(taken.job.to_dict()) if taken.job is not None else ""
+        fate = FATE + taken.put_id if taken.put_id else ""
+        args = [GROUP, taken.entry_id, lost_json, job_json, uuid.uuid4().hex, taken.requeues, MAX_REQUEUES]
+        answer = await self._settle(keys=[taken.stream, QUICK, fate], args=args)
+        return Settled(answer.decode() if isinstance(answer, bytes) else answer)
 
     async def done(self, taken: Taken) -> None:
         async with self.r.pipeline(transaction=True) as pipe:

@@ -34,7 +34,7 @@ from core.runner import (
     lost_kind,
     tell_lost,
 )
-from core.runner_redis import RedisJobs, Renewer, Taken
+from core.runner_redis import RedisJobs, Renewer, Settled, Taken
 from core.store_redis import redis_reason, redis_where
 
 __all__ = ["LOST", "Worker", "die_with_parent", "lost_job", "lost_kind", "report_lost"]
@@ -218,17 +218,19 @@ async def _withdrawn(jobs: RedisJobs, taken: Taken) -> bool:
         gone = not await jobs.may_run(taken)
     except (RedisError, OSError):
         return False  # Redis just answered the take: run it rather than lose it
-    if gone:
-        log.info("not running a %s job queued after its thread was told it could not be", taken.job.kind)
+    if gone:  # withdrawn, or queued again by whoever took it for a dead worker's meanwhile
+        log.info("not running a %s job: withdrawn, or queued again, before it started", taken.job.kind)
     return gone
 
 
-async def report_lost(jobs: RedisJobs, taken: Taken) -> bool:
-    """Replace an abandoned entry by its lost job, once however many find it (a lost job that was
-    itself lost is dropped). True when this call reported it."""
+async def report_lost(jobs: RedisJobs, taken: Taken) -> Settled:
+    """Settle an abandoned entry, once however many find it: queued again if its job never started,
+    else replaced by its lost job (a lost job that was itself lost is dropped)."""
     lost = lost_job(taken.job) if taken.job is not None and taken.job.kind != LOST else None
-    reported = await jobs.settle(taken, lost)
-    return reported  # telling the thread logs where it was (`tell_lost`)
+    settled = await jobs.settle(taken, lost)
+    if settled is Settled.REQUEUED:
+        log.info("a %s job its worker never started was queued again", taken.job.kind if taken.job else "?")
+    return settled  # telling the thread logs where it was (`tell_lost`)
 
 
 async def _unless_stopping(call: Awaitable[T], closed: asyncio.Task) -> tuple[bool, T | None]:

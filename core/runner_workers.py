@@ -7,9 +7,10 @@ the web process only verifies, filters and submits.
 
 Jobs reach the workers over each worker's stdin (the parent picks the worker holding the fewest), or
 with `REDIS_URL` through Redis streams (`core/runner_redis.py`), from which any replica's workers take
-them, each exactly once. A worker that dies is restarted; for the jobs it held this process runs the
-surfaces' lost handlers at once (the thread hears that the answer stopped; the session lock the
-dead turn held is taken over at once, core/lock_owner.py). Over pipes, each job is also noted in a
+them, each exactly once. A worker that dies is restarted; for the jobs it had started this process
+runs the surfaces' lost handlers at once (the thread hears that the answer stopped; the session lock
+the dead turn held is taken over at once, core/lock_owner.py); with Redis, the ones it had taken and
+not started are queued again (core/runner_redis.py). Over pipes, each job is also noted in a
 file until it ends (core/job_journal.py): after a killed web process restarts, its jobs' threads hear.
 
 The worker program is injected by module name (`bot.turn_worker` builds the surfaces; the core never
@@ -38,7 +39,7 @@ from core.background import Background
 from core.config import Settings
 from core.job_journal import JobJournal
 from core.runner import LOST, TELL_LOST_S, JobHandler, TurnJob, tell_lost, tell_store_down
-from core.runner_redis import QUICK, TURNS, RedisJobs
+from core.runner_redis import QUICK, TURNS, RedisJobs, Settled
 from core.runner_worker import FINISH_S, HURRY_SIGNAL
 from core.store_base import StoreUnavailable
 from core.store_redis import redis_failure
@@ -227,7 +228,7 @@ class WorkerRunner:
                     for p in killed:  # its socket timeout, with retries, once per killed worker
                         with contextlib.suppress(Exception):  # Redis gone: another replica's sweep finds them
                             for taken in await self.redis.take_over(p.name, f"{self._host}-supervisor"):
-                                if await self.redis.settle(taken) and taken.job is not None:
+                                if await self.redis.settle(taken) is Settled.LOST and taken.job is not None:
                                     left.append(taken.job)
             except TimeoutError:
                 log.warning(
@@ -299,13 +300,13 @@ class WorkerRunner:
     async def _account_for(self, worker: _Proc) -> None:
         """The jobs a dead worker held: their threads hear from this process, at once, that the answer
         stopped (no wait for a worker to restart). With Redis, each entry is settled first, so a sweep
-        finding it at the same time does not report it again."""
+        finding it at the same time does not report it again, and one it never started is queued again."""
         held: list[int] = []  # pipe mode: the ids its journal holds
         if self.redis is not None:
             jobs = []
             try:
                 for taken in await self.redis.take_over(worker.name, f"{self._host}-supervisor"):
-                    if await self.redis.settle(taken) and taken.job is not None:
+                    if await self.redis.settle(taken) is Settled.LOST and taken.job is not None:
                         jobs.append(taken.job)
             except Exception as exc:  # the sweep of another worker finds them after lost_after_s
                 log.warning("could not take over the jobs of worker %s: %s", worker.index, exc)

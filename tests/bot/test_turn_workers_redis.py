@@ -80,27 +80,108 @@ async def test_with_redis_a_dead_workers_turn_is_reported_by_its_replica(
         await until(lambda: said(api, "Still here.") > 0)
 
 
-async def test_with_redis_an_abandoned_job_is_reported_once_however_many_find_it(redis_server):
+async def test_with_redis_a_job_handed_to_a_worker_that_died_before_starting_it_is_answered(
+    settings, api, fake_model, redis_server
+):
+    """Redis hands a new entry to a blocked read whose worker was killed a moment before (its socket not
+    yet seen closed), or a worker dies between its read and the job's start: nobody has heard of that
+    question, so it is queued again and answered — before, the thread was told the answer stopped."""
+    async with replicas(settings, api, redis_server.url) as (a, b):
+        workers = a.state.runner.pids() + b.state.runner.pids()
+        with redis_py.Redis.from_url(redis_server.url) as r:
+
+            def blocked_reads() -> int:
+                return sum(
+                    c.get("cmd") == "xreadgroup" and "b" in c.get("flags", "") for c in r.client_list()
+                )
+
+            for _ in range(100):  # frozen while at least one of them waits in its read of the streams
+                for pid in workers:
+                    os.kill(pid, signal.SIGSTOP)
+                if blocked_reads():
+                    break
+                for pid in workers:
+                    os.kill(pid, signal.SIGCONT)
+                await asyncio.sleep(0.05)
+            assert blocked_reads(), "no worker was caught waiting in its read"
+            fake_model.enqueue(text("Answered after all."))
+            await a.event(mention("a question at the wrong moment", ts="1700000300.000100"))
+            await until(lambda: r.xpending("dt:jobs:turns", "workers")["pending"] == 1, timeout=30)
+            for pid in workers:  # it was handed to a frozen worker, which dies without starting it
+                os.kill(pid, signal.SIGKILL)
+            await until(lambda: said(api, "Answered after all.") > 0)
+            assert said(api, STOPPED[:40]) == 0
+            assert (
+                sum(
+                    "a question at the wrong moment" in json.dumps(q["messages"]) for q in fake_model.requests
+                )
+                == 1
+            )
+
+
+async def test_with_redis_an_abandoned_job_is_settled_once_however_many_find_it(redis_server):
     """A dead replica's entry found at once by its replica's takeover and by another replica's sweep:
-    one lost job, the entry gone."""
+    settled once — queued again when its worker never started it, one lost job when it had."""
     from core.runner import LOST, TurnJob
-    from core.runner_redis import QUICK, TURNS, RedisJobs
+    from core.runner_redis import QUICK, TURNS, RedisJobs, Settled
+    from core.runner_worker import report_lost
+
+    jobs = RedisJobs(redis_server.url)
+    try:
+        await jobs.prepare()
+        for started in (False, True):
+            await jobs.put(TurnJob(kind="slack.turn", payload={"text": f"started={started}"}))
+            (taken,) = await jobs.take("dead-worker", turns=True, block_ms=100)
+            if started:
+                assert await jobs.may_run(taken)  # what a worker does just before it runs a job
+            # then the worker died
+            takeover = await jobs.take_over("dead-worker", "replica-a-supervisor")
+            swept = await jobs.reclaim("replica-b-worker", min_idle_ms=0)
+            assert [t.entry_id for t in takeover] == [t.entry_id for t in swept] == [taken.entry_id]
+            settled = await asyncio.gather(*(report_lost(jobs, t) for t in takeover + swept))
+            once = Settled.LOST if started else Settled.REQUEUED
+            assert sorted(settled, key=lambda s: s.value) == sorted(
+                [Settled.ALREADY, once], key=lambda s: s.value
+            )
+            assert await report_lost(jobs, takeover[0]) is Settled.ALREADY  # found again later: still settled
+            if not started:  # the same job, queued again under a new put id, for any worker to run
+                (again,) = await jobs.take("live-worker", turns=True, block_ms=100)
+                assert again.job == taken.job and again.put_id != taken.put_id and again.requeues == 1
+                assert await jobs.may_run(again) and not await jobs.may_run(taken)  # the old one never runs
+                await jobs.done(again)
+        lost = await jobs.r.xrange(QUICK)
+        assert len(lost) == 1 and json.loads(lost[0][1][b"job"])["kind"] == LOST
+        assert json.loads(lost[0][1][b"job"])["payload"]["job"]["payload"] == {"text": "started=True"}
+        assert await jobs.r.xlen(TURNS) == 0
+    finally:
+        await jobs.close()
+
+
+async def test_with_redis_a_job_queued_again_and_again_is_lost_in_the_end_and_a_withdrawn_one_is_not_told(
+    redis_server,
+):
+    """A job whose workers keep dying before they start it is queued again MAX_REQUEUES times, then its
+    thread hears it stopped; a withdrawn job (its thread was told to ask again) is settled silently."""
+    from core.runner import TurnJob
+    from core.runner_redis import MAX_REQUEUES, QUICK, TURNS, RedisJobs, Settled
     from core.runner_worker import report_lost
 
     jobs = RedisJobs(redis_server.url)
     try:
         await jobs.prepare()
         await jobs.put(TurnJob(kind="slack.turn", payload={"text": "Q"}))
-        (taken,) = await jobs.take("dead-worker", turns=True, block_ms=100)  # then the worker died
-        takeover = await jobs.take_over("dead-worker", "replica-a-supervisor")
-        swept = await jobs.reclaim("replica-b-worker", min_idle_ms=0)
-        assert [t.entry_id for t in takeover] == [t.entry_id for t in swept] == [taken.entry_id]
-        reported = await asyncio.gather(*(report_lost(jobs, t) for t in takeover + swept))
-        assert sorted(reported) == [False, True]
-        lost = await jobs.r.xrange(QUICK)
-        assert len(lost) == 1 and json.loads(lost[0][1][b"job"])["kind"] == LOST
-        assert await jobs.r.xlen(TURNS) == 0
-        assert await report_lost(jobs, takeover[0]) is False  # found again later: still settled
-        assert await jobs.r.xlen(QUICK) == 1
+        outcomes = []
+        for n in range(MAX_REQUEUES + 1):
+            (taken,) = await jobs.take(f"dead-{n}", turns=True, block_ms=100)
+            outcomes.append(await report_lost(jobs, taken))
+        assert outcomes == [Settled.REQUEUED] * MAX_REQUEUES + [Settled.LOST]
+        assert await jobs.r.xlen(TURNS) == 0 and await jobs.r.xlen(QUICK) == 1
+        await jobs.r.xtrim(QUICK, maxlen=0)  # that lost job told its thread
+
+        await jobs.put(TurnJob(kind="slack.turn", payload={"text": "withdrawn"}))
+        (taken,) = await jobs.take("dead-w", turns=True, block_ms=100)
+        await jobs.r.set("dt:jobs:fate:" + taken.put_id, "withdrawn")  # as `put` does after its deadline
+        assert await report_lost(jobs, taken) is Settled.WITHDRAWN
+        assert await jobs.r.xlen(TURNS) == 0 and await jobs.r.xlen(QUICK) == 0
     finally:
         await jobs.close()
