@@ -40,10 +40,11 @@ def serve_env(home: Path, model_url: str, slack_url: str, **extra: str) -> dict[
     return env
 
 
-def wait_for(predicate: Callable[[], object], timeout: float = 90) -> None:
+def wait_for(predicate: Callable[[], object], timeout: float = 90, explain: Callable[[], str] = str) -> None:
+    """Until `predicate` holds; timed out, the failure carries `explain()` (what the processes said)."""
     deadline = time.monotonic() + timeout
     while not predicate():
-        assert time.monotonic() < deadline, "timed out"
+        assert time.monotonic() < deadline, f"timed out\n{explain()}"
         time.sleep(0.1)
 
 
@@ -87,6 +88,10 @@ class Replica:
                 pass
             time.sleep(0.2)
         raise AssertionError(f"replica not ready: {self.log.read_text()[-2000:]}")
+
+    def tail(self, chars: int = 3000) -> str:
+        """The end of its log (for a failure's message)."""
+        return f"--- {self.log.name} ---\n{self.log.read_text(errors='replace')[-chars:]}"
 
     def post(self, body: dict) -> httpx.Response:
         raw = json.dumps(body)

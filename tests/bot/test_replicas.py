@@ -99,7 +99,12 @@ def test_two_replicas_share_one_truth(cluster, fake_model):
     fake_model.enqueue(text("Still here."))
     started = time.monotonic()
     b.post(event_body(mention("still there?", ts="1700000021.000100", thread_ts="1700000001.000100")))
-    wait_for(lambda: said(api, "Still here.") > 0)
+
+    def what_happened() -> str:  # a failure here once went unexplained: keep what the processes said
+        shown = "\n".join(api.shown()[-6:])
+        return f"Slack showed (last 6):\n{shown}\nmodel calls: {len(fake_model.requests)}\n{a.tail()}\n{b.tail()}"
+
+    wait_for(lambda: said(api, "Still here.") > 0, explain=what_happened)
     assert time.monotonic() - started < 30  # the dead replica's lock expired (3 s ttl here)
     sent = json.dumps(fake_model.requests[-1]["messages"])
     assert "what is the answer?" in sent and "Follow-up 2 done." in sent and "never delivered" not in sent
