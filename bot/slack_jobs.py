@@ -127,7 +127,7 @@ async def run_turn(state: AppState, client: AsyncWebClient, p: dict) -> None:
         # A DM is one conversation, typed top-level (the Messages tab, where each message began a new
         # one) or in the thread under an answer; a fresh one after 8 idle hours or `reset`, as Teams chats.
         base = (p["team"], p["channel"], "dm")
-        if is_reset(p["text"]):
+        if is_reset(p["text"]) and not denied:  # refused: the core says why, as for a question
             await threads.reset("slack", base)
             typed_in = p.get("thread_ts") if p.get("thread_ts") != p.get("ts") else None
             said = f"{FRESH_START} {FILES_NOT_READ}" if refs else FRESH_START  # never dropped unsaid

@@ -126,7 +126,8 @@ async def dispatch(state: AppState, activity: Activity, out: TeamsOut) -> None:
     if activity.type != ActivityTypes.message:
         return
     text = question_text(activity)
-    if is_reset(text):
+    # someone the access rules refuse resets nothing: `_answer` gives them a question's refusal
+    if is_reset(text) and not state.threads.refused(_person(activity)):
         await state.threads.reset("teams", _base(activity))
         await out.send(f"{FRESH_START} {FILES_NOT_READ}" if has_files(activity) else FRESH_START)
     elif (command := parse_manage(text)) is not None:  # `schedule list|pause|resume|remove ID`

@@ -180,3 +180,54 @@ async def test_a_teams_user_outside_the_allowlist_cannot_act_on_an_answer_either
         assert not (await teams.state.threads.turn(turn["turn_id"], channel_id=turn["channel_id"]))[
             "feedback"
         ]
+
+
+async def test_a_slack_user_outside_the_allowlist_cannot_reset_a_dm(settings, fake_model, slack_api):
+    """`reset` in a DM ran before the access rules: a person they refuse started a fresh conversation
+    and was told so. Now they hear what a refused question hears, privately, and nothing is reset."""
+    from tests.bot.slack_harness import message
+    from tests.fakes.slack_api import TEAM_ID
+
+    allowed = settings.model_copy(update={"allowed_users": "U0001"})
+    async with serve(allowed, slack_api) as slack:
+        base = (TEAM_ID, "D0003", "dm")
+        before = await slack.state.threads.current_key("slack", base, idle_reset=False)
+        await slack.event(
+            message("reset", ts="1700000301.000100", channel="D0003", channel_type="im", user="U0003")
+        )
+        await slack.drain()
+        assert await slack.state.threads.current_key("slack", base, idle_reset=False) == before
+        shown = seen_by_people(slack_api)
+        assert "fresh conversation" not in shown
+        [told] = [
+            c for c in slack_api.of("chat.postEphemeral") if "not on the list of people" in c.args["text"]
+        ]
+        assert told.args["user"] == "U0003" and not fake_model.requests
+
+
+async def test_a_teams_user_outside_the_allowlist_cannot_reset_a_group_chat(settings, fake_model):
+    """In a group chat a person the access rules refuse could start everybody's fresh conversation
+    with `reset`; now it is refused as their question would be."""
+    allowed = settings.model_copy(update={"allowed_users": "aad-ada"})
+    async with serve_teams(allowed) as teams:
+        chat = "19:group-chat-1@thread.v2"
+        base = ("tenant-1", chat)
+        before = await teams.state.threads.current_key("teams", base, idle_reset=False)
+        reset = activity(teams.connector.url, "reset", conversation=chat)
+        reset["conversation"].update(conversationType="groupChat", isGroup=True)
+        reset["channelData"].pop("channel"), reset["channelData"].pop("team")
+        reset["from"] = {"id": "29:eve", "name": "Eve", "aadObjectId": "aad-eve"}
+        sent = len(teams.connector.sent())
+        await teams.post(reset)
+        await teams.state.runner.drain(timeout=60)
+        said = json.dumps(teams.connector.sent()[sent:])
+        assert "not on the list of people" in said and "fresh conversation" not in said
+        assert await teams.state.threads.current_key("teams", base, idle_reset=False) == before
+        # Ada, on the list, still resets it
+        ada = activity(teams.connector.url, "reset", conversation=chat)
+        ada["conversation"].update(conversationType="groupChat", isGroup=True)
+        ada["channelData"].pop("channel"), ada["channelData"].pop("team")
+        await teams.post(ada)
+        await teams.state.runner.drain(timeout=60)
+        assert "fresh conversation" in teams.connector.sent()[-1]["text"]
+        assert await teams.state.threads.current_key("teams", base, idle_reset=False) != before
