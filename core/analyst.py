@@ -15,7 +15,6 @@ import time
 import uuid
 from dataclasses import replace
 
-from core import history as hist
 from core.access import AccessPolicy, Refusal, rate_limited
 from core.agent import TurnAborted, build_system, build_tools, run_loop
 from core.asked_when import asked_block
@@ -370,16 +369,9 @@ class Analyst:
         started = time.time()
         outcome.answer = await self.threads.export_turn(session_id, outcome.turn_id, emit)
         history = await self.store.load_history(session_id)
-        await self.store.save_history(
-            session_id,
-            hist.repair(
-                [
-                    *history,
-                    {"role": "user", "content": [{"type": "text", "text": message.text}]},
-                    {"role": "assistant", "content": [{"type": "text", "text": outcome.answer}]},
-                ]
-            ),
-        )
+        asked = {"role": "user", "content": [{"type": "text", "text": message.text}]}
+        answered = {"role": "assistant", "content": [{"type": "text", "text": outcome.answer}]}
+        await self.ends.save_history(session_id, [*history, asked, answered])  # as a turn's is saved
         outcome.ok = True
         await self.store.record_turn(self.ends.record_of(message, outcome, started, None))
         await emit(TurnFinished(turn_id=outcome.turn_id, session_id=session_id, ok=True, stats=outcome.stats))

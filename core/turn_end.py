@@ -91,14 +91,11 @@ class TurnEnds:
         StoreUnavailable when the history could not be saved within the deadline."""
         ending = Deadline(SETTLE_S)
         held.release_by = ending.at  # leaving the lock waits for what is left of it, no more
-        history = hist.repair(
-            hist.strip_cache_control(state.messages),
-            failure_note=f"(This turn failed: {error})" if error else None,
-        )
         # What the person was given, before the save: the record of a failed save carries it too.
         outcome.steps, outcome.answer, outcome.stats = state.steps, state.answer, state.stats()
+        note = f"(This turn failed: {error})" if error else None
         try:
-            await self._save(outcome.session_id, self.redactor.data(hist.for_storage(history)), ending)
+            history = await self.save_history(outcome.session_id, state.messages, ending, failure_note=note)
         except asyncio.CancelledError:  # Ctrl-C at "Saving the answer…": it was given, and went unsaid
             if state.answer:
                 await emit(TurnFailed(outcome.turn_id, "", KEEPING_STOPPED))
@@ -124,6 +121,23 @@ class TurnEnds:
                 receipt=receipt,
             )
         )
+
+    async def save_history(
+        self,
+        session_id: str,
+        messages: list[dict],
+        ending: Deadline | None = None,
+        *,
+        failure_note: str | None = None,
+    ) -> list[dict]:
+        """The one way a turn's history is saved — an answered turn's and an export's alike: repaired,
+        cut to what a later request can send (`hist.for_storage`) and redacted, within the deadline
+        (SETTLE_S from now without one). Returns the repaired history, whole and unredacted, for the
+        receipt. The export saved its own way: a thread's history grew past every bound, unredacted."""
+        history = hist.repair(hist.strip_cache_control(messages), failure_note=failure_note)
+        kept = self.redactor.data(hist.for_storage(history))
+        await self._save(session_id, kept, ending or Deadline(SETTLE_S))
+        return history
 
     async def _save(self, session_id: str, messages: list[dict], ending: Deadline) -> None:
         """The history, within the deadline; past it the write may still land (a frozen Redis applies

@@ -200,6 +200,34 @@ async def test_export_phrase_attaches_a_notebook_without_calling_the_model(analy
     assert history[-1]["content"][0]["text"] == outcome.answer
 
 
+async def test_an_export_saves_the_history_as_a_turn_does(analyst, fake_model, recorder, settings):
+    """The export saved the thread's history its own way: every turn kept whole however long the
+    thread (a turn keeps only what a later request can send) and the words unredacted — a key pasted
+    into "export this as a notebook" stayed in the store. Now both save through one path."""
+    from core import history as hist
+
+    fake_model.enqueue(tool("query_warehouse", {"sql": DELAYS, "save_as": "delays"}), text("F9 is worst."))
+    first = await analyst.handle(ask("delays by carrier", key="long"), recorder)
+    older = [
+        m
+        for n in range(hist.MAX_TURNS + 5)
+        for m in (
+            {"role": "user", "content": [{"type": "text", "text": f"question {n}"}]},
+            {"role": "assistant", "content": [{"type": "text", "text": f"answer {n}"}]},
+        )
+    ]
+    await analyst.store.save_history(
+        first.session_id, [*older, *await analyst.store.load_history(first.session_id)]
+    )
+    key = settings.anthropic_api_key.get_secret_value()
+    outcome = await analyst.handle(ask(f"{key} export this as a notebook", key="long"), recorder)
+    assert outcome.ok and [a.path for a in outcome.artifacts] == ["thread.ipynb"]
+    saved = await analyst.store.load_history(outcome.session_id)
+    assert sum(map(hist.is_question, saved)) <= hist.MAX_TURNS  # was 47: every turn, whole
+    assert "question 0" not in json.dumps(saved) and key not in json.dumps(saved)
+    assert saved[-1]["content"][0]["text"] == outcome.answer and "[redacted]" in json.dumps(saved[-2])
+
+
 async def test_turn_slots_are_taken_after_the_session_lock(settings, fake_model, recorder):
     """A follow-up waiting for its own thread holds no slot: another thread's question goes first."""
     import asyncio
