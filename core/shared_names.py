@@ -12,7 +12,8 @@ which writes BigQuery's results itself, would read a file model code can fill on
 more call to Modal each time.) Every path that saves a result picks the next free name instead of a shared one
 (`flights-2.parquet`), and the tool tells the model (`renamed_note`): a SQL step inside the sandbox
 (core/steps.py, the same code locally and on Modal, where the name crosses in the StepRequest), a
-BigQuery result and an S3 copy, which the bot writes. A name is only passed over while its file is
+BigQuery result and an S3 copy, which the bot writes (with the names the copy is read through: a
+workbook's Parquet file, a CSV's UTF-8 copy; core/tools_s3.py). A name is only passed over while its file is
 there where the step can look; from the bot's side, which cannot look without another call, a
 shared name is always passed over. `run_python` writing over a shared file by name is the model's
 explicit choice, and is left to it.

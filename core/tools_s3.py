@@ -11,7 +11,7 @@ from pathlib import PurePosixPath
 
 from pydantic import Field
 
-from core.file_describe import describe_file
+from core.file_describe import converted_name, describe_file
 from core.file_stems import safe_file_stem
 from core.s3 import S3Refusal, parse_uri
 from core.sandbox import WorkspaceFull
@@ -71,13 +71,11 @@ async def load_file(args: LoadFileInput, ctx: ToolContext) -> ToolOutcome:
     except S3Refusal as exc:
         return refused(str(exc))
     stem = safe_file_stem(args.save_as, default=safe_file_stem(PurePosixPath(key).stem, "s3_file"))
-    # never over a file a person shared, nor (a workbook) over one by the Parquet name it becomes
-    kinds = (ext, "parquet") if ext == "xlsx" else (ext,)
+    kinds = _kinds(ext)
     kept = unshared_stem(stem, ctx.query.shared, kinds=kinds)
     held = {shared.lower() for shared in ctx.query.shared}
     clash = next((kind for kind in kinds if f"{stem}.{kind}".lower() in held), ext)
     name = f"{kept}.{ext}"
-    renamed = renamed_note(f"{stem}.{clash}", f"{kept}.{clash}", ctx.query.shared)
     try:
         await ctx.sandbox.write_file(ctx.session_id, name, data)
     except WorkspaceFull as exc:
@@ -87,9 +85,10 @@ async def load_file(args: LoadFileInput, ctx: ToolContext) -> ToolOutcome:
     )  # in the sandbox, not the bot
     if described.excel_failed:
         return refused(f"Could not read {name} as Excel: {described.unread_line}")
-    name = described.name  # an Excel file is queried as the Parquet file it became
+    name = described.name  # a workbook is queried as the Parquet file it became, a CSV as its UTF-8 copy
     head = f"Loaded s3://{parse_uri(args.uri)[0]}/{key} ({len(data):,} bytes) as '{name}'."
-    head += f" {renamed}" if renamed else ""
+    if kept != stem:  # the name it got, and whose file it keeps clear of
+        head += f" {renamed_note(f'{stem}.{clash}', name, ctx.query.shared)}"
     if not described.ok:
         return ToolOutcome(
             content=f"{head} It could not be parsed as {ext}: {described.unread_line}",
@@ -102,6 +101,15 @@ async def load_file(args: LoadFileInput, ctx: ToolContext) -> ToolOutcome:
         summary=f"loaded {name} ({len(data):,} bytes)",
         files=(name,),
     )
+
+
+def _kinds(ext: str) -> tuple[str, ...]:
+    """The endings of the files a loaded object of kind `ext` may take in the workspace: itself, and
+    what it is read through — a workbook's Parquet file, a CSV's UTF-8 copy (`converted_name`, the
+    names the intake keeps clear of too). None may be a file a person shared: the copy of a
+    Windows-1252 `prices.csv` from S3 was written over a shared `prices.utf8.csv`."""
+    converted = converted_name(f"x.{ext}", ext)
+    return (ext, converted.removeprefix("x.")) if converted else (ext,)
 
 
 S3_TOOLS: tuple[Tool, ...] = (

@@ -266,3 +266,47 @@ async def test_an_s3_copy_never_takes_the_name_of_a_file_the_person_shared(s3_se
     ws = s3_settings.workspaces_dir / outcome.session_id
     assert (ws / "2024.csv").read_bytes() == b"mine\n1\n" and (ws / "2024-2.csv").read_bytes() == SALES_CSV
     assert (ws / "book.parquet").read_bytes() == mine and (ws / "book-2.xlsx").exists()
+
+
+async def test_an_s3_copy_never_lands_on_a_shared_csvs_utf8_copy(s3_settings, fake_model, recorder):
+    """A CSV not in UTF-8 is read through a UTF-8 copy beside it, `NAME.utf8.csv`. A person shared
+    `legacy.csv` (Windows-1252: the intake wrote `legacy.utf8.csv`) and `prices.utf8.csv`; loading
+    `prices.csv` from S3, itself Windows-1252, wrote its copy over the person's `prices.utf8.csv`. Now
+    it is loaded as `prices-2.csv` (copied to `prices-2.utf8.csv`), `legacy.utf8.csv` as
+    `legacy.utf8-2.csv`, and the model is told the names it got."""
+    from core.analyst import Analyst
+    from core.events import SharedFile
+
+    legacy = "city,n\nMünchen,1\nZürich,2\n".encode("cp1252")
+    theirs = "item,price\ncafé,3\n".encode()
+    s3 = boto3.client("s3", endpoint_url=ENDPOINT, region_name="us-east-1")
+    s3.put_object(
+        Bucket="data-lake", Key="sales/prices.csv", Body="item,price\ncrème,4\nthé,2\n".encode("cp1252")
+    )
+    s3.put_object(Bucket="data-lake", Key="sales/legacy.utf8.csv", Body=b"city,n\nParis,9\n")
+    analyst = await Analyst.create(s3_settings)
+    try:
+        fake_model.enqueue(
+            tool("load_file", {"uri": "s3://data-lake/sales/prices.csv"}),
+            tool("load_file", {"uri": "s3://data-lake/sales/legacy.utf8.csv"}),
+            text("Loaded beside yours."),
+        )
+        files = (SharedFile("legacy.csv", legacy), SharedFile("prices.utf8.csv", theirs))
+        message = IncomingMessage(
+            text="compare", surface="terminal", thread_key=("s3-utf8",), user_id="u1", files=files
+        )
+        outcome = await analyst.handle(message, recorder)
+    finally:
+        await analyst.close()
+    assert outcome.ok, outcome.error
+    prices, copy = (fake_model.last_tool_results(n)[0]["content"] for n in (1, 2))
+    ws = s3_settings.workspaces_dir / outcome.session_id
+    assert (ws / "prices.utf8.csv").read_bytes() == theirs  # was the S3 file's UTF-8 copy
+    assert (ws / "legacy.csv").read_bytes() == legacy
+    assert (ws / "legacy.utf8.csv").read_text() == "city,n\nMünchen,1\nZürich,2\n"
+    assert (
+        "as 'prices-2.utf8.csv'. Saved as 'prices-2.utf8.csv': 'prices.utf8.csv' is a file the person"
+        in prices
+    )
+    assert (ws / "prices-2.utf8.csv").read_text() == "item,price\ncrème,4\nthé,2\n"
+    assert "as 'legacy.utf8-2.csv'. Saved as 'legacy.utf8-2.csv': 'legacy.utf8.csv' is a file the" in copy
