@@ -27,7 +27,8 @@ from botbuilder.schema import (
 from bot.surface import AppState
 from bot.teams_auth import TeamsBot
 from bot.teams_connector import ConnectorFailed
-from bot.teams_progress import TeamsOut, TeamsSink
+from bot.teams_out import TeamsOut
+from bot.teams_progress import TeamsSink
 from core.events import IncomingMessage
 from core.schedules import Schedule
 from core.schedules_run import RunResult, in_owners_name, turn_question

@@ -23,7 +23,7 @@ from botbuilder.schema import Activity
 from bot import teams_render as render
 from bot import url_vetting
 from bot.surface import AppState
-from bot.teams_progress import TeamsOut
+from bot.teams_out import TeamsOut
 from bot.url_vetting import HostUnknown, Refused, shown, vet
 
 log = logging.getLogger("datathread.teams")

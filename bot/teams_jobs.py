@@ -23,7 +23,8 @@ from bot.teams_auth import TeamsBot
 from bot.teams_connector import ConnectorFailed
 from bot.teams_consent import file_consent
 from bot.teams_files import refusal_words
-from bot.teams_progress import TeamsOut, TeamsSink
+from bot.teams_out import TeamsOut
+from bot.teams_progress import TeamsSink
 from bot.teams_shared_files import has_files, none_readable, shared_files, unreadable_note
 from bot.transcript import confirmation_said
 from core.events import ConfirmRequest, IncomingMessage, SharedFile

@@ -14,7 +14,7 @@ scope, login endpoint), their msal app with a timeout on each request; before a 
 handed out, the token is fetched within `LOGIN_TIMEOUT_S`, so the SDK's own call in `signed_session`
 finds it in msal's cache. A turn can outlive that token (msal counts it expired five minutes early): so
 every send or edit of a turn signs in the same way first (`TeamsOut._signed_in` in
-bot/teams_progress.py), and msal never reaches the network from inside the SDK's call on the loop.
+bot/teams_out.py), and msal never reaches the network from inside the SDK's call on the loop.
 
 `sign_in` runs before every message of every turn, so it must cost nothing while the token is good: it
 reads msal's cache on the loop (`has_fresh_token`) and only past that goes to a thread. When the token
@@ -44,7 +44,7 @@ from core.wording import os_reason
 LOGIN_TIMEOUT_S = 10.0
 # msal takes a cached token only while it has five more minutes, and so does this check, with a few
 # seconds more for the moment between it and the SDK's own look (each try of a send checks first:
-# bot/teams_progress.py). It must not be longer: msal hands back the cached token while it has five
+# bot/teams_out.py). It must not be longer: msal hands back the cached token while it has five
 # minutes, so a longer bound would find every sign-in in that span "not fresh" again, each on a thread.
 FRESH_FOR_S = 5 * 60 + 5
 SIGN_IN_LOCK = "datathread_sign_in_lock"  # the attribute of the credentials that holds their lock

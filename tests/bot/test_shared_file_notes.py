@@ -10,7 +10,8 @@ from botbuilder.schema import ChannelAccount, ConversationAccount, ConversationR
 from botframework.connector.aio import ConnectorClient
 from botframework.connector.auth import MicrosoftAppCredentials
 
-from bot.teams_progress import TeamsOut, TeamsSink
+from bot.teams_out import TeamsOut
+from bot.teams_progress import TeamsSink
 from core.events import IncomingMessage, SharedFile
 from tests.bot.teams_harness import BOT, CHAT
 from tests.fakes.anthropic_api import text

@@ -19,7 +19,7 @@ from bot import teams_login
 from bot.teams_auth import build_bot
 from bot.teams_connector import ConnectorFailed
 from bot.teams_jobs import STOPPED, run_lost
-from bot.teams_progress import TeamsOut
+from bot.teams_out import TeamsOut
 from core.runner import TurnJob
 from tests.bot.teams_harness import CHAT, THREAD, activity
 from tests.fakes.black_hole import BlackHole
