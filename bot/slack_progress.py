@@ -3,9 +3,8 @@
 Preferred path: a streamed reply (https://docs.slack.dev/messaging/sending-and-scheduling-messages#text-streaming)
 whose task updates show each tool step, the answer streamed as Markdown, and the footer as blocks on
 `chat.stopStream`; the thread's status says "is thinking…" meanwhile (bot/slack_status.py). Where streaming is
-refused (older plans, GovSlack, API errors) it falls back to one status message edited with
-`chat.update`, at most once per `min_update_s` (chat.update is a Tier 3 method:
-https://docs.slack.dev/apis/web-api/rate-limits). Private answers (`/ask private …`) are ephemeral.
+refused (older plans, GovSlack, API errors) it falls back to one status message edited in place
+(bot/slack_status_message.py). Private answers (`/ask private …`) are ephemeral.
 
 In the stream, Claude's text shows as it is written (`bot/slack_stream.py` decides what can be shown
 without ever taking a piece back): the first words at once, then at most one append per
@@ -32,10 +31,11 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot import slack_blocks
 from bot import slack_render as render
-from bot.slack_answer import NO_UNFURL, footer_only, post_answer
+from bot.slack_answer import footer_only, post_answer
 from bot.slack_client import SlackCallFailed, cannot_post_here, failure_words, quick, slack_error
 from bot.slack_files import share_file
 from bot.slack_status import THINKING, ThreadStatus
+from bot.slack_status_message import StatusMessage
 from bot.slack_stream import StreamedText, render_parts, task_card
 from bot.slack_target import SlackTarget, privately
 from bot.transcript import WAITING, WORKING, Change, StepLine, Throttle, Transcript
@@ -69,11 +69,15 @@ class SlackProgress:
         self.mode = "ephemeral" if target.private else "stream"
         self.stream_ts: str | None = None
         self.status = ThreadStatus(client, target)  # "is thinking…", and the shared files' fetch's
-        self.status_ts: str | None = None
         self.transcript = Transcript()
         self.notes = self.transcript.notes
-        self.throttle = Throttle(min_update_s)
-        self._pending: asyncio.Task | None = None
+        self.status_message = StatusMessage(  # the fallback's, where Slack refuses streaming
+            self.quick,
+            self.transcript,
+            min_update_s=min_update_s,
+            failed=self._progress_failed,
+            stopped=lambda: self.no_progress,
+        )
         self.text = StreamedText()
         self.text_throttle = Throttle(TEXT_MIN_INTERVAL_S)
         self._text_pending: asyncio.Task | None = None
@@ -173,7 +177,7 @@ class SlackProgress:
             status = "in_progress" if waiting else "complete"
             await self._task(TaskUpdateChunk(id="waiting", title=WAITING, status=status))
         if self.mode == "update":
-            self._schedule_update()
+            self.status_message.update()
 
     async def _step(self, line: StepLine) -> None:
         if self.no_progress:
@@ -183,7 +187,7 @@ class SlackProgress:
             await self._send_text()
             await self._task(task_card(line))
         if self.mode == "update":
-            self._schedule_update()
+            self.status_message.update()
 
     async def _task(self, chunk: TaskUpdateChunk) -> None:
         """One task card's update into the stream; a refused append moves the turn to chat.update."""
@@ -261,36 +265,8 @@ class SlackProgress:
 
     async def _post_status(self, text: str) -> None:
         """The status message the fallback edits (progress: without it, the answer comes as messages)."""
-        try:
-            resp = await self.quick.chat_postMessage(
-                channel=self.target.channel, thread_ts=self.target.thread_ts, text=text, **NO_UNFURL
-            )
-        except SlackCallFailed as exc:
-            return self._progress_failed(exc)
-        self.status_ts = resp["ts"]
-        self.status.answered()
-
-    def _schedule_update(self) -> None:
-        if self.no_progress or not self.status_ts:
-            return
-        if self._pending is None or self._pending.done():
-            self._pending = asyncio.create_task(self._flush_status())
-
-    async def _flush_status(self) -> None:
-        wait = self.throttle.wait_s()
-        if wait > 0:
-            await asyncio.sleep(wait)
-        self.throttle.mark()
-        head = f":hourglass_flowing_sand: {self.transcript.status()}"  # working, or waiting its turn
-        text = "\n".join([head, *(slack_blocks.status_line(row) for row in self.transcript.rows())])
-        if self.no_progress:
-            return
-        try:
-            await self.quick.chat_update(channel=self.target.channel, ts=self.status_ts, text=text[:3000])
-        except SlackCallFailed as exc:
-            self._progress_failed(exc)
-        except SlackClientError:
-            pass
+        if await self.status_message.post(self.target, text):
+            self.status.answered()
 
     # --- files ---------------------------------------------------------------------------------
     async def _upload(self, artifact: ArtifactReady) -> None:
@@ -308,8 +284,7 @@ class SlackProgress:
 
     # --- the end -------------------------------------------------------------------------------
     async def _finish(self, done: TurnFinished) -> None:
-        if self._pending and not self._pending.done():
-            self._pending.cancel()
+        self.status_message.cancel()
         if self.target.unheard:  # said in the log when it was found; Slack would refuse this too
             return  # (no text pending: an unheard turn answers privately, and private answers don't stream)
         if self._text_pending and not self._text_pending.done():
@@ -348,7 +323,7 @@ class SlackProgress:
             except (SlackApiError, SlackCallFailed) as exc:  # refused, or taken and never answered
                 log.info("stream finish failed (%s); posting the answer instead", failure_words(exc))
                 await self._stop_abandoned()
-                self.status_ts = None
+                self.status_message.ts = None
         await self._finish_messages(both, footer)
 
     async def _last_cards(self) -> None:
@@ -389,7 +364,9 @@ class SlackProgress:
 
     async def _finish_messages(self, body: str, footer: list[dict]) -> None:
         messages = render.answer_messages(body, footer)
-        await post_answer(self.client, self.target, messages, mode=self.mode, status_ts=self.status_ts)
+        await post_answer(
+            self.client, self.target, messages, mode=self.mode, status_ts=self.status_message.ts
+        )
 
 
 class _Unstopped(Exception):
