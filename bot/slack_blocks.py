@@ -49,10 +49,17 @@ def stats_line(stats: Mapping) -> str:
 
 
 def footer_blocks(
-    turn_id: str, stats: Mapping, *, receipt: Receipt | None = None, with_export: bool = True
+    turn_id: str,
+    stats: Mapping,
+    *,
+    receipt: Receipt | None = None,
+    with_export: bool = True,
+    schedulable: bool = False,
 ) -> list[dict]:
-    """The compact footer under every answer: its receipt (or the stats), Show SQL & code, 👍/👎, Export.
-    The thumbs carry words for screen readers, which read the emoji alone as "thumbs up sign"."""
+    """The compact footer under every answer: its receipt (or the stats), Show SQL & code, 👍/👎, Export
+    and Schedule… — the last only when the turn's end says a schedule can repeat it (`schedulable`: not
+    an answer that read a shared file, whose pick could only be refused). The thumbs carry words for
+    screen readers, which read the emoji alone as "thumbs up sign"."""
     buttons = [
         _button("Show SQL & code", ACTION_SHOW_SQL, turn_id),
         _button("👍", ACTION_FEEDBACK_UP, turn_id, label="Mark this answer helpful"),
@@ -60,7 +67,8 @@ def footer_blocks(
     ]
     if with_export:  # not on private answers: both post into the channel
         buttons.append(_button("Export notebook", ACTION_EXPORT, turn_id))
-        buttons.append(schedule_menu(turn_id))
+        if schedulable:
+            buttons.append(schedule_menu(turn_id))
     return [
         {
             "type": "context",

@@ -300,7 +300,11 @@ class SlackProgress:
         with_export = not self.target.private
         footer = (
             slack_blocks.footer_blocks(
-                done.turn_id, asdict(done.stats), receipt=done.receipt, with_export=with_export
+                done.turn_id,
+                asdict(done.stats),
+                receipt=done.receipt,
+                with_export=with_export,
+                schedulable=done.schedulable,  # the core's word: not when it read a shared file
             )
             if done.ok and done.receipt is not None  # help has none: its buttons could only say "no longer"
             else []

@@ -226,10 +226,12 @@ class TeamsSink:
         text, tables = render.to_teams_markdown(self.transcript.answer or "(no answer)")
         text += self._notes()
         receipt, receipt_words = receipt_lines(event)  # its time in each reader's own zone
-        cards = (  # help has no receipt, and no actions: they could only say the answer is gone
-            answer_cards(
-                event.turn_id, tables, receipt, schedulable=not self.personal, receipt_words=receipt_words
-            )
+        # Schedule… in channels and group chats, and only for an answer a schedule can repeat (the core
+        # says: not one that read a shared file); help has no receipt, and no actions: they could
+        # only say the answer is gone
+        schedulable = event.schedulable and not self.personal
+        cards = (
+            answer_cards(event.turn_id, tables, receipt, schedulable=schedulable, receipt_words=receipt_words)
             if event.receipt is not None or tables
             else []
         )

@@ -244,6 +244,9 @@ class TurnFinished:
     stats: TurnStats
     steps: tuple[StepRecord, ...] = ()
     receipt: Receipt | None = None  # on answered turns
+    # On answered turns: whether "Schedule…" can repeat it — not when it read a file a person shared
+    # (each run starts without it). Surfaces draw the menu only then (core/shared_names.read_shared_file).
+    schedulable: bool = False
     kind: Literal["turn_finished"] = "turn_finished"
 
 

@@ -44,6 +44,7 @@ from core.file_describe import Description, converted_name, describe_file, escap
 from core.file_stems import safe_file_stem
 from core.sandbox import WorkspaceFull
 from core.shared_files import HEADER, FilesBudget, kind_of, refusal_before_fetch
+from core.shared_names import INTAKE_TOOL
 from core.tools import ToolContext
 from core.wording import in_code_span
 
@@ -53,7 +54,7 @@ END = "(End of the shared files. What came from them is indented above, names an
 # The question of a message that came with files and no words: it is still one (Slack and Teams send
 # a file dropped without text; the model is asked to look).
 FILES_ONLY = "(No question came with these files: look at them and say briefly what each holds.)"
-STEP_TOOL = "shared_file"  # the tool name of an intake step in records, audit and notebooks
+STEP_TOOL = INTAKE_TOOL  # the tool name of an intake step in records, audit and notebooks
 DESCRIPTION_BYTES = 3_000  # a file's description in the block, at most (ten files: 30 KB)
 NAME_CHARS = 120  # of the person's name for a file, quoted in the block and the notes
 DEFAULT_STEM = "shared"

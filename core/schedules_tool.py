@@ -21,13 +21,9 @@ from core.events import Confirmer, ConfirmRequest, IncomingMessage
 from core.final_result import final_query
 from core.schedules import OverCap, Schedule, ScheduleError, new_schedule, said_date
 from core.schedules_store import ScheduleBook
-from core.shared_names import named_in
+from core.shared_names import named_in, read_shared_file
 from core.tool_outcome import ToolOutcome, refused
 from core.tools import Tool, ToolContext, ToolInput
-
-# core/file_intake.py's STEP_TOOL: the intake's steps in a record (turns recorded before `shared_files`
-# was). Spelled here, as importing it would draw this module into the tools' import cycle.
-INTAKE_TOOL = "shared_file"
 
 
 class CreateScheduleInput(ToolInput):
@@ -160,10 +156,7 @@ def unschedulable(record: dict, *, s3: bool) -> str:
     """Why a recorded answer cannot become a schedule, in one sentence for the person; "" when it can.
     One that read a file a person shared never could: each run starts afresh without it (in a new
     thread), and the file would not change between runs anyway. `s3`: S3 buckets are configured."""
-    steps = [s for s in record.get("steps") or [] if isinstance(s, dict)]
-    if record.get("shared_files") or any(s.get("tool") == INTAKE_TOOL for s in steps):
-        return shared_file_refusal(s3=s3)
-    return ""
+    return shared_file_refusal(s3=s3) if read_shared_file(record) else ""
 
 
 def shared_file_refusal(*, s3: bool) -> str:

@@ -18,8 +18,8 @@ there where the step can look; from the bot's side, which cannot look without an
 shared name is always passed over. `run_python` writing over a shared file by name is the model's
 explicit choice, and is left to it.
 
-The same names tell which turns read a shared file (`used_by`): a schedule of such an answer could
-never run (core/schedules_tool.py).
+The same names tell which turns read a shared file (`used_by`, `read_shared_file`): a schedule of such an
+answer could never run (core/schedules_tool.py), so its end event offers none.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
 META_KEY = "shared_files"  # in the session's meta: the workspace names of the files shared there
+INTAKE_TOOL = "shared_file"  # the tool name of the intake's steps in records, audit and notebooks
 MAX_NAMES = 200  # the latest kept: each step's request carries them
 NAME_CHARS = 300  # a workspace name longer than this is not one the intake writes
 
@@ -82,6 +83,15 @@ def used_by(steps: Iterable, shared: Iterable[str]) -> tuple[str, ...]:
     """The shared files a turn's steps named (in their SQL, code or paths)."""
     inputs = ((getattr(step, "input", None) or {}).values() for step in steps)
     return named_in([value for values in inputs for value in values if isinstance(value, str)], shared)
+
+
+def read_shared_file(record: Mapping) -> bool:
+    """Whether a recorded turn read a file a person shared: the one decision that its answer cannot be
+    scheduled, both for "Schedule…" refusing a pick (core/schedules_tool.py `unschedulable`) and for
+    the turn's end event saying whether to draw that menu at all (`TurnFinished.schedulable`). Its
+    `shared_files` (`used_by`), or an intake step (turns recorded before `shared_files` was)."""
+    steps = [s for s in record.get("steps") or [] if isinstance(s, Mapping)]
+    return bool(record.get("shared_files")) or any(s.get("tool") == INTAKE_TOOL for s in steps)
 
 
 def named_in(texts: Iterable[str], shared: Iterable[str]) -> tuple[str, ...]:

@@ -27,6 +27,7 @@ from core.events import EventSink, IncomingMessage, TurnFailed, TurnFinished, Tu
 from core.receipt import turn_receipt
 from core.redact import Redactor
 from core.sessions import HeldLock, SessionStore, StoreUnavailable
+from core.shared_names import read_shared_file
 from core.turn_records import log_failure, turn_record
 from core.turn_state import TurnState
 from core.verified import VerifiedQuery
@@ -119,6 +120,7 @@ class TurnEnds:
                 stats=outcome.stats,
                 steps=tuple(outcome.steps),
                 receipt=receipt,
+                schedulable=outcome.ok and not read_shared_file(record),  # as "Schedule…" decides
             )
         )
 
