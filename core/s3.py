@@ -89,10 +89,12 @@ class S3Source:
         max_bytes: int,
         client_factory: Any,
         deadline_s: float = DEADLINE_S,
+        endpoint: str = "",
     ):
         self.roots = roots
         self.max_bytes = max_bytes
         self.deadline_s = deadline_s
+        self.endpoint = endpoint  # the configured endpoint, named even when making the client ran out of time
         self._client_factory = client_factory
         self._client: Any = None
 
@@ -110,7 +112,10 @@ class S3Source:
 
         max_bytes = settings.s3_max_file_mb * 1024 * 1024
         deadline_s = min(DEADLINE_S, settings.step_timeout)  # a call to S3 takes no longer than a step may
-        return cls(roots, max_bytes=max_bytes, client_factory=client, deadline_s=deadline_s)
+        endpoint = str(settings.s3_endpoint_url or "").rstrip("/")
+        return cls(
+            roots, max_bytes=max_bytes, client_factory=client, deadline_s=deadline_s, endpoint=endpoint
+        )
 
     @property
     def client(self) -> Any:
@@ -206,7 +211,8 @@ class S3Source:
         )
 
     def _place(self, what: str) -> str:
-        endpoint = getattr(getattr(self._client, "meta", None), "endpoint_url", "") or ""
+        # the client's (AWS's own, when none is configured) once made; making it can take the whole deadline
+        endpoint = self.endpoint or getattr(getattr(self._client, "meta", None), "endpoint_url", "") or ""
         return what + (f" at {endpoint}" if endpoint else "")
 
     def _list_sync(self, bucket: str, prefix: str, limit: int) -> list[S3Object]:

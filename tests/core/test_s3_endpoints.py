@@ -86,6 +86,23 @@ async def test_an_endpoint_that_never_answers_is_a_sentence_within_the_deadline(
     assert not [t for t in threading.enumerate() if t.name == "datathread-s3" and not t.daemon]
 
 
+async def test_the_endpoint_is_named_when_making_the_client_took_the_whole_deadline(settings, monkeypatch):
+    """On a loaded machine making boto's client took the 2 s itself, and the sentence lost the endpoint
+    ("S3 (bucket data-lake) did not answer"): it named the client's, and there was no client yet."""
+    hole = BlackHole().start()
+    try:
+        s3 = source(settings, monkeypatch, hole.url)
+        s3.deadline_s = 0.5
+        make = s3._client_factory
+        s3._client_factory = lambda: (time.sleep(1.0), make())[1]
+        with pytest.raises(
+            S3Refusal, match=rf"^S3 \(bucket data-lake at {hole.url}\) did not answer within 0.5 s\.$"
+        ):
+            await s3.list()
+    finally:
+        hole.stop()
+
+
 async def test_an_endpoint_that_never_answers_is_tried_twice_in_all(settings, monkeypatch):
     """ "Two tries in all", said the comment; botocore's `max_attempts` counts retries, so the client made
     three tries of 20 s: 61 s a call. Here each try waits 0.3 s, within a 20 s step."""
