@@ -316,12 +316,12 @@ def test_the_model_check_says_what_the_bot_says_for_each_api_error(status):
 
 
 def test_a_part_whose_library_cannot_be_imported_fails_on_its_own_line(tmp_path, monkeypatch, aws):
-    """An install missing a part's library (boto3 here) gets that part's row as FAIL with the reason,
-    the other rows and the sandbox protections as usual — not a traceback from the up-front imports."""
+    """An install missing a part's library (AWS's botocore here) gets that part's row as FAIL with the
+    reason, the other rows and the sandbox protections as usual — not a traceback from the up-front imports."""
     monkeypatch.chdir(tmp_path)
-    for name in [m for m in list(sys.modules) if m == "boto3" or m.startswith("boto3.")]:
+    for name in [m for m in list(sys.modules) if m.startswith(("boto3", "botocore"))]:
         monkeypatch.delitem(sys.modules, name)
-    monkeypatch.setitem(sys.modules, "boto3", None)  # `import boto3` raises ImportError
+    monkeypatch.setitem(sys.modules, "botocore", None)  # `import botocore.session` raises ImportError
     result = CliRunner().invoke(
         app,
         ["doctor"],
@@ -334,7 +334,7 @@ def test_a_part_whose_library_cannot_be_imported_fails_on_its_own_line(tmp_path,
     assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
     assert "Traceback" not in result.output and result.exit_code == 1, result.output
     rows = {line.strip("│ ").split("│")[0].strip(): line for line in result.output.splitlines()}
-    assert "FAIL" in rows["s3"] and "boto3" in rows["s3"], rows["s3"]
+    assert "FAIL" in rows["s3"] and "botocore" in rows["s3"], rows["s3"]
     assert "ok" in rows["session store"] and "protection: back end" in result.output
 
 
