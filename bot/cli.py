@@ -218,13 +218,14 @@ def serve(
     check_sandbox(settings)  # a back end this host lacks: one sentence now, not a worker's traceback
     setup_log(settings, log_level)
     # before the app's imports (~2 s): its first words are "checking SLACK_BOT_TOKEN…", not silence
-    if problem := asyncio.run(_start_problem(settings, slack_token=True)):
+    identity: dict = {}  # what that check's auth.test said: who the bot is, for the app
+    if problem := asyncio.run(_start_problem(settings, slack_token=True, identity=identity)):
         die(problem)
     from bot.serve_process import serve as run_server
     from bot.server import create_app, hurry, stopping
 
     try:  # a bad Teams setting: one sentence, not a traceback
-        asgi = create_app(settings, freeze_heap=True)
+        asgi = create_app(settings, freeze_heap=True, slack_identity=identity or None)
     except ConfigError as exc:
         die(str(exc))
     run_server(
@@ -237,7 +238,9 @@ def serve(
     )
 
 
-async def _start_problem(settings: Settings, *, slack_token: bool = False) -> str | None:
+async def _start_problem(
+    settings: Settings, *, slack_token: bool = False, identity: dict | None = None
+) -> str | None:
     """What the app's start-up would fail on, as a sentence, before uvicorn starts it: there, an
     unreachable Redis, a BigQuery warehouse without credentials or a full DATATHREAD_HOME was a
     25-line traceback. With `slack_token` (serve), a bot token Slack rejects too: it showed up only at
@@ -247,7 +250,7 @@ async def _start_problem(settings: Settings, *, slack_token: bool = False) -> st
     if slack_token and settings.slack_bot_token:
         from bot.slack_identity import bot_token_problem
 
-        if problem := await bot_token_problem(settings, lambda line: err.print(line, markup=False)):
+        if problem := await bot_token_problem(settings, lambda line: err.print(line, markup=False), identity):
             return problem
     try:
         if settings.warehouse == "bigquery":

@@ -22,8 +22,8 @@ from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot import slack_render as render
-from bot.slack_access import refused_click, tell_clicker
-from bot.slack_client import SlackCallFailed, quick, slack_error
+from bot.slack_access import looked_up, refused_click, tell_clicker
+from bot.slack_client import SlackCallFailed, slack_error
 from bot.slack_confirm import build_confirmer
 from bot.slack_progress import SlackProgress
 from bot.slack_target import SlackTarget
@@ -187,25 +187,24 @@ JOB_SCHEDULE_ANSWER = "slack.schedule_answer"  # "Schedule…" under an answer
 
 async def slack_user_tz(client: AsyncWebClient, threads: Threads, team: str, user: str) -> str:
     """The person's IANA time zone from `users.info` (https://docs.slack.dev/reference/methods/users.info),
-    kept a day by the core so a busy thread does not call Slack on every turn; "" when unknown. It is
-    decoration: a refusal, a Slack that cannot be reached or answers late (PROGRESS_TIMEOUT_S) is one
-    log line, and the caller goes on with the default time zone."""
-
-    async def lookup() -> str | None:
-        try:
-            return str((await quick(client).users_info(user=user))["user"].get("tz") or "")
-        except (SlackClientError, KeyError, TypeError, AttributeError) as exc:
-            log.info("users.info for %s failed (the default time zone applies): %s", user, exc)
-            return None
-
-    return await threads.user_timezone(f"slack:{team}:{user}", lookup)
+    the lookup the access rules share (bot/slack_access.py), kept a day; "" when unknown. It is
+    decoration: a refusal, a Slack that cannot be reached or answers late is one log line, and the
+    caller goes on with the default time zone."""
+    person = await looked_up(client, threads, team, user)
+    return person.tz if person else ""
 
 
-async def schedule_command(ack, submit, command: dict, text: str) -> None:
-    """`/ask schedule weekly mon 09:00 …`: ack at once, set it up after (parse, confirm, create)."""
+async def schedule_command(ack, submit, command: dict, text: str, who: dict) -> None:
+    """`/ask schedule weekly mon 09:00 …`: ack at once, set it up after (parse, confirm, create).
+    `who`: who asks (bot/slack_access.py `who_asks`), for the access rules."""
     said = "One moment…" if parse_manage(text) else "Setting up your schedule…"
     await ack(text=f":spiral_calendar_pad: {said}")
-    payload = {"team": command["team_id"], "channel": command["channel_id"], "user": command["user_id"]}
+    payload = {
+        "team": command["team_id"],
+        "channel": command["channel_id"],
+        "user": command["user_id"],
+        **who,
+    }
     payload["response_url"] = command.get("response_url", "")  # where the bot is not a member
     await submit(TurnJob(kind=JOB_SCHEDULE_COMMAND, payload={**payload, "text": text}, quick=True))
 

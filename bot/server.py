@@ -34,9 +34,9 @@ log = logging.getLogger("datathread.server")
 HEALTH_STORE_TIMEOUT_S = 1.0  # /healthz waits this long for the session store, then says unreachable
 
 
-def build_surfaces(state: AppState) -> list[Surface]:
+def build_surfaces(state: AppState, slack_identity: dict | None = None) -> list[Surface]:
     """Every surface of the app, in start order (schedules post through Slack's and Teams' clients)."""
-    slack = SlackSurface(state)
+    slack = SlackSurface(state, slack_identity)
     teams = TeamsSurface(state)
     schedules = Schedules(state, slack=slack.client, teams=teams.bot)
     return [slack, teams, state.links, schedules, WorkspaceSweeper(state)]
@@ -49,6 +49,7 @@ def create_app(
     analyst: Analyst | None = None,
     finish_s: float = FINISH_S,
     freeze_heap: bool = False,
+    slack_identity: dict | None = None,
 ) -> Starlette:
     """Build the ASGI app. Pass `runner` (e.g. Modal's spawn runner) and `analyst` to override the defaults.
 
@@ -59,7 +60,10 @@ def create_app(
     `freeze_heap`, for a process that serves until it exits: once started, everything built so far
     (imports, the core: about 250,000 objects) is moved out of the cyclic garbage collector's reach
     (`gc.freeze`). They live as long as the process anyway, and a full collection walking them takes
-    about 150 ms on the event loop — run whenever the long-lived objects have grown by a quarter."""
+    about 150 ms on the event loop — run whenever the long-lived objects have grown by a quarter.
+
+    `slack_identity`: what `auth.test` said of SLACK_BOT_TOKEN at start, when `serve` asked
+    (bot/slack_identity.py): whose installation the bot is, for the access rules and the log."""
     workers = None
     if runner is None and settings.turn_workers > 0:
         level = logging.getLevelName(logging.getLogger().getEffectiveLevel())
@@ -71,7 +75,7 @@ def create_app(
         runner=runner or LocalRunner(max_concurrent=4 * settings.max_concurrent_turns),
         analyst=analyst,
     )
-    surfaces = build_surfaces(state)
+    surfaces = build_surfaces(state, slack_identity)
     routes = [Route("/healthz", _healthz, methods=["GET"])]
     for surface in surfaces:
         routes += surface.routes()

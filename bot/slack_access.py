@@ -1,23 +1,133 @@
-"""Who acted on an answer in Slack (a button, a menu), and whether they may.
+"""Who is asking or acting in Slack, and whether they may.
 
 A question meets the access rules in the core (`Analyst.handle`); what is done with an answer afterwards
 went around them: a person outside the allowlists could see an answer's SQL, save a verified query that
 later answers start from, export the thread or schedule it. Every such job asks here first.
+
+Who asks is the asker's own workspace, never the channel's. In a Slack Connect or multi-workspace channel
+an event's outer `team_id` is the workspace that created the channel; the sender's is the event's
+`user_team` / `team` (bolt-js#935, and Bolt's own `extract_actor_team_id`), a slash command's `team_id`, a
+click's `user.team_id`. Judged by the channel's creator, DATATHREAD_ALLOWED_TEAMS let a partner company's
+people query our warehouse in a channel we created, and refused our own people in one they created.
+
+And whether they are one of the organization's people at all: the payload's team against the install's
+(`authorize_result`: `auth.test`'s identity, else the installation the request names), confirmed by
+`users.info` (https://docs.slack.dev/reference/methods/users.info: `team_id`, `enterprise_user`,
+`is_stranger`, `is_restricted`/`is_ultra_restricted` for guests) — the lookup that gives the time zone,
+kept a day by the core. `is_stranger` alone is not enough: it is false for a person of another
+organization who shares a channel with the bot. A lookup that fails leaves such a person unconfirmed,
+which is refused as a stranger would be (core/access.py).
 """
 
 from __future__ import annotations
 
-from slack_sdk.errors import SlackApiError
+import logging
+from dataclasses import dataclass
+
+from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot import slack_render as render
-from bot.slack_client import answer_via_response_url, cannot_post_here
+from bot.slack_client import answer_via_response_url, cannot_post_here, quick
+from core.access import EXTERNAL, GUEST, UNCONFIRMED
 from core.events import IncomingMessage
 from core.thread import Threads
 
+log = logging.getLogger("datathread.slack")
 
-def clicker(p: dict) -> IncomingMessage:
-    """A button job's payload (`slack_app.action_payload`) in the terms access rules are checked in."""
+
+WHO = ("asker_team", "home_team", "home_enterprise")  # what `who_asks` puts in a job's payload
+
+
+def who_asks(asker_team: object, context: dict) -> dict:
+    """A job payload's plain data on who asks: their workspace as the payload names it, and the
+    installation's own workspace and organization as Bolt's `authorize` gave them (bot/slack_identity.py)."""
+    home = context.get("authorize_result")
+    return {
+        "asker_team": asker_team if isinstance(asker_team, str) else "",
+        "home_team": getattr(home, "team_id", None) or context.get("team_id") or "",
+        "home_enterprise": getattr(home, "enterprise_id", None) or context.get("enterprise_id") or "",
+    }
+
+
+@dataclass(frozen=True)
+class Person:
+    """What `users.info` says of someone, as far as datathread uses it."""
+
+    tz: str = ""
+    team: str = ""
+    enterprise: str = ""
+    stranger: bool = False
+    guest: bool = False
+
+
+def person_of(user: dict) -> dict:
+    """A `users.info` user object in `Person`'s terms (plain data: kept in the store)."""
+    return {
+        "tz": str(user.get("tz") or ""),
+        "team": str(user.get("team_id") or ""),
+        "enterprise": str((user.get("enterprise_user") or {}).get("enterprise_id") or ""),
+        "stranger": bool(user.get("is_stranger")),
+        "guest": bool(user.get("is_restricted") or user.get("is_ultra_restricted")),
+    }
+
+
+async def looked_up(client: AsyncWebClient, threads: Threads, team: str, user: str) -> Person | None:
+    """What Slack says of `user`, kept a day by the core so a busy thread does not ask on every turn;
+    None when Slack refused, could not be reached or answered late (PROGRESS_TIMEOUT_S): one log line."""
+
+    async def lookup() -> dict | None:
+        try:
+            return person_of((await quick(client).users_info(user=user))["user"])
+        except (SlackClientError, KeyError, TypeError, AttributeError) as exc:
+            log.info("users.info for %s failed (the default time zone applies): %s", user, exc)
+            return None
+
+    said = await threads.person(f"slack:{team}:{user}", lookup)
+    return Person(**{k: said[k] for k in Person.__dataclass_fields__ if k in said}) if said else None
+
+
+@dataclass(frozen=True)
+class Asker:
+    """Who asks, for the access rules and the answer: their workspace (T…), `IncomingMessage.outsider`,
+    and their time zone ("" when unknown)."""
+
+    team: str
+    outsider: str = ""
+    tz: str = ""
+
+
+async def asker(client: AsyncWebClient, threads: Threads, p: dict, *, tz: bool = False) -> Asker:
+    """Who sent this job's payload. Slack is asked (`users.info`, cached) for the time zone (`tz`), and
+    whenever the payload alone does not place them in the install's workspace or organization, or
+    guests are refused; not for a colleague's click."""
+    named = p.get("asker_team") or p.get("team", "")  # a job queued before asker_team existed: as then
+    home = {p.get("home_team") or "", p.get("home_enterprise") or ""} - {""}
+    at_home = not home or named in home
+    strict = not threads.settings.allow_guests
+    person = await looked_up(client, threads, named, p["user"]) if tz or strict or not at_home else None
+    # An Enterprise Grid organization's people in a Slack Connect channel may be named by their org (E…)
+    team = person.team if person and person.team and not named.startswith("T") else named
+    return Asker(team=team, outsider=standing(person, home, at_home=at_home, strict=strict), tz=_tz(person))
+
+
+def standing(person: Person | None, home: set[str], *, at_home: bool, strict: bool) -> str:
+    """`IncomingMessage.outsider` for someone the payload places `at_home` (or not), given what
+    `users.info` said (None: it could not be asked) and whether guests are refused (`strict`)."""
+    if person is None:
+        return "" if at_home and not strict else UNCONFIRMED
+    if person.stranger or not (at_home or {person.team, person.enterprise} & home):
+        return EXTERNAL
+    return GUEST if person.guest else ""
+
+
+def _tz(person: Person | None) -> str:
+    return person.tz if person else ""
+
+
+def clicker(p: dict, who: Asker | None = None) -> IncomingMessage:
+    """A job's payload (`slack_app.action_payload`, a slash command's) in the terms access rules are
+    checked in; `who` as `asker` found them, else as the payload names them."""
     channel = p.get("channel", "")
     return IncomingMessage(
         text="",
@@ -25,16 +135,16 @@ def clicker(p: dict) -> IncomingMessage:
         thread_key=(p.get("team", ""), channel, p.get("thread_ts", "")),
         user_id=p.get("user", ""),
         channel_id=channel,
-        team_id=p.get("team", ""),
-        is_direct=channel.startswith(
-            "D"
-        ),  # a DM (https://docs.slack.dev/reference/objects/conversation-object)
+        team_id=who.team if who else p.get("asker_team") or p.get("team", ""),
+        # a DM (https://docs.slack.dev/reference/objects/conversation-object)
+        is_direct=channel.startswith("D"),
+        outsider=who.outsider if who else "",
     )
 
 
 async def refused_click(threads: Threads, client: AsyncWebClient, p: dict) -> bool:
     """True (and the person told, privately, as a refused question is) when they may not act here."""
-    denial = threads.refused(clicker(p))
+    denial = threads.refused(clicker(p, await asker(client, threads, p)))
     if denial is None:
         return False
     await tell_clicker(client, p, {"text": f":warning: {render.escape(denial)}"})

@@ -24,6 +24,7 @@ from starlette.responses import PlainTextResponse
 from starlette.routing import Route
 
 from bot.schedule_slack import JOB_SCHEDULE_ANSWER, schedule_command
+from bot.slack_access import WHO, who_asks
 from bot.slack_blocks import (
     ACTION_CONFIRM_CANCEL,
     ACTION_CONFIRM_RUN,
@@ -108,11 +109,21 @@ def action_payload(body: dict, action: dict) -> dict:
     }
 
 
-async def admit(
-    state: AppState, body: dict, event: dict, bot_user_id: str | None, *, mentioned: bool
-) -> None:
+def click_payload(body: dict, action: dict, context: dict) -> dict:
+    """`action_payload` and who clicked: their own workspace is the click's `user.team_id` (a Slack
+    Connect partner's click carries theirs), the payload's `team` where it has none."""
+    clicked_from = (body.get("user") or {}).get("team_id") or (body.get("team") or {}).get("id")
+    return {**action_payload(body, action), **who_asks(clicked_from, context)}
+
+
+async def admit(state: AppState, body: dict, event: dict, context: dict, *, mentioned: bool) -> None:
     """Inside the ack: pure checks only, then hand the message to a job. No store I/O here, so a busy
-    store can never delay Slack's 200 (https://docs.slack.dev/apis/events-api/#responding)."""
+    store can never delay Slack's 200 (https://docs.slack.dev/apis/events-api/#responding).
+
+    `team` keys the thread's session: the event's outer `team_id` (the channel's creator in a shared
+    channel), as it always did, so every thread keeps its history; who asks is the sender's own
+    workspace (`user_team`, `team`), which the access rules judge (bot/slack_access.py)."""
+    bot_user_id = context.get("bot_user_id")
     if is_ignored(event, bot_user_id):
         return
     if not mentioned and event.get("channel_type") != "im" and not event.get("thread_ts"):
@@ -126,6 +137,7 @@ async def admit(
     words = strip_mention(event.get("text", ""), bot_user_id)
     files = file_refs(event.get("files"))  # fetched by the job, after this ack
     payload = {
+        **who_asks(event.get("user_team") or event.get("team") or body.get("team_id"), context),
         "team": body.get("team_id") or event.get("team", ""),
         "channel": event["channel"],
         "user": event["user"],
@@ -153,9 +165,9 @@ async def run_message(state: AppState, client: AsyncWebClient, p: dict) -> None:
         return  # the other half of an app_mention + message pair
     if not p["follow_up_only"] and not p.get("is_direct"):
         await threads.joined("slack", thread, p["user"])
-    keys = ("team", "channel", "user", "text", "thread_ts", "ts")  # ts: names the answer's stream
-    extra = {k: p.get(k) for k in ("is_direct", "files", "said_nothing")}
-    await run_turn(state, client, {**{k: p[k] for k in keys}, **extra})
+    keys = ("channel", "user", "text", "thread_ts", "ts")  # ts: names the answer's stream
+    extra = {k: p.get(k) for k in ("is_direct", "files", "said_nothing", *WHO)}
+    await run_turn(state, client, {**{k: p[k] for k in keys}, **extra, "team": p["team"]})
 
 
 class _BoltNotices(logging.Filter):
@@ -176,7 +188,8 @@ _BOLT_NOTICES = _BoltNotices()
 
 def build_bolt_app(state: AppState, identity: dict | None = None) -> AsyncApp:
     """The Bolt app with every listener wired; used by both HTTP (`serve`) and Socket Mode. `identity`:
-    what `auth.test` said at start, if it was asked (see bot/slack_identity.py)."""
+    what `auth.test` said at start, if it was asked (see bot/slack_identity.py): whose installation the
+    bot is, for the access rules."""
     s = state.settings
     logging.getLogger("slack_bolt.AsyncApp").addFilter(_BOLT_NOTICES)  # once: the same filter object
     token = s.slack_bot_token.get_secret_value() if s.slack_bot_token else ""
@@ -191,23 +204,25 @@ def build_bolt_app(state: AppState, identity: dict | None = None) -> AsyncApp:
 
     @app.event("app_mention")
     async def on_mention(body: dict, event: dict, context: dict) -> None:
-        await admit(state, body, event, context.get("bot_user_id"), mentioned=True)
+        await admit(state, body, event, context, mentioned=True)
 
     @app.event("message")
     async def on_message(body: dict, event: dict, context: dict) -> None:
-        await admit(state, body, event, context.get("bot_user_id"), mentioned=False)
+        await admit(state, body, event, context, mentioned=False)
 
     @app.command(s.slash_command)
-    async def on_command(ack, command: dict) -> None:
+    async def on_command(ack, command: dict, context: dict) -> None:
         text = decoded(command.get("text") or "").strip()
         private = bool(re.match(r"(?i)private\b", text))
         text = text[len("private") :].strip() if private else text
         if not text:
             return await ack(text=HELP.format(cmd=s.slash_command))
+        who = who_asks(command["team_id"], context)  # an external person's command carries their own
         if is_schedule_command(text) and not private:  # `/ask schedule weekly mon 09:00 …`
-            return await schedule_command(ack, submit, command, text)
+            return await schedule_command(ack, submit, command, text, who)
         await (ack(text=":hourglass_flowing_sand: Working on it…") if private else ack())
         payload = {
+            **who,
             "team": command["team_id"],
             "channel": command["channel_id"],
             "user": command["user_id"],
@@ -219,19 +234,20 @@ def build_bolt_app(state: AppState, identity: dict | None = None) -> AsyncApp:
         )
 
     @app.action(re.compile(f"^({ACTION_SHOW_SQL}|{ACTION_FEEDBACK_UP}|{ACTION_FEEDBACK_DOWN})$"))
-    async def on_footer_button(ack, body: dict, action: dict) -> None:
+    async def on_footer_button(ack, body: dict, action: dict, context: dict) -> None:
         await ack()
-        await submit(TurnJob(kind=JOB_ACTION, payload=action_payload(body, action), quick=True))
+        await submit(TurnJob(kind=JOB_ACTION, payload=click_payload(body, action, context), quick=True))
 
     @app.action(ACTION_SCHEDULE)
-    async def on_schedule(ack, body: dict, action: dict) -> None:
+    async def on_schedule(ack, body: dict, action: dict, context: dict) -> None:
         await ack()
-        await submit(TurnJob(kind=JOB_SCHEDULE_ANSWER, payload=action_payload(body, action), quick=True))
+        payload = click_payload(body, action, context)
+        await submit(TurnJob(kind=JOB_SCHEDULE_ANSWER, payload=payload, quick=True))
 
     @app.action(ACTION_EXPORT)
-    async def on_export(ack, body: dict, action: dict) -> None:
+    async def on_export(ack, body: dict, action: dict, context: dict) -> None:
         await ack()
-        await submit(TurnJob(kind=JOB_EXPORT, payload=action_payload(body, action), quick=True))
+        await submit(TurnJob(kind=JOB_EXPORT, payload=click_payload(body, action, context), quick=True))
 
     @app.action(re.compile(f"^({ACTION_CONFIRM_RUN}|{ACTION_CONFIRM_CANCEL})$"))
     async def on_confirm(ack, body: dict, action: dict, respond) -> None:
@@ -272,9 +288,10 @@ class SlackSurface:
     """The Slack surface: `POST /slack/events` (events, slash commands and interactivity on one Request
     URL), the process's Web API client, and the Slack job kinds on the runner."""
 
-    def __init__(self, state: AppState):
+    def __init__(self, state: AppState, identity: dict | None = None):
         self.state = state
         self.client = SharedClient(state.settings)
+        self.identity = identity  # what `auth.test` said at start (`serve` asked), else None
 
     def routes(self) -> list[Route]:
         s = self.state.settings
@@ -282,7 +299,7 @@ class SlackSurface:
             if problem := slack_half_configured(s):  # `serve` refuses it; a Modal web endpoint says it here
                 log.error("%s", problem)
             return [Route("/slack/events", _not_configured, methods=["POST"])]
-        app = build_bolt_app(self.state)
+        app = build_bolt_app(self.state, self.identity)
         endpoint = events_endpoint(app, s.slack_signing_secret.get_secret_value())
         return [Route("/slack/events", endpoint, methods=["POST"])]
 

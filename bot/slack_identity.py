@@ -137,18 +137,24 @@ def delivered_to(body: dict) -> str | None:
     return None
 
 
-async def bot_token_problem(settings: Settings, say: Callable[[str], None]) -> str | None:
+async def bot_token_problem(
+    settings: Settings, say: Callable[[str], None], identity: dict | None = None
+) -> str | None:
     """`serve`'s start: one `auth.test`, TOKEN_CHECK_TIMEOUT_S at most, said first through `say` (as
     Socket Mode says its check), since a silent Slack keeps it that long. A token Slack rejects
     (`invalid_auth`, `not_authed`, a revoked one…) is the sentence `serve` stops with: every answer
     would fail. An unreachable Slack is told in one line through `say`, and `serve` starts anyway: it
     also serves Teams and /healthz, nothing in its acks waits on Slack, and a supervisor that restarts a
-    service that will not start would only add a restart loop to a network outage."""
+    service that will not start would only add a restart loop to a network outage. `identity`, when
+    given, is filled with what `auth.test` said: who the bot is, for the app (`build_bolt_app`)."""
     say("Slack: checking SLACK_BOT_TOKEN…")
     try:
-        await call_slack(settings, *SLACK_TOKENS[0])
+        said = await call_slack(settings, *SLACK_TOKENS[0])
     except ConfigError as exc:
         return str(exc)
     except SlackUnreachable as exc:
         say(f"warning: SLACK_BOT_TOKEN not checked: {exc} Serving anyway.")
+        return None
+    if identity is not None:
+        identity.update(said)
     return None

@@ -14,8 +14,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot import slack_blocks
 from bot import slack_render as render
-from bot.schedule_slack import slack_user_tz
-from bot.slack_access import clicker, refused_click, tell_clicker
+from bot.slack_access import asker, clicker, refused_click, tell_clicker
 from bot.slack_client import (
     SharedClient,
     SlackCallFailed,
@@ -100,9 +99,12 @@ def _bind(handler, state: AppState, shared: SharedClient):
 
 async def run_turn(state: AppState, client: AsyncWebClient, p: dict) -> None:
     """One question → one turn, with progress, files and the answer in the thread. Someone the access
-    rules refuse hears that alone: no word about their files, and nothing asked of Slack about them."""
+    rules refuse hears that alone: no word about their files, and nothing asked of Slack about them.
+    The asker is judged by their own workspace (bot/slack_access.py); the thread's session by
+    `p["team"]`."""
     threads, limit_mb, refs = state.threads, state.settings.shared_file_mb, file_refs(p.get("files"))
-    denied = threads.refused(clicker(p))
+    who = await asker(client, threads, p, tz=True)  # one users.info, kept a day: time zone and standing
+    denied = threads.refused(clicker(p, who))
     if refs and p.get("said_nothing") and not denied:
         refs = await looked_up(client, refs)  # a Slack Connect file's name comes from files.info
         if none_readable(refs):
@@ -140,7 +142,7 @@ async def run_turn(state: AppState, client: AsyncWebClient, p: dict) -> None:
     target = SlackTarget(
         channel=p["channel"],
         thread_ts=thread_ts,
-        team_id=p["team"],
+        team_id=who.team,  # the stream's `recipient_team_id`: the asker's workspace
         user_id=p["user"],
         private=private,
         response_url=p.get("response_url", ""),
@@ -151,9 +153,10 @@ async def run_turn(state: AppState, client: AsyncWebClient, p: dict) -> None:
         thread_key=key,
         user_id=p["user"],
         channel_id=p["channel"],
-        team_id=p["team"],
+        team_id=who.team,
         is_direct=bool(p.get("is_direct")),
-        user_tz=await slack_user_tz(client, threads, p["team"], p["user"]),
+        user_tz=who.tz,
+        outsider=who.outsider,
         # None of a kind it reads (a screenshot): refused by name, not fetched, so `help` stays help
         files=refused_by_name(refs, limit_mb=limit_mb) if refs and none_readable(refs) else (),
     )

@@ -18,6 +18,24 @@ from core.turn_records import in_words
 
 log = logging.getLogger("datathread.turn")
 
+# `IncomingMessage.outsider`: who the asker is to the organization the bot is installed in.
+GUEST = "guest"  # a guest of the workspace (Slack's multi- and single-channel guests)
+EXTERNAL = "external"  # a person of another organization (Slack Connect)
+UNCONFIRMED = "unconfirmed"  # not one of its people by what the platform sent, and it could not be asked
+# Why, in the words the person reads: the answer would come from an organization's data.
+EXTERNAL_REFUSED = (
+    "I only answer people of the organization I'm installed in, whose data my answers come from, and "
+    "you're here from another organization. An admin can allow people from other organizations."
+)
+UNCONFIRMED_REFUSED = (
+    "I couldn't confirm that you're part of the organization I'm installed in, whose data my answers "
+    "come from, and I only answer its own people. Try again later, or ask an admin to allow you."
+)
+GUEST_REFUSED = (
+    "I don't answer guests of this workspace: my answers come from the organization's data. An admin "
+    "can allow guests, or you by name."
+)
+
 
 @dataclass(frozen=True)
 class Refusal:
@@ -50,6 +68,8 @@ class AccessPolicy:
     datasets: TableAllowlist = field(default_factory=TableAllowlist)
     channel_datasets: dict[str, tuple[str, ...]] = field(default_factory=dict)
     table_parts: int = 3  # the parts of a table's full name: project.dataset.table; DuckDB's main.table
+    external_users: bool = False  # DATATHREAD_ALLOW_EXTERNAL_USERS
+    guests: bool = True  # DATATHREAD_ALLOW_GUESTS
 
     @classmethod
     def from_settings(cls, settings: Settings) -> AccessPolicy:
@@ -63,6 +83,8 @@ class AccessPolicy:
             datasets=TableAllowlist(patterns=tuple(q for p in base for q in _dataset_patterns(p, 3))),
             channel_datasets=parse_channel_datasets(settings.channel_datasets),
             table_parts=2 if settings.warehouse == "duckdb" else 3,
+            external_users=settings.allow_external_users,
+            guests=settings.allow_guests,
         )
 
     def is_admin(self, user_id: str) -> bool:
@@ -72,6 +94,8 @@ class AccessPolicy:
         """None when the message may be answered; else a short explanation for the person."""
         if message.surface == "terminal" or self.is_admin(message.user_id):
             return None
+        if refusal := self._outsider_refusal(message):
+            return refusal
         teams = message.surface == "teams"  # a tenant and chats, not a workspace and channels
         if self.teams and message.team_id not in self.teams:
             where = "your organization's Teams" if teams else "this workspace"
@@ -81,6 +105,19 @@ class AccessPolicy:
             return f"datathread isn't enabled in {where}. Ask an admin to add it, or message me directly."
         if self.users and message.user_id not in self.users:
             return "You're not on the list of people who can use datathread yet. Ask an admin for access."
+        return None
+
+    def _outsider_refusal(self, message: IncomingMessage) -> str | None:
+        """Someone from outside the organization, unless allowed: all such people by the setting, or
+        this one by name (DATATHREAD_ALLOWED_USERS) or, for another organization, by their workspace
+        (DATATHREAD_ALLOWED_TEAMS). One the platform could not place is refused as a stranger would be."""
+        named = message.user_id in self.users
+        if message.outsider == GUEST and not (self.guests or named):
+            return GUEST_REFUSED
+        if message.outsider in (EXTERNAL, UNCONFIRMED):
+            if self.external_users or named or (message.team_id and message.team_id in self.teams):
+                return None
+            return EXTERNAL_REFUSED if message.outsider == EXTERNAL else UNCONFIRMED_REFUSED
         return None
 
     def allowlist_for(self, message: IncomingMessage) -> TableAllowlist:

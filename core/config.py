@@ -22,6 +22,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from core.config_data import ModelSettings, WarehouseSettings
 from core.config_errors import describe_setting_error, is_secret
+from core.config_outsiders import OutsiderSettings
 from core.config_sandbox import SandboxSettings
 from core.config_shared_files import SharedFileSettings
 from core.config_types import (
@@ -48,7 +49,9 @@ class ConfigError(RuntimeError):
     """A setting is missing or wrong; the message is one actionable sentence for a person."""
 
 
-class Settings(SharedFileSettings, SandboxSettings, WarehouseSettings, ModelSettings, BaseSettings):
+class Settings(
+    OutsiderSettings, SharedFileSettings, SandboxSettings, WarehouseSettings, ModelSettings, BaseSettings
+):
     """All of datathread's configuration. Field names are ours; aliases are the contract's env names.
 
     Every field's `description` is its line in docs/CONFIGURATION.md and `.env.example` (both generated

@@ -49,6 +49,9 @@ class IncomingMessage:
     user_name: str = ""
     is_direct: bool = False  # a 1:1 conversation with the bot (Slack DM, Teams personal chat)
     user_tz: str = ""  # the asker's IANA time zone when the surface knows it (for schedules)
+    # Who the asker is to the organization the bot is installed in, when the surface can tell (Slack):
+    # "" one of its people, or core/access.py's GUEST, EXTERNAL, UNCONFIRMED (the platform could not say).
+    outsider: str = ""
     # Files shared with the question, already in hand (`ask --file`, `/file`). Slack and Teams pass a
     # `FileFetcher` to `Analyst.handle` instead: the core fetches once the turn's turn has come.
     files: tuple[SharedFile, ...] = ()

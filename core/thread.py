@@ -9,7 +9,9 @@ method works across replicas: state lives in the shared store and the workspaces
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import enum
+import json
 import secrets
 import time
 from collections.abc import Awaitable, Callable
@@ -34,7 +36,9 @@ from core.verified import VerifiedLibrary
 from core.warehouse import Warehouse
 from core.workspace_retention import delete, idle_workspaces, is_idle, set_aside
 
-USER_TZ_TTL_S = 86400.0  # a person's time zone is looked up at most once a day
+PERSON_TTL_S = (
+    86400.0  # what the platform says of a person (time zone, team, guest) is asked at most once a day
+)
 NOTE_TTL_S = 86400.0  # how long a job's note (where its answer goes) is kept for its lost handler
 IDLE_RESET_S = 8 * 3600  # a chat idle this long starts a fresh conversation (next generation)
 NOTEBOOK_NAME = "thread.ipynb"  # what an exported notebook is called, from a button or a question
@@ -169,17 +173,18 @@ class Threads:
         meta = await self._store.get_meta(_pointer_id(surface, base)) or {}
         return int(meta.get("generation", 0))
 
-    async def user_timezone(self, key: str, lookup: Callable[[], Awaitable[str | None]]) -> str:
-        """A person's IANA time zone ("" when they have none), kept a day so a busy thread doesn't ask
-        the platform every turn; `lookup` returns None when the platform could not say (not kept)."""
-        cached = await self._store.get_value(f"tz:{key}")
+    async def person(self, key: str, lookup: Callable[[], Awaitable[dict | None]]) -> dict | None:
+        """What the platform says of a person (time zone, team, guest or not), kept a day as a time
+        zone is: one lookup serves the time zone and the access rules; `lookup` returns None when the
+        platform could not say (not kept, and None here)."""
+        cached = await self._store.get_value(f"person:{key}")
         if cached is not None:
-            return cached
-        tz = await lookup()
-        if tz is None:
-            return ""
-        await self._store.set_once(f"tz:{key}", tz, ttl_s=USER_TZ_TTL_S)
-        return tz
+            with contextlib.suppress(ValueError):
+                return json.loads(cached)
+        said = await lookup()
+        if said is not None:
+            await self._store.set_once(f"person:{key}", json.dumps(said), ttl_s=PERSON_TTL_S)
+        return said
 
     async def note(self, key: str, value: str, *, ttl_s: float = NOTE_TTL_S) -> None:
         """Keep one small fact about a running job for whoever handles it if its worker dies (e.g. the

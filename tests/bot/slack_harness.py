@@ -166,8 +166,9 @@ def module_settings(home, model_url: str, **extra):
 
 
 @contextlib.asynccontextmanager
-async def serve(settings, api: FakeSlackAPI):
-    """`datathread serve` in this event loop on a free loopback port, configured for the fake Slack."""
+async def serve(settings, api: FakeSlackAPI, identity: dict | None = None):
+    """`datathread serve` in this event loop on a free loopback port, configured for the fake Slack;
+    `identity`: what `serve`'s start-up `auth.test` said (None: as when Slack could not be reached)."""
     settings = settings.model_copy(
         update={
             "slack_bot_token": SecretStr("xoxb-test-token-000000"),
@@ -175,7 +176,7 @@ async def serve(settings, api: FakeSlackAPI):
             "slack_api_url": api.url,
         }
     )
-    app = create_app(settings)
+    app = create_app(settings, slack_identity=identity)
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, lifespan="on", log_level="warning"))
     task = asyncio.create_task(server.serve())
     while not server.started:

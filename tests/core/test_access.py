@@ -3,12 +3,13 @@ refusals through `Analyst.handle` for Slack- and Teams-shaped messages."""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import re
 
 import pytest
 
-from core.access import AccessPolicy
+from core.access import EXTERNAL, GUEST, UNCONFIRMED, AccessPolicy
 from core.config_types import parse_channel_datasets
 from core.events import IncomingMessage
 from core.policy import TableAllowlist
@@ -87,6 +88,37 @@ def test_access_check(message, denied_with):
         assert denial is None
     else:
         assert denial and denied_with in denial and denial.endswith(".")
+
+
+def outsider(kind: str, user="U9", team="T9") -> IncomingMessage:
+    return dataclasses.replace(msg(user=user, team=team), outsider=kind)
+
+
+@pytest.mark.parametrize(
+    ("policy", "message", "denied_with"),
+    [
+        (AccessPolicy(), outsider(EXTERNAL), "you're here from another organization"),  # refused by default
+        (AccessPolicy(), outsider(UNCONFIRMED), "couldn't confirm"),  # as a stranger would be
+        (AccessPolicy(), outsider(GUEST), None),  # guests are answered by default
+        (AccessPolicy(guests=False), outsider(GUEST), "I don't answer guests"),
+        (AccessPolicy(guests=False, users=frozenset({"U9"})), outsider(GUEST), None),  # allowed by name
+        (AccessPolicy(external_users=True), outsider(EXTERNAL), None),
+        (AccessPolicy(external_users=True), outsider(UNCONFIRMED), None),
+        (AccessPolicy(teams=frozenset({"T1", "T9"})), outsider(EXTERNAL), None),  # their workspace, by name
+        (AccessPolicy(users=frozenset({"U9"})), outsider(EXTERNAL), None),  # they, by name
+        (AccessPolicy(admins=frozenset({"U9"})), outsider(EXTERNAL), None),  # admins pass every rule
+        (AccessPolicy(), dataclasses.replace(outsider(EXTERNAL), surface="terminal"), None),
+    ],
+)
+def test_outsiders_are_refused_unless_allowed(policy, message, denied_with):
+    denial = policy.check(message)
+    assert denial == denied_with if denied_with is None else denial and denied_with in denial
+
+
+def test_outsider_settings_reach_the_policy(settings):
+    policy = AccessPolicy.from_settings(settings.model_copy(update={"allow_external_users": True}))
+    assert (policy.external_users, policy.guests) == (True, True)
+    assert not AccessPolicy.from_settings(settings.model_copy(update={"allow_guests": False})).guests
 
 
 def test_empty_policy_allows_everyone():

@@ -1,0 +1,196 @@
+"""Slack Connect and Enterprise Grid through the real app: who is asking, and which thread it is.
+
+Envelopes shaped as Slack sends them in a shared channel (bolt-js#935, Bolt's own
+`extract_actor_team_id` tests): the outer `team_id` is the workspace that created the channel, the
+event's `team` / `user_team` the sender's, `authorizations[0]` the installation it was delivered to. The
+fake Slack Web API answers `users.info` with each person's own team, organization and guest flags."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from bot.slack_blocks import ACTION_SHOW_SQL
+from tests.bot.slack_harness import mention, serve, sign
+from tests.fakes.anthropic_api import text
+from tests.fakes.slack_api import BOT_USER_ID, TEAM_ID, FakeSlackAPI
+
+OURS = TEAM_ID  # the workspace the app is installed in (SLACK_BOT_TOKEN's)
+ORG = "E0ACME"  # its Enterprise Grid organization
+SIBLING = "T0ENG"  # another workspace of the same organization
+PARTNER = "T0GLOBEX"  # another company, met in Slack Connect channels
+IDENTITY = {"team_id": OURS, "enterprise_id": ORG, "user_id": BOT_USER_ID, "bot_id": "BBOT"}
+PEOPLE = {  # user → users.info's team, organization and guest flag
+    "U0001": (OURS, ORG, False),
+    "U0GINA": (PARTNER, "", False),
+    "W0BOB": (SIBLING, ORG, False),
+    "U0GUEST": (OURS, ORG, True),
+}
+REFUSED = "you're here from another organization"
+UNCONFIRMED = "I couldn't confirm that you're part of the organization"
+
+
+class OrgSlack(FakeSlackAPI):
+    """The fake Slack Web API, whose `users.info` says which team and organization each person is in."""
+
+    def respond(self, method: str, args: dict) -> dict:
+        said = super().respond(method, args)
+        if method == "users.info" and said.get("ok") and args.get("user") in PEOPLE:
+            team, org, guest = PEOPLE[args["user"]]
+            said["user"].update(team_id=team, is_restricted=guest)
+            if org:
+                said["user"]["enterprise_user"] = {"id": args["user"], "enterprise_id": org, "teams": [team]}
+        return said
+
+
+@pytest.fixture
+def org_api():
+    fake = OrgSlack().start()
+    yield fake
+    fake.stop()
+
+
+def from_(event: dict, user: str, team: str) -> dict:
+    """`event` sent by `user` of `team` (a shared channel's event names the sender's own workspace)."""
+    return {**event, "user": user, "team": team, "user_team": team}
+
+
+async def post(slack, event: dict, *, created_by: str = OURS, delivered: dict | None = None):
+    """An Events API envelope for `event` in a channel `created_by` that workspace (the outer team_id)."""
+    auth = {"team_id": OURS, "enterprise_id": ORG, "user_id": BOT_USER_ID, "is_bot": True}
+    body = {
+        "token": "legacy",
+        "team_id": created_by,
+        "enterprise_id": ORG,
+        "api_app_id": "A0001",
+        "type": "event_callback",
+        "event_id": f"Ev{event['ts'].replace('.', '')}{event['user']}",
+        "event_time": 1700000000,
+        "authorizations": [{**auth, **(delivered or {})}],
+        "is_ext_shared_channel": created_by == PARTNER or event.get("user_team") == PARTNER,
+        "event": event,
+    }
+    raw = json.dumps(body)
+    headers = {"content-type": "application/json", **sign(raw)}
+    response = await slack.http.post("/slack/events", content=raw, headers=headers)
+    assert response.status_code == 200
+    await slack.drain()
+
+
+def told(api: FakeSlackAPI, user: str) -> str:
+    """What was said to `user` alone (ephemeral messages, a response_url's), in JSON."""
+    return json.dumps([c.args for c in api.calls if c.args.get("user") == user] + api.shown())
+
+
+async def test_the_allowlist_judges_the_askers_workspace_not_the_channels(settings, fake_model, org_api):
+    """DATATHREAD_ALLOWED_TEAMS=ours: a partner's person in a Connect channel we created got a full
+    answer from our warehouse, and our own person in a channel the partner created was refused."""
+    fake_model.enqueue(text("Top carriers: UA, B6, EV."))
+    allowed = settings.model_copy(update={"allowed_teams": OURS})
+    async with serve(allowed, org_api) as slack:
+        await post(slack, from_(mention("top carriers?", ts="1700000001.000100"), "U0GINA", PARTNER))
+        assert not fake_model.requests  # refused before the model
+        assert "UA, B6, EV" not in json.dumps(org_api.shown())
+        await post(
+            slack,
+            from_(mention("top carriers?", ts="1700000002.000100", channel="C0THEIRS"), "U0001", OURS),
+            created_by=PARTNER,
+        )
+        assert len(fake_model.requests) == 1
+        assert any("UA, B6, EV" in shown for shown in org_api.shown())
+    # the answer's stream names its recipient's own workspace (chat.startStream's recipient_team_id)
+    assert {c.args["recipient_team_id"] for c in org_api.of("chat.startStream")} == {OURS}
+
+
+@pytest.mark.parametrize(
+    ("update", "answered"),
+    [
+        ({}, False),  # the default: people of other organizations are refused, and told why
+        ({"allow_external_users": True}, True),
+        ({"allowed_teams": f"{OURS},{PARTNER}"}, True),  # their workspace allowed by name
+        ({"allowed_users": "U0GINA"}, True),  # they are, by name
+    ],
+)
+async def test_people_of_another_organization_are_refused_unless_an_admin_allows_them(
+    settings, fake_model, org_api, update, answered
+):
+    fake_model.enqueue(text("There were 336,776 flights in 2013."))
+    async with serve(settings.model_copy(update=update), org_api) as slack:
+        await post(slack, from_(mention("how many flights?", ts="1700000001.000100"), "U0GINA", PARTNER))
+    assert bool(fake_model.requests) is answered
+    if not answered:
+        [refusal] = [c for c in org_api.of("chat.postEphemeral") if REFUSED in json.dumps(c.args)]
+        assert refusal.args["user"] == "U0GINA" and "An admin can allow" in json.dumps(refusal.args)
+
+
+async def test_a_colleague_of_another_workspace_of_the_organization_is_answered(
+    settings, fake_model, org_api
+):
+    """A multi-workspace channel of the Grid: a colleague from a sibling workspace is not a stranger —
+    `users.info` says they are of the same organization."""
+    fake_model.enqueue(text("There were 336,776 flights in 2013."))
+    async with serve(settings, org_api) as slack:
+        await post(slack, from_(mention("how many flights?", ts="1700000001.000100"), "W0BOB", SIBLING))
+    assert len(fake_model.requests) == 1
+    assert REFUSED not in told(org_api, "W0BOB")
+
+
+@pytest.mark.parametrize("failure", ["error", "silent"])
+async def test_a_stranger_slack_cannot_vouch_for_is_refused_and_told_why(
+    settings, fake_model, org_api, monkeypatch, failure
+):
+    """`users.info` fails for a person the event places in another workspace: not let in (the answer
+    would come from our warehouse); they hear why. One of our own workspace is answered all the same."""
+    from bot import slack_client
+
+    monkeypatch.setattr(slack_client, "PROGRESS_TIMEOUT_S", 0.5)
+    if failure == "error":
+        org_api.fail_methods["users.info"] = "ratelimited"
+    else:
+        org_api.silent.add("users.info")
+    fake_model.enqueue(text("There were 336,776 flights in 2013."))
+    async with serve(settings, org_api) as slack:
+        await post(slack, from_(mention("how many flights?", ts="1700000001.000100"), "U0GINA", PARTNER))
+        assert not fake_model.requests
+        assert UNCONFIRMED in told(org_api, "U0GINA")
+        await post(slack, from_(mention("how many flights?", ts="1700000002.000100"), "U0001", OURS))
+    assert len(fake_model.requests) == 1
+
+
+@pytest.mark.parametrize(("allow_guests", "answered"), [(True, True), (False, False)])
+async def test_guests_are_answered_unless_an_admin_refuses_them(
+    settings, fake_model, org_api, allow_guests, answered
+):
+    fake_model.enqueue(text("There were 336,776 flights in 2013."))
+    async with serve(settings.model_copy(update={"allow_guests": allow_guests}), org_api) as slack:
+        await post(slack, from_(mention("how many flights?", ts="1700000001.000100"), "U0GUEST", OURS))
+    assert bool(fake_model.requests) is answered
+    assert ("I don't answer guests" in told(org_api, "U0GUEST")) is not answered
+
+
+async def test_a_partners_slash_command_and_clicks_are_judged_by_their_own_workspace(
+    settings, fake_model, org_api
+):
+    """A slash command's `team_id` and a click's `user.team_id` name the person's own workspace; the
+    installation's is what `auth.test` said at start."""
+    async with serve(settings, org_api, identity=IDENTITY) as slack:
+        fields = {"command": "/ask", "text": "how many flights?", "team_id": PARTNER, "channel_id": "C0001"}
+        fields.update(user_id="U0GINA", response_url=org_api.url.removesuffix("api/") + "response/1")
+        await slack.form(fields)
+        await slack.drain()
+        assert not fake_model.requests
+        payload = {
+            "type": "block_actions",
+            "team": {"id": OURS},
+            "user": {"id": "U0GINA", "team_id": PARTNER},
+            "api_app_id": "A0001",
+            "container": {"type": "message", "channel_id": "C0001", "message_ts": "9.9"},
+            "channel": {"id": "C0001"},
+            "actions": [{"action_id": ACTION_SHOW_SQL, "value": "turn1", "type": "button", "block_id": "b"}],
+        }
+        await slack.form({"payload": json.dumps(payload)})
+        await slack.drain()
+    # the command's, through its response_url (a call too), and the click's
+    refusals = [c for c in org_api.calls if REFUSED in json.dumps(c.args)]
+    assert [c.method.startswith("/response/") for c in refusals] == [True, False], org_api.calls
