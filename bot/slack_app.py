@@ -49,6 +49,7 @@ from bot.slack_jobs import (
     run_turn,
 )
 from bot.slack_shared_files import file_refs
+from bot.slack_slash_threads import thread_team
 from bot.slack_text import decoded
 from bot.surface import AppState
 from bot.surface_settings import slack_half_configured
@@ -156,7 +157,8 @@ async def admit(state: AppState, body: dict, event: dict, context: dict, *, ment
 async def run_message(state: AppState, client: AsyncWebClient, p: dict) -> None:
     """After the ack: start a turn at most once per message, across retries and replicas."""
     threads = state.threads
-    thread = (p["team"], p["channel"], p["thread_ts"])
+    team = await thread_team(threads, p)  # an /ask thread's replies continue the /ask's session
+    thread = (team, p["channel"], p["thread_ts"])
     if p["follow_up_only"] and not await threads.follows_up("slack", thread, p["user"]):
         return  # a thread datathread is not part of, or someone who has not asked it anything there
     if not await threads.claim(f"slack:event:{p['event_id']}"):
@@ -167,7 +169,7 @@ async def run_message(state: AppState, client: AsyncWebClient, p: dict) -> None:
         await threads.joined("slack", thread, p["user"])
     keys = ("channel", "user", "text", "thread_ts", "ts")  # ts: names the answer's stream
     extra = {k: p.get(k) for k in ("is_direct", "files", "said_nothing", *WHO)}
-    await run_turn(state, client, {**{k: p[k] for k in keys}, **extra, "team": p["team"]})
+    await run_turn(state, client, {**{k: p[k] for k in keys}, **extra, "team": team})
 
 
 class _BoltNotices(logging.Filter):

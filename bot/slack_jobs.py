@@ -32,6 +32,7 @@ from bot.slack_shared_files import (
     refused_by_name,
     unreadable_note,
 )
+from bot.slack_slash_threads import find_question, post_question, thread_team
 from bot.slack_target import SlackTarget
 from bot.surface import AppState
 from core.events import IncomingMessage, SharedFile
@@ -56,8 +57,6 @@ STOPPED = (
     "Please ask again — the thread still works."
 )
 STORE_UNREACHABLE = f":warning: {STORE_DOWN_TEXT}"
-QUESTION_EVENT = "datathread_question"  # the metadata type marking a slash command's question (its root)
-RECENT_MESSAGES = 100  # how far back in a channel the lost handler looks for a question's root
 NOT_IN_CHANNEL = (
     "_I'm not a member of this channel, so only you can see this answer. "
     "Invite me with `/invite @datathread` to answer in the channel._"
@@ -101,7 +100,7 @@ async def run_turn(state: AppState, client: AsyncWebClient, p: dict) -> None:
     """One question → one turn, with progress, files and the answer in the thread. Someone the access
     rules refuse hears that alone: no word about their files, and nothing asked of Slack about them.
     The asker is judged by their own workspace (bot/slack_access.py); the thread's session by
-    `p["team"]`."""
+    `p["team"]` (bot/slack_slash_threads.py)."""
     threads, limit_mb, refs = state.threads, state.settings.shared_file_mb, file_refs(p.get("files"))
     who = await asker(client, threads, p, tz=True)  # one users.info, kept a day: time zone and standing
     denied = threads.refused(clicker(p, who))
@@ -208,49 +207,6 @@ def _stream_noter(threads: Threads, p: dict):
     return noted
 
 
-async def post_question(client: AsyncWebClient, threads: Threads, p: dict) -> str:
-    """A slash command's question as a channel message, the root of the thread its answer goes to;
-    noted under the job's id, so if the worker dies the job's lost handler answers in that thread. The
-    message also carries the job's id as metadata: a worker that dies after Slack took the message but
-    before noting it leaves a root the lost handler can still find (`find_question`)."""
-    job = p.get("job")
-    root = await client.chat_postMessage(
-        channel=p["channel"],
-        text=f"<@{p['user']}> asked: {render.escape(p['text'])}",
-        # https://docs.slack.dev/messaging/message-metadata
-        metadata={"event_type": QUESTION_EVENT, "event_payload": {"job": job}} if job else None,
-    )
-    if job:
-        await threads.note(f"slack:slash:{job}", root["ts"])
-    return root["ts"]
-
-
-async def find_question(client: AsyncWebClient, threads: Threads, p: dict) -> str | None:
-    """The root a slash command's job posted, or None if it never reached Slack: noted once posted, else
-    found among the channel's newest messages by the job id it carries (the lost handler runs within
-    seconds of the worker's death, or the lock's TTL with Redis, so the root is still among them)."""
-    job = p.get("job")
-    if not job:
-        return None
-    if noted := await threads.noted(f"slack:slash:{job}"):
-        return noted
-    try:
-        recent = await client.conversations_history(
-            channel=p["channel"], limit=RECENT_MESSAGES, include_all_metadata=True
-        )
-    except SlackApiError as exc:  # cannot look: posting the question again beats silence
-        log.info("cannot look for the question of job %s in %s: %s", job, p["channel"], failure_words(exc))
-        return None
-    for message in recent.get("messages") or []:
-        metadata = message.get("metadata") or {}
-        if (
-            metadata.get("event_type") == QUESTION_EVENT
-            and (metadata.get("event_payload") or {}).get("job") == job
-        ):
-            return message["ts"]
-    return None
-
-
 async def tell_stopped(state: AppState, client: AsyncWebClient, p: dict) -> None:
     """The worker running this turn died: say so where the answer would have gone — for a slash
     command, the thread under its question (posted now if the worker died before Slack took it).
@@ -325,7 +281,7 @@ async def tell_message_stopped(state: AppState, client: AsyncWebClient, p: dict)
     follow-up in a thread datathread is not part of, which would have been ignored."""
     if p.get(WHY) == STORE_DOWN:
         return await tell_store_down(client, p)
-    thread = (p["team"], p["channel"], p["thread_ts"])
+    thread = (await thread_team(state.threads, p), p["channel"], p["thread_ts"])
     if p.get("follow_up_only") and not await state.threads.follows_up("slack", thread, p["user"]):
         return
     await tell_stopped(state, client, p)

@@ -12,7 +12,7 @@ import json
 import pytest
 
 from bot.slack_blocks import ACTION_SHOW_SQL
-from tests.bot.slack_harness import mention, serve, sign
+from tests.bot.slack_harness import mention, message, serve, sign
 from tests.fakes.anthropic_api import text
 from tests.fakes.slack_api import BOT_USER_ID, TEAM_ID, FakeSlackAPI
 
@@ -194,3 +194,65 @@ async def test_a_partners_slash_command_and_clicks_are_judged_by_their_own_works
     # the command's, through its response_url (a call too), and the click's
     refusals = [c for c in org_api.calls if REFUSED in json.dumps(c.args)]
     assert [c.method.startswith("/response/") for c in refusals] == [True, False], org_api.calls
+
+
+def asked(request: dict) -> list[str]:
+    """The questions a request to the model carried, its history's and the new one: each question
+    message's first text (the time it was asked follows it)."""
+    said = [
+        m["content"] for m in request["messages"] if m["role"] == "user" and isinstance(m["content"], list)
+    ]
+    return [
+        texts[0]
+        for texts in ([c["text"] for c in content if c["type"] == "text"] for content in said)
+        if texts
+    ]
+
+
+async def ask(slack, api: FakeSlackAPI, question: str, *, user: str, team: str, channel: str) -> str:
+    """`/ask question` by `user` of `team`; the ts of the question it posts (its thread's root)."""
+    fields = {"command": "/ask", "text": question, "team_id": team, "channel_id": channel, "user_id": user}
+    fields["response_url"] = api.url.removesuffix("api/") + f"response/{user}"
+    await slack.form(fields)
+    await slack.drain()
+    [root] = [m for m in api.posted[channel] if question in m["text"]]
+    return root["ts"]
+
+
+async def test_an_ask_in_a_channel_another_workspace_created_continues_in_its_thread(
+    settings, fake_model, org_api
+):
+    """Bob, of a sibling workspace, runs /ask in a channel our workspace created: the command names his
+    workspace, the events in its thread the channel's creator. His reply there without a mention was
+    ignored, and a mention started afresh, without the question it followed."""
+    fake_model.enqueue(text("336,776 flights."), text("JFK: 111,279."), text("LGA: 104,662."))
+    async with serve(settings, org_api, identity=IDENTITY) as slack:
+        root = await ask(slack, org_api, "how many flights?", user="W0BOB", team=SIBLING, channel="C0ORG")
+        reply = message("only JFK", ts="1800000001.000100", channel="C0ORG", thread_ts=root)
+        await post(slack, from_(reply, "W0BOB", SIBLING))  # the outer team_id: the channel's creator
+        assert len(fake_model.requests) == 2, "the reply without a mention was ignored"
+        again = mention("and LGA?", ts="1800000002.000100", channel="C0ORG", thread_ts=root)
+        await post(slack, from_(again, "W0BOB", SIBLING))
+    assert [asked(r)[:-1] for r in fake_model.requests] == [
+        [],
+        ["how many flights?"],
+        ["how many flights?", "only JFK"],
+    ]
+
+
+async def test_threads_of_one_workspace_keep_the_sessions_they_had(settings, fake_model, org_api):
+    """The upgrade: in a channel of one workspace a thread is keyed as before — (team, channel, thread
+    ts) — so a conversation started before it continues after it, /ask and mention alike."""
+    fake_model.enqueue(*(text(f"answer {i}") for i in range(4)))
+    async with serve(settings, org_api) as slack:
+        threads = slack.state.threads
+        before = "1700000050.000100"  # a thread from before the upgrade: its /ask noted nothing
+        await threads.joined("slack", (OURS, "C0001", before), "U0001")
+        await post(slack, from_(message("more?", ts="1800000001.000100", thread_ts=before), "U0001", OURS))
+        assert len(fake_model.requests) == 1
+        root = await ask(slack, org_api, "how many flights?", user="U0001", team=OURS, channel="C0001")
+        await post(slack, from_(message("by month", ts="1800000002.000100", thread_ts=root), "U0001", OURS))
+        assert await threads.is_known("slack", (OURS, "C0001", root))  # the key the old code used
+        await post(slack, from_(mention("a question", ts="1800000003.000100"), "U0001", OURS))
+        assert await threads.is_known("slack", (OURS, "C0001", "1800000003.000100"))
+    assert asked(fake_model.requests[2])[:-1] == ["how many flights?"]
