@@ -37,7 +37,7 @@ from bot.slack_blocks import (
 from bot.slack_client import SharedClient
 from bot.slack_confirm import remember_click
 from bot.slack_http import events_endpoint
-from bot.slack_identity import KnownBot
+from bot.slack_identity import KnownBot, OtherInstalls
 from bot.slack_jobs import (
     JOB_ACTION,
     JOB_EXPORT,
@@ -191,7 +191,7 @@ _BOLT_NOTICES = _BoltNotices()
 def build_bolt_app(state: AppState, identity: dict | None = None) -> AsyncApp:
     """The Bolt app with every listener wired; used by both HTTP (`serve`) and Socket Mode. `identity`:
     what `auth.test` said at start, if it was asked (see bot/slack_identity.py): whose installation the
-    bot is, for the access rules."""
+    bot is, for the access rules and to name events of another installation in the log."""
     s = state.settings
     logging.getLogger("slack_bolt.AsyncApp").addFilter(_BOLT_NOTICES)  # once: the same filter object
     token = s.slack_bot_token.get_secret_value() if s.slack_bot_token else ""
@@ -203,13 +203,16 @@ def build_bolt_app(state: AppState, identity: dict | None = None) -> AsyncApp:
         process_before_response=True,
     )
     submit = state.runner.submit
+    installs = OtherInstalls(identity)
 
     @app.event("app_mention")
     async def on_mention(body: dict, event: dict, context: dict) -> None:
+        installs.check(body)
         await admit(state, body, event, context, mentioned=True)
 
     @app.event("message")
     async def on_message(body: dict, event: dict, context: dict) -> None:
+        installs.check(body)
         await admit(state, body, event, context, mentioned=False)
 
     @app.command(s.slash_command)

@@ -16,6 +16,7 @@ The bound is the whole check's, retries included: slack_sdk's `timeout` is each 
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable
 
 import aiohttp
@@ -28,6 +29,8 @@ from slack_sdk.web.async_slack_response import AsyncSlackResponse
 
 from bot.slack_client import SDK_LOG
 from core.config import ConfigError, Settings
+
+log = logging.getLogger("datathread.slack")
 
 TOKEN_CHECK_TIMEOUT_S = 10  # each check's whole call; Slack answers auth.test in well under a second
 # Slack's own trouble, not the token's: such an answer says nothing about whether the token is good.
@@ -129,12 +132,57 @@ DELIVERED_TO = "datathread_delivered_to"
 
 def delivered_to(body: dict) -> str | None:
     """The bot user a signed event names in its `authorizations`, or None."""
+    first = _first_authorization(body)
+    if first.get("is_bot") and isinstance(first.get("user_id"), str):
+        return first["user_id"]
+    return None
+
+
+class OtherInstalls:
+    """Events for another installation of this app, told once per workspace (or organization).
+
+    The app installed per workspace in an Enterprise Grid sends every workspace's events to the same
+    Request URL, each for its own bot user, while datathread answers with the one SLACK_BOT_TOKEN: in
+    the other workspace's channels Slack refuses it (`channel_not_found`), and the log said only that.
+    An event names the installation it was delivered to in `authorizations[0]`
+    (https://docs.slack.dev/apis/events-api/#authorizations); `auth.test` at start said whose the token is.
+    Without that (Slack unreachable at start) nothing is compared."""
+
+    def __init__(self, identity: dict | None):
+        self.identity = identity or {}
+        self.told: set[str] = set()  # this app's own memory (one per process): a line per workspace
+
+    def check(self, body: dict) -> None:
+        me, first = self.identity, _first_authorization(body)
+        if not me or not first:
+            return
+        theirs = {k: first.get(k) for k in ("team_id", "enterprise_id", "user_id")}
+        if not any(theirs[k] and me.get(k) and theirs[k] != me[k] for k in theirs):
+            return
+        where = theirs["team_id"] or theirs["enterprise_id"] or theirs["user_id"] or "?"
+        if where in self.told:
+            return
+        self.told.add(where)
+        log.error(
+            "slack: an event came for another installation of this app (workspace %s, organization %s, "
+            "bot user %s), but SLACK_BOT_TOKEN is the installation of workspace %s (organization %s, bot "
+            "user %s): people there get no answer, as Slack refuses this token in their channels. Install "
+            "the app once for the whole organization (an org-wide install on Enterprise Grid) and use that "
+            "installation's bot token, or give that workspace an app and a datathread of its own.",
+            theirs["team_id"] or "-",
+            theirs["enterprise_id"] or "-",
+            theirs["user_id"] or "-",
+            me.get("team_id") or "-",
+            me.get("enterprise_id") or "-",
+            me.get("user_id") or "-",
+        )
+
+
+def _first_authorization(body: dict) -> dict:
     authorizations = body.get("authorizations")
     if isinstance(authorizations, list) and authorizations and isinstance(authorizations[0], dict):
-        first = authorizations[0]
-        if first.get("is_bot") and isinstance(first.get("user_id"), str):
-            return first["user_id"]
-    return None
+        return authorizations[0]
+    return {}
 
 
 async def bot_token_problem(

@@ -8,6 +8,7 @@ fake Slack Web API answers `users.info` with each person's own team, organizatio
 from __future__ import annotations
 
 import json
+import logging
 
 import pytest
 
@@ -194,6 +195,25 @@ async def test_a_partners_slash_command_and_clicks_are_judged_by_their_own_works
     # the command's, through its response_url (a call too), and the click's
     refusals = [c for c in org_api.calls if REFUSED in json.dumps(c.args)]
     assert [c.method.startswith("/response/") for c in refusals] == [True, False], org_api.calls
+
+
+async def test_an_event_for_another_installation_is_named_in_one_error_per_workspace(
+    settings, fake_model, org_api, caplog
+):
+    """The app installed per workspace: Eng's events reach this Request URL for Eng's bot user, whose
+    channels SLACK_BOT_TOKEN cannot see. The log said only "channel_not_found"; now one ERROR names
+    both installations and what to do — once per workspace, not per event."""
+    other = {"team_id": SIBLING, "enterprise_id": ORG, "user_id": "UBOTENG"}
+    with caplog.at_level(logging.INFO, logger="datathread.slack"):
+        async with serve(settings, org_api, identity=IDENTITY) as slack:
+            for ts in ("1700000001.000100", "1700000002.000100"):
+                event = from_(message("hi", ts=ts, channel="D0ENGBOB", channel_type="im"), "W0BOB", SIBLING)
+                await post(slack, event, created_by=SIBLING, delivered=other)
+            await post(slack, from_(mention("help", ts="1700000003.000100"), "U0001", OURS))
+    [said] = [r for r in caplog.records if "another installation" in r.getMessage()]
+    assert said.levelno == logging.ERROR
+    line = said.getMessage()
+    assert all(part in line for part in (SIBLING, "UBOTENG", OURS, BOT_USER_ID, "org-wide install")), line
 
 
 def asked(request: dict) -> list[str]:
