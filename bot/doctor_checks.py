@@ -17,7 +17,7 @@ from core.config import PLACEHOLDER_KEY, Settings, placeholder_key, provider_mis
 from core.daemon_thread import in_daemon_thread
 from core.redact import without_login
 from core.s3 import parse_roots, refuse_web_pages
-from core.wording import os_reason
+from core.wording import counted, os_reason
 
 CHECK_TIMEOUT_S = 2.5  # each network call's own timeout
 MIN_FREE_BYTES = 200 * 2**20  # less: a step's files, a log rotation or a notebook may not fit
@@ -56,6 +56,8 @@ def preload(settings: Settings) -> None:
     if settings.has_model_credentials() or settings.microsoft_app_id:
         # httpx imports its transport and the transport its async backend on first use, not at import
         modules += ["httpx", "httpcore", "httpcore._backends.anyio", "anyio._core._sockets", "encodings.idna"]
+    if settings.microsoft_app_id:
+        modules.append("bot.teams_keys")
     if settings.redis_url:
         modules.append("core.store_redis")
     if settings.slack_bot_token:
@@ -197,9 +199,27 @@ def slack_files_check(scopes: set[str] | None) -> Check:
     )
 
 
-async def check_teams(settings: Settings) -> Check:
+async def check_teams(settings: Settings) -> Check | tuple[Check, ...]:
+    """The Bot Framework token the bot sends with, and the channel's signing keys it checks Teams'
+    tokens with: without those keys every Teams message is refused (401)."""
     if not settings.microsoft_app_id:
         return Check("teams", "off", "no MICROSOFT_APP_ID: /api/messages is UNAUTHENTICATED (local use only)")
+    return tuple(await asyncio.gather(_teams_token(settings), _teams_keys(settings)))
+
+
+async def _teams_keys(settings: Settings) -> Check:
+    from bot.teams_keys import KeysNotFetched, channel_metadata_url, fetch_keys
+
+    url = channel_metadata_url(settings)
+    try:
+        keys = await fetch_keys(url, deadline_s=CHECK_TIMEOUT_S)
+    except KeysNotFetched as exc:
+        said = f"Teams signing keys not loaded from {url}: {exc}; every Teams message is refused (401)"
+        return Check("teams signing keys", "fail", said)
+    return Check("teams signing keys", "ok", f"{counted(len(keys), 'key')} from {url}")
+
+
+async def _teams_token(settings: Settings) -> Check:
     label = f"app {settings.microsoft_app_id} ({settings.microsoft_app_type})"
     if settings.microsoft_app_type == "UserAssignedMSI":
         return Check("teams", "unchecked", f"{label}: a managed identity's token exists only on Azure")

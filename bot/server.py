@@ -111,6 +111,7 @@ def create_app(
     app = Starlette(routes=routes, lifespan=lifespan)
     app.state.datathread = state
     app.state.workers = workers
+    app.state.teams = next(s for s in surfaces if isinstance(s, TeamsSurface)).bot
     app.state.release = release_id(settings.release)
     return app
 
@@ -155,6 +156,11 @@ async def _healthz(request: Request) -> JSONResponse:
         "store": store,
         "release": request.app.state.release,
     }
+    # With an app id: whether Teams' tokens can be checked (fetched at the first request; "not
+    # loaded": every Teams message is refused until the key endpoint answers). Not in `ok`: a
+    # replica restarted for it would find the same endpoint.
+    if keys := request.app.state.teams.signing_keys_state():
+        body["teams_signing_keys"] = keys
     return JSONResponse(body, status_code=200 if ok else 503)
 
 

@@ -20,11 +20,13 @@ from botframework.connector.auth import (
     AuthenticationConstants,
     BotFrameworkAuthentication,
     BotFrameworkAuthenticationFactory,
+    JwtTokenExtractor,
     PasswordServiceClientCredentialFactory,
     ServiceClientCredentialsFactory,
 )
 
 from bot.teams_connector import BoundedAuthentication
+from bot.teams_keys import KeysState, SigningKeys, channel_metadata_url
 from bot.teams_login import SignedIn
 from bot.transcript import brief
 from core.config import ConfigError, Settings
@@ -44,14 +46,13 @@ AUTH_DEADLINE_S = 10.0
 class AuthLoop:
     """The SDK's token check, on an event loop of its own in one daemon thread, within a deadline.
 
-    Why: botframework-connector fetches the channel's signing keys (at the first request, daily, and
-    for an unknown key id) with a blocking `requests.get` and no timeout, inside its async check. On
-    the web process's loop one request — any caller can send a token with a made-up key id — froze
-    every route (Slack acks and /healthz too) for as long as the key endpoint kept the connection
-    open (an egress firewall that drops packets: indefinitely; SIGTERM was not served either). Here
-    the check waits on this thread's loop instead: a stuck fetch holds only this thread, later Teams
-    requests are refused after `AUTH_DEADLINE_S` (queued behind it, never a second thread), and the
-    rest of the process goes on. Daemon: a fetch stuck at exit does not hold the process."""
+    Why: botframework-connector's token check is async in name but does blocking work inside (its own
+    key fetch was a `requests.get` without a timeout). On the web process's loop one request — any
+    caller can send a token with a made-up key id — froze every route (Slack acks and /healthz too)
+    for as long as the key endpoint kept the connection open. The keys are now fetched by
+    `bot/teams_keys.py`, bounded and without blocking; the check still runs on this thread's loop, so
+    whatever else in it blocks holds only this thread: later Teams requests are refused after
+    `AUTH_DEADLINE_S`, and the rest of the process goes on. Daemon: nothing on it holds the exit."""
 
     def __init__(self) -> None:
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -81,10 +82,17 @@ class TeamsBot:
     auth: BotFrameworkAuthentication
     adapter: TeamsAdapter
     auth_loop: AuthLoop = field(default_factory=AuthLoop)
+    channel_keys: SigningKeys | None = None  # the keys Teams' tokens are signed with
 
     @property
     def app_id(self) -> str:
         return self.settings.microsoft_app_id or ""
+
+    def signing_keys_state(self) -> KeysState | None:
+        """Whether Teams' tokens can be checked (`/healthz`); None without an app id (none are)."""
+        if not self.app_id or self.channel_keys is None:
+            return None
+        return self.channel_keys.state()
 
     def connector_key(self) -> str:
         return BotAdapter.BOT_CONNECTOR_CLIENT_KEY
@@ -122,8 +130,7 @@ def build_auth(settings: Settings, *, login_url: str = "") -> BotFrameworkAuthen
         to_channel_from_bot_oauth_scope=AuthenticationConstants.TO_CHANNEL_FROM_BOT_OAUTH_SCOPE,
         to_bot_from_channel_token_issuer=AuthenticationConstants.TO_BOT_FROM_CHANNEL_TOKEN_ISSUER,
         oauth_url=AuthenticationConstants.OAUTH_URL,
-        to_bot_from_channel_open_id_metadata_url=settings.bot_openid_metadata_url
-        or AuthenticationConstants.TO_BOT_FROM_CHANNEL_OPENID_METADATA_URL,
+        to_bot_from_channel_open_id_metadata_url=channel_metadata_url(settings),
         to_bot_from_emulator_open_id_metadata_url=AuthenticationConstants.TO_BOT_FROM_EMULATOR_OPENID_METADATA_URL,
         caller_id=CallerIdConstants.public_azure_channel,
         credential_factory=factory,
@@ -181,9 +188,15 @@ async def authenticate(
 
 
 def build_bot(settings: Settings, *, login_url: str = "") -> TeamsBot:
-    """Settings, authentication and adapter for this process's Teams turns."""
+    """Settings, authentication and adapter for this process's Teams turns. The SDK's key cache gets
+    bounded fetches (`bot/teams_keys.py`) for both URLs it checks tokens against: the channel's, and
+    the one tokens with an Emulator or skill issuer are checked against (anyone may send such a token)."""
     auth = build_auth(settings, login_url=login_url)
-    return TeamsBot(settings, auth, TeamsAdapter(BoundedAuthentication(auth)))
+    channel = SigningKeys(channel_metadata_url(settings))
+    emulator = SigningKeys(AuthenticationConstants.TO_BOT_FROM_EMULATOR_OPENID_METADATA_URL)
+    # replacing the SDK's own (or an earlier bot's in this process: a test's)
+    JwtTokenExtractor.metadataCache.update({keys.url: keys for keys in (channel, emulator)})
+    return TeamsBot(settings, auth, TeamsAdapter(BoundedAuthentication(auth)), channel_keys=channel)
 
 
 def refusal_words(exc: Exception) -> str:

@@ -70,6 +70,11 @@ class FakeConnector:
         # (method, activity) -> seconds to sit on that call before answering: a slow Bot Connector, or,
         # past the bot's timeout, one that accepts the connection and never answers; stop() ends the wait
         self.stall: Callable[[str, dict], float] | None = None
+        # how many of the next `/openid` requests to take and never answer (a key endpoint that hangs);
+        # `abandoned` gets the time.monotonic() at which the client closed each one it gave up on
+        self.hang_openid = 0
+        self.abandoned: list[float] = []
+        self.key_fetches: list[str] = []  # the paths of the OpenID metadata and key set requests answered
         self._stopping = threading.Event()
         self.key = signing_key()
         self.kid = "fake-key-1"
@@ -170,12 +175,33 @@ class FakeConnector:
                 return self.rfile.read(int(self.headers.get("content-length", 0)))
 
             def do_GET(self) -> None:
+                if self.path == "/openid" and fake.hang_openid > 0:
+                    fake.hang_openid -= 1
+                    self._hold()
+                    return
+                if self.path in ("/openid", "/keys"):
+                    with fake.lock:
+                        fake.key_fetches.append(self.path)
                 if self.path == "/openid":
                     self._reply(200, {"issuer": CHANNEL_ISSUER, "jwks_uri": f"{fake.url}/keys"})
                 elif self.path == "/keys":
                     self._reply(200, fake._jwks())
                 else:
                     self._reply(404, {"error": "not found"})
+
+            def _hold(self) -> None:
+                """Never answer: wait until the client closes the connection (noted) or the fake stops."""
+                self.close_connection = True
+                self.connection.settimeout(POLL_S)
+                while not fake._stopping.is_set():
+                    try:
+                        if not self.connection.recv(1):
+                            fake.abandoned.append(time.monotonic())
+                            return
+                    except TimeoutError:
+                        continue
+                    except OSError:
+                        return
 
             def _held_or_refused(self, method: str, body: dict) -> bool:
                 """Sit on the call for `stall`'s seconds; True when `refuse_when` refused it (answered)."""

@@ -1,0 +1,134 @@
+"""The channel's signing keys behind every Teams token check (`bot/teams_keys.py`), end to end: the
+real app's `/api/messages`, botframework-connector's own JWT validation, and the fake Bot Connector's
+OpenID metadata and key set on loopback — one that hangs, one that rotates its key."""
+
+from __future__ import annotations
+
+import time
+
+import httpx
+import pytest
+from pydantic import SecretStr
+
+import bot.teams_auth
+import bot.teams_keys
+from bot.server import create_app
+from core.runner import TurnJob
+from tests.bot.teams_harness import activity
+from tests.fakes.bot_connector import FakeConnector
+
+APP_ID = "00000000-app-id"
+
+
+class RecordingRunner:
+    """A runner that only records the turns accepted messages would start."""
+
+    def __init__(self) -> None:
+        self.jobs: list[TurnJob] = []
+
+    def register(self, kind, handler) -> None:
+        return None
+
+    async def submit(self, job: TurnJob) -> None:
+        self.jobs.append(job)
+
+    async def drain(self, timeout=None) -> None:
+        return None
+
+
+@pytest.fixture
+def connector():
+    fake = FakeConnector().start()
+    yield fake
+    fake.stop()
+
+
+def configured(settings, connector: FakeConnector):
+    return settings.model_copy(
+        update={
+            "microsoft_app_id": APP_ID,
+            "microsoft_app_password": SecretStr("app-password-secret"),
+            "microsoft_app_type": "MultiTenant",
+            "bot_openid_metadata_url": connector.openid_url,
+        }
+    )
+
+
+async def post(client: httpx.AsyncClient, connector: FakeConnector) -> int:
+    token = connector.token(app_id=APP_ID, service_url=connector.url)
+    body = activity(connector.url, "hi")
+    response = await client.post("/api/messages", json=body, headers={"authorization": f"Bearer {token}"})
+    return response.status_code
+
+
+async def test_a_key_fetch_that_hangs_once_is_given_up_and_the_next_message_is_accepted(
+    settings, connector, monkeypatch, caplog
+):
+    """The key endpoint accepts the first connection and never answers, then answers normally. The
+    SDK's fetch (`requests`, no timeout) held the one checking thread for good: 8 messages in 8.7 s,
+    all refused, for ever, until a restart. Now that fetch is given up at its deadline (its connection
+    closed), the message is refused, and the next fetch is a new one: the next message is accepted."""
+    monkeypatch.setattr(bot.teams_auth, "AUTH_DEADLINE_S", 2.0)
+    monkeypatch.setattr(bot.teams_keys, "FETCH_DEADLINE_S", 0.5)
+    connector.hang_openid = 1
+    runner = RecordingRunner()
+    app = create_app(configured(settings, connector), runner=runner)
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as client:
+        assert (await client.get("/healthz")).json()["teams_signing_keys"] == "not fetched yet"
+        started = time.monotonic()
+        first = await post(client, connector)
+        refused_after = time.monotonic() - started
+        health = (await client.get("/healthz")).json()
+        after = [await post(client, connector) for _ in range(3)]
+        loaded = (await client.get("/healthz")).json()["teams_signing_keys"]
+    assert first == 401 and 0.4 < refused_after < 1.5, refused_after
+    assert health["teams_signing_keys"] == "not loaded"
+    assert after == [202, 202, 202] and loaded == "loaded"
+    assert len(runner.jobs) == 3
+    # the stuck fetch ended at its deadline: the bot closed the connection it had been waiting on
+    assert len(connector.abandoned) == 1 and connector.abandoned[0] - started < 1.5
+    assert connector.key_fetches == ["/openid", "/keys"]  # fetched once, for the three messages
+    said = [r.getMessage() for r in caplog.records]
+    assert any(
+        "signing keys could not be fetched" in line and "no answer within 0.5 s" in line for line in said
+    )
+
+
+async def test_keys_held_are_used_while_a_refresh_fails(settings, connector, monkeypatch):
+    """A day later the keys are fetched again, in the background: a refresh that hangs neither delays
+    the messages nor throws away the keys that check them."""
+    monkeypatch.setattr(bot.teams_keys, "FETCH_DEADLINE_S", 0.5)
+    app = create_app(configured(settings, connector), runner=RecordingRunner())
+    keys = app.state.teams.channel_keys
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as client:
+        assert await post(client, connector) == 202
+        monkeypatch.setattr(bot.teams_keys, "REFRESH_AFTER_S", 0.0)  # the keys are a day old
+        connector.hang_openid = 1
+        started = time.monotonic()
+        assert [await post(client, connector) for _ in range(3)] == [202, 202, 202]
+        assert time.monotonic() - started < 0.5  # nobody waited for the refresh
+    assert keys.state() == "loaded"
+
+
+def test_every_url_the_sdk_checks_tokens_against_has_bounded_keys(settings):
+    """Tokens with the channel's issuer are checked against the channel's keys; a token with an
+    Emulator's or a skill's issuer (anyone can send one) against another URL: both are fetched by
+    `SigningKeys`, never by the SDK's unbounded fetch."""
+    from botframework.connector.auth import AuthenticationConstants, JwtTokenExtractor
+
+    from bot.teams_auth import build_bot
+
+    assert (
+        bot.teams_keys.CHANNEL_METADATA_URL == AuthenticationConstants.TO_BOT_FROM_CHANNEL_OPENID_METADATA_URL
+    )
+    update = {
+        "microsoft_app_id": APP_ID,
+        "microsoft_app_type": "MultiTenant",
+        "bot_openid_metadata_url": None,
+    }
+    build_bot(settings.model_copy(update=update))
+    for url in (
+        AuthenticationConstants.TO_BOT_FROM_CHANNEL_OPENID_METADATA_URL,
+        AuthenticationConstants.TO_BOT_FROM_EMULATOR_OPENID_METADATA_URL,
+    ):
+        assert isinstance(JwtTokenExtractor.get_open_id_metadata(url), bot.teams_keys.SigningKeys), url
