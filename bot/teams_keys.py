@@ -31,6 +31,7 @@ import httpx
 from jwt.algorithms import RSAAlgorithm
 
 from core.config import Settings
+from core.wording import counted
 
 log = logging.getLogger("datathread.teams")
 
@@ -40,6 +41,9 @@ CHANNEL_METADATA_URL = "https://login.botframework.com/v1/.well-known/openidconf
 FETCH_DEADLINE_S = 5.0  # the metadata and the key set together; a request's check waits 10 s at most
 REFRESH_AFTER_S = 24 * 3600.0  # as botbuilder: keys older than a day are fetched again
 RETRY_AFTER_S = 60.0  # a failed refresh while keys are held: the held keys serve meanwhile
+# A token naming a key id we don't hold fetches the keys again, at most this often: Microsoft may
+# sign with a new key before our daily refresh has seen it, and anyone may send a made-up key id.
+UNKNOWN_KEY_REFRESH_S = 30.0
 
 KeysState = Literal["loaded", "not loaded", "not fetched yet"]
 
@@ -75,6 +79,7 @@ class SigningKeys:
         self._failed_at: float | None = None  # the clock at the last fetch that failed, if after it
         self._failure = ""  # why the last fetch failed, in words
         self._fetch: asyncio.Task | None = None
+        self._fetch_started: float | None = None  # the clock when the last fetch began
 
     def state(self) -> KeysState:
         """For `/healthz`: whether tokens can be checked now (the keys are fetched at the first request)."""
@@ -92,10 +97,24 @@ class SigningKeys:
                 )
         elif self._stale():
             self._start_fetch()  # in the background: the held keys check this request
-        if not key_id or key_id not in self._keys:
-            raise UnknownSigningKey(f"the token is signed with a key id we do not know ({key_id or 'none'})")
+        if not key_id:
+            raise UnknownSigningKey("the token names no signing key (no kid)")
+        if key_id not in self._keys and self._may_look_again():
+            log.info("a token signed with a key id we don't know yet (%s): refreshing the keys", key_id)
+            await self._refreshed()
+        if key_id not in self._keys:
+            raise UnknownSigningKey(f"the token is signed with a key id we do not know ({key_id})")
         key = self._keys[key_id]
         return SigningKey(RSAAlgorithm.from_jwk(json.dumps(key)), list(key.get("endorsements") or []))
+
+    def _may_look_again(self) -> bool:
+        """A fetch is under way (joined), or the last began at least UNKNOWN_KEY_REFRESH_S ago.
+        botbuilder meant to refresh for an unknown key id at most hourly, but its lookup raised
+        IndexError for one before that branch ran: a rotated key was refused until the daily refresh."""
+        if self._fetch is not None and not self._fetch.done():
+            return True
+        started = self._fetch_started
+        return started is None or self._clock() - started >= UNKNOWN_KEY_REFRESH_S
 
     def _stale(self) -> bool:
         now = self._clock()
@@ -112,6 +131,7 @@ class SigningKeys:
         running = self._fetch
         if running is None or running.done() or running.get_loop() is not asyncio.get_running_loop():
             running = self._fetch = asyncio.get_running_loop().create_task(self._fetch_now())
+            self._fetch_started = self._clock()
         return running
 
     async def _fetch_now(self) -> None:
@@ -119,7 +139,11 @@ class SigningKeys:
             keys = await fetch_keys(self.url, deadline_s=FETCH_DEADLINE_S)
         except KeysNotFetched as exc:
             self._failed_at, self._failure = self._clock(), str(exc)
-            held = f"; the {len(self._keys)} keys fetched before are used meanwhile" if self._keys else ""
+            held = (
+                f"; the {counted(len(self._keys), 'key')} fetched before serve meanwhile"
+                if self._keys
+                else ""
+            )
             log.warning("the channel's signing keys could not be fetched from %s: %s%s", self.url, exc, held)
             return
         self._keys, self._fetched_at, self._failed_at = keys, self._clock(), None

@@ -4,10 +4,14 @@ OpenID metadata and key set on loopback — one that hangs, one that rotates its
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import time
 
 import httpx
+import jwt
 import pytest
+from cryptography.hazmat.primitives.asymmetric import rsa
 from pydantic import SecretStr
 
 import bot.teams_auth
@@ -15,7 +19,7 @@ import bot.teams_keys
 from bot.server import create_app
 from core.runner import TurnJob
 from tests.bot.teams_harness import activity
-from tests.fakes.bot_connector import FakeConnector
+from tests.fakes.bot_connector import CHANNEL_ISSUER, FakeConnector
 
 APP_ID = "00000000-app-id"
 
@@ -107,7 +111,10 @@ async def test_keys_held_are_used_while_a_refresh_fails(settings, connector, mon
         started = time.monotonic()
         assert [await post(client, connector) for _ in range(3)] == [202, 202, 202]
         assert time.monotonic() - started < 0.5  # nobody waited for the refresh
-    assert keys.state() == "loaded"
+        while not connector.abandoned and time.monotonic() - started < 5:  # the refresh given up
+            await asyncio.sleep(0.05)
+        assert await post(client, connector) == 202
+    assert keys.state() == "loaded" and len(connector.abandoned) == 1
 
 
 def test_every_url_the_sdk_checks_tokens_against_has_bounded_keys(settings):
@@ -132,3 +139,43 @@ def test_every_url_the_sdk_checks_tokens_against_has_bounded_keys(settings):
         AuthenticationConstants.TO_BOT_FROM_EMULATOR_OPENID_METADATA_URL,
     ):
         assert isinstance(JwtTokenExtractor.get_open_id_metadata(url), bot.teams_keys.SigningKeys), url
+
+
+async def test_a_token_signed_with_a_new_key_fetches_the_keys_again_at_most_so_often(
+    settings, connector, monkeypatch, caplog
+):
+    """Microsoft rotates its signing key. botbuilder's lookup raised IndexError for a key id it did not
+    hold, before its own "refresh when not found" ran: tokens signed with the new key were refused
+    until the daily refresh, up to 24 h. Now the keys are fetched again — at most once per
+    UNKNOWN_KEY_REFRESH_S, as anyone may send made-up key ids."""
+    monkeypatch.setattr(bot.teams_keys, "UNKNOWN_KEY_REFRESH_S", 1.0)
+    caplog.set_level(logging.INFO, logger="datathread.teams")
+    app = create_app(configured(settings, connector), runner=RecordingRunner())
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as client:
+        assert await post(client, connector) == 202
+        connector.key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        connector.kid = "fake-key-2"  # published, and the channel's tokens signed with it
+        too_soon = await post(client, connector)  # within a second of the last fetch: not fetched again
+        await asyncio.sleep(1.0)
+        rotated = [await post(client, connector) for _ in range(2)]
+        fetches = len(connector.key_fetches)
+        made_up = []
+        for n in range(3):  # anyone's made-up key ids, right after: no fetch for them
+            claims = {
+                "iss": CHANNEL_ISSUER,
+                "aud": APP_ID,
+                "serviceurl": connector.url,
+                "exp": time.time() + 600,
+            }
+            token = jwt.encode(claims, connector.key, algorithm="RS256", headers={"kid": f"nope-{n}"})
+            body = activity(connector.url, "hi")
+            response = await client.post(
+                "/api/messages", json=body, headers={"authorization": f"Bearer {token}"}
+            )
+            made_up.append(response.status_code)
+    assert too_soon == 401 and rotated == [202, 202] and made_up == [401, 401, 401]
+    assert fetches == len(connector.key_fetches) == 4  # the first fetch, and one for the new key
+    said = [r.getMessage() for r in caplog.records]
+    assert "a token signed with a key id we don't know yet (fake-key-2): refreshing the keys" in said
+    assert any("key id we do not know (nope-0)" in line for line in said), said
+    assert not any("IndexError" in line for line in said)
