@@ -34,6 +34,7 @@ STATUS_MARKUP = {
     "fail": "[red]FAIL[/]",
     "off": "[yellow]not configured[/]",
     "unchecked": "[yellow]configured (not checked)[/]",
+    "warn": "[yellow]WARN[/]",
 }
 
 

@@ -21,7 +21,7 @@ from core.wording import counted, os_reason
 
 CHECK_TIMEOUT_S = 2.5  # each network call's own timeout
 MIN_FREE_BYTES = 200 * 2**20  # less: a step's files, a log rotation or a notebook may not fit
-Status = Literal["ok", "fail", "off", "unchecked"]
+Status = Literal["ok", "fail", "off", "unchecked", "warn"]  # warn: works, but see the detail
 
 
 @dataclass(frozen=True)
@@ -204,7 +204,27 @@ async def check_teams(settings: Settings) -> Check | tuple[Check, ...]:
     tokens with: without those keys every Teams message is refused (401)."""
     if not settings.microsoft_app_id:
         return Check("teams", "off", "no MICROSOFT_APP_ID: /api/messages is UNAUTHENTICATED (local use only)")
-    return tuple(await asyncio.gather(_teams_token(settings), _teams_keys(settings)))
+    return (*await asyncio.gather(_teams_token(settings), _teams_keys(settings)), _teams_tenants(settings))
+
+
+def _teams_tenants(settings: Settings) -> Check:
+    """Whose messages the bot answers (core/access.py): said plainly when it is anyone's."""
+    from core.access import home_tenant
+
+    if settings.allowed_teams.strip():
+        return Check("teams tenants", "ok", "the tenants in DATATHREAD_ALLOWED_TEAMS only")
+    if home := home_tenant(settings):
+        said = f"tenant {home} only (MICROSOFT_APP_TENANT_ID; DATATHREAD_ALLOWED_TEAMS names others instead)"
+        return Check("teams tenants", "ok", said)
+    anyone = "ANY tenant that installs the app"
+    if settings.microsoft_app_type == "MultiTenant":
+        said = f"{anyone} (MultiTenant): set DATATHREAD_ALLOWED_TEAMS to the tenant ids to answer"
+    else:  # a tenant given as a domain
+        said = (
+            f"{anyone}: MICROSOFT_APP_TENANT_ID={settings.microsoft_app_tenant_id} is a domain, and Teams "
+            "names a conversation's tenant by its GUID: give the GUID there or in DATATHREAD_ALLOWED_TEAMS"
+        )
+    return Check("teams tenants", "warn", said)
 
 
 async def _teams_keys(settings: Settings) -> Check:

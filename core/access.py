@@ -57,11 +57,32 @@ class RateCounter(Protocol):
     ) -> tuple[int, float] | None: ...
 
 
+ONE_TENANT_APP_TYPES = ("SingleTenant", "UserAssignedMSI")  # Azure Bot types whose app lives in one tenant
+
+
+def home_tenant(settings: Settings) -> str:
+    """The one Teams tenant a bot of one tenant answers while DATATHREAD_ALLOWED_TEAMS is empty
+    (lowercase), or "" when there is none to hold it to: a MultiTenant bot answers any tenant that
+    installs it, and a tenant id given as a domain (contoso.onmicrosoft.com) cannot be compared,
+    since Teams names the conversation's tenant by its GUID.
+
+    Why: with DATATHREAD_ALLOWED_TEAMS empty (everyone), a SingleTenant bot answered people of any
+    organisation that installed or sideloaded its app. Guests and shared-channel members from other
+    organisations still ask: their messages come from a conversation of the host tenant, and the
+    tenant checked is the conversation's (`conversation.tenantId`), not the sender's own."""
+    tenant = (settings.microsoft_app_tenant_id or "").strip().lower()
+    if settings.microsoft_app_type not in ONE_TENANT_APP_TYPES or "." in tenant:
+        return ""
+    return tenant
+
+
 @dataclass(frozen=True)
 class AccessPolicy:
-    """Allowlists (empty = everyone), admins, and per-channel dataset allowlists."""
+    """Allowlists (empty = everyone; Teams: a bot of one tenant, its tenant), admins, and per-channel
+    dataset allowlists."""
 
     teams: frozenset[str] = frozenset()
+    home_tenant: str = ""  # Teams' only tenant while `teams` is empty (`home_tenant()`)
     channels: frozenset[str] = frozenset()
     users: frozenset[str] = frozenset()
     admins: frozenset[str] = frozenset()
@@ -77,6 +98,7 @@ class AccessPolicy:
         base = split_list(settings.bigquery_datasets) if settings.warehouse == "bigquery" else ()
         return cls(
             teams=frozenset(split_list(settings.allowed_teams)),
+            home_tenant=home_tenant(settings),
             channels=frozenset(split_list(settings.allowed_channels)),
             users=frozenset(split_list(settings.allowed_users)),
             admins=frozenset(split_list(settings.admin_users)),
@@ -97,7 +119,8 @@ class AccessPolicy:
         if refusal := self._outsider_refusal(message):
             return refusal
         teams = message.surface == "teams"  # a tenant and chats, not a workspace and channels
-        if self.teams and message.team_id not in self.teams:
+        other_tenant = teams and not self.teams and self.home_tenant not in ("", message.team_id.lower())
+        if other_tenant or (self.teams and message.team_id not in self.teams):
             where = "your organization's Teams" if teams else "this workspace"
             return f"datathread isn't enabled for {where}. Ask your admin to add it."
         if self.channels and message.channel_id not in self.channels and not message.is_direct:

@@ -101,7 +101,10 @@ class Settings(
     microsoft_app_tenant_id: TenantId | None = Field(
         None,
         validation_alias=_env("MICROSOFT_APP_TENANT_ID"),
-        description="Your Entra tenant id (needed by SingleTenant).",
+        description=(
+            "Your Entra tenant id (needed by SingleTenant): with DATATHREAD_ALLOWED_TEAMS empty, the only "
+            "Teams tenant the bot answers (give the GUID: Teams names tenants by it)."
+        ),
     )
     microsoft_app_type: AppType = Field(
         "SingleTenant",
@@ -159,7 +162,10 @@ class Settings(
     allowed_teams: str = Field(
         "",
         validation_alias=_env("DATATHREAD_ALLOWED_TEAMS"),
-        description="Comma-separated Slack workspace / Teams tenant ids allowed (empty = all).",
+        description=(
+            "Comma-separated Slack workspace / Teams tenant ids allowed (empty = every Slack workspace; in "
+            "Teams a SingleTenant or UserAssignedMSI bot's own tenant, a MultiTenant bot's any tenant)."
+        ),
     )
     allowed_channels: str = Field(
         "",

@@ -94,15 +94,17 @@ class ScheduleBook:
 
     def owner_refused(self, schedule: Schedule) -> str | None:
         """Why the access settings do not let the schedule's owner ask in its channel (the sentence for
-        them), or None: checked when it is created, and before each run posts anything."""
+        them), or None: checked when it is created, and before each run posts anything. A Teams
+        schedule the terminal made without `--team` posts in the bot's own tenant, when it has one."""
+        team = schedule.team_id or (self.access.home_tenant if schedule.surface == "teams" else "")
         return self.access.check(
             IncomingMessage(
                 text=schedule.question,
                 surface=schedule.surface,
-                thread_key=(schedule.team_id, schedule.channel),
+                thread_key=(team, schedule.channel),
                 user_id=schedule.owner,
                 channel_id=schedule.channel,
-                team_id=schedule.team_id,
+                team_id=team,
             )
         )
 

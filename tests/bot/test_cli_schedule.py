@@ -130,6 +130,21 @@ def test_a_schedule_for_a_surface_not_configured_here_is_created_with_a_warning(
     assert invoke([*ADD, "--channel", "C123", "--owner", "U0GOOD", "q"], home, env=allowed).stderr == ""
 
 
+def test_a_teams_schedule_without_team_posts_in_the_bots_own_tenant(home):
+    """A SingleTenant bot answers its own tenant only: a Teams schedule the terminal adds without
+    `--team` is taken to post there, not refused (and paused) at its first run."""
+    tenant = "8a1d2c3b-0000-4000-8000-00000000aaaa"
+    env = {
+        "MICROSOFT_APP_ID": "11111111-2222-3333-4444-555555555555",
+        "MICROSOFT_APP_PASSWORD": "pw",
+        "MICROSOFT_APP_TENANT_ID": tenant,
+    }
+    teams = [*ADD[:-1], "teams", "--channel", "19:x@thread.tacv2", "q"]
+    assert invoke(teams, home, env=env).stderr == ""
+    elsewhere = invoke([*teams[:-1], "--team", "77777777-0000-4000-8000-00000000bbbb", "q"], home, env=env)
+    assert "warning: the access settings do not let a schedule without --owner ask" in elsewhere.stderr
+
+
 def test_only_the_surfaces_this_process_can_post_to_are_scheduled_here():
     from bot.surface_settings import postable_surfaces
     from core.config import load_settings

@@ -45,3 +45,32 @@ def test_the_signing_keys_row_says_whether_teams_tokens_can_be_checked(tmp_path,
     status, said = rows["teams signing keys"]
     assert status == "FAIL" and "Teams signing keys not loaded" in said and "no answer within 2.5 s" in said
     assert "every Teams message is refused (401)" in said
+
+
+HOME = "8a1d2c3b-0000-4000-8000-00000000aaaa"
+
+
+@pytest.mark.parametrize(
+    ("env", "status", "said"),
+    [
+        (
+            {"MICROSOFT_APP_TYPE": "SingleTenant", "MICROSOFT_APP_TENANT_ID": HOME},
+            "ok",
+            f"tenant {HOME} only",
+        ),
+        ({"DATATHREAD_ALLOWED_TEAMS": HOME}, "ok", "the tenants in DATATHREAD_ALLOWED_TEAMS only"),
+        ({}, "WARN", "ANY tenant that installs the app (MultiTenant): set DATATHREAD_ALLOWED_TEAMS"),
+        (
+            {"MICROSOFT_APP_TYPE": "SingleTenant", "MICROSOFT_APP_TENANT_ID": "contoso.onmicrosoft.com"},
+            "WARN",
+            "ANY tenant that installs the app: MICROSOFT_APP_TENANT_ID=contoso.onmicrosoft.com is a domain",
+        ),
+    ],
+    ids=["single-tenant", "allowlist", "multi-tenant", "tenant-as-domain"],
+)
+def test_the_tenants_row_says_whose_messages_are_answered(
+    tmp_path, monkeypatch, connector, env, status, said
+):
+    monkeypatch.chdir(tmp_path)
+    rows = doctor_rows(tmp_path, {**APP, "DATATHREAD_BOT_OPENID_METADATA_URL": connector.openid_url, **env})
+    assert rows["teams tenants"][0] == status and said in rows["teams tenants"][1], rows["teams tenants"]

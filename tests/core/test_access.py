@@ -156,6 +156,49 @@ def test_from_settings(settings):
     assert policy.channel_datasets == {"C1": ("finance.*",)}
 
 
+HOME = "8a1d2c3b-0000-4000-8000-00000000aaaa"
+OTHER = "77777777-0000-4000-8000-00000000bbbb"
+
+
+@pytest.mark.parametrize(
+    ("app_type", "tenant", "allowed_teams", "answered", "refused"),
+    [
+        # a bot of one tenant (the default type) answers its own tenant only; Teams sends it lowercase
+        ("SingleTenant", HOME, "", [HOME], [OTHER, ""]),
+        ("SingleTenant", HOME.upper(), "", [HOME], [OTHER]),
+        ("UserAssignedMSI", HOME, "", [HOME], [OTHER]),
+        # DATATHREAD_ALLOWED_TEAMS, when set, names the tenants answered instead
+        ("SingleTenant", HOME, f"{OTHER},T0123", [OTHER], [HOME]),
+        # MultiTenant: any tenant that installs the app, as before, unless the setting limits it
+        ("MultiTenant", HOME, "", [HOME, OTHER], []),
+        ("MultiTenant", None, OTHER, [OTHER], [HOME]),
+        # a domain cannot be compared with the conversation's tenant GUID: not limited (doctor warns)
+        ("SingleTenant", "contoso.onmicrosoft.com", "", [HOME, OTHER], []),
+    ],
+)
+def test_a_bot_of_one_tenant_answers_its_tenant_unless_told_otherwise(
+    settings, app_type, tenant, allowed_teams, answered, refused
+):
+    configured = settings.model_copy(
+        update={
+            "microsoft_app_id": "11111111-2222-3333-4444-555555555555",
+            "microsoft_app_type": app_type,
+            "microsoft_app_tenant_id": tenant,
+            "allowed_teams": allowed_teams,
+        }
+    )
+    policy = AccessPolicy.from_settings(configured)
+    for team in answered:
+        assert policy.check(msg(surface="teams", team=team)) is None, team
+    for team in refused:
+        denial = policy.check(msg(surface="teams", team=team))
+        assert (
+            denial == "datathread isn't enabled for your organization's Teams. Ask your admin to add it."
+        ), team
+    if not allowed_teams:  # a Slack workspace is not a tenant: Slack stays open to every workspace
+        assert policy.check(msg(surface="slack", team="T0999")) is None
+
+
 @pytest.mark.parametrize(
     ("warehouse", "entry", "allowed", "refused"),
     [
