@@ -2,7 +2,11 @@
 https://learn.microsoft.com/microsoftteams/platform/bots/how-to/conversations/send-proactive-messages
 
 A new thread per run is a new conversation in the channel (`conversations.create_conversation` with the
-channel's id in `channelData`); a schedule with a thread continues `<channel>;messageid=<thread>`.
+channel's id in `channelData`); a schedule with a thread continues `<channel>;messageid=<thread>`. A
+group chat, meeting chat or personal chat has no threads, and a bot cannot create a group chat
+("You can't create a new group chat or a new channel in a team with proactive messaging"): its runs
+are messages into the chat itself (`continue_conversation` on its id), as any proactive message to an
+existing conversation. Every run there failed before, as `create_conversation` was asked for a chat.
 The turn then renders through the same `TeamsSink` as a question: progress card, chart inline, CSV as
 a link, the answer card. HTTP 403/404 from the connector (bot removed, channel deleted) makes the run
 `gone`, which pauses the schedule.
@@ -30,7 +34,7 @@ from bot.teams_connector import ConnectorFailed
 from bot.teams_out import TeamsOut
 from bot.teams_progress import TeamsSink
 from core.events import IncomingMessage
-from core.schedules import Schedule
+from core.schedules import Schedule, teams_conversation_type
 from core.schedules_run import RunResult, in_owners_name, turn_question
 from core.sessions import StoreUnavailable
 
@@ -55,22 +59,29 @@ class TeamsSchedulePoster:
         return schedule.service_url or self.state.settings.teams_service_url
 
     def _reference(self, schedule: Schedule, conversation_id: str) -> ConversationReference:
+        kind = _kind(schedule)
         return ConversationReference(
             channel_id="msteams",
             service_url=self._service_url(schedule),
             bot=ChannelAccount(id=self.bot.app_id),
             conversation=ConversationAccount(
-                id=conversation_id, is_group=True, conversation_type="channel", tenant_id=schedule.team_id
+                id=conversation_id,
+                is_group=kind != "personal",
+                conversation_type=kind,
+                tenant_id=schedule.team_id,
             ),
         )
 
     async def _in_conversation(
         self, schedule: Schedule, header: str, work, *, conversation: str = ""
     ) -> None:
-        """Post `header` (a new thread, or into the schedule's thread, or into `conversation`: a run's
-        own thread), then `work(out)` in that thread; an empty header is not posted."""
-
-        into = conversation or (f"{schedule.channel};messageid={schedule.thread}" if schedule.thread else "")
+        """Post `header` (a new thread, or into the schedule's thread or chat, or into `conversation`: a
+        run's own thread), then `work(out)` in that thread; an empty header is not posted."""
+        if schedule.thread:
+            into = f"{schedule.channel};messageid={schedule.thread}"
+        else:  # a channel gets a new thread per run; a chat, the run's messages
+            into = "" if _kind(schedule) == "channel" else schedule.channel
+        into = conversation or into
 
         async def logic(context: TurnContext) -> None:
             connector = context.turn_state[self.bot.connector_key()]
@@ -167,6 +178,11 @@ class TeamsSchedulePoster:
     async def tell_owner(self, schedule: Schedule, text: str) -> None:
         """Teams has no DM without the person's own conversation id: say it in the channel, to them."""
         await self.post_notice(schedule, text)
+
+
+def _kind(schedule: Schedule) -> str:
+    """The schedule's conversation kind; read from its id for a schedule made before it was recorded."""
+    return schedule.conversation_type or teams_conversation_type(schedule.channel)
 
 
 def _thread_key(turn_id: str) -> str:

@@ -60,6 +60,9 @@ class Schedule:
     team_id: str = ""  # Slack team / Teams tenant
     thread: str = ""  # post every run in this thread; empty = a new thread per run
     service_url: str = ""  # Teams: where the Bot Connector of this conversation lives
+    # Teams: the conversation's kind (channel, groupChat, personal), which decides how a run is posted;
+    # "" in schedules made before it was recorded (`teams_conversation_type` reads the id then)
+    conversation_type: str = ""
     sql: str = ""  # the verified SQL of the answer it came from, if any (a hint for the model)
     paused: bool = False
     paused_reason: str = ""
@@ -127,9 +130,11 @@ def new_schedule(
     team_id: str = "",
     thread: str = "",
     service_url: str = "",
+    conversation_type: str = "",
     sql: str = "",
 ) -> Schedule:
-    """A validated schedule whose first run is the first occurrence after `now`."""
+    """A validated schedule whose first run is the first occurrence after `now`. A Teams schedule
+    records its conversation's kind: `conversation_type` as Teams said it, else read from the id."""
     cron, tz = check_cron(cron), check_tz(tz)
     typed, surface = surface, surface.strip().lower()  # like --tz: `SLACK` is slack
     if surface not in SURFACES:
@@ -154,6 +159,9 @@ def new_schedule(
         team_id=team_id,
         thread=thread.strip(),
         service_url=service_url,
+        conversation_type=(conversation_type or teams_conversation_type(channel))
+        if surface == "teams"
+        else "",
         sql=sql,
         created_at=stamp,
         cursor=stamp,
@@ -167,6 +175,22 @@ def new_schedule(
 SLACK_CHANNEL = re.compile(r"[CGD][A-Z0-9]+")
 SLACK_TS = re.compile(r"\d+\.\d+")
 TEAMS_CONVERSATION = re.compile(r"[0-9A-Za-z]+:\S+")
+
+
+TEAMS_CHANNEL_IDS = ("@thread.tacv2", "@thread.skype")  # a team's channel; older channels: .skype
+
+
+def teams_conversation_type(conversation_id: str) -> str:
+    """Teams' `conversationType` of a conversation, read from the shape of its id (for a schedule
+    nobody told): a channel is 19:…@thread.tacv2 (@thread.skype before 2020), a group or meeting
+    chat 19:…@thread.v2 (19:meeting_…), a personal chat with the bot a:… (or 29:…). It matters
+    because a bot can start a new thread in a channel but cannot create a group chat: a run for a
+    chat goes into the chat itself.
+    https://learn.microsoft.com/microsoftteams/platform/bots/how-to/conversations/send-proactive-messages"""
+    base = conversation_id.strip().partition(";messageid=")[0].lower()
+    if base.endswith(TEAMS_CHANNEL_IDS):
+        return "channel"
+    return "groupChat" if base.startswith("19:") else "personal"
 
 
 def check_where(surface: str, channel: str, thread: str) -> None:

@@ -103,7 +103,12 @@ class ScheduleDesk:
 def confirmation_prompt(schedule: Schedule, now) -> str:
     """'Create this schedule? Every run of `0 9 * * mon` (Europe/Berlin) in C1 … first run …'."""
     first = schedule.next_run(now)
-    where = "this thread" if schedule.thread else f"a new thread in {schedule.channel} each time"
+    if schedule.thread:
+        where = "this thread"
+    elif schedule.surface == "teams" and schedule.conversation_type != "channel":
+        where = "this chat"  # a chat has no threads: every run is a message in it
+    else:
+        where = f"a new thread in {schedule.channel} each time"
     return (
         f"Create this schedule? `{schedule.cron}` ({schedule.tz}), posting in {where}: "
         f"“{schedule.question}”. First run {said_date(first)}."

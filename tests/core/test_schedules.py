@@ -294,3 +294,40 @@ def test_a_schedule_more_often_than_every_15_minutes_is_refused(expr, gap):
         "(each run is a whole answer: model calls and queries)."
     )
     assert check_cron("*/15 * * * *") == "*/15 * * * *" and check_cron("0 9-17 * * *") == "0 9-17 * * *"
+
+
+@pytest.mark.parametrize(
+    ("conversation", "kind"),
+    [
+        ("19:general@thread.tacv2", "channel"),
+        ("19:general@thread.tacv2;messageid=1700000000001", "channel"),
+        ("19:old-channel@thread.skype", "channel"),
+        ("19:9a8b7c6d5e4f@thread.v2", "groupChat"),
+        ("19:meeting_NjQ4ZDNkYjYtOGE0Mi00@thread.v2", "groupChat"),
+        ("a:1personal-chat-ada", "personal"),
+    ],
+)
+def test_a_teams_schedule_records_its_conversations_kind(conversation, kind):
+    """How a run is posted depends on it: a bot starts threads in a channel but cannot create a chat."""
+    from core.schedules import teams_conversation_type
+
+    assert teams_conversation_type(conversation) == kind
+    made = new_schedule(
+        cron="0 9 * * mon",
+        tz="UTC",
+        surface="teams",
+        channel=conversation,
+        question="q",
+        now=datetime.now(UTC),
+    )
+    assert made.conversation_type == kind
+    told = new_schedule(
+        cron="0 9 * * mon",
+        tz="UTC",
+        surface="teams",
+        channel=conversation,
+        question="q",
+        now=datetime.now(UTC),
+        conversation_type="personal",
+    )
+    assert told.conversation_type == "personal"  # what Teams said, when the surface passes it

@@ -38,6 +38,20 @@ def signing_key() -> rsa.RSAPrivateKey:
     return rsa.generate_private_key(public_exponent=65537, key_size=2048)
 
 
+def creatable(params: dict) -> bool:
+    """Whether Teams creates the conversation `createConversation` asks for: a new thread in a
+    channel (`isGroup` with the channel's id, 19:…@thread.tacv2, in `channelData`), or a personal
+    chat with one member. A bot cannot create a group chat — "You can't create a new group chat or a
+    new channel in a team with proactive messaging"
+    (https://learn.microsoft.com/microsoftteams/platform/bots/how-to/conversations/send-proactive-messages);
+    asked for one, with members or with a group chat's id as the "channel", it answers 400 BadSyntax
+    "Incorrect conversation creation parameters"."""
+    if not params.get("isGroup"):
+        return len(params.get("members") or []) == 1
+    channel = ((params.get("channelData") or {}).get("channel") or {}).get("id") or ""
+    return channel.endswith(("@thread.tacv2", "@thread.skype"))
+
+
 @dataclass
 class Call:
     method: str
@@ -75,6 +89,7 @@ class FakeConnector:
         self.hang_openid = 0
         self.abandoned: list[float] = []
         self.key_fetches: list[str] = []  # the paths of the OpenID metadata and key set requests answered
+        self.refused_creates: list[dict] = []  # createConversation bodies refused (a group chat asked for)
         self._stopping = threading.Event()
         self.key = signing_key()
         self.kid = "fake-key-1"
@@ -241,6 +256,13 @@ class FakeConnector:
                         "message": "The bot is not part of the conversation",
                     }
                     self._reply(fake.refuse_status, {"error": error})
+                    return
+                if self.path.rstrip("/") == "/v3/conversations" and not creatable(body):
+                    # as the Bot Connector answers a request to create a group chat
+                    with fake.lock:
+                        fake.refused_creates.append(body)
+                    error = {"code": "BadSyntax", "message": "Incorrect conversation creation parameters"}
+                    self._reply(400, {"error": error})
                     return
                 entities = body.get("entities") or []
                 if fake.refuse_stream_end and any(e.get("streamType") == "final" for e in entities):
