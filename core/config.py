@@ -20,9 +20,9 @@ from pydantic import (
 )
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from core.config_access import AccessSettings
 from core.config_data import ModelSettings, WarehouseSettings
 from core.config_errors import describe_setting_error, is_secret
-from core.config_outsiders import OutsiderSettings
 from core.config_sandbox import SandboxSettings
 from core.config_shared_files import SharedFileSettings
 from core.config_types import (
@@ -50,7 +50,7 @@ class ConfigError(RuntimeError):
 
 
 class Settings(
-    OutsiderSettings, SharedFileSettings, SandboxSettings, WarehouseSettings, ModelSettings, BaseSettings
+    AccessSettings, SharedFileSettings, SandboxSettings, WarehouseSettings, ModelSettings, BaseSettings
 ):
     """All of datathread's configuration. Field names are ours; aliases are the contract's env names.
 
@@ -159,31 +159,6 @@ class Settings(
     )
 
     # --- access control and limits -----------------------------------------------------------
-    allowed_teams: str = Field(
-        "",
-        validation_alias=_env("DATATHREAD_ALLOWED_TEAMS"),
-        description=(
-            "Comma-separated Slack workspace / Teams tenant ids allowed (empty = every Slack workspace; in "
-            "Teams a SingleTenant or UserAssignedMSI bot's own tenant, a MultiTenant bot's any tenant)."
-        ),
-    )
-    allowed_channels: str = Field(
-        "",
-        validation_alias=_env("DATATHREAD_ALLOWED_CHANNELS"),
-        description="Comma-separated channel ids allowed.",
-    )
-    allowed_users: str = Field(
-        "",
-        validation_alias=_env("DATATHREAD_ALLOWED_USERS"),
-        description="Comma-separated user ids allowed: Slack's member ids (`U0123ABC`), Teams' Microsoft "
-        "Entra object ids (a GUID: the person's `aadObjectId`, not the `29:…` id of a conversation).",
-    )
-    admin_users: str = Field(
-        "",
-        validation_alias=_env("DATATHREAD_ADMIN_USERS"),
-        description="Comma-separated user ids (as DATATHREAD_ALLOWED_USERS) exempt from rate limits, who "
-        "may confirm anyone's queries.",
-    )
     channel_datasets: ChannelDatasets = Field(
         "",
         validation_alias=_env("DATATHREAD_CHANNEL_DATASETS"),

@@ -1,0 +1,59 @@
+"""Settings for who may ask: the allowlists of workspaces or tenants, channels and people, the admins,
+and people from outside the organization datathread is installed in (Slack Connect's people from
+other organizations, a workspace's guests).
+
+Mixed into `core.config.Settings` (which reads them from the environment); `core/access.py` applies
+them. An answer comes from the organization's warehouse, and anyone in a channel the bot is in could
+ask it — a Slack Connect channel holds people of another company, who were answered as if they were
+colleagues.
+"""
+
+from __future__ import annotations
+
+from pydantic import AliasChoices, BaseModel, Field
+
+_env = AliasChoices  # a field's environment variable names (the contract's)
+
+
+class AccessSettings(BaseModel):
+    """DATATHREAD_ALLOWED_*, DATATHREAD_ADMIN_USERS, DATATHREAD_ALLOW_EXTERNAL_USERS and DATATHREAD_ALLOW_GUESTS."""
+
+    allowed_teams: str = Field(
+        "",
+        validation_alias=_env("DATATHREAD_ALLOWED_TEAMS"),
+        description=(
+            "Comma-separated Slack workspace / Teams tenant ids allowed (empty = every Slack workspace; in "
+            "Teams a SingleTenant or UserAssignedMSI bot's own tenant, a MultiTenant bot's any tenant)."
+        ),
+    )
+    allowed_channels: str = Field(
+        "",
+        validation_alias=_env("DATATHREAD_ALLOWED_CHANNELS"),
+        description="Comma-separated channel ids allowed.",
+    )
+    allowed_users: str = Field(
+        "",
+        validation_alias=_env("DATATHREAD_ALLOWED_USERS"),
+        description="Comma-separated user ids allowed: Slack's member ids (`U0123ABC`), Teams' Microsoft "
+        "Entra object ids (a GUID: the person's `aadObjectId`, not the `29:…` id of a conversation).",
+    )
+    admin_users: str = Field(
+        "",
+        validation_alias=_env("DATATHREAD_ADMIN_USERS"),
+        description="Comma-separated user ids (as DATATHREAD_ALLOWED_USERS) exempt from rate limits, who "
+        "may confirm anyone's queries.",
+    )
+
+    allow_external_users: bool = Field(
+        False,
+        validation_alias=_env("DATATHREAD_ALLOW_EXTERNAL_USERS"),
+        description="Answer people from other organizations in Slack Connect channels and DMs (off: they are told "
+        "why not; listing their workspace in DATATHREAD_ALLOWED_TEAMS, or them in DATATHREAD_ALLOWED_USERS, "
+        "allows just those).",
+    )
+    allow_guests: bool = Field(
+        True,
+        validation_alias=_env("DATATHREAD_ALLOW_GUESTS"),
+        description="Answer the workspace's guests (Slack multi- and single-channel guests) in the channels they "
+        "were invited to (off: they are told why not; DATATHREAD_ALLOWED_USERS still allows one).",
+    )
