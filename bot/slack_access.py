@@ -29,6 +29,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot import slack_render as render
 from bot.slack_client import answer_via_response_url, cannot_post_here, quick
+from bot.slack_identity import KNOWN_AT_START
 from core.access import EXTERNAL, GUEST, UNCONFIRMED
 from core.events import IncomingMessage
 from core.thread import Threads
@@ -36,18 +37,39 @@ from core.thread import Threads
 log = logging.getLogger("datathread.slack")
 
 
-WHO = ("asker_team", "home_team", "home_enterprise")  # what `who_asks` puts in a job's payload
+WHO = ("asker_team", "home_team", "home_enterprise", "home_known")  # what `who_asks` puts in a payload
 
 
 def who_asks(asker_team: object, context: dict) -> dict:
     """A job payload's plain data on who asks: their workspace as the payload names it, and the
-    installation's own workspace and organization as Bolt's `authorize` gave them (bot/slack_identity.py)."""
+    installation's own workspace and organization as Bolt's `authorize` gave them (bot/slack_identity.py)
+    — `home_known` when that was `auth.test`'s answer at start, not the request's own word."""
     home = context.get("authorize_result")
     return {
         "asker_team": asker_team if isinstance(asker_team, str) else "",
         "home_team": getattr(home, "team_id", None) or context.get("team_id") or "",
         "home_enterprise": getattr(home, "enterprise_id", None) or context.get("enterprise_id") or "",
+        "home_known": bool(home and home.get(KNOWN_AT_START)),
     }
+
+
+async def install_home(client: AsyncWebClient, threads: Threads) -> set[str] | None:
+    """The installation's own workspace and organization, from `auth.test` of the bot token, kept a day
+    by the core; None when Slack could not say. Asked in the job when the web process did not know them
+    at start (a Modal deployment, which runs no start-up check; a `serve` that could not reach Slack then):
+    the request's own team stood in for the install's, so a slash command or click from another
+    organization's person was taken for a colleague's."""
+
+    async def lookup() -> dict | None:
+        try:
+            said = await client.auth_test()  # not `quick`: without its answer nobody is answered
+            return {"team": said.get("team_id") or "", "enterprise": said.get("enterprise_id") or ""}
+        except (SlackClientError, KeyError, TypeError, AttributeError) as exc:
+            log.warning("auth.test failed, so who is one of ours is not known: %s", exc)
+            return None
+
+    said = await threads.person("slack:install", lookup)
+    return {said.get("team") or "", said.get("enterprise") or ""} - {""} if said else None
 
 
 @dataclass(frozen=True)
@@ -103,6 +125,11 @@ async def asker(client: AsyncWebClient, threads: Threads, p: dict, *, tz: bool =
     guests are refused; not for a colleague's click."""
     named = p.get("asker_team") or p.get("team", "")  # a job queued before asker_team existed: as then
     home = {p.get("home_team") or "", p.get("home_enterprise") or ""} - {""}
+    if not p.get("home_known"):  # the request's own word: Slack says whose installation this is
+        found = await install_home(client, threads)
+        if found is None:  # nobody can be placed: refused as unconfirmed, unless outsiders are allowed
+            return Asker(team=named, outsider=UNCONFIRMED)
+        home = found
     at_home = not home or named in home
     strict = not threads.settings.allow_guests
     person = await looked_up(client, threads, named, p["user"]) if tz or strict or not at_home else None

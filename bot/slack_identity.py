@@ -116,7 +116,7 @@ class KnownBot(AsyncAuthorize):
         **_: object,
     ) -> AuthorizeResult:
         me = self.identity
-        return AuthorizeResult(
+        result = AuthorizeResult(
             enterprise_id=me.get("enterprise_id") or enterprise_id,
             team_id=me.get("team_id") or team_id,
             bot_user_id=me.get("user_id") or context.get(DELIVERED_TO),
@@ -124,8 +124,12 @@ class KnownBot(AsyncAuthorize):
             bot_token=self.token,
             user_id=user_id,
         )
+        result[KNOWN_AT_START] = bool(me.get("team_id"))  # else the team is the request's own word
+        return result
 
 
+# Set on the authorize result when its team is `auth.test`'s, not the request's (bot/slack_access.py).
+KNOWN_AT_START = "datathread_known_at_start"
 # The context key under which the HTTP route leaves the bot user an event was delivered to.
 DELIVERED_TO = "datathread_delivered_to"
 

@@ -37,6 +37,8 @@ class OrgSlack(FakeSlackAPI):
 
     def respond(self, method: str, args: dict) -> dict:
         said = super().respond(method, args)
+        if method == "auth.test" and said.get("ok"):  # a workspace of a Grid organization says which
+            said["enterprise_id"] = ORG
         if method == "users.info" and said.get("ok") and args.get("user") in PEOPLE:
             team, org, guest = PEOPLE[args["user"]]
             said["user"].update(team_id=team, is_restricted=guest)
@@ -170,12 +172,16 @@ async def test_guests_are_answered_unless_an_admin_refuses_them(
     assert ("I don't answer guests" in told(org_api, "U0GUEST")) is not answered
 
 
+@pytest.mark.parametrize("checked_at_start", [True, False], ids=["serve", "modal"])
 async def test_a_partners_slash_command_and_clicks_are_judged_by_their_own_workspace(
-    settings, fake_model, org_api
+    settings, fake_model, org_api, checked_at_start
 ):
     """A slash command's `team_id` and a click's `user.team_id` name the person's own workspace; the
-    installation's is what `auth.test` said at start."""
-    async with serve(settings, org_api, identity=IDENTITY) as slack:
+    installation's is what `auth.test` said at start — or, where nothing was checked at start (a Modal
+    deployment), what it says when the job asks: the request's own team stood in for the install's, so
+    the partner's command was taken for a colleague's and answered."""
+    fake_model.enqueue(text("There were 336,776 flights in 2013."))
+    async with serve(settings, org_api, identity=IDENTITY if checked_at_start else None) as slack:
         fields = {"command": "/ask", "text": "how many flights?", "team_id": PARTNER, "channel_id": "C0001"}
         fields.update(user_id="U0GINA", response_url=org_api.url.removesuffix("api/") + "response/1")
         await slack.form(fields)
@@ -195,6 +201,22 @@ async def test_a_partners_slash_command_and_clicks_are_judged_by_their_own_works
     # the command's, through its response_url (a call too), and the click's
     refusals = [c for c in org_api.calls if REFUSED in json.dumps(c.args)]
     assert [c.method.startswith("/response/") for c in refusals] == [True, False], org_api.calls
+
+
+async def test_with_no_identity_from_start_and_auth_test_failing_nobody_is_taken_for_a_colleague(
+    settings, fake_model, org_api
+):
+    """Nothing checked at start, and Slack will not say whose installation this is: nobody can be placed,
+    so even a person the request calls ours is told that, not answered from the warehouse; allowing
+    outsiders lets them in."""
+    org_api.fail_methods["auth.test"] = "ratelimited"
+    fake_model.enqueue(text("There were 336,776 flights in 2013."))
+    async with serve(settings, org_api) as slack:
+        await post(slack, from_(mention("how many flights?", ts="1700000001.000100"), "U0001", OURS))
+    assert not fake_model.requests and UNCONFIRMED in told(org_api, "U0001")
+    async with serve(settings.model_copy(update={"allow_external_users": True}), org_api) as slack:
+        await post(slack, from_(mention("how many flights?", ts="1700000002.000100"), "U0001", OURS))
+    assert len(fake_model.requests) == 1
 
 
 async def test_an_event_for_another_installation_is_named_in_one_error_per_workspace(

@@ -104,7 +104,8 @@ async def test_slacks_own_trouble_at_start_is_not_a_rejected_token(reason, setti
 async def test_the_first_ack_does_not_wait_for_a_slow_slack(settings, api, fake_model):
     """auth.test takes 5 s; the first mention is acked at once, and answered: the bot's own mention is
     stripped with the bot user the signed event names, so `@datathread help` is answered without the
-    model. No ack, and no turn, asked Slack who the bot is."""
+    model. No ack asked Slack who the bot is; the turn, after the ack, asks once whose installation this
+    is (bot/slack_access.py: nothing checked it at start here, as on Modal), and waits for the answer."""
     api.latency_s["auth.test"] = 5
     async with serve(settings, api) as slack:
         started = time.monotonic()
@@ -113,7 +114,7 @@ async def test_the_first_ack_does_not_wait_for_a_slow_slack(settings, api, fake_
         assert resp.status_code == 200
         await slack.drain()
     assert acked < 3.0, f"the ack took {acked:.1f} s"  # Slack's own limit; auth.test alone takes 5 s
-    assert not api.of("auth.test")
+    assert len(api.of("auth.test")) == 1  # from the job, after the ack
     assert not fake_model.requests  # `help` was recognised: the mention was stripped
     assert any("I answer questions about your data" in shown for shown in api.shown()), api.shown()
 
