@@ -17,6 +17,27 @@ from bot import teams_connector as bf
 from bot.teams_login import sign_in
 from bot.teams_words import summary_of
 
+# Why Teams refused a streaming update, or the message that closes a stream (both 403
+# ContentStreamNotAllowed; the message tells them apart, https://learn.microsoft.com/microsoftteams/
+# platform/bots/streaming-ux#response-codes):
+STOPPED_BY_PERSON = "stopped"  # "Content stream was cancelled by user." — the person pressed Stop
+TIMED_OUT = "timed out"  # "Content stream finished due to exceeded streaming time." — two minutes
+
+
+def stream_refusal(exc: bf.ConnectorFailed) -> str:
+    """STOPPED_BY_PERSON, TIMED_OUT or "" (any other refusal: streaming not allowed for this tenant or
+    client, a message too large) for a refused streaming update or stream end. Teams' SDKs tell a
+    person's Stop by the message too (microsoft/teams.py's http_stream); "canceled" is also seen."""
+    if exc.status != 403 or exc.code != "ContentStreamNotAllowed":
+        return ""
+    try:
+        said = str((exc.response.json().get("error") or {}).get("message") or "").lower()  # type: ignore[attr-defined]
+    except Exception:  # no body, not JSON: not one we can tell
+        return ""
+    if "cancel" in said:
+        return STOPPED_BY_PERSON
+    return TIMED_OUT if "streaming time" in said else ""
+
 
 class StreamInfo(Entity):
     """The `streaminfo` entity of Teams' streaming protocol (botbuilder's Entity keeps only `type`)."""

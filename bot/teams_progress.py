@@ -8,6 +8,12 @@ the `streamId` Teams gave the first one; each carries all the text so far, and t
 closes the stream as `final`). Teams streams only in one-on-one chats, so in channels and group chats
 the text so far goes on the progress card, edited in place. Either way at most one update per
 PROGRESS_MIN_INTERVAL_S: Teams throttles bots that post or edit faster.
+
+A streamed answer has Teams' Stop button. Teams says it was pressed only by refusing the next update
+(403 "Content stream was cancelled by user."), so before each model call the text so far goes out
+once more: a Stop pressed while a step ran stops the turn there, saved as stopped, and nothing more is
+posted — the person asked for no more of it. Teams' two-minute streaming limit is not a Stop: the
+turn goes on without streaming and its answer comes as a message.
 """
 
 from __future__ import annotations
@@ -21,7 +27,7 @@ from bot.files import FileLinks
 from bot.teams_answer_cards import answer_cards, size
 from bot.teams_connector import ConnectorFailed
 from bot.teams_files import FileMessage, prepare, send_files
-from bot.teams_out import StreamInfo, TeamsOut
+from bot.teams_out import STOPPED_BY_PERSON, TIMED_OUT, StreamInfo, TeamsOut, stream_refusal
 from bot.teams_words import receipt_lines
 from bot.transcript import Change, StepLine, Throttle, Transcript
 from core.analyst import STOPPED as TURN_STOPPED
@@ -32,6 +38,7 @@ log = logging.getLogger("datathread.teams")
 
 PROGRESS_MIN_INTERVAL_S = 1.0  # Teams throttles bots that edit a message many times a second
 MARKS = {"running": "⏳", "done": "✅", "failed": "⚠️"}
+STOPPED_CARD = "⏹️ Stopped: you pressed Stop. Ask again to carry on."
 
 
 @dataclass
@@ -59,14 +66,21 @@ class TeamsSink:
     # Why nothing can reach this conversation (the bot was removed from it, or it was deleted): the
     # turn stops before its next model call instead of paying for an answer nobody will see.
     unheard: str = ""
+    # The person pressed Teams' Stop on the streamed answer: the turn stops at its next model call and
+    # nothing more is posted but the progress card saying so.
+    stopped: bool = False
 
     @property
     def conversation(self) -> str:
         return self.out.reference.conversation.id
 
     async def __call__(self, event: TurnEvent) -> None:
-        if self.unheard and isinstance(event, Thinking):
-            raise NobodyListening(self.unheard)
+        if isinstance(event, Thinking):
+            await self._still_streaming()
+            if self.stopped:  # saved as a turn stopped by Ctrl-C is
+                raise NobodyListening(TURN_STOPPED)
+            if self.unheard:
+                raise NobodyListening(self.unheard)
         try:
             await self._on(event)
         except ConnectorFailed as exc:  # a file that did not arrive: said, the turn goes on
@@ -135,28 +149,50 @@ class TeamsSink:
         self.call, self.streamed = delta.call, self.streamed + delta.text
         if self.throttle.wait_s() > 0:  # before the escaping below, which reads the whole answer: per
             return  # token it was quadratic in the answer's length, on the serving event loop
-        text = render.inert(self.streamed)  # escaping per character: each update extends the last
-        if self.personal:  # one streaming update is one activity: the Bot Connector caps its size
-            text = render.stream_prefix(text)
+        text = self._stream_text() if self.personal else render.inert(self.streamed)
         if text.strip() == self.shown.strip():
             return
         if self.personal and not self.no_stream:
-            self.sequence += 1
-            self.throttle.mark()
-            try:
-                first = await self.out.stream(text, sequence=self.sequence, stream_id=self.stream_id)
-            except ConnectorFailed as exc:  # the answer still comes whole
-                if exc.status is None:  # no answer: the Bot Connector is slow or gone, not picky
-                    self._progress_failed(exc)
-                else:  # refused (tenant policy, an old client)
-                    log.info("teams: streaming refused (%s); the answer comes when it is done", exc)
-                    self._heard(exc)
-                self.no_stream = True
-                return
-            self.stream_id = self.stream_id or first
-        elif not self.personal:
+            await self._send_stream(text)
+            return
+        if not self.personal:
             await self._show_progress(answer=text)
         self.shown = text
+
+    def _stream_text(self) -> str:
+        """The text so far for a streaming update: escaped per character (each update extends the
+        last), within what one activity may carry (the Bot Connector caps its size)."""
+        return render.stream_prefix(render.inert(self.streamed))
+
+    async def _still_streaming(self) -> None:
+        """Before a model call, the text so far once more, whatever the throttle: Teams tells of a Stop
+        only by refusing an update, and one pressed while a step ran is heard now, before the call is
+        paid for, not after it has streamed (and been billed for) its text."""
+        if self.personal and self.stream_id and not (self.no_stream or self.stopped):
+            await self._send_stream(self._stream_text())
+
+    async def _send_stream(self, text: str) -> None:
+        self.sequence += 1
+        self.throttle.mark()
+        try:
+            first = await self.out.stream(text, sequence=self.sequence, stream_id=self.stream_id)
+        except ConnectorFailed as exc:  # the answer still comes whole, unless the person stopped it
+            self._stream_refused(exc)
+            return
+        self.stream_id, self.shown = self.stream_id or first, text
+
+    def _stream_refused(self, exc: ConnectorFailed) -> None:
+        self.no_stream = True
+        if exc.status is None:  # no answer: the Bot Connector is slow or gone, not picky
+            self._progress_failed(exc)
+        elif (why := stream_refusal(exc)) == STOPPED_BY_PERSON:
+            log.info("teams: the person pressed Stop in conversation %s: the turn stops", self.conversation)
+            self.stopped = True
+        elif why == TIMED_OUT:
+            log.info("teams: the stream reached Teams' time limit; the answer comes when it is done")
+        else:  # refused (tenant policy, an old client)
+            log.info("teams: streaming refused (%s); the answer comes when it is done", exc)
+            self._heard(exc)
 
     async def _deliver(self, artifact: ArtifactReady) -> None:
         made = await prepare(artifact, threads=self.threads, links=self.links, personal=self.personal)
@@ -168,6 +204,9 @@ class TeamsSink:
     async def _finish(self, event: TurnFinished) -> None:
         if self.unheard:  # said in the log when it was found; Teams would refuse this too
             return
+        if self.stopped:  # found while it ran, or (below) by the refused end of the stream
+            await self._say_stopped()
+            return
         if self.progress_id:
             try:
                 await self._show_progress(force=True)
@@ -176,6 +215,9 @@ class TeamsSink:
         failure = self.transcript.failure
         try:
             await self._send_answer(event)
+            if self.stopped:  # Teams refused the stream's end: Stop was pressed after the last update
+                await self._say_stopped()
+                return
         except ConnectorFailed as exc:  # the one line that says a person got no answer, and why
             error_id = failure.error_id if failure is not None and failure.error_id else uuid.uuid4().hex[:8]
             log.warning(
@@ -196,6 +238,12 @@ class TeamsSink:
                 return
         stopped = failure is not None and failure.message == TURN_STOPPED  # within the runner's grace
         await send_files(self.out, self.files, short=stopped)
+
+    async def _say_stopped(self) -> None:
+        """The progress card says the person stopped the answer; nothing else is posted (not the rest of
+        the answer, its card or its files): the stream keeps what it showed, as Teams does."""
+        if self.progress_id and not self.no_progress:
+            await self._show_progress(force=True, status=STOPPED_CARD)
 
     async def _say_lost(self, said: str, exc: ConnectorFailed) -> None:
         """The answer did not arrive: the progress card says so, where it said "Done" and nothing
@@ -243,6 +291,8 @@ class TeamsSink:
         messages += [("", [c]) for c in cards[len(ride) :]]
         (first, attachments), *rest = messages
         await self._send_final(final, first, attachments=attachments, answer=True)
+        if self.stopped:
+            return
         for part, attachments in rest:
             await self.out.send(part, attachments=attachments, answer=True)
         if failure is not None:  # after the whole answer (its store failed): the answer stays, then why
@@ -258,7 +308,8 @@ class TeamsSink:
     async def _send_final(self, final: list | None, text: str, **extra) -> None:
         """The answer (or failure) always arrives: if Teams refuses it as the stream's end (a stream
         open past Teams' two minutes, a throttled update), it is sent again as a plain message. Not
-        when the Bot Connector did not answer: Teams may have posted it, and it would wait again."""
+        when the Bot Connector did not answer: Teams may have posted it, and it would wait again; nor
+        when the person pressed Stop: they asked for no more of it."""
         if final is None:
             await self.out.send(text, **extra)
             return
@@ -267,6 +318,10 @@ class TeamsSink:
         except ConnectorFailed as exc:
             if exc.status is None:
                 raise
+            if stream_refusal(exc) == STOPPED_BY_PERSON:
+                log.info("teams: the person pressed Stop before the answer's end; nothing more is sent")
+                self.stopped = True
+                return
             log.warning("Teams refused the stream's final message (%s); sending it as a new message", exc)
             await self.out.send(text, **extra)
 

@@ -266,7 +266,10 @@ class FakeConnector:
                     return
                 entities = body.get("entities") or []
                 if fake.refuse_stream_end and any(e.get("streamType") == "final" for e in entities):
-                    error = {"code": "ContentStreamTimeout", "message": "Content stream has timed out"}
+                    error = {  # what Teams answers once a stream has run past two minutes
+                        "code": "ContentStreamNotAllowed",
+                        "message": "Content stream finished due to exceeded streaming time.",
+                    }
                     self._reply(403, {"error": error})
                     return
                 self._reply(200, fake._record("POST", self.path, body, dict(self.headers)))
