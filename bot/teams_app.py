@@ -19,7 +19,8 @@ from bot.http_body import BodyTooLarge, read_body, too_large
 from bot.log_setup import ENDPOINT_NOTICE
 from bot.surface import AppState
 from bot.teams_auth import TeamsBot, authenticate, build_bot
-from bot.teams_jobs import run_job, run_lost
+from bot.teams_jobs import run_job, run_lost, run_rest, run_rest_lost
+from bot.teams_later import REST_KIND
 from core.runner import TurnJob
 from core.runner_worker import lost_kind
 from core.sessions import StoreUnavailable
@@ -87,6 +88,15 @@ class TeamsSurface:
             await run_lost(self.bot, self.state, job)
 
         self.state.runner.register(lost_kind(JOB_KIND), lost)
+
+        async def rest(job: TurnJob) -> None:  # the rest of an answer Teams throttled part-way
+            await run_rest(self.bot, self.state, job)
+
+        async def rest_lost(job: TurnJob) -> None:
+            await run_rest_lost(self.bot, self.state, job)
+
+        self.state.runner.register(REST_KIND, rest)
+        self.state.runner.register(lost_kind(REST_KIND), rest_lost)
         if not self.bot.app_id:
             log.warning(
                 "MICROSOFT_APP_ID is not set: POST /api/messages accepts UNAUTHENTICATED requests, "

@@ -23,6 +23,7 @@ from bot.teams_auth import TeamsBot
 from bot.teams_connector import ConnectorFailed
 from bot.teams_consent import file_consent
 from bot.teams_files import refusal_words
+from bot.teams_later import REST_KIND, send_rest
 from bot.teams_out import TeamsOut
 from bot.teams_progress import TeamsSink
 from bot.teams_shared_files import has_files, none_readable, shared_files, unreadable_note
@@ -49,6 +50,7 @@ STOPPED = (
     "Please ask again — the conversation still works."
 )
 STORE_UNREACHABLE = STORE_DOWN_TEXT
+REST_LOST = "The rest of the answer above did not arrive (I stopped before sending it). Please ask again."
 WELCOME = (
     "Hi, I'm **datathread**. Ask me data questions here and I'll query the warehouse, run the analysis "
     "and reply with the answer, charts and CSVs. Try: *which carriers had the most delayed departures? "
@@ -91,6 +93,20 @@ async def run_lost(bot: TeamsBot, state: AppState, job: TurnJob) -> None:
     if activity.type == ActivityTypes.message and ((activity.text or "").strip() or has_files(activity)):
         # short: at shutdown this has TELL_LOST_S in all, and a silent Bot Connector must not take them
         await _continue(bot, activity, lambda out: out.send(text, short=True))
+
+
+async def run_rest(bot: TeamsBot, state: AppState, job: TurnJob) -> None:
+    """The rest of an answer Teams throttled part-way, after its turn (bot/teams_later.py)."""
+    del state
+    activity = Activity().deserialize(job.payload["activity"])
+    await _continue(bot, activity, lambda out: send_rest(out, job.payload))
+
+
+async def run_rest_lost(bot: TeamsBot, state: AppState, job: TurnJob) -> None:
+    """The process sending the rest of an answer stopped first: its conversation hears so."""
+    del state
+    activity = Activity().deserialize(job.payload["activity"])
+    await _continue(bot, activity, lambda out: out.send(REST_LOST, short=True))
 
 
 async def _continue(bot: TeamsBot, activity: Activity, work) -> None:
@@ -211,7 +227,12 @@ async def _answer(state: AppState, activity: Activity, text: str, out: TeamsOut)
         user_tz=activity.local_timezone or "",  # Teams sends the client's IANA zone with each message
         files=refused_files,
     )
-    sink = TeamsSink(threads=threads, links=state.links, out=out, personal=is_personal(activity))
+
+    async def later(payload: dict) -> None:  # the rest of an answer Teams throttled: a quick job
+        job = TurnJob(kind=REST_KIND, payload={"activity": activity.serialize(), **payload}, quick=True)
+        await state.runner.submit(job)
+
+    sink = TeamsSink(threads=threads, links=state.links, out=out, personal=is_personal(activity), later=later)
     await sink.typing()
 
     async def fetch() -> tuple[SharedFile, ...]:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import uuid
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from bot import teams_render as render
@@ -27,6 +28,7 @@ from bot.files import FileLinks
 from bot.teams_answer_cards import answer_cards, size
 from bot.teams_connector import ConnectorFailed
 from bot.teams_files import FileMessage, prepare, send_files
+from bot.teams_later import Rest, job_payload, lost_words, wait_s, waiting_words
 from bot.teams_out import STOPPED_BY_PERSON, TIMED_OUT, StreamInfo, TeamsOut, stream_refusal
 from bot.teams_words import receipt_lines
 from bot.transcript import Change, StepLine, Throttle, Transcript
@@ -69,6 +71,9 @@ class TeamsSink:
     # The person pressed Teams' Stop on the streamed answer: the turn stops at its next model call and
     # nothing more is posted but the progress card saying so.
     stopped: bool = False
+    # Hands the rest of an answer Teams throttled part-way to a `teams.rest` job (bot/teams_later.py),
+    # which sends it once Teams allows, after the turn; without one, the card says what was lost.
+    later: Callable[[dict], Awaitable[None]] | None = None
 
     @property
     def conversation(self) -> str:
@@ -125,11 +130,13 @@ class TeamsSink:
         elif change is Change.FINISHED:
             await self._finish(event)  # type: ignore[arg-type]
 
+    def _lines(self) -> list[str]:
+        return [progress_line(row) for row in self.transcript.rows() if isinstance(row, StepLine)]
+
     async def _show_progress(self, *, force: bool = False, answer: str = "", status: str = "") -> None:
         if self.no_progress:
             return
-        lines = [progress_line(row) for row in self.transcript.rows() if isinstance(row, StepLine)]
-        card = render.progress_card(lines, status=status or self.transcript.status(), answer=answer)
+        card = render.progress_card(self._lines(), status=status or self.transcript.status(), answer=answer)
         try:
             if not self.progress_id:
                 self.progress_id = await self.out.send(attachments=[card], short=True)
@@ -218,8 +225,11 @@ class TeamsSink:
             if self.stopped:  # Teams refused the stream's end: Stop was pressed after the last update
                 await self._say_stopped()
                 return
+        except _Cut as cut:  # the first message arrived, a later one did not
+            await self._rest(cut, event)
+            return
         except ConnectorFailed as exc:  # the one line that says a person got no answer, and why
-            error_id = failure.error_id if failure is not None and failure.error_id else uuid.uuid4().hex[:8]
+            error_id = self._error_id()
             log.warning(
                 "teams: the answer did not reach its conversation error_id=%s turn=%s conversation=%s: %s",
                 error_id,
@@ -238,6 +248,53 @@ class TeamsSink:
                 return
         stopped = failure is not None and failure.message == TURN_STOPPED  # within the runner's grace
         await send_files(self.out, self.files, short=stopped)
+
+    def _error_id(self) -> str:
+        failure = self.transcript.failure
+        return failure.error_id if failure is not None and failure.error_id else uuid.uuid4().hex[:8]
+
+    async def _rest(self, cut: _Cut, event: TurnFinished) -> None:
+        """Part of the answer arrived: the rest (and the files) go to a `teams.rest` job when Teams
+        throttled it for a while it names, and the card says it follows; else the card says what is
+        missing, and the files follow as after an answer that did not arrive."""
+        exc, error_id = cut.exc, self._error_id()
+        reachable = not (exc.silent or exc.gone)  # else the files would wait as long, or be refused too
+        wait = wait_s(exc) if reachable else None
+        if wait is not None and self.later is not None:
+            rest = Rest(cut.messages, tuple(self.files))
+            progress = (
+                self.progress_id if not self.no_progress else "",
+                self._lines(),
+                self.transcript.status(),
+            )
+            try:
+                await self.later(job_payload(rest, wait=wait, error_id=error_id, progress=progress))
+            except Exception as failed:  # the store under the job queue: said as lost below
+                log.warning("teams: could not hand the rest of an answer to a job: %s", failed)
+            else:
+                log.info(
+                    "teams: Teams throttled the answer part-way in conversation %s (%s): the rest follows "
+                    "in %g s error_id=%s turn=%s",
+                    self.conversation,
+                    exc,
+                    wait,
+                    error_id,
+                    event.turn_id,
+                )
+                await self._say_lost(waiting_words(rest, wait), exc)
+                return
+        log.warning(
+            "teams: the rest of the answer did not reach its conversation error_id=%s turn=%s conversation=%s: %s",
+            error_id,
+            event.turn_id,
+            self.conversation,
+            exc,
+        )
+        await self._say_lost(
+            lost_words(Rest(cut.messages, () if reachable else tuple(self.files)), exc, error_id), exc
+        )
+        if reachable:
+            await send_files(self.out, self.files)
 
     async def _say_stopped(self) -> None:
         """The progress card says the person stopped the answer; nothing else is posted (not the rest of
@@ -287,16 +344,19 @@ class TeamsSink:
         # rides on the last when both fit one message, any other card comes in a message of its own.
         *parts, last = render.split_message(text)
         ride = cards[:1] if cards and size(last) + size(cards[0]) <= render.MAX_MESSAGE_BYTES else []
-        messages = [(part, None) for part in parts] + [(last, ride or None)]
-        messages += [("", [c]) for c in cards[len(ride) :]]
+        messages = [(part, ()) for part in parts] + [(last, tuple(ride))]
+        messages += [("", (c,)) for c in cards[len(ride) :]]
+        if failure is not None:  # after the whole answer (its store failed): the answer stays, then why
+            messages.append((render.failure_text(failure.message, failure.error_id), ()))
         (first, attachments), *rest = messages
-        await self._send_final(final, first, attachments=attachments, answer=True)
+        await self._send_final(final, first, attachments=list(attachments) or None, answer=True)
         if self.stopped:
             return
-        for part, attachments in rest:
-            await self.out.send(part, attachments=attachments, answer=True)
-        if failure is not None:  # after the whole answer (its store failed): the answer stays, then why
-            await self.out.send(render.failure_text(failure.message, failure.error_id), answer=True)
+        for i, (part, attachments) in enumerate(rest):
+            try:
+                await self.out.send(part, attachments=list(attachments) or None, answer=True)
+            except ConnectorFailed as exc:
+                raise _Cut(exc, tuple(rest[i:])) from None
 
     def _notes(self) -> str:
         """The answer's notes (the core's, such as a shared file not read, made inert: they quote a
@@ -329,3 +389,11 @@ class TeamsSink:
 def progress_line(line: StepLine) -> str:
     """One step on the progress card: its mark, title and outcome."""
     return f"{MARKS[line.status]} {line.title}" + (f" — {line.outcome}" if line.outcome else "")
+
+
+class _Cut(Exception):
+    """A message of the answer after its first was not taken: why, and the messages not sent."""
+
+    def __init__(self, exc: ConnectorFailed, messages: tuple[tuple[str, tuple[dict, ...]], ...]):
+        super().__init__(str(exc))
+        self.exc, self.messages = exc, messages
