@@ -1,6 +1,7 @@
 """The Teams turn, run by the runner after `/api/messages` answered: continue the conversation
 proactively (a stored conversation reference), then answer a question, run a command (`new`/`reset`,
-`help`), or handle a card action (Show SQL & code, 👍/👎, Export notebook, Run/Cancel, file consent).
+`help`, `schedule …`), or hand a card click to bot/teams_clicks.py and a file consent to
+bot/teams_consent.py.
 
 Sessions: a channel thread (conversation id `…;messageid=<root>`) is one session; a group or personal
 chat is one session per *generation* — `new`/`reset` or 8 idle hours start the next generation.
@@ -17,9 +18,9 @@ from botbuilder.core import TurnContext
 from botbuilder.schema import Activity, ActivityTypes
 
 from bot import teams_render as render
-from bot.files import LinkUnavailable
 from bot.surface import AppState
 from bot.teams_auth import TeamsBot
+from bot.teams_clicks import card_action, confirmer
 from bot.teams_connector import ConnectorFailed
 from bot.teams_consent import file_consent
 from bot.teams_files import refusal_words
@@ -27,21 +28,22 @@ from bot.teams_later import REST_KIND, send_rest
 from bot.teams_out import TeamsOut
 from bot.teams_progress import TeamsSink
 from bot.teams_shared_files import has_files, none_readable, shared_files, unreadable_note
-from bot.transcript import confirmation_said
-from core.events import ConfirmRequest, IncomingMessage, SharedFile
+from bot.teams_who import (
+    base,
+    channel_id,
+    home,
+    is_channel,
+    is_personal,
+    mention_name,
+    person,
+    tenant_of,
+    user_id,
+)
+from core.events import IncomingMessage, SharedFile
 from core.help import FILES_NOT_READ, FRESH_START, is_reset
 from core.runner import ERROR_ID, STORE_DOWN, STORE_DOWN_TEXT, WHY, TurnJob
 from core.schedules_manage import ManageCommand, manage, parse_manage
-from core.schedules_tool import from_answer, propose_new, unschedulable
-from core.thread import (
-    CONFIRM_EXPIRED,
-    CONFIRM_NOT_YOURS,
-    NOTEBOOK_NAME,
-    ConfirmAnswer,
-    ConfirmResult,
-    Threads,
-)
-from core.turn_records import NothingToExport
+from core.thread import Threads
 
 log = logging.getLogger("datathread.teams")
 
@@ -135,7 +137,7 @@ async def dispatch(state: AppState, activity: Activity, out: TeamsOut) -> None:
         return
     value = activity.value if isinstance(activity.value, dict) else {}
     if activity.type == ActivityTypes.message and render.ACTION_KEY in value:
-        await _card_action(state, activity, value, out)
+        await card_action(state, activity, value, out)
         return
     if activity.type == ActivityTypes.conversation_update:
         await out.send(WELCOME)  # only bot-added updates get this far (teams_app.bot_was_added)
@@ -144,8 +146,8 @@ async def dispatch(state: AppState, activity: Activity, out: TeamsOut) -> None:
         return
     text = question_text(activity)
     # someone the access rules refuse resets nothing: `_answer` gives them a question's refusal
-    if is_reset(text) and not state.threads.refused(_person(activity)):
-        await state.threads.reset("teams", _base(activity))
+    if is_reset(text) and not state.threads.refused(person(activity)):
+        await state.threads.reset("teams", base(activity))
         await out.send(f"{FRESH_START} {FILES_NOT_READ}" if has_files(activity) else FRESH_START)
     elif (command := parse_manage(text)) is not None:  # `schedule list|pause|resume|remove ID`
         await _manage_schedules(state, activity, command, out)
@@ -169,40 +171,9 @@ def question_text(activity: Activity) -> str:
     return re.sub(r"\n{3,}", "\n\n", "\n".join(lines)).strip()
 
 
-def tenant_of(activity: Activity) -> str:
-    if activity.conversation and activity.conversation.tenant_id:
-        return activity.conversation.tenant_id
-    data = activity.channel_data if isinstance(activity.channel_data, dict) else {}
-    return str((data.get("tenant") or {}).get("id", ""))
-
-
-def is_channel(activity: Activity) -> bool:
-    return bool(activity.conversation and activity.conversation.conversation_type == "channel")
-
-
-def is_personal(activity: Activity) -> bool:
-    return bool(activity.conversation and activity.conversation.conversation_type == "personal")
-
-
-def _base(activity: Activity) -> tuple[str, str]:
-    return (tenant_of(activity), activity.conversation.id)
-
-
 async def thread_key(threads: Threads, activity: Activity, *, now: float | None = None) -> tuple[str, ...]:
     """The session key of this conversation; chats idle for 8 hours move to a fresh generation."""
-    return await threads.current_key("teams", _base(activity), idle_reset=not is_channel(activity), now=now)
-
-
-def _user_id(activity: Activity) -> str:
-    who = activity.from_property
-    return (who.aad_object_id or who.id or "") if who else ""
-
-
-def _channel_id(activity: Activity) -> str:
-    data = activity.channel_data if isinstance(activity.channel_data, dict) else {}
-    channel = (data.get("channel") or {}).get("id")
-    conversation = activity.conversation.id if activity.conversation else ""  # an invoke may carry none
-    return channel or conversation.split(";", 1)[0]
+    return await threads.current_key("teams", base(activity), idle_reset=not is_channel(activity), now=now)
 
 
 async def _answer(state: AppState, activity: Activity, text: str, out: TeamsOut) -> None:
@@ -212,15 +183,15 @@ async def _answer(state: AppState, activity: Activity, text: str, out: TeamsOut)
     threads, with_files = state.threads, has_files(activity)
     unread = with_files and none_readable(activity)
     refused_files = await shared_files(activity, state.settings) if unread else ()  # nothing downloaded
-    if unread and not text and not threads.refused(_person(activity)):  # a screenshot alone: no question
+    if unread and not text and not threads.refused(person(activity)):  # a screenshot alone: no question
         await out.send(unreadable_note(refused_files))
         return
     message = IncomingMessage(
         text=text,
         surface="teams",
         thread_key=await thread_key(threads, activity),
-        user_id=_user_id(activity),
-        channel_id=_channel_id(activity),
+        user_id=user_id(activity),
+        channel_id=channel_id(activity),
         team_id=tenant_of(activity),
         user_name=activity.from_property.name if activity.from_property else "",
         is_direct=is_personal(activity),
@@ -241,78 +212,9 @@ async def _answer(state: AppState, activity: Activity, text: str, out: TeamsOut)
         await sink.typing()
         return await shared_files(activity, state.settings)
 
-    confirm = _confirmer(threads, out, _user_id(activity))
+    confirm = confirmer(threads, out, user_id(activity))
     fetching = with_files and not unread  # a file that may be one it reads: fetched in the turn
     await state.analyst.handle(message, sink, confirm=confirm, fetch_files=fetch if fetching else None)
-
-
-def _person(activity: Activity) -> IncomingMessage:
-    """Who acted on a card, where, in the terms access rules are checked in (a card skipped them: a
-    person outside the allowlists saw an answer's SQL, saved verified queries, exported the thread)."""
-    return IncomingMessage(
-        text="",
-        surface="teams",
-        thread_key=(activity.conversation.id if activity.conversation else "",),
-        user_id=_user_id(activity),
-        channel_id=_channel_id(activity),
-        team_id=tenant_of(activity),
-        is_direct=is_personal(activity),
-    )
-
-
-def _confirmer(threads: Threads, out: TeamsOut, asker: str):
-    """Ask with a Run/Cancel card; the answer arrives through the store (any replica may get the click)."""
-
-    async def confirm(request: ConfirmRequest) -> bool:
-        key = f"{request.turn_id}:{request.step_id}"
-
-        async def show() -> bool:  # a card that cannot be shown means no, as on Slack, in one log line
-            try:
-                await out.send(attachments=[render.confirm_card(request.prompt, key, request.yes)])
-            except ConnectorFailed as exc:
-                where = out.reference.conversation.id
-                log.warning("teams: could not ask for confirmation in conversation %s: %s", where, exc)
-                return False
-            return True
-
-        answer = await threads.await_confirmation(key, asker=asker, show=show)
-        if answer is None:
-            await out.send(confirmation_said(request.yes, None))
-        return bool(answer)
-
-    return confirm
-
-
-async def _card_action(state: AppState, activity: Activity, value: dict, out: TeamsOut) -> None:
-    threads = state.threads
-    if denial := threads.refused(_person(activity)):  # a card's buttons meet the rules a question does
-        await out.send(denial)
-        return
-    action = value.get(render.ACTION_KEY)
-    if action == "confirm":
-        answer = ConfirmAnswer.RUN if value.get("answer") == "run" else ConfirmAnswer.CANCEL
-        result = await threads.answer_confirmation(str(value.get("key")), answer, user_id=_user_id(activity))
-        if result is ConfirmResult.NOT_YOURS:
-            await out.send(CONFIRM_NOT_YOURS)
-        elif result is ConfirmResult.ALREADY_ANSWERED:
-            await out.send(CONFIRM_EXPIRED)
-        else:
-            # the card carries its yes button's word: a schedule's says Create, a query's Run
-            await out.send(confirmation_said(str(value.get("yes", "")), answer is ConfirmAnswer.RUN))
-        return
-    record = await threads.turn(str(value.get("turn_id", "")), channel_id=_channel_id(activity))
-    if action == "show_steps":  # twelve steps of long SQL are more than one Teams message takes
-        for part in render.split_message(render.steps_markdown(record)):
-            await out.send(part)
-    elif action == "feedback" and record is not None:
-        vote = "up" if value.get("value") == "up" else "down"
-        await out.send(await threads.vote(record, user_id=_user_id(activity), value=vote))
-    elif action == "export_notebook" and record is not None:
-        await _export_notebook(state, record, out)
-    elif action == "schedule" and record is not None:
-        await _schedule_answer(state, activity, record, str(value.get("cadence") or ""), out)
-    else:
-        await out.send("I can't find that answer any more.")
 
 
 async def _manage_schedules(
@@ -322,64 +224,15 @@ async def _manage_schedules(
     neither see nor change it, and its pause notice sent them to a terminal they do not have. Only the
     owner or an admin changes one; Teams has no message for one person in a channel, so the answer is
     in the conversation, like every reply here."""
-    if denial := state.threads.refused(_person(activity)):
+    if denial := state.threads.refused(person(activity)):
         await out.send(denial)
         return
-    how = f"@{_mention_name(activity)} schedule"
+    how = f"@{mention_name(activity)} schedule"
     said = await manage(
         state.threads.schedules(),
         command,
-        user=_user_id(activity),
-        channel=_conversation(activity),
+        user=user_id(activity),
+        channel=home(activity),
         how=how,
     )
     await out.send(render.to_teams_markdown(said)[0])
-
-
-def _mention_name(activity: Activity) -> str:
-    """The bot's name as people @-mention it here (the app's manifest names it)."""
-    return (activity.recipient.name if activity.recipient else "") or "datathread"
-
-
-def _conversation(activity: Activity) -> str:
-    """The conversation without a thread's message id: where a schedule made here posts its runs."""
-    return activity.conversation.id.partition(";messageid=")[0]
-
-
-async def _schedule_answer(
-    state: AppState, activity: Activity, record: dict, cron: str, out: TeamsOut
-) -> None:
-    """ "Schedule…" on an answer card: its question (and final warehouse SQL) on the chosen cadence in this
-    conversation, in the person's time zone, created after Create / Cancel like every other way."""
-    if refusal := unschedulable(record, s3=bool(state.settings.s3_buckets)):  # it read a shared file
-        await out.send(refusal)
-        return
-    user = _user_id(activity)
-    sentence = await propose_new(
-        state.threads.schedules(),
-        _confirmer(state.threads, out, user),
-        cron=cron,
-        tz=activity.local_timezone or state.settings.default_tz,
-        surface="teams",
-        channel=_conversation(activity),  # each run starts a new thread here
-        owner=user,
-        team_id=tenant_of(activity),
-        service_url=activity.service_url or "",
-        **from_answer(record),
-    )
-    await out.send(sentence)
-
-
-async def _export_notebook(state: AppState, record: dict, out: TeamsOut) -> None:
-    session_id, path = record["session_id"], f"exports/{record['turn_id']}.ipynb"
-    try:
-        data = await state.threads.export_notebook(session_id, save_as=path)
-    except NothingToExport as exc:  # one sentence for a person
-        await out.send(str(exc))
-        return
-    try:
-        url = await state.links.download_link(session_id, path, data)
-    except LinkUnavailable as exc:  # logged where it was raised
-        await out.send(f"I couldn't make a download link for the notebook ({render.inert(str(exc))}).")
-        return
-    await out.send(render.link_text(NOTEBOOK_NAME, url, state.settings.link_ttl_seconds))

@@ -1,8 +1,8 @@
 """Where a Teams turn's messages go: `TeamsOut` sends, edits and streams activities in the one
 conversation a question came from, each call bounded (bot/teams_connector.py) and signed in first
 (bot/teams_login.py); `StreamInfo` is the entity of Teams' streaming protocol. What is sent — the
-progress card, the answer and its cards — is bot/teams_progress.py's to decide; card actions, commands
-and file consent (bot/teams_jobs.py, bot/teams_consent.py) reply through it too.
+progress card, the answer and its cards — is bot/teams_progress.py's to decide; card clicks, commands
+and file consent (bot/teams_clicks.py, bot/teams_jobs.py, bot/teams_consent.py) reply through it too.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ import asyncio
 import pytest
 from botbuilder.schema import Activity
 
-from bot import teams_jobs
+from bot import teams_clicks, teams_jobs
 from bot.teams_connector import ConnectorFailed
 from core.events import ConfirmRequest
 
@@ -89,19 +89,19 @@ async def test_confirm_round_trip_through_the_store(settings, tmp_path, answer, 
 
     waiting_side, clicking_side = replica(), replica()
     out = Out()
-    confirm = teams_jobs._confirmer(waiting_side, out, "aad-ada")
+    confirm = teams_clicks.confirmer(waiting_side, out, "aad-ada")
     waiting = asyncio.create_task(confirm(ConfirmRequest(turn_id="t1", step_id="s1", prompt="Scan 2 TB?")))
     while not out.sent:
         await asyncio.sleep(0.01)
     action = out.sent[0][1][0]["content"]["actions"][0 if answer == "run" else 1]["data"]
     state = SimpleNamespace(threads=clicking_side)
     stranger = Activity().deserialize({"type": "message", "from": {"id": "29:eve", "aadObjectId": "aad-eve"}})
-    await teams_jobs._card_action(state, stranger, action, out)
+    await teams_clicks.card_action(state, stranger, action, out)
     assert "Only the person who asked" in out.sent[-1][0] and not waiting.done()
     ada = Activity().deserialize({"type": "message", "from": {"id": "29:ada", "aadObjectId": "aad-ada"}})
-    await teams_jobs._card_action(state, ada, action, out)
+    await teams_clicks.card_action(state, ada, action, out)
     assert await asyncio.wait_for(waiting, 5) is expected
-    await teams_jobs._card_action(state, ada, action, out)
+    await teams_clicks.card_action(state, ada, action, out)
     assert "expired" in out.sent[-1][0]
 
 
@@ -121,10 +121,10 @@ async def test_a_click_nobody_waits_for_any_more_says_it_expired(settings, tmp_p
     out, state = Out(), SimpleNamespace(threads=threads)
     ada = Activity().deserialize({"type": "message", "from": {"id": "29:ada", "aadObjectId": "aad-ada"}})
     unknown = {"datathread": "confirm", "key": "no-such-turn:s1", "answer": "run", "yes": "Run"}
-    await teams_jobs._card_action(state, ada, unknown, out)
+    await teams_clicks.card_action(state, ada, unknown, out)
     assert out.sent[-1][0] == CONFIRM_EXPIRED
     # asked, then the process waiting for it ended: the card is still there, its turn is not
-    confirm = teams_jobs._confirmer(threads, out, "aad-ada")
+    confirm = teams_clicks.confirmer(threads, out, "aad-ada")
     waiting = asyncio.create_task(confirm(ConfirmRequest(turn_id="t1", step_id="s1", prompt="Scan 2 TB?")))
     while not out.sent[-1][1]:
         await asyncio.sleep(0.01)
@@ -132,7 +132,7 @@ async def test_a_click_nobody_waits_for_any_more_says_it_expired(settings, tmp_p
     await asyncio.sleep(0.3)
     waiting.cancel()
     await asyncio.sleep(0.5)  # past the last mark the waiting turn left
-    await teams_jobs._card_action(state, ada, run, out)
+    await teams_clicks.card_action(state, ada, run, out)
     assert out.sent[-1][0] == CONFIRM_EXPIRED
 
 
@@ -153,7 +153,7 @@ async def test_a_run_cancel_card_that_cannot_be_sent_means_no_in_one_log_line(se
             raise ConnectorFailed("the Bot Connector at 127.0.0.1 did not answer within 10 s")
 
     threads = Threads(settings, SqliteStore(tmp_path / "s.db"), _NoFiles(), AccessPolicy())
-    confirm = teams_jobs._confirmer(threads, RefusingOut(), "aad-ada")
+    confirm = teams_clicks.confirmer(threads, RefusingOut(), "aad-ada")
     with caplog.at_level(logging.WARNING, logger="datathread.teams"):
         answer = await asyncio.wait_for(
             confirm(ConfirmRequest(turn_id="t1", step_id="s1", prompt="Scan?")), 5
