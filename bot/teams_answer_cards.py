@@ -14,7 +14,15 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 
-from bot.teams_render import MAX_MESSAGE_BYTES, MAX_TABLE_COLS, Table, card, submit, table_element
+from bot.teams_render import (
+    MAX_MESSAGE_BYTES,
+    MAX_TABLE_COLS,
+    Table,
+    card,
+    split_message,
+    submit,
+    table_element,
+)
 from core.schedules import ANSWER_CADENCES
 from core.wording import counted
 
@@ -52,6 +60,15 @@ def answer_cards(
         groups[-1].append(fitted)
     *earlier, last = groups
     return [_tables_card(group) for group in earlier] + [answer_card(turn_id, last, **last_card)]
+
+
+def answer_messages(text: str, cards: list[dict]) -> list[tuple[str, tuple[dict, ...]]]:
+    """The messages (text, attachments) an answer goes out in: a long one in several, cut between
+    paragraphs; the first card rides on the last when both fit one message, any other card comes in a
+    message of its own — so the card with the actions is in the last message."""
+    *parts, last = split_message(text)
+    ride = cards[:1] if cards and size(last) + size(cards[0]) <= MAX_MESSAGE_BYTES else []
+    return [(part, ()) for part in parts] + [(last, tuple(ride))] + [("", (c,)) for c in cards[len(ride) :]]
 
 
 def answer_card(

@@ -2,12 +2,18 @@
 `confirmer`), and an answer card's Show SQL & code, 👍/👎, Export notebook and Schedule….
 
 Teams posts an Action.Submit as a message activity carrying the card's data as `value`, with an
-activity id of its own: the ack's de-duplication (bot/teams_app.py, one activity id) lets every click
-of a double click through.
+activity id of its own: the ack's de-duplication (bot/teams_app.py, one activity id) let every click
+of a double click through, and in a channel each reply is for everyone — Show SQL & code clicked
+twice posted the SQL twice, 👍 twice two "Thanks! I saved this…". A click repeated by the same person
+on the same button with the same data (the same answer, vote, cadence, Run or Cancel) within
+CLICK_REPEAT_S does nothing: claimed in the session store, as Slack's events are (bot/slack_app.py),
+so across workers and replicas too. A vote is drawn on the answer's card (bot/teams_votes.py).
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 
 from botbuilder.schema import Activity
@@ -17,6 +23,7 @@ from bot.files import LinkUnavailable
 from bot.surface import AppState
 from bot.teams_connector import ConnectorFailed
 from bot.teams_out import TeamsOut
+from bot.teams_votes import draw_vote
 from bot.teams_who import channel_id, home, person, tenant_of, user_id
 from bot.transcript import confirmation_said
 from core.events import ConfirmRequest
@@ -32,6 +39,8 @@ from core.thread import (
 from core.turn_records import NothingToExport
 
 log = logging.getLogger("datathread.teams")
+
+CLICK_REPEAT_S = 60.0  # a double click, or a second try after a slow reply; a minute later, it is asked
 
 
 def confirmer(threads: Threads, out: TeamsOut, asker: str):
@@ -57,8 +66,21 @@ def confirmer(threads: Threads, out: TeamsOut, asker: str):
     return confirm
 
 
+async def first_click(threads: Threads, activity: Activity, value: dict) -> bool:
+    """False for the same person's same click (same card data) in this conversation within
+    CLICK_REPEAT_S: it does nothing."""
+    where = activity.conversation.id if activity.conversation else ""
+    click = json.dumps([where, user_id(activity), value], sort_keys=True, default=str)
+    key = hashlib.sha256(click.encode()).hexdigest()[:32]
+    return await threads.claim(f"teams:click:{key}", ttl_s=CLICK_REPEAT_S)
+
+
 async def card_action(state: AppState, activity: Activity, value: dict, out: TeamsOut) -> None:
     threads = state.threads
+    if not await first_click(threads, activity, value):
+        where = activity.conversation.id if activity.conversation else ""
+        log.info("teams: a repeated click (%s) in %s: nothing to do", value.get(render.ACTION_KEY), where)
+        return
     if denial := threads.refused(person(activity)):  # a card's buttons meet the rules a question does
         await out.send(denial)
         return
@@ -79,8 +101,11 @@ async def card_action(state: AppState, activity: Activity, value: dict, out: Tea
         for part in render.split_message(render.steps_markdown(record)):
             await out.send(part)
     elif action == "feedback" and record is not None:
-        vote = "up" if value.get("value") == "up" else "down"
-        await out.send(await threads.vote(record, user_id=user_id(activity), value=vote))
+        vote, voter = "up" if value.get("value") == "up" else "down", user_id(activity)
+        said = await threads.vote(record, user_id=voter, value=vote)
+        name = activity.from_property.name if activity.from_property else ""
+        if not await draw_vote(threads, out, record, voter=voter, name=name or "", vote=vote, said=said):
+            await out.send(said)
     elif action == "export_notebook" and record is not None:
         await _export_notebook(state, record, out)
     elif action == "schedule" and record is not None:

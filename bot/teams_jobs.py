@@ -28,6 +28,7 @@ from bot.teams_later import REST_KIND, send_rest
 from bot.teams_out import TeamsOut
 from bot.teams_progress import TeamsSink
 from bot.teams_shared_files import has_files, none_readable, shared_files, unreadable_note
+from bot.teams_votes import keep_answer_card
 from bot.teams_who import (
     base,
     channel_id,
@@ -99,9 +100,12 @@ async def run_lost(bot: TeamsBot, state: AppState, job: TurnJob) -> None:
 
 async def run_rest(bot: TeamsBot, state: AppState, job: TurnJob) -> None:
     """The rest of an answer Teams throttled part-way, after its turn (bot/teams_later.py)."""
-    del state
-    activity = Activity().deserialize(job.payload["activity"])
-    await _continue(bot, activity, lambda out: send_rest(out, job.payload))
+    activity, turn_id = Activity().deserialize(job.payload["activity"]), str(job.payload.get("turn_id"))
+
+    async def kept(activity_id: str, text: str, attachments: tuple[dict, ...]) -> None:
+        await keep_answer_card(state.threads, turn_id, activity_id, text, attachments)  # for its votes
+
+    await _continue(bot, activity, lambda out: send_rest(out, job.payload, kept))
 
 
 async def run_rest_lost(bot: TeamsBot, state: AppState, job: TurnJob) -> None:

@@ -21,6 +21,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from bot import teams_render as render
@@ -31,12 +32,22 @@ from core.wording import counted
 
 log = logging.getLogger("datathread.teams")
 
+Sent = Callable[[str, str, tuple[dict, ...]], Awaitable[None]]
+
 REST_KIND = "teams.rest"
 # How long the rest of an answer may wait for Teams in all: a few minutes. Teams' throttling asks for
 # seconds to a minute (https://learn.microsoft.com/microsoftteams/platform/bots/how-to/rate-limit);
 # past this the person is better told to ask again than left reading half an answer.
 REST_WAIT_MAX_S = 300.0
 NO_RETRY_AFTER_S = 5.0  # a transient refusal without a Retry-After: wait this long
+
+
+class AnswerCut(Exception):
+    """A message of an answer after its first was not taken: why, and the messages not sent."""
+
+    def __init__(self, exc: ConnectorFailed, messages: tuple[tuple[str, tuple[dict, ...]], ...]):
+        super().__init__(str(exc))
+        self.exc, self.messages = exc, messages
 
 
 @dataclass(frozen=True)
@@ -97,12 +108,15 @@ def lost_words(rest: Rest, exc: ConnectorFailed | None, error_id: str) -> str:
     )
 
 
-def job_payload(rest: Rest, *, wait: float, error_id: str, progress: tuple[str, list[str], str]) -> dict:
+def job_payload(
+    rest: Rest, *, turn_id: str, wait: float, error_id: str, progress: tuple[str, list[str], str]
+) -> dict:
     """A `teams.rest` job's payload but its activity (the conversation's, added by bot/teams_jobs.py).
     `progress`: the turn's progress card — its id, its step lines, and its status once all has arrived
     ("Done — …") — redrawn when the rest has arrived or is lost."""
     progress_id, lines, done = progress
     return {
+        "turn_id": turn_id,
         "rest": rest.to_payload(),
         "wait_s": wait,
         "error_id": error_id,
@@ -110,9 +124,10 @@ def job_payload(rest: Rest, *, wait: float, error_id: str, progress: tuple[str, 
     }
 
 
-async def send_rest(out: TeamsOut, payload: dict) -> None:
+async def send_rest(out: TeamsOut, payload: dict, sent: Sent | None = None) -> None:
     """The `teams.rest` job's work: wait, send what is left, each message as long as Teams throttles it
-    within REST_WAIT_MAX_S in all; then the files; then the card says Done — or what was lost."""
+    within REST_WAIT_MAX_S in all; then the files; then the card says Done — or what was lost. `sent`
+    hears of each message that arrived (its id, text and attachments: the answer's card is kept)."""
     rest, error_id = Rest.from_payload(payload.get("rest") or {}), str(payload.get("error_id") or "")
     deadline = time.monotonic() + REST_WAIT_MAX_S
     wait, messages = float(payload.get("wait_s") or 0.0), list(rest.messages)
@@ -121,7 +136,7 @@ async def send_rest(out: TeamsOut, payload: dict) -> None:
         await asyncio.sleep(max(0.0, min(wait, deadline - time.monotonic())))
         text, attachments = messages[0]
         try:
-            await out.send(text, attachments=list(attachments) or None, answer=True)
+            activity_id = await out.send(text, attachments=list(attachments) or None, answer=True)
         except ConnectorFailed as exc:
             wait = wait_s(exc) if not (exc.silent or exc.gone) else None
             if wait is None or time.monotonic() + wait > deadline:
@@ -136,6 +151,8 @@ async def send_rest(out: TeamsOut, payload: dict) -> None:
                 return
             continue
         messages.pop(0)
+        if sent is not None:
+            await sent(activity_id, text, attachments)
     await send_files(out, list(rest.files))
     log.info("teams: the rest of an answer reached conversation %s error_id=%s", where, error_id)
     await _card(out, payload)

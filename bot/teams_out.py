@@ -131,6 +131,8 @@ class TeamsOut:
         activity = self._address(
             Activity(type=ActivityTypes.message, id=activity_id, text=text or None, attachments=attachments)
         )
+        if text:  # as it was sent (an answer's last part, under its card)
+            activity.text_format = "markdown"
         activity.summary = summary_of(text, attachments)
         conversations = self.connector.conversations  # type: ignore[attr-defined]
         conversation = self.reference.conversation.id

@@ -25,11 +25,12 @@ from dataclasses import dataclass, field
 
 from bot import teams_render as render
 from bot.files import FileLinks
-from bot.teams_answer_cards import answer_cards, size
+from bot.teams_answer_cards import answer_cards, answer_messages
 from bot.teams_connector import ConnectorFailed
 from bot.teams_files import FileMessage, prepare, send_files
-from bot.teams_later import Rest, job_payload, lost_words, wait_s, waiting_words
+from bot.teams_later import AnswerCut, Rest, job_payload, lost_words, wait_s, waiting_words
 from bot.teams_out import STOPPED_BY_PERSON, TIMED_OUT, StreamInfo, TeamsOut, stream_refusal
+from bot.teams_votes import keep_answer_card
 from bot.teams_words import receipt_lines
 from bot.transcript import Change, StepLine, Throttle, Transcript
 from core.analyst import STOPPED as TURN_STOPPED
@@ -225,7 +226,7 @@ class TeamsSink:
             if self.stopped:  # Teams refused the stream's end: Stop was pressed after the last update
                 await self._say_stopped()
                 return
-        except _Cut as cut:  # the first message arrived, a later one did not
+        except AnswerCut as cut:  # the first message arrived, a later one did not
             await self._rest(cut, event)
             return
         except ConnectorFailed as exc:  # the one line that says a person got no answer, and why
@@ -253,7 +254,7 @@ class TeamsSink:
         failure = self.transcript.failure
         return failure.error_id if failure is not None and failure.error_id else uuid.uuid4().hex[:8]
 
-    async def _rest(self, cut: _Cut, event: TurnFinished) -> None:
+    async def _rest(self, cut: AnswerCut, event: TurnFinished) -> None:
         """Part of the answer arrived: the rest (and the files) go to a `teams.rest` job when Teams
         throttled it for a while it names, and the card says it follows; else the card says what is
         missing, and the files follow as after an answer that did not arrive."""
@@ -268,7 +269,9 @@ class TeamsSink:
                 self.transcript.status(),
             )
             try:
-                await self.later(job_payload(rest, wait=wait, error_id=error_id, progress=progress))
+                await self.later(
+                    job_payload(rest, turn_id=event.turn_id, wait=wait, error_id=error_id, progress=progress)
+                )
             except Exception as failed:  # the store under the job queue: said as lost below
                 log.warning("teams: could not hand the rest of an answer to a job: %s", failed)
             else:
@@ -340,23 +343,20 @@ class TeamsSink:
             if event.receipt is not None or tables
             else []
         )
-        # A long answer goes out in several messages, the first closing the stream; the first card
-        # rides on the last when both fit one message, any other card comes in a message of its own.
-        *parts, last = render.split_message(text)
-        ride = cards[:1] if cards and size(last) + size(cards[0]) <= render.MAX_MESSAGE_BYTES else []
-        messages = [(part, ()) for part in parts] + [(last, tuple(ride))]
-        messages += [("", (c,)) for c in cards[len(ride) :]]
+        messages = answer_messages(text, cards)  # the first closes the stream
         if failure is not None:  # after the whole answer (its store failed): the answer stays, then why
             messages.append((render.failure_text(failure.message, failure.error_id), ()))
         (first, attachments), *rest = messages
-        await self._send_final(final, first, attachments=list(attachments) or None, answer=True)
+        sent = await self._send_final(final, first, attachments=list(attachments) or None, answer=True)
         if self.stopped:
             return
+        await keep_answer_card(self.threads, event.turn_id, sent, first, attachments)  # for votes
         for i, (part, attachments) in enumerate(rest):
             try:
-                await self.out.send(part, attachments=list(attachments) or None, answer=True)
+                sent = await self.out.send(part, attachments=list(attachments) or None, answer=True)
             except ConnectorFailed as exc:
-                raise _Cut(exc, tuple(rest[i:])) from None
+                raise AnswerCut(exc, tuple(rest[i:])) from None
+            await keep_answer_card(self.threads, event.turn_id, sent, part, attachments)
 
     def _notes(self) -> str:
         """The answer's notes (the core's, such as a shared file not read, made inert: they quote a
@@ -365,35 +365,26 @@ class TeamsSink:
         core = [render.inert(note) for note in self.transcript.notes]  # a file's name, a parser's error
         return "".join(f"\n\n_{note}_" for note in [*core, *self.notes])
 
-    async def _send_final(self, final: list | None, text: str, **extra) -> None:
+    async def _send_final(self, final: list | None, text: str, **extra) -> str:
         """The answer (or failure) always arrives: if Teams refuses it as the stream's end (a stream
         open past Teams' two minutes, a throttled update), it is sent again as a plain message. Not
         when the Bot Connector did not answer: Teams may have posted it, and it would wait again; nor
         when the person pressed Stop: they asked for no more of it."""
         if final is None:
-            await self.out.send(text, **extra)
-            return
+            return await self.out.send(text, **extra)
         try:
-            await self.out.send(text, entities=final, **extra)
+            return await self.out.send(text, entities=final, **extra)
         except ConnectorFailed as exc:
             if exc.status is None:
                 raise
             if stream_refusal(exc) == STOPPED_BY_PERSON:
                 log.info("teams: the person pressed Stop before the answer's end; nothing more is sent")
                 self.stopped = True
-                return
+                return ""
             log.warning("Teams refused the stream's final message (%s); sending it as a new message", exc)
-            await self.out.send(text, **extra)
+            return await self.out.send(text, **extra)
 
 
 def progress_line(line: StepLine) -> str:
     """One step on the progress card: its mark, title and outcome."""
     return f"{MARKS[line.status]} {line.title}" + (f" — {line.outcome}" if line.outcome else "")
-
-
-class _Cut(Exception):
-    """A message of the answer after its first was not taken: why, and the messages not sent."""
-
-    def __init__(self, exc: ConnectorFailed, messages: tuple[tuple[str, tuple[dict, ...]], ...]):
-        super().__init__(str(exc))
-        self.exc, self.messages = exc, messages

@@ -101,8 +101,43 @@ async def test_confirm_round_trip_through_the_store(settings, tmp_path, answer, 
     ada = Activity().deserialize({"type": "message", "from": {"id": "29:ada", "aadObjectId": "aad-ada"}})
     await teams_clicks.card_action(state, ada, action, out)
     assert await asyncio.wait_for(waiting, 5) is expected
-    await teams_clicks.card_action(state, ada, action, out)
+    told = len(out.sent)
+    await teams_clicks.card_action(state, ada, action, out)  # a double click: nothing more
+    assert len(out.sent) == told
+    other = out.sent[0][1][0]["content"]["actions"][1 if answer == "run" else 0]["data"]
+    await teams_clicks.card_action(state, ada, other, out)  # the other button, after the answer
     assert "expired" in out.sent[-1][0]
+
+
+async def test_a_double_click_handled_by_two_replicas_does_one_thing(settings, tmp_path):
+    """Each click of a double click is its own activity, and may reach another worker or replica: the
+    repeat is known through the store they share, and does nothing; another person's click does."""
+    from types import SimpleNamespace
+
+    from core.access import AccessPolicy
+    from core.store_sqlite import SqliteStore
+    from core.thread import Threads
+
+    def replica() -> SimpleNamespace:  # two replicas over one store file
+        return SimpleNamespace(
+            threads=Threads(settings, SqliteStore(tmp_path / "s.db"), _NoFiles(), AccessPolicy())
+        )
+
+    def click(who: str) -> Activity:
+        return Activity().deserialize(
+            {
+                "type": "message",
+                "from": {"id": f"29:{who}", "aadObjectId": f"aad-{who}"},
+                "conversation": {"id": "19:c"},
+            }
+        )
+
+    show = {"datathread": "show_steps", "turn_id": "t-gone"}
+    out = Out()
+    await teams_clicks.card_action(replica(), click("ada"), show, out)
+    await teams_clicks.card_action(replica(), click("ada"), show, out)
+    await teams_clicks.card_action(replica(), click("bob"), show, out)
+    assert [text for text, _ in out.sent] == ["I can't find that answer any more."] * 2
 
 
 async def test_a_click_nobody_waits_for_any_more_says_it_expired(settings, tmp_path, monkeypatch):

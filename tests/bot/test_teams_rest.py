@@ -98,6 +98,11 @@ async def test_the_rest_follows_when_teams_allows_after_the_turn(teams, fake_mod
     first_card = teams.connector.id_of(sent[1])
     [last] = [c for c in teams.connector.updates() if c.activity_id == first_card][-1:]
     assert card_status(last).startswith("Done")
+    # the job kept the message with the answer's card, as the turn does: a vote is drawn on it
+    card = sent[actions[0]]
+    vote = next(a["data"] for a in card["attachments"][0]["content"]["actions"] if a["title"] == "👍 Helpful")
+    assert await teams.say("", value=vote) == []
+    assert teams.connector.updates()[-1].activity_id == teams.connector.id_of(card)
 
 
 async def test_a_retry_after_past_a_few_minutes_says_what_did_not_arrive(teams, fake_model, short_patience):

@@ -71,7 +71,11 @@ async def test_teams_votes_feed_verified_queries_and_corrections(teams, fake_mod
     fake_model.enqueue(tool("query_warehouse", {"sql": JFK, "save_as": "jfk"}), text("111,279 flights."))
     sent = await teams.say("How many flights left JFK in 2013?")
     actions = {a["title"]: a.get("data") for a in sent[-1]["attachments"][0]["content"]["actions"]}
-    assert (await teams.say("", value=actions["👍 Helpful"]))[-1]["text"] == SAVED
+    answer_id = teams.connector.id_of(sent[-1])
+    # the vote's sentence is on the answer's card, edited in place, not a message for the whole channel
+    assert await teams.say("", value=actions["👍 Helpful"]) == []
+    assert teams.connector.updates()[-1].activity_id == answer_id
+    assert SAVED in json.dumps(teams.connector.updates()[-1].body, ensure_ascii=False)
     (verified,) = await teams.state.analyst.verified.queries()
     assert verified.sql == JFK
 
@@ -81,7 +85,8 @@ async def test_teams_votes_feed_verified_queries_and_corrections(teams, fake_mod
     assert JFK in blocks[1]["text"]
 
     # Teams delivers replies in a channel only with an @-mention: it said "Reply in this thread"
-    assert (await teams.say("", value=actions["👎 Not helpful"]))[-1]["text"] == ASK_WHAT_WAS_WRONG_TEAMS
+    assert await teams.say("", value=actions["👎 Not helpful"]) == []
+    assert ASK_WHAT_WAS_WRONG_TEAMS in json.dumps(teams.connector.updates()[-1].body, ensure_ascii=False)
     fake_model.enqueue(text("Noted; departed flights only."))
     await teams.say("it should count departed flights only")
     (correction,) = await teams.state.analyst.verified.corrections()
