@@ -164,7 +164,7 @@ def question_text(activity: Activity) -> str:
     text = activity.text or ""
     if activity.entities and activity.recipient:
         with contextlib.suppress(KeyError, TypeError, AttributeError):  # malformed entity: keep raw text
-            text = TurnContext.remove_recipient_mention(activity) or ""
+            text = _unaddressed(text, activity)
     if (activity.text_format or "").lower() in ("xml", "html"):  # `<p>reset</p>`, `&amp;`: as written
         text = re.sub(r"(?i)<br\s*/?>|</(?:p|div|li|tr)>", "\n", text)  # a line ends: it stays a line
         text = html.unescape(re.sub(r"<(?!/?at\b)[^>]*>", " ", text))
@@ -173,6 +173,27 @@ def question_text(activity: Activity) -> str:
     # spaces within a line, and blank lines beyond one, are folded.
     lines = (re.sub(r"[^\S\n]+", " ", line).strip() for line in text.replace("\r\n", "\n").split("\n"))
     return re.sub(r"\n{3,}", "\n\n", "\n".join(lines)).strip()
+
+
+def _unaddressed(text: str, activity: Activity) -> str:
+    """`text` without the mention that addresses the bot: the first of the bot's mentions among those
+    the message opens with ("@datathread delays", "@Data team @datathread delays"). Anywhere else the
+    bot's name is part of the sentence and stays, as other people's names do. botbuilder's
+    remove_recipient_mention removed the name everywhere (as a pattern, mention or not): "compare with
+    what @datathread said" reached the model as "compare with what said"."""
+    me = activity.recipient.id
+    ours = {
+        str(props.get("text") or f"<at>{props['mentioned'].get('name')}</at>")
+        for entity in activity.entities or []
+        if (entity.type or "").lower() == "mention"
+        and isinstance(props := entity.additional_properties or {}, dict)
+        and (props.get("mentioned") or {}).get("id") == me
+    }
+    opening = re.match(r"(?:\s*<at>.*?</at>)*", text)
+    for mention in re.finditer(r"<at>.*?</at>", opening.group(0) if opening else ""):
+        if mention.group(0) in ours:
+            return text[: mention.start()] + text[mention.end() :]
+    return text
 
 
 async def thread_key(threads: Threads, activity: Activity, *, now: float | None = None) -> tuple[str, ...]:

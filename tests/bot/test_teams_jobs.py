@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import re
 
 import pytest
 from botbuilder.schema import Activity
@@ -61,6 +62,39 @@ def test_question_text_of_a_message_sent_as_html(text, expected):
     assert teams_jobs.question_text(Activity().deserialize(body)) == expected
     plain = {**body, "textFormat": "plain", "text": "is a < b & c?"}
     assert teams_jobs.question_text(Activity().deserialize(plain)) == "is a < b & c?"
+
+
+@pytest.mark.parametrize(
+    "text,expected",
+    [
+        (  # the bot named again in the sentence: only the mention that addresses it goes
+            "<at>datathread</at> compare with what <at>datathread</at> said",
+            "compare with what datathread said",
+        ),
+        (
+            "<at>Ada</at> can you ask <at>datathread</at> for delays?",
+            "Ada can you ask datathread for delays?",
+        ),
+        ("<at>Data team</at> <at>datathread</at> delays by carrier", "Data team delays by carrier"),
+        ("<at>datathread</at> is datathread down?", "is datathread down?"),  # its name, not a mention
+        ("<at>Data Bot</at> delays", "delays"),  # renamed in this team: the entity says it is the bot
+    ],
+)
+def test_only_the_mention_that_addresses_the_bot_is_removed(text, expected):
+    """botbuilder's remove_recipient_mention removed every occurrence of the bot's name: "compare with
+    what @datathread said" reached the model as "compare with what said"."""
+    bot = {"id": "28:bot", "name": "datathread"}
+    names = {m for m in re.findall(r"<at>(.*?)</at>", text)}
+    mentions = [
+        {
+            "type": "mention",
+            "mentioned": bot if name in ("datathread", "Data Bot") else {"id": f"29:{name}", "name": name},
+            "text": f"<at>{name}</at>",
+        }
+        for name in names
+    ]
+    body = {"type": "message", "text": text, "recipient": bot, "entities": mentions}
+    assert teams_jobs.question_text(Activity().deserialize(body)) == expected
 
 
 def test_a_plain_question_keeps_its_lines():
