@@ -35,6 +35,7 @@ from bot.teams_who import (
     home,
     is_channel,
     is_personal,
+    locale_of,
     mention_name,
     person,
     tenant_of,
@@ -221,6 +222,7 @@ async def _answer(state: AppState, activity: Activity, text: str, out: TeamsOut)
         user_name=activity.from_property.name if activity.from_property else "",
         is_direct=is_personal(activity),
         user_tz=activity.local_timezone or "",  # Teams sends the client's IANA zone with each message
+        user_locale=locale_of(activity),  # and its locale ("de-DE"): whose week "this week" is
         files=refused_files,
     )
 

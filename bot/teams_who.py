@@ -54,6 +54,17 @@ def person(activity: Activity) -> IncomingMessage:
     )
 
 
+def locale_of(activity: Activity) -> str:
+    """The asker's locale as their Teams client sends it ("de-DE"): the activity's `locale`, else its
+    clientInfo entity's; "" without either (core/asked_when.py drops what is not a BCP 47 tag)."""
+    if activity.locale:
+        return str(activity.locale)
+    for entity in activity.entities or []:
+        if (entity.type or "").lower() == "clientinfo":
+            return str((entity.additional_properties or {}).get("locale") or "")
+    return ""
+
+
 def mention_name(activity: Activity) -> str:
     """The bot's name as people @-mention it here (the app's manifest names it)."""
     return (activity.recipient.name if activity.recipient else "") or "datathread"

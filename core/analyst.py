@@ -237,7 +237,8 @@ class Analyst:
         )
         ctx = self._tool_context(message, session_id, outcome.turn_id, confirm, shared=shared_in(meta))
         q, example = await self.verified.question_blocks(session_id, message, ctx.permits)  # its examples
-        asked = asked_block(message.user_tz, self.settings.default_tz)  # "yesterday" on the asker's calendar
+        # "yesterday" on the asker's calendar, "this week" in their locale
+        asked = asked_block(message.user_tz, self.settings.default_tz, locale=message.user_locale)
         question = {"role": "user", "content": [*q, asked, *gap]}
         state = TurnState(turn_id=outcome.turn_id, messages=[*prior, question])
         error = await self._drive(state, ctx, message, outcome, emit, budgets, fetch)

@@ -12,7 +12,10 @@ UTC offset, and the UTC instant when the two calendars differ. It is a text bloc
 user message, not part of the system prompt, whose bytes never change (prompt caching); kept in the
 history, it also dates the earlier questions of a thread resumed days later. The zone is the one the
 surface knows (Slack's users.info, Teams' `localTimezone`, a schedule's own, the terminal's host); else
-`DATATHREAD_DEFAULT_TZ`, and the line says the asker's own zone is not known.
+`DATATHREAD_DEFAULT_TZ`, and the line says the asker's own zone is not known. Where the surface knows
+the asker's locale (Teams' `locale`, "de-DE"), the line names it: a German reader's week starts on
+Monday, an American's on Sunday. A client's value that is not a BCP 47 tag is left out (it is the
+client's to send, and goes into the model's input).
 """
 
 from __future__ import annotations
@@ -26,16 +29,18 @@ MARK = "(Asked "  # how the line begins: readers of a stored question can tell i
 _LINE = re.compile(
     r"\(Asked [A-Z][a-z]+day \d{4}-\d\d-\d\d \d\d:\d\d in [\w/+-]+ \(UTC[+-]\d\d:\d\d\)"
     r"(?:, the bot's default: the asker's own time zone is not known)?"
-    r"(?:; in UTC it is [A-Z][a-z]+day \d{4}-\d\d-\d\d \d\d:\d\d)?\. Steps run in UTC: [^()\n]+\)"
+    r"(?:; in UTC it is [A-Z][a-z]+day \d{4}-\d\d-\d\d \d\d:\d\d)?"
+    r"(?:; the asker's locale is [A-Za-z]{2,3}(?:-[A-Za-z0-9]{1,8}){0,3})?\. Steps run in UTC: [^()\n]+\)"
 )
+_LOCALE = re.compile(r"[A-Za-z]{2,3}(?:-[A-Za-z0-9]{1,8}){0,3}")  # a BCP 47 tag: "de-DE", "zh-Hant-TW"
 
 
-def asked_block(user_tz: str, default_tz: str, now: datetime | None = None) -> dict:
+def asked_block(user_tz: str, default_tz: str, now: datetime | None = None, *, locale: str = "") -> dict:
     """The text block that dates a question asked at `now` (aware; default: this instant)."""
-    return {"type": "text", "text": asked_line(user_tz, default_tz, now)}
+    return {"type": "text", "text": asked_line(user_tz, default_tz, now, locale=locale)}
 
 
-def asked_line(user_tz: str, default_tz: str, now: datetime | None = None) -> str:
+def asked_line(user_tz: str, default_tz: str, now: datetime | None = None, *, locale: str = "") -> str:
     now = (now or datetime.now(UTC)).astimezone(UTC)
     zone, known = _zone(user_tz), True
     if zone is None:
@@ -46,8 +51,9 @@ def asked_line(user_tz: str, default_tz: str, now: datetime | None = None) -> st
     if not known:
         where += ", the bot's default: the asker's own time zone is not known"
     utc = "" if local.date() == now.date() else f"; in UTC it is {now:%A %Y-%m-%d %H:%M}"
+    known = f"; the asker's locale is {locale}" if _LOCALE.fullmatch(locale or "") else ""
     return (
-        f"{MARK}{local:%A %Y-%m-%d %H:%M} in {where}{utc}. Steps run in UTC: take today, yesterday, "
+        f"{MARK}{local:%A %Y-%m-%d %H:%M} in {where}{utc}{known}. Steps run in UTC: take today, yesterday, "
         "this week, this month or this quarter on the asker's calendar, and say which dates you used.)"
     )
 

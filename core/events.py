@@ -52,6 +52,9 @@ class IncomingMessage:
     # Who the asker is to the organization the bot is installed in, when the surface can tell (Slack):
     # "" one of its people, or core/access.py's GUEST, EXTERNAL, UNCONFIRMED (the platform could not say).
     outsider: str = ""
+    # The asker's locale (BCP 47: "de-DE") when the surface knows it (Teams sends the client's): told
+    # to the model with the time, for whose calendar "this week" is on (core/asked_when.py).
+    user_locale: str = ""
     # Files shared with the question, already in hand (`ask --file`, `/file`). Slack and Teams pass a
     # `FileFetcher` to `Analyst.handle` instead: the core fetches once the turn's turn has come.
     files: tuple[SharedFile, ...] = ()

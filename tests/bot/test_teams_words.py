@@ -12,7 +12,7 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
-from tests.bot.teams_harness import CHAT, THREAD, activity, consent_invoke
+from tests.bot.teams_harness import CHAT, THREAD, activity, consent_invoke, post
 from tests.fakes.anthropic_api import text, tool
 
 BIG_CHART = """
@@ -95,6 +95,24 @@ async def test_the_receipt_time_is_drawn_in_each_readers_zone(teams, fake_model,
     # where the card is not drawn (and in speech), the same receipt in words, in UTC
     plain = moment.strftime("%d %b %Y %H:%M UTC" if recent else "%d %b %Y").lstrip("0")
     assert f"data as of {plain} ·" in card["fallbackText"] and "{{" not in card["fallbackText"]
+
+
+@pytest.mark.parametrize("where", ["activity", "clientInfo"])
+async def test_the_readers_locale_reaches_the_model_with_the_time(teams, fake_model, where):
+    """Teams sends the client's locale (`locale`, and a clientInfo entity's) with each message; only the
+    time zone reached the core. Now the line that dates the question names the locale too: a German
+    reader's "this week" starts on Monday."""
+    body = activity(teams.connector.url, "flights this week?", conversation=THREAD)
+    body["localTimezone"] = "Europe/Berlin"
+    if where == "activity":
+        body["locale"] = "de-DE"
+    else:
+        body.pop("locale")
+        body["entities"].append({"type": "clientInfo", "locale": "de-DE", "country": "DE", "platform": "Web"})
+    fake_model.enqueue(text("1,234 flights."))
+    await post(teams, body)
+    asked = fake_model.requests[-1]["messages"][-1]["content"][-1]["text"]
+    assert " in Europe/Berlin (UTC+" in asked and "; the asker's locale is de-DE. " in asked, asked
 
 
 async def test_the_votes_and_the_schedule_picker_have_words(teams, fake_model):
