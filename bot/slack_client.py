@@ -17,9 +17,11 @@ zone lookup, "is thinking…", progress and its edits) waits PROGRESS_TIMEOUT_S 
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import copy
 import enum
 import logging
+import math
 from urllib.parse import urlsplit
 
 import aiohttp
@@ -32,6 +34,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.web.async_slack_response import AsyncSlackResponse
 from slack_sdk.webhook.async_client import AsyncWebhookClient
 
+from bot.slack_pacing import WorkspacePacer
 from core.config import Settings
 from core.wording import os_reason
 
@@ -48,6 +51,7 @@ CONNECT_TIMEOUT_S = 5.0  # to open the connection
 PROGRESS_TIMEOUT_S = 5.0  # decoration: time zone, status, progress and its edits; the turn goes on
 SEND_TIMEOUT_S = 10.0  # a message someone should read: the answer, a header, a notice, a reply
 RETRY_AFTER_MAX_S = 5.0  # a call refused with HTTP 429 waits at most this long for its next try
+RATE_LIMIT_RETRIES = 8  # tries after a 429, each only if its wait fits in what is left of the call's bound
 UPLOAD_MIN_BYTES_PER_S = 1_000_000  # a file's upload: its three calls' bounds plus a second per MB
 
 # A response_url's whole POST; Slack answers one in well under a second. The webhook client's own
@@ -153,33 +157,65 @@ def call_failure(exc: BaseException, base_url: str, what: str, waited_s: float) 
 NOT_TIMEOUTS = [aiohttp.ServerDisconnectedError, aiohttp.ClientOSError]
 
 
+# When the call running in this task must be done (the event loop's clock): `BoundedWebClient.api_call`
+# sets it, `_RateLimitRetry` reads it. Context-local: each task (turn) sees its own call's.
+_CALL_DEADLINE: contextvars.ContextVar[float] = contextvars.ContextVar(
+    "slack_call_deadline", default=math.inf
+)
+
+
 class _RateLimitRetry(AsyncRateLimitErrorRetryHandler):
-    """A 429 is tried again after its Retry-After only when that is short: a longer wait would only
-    run into the call's bound, and the refusal (`ratelimited`) says more than a timeout would."""
+    """A 429 is tried again after its Retry-After when that is short and the wait (and the SDK's up to
+    a second of jitter) still fits in the call's bound: a longer wait would only run into the bound,
+    and the refusal (`ratelimited`) says more than a timeout would. Bounded by time, not by a count of
+    two: in a busy workspace two tries a second apart were not enough for the answer's own calls."""
 
     async def _can_retry_async(self, *, state, request, response=None, error=None) -> bool:
         if response is None or response.status_code != 429:
             return False
         said = next((v for k, v in response.headers.items() if k.lower() == "retry-after"), ["1"])
         try:
-            return float(said[0]) <= RETRY_AFTER_MAX_S
+            wait = float(said[0])
         except (TypeError, ValueError, IndexError):
             return False
+        fits = asyncio.get_running_loop().time() + wait + 1.0 < _CALL_DEADLINE.get()
+        return wait <= RETRY_AFTER_MAX_S and fits
+
+
+def retry_after_s(exc: BaseException) -> float | None:
+    """The seconds a `ratelimited` refusal (HTTP 429) says to wait (1 when it does not say), or None
+    for any other failure."""
+    if not isinstance(exc, SlackApiError) or slack_error(exc) not in ("ratelimited", "HTTP 429"):
+        return None
+    headers = exc.response.headers or {}
+    said = next((v for k, v in headers.items() if k.lower() == "retry-after"), "1")
+    try:
+        return max(0.0, float(said[0] if isinstance(said, list) else said))
+    except (TypeError, ValueError, IndexError):
+        return 1.0
 
 
 class BoundedWebClient(AsyncWebClient):
     """slack_sdk's client whose `timeout` bounds each whole call on any session (see the module's
     docstring); a failure without Slack's answer raises `SlackCallFailed`. Every Web API method goes
-    through `api_call`; `files_upload_v2` makes three calls, the middle one the file's bytes."""
+    through `api_call`; `files_upload_v2` makes three calls, the middle one the file's bytes.
+    `pacer`: how this process's streams share each workspace's append limit (bot/slack_pacing.py)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.pacer = WorkspacePacer()
 
     async def api_call(self, api_method: str, **kwargs) -> AsyncSlackResponse:
         bound = asyncio.timeout(self.timeout)
+        deadline = _CALL_DEADLINE.set(asyncio.get_running_loop().time() + self.timeout)
         try:
             async with bound:
                 return await super().api_call(api_method, **kwargs)
         except (aiohttp.ClientError, OSError) as exc:  # TimeoutError is an OSError
             waited = self.timeout if bound.expired() else aiohttp_bound(exc, self.session, self.timeout)
             raise call_failure(exc, self.base_url, api_method, waited) from None
+        finally:
+            _CALL_DEADLINE.reset(deadline)
 
     async def files_upload_v2(self, **kwargs) -> AsyncSlackResponse:
         """Bounded by its three calls and its size (at UPLOAD_MIN_BYTES_PER_S)."""
@@ -217,9 +253,24 @@ def quick(client: AsyncWebClient) -> AsyncWebClient:
     return bounded
 
 
+def unretried(client: AsyncWebClient) -> AsyncWebClient:
+    """The same client whose 429s come back at once, for a caller that waits them out its own way
+    (a stream's text, kept and sent whole once the workspace's hold ends: bot/slack_pacing.py)."""
+    plain = copy.copy(client)
+    plain.retry_handlers = [h for h in client.retry_handlers if not isinstance(h, _RateLimitRetry)]
+    return plain
+
+
+def pacer_of(client: AsyncWebClient) -> WorkspacePacer:
+    """The process's pacer, on its client; a client of another kind (a test's) gets one of its own."""
+    pacer = getattr(client, "pacer", None)
+    return pacer if isinstance(pacer, WorkspacePacer) else WorkspacePacer()
+
+
 def build_client(settings: Settings, session: aiohttp.ClientSession | None = None) -> AsyncWebClient:
     """The Web API client: the bot token, `DATATHREAD_SLACK_API_URL`, every call bounded by
-    SEND_TIMEOUT_S, one retry of a dropped connection, retries on HTTP 429 with a short Retry-After."""
+    SEND_TIMEOUT_S, one retry of a dropped connection, retries on HTTP 429 with a short Retry-After
+    while they fit in that bound."""
     token = settings.slack_bot_token.get_secret_value() if settings.slack_bot_token else None
     return BoundedWebClient(
         token=token,
@@ -229,7 +280,7 @@ def build_client(settings: Settings, session: aiohttp.ClientSession | None = Non
         timeout=SEND_TIMEOUT_S,  # type: ignore[arg-type]  # slack_sdk says int; a float works
         retry_handlers=[
             AsyncConnectionErrorRetryHandler(error_types=NOT_TIMEOUTS),
-            _RateLimitRetry(max_retry_count=2),
+            _RateLimitRetry(max_retry_count=RATE_LIMIT_RETRIES),
         ],
     )
 

@@ -6,9 +6,10 @@ whose task updates show each tool step, the answer streamed as Markdown, and the
 refused (older plans, GovSlack, API errors) it falls back to one status message edited in place
 (bot/slack_status_message.py). Private answers (`/ask private …`) are ephemeral.
 
-In the stream, Claude's text shows as it is written (`bot/slack_stream.py` decides what can be shown
-without ever taking a piece back): the first words at once, then at most one append per
-`TEXT_MIN_INTERVAL_S` (chat.appendStream is Tier 4, shared by every turn in the workspace).
+In the stream, Claude's text shows as it is written (`bot/slack_stream_appends.py`, at the pace the
+workspace's other streams leave it: chat.appendStream is Tier 4, shared by every turn in the
+workspace). A 429 holds the text back for one append after its Retry-After; another refusal
+(msg_too_long…) ends the stream, and the answer comes whole as a message below it.
 
 Every call is bounded (`bot/slack_client.py`). Progress — the status, the stream's start, its task
 updates and text while Claude writes, the status message's edits — is decoration: it waits at most
@@ -19,7 +20,6 @@ does not reach Slack is one log line saying whose answer was lost, where, and wh
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable
@@ -36,17 +36,16 @@ from bot.slack_client import SlackCallFailed, cannot_post_here, failure_words, q
 from bot.slack_files import share_file
 from bot.slack_status import THINKING, ThreadStatus
 from bot.slack_status_message import StatusMessage
-from bot.slack_stream import StreamedText, render_parts, task_card
+from bot.slack_stream import render_parts, task_card
+from bot.slack_stream_appends import StreamAppends
 from bot.slack_target import SlackTarget, privately
-from bot.transcript import WAITING, WORKING, Change, StepLine, Throttle, Transcript
+from bot.transcript import WAITING, WORKING, Change, StepLine, Transcript
 from core.events import AnswerDelta, ArtifactReady, NobodyListening, Thinking, TurnEvent, TurnFinished
 
 log = logging.getLogger("datathread.slack")
 
 WORKING_LINE = f":hourglass_flowing_sand: {WORKING}"
 CONTINUED = "_(Slack stopped taking this message: the answer follows below.)_"
-TEXT_MIN_INTERVAL_S = 0.5  # between two appends of streamed text (the first words go at once)
-FIRST_WORDS_CHARS = 200  # until this much text is in, a look that shows nothing waits for no interval
 
 
 class SlackProgress:
@@ -78,13 +77,10 @@ class SlackProgress:
             failed=self._progress_failed,
             stopped=lambda: self.no_progress,
         )
-        self.text = StreamedText()
-        self.text_throttle = Throttle(TEXT_MIN_INTERVAL_S)
-        self._text_pending: asyncio.Task | None = None
-        self._text_waiting = False  # the pending send is still sleeping (cancelling it loses nothing)
-        self._appending = asyncio.Lock()  # text and task updates reach the stream in the order they happened
+        self.appends = StreamAppends(  # the text and task cards, while the turn runs
+            client, target, live=self._live, failed=self._progress_failed, refused=self._abandon_stream
+        )
         self.no_progress = False  # Slack did not answer a progress call: no more of them this turn
-        self._shown: dict[str, str] = {}  # each task card's status as Slack last took it
         self.lost = ""  # why the answer did not reach Slack, if it did not
 
     async def __call__(self, event: TurnEvent) -> None:
@@ -98,6 +94,10 @@ class SlackProgress:
             else:
                 log.warning("slack progress: %s failed: %s", event.kind, failure_words(exc))
 
+    def _live(self) -> str | None:
+        """The stream's ts while progress goes into it."""
+        return self.stream_ts if self.mode == "stream" and not self.no_progress else None
+
     def _progress_failed(self, exc: SlackCallFailed) -> None:
         if not self.no_progress:
             where = f"{self.target.channel} (thread {self.target.thread_ts or '-'})"
@@ -108,7 +108,8 @@ class SlackProgress:
         if self.target.unheard and isinstance(event, Thinking):
             raise NobodyListening(self.target.unheard)
         if isinstance(event, AnswerDelta):
-            await self._text(event)
+            if self._live():  # otherwise the fallback message or the stream's end shows it whole
+                await self.appends.add(event)
             return
         was_waiting = self.transcript.waiting
         change = self.transcript.apply(event)
@@ -124,6 +125,7 @@ class SlackProgress:
             try:
                 await self._finish(event)  # type: ignore[arg-type]
             finally:
+                self.appends.pace.ended()
                 await self.status.settle()  # one set after the reply: "is fetching…" when stopped
 
     # --- progress ------------------------------------------------------------------------------
@@ -146,6 +148,7 @@ class SlackProgress:
                 task_display_mode="timeline",
             )
             self.stream_ts = resp["ts"]
+            self.appends.pace.started(self.stream_ts)
             self.status.answered()
             if self.on_stream is not None:
                 await self.on_stream(self.stream_ts)
@@ -175,7 +178,7 @@ class SlackProgress:
             return
         if self.mode == "stream" and self.stream_ts:
             status = "in_progress" if waiting else "complete"
-            await self._task(TaskUpdateChunk(id="waiting", title=WAITING, status=status))
+            await self.appends.card(TaskUpdateChunk(id="waiting", title=WAITING, status=status))
         if self.mode == "update":
             self.status_message.update()
 
@@ -183,72 +186,11 @@ class SlackProgress:
         if self.no_progress:
             return
         if self.mode == "stream" and self.stream_ts:
-            self.text.close()  # a step runs: the text before it is complete, and shows before the step
-            await self._send_text()
-            await self._task(task_card(line))
+            self.appends.text.close()  # a step runs: the text before it is complete, and shows first
+            await self.appends.send()
+            await self.appends.card(task_card(line))
         if self.mode == "update":
             self.status_message.update()
-
-    async def _task(self, chunk: TaskUpdateChunk) -> None:
-        """One task card's update into the stream; a refused append moves the turn to chat.update."""
-        try:
-            async with self._appending:
-                if self.mode != "stream" or not self.stream_ts:  # abandoned while this one waited its turn
-                    return
-                await self.quick.chat_appendStream(
-                    channel=self.target.channel, ts=self.stream_ts, chunks=[chunk.to_dict()]
-                )
-                self._shown[chunk.id] = chunk.status
-        except SlackCallFailed as exc:
-            self._progress_failed(exc)
-        except SlackApiError as exc:
-            log.info("stream append refused (%s); switching to chat.update", slack_error(exc))
-            await self._abandon_stream()
-
-    # --- the answer's text, as Claude writes it -------------------------------------------------------
-    async def _text(self, delta: AnswerDelta) -> None:
-        if self.mode != "stream" or not self.stream_ts or self.no_progress:
-            return  # the fallback message (or the stream's end) shows the whole answer when it is done
-        self.text.add(delta.call, delta.text)
-        wait = self.text_throttle.wait_s()
-        if wait == 0:
-            await self._send_text()
-        elif self._text_pending is None or self._text_pending.done():
-            self._text_pending = asyncio.create_task(self._send_text(after_s=wait))
-
-    async def _send_text(self, *, after_s: float = 0.0) -> None:
-        """Append what of the text can be shown now; a refused append ends the stream (the answer then
-        comes whole as a message)."""
-        if after_s:
-            self._text_waiting = True
-            try:
-                await asyncio.sleep(after_s)
-            finally:
-                self._text_waiting = False
-        async with self._appending:
-            if self.mode != "stream" or not self.stream_ts or self.no_progress:
-                return
-            # A look counts as an append, not only a send: inside a code block or a table nothing can be
-            # shown yet, and every token rendered the whole answer again (an 82,000-character answer
-            # held the event loop for 47 s). Not while the first words are a word short of showable:
-            # those go at once.
-            new = self.text.ready()
-            if new or self.text.sent or sum(map(len, self.text.calls.values())) > FIRST_WORDS_CHARS:
-                self.text_throttle.mark()
-            if not new:
-                return
-            try:
-                for piece in render.split_rendered(new, render.STREAM_LIMIT):
-                    await self.quick.chat_appendStream(
-                        channel=self.target.channel, ts=self.stream_ts, markdown_text=piece
-                    )
-                    self.text.delivered(piece)  # counted only once Slack has it: never skipped
-            except SlackCallFailed as exc:  # the rest comes with the stream's end
-                self._progress_failed(exc)
-            except SlackApiError as exc:
-                log.info("stream append refused (%s); switching to chat.update", slack_error(exc))
-                self.text = StreamedText()  # the answer is posted whole
-                await self._abandon_stream()
 
     async def _abandon_stream(self) -> None:
         await self._stop_abandoned()
@@ -258,6 +200,7 @@ class SlackProgress:
         """Close the stream Slack stopped taking (left open, it was "is typing…" for good) before the
         answer comes another way."""
         ts, self.mode, self.stream_ts = self.stream_ts, "update", None
+        self.appends.pace.ended()
         for said in dict.fromkeys((note, None)) if ts else ():  # the note may be refused as the text was
             with contextlib.suppress(SlackCallFailed, SlackApiError):  # bounded; the answer comes anyway
                 await self.quick.chat_stopStream(channel=self.target.channel, ts=ts, markdown_text=said)
@@ -287,12 +230,7 @@ class SlackProgress:
         self.status_message.cancel()
         if self.target.unheard:  # said in the log when it was found; Slack would refuse this too
             return  # (no text pending: an unheard turn answers privately, and private answers don't stream)
-        if self._text_pending and not self._text_pending.done():
-            if self._text_waiting:  # not sent yet: the end of the stream sends it
-                self._text_pending.cancel()
-            else:  # an append on its way: let it land, so the stream goes on from what Slack has
-                with contextlib.suppress(SlackClientError):
-                    await self._text_pending
+        await self.appends.settle(streaming=self.mode == "stream" and bool(self.stream_ts))
         body = self.transcript.answer
         if self.notes:
             body = f"{body}\n\n" + "\n".join(f"_{n}_" for n in self.notes)
@@ -314,11 +252,12 @@ class SlackProgress:
             body = slack_blocks.failure_text(failure.message, failure.error_id)
         both = f"{kept}\n\n{body}" if failure and kept else body  # unless the stream has the answer's words
         if self.mode == "stream" and self.stream_ts:
-            await self._last_cards()
+            cards = [task_card(line) for line in self.transcript.steps.values()]
+            await self.appends.last_cards(self.stream_ts, cards)
         if self.mode == "stream" and self.stream_ts:
             try:
-                async with self._appending:
-                    return await self._finish_stream(body if self.text.sent else both, footer)
+                async with self.appends.lock:
+                    return await self._finish_stream(body if self.appends.text.sent else both, footer)
             except _Unstopped as exc:  # the whole answer is in the stream: only the footer comes below
                 log.info("stream stop refused (%s); the footer comes as a message", exc.error)
                 await self._stop_abandoned(note=None)
@@ -330,29 +269,14 @@ class SlackProgress:
                 self.status_message.ts = None
         await self._finish_messages(both, footer)
 
-    async def _last_cards(self) -> None:
-        """Each step's card as it ended, where the stream shows otherwise: a step cut short (an error,
-        not a spinner for ever), and the steps after progress stopped (a slow Slack): their cards
-        stayed "in progress" above the answer. Best effort, under the answer's own bound."""
-        for line in list(self.transcript.steps.values()):
-            card = task_card(line)
-            if self._shown.get(card.id) == card.status:
-                continue
-            with contextlib.suppress(SlackClientError):
-                async with self._appending:
-                    await self.client.chat_appendStream(
-                        channel=self.target.channel, ts=self.stream_ts, chunks=[card.to_dict()]
-                    )
-                self._shown[card.id] = card.status
-
     async def _finish_stream(self, body: str, footer: list[dict]) -> None:
-        chunks = render.stream_chunks(body)
-        if self.text.sent:  # the text is on screen up to a point: the stream goes on from there
-            self.text.close()
+        chunks, text = render.stream_chunks(body), self.appends.text
+        if text.sent:  # the text is on screen up to a point: the stream goes on from there
+            text.close()
             failure = self.transcript.failure
             notes = "\n".join(f"_{n}_" for n in self.notes)
             # a failure: the words received so far stay (they were Claude's), then the sentence
-            rest = self.text.rest(self.transcript.answer) if failure is None else self.text.take()
+            rest = text.rest(self.transcript.answer) if failure is None else text.take()
             extra = render_parts([body if failure is not None else "", notes])
             chunks = render.split_rendered(rest + (f"\n\n{extra}" if extra else ""), render.STREAM_LIMIT)
         for chunk in chunks:

@@ -7,7 +7,8 @@ image's alt text, `alt_texts`, refusing more than Slack takes), and a channel's
 history of what was posted into it (`conversations.history`, metadata included when asked for).
 `apps.connections.open` hands out `connections_url` (a fake Socket Mode server's, once attached).
 Switches let a test refuse streaming (`refuse_streaming`), fail any method (`fail_methods`) or the calls
-a predicate picks (`refuse`), or every
+a predicate picks (`refuse`), refuse calls with HTTP 429 (`rate_limited`, or a workspace's shared
+Tier limit as a token bucket: `buckets`, refusals in `throttled`), or every
 message into one channel (`refused_in`), answer it with an HTTP error (`http_errors`), take it and
 never answer (`silent`), or close the connection without an answer (`dropped`).
 
@@ -86,6 +87,11 @@ class FakeSlackAPI:
         self.latency_s: dict[str, float] = {}  # method → seconds before it answers (a slow Slack)
         # method → which of its calls (1, 2, …) are refused with HTTP 429 and Retry-After: 1
         self.rate_limited: dict[str, set[int]] = {}
+        # method → (calls a second, burst): a workspace's Tier limit, one bucket every caller shares; a
+        # call that finds it empty is refused with HTTP 429 and the Retry-After until it holds a call
+        self.buckets: dict[str, tuple[float, float]] = {}
+        self._levels: dict[str, tuple[float, float]] = {}  # method → (calls in its bucket, when)
+        self.throttled: list[Call] = []  # each call a bucket refused
         # method (or a response_url's path, "/response/…") → the HTTP error status it answers, in text
         self.http_errors: dict[str, int] = {}
         self.silent: set[str] = set()  # methods taken and never answered (until `stop`)
@@ -166,6 +172,8 @@ class FakeSlackAPI:
             self._seen.clear()
             self.downloads.clear()
             self.served.clear()
+            self.throttled.clear()
+            self._levels.clear()
 
     def share(self, name: str, data: bytes, *, mimetype: str = "text/csv", **extra) -> dict:
         """A file someone shared, as Slack keeps it: returns the file object a message event carries
@@ -226,6 +234,20 @@ class FakeSlackAPI:
             handler.wfile.write(data[start : start + 64 * 1024])
             with self.lock:
                 self.served[file_id] = self.served.get(file_id, 0) + len(data[start : start + 64 * 1024])
+
+    def _bucket_wait(self, method: str) -> int:
+        """0 when `method`'s bucket (if any) holds a call, which it takes; else the whole seconds
+        until it will hold one."""
+        if method not in self.buckets:
+            return 0
+        rate, burst = self.buckets[method]
+        with self.lock:
+            now = time.monotonic()
+            level, at = self._levels.get(method, (burst, now))
+            level = min(burst, level + (now - at) * rate)
+            taken = level >= 1
+            self._levels[method] = (level - 1 if taken else level, now)
+        return 0 if taken else int((1 - level) / rate) + 1
 
     def next_ts(self) -> str:
         return f"1700000{next(self._ts):03d}.000100"
@@ -365,10 +387,14 @@ class FakeSlackAPI:
                     time.sleep(fake.latency_s[method])
                 with fake.lock:
                     fake._seen[method] = n = fake._seen.get(method, 0) + 1
-                if n in fake.rate_limited.get(method, ()):  # refused: Slack never took it
+                wait = fake._bucket_wait(method)
+                if wait:
+                    with fake.lock:
+                        fake.throttled.append(Call(method=method, args=args, token=token))
+                if wait or n in fake.rate_limited.get(method, ()):  # refused: Slack never took it
                     body = json.dumps({"ok": False, "error": "ratelimited"}).encode()
                     self.send_response(429)
-                    self.send_header("retry-after", "1")
+                    self.send_header("retry-after", str(wait or 1))
                     self.send_header("content-type", "application/json")
                     self.send_header("content-length", str(len(body)))
                     self.end_headers()
