@@ -162,7 +162,7 @@ async def check_store(settings: Settings) -> Check:
 
 async def check_slack(settings: Settings) -> Check | tuple[Check, ...]:
     """The bot token (and the app token for Socket Mode); then, from the same auth.test's
-    `x-oauth-scopes`, a row for the `files:read` that shared files need."""
+    `x-oauth-scopes`, a row for the manifest's scopes and one for the `files:read` shared files need."""
     if not settings.slack_bot_token:
         return Check("slack", "off", "no SLACK_BOT_TOKEN")
     from bot.slack_identity import SLACK_TOKENS, SlackUnreachable, granted_scopes, slack_response
@@ -177,12 +177,54 @@ async def check_slack(settings: Settings) -> Check | tuple[Check, ...]:
     modes = ["Socket Mode (SLACK_APP_TOKEN)"] if settings.slack_app_token else []
     modes += ["HTTP events at /slack/events"] if settings.slack_signing_secret else []
     who = f"@{answer.get('user')} in {answer.get('team')}"
-    files = slack_files_check(granted_scopes(answer))
+    granted = granted_scopes(answer)
+    scopes, files = slack_scopes_check(granted), slack_files_check(granted)
     if not modes:
-        return Check(
-            "slack", "fail", f"{who}, but set SLACK_SIGNING_SECRET (HTTP) or SLACK_APP_TOKEN (Socket Mode)"
-        ), files
-    return Check("slack", "ok", f"{who}; {' and '.join(modes)}"), files
+        return (
+            Check(
+                "slack",
+                "fail",
+                f"{who}, but set SLACK_SIGNING_SECRET (HTTP) or SLACK_APP_TOKEN (Socket Mode)",
+            ),
+            scopes,
+            files,
+        )
+    return Check("slack", "ok", f"{who}; {' and '.join(modes)}"), scopes, files
+
+
+# slack/manifest.yml's bot scopes (tests/bot/test_slack_manifest.py keeps the two equal), each with
+# what goes without it. Here, not read from the manifest: it is not installed with the package.
+BOT_SCOPES = {
+    "chat:write": "every answer",
+    "app_mentions:read": "@datathread in channels",
+    "channels:history": "follow-ups in public channels",
+    "groups:history": "follow-ups in private channels",
+    "im:history": "DMs",
+    "mpim:history": "group DMs",
+    "commands": "/ask",
+    "assistant:write": "the thread's status and streamed answers",
+    "files:read": "files people share",
+    "files:write": "charts and CSVs",
+    "users:read": "the asker's time zone for schedules",
+}
+
+
+def slack_scopes_check(scopes: set[str] | None) -> Check:
+    """Whether the bot token has every scope the manifest asks for (files:read has its own row). An
+    app reinstalled after a manifest change without some of them passed doctor, then lost answers
+    (`missing_scope`) or never heard DMs."""
+    if scopes is None:
+        return Check("slack scopes", "unchecked", "Slack did not list the token's scopes (x-oauth-scopes)")
+    missing = [s for s in BOT_SCOPES if s not in scopes and s != "files:read"]
+    if not missing:
+        return Check("slack scopes", "ok", f"all {len(BOT_SCOPES)} scopes of slack/manifest.yml granted")
+    lacks = ", ".join(f"{s} ({BOT_SCOPES[s]})" for s in missing)
+    return Check(
+        "slack scopes",
+        "fail",
+        f"the bot token lacks {lacks}: add {'them' if len(missing) > 1 else 'it'} to the app "
+        "(slack/manifest.yml) and reinstall it",
+    )
 
 
 def slack_files_check(scopes: set[str] | None) -> Check:

@@ -48,6 +48,7 @@ from bot.slack_jobs import (
     register_jobs,
     run_turn,
 )
+from bot.slack_revoked import on_revoked
 from bot.slack_shared_files import file_refs
 from bot.slack_slash_threads import thread_team
 from bot.slack_text import decoded
@@ -285,6 +286,11 @@ def build_bolt_app(state: AppState, identity: dict | None = None) -> AsyncApp:
     @app.event("assistant_thread_context_changed")
     async def on_context_changed() -> None:
         return None  # acknowledged; the thread key does not change
+
+    @app.event("app_uninstalled")
+    @app.event("tokens_revoked")
+    async def on_uninstalled(body: dict, event: dict) -> None:
+        on_revoked(body, event)  # one ERROR: nothing there is answered until the app is reinstalled
 
     return app
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import asdict
+from dataclasses import asdict, replace
 
 from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.models.messages.chunk import TaskUpdateChunk
@@ -34,6 +34,7 @@ from bot import slack_render as render
 from bot.slack_answer import footer_only, post_answer
 from bot.slack_client import SlackCallFailed, cannot_post_here, failure_words, quick, slack_error
 from bot.slack_files import share_file
+from bot.slack_revoked import locked_out, token_refused
 from bot.slack_status import THINKING, ThreadStatus
 from bot.slack_status_message import StatusMessage
 from bot.slack_stream import render_parts, task_card
@@ -158,14 +159,29 @@ class SlackProgress:
         except SlackApiError as exc:
             if cannot_post_here(exc):
                 return await self._answer_privately(exc)
-            log.info("streaming refused (%s); falling back to chat.update", slack_error(exc))
+            if token_refused(exc):  # so would every other call be
+                return self._locked_out(exc, "chat.startStream")
+            why = locked_out(exc, "chat.startStream") or slack_error(exc)  # a missing scope, named
+            log.info("streaming refused (%s); falling back to chat.update", why)
             self.mode = "update"
             try:
                 await self._post_status(":hourglass_flowing_sand: Working on it…")
             except SlackApiError as refused:
+                if locked_out(refused, "chat.postMessage"):
+                    return self._locked_out(refused, "chat.postMessage")
                 if not cannot_post_here(refused):
                     raise
                 await self._answer_privately(refused)
+
+    def _locked_out(self, refused: SlackApiError, method: str) -> None:
+        """Slack takes no message of the bot's (its token, or a scope the app lacks): nobody can be
+        answered, so the turn stops before its first model call, with one ERROR saying what to do."""
+        t, todo = self.target, locked_out(refused, method)
+        log.error("slack: %s in %s gets no answer, stopping the turn: %s", t.user_id, t.channel, todo)
+        why = (
+            f"Slack refuses this app's messages ({slack_error(refused)}): an admin needs to fix its install."
+        )
+        self.target, self.mode = replace(t, unheard=why), "ephemeral"
 
     async def _answer_privately(self, refused: SlackApiError) -> None:
         self.target, self.mode = await privately(self.quick, self.target, refused, WORKING_LINE), "ephemeral"

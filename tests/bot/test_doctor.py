@@ -98,6 +98,7 @@ def test_every_configured_part_is_reached(tmp_path, monkeypatch, fake_model, sla
     assert rows["session store"][1] == f"Redis at {host_port} (ping ok)", rows["session store"]
     assert "@datathread in Fake" in rows["slack"][1] and "Socket Mode" in rows["slack"][1]
     assert rows["slack files"][0] == "ok" and "files:read granted" in rows["slack files"][1]
+    assert rows["slack scopes"] == ("ok", "all 11 scopes of slack/manifest.yml granted")
     assert "dry run ok" in rows["warehouse"][1] and "datalake" in rows["s3"][1]
     assert rows["teams"][0] == "not configured"
     assert [c.method for c in slack_api.calls] == ["auth.test", "apps.connections.open"]
@@ -132,6 +133,33 @@ def test_a_bot_token_without_files_read_is_its_own_row(
     if scopes:
         assert "reinstall the app" in rows["slack files"][1]
     assert [c.method for c in slack_api.calls] == ["auth.test"]  # the same one call
+
+
+def test_a_bot_token_without_the_manifests_scopes_fails_naming_each(tmp_path, monkeypatch, slack_api):
+    """Reinstalled after a manifest change without chat:write, im:history, mpim:history, users:read,
+    assistant:write and files:write, doctor said ok (exit 0): it only looked for files:read. Then every
+    answer was refused (`missing_scope`) and DMs never arrived."""
+    monkeypatch.chdir(tmp_path)
+    slack_api.scopes = "app_mentions:read,channels:history,commands,files:read,groups:history"
+    env = {
+        "SLACK_BOT_TOKEN": "xoxb-few-scopes",
+        "SLACK_SIGNING_SECRET": "s3cr3t-s3cr3t",
+        "DATATHREAD_SLACK_API_URL": slack_api.url,
+    }
+    code, rows, _ = doctor(tmp_path, env)
+    assert code == 1 and rows["slack"][0] == "ok" and rows["slack scopes"][0] == "FAIL", rows
+    # the row's detail, its folded lines joined
+    lines = [line for line in doctor_run(tmp_path, env).output.splitlines() if "│" in line]
+    start = next(n for n, line in enumerate(lines) if "slack scopes" in line)
+    cells = [line.strip().split("│")[1:-1] for line in lines[start:]]
+    end = next(n for n, c in enumerate(cells[1:], 1) if len(c) != 3 or c[0].strip())
+    detail = " ".join(c[2].strip() for c in cells[:end])
+    assert detail.startswith("the bot token lacks chat:write (every answer), "), detail
+    for scope in ("im:history (DMs)", "mpim:history", "users:read", "assistant:write", "files:write"):
+        assert scope in detail, detail
+    assert "app_mentions:read" not in detail and "files:read" not in detail  # granted; its own row
+    assert detail.endswith("add them to the app (slack/manifest.yml) and reinstall it"), detail
+    assert rows["slack files"][0] == "ok"
 
 
 def test_buckets_are_read_as_the_bot_reads_them(tmp_path, monkeypatch, aws):

@@ -43,6 +43,8 @@ APP_TOKEN_METHODS = {"apps_connections_open"}
 EVENT_SCOPES: dict[str, set[str]] = {
     "app_mention": {"app_mentions:read"},
     "app_home_opened": set(),
+    "app_uninstalled": set(),  # https://docs.slack.dev/reference/events/app_uninstalled: no scope
+    "tokens_revoked": set(),
     "assistant_thread_started": {"assistant:write"},
     "assistant_thread_context_changed": {"assistant:write"},
     "message.channels": {"channels:history"},
@@ -107,3 +109,11 @@ def test_manifest_scopes_are_exactly_what_the_code_uses():
     if MANIFEST["features"].get("slash_commands"):
         needed.add("commands")
     assert sorted(MANIFEST["oauth_config"]["scopes"]["bot"]) == sorted(needed)
+
+
+def test_doctor_checks_exactly_the_manifests_scopes():
+    """`datathread doctor` fails a token without one of them; it keeps its own copy (the manifest is not
+    installed with the package)."""
+    from bot.doctor_checks import BOT_SCOPES
+
+    assert sorted(BOT_SCOPES) == sorted(MANIFEST["oauth_config"]["scopes"]["bot"])

@@ -20,7 +20,8 @@ scope), the answer is Slack's sign-in page (HTML, HTTP 200). Switches per file i
 `served` counts what was sent), headers and then silence (`stalled_files`), or the whole file after a
 wait (`slow_files`, seconds). Every fetch is recorded in
 `downloads` with the token it carried. API answers carry the token's scopes in `x-oauth-scopes`
-(`scopes`; None: no such header), as Slack's do.
+(`scopes`; None: no such header), as Slack's do, and a chat.*, assistant.threads.* or users.info call
+whose scope is not among them is refused with `missing_scope`, naming the scope it `needed`.
 
 Each thread's status is kept as Slack documents it (`status_of`,
 https://docs.slack.dev/reference/methods/assistant.threads.setStatus): set by
@@ -53,6 +54,13 @@ TEAM_ID = "T0001"
 MANIFEST_SCOPES = (
     "app_mentions:read,assistant:write,channels:history,chat:write,commands,files:read,files:write,"
     "groups:history,im:history,mpim:history,users:read"
+)
+# A method's scope, by the start of its name: Slack refuses a token without it with `missing_scope` and
+# the scope it `needed` (https://docs.slack.dev/apis/web-api/#errors). Only the methods tests lose.
+NEEDED_SCOPES = (
+    ("chat.", "chat:write"),
+    ("assistant.threads.", "assistant:write"),
+    ("users.info", "users:read"),
 )
 SIGN_IN_PAGE = b"<!DOCTYPE html><html><head><title>Slack</title></head><body>Sign in to Slack</body></html>"
 ALT_TXT_LIMIT = 1000  # files.getUploadURLExternal: "alt_txt_too_large" past 1000 characters
@@ -254,6 +262,9 @@ class FakeSlackAPI:
 
     # --- responses -----------------------------------------------------------------------------
     def respond(self, method: str, args: dict) -> dict:
+        needed = next((scope for prefix, scope in NEEDED_SCOPES if method.startswith(prefix)), None)
+        if self.scopes is not None and needed and needed not in self.scopes.split(","):
+            return {"ok": False, "error": "missing_scope", "needed": needed, "provided": self.scopes}
         if method in self.fail_methods:
             return {"ok": False, "error": self.fail_methods[method]}
         if self.refuse is not None and (error := self.refuse(method, args)):
