@@ -1,16 +1,23 @@
 """Where a finished answer's messages go in Slack: into the thread (below the fallback's status
 message, which then goes), or privately (through the slash command's response_url, as ephemeral
 messages, or as a DM when Slack refuses both).
+
+A message whose blocks Slack refuses (`invalid_blocks`, `msg_blocks_too_long`) goes again as plain
+mrkdwn text (`as_text`), its buttons left out: the answer was lost with "Please ask again", which
+failed the same way every time, and the log dropped Slack's pointer to the bad block.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+from collections.abc import Awaitable, Callable
+from functools import partial
 
 from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.web.async_client import AsyncWebClient
 
+from bot.markdown import pack
 from bot.slack_client import (
     Posted,
     SlackCallFailed,
@@ -20,7 +27,7 @@ from bot.slack_client import (
     quick,
     slack_error,
 )
-from bot.slack_render import escape
+from bot.slack_render import SECTION_LIMIT, Unit, escape, split_units, to_mrkdwn, to_units, unit_mrkdwn
 from bot.slack_target import SlackTarget
 
 # Links in an answer are the model's (and may come from the data: a URL in a table cell): Slack would
@@ -30,6 +37,11 @@ from bot.slack_target import SlackTarget
 NO_UNFURL = {"unfurl_links": False, "unfurl_media": False}
 
 log = logging.getLogger("datathread.slack")
+
+# Slack refused the message for its blocks (https://docs.slack.dev/reference/methods/chat.postMessage#errors):
+# the same words as plain text are taken.
+BLOCKS_REFUSED = frozenset({"invalid_blocks", "invalid_blocks_format", "msg_blocks_too_long"})
+TEXT_LIMIT = SECTION_LIMIT  # per plain-text message: Slack advises 4,000 at most
 
 # A private answer that came as a DM says first where it was asked (the DM is another conversation).
 DM_HEADING = "The answer to what you asked in <#{channel}> (Slack would not let me show it to you there):"
@@ -50,9 +62,10 @@ async def post_answer(
     if mode == "ephemeral":
         return await post_private(client, target, messages)
     t = target
+    post = partial(client.chat_postMessage, channel=t.channel, thread_ts=t.thread_ts, **NO_UNFURL)
     try:
         for msg in messages:
-            await client.chat_postMessage(channel=t.channel, thread_ts=t.thread_ts, **msg, **NO_UNFURL)
+            await send(post, msg, f"the answer for {t.user_id} in {t.channel}")
     except SlackClientError as exc:  # "Working on it…" would stay above nothing (or half), for good
         if status_ts:
             unsure = isinstance(exc, SlackCallFailed) and exc.unsure
@@ -99,9 +112,13 @@ async def post_private(client: AsyncWebClient, target: SlackTarget, messages: li
                 way = "ephemeral"
             if way == "ephemeral":
                 try:
-                    await client.chat_postEphemeral(
-                        channel=t.channel, user=t.user_id, thread_ts=t.thread_ts or None, **msg
+                    ephemeral = partial(
+                        client.chat_postEphemeral,
+                        channel=t.channel,
+                        user=t.user_id,
+                        thread_ts=t.thread_ts or None,
                     )
+                    await send(ephemeral, msg, f"the private answer for {t.user_id} in {t.channel}")
                     continue
                 except SlackApiError as exc:
                     if not cannot_post_here(exc):
@@ -116,13 +133,56 @@ async def post_private(client: AsyncWebClient, target: SlackTarget, messages: li
                     await client.chat_postMessage(
                         channel=t.user_id, text=DM_HEADING.format(channel=t.channel)
                     )
-            await client.chat_postMessage(channel=t.user_id, **without_buttons(msg), **NO_UNFURL)
+            dm = partial(client.chat_postMessage, channel=t.user_id, **NO_UNFURL)
+            await send(dm, without_buttons(msg), f"the private answer for {t.user_id} (a DM)")
     except SlackClientError as exc:
         unsure = unsure or (isinstance(exc, SlackCallFailed) and exc.unsure)
         if t.response_url and not replaced:  # "Working on it…" would stay above nothing, for good
             note = UNCONFIRMED if unsure else UNDELIVERED
             await _via_response_url(client, t, {"text": note}, replace=not unsure)
         raise
+
+
+async def send(post: Callable[..., Awaitable], msg: dict, what: str) -> None:
+    """`post(**msg)`; where Slack refuses its blocks, its words again as plain text (`as_text`), with
+    one log line saying which block Slack found wrong (its `response_metadata.messages`)."""
+    try:
+        await post(**msg)
+    except SlackApiError as exc:
+        if slack_error(exc) not in BLOCKS_REFUSED or not msg.get("blocks"):
+            raise
+        data = exc.response.data if isinstance(exc.response.data, dict) else {}
+        said = "; ".join(str(m) for m in (data.get("response_metadata") or {}).get("messages") or [])
+        log.warning(
+            "slack: Slack refused the blocks of %s (%s%s); sending it as plain text",
+            what,
+            slack_error(exc),
+            f": {said[:300]}" if said else "",
+        )
+        for part in as_text(msg):
+            await post(**part)
+
+
+def as_text(msg: dict) -> list[dict]:
+    """`msg` (render.answer_messages) without blocks: its Markdown as mrkdwn text and its receipt
+    line below, in messages of at most TEXT_LIMIT characters. The buttons cannot come as text."""
+    parts: list[str] = []
+    for block in msg.get("blocks") or []:
+        if block.get("type") == "markdown":
+            parts += split_units(to_units(block["text"]), _unit_text, TEXT_LIMIT)
+        elif block.get("type") in ("section", "context"):
+            texts = [block.get("text") or {}, *(block.get("elements") or [])]
+            parts += [t["text"] for t in texts if isinstance(t, dict) and t.get("text")]
+    return [{"text": text} for text in pack(parts, TEXT_LIMIT) or [msg.get("text") or " "]]
+
+
+def _unit_text(unit: Unit) -> str:
+    """A unit of an answer's rendered Markdown as mrkdwn: its text was escaped as `escape` does
+    (undone here, `to_mrkdwn` escapes it again); code was not."""
+    if unit.kind != "text":
+        return unit_mrkdwn(unit)
+    plain = unit.text.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
+    return to_mrkdwn(plain)
 
 
 def without_buttons(msg: dict) -> dict:

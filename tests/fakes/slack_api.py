@@ -87,8 +87,9 @@ class FakeSlackAPI:
         self.statuses: dict[tuple[str, str], str] = {}  # (channel, thread_ts) → the status it shows now
         self.refuse_streaming = False
         self.fail_methods: dict[str, str] = {}
-        # Refuse the calls this picks (method, arguments → Slack's error code, or None to answer).
-        self.refuse: Callable[[str, dict], str | None] | None = None
+        # Refuse the calls this picks (method, arguments → Slack's error code, or the fields of its error
+        # answer: `error`, `response_metadata`…; None to answer).
+        self.refuse: Callable[[str, dict], str | dict | None] | None = None
         # channel → the error every chat.* call into it gets (a channel that refuses the bot); a DM to a
         # user (the user's id as the channel) is another channel, taken unless listed here too
         self.refused_in: dict[str, str] = {}
@@ -267,8 +268,8 @@ class FakeSlackAPI:
             return {"ok": False, "error": "missing_scope", "needed": needed, "provided": self.scopes}
         if method in self.fail_methods:
             return {"ok": False, "error": self.fail_methods[method]}
-        if self.refuse is not None and (error := self.refuse(method, args)):
-            return {"ok": False, "error": error}
+        if self.refuse is not None and (error := self.refuse(method, args)):  # a code, or the whole answer
+            return {"ok": False, "error": error} if isinstance(error, str) else {"ok": False, **error}
         if method.startswith("chat.") and method.endswith("Stream") and self.refuse_streaming:
             return {"ok": False, "error": "feature_not_enabled"}
         channel = args.get("channel") or args.get("channel_id") or ""
