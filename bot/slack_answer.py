@@ -67,7 +67,7 @@ async def post_answer(
         for msg in messages:
             await send(post, msg, f"the answer for {t.user_id} in {t.channel}")
     except SlackClientError as exc:  # "Working on it…" would stay above nothing (or half), for good
-        if status_ts:
+        if status_ts and not cannot_post_here(exc):  # (that one: the answer goes another way)
             unsure = isinstance(exc, SlackCallFailed) and exc.unsure
             with contextlib.suppress(SlackClientError):
                 note = UNCONFIRMED if unsure else UNDELIVERED
@@ -95,7 +95,8 @@ async def post_private(client: AsyncWebClient, target: SlackTarget, messages: li
     A DM carries the answer's receipt but not its buttons (Show SQL, 👍/👎): a click there comes from
     the DM, where the turn, recorded for the channel it was asked in, is not found."""
     t = target
-    way, replaced, unsure = ("response_url" if t.response_url else "ephemeral"), False, False
+    way = "dm" if t.via_dm else "response_url" if t.response_url else "ephemeral"
+    replaced, unsure = False, False
     try:
         for n, msg in enumerate(messages):
             if way == "response_url":

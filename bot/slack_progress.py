@@ -39,7 +39,7 @@ from bot.slack_status import THINKING, ThreadStatus
 from bot.slack_status_message import StatusMessage
 from bot.slack_stream import render_parts, task_card
 from bot.slack_stream_appends import StreamAppends
-from bot.slack_target import SlackTarget, privately
+from bot.slack_target import SlackTarget, privately, to_dm
 from bot.transcript import WAITING, WORKING, Change, StepLine, Transcript
 from core.events import AnswerDelta, ArtifactReady, NobodyListening, Thinking, TurnEvent, TurnFinished
 
@@ -77,6 +77,7 @@ class SlackProgress:
             min_update_s=min_update_s,
             failed=self._progress_failed,
             stopped=lambda: self.no_progress,
+            left=self._moved_out,
         )
         self.appends = StreamAppends(  # the text and task cards, while the turn runs
             client, target, live=self._live, failed=self._progress_failed, refused=self._abandon_stream
@@ -208,9 +209,30 @@ class SlackProgress:
         if self.mode == "update":
             self.status_message.update()
 
-    async def _abandon_stream(self) -> None:
+    async def _abandon_stream(self, refused: SlackApiError) -> None:
+        if cannot_post_here(refused):  # removed from the channel mid-turn, or it was archived
+            return await self._moved_out(refused)
         await self._stop_abandoned()
-        await self._post_status(WORKING_LINE)
+        try:
+            await self._post_status(WORKING_LINE)
+        except SlackApiError as exc:
+            if not cannot_post_here(exc):
+                raise
+            await self._moved_out(exc)
+
+    async def _moved_out(self, refused: SlackApiError) -> None:
+        """The channel stopped taking the bot's messages mid-turn: the asker is told by DM and the
+        answer follows there (`to_dm`); where that is refused too, the turn stops at its next model
+        call (`_on`), as when nobody can be told at its start."""
+        if self.mode == "ephemeral":
+            return
+        ts, self.stream_ts, self.mode = self.stream_ts, None, "ephemeral"
+        self.status_message.cancel()
+        self.target = await to_dm(self.quick, self.target, refused)
+        if ts:  # refused too, most likely; bounded either way
+            self.appends.pace.ended()
+            with contextlib.suppress(SlackCallFailed, SlackApiError):
+                await self.quick.chat_stopStream(channel=self.target.channel, ts=ts)
 
     async def _stop_abandoned(self, note: str | None = CONTINUED) -> None:
         """Close the stream Slack stopped taking (left open, it was "is typing…" for good) before the
@@ -308,9 +330,17 @@ class SlackProgress:
 
     async def _finish_messages(self, body: str, footer: list[dict]) -> None:
         messages = render.answer_messages(body, footer)
-        await post_answer(
-            self.client, self.target, messages, mode=self.mode, status_ts=self.status_message.ts
-        )
+        try:
+            await post_answer(
+                self.client, self.target, messages, mode=self.mode, status_ts=self.status_message.ts
+            )
+        except SlackApiError as exc:  # the bot removed (the channel archived) while it answered
+            if self.mode == "ephemeral" or not cannot_post_here(exc):
+                raise
+            await self._moved_out(exc)
+            if self.target.unheard:
+                raise
+            await post_answer(self.client, self.target, messages, mode=self.mode, status_ts=None)
 
 
 class _Unstopped(Exception):

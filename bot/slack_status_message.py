@@ -13,14 +13,14 @@ message's ts, the throttle, the edit on its way) the streamed path never touches
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
-from slack_sdk.errors import SlackClientError
+from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot import slack_blocks
 from bot.slack_answer import NO_UNFURL
-from bot.slack_client import SlackCallFailed
+from bot.slack_client import SlackCallFailed, cannot_post_here
 from bot.slack_target import SlackTarget
 from bot.transcript import Throttle, Transcript
 
@@ -38,6 +38,7 @@ class StatusMessage:
         min_update_s: float,
         failed: Callable[[SlackCallFailed], None],
         stopped: Callable[[], bool],
+        left: Callable[[SlackApiError], Awaitable[None]],
     ):
         self.quick = quick  # the progress client: bounded by PROGRESS_TIMEOUT_S
         self.transcript = transcript
@@ -46,6 +47,7 @@ class StatusMessage:
         self._channel = ""
         self._failed = failed  # Slack did not answer: no more progress this turn
         self._stopped = stopped  # progress has ended (this or another call failed)
+        self._left = left  # an edit refused for where it goes (the bot removed mid-turn)
         self._pending: asyncio.Task | None = None
 
     async def post(self, target: SlackTarget, text: str) -> bool:
@@ -69,8 +71,9 @@ class StatusMessage:
 
     def cancel(self) -> None:
         """The answer is coming: an edit still waiting would only be overwritten."""
-        if self._pending and not self._pending.done():
-            self._pending.cancel()
+        pending = self._pending
+        if pending and not pending.done() and pending is not asyncio.current_task():
+            pending.cancel()
 
     async def _edit(self) -> None:
         wait = self.throttle.wait_s()
@@ -85,5 +88,8 @@ class StatusMessage:
             await self.quick.chat_update(channel=self._channel, ts=self.ts, text=text[:EDIT_CHARS])
         except SlackCallFailed as exc:
             self._failed(exc)
+        except SlackApiError as exc:
+            if cannot_post_here(exc):  # removed from the channel, or it was archived
+                await self._left(exc)
         except SlackClientError:  # refused (the message deleted meanwhile): the answer still comes
             pass

@@ -50,7 +50,7 @@ class StreamAppends:
         *,
         live: Callable[[], str | None],
         failed: Callable[[SlackCallFailed], None],
-        refused: Callable[[], Awaitable[None]],
+        refused: Callable[[SlackApiError], Awaitable[None]],
     ):
         self.client = client  # the answer's bound: the cards drawn at the end
         self.paced = unretried(quick(client))  # progress's bound; a 429 comes back at once
@@ -114,9 +114,9 @@ class StreamAppends:
                 if (wait := retry_after_s(exc)) is not None:  # kept: it goes whole after the hold
                     self.pace.refused(wait)
                     return self._later(self.pace.wait_s())
-                log.info("stream append refused (%s); switching to chat.update", slack_error(exc))
+                log.info("stream append refused (%s); the answer comes another way", slack_error(exc))
                 self.text = StreamedText()  # the answer is posted whole
-                await self.refused()
+                await self.refused(exc)
 
     async def settle(self, *, streaming: bool) -> None:
         """The turn is ending: a send still waiting goes (the stream's end sends its text), one on its
@@ -147,8 +147,8 @@ class StreamAppends:
         except SlackApiError as exc:
             if (wait := retry_after_s(exc)) is not None:
                 return self.pace.refused(wait)
-            log.info("stream append refused (%s); switching to chat.update", slack_error(exc))
-            await self.refused()
+            log.info("stream append refused (%s); the answer comes another way", slack_error(exc))
+            await self.refused(exc)
 
     async def last_cards(self, ts: str, cards: Iterable[TaskUpdateChunk]) -> None:
         """Each step's card as it ended, where the stream shows otherwise: a step cut short (an error,
