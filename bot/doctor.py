@@ -22,12 +22,33 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Column, Table
 
-from bot.doctor_checks import ALL_CHECKS, CHECK_TIMEOUT_S, Check, preload
+from bot.doctor_chat import check_slack, check_teams
+from bot.doctor_checks import (
+    CHECK_TIMEOUT_S,
+    Check,
+    check_disk,
+    check_modal,
+    check_model,
+    check_s3,
+    check_store,
+    check_warehouse,
+    preload,
+)
 from core.config import ConfigError, Settings
 from core.model_budget import spend_limits
 from core.redact import Redactor
 from core.release import release_id
 
+ALL_CHECKS = (
+    ("model", check_model),
+    ("session store", check_store),
+    ("disk", check_disk),
+    ("warehouse", check_warehouse),
+    ("slack", check_slack),
+    ("teams", check_teams),
+    ("s3", check_s3),
+    ("modal", check_modal),
+)
 SAFETY_TIMEOUT_S = 2 * CHECK_TIMEOUT_S  # a whole check (two calls at most)
 STATUS_MARKUP = {
     "ok": "[green]ok[/]",

@@ -17,7 +17,7 @@ from core.config import PLACEHOLDER_KEY, Settings, placeholder_key, provider_mis
 from core.daemon_thread import in_daemon_thread
 from core.redact import without_login
 from core.s3 import parse_roots, refuse_web_pages
-from core.wording import counted, os_reason
+from core.wording import os_reason
 
 CHECK_TIMEOUT_S = 2.5  # each network call's own timeout
 MIN_FREE_BYTES = 200 * 2**20  # less: a step's files, a log rotation or a notebook may not fit
@@ -34,10 +34,6 @@ class Check:
 def buckets(settings: Settings) -> list[str]:
     """The buckets of DATATHREAD_S3_BUCKETS, read as the bot reads it (`s3://bucket/prefix` too)."""
     return list(dict.fromkeys(root.bucket for root in parse_roots(settings.s3_buckets)))
-
-
-BOT_FRAMEWORK_SCOPE = "https://api.botframework.com/.default"
-LOGIN_URL = "https://login.microsoftonline.com"
 
 
 async def new_http_client() -> Any:
@@ -160,157 +156,6 @@ async def check_store(settings: Settings) -> Check:
     return Check("session store", "ok", f"{store_name} (ping ok)" if settings.redis_url else store_name)
 
 
-async def check_slack(settings: Settings) -> Check | tuple[Check, ...]:
-    """The bot token (and the app token for Socket Mode); then, from the same auth.test's
-    `x-oauth-scopes`, a row for the manifest's scopes and one for the `files:read` shared files need."""
-    if not settings.slack_bot_token:
-        return Check("slack", "off", "no SLACK_BOT_TOKEN")
-    from bot.slack_identity import SLACK_TOKENS, SlackUnreachable, granted_scopes, slack_response
-    from core.config import ConfigError
-
-    try:
-        answer = await slack_response(settings, *SLACK_TOKENS[0])
-        if settings.slack_app_token:
-            await slack_response(settings, *SLACK_TOKENS[1])
-    except (ConfigError, SlackUnreachable) as exc:
-        return Check("slack", "fail", str(exc))
-    modes = ["Socket Mode (SLACK_APP_TOKEN)"] if settings.slack_app_token else []
-    modes += ["HTTP events at /slack/events"] if settings.slack_signing_secret else []
-    who = f"@{answer.get('user')} in {answer.get('team')}"
-    granted = granted_scopes(answer)
-    scopes, files = slack_scopes_check(granted), slack_files_check(granted)
-    if not modes:
-        return (
-            Check(
-                "slack",
-                "fail",
-                f"{who}, but set SLACK_SIGNING_SECRET (HTTP) or SLACK_APP_TOKEN (Socket Mode)",
-            ),
-            scopes,
-            files,
-        )
-    return Check("slack", "ok", f"{who}; {' and '.join(modes)}"), scopes, files
-
-
-# slack/manifest.yml's bot scopes (tests/bot/test_slack_manifest.py keeps the two equal), each with
-# what goes without it. Here, not read from the manifest: it is not installed with the package.
-BOT_SCOPES = {
-    "chat:write": "every answer",
-    "app_mentions:read": "@datathread in channels",
-    "channels:history": "follow-ups in public channels",
-    "groups:history": "follow-ups in private channels",
-    "im:history": "DMs",
-    "mpim:history": "group DMs",
-    "commands": "/ask",
-    "assistant:write": "the thread's status and streamed answers",
-    "files:read": "files people share",
-    "files:write": "charts and CSVs",
-    "users:read": "the asker's time zone for schedules",
-}
-
-
-def slack_scopes_check(scopes: set[str] | None) -> Check:
-    """Whether the bot token has every scope the manifest asks for (files:read has its own row). An
-    app reinstalled after a manifest change without some of them passed doctor, then lost answers
-    (`missing_scope`) or never heard DMs."""
-    if scopes is None:
-        return Check("slack scopes", "unchecked", "Slack did not list the token's scopes (x-oauth-scopes)")
-    missing = [s for s in BOT_SCOPES if s not in scopes and s != "files:read"]
-    if not missing:
-        return Check("slack scopes", "ok", f"all {len(BOT_SCOPES)} scopes of slack/manifest.yml granted")
-    lacks = ", ".join(f"{s} ({BOT_SCOPES[s]})" for s in missing)
-    return Check(
-        "slack scopes",
-        "fail",
-        f"the bot token lacks {lacks}: add {'them' if len(missing) > 1 else 'it'} to the app "
-        "(slack/manifest.yml) and reinstall it",
-    )
-
-
-def slack_files_check(scopes: set[str] | None) -> Check:
-    """Whether the bot token may read the files people share (without it Slack sends its sign-in page)."""
-    if scopes is None:
-        return Check("slack files", "unchecked", "Slack did not list the token's scopes (x-oauth-scopes)")
-    if "files:read" in scopes:
-        return Check("slack files", "ok", "files:read granted: files shared with a question are read")
-    return Check(
-        "slack files",
-        "fail",
-        "the bot token lacks files:read, so files people share are refused: add the scope "
-        "(slack/manifest.yml) and reinstall the app",
-    )
-
-
-async def check_teams(settings: Settings) -> Check | tuple[Check, ...]:
-    """The Bot Framework token the bot sends with, and the channel's signing keys it checks Teams'
-    tokens with: without those keys every Teams message is refused (401)."""
-    if not settings.microsoft_app_id:
-        return Check("teams", "off", "no MICROSOFT_APP_ID: /api/messages is UNAUTHENTICATED (local use only)")
-    return (*await asyncio.gather(_teams_token(settings), _teams_keys(settings)), _teams_tenants(settings))
-
-
-def _teams_tenants(settings: Settings) -> Check:
-    """Whose messages the bot answers (core/access.py): said plainly when it is anyone's."""
-    from core.access import home_tenant
-
-    if settings.allowed_teams.strip():
-        return Check("teams tenants", "ok", "the tenants in DATATHREAD_ALLOWED_TEAMS only")
-    if home := home_tenant(settings):
-        said = f"tenant {home} only (MICROSOFT_APP_TENANT_ID; DATATHREAD_ALLOWED_TEAMS names others instead)"
-        return Check("teams tenants", "ok", said)
-    anyone = "ANY tenant that installs the app"
-    if settings.microsoft_app_type == "MultiTenant":
-        said = f"{anyone} (MultiTenant): set DATATHREAD_ALLOWED_TEAMS to the tenant ids to answer"
-    else:  # a tenant given as a domain
-        said = (
-            f"{anyone}: MICROSOFT_APP_TENANT_ID={settings.microsoft_app_tenant_id} is a domain, and Teams "
-            "names a conversation's tenant by its GUID: give the GUID there or in DATATHREAD_ALLOWED_TEAMS"
-        )
-    return Check("teams tenants", "warn", said)
-
-
-async def _teams_keys(settings: Settings) -> Check:
-    from bot.teams_keys import KeysNotFetched, channel_metadata_url, fetch_keys
-
-    url = channel_metadata_url(settings)
-    try:
-        keys = await fetch_keys(url, deadline_s=CHECK_TIMEOUT_S)
-    except KeysNotFetched as exc:
-        said = f"Teams signing keys not loaded from {url}: {exc}; every Teams message is refused (401)"
-        return Check("teams signing keys", "fail", said)
-    return Check("teams signing keys", "ok", f"{counted(len(keys), 'key')} from {url}")
-
-
-async def _teams_token(settings: Settings) -> Check:
-    label = f"app {settings.microsoft_app_id} ({settings.microsoft_app_type})"
-    if settings.microsoft_app_type == "UserAssignedMSI":
-        return Check("teams", "unchecked", f"{label}: a managed identity's token exists only on Azure")
-    if not settings.microsoft_app_password:
-        return Check("teams", "fail", f"{label}: set MICROSOFT_APP_PASSWORD (the client secret)")
-    import httpx
-
-    # The client-credentials request the Bot Framework makes for every reply it sends.
-    tenant = settings.microsoft_app_tenant_id if settings.microsoft_app_type == "SingleTenant" else None
-    form = {
-        "grant_type": "client_credentials",
-        "client_id": settings.microsoft_app_id,
-        "client_secret": settings.microsoft_app_password.get_secret_value(),
-        "scope": BOT_FRAMEWORK_SCOPE,
-    }
-    async with await new_http_client() as client:
-        try:
-            response = await client.post(
-                f"{LOGIN_URL}/{tenant or 'botframework.com'}/oauth2/v2.0/token", data=form
-            )
-        except httpx.HTTPError as exc:
-            return Check("teams", "fail", f"{label}: cannot reach {LOGIN_URL} ({type(exc).__name__})")
-    if response.status_code != 200:
-        body = response.json() if "json" in response.headers.get("content-type", "") else {}
-        reason = str(body.get("error_description") or body.get("error") or response.status_code)
-        return Check("teams", "fail", f"{label}: token refused ({reason.splitlines()[0][:140]})")
-    return Check("teams", "ok", f"{label}: Bot Framework token issued")
-
-
 async def check_warehouse(settings: Settings) -> Check:
     if settings.warehouse == "duckdb":
         demo = settings.demo_warehouse
@@ -411,15 +256,3 @@ async def check_disk(settings: Settings) -> Check:
             "disk", "fail", f"only {said}: steps' files, the log and answers will fail; free some space"
         )
     return Check("disk", "ok", said)
-
-
-ALL_CHECKS = (
-    ("model", check_model),
-    ("session store", check_store),
-    ("disk", check_disk),
-    ("warehouse", check_warehouse),
-    ("slack", check_slack),
-    ("teams", check_teams),
-    ("s3", check_s3),
-    ("modal", check_modal),
-)

@@ -114,6 +114,6 @@ def test_manifest_scopes_are_exactly_what_the_code_uses():
 def test_doctor_checks_exactly_the_manifests_scopes():
     """`datathread doctor` fails a token without one of them; it keeps its own copy (the manifest is not
     installed with the package)."""
-    from bot.doctor_checks import BOT_SCOPES
+    from bot.doctor_chat import BOT_SCOPES
 
     assert sorted(BOT_SCOPES) == sorted(MANIFEST["oauth_config"]["scopes"]["bot"])
