@@ -1,5 +1,5 @@
 """The checks of `datathread doctor`, one per part: each makes the cheapest real call that proves the
-part works with these settings, and says in one line what it found. Blocking SDKs (Google, boto3) run
+part works with these settings, and says in one line what it found. Blocking SDKs (Google, botocore) run
 in daemon threads so a black-holed endpoint can never hold the command open after its timeout."""
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ def preload(settings: Settings) -> None:
     if settings.warehouse == "bigquery":
         modules += ["google.cloud.bigquery", "core.bigquery_client"]
     if buckets(settings):
-        modules += ["boto3", "boto3.session", "boto3.resources.factory", "botocore.config", "core.s3_client"]
+        modules += ["botocore.session", "botocore.config", "core.s3_client"]
     if settings.sandbox == "modal":
         modules.append("core.sandbox_modal")
     for name in modules:
