@@ -28,7 +28,7 @@ from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot import slack_render as render
-from bot.slack_client import answer_via_response_url, cannot_post_here, quick
+from bot.slack_client import answer_via_response_url, cannot_post_here, failure_words, quick
 from bot.slack_identity import KNOWN_AT_START
 from core.access import EXTERNAL, GUEST, UNCONFIRMED
 from core.events import IncomingMessage
@@ -65,7 +65,7 @@ async def install_home(client: AsyncWebClient, threads: Threads) -> set[str] | N
             said = await client.auth_test()  # not `quick`: without its answer nobody is answered
             return {"team": said.get("team_id") or "", "enterprise": said.get("enterprise_id") or ""}
         except (SlackClientError, KeyError, TypeError, AttributeError) as exc:
-            log.warning("auth.test failed, so who is one of ours is not known: %s", exc)
+            log.warning("auth.test failed, so who is one of ours is not known: %s", failure_words(exc))
             return None
 
     said = await threads.person("slack:install", lookup)
@@ -102,7 +102,7 @@ async def looked_up(client: AsyncWebClient, threads: Threads, team: str, user: s
         try:
             return person_of((await quick(client).users_info(user=user))["user"])
         except (SlackClientError, KeyError, TypeError, AttributeError) as exc:
-            log.info("users.info for %s failed (the default time zone applies): %s", user, exc)
+            log.info("users.info for %s failed (the default time zone applies): %s", user, failure_words(exc))
             return None
 
     said = await threads.person(f"slack:{team}:{user}", lookup)

@@ -38,7 +38,7 @@ def lines(caplog, needle: str) -> list[str]:
     return [r.getMessage() for r in caplog.records if needle in r.getMessage()]
 
 
-@pytest.mark.parametrize("fails", ["dropped", "silent"])
+@pytest.mark.parametrize("fails", ["dropped", "silent", "refused"])
 async def test_a_time_zone_lookup_that_fails_does_not_drop_the_question(
     settings, api, fake_model, caplog, short_bounds, monkeypatch, fails
 ):
@@ -49,8 +49,10 @@ async def test_a_time_zone_lookup_that_fails_does_not_drop_the_question(
         api.dropped["users.info"] = 0
         monkeypatch.setattr(slack_client, "PROGRESS_TIMEOUT_S", 3.0, raising=False)
         monkeypatch.setattr(slack_client, "SEND_TIMEOUT_S", 3.0, raising=False)
-    else:
+    elif fails == "silent":
         api.silent.add("users.info")
+    else:  # Slack's refusal: its code, not the SDK's two lines with the API's URL and the whole reply
+        api.fail_methods["users.info"] = "user_not_visible"
     fake_model.enqueue(text("There were 336,776 flights in 2013."))
     async with serve(settings, api) as slack:
         with caplog.at_level(logging.INFO):
@@ -64,9 +66,11 @@ async def test_a_time_zone_lookup_that_fails_does_not_drop_the_question(
     why = {
         "dropped": "could not reach Slack at 127.0.0.1: ServerDisconnectedError",
         "silent": f"did not answer users.info within {PROGRESS_S:g} s",
+        "refused": "failed (the default time zone applies): user_not_visible",
     }
     told = lines(caplog, "users.info for U0001 failed")
     assert len(told) == 1 and why[fails] in told[0] and "default time zone" in told[0], told
+    assert "\n" not in told[0] and "/api/" not in told[0], told
     assert not [r for r in caplog.records if r.exc_info]  # a line, not a traceback
     assert took < 15, f"the answer took {took:.1f} s"
 
