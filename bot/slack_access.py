@@ -30,6 +30,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from bot import slack_render as render
 from bot.slack_client import answer_via_response_url, cannot_post_here, failure_words, quick
 from bot.slack_identity import KNOWN_AT_START
+from bot.slack_revoked import token_refused
 from core.access import EXTERNAL, GUEST, UNCONFIRMED
 from core.events import IncomingMessage
 from core.thread import Threads
@@ -53,22 +54,33 @@ def who_asks(asker_team: object, context: dict) -> dict:
     }
 
 
+class TokenRefused(Exception):
+    """Slack refuses the bot token itself: nobody can be answered, and a turn's first post stops it,
+    saying what to do (bot/slack_revoked.py)."""
+
+
 async def install_home(client: AsyncWebClient, threads: Threads) -> set[str] | None:
     """The installation's own workspace and organization, from `auth.test` of the bot token, kept a day
-    by the core; None when Slack could not say. Asked in the job when the web process did not know them
-    at start (a Modal deployment, which runs no start-up check; a `serve` that could not reach Slack then):
-    the request's own team stood in for the install's, so a slash command or click from another
-    organization's person was taken for a colleague's."""
+    by the core; None when Slack could not say; TokenRefused when it refuses the token. Asked in the job
+    when the web process did not know them at start (a Modal deployment, which runs no start-up check;
+    a `serve` that could not reach Slack then): the request's own team stood in for the install's, so a
+    slash command or click from another organization's person was taken for a colleague's."""
+    refused = False
 
     async def lookup() -> dict | None:
+        nonlocal refused
         try:
             said = await client.auth_test()  # not `quick`: without its answer nobody is answered
             return {"team": said.get("team_id") or "", "enterprise": said.get("enterprise_id") or ""}
         except (SlackClientError, KeyError, TypeError, AttributeError) as exc:
-            log.warning("auth.test failed, so who is one of ours is not known: %s", failure_words(exc))
+            refused = token_refused(exc)
+            if not refused:
+                log.warning("auth.test failed, so who is one of ours is not known: %s", failure_words(exc))
             return None
 
     said = await threads.person("slack:install", lookup)
+    if said is None and refused:
+        raise TokenRefused
     return {said.get("team") or "", said.get("enterprise") or ""} - {""} if said else None
 
 
@@ -126,7 +138,10 @@ async def asker(client: AsyncWebClient, threads: Threads, p: dict, *, tz: bool =
     named = p.get("asker_team") or p.get("team", "")  # a job queued before asker_team existed: as then
     home = {p.get("home_team") or "", p.get("home_enterprise") or ""} - {""}
     if not p.get("home_known"):  # the request's own word: Slack says whose installation this is
-        found = await install_home(client, threads)
+        try:
+            found = await install_home(client, threads)
+        except TokenRefused:  # nobody can be answered: the turn's first post stops it and says why
+            return Asker(team=named)
         if found is None:  # nobody can be placed: refused as unconfirmed, unless outsiders are allowed
             return Asker(team=named, outsider=UNCONFIRMED)
         home = found
