@@ -15,6 +15,7 @@ from pathlib import Path
 from urllib.parse import urlencode
 
 import httpx
+import pytest_asyncio
 import uvicorn
 from pydantic import SecretStr
 
@@ -163,6 +164,27 @@ def module_settings(home, model_url: str, **extra):
         turn_workers=0,  # in-process turns, like the shared settings fixture
         **extra,
     )
+
+
+def served_once(name: str):
+    """A module's one served app (module scope, under its own home `name`), which its tests share with
+    the module's `model` and `slack_api`; each test starts from `fresh_fakes`."""
+
+    @pytest_asyncio.fixture(scope="module", loop_scope="module")
+    async def slack(tmp_path_factory, model, slack_api):
+        settings = module_settings(tmp_path_factory.mktemp(name) / "home", model.url, model_retries=0)
+        async with serve(settings, slack_api) as harness:
+            yield harness
+
+    return slack
+
+
+def fresh_fakes(slack_api: FakeSlackAPI, model) -> None:
+    """Before (and after) each test of a module sharing one served app: the fakes as new."""
+    slack_api.reset()
+    with model.lock:
+        model.replies.clear()
+    model.token_delay_s = 0.0
 
 
 @contextlib.asynccontextmanager

@@ -9,10 +9,9 @@ import asyncio
 import json
 
 import pytest
-import pytest_asyncio
 
 from bot.slack_stream import render
-from tests.bot.slack_harness import mention, module_settings, serve
+from tests.bot.slack_harness import fresh_fakes, mention, served_once
 from tests.fakes.anthropic_api import text
 from tests.fakes.slack_api import FakeSlackAPI
 
@@ -21,24 +20,14 @@ pytestmark = pytest.mark.asyncio(loop_scope="module")
 NOTE = "Slack stopped taking this message"
 
 
-@pytest_asyncio.fixture(scope="module", loop_scope="module")
-async def slack(tmp_path_factory, model, slack_api):
-    settings = module_settings(tmp_path_factory.mktemp("slack-busy") / "home", model.url, model_retries=0)
-    async with serve(settings, slack_api) as harness:
-        yield harness
+slack = served_once("slack-busy")
 
 
 @pytest.fixture(autouse=True)
 def fresh(slack_api, model):
-    slack_api.clear()
-    with model.lock:
-        model.replies.clear()
-    model.token_delay_s = 0.0
-    slack_api.rate_limited.clear()
-    slack_api.buckets.clear()
+    fresh_fakes(slack_api, model)
     yield
-    slack_api.buckets.clear()
-    slack_api.rate_limited.clear()
+    fresh_fakes(slack_api, model)
 
 
 def streamed(api: FakeSlackAPI, channel: str) -> str:

@@ -7,30 +7,22 @@ from __future__ import annotations
 import logging
 
 import pytest
-import pytest_asyncio
 
-from tests.bot.slack_harness import mention, message, module_settings, serve
+from tests.bot.slack_harness import fresh_fakes, mention, message, served_once
 from tests.fakes.anthropic_api import text, tool
 from tests.fakes.slack_api import MANIFEST_SCOPES
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
 
-@pytest_asyncio.fixture(scope="module", loop_scope="module")
-async def slack(tmp_path_factory, model, slack_api):
-    settings = module_settings(tmp_path_factory.mktemp("slack-locked") / "home", model.url, model_retries=0)
-    async with serve(settings, slack_api) as harness:
-        yield harness
+slack = served_once("slack-locked")
 
 
 @pytest.fixture(autouse=True)
 def fresh(slack_api, model):
-    slack_api.clear()
-    with model.lock:
-        model.replies.clear()
+    fresh_fakes(slack_api, model)
     yield
-    slack_api.refuse = None
-    slack_api.scopes = MANIFEST_SCOPES
+    fresh_fakes(slack_api, model)
 
 
 def said(caplog, level: int) -> list[str]:

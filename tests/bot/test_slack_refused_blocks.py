@@ -9,9 +9,8 @@ import json
 import logging
 
 import pytest
-import pytest_asyncio
 
-from tests.bot.slack_harness import mention, module_settings, serve
+from tests.bot.slack_harness import fresh_fakes, mention, served_once
 from tests.fakes.anthropic_api import text, tool
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -23,21 +22,14 @@ ANSWER = (
 POINTER = "[ERROR] unsupported type: markdown [json-pointer:/blocks/0/type]"
 
 
-@pytest_asyncio.fixture(scope="module", loop_scope="module")
-async def slack(tmp_path_factory, model, slack_api):
-    settings = module_settings(tmp_path_factory.mktemp("slack-blocks") / "home", model.url, model_retries=0)
-    async with serve(settings, slack_api) as harness:
-        yield harness
+slack = served_once("slack-blocks")
 
 
 @pytest.fixture(autouse=True)
 def fresh(slack_api, model):
-    slack_api.clear()
-    with model.lock:
-        model.replies.clear()
+    fresh_fakes(slack_api, model)
     yield
-    slack_api.refuse = None
-    slack_api.refuse_streaming = False
+    fresh_fakes(slack_api, model)
 
 
 @pytest.mark.parametrize("code", ["invalid_blocks", "msg_blocks_too_long"])

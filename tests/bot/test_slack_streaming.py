@@ -10,10 +10,9 @@ import re
 import threading
 
 import pytest
-import pytest_asyncio
 
 from bot.slack_stream import render
-from tests.bot.slack_harness import mention, message, module_settings, serve
+from tests.bot.slack_harness import fresh_fakes, mention, message, served_once
 from tests.fakes.anthropic_api import cut, text, tool
 from tests.fakes.slack_api import FakeSlackAPI
 
@@ -28,22 +27,14 @@ ANSWER = (
 )
 
 
-@pytest_asyncio.fixture(scope="module", loop_scope="module")
-async def slack(tmp_path_factory, model, slack_api):
-    settings = module_settings(tmp_path_factory.mktemp("slack-stream") / "home", model.url, model_retries=0)
-    async with serve(settings, slack_api) as harness:
-        yield harness
+slack = served_once("slack-stream")
 
 
 @pytest.fixture(autouse=True)
 def fresh(slack_api, model):
-    slack_api.clear()
-    with model.lock:
-        model.replies.clear()
-    model.token_delay_s = 0.0
-    slack_api.latency_s.clear()
-    slack_api.rate_limited.clear()
+    fresh_fakes(slack_api, model)
     yield
+    fresh_fakes(slack_api, model)
 
 
 def text_appends(api: FakeSlackAPI) -> list:

@@ -171,6 +171,17 @@ class FakeSlackAPI:
         with self.lock:
             return [c.method for c in self.calls]
 
+    def reset(self) -> None:
+        """As new for the next test of a module sharing this fake: what it recorded (`clear`) and every
+        behaviour a test set (refusals, latency, rate limits, scopes), so none leaks into the next."""
+        self.clear()
+        with self.lock:
+            self.refuse, self.refuse_streaming, self.scopes = None, False, MANIFEST_SCOPES
+            for knob in (self.fail_methods, self.refused_in, self.latency_s, self.rate_limited, self.buckets):
+                knob.clear()
+            for knob in (self.http_errors, self.dropped):
+                knob.clear()
+
     def clear(self) -> None:
         with self.lock:
             self.calls.clear()
