@@ -8,6 +8,7 @@ import pytest
 
 from tests.bot.teams_harness import serve_teams
 from tests.fakes.anthropic_api import FakeAnthropic
+from tests.fakes.bot_connector import FakeConnector
 from tests.fakes.slack_api import FakeSlackAPI
 
 
@@ -34,5 +35,13 @@ def slack_api():
 @pytest.fixture
 def api():
     fake = FakeSlackAPI().start()
+    yield fake
+    fake.stop()
+
+
+@pytest.fixture
+def connector():
+    """The fake Bot Connector on loopback (OpenID metadata, signing keys, the conversations API)."""
+    fake = FakeConnector().start()
     yield fake
     fake.stop()

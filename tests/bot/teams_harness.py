@@ -15,6 +15,7 @@ from starlette.applications import Starlette
 
 from bot.server import AppState, create_app
 from bot.teams_shared_files import FILE_DOWNLOAD_INFO
+from core.runner import TurnJob
 from tests.fakes.bot_connector import FakeConnector
 
 BOT = {"id": "28:bot-app-id", "name": "datathread"}
@@ -122,3 +123,20 @@ async def serve_teams(settings):
         async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as client:
             yield Teams(app, client, connector, state)
     connector.stop()
+
+
+class RecordingRunner:
+    """A runner that only records the jobs accepted requests would start (with auth on, a refused
+    request must start nothing)."""
+
+    def __init__(self) -> None:
+        self.jobs: list[TurnJob] = []
+
+    def register(self, kind, handler) -> None:
+        return None
+
+    async def submit(self, job: TurnJob) -> None:
+        self.jobs.append(job)
+
+    async def drain(self, timeout=None) -> None:
+        return None

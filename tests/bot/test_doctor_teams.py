@@ -7,20 +7,12 @@ import pytest
 from typer.testing import CliRunner
 
 from bot.cli import app
-from tests.fakes.bot_connector import FakeConnector
 
 APP = {
     "MICROSOFT_APP_ID": "11111111-2222-3333-4444-555555555555",
     "MICROSOFT_APP_PASSWORD": "not-a-real-secret",
     "MICROSOFT_APP_TYPE": "MultiTenant",
 }
-
-
-@pytest.fixture
-def connector():
-    fake = FakeConnector().start()
-    yield fake
-    fake.stop()
 
 
 def doctor_rows(tmp_path, env: dict) -> dict[str, tuple[str, str]]:

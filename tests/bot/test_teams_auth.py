@@ -13,34 +13,9 @@ from pydantic import SecretStr
 from bot.server import create_app
 from bot.teams_auth import credentials_factory, is_loopback
 from core.config import ConfigError
-from core.runner import TurnJob
-from tests.bot.teams_harness import activity
-from tests.fakes.bot_connector import FakeConnector
+from tests.bot.teams_harness import RecordingRunner, activity
 
 APP_ID = "00000000-app-id"
-
-
-class RecordingRunner:
-    """A runner that only records: with auth on, a refused request must start nothing."""
-
-    def __init__(self) -> None:
-        self.jobs: list[TurnJob] = []
-
-    def register(self, kind, handler) -> None:
-        return None
-
-    async def submit(self, job: TurnJob) -> None:
-        self.jobs.append(job)
-
-    async def drain(self, timeout=None) -> None:
-        return None
-
-
-@pytest.fixture
-def connector():
-    fake = FakeConnector().start()
-    yield fake
-    fake.stop()
 
 
 @pytest.mark.parametrize("app_type,tenant", [("MultiTenant", None), ("SingleTenant", "tenant-1")])

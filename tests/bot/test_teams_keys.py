@@ -10,41 +10,16 @@ import time
 
 import httpx
 import jwt
-import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
 from pydantic import SecretStr
 
 import bot.teams_auth
 import bot.teams_keys
 from bot.server import create_app
-from core.runner import TurnJob
-from tests.bot.teams_harness import activity
+from tests.bot.teams_harness import RecordingRunner, activity
 from tests.fakes.bot_connector import CHANNEL_ISSUER, FakeConnector
 
 APP_ID = "00000000-app-id"
-
-
-class RecordingRunner:
-    """A runner that only records the turns accepted messages would start."""
-
-    def __init__(self) -> None:
-        self.jobs: list[TurnJob] = []
-
-    def register(self, kind, handler) -> None:
-        return None
-
-    async def submit(self, job: TurnJob) -> None:
-        self.jobs.append(job)
-
-    async def drain(self, timeout=None) -> None:
-        return None
-
-
-@pytest.fixture
-def connector():
-    fake = FakeConnector().start()
-    yield fake
-    fake.stop()
 
 
 def configured(settings, connector: FakeConnector):

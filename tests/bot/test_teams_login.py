@@ -31,13 +31,6 @@ SECRET = "app-password-secret"
 
 
 @pytest.fixture
-def connector():
-    fake = FakeConnector().start()
-    yield fake
-    fake.stop()
-
-
-@pytest.fixture
 def login(tmp_path, monkeypatch):
     fake = FakeLogin(tmp_path, client_id=APP_ID, client_secret=SECRET).start()
     monkeypatch.setenv("REQUESTS_CA_BUNDLE", str(fake.ca_file))  # msal's `requests` trusts the fake
