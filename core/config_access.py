@@ -47,13 +47,14 @@ class AccessSettings(BaseModel):
     allow_external_users: bool = Field(
         False,
         validation_alias=_env("DATATHREAD_ALLOW_EXTERNAL_USERS"),
-        description="Answer people from other organizations in Slack Connect channels and DMs (off: they are told "
+        description="Slack: answer people from other organizations in Slack Connect channels and DMs (off: they are told "
         "why not; listing their workspace in DATATHREAD_ALLOWED_TEAMS, or them in DATATHREAD_ALLOWED_USERS, "
-        "allows just those).",
+        "allows just those). Not applied in Teams.",
     )
     allow_guests: bool = Field(
         True,
         validation_alias=_env("DATATHREAD_ALLOW_GUESTS"),
-        description="Answer the workspace's guests (Slack multi- and single-channel guests) in the channels they "
-        "were invited to (off: they are told why not; DATATHREAD_ALLOWED_USERS still allows one).",
+        description="Slack: answer the workspace's guests (multi- and single-channel guests) in the channels they "
+        "were invited to (off: they are told why not; DATATHREAD_ALLOWED_USERS still allows one). Not applied "
+        "in Teams.",
     )
