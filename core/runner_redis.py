@@ -57,7 +57,7 @@ MAX_REQUEUES = 3  # a job queued again after its workers died before starting it
 # ack, the delete, the job's fate and what replaces the entry happen together or not at all.
 # KEYS: the entry's stream, the quick stream, the entry's fate key ("" when it has no put id).
 # ARGV: group, entry id, its lost job ("" for none), the job itself ("" when malformed), a new put id,
-# how often it was queued again already. Returns a `Settled` value.
+# how often it was queued again already, MAX_REQUEUES. Returns a `Settled` value.
 _SETTLE = """
 if redis.call('XACK', KEYS[1], ARGV[1], ARGV[2]) == 0 then return 'already' end
 redis.call('XDEL', KEYS[1], ARGV[2])
@@ -177,12 +177,17 @@ class RedisJobs:
             await asyncio.sleep(pause)
             pause = min(pause * 2, 10.0)
 
-    async def may_run(self, taken: Taken) -> bool:
+    async def may_run(self, taken: Taken, consumer: str = "") -> bool:
         """Claim this entry's job for running: False when the web process withdrew it first (its thread
-        was told to ask again). Entries without an id (queued by an older version) run."""
+        was told to ask again) or it was queued again. Entries without an id (queued by an older
+        version) run. With `consumer`, the mark names it, and a claim whose answer was lost (Redis
+        froze) is found again: the mark already there is this consumer's own."""
         if not taken.put_id:
             return True
-        return bool(await self.r.set(FATE + taken.put_id, "run", ex=3600, nx=True))
+        mark = f"run {consumer}" if consumer else "run"
+        if await self.r.set(FATE + taken.put_id, mark, ex=3600, nx=True):
+            return True
+        return bool(consumer) and await self.r.get(FATE + taken.put_id) == mark.encode()
 
     async def take(self, consumer: str, *, turns: bool, block_ms: int) -> list[Taken]:
         """New entries for `consumer`: quick ones always, turns only when it has room for one."""

@@ -186,10 +186,13 @@ class Worker:
                 outage.recovered()
                 for taken in found:
                     held[taken.entry_id] = taken
-                    if taken.job is None or await _withdrawn(jobs, taken):
+                    fate = "gone" if taken.job is None else await _may_start(jobs, taken, consumer)
+                    if fate == "later":  # neither acked nor renewed: a sweep queues it again, not started
+                        held.pop(taken.entry_id, None)
+                    elif fate == "gone":
                         await self._release(jobs, held, taken)
-                        continue
-                    self.start(taken.job, lambda t=taken: self._release(jobs, held, t))
+                    else:
+                        self.start(taken.job, lambda t=taken: self._release(jobs, held, t))
         finally:
             sweeper.cancel()
             await self.finish()
@@ -211,16 +214,31 @@ class Worker:
                     await report_lost(jobs, taken)
 
 
-async def _withdrawn(jobs: RedisJobs, taken: Taken) -> bool:
-    """A job whose queueing timed out in the web process, landed late: its thread was told to ask
-    again, so it does not run (answered after all, it came late or twice)."""
-    try:
-        gone = not await jobs.may_run(taken)
-    except (RedisError, OSError):
-        return False  # Redis just answered the take: run it rather than lose it
-    if gone:  # withdrawn, or queued again by whoever took it for a dead worker's meanwhile
+MARK_TRIES_S = 60.0  # how long a worker keeps trying to mark a job it took as started
+
+
+async def _may_start(jobs: RedisJobs, taken: Taken, consumer: str, *, tries_s: float = MARK_TRIES_S) -> str:
+    """ "run" once this worker has marked the job started (its fate key), "gone" when it was withdrawn —
+    its queueing timed out in the web process and its thread was told to ask again — or queued again
+    for a dead worker's meanwhile. Redis not answering, the mark is tried again (held and renewed
+    meanwhile; a mark that landed unanswered is found as this worker's own): run unmarked, a worker
+    dying mid-turn would have it queued again and run twice. Still unmarked after `tries_s`, "later":
+    left pending and no longer renewed, a sweep settles it once Redis answers (queued again, or, if
+    the mark did land, its thread told it stopped). The turn needs Redis, its session store, anyway."""
+    deadline, pause = asyncio.get_running_loop().time() + tries_s, 0.25
+    while True:
+        try:
+            marked = await jobs.may_run(taken, consumer)
+            break
+        except (RedisError, OSError) as exc:
+            if asyncio.get_running_loop().time() + pause > deadline:
+                log.warning("not starting a %s job: Redis did not mark it started (%s)", taken.job.kind, exc)
+                return "later"
+            await asyncio.sleep(pause)
+            pause = min(pause * 2, 5.0)
+    if not marked:
         log.info("not running a %s job: withdrawn, or queued again, before it started", taken.job.kind)
-    return gone
+    return "run" if marked else "gone"
 
 
 async def report_lost(jobs: RedisJobs, taken: Taken) -> Settled:

@@ -86,3 +86,39 @@ async def test_an_answer_waiting_after_an_event_loop_stall_is_read_not_given_up(
         assert await web.r.xlen("dt:jobs:turns") == 1 and not web._withdrawing
     finally:
         await web.close()
+
+
+async def test_a_job_redis_cannot_mark_started_is_not_run_unmarked(frozen_redis, monkeypatch):
+    """Redis froze between a worker's take and its mark that the job started: the worker ran it anyway,
+    unmarked, so a worker dying mid-turn had it queued again as never started, and run twice (half an
+    answer posted, then a whole one). Now the mark is tried again until Redis answers — the first try,
+    which landed when Redis thawed, is found as this worker's own — and the job runs marked; a mark that
+    cannot be made in time leaves it pending for a sweep, not run."""
+    from core import runner_redis
+    from core.runner_redis import Settled
+    from core.runner_worker import _may_start, report_lost
+
+    monkeypatch.setattr(runner_redis, "SOCKET_TIMEOUT_S", 0.3)
+    web, worker = RedisJobs(frozen_redis.url), RedisJobs(frozen_redis.url)
+    try:
+        await web.prepare()
+        for n in (5, 6):
+            await web.put(TurnJob(kind="slack.message", payload={"n": n}))
+        first, second = [(await worker.take("w1", turns=True, block_ms=1000))[0] for _ in range(2)]
+        os.kill(frozen_redis.proc.pid, signal.SIGSTOP)
+        asyncio.get_running_loop().call_later(1.0, os.kill, frozen_redis.proc.pid, signal.SIGCONT)
+        assert await _may_start(worker, first, "w1") == "run"  # after the thaw, marked w1's
+        assert await web.r.get("dt:jobs:fate:" + first.put_id) == b"run w1"
+        assert not await web.may_run(first, "w2")  # nobody else runs it
+
+        os.kill(frozen_redis.proc.pid, signal.SIGSTOP)
+        assert await _may_start(worker, second, "w1", tries_s=0.5) == "later"  # not run unmarked
+        os.kill(frozen_redis.proc.pid, signal.SIGCONT)
+        await asyncio.sleep(0.2)
+        swept = {t.entry_id: t for t in await web.reclaim("w2", min_idle_ms=0)}  # a live worker's sweep
+        settled = await report_lost(web, swept[second.entry_id])
+        # queued again if its mark never landed; if it did, the thread hears it stopped: never run twice
+        assert settled in (Settled.REQUEUED, Settled.LOST)
+    finally:
+        await web.close()
+        await worker.close()
