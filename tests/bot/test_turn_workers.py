@@ -21,7 +21,7 @@ from bot.server import create_app
 from bot.slack_jobs import STOPPED
 from tests.bot.slack_harness import mention, said, serve, until
 from tests.fakes.anthropic_api import text, tool
-from tests.fakes.slack_api import FakeSlackAPI
+from tests.fakes.slack_api import TEAM_ID, FakeSlackAPI
 
 pytestmark = pytest.mark.own_sandbox  # the workers start their own fork servers anyway
 
@@ -231,8 +231,8 @@ async def test_a_turn_still_running_at_shutdown_is_told_in_its_thread(settings, 
         }
     )
     app = create_app(settings, finish_s=0.5)
-    payload = {
-        "team": "T1",
+    payload = {  # a workspace of the installation: the turn asks `auth.test` whose it is (bot/slack_access.py)
+        "team": TEAM_ID,
         "channel": "C1",
         "user": "U1",
         "text": "slow one",
