@@ -33,6 +33,7 @@ from bot.teams_auth import TeamsBot
 from bot.teams_connector import ConnectorFailed
 from bot.teams_out import TeamsOut
 from bot.teams_progress import TeamsSink
+from core.access import home_tenant
 from core.events import IncomingMessage
 from core.schedules import Schedule, teams_conversation_type
 from core.schedules_run import RunResult, in_owners_name, turn_question
@@ -58,6 +59,12 @@ class TeamsSchedulePoster:
     def _service_url(self, schedule: Schedule) -> str:
         return schedule.service_url or self.state.settings.teams_service_url
 
+    def _tenant(self, schedule: Schedule) -> str:
+        """The schedule's tenant; the bot's own for one stored without (the terminal's, without
+        `--team`, before the book filled it in): with "", every run was refused by the access rules
+        as another organisation's (and the refusal posted), and `createConversation` named no tenant."""
+        return schedule.team_id or home_tenant(self.state.settings)
+
     def _reference(self, schedule: Schedule, conversation_id: str) -> ConversationReference:
         kind = _kind(schedule)
         return ConversationReference(
@@ -68,7 +75,7 @@ class TeamsSchedulePoster:
                 id=conversation_id,
                 is_group=kind != "personal",
                 conversation_type=kind,
-                tenant_id=schedule.team_id,
+                tenant_id=self._tenant(schedule),
             ),
         )
 
@@ -102,8 +109,8 @@ class TeamsSchedulePoster:
         params = ConversationParameters(
             is_group=True,
             bot=ChannelAccount(id=self.bot.app_id),
-            channel_data={"channel": {"id": schedule.channel}, "tenant": {"id": schedule.team_id}},
-            tenant_id=schedule.team_id or None,
+            channel_data={"channel": {"id": schedule.channel}, "tenant": {"id": self._tenant(schedule)}},
+            tenant_id=self._tenant(schedule) or None,
             activity=Activity(type=ActivityTypes.message, text=header, text_format="markdown"),
         )
         await self.bot.adapter.create_conversation(
@@ -114,6 +121,7 @@ class TeamsSchedulePoster:
         """With `thread` (a retry), in that conversation under the first attempt's notice, no header."""
         outcome_box: list = []
         where: list[str] = [thread]
+        tenant = self._tenant(schedule)
 
         async def answer(out: TeamsOut) -> None:
             conversation = where[0] = out.reference.conversation.id
@@ -122,10 +130,10 @@ class TeamsSchedulePoster:
             message = IncomingMessage(
                 text=turn_question(schedule),
                 surface="teams",
-                thread_key=(schedule.team_id, conversation),
+                thread_key=(tenant, conversation),
                 user_id=schedule.owner,
                 channel_id=schedule.channel,
-                team_id=schedule.team_id,
+                team_id=tenant,
                 user_tz=schedule.tz,  # "yesterday" on the schedule's calendar
             )
             sink = TeamsSink(threads=self.state.threads, links=self.state.links, out=out, personal=False)

@@ -8,7 +8,7 @@ written to the audit trail as a record next to the turns, so `datathread audit` 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 from core.access import AccessPolicy
@@ -84,7 +84,12 @@ class ScheduleBook:
 
     # --- changing ------------------------------------------------------------------------------
     async def add(self, schedule: Schedule, *, by: str = "", trusted: bool = False) -> Schedule:
-        """Store a new schedule after the access check and the caps (`trusted`: the terminal operator)."""
+        """Store a new schedule after the access check and the caps (`trusted`: the terminal operator).
+        A Teams schedule made without a tenant (the terminal's, without `--team`) is stored with the bot's
+        own tenant when it has one: its runs are messages of that tenant, which the access rules check
+        (stored without one, every run was refused as another organisation's, and posted so)."""
+        if schedule.surface == "teams" and not schedule.team_id and self.access.home_tenant:
+            schedule = replace(schedule, team_id=self.access.home_tenant)
         if not trusted:
             self.check_may_create(schedule)
             await self.check_caps(schedule)
@@ -95,7 +100,8 @@ class ScheduleBook:
     def owner_refused(self, schedule: Schedule) -> str | None:
         """Why the access settings do not let the schedule's owner ask in its channel (the sentence for
         them), or None: checked when it is created, and before each run posts anything. A Teams
-        schedule the terminal made without `--team` posts in the bot's own tenant, when it has one."""
+        schedule stored without a tenant (made by the terminal before `add` filled it in) posts in the
+        bot's own tenant, when it has one, as its runs do (bot/schedule_teams.py)."""
         team = schedule.team_id or (self.access.home_tenant if schedule.surface == "teams" else "")
         return self.access.check(
             IncomingMessage(

@@ -4,6 +4,7 @@ state in the SQLite store under DATATHREAD_HOME, `run-now` posting through the f
 
 from __future__ import annotations
 
+import asyncio
 import json
 from datetime import datetime
 
@@ -130,19 +131,75 @@ def test_a_schedule_for_a_surface_not_configured_here_is_created_with_a_warning(
     assert invoke([*ADD, "--channel", "C123", "--owner", "U0GOOD", "q"], home, env=allowed).stderr == ""
 
 
-def test_a_teams_schedule_without_team_posts_in_the_bots_own_tenant(home):
+def test_a_teams_schedule_without_team_posts_in_the_bots_own_tenant(home, fake_model):
     """A SingleTenant bot answers its own tenant only: a Teams schedule the terminal adds without
-    `--team` is taken to post there, not refused (and paused) at its first run."""
+    `--team` is taken to post there, not refused (and paused) at its first run. Measured before: it was
+    created without a word, then every run was refused ("datathread isn't enabled for your
+    organization's Teams…" posted in the channel, 0 model calls) and `createConversation` named the
+    tenant "". Now the schedule is stored with the bot's tenant, and one stored without (before this
+    release) runs in it too."""
     tenant = "8a1d2c3b-0000-4000-8000-00000000aaaa"
     env = {
         "MICROSOFT_APP_ID": "11111111-2222-3333-4444-555555555555",
         "MICROSOFT_APP_PASSWORD": "pw",
         "MICROSOFT_APP_TENANT_ID": tenant,
     }
-    teams = [*ADD[:-1], "teams", "--channel", "19:x@thread.tacv2", "q"]
-    assert invoke(teams, home, env=env).stderr == ""
+    teams = [*ADD[:-1], "teams", "--channel", "19:x@thread.tacv2", "how many flights?"]
+    added = invoke(teams, home, env=env)
+    assert added.stderr == ""
+    sid = added.stdout.strip()
+    [listed] = json.loads(ok(invoke(["schedule", "list", "--json"], home)))
+    assert listed["team_id"] == tenant
     elsewhere = invoke([*teams[:-1], "--team", "77777777-0000-4000-8000-00000000bbbb", "q"], home, env=env)
     assert "warning: the access settings do not let a schedule without --owner ask" in elsewhere.stderr
+
+    for stored_without_tenant in (False, True):
+        fake_model.enqueue(text("336,776 flights."))
+        result, creates, posted = asyncio.run(
+            run_in_teams(home, fake_model, tenant, sid, stored_without_tenant)
+        )
+        assert result.ok, result.error
+        [create] = creates
+        assert create["channelData"]["tenant"] == {"id": tenant} and create["tenantID"] == tenant
+        assert {m["conversation"]["tenantID"] for m in posted if "conversation" in m} == {tenant}
+        said = json.dumps(create) + json.dumps(posted)
+        assert "336,776 flights" in said and "isn't enabled" not in said
+    assert len(fake_model.requests) == 2
+
+
+async def run_in_teams(home, fake_model, tenant: str, sid: str, stored_without_tenant: bool):
+    """One run of the schedule by the bot of `tenant` (SingleTenant, unauthenticated towards the fake
+    Bot Connector); `stored_without_tenant`: as a schedule the terminal stored before the tenant was
+    filled in. Returns the run's result, the `createConversation` bodies and the activities posted."""
+    from bot.schedule_jobs import run_once
+    from core.config import load_settings
+    from core.schedules_store import ScheduleBook
+    from core.sessions import open_store
+    from tests.fakes.bot_connector import FakeConnector
+
+    connector = FakeConnector().start()
+    try:
+        settings = load_settings(
+            _env_file=None,
+            home=home,
+            anthropic_api_key="sk-ant-test-key-000000",
+            anthropic_base_url=fake_model.url,
+            model_retries=0,
+            turn_workers=0,
+            microsoft_app_tenant_id=tenant,
+            teams_service_url=connector.url + "/",
+        )
+        if stored_without_tenant:
+            store = await open_store(settings)
+            try:
+                await ScheduleBook.from_settings(store, settings).update(sid, team_id="")
+            finally:
+                await store.close()
+        result = await run_once(settings, sid)
+        creates = [c.body for c in connector.calls if c.method == "POST" and c.conversation_id == ""]
+        return result, creates, connector.sent()
+    finally:
+        connector.stop()
 
 
 def test_only_the_surfaces_this_process_can_post_to_are_scheduled_here():
