@@ -10,10 +10,11 @@ the text so far goes on the progress card, edited in place. Either way at most o
 PROGRESS_MIN_INTERVAL_S: Teams throttles bots that post or edit faster.
 
 A streamed answer has Teams' Stop button. Teams says it was pressed only by refusing the next update
-(403 "Content stream was cancelled by user."), so before each model call the text so far goes out
-once more: a Stop pressed while a step ran stops the turn there, saved as stopped, and nothing more is
-posted — the person asked for no more of it. Teams' two-minute streaming limit is not a Stop: the
-turn goes on without streaming and its answer comes as a message.
+(403 "Content stream was cancelled by user."): refused while the text streams, the model call ends
+there and the turn keeps only the text the person saw; before each model call the text so far goes
+out once more, so a Stop pressed while a step ran stops the turn before that call. Either way it is
+saved as stopped and nothing more is posted — the person asked for no more of it. Teams' two-minute
+streaming limit is not a Stop: the turn goes on without streaming and its answer comes as a message.
 """
 
 from __future__ import annotations
@@ -40,7 +41,6 @@ from core.thread import Threads
 log = logging.getLogger("datathread.teams")
 
 PROGRESS_MIN_INTERVAL_S = 1.0  # Teams throttles bots that edit a message many times a second
-MARKS = {"running": "⏳", "done": "✅", "failed": "⚠️"}
 STOPPED_CARD = "⏹️ Stopped: you pressed Stop. Ask again to carry on."
 
 
@@ -58,6 +58,8 @@ class TeamsSink:
     streamed: str = ""  # the model's text so far, a paragraph per model call
     shown: str = ""  # what the last streaming update (or progress card) showed of it
     call: int = 0
+    call_from: int = 0  # where the current call's text starts in `streamed`
+    seen_to: int = 0  # how much of `streamed` the last streaming update that Teams took carried
     stream_id: str = ""
     sequence: int = 0
     no_stream: bool = False  # Teams refused a streaming update: stop trying for this turn
@@ -94,6 +96,8 @@ class TeamsSink:
             self._heard(exc)
         except Exception:  # rendering must never break the turn itself
             log.exception("teams: could not render %s", event.kind)
+        if self.stopped and isinstance(event, AnswerDelta):  # Stop while this call streams: it ends here
+            raise NobodyListening(TURN_STOPPED, shown=self._seen_of_call())
 
     async def typing(self) -> None:
         """'datathread is typing…' while the first step starts (decoration: a failure stops progress)."""
@@ -132,7 +136,7 @@ class TeamsSink:
             await self._finish(event)  # type: ignore[arg-type]
 
     def _lines(self) -> list[str]:
-        return [progress_line(row) for row in self.transcript.rows() if isinstance(row, StepLine)]
+        return [render.progress_line(row) for row in self.transcript.rows() if isinstance(row, StepLine)]
 
     async def _show_progress(self, *, force: bool = False, answer: str = "", status: str = "") -> None:
         if self.no_progress:
@@ -152,8 +156,9 @@ class TeamsSink:
 
     async def _stream(self, delta: AnswerDelta) -> None:
         """Collect the text; show it when the throttle allows (the final answer shows all of it)."""
-        if delta.call != self.call and self.streamed:
-            self.streamed += "\n\n"
+        if delta.call != self.call:
+            self.streamed += "\n\n" if self.streamed else ""
+            self.call_from = len(self.streamed)
         self.call, self.streamed = delta.call, self.streamed + delta.text
         if self.throttle.wait_s() > 0:  # before the escaping below, which reads the whole answer: per
             return  # token it was quadratic in the answer's length, on the serving event loop
@@ -187,7 +192,11 @@ class TeamsSink:
         except ConnectorFailed as exc:  # the answer still comes whole, unless the person stopped it
             self._stream_refused(exc)
             return
-        self.stream_id, self.shown = self.stream_id or first, text
+        self.stream_id, self.shown, self.seen_to = self.stream_id or first, text, len(self.streamed)
+
+    def _seen_of_call(self) -> str:
+        """The current model call's text as far as the person saw it (the last update Teams took)."""
+        return self.streamed[self.call_from : self.seen_to] if self.seen_to > self.call_from else ""
 
     def _stream_refused(self, exc: ConnectorFailed) -> None:
         self.no_stream = True
@@ -383,8 +392,3 @@ class TeamsSink:
                 return ""
             log.warning("Teams refused the stream's final message (%s); sending it as a new message", exc)
             return await self.out.send(text, **extra)
-
-
-def progress_line(line: StepLine) -> str:
-    """One step on the progress card: its mark, title and outcome."""
-    return f"{MARKS[line.status]} {line.title}" + (f" — {line.outcome}" if line.outcome else "")

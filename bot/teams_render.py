@@ -22,7 +22,7 @@ from botbuilder.schema.teams import FileConsentCard, FileInfoCard
 from botbuilder.schema.teams.additional_properties import ContentType
 
 from bot.markdown import blocks, grapheme_end, grapheme_start, honest_links, pack
-from bot.transcript import recorded_steps
+from bot.transcript import StepLine, recorded_steps
 from core.wording import cut_at_word
 
 ADAPTIVE = CardFactory.content_types.adaptive_card
@@ -292,6 +292,14 @@ def briefly(text: str, limit: int = MAX_WORDS_CHARS) -> str:
 def submit(title: str, action: str, **data: object) -> dict:
     """An Action.Submit whose data names our action; Teams posts it back as a message `value`."""
     return {"type": "Action.Submit", "title": title, "data": {ACTION_KEY: action, **data}}
+
+
+PROGRESS_MARKS = {"running": "⏳", "done": "✅", "failed": "⚠️"}
+
+
+def progress_line(line: StepLine) -> str:
+    """One step on the progress card: its mark, title and outcome."""
+    return f"{PROGRESS_MARKS[line.status]} {line.title}" + (f" — {line.outcome}" if line.outcome else "")
 
 
 def progress_card(lines: list[str], *, status: str, answer: str = "") -> dict:

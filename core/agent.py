@@ -107,7 +107,12 @@ def _to_param(block: Any) -> dict:
 
 
 class TurnAborted(Exception):
-    """The loop cannot go on (token budget, or `NobodyListening`); the message is for people."""
+    """The loop cannot go on (token budget, or `NobodyListening`); the message is for people.
+    `shown`: the text of a model call stopped while it streamed that people saw (kept in history)."""
+
+    def __init__(self, why: str, *, shown: str = "") -> None:
+        super().__init__(why)
+        self.shown = shown
 
 
 async def run_loop(
@@ -148,6 +153,10 @@ async def run_loop(
                 if charge is not None:
                     with contextlib.suppress(Exception):
                         await charge(spent)
+            if isinstance(exc, TurnAborted) and _shows(exc.shown):  # stopped as it streamed: what was seen
+                state.answer = exc.shown.strip()
+                said = [{"type": "text", "text": state.answer}, {"type": "text", "text": f"({exc})"}]
+                state.messages.append({"role": "assistant", "content": said})
             raise
         state.model_calls += 1
         over = await charge(state.add_usage(response)) if charge is not None else None
@@ -218,11 +227,16 @@ async def _think(sink: EventSink, event: Thinking) -> None:
 
 
 def _delta_sink(sink: EventSink, turn_id: str, call: int):
-    """Where the model's text goes while it streams: AnswerDelta events of this call."""
+    """Where the model's text goes while it streams: AnswerDelta events of this call. A sink that
+    answers one with `NobodyListening` (the person pressed Stop) ends the call there: the rest of the
+    reply is neither read nor kept."""
 
     async def on_text(text: str) -> None:
         if text:
-            await sink(AnswerDelta(turn_id=turn_id, text=text, call=call))
+            try:
+                await sink(AnswerDelta(turn_id=turn_id, text=text, call=call))
+            except NobodyListening as exc:
+                raise TurnAborted(str(exc), shown=exc.shown) from None
 
     return on_text
 

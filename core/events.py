@@ -288,7 +288,13 @@ class NobodyListening(Exception):
     """What an EventSink raises, on a `Thinking` event, once nothing it shows can reach anyone (the
     channel refuses the bot's messages, even the asker's private ones): the turn stops before its
     next model call, instead of paying for an answer nobody will see, and is saved with this
-    sentence as its failure."""
+    sentence as its failure. Raised on an `AnswerDelta` (the person stopped the text as it streamed:
+    Teams' Stop), it ends the model call there; `shown` is what people saw of that call's text, the
+    one part of it the turn keeps (a follow-up sees what they saw, not the rest nobody read)."""
+
+    def __init__(self, why: str, *, shown: str = "") -> None:
+        super().__init__(why)
+        self.shown = shown
 
 
 Confirmer = Callable[[ConfirmRequest], Awaitable[bool]]

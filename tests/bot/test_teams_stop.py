@@ -126,3 +126,38 @@ async def test_teams_time_limit_on_a_stream_is_no_stop(teams, fake_model):
     answer = sent[-1]
     assert answer["type"] == "message" and answer["text"].startswith("Final: ") and not stream_info(answer)
     assert "Stopped" not in last_card_words(teams)
+
+
+async def test_stop_while_the_final_answer_streams_ends_the_call_and_keeps_only_what_was_shown(
+    teams, fake_model
+):
+    """Measured before: Stop at 2.09 s during the answer's own model call, the call ran on to its end
+    (7.52 s) and the turn was saved as answered with the whole answer, while the card said "Stopped": a
+    follow-up saw an answer the person never read. Now the call ends at the refused update, the turn is
+    saved as stopped, and its history keeps only the text the person saw."""
+    fake_model.token_delay_s = 0.04  # ~200 tokens: 8 s of answer, Stop at the second update (~2 s)
+    whole = f"Final: {WRITTEN} {WRITTEN} Nobody read this far."
+    fake_model.enqueue(text(whole))
+    shown: list[str] = []
+
+    def stop_at_the_second_update(method: str, body: dict) -> tuple | None:
+        info = stream_info(body)
+        if info and (shown or (info.get("streamSequence") or 0) >= 2):
+            return STOP
+        if info:
+            shown.append(body.get("text") or "")
+        return None
+
+    teams.connector.refuse_when = stop_at_the_second_update
+    sent = await teams.say("which carriers were most delayed?", conversation=CHAT)
+    assert fake_model.stream_times[0]["done"] is None  # the turn ended before the reply did
+    assert not [m for m in sent if m["type"] == "message" and m.get("text")], sent
+    assert "you pressed Stop" in last_card_words(teams)
+    [record] = await teams.state.analyst.store.list_turns()
+    assert record["error"] == STOPPED and not record["ok"]
+    seen = record["answer"]
+    assert seen and whole.startswith(seen) and len(seen) < len(whole) / 2 and seen in shown[0]
+    history = await teams.state.analyst.store.load_history(record["session_id"])
+    said = json.dumps(history[-1])
+    assert history[-1]["role"] == "assistant" and seen in said and STOPPED in said
+    assert "Nobody read this far" not in said + json.dumps(record)
