@@ -19,6 +19,7 @@ streaming limit is not a Stop: the turn goes on without streaming and its answer
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import uuid
 from collections.abc import Awaitable, Callable
@@ -178,10 +179,12 @@ class TeamsSink:
         return render.stream_prefix(render.inert(self.streamed))
 
     async def _still_streaming(self) -> None:
-        """Before a model call, the text so far once more, whatever the throttle: Teams tells of a Stop
-        only by refusing an update, and one pressed while a step ran is heard now, before the call is
-        paid for, not after it has streamed (and been billed for) its text."""
+        """Before a model call, the text so far once more: Teams tells of a Stop only by refusing an
+        update, and one pressed while a step ran is heard now, before the call is paid for. After the
+        throttle's wait (≤ 1 s): after a fast step it went out within a second of the last, and a 429
+        on either ended streaming, and hearing Stop, for the rest of the turn."""
         if self.personal and self.stream_id and not (self.no_stream or self.stopped):
+            await asyncio.sleep(self.throttle.wait_s())
             await self._send_stream(self._stream_text())
 
     async def _send_stream(self, text: str) -> None:

@@ -6,6 +6,7 @@ cancelled by user." — or once a stream ran past Teams' two minutes ("… excee
 from __future__ import annotations
 
 import json
+import time
 
 from core.turn_end import STOPPED
 from tests.bot.teams_harness import CHAT
@@ -161,3 +162,24 @@ async def test_stop_while_the_final_answer_streams_ends_the_call_and_keeps_only_
     said = json.dumps(history[-1])
     assert history[-1]["role"] == "assistant" and seen in said and STOPPED in said
     assert "Nobody read this far" not in said + json.dumps(record)
+
+
+async def test_the_update_before_a_model_call_keeps_to_the_one_second_throttle(teams, fake_model):
+    """Measured before: after a fast step, the update that goes out before the next model call (to
+    hear a Stop) went out at once, well within a second of the last one; a 429 on either ends
+    streaming, and hearing Stop, for the rest of the turn. Now it waits out the throttle first."""
+    fake_model.token_delay_s = 0.012  # the first call's text: ~1.1 s, its one update near its end
+    fake_model.enqueue(
+        tool("query_warehouse", {"sql": "SELECT 1 AS n"}, say=WRITTEN), text("Final: " + WRITTEN)
+    )
+    at: list[float] = []
+
+    def timed(method: str, body: dict) -> None:
+        if stream_info(body).get("streamType") == "streaming":
+            at.append(time.monotonic())
+
+    teams.connector.refuse_when = timed
+    sent = await teams.say("which carriers were most delayed?", conversation=CHAT)
+    assert sent[-1]["text"].startswith("Final: ")
+    gaps = [round(later - earlier, 2) for earlier, later in zip(at, at[1:], strict=False)]
+    assert len(at) >= 3 and min(gaps) >= 0.95, gaps
