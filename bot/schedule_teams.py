@@ -8,7 +8,8 @@ group chat, meeting chat or personal chat has no threads, and a bot cannot creat
 are messages into the chat itself (`continue_conversation` on its id), as any proactive message to an
 existing conversation. Every run there failed before, as `create_conversation` was asked for a chat.
 The turn then renders through the same `TeamsSink` as a question: progress card, chart inline, CSV as
-a link, the answer card. HTTP 403/404 from the connector (bot removed, channel deleted) makes the run
+a link, the answer card. A run in a chat joins the chat's current conversation, as a question there
+does (after `reset` or 8 idle hours, the next one): follow-ups in the chat see the report. HTTP 403/404 from the connector (bot removed, channel deleted) makes the run
 `gone`, which pauses the schedule.
 """
 
@@ -79,6 +80,15 @@ class TeamsSchedulePoster:
             ),
         )
 
+    async def _session_key(self, schedule: Schedule, tenant: str, conversation: str) -> tuple[str, ...]:
+        """The session a run answers in: its thread's in a channel; in a chat, the chat's current one,
+        as a question there has (bot/teams_jobs.py `thread_key`: after `reset` or 8 idle hours, the next).
+        Chat runs took the chat's first session whatever happened since: a run's request held what
+        people asked before a reset, and their follow-up under the report never saw it."""
+        if _kind(schedule) == "channel":
+            return (tenant, conversation)
+        return await self.state.threads.current_key("teams", (tenant, conversation), idle_reset=True)
+
     async def _in_conversation(
         self, schedule: Schedule, header: str, work, *, conversation: str = ""
     ) -> None:
@@ -130,7 +140,7 @@ class TeamsSchedulePoster:
             message = IncomingMessage(
                 text=turn_question(schedule),
                 surface="teams",
-                thread_key=(tenant, conversation),
+                thread_key=await self._session_key(schedule, tenant, conversation),
                 user_id=schedule.owner,
                 channel_id=schedule.channel,
                 team_id=tenant,

@@ -117,6 +117,38 @@ async def test_a_schedule_made_before_the_kind_was_recorded_posts_into_its_chat(
     assert (await book.get(made.id)).last_outcome == "ok"
 
 
+async def test_a_run_in_a_chat_joins_the_chats_current_conversation(teams, fake_model):
+    """A run in a chat took the chat's first session (generation 0) whatever happened since: after a
+    `reset`, its request still held the question asked before it, and a person's follow-up ("why so
+    many?") went to the new session, which had never seen the report. Now a run joins the chat's
+    current conversation as a question there does, and the follow-up sees the report."""
+    url = teams.connector.url
+    book = ScheduleBook.from_settings(teams.state.analyst.store, teams.state.settings)
+    made = new_schedule(
+        cron="0 9 * * mon",
+        tz="Europe/Berlin",
+        surface="teams",
+        channel=GROUP,
+        question="how many carriers fly?",
+        owner="aad-ada",
+        team_id="tenant-1",
+        service_url=url,
+        conversation_type="groupChat",
+        now=book.now(),
+    )
+    await book.add(made)
+    fake_model.enqueue(text("336,776 flights."), text("16 carriers fly."), text("Because of the hubs."))
+    await teams_harness.post(teams, in_group_chat(url, text_="how many flights?"))
+    await teams_harness.post(teams, in_group_chat(url, text_="reset"))
+    assert any("Started a fresh conversation" in (m.get("text") or "") for m in teams.connector.sent())
+    book = await run_due(teams, book, made.id)
+    assert (await book.get(made.id)).last_outcome == "ok"
+    await teams_harness.post(teams, in_group_chat(url, text_="why so many?"))
+    run, follow_up = (json.dumps(r["messages"]) for r in fake_model.requests[1:])
+    assert "how many flights?" not in run and "336,776" not in run  # forgotten by the reset
+    assert "how many carriers fly?" in follow_up and "16 carriers fly." in follow_up
+
+
 @pytest.mark.parametrize(
     ("params", "status"),
     [
