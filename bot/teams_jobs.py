@@ -163,12 +163,15 @@ async def dispatch(state: AppState, activity: Activity, out: TeamsOut) -> None:
 def question_text(activity: Activity) -> str:
     """The text without the bot's @-mention (Teams sends `<at>name</at>` plus a mention entity)."""
     text = activity.text or ""
+    as_html = (activity.text_format or "").lower() in ("xml", "html")  # `<p>reset</p>`, `&amp;`
+    if as_html:  # tags off first, mentions kept: `<p><at>datathread</at> reset</p>` opens with its mention
+        text = re.sub(r"(?i)<br\s*/?>|</(?:p|div|li|tr)>", "\n", text)  # a line ends: it stays a line
+        text = re.sub(r"<(?!/?at\b)[^>]*>", " ", text)
     if activity.entities and activity.recipient:
         with contextlib.suppress(KeyError, TypeError, AttributeError):  # malformed entity: keep raw text
             text = _unaddressed(text, activity)
-    if (activity.text_format or "").lower() in ("xml", "html"):  # `<p>reset</p>`, `&amp;`: as written
-        text = re.sub(r"(?i)<br\s*/?>|</(?:p|div|li|tr)>", "\n", text)  # a line ends: it stays a line
-        text = html.unescape(re.sub(r"<(?!/?at\b)[^>]*>", " ", text))
+    if as_html:
+        text = html.unescape(text)
     text = re.sub(r"<at>(.*?)</at>", r"\1", text)  # other people's mentions keep their names
     # Lines stay lines (pasted SQL's `-- comment` must not swallow the rest; a numbered list stays one);
     # spaces within a line, and blank lines beyond one, are folded.
@@ -177,9 +180,11 @@ def question_text(activity: Activity) -> str:
 
 
 def _unaddressed(text: str, activity: Activity) -> str:
-    """`text` without the mention that addresses the bot: the first of the bot's mentions among those
-    the message opens with ("@datathread delays", "@Data team @datathread delays"). Anywhere else the
-    bot's name is part of the sentence and stays, as other people's names do. botbuilder's
+    """`text` without the mention that addresses the bot: the first run of the bot's mentions among
+    those the message opens with ("@datathread delays", "@Data team @datathread delays"); a run, as new
+    Teams clients mention a bot named in several words as one tag per word, each the bot's ("<at>Data</at>
+    <at>Thread</at> reset": https://github.com/microsoft/botframework-sdk/issues/6617). Anywhere else
+    the bot's name is part of the sentence and stays, as other people's names do. botbuilder's
     remove_recipient_mention removed the name everywhere (as a pattern, mention or not): "compare with
     what @datathread said" reached the model as "compare with what said"."""
     me = activity.recipient.id
@@ -191,10 +196,13 @@ def _unaddressed(text: str, activity: Activity) -> str:
         and (props.get("mentioned") or {}).get("id") == me
     }
     opening = re.match(r"(?:\s*<at>.*?</at>)*", text)
+    run: list[re.Match] = []  # the bot's first run of mentions among the opening ones
     for mention in re.finditer(r"<at>.*?</at>", opening.group(0) if opening else ""):
         if mention.group(0) in ours:
-            return text[: mention.start()] + text[mention.end() :]
-    return text
+            run.append(mention)
+        elif run:
+            break
+    return text[: run[0].start()] + text[run[-1].end() :] if run else text
 
 
 async def thread_key(threads: Threads, activity: Activity, *, now: float | None = None) -> tuple[str, ...]:

@@ -97,6 +97,44 @@ def test_only_the_mention_that_addresses_the_bot_is_removed(text, expected):
     assert teams_jobs.question_text(Activity().deserialize(body)) == expected
 
 
+@pytest.mark.parametrize(
+    ("text", "text_format", "expected"),
+    [
+        # new Teams clients mention a bot of several words as one tag per word, each the bot's
+        # (https://github.com/microsoft/botframework-sdk/issues/6617): "Thread reset" was no reset
+        ("<at>Data</at> <at>Thread</at> reset", "plain", "reset"),
+        (
+            "<at>Data</at> <at>Thread</at> compare with what <at>Data</at> <at>Thread</at> said",
+            "plain",
+            "compare with what Data Thread said",
+        ),
+        ("<at>Ada</at> <at>Data</at> <at>Thread</at> delays", "plain", "Ada delays"),
+        # sent as HTML, the mention opens a paragraph: "datathread reset" was no reset either
+        ("<p><at>Data</at> <at>Thread</at> reset</p>", "xml", "reset"),
+        ("<p><at>datathread</at> reset</p>", "xml", "reset"),
+        ("<div><at>datathread</at> is <at>datathread</at> up?</div>", "xml", "is datathread up?"),
+    ],
+)
+def test_a_mention_split_in_words_or_wrapped_in_html_is_removed_whole(text, text_format, expected):
+    bot = {"id": "28:bot", "name": "Data Thread"}
+    mentions = [
+        {
+            "type": "mention",
+            "mentioned": bot if name in ("Data", "Thread", "datathread") else {"id": "29:ada", "name": name},
+            "text": f"<at>{name}</at>",
+        }
+        for name in re.findall(r"<at>(.*?)</at>", text)
+    ]
+    body = {
+        "type": "message",
+        "text": text,
+        "textFormat": text_format,
+        "recipient": bot,
+        "entities": mentions,
+    }
+    assert teams_jobs.question_text(Activity().deserialize(body)) == expected
+
+
 def test_a_plain_question_keeps_its_lines():
     """Teams' plain text, pasted SQL with a comment: folded into one line, `--` hid the rest from the
     model. Spaces within a line and runs of blank lines are still folded."""
