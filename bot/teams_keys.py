@@ -135,9 +135,13 @@ class SigningKeys:
         return running
 
     async def _fetch_now(self) -> None:
+        """One fetch; whatever fails is kept in words (for the refusal, `/healthz` and the log), never
+        left as its task's exception: a refresh in the background has nobody to retrieve it."""
         try:
             keys = await fetch_keys(self.url, deadline_s=FETCH_DEADLINE_S)
-        except KeysNotFetched as exc:
+        except Exception as exc:
+            if not isinstance(exc, KeysNotFetched):
+                exc = KeysNotFetched(f"{type(exc).__name__}: {exc}")
             self._failed_at, self._failure = self._clock(), str(exc)
             held = (
                 f"; the {counted(len(self._keys), 'key')} fetched before serve meanwhile"
@@ -161,7 +165,7 @@ async def fetch_keys(url: str, *, deadline_s: float) -> dict[str, dict]:
             # made off the loop: loading the CA bundle takes a few hundred milliseconds
             async with await asyncio.to_thread(httpx.AsyncClient, timeout=deadline_s) as client:
                 metadata = (await client.get(url)).raise_for_status().json()
-                jwks_uri = metadata["jwks_uri"] if isinstance(metadata, dict) else None
+                jwks_uri = metadata.get("jwks_uri") if isinstance(metadata, dict) else None
                 if not isinstance(jwks_uri, str):
                     raise KeysNotFetched(f"{url} is not OpenID metadata (no jwks_uri)")
                 found = (await client.get(jwks_uri)).raise_for_status().json()
@@ -175,7 +179,8 @@ async def fetch_keys(url: str, *, deadline_s: float) -> dict[str, dict]:
     except ValueError:  # the body is not JSON
         raise KeysNotFetched("the answer is not JSON") from None
     keys = found.get("keys") if isinstance(found, dict) else None
-    usable = {k["kid"]: k for k in keys or [] if isinstance(k, dict) and isinstance(k.get("kid"), str)}
+    keys = keys if isinstance(keys, list) else []  # a number iterated was a TypeError, no failed fetch
+    usable = {k["kid"]: k for k in keys if isinstance(k, dict) and isinstance(k.get("kid"), str)}
     if not usable:
         raise KeysNotFetched(f"{jwks_uri} lists no signing keys")
     return usable

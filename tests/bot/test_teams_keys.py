@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import time
 
 import httpx
 import jwt
+import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
 from pydantic import SecretStr
 
@@ -154,3 +156,45 @@ async def test_a_token_signed_with_a_new_key_fetches_the_keys_again_at_most_so_o
     assert "a token signed with a key id we don't know yet (fake-key-2): refreshing the keys" in said
     assert any("key id we do not know (nope-0)" in line for line in said), said
     assert not any("IndexError" in line for line in said)
+
+
+@pytest.mark.parametrize(
+    ("path", "published", "said"),
+    [
+        ("/openid", {"issuer": CHANNEL_ISSUER}, "is not OpenID metadata (no jwks_uri)"),
+        ("/openid", ["not", "metadata"], "is not OpenID metadata (no jwks_uri)"),
+        ("/keys", {"keys": {"kid": "fake-key-1"}}, "lists no signing keys"),
+        ("/keys", {"keys": 5}, "lists no signing keys"),
+    ],
+    ids=["no-jwks_uri", "metadata-a-list", "keys-an-object", "keys-a-number"],
+)
+async def test_key_metadata_of_another_shape_is_a_failed_fetch(
+    settings, connector, caplog, path, published, said
+):
+    """Metadata without `jwks_uri` raised KeyError, a `keys` that is no list TypeError: neither was a
+    failed fetch, so `/healthz` said "not fetched yet" after it had failed, and a refresh in the
+    background ended with an exception nobody retrieved. Now each is a failed fetch, in words."""
+    connector.published[path] = published
+    with pytest.raises(bot.teams_keys.KeysNotFetched, match=re.escape(said)):
+        await bot.teams_keys.fetch_keys(connector.openid_url, deadline_s=5)
+    app = create_app(configured(settings, connector), runner=RecordingRunner())
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as client:
+        assert await post(client, connector) == 401
+        assert (await client.get("/healthz")).json()["teams_signing_keys"] == "not loaded"
+    assert any(
+        "signing keys could not be fetched" in r.getMessage() and said in r.getMessage()
+        for r in caplog.records
+    )
+
+
+async def test_a_fetch_that_fails_in_any_other_way_is_a_failed_fetch_too(monkeypatch):
+    """Whatever a fetch raises is a failure kept in words, never an exception left in its task."""
+
+    async def broken(url: str, *, deadline_s: float) -> dict:
+        raise RuntimeError("something nobody foresaw")
+
+    monkeypatch.setattr(bot.teams_keys, "fetch_keys", broken)
+    keys = bot.teams_keys.SigningKeys("https://keys.invalid/openid")
+    with pytest.raises(bot.teams_keys.SigningKeysUnavailable, match="RuntimeError: something nobody foresaw"):
+        await keys.get("kid-1")
+    assert keys.state() == "not loaded" and keys._fetch.done() and keys._fetch.exception() is None

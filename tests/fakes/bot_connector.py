@@ -89,6 +89,8 @@ class FakeConnector:
         self.hang_openid = 0
         self.abandoned: list[float] = []
         self.key_fetches: list[str] = []  # the paths of the OpenID metadata and key set requests answered
+        # "/openid" or "/keys" -> the JSON to answer with instead (metadata or a key set of another shape)
+        self.published: dict[str, Any] = {}
         self.refused_creates: list[dict] = []  # createConversation bodies refused (a group chat asked for)
         self._stopping = threading.Event()
         self.key = signing_key()
@@ -197,7 +199,9 @@ class FakeConnector:
                 if self.path in ("/openid", "/keys"):
                     with fake.lock:
                         fake.key_fetches.append(self.path)
-                if self.path == "/openid":
+                if self.path in fake.published:
+                    self._reply(200, fake.published[self.path])
+                elif self.path == "/openid":
                     self._reply(200, {"issuer": CHANNEL_ISSUER, "jwks_uri": f"{fake.url}/keys"})
                 elif self.path == "/keys":
                     self._reply(200, fake._jwks())
