@@ -7,14 +7,19 @@ of a double click through, and in a channel each reply is for everyone — Show 
 twice posted the SQL twice, 👍 twice two "Thanks! I saved this…". A click repeated by the same person
 on the same button with the same data (the same answer, vote, cadence, Run or Cancel) within
 CLICK_REPEAT_S does nothing: claimed in the session store, as Slack's events are (bot/slack_app.py),
-so across workers and replicas too. A vote is drawn on the answer's card (bot/teams_votes.py).
+so across workers and replicas too. The claim is let go when the click's reply fails (Teams refused
+it: the person may try again), and after a vote, whose repeat is a vote equal to the one recorded
+(👍, 👎, 👍 ends 👍). A vote is drawn on the answer's card (bot/teams_votes.py).
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
+import time
+from dataclasses import dataclass
 
 from botbuilder.schema import Activity
 
@@ -41,6 +46,7 @@ from core.turn_records import NothingToExport
 log = logging.getLogger("datathread.teams")
 
 CLICK_REPEAT_S = 60.0  # a double click, or a second try after a slow reply; a minute later, it is asked
+CLICK_TRIES = 5  # the same click let go this many times within CLICK_REPEAT_S (failed replies, votes)
 
 
 def confirmer(threads: Threads, out: TeamsOut, asker: str):
@@ -66,21 +72,57 @@ def confirmer(threads: Threads, out: TeamsOut, asker: str):
     return confirm
 
 
-async def first_click(threads: Threads, activity: Activity, value: dict) -> bool:
-    """False for the same person's same click (same card data) in this conversation within
-    CLICK_REPEAT_S: it does nothing."""
+@dataclass(frozen=True)
+class Click:
+    """A click claimed in the store (`first_click`): `release` lets the same click be handled again."""
+
+    name: str
+    at: float  # time.monotonic() when claimed
+
+    async def release(self, threads: Threads) -> None:
+        """Until the claim would have expired anyway; a store that fails only keeps the claim."""
+        left = CLICK_REPEAT_S - (time.monotonic() - self.at)
+        with contextlib.suppress(Exception):
+            await threads.note(f"{self.name}:released", "1", ttl_s=max(left, 0.001))
+
+
+async def first_click(threads: Threads, activity: Activity, value: dict) -> Click | None:
+    """None for the same person's same click (same card data) in this conversation within
+    CLICK_REPEAT_S while one is handled, or after one was: it does nothing. A claim let go (`release`:
+    its reply failed, or it was a vote) is followed by the next of CLICK_TRIES, across replicas."""
     where = activity.conversation.id if activity.conversation else ""
     click = json.dumps([where, user_id(activity), value], sort_keys=True, default=str)
     key = hashlib.sha256(click.encode()).hexdigest()[:32]
-    return await threads.claim(f"teams:click:{key}", ttl_s=CLICK_REPEAT_S)
+    for attempt in range(CLICK_TRIES):
+        name = f"teams:click:{key}:{attempt}"
+        if await threads.claim(name, ttl_s=CLICK_REPEAT_S):
+            return Click(name, time.monotonic())
+        if await threads.noted(f"{name}:released") is None:
+            return None
+    return None
 
 
 async def card_action(state: AppState, activity: Activity, value: dict, out: TeamsOut) -> None:
+    """Handle a click once. A vote is let go after it (the vote recorded says what repeats it), any
+    click whose reply failed too: "Show SQL & code" refused with a 5xx could not be tried again for a
+    minute, and 👍, 👎, 👍 dropped the second 👍 as a repeat of the first."""
     threads = state.threads
-    if not await first_click(threads, activity, value):
+    click = await first_click(threads, activity, value)
+    if click is None:
         where = activity.conversation.id if activity.conversation else ""
         log.info("teams: a repeated click (%s) in %s: nothing to do", value.get(render.ACTION_KEY), where)
         return
+    try:
+        await _act(state, activity, value, out)
+    except BaseException:
+        await click.release(threads)
+        raise
+    if value.get(render.ACTION_KEY) == "feedback":
+        await click.release(threads)
+
+
+async def _act(state: AppState, activity: Activity, value: dict, out: TeamsOut) -> None:
+    threads = state.threads
     if denial := threads.refused(person(activity)):  # a card's buttons meet the rules a question does
         await out.send(denial)
         return
@@ -102,6 +144,8 @@ async def card_action(state: AppState, activity: Activity, value: dict, out: Tea
             await out.send(part)
     elif action == "feedback" and record is not None:
         vote, voter = "up" if value.get("value") == "up" else "down", user_id(activity)
+        if (record.get("feedback") or {}).get(voter) == vote:  # a repeat: the vote stands as it is
+            return
         said = await threads.vote(record, user_id=voter, value=vote)
         name = activity.from_property.name if activity.from_property else ""
         if not await draw_vote(threads, out, record, voter=voter, name=name or "", vote=vote, said=said):

@@ -104,3 +104,35 @@ async def test_a_vote_on_a_long_answer_redraws_its_last_message(teams, fake_mode
     assert await teams.say("", value=actions_of(answer)["👍 Helpful"]) == []
     edit = teams.connector.updates()[-1]
     assert edit.activity_id == teams.connector.id_of(answer) and edit.body["text"] == answer["text"]
+
+
+async def test_a_vote_changed_back_within_a_minute_is_counted(teams, fake_model):
+    """👍, 👎, 👍 within a minute: the third was taken for a repeat of the first and dropped, and the
+    vote stayed 👎. Only a vote equal to the one recorded is a repeat now."""
+    actions = actions_of(await answered(teams, fake_model))
+    for vote in ("👍 Helpful", "👎 Not helpful", "👍 Helpful", "👍 Helpful"):
+        assert await teams.say("", value=actions[vote]) == []
+    [record] = await teams.state.analyst.store.list_turns()
+    assert record["feedback"] == {"aad-ada": "up"}
+    drawn = [json.dumps(u.body, ensure_ascii=False) for u in teams.connector.updates()[-3:]]
+    assert ["Ada Lovelace 👍" in d for d in drawn] == [True, False, True]  # the last 👍 drew nothing
+
+
+async def test_a_click_whose_reply_teams_refused_can_be_tried_again(teams, fake_model):
+    """Show SQL & code whose reply Teams refused (a 500): the click was claimed before the work, so
+    trying again within a minute did nothing. The claim is let go when the reply fails."""
+    actions = actions_of(await answered(teams, fake_model))
+    refused: list[str] = []
+
+    def refuse_the_first_sql(method: str, body: dict) -> tuple | None:
+        if "SELECT count(*)" in (body.get("text") or "") and not refused:
+            refused.append(method)
+            return (500, {})
+        return None
+
+    teams.connector.refuse_when = refuse_the_first_sql
+    first = await teams.say("", value=actions["Show SQL & code"])
+    assert refused and "couldn't send my reply here" in " ".join(texts(first))
+    again = await teams.say("", value=actions["Show SQL & code"])
+    assert len(again) == 1 and "SELECT count(*)" in again[0]["text"]
+    assert await teams.say("", value=actions["Show SQL & code"]) == []  # now a repeat: nothing
