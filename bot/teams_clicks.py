@@ -173,10 +173,12 @@ async def _schedule_answer(
         cron=cron,
         tz=activity.local_timezone or state.settings.default_tz,
         surface="teams",
-        channel=home(activity),  # each run starts a new thread here
+        channel=home(activity),  # each run starts a new thread here (a chat's: a message in it)
         owner=user,
         team_id=tenant_of(activity),
         service_url=activity.service_url or "",
+        # as Teams names it, which decides how runs are posted; the id's shape is only a guess
+        conversation_type=(activity.conversation.conversation_type or "") if activity.conversation else "",
         **from_answer(record),
     )
     await out.send(sentence)

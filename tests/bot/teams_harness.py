@@ -16,6 +16,7 @@ from starlette.applications import Starlette
 from bot.server import AppState, create_app
 from bot.teams_shared_files import FILE_DOWNLOAD_INFO
 from core.runner import TurnJob
+from core.schedules import teams_conversation_type
 from tests.fakes.bot_connector import FakeConnector
 
 BOT = {"id": "28:bot-app-id", "name": "datathread"}
@@ -25,10 +26,20 @@ CHAT = "a:1personal-chat-ada"
 
 
 def activity(
-    service_url: str, text_: str = "", *, conversation: str = THREAD, value: dict | None = None
+    service_url: str,
+    text_: str = "",
+    *,
+    conversation: str = THREAD,
+    value: dict | None = None,
+    kind: str = "",
 ) -> dict:
-    """A message activity as Teams sends it (channel thread with an @-mention, or personal chat)."""
-    channel = conversation.startswith("19:")
+    """A message activity as Teams sends it: in a channel thread or a group (or meeting) chat with an
+    @-mention of the bot, in a personal chat without. `kind`: Teams' conversationType, else the one the
+    id's shape says (`teams_conversation_type`). Only a channel's carries `channelData.channel` and
+    `team`: any `19:` id was a channel here, so a group chat's had the general channel's, and its
+    questions met that channel's settings (DATATHREAD_CHANNEL_DATASETS) instead of the chat's."""
+    kind = kind or teams_conversation_type(conversation)
+    channel = kind == "channel"
     body = {
         "type": "message",
         "id": f"{int(time.time() * 1000)}{uuid.uuid4().hex[:4]}",
@@ -39,8 +50,8 @@ def activity(
         "recipient": BOT,
         "conversation": {
             "id": conversation,
-            "conversationType": "channel" if channel else "personal",
-            "isGroup": channel,
+            "conversationType": kind,
+            "isGroup": kind != "personal",
             "tenantId": "tenant-1",
         },
         "textFormat": "plain",
@@ -48,11 +59,11 @@ def activity(
         "channelData": {"tenant": {"id": "tenant-1"}},
     }
     if channel:
-        body["channelData"].update(channel={"id": "19:general@thread.tacv2"}, team={"id": "19:team"})
+        body["channelData"].update(channel={"id": conversation.partition(";")[0]}, team={"id": "19:team"})
     if text_:
-        mention = "<at>datathread</at>"
-        body["text"] = f"{mention} {text_}" if channel else text_
-        if channel:
+        mention = "<at>datathread</at>"  # where others read along, the bot hears only its mentions
+        body["text"] = f"{mention} {text_}" if kind != "personal" else text_
+        if kind != "personal":
             body["entities"] = [{"type": "mention", "mentioned": BOT, "text": mention}]
     if value is not None:
         body["value"] = value

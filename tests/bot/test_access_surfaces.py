@@ -214,8 +214,6 @@ async def test_a_teams_user_outside_the_allowlist_cannot_reset_a_group_chat(sett
         base = ("tenant-1", chat)
         before = await teams.state.threads.current_key("teams", base, idle_reset=False)
         reset = activity(teams.connector.url, "reset", conversation=chat)
-        reset["conversation"].update(conversationType="groupChat", isGroup=True)
-        reset["channelData"].pop("channel"), reset["channelData"].pop("team")
         reset["from"] = {"id": "29:eve", "name": "Eve", "aadObjectId": "aad-eve"}
         sent = len(teams.connector.sent())
         await teams.post(reset)
@@ -225,8 +223,6 @@ async def test_a_teams_user_outside_the_allowlist_cannot_reset_a_group_chat(sett
         assert await teams.state.threads.current_key("teams", base, idle_reset=False) == before
         # Ada, on the list, still resets it
         ada = activity(teams.connector.url, "reset", conversation=chat)
-        ada["conversation"].update(conversationType="groupChat", isGroup=True)
-        ada["channelData"].pop("channel"), ada["channelData"].pop("team")
         await teams.post(ada)
         await teams.state.runner.drain(timeout=60)
         assert "fresh conversation" in teams.connector.sent()[-1]["text"]

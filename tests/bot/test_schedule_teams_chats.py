@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import json
 from datetime import timedelta
 
@@ -22,11 +23,9 @@ GROUP = "19:9a8b7c6d5e4f@thread.v2"  # a group chat
 MEETING = "19:meeting_NjQ4ZDNkYjYtOGE0Mi00@thread.v2"  # a meeting's chat
 
 
-def in_group_chat(url: str, *, text_: str = "", value: dict | None = None) -> dict:
-    """An activity from a group chat, as Teams sends it."""
-    body = teams_harness.activity(url, text_, conversation=GROUP, value=value)
-    body["conversation"].update(conversationType="groupChat", isGroup=True)
-    return body
+def in_group_chat(url: str, *, text_: str = "", value: dict | None = None, chat: str = GROUP) -> dict:
+    """An activity from a group chat, as Teams sends it: no channel or team, the bot's mention once."""
+    return teams_harness.activity(url, text_, conversation=chat, value=value, kind="groupChat")
 
 
 def creates(connector) -> list[dict]:
@@ -46,15 +45,22 @@ async def run_due(teams, book: ScheduleBook, schedule_id: str) -> ScheduleBook:
     return book
 
 
-async def test_schedule_in_a_group_chat_posts_its_runs_into_the_chat(teams, fake_model):
+@pytest.mark.parametrize(
+    "chat", [GROUP, "8:orgid:group-chat-of-a-shape-not-known"], ids=["group", "new-shape"]
+)
+async def test_schedule_in_a_group_chat_posts_its_runs_into_the_chat(teams, fake_model, chat):
     """'Schedule…' → Create in a group chat said "Created", then every run asked the Bot Connector to
     create a group chat (createConversation, isGroup, the chat's id as channel), which Teams refuses:
-    the schedule never posted. Now it records the chat's kind and each run is a message in the chat."""
+    the schedule never posted. Now it records the chat's kind and each run is a message in the chat.
+    The kind is the one Teams names with the click, not one read from the id's shape (an id of a shape
+    the reader does not know was recorded as a personal chat, and its runs posted as one)."""
     url = teams.connector.url
+    here = functools.partial(in_group_chat, chat=chat)
+
     fake_model.enqueue(
         tool("query_warehouse", {"sql": "SELECT count(*) AS n FROM flights"}), text("336,776 flights.")
     )
-    await teams_harness.post(teams, in_group_chat(url, text_="<at>datathread</at> how many flights?"))
+    await teams_harness.post(teams, here(url, text_="how many flights?"))
     card = next(
         a["content"]
         for m in teams.connector.sent()
@@ -63,7 +69,7 @@ async def test_schedule_in_a_group_chat_posts_its_runs_into_the_chat(teams, fake
     )
     show = next(a for a in card["actions"] if a["type"] == "Action.ShowCard")
     before = len(teams.connector.sent())
-    pick = in_group_chat(url, value={**show["card"]["actions"][0]["data"], "cadence": "0 9 * * 1-5"})
+    pick = here(url, value={**show["card"]["actions"][0]["data"], "cadence": "0 9 * * 1-5"})
     assert (await teams.post(pick)).status_code == 202
     for _ in range(400):  # the job asks Create / Cancel, then waits for the click
         asked = [
@@ -77,18 +83,21 @@ async def test_schedule_in_a_group_chat_posts_its_runs_into_the_chat(teams, fake
         await asyncio.sleep(0.05)
     confirm = asked[0]
     assert "posting in this chat" in json.dumps(confirm)  # not "a new thread in 19:…@thread.v2"
-    await teams_harness.post(teams, in_group_chat(url, value=confirm["actions"][0]["data"]))
+    await teams_harness.post(teams, here(url, value=confirm["actions"][0]["data"]))
     assert any("Created schedule" in (m.get("text") or "") for m in teams.connector.sent()[before:])
     book = ScheduleBook.from_settings(teams.state.analyst.store, teams.state.settings)
     [schedule] = await book.list()
-    assert (schedule.channel, schedule.conversation_type) == (GROUP, "groupChat")
+    assert (schedule.channel, schedule.conversation_type) == (chat, "groupChat")
 
     fake_model.enqueue(text("336,776 flights."))
-    sent_before = len(teams.connector.sent(GROUP))
+    sent_before = len(teams.connector.sent(chat))
     book = await run_due(teams, book, schedule.id)
     assert creates(teams.connector) == []  # no conversation created: the run went into the chat
-    run = teams.connector.sent(GROUP)[sent_before:]
+    run = teams.connector.sent(chat)[sent_before:]
     assert run[0]["text"].startswith("Scheduled report") and "336,776" in json.dumps(run[1:])
+    assert {(m["conversation"]["conversationType"], m["conversation"]["isGroup"]) for m in run} == {
+        ("groupChat", True)
+    }
     done = await book.get(schedule.id)
     assert (done.runs, done.last_outcome, done.failures, done.paused) == (1, "ok", 0, False)
 
@@ -147,6 +156,42 @@ async def test_a_run_in_a_chat_joins_the_chats_current_conversation(teams, fake_
     run, follow_up = (json.dumps(r["messages"]) for r in fake_model.requests[1:])
     assert "how many flights?" not in run and "336,776" not in run  # forgotten by the reset
     assert "how many carriers fly?" in follow_up and "16 carriers fly." in follow_up
+
+
+async def test_a_chat_reads_the_datasets_set_for_it_in_its_questions_and_runs(settings, fake_model):
+    """DATATHREAD_CHANNEL_DATASETS keyed by a group chat's id: its questions and its scheduled runs read
+    those tables only (the test activities gave every chat the general channel's id, so nothing
+    showed whether a chat's own entry was met)."""
+    narrowed = settings.model_copy(update={"channel_datasets": f"{GROUP}=main.airlines"})
+    async with teams_harness.serve_teams(narrowed) as teams:
+        url = teams.connector.url
+        book = ScheduleBook.from_settings(teams.state.analyst.store, teams.state.settings)
+        made = new_schedule(
+            cron="0 9 * * mon",
+            tz="Europe/Berlin",
+            surface="teams",
+            channel=GROUP,
+            question="how many flights?",
+            owner="aad-ada",
+            team_id="tenant-1",
+            service_url=url,
+            now=book.now(),
+        )
+        await book.add(made)
+
+        def count(table: str) -> dict:
+            return tool("query_warehouse", {"sql": f"SELECT count(*) AS n FROM {table}"})
+
+        fake_model.enqueue(
+            count("flights"), text("-"), count("airlines"), text("16."), count("flights"), text("-")
+        )
+        await teams_harness.post(teams, in_group_chat(url, text_="how many flights?"))
+        await teams_harness.post(teams, in_group_chat(url, text_="how many airlines?"))
+        await run_due(teams, book, made.id)
+        asked, allowed, run = (json.dumps(r["messages"][-1]) for r in fake_model.requests[1::2])
+        refused = "Table `main.flights` is not allowed. Allowed tables: main.airlines."
+        assert refused in asked and refused in run
+        assert "Saved 1 row" in allowed and "16" in allowed
 
 
 @pytest.mark.parametrize(

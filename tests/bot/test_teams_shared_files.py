@@ -95,7 +95,6 @@ async def test_a_file_linked_in_a_channel_is_refused_with_where_it_works(teams, 
 async def test_a_linked_file_in_a_group_chat_and_in_personal_chat_say_what_works_there(teams, handed):
     link = '<a href="https://contoso-my.sharepoint.com/:x:/g/personal/ada/EYpp?e=1">q3.xlsx</a>'
     group = activity(teams.connector.url, "q3?", conversation="19:meeting_abc@thread.v2")
-    group["conversation"]["conversationType"] = "groupChat"
     chat = activity(teams.connector.url, "q3?", conversation=CHAT)
     for body in (group, chat):
         body["attachments"] = [{"contentType": "text/html", "content": f"<p>q3? {link}</p>"}]
