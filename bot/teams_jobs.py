@@ -24,7 +24,7 @@ from bot.teams_clicks import card_action, confirmer
 from bot.teams_connector import ConnectorFailed
 from bot.teams_consent import file_consent
 from bot.teams_files import refusal_words
-from bot.teams_later import REST_KIND, send_rest
+from bot.teams_later import REST_KIND, say_rest_lost, send_rest
 from bot.teams_out import TeamsOut
 from bot.teams_progress import TeamsSink
 from bot.teams_shared_files import has_files, none_readable, shared_files, unreadable_note
@@ -54,7 +54,6 @@ STOPPED = (
     "Please ask again — the conversation still works."
 )
 STORE_UNREACHABLE = STORE_DOWN_TEXT
-REST_LOST = "The rest of the answer above did not arrive (I stopped before sending it). Please ask again."
 WELCOME = (
     "Hi, I'm **datathread**. Ask me data questions here and I'll query the warehouse, run the analysis "
     "and reply with the answer, charts and CSVs. Try: *which carriers had the most delayed departures? "
@@ -110,10 +109,11 @@ async def run_rest(bot: TeamsBot, state: AppState, job: TurnJob) -> None:
 
 
 async def run_rest_lost(bot: TeamsBot, state: AppState, job: TurnJob) -> None:
-    """The process sending the rest of an answer stopped first: its conversation hears so."""
+    """The process sending the rest of an answer stopped first: the progress card says what did not
+    arrive, where it said the rest follows."""
     del state
     activity = Activity().deserialize(job.payload["activity"])
-    await _continue(bot, activity, lambda out: out.send(REST_LOST, short=True))
+    await _continue(bot, activity, lambda out: say_rest_lost(out, job.payload))
 
 
 async def _continue(bot: TeamsBot, activity: Activity, work) -> None:

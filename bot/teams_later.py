@@ -94,14 +94,15 @@ def waiting_words(rest: Rest, wait: float) -> str:
     return f"⏳ Teams asked me to slow down: {rest.what()} follows in about {max(1, round(wait))} s."
 
 
-def lost_words(rest: Rest, exc: ConnectorFailed | None, error_id: str) -> str:
-    """The sentence on the progress card when the rest of an answer did not arrive."""
+def lost_words(rest: Rest, exc: ConnectorFailed | None, error_id: str, *, why: str = "") -> str:
+    """The sentence on the progress card when the rest of an answer did not arrive (`why`, without a
+    refusal: in words)."""
     if exc is not None and exc.unsure:  # no status came back: Teams may have posted it
         return (
             f"⚠️ Teams did not confirm {rest.what()}, so part of it may be missing. If it is, please ask "
             f"again (error id {error_id})."
         )
-    why = f" ({refusal_words(exc)})" if exc is not None else ""
+    why = f" ({refusal_words(exc)})" if exc is not None else f" ({why})" if why else ""
     return (
         f"⚠️ {rest.what()[0].upper()}{rest.what()[1:]} did not arrive{why}: what is above is only part "
         f"of it. Please ask again to see all of it (error id {error_id})."
@@ -156,6 +157,14 @@ async def send_rest(out: TeamsOut, payload: dict, sent: Sent | None = None) -> N
     await send_files(out, list(rest.files))
     log.info("teams: the rest of an answer reached conversation %s error_id=%s", where, error_id)
     await _card(out, payload)
+
+
+async def say_rest_lost(out: TeamsOut, payload: dict) -> None:
+    """The process holding the `teams.rest` job stopped before sending it: the card, which said the
+    rest follows, says what did not arrive (a message said so, under a card still saying "follows in
+    about 60 s"); without a card, one short message does."""
+    rest, error_id = Rest.from_payload(payload.get("rest") or {}), str(payload.get("error_id") or "")
+    await _card(out, payload, lost_words(rest, None, error_id, why="I stopped before sending it"))
 
 
 async def _card(out: TeamsOut, payload: dict, lost: str = "") -> None:

@@ -138,3 +138,34 @@ async def test_the_rest_throttled_past_its_few_minutes_is_said_lost(
     assert [m["text"][:3] for m in sent if (m.get("text") or "").startswith("P")] == ["P00"]
     assert not any(a["contentType"] == "image/png" for m in sent for a in m.get("attachments") or [])
     assert json.dumps(sent).count("P00") == 1
+
+
+async def test_a_rest_whose_process_stopped_says_on_the_card_that_it_did_not_arrive(
+    teams, fake_model, short_patience, monkeypatch
+):
+    """The process holding the `teams.rest` job stopped before sending it: a message said so, and the
+    card went on saying the rest "follows in about 2 s". Now the card says what did not arrive."""
+    from bot.teams_jobs import run_rest_lost
+    from bot.teams_later import REST_KIND
+
+    held, submit = [], teams.state.runner.submit
+
+    async def held_rest(job) -> None:  # the job's worker dies before it starts
+        if job.kind == REST_KIND:
+            held.append(job)
+        else:
+            await submit(job)
+
+    monkeypatch.setattr(teams.state.runner, "submit", held_rest)
+    refused, teams.connector.refuse_when = throttle_the_second_part("2")
+    fake_model.enqueue(*long_answer_with_a_chart())
+    await teams.say("describe all carriers")
+    assert refused and "follows in about 2 s" in card_status(teams.connector.updates()[-1])
+    before = len(teams.connector.sent())
+    await run_rest_lost(teams.app.state.teams, teams.state, held[0])
+    said = card_status(teams.connector.updates()[-1])
+    assert said.startswith(
+        "⚠️ The rest of this answer, with its card and 1 file did not arrive (I stopped before sending "
+        "it): what is above is only part of it. Please ask again to see all of it (error id "
+    ), said
+    assert teams.connector.sent()[before:] == []  # said on the card, not in another message
