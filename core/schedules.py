@@ -147,6 +147,12 @@ def new_schedule(
             f"A schedule's question can be at most {MAX_QUESTION:,} characters (this one has "
             f"{len(question.strip()):,}): shorten it."
         )
+    kind = (conversation_type or teams_conversation_type(channel)) if surface == "teams" else ""
+    if kind not in ("", "channel") and thread.strip():  # its runs went to a thread Teams does not have
+        raise ScheduleError(
+            f"{channel.strip()} is a Teams chat, and a chat has no threads: leave out the thread (each "
+            "run is a message in the chat)."
+        )
     stamp = now.astimezone(UTC).isoformat()
     return Schedule(
         id=uuid.uuid4().hex[:10],
@@ -159,9 +165,7 @@ def new_schedule(
         team_id=team_id,
         thread=thread.strip(),
         service_url=service_url,
-        conversation_type=(conversation_type or teams_conversation_type(channel))
-        if surface == "teams"
-        else "",
+        conversation_type=kind,
         sql=sql,
         created_at=stamp,
         cursor=stamp,

@@ -137,6 +137,9 @@ def test_new_schedule_validates_everything_and_starts_after_now():
         ("teams", "General", "", "a channel's looks like 19:…@thread.tacv2"),
         ("slack", "C0123ABCD", "notats", "Slack needs the thread's ts, not 'notats'"),
         ("slack", "C0123ABCD", "1712345678", "it looks like 1712345678.123456"),
+        # a chat has no threads: every run would have posted a reply to a thread Teams does not have
+        ("teams", "19:9a8b7c6d@thread.v2", "1700000000001", "a chat has no threads: leave out the thread"),
+        ("teams", "a:1personal-chat-ada", "1700000000001", "each run is a message in the chat"),
     ],
 )
 def test_a_channel_or_thread_that_cannot_be_the_surfaces_id_is_refused_at_once(
