@@ -9,8 +9,9 @@ are messages into the chat itself (`continue_conversation` on its id), as any pr
 existing conversation. Every run there failed before, as `create_conversation` was asked for a chat.
 The turn then renders through the same `TeamsSink` as a question: progress card, chart inline, CSV as
 a link, the answer card. A run in a chat joins the chat's current conversation, as a question there
-does (after `reset` or 8 idle hours, the next one): follow-ups in the chat see the report. HTTP 403/404 from the connector (bot removed, channel deleted) makes the run
-`gone`, which pauses the schedule.
+does (after `reset` or 8 idle hours, the next one): follow-ups in the chat see the report. HTTP
+403/404 from the connector (bot removed, channel deleted) makes the run `gone`, which pauses the
+schedule.
 """
 
 from __future__ import annotations
