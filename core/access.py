@@ -69,7 +69,7 @@ def home_tenant(settings: Settings) -> str:
     Why: with DATATHREAD_ALLOWED_TEAMS empty (everyone), a SingleTenant bot answered people of any
     organisation that installed or sideloaded its app. Guests and shared-channel members from other
     organisations still ask: their messages come from a conversation of the host tenant, and the
-    tenant checked is the conversation's (`conversation.tenantId`), not the sender's own."""
+    tenant checked is the conversation's (`channelData.tenant.id`), not the sender's own."""
     tenant = (settings.microsoft_app_tenant_id or "").strip().lower()
     if settings.microsoft_app_type not in ONE_TENANT_APP_TYPES or "." in tenant:
         return ""
