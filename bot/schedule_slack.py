@@ -22,7 +22,7 @@ from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot import slack_render as render
-from bot.slack_access import looked_up, refused_click, tell_clicker
+from bot.slack_access import TokenRefused, looked_up, refused_click, tell_clicker
 from bot.slack_client import SlackCallFailed, slack_error
 from bot.slack_confirm import build_confirmer
 from bot.slack_progress import SlackProgress
@@ -190,7 +190,10 @@ async def slack_user_tz(client: AsyncWebClient, threads: Threads, team: str, use
     the lookup the access rules share (bot/slack_access.py), kept a day; "" when unknown. It is
     decoration: a refusal, a Slack that cannot be reached or answers late is one log line, and the
     caller goes on with the default time zone."""
-    person = await looked_up(client, threads, team, user)
+    try:
+        person = await looked_up(client, threads, team, user)
+    except TokenRefused:  # the reply that follows is refused too, and says why
+        return ""
     return person.tz if person else ""
 
 

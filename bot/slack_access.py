@@ -108,16 +108,27 @@ def person_of(user: dict) -> dict:
 
 async def looked_up(client: AsyncWebClient, threads: Threads, team: str, user: str) -> Person | None:
     """What Slack says of `user`, kept a day by the core so a busy thread does not ask on every turn;
-    None when Slack refused, could not be reached or answered late (PROGRESS_TIMEOUT_S): one log line."""
+    None when Slack refused, could not be reached or answered late (PROGRESS_TIMEOUT_S): one log line.
+    TokenRefused when Slack refuses the bot token itself, as `install_home`: a person it could not place
+    then was refused as unconfirmed, in a refusal Slack would not take either, and the log had a WARNING
+    per turn instead of the one ERROR that says to reinstall."""
+    refused = False
 
     async def lookup() -> dict | None:
+        nonlocal refused
         try:
             return person_of((await quick(client).users_info(user=user))["user"])
         except (SlackClientError, KeyError, TypeError, AttributeError) as exc:
-            log.info("users.info for %s failed (the default time zone applies): %s", user, failure_words(exc))
+            refused = token_refused(exc)
+            if not refused:
+                log.info(
+                    "users.info for %s failed (the default time zone applies): %s", user, failure_words(exc)
+                )
             return None
 
     said = await threads.person(f"slack:{team}:{user}", lookup)
+    if said is None and refused:
+        raise TokenRefused
     return Person(**{k: said[k] for k in Person.__dataclass_fields__ if k in said}) if said else None
 
 
@@ -147,7 +158,10 @@ async def asker(client: AsyncWebClient, threads: Threads, p: dict, *, tz: bool =
         home = found
     at_home = not home or named in home
     strict = not threads.settings.allow_guests
-    person = await looked_up(client, threads, named, p["user"]) if tz or strict or not at_home else None
+    try:
+        person = await looked_up(client, threads, named, p["user"]) if tz or strict or not at_home else None
+    except TokenRefused:  # as above: the turn's first post stops it with the ERROR that says why
+        return Asker(team=named)
     # An Enterprise Grid organization's people in a Slack Connect channel may be named by their org (E…)
     team = person.team if person and person.team and not named.startswith("T") else named
     return Asker(team=team, outsider=standing(person, home, at_home=at_home, strict=strict), tz=_tz(person))

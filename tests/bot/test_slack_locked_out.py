@@ -8,9 +8,9 @@ import logging
 
 import pytest
 
-from tests.bot.slack_harness import fresh_fakes, mention, message, served_once
+from tests.bot.slack_harness import fresh_fakes, mention, message, serve, served_once
 from tests.fakes.anthropic_api import text, tool
-from tests.fakes.slack_api import MANIFEST_SCOPES
+from tests.fakes.slack_api import BOT_ID, BOT_USER_ID, MANIFEST_SCOPES, TEAM_ID
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -50,6 +50,32 @@ async def test_a_token_slack_refuses_stops_each_turn_before_the_model_with_one_e
     assert all("Reinstall the app and set SLACK_BOT_TOKEN" in e for e in errors)
     assert errors[0].startswith("slack: U0001 in C0L1 gets no answer, stopping the turn: ")
     assert not said(caplog, logging.WARNING), said(caplog, logging.WARNING)  # the ERROR is the one line
+
+
+@pytest.mark.parametrize(
+    ("update", "team"),
+    [({"allow_guests": False}, TEAM_ID), ({}, "T0GLOBEX")],
+    ids=["guests-refused", "placed-elsewhere"],
+)
+async def test_a_refused_token_is_not_an_unconfirmed_person_when_users_info_is_asked(
+    settings, fake_model, slack_api, caplog, update, team
+):
+    """`users.info` is asked of everyone when guests are refused, and of someone the event places in
+    another workspace. Refused `token_revoked` there, the person was "unconfirmed": a WARNING per
+    turn, and an "I couldn't confirm" refusal that Slack would not take either — never the ERROR that
+    says to reinstall. Now the turn goes on to its first post, which stops it with that ERROR."""
+    slack_api.refuse = lambda method, args: "token_revoked"
+    identity = {"team_id": TEAM_ID, "user_id": BOT_USER_ID, "bot_id": BOT_ID}  # checked at start
+    with caplog.at_level(logging.INFO, logger="datathread.slack"):
+        async with serve(settings.model_copy(update=update), slack_api, identity=identity) as slack:
+            event = {**mention("how many airlines?", ts="530.1", channel="C0L3"), "team": team}
+            await slack.event({**event, "user_team": team})
+            await slack.drain()
+    assert not fake_model.requests
+    [error] = said(caplog, logging.ERROR)
+    assert "Slack refuses the bot token (token_revoked)" in error and "Reinstall the app" in error, error
+    assert not said(caplog, logging.WARNING), said(caplog, logging.WARNING)
+    assert not [c for c in slack_api.calls if "couldn't confirm" in str(c.args)]
 
 
 async def test_an_app_without_chat_write_stops_each_turn_and_names_the_scope(slack, model, caplog):
