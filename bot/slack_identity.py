@@ -150,7 +150,13 @@ class OtherInstalls:
     the other workspace's channels Slack refuses it (`channel_not_found`), and the log said only that.
     An event names the installation it was delivered to in `authorizations[0]`
     (https://docs.slack.dev/apis/events-api/#authorizations); `auth.test` at start said whose the token is.
-    Without that (Slack unreachable at start) nothing is compared."""
+    Without that (Slack unreachable at start) nothing is compared.
+
+    One installation is one bot user, so the bot users are compared. The workspaces are not, where the
+    bot users are known: an org-wide installation's event names the workspace it happened in
+    (`is_enterprise_install: true`, https://api.slack.com/enterprise/apps/changes-apis),
+    while `auth.test` names another, and every workspace but one was reported as another installation
+    — the setup this ERROR itself recommends."""
 
     def __init__(self, identity: dict | None):
         self.identity = identity or {}
@@ -161,7 +167,7 @@ class OtherInstalls:
         if not me or not first:
             return
         theirs = {k: first.get(k) for k in ("team_id", "enterprise_id", "user_id")}
-        if not any(theirs[k] and me.get(k) and theirs[k] != me[k] for k in theirs):
+        if not another_installation(me, theirs, org_wide=bool(first.get("is_enterprise_install"))):
             return
         where = theirs["team_id"] or theirs["enterprise_id"] or theirs["user_id"] or "?"
         if where in self.told:
@@ -180,6 +186,17 @@ class OtherInstalls:
             me.get("enterprise_id") or "-",
             me.get("user_id") or "-",
         )
+
+
+def another_installation(me: dict, theirs: dict, *, org_wide: bool) -> bool:
+    """Whether an event's authorization (`theirs`) is another installation than `auth.test`'s (`me`):
+    another bot user; without both bot users, an org-wide install of the same organization is ours, and
+    otherwise another workspace or organization is another installation."""
+    if theirs.get("user_id") and me.get("user_id"):
+        return theirs["user_id"] != me["user_id"]
+    if org_wide and theirs.get("enterprise_id") and theirs["enterprise_id"] == me.get("enterprise_id"):
+        return False
+    return any(theirs.get(k) and me.get(k) and theirs[k] != me[k] for k in ("team_id", "enterprise_id"))
 
 
 def _first_authorization(body: dict) -> dict:

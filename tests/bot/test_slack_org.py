@@ -238,6 +238,70 @@ async def test_an_event_for_another_installation_is_named_in_one_error_per_works
     assert all(part in line for part in (SIBLING, "UBOTENG", OURS, BOT_USER_ID, "org-wide install")), line
 
 
+async def test_an_org_wide_installation_is_not_taken_for_another_installation(
+    settings, fake_model, org_api, caplog
+):
+    """Installed org-wide, as that ERROR recommends: each event's `authorizations[0]` names the workspace
+    it happened in (`is_enterprise_install: true`), while `auth.test` named another: every workspace but
+    one was reported as "another installation of this app", at ERROR. One installation is one bot user."""
+    fake_model.enqueue(text("There were 336,776 flights in 2013."))
+    org_wide = {
+        "team_id": SIBLING,
+        "enterprise_id": ORG,
+        "user_id": BOT_USER_ID,
+        "is_enterprise_install": True,
+    }
+    with caplog.at_level(logging.INFO, logger="datathread.slack"):
+        async with serve(settings, org_api, identity=IDENTITY) as slack:
+            event = from_(
+                mention("how many flights?", ts="1700000001.000100", channel="C0ENG"), "W0BOB", SIBLING
+            )
+            await post(slack, event, created_by=SIBLING, delivered=org_wide)
+    assert not [r for r in caplog.records if "another installation" in r.getMessage()]
+    assert len(fake_model.requests) == 1  # and Bob, a colleague of the organization, is answered
+
+
+@pytest.mark.parametrize(
+    ("delivered", "other"),
+    [
+        (
+            {
+                "team_id": "T0ENG",
+                "enterprise_id": "E0ACME",
+                "user_id": "W0BOT",
+                "is_enterprise_install": True,
+            },
+            False,
+        ),
+        (
+            {"team_id": "T0ENG", "enterprise_id": "E0ACME", "is_enterprise_install": True},
+            False,
+        ),  # no bot user said
+        (
+            {"team_id": "T0ENG", "enterprise_id": "E0ACME", "user_id": "U0BOTENG"},
+            True,
+        ),  # per-workspace install
+        (
+            {"team_id": "T0HOME", "enterprise_id": "E0ACME", "user_id": "U0OTHER"},
+            True,
+        ),  # another bot user: another installation
+        ({"team_id": "T0ENG", "enterprise_id": "E0ACME"}, True),  # nothing else to go by: another workspace
+        (
+            {"team_id": "T0ENG", "enterprise_id": "E0OTHER", "is_enterprise_install": True},
+            True,
+        ),  # another org's
+        ({"team_id": "T0HOME", "enterprise_id": "E0ACME", "user_id": "W0BOT"}, False),
+    ],
+)
+def test_which_events_are_for_another_installation(caplog, delivered, other):
+    from bot.slack_identity import OtherInstalls
+
+    installs = OtherInstalls({"team_id": "T0HOME", "enterprise_id": "E0ACME", "user_id": "W0BOT"})
+    with caplog.at_level(logging.INFO, logger="datathread.slack"):
+        installs.check({"authorizations": [{**delivered, "is_bot": True}]})
+    assert bool([r for r in caplog.records if "another installation" in r.getMessage()]) is other
+
+
 def asked(request: dict) -> list[str]:
     """The questions a request to the model carried, its history's and the new one: each question
     message's first text (the time it was asked follows it)."""
