@@ -31,7 +31,7 @@ from bot import slack_render as render
 from bot.slack_client import answer_via_response_url, cannot_post_here, failure_words, quick
 from bot.slack_identity import KNOWN_AT_START
 from bot.slack_revoked import token_refused
-from core.access import EXTERNAL, GUEST, UNCONFIRMED
+from core.access import EXTERNAL, GUEST, MAYBE_GUEST, UNCONFIRMED
 from core.events import IncomingMessage
 from core.thread import Threads
 
@@ -170,8 +170,8 @@ async def asker(client: AsyncWebClient, threads: Threads, p: dict, *, tz: bool =
 def standing(person: Person | None, home: set[str], *, at_home: bool, strict: bool) -> str:
     """`IncomingMessage.outsider` for someone the payload places `at_home` (or not), given what
     `users.info` said (None: it could not be asked) and whether guests are refused (`strict`)."""
-    if person is None:
-        return "" if at_home and not strict else UNCONFIRMED
+    if person is None:  # at home, guests refused: not known to be no guest (not "not ours")
+        return (MAYBE_GUEST if strict else "") if at_home else UNCONFIRMED
     if person.stranger or not (at_home or {person.team, person.enterprise} & home):
         return EXTERNAL
     return GUEST if person.guest else ""

@@ -22,6 +22,9 @@ log = logging.getLogger("datathread.turn")
 GUEST = "guest"  # a guest of the workspace (Slack's multi- and single-channel guests)
 EXTERNAL = "external"  # a person of another organization (Slack Connect)
 UNCONFIRMED = "unconfirmed"  # not one of its people by what the platform sent, and it could not be asked
+# One of its workspace's people by what the platform sent, but whether a guest could not be asked while
+# guests are refused: a listed workspace does not vouch for that (its guests are of it too).
+MAYBE_GUEST = "maybe-guest"
 # Why, in the words the person reads: the answer would come from an organization's data.
 EXTERNAL_REFUSED = (
     "I only answer people of the organization I'm installed in, whose data my answers come from, and "
@@ -34,6 +37,10 @@ UNCONFIRMED_REFUSED = (
 GUEST_REFUSED = (
     "I don't answer guests of this workspace: my answers come from the organization's data. An admin "
     "can allow guests, or you by name."
+)
+MAYBE_GUEST_REFUSED = (
+    "I couldn't confirm that you're a member of this workspace rather than a guest, and I don't answer "
+    "guests: my answers come from the organization's data. Try again later, or ask an admin to allow you."
 )
 
 
@@ -133,10 +140,14 @@ class AccessPolicy:
     def _outsider_refusal(self, message: IncomingMessage) -> str | None:
         """Someone from outside the organization, unless allowed: all such people by the setting, or
         this one by name (DATATHREAD_ALLOWED_USERS) or, for another organization, by their workspace
-        (DATATHREAD_ALLOWED_TEAMS). One the platform could not place is refused as a stranger would be."""
+        (DATATHREAD_ALLOWED_TEAMS). One the platform could not place is refused as a stranger would be;
+        one it places at home but could not say is no guest, while guests are refused, as a guest would
+        be — their workspace listed does not let them in: it lists the workspaces, not their guests."""
         named = message.user_id in self.users
         if message.outsider == GUEST and not (self.guests or named):
             return GUEST_REFUSED
+        if message.outsider == MAYBE_GUEST and not (self.guests or named):
+            return MAYBE_GUEST_REFUSED
         if message.outsider in (EXTERNAL, UNCONFIRMED):
             if self.external_users or named or (message.team_id and message.team_id in self.teams):
                 return None

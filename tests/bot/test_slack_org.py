@@ -172,6 +172,26 @@ async def test_guests_are_answered_unless_an_admin_refuses_them(
     assert ("I don't answer guests" in told(org_api, "U0GUEST")) is not answered
 
 
+async def test_with_guests_refused_a_failed_lookup_is_not_let_in_by_the_workspace_allowlist(
+    settings, fake_model, org_api
+):
+    """Guests refused, and `users.info` failing: whether someone of our own workspace is a guest is not
+    known. DATATHREAD_ALLOWED_TEAMS listing our workspace let them in all the same (it lets in people of
+    the workspaces it lists, not guests); now they hear that it could not be confirmed, unless they are
+    allowed by name."""
+    org_api.fail_methods["users.info"] = "ratelimited"
+    fake_model.enqueue(text("There were 336,776 flights in 2013."))
+    strict = settings.model_copy(update={"allow_guests": False, "allowed_teams": OURS})
+    async with serve(strict, org_api, identity=IDENTITY) as slack:
+        await post(slack, from_(mention("how many flights?", ts="1700000001.000100"), "U0GUEST", OURS))
+        assert not fake_model.requests
+        assert "couldn't confirm that you're a member of this workspace" in told(org_api, "U0GUEST")
+    named = strict.model_copy(update={"allowed_users": "U0GUEST"})
+    async with serve(named, org_api, identity=IDENTITY) as slack:
+        await post(slack, from_(mention("how many flights?", ts="1700000002.000100"), "U0GUEST", OURS))
+    assert len(fake_model.requests) == 1
+
+
 @pytest.mark.parametrize("checked_at_start", [True, False], ids=["serve", "modal"])
 async def test_a_partners_slash_command_and_clicks_are_judged_by_their_own_workspace(
     settings, fake_model, org_api, checked_at_start

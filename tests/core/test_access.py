@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from core.access import EXTERNAL, GUEST, UNCONFIRMED, AccessPolicy
+from core.access import EXTERNAL, GUEST, MAYBE_GUEST, UNCONFIRMED, AccessPolicy
 from core.config_types import parse_channel_datasets
 from core.events import IncomingMessage
 from core.policy import TableAllowlist
@@ -108,6 +108,12 @@ def outsider(kind: str, user="U9", team="T9") -> IncomingMessage:
         (AccessPolicy(users=frozenset({"U9"})), outsider(EXTERNAL), None),  # they, by name
         (AccessPolicy(admins=frozenset({"U9"})), outsider(EXTERNAL), None),  # admins pass every rule
         (AccessPolicy(), dataclasses.replace(outsider(EXTERNAL), surface="terminal"), None),
+        # at home, guests refused, and not known to be no guest: only allowing guests or them lets them in
+        (AccessPolicy(guests=False), outsider(MAYBE_GUEST), "couldn't confirm that you're a member"),
+        (AccessPolicy(guests=False, teams=frozenset({"T9"})), outsider(MAYBE_GUEST), "couldn't confirm"),
+        (AccessPolicy(guests=False, external_users=True), outsider(MAYBE_GUEST), "couldn't confirm"),
+        (AccessPolicy(guests=False, users=frozenset({"U9"})), outsider(MAYBE_GUEST), None),
+        (AccessPolicy(), outsider(MAYBE_GUEST), None),
     ],
 )
 def test_outsiders_are_refused_unless_allowed(policy, message, denied_with):
