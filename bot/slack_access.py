@@ -146,7 +146,9 @@ async def asker(client: AsyncWebClient, threads: Threads, p: dict, *, tz: bool =
     """Who sent this job's payload. Slack is asked (`users.info`, cached) for the time zone (`tz`), and
     whenever the payload alone does not place them in the install's workspace or organization, or
     guests are refused; not for a colleague's click."""
-    named = p.get("asker_team") or p.get("team", "")  # a job queued before asker_team existed: as then
+    # their workspace as the payload names it ("" when it does not: looked up below, never assumed ours);
+    # a job queued before asker_team existed: its `team`, as then
+    named = p["asker_team"] if "asker_team" in p else p.get("team", "")
     home = {p.get("home_team") or "", p.get("home_enterprise") or ""} - {""}
     if not p.get("home_known"):  # the request's own word: Slack says whose installation this is
         try:
@@ -164,15 +166,25 @@ async def asker(client: AsyncWebClient, threads: Threads, p: dict, *, tz: bool =
         return Asker(team=named)
     # An Enterprise Grid organization's people in a Slack Connect channel may be named by their org (E…)
     team = person.team if person and person.team and not named.startswith("T") else named
-    return Asker(team=team, outsider=standing(person, home, at_home=at_home, strict=strict), tz=_tz(person))
+    at_home = (
+        placed_at_home(person, home) if person and home and (person.team or person.enterprise) else at_home
+    )
+    return Asker(team=team, outsider=standing(person, at_home=at_home, strict=strict), tz=_tz(person))
 
 
-def standing(person: Person | None, home: set[str], *, at_home: bool, strict: bool) -> str:
-    """`IncomingMessage.outsider` for someone the payload places `at_home` (or not), given what
-    `users.info` said (None: it could not be asked) and whether guests are refused (`strict`)."""
+def placed_at_home(person: Person, home: set[str]) -> bool:
+    """Whether `users.info` places someone in the installation's workspace or organization. Whenever
+    they were looked up this decides, not the payload: its word was taken over Slack's answer."""
+    return bool({person.team, person.enterprise} & home)
+
+
+def standing(person: Person | None, *, at_home: bool, strict: bool) -> str:
+    """`IncomingMessage.outsider` for someone placed `at_home` (or not) — by `users.info` when it said,
+    else by the payload — given what `users.info` said (None: it could not be asked) and whether guests
+    are refused (`strict`)."""
     if person is None:  # at home, guests refused: not known to be no guest (not "not ours")
         return (MAYBE_GUEST if strict else "") if at_home else UNCONFIRMED
-    if person.stranger or not (at_home or {person.team, person.enterprise} & home):
+    if person.stranger or not at_home:
         return EXTERNAL
     return GUEST if person.guest else ""
 

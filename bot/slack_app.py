@@ -124,7 +124,8 @@ async def admit(state: AppState, body: dict, event: dict, context: dict, *, ment
 
     `team` keys the thread's session: the event's outer `team_id` (the channel's creator in a shared
     channel), as it always did, so every thread keeps its history; who asks is the sender's own
-    workspace (`user_team`, `team`), which the access rules judge (bot/slack_access.py)."""
+    workspace (`user_team`, `team`), which the access rules judge (bot/slack_access.py). An event that
+    names neither is looked up there: the outer `team_id` is the channel's creator, not the sender's."""
     bot_user_id = context.get("bot_user_id")
     if is_ignored(event, bot_user_id):
         return
@@ -139,7 +140,7 @@ async def admit(state: AppState, body: dict, event: dict, context: dict, *, ment
     words = strip_mention(event.get("text", ""), bot_user_id)
     files = file_refs(event.get("files"))  # fetched by the job, after this ack
     payload = {
-        **who_asks(event.get("user_team") or event.get("team") or body.get("team_id"), context),
+        **who_asks(event.get("user_team") or event.get("team"), context),
         "team": body.get("team_id") or event.get("team", ""),
         "channel": event["channel"],
         "user": event["user"],

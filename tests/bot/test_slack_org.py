@@ -27,6 +27,7 @@ PEOPLE = {  # user → users.info's team, organization and guest flag
     "U0GINA": (PARTNER, "", False),
     "W0BOB": (SIBLING, ORG, False),
     "U0GUEST": (OURS, ORG, True),
+    "U0MOVED": (PARTNER, "", False),  # the payload names our workspace; Slack says otherwise
 }
 REFUSED = "you're here from another organization"
 UNCONFIRMED = "I couldn't confirm that you're part of the organization"
@@ -125,6 +126,31 @@ async def test_people_of_another_organization_are_refused_unless_an_admin_allows
     if not answered:
         [refusal] = [c for c in org_api.of("chat.postEphemeral") if REFUSED in json.dumps(c.args)]
         assert refusal.args["user"] == "U0GINA" and "An admin can allow" in json.dumps(refusal.args)
+
+
+@pytest.mark.parametrize(
+    ("user", "event_team"),
+    [("U0MOVED", OURS), ("U0GINA", None)],
+    ids=["users.info-says-elsewhere", "event-without-the-senders-team"],
+)
+async def test_what_users_info_says_decides_whether_someone_is_ours(
+    settings, fake_model, org_api, user, event_team
+):
+    """Someone Slack's `users.info` places in another organization is judged by that, whatever the
+    payload said — it was looked up, and ignored when the payload named our workspace. And an event
+    that does not name the sender's workspace (no `user_team`, no `team`) was taken as ours by its outer
+    `team_id` (the channel's creator): it is looked up now. Our own colleague is answered either way."""
+    fake_model.enqueue(text("There were 336,776 flights in 2013."))
+    event = from_(mention("how many flights?", ts="1700000001.000100"), user, event_team or OURS)
+    if event_team is None:
+        del event["team"], event["user_team"]
+    async with serve(settings, org_api, identity=IDENTITY) as slack:
+        await post(slack, event)
+        assert not fake_model.requests
+        assert REFUSED in told(org_api, user)
+        colleague = {**event, "user": "U0001", "ts": "1700000002.000100", "event_ts": "1700000002.000100"}
+        await post(slack, colleague)
+    assert len(fake_model.requests) == 1
 
 
 async def test_a_colleague_of_another_workspace_of_the_organization_is_answered(
