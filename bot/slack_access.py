@@ -21,6 +21,7 @@ which is refused as a stranger would be (core/access.py).
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from dataclasses import dataclass
 
@@ -64,7 +65,9 @@ async def install_home(client: AsyncWebClient, threads: Threads) -> set[str] | N
     by the core; None when Slack could not say; TokenRefused when it refuses the token. Asked in the job
     when the web process did not know them at start (a Modal deployment, which runs no start-up check;
     a `serve` that could not reach Slack then): the request's own team stood in for the install's, so a
-    slash command or click from another organization's person was taken for a colleague's."""
+    slash command or click from another organization's person was taken for a colleague's. Kept per
+    token (`token_key`): under one key for every token, SLACK_BOT_TOKEN pointed at another workspace —
+    or two deployments sharing a Redis — judged everyone against the old workspace for a day."""
     refused = False
 
     async def lookup() -> dict | None:
@@ -78,10 +81,15 @@ async def install_home(client: AsyncWebClient, threads: Threads) -> set[str] | N
                 log.warning("auth.test failed, so who is one of ours is not known: %s", failure_words(exc))
             return None
 
-    said = await threads.person("slack:install", lookup)
+    said = await threads.person(f"slack:install:{token_key(client.token)}", lookup)
     if said is None and refused:
         raise TokenRefused
     return {said.get("team") or "", said.get("enterprise") or ""} - {""} if said else None
+
+
+def token_key(token: str | None) -> str:
+    """A bot token's name in the store: a hash of it, never the token (the store is no place for it)."""
+    return hashlib.sha256((token or "").encode()).hexdigest()[:16]
 
 
 @dataclass(frozen=True)

@@ -188,12 +188,15 @@ def fresh_fakes(slack_api: FakeSlackAPI, model) -> None:
 
 
 @contextlib.asynccontextmanager
-async def serve(settings, api: FakeSlackAPI, identity: dict | None = None):
+async def serve(
+    settings, api: FakeSlackAPI, identity: dict | None = None, token: str = "xoxb-test-token-000000"
+):
     """`datathread serve` in this event loop on a free loopback port, configured for the fake Slack;
-    `identity`: what `serve`'s start-up `auth.test` said (None: as when Slack could not be reached)."""
+    `identity`: what `serve`'s start-up `auth.test` said (None: as when Slack could not be reached);
+    `token`: SLACK_BOT_TOKEN."""
     settings = settings.model_copy(
         update={
-            "slack_bot_token": SecretStr("xoxb-test-token-000000"),
+            "slack_bot_token": SecretStr(token),
             "slack_signing_secret": SecretStr(SECRET),
             "slack_api_url": api.url,
         }
