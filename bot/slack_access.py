@@ -60,8 +60,8 @@ class TokenRefused(Exception):
     saying what to do (bot/slack_revoked.py)."""
 
 
-async def install_home(client: AsyncWebClient, threads: Threads) -> set[str] | None:
-    """The installation's own workspace and organization, from `auth.test` of the bot token, kept a day
+async def install_home(client: AsyncWebClient, threads: Threads) -> dict | None:
+    """The installation's own workspace and organization (`team`, `enterprise`), from `auth.test` of the bot token, kept a day
     by the core; None when Slack could not say; TokenRefused when it refuses the token. Asked in the job
     when the web process did not know them at start (a Modal deployment, which runs no start-up check;
     a `serve` that could not reach Slack then): the request's own team stood in for the install's, so a
@@ -84,7 +84,7 @@ async def install_home(client: AsyncWebClient, threads: Threads) -> set[str] | N
     said = await threads.person(f"slack:install:{token_key(client.token)}", lookup)
     if said is None and refused:
         raise TokenRefused
-    return {said.get("team") or "", said.get("enterprise") or ""} - {""} if said else None
+    return {"team": said.get("team") or "", "enterprise": said.get("enterprise") or ""} if said else None
 
 
 def token_key(token: str | None) -> str:
@@ -143,11 +143,12 @@ async def looked_up(client: AsyncWebClient, threads: Threads, team: str, user: s
 @dataclass(frozen=True)
 class Asker:
     """Who asks, for the access rules and the answer: their workspace (T…), `IncomingMessage.outsider`,
-    and their time zone ("" when unknown)."""
+    their time zone ("" when unknown) and their Enterprise Grid organization ("" when none is known)."""
 
     team: str
     outsider: str = ""
     tz: str = ""
+    enterprise: str = ""
 
 
 async def asker(client: AsyncWebClient, threads: Threads, p: dict, *, tz: bool = False) -> Asker:
@@ -157,7 +158,7 @@ async def asker(client: AsyncWebClient, threads: Threads, p: dict, *, tz: bool =
     # their workspace as the payload names it ("" when it does not: looked up below, never assumed ours);
     # a job queued before asker_team existed: its `team`, as then
     named = p["asker_team"] if "asker_team" in p else p.get("team", "")
-    home = {p.get("home_team") or "", p.get("home_enterprise") or ""} - {""}
+    install = {"team": p.get("home_team") or "", "enterprise": p.get("home_enterprise") or ""}
     if not p.get("home_known"):  # the request's own word: Slack says whose installation this is
         try:
             found = await install_home(client, threads)
@@ -165,7 +166,8 @@ async def asker(client: AsyncWebClient, threads: Threads, p: dict, *, tz: bool =
             return Asker(team=named)
         if found is None:  # nobody can be placed: refused as unconfirmed, unless outsiders are allowed
             return Asker(team=named, outsider=UNCONFIRMED)
-        home = found
+        install = found
+    home = {install["team"], install["enterprise"]} - {""}
     at_home = not home or named in home
     strict = not threads.settings.allow_guests
     try:
@@ -174,10 +176,12 @@ async def asker(client: AsyncWebClient, threads: Threads, p: dict, *, tz: bool =
         return Asker(team=named)
     # An Enterprise Grid organization's people in a Slack Connect channel may be named by their org (E…)
     team = person.team if person and person.team and not named.startswith("T") else named
-    at_home = (
-        placed_at_home(person, home) if person and home and (person.team or person.enterprise) else at_home
-    )
-    return Asker(team=team, outsider=standing(person, at_home=at_home, strict=strict), tz=_tz(person))
+    if person and home and (person.team or person.enterprise):
+        at_home = placed_at_home(person, home)
+    # their organization, for an allowlist that names it: Slack's word, else ours for one of ours
+    org = person.enterprise if person and person.enterprise else (install["enterprise"] if at_home else "")
+    outsider = standing(person, at_home=at_home, strict=strict)
+    return Asker(team=team, outsider=outsider, tz=_tz(person), enterprise=org)
 
 
 def placed_at_home(person: Person, home: set[str]) -> bool:
@@ -212,6 +216,7 @@ def clicker(p: dict, who: Asker | None = None) -> IncomingMessage:
         user_id=p.get("user", ""),
         channel_id=channel,
         team_id=who.team if who else p.get("asker_team") or p.get("team", ""),
+        enterprise_id=who.enterprise if who else "",
         # a DM (https://docs.slack.dev/reference/objects/conversation-object)
         is_direct=channel.startswith("D"),
         outsider=who.outsider if who else "",

@@ -153,6 +153,7 @@ async def run_turn(state: AppState, client: AsyncWebClient, p: dict) -> None:
         user_id=p["user"],
         channel_id=p["channel"],
         team_id=who.team,
+        enterprise_id=who.enterprise,
         is_direct=bool(p.get("is_direct")),
         user_tz=who.tz,
         outsider=who.outsider,

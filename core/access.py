@@ -127,7 +127,7 @@ class AccessPolicy:
             return refusal
         teams = message.surface == "teams"  # a tenant and chats, not a workspace and channels
         other_tenant = teams and not self.teams and self.home_tenant not in ("", message.team_id.lower())
-        if other_tenant or (self.teams and message.team_id not in self.teams):
+        if other_tenant or (self.teams and not self._listed(message)):
             where = "your organization's Teams" if teams else "this workspace"
             return f"datathread isn't enabled for {where}. Ask your admin to add it."
         if self.channels and message.channel_id not in self.channels and not message.is_direct:
@@ -149,10 +149,19 @@ class AccessPolicy:
         if message.outsider == MAYBE_GUEST and not (self.guests or named):
             return MAYBE_GUEST_REFUSED
         if message.outsider in (EXTERNAL, UNCONFIRMED):
-            if self.external_users or named or (message.team_id and message.team_id in self.teams):
+            if self.external_users or named or self._listed(message):
                 return None
             return EXTERNAL_REFUSED if message.outsider == EXTERNAL else UNCONFIRMED_REFUSED
         return None
+
+    def _listed(self, message: IncomingMessage) -> bool:
+        """Whether DATATHREAD_ALLOWED_TEAMS names the asker's workspace (or tenant), or their Enterprise
+        Grid organization: judged by the asker's own workspace, a colleague of a sibling workspace was
+        refused where only ours was listed, and an organization id listed matched nobody."""
+        return bool(
+            (message.team_id and message.team_id in self.teams)
+            or (message.enterprise_id and message.enterprise_id in self.teams)
+        )
 
     def allowlist_for(self, message: IncomingMessage) -> TableAllowlist:
         """The tables this conversation may see: the channel's datasets when set, else the default."""

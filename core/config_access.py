@@ -23,7 +23,9 @@ class AccessSettings(BaseModel):
         validation_alias=_env("DATATHREAD_ALLOWED_TEAMS"),
         description=(
             "Comma-separated Slack workspace / Teams tenant ids allowed (empty = every Slack workspace; in "
-            "Teams a SingleTenant or UserAssignedMSI bot's own tenant, a MultiTenant bot's any tenant)."
+            "Teams a SingleTenant or UserAssignedMSI bot's own tenant, a MultiTenant bot's any tenant). "
+            "Slack judges the asker's own workspace, not the channel's; an Enterprise Grid organization id "
+            "(E…) allows its people of every workspace."
         ),
     )
     allowed_channels: str = Field(

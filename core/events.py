@@ -46,6 +46,8 @@ class IncomingMessage:
     user_id: str = "local"
     channel_id: str = ""
     team_id: str = ""
+    # Slack: the asker's Enterprise Grid organization (E…) when known, which DATATHREAD_ALLOWED_TEAMS may list.
+    enterprise_id: str = ""
     user_name: str = ""
     is_direct: bool = False  # a 1:1 conversation with the bot (Slack DM, Teams personal chat)
     user_tz: str = ""  # the asker's IANA time zone when the surface knows it (for schedules)

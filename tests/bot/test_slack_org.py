@@ -165,6 +165,36 @@ async def test_a_colleague_of_another_workspace_of_the_organization_is_answered(
     assert REFUSED not in told(org_api, "W0BOB")
 
 
+async def test_an_organization_in_the_workspace_allowlist_answers_its_people_of_every_workspace(
+    settings, fake_model, org_api
+):
+    """Judged by the asker's own workspace, DATATHREAD_ALLOWED_TEAMS=ours refuses a colleague of a sibling
+    workspace of the Grid (the channel's workspace used to be checked), and an organization id (E…) in
+    it matched nobody. The organization listed now answers its people of every workspace — by what
+    `users.info` said of them, or for someone of our own workspace by the installation's organization —
+    and no one else."""
+    fake_model.enqueue(text("There were 336,776 flights in 2013."), text("JFK: 111,279."))
+    by_org = settings.model_copy(update={"allowed_teams": ORG})
+    async with serve(by_org, org_api, identity=IDENTITY) as slack:
+        await post(slack, from_(mention("how many flights?", ts="1700000001.000100"), "W0BOB", SIBLING))
+        await post(slack, from_(mention("and JFK?", ts="1700000002.000100"), "U0001", OURS))
+        await post(slack, from_(mention("and LGA?", ts="1700000003.000100"), "U0GINA", PARTNER))
+        payload = {  # a click asks no `users.info` of a colleague: the installation's organization is theirs
+            "type": "block_actions",
+            "team": {"id": OURS},
+            "user": {"id": "U0001", "team_id": OURS},
+            "api_app_id": "A0001",
+            "container": {"type": "message", "channel_id": "C0001", "message_ts": "9.9"},
+            "channel": {"id": "C0001"},
+            "actions": [{"action_id": ACTION_SHOW_SQL, "value": "turn1", "type": "button", "block_id": "b"}],
+        }
+        await slack.form({"payload": json.dumps(payload)})
+        await slack.drain()
+    assert len(fake_model.requests) == 2
+    assert REFUSED in told(org_api, "U0GINA")
+    assert "isn't enabled" not in told(org_api, "U0001") and "isn't enabled" not in told(org_api, "W0BOB")
+
+
 @pytest.mark.parametrize("failure", ["error", "silent"])
 async def test_a_stranger_slack_cannot_vouch_for_is_refused_and_told_why(
     settings, fake_model, org_api, monkeypatch, failure

@@ -121,6 +121,23 @@ def test_outsiders_are_refused_unless_allowed(policy, message, denied_with):
     assert denial == denied_with if denied_with is None else denial and denied_with in denial
 
 
+@pytest.mark.parametrize(
+    ("enterprise", "outsider_", "denied_with"),
+    [
+        ("E1", "", None),  # a colleague of any workspace of the listed organization
+        ("E1", EXTERNAL, None),  # another organization's people, their organization listed
+        ("", "", "isn't enabled for this workspace"),  # not known to be of it
+        ("E2", "", "isn't enabled for this workspace"),
+        ("E2", EXTERNAL, "you're here from another organization"),
+    ],
+)
+def test_an_organization_in_the_workspace_allowlist_lets_its_people_in(enterprise, outsider_, denied_with):
+    """DATATHREAD_ALLOWED_TEAMS may name an Enterprise Grid organization (E…), matched against the asker's."""
+    message = dataclasses.replace(msg(team="T9"), enterprise_id=enterprise, outsider=outsider_)
+    denial = AccessPolicy(teams=frozenset({"T1", "E1"})).check(message)
+    assert denial == denied_with if denied_with is None else denial and denied_with in denial
+
+
 def test_outsider_settings_reach_the_policy(settings):
     policy = AccessPolicy.from_settings(settings.model_copy(update={"allow_external_users": True}))
     assert (policy.external_users, policy.guests) == (True, True)
