@@ -61,7 +61,8 @@ BOT_SCOPES = {
     "assistant:write": "the thread's status and streamed answers",
     "files:read": "files people share",
     "files:write": "charts and CSVs",
-    "users:read": "the asker's time zone for schedules",
+    "users:read": "who may ask: people from other organizations and guests are told apart by it, and "
+    "without it anyone Slack does not place in your workspace is refused; the asker's time zone",
 }
 
 

@@ -8,7 +8,8 @@ which pauses the schedule. A Slack that does not answer (`bot/slack_client.py` b
 run in one log line and one sentence, no traceback; the run's notices are then not tried against it.
 
 Creating one from Slack: `/ask schedule weekly mon 09:00 …` (parsed without the model) and the
-asker's time zone from `users.info` (scope `users:read`), which turns also carry for `create_schedule`.
+asker's time zone from `users.info` (scope `users:read`, which the access rules use too: who is one of
+the organization's people), which turns also carry for `create_schedule`.
 """
 
 from __future__ import annotations

@@ -117,3 +117,15 @@ def test_doctor_checks_exactly_the_manifests_scopes():
     from bot.doctor_chat import BOT_SCOPES
 
     assert sorted(BOT_SCOPES) == sorted(MANIFEST["oauth_config"]["scopes"]["bot"])
+
+
+def test_users_read_is_described_as_what_the_access_rules_depend_on():
+    """`users:read` was described as the asker's time zone for schedules, in the manifest and in
+    doctor's line for a token without it, but whether someone may ask depends on `users.info` too:
+    without it, people Slack's payload does not place in the workspace are refused (everyone, while
+    guests are refused)."""
+    from bot.doctor_chat import BOT_SCOPES
+
+    [line] = [s for s in (ROOT / "slack" / "manifest.yml").read_text().splitlines() if "- users:read" in s]
+    for said in (BOT_SCOPES["users:read"], line):
+        assert "who may ask" in said, said
