@@ -4,8 +4,10 @@ answer and footer — under the schedule owner's identity.
 
 A channel that is gone or no longer has the bot (`channel_not_found`, `not_in_channel`,
 `is_archived`: https://docs.slack.dev/reference/methods/chat.postMessage#errors) makes the run `gone`,
-which pauses the schedule. A Slack that does not answer (`bot/slack_client.py` bounds every call) fails the
-run in one log line and one sentence, no traceback; the run's notices are then not tried against it.
+which pauses the schedule; so does an owner Slack now says may not ask (a guest while guests are
+refused, a person of another organization: `_owner_refused`). A Slack that does not answer
+(`bot/slack_client.py` bounds every call) fails the run in one log line and one sentence, no
+traceback; the run's notices are then not tried against it.
 
 Creating one from Slack: `/ask schedule weekly mon 09:00 …` (parsed without the model) and the
 asker's time zone from `users.info` (scope `users:read`, which the access rules use too: who is one of
@@ -23,12 +25,13 @@ from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot import slack_render as render
-from bot.slack_access import TokenRefused, looked_up, refused_click, tell_clicker
+from bot.slack_access import TokenRefused, asker, looked_up, refused_click, tell_clicker
 from bot.slack_client import SlackCallFailed, slack_error
 from bot.slack_confirm import build_confirmer
 from bot.slack_progress import SlackProgress
 from bot.slack_target import SlackTarget
 from bot.surface import AppState
+from core.access import EXTERNAL, GUEST, MAYBE_GUEST, UNCONFIRMED
 from core.analyst import Analyst
 from core.events import IncomingMessage
 from core.runner import TurnJob
@@ -57,6 +60,8 @@ class SlackSchedulePoster:
     unreachable: str = field(default="", init=False)
 
     async def run(self, schedule: Schedule, *, turn_id: str, note: str, thread: str = "") -> RunResult:
+        if refused := await self._owner_refused(schedule, turn_id):
+            return refused
         if thread:  # a retry: in the first attempt's thread, under its "Retrying once"
             return await self._answer(schedule, turn_id=turn_id, thread_ts=thread)
         try:
@@ -74,6 +79,24 @@ class SlackSchedulePoster:
             return RunResult(ok=False, error=self.unreachable, turn_id=turn_id)
         self.unreachable = ""
         return await self._answer(schedule, turn_id=turn_id, thread_ts=schedule.thread or header["ts"])
+
+    async def _owner_refused(self, schedule: Schedule, turn_id: str) -> RunResult | None:
+        """A failed run, before anything is posted, when the owner may not ask by who Slack says they
+        are now (`users.info`, kept a day; the run-time check knew the allowlists only): a guest while
+        guests are refused, a person of another organization — a pause, as no later run does better.
+        One Slack could not look up fails this run only. None for a schedule without a Slack owner."""
+        if not schedule.owner.startswith(("U", "W")):
+            return None
+        threads, owner = self.analyst.threads, schedule.owner
+        who = await asker(self.client, threads, {"asker_team": schedule.team_id, "user": owner}, tz=True)
+        book = threads.schedules()
+        if book.standing_refused(schedule, outsider=who.outsider, enterprise=who.enterprise) is None:
+            return None
+        if who.outsider in (UNCONFIRMED, MAYBE_GUEST):
+            why = f"I couldn't confirm who its owner ({owner}) is: Slack did not say"
+            return RunResult(ok=False, error=why, turn_id=turn_id)
+        why = OWNER_REFUSED.get(who.outsider, OWNER_REFUSED[""]).format(owner=owner)
+        return RunResult(ok=False, error=why, turn_id=turn_id, lasting=True, retry=False)
 
     async def _answer(self, schedule: Schedule, *, turn_id: str, thread_ts: str) -> RunResult:
         """The run's turn in its thread, through the same sink as a question."""
@@ -158,6 +181,15 @@ class SlackSchedulePoster:
         else:  # a schedule made in the terminal has no Slack owner to write to
             log.warning("schedule %s: %s", schedule.id, text)
 
+
+# Why a run paused: the owner may not ask, by who they are (`IncomingMessage.outsider`).
+OWNER_REFUSED = {
+    EXTERNAL: "its owner ({owner}) is from another organization, and datathread's access settings answer "
+    "only the organization's own people",
+    GUEST: "its owner ({owner}) is a guest of the workspace, and datathread's access settings do not "
+    "answer guests",
+    "": "datathread's access settings do not let its owner ({owner}) ask in this channel",
+}
 
 CHANNEL_REF = re.compile(r"&lt;#([CG][A-Z0-9]+)&gt;")
 

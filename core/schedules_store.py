@@ -119,6 +119,24 @@ class ScheduleBook:
         if denial := self.owner_refused(schedule):
             raise ScheduleError(denial)
 
+    def standing_refused(self, schedule: Schedule, *, outsider: str, enterprise: str = "") -> str | None:
+        """`owner_refused`, given who the platform says the owner is now (`IncomingMessage.outsider`,
+        their organization): a guest, a person of another organization. Slack's runs ask it before one
+        posts anything (bot/schedule_slack.py): checked by the allowlists alone, a Slack Connect
+        partner's schedule made before they were refused kept posting answers into the shared channel."""
+        return self.access.check(
+            IncomingMessage(
+                text=schedule.question,
+                surface=schedule.surface,
+                thread_key=(schedule.team_id, schedule.channel),
+                user_id=schedule.owner,
+                channel_id=schedule.channel,
+                team_id=schedule.team_id,
+                enterprise_id=enterprise,
+                outsider=outsider,
+            )
+        )
+
     async def check_caps(self, schedule: Schedule) -> None:
         """ScheduleError when the channel or the owner already has the most active schedules allowed."""
         if self.access.is_admin(schedule.owner):

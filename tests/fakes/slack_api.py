@@ -307,6 +307,7 @@ class FakeSlackAPI:
                     "name": "someone",
                     "real_name": "Some One",
                     "tz": self.user_tz,
+                    "team_id": TEAM_ID,  # everyone's workspace: Slack always says it
                 }
             },
             "views.publish": {"view": {"id": "V1"}},
