@@ -10,13 +10,14 @@ an event's outer `team_id` is the workspace that created the channel; the sender
 click's `user.team_id`. Judged by the channel's creator, DATATHREAD_ALLOWED_TEAMS let a partner company's
 people query our warehouse in a channel we created, and refused our own people in one they created.
 
-And whether they are one of the organization's people at all: the payload's team against the install's
-(`authorize_result`: `auth.test`'s identity, else the installation the request names), confirmed by
-`users.info` (https://docs.slack.dev/reference/methods/users.info: `team_id`, `enterprise_user`,
-`is_stranger`, `is_restricted`/`is_ultra_restricted` for guests) — the lookup that gives the time zone,
-kept a day by the core. `is_stranger` alone is not enough: it is false for a person of another
-organization who shares a channel with the bot. A lookup that fails leaves such a person unconfirmed,
-which is refused as a stranger would be (core/access.py).
+And whether they are one of the organization's people at all: where `users.info` was asked
+(https://docs.slack.dev/reference/methods/users.info: `team_id`, `enterprise_user`, `is_stranger`,
+`is_restricted`/`is_ultra_restricted` for guests), its answer against the install's workspace and
+organization (`authorize_result`: `auth.test`'s identity at start, else `auth.test` asked here); else
+the payload's team — the lookup that gives the time zone, kept a day by the core. `is_stranger` alone
+is not enough: it is false for a person of another organization who shares a channel with the bot. A
+lookup that fails leaves someone the payload does not place at home unconfirmed, which is refused as a
+stranger would be, and, while guests are refused, someone it does as a possible guest (core/access.py).
 """
 
 from __future__ import annotations
@@ -61,9 +62,9 @@ class TokenRefused(Exception):
 
 
 async def install_home(client: AsyncWebClient, threads: Threads) -> dict | None:
-    """The installation's own workspace and organization (`team`, `enterprise`), from `auth.test` of the bot token, kept a day
-    by the core; None when Slack could not say; TokenRefused when it refuses the token. Asked in the job
-    when the web process did not know them at start (a Modal deployment, which runs no start-up check;
+    """The installation's own workspace and organization (`team`, `enterprise`), from `auth.test` of the
+    bot token, kept a day by the core; None when Slack could not say; TokenRefused when it refuses the
+    token. Asked in the job when the web process did not know them at start (a Modal deployment, which runs no start-up check;
     a `serve` that could not reach Slack then): the request's own team stood in for the install's, so a
     slash command or click from another organization's person was taken for a colleague's. Kept per
     token (`token_key`): under one key for every token, SLACK_BOT_TOKEN pointed at another workspace —
@@ -154,7 +155,7 @@ class Asker:
 async def asker(client: AsyncWebClient, threads: Threads, p: dict, *, tz: bool = False) -> Asker:
     """Who sent this job's payload. Slack is asked (`users.info`, cached) for the time zone (`tz`), and
     whenever the payload alone does not place them in the install's workspace or organization, or
-    guests are refused; not for a colleague's click."""
+    guests are refused; not for a colleague's click. What Slack says, when asked, decides."""
     # their workspace as the payload names it ("" when it does not: looked up below, never assumed ours);
     # a job queued before asker_team existed: its `team`, as then
     named = p["asker_team"] if "asker_team" in p else p.get("team", "")
