@@ -165,8 +165,10 @@ async def asker(client: AsyncWebClient, threads: Threads, p: dict, *, tz: bool =
             found = await install_home(client, threads)
         except TokenRefused:  # nobody can be answered: the turn's first post stops it and says why
             return Asker(team=named)
-        if found is None:  # nobody can be placed: refused as unconfirmed, unless outsiders are allowed
-            return Asker(team=named, outsider=UNCONFIRMED)
+        if found is None:  # nobody can be placed: refused as unconfirmed, unless outsiders are allowed —
+            # and with guests refused, not even then: a guest must not pass as an allowed outsider
+            unplaced = MAYBE_GUEST if not threads.settings.allow_guests else UNCONFIRMED
+            return Asker(team=named, outsider=unplaced)
         install = found
     home = {install["team"], install["enterprise"]} - {""}
     at_home = not home or named in home

@@ -293,6 +293,11 @@ async def test_with_no_identity_from_start_and_auth_test_failing_nobody_is_taken
     async with serve(settings.model_copy(update={"allow_external_users": True}), org_api) as slack:
         await post(slack, from_(mention("how many flights?", ts="1700000002.000100"), "U0001", OURS))
     assert len(fake_model.requests) == 1
+    # outsiders allowed but guests refused: someone nobody could place may be a guest, and is not let in
+    no_guests = settings.model_copy(update={"allow_external_users": True, "allow_guests": False})
+    async with serve(no_guests, org_api) as slack:
+        await post(slack, from_(mention("how many flights?", ts="1700000003.000100"), "U0GUEST", OURS))
+    assert len(fake_model.requests) == 1 and "rather than a guest" in told(org_api, "U0GUEST")
 
 
 async def test_an_event_for_another_installation_is_named_in_one_error_per_workspace(
