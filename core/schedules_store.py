@@ -102,17 +102,7 @@ class ScheduleBook:
         them), or None: checked when it is created, and before each run posts anything. A Teams
         schedule stored without a tenant (made by the terminal before `add` filled it in) posts in the
         bot's own tenant, when it has one, as its runs do (bot/schedule_teams.py)."""
-        team = schedule.team_id or (self.access.home_tenant if schedule.surface == "teams" else "")
-        return self.access.check(
-            IncomingMessage(
-                text=schedule.question,
-                surface=schedule.surface,
-                thread_key=(team, schedule.channel),
-                user_id=schedule.owner,
-                channel_id=schedule.channel,
-                team_id=team,
-            )
-        )
+        return self.standing_refused(schedule, outsider="")
 
     def check_may_create(self, schedule: Schedule) -> None:
         """ScheduleError unless the access settings let the creator ask in that channel."""
@@ -124,14 +114,15 @@ class ScheduleBook:
         their organization): a guest, a person of another organization. Slack's runs ask it before one
         posts anything (bot/schedule_slack.py): checked by the allowlists alone, a Slack Connect
         partner's schedule made before they were refused kept posting answers into the shared channel."""
+        team = schedule.team_id or (self.access.home_tenant if schedule.surface == "teams" else "")
         return self.access.check(
             IncomingMessage(
                 text=schedule.question,
                 surface=schedule.surface,
-                thread_key=(schedule.team_id, schedule.channel),
+                thread_key=(team, schedule.channel),
                 user_id=schedule.owner,
                 channel_id=schedule.channel,
-                team_id=schedule.team_id,
+                team_id=team,
                 enterprise_id=enterprise,
                 outsider=outsider,
             )

@@ -36,9 +36,8 @@ from core.verified import VerifiedLibrary
 from core.warehouse import Warehouse
 from core.workspace_retention import delete, idle_workspaces, is_idle, set_aside
 
-PERSON_TTL_S = (
-    86400.0  # what the platform says of a person (time zone, team, guest) is asked at most once a day
-)
+# what the platform says of a person (time zone, team, guest) is asked at most once a day
+PERSON_TTL_S = 86400.0
 NOTE_TTL_S = 86400.0  # how long a job's note (where its answer goes) is kept for its lost handler
 IDLE_RESET_S = 8 * 3600  # a chat idle this long starts a fresh conversation (next generation)
 NOTEBOOK_NAME = "thread.ipynb"  # what an exported notebook is called, from a button or a question
