@@ -32,7 +32,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from bot import slack_render as render
 from bot.slack_client import answer_via_response_url, cannot_post_here, failure_words, quick
 from bot.slack_identity import KNOWN_AT_START
-from bot.slack_revoked import token_refused
+from bot.slack_revoked import locked_out, token_refused
 from core.access import EXTERNAL, GUEST, MAYBE_GUEST, UNCONFIRMED
 from core.events import IncomingMessage
 from core.thread import Threads
@@ -129,7 +129,10 @@ async def looked_up(client: AsyncWebClient, threads: Threads, team: str, user: s
             return person_of((await quick(client).users_info(user=user))["user"])
         except (SlackClientError, KeyError, TypeError, AttributeError) as exc:
             refused = token_refused(exc)
-            if not refused:
+            if what_to_do := None if refused else locked_out(exc, "users.info"):
+                # the scope's lack refuses everyone whom only Slack can place: the admin's to mend
+                log.error("slack: %s asked about %s: %s", what_to_do, user, failure_words(exc))
+            elif not refused:
                 log.info(
                     "users.info for %s failed (the default time zone applies): %s", user, failure_words(exc)
                 )

@@ -217,6 +217,21 @@ async def test_a_stranger_slack_cannot_vouch_for_is_refused_and_told_why(
     assert len(fake_model.requests) == 1
 
 
+async def test_without_users_read_the_person_refused_and_the_log_says_which_scope_to_add(
+    settings, fake_model, org_api, caplog
+):
+    """The app installed without `users:read`: everyone only Slack can place is refused "couldn't
+    confirm", and the log said, at INFO, that the default time zone applies. Now an ERROR names the
+    scope to add (as a post refused for a scope does: bot/slack_revoked.py)."""
+    org_api.scopes = ",".join(s for s in org_api.scopes.split(",") if s != "users:read")
+    with caplog.at_level(logging.INFO, logger="datathread.slack"):
+        async with serve(settings, org_api) as slack:
+            await post(slack, from_(mention("how many flights?", ts="1700000001.000100"), "U0GINA", PARTNER))
+    assert not fake_model.requests and UNCONFIRMED in told(org_api, "U0GINA")
+    errors = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
+    assert any("lacks the `users:read` scope" in e and "U0GINA" in e for e in errors), errors
+
+
 @pytest.mark.parametrize(("allow_guests", "answered"), [(True, True), (False, False)])
 async def test_guests_are_answered_unless_an_admin_refuses_them(
     settings, fake_model, org_api, allow_guests, answered
