@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from slack_sdk.errors import SlackApiError, SlackClientError
@@ -64,28 +65,45 @@ class TokenRefused(Exception):
 async def install_home(client: AsyncWebClient, threads: Threads) -> dict | None:
     """The installation's own workspace and organization (`team`, `enterprise`), from `auth.test` of the
     bot token, kept a day by the core; None when Slack could not say; TokenRefused when it refuses the
-    token. Asked in the job when the web process did not know them at start (a Modal deployment, which runs no start-up check;
-    a `serve` that could not reach Slack then): the request's own team stood in for the install's, so a
+    token. Asked in the job when the web process did not know them at start (a Modal deployment,
+    which runs no start-up check; a `serve` that could not reach Slack then): the request's own team stood in for the install's, so a
     slash command or click from another organization's person was taken for a colleague's. Kept per
     token (`token_key`): under one key for every token, SLACK_BOT_TOKEN pointed at another workspace —
     or two deployments sharing a Redis — judged everyone against the old workspace for a day."""
+
+    async def ask() -> dict:
+        said = await client.auth_test()  # not `quick`: without its answer nobody is answered
+        return {"team": said.get("team_id") or "", "enterprise": said.get("enterprise_id") or ""}
+
+    def failed(exc: BaseException) -> None:
+        log.warning("auth.test failed, so who is one of ours is not known: %s", failure_words(exc))
+
+    said = await _kept_answer(threads, f"slack:install:{token_key(client.token)}", ask, failed)
+    return {"team": said.get("team") or "", "enterprise": said.get("enterprise") or ""} if said else None
+
+
+async def _kept_answer(
+    threads: Threads, key: str, ask: Callable[[], Awaitable[dict]], failed: Callable[[BaseException], None]
+) -> dict | None:
+    """What `ask` gets from Slack, kept a day under `key` by the core (`Threads.person`); None when Slack
+    could not say (`failed` logs why, once a failure); TokenRefused when Slack refuses the bot token
+    itself — then nobody can be answered, and a turn's first post stops it with the ERROR that says so."""
     refused = False
 
     async def lookup() -> dict | None:
         nonlocal refused
         try:
-            said = await client.auth_test()  # not `quick`: without its answer nobody is answered
-            return {"team": said.get("team_id") or "", "enterprise": said.get("enterprise_id") or ""}
+            return await ask()
         except (SlackClientError, KeyError, TypeError, AttributeError) as exc:
             refused = token_refused(exc)
             if not refused:
-                log.warning("auth.test failed, so who is one of ours is not known: %s", failure_words(exc))
+                failed(exc)
             return None
 
-    said = await threads.person(f"slack:install:{token_key(client.token)}", lookup)
+    said = await threads.person(key, lookup)
     if said is None and refused:
         raise TokenRefused
-    return {"team": said.get("team") or "", "enterprise": said.get("enterprise") or ""} if said else None
+    return said
 
 
 def token_key(token: str | None) -> str:
@@ -121,26 +139,18 @@ async def looked_up(client: AsyncWebClient, threads: Threads, team: str, user: s
     TokenRefused when Slack refuses the bot token itself, as `install_home`: a person it could not place
     then was refused as unconfirmed, in a refusal Slack would not take either, and the log had a WARNING
     per turn instead of the one ERROR that says to reinstall."""
-    refused = False
 
-    async def lookup() -> dict | None:
-        nonlocal refused
-        try:
-            return person_of((await quick(client).users_info(user=user))["user"])
-        except (SlackClientError, KeyError, TypeError, AttributeError) as exc:
-            refused = token_refused(exc)
-            if what_to_do := None if refused else locked_out(exc, "users.info"):
-                # the scope's lack refuses everyone whom only Slack can place: the admin's to mend
-                log.error("slack: %s asked about %s: %s", what_to_do, user, failure_words(exc))
-            elif not refused:
-                log.info(
-                    "users.info for %s failed (the default time zone applies): %s", user, failure_words(exc)
-                )
-            return None
+    async def ask() -> dict:
+        return person_of((await quick(client).users_info(user=user))["user"])
 
-    said = await threads.person(f"slack:{team}:{user}", lookup)
-    if said is None and refused:
-        raise TokenRefused
+    def failed(exc: BaseException) -> None:
+        if what_to_do := locked_out(exc, "users.info"):
+            # the scope's lack refuses everyone whom only Slack can place: the admin's to mend
+            log.error("slack: %s asked about %s: %s", what_to_do, user, failure_words(exc))
+        else:
+            log.info("users.info for %s failed (the default time zone applies): %s", user, failure_words(exc))
+
+    said = await _kept_answer(threads, f"slack:{team}:{user}", ask, failed)
     return Person(**{k: said[k] for k in Person.__dataclass_fields__ if k in said}) if said else None
 
 
