@@ -12,7 +12,7 @@ from datetime import timedelta
 
 import pytest
 
-from core.schedules import new_schedule
+from core.schedules import Schedule, new_schedule
 from core.schedules_store import ScheduleBook
 from core.schedules_tick import tick
 from tests.bot import teams_harness
@@ -32,6 +32,22 @@ def creates(connector) -> list[dict]:
     """`createConversation` calls (POST /v3/conversations), refused or not."""
     made = [c.body for c in connector.calls if c.method == "POST" and c.conversation_id == ""]
     return made + connector.refused_creates
+
+
+def chat_schedule(teams, book: ScheduleBook, chat: str, question: str, **extra) -> Schedule:
+    """A weekly schedule of Ada's in `chat` of tenant-1, through the served app's Bot Connector."""
+    return new_schedule(
+        cron="0 9 * * mon",
+        tz="Europe/Berlin",
+        surface="teams",
+        channel=chat,
+        question=question,
+        owner="aad-ada",
+        team_id="tenant-1",
+        service_url=teams.connector.url,
+        now=book.now(),
+        **extra,
+    )
 
 
 async def run_due(teams, book: ScheduleBook, schedule_id: str) -> ScheduleBook:
@@ -106,17 +122,7 @@ async def test_schedule_in_a_group_chat_posts_its_runs_into_the_chat(teams, fake
 async def test_a_schedule_made_before_the_kind_was_recorded_posts_into_its_chat(teams, fake_model, chat):
     """A schedule stored without `conversation_type` is read by its id: a chat's runs go into the chat."""
     book = ScheduleBook.from_settings(teams.state.analyst.store, teams.state.settings)
-    made = new_schedule(
-        cron="0 9 * * mon",
-        tz="Europe/Berlin",
-        surface="teams",
-        channel=chat,
-        question="how many flights?",
-        owner="aad-ada",
-        team_id="tenant-1",
-        service_url=teams.connector.url,
-        now=book.now(),
-    )
+    made = chat_schedule(teams, book, chat, "how many flights?")
     await book.add(dataclasses.replace(made, conversation_type=""))  # as stored before
     fake_model.enqueue(text("336,776 flights."))
     book = await run_due(teams, book, made.id)
@@ -133,18 +139,7 @@ async def test_a_run_in_a_chat_joins_the_chats_current_conversation(teams, fake_
     current conversation as a question there does, and the follow-up sees the report."""
     url = teams.connector.url
     book = ScheduleBook.from_settings(teams.state.analyst.store, teams.state.settings)
-    made = new_schedule(
-        cron="0 9 * * mon",
-        tz="Europe/Berlin",
-        surface="teams",
-        channel=GROUP,
-        question="how many carriers fly?",
-        owner="aad-ada",
-        team_id="tenant-1",
-        service_url=url,
-        conversation_type="groupChat",
-        now=book.now(),
-    )
+    made = chat_schedule(teams, book, GROUP, "how many carriers fly?", conversation_type="groupChat")
     await book.add(made)
     fake_model.enqueue(text("336,776 flights."), text("16 carriers fly."), text("Because of the hubs."))
     await teams_harness.post(teams, in_group_chat(url, text_="how many flights?"))
@@ -166,17 +161,7 @@ async def test_a_chat_reads_the_datasets_set_for_it_in_its_questions_and_runs(se
     async with teams_harness.serve_teams(narrowed) as teams:
         url = teams.connector.url
         book = ScheduleBook.from_settings(teams.state.analyst.store, teams.state.settings)
-        made = new_schedule(
-            cron="0 9 * * mon",
-            tz="Europe/Berlin",
-            surface="teams",
-            channel=GROUP,
-            question="how many flights?",
-            owner="aad-ada",
-            team_id="tenant-1",
-            service_url=url,
-            now=book.now(),
-        )
+        made = chat_schedule(teams, book, GROUP, "how many flights?")
         await book.add(made)
 
         def count(table: str) -> dict:

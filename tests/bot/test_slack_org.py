@@ -60,6 +60,21 @@ def from_(event: dict, user: str, team: str) -> dict:
     return {**event, "user": user, "team": team, "user_team": team}
 
 
+def show_sql_click(user: str, team: str) -> dict:
+    """The form Slack posts when `user` of workspace `team` clicks Show SQL & code under an answer in
+    C0001, a channel of ours (the payload's `team` is ours; `user.team_id` is the clicker's own)."""
+    payload = {
+        "type": "block_actions",
+        "team": {"id": OURS},
+        "user": {"id": user, "team_id": team},
+        "api_app_id": "A0001",
+        "container": {"type": "message", "channel_id": "C0001", "message_ts": "9.9"},
+        "channel": {"id": "C0001"},
+        "actions": [{"action_id": ACTION_SHOW_SQL, "value": "turn1", "type": "button", "block_id": "b"}],
+    }
+    return {"payload": json.dumps(payload)}
+
+
 async def post(slack, event: dict, *, created_by: str = OURS, delivered: dict | None = None):
     """An Events API envelope for `event` in a channel `created_by` that workspace (the outer team_id)."""
     auth = {"team_id": OURS, "enterprise_id": ORG, "user_id": BOT_USER_ID, "is_bot": True}
@@ -179,16 +194,8 @@ async def test_an_organization_in_the_workspace_allowlist_answers_its_people_of_
         await post(slack, from_(mention("how many flights?", ts="1700000001.000100"), "W0BOB", SIBLING))
         await post(slack, from_(mention("and JFK?", ts="1700000002.000100"), "U0001", OURS))
         await post(slack, from_(mention("and LGA?", ts="1700000003.000100"), "U0GINA", PARTNER))
-        payload = {  # a click asks no `users.info` of a colleague: the installation's organization is theirs
-            "type": "block_actions",
-            "team": {"id": OURS},
-            "user": {"id": "U0001", "team_id": OURS},
-            "api_app_id": "A0001",
-            "container": {"type": "message", "channel_id": "C0001", "message_ts": "9.9"},
-            "channel": {"id": "C0001"},
-            "actions": [{"action_id": ACTION_SHOW_SQL, "value": "turn1", "type": "button", "block_id": "b"}],
-        }
-        await slack.form({"payload": json.dumps(payload)})
+        # a click asks no `users.info` of a colleague: the installation's organization is theirs
+        await slack.form(show_sql_click("U0001", OURS))
         await slack.drain()
     assert len(fake_model.requests) == 2
     assert REFUSED in told(org_api, "U0GINA")
@@ -278,16 +285,7 @@ async def test_a_partners_slash_command_and_clicks_are_judged_by_their_own_works
         await slack.form(fields)
         await slack.drain()
         assert not fake_model.requests
-        payload = {
-            "type": "block_actions",
-            "team": {"id": OURS},
-            "user": {"id": "U0GINA", "team_id": PARTNER},
-            "api_app_id": "A0001",
-            "container": {"type": "message", "channel_id": "C0001", "message_ts": "9.9"},
-            "channel": {"id": "C0001"},
-            "actions": [{"action_id": ACTION_SHOW_SQL, "value": "turn1", "type": "button", "block_id": "b"}],
-        }
-        await slack.form({"payload": json.dumps(payload)})
+        await slack.form(show_sql_click("U0GINA", PARTNER))
         await slack.drain()
     # the command's, through its response_url (a call too), and the click's
     refusals = [c for c in org_api.calls if REFUSED in json.dumps(c.args)]
