@@ -6,41 +6,25 @@ Connections are accepted and held open, reading whatever arrives, until `stop()`
 from __future__ import annotations
 
 import socket
-import threading
 import time
 
+from tests.fakes.loopback_listener import LoopbackListener
 
-class BlackHole:
+
+class BlackHole(LoopbackListener):
     def __init__(self) -> None:
-        self.server = socket.create_server(("127.0.0.1", 0))
-        self.server.settimeout(0.2)
+        super().__init__()
         self.connections: list[socket.socket] = []
         self.accepted_at: list[float] = []  # time.monotonic() of each connection
-        self._stopped = threading.Event()
-        self._thread = threading.Thread(target=self._accept, daemon=True)
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.server.getsockname()[1]}"
+        return f"http://127.0.0.1:{self.port}"
 
-    def start(self) -> BlackHole:
-        self._thread.start()
-        return self
+    def accepted(self, conn: socket.socket) -> None:
+        self.accepted_at.append(time.monotonic())
+        self.connections.append(conn)
 
-    def stop(self) -> None:
-        self._stopped.set()
-        self._thread.join(timeout=2)
+    def closing(self) -> None:
         for conn in self.connections:
             conn.close()
-        self.server.close()
-
-    def _accept(self) -> None:
-        while not self._stopped.is_set():
-            try:
-                conn, _ = self.server.accept()
-            except TimeoutError:
-                continue
-            except OSError:
-                return
-            self.accepted_at.append(time.monotonic())
-            self.connections.append(conn)

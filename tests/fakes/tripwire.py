@@ -13,47 +13,26 @@ from __future__ import annotations
 import socket
 import threading
 
+from tests.fakes.loopback_listener import LoopbackListener
+
 ANSWER = b"HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
 
 
-class Tripwire:
+class Tripwire(LoopbackListener):
     def __init__(self) -> None:
-        self.server = socket.create_server(("127.0.0.1", 0))
-        self.server.settimeout(0.1)
+        super().__init__(poll_s=0.1)
         self.connections = 0  # counted as each is accepted
         self.arrived: list[bytes] = []  # per connection, once it ends: what came before the answer
         self.lock = threading.Lock()
-        self._stopped = threading.Event()
-        self._thread = threading.Thread(target=self._accept, daemon=True)
-
-    @property
-    def port(self) -> int:
-        return self.server.getsockname()[1]
 
     @property
     def address(self) -> str:
         return f"127.0.0.1:{self.port}"
 
-    def start(self) -> Tripwire:
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._stopped.set()
-        self._thread.join(timeout=2)
-        self.server.close()
-
-    def _accept(self) -> None:
-        while not self._stopped.is_set():
-            try:
-                conn, _ = self.server.accept()
-            except TimeoutError:
-                continue
-            except OSError:
-                return
-            with self.lock:
-                self.connections += 1
-            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+    def accepted(self, conn: socket.socket) -> None:
+        with self.lock:
+            self.connections += 1
+        threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
 
     def _serve(self, conn: socket.socket) -> None:
         seen = b""
