@@ -64,17 +64,30 @@ def descriptors(pid: int) -> dict[int, str] | None:
         return {}
 
 
+def waiting_to_read(pid: int) -> bool:
+    """Whether the process sleeps in a pipe read (its request): past its set-up. Counting its
+    descriptors to tell was a race — between closing what it inherited and pointing stdout and stderr
+    at /dev/null it holds as few, and a test that looked then failed. A kernel that hides where a
+    process sleeps (wchan "0") is taken at its descriptors, as before."""
+    try:
+        wchan = Path(f"/proc/{pid}/wchan").read_text()
+    except OSError:
+        return False
+    if wchan in ("", "0"):
+        return len(descriptors(pid) or {}) <= 5  # 0-2 and its two pipes
+    return "pipe_read" in wchan
+
+
 async def waiting_runner(sandbox) -> int:
-    """The spare's runner, once it has closed what it inherited: the child of the spare that is a
-    fork of the fork server (the init is a `python -S -I` of its own)."""
+    """The spare's runner, once it waits for its request: the child of the spare that is a fork of
+    the fork server (the init is a `python -S -I` of its own)."""
     zygote = sandbox._proc.pid
     for _ in range(200):
         for spare in children(zygote):
             for child in children(spare):
-                if cmdline(child) == cmdline(zygote):
-                    fds = descriptors(child)
-                    if fds is None or len(fds) <= 5:  # 0-2 and its two pipes
-                        return child
+                mine = cmdline(child) == cmdline(zygote)
+                if mine and (descriptors(child) is None or waiting_to_read(child)):
+                    return child
         await asyncio.sleep(0.05)
     raise AssertionError("no waiting runner found under the fork server")
 
