@@ -25,7 +25,7 @@ from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot import slack_render as render
-from bot.slack_access import TokenRefused, asker, looked_up, refused_click, tell_clicker
+from bot.slack_access import asker, refused_click, tell_clicker
 from bot.slack_client import SlackCallFailed, slack_error
 from bot.slack_confirm import build_confirmer
 from bot.slack_progress import SlackProgress
@@ -41,7 +41,6 @@ from core.schedules_parse import parse_schedule_command
 from core.schedules_run import RunResult, in_owners_name, turn_question
 from core.schedules_tool import from_answer, propose_new, unschedulable
 from core.sessions import StoreUnavailable
-from core.thread import Threads
 
 log = logging.getLogger("datathread.schedules")
 
@@ -218,18 +217,6 @@ CANNOT_ASK = "Not created: Slack did not let me ask you here ({})."
 JOB_SCHEDULE_ANSWER = "slack.schedule_answer"  # "Schedule…" under an answer
 
 
-async def slack_user_tz(client: AsyncWebClient, threads: Threads, team: str, user: str) -> str:
-    """The person's IANA time zone from `users.info` (https://docs.slack.dev/reference/methods/users.info),
-    the lookup the access rules share (bot/slack_access.py), kept a day; "" when unknown. It is
-    decoration: a refusal, a Slack that cannot be reached or answers late is one log line, and the
-    caller goes on with the default time zone."""
-    try:
-        person = await looked_up(client, threads, team, user)
-    except TokenRefused:  # the reply that follows is refused too, and says why
-        return ""
-    return person.tz if person else ""
-
-
 async def schedule_command(ack, submit, command: dict, text: str, who: dict) -> None:
     """`/ask schedule weekly mon 09:00 …`: ack at once, set it up after (parse, confirm, create).
     `who`: who asks (bot/slack_access.py `who_asks`), for the access rules."""
@@ -286,18 +273,21 @@ async def _propose(
         user_id=p["user"],
         private=True,
     )
-    tz = await slack_user_tz(client, threads, p["team"], p["user"]) or state.settings.default_tz
+    # their time zone, and their organization for an allowlist that names it (users.info, kept a day):
+    # a schedule kept by its workspace alone was refused where only the organization (E…) is listed
+    who = await asker(client, threads, p, tz=True)
     refused: list[str] = []
     sentence = await propose_new(
         threads.schedules(),
         build_confirmer(client, target, threads, refused=refused),
         cron=cron,
-        tz=tz,
+        tz=who.tz or state.settings.default_tz,
         surface="slack",
         channel=p["channel"],
         question=question,
         owner=p["user"],
         team_id=p["team"],
+        enterprise_id=who.enterprise,
         sql=sql,
         manage_hint=f"`{state.settings.slash_command} schedule list` shows yours.",
     )

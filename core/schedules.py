@@ -58,6 +58,10 @@ class Schedule:
     question: str
     owner: str = ""  # the creator: runs are turns under this identity
     team_id: str = ""  # Slack team / Teams tenant
+    # Slack: the owner's Enterprise Grid organization (E…) when it was made, "" elsewhere: the access
+    # rules may list the organization alone (DATATHREAD_ALLOWED_TEAMS=E…), which a workspace id never
+    # matches, so a schedule that kept only its workspace was refused to the organization's own people
+    enterprise_id: str = ""
     thread: str = ""  # post every run in this thread; empty = a new thread per run
     service_url: str = ""  # Teams: where the Bot Connector of this conversation lives
     # Teams: the conversation's kind (channel, groupChat, personal), which decides how a run is posted;
@@ -128,6 +132,7 @@ def new_schedule(
     now: datetime,
     owner: str = "",
     team_id: str = "",
+    enterprise_id: str = "",
     thread: str = "",
     service_url: str = "",
     conversation_type: str = "",
@@ -163,6 +168,7 @@ def new_schedule(
         question=question.strip(),
         owner=owner,
         team_id=team_id,
+        enterprise_id=enterprise_id.strip(),
         thread=thread.strip(),
         service_url=service_url,
         conversation_type=kind,

@@ -101,8 +101,9 @@ class ScheduleBook:
         """Why the access settings do not let the schedule's owner ask in its channel (the sentence for
         them), or None: checked when it is created, and before each run posts anything. A Teams
         schedule stored without a tenant (made by the terminal before `add` filled it in) posts in the
-        bot's own tenant, when it has one, as its runs do (bot/schedule_teams.py)."""
-        return self.standing_refused(schedule, outsider="")
+        bot's own tenant, when it has one, as its runs do (bot/schedule_teams.py). A Slack schedule is
+        judged by its owner's organization too, as it was when they made it."""
+        return self.standing_refused(schedule, outsider="", enterprise=schedule.enterprise_id)
 
     def check_may_create(self, schedule: Schedule) -> None:
         """ScheduleError unless the access settings let the creator ask in that channel."""

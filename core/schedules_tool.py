@@ -54,6 +54,7 @@ class ScheduleOrigin:
     thread: str
     user_id: str
     tz: str
+    enterprise_id: str = ""  # Slack: the asker's Grid organization, which the access rules may list
 
     @classmethod
     def from_message(cls, message: IncomingMessage, *, default_tz: str) -> ScheduleOrigin | None:
@@ -66,7 +67,9 @@ class ScheduleOrigin:
         else:
             return None
         tz = message.user_tz or default_tz
-        return cls(message.surface, message.team_id, channel, thread, message.user_id, tz)
+        return cls(
+            message.surface, message.team_id, channel, thread, message.user_id, tz, message.enterprise_id
+        )
 
 
 @dataclass
@@ -95,6 +98,7 @@ class ScheduleDesk:
             now=self.book.now(),
             owner=o.user_id,
             team_id=o.team_id,
+            enterprise_id=o.enterprise_id,
             thread=o.thread if args.same_thread else "",
             sql=args.sql or "",
         )

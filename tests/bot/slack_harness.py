@@ -231,3 +231,14 @@ async def until(predicate, timeout: float = 300) -> None:
     while not predicate():
         assert time.monotonic() < deadline, "timed out"
         await asyncio.sleep(0.1)
+
+
+async def confirm_buttons(api: FakeSlackAPI) -> list[dict]:
+    """The Create/Cancel buttons once the job has posted them (it runs after the ack)."""
+    for _ in range(400):
+        for call in api.of("chat.postEphemeral"):
+            for block in call.args.get("blocks") or []:
+                if block.get("type") == "actions":
+                    return block["elements"]
+        await asyncio.sleep(0.05)
+    raise AssertionError("no confirmation was posted")

@@ -4,7 +4,6 @@ model, real DuckDB and sandbox processes."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import re
@@ -18,7 +17,7 @@ from core.schedules import ANSWER_CADENCES, new_schedule
 from core.schedules_store import ScheduleBook
 from core.schedules_tick import tick
 from core.thread import CONFIRM_EXPIRED
-from tests.bot.slack_harness import serve, until
+from tests.bot.slack_harness import confirm_buttons, serve, until
 from tests.fakes.anthropic_api import error, text, tool
 from tests.fakes.clock import Clock
 from tests.fakes.slack_api import TEAM_ID, FakeSlackAPI
@@ -193,17 +192,6 @@ async def test_an_owner_the_access_rules_refuse_pauses_the_schedule_before_anyth
             assert not fake_model.requests
     finally:
         api.stop()
-
-
-async def confirm_buttons(api: FakeSlackAPI) -> list[dict]:
-    """The Create/Cancel buttons once the job has posted them (it runs after the ack)."""
-    for _ in range(400):
-        for call in api.of("chat.postEphemeral"):
-            for block in call.args.get("blocks") or []:
-                if block.get("type") == "actions":
-                    return block["elements"]
-        await asyncio.sleep(0.05)
-    raise AssertionError("no confirmation was posted")
 
 
 async def test_slash_schedule_asks_create_or_cancel_in_the_askers_time_zone(settings, fake_model):

@@ -9,27 +9,33 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from bot import slack_blocks
 from core.schedules import new_schedule
 from core.schedules_store import ScheduleBook
 from core.schedules_tick import tick
-from tests.bot.slack_harness import serve
+from tests.bot.slack_harness import confirm_buttons, serve
 from tests.fakes.anthropic_api import text
 from tests.fakes.clock import Clock
 from tests.fakes.slack_api import TEAM_ID, FakeSlackAPI
 
-OURS, PARTNER = TEAM_ID, "T0GLOBEX"
+OURS, PARTNER, ORG = TEAM_ID, "T0GLOBEX", "E0ACME"  # ORG: our workspace's Enterprise Grid organization
 PEOPLE = {"U0001": (OURS, False), "U0GINA": (PARTNER, False), "U0GUEST": (OURS, True)}
 MONDAY_0859_BERLIN = datetime(2031, 11, 24, 7, 59, tzinfo=UTC)  # far from the real clock
 
 
 class PeopleSlack(FakeSlackAPI):
-    """The fake Slack Web API, whose `users.info` says each person's workspace and guest flag."""
+    """The fake Slack Web API, whose `users.info` says each person's workspace, organization (ours for
+    our workspace's people) and guest flag."""
 
     def respond(self, method: str, args: dict) -> dict:
         said = super().respond(method, args)
+        if method == "auth.test" and said.get("ok"):
+            said["enterprise_id"] = ORG
         if method == "users.info" and said.get("ok") and args.get("user") in PEOPLE:
             team, guest = PEOPLE[args["user"]]
             said["user"].update(team_id=team, is_restricted=guest)
+            if team == OURS:
+                said["user"]["enterprise_user"] = {"id": args["user"], "enterprise_id": ORG, "teams": [team]}
         return said
 
 
@@ -104,3 +110,22 @@ async def test_an_owner_slack_could_not_look_up_is_a_failed_run_not_a_pause(sett
         fake_model.enqueue(text("Revenue: EMEA 4.2M."))
         book, sid = await run_once(harness, "U0001", OURS)
         assert (await book.get(sid)).last_outcome == "ok"
+
+
+async def test_a_schedule_made_where_only_the_organization_is_listed_is_created_and_runs(
+    settings, fake_model, api
+):
+    """DATATHREAD_ALLOWED_TEAMS naming the Grid organization alone answered its people, but `/ask
+    schedule` told them "datathread isn't enabled for this workspace" (a schedule kept its workspace
+    only, which the list does not name). It keeps the owner's organization now; its runs pass too."""
+    async with serve(settings.model_copy(update={"allowed_teams": ORG}), api) as harness:
+        await harness.command("schedule weekly mon 09:00 revenue by region", channel="C0SHARED")
+        create, _ = await confirm_buttons(api)
+        await harness.click(
+            slack_blocks.ACTION_CONFIRM_RUN, create["value"], channel="C0SHARED", user="U0001"
+        )
+        await harness.drain()
+        book = ScheduleBook.from_settings(harness.state.analyst.store, harness.state.settings)
+        [s] = await book.list()
+        assert (s.team_id, s.enterprise_id) == (OURS, ORG)
+        assert book.owner_refused(s) is None  # what each run checks before it posts

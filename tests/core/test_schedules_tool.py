@@ -3,6 +3,7 @@ whose, the person confirms (Create / Cancel) before anything exists, and refusal
 
 from __future__ import annotations
 
+import dataclasses
 import re
 
 import pytest
@@ -100,6 +101,32 @@ async def test_refusals_and_caps_reach_the_model_before_anyone_is_asked(settings
             assert result["is_error"] and says in json_text(result), says
             assert not confirm.asked
         assert [s.question for s in await ScheduleBook(analyst.store).list()] == ["first"]
+    finally:
+        await analyst.close()
+
+
+async def test_an_organization_on_the_allowlist_lets_its_people_make_and_run_schedules(
+    settings, fake_model, recorder
+):
+    """With DATATHREAD_ALLOWED_TEAMS naming the Enterprise Grid organization alone (E…), its people
+    were answered but their schedules were refused ("isn't enabled for this workspace"), and one made
+    anyway was paused at its first run: a schedule kept only its workspace. It keeps the owner's
+    organization now, and is judged by it when made and before each run."""
+    from core.analyst import Analyst
+
+    analyst = await Analyst.create(settings.model_copy(update={"allowed_teams": "E0ORG"}))
+    try:
+        fake_model.enqueue(tool("create_schedule", {"cron": "0 9 * * mon", "question": "delays"}), text("ok"))
+        confirm = Answers(True)
+        await analyst.handle(slack_message("every monday", enterprise_id="E0ORG"), recorder, confirm=confirm)
+        assert confirm.asked, json_text(fake_model.last_tool_results()[0])
+        [s] = await ScheduleBook(analyst.store).list()
+        assert (s.team_id, s.enterprise_id) == ("T1", "E0ORG")
+        book = ScheduleBook.from_settings(analyst.store, analyst.settings)
+        assert book.owner_refused(s) is None  # what a run checks before it posts
+
+        # kept by its workspace alone, as before, its first run was refused
+        assert "isn't enabled" in book.owner_refused(dataclasses.replace(s, enterprise_id=""))
     finally:
         await analyst.close()
 
