@@ -43,30 +43,39 @@ NO_RETRY_AFTER_S = 5.0  # a transient refusal without a Retry-After: wait this l
 
 
 class AnswerCut(Exception):
-    """A message of an answer after its first was not taken: why, and the messages not sent."""
+    """A message of an answer was not taken: why, and the messages not sent. `whole`: its first one,
+    throttled for a while Teams names — all of it follows (as the rest of a cut answer does), where
+    "Teams did not take the answer, so it is not here. Please ask again" lost an answer Teams would
+    have taken a minute later."""
 
-    def __init__(self, exc: ConnectorFailed, messages: tuple[tuple[str, tuple[dict, ...]], ...]):
+    def __init__(
+        self, exc: ConnectorFailed, messages: tuple[tuple[str, tuple[dict, ...]], ...], *, whole: bool = False
+    ):
         super().__init__(str(exc))
-        self.exc, self.messages = exc, messages
+        self.exc, self.messages, self.whole = exc, messages, whole
 
 
 @dataclass(frozen=True)
 class Rest:
-    """What has not arrived of an answer: its remaining messages (text, attachments) and its files."""
+    """What has not arrived of an answer: its remaining messages (text, attachments) and its files;
+    `whole`: none of it has."""
 
     messages: tuple[tuple[str, tuple[dict, ...]], ...]
     files: tuple[FileMessage, ...] = ()
+    whole: bool = False
 
     def what(self) -> str:
         """ "the rest of this answer, its card and 2 files", for the sentences below."""
         card = any(attachments for _, attachments in self.messages)
         files = f" and {counted(len(self.files), 'file')}" if self.files else ""
-        return "the rest of this answer" + (", with its card" if card else "") + files
+        answer = "this answer" if self.whole else "the rest of this answer"
+        return answer + (", with its card" if card else "") + files
 
     def to_payload(self) -> dict:
         return {
             "messages": [[text, list(attachments)] for text, attachments in self.messages],
             "files": [[f.name, f.text, list(f.attachments)] for f in self.files],
+            "whole": self.whole,
         }
 
     @classmethod
@@ -78,6 +87,7 @@ class Rest:
             tuple(
                 FileMessage(name, text, tuple(att or ())) for name, text, att in payload.get("files") or []
             ),
+            whole=bool(payload.get("whole")),
         )
 
 
@@ -103,10 +113,12 @@ def lost_words(rest: Rest, exc: ConnectorFailed | None, error_id: str, *, why: s
             f"again (error id {error_id})."
         )
     why = f" ({refusal_words(exc)})" if exc is not None else f" ({why})" if why else ""
-    return (
-        f"⚠️ {rest.what()[0].upper()}{rest.what()[1:]} did not arrive{why}: what is above is only part "
-        f"of it. Please ask again to see all of it (error id {error_id})."
+    part = (
+        ". Please ask again"
+        if rest.whole
+        else ": what is above is only part of it. Please ask again to see all of it"
     )
+    return f"⚠️ {rest.what()[0].upper()}{rest.what()[1:]} did not arrive{why}{part} (error id {error_id})."
 
 
 def job_payload(
@@ -141,7 +153,9 @@ async def send_rest(out: TeamsOut, payload: dict, sent: Sent | None = None) -> N
         except ConnectorFailed as exc:
             wait = wait_s(exc) if not (exc.silent or exc.gone) else None
             if wait is None or time.monotonic() + wait > deadline:
-                left = Rest(tuple(messages), rest.files)
+                left = Rest(
+                    tuple(messages), rest.files, whole=rest.whole and len(messages) == len(rest.messages)
+                )
                 log.warning(
                     "teams: the rest of an answer did not reach conversation %s error_id=%s: %s",
                     where,

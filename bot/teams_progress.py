@@ -23,7 +23,7 @@ import asyncio
 import logging
 import uuid
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from bot import teams_render as render
 from bot.files import FileLinks
@@ -238,7 +238,7 @@ class TeamsSink:
             if self.stopped:  # Teams refused the stream's end: Stop was pressed after the last update
                 await self._say_stopped()
                 return
-        except AnswerCut as cut:  # the first message arrived, a later one did not
+        except AnswerCut as cut:  # a message did not arrive: the first, for a while, or a later one
             await self._rest(cut, event)
             return
         except ConnectorFailed as exc:  # the one line that says a person got no answer, and why
@@ -267,14 +267,15 @@ class TeamsSink:
         return failure.error_id if failure is not None and failure.error_id else uuid.uuid4().hex[:8]
 
     async def _rest(self, cut: AnswerCut, event: TurnFinished) -> None:
-        """Part of the answer arrived: the rest (and the files) go to a `teams.rest` job when Teams
-        throttled it for a while it names, and the card says it follows; else the card says what is
-        missing, and the files follow as after an answer that did not arrive."""
+        """Part of the answer arrived, or Teams throttled its first message: the rest (and the files)
+        go to a `teams.rest` job when Teams throttled it for a while it names, and the card says it
+        follows; else the card says what is missing, and the files follow as after an answer that did
+        not arrive."""
         exc, error_id = cut.exc, self._error_id()
         reachable = not (exc.silent or exc.gone)  # else the files would wait as long, or be refused too
         wait = wait_s(exc) if reachable else None
+        rest = Rest(cut.messages, tuple(self.files), whole=cut.whole)
         if wait is not None and self.later is not None:
-            rest = Rest(cut.messages, tuple(self.files))
             progress = (
                 self.progress_id if not self.no_progress else "",
                 self._lines(),
@@ -288,25 +289,18 @@ class TeamsSink:
                 log.warning("teams: could not hand the rest of an answer to a job: %s", failed)
             else:
                 log.info(
-                    "teams: Teams throttled the answer part-way in conversation %s (%s): the rest follows "
-                    "in %g s error_id=%s turn=%s",
-                    self.conversation,
-                    exc,
-                    wait,
-                    error_id,
-                    event.turn_id,
+                    "teams: Teams throttled the answer in conversation %s (%s): %s follows in %g s "
+                    "error_id=%s turn=%s",
+                    *(self.conversation, exc, rest.what(), wait, error_id, event.turn_id),
                 )
                 await self._say_lost(waiting_words(rest, wait), exc)
                 return
         log.warning(
-            "teams: the rest of the answer did not reach its conversation error_id=%s turn=%s conversation=%s: %s",
-            error_id,
-            event.turn_id,
-            self.conversation,
-            exc,
+            "teams: %s did not reach its conversation error_id=%s turn=%s conversation=%s: %s",
+            *(rest.what(), error_id, event.turn_id, self.conversation, exc),
         )
         await self._say_lost(
-            lost_words(Rest(cut.messages, () if reachable else tuple(self.files)), exc, error_id), exc
+            lost_words(replace(rest, files=() if reachable else rest.files), exc, error_id), exc
         )
         if reachable:
             await send_files(self.out, self.files)
@@ -359,7 +353,12 @@ class TeamsSink:
         if failure is not None:  # after the whole answer (its store failed): the answer stays, then why
             messages.append((render.failure_text(failure.message, failure.error_id), ()))
         (first, attachments), *rest = messages
-        sent = await self._send_final(final, first, attachments=list(attachments) or None, answer=True)
+        try:
+            sent = await self._send_final(final, first, attachments=list(attachments) or None, answer=True)
+        except ConnectorFailed as exc:  # throttled for a while it names: all of it follows, as a rest does
+            if self.later is None or wait_s(exc) is None:
+                raise
+            raise AnswerCut(exc, tuple(messages), whole=True) from None
         if self.stopped:
             return
         await keep_answer_card(self.threads, event.turn_id, sent, first, attachments)  # for votes

@@ -203,11 +203,12 @@ async def test_an_answer_refused_with_an_http_date_retry_after_is_sent_again_at_
 
 
 async def test_a_bot_connector_answering_503_ends_the_turn_in_one_line(teams, fake_model, caplog):
-    """A 503 asking for a minute's wait: nothing to show anyone, so the turn ends at once, says why in
-    one line (no traceback per event as before) and the thread's next question answers."""
+    """A 503 asking for a long wait: nothing to show anyone, so the turn ends at once, says why in one
+    line (no traceback per event as before) and the thread's next question answers. (Asking for a
+    wait the rest of an answer may take, it follows in a job: tests/bot/test_teams_rest.py.)"""
     caplog.set_level(logging.INFO)
     teams.connector.refuse_when = lambda method, body: (
-        (503, {"Retry-After": "60"}) if body.get("type") == "message" else None
+        (503, {"Retry-After": "600"}) if body.get("type") == "message" else None
     )
     fake_model.enqueue(*TWO_STEPS, text("Forty-two."))
     started = time.monotonic()
@@ -216,7 +217,7 @@ async def test_a_bot_connector_answering_503_ends_the_turn_in_one_line(teams, fa
     lines = teams_lines(caplog)
     [lost] = [line for line in lines if "answer did not reach" in line]
     assert (
-        lost.endswith("the Bot Connector at 127.0.0.1 answered HTTP 503, asked to wait 60 s")
+        lost.endswith("the Bot Connector at 127.0.0.1 answered HTTP 503, asked to wait 600 s")
         and f"conversation={THREAD}" in lost
     )
     assert not tracebacks(caplog)
@@ -358,9 +359,10 @@ def test_what_a_failed_call_is_called_in_the_log(exc, why):
 async def test_an_answer_teams_will_not_take_leaves_the_card_saying_so_not_done(teams, fake_model, caplog):
     """The progress card said "Done — 2 steps" and nothing followed when Teams refused the answer's
     message (a 429 asking for longer than the bot waits, a 413): the card now says the answer did not
-    arrive, with the error id of the log line."""
+    arrive, with the error id of the log line. (A 429 asking for a minute: the answer follows,
+    tests/bot/test_teams_rest.py; this one asks for longer than the rest of an answer may wait.)"""
     teams.connector.refuse_when = lambda method, body: (
-        (429, {"Retry-After": "60"}) if "Forty-two." in (body.get("text") or "") else None
+        (429, {"Retry-After": "600"}) if "Forty-two." in (body.get("text") or "") else None
     )
     fake_model.enqueue(*TWO_STEPS, text("Forty-two."))
     await asyncio.wait_for(teams.say("how many flights?"), 8)

@@ -262,13 +262,14 @@ async def test_files_still_follow_an_answer_teams_refused_but_not_one_it_left_un
     teams, fake_model, monkeypatch
 ):
     """The files wait for the answer now. Where Teams refused the answer (a 429 asking for longer
-    than the bot waits), they are still sent: each is a message Teams may take. Where the Bot
-    Connector did not answer at all, they are not: each would wait as long again."""
+    than the bot waits, and than the answer may follow in: tests/bot/test_teams_rest.py), they are
+    still sent: each is a message Teams may take. Where the Bot Connector did not answer at all, they
+    are not: each would wait as long again."""
     from bot import teams_connector
 
     monkeypatch.setattr(teams_connector, "SEND_TIMEOUT_S", 1.0)
     teams.connector.refuse_when = lambda method, body: (
-        (429, {"Retry-After": "60"}) if (body.get("text") or "").startswith("The chart and") else None
+        (429, {"Retry-After": "600"}) if (body.get("text") or "").startswith("The chart and") else None
     )
     fake_model.enqueue(*SCATTER_AND_CSV)
     sent = await teams.say("scatter of delays, and a csv", conversation=CHAT)

@@ -105,6 +105,44 @@ async def test_the_rest_follows_when_teams_allows_after_the_turn(teams, fake_mod
     assert teams.connector.updates()[-1].activity_id == teams.connector.id_of(card)
 
 
+async def test_an_answer_whose_first_message_teams_throttles_follows_when_teams_allows(
+    teams, fake_model, short_patience
+):
+    """Teams throttled the answer's first message (429, Retry-After 3 s — longer than the turn waits):
+    the card said "Teams did not take the answer, so it is not here. Please ask again", and an answer
+    Teams would have taken seconds later was lost. Now all of it follows in a job, as the rest of a
+    cut answer does: every part, its card and its chart, and the card says Done."""
+    refused: list[str] = []
+
+    def throttle_the_first(method: str, body: dict) -> tuple | None:
+        said = body.get("text") or ""
+        if method == "POST" and said.startswith("P00") and not refused:
+            refused.append(said[:3])
+            return (429, {"Retry-After": "3"})
+        return None
+
+    teams.connector.refuse_when = throttle_the_first
+    fake_model.enqueue(*long_answer_with_a_chart())
+    assert (await teams.post(activity(teams.connector.url, "describe all carriers"))).status_code == 202
+    for _ in range(600):
+        if refused:
+            break
+        await asyncio.sleep(0.05)
+    await asyncio.sleep(0.5)
+    statuses = [card_status(c) for c in teams.connector.updates()]
+    assert (
+        "⏳ Teams asked me to slow down: this answer, with its card and 1 file follows in about 3 s."
+        in statuses
+    )
+    assert not [s for s in statuses if "not here" in s]
+    await teams.state.runner.drain(timeout=60)
+    sent = teams.connector.sent()
+    parts = [m["text"] for m in sent if (m.get("text") or "").startswith("P")]
+    assert "\n\n".join(parts) == "\n\n".join(PARAGRAPHS)  # whole, in order, once
+    assert any(a["contentType"] == "image/png" for m in sent for a in m.get("attachments") or [])
+    assert card_status(teams.connector.updates()[-1]).startswith("Done")
+
+
 async def test_a_retry_after_past_a_few_minutes_says_what_did_not_arrive(teams, fake_model, short_patience):
     """A Retry-After longer than the rest may wait (600 s): the card says the rest of the answer did not
     arrive — not that the answer is not here — and the chart still follows."""
