@@ -11,14 +11,17 @@ The turn then renders through the same `TeamsSink` as a question: progress card,
 a link, the answer card. A run in a chat joins the chat's current conversation, as a question there
 does (after `reset` or 8 idle hours, the next one): follow-ups in the chat see the report. HTTP
 403/404 from the connector (bot removed, channel deleted) makes the run `gone`, which pauses the
-schedule.
+schedule; so does an owner Teams now says may not ask (a guest while guests are refused, a person of
+another organization: `_owner_refused`), looked up before anything is posted.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import re
 from dataclasses import dataclass
+from urllib.parse import urlsplit
 
 from botbuilder.core import TurnContext
 from botbuilder.schema import (
@@ -33,9 +36,10 @@ from botbuilder.schema import (
 from bot.surface import AppState
 from bot.teams_auth import TeamsBot
 from bot.teams_connector import ConnectorFailed
+from bot.teams_members import Standing, standing_of, worth_asking
 from bot.teams_out import TeamsOut
 from bot.teams_progress import TeamsSink
-from core.access import home_tenant
+from core.access import EXTERNAL, GUEST, MAYBE_GUEST, UNCONFIRMED, home_tenant
 from core.events import IncomingMessage
 from core.schedules import Schedule, teams_conversation_type
 from core.schedules_run import RunResult, in_owners_name, turn_question
@@ -128,8 +132,65 @@ class TeamsSchedulePoster:
             self.bot.app_id, logic, params, "msteams", self._service_url(schedule), None
         )
 
+    async def _owner_refused(self, schedule: Schedule, turn_id: str) -> RunResult | None:
+        """A failed run, before anything is posted, when the owner may not ask by who Teams says they
+        are now (the members route, kept a day: bot/teams_members.py; the run-time check knew the
+        allowlists only): a guest while guests are refused, a person of another organization — a
+        pause, as no later run does better; so does a Bot Connector that says the bot was removed.
+        One Teams could not look up fails this run only. None for an owner who is no Teams person."""
+        owner, threads = schedule.owner, self.state.threads
+        if not teams_person(owner):
+            return None
+        who = IncomingMessage(
+            text="",
+            surface="teams",
+            thread_key=(),
+            user_id=owner,
+            channel_id=schedule.channel,
+            team_id=self._tenant(schedule),
+        )
+        if not worth_asking(threads, who):
+            return None
+        found: list[Standing] = []
+
+        async def logic(context: TurnContext) -> None:
+            connector = context.turn_state[self.bot.connector_key()]
+            try:  # asked in the schedule's channel or chat: where the owner's runs post
+                host = urlsplit(self._service_url(schedule)).hostname or ""
+                found.append(
+                    await standing_of(
+                        threads, connector, who, conversation=schedule.channel, member=owner, host=host
+                    )
+                )
+            finally:  # msrest's async ConnectorClient has no close(): __aexit__ closes its session
+                await connector.__aexit__(None, None, None)
+
+        reference = self._reference(schedule, schedule.channel)
+        await self.bot.adapter.continue_conversation(reference, logic, bot_app_id=self.bot.app_id)
+        said = found[0]
+        if said.failure is not None and said.failure.gone:  # removed from the team, the chat deleted
+            return RunResult(ok=False, error=f"HTTP {said.failure.status}", gone=True, turn_id=turn_id)
+        book = threads.schedules()
+        if book.standing_refused(schedule, outsider=said.outsider) is None:
+            return None
+        if said.outsider in (UNCONFIRMED, MAYBE_GUEST):
+            return RunResult(
+                ok=False,
+                error=f"I couldn't confirm who its owner ({owner}) is: Teams did not say",
+                turn_id=turn_id,
+            )
+        why = OWNER_REFUSED.get(said.outsider, OWNER_REFUSED[""]).format(owner=owner)
+        return RunResult(ok=False, error=why, turn_id=turn_id, lasting=True, retry=False)
+
     async def run(self, schedule: Schedule, *, turn_id: str, note: str, thread: str = "") -> RunResult:
         """With `thread` (a retry), in that conversation under the first attempt's notice, no header."""
+        try:
+            if refused := await self._owner_refused(schedule, turn_id):
+                return refused
+        except Exception as exc:  # no connector at all (signing in failed: bot/teams_login.py), the store
+            why = exc.why if isinstance(exc, ConnectorFailed) else type(exc).__name__
+            log.warning("schedule %s: its owner could not be looked up: %s", schedule.id, why)
+            return RunResult(ok=False, error=why, turn_id=turn_id)
         outcome_box: list = []
         where: list[str] = [thread]
         tenant = self._tenant(schedule)
@@ -197,6 +258,27 @@ class TeamsSchedulePoster:
     async def tell_owner(self, schedule: Schedule, text: str) -> None:
         """Teams has no DM without the person's own conversation id: say it in the channel, to them."""
         await self.post_notice(schedule, text)
+
+
+# Why a run paused: the owner may not ask, by who Teams says they are (`IncomingMessage.outsider`).
+OWNER_REFUSED = {
+    EXTERNAL: "its owner ({owner}) is from another organization, and datathread's access settings answer "
+    "only the organization's own people",
+    GUEST: "its owner ({owner}) is a guest of the organization's tenant, and datathread's access settings "
+    "do not answer guests",
+    "": "datathread's access settings do not let its owner ({owner}) ask in this channel",
+}
+
+# A person's Microsoft Entra object id, as a schedule made in Teams names its owner (`teams_who.user_id`).
+ENTRA_OBJECT_ID = re.compile(r"[0-9a-f]{8}(?:-[0-9a-f]{4}){3}-[0-9a-f]{12}", re.IGNORECASE)
+
+
+def teams_person(owner: str) -> bool:
+    """Whether a schedule's owner is someone Teams can be asked about: an Entra object id (a schedule
+    made in Teams), or a conversation member's `29:` id. A terminal `--owner` of another shape names
+    the operator's choice of identity, not a Teams account: not looked up, as Slack's runs skip
+    owners that are no Slack member ids (bot/schedule_slack.py)."""
+    return bool(ENTRA_OBJECT_ID.fullmatch(owner) or owner.startswith("29:"))
 
 
 def _kind(schedule: Schedule) -> str:

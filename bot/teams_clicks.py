@@ -27,9 +27,10 @@ from bot import teams_render as render
 from bot.files import LinkUnavailable
 from bot.surface import AppState
 from bot.teams_connector import ConnectorFailed
+from bot.teams_members import asker
 from bot.teams_out import TeamsOut
 from bot.teams_votes import draw_vote
-from bot.teams_who import channel_id, home, person, tenant_of, user_id
+from bot.teams_who import channel_id, home, tenant_of, user_id
 from bot.transcript import confirmation_said
 from core.events import ConfirmRequest
 from core.schedules_tool import from_answer, propose_new, unschedulable
@@ -123,7 +124,8 @@ async def card_action(state: AppState, activity: Activity, value: dict, out: Tea
 
 async def _act(state: AppState, activity: Activity, value: dict, out: TeamsOut) -> None:
     threads = state.threads
-    if denial := threads.refused(person(activity)):  # a card's buttons meet the rules a question does
+    # a card's buttons meet the rules a question does, a guest's or another organization's click too
+    if denial := threads.refused(await asker(threads, activity, out)):
         await out.send(denial)
         return
     action = value.get(render.ACTION_KEY)

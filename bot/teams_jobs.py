@@ -25,6 +25,7 @@ from bot.teams_connector import ConnectorFailed
 from bot.teams_consent import file_consent
 from bot.teams_files import refusal_words
 from bot.teams_later import REST_KIND, say_rest_lost, send_rest
+from bot.teams_members import asker
 from bot.teams_out import TeamsOut
 from bot.teams_progress import TeamsSink
 from bot.teams_shared_files import has_files, none_readable, shared_files, unreadable_note
@@ -37,7 +38,6 @@ from bot.teams_who import (
     is_personal,
     locale_of,
     mention_name,
-    person,
     tenant_of,
     user_id,
 )
@@ -150,14 +150,15 @@ async def dispatch(state: AppState, activity: Activity, out: TeamsOut) -> None:
     if activity.type != ActivityTypes.message:
         return
     text = question_text(activity)
+    who = await asker(state.threads, activity, out)  # once per message: Teams may be asked who they are
     # someone the access rules refuse resets nothing: `_answer` gives them a question's refusal
-    if is_reset(text) and not state.threads.refused(person(activity)):
+    if is_reset(text) and not state.threads.refused(who):
         await state.threads.reset("teams", base(activity))
         await out.send(f"{FRESH_START} {FILES_NOT_READ}" if has_files(activity) else FRESH_START)
     elif (command := parse_manage(text)) is not None:  # `schedule list|pause|resume|remove ID`
-        await _manage_schedules(state, activity, command, out)
+        await _manage_schedules(state, activity, command, out, who)
     else:  # `help` and an empty message too: the core answers those without the model
-        await _answer(state, activity, text, out)
+        await _answer(state, activity, text, out, who)
 
 
 def question_text(activity: Activity) -> str:
@@ -210,14 +211,16 @@ async def thread_key(threads: Threads, activity: Activity, *, now: float | None 
     return await threads.current_key("teams", base(activity), idle_reset=not is_channel(activity), now=now)
 
 
-async def _answer(state: AppState, activity: Activity, text: str, out: TeamsOut) -> None:
-    """A question (or `help`) → the core. Someone the access rules refuse hears that alone, never a
-    word about their files; files of no kind the bot reads are refused by name, not fetched (`help`
-    with a screenshot is help)."""
+async def _answer(
+    state: AppState, activity: Activity, text: str, out: TeamsOut, who: IncomingMessage
+) -> None:
+    """A question (or `help`) → the core, from `who` (`teams_members.asker`). Someone the access rules
+    refuse hears that alone, never a word about their files; files of no kind the bot reads are
+    refused by name, not fetched (`help` with a screenshot is help)."""
     threads, with_files = state.threads, has_files(activity)
     unread = with_files and none_readable(activity)
     refused_files = await shared_files(activity, state.settings) if unread else ()  # nothing downloaded
-    if unread and not text and not threads.refused(person(activity)):  # a screenshot alone: no question
+    if unread and not text and not threads.refused(who):  # a screenshot alone: no question
         await out.send(unreadable_note(refused_files))
         return
     message = IncomingMessage(
@@ -231,6 +234,7 @@ async def _answer(state: AppState, activity: Activity, text: str, out: TeamsOut)
         is_direct=is_personal(activity),
         user_tz=activity.local_timezone or "",  # Teams sends the client's IANA zone with each message
         user_locale=locale_of(activity),  # and its locale ("de-DE"): whose week "this week" is
+        outsider=who.outsider,  # a guest, another organization's person: the core's access rules decide
         files=refused_files,
     )
 
@@ -253,13 +257,13 @@ async def _answer(state: AppState, activity: Activity, text: str, out: TeamsOut)
 
 
 async def _manage_schedules(
-    state: AppState, activity: Activity, command: ManageCommand, out: TeamsOut
+    state: AppState, activity: Activity, command: ManageCommand, out: TeamsOut, who: IncomingMessage
 ) -> None:
     """What `/ask schedule list|pause|resume|remove` does in Slack: people who made a schedule here could
     neither see nor change it, and its pause notice sent them to a terminal they do not have. Only the
     owner or an admin changes one; Teams has no message for one person in a channel, so the answer is
     in the conversation, like every reply here."""
-    if denial := state.threads.refused(person(activity)):
+    if denial := state.threads.refused(who):
         await out.send(denial)
         return
     how = f"@{mention_name(activity)} schedule"

@@ -19,8 +19,11 @@ from core.turn_records import in_words
 log = logging.getLogger("datathread.turn")
 
 # `IncomingMessage.outsider`: who the asker is to the organization the bot is installed in.
-GUEST = "guest"  # a guest of the workspace (Slack's multi- and single-channel guests)
-EXTERNAL = "external"  # a person of another organization (Slack Connect)
+GUEST = (
+    "guest"  # a guest of the workspace (Slack's multi- and single-channel guests; Teams' Entra B2B guests)
+)
+# a person of another organization (Slack Connect; Teams: another tenant's, an anonymous meeting participant)
+EXTERNAL = "external"
 UNCONFIRMED = "unconfirmed"  # not one of its people by what the platform sent, and it could not be asked
 # One of its workspace's people by what the platform sent, but whether a guest could not be asked while
 # guests are refused: a listed workspace does not vouch for that (its guests are of it too).
@@ -76,7 +79,8 @@ def home_tenant(settings: Settings) -> str:
     Why: with DATATHREAD_ALLOWED_TEAMS empty (everyone), a SingleTenant bot answered people of any
     organisation that installed or sideloaded its app. Guests and shared-channel members from other
     organisations still ask: their messages come from a conversation of the host tenant, and the
-    tenant checked is the conversation's (`channelData.tenant.id`), not the sender's own."""
+    tenant checked is the conversation's (`channelData.tenant.id`), not the sender's own: who they
+    are is bot/teams_members.py's to find out (DATATHREAD_ALLOW_EXTERNAL_USERS, DATATHREAD_ALLOW_GUESTS)."""
     tenant = (settings.microsoft_app_tenant_id or "").strip().lower()
     if settings.microsoft_app_type not in ONE_TENANT_APP_TYPES or "." in tenant:
         return ""
@@ -142,14 +146,19 @@ class AccessPolicy:
         this one by name (DATATHREAD_ALLOWED_USERS) or, for another organization, by their workspace
         (DATATHREAD_ALLOWED_TEAMS). One the platform could not place is refused as a stranger would be;
         one it places at home but could not say is no guest, while guests are refused, as a guest would
-        be — their workspace listed does not let them in: it lists the workspaces, not their guests."""
+        be — their workspace listed does not let them in: it lists the workspaces, not their guests.
+
+        In Teams a message's `team_id` is the conversation's tenant, not the asker's own: listed, it
+        let every outsider asking in it through. There a person of a listed tenant is no outsider in
+        the first place (bot/teams_members.py counts the listed tenants as the organization's)."""
         named = message.user_id in self.users
         if message.outsider == GUEST and not (self.guests or named):
             return GUEST_REFUSED
         if message.outsider == MAYBE_GUEST and not (self.guests or named):
             return MAYBE_GUEST_REFUSED
         if message.outsider in (EXTERNAL, UNCONFIRMED):
-            if self.external_users or named or self._listed(message):
+            listed = message.surface != "teams" and self._listed(message)
+            if self.external_users or named or listed:
                 return None
             return EXTERNAL_REFUSED if message.outsider == EXTERNAL else UNCONFIRMED_REFUSED
         return None

@@ -1,11 +1,12 @@
 """Settings for who may ask: the allowlists of workspaces or tenants, channels and people, the admins,
-and people from outside the organization datathread is installed in (Slack Connect's people from
-other organizations, a workspace's guests).
+and people from outside the organization datathread is installed in (Slack Connect's and Teams shared
+channels' people from other organizations, a workspace's or tenant's guests).
 
 Mixed into `core.config.Settings` (which reads them from the environment); `core/access.py` applies
-them. An answer comes from the organization's warehouse, and anyone in a channel the bot is in could
-ask it — a Slack Connect channel holds people of another company, who were answered as if they were
-colleagues.
+them, with who someone is as bot/slack_access.py and bot/teams_members.py find out. An answer comes
+from the organization's warehouse, and anyone in a channel the bot is in could ask it — a Slack
+Connect channel or a Teams shared channel holds people of another company, who were answered as if
+they were colleagues.
 """
 
 from __future__ import annotations
@@ -49,14 +50,16 @@ class AccessSettings(BaseModel):
     allow_external_users: bool = Field(
         False,
         validation_alias=_env("DATATHREAD_ALLOW_EXTERNAL_USERS"),
-        description="Slack: answer people from other organizations in Slack Connect channels and DMs (off: they are told "
-        "why not; listing their workspace in DATATHREAD_ALLOWED_TEAMS, or them in DATATHREAD_ALLOWED_USERS, "
-        "allows just those). Not applied in Teams.",
+        description="Answer people from other organizations: in Slack, Slack Connect channels' and DMs'; in "
+        "Teams, a shared channel's members of another tenant and anonymous meeting participants, as Teams' "
+        "member lookup says (off: they are told why not, as is anyone the lookup could not place; listing "
+        "their workspace or tenant in DATATHREAD_ALLOWED_TEAMS, or them in DATATHREAD_ALLOWED_USERS, "
+        "allows just those).",
     )
     allow_guests: bool = Field(
         True,
         validation_alias=_env("DATATHREAD_ALLOW_GUESTS"),
-        description="Slack: answer the workspace's guests (multi- and single-channel guests) in the channels they "
-        "were invited to (off: they are told why not; DATATHREAD_ALLOWED_USERS still allows one). Not applied "
-        "in Teams.",
+        description="Answer guests in the conversations they were invited to: a Slack workspace's multi- and "
+        "single-channel guests, a Teams tenant's guests (Microsoft Entra B2B) (off: they are told why not, "
+        "as is anyone whose lookup failed; DATATHREAD_ALLOWED_USERS still allows one).",
     )

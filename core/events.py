@@ -51,7 +51,7 @@ class IncomingMessage:
     user_name: str = ""
     is_direct: bool = False  # a 1:1 conversation with the bot (Slack DM, Teams personal chat)
     user_tz: str = ""  # the asker's IANA time zone when the surface knows it (for schedules)
-    # Who the asker is to the organization the bot is installed in, when the surface can tell (Slack):
+    # Who the asker is to the organization the bot is installed in, when the surface can tell (Slack, Teams):
     # "" one of its people, or core/access.py's GUEST, EXTERNAL, UNCONFIRMED (the platform could not say),
     # MAYBE_GUEST (at home, but whether a guest could not be asked while guests are refused).
     outsider: str = ""

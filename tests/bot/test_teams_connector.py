@@ -52,6 +52,13 @@ def hole():
     black_hole.stop()
 
 
+def asked_nothing(settings):
+    """People from outside the organization allowed, so a turn asks the Bot Connector nothing before
+    it runs: asked who Ada is, a silent one refuses her as unconfirmed (fail closed,
+    tests/bot/test_teams_outsiders.py), and these tests are about the turn's own calls."""
+    return settings.model_copy(update={"allow_external_users": True})
+
+
 def teams_lines(caplog) -> list[str]:
     return [r.getMessage() for r in caplog.records if r.name == "datathread.teams"]
 
@@ -75,7 +82,7 @@ async def test_a_service_url_that_never_answers_ends_the_turn_frees_the_thread_a
     """The connection is taken and nothing comes back. Was: the typing indicator waited 100 s, then
     the job died with a traceback naming no conversation; stopping the app meanwhile took 40 s."""
     caplog.set_level(logging.INFO)
-    async with serve_teams(settings) as teams:
+    async with serve_teams(asked_nothing(settings)) as teams:
         fake_model.enqueue(*TWO_STEPS, text("Forty-two."))
         assert (await teams.post(activity(hole.url, "how many flights?"))).status_code == 202
         took = await finished(teams, within=8)
@@ -116,7 +123,7 @@ async def test_stopping_now_tells_a_silent_conversation_within_the_short_timeout
     short timeout: a silent Bot Connector neither takes those 10 s nor leaves a thread in the pool that
     the process's exit then waits for (it did: 52 s after a double Ctrl-C under `datathread serve`)."""
     caplog.set_level(logging.INFO)
-    async with serve_teams(settings) as teams:
+    async with serve_teams(asked_nothing(settings)) as teams:
         fake_model.enqueue(lambda body: time.sleep(2) or text("Too late."))  # still being written
         await teams.post(activity(hole.url, "how many flights?"))
         await asyncio.sleep(stop_after_s)

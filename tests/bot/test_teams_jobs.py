@@ -10,7 +10,12 @@ from botbuilder.schema import Activity
 
 from bot import teams_clicks, teams_jobs
 from bot.teams_connector import ConnectorFailed
+from core.access import AccessPolicy
 from core.events import ConfirmRequest
+
+# Clicks here ask Teams nothing (`Out` stands in for the Bot Connector): with people from outside the
+# organization allowed, who someone is changes nothing (tests/bot/test_teams_outsiders.py asks it).
+OUTSIDERS_ALLOWED = AccessPolicy(external_users=True)
 
 
 class Out:
@@ -152,12 +157,11 @@ async def test_confirm_round_trip_through_the_store(settings, tmp_path, answer, 
     """The click may reach another process than the waiting turn: the answer travels via the store."""
     from types import SimpleNamespace
 
-    from core.access import AccessPolicy
     from core.store_sqlite import SqliteStore
     from core.thread import Threads
 
     def replica() -> Threads:  # two replicas over one store file
-        return Threads(settings, SqliteStore(tmp_path / "s.db"), _NoFiles(), AccessPolicy())
+        return Threads(settings, SqliteStore(tmp_path / "s.db"), _NoFiles(), OUTSIDERS_ALLOWED)
 
     waiting_side, clicking_side = replica(), replica()
     out = Out()
@@ -186,13 +190,12 @@ async def test_a_double_click_handled_by_two_replicas_does_one_thing(settings, t
     repeat is known through the store they share, and does nothing; another person's click does."""
     from types import SimpleNamespace
 
-    from core.access import AccessPolicy
     from core.store_sqlite import SqliteStore
     from core.thread import Threads
 
     def replica() -> SimpleNamespace:  # two replicas over one store file
         return SimpleNamespace(
-            threads=Threads(settings, SqliteStore(tmp_path / "s.db"), _NoFiles(), AccessPolicy())
+            threads=Threads(settings, SqliteStore(tmp_path / "s.db"), _NoFiles(), OUTSIDERS_ALLOWED)
         )
 
     def click(who: str) -> Activity:
@@ -218,13 +221,12 @@ async def test_a_click_nobody_waits_for_any_more_says_it_expired(settings, tmp_p
     from types import SimpleNamespace
 
     from core import confirm as confirming
-    from core.access import AccessPolicy
     from core.store_sqlite import SqliteStore
     from core.thread import CONFIRM_EXPIRED, Threads
 
     monkeypatch.setattr(confirming, "BEAT_S", 0.1)
     monkeypatch.setattr(confirming, "ASKING_S", 0.2)
-    threads = Threads(settings, SqliteStore(tmp_path / "s.db"), _NoFiles(), AccessPolicy())
+    threads = Threads(settings, SqliteStore(tmp_path / "s.db"), _NoFiles(), OUTSIDERS_ALLOWED)
     out, state = Out(), SimpleNamespace(threads=threads)
     ada = Activity().deserialize({"type": "message", "from": {"id": "29:ada", "aadObjectId": "aad-ada"}})
     unknown = {"datathread": "confirm", "key": "no-such-turn:s1", "answer": "run", "yes": "Run"}

@@ -8,6 +8,7 @@ import json
 
 from tests.bot.teams_harness import THREAD, activity, serve_teams
 from tests.fakes.anthropic_api import text
+from tests.fakes.bot_connector import account
 
 HOME = "8a1d2c3b-0000-4000-8000-00000000aaaa"
 OTHER = "77777777-0000-4000-8000-00000000bbbb"
@@ -30,6 +31,11 @@ async def test_a_single_tenant_bot_answers_its_own_tenant_and_its_guests_only(se
     )
     fake_model.enqueue(text("336,776 flights."), text("16 carriers."))
     async with serve_teams(one_tenant) as teams:
+        # who Teams says they are: Ada of the home tenant, Grace its guest (answered: DATATHREAD_ALLOW_GUESTS)
+        teams.connector.members = [
+            account("29:ada", "aad-ada", "Ada Lovelace", tenant=HOME),
+            account("29:guest", "aad-guest-in-home", "Grace Fabrikam", tenant=HOME, role="guest"),
+        ]
 
         async def said(body: dict) -> str:
             before = len(teams.connector.sent())

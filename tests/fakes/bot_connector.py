@@ -4,6 +4,10 @@ served over real HTTP on loopback, plus the OpenID metadata and signing key the 
 It records every call the real `botframework-connector` client makes: new activities
 (`POST /v3/conversations/{id}/activities`), replies (`POST .../activities/{id}`), updates
 (`PUT .../activities/{id}`), and file uploads to the `uploadInfo.uploadUrl` of the file-consent flow.
+It answers `GET /v3/conversations/{id}/members/{member}` (botbuilder's `TeamsInfo.get_member`) from
+its roster, `members`, as Teams does: a TeamsChannelAccount for a member named by their `29:` id or
+Entra object id, 404 `MemberNotFoundInConversation` for anyone else; those lookups are kept apart
+(`member_lookups`), so the calls tests count are still the activities.
 Tests mint channel tokens with `token()`, signed by a key the fake publishes at `/openid`.
 """
 
@@ -29,6 +33,24 @@ from tests.fakes.loopback import LoopbackServer
 POLL_S = 0.02  # serve_forever's shutdown check: stop() returns within this, not 0.5 s
 
 CHANNEL_ISSUER = "https://api.botframework.com"
+
+HOME_TENANT = "tenant-1"  # the tenant of the harness's conversations (tests/bot/teams_harness.py)
+
+
+def account(member_id: str, aad: str, name: str, *, tenant: str = HOME_TENANT, role: str = "user") -> dict:
+    """A conversation member as the members route answers: botbuilder.schema.teams.TeamsChannelAccount's
+    JSON (`tenantId`: the person's own tenant; `userRole`: "user", "guest" or "anonymous"). An anonymous
+    meeting participant has no Entra object id and no address (`aad` ""), and the meeting's tenant."""
+    given, _, surname = name.partition(" ")
+    person = {"id": member_id, "name": name, "tenantId": tenant, "userRole": role}
+    if aad:
+        upn = f"{given.lower()}@{tenant}.example"
+        person.update(aadObjectId=aad, givenName=given, surname=surname, email=upn, userPrincipalName=upn)
+    return person
+
+
+# The people the harness's activities come from: members of the home tenant.
+ROSTER = (account("29:ada", "aad-ada", "Ada Lovelace"), account("29:bob", "aad-bob", "Bob Stone"))
 
 
 @functools.cache
@@ -92,6 +114,12 @@ class FakeConnector:
         # "/openid" or "/keys" -> the JSON to answer with instead (metadata or a key set of another shape)
         self.published: dict[str, Any] = {}
         self.refused_creates: list[dict] = []  # createConversation bodies refused (a group chat asked for)
+        self.members: list[dict] = [dict(m) for m in ROSTER]  # every conversation's members (`account`)
+        self.member_lookups: list[tuple[str, str]] = []  # (conversation, member) of each members GET
+        # (status, body) the members route answers instead (a 500, a 403 for a bot removed), or None;
+        # and seconds it sits on a lookup first (past the bot's timeout: one that never answers)
+        self.member_refusal: tuple[int, dict] | None = None
+        self.member_stall_s = 0.0
         self._stopping = threading.Event()
         self.key = signing_key()
         self.kid = "fake-key-1"
@@ -192,6 +220,9 @@ class FakeConnector:
                 return self.rfile.read(int(self.headers.get("content-length", 0)))
 
             def do_GET(self) -> None:
+                if member := re.fullmatch(r"/v3/conversations/([^/?]+)/members/([^/?]+)", self.path):
+                    self._member(*(urllib.parse.unquote(part) for part in member.groups()))
+                    return
                 if self.path == "/openid" and fake.hang_openid > 0:
                     fake.hang_openid -= 1
                     self._hold()
@@ -207,6 +238,25 @@ class FakeConnector:
                     self._reply(200, fake._jwks())
                 else:
                     self._reply(404, {"error": "not found"})
+
+            def _member(self, conversation: str, member: str) -> None:
+                """GET /v3/conversations/{conversation}/members/{member}: the member, by either id."""
+                with fake.lock:
+                    fake.member_lookups.append((conversation, member))
+                if fake.member_stall_s > 0:
+                    fake._stopping.wait(fake.member_stall_s)
+                if fake.member_refusal is not None:
+                    self._reply(*fake.member_refusal)
+                    return
+                found = [m for m in fake.members if member in (m.get("id"), m.get("aadObjectId"))]
+                if found:
+                    self._reply(200, found[0])
+                else:
+                    error = {
+                        "code": "MemberNotFoundInConversation",
+                        "message": "Member not found in conversation",
+                    }
+                    self._reply(404, {"error": error})
 
             def _hold(self) -> None:
                 """Never answer: wait until the client closes the connection (noted) or the fake stops."""

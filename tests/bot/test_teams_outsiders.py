@@ -1,0 +1,246 @@
+"""People from outside the organization in Teams, end to end: a guest of the tenant (Entra B2B), a
+shared channel's member from another tenant (Teams Connect), an anonymous meeting participant. Real
+app, the real botframework-connector client asking the fake Bot Connector's members route (as
+botbuilder's `TeamsInfo.get_member` does), the scripted model. DATATHREAD_ALLOW_EXTERNAL_USERS and
+DATATHREAD_ALLOW_GUESTS were applied in Slack only: in Teams only the conversation's tenant was
+checked, so all of them were answered from the organization's warehouse."""
+
+from __future__ import annotations
+
+import json
+import time
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from bot import teams_connector
+from bot.teams_members import standing
+from core.access import (
+    EXTERNAL,
+    EXTERNAL_REFUSED,
+    GUEST,
+    GUEST_REFUSED,
+    MAYBE_GUEST,
+    UNCONFIRMED,
+    UNCONFIRMED_REFUSED,
+)
+from core.schedules import new_schedule
+from core.schedules_tick import tick
+from tests.bot.teams_harness import THREAD, activity, serve_teams
+from tests.fakes.anthropic_api import text, tool
+from tests.fakes.bot_connector import account
+from tests.fakes.clock import Clock
+
+GRACE = {"id": "29:grace", "name": "Grace Hopper", "aadObjectId": "0c1d2e3f-0000-4000-8000-00000000aaaa"}
+OLGA = {"id": "29:olga", "name": "Olga Fabrikam", "aadObjectId": "aad-olga"}  # of another tenant
+VISITOR = {"id": "29:anon-visitor", "name": "Visitor (Unverified)"}  # no Entra object id
+FABRIKAM = "fabrikam-tenant"
+MONDAY_0859_BERLIN = datetime(2031, 11, 24, 7, 59, tzinfo=UTC)
+
+
+def as_(who: dict, body: dict) -> dict:
+    body["from"] = who
+    return body
+
+
+async def said(teams, body: dict) -> str:
+    """POST one activity, wait for its turn, and return what the bot sent for it."""
+    before = len(teams.connector.sent())
+    assert (await teams.post(body)).status_code == 202
+    await teams.state.runner.drain(timeout=60)
+    return json.dumps(teams.connector.sent()[before:])
+
+
+def members(teams) -> None:
+    """The people of these tests, as Teams would say who they are."""
+    teams.connector.members += [
+        account(GRACE["id"], GRACE["aadObjectId"], GRACE["name"], role="guest"),
+        account(OLGA["id"], OLGA["aadObjectId"], OLGA["name"], tenant=FABRIKAM),
+        account(VISITOR["id"], "", VISITOR["name"], role="anonymous"),
+    ]
+
+
+def asked(teams, member: str) -> int:
+    return sum(m == member for _, m in teams.connector.member_lookups)
+
+
+@pytest.mark.parametrize(
+    ("said_", "external", "entra", "expected"),
+    [
+        ({"tenant": "home", "role": "user"}, False, True, ""),
+        ({"tenant": "HOME", "role": "user"}, False, True, ""),  # Teams' GUIDs in either case
+        ({"tenant": "listed", "role": "user"}, False, True, ""),  # DATATHREAD_ALLOWED_TEAMS's
+        ({"tenant": "home", "role": "guest"}, False, True, GUEST),
+        ({"tenant": "other", "role": "user"}, False, True, EXTERNAL),
+        ({"tenant": "other", "role": "guest"}, False, True, EXTERNAL),  # another tenant's guest
+        ({"tenant": "home", "role": "anonymous"}, False, False, EXTERNAL),
+        ({"tenant": "", "role": "user"}, False, True, UNCONFIRMED),
+        (None, False, True, UNCONFIRMED),  # the lookup failed
+        (None, True, True, MAYBE_GUEST),  # asked only while guests are refused: no guest passes
+        (None, False, False, EXTERNAL),  # no Entra id in the activity: nobody's account
+    ],
+)
+def test_standing_from_what_teams_says(said_, external, entra, expected):
+    home = frozenset({"home", "listed"})
+    assert standing(said_, home=home, allow_external=external, entra=entra) == expected
+
+
+async def test_a_guest_is_refused_while_guests_are_refused_and_a_colleague_still_answered(
+    settings, fake_model
+):
+    fake_model.enqueue(text("336,776 flights."))
+    async with serve_teams(settings.model_copy(update={"allow_guests": False})) as teams:
+        members(teams)
+        url = teams.connector.url
+        refused = await said(teams, as_(GRACE, activity(url, "how many flights?")))
+        assert GUEST_REFUSED in refused and "336,776" not in refused
+        assert not fake_model.requests  # the model never saw the guest's question
+        assert "336,776" in await said(teams, activity(url, "how many flights?"))  # Ada, a member
+
+
+async def test_a_shared_channel_member_of_another_tenant_is_refused_unless_outsiders_are_allowed(
+    settings, fake_model
+):
+    """Refused with defaults, and with the home tenant listed in DATATHREAD_ALLOWED_TEAMS: the
+    conversation's tenant is listed, not Olga's, and that must not let its outsiders through. With
+    DATATHREAD_ALLOW_EXTERNAL_USERS=true answered, and nobody asked about: both settings allow."""
+    for update in ({}, {"allowed_teams": "tenant-1"}):
+        async with serve_teams(settings.model_copy(update=update)) as teams:
+            members(teams)
+            url = teams.connector.url
+            refused = await said(teams, as_(OLGA, activity(url, "show me payroll")))
+            assert EXTERNAL_REFUSED in refused, (update, refused)
+            anonymous = await said(teams, as_(VISITOR, activity(url, "show me payroll")))
+            assert EXTERNAL_REFUSED in anonymous, (update, anonymous)
+    assert not fake_model.requests
+    fake_model.enqueue(text("336,776 flights."))
+    async with serve_teams(settings.model_copy(update={"allow_external_users": True})) as teams:
+        members(teams)
+        assert "336,776" in await said(teams, as_(OLGA, activity(teams.connector.url, "how many flights?")))
+        assert not teams.connector.member_lookups
+
+
+async def test_a_home_member_is_answered_and_looked_up_once_a_day_or_not_at_all_when_named(
+    settings, fake_model
+):
+    fake_model.enqueue(text("336,776 flights."), text("16 carriers."), text("1,458 planes."))
+    async with serve_teams(settings) as teams:
+        assert "336,776" in json.dumps(await teams.say("how many flights?"))
+        assert "16 carriers" in json.dumps(await teams.say("how many carriers?"))
+        assert teams.connector.member_lookups == [(THREAD, "29:ada")]  # the second was kept
+    async with serve_teams(settings.model_copy(update={"allowed_users": "aad-ada"})) as teams:
+        assert "1,458" in json.dumps(await teams.say("how many planes?"))
+        assert not teams.connector.member_lookups  # allowed by name: whoever Teams says she is
+
+
+@pytest.mark.parametrize("failure", ["silent", "500"])
+async def test_a_members_route_that_fails_refuses_as_unconfirmed_in_time(
+    settings, fake_model, monkeypatch, caplog, failure
+):
+    """Fail closed, within the connector's timeout, one log line naming why, no traceback; not kept:
+    once Teams answers again, so is the person."""
+    monkeypatch.setattr(teams_connector, "PROGRESS_TIMEOUT_S", 0.5)
+    fake_model.enqueue(text("336,776 flights."))
+    async with serve_teams(settings) as teams:
+        if failure == "silent":
+            teams.connector.member_stall_s = 30.0
+        else:
+            teams.connector.member_refusal = (500, {"error": {"code": "ServiceError", "message": "boom"}})
+        started = time.monotonic()
+        refused = await said(teams, activity(teams.connector.url, "how many flights?"))
+        assert time.monotonic() - started < 5.0
+        assert UNCONFIRMED_REFUSED in refused and not fake_model.requests
+        lines = [r.getMessage() for r in caplog.records if "did not say who aad-ada is" in r.getMessage()]
+        why = "did not answer within 0.5 s" if failure == "silent" else "answered HTTP 500"
+        assert len(lines) == 1 and why in lines[0], lines
+        assert not [r for r in caplog.records if r.exc_info and r.name.startswith("datathread")]
+        teams.connector.member_stall_s, teams.connector.member_refusal = 0.0, None
+        assert "336,776" in await said(teams, activity(teams.connector.url, "how many flights?"))
+
+
+async def test_an_outsiders_clicks_and_reset_are_refused(settings, fake_model):
+    """An answer's buttons and `reset` meet the rules a question does: Olga, of another tenant in a
+    shared channel, saw an answer's SQL, voted, and started everyone's fresh conversation."""
+    fake_model.enqueue(
+        tool("query_warehouse", {"sql": "SELECT count(*) AS n FROM flights"}), text("336,776.")
+    )
+    async with serve_teams(settings) as teams:
+        members(teams)
+        url = teams.connector.url
+        await teams.say("how many flights?")
+        turn_id = next(
+            a["data"]["turn_id"]
+            for m in teams.connector.sent()
+            for att in m.get("attachments") or []
+            for a in (att.get("content") or {}).get("actions") or []
+            if (a.get("data") or {}).get("turn_id")
+        )
+        for value in ({"datathread": "show_steps"}, {"datathread": "feedback", "value": "up"}):
+            reply = await said(teams, as_(OLGA, activity(url, value={**value, "turn_id": turn_id})))
+            assert EXTERNAL_REFUSED in reply and "SELECT" not in reply, reply
+        record = await teams.state.threads.turn(turn_id, channel_id="19:general@thread.tacv2")
+        assert not record["feedback"]
+        chat = "19:group-chat-1@thread.v2"
+        base = ("tenant-1", chat)
+        before = await teams.state.threads.current_key("teams", base, idle_reset=False)
+        reply = await said(teams, as_(OLGA, activity(url, "reset", conversation=chat)))
+        assert EXTERNAL_REFUSED in reply and "fresh conversation" not in reply
+        assert await teams.state.threads.current_key("teams", base, idle_reset=False) == before
+        assert len(fake_model.requests) == 2  # Ada's question alone
+
+
+async def run_a_schedule_of(teams, owner: str) -> str:
+    """A channel schedule of `owner`, made in Teams, at its first run: its id."""
+    clock = Clock(MONDAY_0859_BERLIN)
+    book = teams.state.threads.schedules()
+    schedule = new_schedule(
+        cron="0 9 * * mon",
+        tz="Europe/Berlin",
+        surface="teams",
+        channel="19:general@thread.tacv2",
+        question="delays by carrier",
+        owner=owner,  # as a schedule made in Teams names its owner: their Entra object id
+        team_id="tenant-1",
+        service_url=teams.connector.url + "/",
+        now=clock(),
+    )
+    await book.add(schedule)
+    book.clock = clock
+    clock.advance(minutes=1, seconds=2)
+    await tick(book, teams.state.runner.submit, grace=timedelta(minutes=10))
+    await teams.state.runner.drain(timeout=60)
+    return schedule.id
+
+
+async def test_a_schedule_whose_owner_is_a_guest_pauses_before_it_posts(settings, fake_model):
+    async with serve_teams(settings.model_copy(update={"allow_guests": False})) as teams:
+        members(teams)
+        paused = await teams.state.threads.schedules().get(
+            await run_a_schedule_of(teams, GRACE["aadObjectId"])
+        )
+        assert paused.paused and "is a guest" in paused.paused_reason, paused
+        assert asked(teams, GRACE["aadObjectId"]) == 1
+        shown = json.dumps(teams.connector.sent())
+        assert "Scheduled report" not in shown and "I paused this schedule" in shown
+        assert not fake_model.requests
+
+
+async def test_a_schedule_whose_owner_teams_cannot_look_up_fails_and_one_removed_pauses(settings, fake_model):
+    """Teams could not say: that run fails, counted, nothing posted. It says the bot was removed from
+    the conversation: paused, as a run that found the channel gone is."""
+    async with serve_teams(settings) as teams:
+        members(teams)
+        teams.connector.member_refusal = (500, {"error": {"code": "ServiceError", "message": "boom"}})
+        book = teams.state.threads.schedules()
+        failed = await book.get(await run_a_schedule_of(teams, GRACE["aadObjectId"]))
+        assert (
+            not failed.paused
+            and failed.failures == 1
+            and "couldn't confirm who its owner" in failed.last_outcome
+        )
+        assert "Scheduled report" not in json.dumps(teams.connector.sent())
+        error = {"code": "BotNotInConversationRoster", "message": "The bot is not part of the roster"}
+        teams.connector.member_refusal = (403, {"error": error})
+        gone = await book.get(await run_a_schedule_of(teams, "1f2e3d4c-0000-4000-8000-00000000cccc"))
+        assert gone.paused and "HTTP 403" in gone.paused_reason and gone.failures == 0, gone
+        assert not fake_model.requests
