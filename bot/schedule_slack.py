@@ -5,9 +5,9 @@ answer and footer — under the schedule owner's identity.
 A channel that is gone or no longer has the bot (`channel_not_found`, `not_in_channel`,
 `is_archived`: https://docs.slack.dev/reference/methods/chat.postMessage#errors) makes the run `gone`,
 which pauses the schedule; so does an owner Slack now says may not ask (a guest while guests are
-refused, a person of another organization: `_owner_refused`). A Slack that does not answer
-(`bot/slack_client.py` bounds every call) fails the run in one log line and one sentence, no
-traceback; the run's notices are then not tried against it.
+refused, a person of another organization, a deactivated account: `_owner_refused`). A Slack that
+does not answer (`bot/slack_client.py` bounds every call) fails the run in one log line and one
+sentence, no traceback; the run's notices are then not tried against it.
 
 Creating one from Slack: `/ask schedule weekly mon 09:00 …` (parsed without the model) and the
 asker's time zone from `users.info` (scope `users:read`, which the access rules use too: who is one of
@@ -31,7 +31,7 @@ from bot.slack_confirm import build_confirmer
 from bot.slack_progress import SlackProgress
 from bot.slack_target import SlackTarget
 from bot.surface import AppState
-from core.access import EXTERNAL, GUEST, MAYBE_GUEST, UNCONFIRMED
+from core.access import DEACTIVATED, EXTERNAL, GUEST, MAYBE_GUEST, UNCONFIRMED
 from core.analyst import Analyst
 from core.events import IncomingMessage
 from core.runner import TurnJob
@@ -82,7 +82,8 @@ class SlackSchedulePoster:
     async def _owner_refused(self, schedule: Schedule, turn_id: str) -> RunResult | None:
         """A failed run, before anything is posted, when the owner may not ask by who Slack says they
         are now (`users.info`, kept a day; the run-time check knew the allowlists only): a guest while
-        guests are refused, a person of another organization — a pause, as no later run does better.
+        guests are refused, a person of another organization, someone who has left (a deactivated
+        account: it kept posting the warehouse's data for good) — a pause, as no later run does better.
         One Slack could not look up fails this run only. None for a schedule without a Slack owner."""
         if not schedule.owner.startswith(("U", "W")):
             return None
@@ -183,6 +184,7 @@ class SlackSchedulePoster:
 
 # Why a run paused: the owner may not ask, by who they are (`IncomingMessage.outsider`).
 OWNER_REFUSED = {
+    DEACTIVATED: "its owner ({owner}) has left: their Slack account is deactivated",
     EXTERNAL: "its owner ({owner}) is from another organization, and datathread's access settings answer "
     "only the organization's own people",
     GUEST: "its owner ({owner}) is a guest of the workspace, and datathread's access settings do not "

@@ -13,7 +13,8 @@ people query our warehouse in a channel we created, and refused our own people i
 And whether they are one of the organization's people at all: where `users.info` was asked
 (https://docs.slack.dev/reference/methods/users.info: `team_id`, `enterprise_user`, `is_stranger`,
 `is_restricted`/`is_ultra_restricted` for guests), its answer against the install's workspace and
-organization (`authorize_result`: `auth.test`'s identity at start, else `auth.test` asked here); else
+organization (`authorize_result`: `auth.test`'s identity at start, else `auth.test` asked here), and
+`deleted` for a deactivated account (someone who has left: refused, and their schedules pause); else
 the payload's team — the lookup that gives the time zone, kept a day by the core. `is_stranger` alone
 is not enough: it is false for a person of another organization who shares a channel with the bot. A
 lookup that fails leaves someone the payload does not place at home unconfirmed, which is refused as a
@@ -34,7 +35,7 @@ from bot import slack_render as render
 from bot.slack_client import answer_via_response_url, cannot_post_here, failure_words, quick
 from bot.slack_identity import KNOWN_AT_START
 from bot.slack_revoked import locked_out, token_refused
-from core.access import EXTERNAL, GUEST, MAYBE_GUEST, UNCONFIRMED
+from core.access import DEACTIVATED, EXTERNAL, GUEST, MAYBE_GUEST, UNCONFIRMED
 from core.events import IncomingMessage
 from core.thread import Threads
 
@@ -120,6 +121,7 @@ class Person:
     enterprise: str = ""
     stranger: bool = False
     guest: bool = False
+    deactivated: bool = False  # `deleted`: the account is deactivated (someone who has left)
 
 
 def person_of(user: dict) -> dict:
@@ -130,6 +132,8 @@ def person_of(user: dict) -> dict:
         "enterprise": str((user.get("enterprise_user") or {}).get("enterprise_id") or ""),
         "stranger": bool(user.get("is_stranger")),
         "guest": bool(user.get("is_restricted") or user.get("is_ultra_restricted")),
+        # https://docs.slack.dev/reference/objects/user-object: `deleted` is a deactivated account
+        "deactivated": bool(user.get("deleted")),
     }
 
 
@@ -212,6 +216,8 @@ def standing(person: Person | None, *, at_home: bool, strict: bool) -> str:
     are refused (`strict`)."""
     if person is None:  # at home, guests refused: not known to be no guest (not "not ours")
         return (MAYBE_GUEST if strict else "") if at_home else UNCONFIRMED
+    if person.deactivated:  # whoever they were, they have left: refused by every rule (core/access.py)
+        return DEACTIVATED
     if person.stranger or not at_home:
         return EXTERNAL
     return GUEST if person.guest else ""

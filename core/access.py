@@ -28,6 +28,10 @@ UNCONFIRMED = "unconfirmed"  # not one of its people by what the platform sent, 
 # One of its workspace's people by what the platform sent, but whether a guest could not be asked while
 # guests are refused: a listed workspace does not vouch for that (its guests are of it too).
 MAYBE_GUEST = "maybe-guest"
+# Their account is deactivated (Slack's `users.info` says `deleted`): someone who has left. Refused
+# whatever else is set, admins and people allowed by name included: a leaver's schedules kept posting
+# the organization's data into its channels for good.
+DEACTIVATED = "deactivated"
 # Why, in the words the person reads: the answer would come from an organization's data.
 EXTERNAL_REFUSED = (
     "I only answer people of the organization I'm installed in, whose data my answers come from, and "
@@ -40,6 +44,9 @@ UNCONFIRMED_REFUSED = (
 GUEST_REFUSED = (
     "I don't answer guests of this workspace: my answers come from the organization's data. An admin "
     "can allow guests, or you by name."
+)
+DEACTIVATED_REFUSED = (
+    "Your account in this workspace is deactivated, and I only answer the organization's current people."
 )
 MAYBE_GUEST_REFUSED = (
     "I couldn't confirm that you're a member of this workspace rather than a guest, and I don't answer "
@@ -125,7 +132,11 @@ class AccessPolicy:
 
     def check(self, message: IncomingMessage) -> str | None:
         """None when the message may be answered; else a short explanation for the person."""
-        if message.surface == "terminal" or self.is_admin(message.user_id):
+        if message.surface == "terminal":
+            return None
+        if message.outsider == DEACTIVATED:  # before the admins: an admin who left is no admin
+            return DEACTIVATED_REFUSED
+        if self.is_admin(message.user_id):
             return None
         if refusal := self._outsider_refusal(message):
             return refusal

@@ -19,7 +19,13 @@ from tests.fakes.clock import Clock
 from tests.fakes.slack_api import TEAM_ID, FakeSlackAPI
 
 OURS, PARTNER, ORG = TEAM_ID, "T0GLOBEX", "E0ACME"  # ORG: our workspace's Enterprise Grid organization
-PEOPLE = {"U0001": (OURS, False), "U0GINA": (PARTNER, False), "U0GUEST": (OURS, True)}
+PEOPLE = {
+    "U0001": (OURS, False),
+    "U0GINA": (PARTNER, False),
+    "U0GUEST": (OURS, True),
+    "U0LEFT": (OURS, False),
+}
+LEFT = {"U0LEFT"}  # deactivated: `users.info` says `deleted`
 MONDAY_0859_BERLIN = datetime(2031, 11, 24, 7, 59, tzinfo=UTC)  # far from the real clock
 
 
@@ -33,7 +39,7 @@ class PeopleSlack(FakeSlackAPI):
             said["enterprise_id"] = ORG
         if method == "users.info" and said.get("ok") and args.get("user") in PEOPLE:
             team, guest = PEOPLE[args["user"]]
-            said["user"].update(team_id=team, is_restricted=guest)
+            said["user"].update(team_id=team, is_restricted=guest, deleted=args["user"] in LEFT)
             if team == OURS:
                 said["user"]["enterprise_user"] = {"id": args["user"], "enterprise_id": ORG, "teams": [team]}
         return said
@@ -93,6 +99,26 @@ async def test_a_schedule_whose_owner_may_no_longer_ask_is_paused_before_it_post
     [notice] = [p for p in posted if p["channel"] == "C0SHARED"]
     assert notice["text"].startswith(f"I paused this schedule: {why}")
     assert [p for p in posted if p["channel"] == owner and "I paused your schedule" in p["text"]]
+
+
+async def test_a_schedule_whose_owner_has_left_is_paused_before_it_posts(settings, fake_model, api):
+    """A leaver's schedules kept posting the warehouse's data into channels for good: `users.info`'s
+    `deleted` was not read, so a deactivated colleague was still one of ours — an admin too. Now the
+    run pauses before it posts anything, and the channel is told why."""
+    fake_model.enqueue(text("Revenue: EMEA 4.2M."))
+    async with serve(settings.model_copy(update={"admin_users": "U0LEFT"}), api) as harness:
+        book, sid = await run_once(harness, "U0LEFT", OURS)
+        schedule = await book.get(sid)
+    assert not fake_model.requests
+    posted = [c.args for c in api.of("chat.postMessage")]
+    assert not [p for p in posted if "Scheduled report" in p["text"]]
+    why = "its owner (U0LEFT) has left: their Slack account is deactivated"
+    assert schedule.paused and why in schedule.paused_reason, schedule
+    assert [
+        p
+        for p in posted
+        if p["channel"] == "C0SHARED" and p["text"].startswith(f"I paused this schedule: {why}")
+    ]
 
 
 async def test_an_owner_slack_could_not_look_up_is_a_failed_run_not_a_pause(settings, fake_model, api):

@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from core.access import EXTERNAL, GUEST, MAYBE_GUEST, UNCONFIRMED, AccessPolicy
+from core.access import DEACTIVATED, EXTERNAL, GUEST, MAYBE_GUEST, UNCONFIRMED, AccessPolicy
 from core.config_types import parse_channel_datasets
 from core.events import IncomingMessage
 from core.policy import TableAllowlist
@@ -114,6 +114,10 @@ def outsider(kind: str, user="U9", team="T9") -> IncomingMessage:
         (AccessPolicy(guests=False, external_users=True), outsider(MAYBE_GUEST), "couldn't confirm"),
         (AccessPolicy(guests=False, users=frozenset({"U9"})), outsider(MAYBE_GUEST), None),
         (AccessPolicy(), outsider(MAYBE_GUEST), None),
+        # someone who has left: no setting lets them in, not even being an admin or named
+        (AccessPolicy(), outsider(DEACTIVATED), "deactivated"),
+        (AccessPolicy(admins=frozenset({"U9"})), outsider(DEACTIVATED), "deactivated"),
+        (AccessPolicy(users=frozenset({"U9"}), external_users=True), outsider(DEACTIVATED), "deactivated"),
     ],
 )
 def test_outsiders_are_refused_unless_allowed(policy, message, denied_with):
