@@ -3,6 +3,12 @@
 In `chat` and `ask` the terminal shows the conversation and one sentence per failure, never a
 timestamped WARNING beside it; the file keeps warnings and errors (with error ids) for later.
 `--log-level` adds the terminal at that level. Secrets are redacted on every handler.
+
+The file is bounded by size (each cut at FILE_BYTES) and by age (DATATHREAD_LOG_DAYS): at INFO and
+DEBUG it holds people's questions and code, and four files of 5 MB kept a quiet log's records for
+months, which no document said. So a file is also closed once its first record is a day old, and a
+closed file whose newest record is older than the setting is deleted — at the first record after
+that, and at each start. 0 keeps the size bound alone (the four files of before).
 """
 
 from __future__ import annotations
@@ -11,7 +17,10 @@ import contextlib
 import logging
 import logging.handlers
 import os
+import re
 import sys
+import time
+from datetime import datetime
 from pathlib import Path
 
 import typer
@@ -21,6 +30,10 @@ from core.redact import install_log_redaction
 from core.wording import os_reason
 
 LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+FILE_BYTES = 5_000_000  # one file, at most
+SIZE_BACKUPS = 3  # closed files kept without an age bound (DATATHREAD_LOG_DAYS=0)
+DAY_S = 86_400
+STAMP = re.compile(rb"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)")  # FORMAT's asctime, at a record's start
 FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 LOG_LEVEL_HELP = (
     "Also print log records of this level and above on stderr (DEBUG, INFO, WARNING, ERROR). "
@@ -62,12 +75,54 @@ def log_file(settings: Settings) -> Path:
 class LogFile(logging.handlers.RotatingFileHandler):
     """The log file, which says once when it cannot be written (a full disk, a removed folder) and
     once when it can again: logging's default printed a ~90-line "--- Logging error ---" traceback on
-    stderr for every record, four per question on a full disk."""
+    stderr for every record, four per question on a full disk. With `days`, kept that long (see above):
+    a new file each day as well as at FILE_BYTES, and a day's worth of closed files for each day kept
+    (the most disk it takes: days + 1 files of FILE_BYTES)."""
 
-    def __init__(self, *args, **kwargs) -> None:
-        super().__init__(*args, **kwargs)
+    def __init__(self, path: Path | str, *, days: int = 0, **kwargs) -> None:
+        kwargs.setdefault("maxBytes", FILE_BYTES)
+        kwargs.setdefault("backupCount", max(days, SIZE_BACKUPS) if days else SIZE_BACKUPS)
+        super().__init__(path, **kwargs)
         self.failing = False
         self._failed_now = False
+        self.days = days
+        self.roll_at = first_record_at(path) + DAY_S if days else float("inf")
+        if days:
+            self.expire()
+            if time.time() >= self.roll_at:  # a file begun over a day ago: closed now
+                self.doRollover()
+
+    def shouldRollover(self, record: logging.LogRecord) -> int:
+        if time.time() >= self.roll_at and not self._begun_elsewhere():
+            return 1
+        return super().shouldRollover(record)
+
+    def _begun_elsewhere(self) -> bool:
+        """Whether another process writing this log (`serve`'s turn workers) has begun today's file:
+        then this one writes on into that file instead of closing it after a record or two."""
+        begun = first_record_at(Path(self.baseFilename))
+        if time.time() >= begun + DAY_S:
+            return False
+        if self.stream is not None:
+            self.stream.close()
+            self.stream = self._open()
+        self.roll_at = begun + DAY_S
+        return True
+
+    def doRollover(self) -> None:
+        super().doRollover()
+        if self.days:
+            self.roll_at = time.time() + DAY_S
+            self.expire()
+
+    def expire(self, now: float | None = None) -> None:
+        """Delete the closed files whose newest record (their last write) is older than `days`."""
+        cutoff = (now or time.time()) - self.days * DAY_S
+        for n in range(1, self.backupCount + 1):
+            with contextlib.suppress(OSError):  # not there, or not ours to delete: the next pass
+                old = Path(f"{self.baseFilename}.{n}")
+                if old.stat().st_mtime < cutoff:
+                    old.unlink()
 
     def emit(self, record: logging.LogRecord) -> None:
         self._failed_now = False
@@ -85,6 +140,20 @@ class LogFile(logging.handlers.RotatingFileHandler):
                 f"datathread: could not write the log file {self.baseFilename} ({why}); "
                 "its records are lost until it can be written again\n"
             )
+
+
+def first_record_at(path: Path) -> float:
+    """When the log file's first record was written (its asctime, local time as logging writes it);
+    now for an empty or new file, its last write for one that begins otherwise."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(32)
+        found = STAMP.match(head)
+        if found:
+            return datetime.strptime(found[1].decode(), "%Y-%m-%d %H:%M:%S").timestamp()
+        return path.stat().st_mtime if head else time.time()
+    except (OSError, ValueError):
+        return time.time()
 
 
 def setup_logging(settings: Settings, console_level: str | None) -> Path:
@@ -107,7 +176,7 @@ def setup_logging(settings: Settings, console_level: str | None) -> Path:
     file_level = min(logging.WARNING, getattr(logging, console_level or "WARNING"))
     # A lone surrogate (a path or payload text Python could not decode) is written as its escape: strict
     # UTF-8 lost the record and said the log file "could not be written" (core/text_repair.py).
-    to_file = LogFile(path, maxBytes=5_000_000, backupCount=3, encoding="utf-8", errors="backslashreplace")
+    to_file = LogFile(path, days=settings.log_days, encoding="utf-8", errors="backslashreplace")
     to_file.setLevel(file_level)
     to_file.setFormatter(logging.Formatter(FORMAT))
     handlers: list[logging.Handler] = [to_file]

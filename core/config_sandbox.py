@@ -112,6 +112,12 @@ class SandboxSettings(BaseModel):
         validation_alias=_env("DATATHREAD_AUDIT_TTL_DAYS"),
         description="Days a turn's record (the audit trail, Show SQL, votes) is kept after it started (0 = for ever).",
     )
+    log_days: int = Field(
+        14,
+        ge=0,
+        validation_alias=_env("DATATHREAD_LOG_DAYS"),
+        description="Days the log file (DATATHREAD_HOME/logs/datathread.log, which holds people's questions at INFO and DEBUG) keeps a record: it starts a new file each day and deletes the files older than this, and each file is still cut at 5 MB (0 = by size alone: four files of 5 MB, however old).",
+    )
     release: str = Field(
         "",
         validation_alias=_env("DATATHREAD_RELEASE"),

@@ -5,7 +5,9 @@ of the host could read it (found by a newcomer trial: `su nobody -c "grep -c 'ho
 from __future__ import annotations
 
 import logging
+import os
 import stat
+import time
 from pathlib import Path
 
 import pytest
@@ -141,3 +143,45 @@ def test_a_pre_authenticated_links_query_never_reaches_the_log(settings, restore
     logged, shown = path.read_text(), capsys.readouterr().err
     assert "download.aspx?[redacted]" in shown  # the request is still logged, its host and path with it
     assert "TEMPAUTH42" not in logged + shown and "UniqueId" not in logged + shown
+
+
+def _stamp(days_ago: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(time.time() - days_ago * 86_400))
+
+
+def _aged(path: Path, text: str, days_ago: float) -> None:
+    path.write_text(text)
+    then = time.time() - days_ago * 86_400
+    os.utime(path, (then, then))
+
+
+def test_the_log_keeps_records_for_log_days_and_no_longer(settings, restored_logging):
+    """A quiet log kept people's questions for months: four files of 5 MB, rotated by size alone, and no
+    document said how long. With DATATHREAD_LOG_DAYS=2 a file older than that is gone at start, the
+    current file is closed once its first record is a day old, and what is newer stays."""
+    path = log_file(settings.model_copy(update={"log_days": 2}))
+    path.parent.mkdir(parents=True)
+    _aged(path, f"{_stamp(3)},000 INFO datathread.turn: asked: old salaries?\n", days_ago=3)
+    _aged(path.with_name("datathread.log.1"), f"{_stamp(6)},000 INFO x: asked: older ones?\n", 5)
+    _aged(path.with_name("datathread.log.2"), f"{_stamp(1.5)},000 WARNING x: yesterday's warning\n", 1)
+    setup_logging(settings.model_copy(update={"log_days": 2}), "INFO")
+    logging.getLogger("datathread.test").info("asked: today's question")
+    kept = "".join(p.read_text() for p in path.parent.iterdir())
+    assert "old salaries" not in kept and "older ones" not in kept
+    assert "yesterday's warning" in kept and "today's question" in path.read_text()
+
+    handler = next(h for h in logging.getLogger().handlers if getattr(h, "baseFilename", "") == str(path))
+    handler.roll_at = time.time() - 1  # a day on: the next record begins a new file
+    _aged(path, f"{_stamp(1.1)},000 INFO datathread.turn: asked: a day ago\n", days_ago=1.1)
+    logging.getLogger("datathread.test").info("asked: the next day")
+    assert "a day ago" not in path.read_text() and "the next day" in path.read_text()
+    assert "a day ago" in path.with_name("datathread.log.1").read_text()  # kept: younger than 2 days
+
+
+def test_log_days_0_keeps_the_size_bound_alone(settings, restored_logging):
+    path = log_file(settings)
+    path.parent.mkdir(parents=True)
+    _aged(path, f"{_stamp(40)},000 INFO x: asked: last month\n", days_ago=40)
+    setup_logging(settings.model_copy(update={"log_days": 0}), "INFO")
+    logging.getLogger("datathread.test").info("asked: now")
+    assert "last month" in path.read_text() and "now" in path.read_text()
