@@ -36,6 +36,7 @@ from bot.slack_blocks import (
 )
 from bot.slack_client import SharedClient
 from bot.slack_confirm import remember_click
+from bot.slack_file_deleted import JOB_FILE_DELETED, drop_deleted
 from bot.slack_http import events_endpoint
 from bot.slack_identity import KnownBot, OtherInstalls
 from bot.slack_jobs import (
@@ -288,6 +289,10 @@ def build_bolt_app(state: AppState, identity: dict | None = None) -> AsyncApp:
     async def on_context_changed() -> None:
         return None  # acknowledged; the thread key does not change
 
+    @app.event("file_deleted")  # its copies leave the threads that took one (bot/slack_file_deleted.py)
+    async def on_file_deleted(event: dict) -> None:
+        await submit(TurnJob(kind=JOB_FILE_DELETED, payload={"file_id": event.get("file_id") or ""}))
+
     @app.event("app_uninstalled")
     @app.event("tokens_revoked")
     async def on_uninstalled(body: dict, event: dict) -> None:
@@ -323,6 +328,11 @@ class SlackSurface:
             await run_message(self.state, self.client.get(), job.payload)
 
         self.state.runner.register(JOB_MESSAGE, message_job)
+
+        async def file_deleted_job(job: TurnJob) -> None:
+            await drop_deleted(self.state, job.payload)
+
+        self.state.runner.register(JOB_FILE_DELETED, file_deleted_job)
 
     async def stop(self) -> None:
         """Close the shared Slack HTTP session."""

@@ -23,6 +23,7 @@ from bot.slack_client import (
     slack_error,
 )
 from bot.slack_confirm import build_confirmer
+from bot.slack_file_deleted import note_fetched
 from bot.slack_progress import SlackProgress
 from bot.slack_shared_files import (
     fetch_shared_files,
@@ -168,9 +169,11 @@ async def run_turn(state: AppState, client: AsyncWebClient, p: dict) -> None:
     async def fetch() -> tuple[SharedFile, ...]:
         """Called by the core once this turn holds its thread's lock, after its checks (a refused or
         rate-limited person downloads nothing); the thread's status says so meanwhile."""
-        return await fetch_shared_files(
+        files = await fetch_shared_files(
             client, refs, limit_mb=limit_mb, total_mb=state.settings.shared_files_mb, status=sink.status
         )
+        await note_fetched(state, state.analyst.session_id(message), refs, files)  # for `file_deleted`
+        return files
 
     fetching = bool(refs) and not message.files  # a file that may be one it reads: fetched in the turn
     await state.analyst.handle(message, sink, confirm=confirm, fetch_files=fetch if fetching else None)

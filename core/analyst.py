@@ -32,6 +32,7 @@ from core.events import (
     TurnStarted,
     Waiting,
 )
+from core.file_deletions import FileDeletions
 from core.file_fetch import fetch_now, may_read, question_of, say_unread
 from core.file_intake import take_in
 from core.help import is_local, local_answer
@@ -78,6 +79,8 @@ class Analyst:
         self.verified = VerifiedLibrary(parts.store, dialect=dialect, curated=curated)
         # How turns end (core/turn_end.py): saved, recorded and told within one deadline.
         self.ends = TurnEnds(parts.store, self.redactor, parts.warehouse, unanswered_store(parts.settings))
+        # Which threads hold a copy of a platform's file, and its deletion there (core/file_deletions.py).
+        self.file_deletions = FileDeletions(parts.store, parts.sandbox)
         # The one way surfaces reach threads, files, votes and confirmations (core/thread.py).
         self.threads = Threads(
             settings=parts.settings,
@@ -239,7 +242,8 @@ class Analyst:
         q, example = await self.verified.question_blocks(session_id, message, ctx.permits)  # its examples
         # "yesterday" on the asker's calendar, "this week" in their locale
         asked = asked_block(message.user_tz, self.settings.default_tz, locale=message.user_locale)
-        question = {"role": "user", "content": [*q, asked, *gap]}
+        gone = await self.file_deletions.tell(session_id, meta)  # files deleted where they were shared
+        question = {"role": "user", "content": [*q, asked, *gap, *gone]}
         state = TurnState(turn_id=outcome.turn_id, messages=[*prior, question])
         error = await self._drive(state, ctx, message, outcome, emit, budgets, fetch)
         outcome.stats = state.stats()  # what ran, for the failure's words if saving it fails

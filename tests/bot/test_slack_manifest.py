@@ -47,6 +47,7 @@ EVENT_SCOPES: dict[str, set[str]] = {
     "tokens_revoked": set(),
     "assistant_thread_started": {"assistant:write"},
     "assistant_thread_context_changed": {"assistant:write"},
+    "file_deleted": {"files:read"},  # https://docs.slack.dev/reference/events/file_deleted
     "message.channels": {"channels:history"},
     "message.groups": {"groups:history"},
     "message.im": {"im:history"},
