@@ -114,6 +114,22 @@ class SessionStore(Protocol):
     async def delete_record(self, kind: str, record_id: str) -> bool:
         """Remove a document; False if there was none."""
 
+    async def find_threads(
+        self, *, user_id: str | None = None, channel_id: str | None = None, team_id: str | None = None
+    ) -> dict[str, list[str]]:
+        """Session id → everyone who took part (metadata participants, turn-record users), for each
+        thread whose metadata or a turn record matches every filter given (`datathread forget`)."""
+
+    async def erase_sessions(self, session_ids: Sequence[str], *, turns: bool = True) -> dict[str, int]:
+        """Delete these threads' history and metadata, and with `turns` their turn records (with their
+        indexes), in bounded batches; counts by "history", "metadata", "turn records"."""
+
+    async def erase_user_turns(self, user_id: str) -> int:
+        """Delete this person's turn records in any thread (with their indexes); how many."""
+
+    async def erase_values(self, pattern: str) -> int:
+        """Delete the values `set_once` kept under keys matching the glob `pattern`; how many."""
+
     async def ping(self) -> None:
         """Raise StoreUnavailable when the store cannot be reached."""
 

@@ -45,6 +45,12 @@ from core.redis_words import (  # noqa: F401  (re-exported: the runners and doct
     unanswered,
 )
 from core.store_base import HISTORY_VERSION, HeldLock, StoreUnavailable, loaded
+from core.store_erase_redis import (
+    redis_erase_sessions,
+    redis_erase_user_turns,
+    redis_erase_values,
+    redis_threads,
+)
 from core.store_retention_redis import age_unexpiring_turns
 from core.store_schema import REDIS_CLAIM, STORE_SCHEMA, HistoryNotes, too_new
 from core.store_sqlite import merge_meta
@@ -267,6 +273,20 @@ class RedisStore:
         beside this one in a rolling deploy) did not, and get their expiry (core/store_retention_redis.py)."""
         with self._errors():
             return await age_unexpiring_turns(self.r, self.prefix, self.turn_ttl_s)
+
+    # --- erasure on request (core/store_erase_redis.py: SCAN and index sets, never KEYS) --------
+    async def find_threads(self, *, user_id=None, channel_id=None, team_id=None) -> dict[str, list[str]]:
+        match = {"user_id": user_id, "channel_id": channel_id, "team_id": team_id}
+        return await self._call(redis_threads(self.r, self.prefix, **match))
+
+    async def erase_sessions(self, session_ids: Sequence[str], *, turns: bool = True) -> dict[str, int]:
+        return await self._call(redis_erase_sessions(self.r, self.prefix, session_ids, turns))
+
+    async def erase_user_turns(self, user_id: str) -> int:
+        return await self._call(redis_erase_user_turns(self.r, self.prefix, user_id))
+
+    async def erase_values(self, pattern: str) -> int:
+        return await self._call(redis_erase_values(self.r, self.prefix, pattern))
 
     # --- turn records --------------------------------------------------------------------------
     async def record_turn(self, record: dict) -> None:

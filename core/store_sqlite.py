@@ -23,6 +23,7 @@ from core.lock_queue import OnWait, WaitNotice, left_behind, sqlite_leave, sqlit
 from core.lock_release import Releases
 from core.sqlite_calls import SqliteCalls
 from core.store_base import HISTORY_VERSION, HeldLock, StoreUnavailable, loaded
+from core.store_erase import erase_sessions, erase_user_turns, sqlite_erase_values, sqlite_threads
 from core.store_retention import purge_sqlite
 from core.store_schema import STORE_SCHEMA, HistoryNotes, claim_sqlite, too_new
 
@@ -91,7 +92,21 @@ class SqliteStore:
             raise too_new(str(self.path), found, release)
 
     async def purge_expired(self) -> int:  # core/store_retention.py says why
-        return await self._run(purge_sqlite, time.time(), self.history_ttl_s)
+        return await purge_sqlite(self._run, time.time(), self.history_ttl_s, self.turn_ttl_s)
+
+    # --- erasure on request (core/store_erase.py) ----------------------------------------------
+    async def find_threads(self, *, user_id=None, channel_id=None, team_id=None) -> dict[str, list[str]]:
+        match = {"user_id": user_id, "channel_id": channel_id, "team_id": team_id}
+        return await self._run(lambda con: sqlite_threads(con, **match))
+
+    async def erase_sessions(self, session_ids: Sequence[str], *, turns: bool = True) -> dict[str, int]:
+        return await erase_sessions(self._run, session_ids, turns)
+
+    async def erase_user_turns(self, user_id: str) -> int:
+        return await erase_user_turns(self._run, user_id)
+
+    async def erase_values(self, pattern: str) -> int:
+        return await self._run(sqlite_erase_values, pattern)
 
     async def close(self) -> None:
         """Stop lock keepers, then close every connection once no call is using it."""
@@ -256,7 +271,10 @@ class SqliteStore:
         """Store (or replace) a turn record; records older than the turn TTL go at the same time."""
 
         def q(con):
-            con.execute("DELETE FROM turns WHERE started<?", (self._oldest_turn(),))
+            con.execute(  # a few at a time: the hourly sweep deletes the rest in batches
+                "DELETE FROM turns WHERE rowid IN (SELECT rowid FROM turns WHERE started<? LIMIT 100)",
+                (self._oldest_turn(),),
+            )
             con.execute(
                 "INSERT OR REPLACE INTO turns VALUES (?,?,?,?,?,?)",
                 (
