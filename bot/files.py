@@ -25,6 +25,7 @@ from starlette.routing import Route
 
 from core.config import Settings
 from core.daemon_thread import CallDeadline, within
+from core.files_bucket import bucket_and_prefix, object_key
 from core.s3_client import DEADLINE_S, s3_client, s3_reason
 from core.sessions import StoreUnavailable
 
@@ -182,8 +183,8 @@ def _presign_s3(settings: Settings, session_id: str, path: str, data: bytes) -> 
     """Upload the file and sign a link to it, on a client with bounded reads and tries: botocore's
     defaults (60 s reads, several tries) held a Teams file's delivery for minutes when the files
     bucket's endpoint never answered, and `asyncio.to_thread` kept the process alive after Ctrl-C."""
-    bucket, _, prefix = (settings.files_bucket or "").partition("/")
-    key = "/".join(p for p in (prefix.strip("/"), "files", session_id, secrets.token_hex(8), path) if p)
+    bucket, _ = bucket_and_prefix(settings)
+    key = object_key(settings, session_id, secrets.token_hex(8), path)  # deleted with the workspace
     client = s3_client(settings)
     client.put_object(Bucket=bucket, Key=key, Body=data, ContentType=_mime(path))
     return client.generate_presigned_url(

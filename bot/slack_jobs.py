@@ -37,7 +37,7 @@ from bot.slack_slash_threads import find_question, post_question, thread_team
 from bot.slack_target import SlackTarget
 from bot.surface import AppState
 from core.events import IncomingMessage, SharedFile
-from core.help import FILES_NOT_READ, FRESH_START, is_local, is_reset
+from core.help import FILES_NOT_READ, is_local, is_reset
 from core.runner import ERROR_ID, STORE_DOWN, STORE_DOWN_TEXT, WHY, TurnJob
 from core.runner_worker import lost_kind
 from core.sessions import StoreUnavailable, session_id_for
@@ -130,9 +130,9 @@ async def run_turn(state: AppState, client: AsyncWebClient, p: dict) -> None:
         # one) or in the thread under an answer; a fresh one after 8 idle hours or `reset`, as Teams chats.
         base = (p["team"], p["channel"], "dm")
         if is_reset(p["text"]) and not denied:  # refused: the core says why, as for a question
-            await threads.reset("slack", base)
+            fresh = await threads.reset("slack", base)  # what it deleted, in its words
             typed_in = p.get("thread_ts") if p.get("thread_ts") != p.get("ts") else None
-            said = f"{FRESH_START} {FILES_NOT_READ}" if refs else FRESH_START  # never dropped unsaid
+            said = f"{fresh} {FILES_NOT_READ}" if refs else fresh  # never dropped unsaid
             with contextlib.suppress(SlackClientError):  # where it was typed: top level, or the thread
                 await client.chat_postMessage(channel=p["channel"], thread_ts=typed_in, text=said)
             return

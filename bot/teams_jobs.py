@@ -42,7 +42,7 @@ from bot.teams_who import (
     user_id,
 )
 from core.events import IncomingMessage, SharedFile
-from core.help import FILES_NOT_READ, FRESH_START, is_reset
+from core.help import FILES_NOT_READ, is_reset
 from core.runner import ERROR_ID, STORE_DOWN, STORE_DOWN_TEXT, WHY, TurnJob
 from core.schedules_manage import ManageCommand, manage, parse_manage
 from core.thread import Threads
@@ -153,8 +153,8 @@ async def dispatch(state: AppState, activity: Activity, out: TeamsOut) -> None:
     who = await asker(state.threads, activity, out)  # once per message: Teams may be asked who they are
     # someone the access rules refuse resets nothing: `_answer` gives them a question's refusal
     if is_reset(text) and not state.threads.refused(who):
-        await state.threads.reset("teams", base(activity))
-        await out.send(f"{FRESH_START} {FILES_NOT_READ}" if has_files(activity) else FRESH_START)
+        fresh = await state.threads.reset("teams", base(activity))  # what it deleted, in its words
+        await out.send(f"{fresh} {FILES_NOT_READ}" if has_files(activity) else fresh)
     elif (command := parse_manage(text)) is not None:  # `schedule list|pause|resume|remove ID`
         await _manage_schedules(state, activity, command, out, who)
     else:  # `help` and an empty message too: the core answers those without the model

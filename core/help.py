@@ -17,7 +17,19 @@ log = logging.getLogger("datathread.help")
 
 HELP_WORDS = frozenset({"help", "/help", "?", "-h", "--help"})
 RESET_WORDS = frozenset({"new", "reset", "/new", "/reset", "new chat", "start over"})  # a chat starts afresh
-FRESH_START = "Started a fresh conversation — earlier questions here are forgotten."
+
+
+def fresh_start(audit_ttl_days: int) -> str:
+    """What `reset` says, every surface: what it deleted, and what it did not (the audit trail keeps
+    the questions for DATATHREAD_AUDIT_TTL_DAYS). It said "earlier questions here are forgotten" while
+    everything stayed in the store (core/thread.py's `reset` now deletes it)."""
+    kept = f"for {audit_ttl_days} days" if audit_ttl_days else "until an admin deletes them"
+    return (
+        "Started a fresh conversation: I've deleted this conversation's history and files; "
+        f"the audit log keeps the questions {kept}."
+    )
+
+
 # `reset` is a command, not a question: files sent with it are not taken in, and the person is told.
 FILES_NOT_READ = "I didn't read the files sent with it: share them again with your question."
 LISTED_TABLES = 15
@@ -49,12 +61,15 @@ SURFACE_TIPS = {
         "`datathread ask --session ID …` follows up on a session in one go; `/file PATH` in chat (or "
         "`ask --file PATH`) shares a CSV, Parquet, JSON or Excel file with a question."
     ),
-    "slack": "Mention me in a channel and reply in the thread for follow-ups; `/ask [private] …` asks in one go.",
+    "slack": (
+        "Mention me in a channel and reply in the thread for follow-ups; `/ask [private] …` asks in one go. "
+        "In a direct message, `reset` starts over and deletes our conversation's history and files."
+    ),
     # Teams gives a bot only the channel and group-chat messages that @-mention it (the app asks for no
     # ChannelMessage.Read.Group): a follow-up in the thread without a mention never reached it.
     "teams": (
         "In channels and group chats I only see messages that @-mention me: mention me again in the "
-        "thread to follow up; in a chat, `new` starts over."
+        "thread to follow up; in a chat, `new` starts over and deletes our conversation's history and files."
     ),
 }
 

@@ -11,17 +11,21 @@ Redis turn records written without an expiry (DATATHREAD_AUDIT_TTL_DAYS), by rel
 expired, stayed for good as well: core/store_retention_redis.py ages them. The hourly sweep
 (bot/retention.py) calls `SessionStore.purge_expired`.
 
-In batches of BATCH rows, one transaction each: 50,000 expired threads deleted in one transaction held
+In batches of BATCH rows, one transaction each, with a pause between them: 50,000 expired threads deleted in one transaction held
 the file for 4 s, and a turn ending in another process waited 3.5 s for it, past its 3 s deadline.
 """
 
 from __future__ import annotations
 
+import asyncio
 import math
 import sqlite3
 
 HITS_KEPT_S = 2 * 3600.0  # rate-limit hits are counted over the last hour
 BATCH = 1000  # rows per transaction
+# between two transactions: another process's waiting writer retries its lock every
+# core/sqlite_calls.TRY_MS (100 ms), and batches back to back took the lock again before it woke
+PAUSE_S = 0.05
 
 # (table, which rows have expired); each takes `now` (and, for meta, the history TTL) as its arguments
 _EXPIRED = (
@@ -68,4 +72,6 @@ async def purge_sqlite(run, now: float, history_ttl_s: float, turn_ttl_s: float 
         while after is not None:
             went, after = await run(purge_batch, table, where, args, after)
             removed += went
+            if went:
+                await asyncio.sleep(PAUSE_S)
     return removed

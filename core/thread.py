@@ -25,12 +25,15 @@ from core.config import Settings
 from core.confirm import CONFIRM_TIMEOUT_S, ask, give_answer, wait_for_answer
 from core.csv_cells import for_people
 from core.events import AnswerReady, ArtifactReady, EventSink, IncomingMessage
+from core.forget import forget_for_reset
+from core.help import fresh_start
 from core.history_gap import gap_note
 from core.notebook import session_notebook
 from core.sandbox import WorkspaceFull, is_valid_session_id
 from core.schedules import Clock, utc_now
 from core.schedules_store import ScheduleBook
 from core.sessions import LockTimeout, SessionStore, StoreUnavailable, resolve_session_id, session_id_for
+from core.thread_files import after_sweep
 from core.turn_records import NothingToExport
 from core.verified import VerifiedLibrary
 from core.warehouse import Warehouse
@@ -159,11 +162,18 @@ class Threads:
         if idle_reset:
             session = await self._store.get_meta(session_id_for(surface, key))
             if session and (now or time.time()) - float(session.get("updated", 0)) > IDLE_RESET_S:
-                key = _generation_key(base, await self.reset(surface, base))
+                key = _generation_key(base, await self._next_generation(surface, base))
         return key
 
-    async def reset(self, surface: str, base: tuple[str, ...]) -> int:
-        """Start a fresh session for this chat (the old one stays in the store for audit)."""
+    async def reset(self, surface: str, base: tuple[str, ...]) -> str:
+        """`reset` typed in a chat: a fresh session, and the old one's history and files deleted (it only
+        moved on, and kept them; core/forget.py); its turn records stay, for the audit. Returns what to say."""
+        old = session_id_for(surface, _generation_key(base, await self._generation(surface, base)))
+        await self._next_generation(surface, base)
+        await forget_for_reset(self._store, self.settings, old)
+        return fresh_start(self.settings.audit_ttl_days)
+
+    async def _next_generation(self, surface: str, base: tuple[str, ...]) -> int:
         generation = await self._generation(surface, base) + 1
         await self._store.update_meta(_pointer_id(surface, base), generation=generation, surface=surface)
         return generation
@@ -251,6 +261,7 @@ class Threads:
                 continue
             if aside is not None and await asyncio.to_thread(delete, aside):
                 removed.append(session_id)
+        await after_sweep(self.settings, removed, idle_s, now, self._store.load_history)  # their other files
         return removed
 
     async def forget_expired(self) -> int:
