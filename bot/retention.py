@@ -1,6 +1,8 @@
 """Sweeps of idle workspaces: the files of threads the store has forgotten are removed
 (core/workspace_retention.py says which and why), locally and in the Modal Volume; first, what the
-store keeps past its time is dropped (core/store_retention.py).
+store keeps past its time is dropped (core/store_retention.py). On Modal, the Volume's workspaces that
+`reset` and `datathread forget` queued for deletion go too (core/thread_files.py): only a function
+that mounts the Volume can delete from it.
 
 Locally, a surface of its own (no routes) so that `bot/server.py` lists it with the others and stops it
 in order: a minute after start-up, then every hour, where the scheduler loop runs
@@ -22,7 +24,8 @@ from bot.surface import AppState
 from core.config import Settings
 from core.sandbox_factory import open_threads
 from core.sandbox_modal import VolumeHook, call_hook
-from core.sessions import StoreUnavailable
+from core.sessions import StoreUnavailable, open_store
+from core.thread_files import remove_queued
 
 log = logging.getLogger("datathread.retention")
 
@@ -84,9 +87,16 @@ async def sweep_volume(
     async with open_threads(settings) as threads:
         await threads.forget_expired()
         removed = await threads.forget_idle_workspaces(root=root, publish=lambda: call_hook(commit))
+    store = await open_store(settings)
+    try:  # what `reset` and `datathread forget` asked to delete from the Volume (core/thread_files.py)
+        asked = await remove_queued(store, root, publish=lambda: call_hook(commit))
+    finally:
+        await store.close()
     await call_hook(commit)
     said_removed(removed, settings)
-    return removed
+    if asked:
+        log.info("removed %d workspace(s) that reset or `datathread forget` asked to delete", len(asked))
+    return removed + asked
 
 
 def said_removed(removed: list[str], settings: Settings) -> None:

@@ -74,3 +74,24 @@ async def test_without_the_store_the_volume_sweep_removes_nothing(settings, tmp_
     with pytest.raises(StoreUnavailable):
         await sweep_volume(gone, root=volume, reload=lambda: None, commit=lambda: None)
     assert old.exists()
+
+
+async def test_the_volume_sweep_removes_what_reset_and_forget_queued(settings, tmp_path):
+    """On Modal only the function that mounts the Volume can delete from it: `reset` and `datathread
+    forget` queue the thread, and the next hourly sweep removes its folder (it never did: a reset or
+    forgotten thread's files stayed until they were idle for the history TTL)."""
+    from core.thread_files import VOLUME_QUEUE, remove_thread_files
+
+    modal = settings.model_copy(update={"sandbox": "modal"})
+    volume = tmp_path / "volume"
+    asked = aged_workspace(volume, "sl-reset", age_days=0)  # written a minute ago: not idle
+    kept = aged_workspace(volume, "sl-other", age_days=0)
+    store = await open_store(modal)
+    try:
+        counts = await remove_thread_files(modal, store, "sl-reset")
+        assert counts["workspaces queued"] == 1 and asked.exists()  # the Volume is not mounted here
+        removed = await sweep_volume(modal, root=volume, reload=lambda: None, commit=lambda: None)
+        assert removed == ["sl-reset"] and not asked.exists() and kept.exists()
+        assert await store.list_records(VOLUME_QUEUE) == []  # done, and not asked again
+    finally:
+        await store.close()
