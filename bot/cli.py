@@ -1,4 +1,4 @@
-"""The `datathread` command line: chat, ask, serve, slack, doctor, audit, export, teams-package.
+"""The `datathread` command line: chat, ask, serve, slack, doctor, audit, forget, export, teams-package.
 
 Each command reads settings once, builds the core, and hands it to a surface.
 """
@@ -295,7 +295,8 @@ def slack(
         err.print("Slack: stopped.")
 
 
-from bot import cli_audit  # noqa: E402, F401  (registers `audit` here, after `slack`, as --help lists it)
+# `audit` registers here, after `slack`, as --help lists it; `forget` after it, whose ids it takes
+from bot import cli_audit, cli_forget  # noqa: E402, F401
 
 
 @app.command()

@@ -52,7 +52,7 @@ class ForgetPlan:
     shared: list[str] = field(default_factory=list)  # `--user`: threads they shared with others
     user_id: str | None = None
     schedules: list[str] = field(default_factory=list)
-    verified: list[str] = field(default_factory=list)  # verified queries and corrections
+    verified_entries: list[str] = field(default_factory=list)  # verified queries and corrections
     lookups: list[str] = field(default_factory=list)  # glob patterns of cached person look-ups
     delete_shared: bool = False
 
@@ -107,7 +107,7 @@ async def plan_forget(
                 f"Nothing is kept about {kind} {value!r} here; `datathread audit` lists the ids."
             )
     plan.schedules = await _schedules(store, plan, channel=channel, team=team)
-    plan.verified = await _verified(store, plan)
+    plan.verified_entries = await _verified(store, plan)
     return plan
 
 
@@ -165,7 +165,7 @@ async def carry_out(
         counts["turn records"] += await store.erase_user_turns(plan.user_id)
     for schedule_id in plan.schedules:
         counts["schedules"] += await store.delete_record(SCHEDULES, schedule_id)
-    for entry_id in plan.verified:
+    for entry_id in plan.verified_entries:
         counts["verified queries and corrections"] += await store.delete_record(VERIFIED, entry_id)
     for pattern in plan.lookups:
         counts["cached look-ups"] += await store.erase_values(pattern)

@@ -166,8 +166,7 @@ class Threads:
         return key
 
     async def reset(self, surface: str, base: tuple[str, ...]) -> str:
-        """`reset` typed in a chat: a fresh session, and the old one's history and files deleted (it only
-        moved on, and kept them; core/forget.py); its turn records stay, for the audit. Returns what to say."""
+        """`reset` in a chat: a fresh session; the old one's history and files deleted, its turn records kept."""
         old = session_id_for(surface, _generation_key(base, await self._generation(surface, base)))
         await self._next_generation(surface, base)
         await forget_for_reset(self._store, self.settings, old)
