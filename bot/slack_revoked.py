@@ -58,9 +58,11 @@ def on_revoked(body: dict, event: dict) -> None:
         log.warning("slack: Slack revoked user tokens of this app in workspace %s (not the bot's)", team)
         return
     what = "uninstalled the app" if event.get("type") == "app_uninstalled" else "revoked the bot token"
-    log.error(
+    log.error(  # nothing is deleted by itself: a mistaken uninstall must not lose everything
         "slack: Slack %s in workspace %s: nothing there can be answered until the app is reinstalled "
-        "and SLACK_BOT_TOKEN set to its new bot token",
+        "and SLACK_BOT_TOKEN set to its new bot token; if it is gone for good, `datathread forget --team %s` "
+        "removes its data",
         what,
+        team,
         team,
     )

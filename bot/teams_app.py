@@ -21,6 +21,7 @@ from bot.surface import AppState
 from bot.teams_auth import TeamsBot, authenticate, build_bot
 from bot.teams_jobs import run_job, run_lost, run_rest, run_rest_lost
 from bot.teams_later import REST_KIND
+from bot.teams_who import channel_id, tenant_of
 from core.runner import TurnJob
 from core.runner_worker import lost_kind
 from core.sessions import StoreUnavailable
@@ -36,6 +37,26 @@ def bot_was_added(activity: Activity) -> bool:
     return activity.type == ActivityTypes.conversation_update and any(
         m.id == me for m in activity.members_added or []
     )
+
+
+def said_removed(activity: Activity) -> None:
+    """The bot removed from a team, chat or the tenant (conversationUpdate without it, installationUpdate
+    `remove`): one line naming `datathread forget`, which deletes what is kept. Nothing is deleted by
+    itself: a mistaken removal must not lose everything."""
+    me = activity.recipient.id if activity.recipient else None
+    removed = any(m.id == me for m in activity.members_removed or []) or (
+        activity.type == "installationUpdate" and (activity.action or "").startswith("remove")
+    )
+    if removed:
+        conversation, tenant = channel_id(activity) or "?", tenant_of(activity) or "?"  # as turns record them
+        log.warning(
+            "teams: the bot was removed from conversation %s (tenant %s); `datathread forget --channel %s` "
+            "removes its data, `datathread forget --team %s` all of the tenant's",
+            conversation,
+            tenant,
+            conversation,
+            tenant,
+        )
 
 
 class TeamsSurface:
@@ -65,6 +86,7 @@ class TeamsSurface:
         if not await authenticate(self.bot, activity, request.headers.get("authorization"), client_host):
             return JSONResponse({"error": "unauthorized"}, status_code=401)
         if activity.type not in (ActivityTypes.message, ActivityTypes.invoke) and not bot_was_added(activity):
+            said_removed(activity)
             return Response(status_code=200)
         dedup = f"teams:{activity.conversation.id if activity.conversation else ''}:{activity.id}"
         if activity.id and state.analyst is not None and not await _first_time(state, dedup):

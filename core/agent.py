@@ -69,12 +69,29 @@ How you answer:
   of at most ~15 rows is fine), then one line on how you got them (tables, filters, definitions).
 - Be concise: this is a chat thread. Use Markdown (bold, lists, tables, code); no headings above ###.
 - If the question is ambiguous, make a sensible assumption, say which, and answer.
+
+{retention}
 """
 
 
-def build_system(warehouse_notes: str) -> list[dict]:
+def build_system(warehouse_notes: str, retention: str = "") -> list[dict]:
     """System prompt as one cached block; no timestamps or per-turn data, so its bytes never change."""
-    return [{"type": "text", "text": SYSTEM_PROMPT.format(warehouse=warehouse_notes), "cache_control": CACHE}]
+    text = SYSTEM_PROMPT.format(warehouse=warehouse_notes, retention=retention).rstrip() + "\n"
+    return [{"type": "text", "text": text, "cache_control": CACHE}]
+
+
+def retention_note(*, history_days: int, audit_days: int) -> str:
+    """What is kept and how it is deleted, from the settings, for "forget this" and "what do you keep
+    about me?": those reach the model, whose prompt said nothing of it, so it could claim to have
+    forgotten what the store keeps for weeks."""
+    audit = f"{audit_days} days" if audit_days else "until an admin deletes them"
+    return (
+        "What is kept: this thread's messages and files for "
+        f"{history_days} days after its last activity, and each question with its answer, SQL and code in "
+        f"the audit log for {audit}. You cannot delete anything and must never say you forgot or deleted "
+        "something: in a direct chat `reset` deletes the conversation's history and files; anything else "
+        "(a thread, everything about a person) an admin deletes with `datathread forget`."
+    )
 
 
 def build_tools(tools: tuple[Tool, ...] = TOOLS) -> list[dict]:

@@ -16,7 +16,7 @@ import uuid
 from dataclasses import replace
 
 from core.access import AccessPolicy, Refusal, rate_limited
-from core.agent import TurnAborted, build_system, build_tools, run_loop
+from core.agent import TurnAborted, build_system, build_tools, retention_note, run_loop
 from core.asked_when import asked_block
 from core.config import Settings
 from core.events import (
@@ -68,7 +68,8 @@ class Analyst:
         self.store = parts.store
         self.access = AccessPolicy.from_settings(parts.settings)
         self.redactor = Redactor(parts.settings.secret_values())
-        self._system = build_system(parts.warehouse.prompt_notes())
+        days = {"history_days": parts.settings.history_ttl_days, "audit_days": parts.settings.audit_ttl_days}
+        self._system = build_system(parts.warehouse.prompt_notes(), retention_note(**days))
         self._toolset = toolset(parts.settings)  # built once: the specs' bytes never change
         self._tools = build_tools(self._toolset)
         self._tools_by_name = {t.name: t for t in self._toolset}
