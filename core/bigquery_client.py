@@ -13,13 +13,11 @@ import base64
 import binascii
 import functools
 import json
-import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from core.bigquery_cost import format_bytes
 from core.config import ConfigError, Settings
 from core.daemon_thread import CallDeadline, in_daemon_thread, within
 
@@ -257,144 +255,3 @@ async def off_loop(call: Callable[..., T], *args: Any, deadline_s: float | None 
         return await within(run, deadline_s, name="bigquery")
     except CallDeadline:
         raise NoAnswer(deadline_s) from None
-
-
-def _network_reason(exc: BaseException) -> str:
-    """The innermost reason of a transport failure, in a few words ("Connection refused")."""
-    text = str(exc)
-    if re.search(r"(?i)read timed out|timed out", text) and "Errno" not in text:  # urllib3's pool text
-        return "it did not answer in time"
-    found = re.findall(r"\[Errno -?\d+\] ([^'\")\]]+)", text)
-    return (found[-1] if found else text[:160]).strip().rstrip(".")
-
-
-def describe_error(exc: BaseException, *, timeout_s: float | None = None) -> str:
-    """A BigQuery failure in plain, actionable words for the model (never a traceback)."""
-    from google.api_core import exceptions as gexc
-
-    if isinstance(exc, NoAnswer):
-        return f"BigQuery did not answer within {exc.seconds:g} s. Try again shortly."
-    if isinstance(exc, gexc.RetryError):  # every try failed to reach it, for as long as `bounded` let it
-        cause = exc.cause if exc.cause is not None else exc
-        if isinstance(cause, gexc.GoogleAPICallError):
-            return describe_error(cause, timeout_s=timeout_s)
-        limit = f" within {timeout_s:g} s" if timeout_s else ""
-        return f"Could not reach BigQuery{limit}: {_network_reason(cause)}. Try again shortly."
-    if isinstance(exc, TimeoutError | gexc.DeadlineExceeded) or type(exc).__name__ == "TimeoutError":
-        limit = f" within {timeout_s:g} s" if timeout_s else ""
-        return (
-            f"The query did not finish{limit} and was cancelled. Narrow it (fewer columns, a partition "
-            "filter, pre-aggregation) and try again."
-        )
-    if isinstance(exc, json.JSONDecodeError):  # a 200 with a proxy's or web server's page
-        return (
-            "BigQuery's address answered with something that is not a BigQuery reply (a proxy or web page, "
-            "perhaps): an admin needs to check DATATHREAD_BIGQUERY_API_URL and the network."
-        )
-    if not isinstance(exc, gexc.GoogleAPICallError):
-        return f"Could not reach BigQuery: {_network_reason(exc)}. Try again shortly."
-    first = (exc.errors or [{}])[0] if isinstance(exc.errors, list) else {}
-    reason = str(first.get("reason") or getattr(exc, "reason", "") or "")
-    detail = str(first.get("message") or exc.message or "").strip()
-    if reason == "bytesBilledLimitExceeded":
-        return f"BigQuery stopped the query at its byte limit: {detail} Narrow the query."
-    if reason in ("quotaExceeded", "rateLimitExceeded") or exc.code == 429:
-        return f"BigQuery quota or rate limit reached: {detail} Wait a little, or make the query cheaper."
-    if exc.code == 403 or reason == "accessDenied":
-        return (
-            f"Permission denied by BigQuery: {detail} The bot's account cannot read this; "
-            "use another table from list_tables."
-        )
-    if exc.code == 404:
-        return f"Not found in BigQuery: {detail} Check the name with list_tables / describe_table."
-    if exc.code == 400:
-        return f"BigQuery rejected the query: {detail} Fix the SQL (BigQuery standard SQL) and try again."
-    return f"BigQuery error ({exc.code} {reason}): {detail}".strip()
-
-
-def service_errors() -> tuple[type[BaseException], ...]:
-    """What BigQuery, its transport or its credentials raise (a bug of ours stays a bug)."""
-    import requests
-    from google.api_core import exceptions as gexc
-    from google.auth import exceptions as auth
-
-    return (gexc.GoogleAPIError, auth.GoogleAuthError, requests.RequestException, OSError)
-
-
-MAX_RESULT_ROWS = 5_000_000  # results travel through the bot: aggregate in SQL beyond this
-
-
-class ResultTooLarge(Exception):
-    """The result has more rows than the bot will download (`args`: rows, bytes the job billed)."""
-
-    def __init__(self, rows: int, billed: int = 0):
-        super().__init__(rows, billed)
-        self.billed = billed
-
-    def __str__(self) -> str:
-        return (
-            f"The result has {self.args[0]:,} rows, more than the {MAX_RESULT_ROWS:,} rows the bot downloads. "
-            "Aggregate or filter in SQL."
-        )
-
-
-class ResultUnsaved(Exception):
-    """The query ran (and billed), but its result could not be made a parquet file: a type Arrow cannot
-    hold as BigQuery sent it (a BIGNUMERIC of 77 digits, past Arrow's 76). It was "Could not reach
-    BigQuery … Try again shortly": the model ran it again, billed again, and the person heard BigQuery
-    was down. Arrow's error names no column ("Decimal type with precision 77…"): `columns` does."""
-
-    def __init__(self, billed: int, cause: BaseException, columns: Sequence[str] = ()):
-        super().__init__(billed, cause)
-        self.billed, self.cause, self.columns = billed, cause, list(columns)
-
-    def __str__(self) -> str:
-        reason = (str(self.cause).strip().splitlines() or [type(self.cause).__name__])[0][:200]
-        which = f"the column{'s' if len(self.columns) > 1 else ''} {', '.join(self.columns)}"
-        return (
-            f"BigQuery ran the query ({format_bytes(self.billed)} billed), but its result could not be saved: "
-            f"{reason}. Cast {which if self.columns else 'the column of that type'} in SQL (to STRING, or "
-            "BIGNUMERIC to NUMERIC or FLOAT64) and run it again."
-        )
-
-
-RISKY_TYPES = ("BIGNUMERIC", "BIGDECIMAL", "RANGE")  # may not convert (an INTERVAL is saved as text)
-
-
-def risky_columns(schema: Sequence[Any], prefix: str = "") -> list[str]:
-    """The result's columns (`SchemaField`s) that may not convert: `bn (BIGNUMERIC)`, `st.x (RANGE)`."""
-    found = []
-    for field in schema or ():
-        if field.field_type in RISKY_TYPES:
-            found.append(f"{prefix}{field.name} ({field.field_type})")
-        found += risky_columns(field.fields, f"{prefix}{field.name}.")
-    return found
-
-
-def is_unsavable(exc: BaseException) -> bool:
-    """An error of the result's conversion (Arrow, parquet), not of BigQuery or the network."""
-    if isinstance(exc, json.JSONDecodeError):  # a proxy's page instead of a result page
-        return False
-    return isinstance(exc, ValueError | TypeError | NotImplementedError | ArithmeticError)
-
-
-def billed_by_failed(exc: BaseException) -> int | None:
-    """What a query job that ended in `exc` billed, where that is known: a result too large to download
-    ran and billed; a job BigQuery refused billed nothing. Otherwise (no answer, stopped at the time
-    limit or by the person, the connection cut) it may have run, and a cancelled job is billed for
-    what it processed: None, and its estimate stays counted in the budgets."""
-    from google.api_core import exceptions as gexc
-
-    if isinstance(exc, ResultTooLarge):
-        return exc.billed
-    if isinstance(exc, gexc.GoogleAPICallError) and not is_timeout(exc):
-        return 0
-    return None
-
-
-def is_timeout(exc: BaseException) -> bool:
-    import concurrent.futures
-
-    from google.api_core import exceptions as gexc
-
-    return isinstance(exc, TimeoutError | concurrent.futures.TimeoutError | gexc.DeadlineExceeded)

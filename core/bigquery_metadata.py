@@ -1,4 +1,5 @@
-"""BigQuery discovery from table metadata: listing and describing tables costs nothing.
+"""BigQuery discovery from table metadata: describing a table costs nothing (listing them is
+`core/bigquery_listing.py`).
 
 Plain functions over a `google.cloud.bigquery.Client` (blocking: the warehouse calls them in a thread
 and caches the results); `core/warehouse_bigquery.py` decides what the allowlist admits first.
@@ -6,15 +7,12 @@ and caches the results); `core/warehouse_bigquery.py` decides what the allowlist
 
 from __future__ import annotations
 
-from fnmatch import fnmatchcase
-
-from core.bigquery_client import bounded, describe_error
+from core.bigquery_client import bounded
 from core.bigquery_cost import format_bytes
-from core.policy import TableAllowlist
+from core.bigquery_errors import describe_error
 from core.preview import preview_table
 from core.table_notes import TableNotes, column_lines, layout_lines
 
-MAX_LISTED_TABLES = 200
 SAMPLE_ROWS = 3
 CALL_S = 20.0  # one metadata call, retries included (google's default retries for 600 s)
 
@@ -23,53 +21,6 @@ def per_call(seconds: float | None = None) -> dict:
     """The retry and timeout keywords of one metadata call (`seconds`, default `CALL_S`, in all)."""
     seconds = seconds or CALL_S
     return {"retry": bounded(seconds), "timeout": seconds}
-
-
-def list_tables(
-    client,
-    allow: TableAllowlist,
-    notes: TableNotes,
-    default_project: str | None,
-    *,
-    call_s: float | None = None,
-) -> list[dict]:
-    """[{name, rows, description}] of the tables `allow` admits (at most MAX_LISTED_TABLES); each
-    call given up after `call_s`."""
-    names: list[str] = []
-    for dataset in _datasets(client, allow, default_project, call_s):
-        for item in client.list_tables(dataset, **per_call(call_s)):
-            full = f"{item.project}.{item.dataset_id}.{item.table_id}"
-            if allow.allows(full):
-                names.append(full)
-            if len(names) >= MAX_LISTED_TABLES:
-                break
-    out = []
-    for full in sorted(names):
-        table = client.get_table(full, **per_call(call_s))
-        description = table.description or notes.headline(full)
-        # A view has no row count (BigQuery gives none): None, never "0 rows" (it read as empty).
-        rows = table.num_rows if table.table_type not in ("VIEW", "EXTERNAL") else None
-        out.append({"name": full, "rows": rows, "description": description})
-    return out
-
-
-def _datasets(client, allow: TableAllowlist, default_project: str | None, call_s: float | None) -> list[str]:
-    """Datasets worth listing: those an allowlist pattern names, or all of a named project."""
-    out: set[str] = set()
-    for pattern in allow.patterns:
-        project, _, rest = pattern.partition(".")
-        if not project or any(c in project for c in "*?["):
-            project, rest = default_project or "", pattern
-        dataset = rest.partition(".")[0]
-        if dataset and not any(c in dataset for c in "*?["):
-            out.add(f"{project}.{dataset}")
-            continue
-        for item in client.list_datasets(project, **per_call(call_s)):
-            if fnmatchcase(f"{project}.{item.dataset_id}.x".lower(), pattern) or allow.allows_prefix(
-                f"{project}.{item.dataset_id}."
-            ):
-                out.add(f"{project}.{item.dataset_id}")
-    return sorted(out)
 
 
 def describe(client, full: str, asked: str, notes: TableNotes) -> str:

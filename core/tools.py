@@ -45,7 +45,12 @@ class ToolInput(BaseModel):
 
 
 class ListTablesInput(ToolInput):
-    """List the warehouse tables you may query, with row counts and descriptions."""
+    """List the warehouse tables you may query, with row counts and descriptions. A long listing is cut
+    short with a note naming what it left out: then ask for one dataset."""
+
+    dataset: str | None = Field(
+        None, description="Only this dataset's tables (BigQuery: `project.dataset` or `dataset`)."
+    )
 
 
 class DescribeTableInput(ToolInput):
@@ -145,17 +150,25 @@ class ToolContext:
 
 async def list_tables(args: ListTablesInput, ctx: ToolContext) -> ToolOutcome:
     try:
-        tables = await ctx.warehouse.list_tables(ctx.allowlist)
+        tables = await ctx.warehouse.list_tables(ctx.allowlist, dataset=args.dataset)
     except LookupError as exc:  # the warehouse could not be asked (BigQuery unreachable, say)
         return refused(str(exc).strip("'\""))
+    notes = list(getattr(tables, "notes", ()))  # what a long or partial listing left out, and why
     if not tables:
-        return ToolOutcome(content="No tables are available to you here.", summary="no tables")
+        return ToolOutcome(
+            content="\n".join(["No tables are available to you here.", *notes]), summary="no tables"
+        )
     lines = [
-        f"- {t['name']} ({counted(t['rows'], 'row') if t.get('rows') is not None else 'rows not counted'})"
-        + (f": {t['description']}" if t.get("description") else "")
-        for t in tables
+        f"- {t['name']}{_rows(t)}" + (f": {t['description']}" if t.get("description") else "") for t in tables
     ]
-    return ToolOutcome(content="\n".join(lines), summary=f"{len(tables)} tables")
+    return ToolOutcome(content="\n".join(lines + notes), summary=f"{len(tables)} tables")
+
+
+def _rows(table: dict) -> str:
+    """` (3 rows)`; ` (rows not counted)` for a view; nothing where the listing did not look it up."""
+    if "rows" not in table:
+        return ""
+    return f" ({counted(table['rows'], 'row') if table['rows'] is not None else 'rows not counted'})"
 
 
 async def describe_table(args: DescribeTableInput, ctx: ToolContext) -> ToolOutcome:

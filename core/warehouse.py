@@ -91,9 +91,12 @@ class Warehouse(Protocol):
     def effective_allowlist(self, allowlist: TableAllowlist) -> TableAllowlist:
         """The allowlist as this warehouse applies it (BigQuery: empty means the billing project only)."""
 
-    async def list_tables(self, allowlist: TableAllowlist, *, call_s: float | None = None) -> list[dict]:
-        """[{name, rows, description}] of tables the allowlist admits; a remote warehouse gives up each
-        call after `call_s` (None: its own bound) and raises LookupError saying why."""
+    async def list_tables(
+        self, allowlist: TableAllowlist, *, call_s: float | None = None, dataset: str | None = None
+    ) -> list[dict]:
+        """[{name, rows?, description}] of tables the allowlist admits (of one `dataset` if given); a
+        remote warehouse gives up each call after `call_s` (None: its own bound) and raises LookupError
+        saying why. The list may carry `notes` (lines on what it left out: core/bigquery_listing.py)."""
 
     async def describe_table(self, table: str, allowlist: TableAllowlist) -> str:
         """Columns with types, partitioning, notes and a few sample rows, as text for the model."""
@@ -210,8 +213,12 @@ class DuckDBWarehouse:
     def effective_allowlist(self, allowlist: TableAllowlist) -> TableAllowlist:
         return allowlist
 
-    async def list_tables(self, allowlist: TableAllowlist, *, call_s: float | None = None) -> list[dict]:
+    async def list_tables(
+        self, allowlist: TableAllowlist, *, call_s: float | None = None, dataset: str | None = None
+    ) -> list[dict]:
         """The tables of the DuckDB file (`call_s` is for remote warehouses: a local file answers)."""
+        if dataset and dataset.strip().strip('"').lower() != "main":
+            raise LookupError("This warehouse has one schema, main: call list_tables without a dataset.")
 
         def q():
             with contextlib.closing(self._connect()) as con:

@@ -12,7 +12,6 @@ labels, and its result lands in the session workspace as parquet with a preview 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import io
 import time
 import uuid
@@ -20,24 +19,16 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
+from core import bigquery_metadata
 from core.bigquery_client import (
     ANSWER_GRACE_S,
     DRY_RUN_S,
     LISTING_S,
-    MAX_RESULT_ROWS,
     ClientConfig,
-    ResultTooLarge,
-    ResultUnsaved,
-    billed_by_failed,
-    bounded,
+    NoAnswer,
     build_client,
-    describe_error,
-    is_timeout,
-    is_unsavable,
     off_loop,
     resolve_config,
-    risky_columns,
-    service_errors,
 )
 from core.bigquery_cost import (
     MIN_BILLED_BYTES,
@@ -49,7 +40,19 @@ from core.bigquery_cost import (
     job_labels,
     over_budget_message,
 )
-from core.bigquery_metadata import CALL_S, describe, list_tables, per_call
+from core.bigquery_errors import (
+    ResultTooLarge,
+    ResultUndelivered,
+    ResultUnsaved,
+    billed_by_failed,
+    describe_error,
+    is_unsavable,
+    risky_columns,
+    service_errors,
+)
+from core.bigquery_jobs import JobSpec, dry_run, run_job
+from core.bigquery_listing import LIST_S, Found, Run, TableListing, dataset_to_list, gather, render
+from core.bigquery_metadata import describe, per_call
 from core.config import Settings
 from core.confirm import CONFIRM_TIMEOUT_S
 from core.events import ConfirmRequest
@@ -127,15 +130,46 @@ class BigQueryWarehouse:
             return TableAllowlist((f"{self.default_project}.*",))
         return allowlist
 
-    async def list_tables(self, allowlist: TableAllowlist, *, call_s: float | None = None) -> list[dict]:
-        """[{name, rows, description}] for tables the allowlist admits, from (free) table metadata;
-        each call given up after `call_s` (default CALL_S), with its cause."""
+    async def list_tables(
+        self, allowlist: TableAllowlist, *, call_s: float | None = None, dataset: str | None = None
+    ) -> TableListing:
+        """[{name, rows?, description}] for tables the allowlist admits (of one `dataset`, if given),
+        from (free) table metadata, with notes on what is left out (core/bigquery_listing.py); each call
+        given up after `call_s` (default CALL_S), and the listing at its bounds with what it found."""
         allow = self.effective_allowlist(allowlist)
-        return await self._cached(
-            ("tables", allow.patterns),
-            lambda: list_tables(self.client, allow, self.notes, self.default_project, call_s=call_s),
-            call_s=call_s,
-        )
+        where = dataset_to_list(dataset, allow, self.default_project) if dataset else None
+        key = ("tables", allow.patterns, where)
+        hit = self._cache.get(key)
+        if hit and hit[0] > time.monotonic():
+            return hit[1]
+        # A listing's own bound (LIST_S) comes first, with what it found; LISTING_S is for a server
+        # that drips its answers, which no call's timeout ends.
+        run, found = Run.start(call_s, min(LIST_S, LISTING_S)), Found()
+        try:
+            await off_loop(
+                gather,
+                self.client,
+                allow,
+                self.default_project,
+                run,
+                found,
+                dataset=where,
+                deadline_s=LISTING_S,
+            )
+        except NoAnswer as exc:
+            if not any(found.tables.values()):
+                raise LookupError(describe_error(exc)) from None
+            run.ran_out = run.ran_out or f"its {LISTING_S:g} s"
+        except service_errors() as exc:  # unreachable, refused, quota: one sentence for the model
+            raise LookupError(describe_error(exc, timeout_s=run.call_s)) from None
+        finally:  # done, given up or cancelled (help's own timeout, a Stop): no worker calls again
+            run.stop()
+        try:
+            listing = render(found, run, self.notes)
+        except service_errors() as exc:
+            raise LookupError(describe_error(exc, timeout_s=run.call_s)) from None
+        self._cache[key] = (time.monotonic() + self.metadata_ttl, listing)
+        return listing
 
     async def describe_table(self, table: str, allowlist: TableAllowlist) -> str:
         """Columns, partitioning, clustering, curated notes and a few free sample rows."""
@@ -175,9 +209,9 @@ class BigQueryWarehouse:
         if hit and hit[0] > time.monotonic():
             return hit[1]
         try:
-            value = await off_loop(build, deadline_s=LISTING_S)  # a listing is many calls of CALL_S each
+            value = await off_loop(build, deadline_s=LISTING_S)  # describe: a few calls of CALL_S each
         except service_errors() as exc:  # unreachable, refused, quota: one sentence for the model
-            raise LookupError(describe_error(exc, timeout_s=call_s or CALL_S)) from None
+            raise LookupError(describe_error(exc, timeout_s=call_s or bigquery_metadata.CALL_S)) from None
         self._cache[key] = (time.monotonic() + self.metadata_ttl, value)
         return value
 
@@ -187,7 +221,7 @@ class BigQueryWarehouse:
         started = time.perf_counter()
         try:
             result = await self._query(sql, save_as, ctx)
-        except (ResultTooLarge, ResultUnsaved, WorkspaceFull) as exc:
+        except (ResultTooLarge, ResultUnsaved, ResultUndelivered, WorkspaceFull) as exc:
             result = StepResult(ok=False, error=str(exc))
         except Exception as exc:  # BigQuery and transport errors: words for the model, no traceback
             result = StepResult(ok=False, error=describe_error(exc, timeout_s=ctx.timeout_s))
@@ -210,7 +244,7 @@ class BigQueryWarehouse:
         dry_started = time.monotonic()
         dry_s = min(ctx.timeout_s, DRY_RUN_S)  # seconds for BigQuery: one dead was a whole step's wait
         try:
-            dry = await off_loop(self._dry_run, sql, dry_s, deadline_s=dry_s + ANSWER_GRACE_S)
+            dry = await off_loop(dry_run, self._spec(), sql, dry_s, deadline_s=dry_s + ANSWER_GRACE_S)
         except service_errors() as exc:  # given up at the dry run's bound: "within 120 s" said 20 s
             return StepResult(ok=False, error=describe_error(exc, timeout_s=dry_s))
         # The step's time limit covers the dry run and the job together (not each: twice the limit).
@@ -247,9 +281,8 @@ class BigQueryWarehouse:
             room = min(room, budget.limit - used)
         billed: int | None = None  # unknown: the reservation stands (see billed_by_failed)
         try:
-            job, rows = await off_loop(
-                self._run_job, sql, max(room, MIN_BILLED_BYTES), ctx, run_s, deadline_s=run_s + ANSWER_GRACE_S
-            )
+            spec = self._spec(ctx)
+            job, rows = await run_job(spec, sql, max(room, MIN_BILLED_BYTES), run_s, ANSWER_GRACE_S)
             billed = int(job.total_bytes_billed or 0)
         except BaseException as exc:
             billed = billed_by_failed(exc)
@@ -262,64 +295,26 @@ class BigQueryWarehouse:
                 rows.to_arrow, create_bqstorage_client=self.use_storage_api, deadline_s=LISTING_S
             )
             return await self._save(table, job, billed, save_as, ctx)
+        except NoAnswer:  # it ran and billed: "did not answer … try again" had it run (and bill) again
+            raise ResultUndelivered(billed, LISTING_S) from None
         except Exception as exc:
             if is_unsavable(exc):
                 raise ResultUnsaved(billed, exc, risky_columns(rows.schema)) from None
             raise exc from None
+
+    def _spec(self, ctx: QueryContext | None = None) -> JobSpec:
+        labels = {}
+        if ctx is not None:
+            labels = job_labels(
+                surface=ctx.surface, channel_id=ctx.channel_id, user_id=ctx.user_id, session_id=ctx.session_id
+            )
+        return JobSpec(self.client, self.default_dataset, labels)
 
     @staticmethod
     async def _settle(ctx: QueryContext, budgets_: list, delta: int) -> None:
         for budget in budgets_:
             if delta:
                 await ctx.store.add_usage(budget.key, delta, ttl_s=budget.ttl_s)
-
-    def _job_config(self, **kwargs):
-        from google.cloud import bigquery
-
-        config = bigquery.QueryJobConfig(**kwargs)
-        if self.default_dataset:
-            config.default_dataset = self.default_dataset
-        return config
-
-    def _dry_run(self, sql: str, limit_s: float):
-        config = self._job_config(dry_run=True, use_query_cache=False)
-        return self.client.query(
-            sql, job_config=config, job_retry=None, retry=bounded(limit_s), timeout=limit_s
-        )
-
-    def _run_job(self, sql: str, maximum_bytes_billed: int, ctx: QueryContext, limit_s: float):
-        labels = job_labels(
-            surface=ctx.surface, channel_id=ctx.channel_id, user_id=ctx.user_id, session_id=ctx.session_id
-        )
-        config = self._job_config(
-            maximum_bytes_billed=maximum_bytes_billed,
-            labels=labels,
-            job_timeout_ms=int(limit_s * 1000),
-            use_query_cache=True,
-        )
-        # Every call (and its retries) within the step's time limit: google's defaults retry for 600 s.
-        # No job_retry on the insert: given one, the client wraps the insert in its own retry of a
-        # fixed 600 s; restarts of a failed job still come through `result` (with the insert as is).
-        deadline = time.monotonic() + limit_s
-
-        def left() -> float:
-            return max(deadline - time.monotonic(), 0.1)
-
-        job = self.client.query(sql, job_config=config, retry=bounded(left()), timeout=left(), job_retry=None)
-        try:
-            rows = job.result(timeout=left(), retry=bounded(left()), job_retry=bounded(left(), job=True))
-        except Exception as exc:
-            if is_timeout(exc):
-                self._cancel(job)
-            raise
-        if (rows.total_rows or 0) > MAX_RESULT_ROWS:
-            raise ResultTooLarge(rows.total_rows, int(job.total_bytes_billed or 0))
-        return job, rows
-
-    def _cancel(self, job) -> None:
-        # stop the slots: a timed-out job would otherwise keep running (and billing)
-        with contextlib.suppress(Exception):
-            self.client.cancel_job(job.job_id, location=job.location, **per_call())
 
     def _budgets(self, ctx: QueryContext):
         if ctx.store is None:

@@ -5,97 +5,24 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import io
 import threading
 import time
 from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-import responses
 
 from core.bigquery_cost import user_hash
-from core.config import load_settings
 from core.events import ConfirmRequest
 from core.policy import TableAllowlist
 from core.sandbox_local import LocalSandbox
-from core.store_sqlite import SqliteStore
-from core.tools import ToolContext, call_tool
+from core.tools import call_tool
 from core.warehouse_bigquery import BigQueryWarehouse
-from tests.fakes.bigquery_api import API, Answer, FakeBigQuery, FakeTable, qctx
+from tests.core import bigquery_parts
+from tests.core.bigquery_parts import ORDERS, ORDERS_SCHEMA, bq_settings, read_parquet, tool_ctx
+from tests.fakes.bigquery_api import Answer, FakeTable, qctx
 
-ORDERS_SCHEMA = [
-    {"name": "id", "type": "INTEGER", "mode": "REQUIRED"},
-    {"name": "amount", "type": "FLOAT"},
-    {"name": "status", "type": "STRING", "description": "paid | refunded | test"},
-]
-ORDERS = "SELECT id, amount, status FROM shop.orders"
-
-
-def bq_settings(tmp_path, **extra):
-    values = dict(
-        _env_file=None,
-        warehouse="bigquery",
-        gcp_project="bill",
-        bigquery_api_url=API,
-        home=tmp_path / "home",
-        query_soft_cap_bytes=10 * 10**9,
-        query_hard_cap_bytes=100 * 10**9,
-    )
-    return load_settings(**(values | extra))
-
-
-@pytest.fixture
-def fake_bq():
-    fake = FakeBigQuery(API)
-    fake.add_table(
-        FakeTable(
-            "bill",
-            "shop",
-            "orders",
-            ORDERS_SCHEMA,
-            [[1, 9.5, "paid"], [2, 20.0, "refunded"], [3, 4.25, "paid"]],
-            description="One row per order.",
-            extra={
-                "timePartitioning": {"type": "DAY", "field": "created"},
-                "clustering": {"fields": ["status"]},
-            },
-        )
-    )
-    fake.add_table(FakeTable("bill", "shop", "customers", [{"name": "id", "type": "INTEGER"}], [[1]]))
-    fake.add_table(FakeTable("bill", "secret", "salaries", [{"name": "pay", "type": "FLOAT"}], [[1.0]]))
-    fake.add_table(FakeTable("other", "ext", "events", [{"name": "e", "type": "STRING"}], [["x"]]))
-    with responses.RequestsMock(assert_all_requests_are_fired=False) as mock:
-        fake.register(mock)
-        fake.mock = mock
-        yield fake
-        # no call of the bot's may outlive its test: one that did sent its next request into the next
-        # test's fake (a KeyError there, under load)
-        for _ in range(200):
-            if not [t for t in threading.enumerate() if t.name == "bigquery"]:
-                break
-            time.sleep(0.05)
-        assert not [t for t in threading.enumerate() if t.name == "bigquery"], (
-            "a BigQuery call outlived its test"
-        )
-    assert not fake.bugs
-
-
-@pytest.fixture
-async def parts(tmp_path, fake_bq):
-    settings = bq_settings(tmp_path, bigquery_default_dataset="shop")
-    sandbox = LocalSandbox(workspaces=settings.workspaces_dir)  # write_file needs no worker process
-    store = SqliteStore(tmp_path / "state.sqlite3")
-    warehouse = BigQueryWarehouse.from_settings(settings, sandbox)
-    yield warehouse, sandbox, store, settings
-    await warehouse.close()
-    await sandbox.close()
-    await store.close()
-
-
-def read_parquet(settings, name: str):
-    data = (settings.workspaces_dir / "s1" / name).read_bytes()
-    return pq.read_table(io.BytesIO(data)).to_pydict()
+fake_bq, parts = bigquery_parts.fake_bq, bigquery_parts.parts  # the shared fixtures
 
 
 async def test_dry_run_then_run_to_parquet_with_cap_labels_and_pages(parts, fake_bq):
@@ -206,18 +133,6 @@ async def test_concurrent_turns_cannot_both_spend_the_last_of_a_budget(parts, fa
     daily = next(b for b in warehouse._budgets(qctx(store)) if b.name == "your daily budget")
     used = await store.add_usage(daily.key, 0, ttl_s=86400)
     assert used == 3 * 10**9
-
-
-def tool_ctx(warehouse, sandbox, store, allowlist: TableAllowlist) -> ToolContext:
-    query = qctx(store, allowlist=allowlist)
-    return ToolContext(
-        session_id="s1",
-        turn_id="turn1",
-        sandbox=sandbox,
-        warehouse=warehouse,
-        query=query,
-        allowlist=allowlist,
-    )
 
 
 ALLOW = TableAllowlist(("bill.shop.orders", "bill.shop.customers", "bill.pub.*"))
@@ -504,7 +419,6 @@ def _files_containing(roots, needle: bytes, *, since: float = 0.0) -> list[str]:
 async def test_service_account_key_is_used_from_memory_and_never_written(tmp_path, fake_bq, monkeypatch):
     import json
     import tempfile
-    import time
 
     monkeypatch.setenv("HOME", str(tmp_path / "userhome"))
     started = time.time() - 2  # coarse file-system timestamps
@@ -603,7 +517,6 @@ async def test_end_to_end_turn_on_bigquery(tmp_path, fake_bq, fake_model, record
 async def test_a_view_is_listed_and_described_as_a_view_not_as_empty(tmp_path, fake_bq):
     """BigQuery gives a view no row count: list_tables said "daily_revenue (0 rows)" and describe
     "(view) — 0 rows", and the model treated the view as empty."""
-    from tests.fakes.bigquery_api import FakeTable
 
     fake_bq.add_table(
         FakeTable("bill", "shop", "daily_revenue", [{"name": "day", "type": "DATE"}], table_type="VIEW")
@@ -673,10 +586,10 @@ async def test_a_job_that_never_answers_keeps_its_reservation_and_a_refused_one_
 async def test_a_result_too_large_to_download_and_a_stopped_query_stay_counted(parts, fake_bq, monkeypatch):
     """A result over the download limit ran and billed, then its bytes were given back to the budgets
     (the model could repeat it without end); a turn stopped mid-query gave its reservation back too."""
-    from core import warehouse_bigquery
+    from core import bigquery_jobs
 
     warehouse, _, store, _ = parts
-    monkeypatch.setattr(warehouse_bigquery, "MAX_RESULT_ROWS", 2)
+    monkeypatch.setattr(bigquery_jobs, "MAX_RESULT_ROWS", 2)  # where the job is run
     rows = [[i, 1.0, "paid"] for i in range(3)]
     fake_bq.on_query(ORDERS, Answer(ORDERS_SCHEMA, rows, 9 * 10**9, bytes_billed=8 * 10**9))
     big = await warehouse.query(ORDERS, None, qctx(store))
@@ -745,7 +658,7 @@ def test_a_failed_conversion_names_only_the_columns_that_may_fail():
     told the model to cast the INTERVAL column too."""
     from google.cloud.bigquery import SchemaField
 
-    from core.bigquery_client import risky_columns
+    from core.bigquery_errors import risky_columns
 
     schema = [
         SchemaField("gap", "INTERVAL"),

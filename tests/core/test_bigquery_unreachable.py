@@ -70,6 +70,11 @@ class _Odd:
         import json
         import threading
 
+        self.done = (
+            threading.Event()
+        )  # the test is over: the drip stops, and the bot's reading thread with it
+        done = self.done
+
         class Handler(http.server.BaseHTTPRequestHandler):
             def log_message(self, *args) -> None:
                 pass
@@ -99,6 +104,8 @@ class _Odd:
                         self.wfile.write(page)
                         return
                     for _ in range(600):  # a byte every 0.1 s: no per-read timeout ever fires
+                        if done.is_set():
+                            return
                         self.wfile.write(b" ")
                         self.wfile.flush()
                         time.sleep(0.1)
@@ -125,6 +132,7 @@ async def odd_warehouse(tmp_path, request):
     built = BigQueryWarehouse.from_settings(settings, LocalSandbox(workspaces=settings.workspaces_dir))
     yield built
     await built.close()
+    odd.done.set()
     odd.server.shutdown()
 
 
@@ -154,7 +162,7 @@ async def test_a_web_page_at_the_apis_address_is_said_to_be_one(odd_warehouse):
 def test_a_read_timeout_is_said_in_words_not_in_urllib3s():
     """Doctor and tool errors read "HTTPConnectionPool(host='127.0.0.1', port=7001): Read timed out.
     (read timeout=2.5)"."""
-    from core.bigquery_client import describe_error
+    from core.bigquery_errors import describe_error
 
     exc = OSError("HTTPConnectionPool(host='127.0.0.1', port=7001): Read timed out. (read timeout=2.5)")
     assert describe_error(exc) == "Could not reach BigQuery: it did not answer in time. Try again shortly."

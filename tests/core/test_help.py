@@ -114,14 +114,15 @@ async def test_help_over_a_listing_slower_than_it_waits_says_so_not_that_bigquer
     tmp_path, monkeypatch
 ):
     """BigQuery answering every call, but the listing (a call per table) longer than help waits: help
-    says it took too long, and that asking waits longer — not that BigQuery could not be reached."""
+    says it took too long, and that asking waits longer — not that BigQuery could not be reached. (The
+    tables.get calls run a few at once now: each is slower than help waits.)"""
     fake = FakeBigQuery(API)
     for i in range(4):
         fake.add_table(FakeTable("bill", "shop", f"t{i}", [{"name": "id", "type": "INTEGER"}], [[1]]))
     answer_table = fake._get_table
 
     def slow_table(*args, **kwargs):
-        time.sleep(0.5)
+        time.sleep(1.5)
         return answer_table(*args, **kwargs)
 
     monkeypatch.setattr(fake, "_get_table", slow_table)

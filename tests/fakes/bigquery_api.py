@@ -2,7 +2,11 @@
 
 Tests register tables (metadata + rows) and scripted query answers (`on_query(substring, ...)`); the
 fake serves jobs.insert (dry runs and real runs), jobs.get, jobs.getQueryResults (paged with pageToken),
-jobs.cancel, datasets.list, tables.list, tables.get and tabledata.list, and records every request.
+jobs.cancel, datasets.list, datasets.get, tables.list, tables.get and tabledata.list, and records every
+request. As the service does: lists come in pages (`nextPageToken`), tables.list of a dataset that does
+not exist is a 404, a cancelled job ends DONE with errorResult `stopped`, and a job that failed while
+running is DONE with its errorResult (getQueryResults then answers the error). `latency` makes every
+call take that long (a round trip from outside Google Cloud is 0.1-0.3 s).
 """
 
 from __future__ import annotations
@@ -10,6 +14,7 @@ from __future__ import annotations
 import json
 import re
 import threading
+import time
 from dataclasses import dataclass, field
 from urllib.parse import parse_qs, urlparse
 
@@ -71,6 +76,11 @@ class Answer:
     # it (one that woke later sent its next call into the next test's fake).
     held: threading.Event | None = None
     page_size: int = 1000
+    failed: tuple[str, str] | None = None  # (reason, message): the real run ends DONE with this error
+
+
+# The HTTP status getQueryResults answers for a job that ended with this errorResult reason
+FAILED_STATUS = {"resourcesExceeded": 400, "stopped": 400, "accessDenied": 403, "quotaExceeded": 403}
 
 
 def _cell(value) -> dict:
@@ -99,6 +109,11 @@ class FakeBigQuery:
         self.headers: list[dict] = []
         self.bugs: list[Exception] = []
         self.cancelled: list[str] = []
+        self.latency = 0.0  # seconds every call takes
+        self.page = 1000  # tables.list's page size when the client gives no maxResults
+        self.dataset_page = 50  # datasets.list's
+        self.table_errors: dict[str, tuple[int, str, str]] = {}  # "p.d.t" → tables.get's error
+        self.gone_datasets: set[str] = set()  # "p.d": listed by datasets.list no more, 404 elsewhere
 
     # --- scripting ----------------------------------------------------------------------------
     def add_table(self, table: FakeTable) -> FakeTable:
@@ -124,6 +139,7 @@ class FakeBigQuery:
             ("GET", api + r"/datasets/([^/?]+)/tables/([^/?]+)/data", self._tabledata),
             ("GET", api + r"/datasets/([^/?]+)/tables/([^/?]+)", self._get_table),
             ("GET", api + r"/datasets/([^/?]+)/tables", self._list_tables),
+            ("GET", api + r"/datasets/([^/?]+)", self._get_dataset),
             ("GET", api + r"/datasets", self._list_datasets),
         ]
         for method, pattern, handler in routes:
@@ -135,6 +151,8 @@ class FakeBigQuery:
         regex = re.compile(pattern + "$")
 
         def callback(request):
+            if self.latency:
+                time.sleep(self.latency)
             url = urlparse(request.url)
             query = {k: v[0] for k, v in parse_qs(url.query).items()}
             self.calls.append((request.method, url.path, query))
@@ -209,6 +227,8 @@ class FakeBigQuery:
             "status": {"state": "RUNNING" if answer.pending and not config.get("dryRun") else "DONE"},
             "statistics": {"totalBytesProcessed": str(answer.bytes_processed), "query": stats_q},
         }
+        if answer.failed and not config.get("dryRun"):
+            self._end(job, *answer.failed)
         self.jobs[ref["jobId"]] = job
         self.job_answers[ref["jobId"]] = answer
         return 200, job
@@ -217,12 +237,23 @@ class FakeBigQuery:
         job = self.jobs.get(job_id)
         return (200, job) if job else self._error(404, "notFound", f"Not found: Job {project}:{job_id}")
 
+    @staticmethod
+    def _end(job: dict, reason: str, message: str) -> None:
+        error = {"reason": reason, "message": message}
+        job["status"] = {"state": "DONE", "errorResult": error, "errors": [error]}
+
     def _cancel(self, project, job_id, _q=None, *, query, body):
         self.cancelled.append(job_id)
-        return 200, {"kind": "bigquery#jobCancelResponse", "job": self.jobs.get(job_id, {})}
+        job = self.jobs.get(job_id)
+        if job and job["status"]["state"] != "DONE":  # as BigQuery: the job ends, stopped
+            self._end(job, "stopped", "Job execution was cancelled: User requested cancellation")
+        return 200, {"kind": "bigquery#jobCancelResponse", "job": job or {}}
 
     def _results(self, project, job_id, _q=None, *, query, body):
         answer = self.job_answers[job_id]
+        failed = self.jobs[job_id]["status"].get("errorResult")
+        if failed:
+            return self._error(FAILED_STATUS.get(failed["reason"], 400), failed["reason"], failed["message"])
         if answer.pending:
             return 200, {"jobReference": self.jobs[job_id]["jobReference"], "jobComplete": False}
         start = int(query.get("pageToken") or query.get("startIndex") or 0)
@@ -247,6 +278,8 @@ class FakeBigQuery:
         return self.tables.get(f"{project}.{dataset}.{table}")
 
     def _get_table(self, project, dataset, table, _q=None, *, query, body):
+        if f"{project}.{dataset}.{table}" in self.table_errors:
+            return self._error(*self.table_errors[f"{project}.{dataset}.{table}"])
         t = self._table(project, dataset, table)
         if t is None:
             return self._error(404, "notFound", f"Not found: Table {project}:{dataset}.{table}")
@@ -263,14 +296,39 @@ class FakeBigQuery:
             "rows": _rows(t.rows[:n]),
         }
 
+    def _dataset_exists(self, project: str, dataset: str) -> bool:
+        return f"{project}.{dataset}" not in self.gone_datasets and any(
+            (t.project, t.dataset) == (project, dataset) for t in self.tables.values()
+        )
+
+    def _get_dataset(self, project, dataset, _q=None, *, query, body):
+        if not self._dataset_exists(project, dataset):
+            return self._error(404, "notFound", f"Not found: Dataset {project}:{dataset}")
+        ref = {"projectId": project, "datasetId": dataset}
+        return 200, {"kind": "bigquery#dataset", "id": f"{project}:{dataset}", "datasetReference": ref}
+
+    @staticmethod
+    def _page(items: list, query: dict, size: int) -> tuple[list, dict]:
+        """One page of `items` by maxResults and pageToken (an offset here; opaque to the client)."""
+        size = int(query.get("maxResults") or size)
+        start = int(query.get("pageToken") or 0)
+        more = {"nextPageToken": str(start + size)} if start + size < len(items) else {}
+        return items[start : start + size], more
+
     def _list_tables(self, project, dataset, _q=None, *, query, body):
-        items = [t for t in self.tables.values() if (t.project, t.dataset) == (project, dataset)]
+        if not self._dataset_exists(project, dataset):
+            return self._error(404, "notFound", f"Not found: Dataset {project}:{dataset}")
+        items = sorted(
+            (t for t in self.tables.values() if (t.project, t.dataset) == (project, dataset)),
+            key=lambda t: t.table,
+        )
         listed = [
             {"kind": "bigquery#table", "id": f"{t.project}:{t.dataset}.{t.table}", "type": t.table_type}
             | {"tableReference": t.resource()["tableReference"]}
             for t in items
         ]
-        return 200, {"kind": "bigquery#tableList", "tables": listed, "totalItems": len(listed)}
+        page, more = self._page(listed, query, self.page)
+        return 200, {"kind": "bigquery#tableList", "tables": page, "totalItems": len(listed)} | more
 
     def _list_datasets(self, project, _q=None, *, query, body):
         names = sorted({t.dataset for t in self.tables.values() if t.project == project})
@@ -281,8 +339,10 @@ class FakeBigQuery:
                 "datasetReference": {"projectId": project, "datasetId": d},
             }
             for d in names
+            if f"{project}.{d}" not in self.gone_datasets
         ]
-        return 200, {"kind": "bigquery#datasetList", "datasets": items}
+        page, more = self._page(items, query, self.dataset_page)
+        return 200, {"kind": "bigquery#datasetList", "datasets": page} | more
 
 
 def service_account_key(path, token_uri: str):

@@ -1,0 +1,48 @@
+"""`datathread doctor`'s BigQuery check over the scripted REST API: what it tells the admin, who can fix
+a role or a setting (the model's advice — "use another table from list_tables" — is not theirs)."""
+
+from __future__ import annotations
+
+import responses
+
+from bot.doctor_checks import check_warehouse
+from tests.core.bigquery_parts import bq_settings
+from tests.fakes.bigquery_api import API, Answer, FakeBigQuery, FakeTable
+
+JOBS_CREATE = (
+    "Access Denied: Project bill: User does not have bigquery.jobs.create permission in project bill."
+)
+
+
+def fake() -> FakeBigQuery:
+    bq = FakeBigQuery(API)
+    bq.add_table(FakeTable("bill", "shop", "orders", [{"name": "id", "type": "INTEGER"}], [[1]]))
+    return bq
+
+
+async def check(tmp_path, bq: FakeBigQuery, **settings):
+    with responses.RequestsMock(assert_all_requests_are_fired=False) as mock:
+        bq.register(mock)
+        return await check_warehouse(bq_settings(tmp_path, **settings))
+
+
+async def test_a_configured_dataset_that_does_not_exist_is_a_warning_naming_it(tmp_path):
+    bq = fake()
+    bq.on_query("SELECT 1", Answer(rows=[[1]], bytes_processed=0))
+    said = await check(
+        tmp_path, bq, bigquery_datasets="bill.shop,bill.gone", channel_datasets="C1=bill.old.t"
+    )
+    assert said.status == "warn", said
+    assert said.detail.startswith("bigquery, project bill (dry run ok), but bill.gone, bill.old of ")
+    assert "does not exist or the service account may not see it" in said.detail
+    ok = await check(tmp_path, bq, bigquery_datasets="bill.shop,bill.sales_*")
+    assert ok.status == "ok" and ok.detail == "bigquery, project bill (dry run ok)"
+
+
+async def test_no_right_to_run_jobs_is_said_as_the_grant_an_admin_makes(tmp_path):
+    bq = fake()
+    bq.on_query("SELECT 1", Answer(error=(403, "accessDenied", JOBS_CREATE)))
+    said = await check(tmp_path, bq)
+    assert said.status == "fail"
+    assert "may not run queries in project bill: an admin must grant it roles/bigquery.jobUser" in said.detail
+    assert "list_tables" not in said.detail and "another table" not in said.detail
