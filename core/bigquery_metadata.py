@@ -11,7 +11,7 @@ from core.bigquery_client import bounded
 from core.bigquery_cost import format_bytes
 from core.bigquery_errors import describe_error
 from core.preview import preview_table
-from core.table_notes import TableNotes, column_lines, layout_lines
+from core.table_notes import TableNotes, column_section, layout_lines
 
 SAMPLE_ROWS = 3
 CALL_S = 20.0  # one metadata call, retries included (google's default retries for 600 s)
@@ -42,8 +42,7 @@ def describe(client, full: str, asked: str, notes: TableNotes) -> str:
         lines.append(t.description.strip())
     lines += layout_lines(t)
     lines += notes.described(full)
-    lines.append("Columns:")
-    lines += column_lines(t.schema)
+    lines += column_section(t.schema, full)
     if t.table_type == "TABLE" and t.num_rows:
         try:  # tabledata.list: free, unlike SELECT ... LIMIT
             rows = client.list_rows(t, max_results=SAMPLE_ROWS, selected_fields=t.schema[:30], **per_call())

@@ -157,13 +157,40 @@ def layout_lines(t) -> list[str]:
     return out
 
 
+MAX_COLUMN_LINES = 300  # of describe_table: a 1,500-column table filled the tool's 64,000 characters
+
+
 def column_lines(schema, prefix: str = "", depth: int = 0) -> list[str]:
-    """One line per column (nested RECORD fields as a.b), with mode and description."""
+    """One line per column (nested RECORD fields as a.b), with mode, description, and a mark on a
+    column under column-level security (a policy tag: the bot's account may not be allowed to read it)."""
     lines = []
     for f in schema:
         mode = " REPEATED" if f.mode == "REPEATED" else (" NOT NULL" if f.mode == "REQUIRED" else "")
         doc = f" — {f.description}" if f.description else ""
-        lines.append(f"  {prefix}{f.name} {f.field_type}{mode}{doc}")
+        tagged = " [policy tag: may not be readable; leave it out if refused]" if _policy_tagged(f) else ""
+        lines.append(f"  {prefix}{f.name} {f.field_type}{mode}{tagged}{doc}")
         if f.fields and depth < 3:
             lines += column_lines(f.fields, f"{prefix}{f.name}.", depth + 1)
     return lines
+
+
+def column_section(schema, full_name: str) -> list[str]:
+    """describe_table's columns within MAX_COLUMN_LINES, saying how many there are and how to see the
+    rest: a wide table's lines ran past the tool's limit, cut mid-line with no count, its sample rows
+    lost."""
+    lines = column_lines(schema)
+    if len(lines) <= MAX_COLUMN_LINES:
+        return ["Columns:", *lines]
+    project, dataset, table = (full_name.split(".") + ["", "", ""])[:3]
+    return [
+        f"Columns: {len(lines):,} (nested fields counted); the first {MAX_COLUMN_LINES} shown:",
+        *lines[:MAX_COLUMN_LINES],
+        f"  … {len(lines) - MAX_COLUMN_LINES:,} more. To find others by name: SELECT column_name, data_type "
+        f"FROM `{project}.{dataset}.INFORMATION_SCHEMA.COLUMNS` WHERE table_name = '{table}' AND "
+        "column_name LIKE '%word%' (a metadata query: billed BigQuery's 10 MB minimum).",
+    ]
+
+
+def _policy_tagged(field_) -> bool:
+    tags = getattr(field_, "policy_tags", None)
+    return bool(tags is not None and getattr(tags, "names", None))
