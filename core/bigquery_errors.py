@@ -95,7 +95,7 @@ def _service_words(code: int | None, reason: str, detail: str, for_admin: bool) 
         wrong = WRONG_LOCATION.search(detail)
         if wrong:
             return (
-                f"Not found in BigQuery: {detail} The job ran in location {wrong.group(1)} "
+                f"Not found in BigQuery: {detail} BigQuery looked in location {wrong.group(1)} "
                 "(DATATHREAD_BIGQUERY_LOCATION) and the dataset is in another region: an admin must set "
                 "DATATHREAD_BIGQUERY_LOCATION to the datasets' location, or leave it unset. Retrying will "
                 "not help."
