@@ -109,6 +109,13 @@ class Found:
         with self.lock:
             self.skipped.append(f"{what} ({why})")
 
+    def snapshot(self) -> Found:
+        """A copy to read while workers given up on may still be adding to this one."""
+        with self.lock:
+            return Found(
+                list(self.datasets), dict(self.tables), dict(self.details), list(self.skipped), self.failure
+            )
+
 
 def gather(
     client, allow: TableAllowlist, default_project: str | None, run: Run, found: Found, *, dataset=None
@@ -281,6 +288,7 @@ def _entries(found: Found) -> list[tuple[str, str, list[str]]]:
 
 def render(found: Found, run: Run, notes: TableNotes) -> TableListing:
     """The listing for the model: at most MAX_LISTED lines, and notes on what is not in them."""
+    found = found.snapshot()
     if found.failure is not None and not any(found.tables.values()):
         raise found.failure  # nothing listed at all: the caller says why in one sentence
     entries = [e for e in _entries(found) if not found.details.get(f"{e[0]}.{e[1]}", {}).get("gone")]
