@@ -66,18 +66,36 @@ def check_sql(
         return Verdict(False, r.reason, (), f"refused:{r.kind}")
 
 
+# BigQuery's legacy SQL: a `#legacySQL` first line, or tables as `[project:dataset.table]`. Said as what it
+# is, with the standard-SQL name to write: "Expected table name but got '['" sent the model guessing.
+LEGACY_MARK = re.compile(r"\s*#\s*legacysql\b", re.IGNORECASE)
+LEGACY_TABLE = re.compile(r"\[([A-Za-z0-9_.-]+)[:.]([A-Za-z0-9_$.-]+)\]")
+
+
+def _legacy_refusal(sql: str) -> str:
+    said = "Legacy SQL isn't supported: write BigQuery standard SQL"
+    if found := LEGACY_TABLE.search(sql):
+        project, rest = found.groups()
+        return f"{said}, with tables in backticks (`{project}.{rest}` for {found.group(0)})."
+    return f"{said} (drop the #legacySQL line; tables in backticks, `project.dataset.table`)."
+
+
 def _check(sql: str, ctx: _Ctx) -> Verdict:
     allowed = _ALLOWED[ctx.dialect]
     if not sql or not sql.strip():
         raise _Refusal("empty", f"{allowed}; the query is empty.")
     if len(sql) > MAX_SQL_CHARS:
         raise _Refusal("parse", f"{allowed}; the query is longer than {MAX_SQL_CHARS} characters.")
+    if ctx.dialect == "bigquery" and LEGACY_MARK.match(sql):
+        raise _Refusal("parse", _legacy_refusal(sql))
     try:
         parsed = sqlglot.parse(sql, read=ctx.dialect)
     except (SqlglotError, RecursionError, ValueError) as e:
         word = (sql.split() or [""])[0].upper()
         if word in _LEADING_KINDS:  # e.g. EXPORT DATABASE: say why, not where the parser gave up
             raise _statement_refusal(ctx, _LEADING_KINDS[word], word) from None
+        if ctx.dialect == "bigquery" and LEGACY_TABLE.search(sql):
+            raise _Refusal("parse", _legacy_refusal(sql)) from None
         raise _Refusal("parse", f"Could not parse the SQL ({ctx.dialect}): {_short_error(e)}") from None
     statements = [s for s in parsed if s is not None and not isinstance(s, exp.Semicolon)]
     if not statements:

@@ -219,3 +219,30 @@ async def test_reported_probes_through_a_turn_return_nothing_of_the_table(
     assert not results[-1].get("is_error") and "fine.parquet" in results[-1]["content"]
     files = sorted(p.name for p in (settings.workspaces_dir / outcome.session_id).glob("*.parquet"))
     assert files == ["fine.parquet"]
+
+
+@pytest.mark.parametrize(
+    ("sql", "says"),
+    [
+        ("SELECT carrier FROM [bill:shop.orders]", "(`bill.shop.orders` for [bill:shop.orders])"),
+        ("#legacySQL\nSELECT carrier FROM orders", "drop the #legacySQL line"),
+        ("  # legacySQL\nSELECT 1", "drop the #legacySQL line"),  # parses as standard SQL: a comment
+    ],
+)
+def test_legacy_bigquery_sql_is_named_with_the_standard_name_to_write(sql, says):
+    """Legacy SQL got "Could not parse the SQL (bigquery): Expected table name but got '['", and a
+    `#legacySQL` first line passed as a comment: the model was left guessing. Arrays and standard names
+    are untouched."""
+    allow = TableAllowlist(patterns=("bill.shop.*",))
+    verdict = check_sql(sql, dialect="bigquery", allowlist=allow)
+    assert (
+        not verdict.allowed
+        and verdict.reason.startswith("Legacy SQL isn't supported")
+        and says in verdict.reason
+    )
+    for fine in (
+        "SELECT [1, 2][OFFSET(0)] AS x",
+        "SELECT carrier FROM `bill.shop.orders`",
+        "#standardSQL\nSELECT 1",
+    ):
+        assert check_sql(fine, dialect="bigquery", allowlist=allow).allowed, fine
