@@ -7,14 +7,17 @@ what it deleted. Registered on the shared app by bot/cli.py, after `audit`, whos
 from __future__ import annotations
 
 import asyncio
-from collections import Counter
+import logging
 
 import typer
 from rich.console import Console
 
-from bot.cli_common import app, die, err, settings_or_exit
+from bot.cli_common import app, die, err, log_level_option, settings_or_exit, setup_log
+from bot.log_setup import SIZE_BACKUPS
 from core.config import Settings
 from core.wording import counted
+
+log = logging.getLogger("datathread.forget")
 
 # what went, in the order it is said
 SAID = (
@@ -52,6 +55,7 @@ def forget(
         "their turn records there.",
     ),
     yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask before deleting."),
+    log_level: str = log_level_option(),
 ) -> None:
     """Delete what is kept about a thread, person, channel or workspace: history, turn records, files,
     schedules, verified queries, cached look-ups. Not the logs."""
@@ -64,18 +68,18 @@ def forget(
     if shared_threads and user is None:
         die("--shared-threads goes with --user: it says what to do with the threads they shared.")
     settings = settings_or_exit()
-    code = asyncio.run(
-        _forget(settings, dict(thread=thread, user=user, channel=channel, team=team), shared_threads, yes)
-    )
+    which = dict(thread=thread, user=user, channel=channel, team=team)
+    code = asyncio.run(_forget(settings, which, shared_threads, yes, log_level))
     raise typer.Exit(code)
 
 
-async def _forget(settings: Settings, which: dict, shared: bool, yes: bool) -> int:
+async def _forget(settings: Settings, which: dict, shared: bool, yes: bool, level: str | None) -> int:
     from core.forget import NothingToForget, carry_out, plan_forget
     from core.sessions import StoreUnavailable, open_store, store_exists, store_place
 
     if not store_exists(settings):
         die(f"Nothing is kept in {store_place(settings)}: no state there yet.")
+    setup_log(settings, level)  # the file the sentences point to; warnings there, not on the terminal
     try:
         store = await open_store(settings)
     except StoreUnavailable as exc:
@@ -90,12 +94,12 @@ async def _forget(settings: Settings, which: dict, shared: bool, yes: bool) -> i
         if not yes and not typer.confirm("Delete it?", default=False, err=True):
             err.print("Nothing was deleted.")
             return 1
-        counts = await carry_out(store, settings, plan)
+        deleted = await carry_out(store, settings, plan)
     except StoreUnavailable as exc:
         die(str(exc))
     finally:
         await store.close()
-    return _said(counts, plan)
+    return _said(deleted, settings)
 
 
 def _plan_lines(plan, settings: Settings) -> list[str]:
@@ -128,24 +132,50 @@ def _plan_lines(plan, settings: Settings) -> list[str]:
         )
     if plan.lookups:
         lines.append("- what Slack said of them (cached for a day)")
-    lines.append("The logs (DATATHREAD_HOME/logs, rotated at 5 MB × 4) are not covered.")
+    lines.append(f"Not the logs: {log_note(settings)}.")
     return lines
 
 
-def _said(counts: Counter, plan) -> int:
-    """Print what went (stdout: a script reads it); 1 when a thread was busy or the bucket refused."""
+def log_note(settings: Settings) -> str:
+    """How long the log file keeps what it holds (bot/log_setup.py), from the settings."""
+    where = "DATATHREAD_HOME/logs"
+    if settings.log_days:
+        return f"{where} keeps its records for {counted(settings.log_days, 'day')} (DATATHREAD_LOG_DAYS)"
+    return f"{where} keeps {SIZE_BACKUPS + 1} files of 5 MB, however old (DATATHREAD_LOG_DAYS=0)"
+
+
+def _said(deleted, settings: Settings) -> int:
+    """Print what went (stdout: a script reads it), then what was left and why (stderr, naming the
+    threads; the log has the same): 1 when anything was left, so a script runs the command again."""
+    counts = deleted.counts
     went = [counted(counts[key], one, many) for key, one, many in SAID if counts[key]]
     Console(soft_wrap=True).print(
         f"Deleted: {', '.join(went) if went else 'nothing was left'}.", markup=False
     )
-    code = 0
-    if counts["busy"]:
-        err.print(
-            f"{counted(counts['busy'], 'thread')} had a turn running and were left: run the same command again.",
-            markup=False,
+    left = []
+    if deleted.busy:
+        left.append(
+            f"{counted(len(deleted.busy), 'thread')} had a turn running and "
+            f"{'was' if len(deleted.busy) == 1 else 'were'} left ({_named(deleted.busy)})"
         )
-        code = 1
-    if counts["bucket failures"]:
-        err.print("Some files-bucket objects could not be deleted: the log says why.", markup=False)
-        code = 1
-    return code
+    if deleted.bucket_left:
+        left.append(
+            f"{counted(len(deleted.bucket_left), 'thread')} kept whole, as the files bucket did not delete "
+            f"{'its' if len(deleted.bucket_left) == 1 else 'their'} objects ({_named(deleted.bucket_left)}; "
+            "the log says why)"
+        )
+    if deleted.stopped is not None:
+        who = "Redis" if settings.redis_url else "The session database"
+        left.append(
+            f"{who} stopped answering after {deleted.done} of {counted(deleted.total, 'thread')} "
+            f"({deleted.stopped})"
+        )
+    for line in left:
+        log.warning("datathread forget: %s", line)
+    if left:
+        err.print(f"{'; '.join(left)}: run the same command again.", markup=False, highlight=False)
+    return 1 if left else 0
+
+
+def _named(session_ids: list[str]) -> str:
+    return ", ".join(session_ids[:5]) + (f" and {len(session_ids) - 5} more" if len(session_ids) > 5 else "")

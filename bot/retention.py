@@ -2,7 +2,8 @@
 (core/workspace_retention.py says which and why), locally and in the Modal Volume; first, what the
 store keeps past its time is dropped (core/store_retention.py). On Modal, the Volume's workspaces that
 `reset` and `datathread forget` queued for deletion go too (core/thread_files.py): only a function
-that mounts the Volume can delete from it.
+that mounts the Volume can delete from it. Every sweep also retries the files-bucket deletions `reset`
+queued and expires the shared-file index (`after_deletions`).
 
 Locally, a surface of its own (no routes) so that `bot/server.py` lists it with the others and stops it
 in order: a minute after start-up, then every hour, where the scheduler loop runs
@@ -22,10 +23,11 @@ from starlette.routing import Route
 
 from bot.surface import AppState
 from core.config import Settings
+from core.file_deletions import expire_index
 from core.sandbox_factory import open_threads
 from core.sandbox_modal import VolumeHook, call_hook
-from core.sessions import StoreUnavailable, open_store
-from core.thread_files import remove_queued
+from core.sessions import SessionStore, StoreUnavailable, open_store
+from core.thread_files import remove_queued, retry_bucket
 
 log = logging.getLogger("datathread.retention")
 
@@ -63,6 +65,11 @@ class WorkspaceSweeper:
             try:
                 await self.state.threads.forget_expired()
                 removed = await self.state.threads.forget_idle_workspaces()
+                store = await open_store(self.state.settings)
+                try:
+                    await after_deletions(self.state.settings, store)
+                finally:
+                    await store.close()
             except StoreUnavailable as exc:  # the next sweep tries again
                 log.warning("the idle-workspace sweep waits for the session store: %s", exc)
                 continue
@@ -90,6 +97,7 @@ async def sweep_volume(
     store = await open_store(settings)
     try:  # what `reset` and `datathread forget` asked to delete from the Volume (core/thread_files.py)
         asked = await remove_queued(store, root, publish=lambda: call_hook(commit))
+        await after_deletions(settings, store)
     finally:
         await store.close()
     await call_hook(commit)
@@ -97,6 +105,15 @@ async def sweep_volume(
     if asked:
         log.info("removed %d workspace(s) that reset or `datathread forget` asked to delete", len(asked))
     return removed + asked
+
+
+async def after_deletions(settings: Settings, store: SessionStore) -> None:
+    """Each hour, after the workspaces: the bucket objects `reset` could not delete at once, tried again
+    (they are queued, never forgotten), and the shared-file index's threads past their time dropped
+    (its records had no expiry at all)."""
+    if retried := await retry_bucket(settings, store):
+        log.info("deleted the files-bucket objects of %d reset conversation(s)", len(retried))
+    await expire_index(store)
 
 
 def said_removed(removed: list[str], settings: Settings) -> None:

@@ -22,11 +22,13 @@ import logging
 from bot.slack_shared_files import display_name
 from bot.surface import AppState
 from core.events import SharedFile
+from core.runner import TurnJob
 from core.sessions import StoreUnavailable
 
 log = logging.getLogger("datathread.slack")
 
 JOB_FILE_DELETED = "slack.file_deleted"
+TRIES = 3  # a job's runs in all, for one deletion
 
 
 def file_key(file_id: str) -> str:
@@ -53,7 +55,28 @@ async def note_fetched(
 
 
 async def drop_deleted(state: AppState, p: dict) -> None:
-    """The job of a `file_deleted` event: the file's copies leave every thread that took one."""
+    """The job of a `file_deleted` event: the file's copies leave every thread that took one. When one
+    could not go (a turn held its thread past the wait, the store or the sandbox failed), the job is
+    queued again, up to TRIES in all: it runs after the ack, so Slack never sends the event again (the
+    record alone stayed, and nothing came back to it)."""
     file_id = str(p.get("file_id") or "")
-    if file_id:
-        await state.analyst.file_deletions.deleted(file_key(file_id))
+    if not file_id:
+        return
+    try:
+        left = await state.analyst.file_deletions.deleted(file_key(file_id)) is None
+    except StoreUnavailable as exc:  # the index itself could not be read
+        log.warning("slack: deleted file %s: %s", file_id, exc)
+        left = True
+    tries = int(p.get("tries") or 1)
+    if not left:
+        return
+    if tries >= TRIES:
+        log.warning(
+            "slack: deleted file %s: copies are left after %d tries; they go with their threads' workspaces",
+            file_id,
+            tries,
+        )
+        return
+    await state.runner.submit(
+        TurnJob(kind=JOB_FILE_DELETED, payload={"file_id": file_id, "tries": tries + 1})
+    )

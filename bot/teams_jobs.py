@@ -153,7 +153,9 @@ async def dispatch(state: AppState, activity: Activity, out: TeamsOut) -> None:
     who = await asker(state.threads, activity, out)  # once per message: Teams may be asked who they are
     # someone the access rules refuse resets nothing: `_answer` gives them a question's refusal
     if is_reset(text) and not state.threads.refused(who):
-        fresh = await state.threads.reset("teams", base(activity))  # what it deleted, in its words
+        # Deletes only in a personal chat: a channel's or group chat's conversation is everyone's there,
+        # and any member could type `reset` (it deleted the shared history for all); it starts afresh.
+        fresh = await state.threads.reset("teams", base(activity), delete=is_personal(activity))
         await out.send(f"{fresh} {FILES_NOT_READ}" if has_files(activity) else fresh)
     elif (command := parse_manage(text)) is not None:  # `schedule list|pause|resume|remove ID`
         await _manage_schedules(state, activity, command, out, who)

@@ -80,17 +80,21 @@ def build_system(warehouse_notes: str, retention: str = "") -> list[dict]:
     return [{"type": "text", "text": text, "cache_control": CACHE}]
 
 
-def retention_note(*, history_days: int, audit_days: int) -> str:
+def retention_note(*, history_days: int, audit_days: int, log_days: int = 0) -> str:
     """What is kept and how it is deleted, from the settings, for "forget this" and "what do you keep
     about me?": those reach the model, whose prompt said nothing of it, so it could claim to have
-    forgotten what the store keeps for weeks."""
+    forgotten what the store keeps for weeks. One note for every surface: the files' expiry is the
+    server's hourly sweep, which the terminal (`chat`, `ask`) does not run, and the server's log
+    holds questions when it logs at INFO (DATATHREAD_LOG_DAYS; 0: four files of 5 MB, however old)."""
     audit = f"{audit_days} days" if audit_days else "until an admin deletes them"
+    logs = f"for {log_days} days" if log_days else "until it fills (four files of 5 MB)"
     return (
-        "What is kept: this thread's messages and files for "
-        f"{history_days} days after its last activity, and each question with its answer, SQL and code in "
-        f"the audit log for {audit}. You cannot delete anything and must never say you forgot or deleted "
-        "something: in a direct chat `reset` deletes the conversation's history and files; anything else "
-        "(a thread, everything about a person) an admin deletes with `datathread forget`."
+        f"What is kept: this thread's messages for {history_days} days after its last activity, and its "
+        "files as long on a server (in Slack and Teams; in the terminal until an admin deletes them); each "
+        f"question with its answer, SQL and code in the audit log for {audit}; and, when the server logs at "
+        f"INFO level, questions in its log file {logs}. You cannot delete anything and must never say you "
+        "forgot or deleted something: in a direct chat `reset` deletes the conversation's history and "
+        "files; anything else (a thread, everything about a person) an admin deletes with `datathread forget`."
     )
 
 

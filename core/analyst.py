@@ -68,7 +68,8 @@ class Analyst:
         self.store = parts.store
         self.access = AccessPolicy.from_settings(parts.settings)
         self.redactor = Redactor(parts.settings.secret_values())
-        days = {"history_days": parts.settings.history_ttl_days, "audit_days": parts.settings.audit_ttl_days}
+        s = parts.settings
+        days = {"history_days": s.history_ttl_days, "audit_days": s.audit_ttl_days, "log_days": s.log_days}
         self._system = build_system(parts.warehouse.prompt_notes(), retention_note(**days))
         self._toolset = toolset(parts.settings)  # built once: the specs' bytes never change
         self._tools = build_tools(self._toolset)
@@ -79,7 +80,9 @@ class Analyst:
         curated = load_curated(curated_path(parts.settings.table_notes), dialect)
         self.verified = VerifiedLibrary(parts.store, dialect=dialect, curated=curated)
         # How turns end (core/turn_end.py): saved, recorded and told within one deadline.
-        self.ends = TurnEnds(parts.store, self.redactor, parts.warehouse, unanswered_store(parts.settings))
+        self.ends = TurnEnds(
+            parts.store, self.redactor, parts.warehouse, unanswered_store(parts.settings), parts.settings
+        )
         # Which threads hold a copy of a platform's file, and its deletion there (core/file_deletions.py).
         self.file_deletions = FileDeletions(parts.store, parts.sandbox)
         # The one way surfaces reach threads, files, votes and confirmations (core/thread.py).

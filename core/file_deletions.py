@@ -18,7 +18,10 @@ its question, that the file was deleted and is gone (`tell`), so a follow-up tha
 instead of an answer from a copy; said once, it stays in that turn's history.
 
 The index records have no expiry of their own (a file deleted a year on is still found): each is a
-few ids and a name, dropped when its file is deleted; `fetched` drops threads older than KEEP_S.
+few ids and a name, dropped when its file is deleted; a thread leaves them when it is forgotten or
+reset (`forget_shared_files`), and threads older than KEEP_S are dropped by `fetched` and by the
+hourly sweep (`expire_index`), which deletes a record left with none. Each record is changed under
+its file's lock (`index_lock`), never read and written back unguarded.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ import dataclasses
 import json
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 from core.history import shared_files_line
 from core.sandbox import Sandbox, StepRequest
@@ -40,6 +43,7 @@ log = logging.getLogger("datathread.intake")
 KIND = "shared_file"  # store records: a platform file id → the threads holding a copy
 UNTOLD_KEY = "deleted_files"  # in a session's meta: names of its files deleted since its last turn
 KEEP_S = 400 * 86_400  # a thread not seen in the index's record for this long is dropped from it
+INDEX_WAIT_S = 30.0  # another process's update of one file's record takes milliseconds
 LOCK_WAIT_S = 900.0  # a running turn finishes first (its lock), however long
 MAX_NAMES = 50
 STEP_TIMEOUT_S = 30.0
@@ -70,36 +74,39 @@ class FileDeletions:
     sandbox: Sandbox
 
     async def fetched(self, file_key: str, session_id: str, *, name: str, size: int | None) -> None:
-        """`file_key` (`slack:F…`) was fetched for a turn of `session_id`, shared as `name`."""
-        record = await self.store.get_record(KIND, file_key) or {"id": file_key, "threads": {}}
-        now = time.time()
-        threads = {
-            sid: held
-            for sid, held in (record.get("threads") or {}).items()
-            if isinstance(held, dict) and now - float(held.get("at") or 0) < KEEP_S
-        }
-        names = [n for n in (threads.get(session_id) or {}).get("names", []) if n != name]
-        sizes = [s for s in (threads.get(session_id) or {}).get("sizes", []) if s != size]
-        threads[session_id] = {"names": [*names, name], "sizes": [*sizes, size], "at": now}
-        await self.store.put_record(KIND, file_key, {"id": file_key, "threads": threads})
+        """`file_key` (`slack:F…`) was fetched for a turn of `session_id`, shared as `name`. Under the
+        file's own lock: two threads fetching one file at once each read the record, and the second
+        write dropped the first one's thread, whose copy then outlived the file's deletion."""
+        async with self.store.lock(index_lock(file_key), ttl_s=30, wait_s=INDEX_WAIT_S):
+            record = await self.store.get_record(KIND, file_key) or {"id": file_key, "threads": {}}
+            now = time.time()
+            threads = current(record, now)
+            names = [n for n in (threads.get(session_id) or {}).get("names", []) if n != name]
+            sizes = [s for s in (threads.get(session_id) or {}).get("sizes", []) if s != size]
+            threads[session_id] = {"names": [*names, name], "sizes": [*sizes, size], "at": now}
+            await self.store.put_record(KIND, file_key, {"id": file_key, "threads": threads})
 
-    async def deleted(self, file_key: str) -> list[str]:
+    async def deleted(self, file_key: str) -> list[str] | None:
         """The file is gone where it was shared: its copies go from every thread that holds one.
-        Returns the sessions whose workspace lost a copy."""
+        Returns the sessions whose workspace lost a copy; None when a thread's copy could not go (a
+        turn held it past LOCK_WAIT_S, the store or the sandbox failed): the record keeps what is
+        left, for the caller to try again (bot/slack_file_deleted.py re-queues the job)."""
         record = await self.store.get_record(KIND, file_key)
         if not record:
             return []
-        cleaned = []
+        cleaned, done = [], []
         for session_id, held in (record.get("threads") or {}).items():
             if not isinstance(held, dict):
                 continue
             try:
                 if await self._drop(session_id, held.get("names") or [], held.get("sizes") or []):
                     cleaned.append(session_id)
+                done.append(session_id)
             except (LockTimeout, StoreUnavailable, OSError) as exc:
                 log.warning("deleted file %s: its copy in %s is still there: %s", file_key, session_id, exc)
-                return cleaned  # the record stays: a redelivered event tries again
-        await self.store.delete_record(KIND, file_key)
+                await drop_threads(self.store, file_key, set(done))
+                return None
+        await drop_threads(self.store, file_key, set(done))
         log.info("deleted file %s: removed from %d thread(s)", file_key, len(cleaned))
         return cleaned
 
@@ -192,3 +199,50 @@ def scrubbed(messages: list[dict], copies: set[str]) -> list[dict]:
             blocks.append(block)
         out.append({**message, "content": blocks})
     return out
+
+
+def index_lock(file_key: str) -> str:
+    """The lock name of one file's index record (session ids never start so)."""
+    return f"file:{file_key}"
+
+
+def current(record: Mapping, now: float) -> dict:
+    """The record's threads seen within KEEP_S."""
+    return {
+        sid: held
+        for sid, held in (record.get("threads") or {}).items()
+        if isinstance(held, dict) and now - float(held.get("at") or 0) < KEEP_S
+    }
+
+
+async def drop_threads(store: SessionStore, file_key: str, session_ids: set[str] | None = None) -> None:
+    """Take these threads (None: only those older than KEEP_S) out of one file's record, under its
+    lock; the record goes when none is left."""
+    async with store.lock(index_lock(file_key), ttl_s=30, wait_s=INDEX_WAIT_S):
+        record = await store.get_record(KIND, file_key)
+        if record is None:
+            return
+        threads = {s: h for s, h in current(record, time.time()).items() if s not in (session_ids or ())}
+        if not threads:
+            await store.delete_record(KIND, file_key)
+        elif threads != record.get("threads"):
+            await store.put_record(KIND, file_key, {"id": file_key, "threads": threads})
+
+
+async def forget_shared_files(store: SessionStore, session_ids: Iterable[str]) -> None:
+    """Forgotten or reset threads leave the index: they hold no copy any more, and their ids (with the
+    people's names for the files) are not kept past them."""
+    gone = set(session_ids)
+    for record in await store.list_records(KIND) if gone else []:
+        if gone & set(record.get("threads") or {}):
+            await drop_threads(store, str(record.get("id")), gone)
+
+
+async def expire_index(store: SessionStore) -> int:
+    """The hourly sweep: threads older than KEEP_S leave every record, and empty records go; how many
+    records were looked at."""
+    records = await store.list_records(KIND)
+    for record in records:
+        if current(record, time.time()) != (record.get("threads") or {}):
+            await drop_threads(store, str(record.get("id")))
+    return len(records)

@@ -17,24 +17,31 @@ when the thread's history expires (DATATHREAD_HISTORY_TTL_DAYS, 30 days by defau
 the GDPR allows for an erasure request; with it, at once.
 
 Each thread is deleted under its session lock, so a running turn cannot save its history back after it
-went: a thread whose turn holds the lock longer than `lock_wait_s` is skipped and counted as busy.
+went: a thread whose turn holds the lock longer than `lock_wait_s` is skipped and counted as busy. Its
+files-bucket objects go first: when the bucket fails, the thread is left whole and named (deleting its
+rows first made its objects unreachable: the same command then said "No thread … is known"), and the
+bucket is not called again in that run (core/files_bucket.py's BucketRun).
 """
 
 from __future__ import annotations
 
-import asyncio
+import functools
 import logging
 from collections import Counter
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from core.config import Settings
-from core.sessions import LockTimeout, SessionStore, resolve_session_id
-from core.thread_files import remove_thread_files
+from core.erase_mark import mark_erased
+from core.file_deletions import forget_shared_files
+from core.files_bucket import BucketRun
+from core.sessions import LockTimeout, SessionStore, StoreUnavailable, resolve_session_id
+from core.thread_files import delete_or_queue, remove_thread_files
 
 SCHEDULES = "schedule"  # core/schedules_store.KIND
 VERIFIED = "verified"  # core/verified.COLLECTION
 LOCK_WAIT_S = 30.0
-RESET_WAIT_S = 900.0  # a turn's longest wait for its lock: what a reset waits for a running turn
+RESET_BUCKET_S = 5.0  # what `reset` waits for the files bucket before queueing its objects (it waited 41 s)
 
 log = logging.getLogger("datathread.forget")
 
@@ -149,57 +156,96 @@ async def _verified(store: SessionStore, plan: ForgetPlan) -> list[str]:
     return sorted(out)
 
 
+@dataclass
+class Deleted:
+    """What `carry_out` deleted (`counts`, by kind) and what it left: threads a running turn held
+    (`busy`), threads whose bucket objects could not be deleted (`bucket_left`: left whole, so the same
+    command finds them again), and the store's failure that stopped it (`stopped`) after `done` of
+    `total` threads."""
+
+    counts: Counter = field(default_factory=Counter)
+    busy: list[str] = field(default_factory=list)
+    bucket_left: list[str] = field(default_factory=list)
+    done: int = 0
+    total: int = 0
+    stopped: StoreUnavailable | None = None
+
+
 async def carry_out(
     store: SessionStore, settings: Settings, plan: ForgetPlan, *, lock_wait_s: float = LOCK_WAIT_S
-) -> Counter:
-    """Delete what the plan says; counts by what went ("busy": threads skipped, a turn held them)."""
-    counts: Counter = Counter()
-    for session_id in plan.whole:
-        try:
-            async with store.lock(session_id, ttl_s=60, wait_s=lock_wait_s):
-                counts.update(await store.erase_sessions([session_id]))
-                counts.update(await remove_thread_files(settings, store, session_id))
-        except LockTimeout:
-            counts["busy"] += 1
-    if plan.user_id is not None:
-        counts["turn records"] += await store.erase_user_turns(plan.user_id)
+) -> Deleted:
+    """Delete what the plan says, each thread under its lock. A session store that stops answering
+    midway ends the run, with what went so far said (`stopped`): the same command carries on."""
+    shared_turns = [] if plan.delete_shared or plan.user_id is None else plan.shared
+    out = Deleted(total=len(plan.whole) + len(shared_turns))
+    bucket = BucketRun(settings, why="datathread forget")
+    try:
+        for session_id in plan.whole:
+            whole = functools.partial(_whole, store, settings, bucket, out, session_id)
+            await _held(store, session_id, lock_wait_s, out, whole)
+            out.done += 1
+        for session_id in shared_turns:  # their turn records there, under the lock (a running turn's
+            theirs = functools.partial(_theirs, store, str(plan.user_id), session_id, out)
+            await _held(store, session_id, lock_wait_s, out, theirs)
+            out.done += 1  # record would otherwise come back when it ends)
+        if plan.user_id is not None and not out.busy:  # the rest: records of no thread kept
+            out.counts["turn records"] += await store.erase_user_turns(plan.user_id)
+        await _owned_by(store, plan, out.counts)
+        await forget_shared_files(store, set(plan.whole) - set(out.busy + out.bucket_left))
+    except StoreUnavailable as exc:
+        out.stopped = exc
+    return out
+
+
+async def _held(
+    store: SessionStore, session_id: str, wait_s: float, out: Deleted, work: Callable[[], Awaitable[None]]
+) -> None:
+    """Run `work()` under the thread's lock; a thread a turn holds is left, as busy."""
+    try:
+        async with store.lock(session_id, ttl_s=60, wait_s=wait_s):
+            await work()
+    except LockTimeout:
+        out.busy.append(session_id)
+        out.counts["busy"] += 1
+
+
+async def _whole(
+    store: SessionStore, settings: Settings, bucket: BucketRun, out: Deleted, session_id: str
+) -> None:
+    """The thread whole: its bucket objects first; when they cannot go, nothing of it goes (said, and
+    the same command finds it again — deleting the rows first lost the only record of the thread)."""
+    gone = await bucket.delete(session_id)
+    if gone is None:
+        out.bucket_left.append(session_id)
+        return
+    out.counts["files in the bucket"] += gone
+    out.counts.update(await store.erase_sessions([session_id]))
+    out.counts.update(await remove_thread_files(settings, store, session_id))
+
+
+async def _theirs(store: SessionStore, user_id: str, session_id: str, out: Deleted) -> None:
+    out.counts["turn records"] += await store.erase_user_turns(user_id, session_id=session_id)
+
+
+async def _owned_by(store: SessionStore, plan: ForgetPlan, counts: Counter) -> None:
+    """Schedules, verified entries and cached look-ups the plan names."""
     for schedule_id in plan.schedules:
         counts["schedules"] += await store.delete_record(SCHEDULES, schedule_id)
     for entry_id in plan.verified_entries:
         counts["verified queries and corrections"] += await store.delete_record(VERIFIED, entry_id)
     for pattern in plan.lookups:
         counts["cached look-ups"] += await store.erase_values(pattern)
-    return counts
 
 
-async def forget_for_reset(store: SessionStore, settings: Settings, session_id: str) -> None:
+async def forget_for_reset(store: SessionStore, settings: Settings, session_id: str) -> bool:
     """`reset`: the old conversation's history, metadata and files go; its turn records stay (the
-    operator's audit trail, with their own TTL). Under the thread's lock, not waited for: when a turn
-    of it is still running (a `reset` typed while it answers), everything goes now and once more when
-    that turn lets the lock go, or it would save its history back into the conversation said deleted."""
-    try:
-        async with store.lock(session_id, ttl_s=60, wait_s=0):
-            await _reset_erase(store, settings, session_id)
-            return
-    except LockTimeout:
-        pass
-    await _reset_erase(store, settings, session_id)
-    task = asyncio.create_task(_after_the_turn(store, settings, session_id), name=f"reset-{session_id}")
-    _LATER.add(task)
-    task.add_done_callback(_LATER.discard)
-
-
-_LATER: set[asyncio.Task] = set()  # deletions waiting for a running turn (a reference, or they vanish)
-
-
-async def _reset_erase(store: SessionStore, settings: Settings, session_id: str) -> None:
+    operator's audit trail, with their own TTL). Not under the thread's lock: a turn of it still
+    running (a `reset` typed while it answers) finds the mark and does not save its history back
+    (core/erase_mark.py). Its bucket objects are tried for RESET_BUCKET_S, then queued for the hourly
+    sweep; returns whether they went (the sentence says so when they did not)."""
+    await mark_erased(store, session_id)
     await store.erase_sessions([session_id], turns=False)
     await remove_thread_files(settings, store, session_id)
-
-
-async def _after_the_turn(store: SessionStore, settings: Settings, session_id: str) -> None:
-    try:
-        async with store.lock(session_id, ttl_s=60, wait_s=RESET_WAIT_S):
-            await _reset_erase(store, settings, session_id)
-    except Exception as exc:  # a background task: said in the log, never raised into nowhere
-        log.warning("reset: the history of %s could not be deleted after its turn: %s", session_id, exc)
+    await forget_shared_files(store, [session_id])
+    bucket = BucketRun(settings, deadline_s=RESET_BUCKET_S, why="reset")
+    return await delete_or_queue(store, bucket, session_id)

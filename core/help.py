@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
+from core.config import Settings
 from core.policy import TableAllowlist
 from core.warehouse import DEMO_TABLES, Warehouse
 
@@ -19,15 +20,30 @@ HELP_WORDS = frozenset({"help", "/help", "?", "-h", "--help"})
 RESET_WORDS = frozenset({"new", "reset", "/new", "/reset", "new chat", "start over"})  # a chat starts afresh
 
 
-def fresh_start(audit_ttl_days: int) -> str:
+def fresh_start(settings: Settings, *, deleted: bool = True, files_gone: bool = True) -> str:
     """What `reset` says, every surface: what it deleted, and what it did not (the audit trail keeps
     the questions for DATATHREAD_AUDIT_TTL_DAYS). It said "earlier questions here are forgotten" while
-    everything stayed in the store (core/thread.py's `reset` now deletes it)."""
-    kept = f"for {audit_ttl_days} days" if audit_ttl_days else "until an admin deletes them"
-    return (
-        "Started a fresh conversation: I've deleted this conversation's history and files; "
-        f"the audit log keeps the questions {kept}."
+    everything stayed in the store (core/thread.py's `reset` now deletes it). A shared conversation (a
+    Teams channel or group chat) starts afresh without deleting anything (`deleted` False): it is
+    everyone's, and anyone in it could type `reset`. `files_gone` False: the files bucket did not
+    answer in time, and the download links' copies are queued for the hourly sweep."""
+    days = settings.audit_ttl_days
+    kept = (
+        f"the audit log keeps the questions {f'for {days} days' if days else 'until an admin deletes them'}."
     )
+    if not deleted:
+        return (
+            "Started a fresh conversation: earlier questions here no longer carry over. Nothing was "
+            "deleted, as this conversation is shared with others: its history expires "
+            f"{settings.history_ttl_days} days after its last message, and {kept}"
+        )
+    if not files_gone:
+        return (
+            "Started a fresh conversation: I've deleted this conversation's history and its files here; "
+            "the files behind its download links could not be deleted yet and are retried within the "
+            f"hour; {kept}"
+        )
+    return f"Started a fresh conversation: I've deleted this conversation's history and files; {kept}"
 
 
 # `reset` is a command, not a question: files sent with it are not taken in, and the person is told.

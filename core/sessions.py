@@ -124,8 +124,9 @@ class SessionStore(Protocol):
         """Delete these threads' history and metadata, and with `turns` their turn records (with their
         indexes), in bounded batches; counts by "history", "metadata", "turn records"."""
 
-    async def erase_user_turns(self, user_id: str) -> int:
-        """Delete this person's turn records in any thread (with their indexes); how many."""
+    async def erase_user_turns(self, user_id: str, *, session_id: str | None = None) -> int:
+        """Delete this person's turn records in any thread, or in `session_id`'s alone (with their
+        indexes); how many."""
 
     async def erase_values(self, pattern: str) -> int:
         """Delete the values `set_once` kept under keys matching the glob `pattern`; how many."""

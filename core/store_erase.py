@@ -24,26 +24,28 @@ def sqlite_threads(
     thread whose metadata or any turn record matches each filter given."""
     found: dict[str, set[str]] = {}
     for session_id, raw in con.execute("SELECT session_id, data FROM meta"):
-        meta = _json(raw)
+        meta = json_dict(raw)
         people = {str(p) for p in meta.get("participants") or ()}
-        if _matches(meta, people, user_id=user_id, channel_id=channel_id, team_id=team_id):
+        if matches(meta, people, user_id=user_id, channel_id=channel_id, team_id=team_id):
             found.setdefault(session_id, set()).update(people)
     rows = con.execute("SELECT session_id, user_id, channel_id, data FROM turns WHERE session_id IS NOT NULL")
     users: dict[str, set[str]] = {}
     for session_id, user, channel, raw in rows:
         if user:
             users.setdefault(session_id, set()).add(user)
-        record = {"channel_id": channel, "team_id": _json(raw).get("team_id") if team_id else None}
-        if _matches(
+        record = {"channel_id": channel, "team_id": json_dict(raw).get("team_id") if team_id else None}
+        if matches(
             record, {user} if user else set(), user_id=user_id, channel_id=channel_id, team_id=team_id
         ):
             found.setdefault(session_id, set())
     return {sid: sorted(people | users.get(sid, set())) for sid, people in found.items()}
 
 
-def _matches(
+def matches(
     data: dict, people: set[str], *, user_id: str | None, channel_id: str | None, team_id: str | None
 ) -> bool:
+    """Whether a thread's metadata or turn record (`data`, with the `people` in it) matches every
+    filter given; both stores' finders use it (core/store_erase_redis.py too)."""
     if user_id is not None and user_id not in people:
         return False
     if channel_id is not None and data.get("channel_id") != channel_id:
@@ -51,7 +53,8 @@ def _matches(
     return team_id is None or data.get("team_id") == team_id
 
 
-def _json(raw: str | None) -> dict:
+def json_dict(raw: bytes | str | None) -> dict:
+    """A stored JSON object, or {} for anything else (a damaged row never stops an erasure)."""
     try:
         data = json.loads(raw or "{}")
     except ValueError:
@@ -75,10 +78,13 @@ def sqlite_erase_sessions(con: sqlite3.Connection, session_ids: Sequence[str], t
     return counts
 
 
-def sqlite_erase_user_turns(con: sqlite3.Connection, user_id: str) -> int:
-    """Delete up to CHUNK of this person's turn records (in any thread); how many went."""
+def sqlite_erase_user_turns(con: sqlite3.Connection, user_id: str, session_id: str | None) -> int:
+    """Delete up to CHUNK of this person's turn records (in any thread, or in `session_id`'s); how
+    many went."""
     return con.execute(
-        "DELETE FROM turns WHERE rowid IN (SELECT rowid FROM turns WHERE user_id=? LIMIT ?)", (user_id, CHUNK)
+        "DELETE FROM turns WHERE rowid IN (SELECT rowid FROM turns WHERE user_id=? "
+        "AND (? IS NULL OR session_id=?) LIMIT ?)",
+        (user_id, session_id, session_id, CHUNK),
     ).rowcount
 
 
@@ -97,9 +103,9 @@ async def erase_sessions(run, session_ids: Sequence[str], turns: bool) -> dict[s
     return counts
 
 
-async def erase_user_turns(run, user_id: str) -> int:
+async def erase_user_turns(run, user_id: str, session_id: str | None = None) -> int:
     """`sqlite_erase_user_turns` until none is left, CHUNK rows a transaction."""
     total = 0
-    while removed := await run(sqlite_erase_user_turns, user_id):
+    while removed := await run(sqlite_erase_user_turns, user_id, session_id):
         total += removed
     return total

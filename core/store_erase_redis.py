@@ -9,8 +9,9 @@ are found through their index sets (by person, channel or session), not by scann
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator, Sequence
+
+from core.store_erase import json_dict, matches
 
 BATCH = 1000  # keys per SCAN call, per MGET and per pipeline
 
@@ -43,16 +44,8 @@ async def _records(r, prefix: str, turn_ids: Sequence[str]) -> list[tuple[str, d
         ids = turn_ids[i : i + BATCH]
         for turn_id, raw in zip(ids, await r.mget([f"{prefix}t:{t}" for t in ids]), strict=True):
             if raw:
-                out.append((turn_id, _json(raw)))
+                out.append((turn_id, json_dict(raw)))
     return out
-
-
-def _json(raw: bytes | str | None) -> dict:
-    try:
-        data = json.loads(raw or b"{}")
-    except ValueError:
-        return {}
-    return data if isinstance(data, dict) else {}
 
 
 async def redis_threads(
@@ -63,27 +56,21 @@ async def redis_threads(
     meta_at = len(f"{prefix}m:")
     async for keys in scanned(r, f"{prefix}m:*"):
         for key, raw in zip(keys, await r.mget(keys), strict=True):
-            meta = _json(raw)
+            meta = json_dict(raw)
             people = {str(p) for p in meta.get("participants") or ()}
-            if _matches(meta, people, user_id, channel_id, team_id):
+            if matches(meta, people, user_id=user_id, channel_id=channel_id, team_id=team_id):
                 found.setdefault(key.decode()[meta_at:], set()).update(people)
     index = f"ti:u:{user_id}" if user_id else f"ti:c:{channel_id}" if channel_id else "ti:all"
     for _, record in await _records(r, prefix, await _members(r, prefix + index)):
         people = {record["user_id"]} if record.get("user_id") else set()
-        if record.get("session_id") and _matches(record, people, user_id, channel_id, team_id):
+        if record.get("session_id") and matches(
+            record, people, user_id=user_id, channel_id=channel_id, team_id=team_id
+        ):
             found.setdefault(record["session_id"], set())
     for session_id, people in found.items():
         turns = await _records(r, prefix, await _members(r, f"{prefix}ti:s:{session_id}"))
         people.update(str(rec["user_id"]) for _, rec in turns if rec.get("user_id"))
     return {sid: sorted(people) for sid, people in found.items()}
-
-
-def _matches(data: dict, people: set[str], user_id, channel_id, team_id) -> bool:
-    if user_id is not None and user_id not in people:
-        return False
-    if channel_id is not None and data.get("channel_id") != channel_id:
-        return False
-    return team_id is None or data.get("team_id") == team_id
 
 
 async def _drop_turns(r, prefix: str, records: list[tuple[str, dict]]) -> int:
@@ -121,10 +108,15 @@ async def redis_erase_sessions(r, prefix: str, session_ids: Sequence[str], turns
     return counts
 
 
-async def redis_erase_user_turns(r, prefix: str, user_id: str) -> int:
-    """Delete this person's turn records, in any thread, and their index."""
+async def redis_erase_user_turns(r, prefix: str, user_id: str, session_id: str | None = None) -> int:
+    """Delete this person's turn records, in any thread (and their index) or in `session_id`'s."""
     index = f"{prefix}ti:u:{user_id}"
-    deleted = await _drop_turns(r, prefix, await _records(r, prefix, await _members(r, index)))
+    records = await _records(r, prefix, await _members(r, index))
+    if session_id is not None:
+        return await _drop_turns(
+            r, prefix, [(t, rec) for t, rec in records if rec.get("session_id") == session_id]
+        )
+    deleted = await _drop_turns(r, prefix, records)
     await r.delete(index)
     return deleted
 

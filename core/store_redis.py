@@ -282,8 +282,8 @@ class RedisStore:
     async def erase_sessions(self, session_ids: Sequence[str], *, turns: bool = True) -> dict[str, int]:
         return await self._call(redis_erase_sessions(self.r, self.prefix, session_ids, turns))
 
-    async def erase_user_turns(self, user_id: str) -> int:
-        return await self._call(redis_erase_user_turns(self.r, self.prefix, user_id))
+    async def erase_user_turns(self, user_id: str, *, session_id: str | None = None) -> int:
+        return await self._call(redis_erase_user_turns(self.r, self.prefix, user_id, session_id))
 
     async def erase_values(self, pattern: str) -> int:
         return await self._call(redis_erase_values(self.r, self.prefix, pattern))

@@ -102,8 +102,8 @@ class SqliteStore:
     async def erase_sessions(self, session_ids: Sequence[str], *, turns: bool = True) -> dict[str, int]:
         return await erase_sessions(self._run, session_ids, turns)
 
-    async def erase_user_turns(self, user_id: str) -> int:
-        return await erase_user_turns(self._run, user_id)
+    async def erase_user_turns(self, user_id: str, *, session_id: str | None = None) -> int:
+        return await erase_user_turns(self._run, user_id, session_id)
 
     async def erase_values(self, pattern: str) -> int:
         return await self._run(sqlite_erase_values, pattern)

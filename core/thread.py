@@ -165,12 +165,12 @@ class Threads:
                 key = _generation_key(base, await self._next_generation(surface, base))
         return key
 
-    async def reset(self, surface: str, base: tuple[str, ...]) -> str:
-        """`reset` in a chat: a fresh session; the old one's history and files deleted, its turn records kept."""
+    async def reset(self, surface: str, base: tuple[str, ...], *, delete: bool = True) -> str:
+        """`reset`: a fresh session; with `delete` (a direct chat) the old one's history and files go."""
         old = session_id_for(surface, _generation_key(base, await self._generation(surface, base)))
         await self._next_generation(surface, base)
-        await forget_for_reset(self._store, self.settings, old)
-        return fresh_start(self.settings.audit_ttl_days)
+        gone = delete and await forget_for_reset(self._store, self.settings, old)
+        return fresh_start(self.settings, deleted=delete, files_gone=gone)
 
     async def _next_generation(self, surface: str, base: tuple[str, ...]) -> int:
         generation = await self._generation(surface, base) + 1

@@ -7,7 +7,9 @@ objects stayed for good).
 A local workspace is renamed out of the way and deleted (core/workspace_retention.py). On Modal the
 workspaces are in the Volume, which only a function that mounts it can change: the thread's id is
 queued in the store (`VOLUME_QUEUE`) and the hourly `sweep_workspaces` function removes it
-(`remove_queued`, called by bot/retention.py's `sweep_volume`), within the hour.
+(`remove_queued`, called by bot/retention.py's `sweep_volume`), within the hour. Bucket objects that
+`reset` could not delete at once are queued the same way (`BUCKET_QUEUE`) and retried by every hourly
+sweep (`retry_bucket`): `reset` answers in seconds and never says they went when they did not.
 """
 
 from __future__ import annotations
@@ -21,8 +23,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from core.config import Settings
-from core.files_bucket import delete_session_objects
-from core.s3_client import s3_reason
+from core.files_bucket import BucketRun
 from core.sandbox import is_valid_session_id
 from core.sessions import LockTimeout, SessionStore
 from core.workspace_retention import delete, set_aside
@@ -30,6 +31,7 @@ from core.workspace_retention import delete, set_aside
 log = logging.getLogger("datathread.retention")
 
 VOLUME_QUEUE = "forget-workspace"  # the store's record collection of Modal workspaces to remove
+BUCKET_QUEUE = "forget-bucket"  # threads whose bucket objects `reset` could not delete: the sweep retries
 
 
 def attachments_root(settings: Settings) -> Path:
@@ -46,22 +48,44 @@ async def remove_folder(root: Path, session_id: str) -> bool:
 
 
 async def remove_thread_files(settings: Settings, store: SessionStore, session_id: str) -> dict[str, int]:
-    """Remove the thread's workspace (or queue its removal from the Modal Volume), attachment copies
-    and bucket objects; counts by what went. A bucket that cannot be reached is logged and counted
-    under "bucket failures": the files elsewhere still go."""
-    counts = {"workspaces": 0, "workspaces queued": 0, "attachment folders": 0, "files in the bucket": 0}
+    """Remove the thread's workspace (or queue its removal from the Modal Volume) and attachment copies;
+    counts by what went. Its bucket objects are the caller's (`BucketRun`): `forget` deletes them
+    first and leaves a thread whose objects stay, `reset` queues them (`delete_or_queue`)."""
+    counts = {"workspaces": 0, "workspaces queued": 0, "attachment folders": 0}
     if settings.sandbox == "local":
         counts["workspaces"] += await remove_folder(settings.workspaces_dir, session_id)
     else:
         await store.put_record(VOLUME_QUEUE, session_id, {"session_id": session_id, "asked": time.time()})
         counts["workspaces queued"] += 1
     counts["attachment folders"] += await remove_folder(attachments_root(settings), session_id)
-    try:
-        counts["files in the bucket"] += await delete_session_objects(settings, session_id)
-    except Exception as exc:  # the bucket is the operator's: said, and the rest goes on
-        log.warning("could not delete the files bucket's objects of %s: %s", session_id, s3_reason(exc))
-        counts["bucket failures"] = 1
     return counts
+
+
+async def delete_or_queue(store: SessionStore, bucket: BucketRun, session_id: str) -> bool:
+    """The thread's bucket objects, deleted now or queued (`BUCKET_QUEUE`) for the hourly sweep to try
+    again; True when they are gone (or there is no bucket). The record is written first: a process
+    that dies meanwhile leaves it for the sweep."""
+    if not bucket.settings.files_bucket:
+        return True
+    await store.put_record(BUCKET_QUEUE, session_id, {"session_id": session_id, "asked": time.time()})
+    if await bucket.delete(session_id) is None:
+        return False
+    await store.delete_record(BUCKET_QUEUE, session_id)
+    return True
+
+
+async def retry_bucket(settings: Settings, store: SessionStore) -> list[str]:
+    """In the hourly sweep: the bucket deletions `reset` queued, tried again (until the bucket first
+    fails, as any run); returns the ids whose objects went."""
+    bucket = BucketRun(settings, why="the hourly sweep")
+    done = []
+    for entry in await store.list_records(BUCKET_QUEUE):
+        session_id = str(entry.get("session_id", ""))
+        if await bucket.delete(session_id) is None:
+            break
+        await store.delete_record(BUCKET_QUEUE, session_id)
+        done.append(session_id)
+    return done
 
 
 async def remove_queued(
@@ -103,14 +127,12 @@ async def after_sweep(
     copies were never swept at all)."""
     root = attachments_root(settings)
     leftover = await asyncio.to_thread(_idle_folders, root, settings.workspaces_dir, idle_s=idle_s, now=now)
-    for session_id in sorted(set(removed) | set(leftover)):
+    bucket = BucketRun(settings, why="the idle sweep")  # the next sweep does not see them again: the
+    for session_id in sorted(set(removed) | set(leftover)):  # lifecycle rule's part (docs/OPERATIONS.md)
         if session_id not in removed and await has_history(session_id):
             continue
         await remove_folder(root, session_id)
-        try:
-            await delete_session_objects(settings, session_id)
-        except Exception as exc:  # the next sweep does not see it again: the lifecycle rule's part
-            log.warning("could not delete the files bucket's objects of %s: %s", session_id, s3_reason(exc))
+        await bucket.delete(session_id)
 
 
 def _idle_folders(root: Path, workspaces: Path, *, idle_s: float, now: float) -> list[str]:

@@ -23,11 +23,13 @@ from core import history as hist
 from core.access import Refusal, log_refusal
 from core.background import Background
 from core.config import Settings
+from core.erase_mark import erased_since
 from core.events import EventSink, IncomingMessage, TurnFailed, TurnFinished, TurnOutcome
 from core.receipt import turn_receipt
 from core.redact import Redactor
 from core.sessions import HeldLock, SessionStore, StoreUnavailable
 from core.shared_names import read_shared_file
+from core.thread_files import remove_thread_files
 from core.turn_records import log_failure, turn_record
 from core.turn_state import TurnState
 from core.verified import VerifiedQuery
@@ -69,6 +71,7 @@ class TurnEnds:
     redactor: Redactor
     warehouse: Warehouse
     unanswered: str  # `unanswered_store(settings)`
+    settings: Settings | None = None  # for the files of a conversation reset while a turn of it ran
     _records: Background = field(default_factory=Background, init=False, repr=False)
 
     def record_of(
@@ -96,7 +99,9 @@ class TurnEnds:
         outcome.steps, outcome.answer, outcome.stats = state.steps, state.answer, state.stats()
         note = f"(This turn failed: {error})" if error else None
         try:
-            history = await self.save_history(outcome.session_id, state.messages, ending, failure_note=note)
+            history = await self.save_history(
+                outcome.session_id, state.messages, ending, failure_note=note, since=started
+            )
         except asyncio.CancelledError:  # Ctrl-C at "Saving the answer…": it was given, and went unsaid
             if state.answer:
                 await emit(TurnFailed(outcome.turn_id, "", KEEPING_STOPPED))
@@ -131,23 +136,42 @@ class TurnEnds:
         ending: Deadline | None = None,
         *,
         failure_note: str | None = None,
+        since: float | None = None,
     ) -> list[dict]:
         """The one way a turn's history is saved — an answered turn's and an export's alike: repaired,
         cut to what a later request can send (`hist.for_storage`) and redacted, within the deadline
         (SETTLE_S from now without one). Returns the repaired history, whole and unredacted, for the
-        receipt. The export saved its own way: a thread's history grew past every bound, unredacted."""
+        receipt. The export saved its own way: a thread's history grew past every bound, unredacted.
+        With `since` (the turn's start), not saved when the conversation was reset since then
+        (core/erase_mark.py): the person was told it was deleted."""
         history = hist.repair(hist.strip_cache_control(messages), failure_note=failure_note)
         kept = self.redactor.data(hist.for_storage(history))
-        await self._save(session_id, kept, ending or Deadline(SETTLE_S))
+        if not await self._save(session_id, kept, ending or Deadline(SETTLE_S), since):
+            log.info(
+                "turn of %s: its history was not saved, the conversation was reset meanwhile", session_id
+            )
+            if self.settings is not None:  # what the turn wrote after the reset's deletion goes too
+                await remove_thread_files(self.settings, self.store, session_id)
         return history
 
-    async def _save(self, session_id: str, messages: list[dict], ending: Deadline) -> None:
+    async def _save(
+        self, session_id: str, messages: list[dict], ending: Deadline, since: float | None
+    ) -> bool:
         """The history, within the deadline; past it the write may still land (a frozen Redis applies
-        it when it thaws), so the failure says the outcome is unknown."""
+        it when it thaws), so the failure says the outcome is unknown. False when the conversation was
+        reset since `since`: what was saved is deleted again. The mark is read after the write (reset
+        writes it before it deletes, so either the reset's deletion comes after this write or this
+        read sees the mark), and the write is sent before any other call: a store that froze on that
+        read would otherwise never get the write a thawed Redis applies."""
         timer = asyncio.timeout(ending.left())
         try:
             async with timer:
-                await self.store.save_history(session_id, messages)
+                await self.store.save_history(session_id, messages)  # sent first: see the docstring
+                if since is None or not await erased_since(self.store, session_id, since):
+                    return True
+                # what the turn wrote since (its metadata, the history just saved) goes as well
+                await self.store.erase_sessions([session_id], turns=False)
+                return False
         except TimeoutError:
             if not timer.expired():
                 raise

@@ -11,12 +11,13 @@ import pytest
 
 from core.help import fresh_start
 from tests.bot.slack_harness import message, serve
-from tests.bot.teams_harness import CHAT
+from tests.bot.teams_harness import CHAT, THREAD
 from tests.fakes.anthropic_api import text, tool
 from tests.fakes.redis_server import RedisServer
 from tests.fakes.slack_api import FakeSlackAPI
 
 EMAIL = "jane.doe@example.com"
+GROUP_CHAT = "19:a1b2c3d4e5f6@thread.v2"  # a group chat's id, as Teams shapes it
 CODE = f"open('private.csv', 'w').write('who,salary\\n{EMAIL},99000\\n'); print('ok')"
 
 
@@ -53,7 +54,7 @@ async def test_slack_dm_reset_deletes_the_old_history_and_files(on_store, fake_m
             await h.event(message("reset", ts="100.2", **dm))
             await h.drain()
             said = api.of("chat.postMessage")[-1].args["text"]
-            assert said == fresh_start(settings.audit_ttl_days)
+            assert said == fresh_start(settings)
             assert "deleted this conversation's history and files" in said and "90 days" in said
             assert await store.load_history(old) == [] and await store.get_meta(old) is None
             assert not workspace.exists() and not attachments.exists()
@@ -74,11 +75,29 @@ async def test_teams_chat_reset_deletes_the_old_history(teams, fake_model):
     [turn] = await store.list_turns()
     assert EMAIL in json.dumps(await store.load_history(turn["session_id"]))
     said = await teams.say("reset", conversation=CHAT)
-    assert said[-1]["text"] == fresh_start(teams.state.settings.audit_ttl_days)
+    assert said[-1]["text"] == fresh_start(teams.state.settings)
     assert await store.load_history(turn["session_id"]) == []
     assert len(await store.list_turns(session_id=turn["session_id"])) == 1
 
 
-def test_the_sentence_says_how_long_the_audit_keeps_questions():
-    assert "for 7 days" in fresh_start(7)
-    assert "until an admin deletes them" in fresh_start(0)  # DATATHREAD_AUDIT_TTL_DAYS=0: for ever
+def test_the_sentence_says_how_long_the_audit_keeps_questions(settings):
+    assert "for 7 days" in fresh_start(settings.model_copy(update={"audit_ttl_days": 7}))
+    forever = settings.model_copy(update={"audit_ttl_days": 0})  # DATATHREAD_AUDIT_TTL_DAYS=0
+    assert "until an admin deletes them" in fresh_start(forever)
+
+
+@pytest.mark.parametrize("conversation", [THREAD, GROUP_CHAT])
+async def test_a_shared_teams_conversation_starts_afresh_and_deletes_nothing(teams, fake_model, conversation):
+    """A channel's thread or a group chat is everyone's in it, and any member may type `reset`: it
+    deleted the shared history for all. Only a personal chat's reset deletes."""
+    store = teams.state.analyst.store
+    fake_model.enqueue(text(f"Noted, {EMAIL}."))
+    await teams.say(f"remember {EMAIL}", conversation=conversation)
+    [turn] = await store.list_turns()
+    said = (await teams.say("reset", conversation=conversation))[-1]["text"]
+    assert said == fresh_start(teams.state.settings, deleted=False)
+    assert "Nothing was deleted" in said and "I've deleted" not in said
+    assert EMAIL in json.dumps(await store.load_history(turn["session_id"]))  # kept, to its TTL
+    fake_model.enqueue(text("Nothing from before."))  # yet it starts afresh
+    await teams.say("what did I tell you?", conversation=conversation)
+    assert EMAIL not in json.dumps(fake_model.requests[-1]["messages"])

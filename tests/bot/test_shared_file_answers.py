@@ -79,7 +79,7 @@ async def test_slack_reset_with_a_file_says_the_file_was_not_read(settings, fake
             await harness.event(message("reset", ts="700.2", **dm))
             await harness.drain()
             said = [c.args["text"] for c in api.of("chat.postMessage")]
-            fresh = fresh_start(settings.audit_ttl_days)
+            fresh = fresh_start(settings)
             assert said == [f"{fresh} {FILES_NOT_READ}", fresh]
             assert api.downloads == [] and not fake_model.requests
     finally:
@@ -122,7 +122,7 @@ async def test_teams_schedule_of_an_answer_that_read_a_shared_file_and_reset_wit
         reset["attachments"] = [_attached(host.serve("/dl/b.csv", CSV), "b.csv")]
         assert (await teams.post(reset)).status_code == 202
         await teams.state.runner.drain(timeout=60)
-        fresh = fresh_start(teams.state.settings.audit_ttl_days)
+        fresh = fresh_start(teams.state.settings)
         assert teams.connector.sent()[-1]["text"] == f"{fresh} {FILES_NOT_READ}"
         assert len(host.seen) == seen
         assert (await teams.say("reset", conversation=CHAT))[-1]["text"] == fresh

@@ -33,7 +33,7 @@ async def test_forgetting_a_person(make_store, settings):
     plan = await plan_forget(store, user="U1")
     assert (plan.sessions, plan.shared, plan.schedules) == (["sl-alone"], ["sl-shared"], ["s1"])
     assert plan.verified_entries == ["c1", "v1"]  # theirs, and a correction made in their thread
-    counts = await carry_out(store, settings, plan)
+    counts = (await carry_out(store, settings, plan)).counts
     assert counts["history"] == 1 and counts["turn records"] == 2 and counts["cached look-ups"] == 1
     assert await store.load_history("sl-alone") == [] and await store.list_turns(user_id="U1") == []
     assert await store.load_history("sl-shared") == Q  # shared: kept unless asked
@@ -79,5 +79,5 @@ async def test_a_running_turn_keeps_its_thread_and_says_so(make_store, settings)
     await seed(store)
     plan = await plan_forget(store, thread="te-other")
     async with store.lock("te-other", ttl_s=30, wait_s=0):
-        counts = await carry_out(store, settings, plan, lock_wait_s=0)
+        counts = (await carry_out(store, settings, plan, lock_wait_s=0)).counts
     assert counts["busy"] == 1 and await store.load_history("te-other") == Q
