@@ -9,6 +9,11 @@ DEBUG it holds people's questions and code, and four files of 5 MB kept a quiet 
 months, which no document said. So a file is also closed once its first record is a day old, and a
 closed file whose newest record is older than the setting is deleted — at the first record after
 that, and at each start. 0 keeps the size bound alone (the four files of before).
+
+Several processes write one file (`serve`'s web process and turn workers): the size is the file's,
+a cut is made under a lock on the logs folder, and a process whose file was cut
+by another opens the new one instead of cutting again (each cut again by its own stream's size:
+files of a few lines took the backups' places, and lines were lost).
 """
 
 from __future__ import annotations
@@ -93,9 +98,33 @@ class LogFile(logging.handlers.RotatingFileHandler):
                 self.doRollover()
 
     def shouldRollover(self, record: logging.LogRecord) -> int:
+        if self._cut_elsewhere():  # another process closed the file: this one writes on into the new one
+            self._reopen()
         if time.time() >= self.roll_at and not self._begun_elsewhere():
             return 1
-        return super().shouldRollover(record)
+        if self.maxBytes <= 0:
+            return 0
+        try:  # the file's size, which every process writing it shares, not this stream's position
+            size = os.stat(self.baseFilename).st_size
+        except OSError:
+            return 0
+        return int(size + len(f"{self.format(record)}\n".encode(errors="replace")) >= self.maxBytes)
+
+    def _cut_elsewhere(self) -> bool:
+        """Whether the file this process writes is no longer the log (another process renamed it to
+        `.1` when it cut it). Each process then cut again, by the size its own stream had reached:
+        files of a few lines took the backups' places, and older lines were lost early."""
+        if self.stream is None:
+            return False
+        try:
+            return os.fstat(self.stream.fileno()).st_ino != os.stat(self.baseFilename).st_ino
+        except OSError:  # not there at all (between another process's rename and its new file)
+            return True
+
+    def _reopen(self) -> None:
+        if self.stream is not None:
+            self.stream.close()
+        self.stream = self._open()
 
     def _begun_elsewhere(self) -> bool:
         """Whether another process writing this log (`serve`'s turn workers) has begun today's file:
@@ -110,7 +139,15 @@ class LogFile(logging.handlers.RotatingFileHandler):
         return True
 
     def doRollover(self) -> None:
-        super().doRollover()
+        """Cut the file, one process at a time (a lock beside it): a process that finds it cut by
+        another meanwhile opens the new file instead of cutting that one too."""
+        with _exclusive(os.path.dirname(self.baseFilename)):
+            if self._cut_elsewhere():
+                self._reopen()
+                if self.days:
+                    self.roll_at = first_record_at(Path(self.baseFilename)) + DAY_S
+                return
+            super().doRollover()
         if self.days:
             self.roll_at = time.time() + DAY_S
             self.expire()
@@ -140,6 +177,24 @@ class LogFile(logging.handlers.RotatingFileHandler):
                 f"datathread: could not write the log file {self.baseFilename} ({why}); "
                 "its records are lost until it can be written again\n"
             )
+
+
+@contextlib.contextmanager
+def _exclusive(folder: str):
+    """An advisory lock on the log's folder across processes (no file of its own beside the logs; none
+    where fcntl is missing or the folder cannot be opened: cutting unguarded, as before)."""
+    try:
+        import fcntl
+
+        fd = os.open(folder or ".", os.O_RDONLY)
+    except (ImportError, OSError):
+        yield
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
 
 
 def first_record_at(path: Path) -> float:

@@ -78,3 +78,27 @@ def test_bad_and_unknown_ids_are_one_sentence(home):
             args,
             said.stderr,
         )
+
+
+def test_a_bucket_that_fails_leaves_the_thread_named_and_the_log_says_why(home):
+    """The files bucket refused: the thread is left whole and named, with "run the same command again";
+    the reason is in the log file (forget set up none: the sentence pointed to a log that was not
+    written, and the warning reached the terminal raw)."""
+    asyncio.run(seed(home))
+    refused = {
+        "DATATHREAD_FILES_BUCKET": "dt-files/prod",
+        "DATATHREAD_S3_ENDPOINT_URL": "http://127.0.0.1:9",  # nothing listens there
+        "AWS_ACCESS_KEY_ID": "x",
+        "AWS_SECRET_ACCESS_KEY": "y",
+        "AWS_REGION": "us-east-1",
+        "AWS_DEFAULT_REGION": "us-east-1",
+    }
+    said = invoke(["forget", "--user", "U1", "--yes"], home, env=refused)
+    assert said.returncode == 1
+    last = said.stderr.splitlines()[-1]  # after what it would delete
+    assert "1 thread kept whole, as the files bucket did not delete its objects (sl-alone" in last
+    assert last.endswith("run the same command again.")
+    assert "could not delete" not in said.stderr  # the log's line, not the terminal's
+    logged = (home / "logs" / "datathread.log").read_text()
+    assert "could not delete the files bucket's objects of sl-alone" in logged
+    assert asyncio.run(histories(home)) == {"sl-alone": 1, "sl-shared": 1}  # still there to try again

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.log_setup import log_file, setup_logging
+from bot.log_setup import LogFile, log_file, setup_logging
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -185,3 +185,28 @@ def test_log_days_0_keeps_the_size_bound_alone(settings, restored_logging):
     setup_logging(settings.model_copy(update={"log_days": 0}), "INFO")
     logging.getLogger("datathread.test").info("asked: now")
     assert "last month" in path.read_text() and "now" in path.read_text()
+
+
+def test_processes_sharing_the_log_cut_it_once_and_write_on_into_the_new_file(tmp_path):
+    """serve's web process and turn workers write one log. When one cut it at the size bound, each of
+    the others cut again by its own stream's size: the full file was pushed down by one of a few lines
+    (backups of a few lines each, and the oldest lines lost early). Now the others write on into the
+    new file. Two handlers on one path are two processes: each has its own stream."""
+    path = tmp_path / "datathread.log"
+    line = "x" * 90
+    first, second = (LogFile(path, maxBytes=1000, backupCount=3, encoding="utf-8") for _ in range(2))
+    for handler in (first, second):
+        handler.setFormatter(logging.Formatter("%(message)s"))
+
+    def write(handler: LogFile, n: int) -> None:
+        for _ in range(n):
+            handler.emit(logging.LogRecord("t", logging.WARNING, __file__, 1, line, None, None))
+
+    write(second, 1)  # both have the file open
+    write(first, 12)  # the first cuts it once
+    write(second, 3)  # the second finds it cut: writes on, cuts nothing
+    first.close()
+    second.close()
+    assert sorted(p.name for p in tmp_path.glob("datathread.log.[0-9]")) == ["datathread.log.1"]
+    assert (tmp_path / "datathread.log.1").stat().st_size > 900  # the full file, not a stub
+    assert path.read_text().count(line) == 13 + 3 - (tmp_path / "datathread.log.1").read_text().count(line)

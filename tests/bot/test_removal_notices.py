@@ -4,10 +4,12 @@ Teams' removal was not handled at all (an event nobody looked at)."""
 
 from __future__ import annotations
 
+import json
 import logging
 
 from bot.slack_revoked import on_revoked
 from tests.bot.teams_harness import BOT, CHAT, activity
+from tests.fakes.anthropic_api import text
 
 
 def test_slacks_uninstall_names_the_forget_command(caplog):
@@ -17,7 +19,11 @@ def test_slacks_uninstall_names_the_forget_command(caplog):
     assert "`datathread forget --team T0001` removes its data" in line
 
 
-async def test_teams_removal_names_the_forget_command(teams, caplog):
+async def test_teams_removal_names_the_forget_command(teams, fake_model, caplog):
+    store = teams.state.analyst.store
+    fake_model.enqueue(text("Noted."))
+    await teams.say("remember 42", conversation=CHAT)  # something that a deletion would take
+    [turn] = await store.list_turns()
     body = activity(teams.connector.url, conversation=CHAT)
     body.update(type="conversationUpdate", membersRemoved=[BOT])
     body.pop("text", None)
@@ -25,7 +31,8 @@ async def test_teams_removal_names_the_forget_command(teams, caplog):
         assert (await teams.post(body)).status_code == 200
     [line] = [m for m in caplog.messages if "removed" in m]
     assert f"`datathread forget --channel {CHAT}`" in line and "`datathread forget --team tenant-1`" in line
-    assert await teams.state.analyst.store.list_turns() == []  # nothing ran, nothing was deleted
+    assert await store.list_turns() == [turn]  # nothing was deleted: the history and the record stay
+    assert "remember 42" in json.dumps(await store.load_history(turn["session_id"]))
 
 
 async def test_teams_uninstall_names_the_forget_command(teams, caplog):

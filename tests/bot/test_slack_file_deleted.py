@@ -6,8 +6,10 @@ and store, a scripted model."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 
+from core import file_deletions
 from core.sessions import session_id_for
 from tests.bot.slack_harness import mention, serve
 from tests.fakes.anthropic_api import text, tool
@@ -63,5 +65,36 @@ async def test_a_file_deleted_in_slack_is_gone_from_the_thread_and_its_follow_up
             await h.event(mention("anything else?", ts="200.3", thread_ts="200.1"))
             await h.drain()
             assert "Deleted by the people" not in json.dumps(fake_model.requests[-1]["messages"][-1])
+    finally:
+        api.stop()
+
+
+async def test_a_deletion_a_running_turn_held_up_is_tried_again(settings, fake_model, monkeypatch):
+    """The job runs after the ack, so Slack never sends the event again: a copy a turn's lock held up
+    stayed for good (the log said "a redelivered event tries again"). The job is queued again now."""
+    monkeypatch.setattr(file_deletions, "LOCK_WAIT_S", 0.3)
+    api = FakeSlackAPI().start()
+    try:
+        async with serve(settings, api) as h:
+            shared = api.share("people.csv", CSV)
+            fake_model.enqueue(text("One person."))
+            await h.event({**mention("what's in it?", ts="200.1"), "files": [shared]})
+            await h.drain()
+            first = session_id_for("slack", (TEAM_ID, "C0001", "200.1"))
+            store = h.state.analyst.store
+            locked = asyncio.Event()
+
+            async def a_turn_running() -> None:  # ends after the first try gave up, during the second
+                async with store.lock(first, ttl_s=30, wait_s=0):
+                    locked.set()
+                    await asyncio.sleep(0.5)
+
+            turn = asyncio.create_task(a_turn_running())
+            await locked.wait()
+            await h.event({"type": "file_deleted", "file_id": shared["id"], "event_ts": "201.0"})
+            await h.drain()
+            assert "people.csv" not in workspace(h.state.settings, first)
+            assert await store.get_record(file_deletions.KIND, f"slack:{shared['id']}") is None
+            await turn
     finally:
         api.stop()

@@ -1,12 +1,25 @@
 """Which workspace files a deleted shared file left in a thread (`copies_of`), and a saved history
-without what came from them (`scrubbed`): table-driven over the pure helpers of core/file_deletions.py."""
+without what came from them (`scrubbed`): table-driven over the pure helpers of core/file_deletions.py;
+and the index of shared files on both stores: updated atomically, left by forgotten threads, expired."""
 
 from __future__ import annotations
 
+import asyncio
+import time
+
 import pytest
 
-from core.file_deletions import GONE_RESULT, copies_of, scrubbed
+from core.file_deletions import (
+    GONE_RESULT,
+    KEEP_S,
+    KIND,
+    FileDeletions,
+    copies_of,
+    expire_index,
+    scrubbed,
+)
 from core.file_intake import END
+from core.forget import forget_for_reset
 from core.shared_files import HEADER
 
 
@@ -81,3 +94,35 @@ def test_scrubbed_keeps_names_and_answers_not_values():
     assert "people.csv" in kept[0]["content"][1]["text"]  # the one line still names it
     assert kept[2]["content"][0]["content"] == GONE_RESULT and kept[4] == history[4]
     assert kept[5] == history[5] and scrubbed(history, {"other.csv"}) == history
+
+
+async def test_two_threads_fetching_one_file_at_once_are_both_kept(make_store):
+    """`fetched` read the record and wrote it back unguarded: of two threads fetching one file at once,
+    the second write dropped the first thread, whose copy then outlived the file's deletion."""
+    index = FileDeletions(make_store(), sandbox=None)  # type: ignore[arg-type]
+    other = FileDeletions(make_store(), sandbox=None)  # type: ignore[arg-type]  (another replica)
+    sessions = [f"sl-{i:024x}" for i in range(6)]
+    await asyncio.gather(
+        *(
+            (index if i % 2 else other).fetched("slack:F1", sid, name="people.csv", size=10)
+            for i, sid in enumerate(sessions)
+        )
+    )
+    record = await index.store.get_record(KIND, "slack:F1")
+    assert sorted(record["threads"]) == sessions
+
+
+async def test_forgotten_threads_leave_the_index_and_old_entries_expire(make_store, settings):
+    store = make_store()
+    index = FileDeletions(store, sandbox=None)  # type: ignore[arg-type]
+    for sid in ("sl-reset", "sl-kept"):
+        await index.fetched("slack:F1", sid, name="people.csv", size=10)
+    await index.fetched("slack:F2", "sl-reset", name="old.csv", size=3)
+    await forget_for_reset(store, settings, "sl-reset")
+    assert list((await store.get_record(KIND, "slack:F1"))["threads"]) == ["sl-kept"]
+    assert await store.get_record(KIND, "slack:F2") is None  # no thread left: the record goes
+    stale = {"id": "slack:F3", "threads": {"sl-old": {"names": ["a.csv"], "at": time.time() - KEEP_S - 1}}}
+    await store.put_record(KIND, "slack:F3", stale)
+    await expire_index(store)  # the hourly sweep
+    assert await store.get_record(KIND, "slack:F3") is None
+    assert await store.get_record(KIND, "slack:F1") is not None

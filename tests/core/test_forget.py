@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import pytest
 
+from bot.cli_forget import _said
 from core.forget import NothingToForget, carry_out, plan_forget
+from core.sessions import StoreUnavailable
 from tests.fakes.kept_threads import Q, two_threads
 
 
@@ -81,3 +83,47 @@ async def test_a_running_turn_keeps_its_thread_and_says_so(make_store, settings)
     async with store.lock("te-other", ttl_s=30, wait_s=0):
         counts = (await carry_out(store, settings, plan, lock_wait_s=0)).counts
     assert counts["busy"] == 1 and await store.load_history("te-other") == Q
+
+
+async def test_a_running_turn_keeps_their_turn_records_in_a_shared_thread(make_store, settings):
+    """`--user` deleted a person's turn records without the thread's lock: a running turn's UNFINISHED
+    record came back when the turn ended. Now a shared thread's records go under its lock, or it is
+    left as busy (and the records outside any held thread wait for the next run)."""
+    store = make_store()
+    await seed(store)
+    plan = await plan_forget(store, user="U1")
+    async with store.lock("sl-shared", ttl_s=30, wait_s=0):  # a turn of it is running
+        deleted = await carry_out(store, settings, plan, lock_wait_s=0)
+    assert deleted.busy == ["sl-shared"] and deleted.counts["busy"] == 1
+    assert sorted(t["user_id"] for t in await store.list_turns(session_id="sl-shared")) == ["U1", "U2"]
+    assert await store.list_turns(session_id="sl-alone") == []  # the thread only they were in went
+    again = await carry_out(store, settings, await plan_forget(store, user="U1"))
+    assert not again.busy and again.counts["turn records"] == 1
+    assert [t["user_id"] for t in await store.list_turns(session_id="sl-shared")] == ["U2"]
+
+
+async def test_a_store_failing_midway_says_how_far_it_got(make_store, settings, capsys):
+    """Redis stopped answering after some threads went: the run says how many, with what went so far,
+    instead of only "Redis is not reachable" (the command's sentence: tests/bot/test_cli_forget.py)."""
+    store = make_store()
+    await seed(store)
+    plan = await plan_forget(store, team="T1")
+    real = store.erase_sessions
+    calls = []
+
+    async def fails_second_time(session_ids, **kw):
+        calls.append(session_ids)
+        if len(calls) == 2:
+            raise StoreUnavailable("Redis at 127.0.0.1:6379 is not reachable.")
+        return await real(session_ids, **kw)
+
+    store.erase_sessions = fails_second_time
+    deleted = await carry_out(store, settings, plan)
+    assert (deleted.done, deleted.total) == (1, 2) and "not reachable" in str(deleted.stopped)
+    assert deleted.counts["history"] == 1
+    assert _said(deleted, settings.model_copy(update={"redis_url": "redis://127.0.0.1:6379/0"})) == 1
+    out, err = capsys.readouterr()
+    assert out.startswith("Deleted: 1 thread history") and err.count("\n") == 1
+    assert "Redis stopped answering after 1 of 2 threads (" in err and err.endswith(
+        "run the same command again.\n"
+    )
