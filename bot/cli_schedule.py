@@ -103,7 +103,9 @@ def add(
             sql=verified,
         )
         await book.add(schedule, by="terminal", trusted=True)
-        return schedule, book.owner_refused(schedule)
+        # a Slack member's organization is Slack's to say, at each run (bot/schedule_slack.py)
+        slack_member = schedule.surface == "slack" and schedule.owner.startswith(("U", "W"))
+        return schedule, book.owner_refused(schedule, placed_later=slack_member)
 
     schedule, refused = _with_book(settings, work)
     sys.stdout.write(schedule.id + "\n")

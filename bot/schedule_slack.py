@@ -5,7 +5,7 @@ answer and footer — under the schedule owner's identity.
 A channel that is gone or no longer has the bot (`channel_not_found`, `not_in_channel`,
 `is_archived`: https://docs.slack.dev/reference/methods/chat.postMessage#errors) makes the run `gone`,
 which pauses the schedule; so does an owner Slack now says may not ask (a guest while guests are
-refused, a person of another organization, a deactivated account: `_owner_refused`). A Slack that
+refused, a person of another organization, a deactivated account: `_placed`). A Slack that
 does not answer (`bot/slack_client.py` bounds every call) fails the run in one log line and one
 sentence, no traceback; the run's notices are then not tried against it.
 
@@ -19,7 +19,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.web.async_client import AsyncWebClient
@@ -31,12 +31,12 @@ from bot.slack_confirm import build_confirmer
 from bot.slack_progress import SlackProgress
 from bot.slack_target import SlackTarget
 from bot.surface import AppState
-from core.access import DEACTIVATED, EXTERNAL, GUEST, MAYBE_GUEST, UNCONFIRMED
 from core.analyst import Analyst
 from core.events import IncomingMessage
 from core.runner import TurnJob
-from core.schedules import Schedule, ScheduleError
+from core.schedules import Schedule, ScheduleError, UnknownSchedule
 from core.schedules_manage import manage, parse_manage
+from core.schedules_owner import refused_owner
 from core.schedules_parse import parse_schedule_command
 from core.schedules_run import RunResult, in_owners_name, turn_question
 from core.schedules_tool import from_answer, propose_new, unschedulable
@@ -59,7 +59,8 @@ class SlackSchedulePoster:
     unreachable: str = field(default="", init=False)
 
     async def run(self, schedule: Schedule, *, turn_id: str, note: str, thread: str = "") -> RunResult:
-        if refused := await self._owner_refused(schedule, turn_id):
+        schedule, refused = await self._placed(schedule, turn_id)
+        if refused:
             return refused
         if thread:  # a retry: in the first attempt's thread, under its "Retrying once"
             return await self._answer(schedule, turn_id=turn_id, thread_ts=thread)
@@ -79,24 +80,32 @@ class SlackSchedulePoster:
         self.unreachable = ""
         return await self._answer(schedule, turn_id=turn_id, thread_ts=schedule.thread or header["ts"])
 
-    async def _owner_refused(self, schedule: Schedule, turn_id: str) -> RunResult | None:
+    def places_owner(self, schedule: Schedule) -> bool:
+        """Whether `_placed` asks Slack who the owner is (a Slack member id): its check, which
+        knows their Enterprise Grid organization, then decides (`SchedulePoster.places_owner`)."""
+        return schedule.owner.startswith(("U", "W"))
+
+    async def _placed(self, schedule: Schedule, turn_id: str) -> tuple[Schedule, RunResult | None]:
         """A failed run, before anything is posted, when the owner may not ask by who Slack says they
         are now (`users.info`, kept a day; the run-time check knew the allowlists only): a guest while
         guests are refused, a person of another organization, someone who has left (a deactivated
         account: it kept posting the warehouse's data for good) — a pause, as no later run does better.
-        One Slack could not look up fails this run only. None for a schedule without a Slack owner."""
-        if not schedule.owner.startswith(("U", "W")):
-            return None
+        One Slack could not look up fails this run only. None for a schedule without a Slack owner.
+        With the schedule as the run asks as its owner: their organization, once Slack names it, on a
+        schedule stored without it (the terminal's, one made before it was recorded), and kept there —
+        DATATHREAD_ALLOWED_TEAMS may list the organization alone, and the turn is checked by it too."""
+        if not self.places_owner(schedule):
+            return schedule, None
         threads, owner = self.analyst.threads, schedule.owner
         who = await asker(self.client, threads, {"asker_team": schedule.team_id, "user": owner}, tz=True)
         book = threads.schedules()
-        if book.standing_refused(schedule, outsider=who.outsider, enterprise=who.enterprise) is None:
-            return None
-        if who.outsider in (UNCONFIRMED, MAYBE_GUEST):
-            why = f"I couldn't confirm who its owner ({owner}) is: Slack did not say"
-            return RunResult(ok=False, error=why, turn_id=turn_id)
-        why = OWNER_REFUSED.get(who.outsider, OWNER_REFUSED[""]).format(owner=owner)
-        return RunResult(ok=False, error=why, turn_id=turn_id, lasting=True, retry=False)
+        if who.enterprise and not schedule.enterprise_id:
+            schedule = replace(schedule, enterprise_id=who.enterprise)
+            with contextlib.suppress(UnknownSchedule, StoreUnavailable):  # kept next time if not now
+                await book.update(schedule.id, enterprise_id=who.enterprise)
+        enterprise = who.enterprise or schedule.enterprise_id
+        refused = refused_owner(book, schedule, outsider=who.outsider, enterprise=enterprise, turn_id=turn_id)
+        return schedule, refused
 
     async def _answer(self, schedule: Schedule, *, turn_id: str, thread_ts: str) -> RunResult:
         """The run's turn in its thread, through the same sink as a question."""
@@ -113,6 +122,7 @@ class SlackSchedulePoster:
             user_id=schedule.owner,
             channel_id=schedule.channel,
             team_id=schedule.team_id,
+            enterprise_id=schedule.enterprise_id,  # DATATHREAD_ALLOWED_TEAMS may list it alone
             user_tz=schedule.tz,  # "yesterday" on the schedule's calendar
         )
 
@@ -181,16 +191,6 @@ class SlackSchedulePoster:
         else:  # a schedule made in the terminal has no Slack owner to write to
             log.warning("schedule %s: %s", schedule.id, text)
 
-
-# Why a run paused: the owner may not ask, by who they are (`IncomingMessage.outsider`).
-OWNER_REFUSED = {
-    DEACTIVATED: "its owner ({owner}) has left: their Slack account is deactivated",
-    EXTERNAL: "its owner ({owner}) is from another organization, and datathread's access settings answer "
-    "only the organization's own people",
-    GUEST: "its owner ({owner}) is a guest of the workspace, and datathread's access settings do not "
-    "answer guests",
-    "": "datathread's access settings do not let its owner ({owner}) ask in this channel",
-}
 
 CHANNEL_REF = re.compile(r"&lt;#([CG][A-Z0-9]+)&gt;")
 

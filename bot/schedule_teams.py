@@ -12,7 +12,8 @@ a link, the answer card. A run in a chat joins the chat's current conversation, 
 does (after `reset` or 8 idle hours, the next one): follow-ups in the chat see the report. HTTP
 403/404 from the connector (bot removed, channel deleted) makes the run `gone`, which pauses the
 schedule; so does an owner Teams now says may not ask (a guest while guests are refused, a person of
-another organization: `_owner_refused`), looked up before anything is posted.
+another organization, someone no longer in the conversation: `_owner_refused`), looked up before
+anything is posted.
 """
 
 from __future__ import annotations
@@ -36,12 +37,13 @@ from botbuilder.schema import (
 from bot.surface import AppState
 from bot.teams_auth import TeamsBot
 from bot.teams_connector import ConnectorFailed
-from bot.teams_members import Standing, standing_of, worth_asking
+from bot.teams_members import ask_member, standing_of
 from bot.teams_out import TeamsOut
 from bot.teams_progress import TeamsSink
-from core.access import EXTERNAL, GUEST, MAYBE_GUEST, UNCONFIRMED, home_tenant
+from core.access import home_tenant
 from core.events import IncomingMessage
 from core.schedules import Schedule, teams_conversation_type
+from core.schedules_owner import refused_owner
 from core.schedules_run import RunResult, in_owners_name, turn_question
 from core.sessions import StoreUnavailable
 
@@ -132,14 +134,22 @@ class TeamsSchedulePoster:
             self.bot.app_id, logic, params, "msteams", self._service_url(schedule), None
         )
 
+    def places_owner(self, schedule: Schedule) -> bool:
+        """Whether `_owner_refused` asks Teams who the owner is (`SchedulePoster.places_owner`)."""
+        return teams_person(schedule.owner)
+
     async def _owner_refused(self, schedule: Schedule, turn_id: str) -> RunResult | None:
         """A failed run, before anything is posted, when the owner may not ask by who Teams says they
         are now (the members route, kept a day: bot/teams_members.py; the run-time check knew the
-        allowlists only): a guest while guests are refused, a person of another organization — a
-        pause, as no later run does better; so does a Bot Connector that says the bot was removed.
-        One Teams could not look up fails this run only. None for an owner who is no Teams person."""
+        allowlists only): a guest while guests are refused, a person of another organization, someone
+        Teams says is no longer in the conversation (404 MemberNotFoundInConversation: they left the
+        team or chat, or the organization — refused as Slack's deactivated accounts are, admins too) —
+        a pause, as no later run does better; so does a Bot Connector that says the bot was removed.
+        Asked on every run, as Slack's owners are: skipped while both settings allowed, a leaver's
+        schedule kept posting. One Teams could not look up fails this run (its retry is not asked
+        again: the failure is kept a minute). None for an owner who is no Teams person."""
         owner, threads = schedule.owner, self.state.threads
-        if not teams_person(owner):
+        if not self.places_owner(schedule):
             return None
         who = IncomingMessage(
             text="",
@@ -149,38 +159,36 @@ class TeamsSchedulePoster:
             channel_id=schedule.channel,
             team_id=self._tenant(schedule),
         )
-        if not worth_asking(threads, who):
-            return None
-        found: list[Standing] = []
+        said = await standing_of(threads, who, lambda: self._ask_owner(schedule))
+        if said.gone:  # removed from the team, the chat deleted
+            return RunResult(ok=False, error=f"HTTP {said.status}", gone=True, turn_id=turn_id)
+        if said.absent:
+            why = f"its owner ({owner}) is no longer in this conversation"
+            return RunResult(ok=False, error=why, turn_id=turn_id, lasting=True, retry=False)
+        return refused_owner(threads.schedules(), schedule, outsider=said.outsider, turn_id=turn_id)
+
+    async def _ask_owner(self, schedule: Schedule) -> dict:
+        """What the members route says of the owner, asked in the schedule's channel or chat (where
+        their runs post), signed in through a proactive turn; raises `ConnectorFailed`. Only when no
+        answer is kept: a kept one costs no sign-in and no turn."""
+        found: list[dict] = []
+        failed: list[ConnectorFailed] = []
 
         async def logic(context: TurnContext) -> None:
             connector = context.turn_state[self.bot.connector_key()]
-            try:  # asked in the schedule's channel or chat: where the owner's runs post
-                host = urlsplit(self._service_url(schedule)).hostname or ""
-                found.append(
-                    await standing_of(
-                        threads, connector, who, conversation=schedule.channel, member=owner, host=host
-                    )
-                )
+            host = urlsplit(self._service_url(schedule)).hostname or ""
+            try:
+                found.append(await ask_member(connector, (schedule.channel,), schedule.owner, host=host))
+            except ConnectorFailed as exc:  # raised below, past the adapter's turn
+                failed.append(exc)
             finally:  # msrest's async ConnectorClient has no close(): __aexit__ closes its session
                 await connector.__aexit__(None, None, None)
 
         reference = self._reference(schedule, schedule.channel)
         await self.bot.adapter.continue_conversation(reference, logic, bot_app_id=self.bot.app_id)
-        said = found[0]
-        if said.failure is not None and said.failure.gone:  # removed from the team, the chat deleted
-            return RunResult(ok=False, error=f"HTTP {said.failure.status}", gone=True, turn_id=turn_id)
-        book = threads.schedules()
-        if book.standing_refused(schedule, outsider=said.outsider) is None:
-            return None
-        if said.outsider in (UNCONFIRMED, MAYBE_GUEST):
-            return RunResult(
-                ok=False,
-                error=f"I couldn't confirm who its owner ({owner}) is: Teams did not say",
-                turn_id=turn_id,
-            )
-        why = OWNER_REFUSED.get(said.outsider, OWNER_REFUSED[""]).format(owner=owner)
-        return RunResult(ok=False, error=why, turn_id=turn_id, lasting=True, retry=False)
+        if failed:
+            raise failed[0]
+        return found[0]
 
     async def run(self, schedule: Schedule, *, turn_id: str, note: str, thread: str = "") -> RunResult:
         """With `thread` (a retry), in that conversation under the first attempt's notice, no header."""
@@ -259,15 +267,6 @@ class TeamsSchedulePoster:
         """Teams has no DM without the person's own conversation id: say it in the channel, to them."""
         await self.post_notice(schedule, text)
 
-
-# Why a run paused: the owner may not ask, by who Teams says they are (`IncomingMessage.outsider`).
-OWNER_REFUSED = {
-    EXTERNAL: "its owner ({owner}) is from another organization, and datathread's access settings answer "
-    "only the organization's own people",
-    GUEST: "its owner ({owner}) is a guest of the organization's tenant, and datathread's access settings "
-    "do not answer guests",
-    "": "datathread's access settings do not let its owner ({owner}) ask in this channel",
-}
 
 # A person's Microsoft Entra object id, as a schedule made in Teams names its owner (`teams_who.user_id`).
 ENTRA_OBJECT_ID = re.compile(r"[0-9a-f]{8}(?:-[0-9a-f]{4}){3}-[0-9a-f]{12}", re.IGNORECASE)

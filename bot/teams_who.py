@@ -73,3 +73,16 @@ def mention_name(activity: Activity) -> str:
 def home(activity: Activity) -> str:
     """The conversation without a thread's message id: where a schedule made here posts its runs."""
     return activity.conversation.id.partition(";messageid=")[0]
+
+
+def rosters(activity: Activity) -> tuple[str, ...]:
+    """Where the Bot Connector is asked who sent `activity` (bot/teams_members.py), in order. A channel
+    message's conversation is its thread (`…;messageid=…`), which the members route does not know (404
+    ThreadNotFound): its team (`channelData.team.id`), then the channel without the message id — a
+    shared channel's members from outside the host team are in the channel's roster, not the team's. A
+    chat is asked as itself."""
+    if not activity.conversation:
+        return ()
+    data = activity.channel_data if isinstance(activity.channel_data, dict) else {}
+    team = str((data.get("team") or {}).get("id") or "") if is_channel(activity) else ""
+    return tuple(dict.fromkeys(c for c in (team, home(activity)) if c))

@@ -41,9 +41,14 @@ UNCONFIRMED_REFUSED = (
     "I couldn't confirm that you're part of the organization I'm installed in, whose data my answers "
     "come from, and I only answer its own people. Try again later, or ask an admin to allow you."
 )
+# Where someone is a guest, in their surface's word: a Slack workspace, a Teams organization (tenant).
 GUEST_REFUSED = (
     "I don't answer guests of this workspace: my answers come from the organization's data. An admin "
     "can allow guests, or you by name."
+)
+TEAMS_GUEST_REFUSED = (
+    "I don't answer guests of this organization: my answers come from its data. An admin can allow "
+    "guests, or you by name."
 )
 DEACTIVATED_REFUSED = (
     "Your account in this workspace is deactivated, and I only answer the organization's current people."
@@ -51,6 +56,10 @@ DEACTIVATED_REFUSED = (
 MAYBE_GUEST_REFUSED = (
     "I couldn't confirm that you're a member of this workspace rather than a guest, and I don't answer "
     "guests: my answers come from the organization's data. Try again later, or ask an admin to allow you."
+)
+TEAMS_MAYBE_GUEST_REFUSED = (
+    "I couldn't confirm that you're a member of this organization rather than a guest, and I don't answer "
+    "guests: my answers come from its data. Try again later, or ask an admin to allow you."
 )
 
 
@@ -163,10 +172,11 @@ class AccessPolicy:
         let every outsider asking in it through. There a person of a listed tenant is no outsider in
         the first place (bot/teams_members.py counts the listed tenants as the organization's)."""
         named = message.user_id in self.users
+        teams = message.surface == "teams"  # guests of a tenant: "this workspace" told them nothing
         if message.outsider == GUEST and not (self.guests or named):
-            return GUEST_REFUSED
+            return TEAMS_GUEST_REFUSED if teams else GUEST_REFUSED
         if message.outsider == MAYBE_GUEST and not (self.guests or named):
-            return MAYBE_GUEST_REFUSED
+            return TEAMS_MAYBE_GUEST_REFUSED if teams else MAYBE_GUEST_REFUSED
         if message.outsider in (EXTERNAL, UNCONFIRMED):
             listed = message.surface != "teams" and self._listed(message)
             if self.external_users or named or listed:

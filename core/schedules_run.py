@@ -65,6 +65,10 @@ class SchedulePoster(Protocol):
     def resume_hint(self, schedule: Schedule) -> str:
         """How its owner resumes a paused schedule, as a sentence they can act on."""
 
+    def places_owner(self, schedule: Schedule) -> bool:
+        """Whether `run` asks the platform who the owner is before it posts anything, and refuses one
+        the access settings refuse (core/schedules_owner.py): the check before the run is then its."""
+
     async def tell_stopped(self, schedule: Schedule, turn_ids: tuple[str, ...], text: str) -> None:
         """A run whose process ended: `text` where it was answering — the latest of `turn_ids` that
         left anything (closing its answer's stream), else the schedule's channel."""
@@ -118,7 +122,10 @@ async def run_occurrence(
     where = f"{schedule.surface} channel {schedule.channel}"
     where += f" thread {schedule.thread}" if schedule.thread else ""
     log.info("schedule %s: run %s started in %s%s", schedule.id, base, where, " (run-now)" if manual else "")
-    if book.owner_refused(schedule):
+    # The surface that looks the owner up decides: it knows their organization, which a schedule made in
+    # the terminal, or before it was recorded, lacks (DATATHREAD_ALLOWED_TEAMS may list it alone: every
+    # run of such a Slack schedule was refused here, before Slack was asked).
+    if not poster.places_owner(schedule) and book.owner_refused(schedule):
         owner = f"its owner ({schedule.owner})" if schedule.owner else "a schedule without an owner"
         why = f"datathread's access settings do not let {owner} ask in this channel"
         result = RunResult(ok=False, error=why, turn_id=base, lasting=True)

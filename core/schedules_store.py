@@ -97,13 +97,20 @@ class ScheduleBook:
         await self.audit("created", schedule, by=by or schedule.owner)
         return schedule
 
-    def owner_refused(self, schedule: Schedule) -> str | None:
+    def owner_refused(self, schedule: Schedule, *, placed_later: bool = False) -> str | None:
         """Why the access settings do not let the schedule's owner ask in its channel (the sentence for
-        them), or None: checked when it is created, and before each run posts anything. A Teams
-        schedule stored without a tenant (made by the terminal before `add` filled it in) posts in the
-        bot's own tenant, when it has one, as its runs do (bot/schedule_teams.py). A Slack schedule is
-        judged by its owner's organization too, as it was when they made it."""
-        return self.standing_refused(schedule, outsider="", enterprise=schedule.enterprise_id)
+        them), or None: checked when it is created, and before each run posts anything that does not
+        look its owner up. A Teams schedule stored without a tenant (made by the terminal before `add`
+        filled it in) posts in the bot's own tenant, when it has one, as its runs do
+        (bot/schedule_teams.py). A Slack schedule is judged by its owner's organization too, as it was
+        when they made it. `placed_later`: the platform says the owner's organization at run time (a
+        Slack owner of a schedule stored without it: the terminal's), so only an owner whom no
+        organization DATATHREAD_ALLOWED_TEAMS lists would let in is refused — listing the organization
+        alone refused every such schedule."""
+        known = schedule.enterprise_id
+        candidates = (known, *sorted(self.access.teams)) if placed_later and not known else (known,)
+        refusals = [self.standing_refused(schedule, outsider="", enterprise=org) for org in candidates]
+        return None if None in refusals else refusals[0]
 
     def check_may_create(self, schedule: Schedule) -> None:
         """ScheduleError unless the access settings let the creator ask in that channel."""

@@ -131,6 +131,21 @@ def test_a_schedule_for_a_surface_not_configured_here_is_created_with_a_warning(
     assert invoke([*ADD, "--channel", "C123", "--owner", "U0GOOD", "q"], home, env=allowed).stderr == ""
 
 
+def test_a_slack_owner_is_not_warned_about_where_only_their_organization_is_listed(home):
+    """DATATHREAD_ALLOWED_TEAMS naming the Grid organization alone: `schedule add --owner U…` warned
+    that its first run would pause it, though Slack says the owner's organization at each run (and
+    the run keeps it). Still warned: an owner no listed organization could let in, and one Slack is
+    not asked about."""
+    env = {"SLACK_BOT_TOKEN": "xoxb-1-2-abc", "DATATHREAD_ALLOWED_TEAMS": "E0ORG"}
+    member = invoke([*ADD, "--channel", "C123", "--owner", "U0ADA", "--team", "T0WS", "q"], home, env=env)
+    assert member.returncode == 0 and member.stderr == "", member.stderr
+    listed = {**env, "DATATHREAD_ALLOWED_USERS": "U0GOOD"}
+    refused = invoke([*ADD, "--channel", "C123", "--owner", "U0ADA", "--team", "T0WS", "q"], home, env=listed)
+    assert refused.stderr.startswith("warning: the access settings do not let U0ADA ask in C123")
+    nobody = invoke([*ADD, "--channel", "C123", "--owner", "ops", "--team", "T0WS", "q"], home, env=env)
+    assert nobody.stderr.startswith("warning: the access settings do not let ops ask in C123")
+
+
 def test_a_teams_schedule_without_team_posts_in_the_bots_own_tenant(home, fake_model):
     """A SingleTenant bot answers its own tenant only: a Teams schedule the terminal adds without
     `--team` is taken to post there, not refused (and paused) at its first run. Measured before: it was

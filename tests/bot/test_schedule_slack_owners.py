@@ -155,3 +155,24 @@ async def test_a_schedule_made_where_only_the_organization_is_listed_is_created_
         [s] = await book.list()
         assert (s.team_id, s.enterprise_id) == (OURS, ORG)
         assert book.owner_refused(s) is None  # what each run checks before it posts
+
+
+async def test_a_schedule_stored_without_the_organization_runs_where_only_the_organization_is_listed(
+    settings, fake_model, api
+):
+    """A schedule made in the terminal (`datathread schedule add`), or before the organization was kept,
+    has none: with DATATHREAD_ALLOWED_TEAMS naming the Grid organization alone, every run was refused
+    by the check before the run — before Slack, which knows the owner's organization, was asked — and
+    the schedule paused. Slack's word decides now, and the organization is kept on the schedule."""
+    fake_model.enqueue(text("Revenue: EMEA 4.2M."))
+    async with serve(settings.model_copy(update={"allowed_teams": ORG}), api) as harness:
+        book, sid = await run_once(harness, "U0001", OURS)
+        schedule = await book.get(sid)
+        assert not schedule.paused and schedule.last_outcome == "ok", schedule
+        assert schedule.enterprise_id == ORG
+        assert book.owner_refused(schedule) is None
+        # a partner's schedule is still refused: Slack places them in no listed organization
+        book, sid = await run_once(harness, "U0GINA", PARTNER)
+        refused = await book.get(sid)
+        assert refused.paused and "from another organization" in refused.paused_reason, refused
+    assert len(fake_model.requests) == 1  # the colleague's run was answered, the partner's never asked

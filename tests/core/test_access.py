@@ -126,6 +126,22 @@ def test_outsiders_are_refused_unless_allowed(policy, message, denied_with):
 
 
 @pytest.mark.parametrize(
+    ("surface", "kind", "said"),
+    [
+        ("slack", GUEST, "I don't answer guests of this workspace"),
+        ("teams", GUEST, "I don't answer guests of this organization"),
+        ("slack", MAYBE_GUEST, "you're a member of this workspace rather than a guest"),
+        ("teams", MAYBE_GUEST, "you're a member of this organization rather than a guest"),
+    ],
+)
+def test_a_guest_is_told_in_their_surfaces_words(surface, kind, said):
+    """Teams has no workspaces: its guests are a tenant's, and read "guests of this workspace"."""
+    message = dataclasses.replace(outsider(kind), surface=surface)
+    denial = AccessPolicy(guests=False).check(message)
+    assert denial and said in denial and (surface == "slack") == ("workspace" in denial)
+
+
+@pytest.mark.parametrize(
     ("enterprise", "outsider_", "denied_with"),
     [
         ("E1", "", None),  # a colleague of any workspace of the listed organization

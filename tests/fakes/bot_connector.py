@@ -5,9 +5,12 @@ It records every call the real `botframework-connector` client makes: new activi
 (`POST /v3/conversations/{id}/activities`), replies (`POST .../activities/{id}`), updates
 (`PUT .../activities/{id}`), and file uploads to the `uploadInfo.uploadUrl` of the file-consent flow.
 It answers `GET /v3/conversations/{id}/members/{member}` (botbuilder's `TeamsInfo.get_member`) from
-its roster, `members`, as Teams does: a TeamsChannelAccount for a member named by their `29:` id or
-Entra object id, 404 `MemberNotFoundInConversation` for anyone else; those lookups are kept apart
-(`member_lookups`), so the calls tests count are still the activities.
+the conversation's roster, as Teams does: a TeamsChannelAccount for a member named by their `29:` id
+or Entra object id, 404 `MemberNotFoundInConversation` for anyone else, and 404 `ThreadNotFound` for a
+channel thread's id (`19:…;messageid=…`), which the route does not know as a conversation
+(microsoft/botframework-sdk#3062). A conversation's roster is `rosters[id]` (a shared channel's, with
+members from outside the host team) or else `members` (the team's, a chat's); those lookups are kept
+apart (`member_lookups`), so the calls tests count are still the activities.
 Tests mint channel tokens with `token()`, signed by a key the fake publishes at `/openid`.
 """
 
@@ -114,7 +117,8 @@ class FakeConnector:
         # "/openid" or "/keys" -> the JSON to answer with instead (metadata or a key set of another shape)
         self.published: dict[str, Any] = {}
         self.refused_creates: list[dict] = []  # createConversation bodies refused (a group chat asked for)
-        self.members: list[dict] = [dict(m) for m in ROSTER]  # every conversation's members (`account`)
+        self.members: list[dict] = [dict(m) for m in ROSTER]  # the members (`account`) of the team, a chat
+        self.rosters: dict[str, list[dict]] = {}  # conversation id -> its own members (a shared channel's)
         self.member_lookups: list[tuple[str, str]] = []  # (conversation, member) of each members GET
         # (status, body) the members route answers instead (a 500, a 403 for a bot removed), or None;
         # and seconds it sits on a lookup first (past the bot's timeout: one that never answers)
@@ -248,7 +252,12 @@ class FakeConnector:
                 if fake.member_refusal is not None:
                     self._reply(*fake.member_refusal)
                     return
-                found = [m for m in fake.members if member in (m.get("id"), m.get("aadObjectId"))]
+                if ";messageid=" in conversation:  # a thread is no conversation to the members route
+                    error = {"code": "ThreadNotFound", "message": "Thread not found"}
+                    self._reply(404, {"error": error})
+                    return
+                roster = fake.rosters.get(conversation, fake.members)
+                found = [m for m in roster if member in (m.get("id"), m.get("aadObjectId"))]
                 if found:
                     self._reply(200, found[0])
                 else:
