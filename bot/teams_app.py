@@ -65,6 +65,25 @@ class TeamsSurface:
     def __init__(self, state: AppState, bot: TeamsBot | None = None):
         self.state = state
         self.bot = bot or build_bot(state.settings)
+        self._other_channels: set[str] = set()  # channels other than Teams', said in the log once
+
+    def _from_teams(self, activity: Activity) -> bool:
+        """Whether to act on `activity`: with MICROSOFT_APP_ID, only Teams' (`channelId` "msteams").
+        The same Azure Bot takes Direct Line and Web Chat too, whose clients choose `from.aadObjectId`
+        and `channelData.tenant.id` themselves: answered, anyone could pass as a colleague of an allowed
+        tenant. Said once per other channel in the log; the Bot Connector gets its 200 all the same.
+        Without an app id (loopback only) the Bot Framework Emulator's "emulator" is taken too."""
+        channel = activity.channel_id or ""
+        if not self.bot.app_id or channel == "msteams":
+            return True
+        if channel not in self._other_channels:
+            self._other_channels.add(channel)
+            log.warning(
+                "teams: ignoring activities from the %r channel: datathread answers Microsoft Teams only "
+                "(turn that channel off in the Azure Bot's Channels)",
+                channel,
+            )
+        return False
 
     def routes(self) -> list[Route]:
         """`POST /api/messages`: authenticate, de-duplicate, submit a `teams.turn` job, answer at once."""
@@ -85,6 +104,8 @@ class TeamsSurface:
         client_host = request.client.host if request.client else None
         if not await authenticate(self.bot, activity, request.headers.get("authorization"), client_host):
             return JSONResponse({"error": "unauthorized"}, status_code=401)
+        if not self._from_teams(activity):
+            return Response(status_code=200)
         if activity.type not in (ActivityTypes.message, ActivityTypes.invoke) and not bot_was_added(activity):
             said_removed(activity)
             return Response(status_code=200)

@@ -23,6 +23,7 @@ from botbuilder.schema import Activity
 from bot import teams_render as render
 from bot import url_vetting
 from bot.surface import AppState
+from bot.teams_members import asker
 from bot.teams_out import TeamsOut
 from bot.url_vetting import HostUnknown, Refused, shown, vet
 
@@ -50,6 +51,11 @@ async def file_consent(state: AppState, activity: Activity, out: TeamsOut) -> No
     name = render.inert(path.rsplit("/", 1)[-1])
     if value.get("action") != "accept":
         await out.send(f"OK, I won't upload {name or 'the file'}.")
+        return
+    # An offer outlives its answer: one accepted after the person lost access (no longer listed, a
+    # guest once guests are refused) uploaded the warehouse's rows all the same.
+    if denial := state.threads.refused(await asker(state.threads, activity, out)):
+        await out.send(denial)
         return
     problem = (await state.links.signer()).check(
         session_id, path, str(context.get("exp", "")), str(context.get("sig", ""))

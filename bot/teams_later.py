@@ -71,6 +71,12 @@ class Rest:
         answer = "this answer" if self.whole else "the rest of this answer"
         return answer + (", with its card" if card else "") + files
 
+    def subject(self) -> str:
+        """`what`, before its verb: the aside "with its card" closed by a comma ("…, with its card and
+        1 file, follows"); without it the sentence read "…and 1 file follows"."""
+        said = self.what()
+        return f"{said}," if ", with its card" in said else said
+
     def to_payload(self) -> dict:
         return {
             "messages": [[text, list(attachments)] for text, attachments in self.messages],
@@ -101,7 +107,7 @@ def wait_s(exc: ConnectorFailed) -> float | None:
 
 
 def waiting_words(rest: Rest, wait: float) -> str:
-    return f"⏳ Teams asked me to slow down: {rest.what()} follows in about {max(1, round(wait))} s."
+    return f"⏳ Teams asked me to slow down: {rest.subject()} follows in about {max(1, round(wait))} s."
 
 
 def lost_words(rest: Rest, exc: ConnectorFailed | None, error_id: str, *, why: str = "") -> str:
@@ -118,7 +124,8 @@ def lost_words(rest: Rest, exc: ConnectorFailed | None, error_id: str, *, why: s
         if rest.whole
         else ": what is above is only part of it. Please ask again to see all of it"
     )
-    return f"⚠️ {rest.what()[0].upper()}{rest.what()[1:]} did not arrive{why}{part} (error id {error_id})."
+    said = rest.subject()
+    return f"⚠️ {said[0].upper()}{said[1:]} did not arrive{why}{part} (error id {error_id})."
 
 
 def job_payload(

@@ -175,3 +175,35 @@ async def test_a_signing_key_endpoint_that_never_answers_holds_no_other_request(
         assert runner.jobs == []
     finally:
         hole.stop()
+
+
+async def test_activities_from_other_channels_than_teams_are_not_acted_on(settings, connector, caplog):
+    """The Azure Bot that serves Teams takes Direct Line and Web Chat too, whose clients write
+    `from.aadObjectId` and `channelData.tenant.id` themselves: a validly signed webchat activity was
+    answered like a Teams colleague's. Now only `msteams` is acted on; the Connector gets its 200 and
+    the log says so once per channel."""
+    configured = settings.model_copy(
+        update={
+            "microsoft_app_id": APP_ID,
+            "microsoft_app_password": SecretStr("app-password-secret"),
+            "microsoft_app_type": "MultiTenant",
+            "bot_openid_metadata_url": connector.openid_url,
+        }
+    )
+    connector.endorsements = ("msteams", "webchat", "directline")  # as the Bot Framework's key is
+    runner = RecordingRunner()
+    app = create_app(configured, runner=runner)
+    token = connector.token(app_id=APP_ID, service_url=connector.url)
+    headers = {"authorization": f"Bearer {token}"}
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as client:
+        for channel in ("webchat", "directline", "webchat"):
+            body = {**activity(connector.url, "show me payroll"), "channelId": channel}
+            response = await client.post("/api/messages", json=body, headers=headers)
+            assert response.status_code == 200, channel
+        assert runner.jobs == []
+        teams = await client.post("/api/messages", json=activity(connector.url, "hi"), headers=headers)
+        assert teams.status_code == 202 and [j.kind for j in runner.jobs] == ["teams.turn"]
+    said = [
+        r.getMessage() for r in caplog.records if "datathread answers Microsoft Teams only" in r.getMessage()
+    ]
+    assert len(said) == 2 and "'webchat'" in said[0] and "'directline'" in said[1], said

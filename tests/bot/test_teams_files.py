@@ -11,7 +11,7 @@ import urllib.parse
 import pytest
 
 from bot.teams_files import MAX_INLINE_BYTES
-from tests.bot.teams_harness import CHAT, THREAD, consent_invoke
+from tests.bot.teams_harness import CHAT, THREAD, consent_invoke, serve_teams
 from tests.fakes.anthropic_api import text, tool
 
 SCATTER = """
@@ -283,3 +283,21 @@ async def test_files_still_follow_an_answer_teams_refused_but_not_one_it_left_un
     before = len(teams.connector.sent())
     await asyncio.wait_for(teams.say("again", conversation=CHAT), 20)
     assert not [k for k in kinds(teams.connector.sent()[before:]) if k != "answer"]
+
+
+async def test_an_offer_accepted_by_someone_now_refused_uploads_nothing(settings, fake_model):
+    """A file offer outlives its answer: accepted after the person lost access (no longer listed in
+    DATATHREAD_ALLOWED_USERS, a guest once guests are refused), it still uploaded the warehouse's
+    rows to their OneDrive. The accept meets the rules a question does."""
+    fake_model.enqueue(*SCATTER_AND_CSV)
+    async with serve_teams(settings) as teams:
+        sent = await teams.say("scatter of delays, and a csv", conversation=CHAT)
+        [offer] = [a["content"] for a in attachments(sent) if "file.consent" in a["contentType"]]
+    async with serve_teams(settings.model_copy(update={"allowed_users": "aad-bob"})) as teams:
+        before = len(teams.connector.sent())
+        invoke = consent_invoke(teams.connector.url, offer["acceptContext"], "delays.csv")
+        assert (await teams.post(invoke)).status_code == 200
+        await teams.state.runner.drain(timeout=30)
+        said = json.dumps(teams.connector.sent()[before:])
+        assert "not on the list of people who can use datathread" in said, said
+        assert not teams.connector.uploads

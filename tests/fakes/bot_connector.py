@@ -126,6 +126,10 @@ class FakeConnector:
         self.member_stall_s = 0.0
         self._stopping = threading.Event()
         self.key = signing_key()
+        # the channels the signing key is endorsed for; the Bot Framework's endorses every channel an
+        # Azure Bot may have on (Web Chat and Direct Line too), and botframework-connector refuses a
+        # token for an activity of a channel its key does not endorse
+        self.endorsements: tuple[str, ...] = ("msteams",)
         self.kid = "fake-key-1"
         self.server = LoopbackServer(("127.0.0.1", 0), self._handler())
         self.thread = threading.Thread(
@@ -192,7 +196,7 @@ class FakeConnector:
 
     def _jwks(self) -> dict:
         jwk = json.loads(RSAAlgorithm.to_jwk(self.key.public_key()))
-        return {"keys": [{**jwk, "kid": self.kid, "use": "sig", "endorsements": ["msteams"]}]}
+        return {"keys": [{**jwk, "kid": self.kid, "use": "sig", "endorsements": list(self.endorsements)}]}
 
     def _record(self, method: str, path: str, body: Any, headers: dict) -> dict:
         parts = [urllib.parse.unquote(p) for p in path.split("?")[0].split("/")]
