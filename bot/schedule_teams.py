@@ -162,9 +162,13 @@ class TeamsSchedulePoster:
         said = await standing_of(threads, who, lambda: self._ask_owner(schedule))
         if said.gone:  # removed from the team, the chat deleted
             return RunResult(ok=False, error=f"HTTP {said.status}", gone=True, turn_id=turn_id)
-        if said.absent:
+        if said.absent and _kind(schedule) != "channel":
             why = f"its owner ({owner}) is no longer in this conversation"
             return RunResult(ok=False, error=why, turn_id=turn_id, lasting=True, retry=False)
+        if said.absent:  # a channel's roster by its own id, not its team's (a schedule keeps no team id):
+            # not proof they left — Teams has answered a channel's roster in part — so this run fails
+            why = f"Teams did not find its owner ({owner}) in this channel's members"
+            return RunResult(ok=False, error=why, turn_id=turn_id, retry=False)
         return refused_owner(threads.schedules(), schedule, outsider=said.outsider, turn_id=turn_id)
 
     async def _ask_owner(self, schedule: Schedule) -> dict:

@@ -267,15 +267,15 @@ async def test_an_outsiders_clicks_and_reset_are_refused(settings, fake_model):
         assert len(fake_model.requests) == 2  # Ada's question alone
 
 
-async def run_a_schedule_of(teams, owner: str) -> str:
-    """A channel schedule of `owner`, made in Teams, at its first run: its id."""
+async def run_a_schedule_of(teams, owner: str, channel: str = "19:general@thread.tacv2") -> str:
+    """A schedule of `owner` in `channel` (a channel unless said), made in Teams, at its first run: its id."""
     clock = Clock(MONDAY_0859_BERLIN)
     book = teams.state.threads.schedules()
     schedule = new_schedule(
         cron="0 9 * * mon",
         tz="Europe/Berlin",
         surface="teams",
-        channel="19:general@thread.tacv2",
+        channel=channel,
         question="delays by carrier",
         owner=owner,  # as a schedule made in Teams names its owner: their Entra object id
         team_id="tenant-1",
@@ -339,13 +339,19 @@ async def test_a_schedule_whose_owner_has_left_the_conversation_pauses_before_it
     """Teams says the owner is no longer a member (404 MemberNotFoundInConversation): they left the
     team, or the organization. Such a schedule failed each run as "couldn't confirm" until three
     paused it — and was not looked up at all while both settings allowed or the owner was an admin,
-    so it kept posting the warehouse's data, as Slack's deactivated owners did. Now it pauses at once,
-    an admin's too, asked once."""
+    so it kept posting the warehouse's data, as Slack's deactivated owners did. Now a chat's pauses at
+    once, an admin's too, asked once. A channel's run fails without a pause: asked by the channel's own
+    id (a schedule keeps no team id), Teams' roster is not proof that someone left."""
     fake_model.enqueue(text("Delays: AA 12%."))
     async with serve_teams(settings.model_copy(update=update)) as teams:
-        paused = await teams.state.threads.schedules().get(await run_a_schedule_of(teams, LEFT))
+        book = teams.state.threads.schedules()
+        paused = await book.get(await run_a_schedule_of(teams, LEFT, channel="19:group-chat-1@thread.v2"))
         assert paused.paused and "is no longer in this conversation" in paused.paused_reason, paused
         assert asked(teams, LEFT) == 1
         shown = json.dumps(teams.connector.sent())
         assert "Delays: AA 12%" not in shown and "I paused this schedule" in shown
+        failed = await book.get(await run_a_schedule_of(teams, LEFT))
+        assert not failed.paused and failed.failures == 1, failed
+        assert "did not find its owner" in failed.last_outcome, failed
+        assert "Delays: AA 12%" not in json.dumps(teams.connector.sent())
         assert not fake_model.requests
