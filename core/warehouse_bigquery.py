@@ -12,7 +12,6 @@ labels, and its result lands in the session workspace as parquet with a preview 
 from __future__ import annotations
 
 import asyncio
-import io
 import time
 import uuid
 from collections.abc import Sequence
@@ -35,7 +34,6 @@ from core.bigquery_cost import (
     CostLimits,
     budgets,
     decide,
-    format_bytes,
     format_cost,
     job_labels,
     over_budget_message,
@@ -53,16 +51,13 @@ from core.bigquery_errors import (
 from core.bigquery_jobs import JobSpec, dry_run, run_job
 from core.bigquery_listing import LIST_S, Found, Run, TableListing, dataset_to_list, gather, render
 from core.bigquery_metadata import describe, per_call
-from core.bigquery_views import reached_through_views
+from core.bigquery_save import save_result
+from core.bigquery_views import ViewCheck, late_tables
 from core.config import Settings
 from core.confirm import CONFIRM_TIMEOUT_S
 from core.events import ConfirmRequest
-from core.file_stems import default_stem, safe_file_stem
 from core.policy import TableAllowlist, check_sql
-from core.portable_columns import portable, saved_note
-from core.preview import preview_table
 from core.sandbox import Sandbox, StepResult, WorkspaceFull
-from core.shared_names import unshared_stem
 from core.table_notes import TableNotes, load_table_notes
 from core.warehouse import QueryContext
 
@@ -92,6 +87,7 @@ class BigQueryWarehouse:
         self.metadata_ttl = metadata_ttl
         self.use_storage_api = use_storage_api
         self._cache: dict[tuple, tuple[float, Any]] = {}
+        self.views = ViewCheck(client, metadata_ttl)
 
     @classmethod
     def from_settings(cls, settings: Settings, sandbox: Sandbox, *, config: ClientConfig | None = None):
@@ -256,12 +252,16 @@ class BigQueryWarehouse:
         names = [f"{r.project}.{r.dataset_id}.{r.table_id}" for r in dry.referenced_tables or []]
         outside = [name for name in names if not allow.allows(name)]
         if outside:  # the base tables of an allowed view, perhaps (core/bigquery_views.py)
-            through = await off_loop(
-                reached_through_views, self.client, verdict.tables, allow, deadline_s=DRY_RUN_S
+            unaccounted = await self.views.unaccounted(
+                sql,
+                verdict.tables,
+                outside,
+                allow,
+                project=self.default_project,
+                dataset=self.default_dataset,
             )
-            outside = [name for name in outside if name.lower() not in through]
-        if outside:
-            return _refuse(f"Table `{outside[0]}` is not allowed here. Query only tables from list_tables.")
+            if unaccounted:
+                return _refuse(f"Table `{unaccounted[0]}` is not allowed here. {_ONLY_LISTED}")
         estimate = int(dry.total_bytes_processed or 0)
         lim = self.limits
         decision = decide(
@@ -296,11 +296,15 @@ class BigQueryWarehouse:
         finally:
             if billed is not None:
                 await self._settle(ctx, reserved, billed - estimate)
+        if late := late_tables(job, allow, outside):  # a view redefined since the dry run, say
+            return _refuse(f"Table `{late[0]}` is not allowed here; the result is not kept. {_ONLY_LISTED}")
         try:
             table = await off_loop(
                 rows.to_arrow, create_bqstorage_client=self.use_storage_api, deadline_s=LISTING_S
             )
-            return await self._save(table, job, billed, save_as, ctx)
+            return await save_result(
+                self.sandbox, table, job, billed, save_as, ctx, self.limits.price_per_tib
+            )
         except NoAnswer:  # it ran and billed: "did not answer … try again" had it run (and bill) again
             raise ResultUndelivered(billed, LISTING_S) from None
         except Exception as exc:
@@ -348,37 +352,12 @@ class BigQueryWarehouse:
         except Exception:
             return False
 
-    async def _save(self, table, job, billed: int, save_as: str | None, ctx: QueryContext) -> StepResult:
-        import pyarrow.parquet as pq
-
-        # never over a file a person shared (core/shared_names.py): no call to look, so any shared name
-        name = unshared_stem(safe_file_stem(save_as, default_stem("query")), ctx.shared) + ".parquet"
-        table, changed = await asyncio.to_thread(portable, table, dates=False)  # INTERVAL as text
-        buffer = io.BytesIO()
-        await asyncio.to_thread(pq.write_table, table, buffer, compression="zstd")
-        data = buffer.getvalue()
-        await self.sandbox.write_file(ctx.session_id, name, data)
-        processed = int(job.total_bytes_processed or 0)
-        cache = "yes (free)" if job.cache_hit else "no"
-        return StepResult(
-            ok=True,
-            output=(
-                f"BigQuery: processed {format_bytes(processed)}, billed "
-                f"{format_cost(billed, self.limits.price_per_tib)}, cache hit: {cache}. "
-                + saved_note(changed, [])  # BigQuery's dates are all years 1 to 9999
-            ).strip(),
-            rows=table.num_rows,
-            columns=[{"name": f.name, "type": str(f.type)} for f in table.schema],
-            preview=preview_table(table, ctx.preview_rows, ctx.preview_bytes),
-            saved_as=name,
-            files=[{"path": name, "size": len(data), "kind": "parquet"}],
-            bytes_scanned=processed,
-            bytes_billed=billed,
-        )
-
     async def close(self) -> None:
         """Close the HTTP session of the client."""
         await asyncio.to_thread(self.client.close)
+
+
+_ONLY_LISTED = "Query only tables from list_tables."
 
 
 def _refuse(reason: str) -> StepResult:

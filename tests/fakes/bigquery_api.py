@@ -66,6 +66,7 @@ class Answer:
     bytes_billed: int | None = None
     statement_type: str = "SELECT"
     referenced: list[str] = field(default_factory=list)  # "p.d.t"
+    run_referenced: list[str] | None = None  # the real run's, when not `referenced` (a view redefined)
     cache_hit: bool = False
     error: tuple[int, str, str] | None = None  # (status, reason, message) on insert
     run_error: tuple[int, str, str] | None = None  # same, but only for the real run (after the dry run)
@@ -203,7 +204,11 @@ class FakeBigQuery:
             "statementType": answer.statement_type,
             "referencedTables": [
                 dict(zip(("projectId", "datasetId", "tableId"), r.split("."), strict=True))
-                for r in answer.referenced
+                for r in (
+                    answer.run_referenced
+                    if answer.run_referenced is not None and not config.get("dryRun")
+                    else answer.referenced
+                )
             ],
         }
         if not config.get("dryRun"):
