@@ -14,8 +14,10 @@ get, one unreadable table or one deleted dataset failed the whole listing. Now:
   what was found by then is listed, with a line saying the list is partial and what was not listed.
   `Run.stop()` (the caller gave up, or was cancelled) ends every worker before its next call, and
   its retries.
-- A dataset or table BigQuery says is gone or forbidden is skipped, with one line saying which and why
-  (and a log line for a configured dataset that does not exist); the rest is listed.
+- A dataset or table BigQuery says is gone or forbidden, or that met a server error (5xx) to the end of
+  its retries, is skipped, with one line saying which and why (and a log line for a configured dataset
+  that does not exist); the rest is listed. (One dataset's 5xx stopped every worker.)
+- A partial listing (bounds reached, a 5xx skipped, the caller gone) is cached PARTIAL_TTL_S only.
 - At most MAX_LISTED lines across all datasets; date-sharded tables (`events_20240101`, …) are one line
   (`events_*`); the note says how many there were and how to ask for one dataset.
 """
@@ -45,6 +47,7 @@ LISTING_CALLS = 400  # metadata calls one listing may make
 LISTING_WORKERS = 6  # of them at once (BigQuery allows 100 API requests a second per user and method)
 LIST_S = 40.0  # a whole listing; what was found by then is listed
 PAGE = 1000  # tables.list page size (BigQuery's maximum)
+PARTIAL_TTL_S = 60.0  # a partial listing is served again this long (a whole one: the metadata TTL)
 SHARD = re.compile(r"^(.*\D)?((?:19|20)\d\d(?:0[1-9]|1[0-2])(?:0[1-9]|[12]\d|3[01]))$")
 
 
@@ -52,9 +55,10 @@ class TableListing(list):
     """[{name, rows?, description}] — `rows` absent where it was not looked up — and `notes`: lines on
     what was skipped, left out or not reached, for the model to read after the tables."""
 
-    def __init__(self, tables: Iterable[dict] = (), notes: Iterable[str] = ()):
+    def __init__(self, tables: Iterable[dict] = (), notes: Iterable[str] = (), partial: bool = False):
         super().__init__(tables)
         self.notes = list(notes)
+        self.partial = partial  # not everything was listed: cached PARTIAL_TTL_S only
 
 
 @dataclass
@@ -103,6 +107,7 @@ class Found:
     details: dict[str, dict] = field(default_factory=dict)  # full name → {rows, description}
     skipped: list[str] = field(default_factory=list)
     failure: BaseException | None = None  # not a per-item refusal: the listing stopped on it
+    transient: bool = False  # an item skipped for a server error, which may pass
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def skip(self, what: str, why: str) -> None:
@@ -113,7 +118,12 @@ class Found:
         """A copy to read while workers given up on may still be adding to this one."""
         with self.lock:
             return Found(
-                list(self.datasets), dict(self.tables), dict(self.details), list(self.skipped), self.failure
+                list(self.datasets),
+                dict(self.tables),
+                dict(self.details),
+                list(self.skipped),
+                self.failure,
+                self.transient,
             )
 
 
@@ -174,13 +184,23 @@ def _in_parallel(items: list, work: Callable, run: Run, found: Found) -> None:
         thread.join()
 
 
-def _refused(exc) -> str:
-    return "not found" if exc.code == 404 else "the bot's account may not read it"
+def _item_error(exc: BaseException, found: Found) -> str | None:
+    """Why one dataset or table is skipped (a 403, a 404, a 5xx retried to its bound), or None: the
+    error is not about that item (BigQuery unreachable) and ends the listing."""
+    from google.api_core import exceptions as gexc
+
+    cause = exc.cause if isinstance(exc, gexc.RetryError) and exc.cause is not None else exc
+    if not isinstance(cause, gexc.GoogleAPICallError):
+        return None
+    if cause.code in (403, 404):
+        return "not found" if cause.code == 404 else "the bot's account may not read it"
+    if (cause.code or 0) >= 500:
+        found.transient = True
+        return f"error: {describe_error(cause)}"
+    return None
 
 
 def _list_dataset(client, dataset: str, allow: TableAllowlist, run: Run, found: Found) -> None:
-    from google.api_core import exceptions as gexc
-
     token, tables = None, []
     while True:
         call = run.next_call()
@@ -189,12 +209,13 @@ def _list_dataset(client, dataset: str, allow: TableAllowlist, run: Run, found: 
         try:
             listed = client.list_tables(dataset, page_size=PAGE, page_token=token, **call)
             page = next(listed.pages, None)
-        except gexc.GoogleAPICallError as exc:
-            if exc.code not in (403, 404):
+        except Exception as exc:
+            why = _item_error(exc, found)
+            if why is None:
                 raise
-            if exc.code == 404:
+            if why == "not found":
                 log.warning("BigQuery dataset %s (from the allowlist) does not exist", dataset)
-            found.skip(f"dataset {dataset}", _refused(exc))
+            found.skip(f"dataset {dataset}", why)
             return
         for item in page or ():
             full = f"{item.project}.{item.dataset_id}.{item.table_id}"
@@ -208,17 +229,16 @@ def _list_dataset(client, dataset: str, allow: TableAllowlist, run: Run, found: 
 
 
 def _get_table(client, full: str, run: Run, found: Found) -> None:
-    from google.api_core import exceptions as gexc
-
     call = run.next_call()
     if call is None:
         return
     try:
         table = client.get_table(full, **call)
-    except gexc.GoogleAPICallError as exc:
-        if exc.code not in (403, 404):
+    except Exception as exc:
+        why = _item_error(exc, found)
+        if why is None:
             raise
-        found.skip(full, "gone since it was listed" if exc.code == 404 else _refused(exc))
+        found.skip(full, "gone since it was listed" if why == "not found" else why)
         with found.lock:
             found.details[full] = {"gone": True}
         return
@@ -312,6 +332,8 @@ def render(found: Found, run: Run, notes: TableNotes) -> TableListing:
             }
         listing.append(entry)
     listing.notes = _notes(found, run, entries, len(listing))
+    unlisted = [ds for ds in found.datasets if ds not in found.tables and not _was_skipped(found, ds)]
+    listing.partial = bool(run.ran_out or found.failure or found.transient or unlisted)
     return listing
 
 

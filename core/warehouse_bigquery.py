@@ -12,6 +12,7 @@ labels, and its result lands in the session workspace as parquet with a preview 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 import uuid
 from collections.abc import Sequence
@@ -49,7 +50,16 @@ from core.bigquery_errors import (
     service_errors,
 )
 from core.bigquery_jobs import JobSpec, dry_run, run_job
-from core.bigquery_listing import LIST_S, Found, Run, TableListing, dataset_to_list, gather, render
+from core.bigquery_listing import (
+    LIST_S,
+    PARTIAL_TTL_S,
+    Found,
+    Run,
+    TableListing,
+    dataset_to_list,
+    gather,
+    render,
+)
 from core.bigquery_metadata import describe, per_call
 from core.bigquery_save import save_result
 from core.bigquery_views import ViewCheck, late_tables
@@ -159,13 +169,24 @@ class BigQueryWarehouse:
             run.ran_out = run.ran_out or f"its {LISTING_S:g} s"
         except service_errors() as exc:  # unreachable, refused, quota: one sentence for the model
             raise LookupError(describe_error(exc, timeout_s=run.call_s)) from None
-        finally:  # done, given up or cancelled (help's own timeout, a Stop): no worker calls again
+        except asyncio.CancelledError:  # help's own timeout, a Stop: what was found saves the next one
+            run.stop()
+            with contextlib.suppress(Exception):
+                if found.datasets:
+                    self._keep(key, render(found, run, self.notes), partial=True)
+            raise
+        finally:  # done, given up or cancelled: no worker calls again
             run.stop()
         try:
             listing = render(found, run, self.notes)
         except service_errors() as exc:
             raise LookupError(describe_error(exc, timeout_s=run.call_s)) from None
-        self._cache[key] = (time.monotonic() + self.metadata_ttl, listing)
+        return self._keep(key, listing, partial=listing.partial)
+
+    def _keep(self, key: tuple, listing: TableListing, *, partial: bool) -> TableListing:
+        """Cache a listing: a partial one briefly (it may be whole next time), a whole one for the TTL."""
+        ttl = min(self.metadata_ttl, PARTIAL_TTL_S) if partial else self.metadata_ttl
+        self._cache[key] = (time.monotonic() + ttl, listing)
         return listing
 
     async def describe_table(self, table: str, allowlist: TableAllowlist) -> str:

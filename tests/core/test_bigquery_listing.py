@@ -114,12 +114,14 @@ async def test_a_slow_listing_ends_at_its_bound_with_what_it_found_and_stops_cal
     """At its bound it said "BigQuery did not answer within 120 s. Try again shortly.", with nothing
     cached, while its thread went on calling (25 calls in the next 5 s): a retry doubled the load."""
     monkeypatch.setattr(warehouse_bigquery, "LIST_S", 1.0, raising=False)  # (no such bound before)
+    monkeypatch.setattr(warehouse_bigquery, "PARTIAL_TTL_S", 2.5, raising=False)  # (was the whole TTL)
     for d in range(300):
         fake.add_table(table(f"ds{d:03}", "t0"))
     fake.latency = 0.05
     started = time.monotonic()
     text, error = await listing()
-    assert time.monotonic() - started < 3
+    ended = time.monotonic()
+    assert ended - started < 3
     assert not error, text
     assert "The list is partial: listing stopped at its time limit with" in text
     assert "Ask for one with list_tables dataset='bill.ds" in text
@@ -127,7 +129,11 @@ async def test_a_slow_listing_ends_at_its_bound_with_what_it_found_and_stops_cal
     await asyncio.sleep(0.5)
     assert len(fake.calls) - made <= 1  # at most a call already on the wire
     again, _ = await listing()
-    assert again == text  # cached: asking again does not start over
+    assert again == text  # cached a short while: asking again at once does not start over
+    await asyncio.sleep(max(2.6 - (time.monotonic() - ended), 0))
+    made = len(fake.calls)
+    await listing()
+    assert len(fake.calls) > made  # but not for the metadata TTL (600 s): it may be whole now
 
 
 async def test_a_listing_the_caller_gives_up_on_stops_calling(listing, fake):
@@ -141,6 +147,33 @@ async def test_a_listing_the_caller_gives_up_on_stops_calling(listing, fake):
     made = len(fake.calls)
     await asyncio.sleep(0.5)
     assert len(fake.calls) - made == 0
+    # what it found is kept a short while: every `help` redid the same calls and gave up again
+    again = await asyncio.wait_for(listing.warehouse.list_tables(TableAllowlist()), 0.5)
+    assert len(fake.calls) == made and any("The list is partial" in line for line in again.notes)
+
+
+async def test_a_server_error_on_one_dataset_skips_it_and_the_rest_is_listed(listing, fake, monkeypatch):
+    """One dataset's 503 (retried to its bound) stopped every worker, and the listing so cut short was
+    cached for the metadata TTL (600 s)."""
+    monkeypatch.setattr(warehouse_bigquery, "PARTIAL_TTL_S", 1.0, raising=False)
+    for d in "abcdefgh":
+        fake.add_table(table(d, "t0"))
+    fake.list_errors["bill.b"] = (
+        503,
+        "backendError",
+        "Error encountered during execution. Retrying may solve the problem.",
+    )
+    fake.latency = 0.02
+    first = await listing.warehouse.list_tables(TableAllowlist(), call_s=0.3)
+    assert [t["name"] for t in first] == [f"bill.{d}.t0" for d in "acdefgh"]
+    assert any(line.startswith("Skipped: dataset bill.b (error: ") for line in first.notes), first.notes
+    made = len(fake.calls)
+    assert await listing.warehouse.list_tables(TableAllowlist(), call_s=0.3) == first
+    assert len(fake.calls) == made  # served again a short while
+    await asyncio.sleep(1.1)
+    del fake.list_errors["bill.b"]
+    whole = await listing.warehouse.list_tables(TableAllowlist(), call_s=0.3)
+    assert [t["name"] for t in whole] == [f"bill.{d}.t0" for d in "abcdefgh"]
 
 
 async def test_date_shards_are_one_line_and_a_long_dataset_says_how_much_is_shown(listing, fake):

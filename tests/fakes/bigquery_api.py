@@ -114,6 +114,7 @@ class FakeBigQuery:
         self.page = 1000  # tables.list's page size when the client gives no maxResults
         self.dataset_page = 50  # datasets.list's
         self.table_errors: dict[str, tuple[int, str, str]] = {}  # "p.d.t" → tables.get's error
+        self.list_errors: dict[str, tuple[int, str, str]] = {}  # "p.d" → tables.list's error
         self.gone_datasets: set[str] = set()  # "p.d": listed by datasets.list no more, 404 elsewhere
 
     # --- scripting ----------------------------------------------------------------------------
@@ -321,6 +322,8 @@ class FakeBigQuery:
         return items[start : start + size], more
 
     def _list_tables(self, project, dataset, _q=None, *, query, body):
+        if f"{project}.{dataset}" in self.list_errors:
+            return self._error(*self.list_errors[f"{project}.{dataset}"])
         if not self._dataset_exists(project, dataset):
             return self._error(404, "notFound", f"Not found: Dataset {project}:{dataset}")
         items = sorted(
