@@ -23,8 +23,9 @@ def per_call(seconds: float | None = None) -> dict:
     return {"retry": bounded(seconds), "timeout": seconds}
 
 
-def describe(client, full: str, asked: str, notes: TableNotes) -> str:
-    """Columns, layout, curated notes and a few free sample rows of one table, as text for the model."""
+def describe(client, full: str, asked: str, notes: TableNotes, *, can_query_schema: bool = True) -> str:
+    """Columns, layout, curated notes and a few free sample rows of one table, as text for the model
+    (`can_query_schema`: the allowlist admits the dataset's INFORMATION_SCHEMA, so it may be offered)."""
     from google.api_core import exceptions as gexc
 
     try:
@@ -42,7 +43,7 @@ def describe(client, full: str, asked: str, notes: TableNotes) -> str:
         lines.append(t.description.strip())
     lines += layout_lines(t)
     lines += notes.described(full)
-    lines += column_section(t.schema, full)
+    lines += column_section(t.schema, full, can_query_schema=can_query_schema)
     if t.table_type == "TABLE" and t.num_rows:
         try:  # tabledata.list: free, unlike SELECT ... LIMIT
             rows = client.list_rows(t, max_results=SAMPLE_ROWS, selected_fields=t.schema[:30], **per_call())

@@ -158,6 +158,7 @@ def layout_lines(t) -> list[str]:
 
 
 MAX_COLUMN_LINES = 300  # of describe_table: a 1,500-column table filled the tool's 64,000 characters
+MAX_COLUMN_CHARS = 30_000  # and so may fewer lines with long descriptions; the samples need room too
 
 
 def column_lines(schema, prefix: str = "", depth: int = 0) -> list[str]:
@@ -174,20 +175,31 @@ def column_lines(schema, prefix: str = "", depth: int = 0) -> list[str]:
     return lines
 
 
-def column_section(schema, full_name: str) -> list[str]:
-    """describe_table's columns within MAX_COLUMN_LINES, saying how many there are and how to see the
-    rest: a wide table's lines ran past the tool's limit, cut mid-line with no count, its sample rows
-    lost."""
+def column_section(schema, full_name: str, *, can_query_schema: bool = True) -> list[str]:
+    """describe_table's columns within MAX_COLUMN_LINES and MAX_COLUMN_CHARS, saying how many there are
+    and how to see the rest: a wide table's lines ran past the tool's limit, cut mid-line with no count,
+    its sample rows lost (300 lines of 1,024-character descriptions did too). The INFORMATION_SCHEMA
+    query is offered only where the allowlist lets it run (`can_query_schema`)."""
     lines = column_lines(schema)
-    if len(lines) <= MAX_COLUMN_LINES:
+    shown, used = 0, 0
+    for line in lines[:MAX_COLUMN_LINES]:
+        if used + len(line) + 1 > MAX_COLUMN_CHARS:
+            break
+        shown, used = shown + 1, used + len(line) + 1
+    if shown == len(lines):
         return ["Columns:", *lines]
     project, dataset, table = (full_name.split(".") + ["", "", ""])[:3]
+    rest = f"  … {len(lines) - shown:,} more."
+    if can_query_schema:
+        rest += (
+            " To find others by name: SELECT column_name, data_type "
+            f"FROM `{project}.{dataset}.INFORMATION_SCHEMA.COLUMNS` WHERE table_name = '{table}' AND "
+            "column_name LIKE '%word%' (a metadata query: billed BigQuery's 10 MB minimum)."
+        )
     return [
-        f"Columns: {len(lines):,} (nested fields counted); the first {MAX_COLUMN_LINES} shown:",
-        *lines[:MAX_COLUMN_LINES],
-        f"  … {len(lines) - MAX_COLUMN_LINES:,} more. To find others by name: SELECT column_name, data_type "
-        f"FROM `{project}.{dataset}.INFORMATION_SCHEMA.COLUMNS` WHERE table_name = '{table}' AND "
-        "column_name LIKE '%word%' (a metadata query: billed BigQuery's 10 MB minimum).",
+        f"Columns: {len(lines):,} (nested fields counted); the first {shown} shown:",
+        *lines[:shown],
+        rest,
     ]
 
 

@@ -191,10 +191,14 @@ class BigQueryWarehouse:
 
     async def describe_table(self, table: str, allowlist: TableAllowlist) -> str:
         """Columns, partitioning, clustering, curated notes and a few free sample rows."""
-        full = self._qualify_table(table)
-        if full is None or not self.effective_allowlist(allowlist).allows(full):
+        full, allow = self._qualify_table(table), self.effective_allowlist(allowlist)
+        if full is None or not allow.allows(full):
             raise LookupError(f"No table named {table!r} that you may use. Call list_tables to see them.")
-        return await self._cached(("describe", full), lambda: describe(self.client, full, table, self.notes))
+        schema = allow.allows_prefix(full.rsplit(".", 1)[0] + ".")  # its INFORMATION_SCHEMA may be queried
+        return await self._cached(
+            ("describe", full, schema),
+            lambda: describe(self.client, full, table, self.notes, can_query_schema=schema),
+        )
 
     async def freshness(self, tables: Sequence[str]) -> datetime | None:
         """The oldest `lastModifiedTime` of `tables` (a free metadata call, cached like the rest)."""

@@ -41,3 +41,20 @@ async def test_a_policy_tagged_column_is_marked(parts, fake_bq):
     out = await call_tool("describe_table", {"table": "bill.shop.people"}, ctx)
     assert "  email STRING [policy tag: may not be readable; leave it out if refused]" in out.content
     assert "  id INTEGER\n" in out.content
+
+
+async def test_long_column_descriptions_are_capped_by_characters_and_the_hint_follows_the_allowlist(
+    parts, fake_bq
+):
+    """The cap counted lines: 300 columns with 1,024-character descriptions passed 64,000 characters and
+    clipped the sample rows again; and the INFORMATION_SCHEMA query was offered where the allowlist (one
+    table) would refuse it."""
+    warehouse, sandbox, store, _ = parts
+    schema = [{"name": f"c{i:03}", "type": "FLOAT", "description": "d" * 1024} for i in range(300)]
+    fake_bq.add_table(FakeTable("bill", "wide", "t", schema, [[1.0] * 300]))
+    for allow, hint in (("bill.wide.*", True), ("bill.wide.t", False)):
+        ctx = tool_ctx(warehouse, sandbox, store, TableAllowlist((allow,)))
+        out = await call_tool("describe_table", {"table": "bill.wide.t"}, ctx)
+        assert not out.is_error and "[clipped]" not in out.content and "Sample rows:" in out.content
+        assert "Columns: 300 (nested fields counted); the first 2" in out.content
+        assert ("INFORMATION_SCHEMA.COLUMNS" in out.content) is hint, allow
