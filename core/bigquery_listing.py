@@ -35,6 +35,7 @@ from fnmatch import fnmatchcase
 
 from core import bigquery_metadata
 from core.bigquery_client import bounded
+from core.bigquery_datasets import split_pattern
 from core.bigquery_errors import describe_error
 from core.policy import TableAllowlist
 from core.table_notes import TableNotes
@@ -254,11 +255,8 @@ def _datasets(
     """Datasets worth listing: those an allowlist pattern names, or all of a named project."""
     out: set[str] = set()
     for pattern in allow.patterns:
-        project, _, rest = pattern.partition(".")
-        if not project or any(c in project for c in "*?["):
-            project, rest = default_project or "", pattern
-        dataset = rest.partition(".")[0]
-        if dataset and not any(c in dataset for c in "*?["):
+        project, dataset = split_pattern(pattern, default_project)
+        if dataset:
             out.add(f"{project}.{dataset}")
             continue
         token = None
@@ -282,7 +280,8 @@ def _datasets(
 def _shard_key(name: str) -> tuple[str, str] | None:
     """(prefix, date) of a date-sharded table's name (`events_20240101`), else None."""
     matched = SHARD.match(name.rsplit(".", 1)[-1])
-    return (matched.group(1) or "", matched.group(2)) if matched else None
+    # a name that is only a date (`20240101`) is no shard of anything: `ds.*` would be every table
+    return (matched.group(1), matched.group(2)) if matched and matched.group(1) else None
 
 
 def _entries(found: Found) -> list[tuple[str, str, list[str]]]:
@@ -369,30 +368,3 @@ def _was_skipped(found: Found, dataset: str) -> bool:
 def _names(names: list[str], limit: int = 40) -> str:
     shown = ", ".join(names[:limit])
     return shown + (f" and {len(names) - limit} more" if len(names) > limit else "")
-
-
-def named_datasets(patterns: Iterable[str], default_project: str | None) -> list[str]:
-    """The datasets allowlist patterns name outright (`proj.ds`, `proj.ds.table`), not by a wildcard."""
-    out = set()
-    for pattern in patterns:
-        project, _, rest = pattern.partition(".")
-        if not project or any(c in project for c in "*?["):
-            continue
-        dataset = rest.partition(".")[0]
-        if dataset and not any(c in dataset for c in "*?["):
-            out.add(f"{project}.{dataset}")
-    return sorted(out)
-
-
-def missing_datasets(client, datasets: Iterable[str], call_s: float) -> list[str]:
-    """Those of `datasets` BigQuery says do not exist or the account may not see (datasets.get, free):
-    for `datathread doctor`, where a listing skips them with a line the model reads, not an admin."""
-    from google.api_core import exceptions as gexc
-
-    missing = []
-    for dataset in list(datasets)[:50]:
-        try:
-            client.get_dataset(dataset, retry=bounded(call_s), timeout=call_s)
-        except (gexc.NotFound, gexc.Forbidden):
-            missing.append(dataset)
-    return missing

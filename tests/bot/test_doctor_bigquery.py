@@ -46,3 +46,23 @@ async def test_no_right_to_run_jobs_is_said_as_the_grant_an_admin_makes(tmp_path
     assert said.status == "fail"
     assert "may not run queries in project bill: an admin must grant it roles/bigquery.jobUser" in said.detail
     assert "list_tables" not in said.detail and "another table" not in said.detail
+
+
+async def test_datasets_it_could_not_check_in_time_are_a_warning_not_a_silent_ok(tmp_path):
+    """Up to 50 datasets.get one after another inside a bound whose timeout was suppressed: 30 datasets
+    at 0.25 s a call never reached the one that is gone, and a 503 on one ended the check — both "ok"."""
+    bq = fake()
+    bq.on_query("SELECT 1", Answer(rows=[[1]], bytes_processed=0))
+    for d in range(29):
+        bq.add_table(FakeTable("bill", f"ds{d:02}", "t", [{"name": "id", "type": "INTEGER"}], [[1]]))
+    bq.latency = 0.2
+    names = ",".join([f"bill.ds{d:02}" for d in range(29)] + ["bill.zz_gone"])
+    said = await check(tmp_path, bq, bigquery_datasets=names)
+    assert said.status == "warn" and "but bill.zz_gone of " in said.detail, said
+    bq.latency = 0
+    bq.dataset_errors["bill.ds03"] = (503, "backendError", "Error encountered during execution.")
+    said = await check(tmp_path, bq, bigquery_datasets="bill.ds01,bill.ds03")
+    assert said.status == "warn", said
+    assert said.detail.endswith(
+        "but could not check 1 of the 2 configured datasets (no answer in time, or an error)"
+    )

@@ -191,3 +191,13 @@ async def test_date_shards_are_one_line_and_a_long_dataset_says_how_much_is_show
     assert lines[1] == "- bill.big.z_table_0000" and len([x for x in lines if x.startswith("- ")]) == 200
     assert "200 of 1636 shown (1 datasets)" in text
     assert calls(fake, "list") == 2  # two pages of 1,000
+
+
+async def test_tables_named_only_by_a_date_are_not_one_shard_line(listing, fake):
+    """`20240101` and `20240102` became one line `bill.snap.*`: a "shard" of every table in the dataset."""
+    for name in ("20240101", "20240102", "orders"):
+        fake.add_table(table("snap", name))
+    text, error = await listing(("bill.snap.*",))
+    assert not error, text
+    names = [line.split()[1] for line in text.splitlines() if line.startswith("- ")]
+    assert names == ["bill.snap.20240101", "bill.snap.20240102", "bill.snap.orders"]

@@ -115,6 +115,7 @@ class FakeBigQuery:
         self.dataset_page = 50  # datasets.list's
         self.table_errors: dict[str, tuple[int, str, str]] = {}  # "p.d.t" → tables.get's error
         self.list_errors: dict[str, tuple[int, str, str]] = {}  # "p.d" → tables.list's error
+        self.dataset_errors: dict[str, tuple[int, str, str]] = {}  # "p.d" → datasets.get's error
         self.gone_datasets: set[str] = set()  # "p.d": listed by datasets.list no more, 404 elsewhere
 
     # --- scripting ----------------------------------------------------------------------------
@@ -308,6 +309,8 @@ class FakeBigQuery:
         )
 
     def _get_dataset(self, project, dataset, _q=None, *, query, body):
+        if f"{project}.{dataset}" in self.dataset_errors:
+            return self._error(*self.dataset_errors[f"{project}.{dataset}"])
         if not self._dataset_exists(project, dataset):
             return self._error(404, "notFound", f"Not found: Dataset {project}:{dataset}")
         ref = {"projectId": project, "datasetId": dataset}
