@@ -212,8 +212,11 @@ def _dataset_patterns(entry: str, table_parts: int) -> tuple[str, ...]:
 
     In DuckDB, whose tables live in `main` unless a schema is named, a name without a dot is also a
     table (or pattern) there: `C3=airlines` meant only a schema `airlines`, and `C3=air*` only names
-    starting with `air` before any dot — neither matched a table, and the channel silently saw none."""
-    entry = entry.strip().lower()
+    starting with `air` before any dot — neither matched a table, and the channel silently saw none.
+
+    BigQuery's entries keep their case: its dataset and table names are case-sensitive, and lower-cased
+    `proj.Analytics` named a dataset that does not exist (TableAllowlist folds the project id)."""
+    entry = entry.strip().lower() if table_parts == 2 else entry.strip()
     written = entry if entry.endswith("*") or entry.count(".") >= table_parts - 1 else f"{entry}.*"
     if table_parts == 2 and "." not in entry and entry != "main":
         return (written, f"main.{entry}")

@@ -24,12 +24,13 @@ MAX_CHECKED = 50  # datasets one check asks about
 def split_pattern(pattern: str, default_project: str | None) -> tuple[str, str | None]:
     """(project, dataset) of an allowlist pattern (`proj.ds`, `proj.ds.table`, `proj.ds_*`); the dataset
     is None where a wildcard stands in it (its datasets must be listed). A pattern whose project is a
-    wildcard is read in the default project."""
+    wildcard is read in the default project. The dataset as written (BigQuery's dataset names are
+    case-sensitive: lower-cased, the doctor called `Analytics` missing), the project id lower case."""
     project, _, rest = pattern.partition(".")
     if not project or any(c in project for c in WILDCARD):
         project, rest = default_project or "", pattern
     dataset = rest.partition(".")[0]
-    return project, (dataset if dataset and not any(c in dataset for c in WILDCARD) else None)
+    return project.lower(), (dataset if dataset and not any(c in dataset for c in WILDCARD) else None)
 
 
 def named_datasets(patterns: Iterable[str], default_project: str | None) -> list[str]:

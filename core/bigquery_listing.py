@@ -31,7 +31,6 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from fnmatch import fnmatchcase
 
 from core import bigquery_metadata
 from core.bigquery_client import bounded
@@ -143,15 +142,13 @@ def gather(
 
 def dataset_to_list(dataset: str, allow: TableAllowlist, default_project: str | None) -> str:
     """`project.dataset` of the dataset list_tables was asked for (`dataset` alone: of the billing
-    project), if the allowlist admits any table of it; LookupError otherwise."""
-    parts = [p for p in dataset.strip().replace("`", "").lower().split(".") if p]
+    project), if the allowlist admits any table of it; LookupError otherwise. The dataset's name keeps
+    its case (BigQuery's are case-sensitive: lower-cased, `Reporting` was skipped as not found)."""
+    parts = [p for p in dataset.strip().replace("`", "").split(".") if p]
     if len(parts) == 1 and default_project:
-        parts = [default_project.lower(), *parts]
-    name = ".".join(parts)
-    if len(parts) != 2 or not (
-        allow.allow_all
-        or any(fnmatchcase(f"{name}.x", p) or p.startswith(f"{name}.") for p in allow.patterns)
-    ):
+        parts = [default_project, *parts]
+    name = ".".join([parts[0].lower(), *parts[1:]]) if parts else ""
+    if len(parts) != 2 or not (allow.allow_all or allow.allows_some(f"{name}.")):
         raise LookupError(f"No dataset named {dataset!r} that you may use. Call list_tables to see them.")
     return name
 
@@ -267,9 +264,7 @@ def _datasets(
             listed = client.list_datasets(project, page_token=token, **call)
             page = next(listed.pages, None)
             for item in page or ():
-                if fnmatchcase(f"{project}.{item.dataset_id}.x".lower(), pattern) or allow.allows_prefix(
-                    f"{project}.{item.dataset_id}."
-                ):
+                if allow.allows_some(f"{project}.{item.dataset_id}."):
                     out.add(f"{project}.{item.dataset_id}")
             token = listed.next_page_token
             if not token:

@@ -14,9 +14,10 @@ table of an allowed view the SQL names, and that is an inference, so it is hedge
   there) is refused outright — a name the parser missed is almost always still in the text, and a
   view named in a branch that reads nothing cannot then vouch for it;
 - views are followed (views of views, materialized views, a few levels) only until every outside table
-  is accounted for, by the names their definitions give as written (BigQuery's dataset and table names
-  are case-sensitive: `raw.SALES` is not `raw.sales`); a definition that does not parse, a view that
-  cannot be read, or a check cut short by its time limit accepts nothing;
+  is accounted for, by the names their definitions give as `check_sql` reports them, case kept
+  (BigQuery's dataset and table names are case-sensitive: `raw.SALES` is not `raw.sales`); a
+  definition that does not parse, a view that cannot be read, or a check cut short by its time limit
+  accepts nothing;
 - after the job, its own `referencedTables` must fit the same accepted set (a view redefined between
   the dry run and the run), or its result is withheld.
 What remains trusted: a view's definition is fixed by whoever may write in its (allowed) dataset.
@@ -55,7 +56,6 @@ class ViewCheck:
         outside: list[str],
         allow: TableAllowlist,
         *,
-        project: str | None,
         dataset: str | None,
     ) -> list[str]:
         """Those of `outside` (names as BigQuery gave them) not shown to be read through an allowed view
@@ -69,7 +69,6 @@ class ViewCheck:
                 list(tables),
                 outside,
                 allow,
-                project,
                 dataset,
                 stop,
                 deadline_s=CHECK_S,
@@ -77,11 +76,11 @@ class ViewCheck:
         finally:
             stop.set()
 
-    def _unaccounted(self, sql, tables, outside, allow, project, dataset, stop) -> list[str]:
+    def _unaccounted(self, sql, tables, outside, allow, dataset, stop) -> list[str]:
         if named := [name for name in outside if named_in(sql, name, dataset)]:
             return named  # the SQL names it: no view vouches for what the parser may have missed
         left = set(outside)
-        todo = [(name, 0) for name in written(sql, tables, project, dataset) if allow.allows(name)]
+        todo = [(name, 0) for name in tables if allow.allows(name)]
         seen: set[str] = set()
         while todo and left and len(seen) < MAX_VIEWS and not stop.is_set():
             name, depth = todo.pop(0)
@@ -140,31 +139,6 @@ def named_in(sql: str, name: str, dataset: str | None) -> bool:
     return False
 
 
-def written(sql: str, tables: Iterable[str], project: str | None, dataset: str | None) -> set[str]:
-    """The names of `tables` (qualified, lower case, as `check_sql` gives them) as `sql` writes them:
-    BigQuery's dataset and table names are case-sensitive, its project ids lower case."""
-    text, out = _plain(sql), set()
-    for name in tables:
-        parts = name.split(".")
-        if len(parts) != 3:
-            continue
-        p, ds, table = parts
-        forms = [(f"{p}.{ds}.{table}", 0), (f"{ds}.{table}", 1)]
-        if dataset and dataset.lower() in (f"{p}.{ds}", ds):
-            forms.append((table, 2))
-        for form, kind in forms:
-            for found in re.finditer(rf"(?<![\w$.-]){re.escape(form)}{_NAME_END}", text, re.IGNORECASE):
-                segs = found.group(0).split(".")
-                if kind == 0:
-                    out.add(".".join([p, *segs[1:]]))
-                elif kind == 1:
-                    out.add(".".join([p, *segs]))
-                else:  # bare: the default dataset as configured
-                    qualified = dataset if "." in (dataset or "") else f"{project}.{dataset}"
-                    out.add(f"{qualified}.{segs[0]}")
-    return out
-
-
 def _plain(sql: str) -> str:
     """`sql` with identifiers unquoted and no space around dots, to find names in it."""
     return re.sub(r"\s*\.\s*", ".", sql.replace("`", ""))
@@ -178,7 +152,7 @@ def _covers(base: str, referenced: str) -> bool:
 def _tables_of(definition: str, project: str) -> set[str]:
     """The tables a view's definition reads, as written there (unqualified projects: the view's own)."""
     verdict = check_sql(definition, dialect="bigquery", allowlist=TableAllowlist(), default_project=project)
-    return written(definition, verdict.tables, project, None) if verdict.allowed else set()
+    return set(verdict.tables) if verdict.allowed else set()
 
 
 def late_tables(job, allow: TableAllowlist, accepted: Iterable[str]) -> list[str]:

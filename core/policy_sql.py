@@ -54,12 +54,15 @@ def check_sql(
 
     ``workspace_files`` (DuckDB only) is for ``run_sql`` over a session workspace: file reads with
     relative paths are allowed there and plain identifiers are not checked against the allowlist.
+    BigQuery's ``Verdict.tables`` keep their dataset and table names as written (those are
+    case-sensitive there; the project id is lower-cased); DuckDB's are lower case.
     """
     if dialect not in DIALECTS:
         raise ValueError(f"unsupported dialect {dialect!r}; expected one of {DIALECTS}")
     if workspace_files and dialect != "duckdb":
         raise ValueError("workspace_files is only meaningful for the duckdb dialect")
-    ctx = _Ctx(dialect, allowlist or TableAllowlist(), default_project, default_dataset, workspace_files)
+    allow = (allowlist or TableAllowlist()).for_dialect(dialect)  # BigQuery's names keep their case
+    ctx = _Ctx(dialect, allow, default_project, default_dataset, workspace_files)
     try:
         return _check(sql, ctx)
     except _Refusal as r:

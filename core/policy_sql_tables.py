@@ -69,29 +69,39 @@ def _normalise(names: list[str], ctx: _Ctx, force_path: bool = False) -> _Ref:
 
 
 def _normalise_bigquery(names: list[str], ctx: _Ctx) -> _Ref:
-    segs = [s.lower() for n in names for s in n.split(".")]
+    """BigQuery's `project.dataset.table`, its dataset and table names as written: they are
+    case-sensitive there (`Analytics` and `analytics` are two datasets), while project ids are lower
+    case and INFORMATION_SCHEMA and its views are read in any case. Lower-cased whole, a CamelCase
+    dataset was reported (and looked up) as a name BigQuery does not have."""
+    segs = [s for n in names for s in n.split(".")]
     shown = ".".join(segs)
     if not all(segs) or any(c in s for s in segs[:-1] for c in "*?[]") or any(c in segs[-1] for c in "?[]"):
         raise _Refusal("table", f"Unrecognised table name `{shown}`; use project.dataset.table.")
     project = [ctx.project.lower()] if ctx.project else []
-    if "information_schema" in segs:
-        i = segs.index("information_schema")
-        prefix, view = segs[:i], segs[i + 1 :]
-        if len(view) != 1 or view[0] not in _DATASET_VIEWS or any(s.startswith("region-") for s in prefix):
+    default = _default_dataset(ctx)
+    low = [s.lower() for s in segs]
+    if "information_schema" in low:
+        i = low.index("information_schema")
+        prefix, view = segs[:i], low[i + 1 :]
+        if len(view) != 1 or view[0] not in _DATASET_VIEWS or any(s.startswith("region-") for s in low[:i]):
             return _Ref(shown, "forbidden")
-        if not prefix and ctx.dataset:
-            prefix = ctx.dataset.lower().split(".")
-        if len(prefix) == 1 and prefix != project:  # `proj.INFORMATION_SCHEMA.X` is project-level
+        if not prefix and default:
+            prefix = default
+        # `ds.INFORMATION_SCHEMA.X` is the dataset's; `proj.INFORMATION_SCHEMA.X` project-level
+        if len(prefix) == 1 and [prefix[0].lower()] != project:
             prefix = project + prefix
         if len(prefix) != 2:
             return _Ref(shown, "forbidden")
+        prefix = [prefix[0].lower(), prefix[1]]
         return _Ref(".".join([*prefix, "information_schema", view[0]]), "prefix", ".".join(prefix) + ".")
-    if len(segs) == 1 and ctx.dataset:
-        segs = ctx.dataset.lower().split(".") + segs
+    if len(segs) == 1 and default:
+        segs = default + segs
     if len(segs) == 2:
         segs = project + segs
     if len(segs) > 3:
         raise _Refusal("table", f"Unrecognised table name `{shown}`; use project.dataset.table.")
+    if len(segs) == 3:
+        segs = [segs[0].lower(), *segs[1:]]
     name = ".".join(segs)
     if "*" in segs[-1]:
         if segs[-1].count("*") != 1 or not name.endswith("*"):
@@ -100,6 +110,12 @@ def _normalise_bigquery(names: list[str], ctx: _Ctx) -> _Ref:
             )
         return _Ref(name, "prefix", name[:-1])
     return _Ref(name, "table")
+
+
+def _default_dataset(ctx: _Ctx) -> list[str]:
+    """The default dataset's parts as configured (`proj.ds` or `ds`), its project lower case."""
+    parts = ctx.dataset.split(".") if ctx.dataset else []
+    return [parts[0].lower(), *parts[1:]] if len(parts) > 1 else parts
 
 
 def _check_ref(ref: _Ref, ctx: _Ctx) -> None:

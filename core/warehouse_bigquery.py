@@ -132,10 +132,11 @@ class BigQueryWarehouse:
         return text + self.notes.prompt_section()
 
     def effective_allowlist(self, allowlist: TableAllowlist) -> TableAllowlist:
-        """An empty allowlist means every dataset of the billing project, never the whole of BigQuery."""
+        """An empty allowlist means every dataset of the billing project, never the whole of BigQuery;
+        names compared as BigQuery's are, dataset and table names case-sensitive."""
         if allowlist.allow_all:
-            return TableAllowlist((f"{self.default_project}.*",))
-        return allowlist
+            return TableAllowlist((f"{self.default_project}.*",), case_sensitive=True)
+        return allowlist.for_dialect(self.dialect)
 
     async def list_tables(
         self, allowlist: TableAllowlist, *, call_s: float | None = None, dataset: str | None = None
@@ -219,12 +220,15 @@ class BigQueryWarehouse:
         return min(times, default=None)
 
     def _qualify_table(self, table: str) -> str | None:
-        parts = [p for p in table.strip().replace("`", "").lower().split(".") if p]
+        """`project.dataset.table` of a name as the model wrote it: dataset and table keep their case
+        (BigQuery's are case-sensitive: lower-cased, `Analytics.Events` was "not found"), the project
+        id is lower case."""
+        parts = [p for p in table.strip().replace("`", "").split(".") if p]
         if len(parts) == 1 and self.default_dataset:
-            parts = self.default_dataset.lower().split(".") + parts
+            parts = self.default_dataset.split(".") + parts
         if len(parts) == 2 and self.default_project:
-            parts = [self.default_project.lower(), *parts]
-        return ".".join(parts) if len(parts) == 3 else None
+            parts = [self.default_project, *parts]
+        return ".".join([parts[0].lower(), *parts[1:]]) if len(parts) == 3 else None
 
     async def _cached(self, key: tuple, build, *, call_s: float | None = None):
         hit = self._cache.get(key)
@@ -282,7 +286,6 @@ class BigQueryWarehouse:
                 verdict.tables,
                 outside,
                 allow,
-                project=self.default_project,
                 dataset=self.default_dataset,
             )
             if unaccounted:

@@ -66,3 +66,16 @@ async def test_datasets_it_could_not_check_in_time_are_a_warning_not_a_silent_ok
     assert said.detail.endswith(
         "but could not check 1 of the 2 configured datasets (no answer in time, or an error)"
     )
+
+
+async def test_a_configured_camelcase_dataset_is_checked_by_its_own_name(tmp_path):
+    """BigQuery's dataset names are case-sensitive: `bill.Analytics` was asked for as `bill.analytics`
+    and reported missing; a dataset spelled in another case than BigQuery's is missing indeed."""
+    bq = fake()
+    bq.on_query("SELECT 1", Answer(rows=[[1]], bytes_processed=0))
+    bq.add_table(FakeTable("bill", "Analytics", "Events", [{"name": "id", "type": "INTEGER"}], [[1]]))
+    bq.add_table(FakeTable("bill", "Sales_Data", "Orders", [{"name": "id", "type": "INTEGER"}], [[1]]))
+    ok = await check(tmp_path, bq, bigquery_datasets="bill.Analytics", channel_datasets="C1=bill.Sales_Data")
+    assert ok.status == "ok", ok
+    said = await check(tmp_path, bq, bigquery_datasets="bill.Analytics,bill.sales_data")
+    assert said.status == "warn" and "but bill.sales_data of " in said.detail, said

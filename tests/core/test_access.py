@@ -356,3 +356,25 @@ async def test_a_full_channel_does_not_spend_the_askers_own_questions(
     elsewhere = await analyst.handle(msg(user="U2", channel="C2", text_="q3"), recorder)
     assert elsewhere.ok, elsewhere.error
     assert len(fake_model.requests) == 2
+
+
+def test_bigquery_dataset_entries_keep_their_case(settings):
+    """BigQuery's dataset and table names are case-sensitive: lower-cased, `bill.Analytics` named a
+    dataset BigQuery does not have (listed as "not found", reported missing by doctor), and
+    `bill.reporting` admitted a distinct `bill.REPORTING`. DuckDB's entries still fold: its names do."""
+    s = settings.model_copy(
+        update={
+            "warehouse": "bigquery",
+            "bigquery_datasets": "bill.Analytics, bill.reporting",
+            "channel_datasets": "C3=bill.Sales_Data|bill.Raw.Events",
+        }
+    )
+    policy = AccessPolicy.from_settings(s)
+    assert policy.datasets.patterns == ("bill.Analytics.*", "bill.reporting.*")
+    channel = policy.allowlist_for(msg(channel="C3"))
+    assert channel.patterns == ("bill.Sales_Data.*", "bill.Raw.Events")
+    default = policy.allowlist_for(msg(channel="C1")).for_dialect("bigquery")
+    assert default.allows("bill.Analytics.Events") and default.allows("bill.reporting.orders")
+    assert not default.allows("bill.analytics.Events") and not default.allows("bill.REPORTING.orders")
+    duck = AccessPolicy.from_settings(settings.model_copy(update={"channel_datasets": "C3=Main.Airlines"}))
+    assert duck.allowlist_for(msg(channel="C3")).patterns == ("main.airlines",)

@@ -72,7 +72,12 @@ BIGQUERY = [
     ("SELECT * FROM `proj.ds.tbl`", "select", ("proj.ds.tbl",)),
     ("SELECT * FROM `proj`.`ds`.`tbl`", "select", ("proj.ds.tbl",)),
     ("SELECT * FROM `proj.ds`.tbl", "select", ("proj.ds.tbl",)),
-    ("SELECT * FROM proj.DS.Tbl", "select", ("proj.ds.tbl",)),
+    # dataset and table names are case-sensitive in BigQuery, project ids lower case
+    ("SELECT * FROM PROJ.ds.Tbl", "select", ("proj.ds.Tbl",)),
+    ("SELECT * FROM proj.DS.Tbl", "refused:table", None),
+    ("SELECT * FROM proj.ds.information_schema.Tables", "select", ("proj.ds.information_schema.tables",)),
+    ("SELECT * FROM proj.DS.INFORMATION_SCHEMA.TABLES", "refused:table", None),
+    ("SELECT * FROM proj.ds.Events_*", "select", ("proj.ds.Events_*",)),
     ("SELECT * FROM tbl", "select", ("proj.ds.tbl",)),
     (
         "SELECT * FROM sales.orders o JOIN ds.tbl t ON o.id = t.id",
@@ -328,8 +333,74 @@ def test_allowlist_allows_prefix(patterns: tuple[str, ...], prefix: str, expecte
     assert TableAllowlist(patterns).allows_prefix(prefix) is expected
 
 
-def test_allowlist_accepts_a_bare_string_and_normalises() -> None:
-    assert TableAllowlist("Proj.DS.*  ").patterns == ("proj.ds.*",)  # type: ignore[arg-type]
+def test_allowlist_accepts_a_bare_string_and_keeps_it_as_written() -> None:
+    allow = TableAllowlist("Proj.DS.*  ")  # type: ignore[arg-type]
+    assert allow.patterns == ("Proj.DS.*",)  # shown as written in refusals and to doctor
+    assert allow.allows("proj.ds.t") and not allow.for_dialect("bigquery").allows("proj.ds.t")
+
+
+# BigQuery's names: datasets and tables case-sensitive, project ids lower case. Folded whole, an entry
+# `bill.reporting` admitted a distinct dataset `bill.REPORTING`, and `bill.Analytics` was looked up
+# (and listed, described) as `bill.analytics`, which BigQuery does not have.
+BIGQUERY_ALLOWS = [
+    (("bill.reporting.*",), "bill.reporting.t", True),
+    (("bill.reporting.*",), "bill.REPORTING.t", False),
+    (("bill.reporting.*",), "bill.Reporting.t", False),
+    (("bill.Analytics.*",), "bill.Analytics.Events", True),
+    (("bill.Analytics.*",), "bill.analytics.Events", False),
+    (("Bill.Analytics.*",), "BILL.Analytics.Events", True),  # the project id folded on both sides
+    (("bill.Analytics.Events",), "bill.Analytics.events", False),
+    (("bill.Sales_*",), "bill.Sales_EU.t", True),
+    (("bill.Sales_*",), "bill.sales_eu.t", False),
+    (("*.Analytics.*",), "bill.Analytics.t", True),
+    (("*.Analytics.*",), "bill.analytics.t", False),
+    (("bill.*",), "bill.ANY.Thing", True),
+]
+BIGQUERY_ALLOWS_PREFIX = [
+    (("bill.Analytics.*",), "bill.Analytics.", True),
+    (("bill.Analytics.*",), "bill.analytics.", False),
+    (("bill.ds.Events_*",), "bill.ds.Events_", True),
+    (("bill.ds.Events_*",), "bill.ds.events_", False),
+    (("bill.reporting.*",), "bill.REPORTING.events_", False),
+]
+
+
+@pytest.mark.parametrize(("patterns", "ref", "expected"), BIGQUERY_ALLOWS)
+def test_bigquery_allowlist_admits_exactly_what_it_names(
+    patterns: tuple[str, ...], ref: str, expected: bool
+) -> None:
+    allow = TableAllowlist(patterns).for_dialect("bigquery")
+    assert allow.allows(ref) is expected
+    # DuckDB's identifiers are case-insensitive: there the same entry admits every spelling
+    assert TableAllowlist(patterns).for_dialect("duckdb").allows(ref) is True
+
+
+@pytest.mark.parametrize(("patterns", "prefix", "expected"), BIGQUERY_ALLOWS_PREFIX)
+def test_bigquery_allowlist_prefix_is_case_sensitive(
+    patterns: tuple[str, ...], prefix: str, expected: bool
+) -> None:
+    assert TableAllowlist(patterns).for_dialect("bigquery").allows_prefix(prefix) is expected
+
+
+def test_bigquery_sql_keeps_its_names_and_the_allowlist_admits_only_its_own_spelling() -> None:
+    """`bill.reporting` must not admit `bill.REPORTING`, whichever way the allowlist was built; the
+    tables a query reads are reported as BigQuery has them, the project id lower case."""
+    allow = TableAllowlist(("bill.reporting.*", "bill.Analytics.*"))
+    defaults = {"default_project": "bill", "default_dataset": "Analytics"}
+    for sql, tables in (
+        ("SELECT * FROM `bill.Analytics.Events`", ("bill.Analytics.Events",)),
+        ("SELECT * FROM Analytics.Events", ("bill.Analytics.Events",)),
+        ("SELECT * FROM Events", ("bill.Analytics.Events",)),
+        ("SELECT * FROM `BILL`.reporting.Orders", ("bill.reporting.Orders",)),
+    ):
+        v = check_sql(sql, dialect="bigquery", allowlist=allow, **defaults)
+        assert v.allowed and v.tables == tables, (sql, v)
+    for sql in ("SELECT * FROM bill.REPORTING.orders", "SELECT * FROM analytics.Events"):
+        v = check_sql(sql, dialect="bigquery", allowlist=allow, **defaults)
+        assert not v.allowed and v.kind == "refused:table", (sql, v)
+    # DuckDB's names are as case-insensitive as before
+    v = check_sql("SELECT * FROM Main.Flights", dialect="duckdb", allowlist=TableAllowlist(("MAIN.flights",)))
+    assert v.allowed and v.tables == ("main.flights",), v
 
 
 def test_region_information_schema_refused_even_when_allow_all() -> None:

@@ -4,7 +4,8 @@ Tests register tables (metadata + rows) and scripted query answers (`on_query(su
 fake serves jobs.insert (dry runs and real runs), jobs.get, jobs.getQueryResults (paged with pageToken),
 jobs.cancel, datasets.list, datasets.get, tables.list, tables.get and tabledata.list, and records every
 request. As the service does: lists come in pages (`nextPageToken`), tables.list of a dataset that does
-not exist is a 404, a cancelled job ends DONE with errorResult `stopped`, and a job that failed while
+not exist is a 404, dataset and table names match exactly (case-sensitive: `Analytics` is not
+`analytics`), a cancelled job ends DONE with errorResult `stopped`, and a job that failed while
 running is DONE with its errorResult (getQueryResults then answers the error). `latency` makes every
 call take that long (a round trip from outside Google Cloud is 0.1-0.3 s).
 """
