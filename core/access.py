@@ -129,7 +129,10 @@ class AccessPolicy:
             channels=frozenset(split_list(settings.allowed_channels)),
             users=frozenset(split_list(settings.allowed_users)),
             admins=frozenset(split_list(settings.admin_users)),
-            datasets=TableAllowlist(patterns=tuple(q for p in base for q in _dataset_patterns(p, 3))),
+            # compared as the warehouse's names compare (BigQuery's are case-sensitive), whoever asks
+            datasets=TableAllowlist(
+                patterns=tuple(q for p in base for q in _dataset_patterns(p, 3))
+            ).for_dialect(settings.warehouse),
             channel_datasets=parse_channel_datasets(settings.channel_datasets),
             table_parts=2 if settings.warehouse == "duckdb" else 3,
             external_users=settings.allow_external_users,
@@ -199,7 +202,7 @@ class AccessPolicy:
         if patterns is not None:
             return TableAllowlist(
                 patterns=tuple(q for p in patterns for q in _dataset_patterns(p, self.table_parts))
-            )
+            ).for_dialect("bigquery" if self.table_parts == 3 else "duckdb")
         return self.datasets
 
 

@@ -373,8 +373,9 @@ def test_bigquery_dataset_entries_keep_their_case(settings):
     assert policy.datasets.patterns == ("bill.Analytics.*", "bill.reporting.*")
     channel = policy.allowlist_for(msg(channel="C3"))
     assert channel.patterns == ("bill.Sales_Data.*", "bill.Raw.Events")
-    default = policy.allowlist_for(msg(channel="C1")).for_dialect("bigquery")
+    default = policy.allowlist_for(msg(channel="C1"))  # compared as BigQuery compares, whoever asks
     assert default.allows("bill.Analytics.Events") and default.allows("bill.reporting.orders")
     assert not default.allows("bill.analytics.Events") and not default.allows("bill.REPORTING.orders")
+    assert channel.allows("bill.Sales_Data.x") and not channel.allows("bill.sales_data.x")
     duck = AccessPolicy.from_settings(settings.model_copy(update={"channel_datasets": "C3=Main.Airlines"}))
     assert duck.allowlist_for(msg(channel="C3")).patterns == ("main.airlines",)
