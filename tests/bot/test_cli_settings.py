@@ -465,6 +465,7 @@ LOG_LEVEL_COMMANDS = {
     "slack": ["slack", "--socket"],
     "eval": ["eval", "--demo"],
     "schedule run-now": ["schedule", "run-now", "nope"],
+    "forget": ["forget", "--thread", "nope"],
 }
 
 
