@@ -96,6 +96,9 @@ async def plan_forget(
     else:
         threads = await store.find_threads(user_id=user, channel_id=channel, team_id=team)
         if user is not None:
+            # a schedule's audit entries (`schedule:<id>`, core/schedules_store.py) are no conversation:
+            # counted as a thread "they shared with others"; their own entries go with their turn records
+            threads = {s: people for s, people in threads.items() if not s.startswith("schedule:")}
             alone = sorted(s for s, people in threads.items() if set(people) <= {user})
             shared = sorted(set(threads) - set(alone))
             plan = ForgetPlan(what=f"user {user}", sessions=alone, shared=shared, user_id=user)

@@ -127,3 +127,19 @@ async def test_a_store_failing_midway_says_how_far_it_got(make_store, settings, 
     assert "Redis stopped answering after 1 of 2 threads (" in err and err.endswith(
         "run the same command again.\n"
     )
+
+
+async def test_a_schedules_audit_entries_are_not_a_thread_of_theirs(make_store, settings):
+    """`forget --user` said "not the history of 1 thread they shared with others (schedule:5ef1…)" and
+    counted it among their threads: a schedule's audit entries (filed under `schedule:<id>`, by the
+    terminal and by them) are no conversation. Their own entries there go with their turn records."""
+    store = make_store()
+    await seed(store)
+    for i, by in enumerate(("terminal", "U1")):
+        await store.record_turn(
+            {"turn_id": f"schedule-s1-{i}", "kind": "schedule", "session_id": "schedule:s1", "user_id": by}
+        )
+    plan = await plan_forget(store, user="U1")
+    assert (plan.sessions, plan.shared) == (["sl-alone"], ["sl-shared"])
+    await carry_out(store, settings, plan)
+    assert [t["user_id"] for t in await store.list_turns(session_id="schedule:s1")] == ["terminal"]
