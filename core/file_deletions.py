@@ -92,7 +92,13 @@ class FileDeletions:
         turn held it past LOCK_WAIT_S, the store or the sandbox failed): the record keeps what is
         left, for the caller to try again (bot/slack_file_deleted.py re-queues the job)."""
         record = await self.store.get_record(KIND, file_key)
-        if not record:
+        if not record:  # never fetched here — or fetched before this index existed (an upgrade): say so
+            log.info(
+                "deleted file %s: no thread is known to hold a copy (copies taken before the index, by "
+                "releases before it, stay until their workspace expires; `datathread forget --thread` "
+                "removes one now)",
+                file_key,
+            )
             return []
         cleaned, done = [], []
         for session_id, held in (record.get("threads") or {}).items():
