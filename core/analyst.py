@@ -380,7 +380,8 @@ class Analyst:
         history = await self.store.load_history(session_id)
         asked = {"role": "user", "content": [{"type": "text", "text": message.text}]}
         answered = {"role": "assistant", "content": [{"type": "text", "text": outcome.answer}]}
-        await self.ends.save_history(session_id, [*history, asked, answered])  # as a turn's is saved
+        # as a turn's is saved, and not into a conversation reset meanwhile (core/erase_mark.py)
+        await self.ends.save_history(session_id, [*history, asked, answered], since=started)
         outcome.ok = True
         await self.store.record_turn(self.ends.record_of(message, outcome, started, None))
         await emit(TurnFinished(turn_id=outcome.turn_id, session_id=session_id, ok=True, stats=outcome.stats))

@@ -56,3 +56,30 @@ async def test_a_turn_begun_after_a_deletion_saves_as_ever(make_store, settings)
     await forget_for_reset(store, settings, SID)
     await ends(store, settings).save_history(SID, NEW, since=time.time() + 0.01)
     assert len(await store.load_history(SID)) == 4
+
+
+async def test_an_export_running_during_a_reset_does_not_save_its_history_back(
+    analyst, fake_model, recorder, monkeypatch
+):
+    """ "export this as a notebook" saves its question and answer into the history as a turn does, and
+    did not read the mark: a `reset` landing while the notebook was built had the history saved back."""
+    from core.events import IncomingMessage
+    from tests.fakes.anthropic_api import text
+
+    def ask(words: str) -> IncomingMessage:
+        return IncomingMessage(text=words, surface="terminal", thread_key=("rx1",), user_id="u1")
+
+    fake_model.enqueue(text("42."))
+    first = await analyst.handle(ask("what is the answer?"), recorder)
+    assert first.ok, first.error
+    export_turn = analyst.threads.export_turn
+
+    async def reset_meanwhile(session_id, turn_id, emit):
+        said = await export_turn(session_id, turn_id, emit)
+        await forget_for_reset(analyst.store, analyst.settings, session_id)  # `reset`, from another process
+        return said
+
+    monkeypatch.setattr(analyst.threads, "export_turn", reset_meanwhile)
+    exported = await analyst.handle(ask("export this as a notebook"), recorder)
+    assert exported.ok, exported.error
+    assert await analyst.store.load_history(first.session_id) == []
