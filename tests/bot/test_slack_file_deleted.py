@@ -25,21 +25,27 @@ def workspace(settings, session_id: str) -> list[str]:
     return sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file())
 
 
+async def people_csv_shared(h, api, fake_model) -> tuple[dict, str]:
+    """people.csv shared with a question in thread 200.1 and answered: the file as Slack lists it, and
+    the thread's session id."""
+    shared = api.share("people.csv", CSV)
+    fake_model.enqueue(text("One person."))
+    await h.event({**mention("what's in it?", ts="200.1"), "files": [shared]})
+    await h.drain()
+    return shared, session_id_for("slack", (TEAM_ID, "C0001", "200.1"))
+
+
 async def test_a_file_deleted_in_slack_is_gone_from_the_thread_and_its_follow_up_hears_so(
     settings, fake_model
 ):
     api = FakeSlackAPI().start()
     try:
         async with serve(settings, api) as h:
-            shared = api.share("people.csv", CSV)
-            fake_model.enqueue(text("One person."))
-            await h.event({**mention("what's in it?", ts="200.1"), "files": [shared]})
-            await h.drain()
+            shared, first = await people_csv_shared(h, api, fake_model)
             # another thread shares a different file of the same name: it keeps it
             fake_model.enqueue(text("Two people."))
             await h.event({**mention("and this one?", ts="300.1"), "files": [api.share("people.csv", OTHER)]})
             await h.drain()
-            first = session_id_for("slack", (TEAM_ID, "C0001", "200.1"))
             other = session_id_for("slack", (TEAM_ID, "C0001", "300.1"))
             assert "people.csv" in workspace(h.state.settings, first)
 
@@ -76,11 +82,7 @@ async def test_a_deletion_a_running_turn_held_up_is_tried_again(settings, fake_m
     api = FakeSlackAPI().start()
     try:
         async with serve(settings, api) as h:
-            shared = api.share("people.csv", CSV)
-            fake_model.enqueue(text("One person."))
-            await h.event({**mention("what's in it?", ts="200.1"), "files": [shared]})
-            await h.drain()
-            first = session_id_for("slack", (TEAM_ID, "C0001", "200.1"))
+            shared, first = await people_csv_shared(h, api, fake_model)
             store = h.state.analyst.store
             locked = asyncio.Event()
 
